@@ -1,0 +1,42 @@
+# nena: `make demo` runs the main job on this machine, `make test` runs every test.
+# Both install what they need first (Debian packages, Rust components); run them as root.
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO ?= cargo
+NENA := target/release/nena
+
+.PHONY: all deps build demo test unit lint fuzz bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+demo: build
+	@bash scripts/demo.sh
+
+# Every test: unit, property and known-answer tests, the fuzz targets' regression runs,
+# and (as root) the namespace/MPTCP/BPF integration tests, each cleaning up after itself.
+test: deps
+	$(CARGO) build --release --workspace
+	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast 2>&1 | tee target/test.log
+	@bash scripts/check-tests-ran.sh target/test.log
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Coverage-guided fuzzing (needs the nightly toolchain and cargo-fuzz); SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+bench: build
+	$(NENA) bench codec
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,1 @@
+//! nena-analyze: placeholder until its issue lands.

@@ -1,0 +1,1 @@
+//! nena-bench: placeholder until its issue lands.

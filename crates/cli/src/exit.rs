@@ -1,0 +1,34 @@
+//! How a subcommand fails: a one-line message on stderr and an exit status.
+//! Status 2 is for bad input (usage, syntax, and the codec's I/O errors, as its issue asks);
+//! status 1 for an operation that was attempted and failed.
+
+use std::process::ExitCode;
+
+/// A failed subcommand: the error and the status to exit with.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+pub type CmdResult = Result<(), Exit>;
+
+impl Exit {
+    /// Bad input: exit status 2.
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Exit { code: 2, error: error.into() }
+    }
+
+    /// Print `nena: <error chain on one line>` to stderr and return the status.
+    pub fn report(self) -> ExitCode {
+        let msg = format!("{:#}", self.error).replace('\n', " ");
+        eprintln!("nena: {msg}");
+        ExitCode::from(self.code)
+    }
+}
+
+impl From<anyhow::Error> for Exit {
+    fn from(error: anyhow::Error) -> Self {
+        Exit { code: 1, error }
+    }
+}

@@ -1,0 +1,89 @@
+//! `nena`: the command-line front end. A thin layer: every subcommand parses its
+//! arguments here (one module per concern under `cmd/`) and calls into a library crate.
+
+mod cmd;
+mod exit;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// nena keeps Multipath TCP traffic private on paths you do not trust.
+#[derive(Parser, Debug)]
+#[command(name = "nena", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Scramble or descramble standard input with the papers' byte scrambling.
+    #[command(subcommand)]
+    Codec(cmd::codec::CodecCmd),
+    /// Benchmarks: the codec overhead table, transfer goodput, policy cost.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCmd),
+    /// Serve files and perf tests over nena on MPTCP.
+    Serve(cmd::transfer::ServeArgs),
+    /// Send a file to a nena server.
+    Send(cmd::transfer::SendArgs),
+    /// Fetch a file from a nena server.
+    Get(cmd::transfer::GetArgs),
+    /// Throughput test against a nena server (iperf-like).
+    Perf(cmd::transfer::PerfArgs),
+    /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
+    #[command(subcommand)]
+    Proxy(cmd::transfer::ProxyCmd),
+    /// The network-namespace lab: a client with a trusted and an untrusted path, and a server.
+    #[command(subcommand)]
+    Lab(cmd::lab::LabCmd),
+    /// Show what an eavesdropper sees in a capture.
+    Eavesdrop(cmd::analyze::EavesdropArgs),
+    /// eBPF policy chains (selectors and actors at XDP/TC).
+    #[command(subcommand)]
+    Policy(cmd::policy::PolicyCmd),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Codec(c) => cmd::codec::run(c),
+        Command::Bench(c) => cmd::bench::run(c),
+        Command::Serve(a) => cmd::transfer::serve(a),
+        Command::Send(a) => cmd::transfer::send(a),
+        Command::Get(a) => cmd::transfer::get(a),
+        Command::Perf(a) => cmd::transfer::perf(a),
+        Command::Proxy(c) => cmd::transfer::proxy(c),
+        Command::Lab(c) => cmd::lab::run(c),
+        Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
+        Command::Policy(c) => cmd::policy::run(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(exit) => exit.report(),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
+        .format_timestamp_millis()
+        .init();
+}

@@ -1,0 +1,1 @@
+//! nena-codec: the papers' byte scrambling (being written).

@@ -1,0 +1,1 @@
+//! nena-lab: placeholder until its issue lands.

@@ -1,0 +1,1 @@
+//! nena-mptcp: placeholder until its issue lands.

@@ -1,0 +1,1 @@
+//! nena-policy: placeholder until its issue lands.

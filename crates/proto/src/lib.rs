@@ -1,0 +1,1 @@
+//! nena-proto: placeholder until its issue lands.

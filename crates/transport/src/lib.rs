@@ -1,0 +1,1 @@
+//! nena-transport: placeholder until its issue lands.

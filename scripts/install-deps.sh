@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install everything nena needs to build, test and run its demo on a fresh Debian machine
+# (run as root). Idempotent: packages already present are not fetched again.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs (C, CO-RE) and their loader
+  libssl-dev                                            # OpenSSL baselines in `nena bench codec`
+  iproute2 tcpdump ethtool procps                       # the lab: namespaces, veth, qdiscs, captures
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Rust: stable toolchain with clippy and rustfmt (rustup is on the machine).
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null 2>&1 || { echo "install-deps: cargo not found (install rustup)" >&2; exit 1; }
+if command -v rustup >/dev/null 2>&1; then
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+fi
+
+# Kernel settings the lab and transport rely on.
+sysctl -qw net.mptcp.enabled=1 || true
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true

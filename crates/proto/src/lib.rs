@@ -1,1 +1,45 @@
-//! nena-proto: placeholder until its issue lands.
+//! nena-proto: nena's in-band session handshake, sans-IO (bytes in, bytes out).
+//!
+//! Before any application byte, the client writes a hello (magic, version, the
+//! modes it offers in preference order, and for each mode the key material it
+//! needs, one key per direction); the server answers with the chosen mode or a
+//! reason for refusing, and no secret. From the next byte on, both directions
+//! go through the chosen mode's [`Session`]. Wire format, state machines and
+//! failure cases: docs/PROTOCOL.md.
+//!
+//! ```
+//! use nena_proto::*;
+//! let mut client = ClientHandshake::new(&ClientConfig::default(), [7; 16].iter().chain(&[9; 16]).copied().collect::<Vec<_>>().try_into().unwrap()).unwrap();
+//! let mut server = ServerHandshake::new(&ServerConfig::default());
+//! let Ok(Progress::Done { value: (reply, mut s_sess), .. }) = server.read(client.first_flight()) else { panic!() };
+//! let Ok(Progress::Done { value: mut c_sess, .. }) = client.read(&reply) else { panic!() };
+//! let mut msg = *b"hello";
+//! c_sess.protect(&mut msg);
+//! s_sess.unprotect(&mut msg);
+//! assert_eq!(&msg, b"hello");
+//! ```
+
+mod client;
+mod error;
+pub mod fuzzing;
+mod kato_shim;
+mod mode;
+mod server;
+mod session;
+pub mod wire;
+
+pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
+pub use error::{HandshakeError, RejectReason, Rejected};
+pub use mode::{Mode, ParseModeError, KATO_KEY_LEN};
+pub use server::{ServerConfig, ServerHandshake};
+pub use session::{Protector, Role, Session, Unprotector};
+
+/// Result of feeding bytes to a handshake.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Progress<T> {
+    /// The message is not complete yet; all `consumed` (= every input byte) were buffered.
+    NeedMore { consumed: usize },
+    /// The message is complete. The first `consumed` input bytes belonged to the
+    /// handshake; any further input bytes are session data (to unprotect).
+    Done { consumed: usize, value: T },
+}

@@ -1,0 +1,190 @@
+//! Why a handshake failed: one error type for both sides, with one-line
+//! messages meant for the user, and the reasons a server sends to a client.
+
+use crate::mode::{Mode, ModeList};
+use std::fmt;
+
+/// Why a nena handshake failed. Every variant's message is one line a user can act on.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// The peer's first bytes are not nena's magic: it speaks another protocol.
+    #[error("peer does not speak nena (its first bytes were {}, expected {})", Hex(got), Hex(&crate::wire::MAGIC))]
+    NotNena {
+        /// The peer's bytes up to and including the first one that differs from the magic.
+        got: Vec<u8>,
+    },
+    /// The peer speaks nena, but another protocol version.
+    #[error("peer speaks nena protocol version {theirs}, we speak version {ours}")]
+    UnsupportedVersion { ours: u8, theirs: u8 },
+    /// The client offers no mode the server accepts.
+    #[error(
+        "no common mode: the client offers {}, the server accepts {}",
+        ModeList(offered),
+        ModeList(accepted)
+    )]
+    NoCommonMode {
+        /// The client's offer (modes unknown to this side are left out).
+        offered: Vec<Mode>,
+        /// The server's accepted modes (modes unknown to this side are left out).
+        accepted: Vec<Mode>,
+    },
+    /// The peer's handshake message breaks the format.
+    #[error("malformed nena handshake from peer: {0}")]
+    Malformed(&'static str),
+    /// The peer's handshake message announces more bytes than allowed.
+    #[error("nena handshake message too long: {len} bytes announced, at most {max} allowed")]
+    TooLong { len: usize, max: usize },
+    /// The connection ended before the peer's handshake message was complete.
+    #[error("{}", closed_msg(*received))]
+    ClosedEarly {
+        /// How many bytes of the peer's message had arrived.
+        received: usize,
+    },
+    /// The server refused the client's hello for a reason it stated.
+    #[error("the server rejected our nena hello: {0}")]
+    PeerRejected(RejectReason),
+    /// The local configuration or caller input cannot make a handshake.
+    #[error("invalid nena handshake configuration: {0}")]
+    Config(&'static str),
+    /// `read` was called after the handshake had already finished or failed.
+    #[error("nena handshake already finished")]
+    AlreadyFinished,
+}
+
+fn closed_msg(received: usize) -> String {
+    if received == 0 {
+        "peer closed the connection before its nena handshake message".to_string()
+    } else {
+        format!("peer closed the connection in the middle of its nena handshake message (after {received} bytes)")
+    }
+}
+
+/// A reason code in the server's reject message.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The hello's version is not the server's.
+    UnsupportedVersion,
+    /// No offered mode is accepted (the client reports this as [`HandshakeError::NoCommonMode`]).
+    NoCommonMode,
+    /// The hello broke the format.
+    Malformed,
+    /// The hello announced more than the maximum length.
+    TooLong,
+    /// A code this build does not know (sent by a newer server).
+    Other(u8),
+}
+
+impl RejectReason {
+    /// Wire code of this reason.
+    pub fn code(self) -> u8 {
+        match self {
+            RejectReason::UnsupportedVersion => 0x01,
+            RejectReason::NoCommonMode => 0x02,
+            RejectReason::Malformed => 0x03,
+            RejectReason::TooLong => 0x04,
+            RejectReason::Other(c) => c,
+        }
+    }
+
+    /// Reason with this wire code.
+    pub fn from_code(code: u8) -> RejectReason {
+        match code {
+            0x01 => RejectReason::UnsupportedVersion,
+            0x02 => RejectReason::NoCommonMode,
+            0x03 => RejectReason::Malformed,
+            0x04 => RejectReason::TooLong,
+            c => RejectReason::Other(c),
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RejectReason::UnsupportedVersion => f.write_str("it does not support our protocol version"),
+            RejectReason::NoCommonMode => f.write_str("it accepts none of the modes we offered"),
+            RejectReason::Malformed => f.write_str("it found our hello malformed"),
+            RejectReason::TooLong => f.write_str("our hello was too long"),
+            RejectReason::Other(c) => write!(f, "unknown reason code {c:#04x}"),
+        }
+    }
+}
+
+/// A failed server handshake: the error, and the answer to send (if any)
+/// so that the client can tell its user why, before the server closes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct Rejected {
+    /// Bytes to write to the client before closing. `None` when the peer
+    /// is not nena (we do not write into another protocol) or has gone.
+    pub reply: Option<Vec<u8>>,
+    /// What went wrong, for the server's own log.
+    #[source]
+    pub error: HandshakeError,
+}
+
+/// Hex formatting of a short byte string, e.g. `48 54 54 50`.
+pub(crate) struct Hex<'a>(pub &'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        if self.0.is_ascii() && !self.0.is_empty() {
+            write!(f, " \"{}\"", self.0.escape_ascii())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_line_and_clear() {
+        let cases: Vec<(HandshakeError, &str)> = vec![
+            (
+                HandshakeError::NotNena { got: b"H".to_vec() },
+                "peer does not speak nena (its first bytes were 48 \"H\", expected 8b 4e 45 4e 41)",
+            ),
+            (
+                HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 },
+                "peer speaks nena protocol version 2, we speak version 1",
+            ),
+            (
+                HandshakeError::NoCommonMode { offered: vec![Mode::Plain], accepted: vec![Mode::Kato] },
+                "no common mode: the client offers [plain], the server accepts [kato]",
+            ),
+            (
+                HandshakeError::ClosedEarly { received: 0 },
+                "peer closed the connection before its nena handshake message",
+            ),
+            (
+                HandshakeError::ClosedEarly { received: 3 },
+                "peer closed the connection in the middle of its nena handshake message (after 3 bytes)",
+            ),
+            (
+                HandshakeError::PeerRejected(RejectReason::Other(0x7f)),
+                "the server rejected our nena hello: unknown reason code 0x7f",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+            assert!(!e.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn reason_codes_round_trip() {
+        for c in 0..=255u8 {
+            assert_eq!(RejectReason::from_code(c).code(), c);
+        }
+    }
+}

@@ -1,1 +1,791 @@
-//! nena-lab: placeholder until its issue lands.
+//! nena-lab: the papers' setting built from network namespaces on this machine.
+//!
+//! ```text
+//!     client ──trusted link──┐
+//!       │                    router ──server link── server
+//!       └──untrusted link────┘
+//! ```
+//!
+//! Hosts are namespaces `<prefix>-client`, `<prefix>-router`, `<prefix>-server`; links are
+//! veth pairs with addresses in 198.18.0.0/15 (see [`Link::edge`], [`Link::router`] and
+//! `docs/LAB.md`). The lab is configured with the iproute2 tools (`ip`, `tc`), as the kernel's
+//! own selftests do; every failure names the command and carries its stderr.
+//!
+//! [`Lab::up`] is idempotent (it reconciles an existing or half-built lab), [`Lab::down`]
+//! removes everything with the prefix (namespaces, hence veths and qdiscs, and the processes
+//! left inside them, such as captures), also after a crash. [`LabGuard`] tears the lab down
+//! when dropped, for tests.
+
+mod capture;
+mod netns;
+mod rate;
+mod run;
+mod status;
+mod topology;
+
+pub use capture::{Capture, CaptureOptions, CaptureRecord, CaptureStats};
+pub use rate::{Rate, RateParseError};
+pub use status::{HostStatus, LabStatus, LinkStatus, MptcpStatus};
+pub use topology::{End, Host, Link, SERVER_ADDR};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use run::{ip, netns_exec, probe, run, run_tolerant, tc};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Which MPTCP path manager the client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PmMode {
+    /// The in-kernel path manager; the client announces 198.18.2.2 as a `subflow` endpoint.
+    #[default]
+    Kernel,
+    /// The userspace path manager (`net.mptcp.pm_type=1` in the client); no endpoints,
+    /// the application creates subflows.
+    Userspace,
+}
+
+impl std::str::FromStr for PmMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<PmMode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "kernel" | "in-kernel" => Ok(PmMode::Kernel),
+            "userspace" | "user" => Ok(PmMode::Userspace),
+            _ => Err(format!("unknown path manager `{s}` (kernel or userspace)")),
+        }
+    }
+}
+
+impl std::fmt::Display for PmMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PmMode::Kernel => "kernel",
+            PmMode::Userspace => "userspace",
+        })
+    }
+}
+
+/// How to build a lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabConfig {
+    /// Namespace name prefix (default `nena`): hosts are `<prefix>-client` etc.
+    pub prefix: String,
+    /// The client's MPTCP path manager.
+    pub pm: PmMode,
+    /// Rate limit of the trusted link, both directions (tbf on both ends).
+    pub trusted_rate: Option<Rate>,
+    /// Rate limit of the untrusted link, both directions.
+    pub untrusted_rate: Option<Rate>,
+    /// Rate limit of the router-server link, both directions.
+    #[serde(default)]
+    pub server_rate: Option<Rate>,
+    /// Check after `up` that the server is reachable from both client addresses (TCP).
+    #[serde(default = "yes")]
+    pub verify: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            prefix: "nena".into(),
+            pm: PmMode::Kernel,
+            trusted_rate: None,
+            untrusted_rate: None,
+            server_rate: None,
+            verify: true,
+        }
+    }
+}
+
+impl LabConfig {
+    /// The default configuration with another prefix.
+    pub fn with_prefix(prefix: impl Into<String>) -> Self {
+        LabConfig {
+            prefix: prefix.into(),
+            ..LabConfig::default()
+        }
+    }
+
+    /// The configured rate of a link.
+    pub fn rate(&self, link: Link) -> Option<Rate> {
+        match link {
+            Link::Trusted => self.trusted_rate,
+            Link::Untrusted => self.untrusted_rate,
+            Link::Server => self.server_rate,
+        }
+    }
+
+    fn set_rate(&mut self, link: Link, rate: Option<Rate>) {
+        match link {
+            Link::Trusted => self.trusted_rate = rate,
+            Link::Untrusted => self.untrusted_rate = rate,
+            Link::Server => self.server_rate = rate,
+        }
+    }
+}
+
+/// A short prefix unique to this process and call, for tests running in parallel
+/// (`nt<pid><n>`; namespace names stay short).
+pub fn unique_prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "nt{}x{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Where the lab keeps its state (config, capture records): `/run/nena/lab/<prefix>`.
+pub fn state_dir(prefix: &str) -> PathBuf {
+    PathBuf::from("/run/nena/lab").join(prefix)
+}
+
+/// What the state directory remembers between commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct State {
+    config: LabConfig,
+    #[serde(default)]
+    links_down: Vec<Link>,
+}
+
+/// A handle on a lab that is up. Dropping it does NOT tear the lab down (see [`LabGuard`]).
+#[derive(Debug, Clone)]
+pub struct Lab {
+    prefix: String,
+    state_dir: PathBuf,
+}
+
+fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty()
+        || prefix.len() > 24
+        || !prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || prefix.starts_with('-')
+    {
+        bail!("invalid lab prefix `{prefix}`: use 1-24 letters, digits, `-` or `_`");
+    }
+    Ok(())
+}
+
+/// Whether a process exists and is not a zombie.
+pub(crate) fn process_alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // state is the field after the parenthesised comm
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Terminate processes: SIGTERM, wait up to `grace`, then SIGKILL. Never signals ourselves.
+fn terminate(pids: &[u32], grace: Duration) {
+    let me = std::process::id();
+    let pids: Vec<u32> = pids.iter().copied().filter(|&p| p != me && p > 1).collect();
+    for &p in &pids {
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pids.iter().any(|&p| process_alive(p)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &p in &pids {
+        if process_alive(p) {
+            log::warn!("lab: process {p} ignored SIGTERM; killing it");
+            let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+fn netns_pids(ns: &str) -> Result<Vec<u32>> {
+    let out = run(ip(None, &["netns", "pids", ns]))?;
+    Ok(out
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect())
+}
+
+impl Lab {
+    /// Build the lab (or reconcile an existing or half-built one to `cfg`).
+    pub fn up(cfg: &LabConfig) -> Result<Lab> {
+        validate_prefix(&cfg.prefix)?;
+        let lab = Lab {
+            prefix: cfg.prefix.clone(),
+            state_dir: state_dir(&cfg.prefix),
+        };
+        fs::create_dir_all(&lab.state_dir).with_context(|| {
+            format!("cannot create state directory {}", lab.state_dir.display())
+        })?;
+        lab.build(cfg)
+            .with_context(|| format!("building lab `{}`", cfg.prefix))?;
+        lab.save(&State {
+            config: cfg.clone(),
+            links_down: Vec::new(),
+        })?;
+        if cfg.verify {
+            for link in [Link::Trusted, Link::Untrusted] {
+                lab.check_path(link, Duration::from_secs(3))
+                    .with_context(|| {
+                        format!(
+                            "lab `{}` is up but the {link} path does not work",
+                            cfg.prefix
+                        )
+                    })?;
+            }
+        }
+        Ok(lab)
+    }
+
+    /// A handle on a lab that is up (all three namespaces exist).
+    pub fn open(prefix: &str) -> Result<Lab> {
+        validate_prefix(prefix)?;
+        let lab = Lab {
+            prefix: prefix.to_string(),
+            state_dir: state_dir(prefix),
+        };
+        let missing: Vec<String> = Host::ALL
+            .iter()
+            .map(|&h| lab.netns(h))
+            .filter(|n| !netns::netns_exists(n))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "lab `{prefix}` is not up (missing namespaces: {}); run `nena lab up`",
+                missing.join(", ")
+            );
+        }
+        Ok(lab)
+    }
+
+    /// Whether all three namespaces of the lab exist.
+    pub fn is_up(prefix: &str) -> bool {
+        validate_prefix(prefix).is_ok()
+            && Host::ALL
+                .iter()
+                .all(|h| netns::netns_exists(&format!("{prefix}-{}", h.name())))
+    }
+
+    /// Remove everything belonging to the lab `prefix`: captures and other processes in its
+    /// namespaces, the namespaces (hence veths and qdiscs) and the state directory.
+    /// Idempotent; works on a half-built lab and after a crash.
+    pub fn down(prefix: &str) -> Result<()> {
+        validate_prefix(prefix)?;
+        let dir = state_dir(prefix);
+        // Captures we recorded (tcpdump runs inside the namespace, but be thorough).
+        let recorded: Vec<u32> = capture::records(&dir)
+            .into_iter()
+            .map(|(_, r)| r.pid)
+            .filter(|&p| capture::is_live_tcpdump(p))
+            .collect();
+        terminate(&recorded, Duration::from_secs(3));
+        let mut errors = Vec::new();
+        for h in Host::ALL {
+            let ns = format!("{prefix}-{}", h.name());
+            if !netns::netns_exists(&ns) {
+                continue;
+            }
+            match netns_pids(&ns) {
+                Ok(pids) => terminate(&pids, Duration::from_secs(2)),
+                Err(e) => errors.push(format!("{e:#}")),
+            }
+            if let Err(e) = run_tolerant(ip(None, &["netns", "del", &ns]), &["No such file"]) {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        if dir.exists() {
+            if let Err(e) = fs::remove_dir_all(&dir) {
+                errors.push(format!("cannot remove {}: {e}", dir.display()));
+            }
+        }
+        if !errors.is_empty() {
+            bail!("lab `{prefix}` down: {}", errors.join("; "));
+        }
+        Ok(())
+    }
+
+    /// The lab's prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The lab's state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The configuration the lab was last brought up or changed with.
+    pub fn config(&self) -> LabConfig {
+        self.load()
+            .map(|s| s.config)
+            .unwrap_or_else(|_| LabConfig::with_prefix(&self.prefix))
+    }
+
+    /// The network namespace name of a host.
+    pub fn netns(&self, host: Host) -> String {
+        format!("{}-{}", self.prefix, host.name())
+    }
+
+    /// A command that runs `program args...` inside a host (`ip netns exec`).
+    pub fn command<I, S>(
+        &self,
+        host: Host,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: I,
+    ) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut c = netns_exec(&self.netns(host), program);
+        c.args(args);
+        c
+    }
+
+    /// Run `f` on a thread inside a host's network namespace; sockets it creates live there.
+    pub fn run_in<T: Send, F: FnOnce() -> T + Send>(&self, host: Host, f: F) -> Result<T> {
+        netns::run_in(&self.netns(host), f)
+    }
+
+    /// Spawn a thread inside a host's network namespace (e.g. a test server).
+    pub fn spawn_in<T, F>(&self, host: Host, f: F) -> std::thread::JoinHandle<Result<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        netns::spawn_in(&self.netns(host), f)
+    }
+
+    /// The server's address (198.18.3.2).
+    pub fn server_addr(&self) -> IpAddr {
+        IpAddr::V4(SERVER_ADDR)
+    }
+
+    /// The client's address on a link (198.18.1.2 trusted, 198.18.2.2 untrusted); for the
+    /// server link, the server's address.
+    pub fn client_addr(&self, link: Link) -> IpAddr {
+        IpAddr::V4(link.edge().addr)
+    }
+
+    /// Take a link down (both ends) or bring it back up (and restore its routes).
+    pub fn set_link(&self, link: Link, up: bool) -> Result<()> {
+        let state = if up { "up" } else { "down" };
+        for end in link.ends() {
+            run(ip(
+                Some(&self.netns(end.host)),
+                &["link", "set", "dev", end.iface, state],
+            ))?;
+        }
+        if up {
+            self.apply_routes()?;
+        }
+        let mut st = self.load().unwrap_or_else(|_| State {
+            config: LabConfig::with_prefix(&self.prefix),
+            links_down: Vec::new(),
+        });
+        st.links_down.retain(|&l| l != link);
+        if !up {
+            st.links_down.push(link);
+        }
+        self.save(&st)
+    }
+
+    /// Set (Some) or remove (None) the rate limit of a link, both directions.
+    pub fn set_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
+        self.apply_rate(link, rate)?;
+        let mut st = self.load().unwrap_or_else(|_| State {
+            config: LabConfig::with_prefix(&self.prefix),
+            links_down: Vec::new(),
+        });
+        st.config.set_rate(link, rate);
+        self.save(&st)
+    }
+
+    /// Start capturing a link (whole packets) to a pcap file; see [`Capture`].
+    pub fn capture(&self, link: Link, file: &Path) -> Result<Capture> {
+        self.capture_with(link, file, &CaptureOptions::default())
+    }
+
+    /// Start capturing a link with options (packet count, snaplen, filter).
+    pub fn capture_with(&self, link: Link, file: &Path, opts: &CaptureOptions) -> Result<Capture> {
+        let edge = link.edge();
+        Capture::start(
+            &self.netns(edge.host),
+            &self.state_dir,
+            link,
+            edge.iface,
+            file,
+            opts,
+        )
+    }
+
+    /// Captures recorded as running for this lab (started in the background or by a
+    /// process that is gone).
+    pub fn captures(&self) -> Vec<CaptureRecord> {
+        capture::records(&self.state_dir)
+            .into_iter()
+            .filter(|(_, r)| capture::is_live_tcpdump(r.pid))
+            .map(|(_, r)| r)
+            .collect()
+    }
+
+    /// Stop recorded captures (of one link, or all): SIGINT so tcpdump flushes its file.
+    /// Returns the records of the captures stopped.
+    pub fn stop_captures(&self, link: Option<Link>) -> Result<Vec<CaptureRecord>> {
+        let mut stopped = Vec::new();
+        for (path, r) in capture::records(&self.state_dir) {
+            if link.is_some_and(|l| l != r.link) {
+                continue;
+            }
+            if capture::is_live_tcpdump(r.pid) {
+                let _ = kill(Pid::from_raw(r.pid as i32), Signal::SIGINT);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while capture::is_live_tcpdump(r.pid) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if capture::is_live_tcpdump(r.pid) {
+                    let _ = kill(Pid::from_raw(r.pid as i32), Signal::SIGKILL);
+                }
+                stopped.push(r.clone());
+            }
+            let _ = fs::remove_file(&path);
+            let _ = fs::remove_file(&r.log);
+        }
+        Ok(stopped)
+    }
+
+    /// Check with a TCP connection that the server is reachable from the client's address
+    /// on `link` (for the server link: from the router). Fails after `timeout`.
+    pub fn check_path(&self, link: Link, timeout: Duration) -> Result<()> {
+        let listener = self
+            .run_in(Host::Server, || {
+                TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), 0))
+            })?
+            .context("cannot listen on the server")?;
+        listener.set_nonblocking(true)?;
+        let dst = listener.local_addr()?;
+        let (host, src) = match link {
+            Link::Server => (Host::Router, IpAddr::V4(link.router().addr)),
+            _ => (Host::Client, self.client_addr(link)),
+        };
+        let stream = self
+            .run_in(host, move || -> std::io::Result<std::net::TcpStream> {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+                s.bind(&SocketAddr::new(src, 0).into())?;
+                s.connect_timeout(&dst.into(), timeout)?;
+                Ok(s.into())
+            })?
+            .with_context(|| format!("TCP connect {src} -> {dst} over the {link} link"))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match listener.accept() {
+                Ok((_, peer)) if peer == stream.local_addr()? => return Ok(()),
+                Ok((_, peer)) => log::debug!("lab check: unexpected peer {peer}"),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e).context("accept on the server"),
+            }
+            if Instant::now() > deadline {
+                bail!("server did not see the connection from {src} within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The lab's current state, read from the system (namespaces, links, qdiscs, MPTCP).
+    pub fn status(prefix: &str) -> Result<LabStatus> {
+        validate_prefix(prefix)?;
+        status::collect(prefix)
+    }
+
+    fn load(&self) -> Result<State> {
+        let p = self.state_dir.join("state.json");
+        let b = fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        serde_json::from_slice(&b).with_context(|| format!("corrupt {}", p.display()))
+    }
+
+    fn save(&self, st: &State) -> Result<()> {
+        fs::create_dir_all(&self.state_dir)?;
+        let p = self.state_dir.join("state.json");
+        let tmp = self.state_dir.join("state.json.tmp");
+        fs::write(&tmp, serde_json::to_vec_pretty(st)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
+        Ok(())
+    }
+
+    fn sysctl(&self, host: Host, key: &str, value: &str) -> Result<()> {
+        run(self.command(host, "sysctl", ["-q", "-w", &format!("{key}={value}")])).map(|_| ())
+    }
+
+    fn build(&self, cfg: &LabConfig) -> Result<()> {
+        // 1. namespaces with loopback up
+        for h in Host::ALL {
+            let ns = self.netns(h);
+            if !netns::netns_exists(&ns) {
+                run(ip(None, &["netns", "add", &ns]))?;
+            }
+            run(ip(Some(&ns), &["link", "set", "dev", "lo", "up"]))?;
+        }
+        // 2. veth pairs, addresses, links up
+        for link in Link::ALL {
+            let [a, b] = link.ends();
+            let (ans, bns) = (self.netns(a.host), self.netns(b.host));
+            let a_there = probe(ip(Some(&ans), &["link", "show", "dev", a.iface]))?;
+            let b_there = probe(ip(Some(&bns), &["link", "show", "dev", b.iface]))?;
+            if a_there != b_there {
+                // half a pair (cannot normally happen); start this link afresh
+                for (ns, e, there) in [(&ans, a, a_there), (&bns, b, b_there)] {
+                    if there {
+                        run(ip(Some(ns), &["link", "del", "dev", e.iface]))?;
+                    }
+                }
+            }
+            if !(a_there && b_there) {
+                run(ip(
+                    Some(&ans),
+                    &[
+                        "link", "add", "name", a.iface, "type", "veth", "peer", "name", b.iface,
+                        "netns", &bns,
+                    ],
+                ))?;
+            }
+            for (ns, e) in [(&ans, a), (&bns, b)] {
+                run(ip(
+                    Some(ns),
+                    &["addr", "replace", &e.cidr(), "dev", e.iface],
+                ))?;
+                run(ip(Some(ns), &["link", "set", "dev", e.iface, "up"]))?;
+            }
+        }
+        // 3. sysctls: forwarding, no reverse-path filtering (policy routing is asymmetric), MPTCP
+        self.sysctl(Host::Router, "net.ipv4.ip_forward", "1")?;
+        for h in [Host::Client, Host::Router] {
+            for k in ["all", "default"] {
+                self.sysctl(h, &format!("net.ipv4.conf.{k}.rp_filter"), "0")?;
+            }
+        }
+        for l in [Link::Trusted, Link::Untrusted] {
+            for e in l.ends() {
+                self.sysctl(e.host, &format!("net.ipv4.conf.{}.rp_filter", e.iface), "0")?;
+            }
+        }
+        for h in [Host::Client, Host::Server] {
+            self.sysctl(h, "net.mptcp.enabled", "1")?;
+        }
+        let pm_type = match cfg.pm {
+            PmMode::Kernel => "0",
+            PmMode::Userspace => "1",
+        };
+        self.sysctl(Host::Client, "net.mptcp.pm_type", pm_type)?;
+        // 4. routes and policy rules
+        self.apply_routes()?;
+        // 5. MPTCP limits and endpoints
+        for h in [Host::Client, Host::Server] {
+            run(ip(
+                Some(&self.netns(h)),
+                &[
+                    "mptcp",
+                    "limits",
+                    "set",
+                    "subflow",
+                    "2",
+                    "add_addr_accepted",
+                    "2",
+                ],
+            ))?;
+        }
+        let client = self.netns(Host::Client);
+        run(ip(Some(&client), &["mptcp", "endpoint", "flush"]))?;
+        if cfg.pm == PmMode::Kernel {
+            let u = Link::Untrusted.edge();
+            run(ip(
+                Some(&client),
+                &[
+                    "mptcp",
+                    "endpoint",
+                    "add",
+                    &u.addr.to_string(),
+                    "dev",
+                    u.iface,
+                    "subflow",
+                ],
+            ))?;
+        }
+        // 6. rates
+        for link in Link::ALL {
+            self.apply_rate(link, cfg.rate(link))?;
+        }
+        Ok(())
+    }
+
+    /// Routes that disappear when a link goes down: (re)install them idempotently.
+    fn apply_routes(&self) -> Result<()> {
+        let client = self.netns(Host::Client);
+        let t = Link::Trusted.router().addr.to_string();
+        let up = |link: Link| -> Result<bool> {
+            let out = run(ip(
+                Some(&self.netns(link.edge().host)),
+                &["-o", "link", "show", "dev", link.edge().iface],
+            ))?;
+            Ok(out.contains(",UP") || out.contains("<UP"))
+        };
+        if up(Link::Trusted)? {
+            run(ip(
+                Some(&client),
+                &["route", "replace", "default", "via", &t, "dev", "trusted"],
+            ))?;
+        }
+        for link in [Link::Trusted, Link::Untrusted] {
+            let e = link.edge();
+            let table = link.table().expect("client links have tables").to_string();
+            let gw = link.router().addr.to_string();
+            let src = e.addr.to_string();
+            if up(link)? {
+                let subnet = format!("{}.0/24", gw.rsplit_once('.').map(|x| x.0).unwrap_or(""));
+                run(ip(
+                    Some(&client),
+                    &[
+                        "route", "replace", &subnet, "dev", e.iface, "scope", "link", "src", &src,
+                        "table", &table,
+                    ],
+                ))?;
+                run(ip(
+                    Some(&client),
+                    &[
+                        "route", "replace", "default", "via", &gw, "dev", e.iface, "table", &table,
+                    ],
+                ))?;
+            }
+            // Traffic from this address never falls back to another link when it is down.
+            run(ip(
+                Some(&client),
+                &[
+                    "route",
+                    "replace",
+                    "unreachable",
+                    "default",
+                    "metric",
+                    "4096",
+                    "table",
+                    &table,
+                ],
+            ))?;
+            let pref = (1000 + link.table().unwrap_or(0)).to_string();
+            let existing = run(ip(Some(&client), &["rule", "show", "pref", &pref]))?;
+            let want = format!("from {src} lookup {table}");
+            if !existing.contains(&want) || existing.lines().count() != 1 {
+                while probe(ip(Some(&client), &["rule", "del", "pref", &pref]))? {}
+                run(ip(
+                    Some(&client),
+                    &["rule", "add", "pref", &pref, "from", &src, "lookup", &table],
+                ))?;
+            }
+        }
+        if up(Link::Server)? {
+            let gw = Link::Server.router().addr.to_string();
+            run(ip(
+                Some(&self.netns(Host::Server)),
+                &["route", "replace", "default", "via", &gw, "dev", "eth0"],
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn apply_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
+        for e in link.ends() {
+            let ns = self.netns(e.host);
+            match rate {
+                Some(r) => {
+                    // burst: 10 ms worth of data, at least 2 full-size frames' worth plus headroom
+                    let burst = (r.bytes_per_sec() / 100).max(4 * 1514).to_string();
+                    run(tc(
+                        &ns,
+                        &[
+                            "qdisc",
+                            "replace",
+                            "dev",
+                            e.iface,
+                            "root",
+                            "tbf",
+                            "rate",
+                            &format!("{}bit", r.bps()),
+                            "burst",
+                            &burst,
+                            "latency",
+                            "50ms",
+                        ],
+                    ))?;
+                }
+                None => run_tolerant(
+                    tc(&ns, &["qdisc", "del", "dev", e.iface, "root"]),
+                    &[
+                        "Cannot delete qdisc with handle of zero",
+                        "No such file",
+                        "Invalid handle",
+                    ],
+                )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A lab torn down when dropped (for tests). Derefs to [`Lab`].
+#[derive(Debug)]
+pub struct LabGuard(Lab);
+
+impl LabGuard {
+    /// Bring a lab up and tear it down when the guard is dropped. If `up` fails, whatever
+    /// was half-built is removed before the error is returned.
+    pub fn up(cfg: &LabConfig) -> Result<LabGuard> {
+        match Lab::up(cfg) {
+            Ok(lab) => Ok(LabGuard(lab)),
+            Err(e) => {
+                if let Err(e2) = Lab::down(&cfg.prefix) {
+                    log::warn!("cleaning up after failed up: {e2:#}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A lab with a fresh unique prefix and otherwise default settings.
+    pub fn unique() -> Result<LabGuard> {
+        LabGuard::up(&LabConfig::with_prefix(unique_prefix()))
+    }
+}
+
+impl From<Lab> for LabGuard {
+    fn from(lab: Lab) -> Self {
+        LabGuard(lab)
+    }
+}
+
+impl std::ops::Deref for LabGuard {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.0
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        if let Err(e) = Lab::down(&self.0.prefix) {
+            eprintln!("nena-lab: tearing down `{}`: {e:#}", self.0.prefix);
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! `nena lab status`: what the lab looks like right now, read back from the system
+//! (namespaces, link state, qdiscs, MPTCP settings) rather than from what we meant to do.
+
+use crate::capture::{self, CaptureRecord};
+use crate::netns::netns_exists;
+use crate::run::{ip, netns_exec, run, tc};
+use crate::{state_dir, Host, Lab, Link, PmMode, Rate};
+use anyhow::Result;
+use serde::Serialize;
+
+/// The whole lab.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabStatus {
+    pub prefix: String,
+    /// All three namespaces exist.
+    pub up: bool,
+    /// Some but not all parts exist (a crash during `up`): `down` cleans it.
+    pub partial: bool,
+    pub hosts: Vec<HostStatus>,
+    pub links: Vec<LinkStatus>,
+    pub mptcp: Option<MptcpStatus>,
+    pub captures: Vec<CaptureRecord>,
+}
+
+/// One host (namespace).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    pub host: Host,
+    pub netns: String,
+    pub exists: bool,
+}
+
+/// One link (veth pair).
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkStatus {
+    pub link: Link,
+    pub edge_host: Host,
+    pub edge_iface: String,
+    pub edge_addr: String,
+    pub router_iface: String,
+    pub router_addr: String,
+    /// Both ends exist.
+    pub exists: bool,
+    /// Both ends administratively up and with carrier.
+    pub up: bool,
+    /// The root qdisc kind on the edge end (`tbf` when rate limited).
+    pub qdisc: Option<String>,
+    /// Rate limit found on the edge end (bits/s).
+    pub rate: Option<Rate>,
+    /// Rate limit found on the router end (bits/s).
+    pub router_rate: Option<Rate>,
+}
+
+/// MPTCP settings of the client and server.
+#[derive(Debug, Clone, Serialize)]
+pub struct MptcpStatus {
+    pub client_enabled: bool,
+    pub server_enabled: bool,
+    pub pm: Option<PmMode>,
+    pub client_endpoints: Vec<String>,
+    pub client_limits: String,
+    pub server_limits: String,
+}
+
+fn root_qdisc(ns: &str, iface: &str) -> (Option<String>, Option<Rate>) {
+    let Ok(out) = run(tc(ns, &["-j", "qdisc", "show", "dev", iface, "root"])) else {
+        return (None, None);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&out) else {
+        return (None, None);
+    };
+    let Some(q) = v.as_array().and_then(|a| a.first()) else {
+        return (Some("noqueue".into()), None);
+    };
+    let kind = q.get("kind").and_then(|k| k.as_str()).map(str::to_string);
+    // tc -j reports tbf's rate in bytes per second
+    let rate = q
+        .pointer("/options/rate")
+        .and_then(|r| r.as_u64())
+        .map(|b| Rate(b * 8));
+    (kind, rate)
+}
+
+fn link_up(ns: &str, iface: &str) -> Option<bool> {
+    let out = run(ip(Some(ns), &["-j", "link", "show", "dev", iface])).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let flags = v.pointer("/0/flags")?.as_array()?;
+    let has = |f: &str| flags.iter().any(|x| x.as_str() == Some(f));
+    Some(has("UP") && has("LOWER_UP"))
+}
+
+fn sysctl(ns: &str, key: &str) -> Option<String> {
+    let mut c = netns_exec(ns, "sysctl");
+    c.args(["-n", key]);
+    run(c).ok().map(|s| s.trim().to_string())
+}
+
+pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
+    let lab = Lab {
+        prefix: prefix.to_string(),
+        state_dir: state_dir(prefix),
+    };
+    let hosts: Vec<HostStatus> = Host::ALL
+        .iter()
+        .map(|&h| HostStatus {
+            host: h,
+            netns: lab.netns(h),
+            exists: netns_exists(&lab.netns(h)),
+        })
+        .collect();
+    let up = hosts.iter().all(|h| h.exists);
+    let any = hosts.iter().any(|h| h.exists) || lab.state_dir().exists();
+    let mut links = Vec::new();
+    for link in Link::ALL {
+        let [e, r] = link.ends();
+        let (ens, rns) = (lab.netns(e.host), lab.netns(r.host));
+        let eup = if netns_exists(&ens) {
+            link_up(&ens, e.iface)
+        } else {
+            None
+        };
+        let rup = if netns_exists(&rns) {
+            link_up(&rns, r.iface)
+        } else {
+            None
+        };
+        let (qdisc, rate) = if eup.is_some() {
+            root_qdisc(&ens, e.iface)
+        } else {
+            (None, None)
+        };
+        let router_rate = if rup.is_some() {
+            root_qdisc(&rns, r.iface).1
+        } else {
+            None
+        };
+        links.push(LinkStatus {
+            link,
+            edge_host: e.host,
+            edge_iface: e.iface.into(),
+            edge_addr: e.cidr(),
+            router_iface: r.iface.into(),
+            router_addr: r.cidr(),
+            exists: eup.is_some() && rup.is_some(),
+            up: eup == Some(true) && rup == Some(true),
+            qdisc,
+            rate,
+            router_rate,
+        });
+    }
+    let mptcp = if up {
+        let client = lab.netns(Host::Client);
+        let server = lab.netns(Host::Server);
+        let pm = sysctl(&client, "net.mptcp.pm_type").and_then(|v| match v.as_str() {
+            "0" => Some(PmMode::Kernel),
+            "1" => Some(PmMode::Userspace),
+            _ => None,
+        });
+        Some(MptcpStatus {
+            client_enabled: sysctl(&client, "net.mptcp.enabled").as_deref() == Some("1"),
+            server_enabled: sysctl(&server, "net.mptcp.enabled").as_deref() == Some("1"),
+            pm,
+            client_endpoints: run(ip(Some(&client), &["mptcp", "endpoint", "show"]))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect(),
+            client_limits: run(ip(Some(&client), &["mptcp", "limits", "show"]))
+                .unwrap_or_default()
+                .trim()
+                .into(),
+            server_limits: run(ip(Some(&server), &["mptcp", "limits", "show"]))
+                .unwrap_or_default()
+                .trim()
+                .into(),
+        })
+    } else {
+        None
+    };
+    let captures = capture::records(lab.state_dir())
+        .into_iter()
+        .filter(|(_, r)| capture::is_live_tcpdump(r.pid))
+        .map(|(_, r)| r)
+        .collect();
+    Ok(LabStatus {
+        prefix: prefix.into(),
+        up,
+        partial: any && !up,
+        hosts,
+        links,
+        mptcp,
+        captures,
+    })
+}

@@ -1,0 +1,318 @@
+//! File transfer over a session: both ends of PUT (`nena send`) and GET (`nena get`).
+//!
+//! The data receiver always writes into a hidden temporary file next to the destination and
+//! moves it into place only after the SHA-256 trailer matched, so a partial file never
+//! looks complete; on any error the temporary file is removed. Without `overwrite` the final
+//! step is a hard link, which fails atomically if the name exists (no race between check and
+//! rename); with it, a rename.
+
+use crate::names::check_name;
+use crate::stream::{SecureReader, SecureWriter};
+use crate::wire::{Reply, Request, Status, TRAILER_LEN};
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Size of the data buffer of one transfer direction.
+pub const BUF_LEN: usize = 256 * 1024;
+
+/// Called with the number of new payload bytes as they go (for progress bars).
+pub type Progress<'a> = &'a (dyn Fn(u64) + Sync);
+
+/// A hidden temporary file that is removed on drop unless [`TempFile::commit`] succeeded.
+pub struct TempFile {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl TempFile {
+    /// Create a new, unique, hidden file in `dir`.
+    pub async fn create(dir: &Path) -> Result<(TempFile, tokio::fs::File)> {
+        for _ in 0..16 {
+            let mut r = [0u8; 8];
+            getrandom::fill(&mut r).map_err(|e| anyhow!("no randomness: {e}"))?;
+            let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+            let path = dir.join(format!(".nena-{hex}.part"));
+            match tokio::fs::OpenOptions::new().write(true).create_new(true).open(&path).await {
+                Ok(f) => return Ok((TempFile { path, armed: true }, f)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot create a file in {}", dir.display())),
+            }
+        }
+        bail!("cannot find a free temporary name in {}", dir.display())
+    }
+
+    /// Move the finished file to `dest`. Without `overwrite`, fails with
+    /// [`std::io::ErrorKind::AlreadyExists`] if `dest` exists.
+    pub async fn commit(mut self, dest: &Path, overwrite: bool) -> std::io::Result<()> {
+        if overwrite {
+            tokio::fs::rename(&self.path, dest).await?;
+        } else {
+            tokio::fs::hard_link(&self.path, dest).await?;
+            let _ = tokio::fs::remove_file(&self.path).await;
+        }
+        self.armed = false;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Receive `size` bytes and the SHA-256 trailer into `file`. Returns whether the digest
+/// matched, and the digest of the received bytes.
+async fn recv_data<R: AsyncRead + Unpin>(
+    r: &mut SecureReader<R>,
+    file: &mut tokio::fs::File,
+    size: u64,
+    progress: Option<Progress<'_>>,
+) -> Result<(bool, [u8; 32])> {
+    let mut buf = vec![0u8; BUF_LEN];
+    let mut hasher = Sha256::new();
+    let mut left = size;
+    while left > 0 {
+        let want = (buf.len() as u64).min(left) as usize;
+        let n = r.read(&mut buf[..want]).await.context("receiving file data")?;
+        if n == 0 {
+            bail!("connection closed after {} of {size} bytes", size - left);
+        }
+        hasher.update(&buf[..n]);
+        file.write_all(&buf[..n]).await.context("writing the file")?;
+        left -= n as u64;
+        if let Some(p) = progress {
+            p(n as u64);
+        }
+    }
+    let mut trailer = [0u8; TRAILER_LEN];
+    r.read_exact(&mut trailer).await.context("receiving the SHA-256 trailer")?;
+    file.flush().await?;
+    file.sync_all().await.context("syncing the file")?;
+    let digest: [u8; 32] = hasher.finalize().into();
+    Ok((digest == trailer, digest))
+}
+
+/// Send `size` bytes of `file` and the SHA-256 trailer. Returns the digest.
+async fn send_data<W: AsyncWrite + Unpin>(
+    w: &mut SecureWriter<W>,
+    file: &mut tokio::fs::File,
+    size: u64,
+    progress: Option<Progress<'_>>,
+) -> Result<[u8; 32]> {
+    let mut buf = vec![0u8; BUF_LEN];
+    let mut hasher = Sha256::new();
+    let mut left = size;
+    while left > 0 {
+        let want = (buf.len() as u64).min(left) as usize;
+        let n = file.read(&mut buf[..want]).await.context("reading the file")?;
+        if n == 0 {
+            bail!("the file shrank while it was being sent ({} of {size} bytes)", size - left);
+        }
+        hasher.update(&buf[..n]);
+        w.write_all(&mut buf[..n]).await.context("sending file data")?;
+        left -= n as u64;
+        if let Some(p) = progress {
+            p(n as u64);
+        }
+    }
+    let digest: [u8; 32] = hasher.finalize().into();
+    let mut trailer = digest;
+    w.write_all(&mut trailer).await.context("sending the SHA-256 trailer")?;
+    Ok(digest)
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Result of a finished, verified transfer.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileOutcome {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Client side of PUT: send `path` as `name`. Ok only when the server verified and stored it.
+pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    path: &Path,
+    name: &str,
+    progress: Option<Progress<'_>>,
+    on_size: impl FnOnce(u64),
+) -> Result<FileOutcome> {
+    check_name(name).map_err(|e| anyhow!("cannot send as {name:?}: {e}"))?;
+    let mut file = tokio::fs::File::open(path).await.with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let size = meta.len();
+    on_size(size);
+    w.write_msg(Request::Put { name: name.to_owned(), size }.encode()).await.context("sending the request")?;
+    let reply = r.read_reply().await.context("waiting for the server's answer")?;
+    if !reply.is_ok() {
+        bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
+    }
+    let digest = send_data(w, &mut file, size, progress).await?;
+    let fin = r.read_reply().await.context("waiting for the server's verification")?;
+    if !fin.is_ok() {
+        bail!("server did not store {name:?}: {}: {}", fin.status, fin.msg);
+    }
+    Ok(FileOutcome { name: name.to_owned(), bytes: size, sha256: hex(&digest) })
+}
+
+/// Client side of GET: fetch `name` into `dest`. Ok only when the digest matched and the
+/// file is in place.
+#[allow(clippy::too_many_arguments)]
+pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    name: &str,
+    dest: &Path,
+    overwrite: bool,
+    progress: Option<Progress<'_>>,
+    on_size: impl FnOnce(u64),
+) -> Result<FileOutcome> {
+    check_name(name).map_err(|e| anyhow!("cannot ask for {name:?}: {e}"))?;
+    if !overwrite && tokio::fs::symlink_metadata(dest).await.is_ok() {
+        bail!("{} exists (use --overwrite to replace it)", dest.display());
+    }
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    w.write_msg(Request::Get { name: name.to_owned() }.encode()).await.context("sending the request")?;
+    let reply = r.read_reply().await.context("waiting for the server's answer")?;
+    if !reply.is_ok() {
+        bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
+    }
+    let size = reply.size;
+    on_size(size);
+    let (tmp, mut file) = TempFile::create(&dir).await?;
+    let (ok, digest) = recv_data(r, &mut file, size, progress).await?;
+    drop(file);
+    if !ok {
+        let _ = w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch").encode()).await;
+        bail!("{name:?}: SHA-256 of the received data does not match the server's; file discarded");
+    }
+    tmp.commit(dest, overwrite).await.with_context(|| format!("cannot move the file to {}", dest.display()))?;
+    let _ = w.write_msg(Reply::ok(size).encode()).await;
+    Ok(FileOutcome { name: name.to_owned(), bytes: size, sha256: hex(&digest) })
+}
+
+/// SHA-256 of a file, hex.
+pub async fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = tokio::fs::File::open(path).await?;
+    let mut buf = vec![0u8; BUF_LEN];
+    let mut h = Sha256::new();
+    loop {
+        let n = f.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// What the server does with files.
+#[derive(Debug, Clone)]
+pub struct FileServerConfig {
+    /// The directory files are stored in and served from.
+    pub dir: PathBuf,
+    /// Replace existing files on PUT.
+    pub overwrite: bool,
+}
+
+/// Server side of PUT. Returns a one-line summary for the log.
+pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    cfg: &FileServerConfig,
+    name: &str,
+    size: u64,
+) -> Result<String> {
+    if let Err(e) = check_name(name) {
+        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode()).await?;
+        bail!("refused file name {name:?}: {e}");
+    }
+    let dest = cfg.dir.join(name);
+    if !cfg.overwrite && tokio::fs::symlink_metadata(&dest).await.is_ok() {
+        w.write_msg(Reply::err(Status::Exists, format!("{name} exists and the server does not overwrite")).encode())
+            .await?;
+        bail!("refused {name:?}: exists");
+    }
+    let (tmp, mut file) = match TempFile::create(&cfg.dir).await {
+        Ok(t) => t,
+        Err(e) => {
+            w.write_msg(Reply::err(Status::ServerError, format!("{e:#}")).encode()).await?;
+            return Err(e);
+        }
+    };
+    w.write_msg(Reply::ok(0).encode()).await?;
+    let (ok, _) = recv_data(r, &mut file, size, None).await?;
+    drop(file);
+    if !ok {
+        w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch, file discarded").encode()).await?;
+        bail!("{name:?}: SHA-256 mismatch, discarded");
+    }
+    match tmp.commit(&dest, cfg.overwrite).await {
+        Ok(()) => {
+            w.write_msg(Reply::ok(size).encode()).await?;
+            Ok(format!("stored {name} ({size} bytes, SHA-256 verified)"))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            w.write_msg(Reply::err(Status::Exists, format!("{name} appeared meanwhile")).encode()).await?;
+            bail!("{name:?}: created by someone else meanwhile; discarded")
+        }
+        Err(e) => {
+            w.write_msg(Reply::err(Status::ServerError, e.to_string()).encode()).await?;
+            Err(e).context("moving the file into place")
+        }
+    }
+}
+
+/// Server side of GET. Returns a one-line summary for the log.
+pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    cfg: &FileServerConfig,
+    name: &str,
+) -> Result<String> {
+    if let Err(e) = check_name(name) {
+        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode()).await?;
+        bail!("refused file name {name:?}: {e}");
+    }
+    let path = cfg.dir.join(name);
+    let opened = async {
+        let f = tokio::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path).await?;
+        let m = f.metadata().await?;
+        if !m.is_file() {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "not a regular file"));
+        }
+        Ok((f, m.len()))
+    }
+    .await;
+    let (mut file, size) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            let status = if e.kind() == std::io::ErrorKind::NotFound { Status::NotFound } else { Status::Refused };
+            w.write_msg(Reply::err(status, format!("{name}: {e}")).encode()).await?;
+            bail!("GET {name:?}: {e}");
+        }
+    };
+    w.write_msg(Reply::ok(size).encode()).await?;
+    send_data(w, &mut file, size, None).await?;
+    let fin = r.read_reply().await.context("waiting for the client's verification")?;
+    if !fin.is_ok() {
+        bail!("client reports {name:?}: {}: {}", fin.status, fin.msg);
+    }
+    Ok(format!("served {name} ({size} bytes, verified by the client)"))
+}

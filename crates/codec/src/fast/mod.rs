@@ -1,0 +1,197 @@
+//! The vectorised implementation: kernels per CPU, chosen once at run time.
+//!
+//! Every kernel has the same contract ([`Kernel`]): it transforms `len` bytes from `src` to
+//! `dst` given the current window (the last 64 plaintext bytes of the stream, oldest first)
+//! and leaves the updated window in `win`. The window is the whole streaming state; the
+//! kernels rebuild whatever else they need (prefix XORs, partial window XORs) from it at the
+//! start of each call.
+
+mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;
+
+use crate::{Dir, WINDOW};
+use std::sync::OnceLock;
+
+/// A kernel.
+///
+/// # Safety
+/// `src` must be valid for reading `len` bytes and `dst` for writing `len` bytes; either
+/// `src == dst` (in place) or the two ranges do not overlap. The CPU must support the
+/// features the kernel was compiled for (guaranteed for the kernels in [`available`]).
+/// Kernels read each 64-byte block of `src` before writing the same block of `dst` and never
+/// read a block again after writing it, so `src == dst` is fine.
+pub(crate) type Kernel =
+    unsafe fn(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize);
+
+/// One backend: a name and its two kernels.
+pub(crate) struct Backend {
+    pub(crate) name: &'static str,
+    scramble: Kernel,
+    descramble: Kernel,
+}
+
+impl Backend {
+    #[inline]
+    fn kernel(&self, dir: Dir) -> Kernel {
+        match dir {
+            Dir::Scramble => self.scramble,
+            Dir::Descramble => self.descramble,
+        }
+    }
+
+    /// Transform `input` into `output` (same length, checked by the caller).
+    #[inline]
+    pub(crate) fn run(&self, dir: Dir, win: &mut [u8; WINDOW], input: &[u8], output: &mut [u8]) {
+        assert_eq!(input.len(), output.len());
+        // SAFETY: both slices are valid for `len` bytes and cannot overlap (one is borrowed
+        // shared, the other exclusively); `self` comes from `available()`, so the CPU has
+        // the kernel's features.
+        unsafe { (self.kernel(dir))(win, input.as_ptr(), output.as_mut_ptr(), input.len()) }
+    }
+
+    /// Transform `buf` in place.
+    #[inline]
+    pub(crate) fn run_in_place(&self, dir: Dir, win: &mut [u8; WINDOW], buf: &mut [u8]) {
+        let p = buf.as_mut_ptr();
+        // SAFETY: `src == dst`, valid for `buf.len()` bytes (exclusively borrowed), which the
+        // kernel contract allows; CPU features as in `run`.
+        unsafe { (self.kernel(dir))(win, p, p, buf.len()) }
+    }
+}
+
+static PORTABLE: Backend = Backend {
+    name: "portable-u64",
+    scramble: portable::scramble,
+    descramble: portable::descramble,
+};
+
+/// The backends this CPU can run, best first (the portable one is always last).
+pub(crate) fn available() -> Vec<&'static Backend> {
+    #[allow(unused_mut)]
+    let mut v: Vec<&'static Backend> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vbmi")
+        {
+            v.push(&x86_avx512::BACKEND);
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            v.push(&x86_avx2::BACKEND);
+        }
+    }
+    v.push(&PORTABLE);
+    v
+}
+
+/// The backend `Impl::Fast` uses: detected once, see `crate::fast_backend`.
+pub(crate) fn backend() -> &'static Backend {
+    static CHOSEN: OnceLock<&'static Backend> = OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let avail = available();
+        if let Ok(want) = std::env::var("NENA_CODEC_BACKEND") {
+            if let Some(b) = avail.iter().find(|b| b.name == want) {
+                return b;
+            }
+        }
+        avail[0]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{initial_window, revised};
+
+    /// A small deterministic generator (xorshift64*), so these tests need no dependency.
+    pub(crate) fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
+            })
+            .collect()
+    }
+
+    fn reference(dir: Dir, win: [u8; WINDOW], data: &[u8]) -> (Vec<u8>, [u8; WINDOW]) {
+        let mut st = revised::State::new(win);
+        let mut out = vec![0; data.len()];
+        st.run(dir, data.iter().copied(), &mut out);
+        // The window after the call: last 64 bytes of (window ++ plaintext).
+        let plain = if dir == Dir::Scramble { data } else { &out[..] };
+        let mut all = win.to_vec();
+        all.extend_from_slice(plain);
+        let mut w = [0u8; WINDOW];
+        w.copy_from_slice(&all[all.len() - WINDOW..]);
+        (out, w)
+    }
+
+    /// Every backend this CPU runs, against the revised implementation, for every length
+    /// 0..300 and some large ones, both directions, in place and out of place, from random
+    /// windows (a window is the state after any history, so this covers mid-stream calls).
+    #[test]
+    fn every_backend_matches_revised() {
+        let backends = available();
+        eprintln!(
+            "backends: {:?}",
+            backends.iter().map(|b| b.name).collect::<Vec<_>>()
+        );
+        assert!(backends.iter().any(|b| b.name == "portable-u64"));
+        let lens: Vec<usize> = (0..300)
+            .chain([511, 512, 513, 1280, 4096 + 17, 65536 + 63])
+            .collect();
+        for b in &backends {
+            for (n, &len) in lens.iter().enumerate() {
+                let mut win = [0u8; WINDOW];
+                win.copy_from_slice(&bytes(1000 + n as u64, WINDOW));
+                if n % 3 == 0 {
+                    win = initial_window([n as u8, 2, 3, 4, 5, 6, 7, 0xff]);
+                }
+                let data = bytes(n as u64, len);
+                for dir in [Dir::Scramble, Dir::Descramble] {
+                    let (want, want_win) = reference(dir, win, &data);
+                    let mut w = win;
+                    let mut out = vec![0xAA; len];
+                    b.run(dir, &mut w, &data, &mut out);
+                    assert_eq!(out, want, "{} {dir:?} len {len}", b.name);
+                    assert_eq!(w, want_win, "{} {dir:?} window len {len}", b.name);
+                    let mut w = win;
+                    let mut buf = data.clone();
+                    b.run_in_place(dir, &mut w, &mut buf);
+                    assert_eq!(buf, want, "{} {dir:?} in place len {len}", b.name);
+                    assert_eq!(w, want_win, "{} {dir:?} in place window len {len}", b.name);
+                }
+            }
+        }
+    }
+
+    /// Streaming through every backend in odd chunk sizes equals the one-shot result.
+    #[test]
+    fn every_backend_chunked() {
+        let data = bytes(77, 5000);
+        let win = initial_window(*b"nenakey!");
+        for b in available() {
+            for dir in [Dir::Scramble, Dir::Descramble] {
+                let (want, _) = reference(dir, win, &data);
+                for step in [1usize, 7, 63, 64, 65, 100, 129] {
+                    let mut w = win;
+                    let mut out = data.clone();
+                    for (i, c) in out.chunks_mut(step).enumerate() {
+                        if i % 5 == 0 {
+                            b.run_in_place(dir, &mut w, &mut []);
+                        }
+                        b.run_in_place(dir, &mut w, c);
+                    }
+                    assert_eq!(out, want, "{} {dir:?} step {step}", b.name);
+                }
+            }
+        }
+    }
+}

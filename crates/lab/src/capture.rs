@@ -220,6 +220,9 @@ impl Capture {
             return Ok(CaptureStats::default());
         };
         if child.try_wait()?.is_none() {
+            // tcpdump drops what it has not read yet when interrupted: let it drain first
+            // (it writes each packet as it reads it, so the file stops growing when done).
+            settle(&self.record.file);
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGINT);
             let deadline = Instant::now() + Duration::from_secs(5);
             while child.try_wait()?.is_none() {
@@ -243,6 +246,24 @@ impl Drop for Capture {
     fn drop(&mut self) {
         if let Err(e) = self.stop_inner() {
             log::warn!("stopping capture {}: {e:#}", self.record.pid);
+        }
+    }
+}
+
+/// Wait until `file` has not grown for 100 ms (at most 2 s).
+pub(crate) fn settle(file: &Path) {
+    let size = || fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut last = size();
+    let mut stable_since = Instant::now();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = size();
+        if now != last {
+            last = now;
+            stable_since = Instant::now();
+        } else if stable_since.elapsed() >= Duration::from_millis(100) {
+            break;
         }
     }
 }

@@ -452,6 +452,7 @@ impl Lab {
                 continue;
             }
             if capture::is_live_tcpdump(r.pid) {
+                capture::settle(&r.file);
                 let _ = kill(Pid::from_raw(r.pid as i32), Signal::SIGINT);
                 let deadline = Instant::now() + Duration::from_secs(5);
                 while capture::is_live_tcpdump(r.pid) && Instant::now() < deadline {

@@ -1,0 +1,330 @@
+//! Integration tests of the namespace lab (need root, iproute2 and tcpdump, as CI has).
+//! Each test builds its own lab with a unique prefix inside a guard that removes it.
+
+use nena_lab::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn namespaces() -> String {
+    String::from_utf8(
+        Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+}
+
+fn assert_gone(prefix: &str) {
+    let list = namespaces();
+    for h in ["client", "router", "server"] {
+        let ns = format!("{prefix}-{h}");
+        assert!(
+            !list.split_whitespace().any(|w| w == ns),
+            "{ns} still exists: {list}"
+        );
+    }
+    assert!(
+        !state_dir(prefix).exists(),
+        "state dir of {prefix} left behind"
+    );
+}
+
+/// Send `len` bytes from `src` (client side of `link`) to a fresh listener on the server
+/// and return what the server received and how long it took.
+fn transfer(lab: &Lab, link: Link, data: Vec<u8>) -> (Vec<u8>, Duration) {
+    let listener = lab
+        .run_in(Host::Server, || TcpListener::bind((lab.server_addr(), 0)))
+        .unwrap()
+        .unwrap();
+    let dst = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    });
+    let src = lab.client_addr(link);
+    let start = Instant::now();
+    let mut stream = lab
+        .run_in(Host::Client, move || -> std::io::Result<TcpStream> {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            s.bind(&SocketAddr::new(src, 0).into())?;
+            s.connect_timeout(&dst.into(), Duration::from_secs(3))?;
+            Ok(s.into())
+        })
+        .unwrap()
+        .unwrap();
+    stream.write_all(&data).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let got = server.join().unwrap();
+    (got, start.elapsed())
+}
+
+#[test]
+fn up_status_paths_and_down() {
+    let prefix = unique_prefix();
+    {
+        let lab = LabGuard::up(&LabConfig::with_prefix(&prefix)).unwrap();
+        assert_eq!(lab.netns(Host::Client), format!("{prefix}-client"));
+        let st = Lab::status(&prefix).unwrap();
+        assert!(st.up && !st.partial);
+        assert!(
+            st.links
+                .iter()
+                .all(|l| l.exists && l.up && l.rate.is_none()),
+            "{st:?}"
+        );
+        let m = st.mptcp.expect("mptcp status");
+        assert!(m.client_enabled && m.server_enabled);
+        assert_eq!(m.pm, Some(PmMode::Kernel));
+        assert_eq!(m.client_endpoints.len(), 1, "{:?}", m.client_endpoints);
+        assert!(
+            m.client_endpoints[0].contains("198.18.2.2")
+                && m.client_endpoints[0].contains("subflow")
+        );
+        for link in Link::ALL {
+            lab.check_path(link, Duration::from_secs(2)).unwrap();
+        }
+        // the policy routing sends each source address over its own link
+        let route = |src: &str| {
+            let out = lab
+                .command(
+                    Host::Client,
+                    "ip",
+                    ["route", "get", "198.18.3.2", "from", src],
+                )
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert!(
+            route("198.18.1.2").contains("dev trusted"),
+            "{}",
+            route("198.18.1.2")
+        );
+        assert!(
+            route("198.18.2.2").contains("dev untrusted"),
+            "{}",
+            route("198.18.2.2")
+        );
+        // exec in a host propagates the exit status
+        let st = lab
+            .command(Host::Server, "sh", ["-c", "exit 7"])
+            .status()
+            .unwrap();
+        assert_eq!(st.code(), Some(7));
+        // data arrives intact over both links
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        for link in [Link::Trusted, Link::Untrusted] {
+            assert_eq!(transfer(&lab, link, data.clone()).0, data);
+        }
+    }
+    assert_gone(&prefix);
+    // down again is harmless
+    Lab::down(&prefix).unwrap();
+    let st = Lab::status(&prefix).unwrap();
+    assert!(!st.up && !st.partial);
+}
+
+#[test]
+fn up_twice_reconciles() {
+    let prefix = unique_prefix();
+    let lab = LabGuard::up(&LabConfig::with_prefix(&prefix)).unwrap();
+    let cfg = LabConfig {
+        pm: PmMode::Userspace,
+        untrusted_rate: Some(Rate::mbit(50)),
+        ..LabConfig::with_prefix(&prefix)
+    };
+    Lab::up(&cfg).unwrap();
+    Lab::up(&cfg).unwrap();
+    let st = Lab::status(&prefix).unwrap();
+    let m = st.mptcp.unwrap();
+    assert_eq!(m.pm, Some(PmMode::Userspace));
+    assert!(m.client_endpoints.is_empty(), "{:?}", m.client_endpoints);
+    let u = st.links.iter().find(|l| l.link == Link::Untrusted).unwrap();
+    assert_eq!(
+        (u.rate, u.router_rate),
+        (Some(Rate::mbit(50)), Some(Rate::mbit(50)))
+    );
+    // exactly one policy rule per client address, even after three `up`s
+    let rules = lab
+        .command(Host::Client, "ip", ["rule", "show"])
+        .output()
+        .unwrap();
+    let rules = String::from_utf8(rules.stdout).unwrap();
+    assert_eq!(
+        rules.matches("from 198.18.2.2 lookup 102").count(),
+        1,
+        "{rules}"
+    );
+    assert_eq!(lab.config(), cfg);
+    lab.check_path(Link::Untrusted, Duration::from_secs(2))
+        .unwrap();
+}
+
+#[test]
+fn rate_limit_shapes_the_link() {
+    let rate = Rate::mbit(16);
+    let cfg = LabConfig {
+        untrusted_rate: Some(rate),
+        ..LabConfig::with_prefix(unique_prefix())
+    };
+    let lab = LabGuard::up(&cfg).unwrap();
+    let data = vec![0x5a; 2_000_000]; // 1 s at 16 mbit
+    let (got, took) = transfer(&lab, Link::Untrusted, data.clone());
+    assert_eq!(got.len(), data.len());
+    let mbit = data.len() as f64 * 8.0 / took.as_secs_f64() / 1e6;
+    assert!(
+        mbit < 16.0 * 1.2 && mbit > 16.0 * 0.4,
+        "untrusted ran at {mbit:.1} mbit/s with a 16mbit limit"
+    );
+    // the unlimited trusted link is much faster
+    let (_, took_t) = transfer(&lab, Link::Trusted, data.clone());
+    assert!(
+        took_t < took / 3,
+        "trusted {took_t:?} vs untrusted {took:?}"
+    );
+    // removing the limit and setting another one
+    lab.set_rate(Link::Untrusted, None).unwrap();
+    let st = Lab::status(lab.prefix()).unwrap();
+    assert_eq!(st.links[1].rate, None);
+    lab.set_rate(Link::Trusted, Some(Rate::mbit(8))).unwrap();
+    let st = Lab::status(lab.prefix()).unwrap();
+    assert_eq!(
+        (st.links[0].rate, st.links[0].router_rate),
+        (Some(Rate::mbit(8)), Some(Rate::mbit(8)))
+    );
+    assert_eq!(lab.config().trusted_rate, Some(Rate::mbit(8)));
+    assert_eq!(lab.config().untrusted_rate, None);
+}
+
+#[test]
+fn link_down_and_up() {
+    let lab = LabGuard::unique().unwrap();
+    lab.set_link(Link::Untrusted, false).unwrap();
+    let st = Lab::status(lab.prefix()).unwrap();
+    assert!(!st.links[1].up && st.links[0].up);
+    assert!(lab
+        .check_path(Link::Untrusted, Duration::from_millis(500))
+        .is_err());
+    // the trusted path is unaffected
+    lab.check_path(Link::Trusted, Duration::from_secs(2))
+        .unwrap();
+    lab.set_link(Link::Untrusted, true).unwrap();
+    lab.check_path(Link::Untrusted, Duration::from_secs(2))
+        .unwrap();
+    // the server link too: routes come back after up
+    lab.set_link(Link::Server, false).unwrap();
+    assert!(lab
+        .check_path(Link::Trusted, Duration::from_millis(500))
+        .is_err());
+    lab.set_link(Link::Server, true).unwrap();
+    lab.check_path(Link::Trusted, Duration::from_secs(2))
+        .unwrap();
+}
+
+#[test]
+fn capture_writes_a_pcap_and_down_stops_captures() {
+    let dir = std::env::temp_dir().join(format!("nena-lab-test-{}", unique_prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("untrusted.pcap");
+    let prefix;
+    {
+        let lab = LabGuard::unique().unwrap();
+        prefix = lab.prefix().to_string();
+        let cap = lab.capture(Link::Untrusted, &file).unwrap();
+        assert_eq!(lab.captures().len(), 1);
+        let marker = b"eavesdrop-me-0123456789".repeat(40);
+        transfer(&lab, Link::Untrusted, marker.clone());
+        let stats = cap.stop().unwrap();
+        assert!(stats.captured.unwrap() >= 4, "{stats:?}");
+        let bytes = std::fs::read(&file).unwrap();
+        assert_eq!(&bytes[..4], &0xa1b2c3d4u32.to_le_bytes(), "not a pcap file");
+        assert!(
+            bytes.windows(23).any(|w| w == &marker[..23]),
+            "payload missing from the capture"
+        );
+        assert!(lab.captures().is_empty());
+
+        // a background capture (detached handle) is stopped by down
+        let pid = lab
+            .capture(Link::Trusted, &dir.join("bg.pcap"))
+            .unwrap()
+            .detach();
+        assert!(Path::new(&format!("/proc/{pid}")).exists());
+        assert_eq!(lab.captures()[0].pid, pid);
+        drop(lab);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Path::new(&format!("/proc/{pid}/comm")).exists()
+            && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.contains(") Z"))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let alive =
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"));
+        assert!(!alive, "background tcpdump {pid} survived down");
+    }
+    assert_gone(&prefix);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn down_cleans_a_half_built_lab_with_leftover_processes() {
+    let prefix = unique_prefix();
+    // what a crash during `up` could leave: two namespaces, one veth, a process inside
+    let client = format!("{prefix}-client");
+    let router = format!("{prefix}-router");
+    for ns in [&client, &router] {
+        assert!(Command::new("ip")
+            .args(["netns", "add", ns])
+            .status()
+            .unwrap()
+            .success());
+    }
+    assert!(Command::new("ip")
+        .args([
+            "-n", &client, "link", "add", "name", "trusted", "type", "veth", "peer", "name",
+            "trusted", "netns", &router
+        ])
+        .status()
+        .unwrap()
+        .success());
+    std::fs::create_dir_all(state_dir(&prefix)).unwrap();
+    let mut sleeper = Command::new("ip")
+        .args(["netns", "exec", &client, "sleep", "60"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let st = Lab::status(&prefix).unwrap();
+    assert!(st.partial && !st.up);
+    assert!(Lab::open(&prefix).is_err());
+    Lab::down(&prefix).unwrap();
+    assert_gone(&prefix);
+    let waited = sleeper.wait().unwrap();
+    assert!(
+        !waited.success(),
+        "the process inside the namespace was not stopped"
+    );
+    // and the same prefix can be brought up cleanly afterwards
+    let lab = LabGuard::up(&LabConfig::with_prefix(&prefix)).unwrap();
+    lab.check_path(Link::Trusted, Duration::from_secs(2))
+        .unwrap();
+}
+
+#[test]
+fn bad_prefixes_and_missing_labs_are_clear_errors() {
+    for bad in ["", "a b", "-x", "way-too-long-prefix-for-a-lab-name"] {
+        let e = Lab::up(&LabConfig::with_prefix(bad)).unwrap_err();
+        assert!(format!("{e:#}").contains("invalid lab prefix"), "{e:#}");
+    }
+    let e = Lab::open("ntnotthere").unwrap_err();
+    assert!(format!("{e:#}").contains("not up"), "{e:#}");
+}

@@ -17,7 +17,9 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        ClientConfig { offer: Mode::ALL.to_vec() }
+        ClientConfig {
+            offer: Mode::ALL.to_vec(),
+        }
     }
 }
 
@@ -62,7 +64,9 @@ impl ClientHandshake {
         kato.copy_from_slice(&entropy[..2 * KATO_KEY_LEN]);
         if cfg.offer.contains(&Mode::Kato) && kato[..KATO_KEY_LEN] == kato[KATO_KEY_LEN..] {
             // Probability 2^-64 with real randomness; this catches zeroed or constant "entropy".
-            return Err(HandshakeError::Config("entropy gives the same key in both directions; use fresh random bytes"));
+            return Err(HandshakeError::Config(
+                "entropy gives the same key in both directions; use fresh random bytes",
+            ));
         }
         zeroize::Zeroize::zeroize(&mut *entropy);
 
@@ -82,7 +86,10 @@ impl ClientHandshake {
             offer: cfg.offer.clone(),
             hello,
             kato,
-            reader: FrameReader::new(wire::MAX_ANSWER_LEN, &[wire::TYPE_ACCEPT, wire::TYPE_REJECT]),
+            reader: FrameReader::new(
+                wire::MAX_ANSWER_LEN,
+                &[wire::TYPE_ACCEPT, wire::TYPE_REJECT],
+            ),
             state: State::AwaitAnswer,
         })
     }
@@ -128,9 +135,13 @@ impl ClientHandshake {
                 c.finish("trailing bytes after the accept")?;
                 let mode = Mode::from_wire_id(id)
                     .filter(|m| self.offer.contains(m))
-                    .ok_or(HandshakeError::Malformed("the server chose a mode we did not offer"))?;
+                    .ok_or(HandshakeError::Malformed(
+                        "the server chose a mode we did not offer",
+                    ))?;
                 if plen != mode.answer_param_len() {
-                    return Err(HandshakeError::Malformed("accept parameters have the wrong length for the mode"));
+                    return Err(HandshakeError::Malformed(
+                        "accept parameters have the wrong length for the mode",
+                    ));
                 }
                 let keys = match mode {
                     Mode::Plain => Keys::Plain,
@@ -142,7 +153,10 @@ impl ClientHandshake {
                         Keys::Kato { c2s, s2c }
                     }
                 };
-                Ok(Progress::Done { consumed, value: Session::new(Role::Client, &keys) })
+                Ok(Progress::Done {
+                    consumed,
+                    value: Session::new(Role::Client, &keys),
+                })
             }
             _ => {
                 // TYPE_REJECT (the reader lets no other type through).
@@ -152,8 +166,14 @@ impl ClientHandshake {
                         let n = c.u8("reject without a mode count")? as usize;
                         let ids = c.bytes(n, "reject mode list overruns the message")?;
                         c.finish("trailing bytes after the reject")?;
-                        let accepted = ids.iter().filter_map(|&id| Mode::from_wire_id(id)).collect();
-                        Err(HandshakeError::NoCommonMode { offered: self.offer.clone(), accepted })
+                        let accepted = ids
+                            .iter()
+                            .filter_map(|&id| Mode::from_wire_id(id))
+                            .collect();
+                        Err(HandshakeError::NoCommonMode {
+                            offered: self.offer.clone(),
+                            accepted,
+                        })
                     }
                     RejectReason::Other(_) => Err(HandshakeError::PeerRejected(reason)),
                     _ => {

@@ -103,7 +103,9 @@ impl RejectReason {
 impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RejectReason::UnsupportedVersion => f.write_str("it does not support our protocol version"),
+            RejectReason::UnsupportedVersion => {
+                f.write_str("it does not support our protocol version")
+            }
             RejectReason::NoCommonMode => f.write_str("it accepts none of the modes we offered"),
             RejectReason::Malformed => f.write_str("it found our hello malformed"),
             RejectReason::TooLong => f.write_str("our hello was too long"),

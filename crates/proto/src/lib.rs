@@ -9,7 +9,9 @@
 //!
 //! ```
 //! use nena_proto::*;
-//! let mut client = ClientHandshake::new(&ClientConfig::default(), [7; 16].iter().chain(&[9; 16]).copied().collect::<Vec<_>>().try_into().unwrap()).unwrap();
+//! // Real code takes fresh OS randomness for every connection (e.g. getrandom).
+//! let entropy: [u8; 32] = std::array::from_fn(|i| i as u8 * 7 + 1);
+//! let mut client = ClientHandshake::new(&ClientConfig::default(), entropy).unwrap();
 //! let mut server = ServerHandshake::new(&ServerConfig::default());
 //! let Ok(Progress::Done { value: (reply, mut s_sess), .. }) = server.read(client.first_flight()) else { panic!() };
 //! let Ok(Progress::Done { value: mut c_sess, .. }) = client.read(&reply) else { panic!() };

@@ -124,7 +124,10 @@ mod tests {
         }
         assert_eq!(" KATO ".parse::<Mode>().unwrap(), Mode::Kato);
         let e = "aes".parse::<Mode>().unwrap_err();
-        assert_eq!(e.to_string(), "unknown mode \"aes\" (known modes: plain, kato)");
+        assert_eq!(
+            e.to_string(),
+            "unknown mode \"aes\" (known modes: plain, kato)"
+        );
         assert_eq!(Mode::from_wire_id(0), None);
         assert_eq!(Mode::Kato.key_material_len(), 16);
         assert!(!Mode::Plain.is_protected());
@@ -132,7 +135,10 @@ mod tests {
 
     #[test]
     fn list_display() {
-        assert_eq!(ModeList(&[Mode::Kato, Mode::Plain]).to_string(), "[kato, plain]");
+        assert_eq!(
+            ModeList(&[Mode::Kato, Mode::Plain]).to_string(),
+            "[kato, plain]"
+        );
         assert_eq!(ModeList(&[]).to_string(), "[]");
     }
 }

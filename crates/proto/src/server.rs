@@ -18,7 +18,9 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { accept: Mode::ALL.to_vec() }
+        ServerConfig {
+            accept: Mode::ALL.to_vec(),
+        }
     }
 }
 
@@ -62,7 +64,10 @@ impl ServerHandshake {
     #[allow(clippy::type_complexity)]
     pub fn read(&mut self, input: &[u8]) -> Result<Progress<(Vec<u8>, Session)>, Rejected> {
         if self.state == State::Finished {
-            return Err(Rejected { reply: None, error: HandshakeError::AlreadyFinished });
+            return Err(Rejected {
+                reply: None,
+                error: HandshakeError::AlreadyFinished,
+            });
         }
         let result = self.read_inner(input);
         if !matches!(result, Ok(Progress::NeedMore { .. })) {
@@ -81,15 +86,24 @@ impl ServerHandshake {
                 FrameError::Type(_) => Some(reject(RejectReason::Malformed, &[])),
                 FrameError::TooLong { .. } => Some(reject(RejectReason::TooLong, &[])),
             };
-            Rejected { reply, error: e.into_error() }
+            Rejected {
+                reply,
+                error: e.into_error(),
+            }
         })?;
         if !complete {
             return Ok(Progress::NeedMore { consumed });
         }
         let (_, body) = self.reader.frame();
-        let offers = parse_hello(body)
-            .map_err(|error| Rejected { reply: Some(reject(RejectReason::Malformed, &[])), error })?;
-        let chosen = self.accept.iter().copied().find(|m| offers.iter().any(|o| o.mode == *m));
+        let offers = parse_hello(body).map_err(|error| Rejected {
+            reply: Some(reject(RejectReason::Malformed, &[])),
+            error,
+        })?;
+        let chosen = self
+            .accept
+            .iter()
+            .copied()
+            .find(|m| offers.iter().any(|o| o.mode == *m));
         let Some(mode) = chosen else {
             let ids: Vec<u8> = self.accept.iter().map(|m| m.wire_id()).collect();
             let mut detail = vec![ids.len() as u8];
@@ -102,7 +116,10 @@ impl ServerHandshake {
                 },
             });
         };
-        let offer = offers.iter().find(|o| o.mode == mode).expect("chosen from the offers");
+        let offer = offers
+            .iter()
+            .find(|o| o.mode == mode)
+            .expect("chosen from the offers");
         let keys = match mode {
             Mode::Plain => Keys::Plain,
             Mode::Kato => {
@@ -114,8 +131,14 @@ impl ServerHandshake {
             }
         };
         let session = Session::new(Role::Server, &keys);
-        let reply = wire::encode(wire::TYPE_ACCEPT, &[mode.wire_id(), mode.answer_param_len() as u8]);
-        Ok(Progress::Done { consumed, value: (reply, session) })
+        let reply = wire::encode(
+            wire::TYPE_ACCEPT,
+            &[mode.wire_id(), mode.answer_param_len() as u8],
+        );
+        Ok(Progress::Done {
+            consumed,
+            value: (reply, session),
+        })
     }
 
     /// The client closed its side before its hello was complete: the error to report.
@@ -174,12 +197,18 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
             return Err(HandshakeError::Malformed("the hello offers a mode twice"));
         }
         seen.push(id);
-        let Some(mode) = Mode::from_wire_id(id) else { continue };
+        let Some(mode) = Mode::from_wire_id(id) else {
+            continue;
+        };
         if klen != mode.key_material_len() {
-            return Err(HandshakeError::Malformed("key material has the wrong length for its mode"));
+            return Err(HandshakeError::Malformed(
+                "key material has the wrong length for its mode",
+            ));
         }
         if mode == Mode::Kato && key[..KATO_KEY_LEN] == key[KATO_KEY_LEN..] {
-            return Err(HandshakeError::Malformed("kato keys are the same in both directions"));
+            return Err(HandshakeError::Malformed(
+                "kato keys are the same in both directions",
+            ));
         }
         offers.push(Offer { mode, key });
     }

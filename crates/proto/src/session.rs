@@ -1,8 +1,8 @@
 //! A negotiated session: the chosen mode and, per direction, the state that
 //! protects outgoing bytes and unprotects incoming ones (same length, in place).
 
-use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::kato_shim::{Descrambler, Scrambler};
+use crate::mode::{Mode, KATO_KEY_LEN};
 use std::fmt;
 
 /// Which end of the connection a session belongs to.
@@ -18,7 +18,10 @@ pub enum Role {
 #[derive(Clone)]
 pub(crate) enum Keys {
     Plain,
-    Kato { c2s: [u8; KATO_KEY_LEN], s2c: [u8; KATO_KEY_LEN] },
+    Kato {
+        c2s: [u8; KATO_KEY_LEN],
+        s2c: [u8; KATO_KEY_LEN],
+    },
 }
 
 impl Drop for Keys {
@@ -95,13 +98,17 @@ impl Unprotector {
 
 impl fmt::Debug for Protector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Protector").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Protector")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
     }
 }
 
 impl fmt::Debug for Unprotector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Unprotector").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Unprotector")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
     }
 }
 
@@ -124,10 +131,17 @@ impl Session {
                     Role::Client => (*c2s, *s2c),
                     Role::Server => (*s2c, *c2s),
                 };
-                (ProtectInner::Kato(Scrambler::new(out_key)), UnprotectInner::Kato(Descrambler::new(in_key)))
+                (
+                    ProtectInner::Kato(Scrambler::new(out_key)),
+                    UnprotectInner::Kato(Descrambler::new(in_key)),
+                )
             }
         };
-        Session { role, tx: Protector { mode, inner: tx }, rx: Unprotector { mode, inner: rx } }
+        Session {
+            role,
+            tx: Protector { mode, inner: tx },
+            rx: Unprotector { mode, inner: rx },
+        }
     }
 
     /// The negotiated mode.
@@ -158,6 +172,9 @@ impl Session {
 
 impl fmt::Debug for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session").field("role", &self.role).field("mode", &self.mode()).finish_non_exhaustive()
+        f.debug_struct("Session")
+            .field("role", &self.role)
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
     }
 }

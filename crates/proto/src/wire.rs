@@ -77,7 +77,10 @@ impl FrameError {
     pub(crate) fn into_error(self) -> HandshakeError {
         match self {
             FrameError::NotNena(got) => HandshakeError::NotNena { got },
-            FrameError::Version(theirs) => HandshakeError::UnsupportedVersion { ours: VERSION, theirs },
+            FrameError::Version(theirs) => HandshakeError::UnsupportedVersion {
+                ours: VERSION,
+                theirs,
+            },
             FrameError::Type(_) => HandshakeError::Malformed("unexpected message type"),
             FrameError::TooLong { len, max } => HandshakeError::TooLong { len, max },
         }
@@ -97,7 +100,11 @@ pub(crate) struct FrameReader {
 
 impl FrameReader {
     pub(crate) fn new(max_len: usize, types: &'static [u8]) -> Self {
-        FrameReader { buf: Vec::new(), max_len, types }
+        FrameReader {
+            buf: Vec::new(),
+            max_len,
+            types,
+        }
     }
 
     /// Bytes of the message received so far.
@@ -132,7 +139,8 @@ impl FrameReader {
     }
 
     fn body_len(&self) -> Option<usize> {
-        (self.buf.len() >= HEADER_LEN).then(|| u16::from_be_bytes([self.buf[7], self.buf[8]]) as usize)
+        (self.buf.len() >= HEADER_LEN)
+            .then(|| u16::from_be_bytes([self.buf[7], self.buf[8]]) as usize)
     }
 
     fn check_header(&self) -> Result<(), FrameError> {
@@ -150,7 +158,10 @@ impl FrameReader {
         }
         if let Some(n) = self.body_len() {
             if HEADER_LEN + n > self.max_len {
-                return Err(FrameError::TooLong { len: HEADER_LEN + n, max: self.max_len });
+                return Err(FrameError::TooLong {
+                    len: HEADER_LEN + n,
+                    max: self.max_len,
+                });
             }
         }
         Ok(())
@@ -158,7 +169,13 @@ impl FrameReader {
 
     /// The complete frame; only valid after `feed` returned `true`.
     pub(crate) fn frame(&self) -> (Header, &[u8]) {
-        (Header { version: self.buf[5], msg_type: self.buf[6] }, &self.buf[HEADER_LEN..])
+        (
+            Header {
+                version: self.buf[5],
+                msg_type: self.buf[6],
+            },
+            &self.buf[HEADER_LEN..],
+        )
     }
 }
 
@@ -177,7 +194,11 @@ impl<'a> Cursor<'a> {
         Ok(self.bytes(1, what)?[0])
     }
 
-    pub(crate) fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], HandshakeError> {
+    pub(crate) fn bytes(
+        &mut self,
+        n: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], HandshakeError> {
         if self.data.len() - self.pos < n {
             return Err(HandshakeError::Malformed(what));
         }
@@ -206,22 +227,46 @@ mod tests {
         let mut r = FrameReader::new(MAX_ANSWER_LEN, &[TYPE_ACCEPT]);
         assert_eq!(r.feed(&msg), Ok((HEADER_LEN + 2, true)));
         let (h, body) = r.frame();
-        assert_eq!(h, Header { version: VERSION, msg_type: TYPE_ACCEPT });
+        assert_eq!(
+            h,
+            Header {
+                version: VERSION,
+                msg_type: TYPE_ACCEPT
+            }
+        );
         assert_eq!(body, &[2, 0]);
     }
 
     #[test]
     fn header_errors_are_found_early() {
         let mut r = FrameReader::new(MAX_ANSWER_LEN, &[TYPE_ACCEPT]);
-        assert_eq!(r.feed(&[0x8b, b'N', b'X']), Err(FrameError::NotNena(vec![0x8b, b'N', b'X'])));
+        assert_eq!(
+            r.feed(&[0x8b, b'N', b'X']),
+            Err(FrameError::NotNena(vec![0x8b, b'N', b'X']))
+        );
         let mut r = FrameReader::new(MAX_ANSWER_LEN, &[TYPE_ACCEPT]);
-        assert_eq!(r.feed(&[0x8b, b'N', b'E', b'N', b'A', 9]), Err(FrameError::Version(9)));
+        assert_eq!(
+            r.feed(&[0x8b, b'N', b'E', b'N', b'A', 9]),
+            Err(FrameError::Version(9))
+        );
         let mut r = FrameReader::new(MAX_ANSWER_LEN, &[TYPE_ACCEPT]);
-        assert_eq!(r.feed(&encode(TYPE_HELLO, &[])[..7]), Err(FrameError::Type(TYPE_HELLO)));
+        assert_eq!(
+            r.feed(&encode(TYPE_HELLO, &[])[..7]),
+            Err(FrameError::Type(TYPE_HELLO))
+        );
         let mut r = FrameReader::new(MAX_ANSWER_LEN, &[TYPE_ACCEPT]);
         let long = encode(TYPE_ACCEPT, &[0; MAX_ANSWER_LEN]);
-        assert_eq!(r.feed(&long), Err(FrameError::TooLong { len: HEADER_LEN + MAX_ANSWER_LEN, max: MAX_ANSWER_LEN }));
-        assert!(r.received() <= HEADER_LEN, "must not buffer an oversized body");
+        assert_eq!(
+            r.feed(&long),
+            Err(FrameError::TooLong {
+                len: HEADER_LEN + MAX_ANSWER_LEN,
+                max: MAX_ANSWER_LEN
+            })
+        );
+        assert!(
+            r.received() <= HEADER_LEN,
+            "must not buffer an oversized body"
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 pub mod files;
 pub mod handshake;
 pub mod names;
+pub mod perf;
+pub mod session;
 pub mod stream;
 pub mod wire;
 

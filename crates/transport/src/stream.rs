@@ -67,6 +67,19 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         Ok(n)
     }
 
+    /// Give back bytes that a caller read (and that were unprotected) but that belong to
+    /// the next reader of the stream. They are delivered before anything else.
+    pub fn unread(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.received -= data.len() as u64;
+        let mut merged = data.to_vec();
+        merged.extend_from_slice(&self.pending[self.pos..]);
+        self.pending = merged;
+        self.pos = 0;
+    }
+
     /// Fill `buf` completely; an early end of stream is `UnexpectedEof`.
     pub async fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         let mut got = 0;
@@ -95,14 +108,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             if !buf.is_empty() {
                 if let Some((msg, used)) = decode(&buf)? {
                     // Put back what belongs to the stream after the message.
-                    let rest = buf.split_off(used);
-                    if !rest.is_empty() {
-                        self.received -= rest.len() as u64;
-                        let mut merged = rest;
-                        merged.extend_from_slice(&self.pending[self.pos..]);
-                        self.pending = merged;
-                        self.pos = 0;
-                    }
+                    self.unread(&buf[used..]);
                     return Ok(msg);
                 }
                 if buf.len() > MAX_HEADER {

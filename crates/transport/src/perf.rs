@@ -1,0 +1,249 @@
+//! The perf test (`nena perf` against `nena serve`): chunked streams of a known pattern in one
+//! or both directions at once, checked byte for byte by the receiver, with interval samples.
+//!
+//! Both ends run the same code: a sending half (data chunks, or just the end marker when this
+//! direction carries nothing) and a receiving half, concurrently; then each writes its verdict
+//! on what it received and reads the peer's verdict on what it sent (see [`crate::wire`]).
+
+use crate::stream::{SecureReader, SecureWriter};
+use crate::wire::{chunk_end, chunk_header, ChunkDecoder, ChunkEvent, PatternCheck, Reply, Status, MAX_CHUNK};
+use anyhow::{bail, Context, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Buffer of one perf direction (one chunk per write).
+pub const PERF_BUF: usize = 256 * 1024;
+const _: () = assert!(PERF_BUF as u32 <= MAX_CHUNK + 4);
+
+/// How much one direction sends.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// Send nothing (only the end marker).
+    Nothing,
+    /// Exactly this many payload bytes.
+    Bytes(u64),
+    /// Until this long after the start.
+    Time(Duration),
+}
+
+/// Live byte counters of a perf run (read by interval reports).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+}
+
+/// What one end saw.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct PerfOutcome {
+    /// Payload bytes this end sent.
+    pub sent: u64,
+    /// Payload bytes this end received (all matched the pattern).
+    pub received: u64,
+    /// From the start of the data phase to the peer's verdict.
+    pub seconds: f64,
+}
+
+async fn send_half<W: AsyncWrite + Unpin>(
+    w: &mut SecureWriter<W>,
+    limit: Limit,
+    pattern: &[u8],
+    counters: &Counters,
+    start: Instant,
+) -> Result<u64> {
+    let mut buf = vec![0u8; PERF_BUF];
+    let payload_max = PERF_BUF - 4;
+    let mut off = 0usize;
+    let mut total = 0u64;
+    loop {
+        let len = match limit {
+            Limit::Nothing => 0,
+            Limit::Bytes(b) => (b - total).min(payload_max as u64) as usize,
+            Limit::Time(d) => {
+                if start.elapsed() >= d {
+                    0
+                } else {
+                    payload_max
+                }
+            }
+        };
+        if len == 0 {
+            break;
+        }
+        buf[..4].copy_from_slice(&chunk_header(len as u32));
+        let mut filled = 0;
+        while filled < len {
+            let n = (len - filled).min(pattern.len() - off);
+            buf[4 + filled..4 + filled + n].copy_from_slice(&pattern[off..off + n]);
+            off = (off + n) % pattern.len();
+            filled += n;
+        }
+        w.write_all(&mut buf[..4 + len]).await.context("sending perf data")?;
+        total += len as u64;
+        counters.sent.fetch_add(len as u64, Ordering::Relaxed);
+    }
+    let mut end = chunk_end(total);
+    w.write_all(&mut end).await.context("sending the end of perf data")?;
+    Ok(total)
+}
+
+/// Returns (bytes received, bytes the peer says it sent, pattern matched).
+async fn recv_half<R: AsyncRead + Unpin>(
+    r: &mut SecureReader<R>,
+    pattern: &[u8],
+    counters: &Counters,
+) -> Result<(u64, u64, bool)> {
+    let mut buf = vec![0u8; PERF_BUF];
+    let mut dec = ChunkDecoder::new();
+    let mut check = PatternCheck::new(pattern);
+    let mut total = 0u64;
+    loop {
+        let n = r.read(&mut buf).await.context("receiving perf data")?;
+        if n == 0 {
+            bail!("connection closed in the middle of the perf data ({total} bytes received)");
+        }
+        let mut pos = 0;
+        while pos < n {
+            let (used, ev) = dec.next(&buf[pos..n])?;
+            match ev {
+                ChunkEvent::Header => {}
+                ChunkEvent::Data => {
+                    check.feed(&buf[pos..pos + used]);
+                    total += used as u64;
+                    counters.received.fetch_add(used as u64, Ordering::Relaxed);
+                }
+                ChunkEvent::End(claimed) => {
+                    r.unread(&buf[pos + used..n]);
+                    return Ok((total, claimed, check.ok()));
+                }
+            }
+            pos += used;
+        }
+    }
+}
+
+/// Run one end of a perf test on an established session (after the request and its reply).
+/// Fails unless everything this end received matched, and the peer confirms that it
+/// received everything this end sent.
+pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    limit: Limit,
+    counters: &Counters,
+) -> Result<PerfOutcome> {
+    let pattern = crate::wire::pattern();
+    let start = Instant::now();
+    let (sent, (received, claimed, matched)) =
+        tokio::try_join!(send_half(w, limit, &pattern, counters, start), recv_half(r, &pattern, counters))?;
+    let verdict = if !matched {
+        Reply::err(Status::Corrupt, "perf data did not match the pattern")
+    } else if claimed != received {
+        Reply::err(Status::Corrupt, format!("peer says it sent {claimed} bytes, {received} arrived"))
+    } else {
+        Reply::ok(received)
+    };
+    w.write_msg(verdict.encode()).await.context("sending the perf verdict")?;
+    let peer = r.read_reply().await.context("waiting for the peer's perf verdict")?;
+    let seconds = start.elapsed().as_secs_f64();
+    if !matched || claimed != received {
+        bail!("{}", verdict.msg);
+    }
+    if !peer.is_ok() {
+        bail!("peer reports: {}: {}", peer.status, peer.msg);
+    }
+    if peer.size != sent {
+        bail!("peer received {} of the {sent} bytes sent", peer.size);
+    }
+    Ok(PerfOutcome { sent, received, seconds })
+}
+
+/// One interval report.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Sample {
+    /// End of the interval, seconds since the start.
+    pub t: f64,
+    /// Length of the interval in seconds.
+    pub secs: f64,
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// Drive `fut` and call `on_sample` every `interval` with the bytes moved in that interval.
+pub async fn with_intervals<T>(
+    fut: impl std::future::Future<Output = T>,
+    counters: &Counters,
+    interval: Option<Duration>,
+    mut on_sample: impl FnMut(Sample),
+) -> T {
+    let Some(iv) = interval else { return fut.await };
+    tokio::pin!(fut);
+    let start = Instant::now();
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + iv, iv);
+    let (mut last_t, mut last_s, mut last_r) = (0.0, 0, 0);
+    loop {
+        tokio::select! {
+            out = &mut fut => return out,
+            _ = ticker.tick() => {
+                let t = start.elapsed().as_secs_f64();
+                let s = counters.sent.load(Ordering::Relaxed);
+                let r = counters.received.load(Ordering::Relaxed);
+                on_sample(Sample { t, secs: t - last_t, sent: s - last_s, received: r - last_r });
+                (last_t, last_s, last_r) = (t, s, r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::secure_pair;
+
+    async fn pair(
+        a: Limit,
+        b: Limit,
+        corrupt: bool,
+    ) -> (Result<PerfOutcome>, Result<PerfOutcome>) {
+        let (x, y) = tokio::io::duplex(64 * 1024);
+        let (xr, xw) = tokio::io::split(x);
+        let (yr, yw) = tokio::io::split(y);
+        let (mut ar, mut aw) = secure_pair(None, Vec::new(), xr, xw);
+        let (mut br, mut bw) = secure_pair(None, Vec::new(), yr, yw);
+        let ca = Counters::default();
+        let cb = Counters::default();
+        if corrupt {
+            // A byte that does not belong to the pattern, framed as a chunk.
+            let mut bad = [0, 0, 0, 1, 0xAA];
+            bad[4] ^= crate::wire::pattern()[0];
+            bw.write_all(&mut bad.to_vec()).await.unwrap();
+        }
+        tokio::join!(run(&mut ar, &mut aw, a, &ca), run(&mut br, &mut bw, b, &cb))
+    }
+
+    #[tokio::test]
+    async fn both_directions_at_once() {
+        let (a, b) = pair(Limit::Bytes(3_000_001), Limit::Bytes(1_234_567), false).await;
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!((a.sent, a.received), (3_000_001, 1_234_567));
+        assert_eq!((b.sent, b.received), (1_234_567, 3_000_001));
+    }
+
+    #[tokio::test]
+    async fn one_direction_and_time_limit() {
+        let (a, b) = pair(Limit::Time(Duration::from_millis(100)), Limit::Nothing, false).await;
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.sent > 0);
+        assert_eq!(a.sent, b.received);
+        assert_eq!((a.received, b.sent), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn corrupted_data_fails_both_ends() {
+        let (a, b) = pair(Limit::Nothing, Limit::Bytes(10), true).await;
+        let ea = a.unwrap_err().to_string();
+        assert!(ea.contains("did not match"), "{ea}");
+        let eb = b.unwrap_err().to_string();
+        assert!(eb.contains("did not match") || eb.contains("Corrupt") || eb.contains("corrupt"), "{eb}");
+    }
+}

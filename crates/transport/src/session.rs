@@ -1,0 +1,212 @@
+//! What the server does with one session once the nena handshake is done: read the request
+//! and run PUT, GET or PERF. Generic over the streams, so it is tested without a network.
+
+use crate::files::{server_get, server_put, FileServerConfig};
+use crate::perf::{self, Counters, Limit};
+use crate::stream::{SecureReader, SecureWriter};
+use crate::wire::{Reply, Request, Status};
+use anyhow::{Context, Result};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Longest perf test the server agrees to run (per request).
+pub const MAX_PERF: Duration = Duration::from_secs(3600);
+
+/// How long the server waits for the request after the handshake.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Server settings that matter inside a session.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub files: FileServerConfig,
+    /// Only perf is served (raw baseline listener).
+    pub perf_only: bool,
+}
+
+/// Serve one request. Returns a one-line summary for the log.
+pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    cfg: &SessionConfig,
+) -> Result<String> {
+    let req = tokio::time::timeout(REQUEST_TIMEOUT, r.read_request())
+        .await
+        .map_err(|_| anyhow::anyhow!("no request within {}s", REQUEST_TIMEOUT.as_secs()))?
+        .context("reading the request")?;
+    match req {
+        Request::Put { .. } | Request::Get { .. } if cfg.perf_only => {
+            w.write_msg(Reply::err(Status::Refused, "this listener serves perf tests only").encode()).await?;
+            anyhow::bail!("refused a file request on a perf-only listener")
+        }
+        Request::Put { name, size } => server_put(r, w, &cfg.files, &name, size).await,
+        Request::Get { name } => server_get(r, w, &cfg.files, &name).await,
+        Request::Perf(p) => {
+            let millis = Duration::from_millis(p.millis as u64);
+            if p.bytes == 0 && millis > MAX_PERF {
+                w.write_msg(Reply::err(Status::Refused, "perf test longer than an hour").encode()).await?;
+                anyhow::bail!("refused a perf test of {} ms", p.millis);
+            }
+            w.write_msg(Reply::ok(0).encode()).await?;
+            let limit = match (p.down, p.bytes) {
+                (false, _) => Limit::Nothing,
+                (true, 0) => Limit::Time(millis),
+                (true, b) => Limit::Bytes(b),
+            };
+            let c = Counters::default();
+            let o = perf::run(r, w, limit, &c).await?;
+            Ok(format!(
+                "perf: received {} B, sent {} B in {:.2}s ({:.1} Mbit/s total)",
+                o.received,
+                o.sent,
+                o.seconds,
+                (o.received + o.sent) as f64 * 8.0 / o.seconds / 1e6
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::{client_get, client_put};
+    use crate::handshake::secure_pair;
+    use crate::stream::{SecureReader, SecureWriter};
+    use std::path::{Path, PathBuf};
+    use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
+
+    type R = SecureReader<ReadHalf<DuplexStream>>;
+    type W = SecureWriter<WriteHalf<DuplexStream>>;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nena-transport-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A client session and a server task serving one request over it.
+    fn connect(dir: &Path, overwrite: bool) -> (R, W, tokio::task::JoinHandle<Result<String>>) {
+        let (c, s) = tokio::io::duplex(256 * 1024);
+        let (cr, cw) = tokio::io::split(c);
+        let (sr, sw) = tokio::io::split(s);
+        let cfg = SessionConfig { files: FileServerConfig { dir: dir.to_path_buf(), overwrite }, perf_only: false };
+        let server = tokio::spawn(async move {
+            let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
+            serve_request(&mut r, &mut w, &cfg).await
+        });
+        let (r, w) = secure_pair(None, Vec::new(), cr, cw);
+        (r, w, server)
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn put_then_get_roundtrip_sizes() {
+        let srv = tmpdir("srv");
+        let cli = tmpdir("cli");
+        for size in [0usize, 1, 63, 64, 65, 300_001] {
+            let data: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+            let src = cli.join(format!("src{size}"));
+            std::fs::write(&src, &data).unwrap();
+            let name = format!("f{size}");
+            let (mut r, mut w, server) = connect(&srv, false);
+            let out = client_put(&mut r, &mut w, &src, &name, None, |_| {}).await.unwrap();
+            assert_eq!(out.bytes, size as u64);
+            server.await.unwrap().unwrap();
+            assert_eq!(std::fs::read(srv.join(&name)).unwrap(), data);
+
+            let dest = cli.join(format!("back{size}"));
+            let (mut r, mut w, server) = connect(&srv, false);
+            let got = client_get(&mut r, &mut w, &name, &dest, false, None, |_| {}).await.unwrap();
+            server.await.unwrap().unwrap();
+            assert_eq!(got.sha256, out.sha256);
+            assert_eq!(std::fs::read(&dest).unwrap(), data);
+        }
+        // No temporary file is left behind.
+        assert!(entries(&srv).iter().all(|n| !n.starts_with('.')));
+        assert!(entries(&cli).iter().all(|n| !n.starts_with('.')));
+    }
+
+    #[tokio::test]
+    async fn hostile_names_are_refused_by_the_server() {
+        let srv = tmpdir("hostile");
+        for name in ["../escape", "/etc/passwd", "..", "a/b", ".hidden", "nul\0", "", "\x1b[31m"] {
+            let (mut r, mut w, server) = connect(&srv, false);
+            // Bypass the client's own check: write the request by hand.
+            w.write_msg(Request::Put { name: name.into(), size: 3 }.encode()).await.unwrap();
+            let reply = r.read_reply().await.unwrap();
+            assert_eq!(reply.status, Status::BadName, "{name:?}");
+            let err = server.await.unwrap().unwrap_err();
+            assert!(err.to_string().contains("refused file name"), "{err}");
+            let (mut r, mut w, server) = connect(&srv, false);
+            w.write_msg(Request::Get { name: name.into() }.encode()).await.unwrap();
+            assert_eq!(r.read_reply().await.unwrap().status, Status::BadName, "{name:?}");
+            assert!(server.await.unwrap().is_err());
+        }
+        assert!(entries(&srv).is_empty());
+        assert!(!srv.parent().unwrap().join("escape").exists());
+    }
+
+    #[tokio::test]
+    async fn no_overwrite_unless_asked() {
+        let srv = tmpdir("ow");
+        let cli = tmpdir("owc");
+        std::fs::write(srv.join("keep"), b"old").unwrap();
+        std::fs::write(cli.join("new"), b"new contents").unwrap();
+        let (mut r, mut w, server) = connect(&srv, false);
+        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {}).await.unwrap_err();
+        assert!(err.to_string().contains("file exists"), "{err}");
+        assert!(server.await.unwrap().is_err());
+        assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"old");
+
+        let (mut r, mut w, server) = connect(&srv, true);
+        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {}).await.unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"new contents");
+    }
+
+    #[tokio::test]
+    async fn corrupt_or_truncated_upload_leaves_nothing() {
+        let srv = tmpdir("corrupt");
+        // Wrong trailer.
+        let (mut r, mut w, server) = connect(&srv, false);
+        w.write_msg(Request::Put { name: "x".into(), size: 4 }.encode()).await.unwrap();
+        assert!(r.read_reply().await.unwrap().is_ok());
+        let mut data = b"abcd".to_vec();
+        w.write_all(&mut data).await.unwrap();
+        w.write_all(&mut [0u8; 32]).await.unwrap();
+        let fin = r.read_reply().await.unwrap();
+        assert_eq!(fin.status, Status::Corrupt);
+        assert!(server.await.unwrap().is_err());
+        // Connection dropped in the middle.
+        let (mut r, mut w, server) = connect(&srv, false);
+        w.write_msg(Request::Put { name: "y".into(), size: 1000 }.encode()).await.unwrap();
+        assert!(r.read_reply().await.unwrap().is_ok());
+        w.write_all(&mut [1u8; 10]).await.unwrap();
+        drop((r, w));
+        let err = server.await.unwrap().unwrap_err();
+        assert!(format!("{err:#}").contains("closed after 10 of 1000"), "{err:#}");
+        assert!(entries(&srv).is_empty(), "{:?}", entries(&srv));
+    }
+
+    #[tokio::test]
+    async fn get_missing_and_garbage_request() {
+        let srv = tmpdir("missing");
+        let cli = tmpdir("missingc");
+        let (mut r, mut w, server) = connect(&srv, false);
+        let err = client_get(&mut r, &mut w, "nope", &cli.join("nope"), false, None, |_| {}).await.unwrap_err();
+        assert!(err.to_string().contains("not found"), "{err}");
+        assert!(server.await.unwrap().is_err());
+        assert!(!cli.join("nope").exists());
+
+        let (_r, mut w, server) = connect(&srv, false);
+        w.write_msg(b"HELO garbage".to_vec()).await.unwrap();
+        let err = server.await.unwrap().unwrap_err();
+        assert!(format!("{err:#}").contains("does not speak the nena application protocol"), "{err:#}");
+    }
+}

@@ -24,7 +24,6 @@
 mod client;
 mod error;
 pub mod fuzzing;
-mod kato_shim;
 mod mode;
 mod server;
 mod session;

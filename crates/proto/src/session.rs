@@ -1,7 +1,7 @@
 //! A negotiated session: the chosen mode and, per direction, the state that
 //! protects outgoing bytes and unprotects incoming ones (same length, in place).
 
-use crate::kato_shim::{Descrambler, Scrambler};
+use nena_codec::{Descrambler, Scrambler};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use std::fmt;
 

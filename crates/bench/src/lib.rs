@@ -1,1 +1,13 @@
-//! nena-bench: placeholder until its issue lands.
+//! nena-bench: the benchmarks behind `nena bench ...`. A small measurement harness
+//! (`harness`), the codec overhead table of issue 2 (`codec_table`, the papers' Table II
+//! with OpenSSL baselines and memcpy), and a progress indicator for terminals.
+
+pub mod ciphers;
+pub mod codec_table;
+pub mod harness;
+pub mod kato;
+pub mod progress;
+pub mod subject;
+
+pub use codec_table::{render_text, run as run_codec, CodecBenchConfig, Report, NAMES};
+pub use harness::{HarnessConfig, Stats};

@@ -1,0 +1,618 @@
+//! `nena bench codec`: the papers' Table II reproduced on this machine, side by side
+//! with the modern cipher baselines and memcpy, in one run. Per-message figures use
+//! 1280-byte messages processed both ways; bulk figures use 1 MiB buffers. All jobs are
+//! measured in interleaved rounds on one pinned core; the report checks the issue's
+//! targets for `kato-fast`.
+
+use crate::ciphers::{self, CipherSubject, CIPHERS};
+use crate::harness::{self, HarnessConfig, Job, Stats};
+use crate::kato::{KatoSubject, KATO};
+use crate::subject::{MemcpySubject, Subject};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::hint::black_box;
+
+/// Message size of the papers' Table II.
+pub const MSG_LEN: usize = 1280;
+/// Buffer size of the bulk figure (1 MiB).
+pub const BULK_LEN: usize = 1 << 20;
+
+/// Every row of the report, in order.
+pub const NAMES: [&str; 14] = [
+    "des-ecb",
+    "tdea-ecb",
+    "aes-128-ecb",
+    "aes-192-ecb",
+    "aes-256-ecb",
+    "aes-128-cbc",
+    "aes-128-gcm",
+    "aes-256-gcm",
+    "chacha20-poly1305",
+    "aes-128-ctr",
+    "kato-straight",
+    "kato-revised",
+    "kato-fast",
+    "memcpy",
+];
+
+/// Table II of Kato et al. (SECURWARE 2017 and the journal version): milliseconds to
+/// process one 1280-byte message both ways on an Intel Core i5-3230M (2.6 GHz). The
+/// papers do not name the AES mode; their figures sit beside our ECB rows.
+pub const PAPER_TABLE_II_MS: &[(&str, f64)] = &[
+    ("des-ecb", 2.24),
+    ("tdea-ecb", 6.69),
+    ("aes-128-ecb", 2.29),
+    ("aes-192-ecb", 2.80),
+    ("aes-256-ecb", 3.40),
+    ("kato-straight", 0.950),
+    ("kato-revised", 0.0352),
+];
+
+/// The paper's figure for a row, if it has one.
+pub fn paper_ms(name: &str) -> Option<f64> {
+    PAPER_TABLE_II_MS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, ms)| ms)
+}
+
+/// The issue's targets for `kato-fast`.
+pub const TARGET_FAST_US_PER_MSG: f64 = 0.16;
+pub const TARGET_FAST_BULK_GBPS: f64 = 20.0;
+pub const TARGET_FAST_VS_AES_GCM: f64 = 5.0;
+pub const TARGET_FAST_VS_REVISED: f64 = 30.0;
+
+/// How to run the benchmark.
+#[derive(Debug, Clone)]
+pub struct CodecBenchConfig {
+    pub harness: HarnessConfig,
+    /// Pin the measuring thread to one core (`core` or, if `None`, the last one).
+    pub pin: bool,
+    pub core: Option<usize>,
+}
+
+impl Default for CodecBenchConfig {
+    fn default() -> Self {
+        CodecBenchConfig {
+            harness: HarnessConfig::standard(),
+            pin: true,
+            core: None,
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    /// False when the library cannot provide the algorithm here (`reason` says why).
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Median microseconds to process one 1280-byte message both ways.
+    pub us_per_msg: Option<f64>,
+    /// Quartiles of the per-message samples (microseconds).
+    pub us_per_msg_p25: Option<f64>,
+    pub us_per_msg_p75: Option<f64>,
+    /// Per-direction throughput on 1280-byte messages, GB/s (1e9 bytes/s).
+    pub msg_gbps: Option<f64>,
+    /// Per-direction throughput on 1 MiB buffers, GB/s, from the median.
+    pub bulk_gbps: Option<f64>,
+    /// `us_per_msg` divided by kato-fast's.
+    pub ratio_to_fast: Option<f64>,
+    /// The papers' Table II figure (milliseconds), where the row exists there.
+    pub paper_ms: Option<f64>,
+    /// Raw statistics (ns per iteration) of the per-message and bulk measurements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg_stats: Option<Stats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulk_stats: Option<Stats>,
+}
+
+/// One checked target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub description: String,
+    /// Measured value (NaN-free; absent when a needed row is unavailable).
+    pub value: Option<f64>,
+    pub limit: f64,
+    /// `"<="` or `">="`.
+    pub comparison: &'static str,
+    pub unit: &'static str,
+    pub pass: bool,
+}
+
+/// The whole report; `--json` prints it as is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub cpu: String,
+    /// Cipher library name and version (as OpenSSL reports it).
+    pub library: String,
+    /// nena-codec's fast backend.
+    pub backend: String,
+    /// The core the measurement ran on, if pinned.
+    pub pinned_core: Option<usize>,
+    pub pinning: String,
+    pub message_bytes: usize,
+    pub bulk_bytes: usize,
+    pub samples: usize,
+    pub sample_ms: f64,
+    pub definitions: Vec<String>,
+    pub results: Vec<Row>,
+    pub targets: Vec<Target>,
+    pub all_targets_pass: bool,
+}
+
+impl Report {
+    /// The row named `name`.
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.results.iter().find(|r| r.name == name)
+    }
+}
+
+/// The definitions printed under the table and included in the JSON.
+pub fn definitions() -> Vec<String> {
+    vec![
+        format!(
+            "us/msg: median over samples of the time to process one {MSG_LEN}-byte message both ways \
+             (encrypt+decrypt; AEADs seal with a 16-byte tag and open with tag verification; \
+             scramble+descramble with streaming states; memcpy: two copies), cipher contexts reused, \
+             a fresh IV/nonce per message, one core"
+        ),
+        format!("msg GB/s: per-direction throughput on {MSG_LEN}-byte messages = {MSG_LEN} B / (us/msg / 2), 1 GB = 1e9 B"),
+        format!(
+            "bulk GB/s: 1 MiB buffers, both ways measured, reported per direction = 2 x {BULK_LEN} B / median time for both ways"
+        ),
+        "x fast: us/msg divided by kato-fast's us/msg (higher = slower than kato-fast)".into(),
+        "paper (ms): Table II of Kato et al., Core i5-3230M 2.6 GHz, same message both ways; the papers do not name the AES mode (shown beside ECB)".into(),
+    ]
+}
+
+/// The CPU model from /proc/cpuinfo.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Pin the calling thread to `core` (or the last core). Returns the core id.
+pub fn pin_to_core(core: Option<usize>) -> Result<usize> {
+    let ids = core_affinity::get_core_ids().ok_or_else(|| anyhow!("cannot list the CPU cores"))?;
+    let id = match core {
+        Some(c) => *ids.iter().find(|i| i.id == c).ok_or_else(|| {
+            anyhow!(
+                "no core {c} (cores: {:?})",
+                ids.iter().map(|i| i.id).collect::<Vec<_>>()
+            )
+        })?,
+        None => *ids.last().ok_or_else(|| anyhow!("no CPU cores listed"))?,
+    };
+    if !core_affinity::set_for_current(id) {
+        bail!("cannot pin to core {}", id.id);
+    }
+    Ok(id.id)
+}
+
+/// A row's subject for one buffer size, or why it is unavailable.
+fn make_subject(name: &'static str, max_len: usize) -> Result<Result<Box<dyn Subject>, String>> {
+    if let Some(spec) = ciphers::spec(name) {
+        return Ok(match CipherSubject::new(spec, max_len) {
+            Ok(s) => Ok(Box::new(s)),
+            Err(e) if spec.legacy => Err(format!("{e:#}")),
+            Err(e) => return Err(e.context(format!("{name}: setting up the cipher"))),
+        });
+    }
+    if let Some(&(n, imp)) = KATO.iter().find(|(n, _)| *n == name) {
+        return Ok(Ok(Box::new(KatoSubject::new(n, imp))));
+    }
+    if name == "memcpy" {
+        return Ok(Ok(Box::new(MemcpySubject::new(max_len))));
+    }
+    bail!("unknown benchmark row {name}")
+}
+
+/// Run the whole benchmark. `progress(done, total)` is called as it goes.
+pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+    cfg.harness.validate()?;
+    debug_assert_eq!(CIPHERS.len() + KATO.len() + 1, NAMES.len());
+    let (pinned_core, pinning) = if cfg.pin {
+        let c = pin_to_core(cfg.core)?;
+        (Some(c), format!("pinned to core {c} (sched_setaffinity)"))
+    } else {
+        (None, "not pinned".to_string())
+    };
+
+    // Set up and verify every subject (twice: message-sized and bulk-sized buffers).
+    struct Live {
+        name: &'static str,
+        msg: Box<dyn Subject>,
+        bulk: Box<dyn Subject>,
+        msg_buf: Vec<u8>,
+        bulk_buf: Vec<u8>,
+    }
+    let mut live: Vec<Live> = Vec::new();
+    let mut unavailable: Vec<(&'static str, String)> = Vec::new();
+    for name in NAMES {
+        let mut msg = match make_subject(name, MSG_LEN)? {
+            Ok(s) => s,
+            Err(reason) => {
+                unavailable.push((name, reason));
+                continue;
+            }
+        };
+        let mut bulk = make_subject(name, BULK_LEN)?.map_err(|r| anyhow!("{name}: {r}"))?;
+        msg.verify(MSG_LEN)
+            .with_context(|| format!("{name}: self-check failed, not timing it"))?;
+        bulk.verify(MSG_LEN)
+            .with_context(|| format!("{name}: self-check failed, not timing it"))?;
+        live.push(Live {
+            name,
+            msg,
+            bulk,
+            msg_buf: ciphers::test_bytes(0x1280, MSG_LEN),
+            bulk_buf: ciphers::test_bytes(0x100000, BULK_LEN),
+        });
+    }
+
+    // Time everything in interleaved rounds.
+    let stats = {
+        // Jobs 0..n are the per-message figures, n..2n the bulk ones.
+        let mut msg_jobs: Vec<Job> = Vec::with_capacity(live.len() * 2);
+        let mut bulk_jobs: Vec<Job> = Vec::with_capacity(live.len());
+        for l in live.iter_mut() {
+            let (s, buf) = (&mut l.msg, &mut l.msg_buf);
+            msg_jobs.push(Box::new(move || s.round_trip(black_box(&mut buf[..]))));
+            let (s, buf) = (&mut l.bulk, &mut l.bulk_buf);
+            bulk_jobs.push(Box::new(move || s.round_trip(black_box(&mut buf[..]))));
+        }
+        msg_jobs.append(&mut bulk_jobs);
+        harness::measure_interleaved(&cfg.harness, &mut msg_jobs, progress)?
+    };
+
+    // Check again after timing: the subjects must still be correct.
+    for l in live.iter_mut() {
+        l.msg
+            .verify(MSG_LEN)
+            .with_context(|| format!("{}: self-check after timing failed", l.name))?;
+        l.bulk
+            .verify(MSG_LEN)
+            .with_context(|| format!("{}: self-check after timing failed", l.name))?;
+    }
+
+    let n = live.len();
+    let mut results = Vec::with_capacity(NAMES.len());
+    for name in NAMES {
+        if let Some(i) = live.iter().position(|l| l.name == name) {
+            let (m, b) = (stats[i], stats[n + i]);
+            results.push(Row {
+                name: name.into(),
+                available: true,
+                reason: None,
+                us_per_msg: Some(m.median_ns / 1e3),
+                us_per_msg_p25: Some(m.p25_ns / 1e3),
+                us_per_msg_p75: Some(m.p75_ns / 1e3),
+                msg_gbps: Some(2.0 * MSG_LEN as f64 / m.median_ns),
+                bulk_gbps: Some(2.0 * BULK_LEN as f64 / b.median_ns),
+                ratio_to_fast: None,
+                paper_ms: paper_ms(name),
+                msg_stats: Some(m),
+                bulk_stats: Some(b),
+            });
+        } else {
+            let reason = unavailable
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, r)| r.clone());
+            results.push(Row {
+                name: name.into(),
+                available: false,
+                reason,
+                us_per_msg: None,
+                us_per_msg_p25: None,
+                us_per_msg_p75: None,
+                msg_gbps: None,
+                bulk_gbps: None,
+                ratio_to_fast: None,
+                paper_ms: paper_ms(name),
+                msg_stats: None,
+                bulk_stats: None,
+            });
+        }
+    }
+    let fast_us = results
+        .iter()
+        .find(|r| r.name == "kato-fast")
+        .and_then(|r| r.us_per_msg);
+    for r in results.iter_mut() {
+        r.ratio_to_fast = match (r.us_per_msg, fast_us) {
+            (Some(u), Some(f)) if f > 0.0 => Some(u / f),
+            _ => None,
+        };
+    }
+    let targets = targets(&results);
+    let all_targets_pass = targets.iter().all(|t| t.pass);
+    Ok(Report {
+        cpu: cpu_model(),
+        library: format!(
+            "{} (Rust crate `openssl`; DES via the legacy provider)",
+            ciphers::library_version()
+        ),
+        backend: nena_codec::fast_backend().to_string(),
+        pinned_core,
+        pinning,
+        message_bytes: MSG_LEN,
+        bulk_bytes: BULK_LEN,
+        samples: cfg.harness.samples,
+        sample_ms: cfg.harness.sample_time.as_secs_f64() * 1e3,
+        definitions: definitions(),
+        results,
+        targets,
+        all_targets_pass,
+    })
+}
+
+/// Evaluate the issue's targets on a set of rows.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let get = |name: &str| rows.iter().find(|r| r.name == name);
+    let us = |name: &str| get(name).and_then(|r| r.us_per_msg);
+    let fast = us("kato-fast");
+    let ratio = |other: &str| match (us(other), fast) {
+        (Some(o), Some(f)) if f > 0.0 => Some(o / f),
+        _ => None,
+    };
+    let mk = |name: &str,
+              description: String,
+              value: Option<f64>,
+              cmp: &'static str,
+              limit: f64,
+              unit| {
+        let pass = match value {
+            Some(v) if cmp == "<=" => v <= limit,
+            Some(v) => v >= limit,
+            None => false,
+        };
+        Target {
+            name: name.into(),
+            description,
+            value,
+            limit,
+            comparison: cmp,
+            unit,
+            pass,
+        }
+    };
+    vec![
+        mk(
+            "fast-us-per-msg",
+            format!("kato-fast: time per {MSG_LEN}-byte message, scramble + descramble"),
+            fast,
+            "<=",
+            TARGET_FAST_US_PER_MSG,
+            "us",
+        ),
+        mk(
+            "fast-bulk-gbps",
+            "kato-fast: bulk throughput per direction (1 MiB buffers)".into(),
+            get("kato-fast").and_then(|r| r.bulk_gbps),
+            ">=",
+            TARGET_FAST_BULK_GBPS,
+            "GB/s",
+        ),
+        mk(
+            "fast-vs-aes-128-gcm",
+            "aes-128-gcm time / kato-fast time per message".into(),
+            ratio("aes-128-gcm"),
+            ">=",
+            TARGET_FAST_VS_AES_GCM,
+            "x",
+        ),
+        mk(
+            "fast-vs-revised",
+            "kato-revised time / kato-fast time per message".into(),
+            ratio("kato-revised"),
+            ">=",
+            TARGET_FAST_VS_REVISED,
+            "x",
+        ),
+    ]
+}
+
+fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
+    match v {
+        Some(v) => format!("{v:>width$.prec$}"),
+        None => format!("{:>width$}", "-"),
+    }
+}
+
+/// Significant-digits formatting for times that span five orders of magnitude.
+fn sig(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The human-readable report.
+pub fn render_text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "nena bench codec: one {}-byte message both ways, and 1 MiB buffers",
+        r.message_bytes
+    );
+    let _ = writeln!(o, "cpu:       {} ({})", r.cpu, r.pinning);
+    let _ = writeln!(o, "ciphers:   {}", r.library);
+    let _ = writeln!(o, "scrambling: nena-codec, fast backend: {}", r.backend);
+    let _ = writeln!(
+        o,
+        "sampling:  {} samples of ~{} ms per figure, all figures in interleaved rounds; median reported",
+        r.samples, r.sample_ms
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<18} {:>9} {:>19} {:>9} {:>10} {:>9} {:>11}",
+        "name", "us/msg", "(p25 .. p75)", "msg GB/s", "bulk GB/s", "x fast", "paper (ms)"
+    );
+    for row in &r.results {
+        if !row.available {
+            let _ = writeln!(
+                o,
+                "{:<18} unavailable: {}{}",
+                row.name,
+                row.reason.as_deref().unwrap_or("unknown reason"),
+                row.paper_ms
+                    .map(|p| format!("  (paper: {p} ms)"))
+                    .unwrap_or_default()
+            );
+            continue;
+        }
+        let spread = match (row.us_per_msg_p25, row.us_per_msg_p75) {
+            (Some(a), Some(b)) => format!("({} .. {})", sig(a), sig(b)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "{:<18} {:>9} {:>19} {} {} {} {}",
+            row.name,
+            row.us_per_msg.map(sig).unwrap_or_default(),
+            spread,
+            opt(row.msg_gbps, 9, 2),
+            opt(row.bulk_gbps, 10, 2),
+            opt(row.ratio_to_fast, 9, 1),
+            match row.paper_ms {
+                Some(p) => format!("{p:>11}"),
+                None => format!("{:>11}", ""),
+            }
+        );
+    }
+    let _ = writeln!(o);
+    for d in &r.definitions {
+        let _ = writeln!(o, "  {d}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "targets:");
+    for t in &r.targets {
+        let _ = writeln!(
+            o,
+            "  {:<4} {:<62} {} {} {} {}",
+            if t.pass { "PASS" } else { "FAIL" },
+            t.description,
+            t.value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "n/a".into()),
+            t.comparison,
+            t.limit,
+            t.unit
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn tiny() -> CodecBenchConfig {
+        CodecBenchConfig {
+            harness: HarnessConfig {
+                samples: 2,
+                sample_time: Duration::from_micros(200),
+                warmup: Duration::from_micros(200),
+            },
+            pin: false,
+            core: None,
+        }
+    }
+
+    #[test]
+    fn report_has_all_rows_and_serialises() {
+        let r = run(&tiny(), &mut |_, _| {}).unwrap();
+        let names: Vec<&str> = r.results.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, NAMES);
+        let v = serde_json::to_value(&r).unwrap();
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 14);
+        for (row, name) in results.iter().zip(NAMES) {
+            assert_eq!(row["name"], name);
+            if row["available"] == true {
+                assert!(row["us_per_msg"].as_f64().unwrap() > 0.0, "{row}");
+                assert!(row["bulk_gbps"].as_f64().unwrap() > 0.0, "{row}");
+            } else {
+                assert!(row["reason"].is_string(), "{row}");
+            }
+        }
+        assert_eq!(v["targets"].as_array().unwrap().len(), 4);
+        assert!(r.row("kato-fast").unwrap().available);
+        assert!((r.row("kato-fast").unwrap().ratio_to_fast.unwrap() - 1.0).abs() < 1e-12);
+        let text = render_text(&r);
+        for name in NAMES {
+            assert!(text.contains(name), "{name} missing from text");
+        }
+        assert!(text.contains("OpenSSL"));
+        assert!(text.contains("0.0352"));
+    }
+
+    fn row(name: &str, us: f64, bulk: f64) -> Row {
+        Row {
+            name: name.into(),
+            available: true,
+            reason: None,
+            us_per_msg: Some(us),
+            us_per_msg_p25: Some(us),
+            us_per_msg_p75: Some(us),
+            msg_gbps: Some(2.0 * 1280.0 / (us * 1e3)),
+            bulk_gbps: Some(bulk),
+            ratio_to_fast: None,
+            paper_ms: None,
+            msg_stats: None,
+            bulk_stats: None,
+        }
+    }
+
+    #[test]
+    fn targets_pass_and_fail_at_the_limits() {
+        let rows = vec![
+            row("kato-fast", 0.16, 20.0),
+            row("aes-128-gcm", 0.8, 5.0),
+            row("kato-revised", 4.8, 0.5),
+        ];
+        let t = targets(&rows);
+        assert!(t.iter().all(|t| t.pass), "{t:?}");
+        let rows = vec![
+            row("kato-fast", 0.2, 19.0),
+            row("aes-128-gcm", 0.8, 5.0),
+            row("kato-revised", 4.8, 0.5),
+        ];
+        let t = targets(&rows);
+        assert_eq!(
+            t.iter().map(|t| t.pass).collect::<Vec<_>>(),
+            [false, false, false, false]
+        );
+        // A missing row is a failure, not a pass.
+        let t = targets(&[row("kato-fast", 0.1, 30.0)]);
+        assert!(!t[2].pass && t[2].value.is_none());
+    }
+
+    #[test]
+    fn paper_figures_match_table_ii() {
+        assert_eq!(paper_ms("des-ecb"), Some(2.24));
+        assert_eq!(paper_ms("tdea-ecb"), Some(6.69));
+        assert_eq!(paper_ms("kato-revised"), Some(0.0352));
+        assert_eq!(paper_ms("aes-128-gcm"), None);
+    }
+}

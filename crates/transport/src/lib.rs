@@ -5,12 +5,20 @@
 //! - [`names`]: which file names from the network the server accepts.
 //! - [`stream`]: the protected halves of a session ([`SecureReader`], [`SecureWriter`]).
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
-//! - [`files`]: PUT/GET of files with verification and write-then-rename.
+//! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
+//! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
+//! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
 
+
+
+pub mod client;
+pub mod conn;
 pub mod files;
 pub mod handshake;
 pub mod names;
 pub mod perf;
+pub mod proxy;
+pub mod server;
 pub mod session;
 pub mod stream;
 pub mod wire;

@@ -1,0 +1,358 @@
+//! The client tools: `nena send`, `nena get` and `nena perf`, each one session, each returning
+//! a report that says how much moved, how fast, in which mode, whether the connection was
+//! really multipath and what every subflow carried.
+
+use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
+use crate::files::{self, Progress};
+use crate::perf::{self, Counters, Limit, Sample};
+use crate::wire::{PerfRequest, Request};
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use nena_mptcp::{ClassifiedSubflow, PathReport};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The path summary that goes into every report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Paths {
+    /// The connection runs MPTCP (did not fall back to plain TCP).
+    pub mptcp: bool,
+    /// At least two subflows carried payload.
+    pub multipath: bool,
+    pub subflows: Vec<ClassifiedSubflow>,
+}
+
+impl Paths {
+    fn of(c: &ClientConn) -> Paths {
+        match c.paths() {
+            Some(PathReport { mptcp, multipath, subflows, .. }) => Paths { mptcp, multipath, subflows },
+            None => Paths { mptcp: !c.gate.is_fallback(), multipath: false, subflows: vec![] },
+        }
+    }
+
+    /// `multipath over 2 subflows: 198.18.1.2 12.3 MB, 198.18.2.2 10.1 MB` and the like.
+    pub fn describe(&self) -> String {
+        if !self.mptcp {
+            return "plain TCP (MPTCP fell back)".into();
+        }
+        let parts: Vec<String> = self
+            .subflows
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} ({:?}) sent {} recv {}",
+                    s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
+                    s.trust,
+                    human(s.subflow.bytes_sent),
+                    human(s.subflow.bytes_received)
+                )
+                .to_lowercase()
+            })
+            .collect();
+        format!(
+            "{} over {} subflow(s): {}",
+            if self.multipath { "multipath" } else { "single path" },
+            self.subflows.len(),
+            parts.join(", ")
+        )
+    }
+}
+
+/// Bytes in a human unit.
+pub fn human(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// Report of `nena send` / `nena get`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransferReport {
+    pub op: &'static str,
+    pub name: String,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mbit_s: f64,
+    pub sha256: String,
+    /// Always true in a report: a transfer that did not verify is an error instead.
+    pub verified: bool,
+    pub mode: String,
+    pub setup_ms: f64,
+    pub paths: Paths,
+}
+
+impl TransferReport {
+    /// The final human line.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, SHA-256 verified, mode {}, {}",
+            self.op,
+            self.name,
+            if self.op == "send" { "sent" } else { "received" },
+            human(self.bytes),
+            self.seconds,
+            self.mbit_s,
+            self.mode,
+            self.paths.describe()
+        )
+    }
+}
+
+/// A progress bar when `show` and stderr is a terminal.
+pub fn progress_bar(show: bool) -> Option<ProgressBar> {
+    if !show || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    Some(pb)
+}
+
+fn mode_name(c: &ClientConn) -> String {
+    c.mode.map_or("raw".into(), |m| m.to_string())
+}
+
+/// `nena send`: PUT `path` as `name`.
+pub async fn send(opts: &ClientOptions, path: &Path, name: &str, show_progress: bool) -> Result<TransferReport> {
+    if opts.raw {
+        bail!("file transfer needs a nena session (raw is for perf baselines only)");
+    }
+    let mut c = conn::connect(opts, None).await?;
+    let pb = progress_bar(show_progress);
+    let tick = |n: u64| {
+        if let Some(pb) = &pb {
+            pb.inc(n)
+        }
+    };
+    let start = Instant::now();
+    let progress: Option<Progress<'_>> = Some(&tick);
+    let out = files::client_put(&mut c.reader, &mut c.writer, path, name, progress, |size| {
+        if let Some(pb) = &pb {
+            pb.set_length(size)
+        }
+    })
+    .await;
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let out = out?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(TransferReport {
+        op: "send",
+        name: out.name,
+        bytes: out.bytes,
+        seconds,
+        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        sha256: out.sha256,
+        verified: true,
+        mode: mode_name(&c),
+        setup_ms: c.setup.as_secs_f64() * 1e3,
+        paths: Paths::of(&c),
+    })
+}
+
+/// `nena get`: fetch `name` into `dest`.
+pub async fn get(
+    opts: &ClientOptions,
+    name: &str,
+    dest: &Path,
+    overwrite: bool,
+    show_progress: bool,
+) -> Result<TransferReport> {
+    if opts.raw {
+        bail!("file transfer needs a nena session (raw is for perf baselines only)");
+    }
+    let mut c = conn::connect(opts, None).await?;
+    let pb = progress_bar(show_progress);
+    let tick = |n: u64| {
+        if let Some(pb) = &pb {
+            pb.inc(n)
+        }
+    };
+    let start = Instant::now();
+    let out = files::client_get(&mut c.reader, &mut c.writer, name, dest, overwrite, Some(&tick), |size| {
+        if let Some(pb) = &pb {
+            pb.set_length(size)
+        }
+    })
+    .await;
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let out = out?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(TransferReport {
+        op: "get",
+        name: out.name,
+        bytes: out.bytes,
+        seconds,
+        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        sha256: out.sha256,
+        verified: true,
+        mode: mode_name(&c),
+        setup_ms: c.setup.as_secs_f64() * 1e3,
+        paths: Paths::of(&c),
+    })
+}
+
+/// What `nena perf` runs.
+#[derive(Debug, Clone, Copy)]
+pub struct PerfParams {
+    /// Client to server.
+    pub up: bool,
+    /// Server to client.
+    pub down: bool,
+    /// Per direction: bytes (`Some`) or run for `time`.
+    pub bytes: Option<u64>,
+    pub time: Duration,
+    /// Interval reports (None: none).
+    pub interval: Option<Duration>,
+}
+
+/// One interval line of `nena perf`.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntervalReport {
+    #[serde(flatten)]
+    pub sample: Sample,
+    pub mbit_s_sent: f64,
+    pub mbit_s_received: f64,
+    /// Cumulative bytes per subflow at the end of the interval.
+    pub subflows: Vec<SubflowBytes>,
+}
+
+impl IntervalReport {
+    pub fn line(&self) -> String {
+        let sf: Vec<String> = self
+            .subflows
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}/{}",
+                    s.local.map_or("?".into(), |a| a.ip().to_string()),
+                    human(s.bytes_sent),
+                    human(s.bytes_received)
+                )
+            })
+            .collect();
+        format!(
+            "[{:6.2}-{:6.2}s] sent {:>10} {:8.1} Mbit/s  received {:>10} {:8.1} Mbit/s  subflows sent/recv: {}",
+            self.sample.t - self.sample.secs,
+            self.sample.t,
+            human(self.sample.sent),
+            self.mbit_s_sent,
+            human(self.sample.received),
+            self.mbit_s_received,
+            sf.join(", ")
+        )
+    }
+}
+
+/// Report of `nena perf`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfReport {
+    pub mode: String,
+    pub sent: u64,
+    pub received: u64,
+    pub seconds: f64,
+    /// Goodput of the direction(s) that carried data, payload bytes only.
+    pub mbit_s_sent: f64,
+    pub mbit_s_received: f64,
+    /// Every byte matched the pattern and the peer confirmed the count.
+    pub verified: bool,
+    pub setup_ms: f64,
+    pub intervals: Vec<IntervalReport>,
+    pub paths: Paths,
+}
+
+impl PerfReport {
+    pub fn line(&self) -> String {
+        format!(
+            "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s, all bytes verified; {}",
+            self.mode,
+            human(self.sent),
+            self.mbit_s_sent,
+            human(self.received),
+            self.mbit_s_received,
+            self.seconds,
+            self.paths.describe()
+        )
+    }
+}
+
+/// `nena perf`: a throughput test against `nena serve` (or `nena serve --raw` with `opts.raw`).
+pub async fn perf(
+    opts: &ClientOptions,
+    p: PerfParams,
+    mut on_interval: impl FnMut(&IntervalReport),
+) -> Result<PerfReport> {
+    let millis = u32::try_from(p.time.as_millis()).unwrap_or(u32::MAX);
+    let req = Request::Perf(PerfRequest { up: p.up, down: p.down, bytes: p.bytes.unwrap_or(0), millis });
+    let mut c = if opts.raw {
+        conn::connect(opts, Some(req.encode())).await?
+    } else {
+        let mut c = conn::connect(opts, None).await?;
+        c.writer.write_msg(req.encode()).await?;
+        c
+    };
+    let reply = c.reader.read_reply().await?;
+    if !reply.is_ok() {
+        bail!("server refused the perf test: {}: {}", reply.status, reply.msg);
+    }
+    let limit = match (p.up, p.bytes) {
+        (false, _) => Limit::Nothing,
+        (true, Some(b)) => Limit::Bytes(b),
+        (true, None) => Limit::Time(p.time),
+    };
+    let counters = Counters::default();
+    let mut intervals = Vec::new();
+    let gate = &c.gate;
+    let (reader, writer) = (&mut c.reader, &mut c.writer);
+    let outcome = perf::with_intervals(perf::run(reader, writer, limit, &counters), &counters, p.interval, |s| {
+        let subflows = gate
+            .classified()
+            .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
+            .unwrap_or_default();
+        let r = IntervalReport {
+            sample: s,
+            mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+            mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+            subflows,
+        };
+        on_interval(&r);
+        intervals.push(r);
+    })
+    .await?;
+    let secs = outcome.seconds.max(1e-9);
+    Ok(PerfReport {
+        mode: mode_name(&c),
+        sent: outcome.sent,
+        received: outcome.received,
+        seconds: outcome.seconds,
+        mbit_s_sent: outcome.sent as f64 * 8.0 / secs / 1e6,
+        mbit_s_received: outcome.received as f64 * 8.0 / secs / 1e6,
+        verified: true,
+        setup_ms: c.setup.as_secs_f64() * 1e3,
+        intervals,
+        paths: Paths::of(&c),
+    })
+}
+
+/// Run a future on a fresh multi-threaded runtime (2 workers: the machine has 2 cores).
+pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    Ok(rt.block_on(f))
+}

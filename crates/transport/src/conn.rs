@@ -1,0 +1,211 @@
+//! Opening nena sessions over kernel MPTCP: the client side (connect from a trusted
+//! address, hello as the first flight on the trusted subflow, untrusted paths released only
+//! after its data-level ACK, then the server's answer) and the server side (accept, refuse
+//! fallback unless allowed, handshake with a deadline).
+//!
+//! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
+//! caller's first message as the first flight and no protection. It exists only as the
+//! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).
+
+use crate::handshake::{client_finish, entropy, secure_pair, server_handshake};
+use crate::stream::{SecureReader, SecureWriter};
+use anyhow::{anyhow, bail, Context, Result};
+use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport, SubflowInfo};
+use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
+use serde::Serialize;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// A session's reader over a tokio TCP stream.
+pub type Reader = SecureReader<OwnedReadHalf>;
+/// A session's writer over a tokio TCP stream.
+pub type Writer = SecureWriter<OwnedWriteHalf>;
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub remote: SocketAddr,
+    pub policy: PathPolicy,
+    /// Modes offered, most preferred first.
+    pub modes: Vec<Mode>,
+    pub allow_fallback: bool,
+    /// Bound on connect, the first flight's ACK and the server's answer.
+    pub timeout: Duration,
+    /// No nena handshake (benchmark baseline only).
+    pub raw: bool,
+    /// Testing aid: append the hex of every hello (first flight) to this file. The hello
+    /// holds the session keys: never use this outside tests.
+    pub dump_first_flight: Option<PathBuf>,
+}
+
+/// An open client session.
+pub struct ClientConn {
+    pub reader: Reader,
+    pub writer: Writer,
+    /// The MPTCP gate (with its own descriptor): subflow reports stay available.
+    pub gate: Gate,
+    /// Negotiated mode; `None` for a raw connection.
+    pub mode: Option<Mode>,
+    /// Time from connect() to the session being ready.
+    pub setup: Duration,
+}
+
+impl ClientConn {
+    /// What the connection is now: MPTCP or fallback, multipath, bytes per subflow.
+    pub fn paths(&self) -> Option<PathReport> {
+        match self.gate.report() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                log::warn!("cannot read the subflows of the connection: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Connect and open a session. For a raw connection, `raw_first` is written as the first
+/// flight (it must be the first application message); for nena it must be `None`.
+pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+    let start = Instant::now();
+    let hs = if opts.raw {
+        None
+    } else {
+        let cfg = ClientConfig { offer: opts.modes.clone() };
+        Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
+    };
+    let first: Vec<u8> = match (&hs, raw_first) {
+        (Some(h), None) => h.first_flight().to_vec(),
+        (None, Some(f)) => f,
+        _ => bail!("internal: a raw connection needs its first message, a nena one must not have one"),
+    };
+    if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
+        let hex: String = first.iter().map(|b| format!("{b:02x}")).collect();
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        writeln!(f, "{hex}")?;
+    }
+    let mopts = ConnectOptions {
+        policy: opts.policy.clone(),
+        allow_fallback: opts.allow_fallback,
+        timeout: opts.timeout,
+    };
+    let remote = opts.remote;
+    let timeout = opts.timeout;
+    // connect() and the first-flight gate block: run them off the async threads.
+    let (std_stream, gate) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let client = nena_mptcp::connect(remote, &mopts)?;
+        client.before_first_flight()?;
+        (&client.stream).write_all(&first).context("writing the first flight")?;
+        client.after_first_flight(first.len() as u64, timeout)?;
+        Ok(client.into_parts())
+    })
+    .await
+    .map_err(|e| anyhow!("connect task failed: {e}"))??;
+    std_stream.set_nonblocking(true)?;
+    let stream = TcpStream::from_std(std_stream)?;
+    stream.set_nodelay(true)?;
+    let (mut r, w) = stream.into_split();
+    let (session, leftover) = match hs {
+        Some(mut h) => {
+            let (s, left) = client_finish(&mut h, &mut r, timeout).await?;
+            (Some(s), left)
+        }
+        None => (None, Vec::new()),
+    };
+    let mode = session.as_ref().map(|s| s.mode());
+    let (reader, writer) = secure_pair(session, leftover, r, w);
+    Ok(ClientConn { reader, writer, gate, mode, setup: start.elapsed() })
+}
+
+/// How a server accepts sessions.
+#[derive(Debug, Clone)]
+pub struct AcceptOptions {
+    /// Modes accepted, most preferred first.
+    pub modes: Vec<Mode>,
+    pub allow_fallback: bool,
+    /// No nena handshake (benchmark baseline listener).
+    pub raw: bool,
+    pub handshake_timeout: Duration,
+}
+
+/// An accepted server session.
+pub struct ServerConn {
+    pub reader: Reader,
+    pub writer: Writer,
+    pub mode: Option<Mode>,
+    pub peer: SocketAddr,
+}
+
+impl ServerConn {
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.reader.get_ref().as_ref().as_fd()
+    }
+}
+
+/// Open an MPTCP listener for tokio.
+pub fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
+    nena_mptcp::check_enabled()?;
+    let l = nena_mptcp::listen(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    l.set_nonblocking(true)?;
+    Ok(tokio::net::TcpListener::from_std(l)?)
+}
+
+/// Run the server side of a freshly accepted connection up to an open session.
+pub async fn accept(stream: TcpStream, peer: SocketAddr, opts: &AcceptOptions) -> Result<ServerConn> {
+    let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
+    if fallback && !opts.allow_fallback {
+        bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
+    }
+    stream.set_nodelay(true)?;
+    let (mut r, mut w) = stream.into_split();
+    if opts.raw {
+        let (reader, writer) = secure_pair(None, Vec::new(), r, w);
+        return Ok(ServerConn { reader, writer, mode: None, peer });
+    }
+    let cfg = ServerConfig { accept: opts.modes.clone() };
+    let (session, leftover) = server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
+    let mode = Some(session.mode());
+    let (reader, writer) = secure_pair(Some(session), leftover, r, w);
+    Ok(ServerConn { reader, writer, mode, peer })
+}
+
+/// Bytes per subflow, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubflowBytes {
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl From<&SubflowInfo> for SubflowBytes {
+    fn from(s: &SubflowInfo) -> Self {
+        SubflowBytes { local: s.local, remote: s.remote, bytes_sent: s.bytes_sent, bytes_received: s.bytes_received }
+    }
+}
+
+/// The subflows of a socket (empty when it is not MPTCP or cannot be read).
+pub fn subflow_bytes(fd: BorrowedFd<'_>) -> Vec<SubflowBytes> {
+    nena_mptcp::subflows(fd).map(|v| v.iter().map(SubflowBytes::from).collect()).unwrap_or_default()
+}
+
+/// The raw descriptor of a session, for logs.
+pub fn raw_fd(r: &Reader) -> i32 {
+    r.get_ref().as_ref().as_raw_fd()
+}
+
+/// Raise the soft limit of open files to the hard limit (servers and proxies hold many).
+pub fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

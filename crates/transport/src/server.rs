@@ -1,0 +1,87 @@
+//! `nena serve`: accept many concurrent MPTCP sessions, run the nena handshake, and serve
+//! PUT/GET/PERF requests (see [`crate::session`]). Every session is its own task; a
+//! semaphore bounds how many run at once (the listen backlog holds the rest).
+
+use crate::conn::{self, AcceptOptions};
+use crate::session::{serve_request, SessionConfig};
+use anyhow::Result;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Everything `nena serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub accept: AcceptOptions,
+    pub session: SessionConfig,
+    /// Sessions served at once.
+    pub max_sessions: usize,
+}
+
+/// Serve until the future is dropped or Ctrl-C. `ready` is called with the bound address
+/// once the listener is open.
+pub async fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    conn::raise_nofile_limit();
+    let listener = conn::listen(opts.listen)?;
+    ready(listener.local_addr()?);
+    let opts = Arc::new(opts);
+    let sem = Arc::new(Semaphore::new(opts.max_sessions.max(1)));
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let permit = sem.clone().acquire_owned().await?;
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut ctrl_c => {
+                log::info!("interrupted; stopping");
+                return Ok(());
+            }
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: wait a little instead of spinning.
+                log::warn!("accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let opts = opts.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            handle(stream, peer, &opts).await;
+        });
+    }
+}
+
+async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOptions) {
+    let mut c = match conn::accept(stream, peer, &opts.accept).await {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("{peer}: {e:#}");
+            return;
+        }
+    };
+    let mode = c.mode.map_or("raw".to_string(), |m| m.to_string());
+    let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
+    let subflows = conn::subflow_bytes(c.fd());
+    let paths: Vec<String> = subflows
+        .iter()
+        .map(|s| {
+            format!(
+                "{} sent {} recv {}",
+                s.local.map_or("?".into(), |a| a.to_string()),
+                s.bytes_sent,
+                s.bytes_received
+            )
+        })
+        .collect();
+    match result {
+        Ok(summary) => {
+            log::info!("{peer}: {mode}: {summary}; subflows: [{}]", paths.join(", "));
+            let _ = c.writer.shutdown().await;
+        }
+        Err(e) => log::warn!("{peer}: {mode}: {e:#}"),
+    }
+}

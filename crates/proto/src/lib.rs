@@ -7,6 +7,18 @@
 //! go through the chosen mode's [`Session`]. Wire format, state machines and
 //! failure cases: docs/PROTOCOL.md.
 //!
+//! What the I/O layer (the transport) must do around it:
+//! - client: write [`ClientHandshake::first_flight`] first, on the trusted
+//!   subflow only, and write nothing else until `read` returns `Done`; no
+//!   untrusted subflow may carry data before then (docs/PROTOCOL.md, "Why no
+//!   key byte can cross an untrusted path");
+//! - server: feed input to [`ServerHandshake::read`]; on `Done` write the reply,
+//!   on `Err(Rejected)` write `reply` if present and close;
+//! - both: on `Done { consumed, .. }` the input bytes after `consumed` are
+//!   session data for [`Session::unprotect`]; on end of stream before `Done`,
+//!   report `eof()`; bound the wait with a timeout (there is no clock here);
+//! - `entropy` must be fresh OS randomness for every connection.
+//!
 //! ```
 //! use nena_proto::*;
 //! // Real code takes fresh OS randomness for every connection (e.g. getrandom).
@@ -34,6 +46,9 @@ pub use error::{HandshakeError, RejectReason, Rejected};
 pub use mode::{Mode, ParseModeError, KATO_KEY_LEN};
 pub use server::{ServerConfig, ServerHandshake};
 pub use session::{Protector, Role, Session, Unprotector};
+
+/// What [`ServerHandshake::read`] returns on success: the reply to write and the session.
+pub type ServerProgress = Progress<(Vec<u8>, Session)>;
 
 /// Result of feeding bytes to a handshake.
 #[derive(Debug, PartialEq, Eq)]

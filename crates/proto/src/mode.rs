@@ -9,7 +9,9 @@ use std::str::FromStr;
 /// New (cryptographic) modes will be added as new variants with new wire ids;
 /// the enum is `#[non_exhaustive]` so that adding one is not a breaking change.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Negotiated but unprotected: bytes go through unchanged (for comparisons).
@@ -131,6 +133,19 @@ mod tests {
         assert_eq!(Mode::from_wire_id(0), None);
         assert_eq!(Mode::Kato.key_material_len(), 16);
         assert!(!Mode::Plain.is_protected());
+    }
+
+    #[test]
+    fn serde_uses_the_names() {
+        assert_eq!(
+            serde_json::to_string(&[Mode::Kato, Mode::Plain]).unwrap(),
+            r#"["kato","plain"]"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Mode>(r#""plain""#).unwrap(),
+            Mode::Plain
+        );
+        assert!(serde_json::from_str::<Mode>(r#""aes""#).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::error::{HandshakeError, RejectReason, Rejected};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameError, FrameReader};
-use crate::Progress;
+use crate::{Progress, ServerProgress};
 use std::fmt;
 
 /// What the server accepts.
@@ -61,8 +61,7 @@ impl ServerHandshake {
     /// bytes of `input` after `consumed` are session data for
     /// [`Session::unprotect`]. On `Err(rejected)`: write `rejected.reply` if it
     /// is `Some`, then close.
-    #[allow(clippy::type_complexity)]
-    pub fn read(&mut self, input: &[u8]) -> Result<Progress<(Vec<u8>, Session)>, Rejected> {
+    pub fn read(&mut self, input: &[u8]) -> Result<ServerProgress, Rejected> {
         if self.state == State::Finished {
             return Err(Rejected {
                 reply: None,
@@ -77,8 +76,7 @@ impl ServerHandshake {
         result
     }
 
-    #[allow(clippy::type_complexity)]
-    fn read_inner(&mut self, input: &[u8]) -> Result<Progress<(Vec<u8>, Session)>, Rejected> {
+    fn read_inner(&mut self, input: &[u8]) -> Result<ServerProgress, Rejected> {
         let (consumed, complete) = self.reader.feed(input).map_err(|e| {
             let reply = match &e {
                 FrameError::NotNena(_) => None,

@@ -1,8 +1,8 @@
 //! A negotiated session: the chosen mode and, per direction, the state that
 //! protects outgoing bytes and unprotects incoming ones (same length, in place).
 
-use nena_codec::{Descrambler, Scrambler};
 use crate::mode::{Mode, KATO_KEY_LEN};
+use nena_codec::{Descrambler, Scrambler};
 use std::fmt;
 
 /// Which end of the connection a session belongs to.

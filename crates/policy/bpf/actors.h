@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Actors (seed 003, Table II), for MPTCP v1 (RFC 8684). Each returns 1 if it acted. A packet
+ * whose options did not parse (T_MALFORMED) is never changed. */
+#ifndef NENA_ACTORS_H
+#define NENA_ACTORS_H
+
+#include "common.h"
+
+/* rate_limit: cap the receive window advertised in the ACKs of a subflow, so that its sender
+ * keeps at most `window` bytes in flight. The wire value is scaled by the shift the sender of
+ * this ACK offered in its SYN (used only if both SYNs offered window scaling, RFC 7323);
+ * a subflow whose handshake was not seen is left alone, its scale being unknown. */
+static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_ctx *c,
+					   const struct link *l)
+{
+	if ((c->types & T_MALFORMED) || !(c->tcp_flags & TCPF_ACK) || (c->tcp_flags & TCPF_SYN))
+		return 0;
+	struct flow_key fk, rk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	__u8 *mine = bpf_map_lookup_elem(&wscale, &fk);
+	if (!mine)
+		return 0;
+	flow_reverse(&fk, &rk);
+	__u8 *theirs = bpf_map_lookup_elem(&wscale, &rk);
+	__u32 shift = 0;
+	if (*mine != 0xff && !(theirs && *theirs == 0xff))
+		shift = *mine > 14 ? 14 : *mine;
+	__u32 cap = l->a.rl.window >> shift;
+	if (cap == 0)
+		cap = 1;
+	if (cap > 0xffff)
+		return 0;
+	__u16 w;
+	if (ld(ctx, tc, c->l4_off + 14, &w, 2) < 0)
+		return 0;
+	if (bpf_ntohs(w) <= cap)
+		return 0;
+	__u16 nw = bpf_htons(cap);
+	if (st(ctx, tc, c->l4_off + 14, &nw, 2) < 0)
+		return 0;
+	tcp_csum_apply(ctx, tc, c, diff16(w, nw), 0);
+	return 1;
+}
+
+/* set_backup: add MP_PRIO (kind 30, length 3, subtype 5, B flag) + NOP to pure ACKs of the
+ * subflow, `repeat` times per subflow and value, as the kernel itself sends MP_PRIO. */
+static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_ctx *c,
+					   const struct link *l)
+{
+	if (!(c->types & T_PURE_ACK) || (c->types & (T_MALFORMED | T_MP_PRIO)))
+		return 0;
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	__u8 b = l->a.sb.backup ? 1 : 0;
+	__u8 repeat = l->a.sb.repeat ? l->a.sb.repeat : 1;
+	struct prio_state *ps = bpf_map_lookup_elem(&prio, &fk);
+	if (ps && ps->backup == b && ps->sent >= repeat)
+		return 0;
+	__u8 opt[32] = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
+	if (insert_opt(ctx, tc, c, opt, 4))
+		return 0;
+	c->types |= T_MP_PRIO | T_MPTCP;
+	struct prio_state ns = {.backup = b, .sent = 1};
+	if (ps && ps->backup == b)
+		ns.sent = ps->sent + 1;
+	bpf_map_update_elem(&prio, &fk, &ns, BPF_ANY);
+	return 1;
+}
+
+/* ADD_ADDR v1 announcements (E = 0) carry a truncated HMAC: 16/18 (IPv4, +port), 28/30 (IPv6) */
+static __always_inline int add_addr_len_ok(int len)
+{
+	return len == 16 || len == 18 || len == 28 || len == 30;
+}
+
+/* blk_subflow: overwrite an ADD_ADDR announcement with NOPs, so no subflow is created to that
+ * address, and keep it (per subflow and address id; a retransmission updates the same slot).
+ * Echoes (E = 1) pass: they announce nothing. */
+static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l)
+{
+	if (!(c->types & T_ADD_ADDR) || (c->types & T_MALFORMED))
+		return 0;
+	struct opts o;
+	int len = 0;
+	if (load_opts(ctx, tc, c, &o) <= 0)
+		return 0;
+	__u8 *buf = o.b;
+	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_ADD_ADDR, &len);
+	if (off < 0 || (buf[(off + 2) & 63] & 1) || !add_addr_len_ok(len))
+		return 0;
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	struct kept zero = {};
+	bpf_map_update_elem(&kept, &fk, &zero, BPF_NOEXIST);
+	struct kept *k = bpf_map_lookup_elem(&kept, &fk);
+	if (!k)
+		return 0;
+	__u8 id = buf[(off + 3) & 63];
+	int s = -1;
+	for (int i = 0; i < KEPT_SLOTS; i++) {
+		if (k->slot[i].len && k->slot[i].id == id) {
+			s = i;
+			break;
+		}
+	}
+	if (s < 0)
+		for (int i = 0; i < KEPT_SLOTS; i++) {
+			if (!k->slot[i].len) {
+				s = i;
+				break;
+			}
+		}
+	if (s < 0)
+		s = 0; /* all full: the oldest slot goes */
+	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
+	for (int i = 0; i < 32; i++)
+		ks->opt[i] = i < len ? buf[(off + i) & 63] : 0;
+	ks->len = len;
+	ks->id = id;
+	ks->reannounced = 0;
+	if (ks->blocked < 255)
+		ks->blocked++;
+	/* NOPs in place: same length, so only the checksum changes */
+	__u8 nops[32];
+	__u32 diff = 0;
+	for (int i = 0; i < 32; i++) {
+		nops[i] = 1;
+		if (i < len) {
+			int odd = (off + i) & 1; /* options start at TCP offset 20: even */
+			diff += byte_word(~buf[(off + i) & 63], odd) + byte_word(1, odd);
+		}
+	}
+	__u32 n = len & 31;
+	if (n < 16 || st(ctx, tc, c->l4_off + 20 + off, nops, n) < 0)
+		return 0;
+	tcp_csum_apply(ctx, tc, c, diff, 0);
+	c->types &= ~T_ADD_ADDR;
+	return 1;
+}
+
+/* add_subflow: re-announce a kept ADD_ADDR (HMAC unchanged, so the peer accepts it) on a pure
+ * ACK of the same subflow, up to 3 times per kept address. Put it on the hook blk_subflow ran. */
+static __always_inline int add_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l)
+{
+	if (!(c->types & T_PURE_ACK) || (c->types & (T_MALFORMED | T_ADD_ADDR)))
+		return 0;
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	struct kept *k = bpf_map_lookup_elem(&kept, &fk);
+	if (!k)
+		return 0;
+	int s = -1;
+	for (int i = 0; i < KEPT_SLOTS; i++) {
+		if (k->slot[i].len && k->slot[i].reannounced < 3) {
+			s = i;
+			break;
+		}
+	}
+	if (s < 0)
+		return 0;
+	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
+	__u8 opt[32];
+	__u32 len = ks->len;
+	if (!add_addr_len_ok(len))
+		return 0;
+	for (int i = 0; i < 32; i++)
+		opt[i] = i < len ? ks->opt[i] : 1; /* NOP padding */
+	if (insert_opt(ctx, tc, c, opt, (len + 3) & ~3u))
+		return 0;
+	ks->reannounced++;
+	c->types |= T_ADD_ADDR | T_MPTCP;
+	return 1;
+}
+
+static __always_inline void ev_head(struct event *e, void *ctx, const int tc,
+				    const struct nena_ctx *c, const struct flow_key *fk)
+{
+	e->ifindex = tc ? ((struct __sk_buff *)ctx)->ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->flow = *fk;
+	e->hook = c->hook;
+}
+
+static __always_inline __u8 stage_of(const struct nena_ctx *c)
+{
+	if (c->types & T_SYN)
+		return 1;
+	if (c->types & T_SYNACK)
+		return 2;
+	return 3;
+}
+
+/* get_connect: report the keys of MP_CAPABLE (v1: none in the SYN, the sender's key in the
+ * SYN/ACK, both in the third ACK). Tokens and IDSNs (SHA-256) are derived in user space. */
+static __always_inline int get_connect_body(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l)
+{
+	if (!(c->types & T_MP_CAPABLE) || (c->types & T_MALFORMED))
+		return 0;
+	struct opts o;
+	int len = 0;
+	if (load_opts(ctx, tc, c, &o) <= 0)
+		return 0;
+	__u8 *buf = o.b;
+	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_CAPABLE, &len);
+	if (off < 0 || len < 4)
+		return 0;
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, sizeof(*e));
+	ev_head(e, ctx, tc, c, &fk);
+	e->type = EV_CONNECT;
+	e->stage = stage_of(c);
+	e->version = buf[(off + 2) & 63] & 0x0f;
+	e->flags = buf[(off + 3) & 63];
+	if (len >= 12) {
+		for (int i = 0; i < 8; i++)
+			e->key_a[i] = buf[(off + 4 + i) & 63];
+		e->nkeys = 1;
+	}
+	if (len >= 20) {
+		for (int i = 0; i < 8; i++)
+			e->key_b[i] = buf[(off + 12 + i) & 63];
+		e->nkeys = 2;
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 1;
+}
+
+/* get_subflow: report MP_JOIN: token, nonce, address id and backup flag of the SYN; nonce and
+ * truncated HMAC of the SYN/ACK; the third ACK as a stage. */
+static __always_inline int get_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l)
+{
+	if (!(c->types & T_MP_JOIN) || (c->types & T_MALFORMED))
+		return 0;
+	struct opts o;
+	int len = 0;
+	if (load_opts(ctx, tc, c, &o) <= 0)
+		return 0;
+	__u8 *buf = o.b;
+	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_JOIN, &len);
+	if (off < 0 || len < 3)
+		return 0;
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, sizeof(*e));
+	ev_head(e, ctx, tc, c, &fk);
+	e->type = EV_SUBFLOW;
+	e->stage = stage_of(c);
+	e->flags = buf[(off + 2) & 63] & 0x0f;
+	if (len >= 4)
+		e->addr_id = buf[(off + 3) & 63];
+	if (e->stage == 1 && len == 12) { /* token, nonce */
+		for (int i = 0; i < 8; i++)
+			e->key_a[i] = buf[(off + 4 + i) & 63];
+		e->nkeys = 1;
+	} else if (e->stage == 2 && len == 16) { /* HMAC(8), nonce */
+		for (int i = 0; i < 8; i++) {
+			e->key_b[i] = buf[(off + 4 + i) & 63];
+			e->key_a[i] = i < 4 ? 0 : buf[(off + 8 + i) & 63];
+		}
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 1;
+}
+
+/* record: per-subflow packets, bytes, flow size (payload) and RTT from timestamps (TSval sent
+ * at egress, echoed TSecr seen at ingress: put `record` on both hooks). FIN/RST report. */
+static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx *c,
+				       const struct link *l)
+{
+	struct flow_key fk;
+	if (get_flow(ctx, tc, c, &fk))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct metrics zero = {.first_ns = now};
+	bpf_map_update_elem(&metrics, &fk, &zero, BPF_NOEXIST);
+	struct metrics *m = bpf_map_lookup_elem(&metrics, &fk);
+	if (!m)
+		return 0;
+	__sync_fetch_and_add(&m->pkts, 1);
+	__sync_fetch_and_add(&m->bytes, c->l4_off - c->l3_off + c->doff + c->pay_len);
+	__sync_fetch_and_add(&m->payload, c->pay_len);
+	m->last_ns = now;
+	if (!(c->types & T_MALFORMED)) {
+		struct opts o;
+		int len = 0;
+		int off = load_opts(ctx, tc, c, &o) > 0 ? find_opt(&o, 8, -1, &len) : -1;
+		__u8 *buf = o.b;
+		if (off >= 0 && len == 10) {
+			__u32 tsval = (__u32)be_n(buf, off + 2, 4);
+			__u32 tsecr = (__u32)be_n(buf, off + 6, 4);
+			if (tc) {
+				if (!m->ts_ns) {
+					m->ts_val = tsval;
+					m->ts_ns = now;
+				}
+			} else if (c->tcp_flags & TCPF_ACK) {
+				struct flow_key rk;
+				flow_reverse(&fk, &rk);
+				struct metrics *o = bpf_map_lookup_elem(&metrics, &rk);
+				if (o && o->ts_ns && (__s32)(tsecr - o->ts_val) >= 0) {
+					__u32 rtt = (now - o->ts_ns) / 1000;
+					o->rtt_us = rtt;
+					o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
+					o->samples++;
+					o->ts_ns = 0;
+				}
+			}
+		}
+	}
+	if (c->types & (T_FIN | T_RST)) {
+		struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			__builtin_memset(e, 0, sizeof(*e));
+			ev_head(e, ctx, tc, c, &fk);
+			e->type = EV_RECORD;
+			e->stage = (c->types & T_RST) ? 2 : 1;
+			e->m = *m;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	return 1;
+}
+
+NENA_LINK(rate_limit)
+NENA_LINK(set_backup)
+NENA_LINK(blk_subflow)
+NENA_LINK(add_subflow)
+NENA_LINK(get_connect)
+NENA_LINK(get_subflow)
+NENA_LINK(record)
+
+#endif

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Maps, packet access for both hooks, TCP option walking, checksum updates and the chain
+ * stepping shared by every selector and actor. Every program is compiled twice from one
+ * body: once for XDP (ingress) and once for TC (egress); `tc` is a compile-time constant. */
+#ifndef NENA_COMMON_H
+#define NENA_COMMON_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "nena.h"
+
+#define TC_ACT_OK 0
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_TCP_ 6
+#define TCPF_FIN 0x01
+#define TCPF_SYN 0x02
+#define TCPF_RST 0x04
+#define TCPF_ACK 0x10
+#define TCPOPT_MPTCP 30
+#define MPTCPOPT_MP_CAPABLE 0
+#define MPTCPOPT_MP_JOIN 1
+#define MPTCPOPT_DSS 2
+#define MPTCPOPT_ADD_ADDR 3
+#define MPTCPOPT_MP_PRIO 5
+#define OPT_BUF 64 /* stack buffer for the (at most 40) option bytes; indices masked with 63 */
+#define OPT_MAX 40
+
+#define VERDICT(tc) ((tc) ? TC_ACT_OK : XDP_PASS)
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* ---- maps (user space pins every one of them under /sys/fs/bpf/nena/) ---- */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 32);
+	__type(key, __u32);
+	__type(value, __u32);
+} jmp_xdp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 32);
+	__type(key, __u32);
+	__type(value, __u32);
+} jmp_tc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NENA_MAX_CHAINS);
+	__type(key, __u32);
+	__type(value, struct chain);
+} chains SEC(".maps");
+
+/* (ifindex, hook) -> chain slot; an entry means "attached", NENA_NO_CHAIN means no chain */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct hook_key);
+	__type(value, __u32);
+} hooks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NENA_MAX_CHAINS * NENA_MAX_LINKS);
+	__type(key, __u32);
+	__type(value, struct link_stats);
+} link_stats SEC(".maps");
+
+/* window-scale shift offered in each SYN / SYN-ACK seen (0xff: no option) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow_key);
+	__type(value, __u8);
+} wscale SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct flow_key);
+	__type(value, struct kept);
+} kept SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow_key);
+	__type(value, struct prio_state);
+} prio SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow_key);
+	__type(value, struct metrics);
+} metrics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* ---- packet access, the same for both hooks ---- */
+static __always_inline long ld(void *ctx, const int tc, __u32 off, void *buf, __u32 len)
+{
+	if (tc)
+		return bpf_skb_load_bytes(ctx, off, buf, len);
+	return bpf_xdp_load_bytes(ctx, off, buf, len);
+}
+
+static __always_inline long st(void *ctx, const int tc, __u32 off, void *buf, __u32 len)
+{
+	if (tc)
+		return bpf_skb_store_bytes(ctx, off, buf, len, 0);
+	return bpf_xdp_store_bytes(ctx, off, buf, len);
+}
+
+static __always_inline __u32 pkt_len(void *ctx, const int tc)
+{
+	if (tc)
+		return ((struct __sk_buff *)ctx)->len;
+	struct xdp_md *x = ctx;
+	return (__u32)(x->data_end - x->data);
+}
+
+/* ---- context in XDP metadata / skb->cb ---- */
+union ctx_words {
+	struct nena_ctx c;
+	__u32 w[5];
+};
+
+static __always_inline int ctx_load(void *ctx, const int tc, struct nena_ctx *c)
+{
+	union ctx_words u;
+	if (tc) {
+		struct __sk_buff *s = ctx;
+		/* whole-word context loads; the barrier keeps clang from narrowing them */
+		__u32 w0 = s->cb[0], w1 = s->cb[1], w2 = s->cb[2], w3 = s->cb[3], w4 = s->cb[4];
+		asm volatile("" : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3), "+r"(w4));
+		u.w[0] = w0;
+		u.w[1] = w1;
+		u.w[2] = w2;
+		u.w[3] = w3;
+		u.w[4] = w4;
+	} else {
+		struct xdp_md *x = ctx;
+		void *meta = (void *)(long)x->data_meta;
+		void *data = (void *)(long)x->data;
+		if (meta + sizeof(struct nena_ctx) > data)
+			return -1;
+		__builtin_memcpy(&u.c, meta, sizeof(struct nena_ctx));
+	}
+	if (u.c.magic != NENA_MAGIC)
+		return -1;
+	*c = u.c;
+	return 0;
+}
+
+static __always_inline int ctx_store(void *ctx, const int tc, struct nena_ctx *c)
+{
+	union ctx_words u;
+	u.c = *c;
+	if (tc) {
+		struct __sk_buff *s = ctx;
+		__u32 w0 = u.w[0], w1 = u.w[1], w2 = u.w[2], w3 = u.w[3], w4 = u.w[4];
+		asm volatile("" : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3), "+r"(w4));
+		s->cb[0] = w0;
+		s->cb[1] = w1;
+		s->cb[2] = w2;
+		s->cb[3] = w3;
+		s->cb[4] = w4;
+	} else {
+		struct xdp_md *x = ctx;
+		void *meta = (void *)(long)x->data_meta;
+		void *data = (void *)(long)x->data;
+		if (meta + sizeof(struct nena_ctx) > data)
+			return -1;
+		__builtin_memcpy(meta, &u.c, sizeof(struct nena_ctx));
+	}
+	return 0;
+}
+
+/* ---- the flow of a packet ---- */
+static __always_inline int get_flow(void *ctx, const int tc, const struct nena_ctx *c,
+				    struct flow_key *fk)
+{
+	__builtin_memset(fk, 0, sizeof(*fk));
+	if (c->types & T_IPV6) {
+		if (ld(ctx, tc, c->l3_off + 8, fk->saddr, 32) < 0) /* saddr, daddr adjacent */
+			return -1;
+		fk->family = 6;
+	} else {
+		if (ld(ctx, tc, c->l3_off + 12, fk->saddr, 4) < 0 ||
+		    ld(ctx, tc, c->l3_off + 16, fk->daddr, 4) < 0)
+			return -1;
+		fk->family = 4;
+	}
+	if (ld(ctx, tc, c->l4_off, &fk->sport, 4) < 0)
+		return -1;
+	return 0;
+}
+
+static __always_inline void flow_reverse(const struct flow_key *in, struct flow_key *out)
+{
+	__builtin_memcpy(out->saddr, in->daddr, 16);
+	__builtin_memcpy(out->daddr, in->saddr, 16);
+	out->sport = in->dport;
+	out->dport = in->sport;
+	out->family = in->family;
+	out->pad[0] = out->pad[1] = out->pad[2] = 0;
+}
+
+/* ---- TCP options ---- */
+/* The option bytes of one packet and the state of a walk over them. Walks run in bpf_loop
+ * callbacks: the verifier checks a callback once, however many options there are. */
+struct opts {
+	__u8 b[OPT_BUF]; /* the (at most 40) option bytes; indices masked with 63 */
+	__s32 olen;
+	__s32 off;   /* walk position */
+	__s32 found; /* result of find_opt: offset, or -1 */
+	__s32 len;   /* its length */
+	__s32 kind;  /* what find_opt looks for */
+	__s32 sub;   /* MPTCP subtype, or -1 for any */
+	__u32 t;     /* classify: packet-type bits */
+	__u8 ws;     /* classify: window scale (0xff: none) */
+};
+
+/* Copy the options (doff - 20 bytes, at most 40) to o->b; returns their length or -1. */
+static __always_inline int load_opts(void *ctx, const int tc, const struct nena_ctx *c,
+				     struct opts *o)
+{
+	__u32 olen = c->doff;
+	o->olen = 0;
+	if (olen <= 20)
+		return 0;
+	olen -= 20;
+	if (olen > OPT_MAX)
+		return -1;
+	if (ld(ctx, tc, c->l4_off + 20, o->b, olen) < 0)
+		return -1;
+	o->olen = olen;
+	return olen;
+}
+
+/* One option: 0 to go on (o->off advanced), 1 to stop. *kind, *len of the option at o->off;
+ * a length that does not fit (a lying length) stops the walk with -1 in *len. */
+static __always_inline int opt_at(struct opts *o, int *kind, int *len)
+{
+	int off = o->off;
+	if (off < 0 || off >= o->olen || off >= OPT_MAX)
+		return 1;
+	int k = o->b[off & 63];
+	*kind = k;
+	if (k == 0)
+		return 1;
+	if (k == 1) {
+		*len = 1;
+		return 0;
+	}
+	if (off + 1 >= o->olen) {
+		*len = -1;
+		return 1;
+	}
+	int l = o->b[(off + 1) & 63];
+	if (l < 2 || off + l > o->olen) {
+		*len = -1;
+		return 1;
+	}
+	*len = l;
+	return 0;
+}
+
+static long find_cb(__u32 i, void *arg)
+{
+	struct opts *o = arg;
+	int k = 0, l = 0;
+	if (opt_at(o, &k, &l))
+		return 1;
+	if (k == o->kind && l >= 2) {
+		int off = o->off;
+		if (k != TCPOPT_MPTCP || o->sub < 0 ||
+		    (l >= 3 && (o->b[(off + 2) & 63] >> 4) == o->sub)) {
+			o->found = off;
+			o->len = l;
+			return 1;
+		}
+	}
+	o->off += l;
+	return 0;
+}
+
+/* Offset in o->b of the first option of `kind` (and MPTCP `subtype`, if kind is MPTCP), or
+ * -1; *len gets its length. A lying length ends the walk: such a packet is left alone. */
+static __always_inline int find_opt(struct opts *o, int kind, int subtype, int *len)
+{
+	o->off = 0;
+	o->found = -1;
+	o->len = 0;
+	o->kind = kind;
+	o->sub = subtype;
+	bpf_loop(OPT_MAX, find_cb, o, 0);
+	*len = o->len;
+	return o->found;
+}
+
+/* ---- checksums: ones' complement sums in the raw (memory) representation of 16-bit words ---- */
+static __always_inline __u32 fold(__u32 x)
+{
+	x = (x & 0xffff) + (x >> 16);
+	x = (x & 0xffff) + (x >> 16);
+	return x;
+}
+
+/* Difference to add when the 16-bit word `from` becomes `to` (both as read from the packet). */
+static __always_inline __u32 diff16(__u16 from, __u16 to)
+{
+	return (__u32)(~from & 0xffff) + to;
+}
+
+/* Contribution of byte b at a position of the given parity (relative to an even offset). */
+static __always_inline __u32 byte_word(__u8 b, int odd)
+{
+	return odd ? ((__u32)b << 8) : b;
+}
+
+/* Apply a difference to the TCP checksum. pseudo: the difference is in the pseudo header
+ * (the TCP length), which a CHECKSUM_PARTIAL skb keeps in the field as well. */
+static __always_inline int tcp_csum_apply(void *ctx, const int tc, const struct nena_ctx *c,
+					  __u32 diff, int pseudo)
+{
+	__u32 off = c->l4_off + 16;
+	if (tc)
+		return bpf_l4_csum_replace(ctx, off, 0, diff, pseudo ? BPF_F_PSEUDO_HDR : 0);
+	__u16 sum;
+	if (ld(ctx, tc, off, &sum, 2) < 0)
+		return -1;
+	sum = ~fold((__u32)(~sum & 0xffff) + fold(diff));
+	return st(ctx, tc, off, &sum, 2);
+}
+
+/* Add n (multiple of 4, at most 32) option bytes at the end of the TCP header of a pure ACK
+ * (no payload, so nothing moves: the frame grows at its tail, the TCP header stays where the
+ * stack and a CHECKSUM_PARTIAL skb expect it). Fixes data offset, IP length, IPv4 header
+ * checksum and the TCP checksum. Returns 0 on success, <0 if the packet is left untouched. */
+static __always_inline int insert_opt(void *ctx, const int tc, struct nena_ctx *c, __u8 *opt,
+				      __u32 n)
+{
+	if (!(c->types & T_PURE_ACK) || (c->types & T_MALFORMED))
+		return -1;
+	if (n == 0 || n > 32 || (n & 3) || c->doff + n > 60)
+		return -1;
+	__u32 end = c->l4_off + c->doff;
+	if (pkt_len(ctx, tc) != end) /* trailing bytes (padding): do not guess */
+		return -1;
+	if (tc) {
+		if (bpf_skb_change_tail(ctx, end + n, 0))
+			return -1;
+	} else {
+		if (bpf_xdp_adjust_tail(ctx, n))
+			return -1;
+	}
+	if (st(ctx, tc, end, opt, n) < 0)
+		return -1;
+	/* data offset */
+	__u16 w0, w1;
+	if (ld(ctx, tc, c->l4_off + 12, &w0, 2) < 0)
+		return -1;
+	__u8 *b = (__u8 *)&w1;
+	w1 = w0;
+	b[0] = (((c->doff + n) >> 2) << 4) | (b[0] & 0x0f);
+	if (st(ctx, tc, c->l4_off + 12, &w1, 2) < 0)
+		return -1;
+	__u32 diff = diff16(w0, w1);
+#pragma unroll
+	for (int i = 0; i < 32; i += 2) {
+		if (i < n)
+			diff += (__u32)opt[i] | ((__u32)opt[i + 1] << 8);
+	}
+	/* IP length */
+	if (c->types & T_IPV6) {
+		__u16 pl;
+		if (ld(ctx, tc, c->l3_off + 4, &pl, 2) < 0)
+			return -1;
+		pl = bpf_htons(bpf_ntohs(pl) + n);
+		if (st(ctx, tc, c->l3_off + 4, &pl, 2) < 0)
+			return -1;
+	} else {
+		__u16 tl, ntl, hc;
+		if (ld(ctx, tc, c->l3_off + 2, &tl, 2) < 0 || ld(ctx, tc, c->l3_off + 10, &hc, 2) < 0)
+			return -1;
+		ntl = bpf_htons(bpf_ntohs(tl) + n);
+		hc = ~fold((__u32)(~hc & 0xffff) + diff16(tl, ntl));
+		if (st(ctx, tc, c->l3_off + 2, &ntl, 2) < 0 || st(ctx, tc, c->l3_off + 10, &hc, 2) < 0)
+			return -1;
+	}
+	/* TCP checksum: content, then the TCP length in the pseudo header */
+	__u16 ol = bpf_htons(c->doff), nl = bpf_htons(c->doff + n);
+	if (tcp_csum_apply(ctx, tc, c, diff, 0) < 0 || tcp_csum_apply(ctx, tc, c, diff16(ol, nl), 1) < 0)
+		return -1;
+	c->doff += n;
+	return 0;
+}
+
+/* ---- chains ---- */
+static __always_inline void *jmp_table(const int tc)
+{
+	return tc ? (void *)&jmp_tc : (void *)&jmp_xdp;
+}
+
+/* First link at or after `from` that has to run, given the running match value m:
+ * an actor runs if m; a selector that starts a rule always runs; an AND selector runs if m,
+ * an OR selector if !m (the others cannot change m). NENA_MAX_LINKS if none. */
+static __always_inline __u32 next_link(const struct chain *ch, __u32 from, __u8 m, __u32 *prog)
+{
+	__u32 len = ch->len;
+	if (len > NENA_MAX_LINKS)
+		len = NENA_MAX_LINKS;
+	for (__u32 j = 0; j < NENA_MAX_LINKS; j++) {
+		__u32 i = from + j;
+		if (i >= len)
+			break;
+		const struct link *l = &ch->links[i & (NENA_MAX_LINKS - 1)];
+		*prog = l->prog;
+		if (l->kind == KIND_ACTOR) {
+			if (m)
+				return i;
+		} else if (l->new_rule || (l->op == OP_AND && m) || (l->op == OP_OR && !m)) {
+			return i;
+		}
+	}
+	return NENA_MAX_LINKS;
+}
+
+static __always_inline void count(__u32 chain, __u32 pos, int hit)
+{
+	__u32 k = chain * NENA_MAX_LINKS + (pos & (NENA_MAX_LINKS - 1));
+	struct link_stats *s = bpf_map_lookup_elem(&link_stats, &k);
+	if (s) {
+		s->runs++;
+		if (hit)
+			s->hits++;
+	}
+}
+
+/* Run the link the context points at: returns its verdict after tail-calling the next one. */
+#define LINK_STEP(NAME, TC, CTX)                                                               \
+	({                                                                                     \
+		struct nena_ctx c;                                                             \
+		int verdict = VERDICT(TC);                                                     \
+		if (ctx_load(CTX, TC, &c) == 0) {                                              \
+			__u32 slot = c.chain;                                                  \
+			struct chain *ch = bpf_map_lookup_elem(&chains, &slot);                \
+			if (ch) {                                                              \
+				__u32 pos = c.pos & (NENA_MAX_LINKS - 1);                      \
+				const struct link *l = &ch->links[pos];                        \
+				int r = NAME##_body(CTX, TC, &c, l);                           \
+				count(slot, pos, r > 0);                                        \
+				if (l->kind == KIND_SELECTOR) {                                \
+					__u8 v = (r > 0) ^ (l->negate ? 1 : 0);                \
+					if (l->new_rule)                                       \
+						c.m = v;                                       \
+					else if (l->op == OP_OR)                               \
+						c.m = c.m | v;                                 \
+					else                                                   \
+						c.m = c.m & v;                                 \
+				}                                                              \
+				__u32 prog = 0;                                                \
+				__u32 nx = next_link(ch, pos + 1, c.m, &prog);                 \
+				if (nx < NENA_MAX_LINKS) {                                     \
+					c.pos = nx;                                            \
+					if (ctx_store(CTX, TC, &c) == 0)                       \
+						bpf_tail_call(CTX, jmp_table(TC), prog);       \
+				}                                                              \
+			}                                                                      \
+		}                                                                              \
+		verdict;                                                                       \
+	})
+
+/* One body, two programs: xdp_NAME (ingress) and tc_NAME (egress). */
+#define NENA_LINK(NAME)                                                                        \
+	SEC("xdp") int xdp_##NAME(struct xdp_md *ctx) { return LINK_STEP(NAME, 0, ctx); }      \
+	SEC("tc") int tc_##NAME(struct __sk_buff *ctx) { return LINK_STEP(NAME, 1, ctx); }
+
+#endif

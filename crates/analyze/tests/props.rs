@@ -1,0 +1,65 @@
+//! Property: however a byte stream is cut into segments, reordered and partly retransmitted,
+//! reassembly gives back exactly the stream and every 16-byte run of it is found.
+
+use etherparse::PacketBuilder;
+use nena_analyze::{analyze_reader, Options};
+use pcap_file::pcap::{PcapPacket, PcapWriter};
+use proptest::prelude::*;
+use std::time::Duration;
+
+fn frame(seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([198, 18, 1, 2], [198, 18, 3, 2], 64)
+        .tcp(40001, 80, seq, 65000)
+        .ack(1)
+        .write(&mut v, payload)
+        .unwrap();
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn reassembly_recovers_the_stream(
+        data in proptest::collection::vec(any::<u8>(), 1..3000),
+        cuts in proptest::collection::vec(1usize..400, 1..40),
+        isn in any::<u32>(),
+        order_seed in any::<u64>(),
+        dups in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+    ) {
+        // cut the data into segments
+        let mut segs = Vec::new();
+        let mut at = 0usize;
+        let mut i = 0usize;
+        while at < data.len() {
+            let n = cuts[i % cuts.len()].min(data.len() - at);
+            segs.push((at, n));
+            at += n;
+            i += 1;
+        }
+        // the first segment stays first (it fixes the sequence origin); the rest are shuffled
+        let mut rest: Vec<_> = segs[1..].to_vec();
+        let mut x = order_seed | 1;
+        for j in (1..rest.len()).rev() {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            rest.swap(j, (x % (j as u64 + 1)) as usize);
+        }
+        let mut order = vec![segs[0]];
+        order.extend(rest);
+        for d in &dups {
+            order.push(segs[d.index(segs.len())]);
+        }
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        for (k, (off, n)) in order.iter().enumerate() {
+            let f = frame(isn.wrapping_add(*off as u32), &data[*off..off + n]);
+            w.write_packet(&PcapPacket::new(Duration::from_micros(k as u64), f.len() as u32, &f)).unwrap();
+        }
+        let a = analyze_reader(&w.into_writer()[..], &Options::default()).unwrap();
+        prop_assert_eq!(a.flows.len(), 1);
+        prop_assert_eq!(&a.streams[0].chunks, &vec![(0u64, data.clone())]);
+        let r = a.check_known(&data, 3);
+        prop_assert_eq!(r.runs_found, r.runs_checked);
+        prop_assert_eq!(r.bytes_covered, if data.len() >= 16 { data.len() as u64 } else { 0 });
+    }
+}

@@ -55,6 +55,8 @@ pub struct SegmentView {
     pub dst: SocketAddr,
     /// Sequence number relative to the direction's first data byte (1 = first byte).
     pub seq: u32,
+    /// Acknowledgment number, relative to the other direction's first byte when its SYN or
+    /// data was seen (otherwise as on the wire).
     pub ack: u32,
     pub flags: Flags,
     pub mptcp: Vec<Subtype>,
@@ -225,13 +227,18 @@ pub fn analyze_reader<R: Read>(reader: R, opts: &Options) -> Result<Analysis> {
                 seg.seq
             };
             let keep = seg.payload.len().min(opts.keep_bytes);
+            let ack = match index.get(&(seg.dst, seg.src)) {
+                Some(&ri) if seg.flags.ack => accs[ri].dir.relative_ack(seg.ack).unwrap_or(seg.ack),
+                _ => seg.ack,
+            };
+            let acc = &accs[fi];
             a.shown.push(SegmentView {
                 frame: a.frames,
                 time: frame.ts.saturating_sub(t0).as_secs_f64(),
                 src: seg.src,
                 dst: seg.dst,
                 seq: acc.dir.relative(data_seq),
-                ack: seg.ack,
+                ack,
                 flags: seg.flags,
                 mptcp: seg.mptcp.subtypes.clone(),
                 len: seg.payload.len(),

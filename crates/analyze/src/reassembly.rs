@@ -61,6 +61,13 @@ impl Direction {
         }
     }
 
+    /// Relative acknowledgment number of `ack` sent by the *other* direction (whose data
+    /// this direction carries), as Wireshark shows it; None before this direction's start
+    /// is known.
+    pub fn relative_ack(&self, ack: u32) -> Option<u32> {
+        self.base.map(|b| ack.wrapping_sub(b).wrapping_add(1))
+    }
+
     /// Payload bytes added so far (counting duplicates).
     pub fn payload_bytes(&self) -> u64 {
         self.pieces.iter().map(|(_, p)| p.len() as u64).sum()

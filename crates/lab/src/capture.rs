@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::Link;
@@ -208,6 +209,20 @@ impl Capture {
         self.stop_inner()
     }
 
+    /// Run in the foreground until tcpdump exits by itself (packet count reached), `limit`
+    /// elapses, or this process gets SIGINT/SIGTERM (Ctrl-C); then stop cleanly.
+    pub fn run_until_interrupted(mut self, limit: Option<Duration>) -> Result<CaptureStats> {
+        let _guard = InterruptGuard::install()?;
+        let deadline = limit.map(|d| Instant::now() + d);
+        while !self.finished()? {
+            if INTERRUPTED.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop_inner()
+    }
+
     /// Leave tcpdump running after this handle is gone (for `nena lab capture --background`).
     /// `Lab::stop_captures` or `Lab::down` stops it later. Returns its pid.
     pub fn detach(mut self) -> u32 {
@@ -246,6 +261,45 @@ impl Drop for Capture {
     fn drop(&mut self) {
         if let Err(e) = self.stop_inner() {
             log::warn!("stopping capture {}: {e:#}", self.record.pid);
+        }
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT/SIGTERM set a flag while installed; the previous handlers come back on drop.
+struct InterruptGuard {
+    old: Vec<(Signal, nix::sys::signal::SigAction)>,
+}
+
+impl InterruptGuard {
+    fn install() -> Result<InterruptGuard> {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+        INTERRUPTED.store(false, Ordering::SeqCst);
+        let act = SigAction::new(
+            SigHandler::Handler(on_interrupt),
+            SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        let mut old = Vec::new();
+        for sig in [Signal::SIGINT, Signal::SIGTERM] {
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            let prev = unsafe { sigaction(sig, &act) }.context("installing a signal handler")?;
+            old.push((sig, prev));
+        }
+        Ok(InterruptGuard { old })
+    }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        for (sig, prev) in &self.old {
+            // SAFETY: restoring the handler that was installed before.
+            let _ = unsafe { nix::sys::signal::sigaction(*sig, prev) };
         }
     }
 }

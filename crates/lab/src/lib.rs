@@ -540,6 +540,10 @@ impl Lab {
                 run(ip(None, &["netns", "add", &ns]))?;
             }
             run(ip(Some(&ns), &["link", "set", "dev", "lo", "up"]))?;
+            // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) in captures
+            for k in ["all", "default"] {
+                self.sysctl(h, &format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
+            }
         }
         // 2. veth pairs, addresses, links up
         for link in Link::ALL {

@@ -1,14 +1,392 @@
-//! `nena lab ...` (its issue is open).
-use crate::exit::CmdResult;
-use clap::Subcommand;
+//! `nena lab ...`: the network-namespace lab (client with a trusted and an untrusted link,
+//! router, server). A thin layer over the `nena-lab` crate.
+use crate::exit::{CmdResult, Exit};
+use clap::{Args, Subcommand};
+use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabStatus, Link, PmMode, Rate};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Name prefix of the lab's namespaces (<prefix>-client, -router, -server).
+    #[arg(long, default_value = "nena")]
+    pub prefix: String,
+}
 
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
-    Up,
-    Down,
-    Status,
+    /// Build the lab (again: reconciles an existing or half-built lab).
+    Up(UpArgs),
+    /// Remove the lab: captures and processes inside it, namespaces, veths, qdiscs, state.
+    Down(Common),
+    /// Show hosts, links, addresses, rates, link state, MPTCP settings and captures.
+    Status(StatusArgs),
+    /// Change a link: rate limit, or take it down / bring it up.
+    Set(SetArgs),
+    /// Capture a link to a pcap file (tcpdump in the link's namespace).
+    Capture(CaptureArgs),
+    /// Stop background captures (of one link, or all).
+    CaptureStop(CaptureStopArgs),
+    /// Run a command inside a host: `nena lab exec client -- ip addr`.
+    Exec(ExecArgs),
 }
 
-pub fn run(_c: LabCmd) -> CmdResult {
-    Err(anyhow::anyhow!("not implemented yet").into())
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// MPTCP path manager of the client: kernel (endpoint for 198.18.2.2) or userspace.
+    #[arg(long, default_value = "kernel", value_parser = parse_pm)]
+    pub pm: PmMode,
+    /// Rate limit of the trusted link, both directions (e.g. 100mbit).
+    #[arg(long, value_parser = parse_rate)]
+    pub trusted_rate: Option<Rate>,
+    /// Rate limit of the untrusted link, both directions (e.g. 20mbit).
+    #[arg(long, value_parser = parse_rate)]
+    pub untrusted_rate: Option<Rate>,
+    /// Rate limit of the router-server link, both directions.
+    #[arg(long, value_parser = parse_rate)]
+    pub server_rate: Option<Rate>,
+    /// Skip the TCP reachability check after building.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Print the resulting status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["rate", "no_rate", "down", "up"])))]
+pub struct SetArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// trusted, untrusted or server.
+    #[arg(value_parser = parse_link)]
+    pub link: Link,
+    /// Rate limit both directions of the link (e.g. 20mbit).
+    #[arg(long, value_parser = parse_rate, conflicts_with = "no_rate")]
+    pub rate: Option<Rate>,
+    /// Remove the rate limit.
+    #[arg(long)]
+    pub no_rate: bool,
+    /// Take the link down (both ends).
+    #[arg(long, conflicts_with = "up")]
+    pub down: bool,
+    /// Bring the link up (and restore its routes).
+    #[arg(long)]
+    pub up: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CaptureArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// trusted, untrusted or server.
+    #[arg(value_parser = parse_link)]
+    pub link: Link,
+    /// The pcap file to write.
+    pub file: PathBuf,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Only packets matching this tcpdump filter (e.g. "tcp").
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Bytes to keep of each packet (default: all).
+    #[arg(long)]
+    pub snaplen: Option<u32>,
+    /// Return at once and leave the capture running; stop it with `nena lab capture-stop`
+    /// (or `nena lab down`). Prints tcpdump's pid.
+    #[arg(long, conflicts_with = "seconds")]
+    pub background: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CaptureStopArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Only captures of this link.
+    #[arg(value_parser = parse_link)]
+    pub link: Option<Link>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// client, router or server.
+    #[arg(value_parser = parse_host)]
+    pub host: Host,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub cmd: Vec<String>,
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    s.parse::<Rate>().map_err(|e| e.to_string())
+}
+fn parse_link(s: &str) -> Result<Link, String> {
+    s.parse()
+}
+fn parse_host(s: &str) -> Result<Host, String> {
+    s.parse()
+}
+fn parse_pm(s: &str) -> Result<PmMode, String> {
+    s.parse()
+}
+
+pub fn run(c: LabCmd) -> CmdResult {
+    match c {
+        LabCmd::Up(a) => up(a),
+        LabCmd::Down(a) => {
+            Lab::down(&a.prefix)?;
+            println!("lab `{}` is down", a.prefix);
+            Ok(())
+        }
+        LabCmd::Status(a) => {
+            let st = Lab::status(&a.common.prefix)?;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&st).map_err(anyhow::Error::from)?
+                );
+            } else {
+                print!("{}", render_status(&st));
+            }
+            Ok(())
+        }
+        LabCmd::Set(a) => set(a),
+        LabCmd::Capture(a) => capture(a),
+        LabCmd::CaptureStop(a) => {
+            let lab = Lab::open(&a.common.prefix)?;
+            let stopped = lab.stop_captures(a.link)?;
+            for r in &stopped {
+                println!(
+                    "stopped capture {} of the {} link: {}",
+                    r.pid,
+                    r.link,
+                    r.file.display()
+                );
+            }
+            if stopped.is_empty() {
+                println!("no capture was running");
+            }
+            Ok(())
+        }
+        LabCmd::Exec(a) => exec(a),
+    }
+}
+
+fn up(a: UpArgs) -> CmdResult {
+    let cfg = LabConfig {
+        prefix: a.common.prefix.clone(),
+        pm: a.pm,
+        trusted_rate: a.trusted_rate,
+        untrusted_rate: a.untrusted_rate,
+        server_rate: a.server_rate,
+        verify: !a.no_verify,
+    };
+    let was_up = Lab::is_up(&cfg.prefix);
+    Lab::up(&cfg)?;
+    let st = Lab::status(&cfg.prefix)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&st).map_err(anyhow::Error::from)?
+        );
+    } else {
+        if was_up {
+            println!(
+                "lab `{}` was already up; reconciled it with the requested settings",
+                cfg.prefix
+            );
+        } else {
+            println!("lab `{}` is up", cfg.prefix);
+        }
+        print!("{}", render_status(&st));
+    }
+    Ok(())
+}
+
+fn set(a: SetArgs) -> CmdResult {
+    let lab = Lab::open(&a.common.prefix)?;
+    if a.down {
+        lab.set_link(a.link, false)?;
+        println!("{} link is down", a.link);
+    }
+    if a.up {
+        lab.set_link(a.link, true)?;
+        println!("{} link is up", a.link);
+    }
+    if let Some(r) = a.rate {
+        lab.set_rate(a.link, Some(r))?;
+        println!("{} link limited to {r} each way", a.link);
+    }
+    if a.no_rate {
+        lab.set_rate(a.link, None)?;
+        println!("{} link has no rate limit", a.link);
+    }
+    Ok(())
+}
+
+fn capture(a: CaptureArgs) -> CmdResult {
+    if let Some(s) = a.seconds {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(Exit::usage(anyhow::anyhow!(
+                "--seconds must be a positive number"
+            )));
+        }
+    }
+    if a.count == Some(0) {
+        return Err(Exit::usage(anyhow::anyhow!("--count must be at least 1")));
+    }
+    let lab = Lab::open(&a.common.prefix)?;
+    let opts = CaptureOptions {
+        count: a.count,
+        snaplen: a.snaplen,
+        filter: a.filter.clone(),
+    };
+    let cap = lab.capture_with(a.link, &a.file, &opts)?;
+    if a.background {
+        let file = cap.file().display().to_string();
+        let pid = cap.detach();
+        println!("{pid}");
+        eprintln!("capturing the {} link to {file} in the background (tcpdump pid {pid}); stop with `nena lab capture-stop`", a.link);
+        return Ok(());
+    }
+    eprintln!(
+        "capturing the {} link to {} (Ctrl-C to stop)",
+        a.link,
+        cap.file().display()
+    );
+    let file = cap.file().to_path_buf();
+    let stats = cap.run_until_interrupted(a.seconds.map(Duration::from_secs_f64))?;
+    eprintln!(
+        "{} packets captured{} -> {}",
+        stats
+            .captured
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "?".into()),
+        match stats.dropped_by_kernel {
+            Some(d) if d > 0 => format!(" ({d} dropped by the kernel)"),
+            _ => String::new(),
+        },
+        file.display()
+    );
+    Ok(())
+}
+
+fn exec(a: ExecArgs) -> CmdResult {
+    use std::os::unix::process::CommandExt;
+    let lab = Lab::open(&a.common.prefix)?;
+    let mut cmd = lab.command(a.host, &a.cmd[0], &a.cmd[1..]);
+    // Replace ourselves: the command's exit status (and signals, and the terminal) are its own.
+    let err = cmd.exec();
+    Err(anyhow::Error::from(err)
+        .context(format!("cannot run `ip netns exec {}`", lab.netns(a.host)))
+        .into())
+}
+
+/// The human-readable status.
+pub fn render_status(st: &LabStatus) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let state = if st.up {
+        "up"
+    } else if st.partial {
+        "partially built (run `nena lab down` to clean up)"
+    } else {
+        "down"
+    };
+    let _ = writeln!(o, "lab `{}`: {state}", st.prefix);
+    for h in &st.hosts {
+        let _ = writeln!(
+            o,
+            "  {:<7} netns {}{}",
+            h.host.name(),
+            h.netns,
+            if h.exists { "" } else { " (missing)" }
+        );
+    }
+    if st.up {
+        let _ = writeln!(o, "links:");
+        for l in &st.links {
+            let show = |r: Option<Rate>| {
+                r.map(|r| r.to_string())
+                    .unwrap_or_else(|| "unlimited".into())
+            };
+            let rate = match (l.rate, l.router_rate) {
+                (None, None) => "no rate limit".to_string(),
+                (Some(a), Some(b)) if a == b => format!("rate {a}"),
+                (a, b) => format!("rate {} out, {} in", show(a), show(b)),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<9} {} {} {} <-> router {} {}  {}  {rate}",
+                l.link.name(),
+                l.edge_host.name(),
+                l.edge_iface,
+                l.edge_addr,
+                l.router_iface,
+                l.router_addr,
+                if !l.exists {
+                    "MISSING"
+                } else if l.up {
+                    "up"
+                } else {
+                    "DOWN"
+                },
+            );
+        }
+    }
+    if let Some(m) = &st.mptcp {
+        let _ = writeln!(
+            o,
+            "mptcp: client {}, server {}, path manager {}",
+            if m.client_enabled {
+                "enabled"
+            } else {
+                "DISABLED"
+            },
+            if m.server_enabled {
+                "enabled"
+            } else {
+                "DISABLED"
+            },
+            m.pm.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+        );
+        if m.client_endpoints.is_empty() {
+            let _ = writeln!(o, "  client endpoints: none");
+        }
+        for e in &m.client_endpoints {
+            let _ = writeln!(o, "  client endpoint: {e}");
+        }
+        let _ = writeln!(
+            o,
+            "  limits: client {}; server {}",
+            m.client_limits, m.server_limits
+        );
+    }
+    for c in &st.captures {
+        let _ = writeln!(
+            o,
+            "capture: tcpdump {} on the {} link -> {}",
+            c.pid,
+            c.link,
+            c.file.display()
+        );
+    }
+    o
 }

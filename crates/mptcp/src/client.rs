@@ -13,6 +13,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+const REFUSED: &str = "the connection was refused by an earlier trusted-path check";
+
 /// Poll period of the blocking waits.
 const POLL: Duration = Duration::from_millis(2);
 
@@ -57,11 +59,16 @@ enum Phase {
     /// Connected; nothing written yet.
     Connected,
     /// `before_first_flight` passed; `base` = MPTCP bytes acked / snd_una at that moment.
-    FirstFlight { base_acked: Option<u64>, base_una: u64 },
+    FirstFlight {
+        base_acked: Option<u64>,
+        base_una: u64,
+    },
     /// The first flight is data-acked and was checked not to have used an untrusted subflow.
     Acked,
     /// Untrusted paths released.
     Released,
+    /// A check failed: the connection must not be used any more.
+    Refused,
 }
 
 /// One subflow with its trust under the connection's policy.
@@ -137,9 +144,8 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
     };
 
     let sock = mptcp_socket(Domain::for_address(remote))?;
-    sock.bind(&SockAddr::from(SocketAddr::new(source, 0))).map_err(|e| {
-        MptcpError::Policy(format!("cannot bind to trusted address {source}: {e}"))
-    })?;
+    sock.bind(&SockAddr::from(SocketAddr::new(source, 0)))
+        .map_err(|e| MptcpError::Policy(format!("cannot bind to trusted address {source}: {e}")))?;
     sock.connect_timeout(&SockAddr::from(remote), opts.timeout)
         .map_err(|e| MptcpError::Connect { remote, source: e })?;
     let stream: TcpStream = sock.into();
@@ -208,7 +214,11 @@ impl Client {
         self.gate.release_untrusted()
     }
     /// Wait for the first flight's ACK, then release the untrusted paths.
-    pub fn after_first_flight(&self, len: u64, timeout: Duration) -> Result<ReleaseReport, MptcpError> {
+    pub fn after_first_flight(
+        &self,
+        len: u64,
+        timeout: Duration,
+    ) -> Result<ReleaseReport, MptcpError> {
         self.gate.wait_first_flight_acked(len, timeout)?;
         self.gate.release_untrusted()
     }
@@ -263,6 +273,9 @@ impl Gate {
     /// address is not trusted exists already, and records the data-level baseline.
     pub fn before_first_flight(&self) -> Result<(), MptcpError> {
         let mut phase = self.phase.lock().unwrap();
+        if *phase == Phase::Refused {
+            return Err(MptcpError::Sequence(REFUSED));
+        }
         if *phase != Phase::Connected {
             return Err(MptcpError::Sequence("before_first_flight called twice"));
         }
@@ -272,6 +285,7 @@ impl Gate {
         }
         let bad = self.untrusted()?;
         if let Some(sf) = bad.first() {
+            *phase = Phase::Refused;
             return Err(MptcpError::UntrustedTooEarly {
                 local: sf.subflow.local,
                 what: "exists before the first flight is sent",
@@ -291,9 +305,13 @@ impl Gate {
     pub fn poll_first_flight_acked(&self, len: u64) -> Result<bool, MptcpError> {
         let mut phase = self.phase.lock().unwrap();
         let (base_acked, base_una) = match *phase {
-            Phase::FirstFlight { base_acked, base_una } => (base_acked, base_una),
+            Phase::FirstFlight {
+                base_acked,
+                base_una,
+            } => (base_acked, base_una),
             Phase::Acked | Phase::Released => return Ok(true),
             Phase::Connected => return Err(MptcpError::Sequence("call before_first_flight first")),
+            Phase::Refused => return Err(MptcpError::Sequence(REFUSED)),
         };
         let i = sockopt::info(self.fd())?;
         let acked = match (i.bytes_acked, base_acked) {
@@ -302,7 +320,10 @@ impl Gate {
         };
         // Every untrusted subflow must not have sent payload: all data written so far is the
         // first flight, so any byte it sent would be first-flight data.
-        self.check_untrusted_idle(false)?;
+        if let Err(e) = self.check_untrusted_idle(false) {
+            *phase = Phase::Refused;
+            return Err(e);
+        }
         if acked >= len {
             *phase = Phase::Acked;
             Ok(true)
@@ -358,7 +379,12 @@ impl Gate {
         match *phase {
             Phase::Acked => {}
             Phase::Released => return Ok(ReleaseReport::default()),
-            _ => return Err(MptcpError::Sequence("the first flight is not acknowledged yet")),
+            Phase::Refused => return Err(MptcpError::Sequence(REFUSED)),
+            _ => {
+                return Err(MptcpError::Sequence(
+                    "the first flight is not acknowledged yet",
+                ))
+            }
         }
         let mut report = ReleaseReport::default();
         if !self.fallback && self.pm == PmKind::Userspace {
@@ -374,8 +400,16 @@ impl Gate {
                 *guard = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
             }
             let pm = guard.as_mut().expect("opened above");
-            for addr in self.policy.untrusted.iter().chain(self.policy.trusted.iter()) {
-                if addr.is_ipv4() != remote.is_ipv4() || initial.contains(addr) || addr.is_loopback() {
+            for addr in self
+                .policy
+                .untrusted
+                .iter()
+                .chain(self.policy.trusted.iter())
+            {
+                if addr.is_ipv4() != remote.is_ipv4()
+                    || initial.contains(addr)
+                    || addr.is_loopback()
+                {
                     continue;
                 }
                 match pm.subflow_create(token, *addr, remote) {

@@ -127,7 +127,9 @@ impl MptcpError {
         match e.raw_os_error() {
             // mptcp_init_sock() refuses with ENOPROTOOPT when net.mptcp.enabled = 0.
             Some(libc::ENOPROTOOPT) => MptcpError::Disabled,
-            Some(libc::EPROTONOSUPPORT) | Some(libc::EINVAL) | Some(libc::ESOCKTNOSUPPORT)
+            Some(libc::EPROTONOSUPPORT)
+            | Some(libc::EINVAL)
+            | Some(libc::ESOCKTNOSUPPORT)
             | Some(libc::EAFNOSUPPORT) => MptcpError::Unsupported(e.to_string()),
             _ => MptcpError::Io(e),
         }
@@ -135,9 +137,11 @@ impl MptcpError {
 }
 
 fn read_sysctl(name: &str) -> io::Result<String> {
-    Ok(std::fs::read_to_string(format!("/proc/sys/net/mptcp/{name}"))?
-        .trim()
-        .to_string())
+    Ok(
+        std::fs::read_to_string(format!("/proc/sys/net/mptcp/{name}"))?
+            .trim()
+            .to_string(),
+    )
 }
 
 /// Check that MPTCP is enabled in the current network namespace (`net.mptcp.enabled`).
@@ -169,7 +173,9 @@ pub fn pm_kind() -> Result<PmKind, MptcpError> {
         return match v.as_str() {
             "userspace" => Ok(PmKind::Userspace),
             "kernel" => Ok(PmKind::Kernel),
-            other => Err(MptcpError::Unsupported(format!("unknown MPTCP path manager `{other}`"))),
+            other => Err(MptcpError::Unsupported(format!(
+                "unknown MPTCP path manager `{other}`"
+            ))),
         };
     }
     match read_sysctl("pm_type") {
@@ -198,7 +204,9 @@ mod tests {
             MptcpError::Fallback.to_string(),
             "connection fell back to plain TCP; pass --allow-fallback to accept"
         );
-        assert!(MptcpError::Disabled.to_string().contains("net.mptcp.enabled"));
+        assert!(MptcpError::Disabled
+            .to_string()
+            .contains("net.mptcp.enabled"));
         let e = MptcpError::UntrustedTooEarly {
             local: Some("198.18.2.2:1234".parse().unwrap()),
             what: "exists before the first flight is sent",

@@ -45,9 +45,15 @@ impl FromStr for PathSpec {
             return Err(err("empty; expected an IP address or an interface name"));
         }
         if t.len() > 15 {
-            return Err(err("not an IP address, and too long for an interface name (max 15)"));
+            return Err(err(
+                "not an IP address, and too long for an interface name (max 15)",
+            ));
         }
-        if t == "." || t == ".." || t.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) {
+        if t == "."
+            || t == ".."
+            || t.chars()
+                .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+        {
             return Err(err("not an IP address nor a valid interface name"));
         }
         if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
@@ -173,7 +179,10 @@ impl PathPolicy {
 
 impl ResolvedPolicy {
     /// Build from address sets; refuses an address present in both.
-    pub fn new(trusted: BTreeSet<IpAddr>, untrusted: BTreeSet<IpAddr>) -> Result<Self, PolicyError> {
+    pub fn new(
+        trusted: BTreeSet<IpAddr>,
+        untrusted: BTreeSet<IpAddr>,
+    ) -> Result<Self, PolicyError> {
         if let Some(a) = trusted.intersection(&untrusted).next() {
             return Err(PolicyError::Conflict(*a));
         }
@@ -232,12 +241,24 @@ mod tests {
             "untrusted".parse::<PathSpec>().unwrap(),
             PathSpec::Iface("untrusted".into())
         );
-        assert_eq!("eth0.100".parse::<PathSpec>().unwrap(), PathSpec::Iface("eth0.100".into()));
+        assert_eq!(
+            "eth0.100".parse::<PathSpec>().unwrap(),
+            PathSpec::Iface("eth0.100".into())
+        );
     }
 
     #[test]
     fn rejects_bad_specs() {
-        for bad in ["", "  ", "a/b", "averyveryverylongname", "198.18.1.300", "1.2.3", "wl an", ".."] {
+        for bad in [
+            "",
+            "  ",
+            "a/b",
+            "averyveryverylongname",
+            "198.18.1.300",
+            "1.2.3",
+            "wl an",
+            "..",
+        ] {
             let e = bad.parse::<PathSpec>().unwrap_err();
             assert!(e.to_string().contains("invalid path"), "{bad}: {e}");
         }
@@ -252,11 +273,18 @@ mod tests {
 
     #[test]
     fn classification_and_source_choice() {
-        let t: BTreeSet<IpAddr> = ["198.18.1.2".parse().unwrap(), "2001:db8::2".parse().unwrap()].into();
+        let t: BTreeSet<IpAddr> = [
+            "198.18.1.2".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        ]
+        .into();
         let u: BTreeSet<IpAddr> = ["198.18.2.2".parse().unwrap()].into();
         let p = ResolvedPolicy::new(t, u).unwrap();
         assert_eq!(p.classify("198.18.1.2".parse().unwrap()), Trust::Trusted);
-        assert_eq!(p.classify("::ffff:198.18.1.2".parse().unwrap()), Trust::Trusted);
+        assert_eq!(
+            p.classify("::ffff:198.18.1.2".parse().unwrap()),
+            Trust::Trusted
+        );
         assert_eq!(p.classify("198.18.2.2".parse().unwrap()), Trust::Untrusted);
         assert_eq!(p.classify("198.18.9.9".parse().unwrap()), Trust::Unlisted);
         assert!(!Trust::Unlisted.is_trusted());

@@ -7,8 +7,9 @@
 //! namespace of the thread that opens it.
 
 use netlink_packet_core::{
-    DecodeError, DefaultNla, Emitable, Nla, NlaBuffer, NlasIterator, NetlinkMessage, NetlinkPayload,
-    Parseable, ParseableParametrized, NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+    DecodeError, DefaultNla, Emitable, NetlinkMessage, NetlinkPayload, Nla, NlaBuffer,
+    NlasIterator, Parseable, ParseableParametrized, NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP,
+    NLM_F_REQUEST,
 };
 use netlink_packet_generic::ctrl::nlas::GenlCtrlAttrs;
 use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
@@ -296,7 +297,9 @@ pub struct PmSocket {
 
 impl std::fmt::Debug for PmSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PmSocket").field("family", &self.family).finish()
+        f.debug_struct("PmSocket")
+            .field("family", &self.family)
+            .finish()
     }
 }
 
@@ -307,10 +310,15 @@ impl PmSocket {
     pub fn open() -> Result<Self, PmError> {
         let mut sock = Socket::new(NETLINK_GENERIC).map_err(|e| pm_err("netlink socket", e))?;
         sock.bind_auto().map_err(|e| pm_err("netlink bind", e))?;
-        sock.connect(&NlAddr::new(0, 0)).map_err(|e| pm_err("netlink connect", e))?;
+        sock.connect(&NlAddr::new(0, 0))
+            .map_err(|e| pm_err("netlink connect", e))?;
         // Extended acks carry the kernel's human-readable reason; optional.
         let _ = sock.set_ext_ack(true);
-        let mut me = PmSocket { sock, family: 0, seq: 0 };
+        let mut me = PmSocket {
+            sock,
+            family: 0,
+            seq: 0,
+        };
         me.family = me.resolve_family()?;
         Ok(me)
     }
@@ -325,7 +333,12 @@ impl PmSocket {
         self.seq
     }
 
-    fn send<F>(&mut self, mut msg: NetlinkMessage<F>, flags: u16, op: &'static str) -> Result<u32, PmError>
+    fn send<F>(
+        &mut self,
+        mut msg: NetlinkMessage<F>,
+        flags: u16,
+        op: &'static str,
+    ) -> Result<u32, PmError>
     where
         F: netlink_packet_core::NetlinkSerializable + std::fmt::Debug,
     {
@@ -394,10 +407,21 @@ impl PmSocket {
                 GenlCtrlAttrs::FamilyId(id) => Some(*id),
                 _ => None,
             })
-            .ok_or_else(|| pm_err(op, io::Error::other("no family id in reply (kernel without MPTCP?)")))
+            .ok_or_else(|| {
+                pm_err(
+                    op,
+                    io::Error::other("no family id in reply (kernel without MPTCP?)"),
+                )
+            })
     }
 
-    fn request(&mut self, cmd: u8, attrs: Vec<PmAttr>, dump: bool, op: &'static str) -> Result<Vec<PmMessage>, PmError> {
+    fn request(
+        &mut self,
+        cmd: u8,
+        attrs: Vec<PmAttr>,
+        dump: bool,
+        op: &'static str,
+    ) -> Result<Vec<PmMessage>, PmError> {
         let mut genl = GenlMessage::from_payload(PmMessage { cmd, attrs });
         genl.set_resolved_family_id(self.family);
         let flags = if dump {
@@ -412,7 +436,12 @@ impl PmSocket {
 
     /// Userspace PM: open a new subflow of connection `token` from `local` to `remote`
     /// (`MPTCP_PM_CMD_SUBFLOW_CREATE`). The kernel picks the local port and address id.
-    pub fn subflow_create(&mut self, token: u32, local: IpAddr, remote: SocketAddr) -> Result<(), PmError> {
+    pub fn subflow_create(
+        &mut self,
+        token: u32,
+        local: IpAddr,
+        remote: SocketAddr,
+    ) -> Result<(), PmError> {
         let mut l = addr_nest(local, 0);
         l.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW));
         let attrs = vec![
@@ -420,37 +449,68 @@ impl PmSocket {
             PmAttr::Addr(l),
             PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
         ];
-        self.request(MPTCP_PM_CMD_SUBFLOW_CREATE, attrs, false, "mptcp_pm SUBFLOW_CREATE")
-            .map(|_| ())
+        self.request(
+            MPTCP_PM_CMD_SUBFLOW_CREATE,
+            attrs,
+            false,
+            "mptcp_pm SUBFLOW_CREATE",
+        )
+        .map(|_| ())
     }
 
     /// Userspace PM: close the subflow `local` -> `remote` of connection `token`.
-    pub fn subflow_destroy(&mut self, token: u32, local: SocketAddr, remote: SocketAddr) -> Result<(), PmError> {
+    pub fn subflow_destroy(
+        &mut self,
+        token: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<(), PmError> {
         let attrs = vec![
             PmAttr::Token(token),
             PmAttr::Addr(addr_nest(local.ip(), local.port())),
             PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
         ];
-        self.request(MPTCP_PM_CMD_SUBFLOW_DESTROY, attrs, false, "mptcp_pm SUBFLOW_DESTROY")
-            .map(|_| ())
+        self.request(
+            MPTCP_PM_CMD_SUBFLOW_DESTROY,
+            attrs,
+            false,
+            "mptcp_pm SUBFLOW_DESTROY",
+        )
+        .map(|_| ())
     }
 
     /// Userspace PM: mark the subflow `local` -> `remote` of connection `token` as backup or
     /// not (`MPTCP_PM_CMD_SET_FLAGS`, sends MP_PRIO to the peer).
-    pub fn set_backup(&mut self, token: u32, local: SocketAddr, remote: SocketAddr, backup: bool) -> Result<(), PmError> {
+    pub fn set_backup(
+        &mut self,
+        token: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<(), PmError> {
         let mut l = addr_nest(local.ip(), local.port());
-        l.push(AddrAttr::Flags(if backup { MPTCP_PM_ADDR_FLAG_BACKUP } else { 0 }));
+        l.push(AddrAttr::Flags(if backup {
+            MPTCP_PM_ADDR_FLAG_BACKUP
+        } else {
+            0
+        }));
         let attrs = vec![
             PmAttr::Token(token),
             PmAttr::Addr(l),
             PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
         ];
-        self.request(MPTCP_PM_CMD_SET_FLAGS, attrs, false, "mptcp_pm SET_FLAGS").map(|_| ())
+        self.request(MPTCP_PM_CMD_SET_FLAGS, attrs, false, "mptcp_pm SET_FLAGS")
+            .map(|_| ())
     }
 
     /// In-kernel PM endpoints of this network namespace (`ip mptcp endpoint show`).
     pub fn endpoints(&mut self) -> Result<Vec<Endpoint>, PmError> {
-        let msgs = self.request(MPTCP_PM_CMD_GET_ADDR, vec![], true, "mptcp_pm GET_ADDR dump")?;
+        let msgs = self.request(
+            MPTCP_PM_CMD_GET_ADDR,
+            vec![],
+            true,
+            "mptcp_pm GET_ADDR dump",
+        )?;
         Ok(msgs
             .iter()
             .flat_map(|m| m.attrs.iter())
@@ -467,13 +527,15 @@ impl PmSocket {
 /// followed by TLVs.
 fn ext_ack_message(raw: &[u8]) -> Option<String> {
     let tlvs = raw.get(16 + 4 + 16..)?;
-    NlasIterator::new(tlvs).filter_map(Result::ok).find_map(|nla| {
-        (nla.kind() == NLMSGERR_ATTR_MSG).then(|| {
-            String::from_utf8_lossy(nla.value())
-                .trim_end_matches('\0')
-                .to_string()
+    NlasIterator::new(tlvs)
+        .filter_map(Result::ok)
+        .find_map(|nla| {
+            (nla.kind() == NLMSGERR_ATTR_MSG).then(|| {
+                String::from_utf8_lossy(nla.value())
+                    .trim_end_matches('\0')
+                    .to_string()
+            })
         })
-    })
 }
 
 #[cfg(test)]
@@ -548,7 +610,9 @@ mod tests {
     fn endpoint_from_nest() {
         let mut v = addr_nest("198.18.2.2".parse().unwrap(), 0);
         v.push(AddrAttr::Id(3));
-        v.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW | MPTCP_PM_ADDR_FLAG_BACKUP));
+        v.push(AddrAttr::Flags(
+            MPTCP_PM_ADDR_FLAG_SUBFLOW | MPTCP_PM_ADDR_FLAG_BACKUP,
+        ));
         v.push(AddrAttr::IfIdx(7));
         let e = Endpoint::from_nest(&v);
         assert_eq!(e.id, 3);

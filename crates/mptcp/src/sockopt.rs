@@ -103,16 +103,40 @@ pub fn is_fallback(fd: BorrowedFd<'_>) -> io::Result<bool> {
     }
 }
 
+/// `MPTCP_FULL_INFO` without arrays: `mptcp_info` plus the real number of subflows.
+fn full_info_count(fd: BorrowedFd<'_>) -> io::Result<(MptcpInfo, usize, u32)> {
+    let mut full = MptcpFullInfo::default();
+    let len = getsockopt_raw(
+        fd,
+        SOL_MPTCP,
+        MPTCP_FULL_INFO,
+        &mut full as *mut _ as *mut libc::c_void,
+        size_of::<MptcpFullInfo>(),
+    )?;
+    let ilen = len.saturating_sub(std::mem::offset_of!(MptcpFullInfo, mptcp_info));
+    Ok((full.mptcp_info, ilen, full.num_subflows))
+}
+
 /// Connection-level MPTCP information. Fails with `EOPNOTSUPP` on a plain-TCP connection.
+/// `subflows` is the real number of subflows (`MPTCP_FULL_INFO`); kernels < 6.5 fall back to
+/// the PM's counter of extra subflows + 1, which the userspace PM does not maintain.
 pub fn info(fd: BorrowedFd<'_>) -> io::Result<ConnInfo> {
-    let (i, len) = raw_info(fd)?;
+    let (i, len, count) = match full_info_count(fd) {
+        Ok((i, len, n)) if len >= MPTCP_INFO_RCV_NXT_END => (i, len, Some(n)),
+        _ => {
+            let (i, len) = raw_info(fd)?;
+            (i, len, None)
+        }
+    };
     if len < MPTCP_INFO_RCV_NXT_END {
         return Err(io::Error::other(format!(
             "MPTCP_INFO returned only {len} bytes"
         )));
     }
     let new = len >= MPTCP_INFO_BYTES_ACKED_END;
-    let subflows = if len >= MPTCP_INFO_SUBFLOWS_TOTAL_END && i.mptcpi_subflows_total > 0 {
+    let subflows = if let Some(n) = count {
+        n
+    } else if len >= MPTCP_INFO_SUBFLOWS_TOTAL_END && i.mptcpi_subflows_total > 0 {
         u32::from(i.mptcpi_subflows_total)
     } else {
         u32::from(i.mptcpi_subflows) + 1
@@ -133,7 +157,12 @@ pub fn info(fd: BorrowedFd<'_>) -> io::Result<ConnInfo> {
     })
 }
 
-fn subflow_from(id: u32, addrs: Option<&MptcpSubflowAddrs>, t: &TcpInfo, tlen: usize) -> SubflowInfo {
+fn subflow_from(
+    id: u32,
+    addrs: Option<&MptcpSubflowAddrs>,
+    t: &TcpInfo,
+    tlen: usize,
+) -> SubflowInfo {
     SubflowInfo {
         id,
         local: addrs.and_then(|a| sockaddr_to_std(&a.local)),
@@ -216,7 +245,10 @@ fn full_info(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
 }
 
 /// Read an `MPTCP_TCPINFO`/`MPTCP_SUBFLOW_ADDRS`-style array: header + `MAX_SUBFLOWS` × `T`.
-fn legacy_array<T: Copy + Default>(fd: BorrowedFd<'_>, name: libc::c_int) -> io::Result<(Vec<T>, usize)> {
+fn legacy_array<T: Copy + Default>(
+    fd: BorrowedFd<'_>,
+    name: libc::c_int,
+) -> io::Result<(Vec<T>, usize)> {
     let hdr = size_of::<MptcpSubflowData>();
     let elem = size_of::<T>();
     // u64 storage keeps the 8-byte alignment of the header and of the elements.
@@ -229,7 +261,13 @@ fn legacy_array<T: Copy + Default>(fd: BorrowedFd<'_>, name: libc::c_int) -> io:
     };
     // SAFETY: buf is at least `hdr` bytes and 8-aligned.
     unsafe { std::ptr::write(buf.as_mut_ptr() as *mut MptcpSubflowData, head) };
-    let len = getsockopt_raw(fd, SOL_MPTCP, name, buf.as_mut_ptr() as *mut libc::c_void, buf.len() * 8)?;
+    let len = getsockopt_raw(
+        fd,
+        SOL_MPTCP,
+        name,
+        buf.as_mut_ptr() as *mut libc::c_void,
+        buf.len() * 8,
+    )?;
     // SAFETY: as above.
     let head = unsafe { std::ptr::read(buf.as_ptr() as *const MptcpSubflowData) };
     let n = (head.num_subflows as usize)

@@ -242,7 +242,10 @@ mod tests {
         assert_eq!(offset_of!(MptcpInfo, mptcpi_flags), 8);
         assert_eq!(offset_of!(MptcpInfo, mptcpi_token), 12);
         assert_eq!(offset_of!(MptcpInfo, mptcpi_write_seq), 16);
-        assert_eq!(offset_of!(MptcpInfo, mptcpi_rcv_nxt) + 8, MPTCP_INFO_RCV_NXT_END);
+        assert_eq!(
+            offset_of!(MptcpInfo, mptcpi_rcv_nxt) + 8,
+            MPTCP_INFO_RCV_NXT_END
+        );
         assert_eq!(offset_of!(MptcpInfo, mptcpi_csum_enabled), 42);
         assert_eq!(offset_of!(MptcpInfo, mptcpi_retransmits), 44);
         assert_eq!(offset_of!(MptcpInfo, mptcpi_bytes_retrans), 48);
@@ -281,7 +284,10 @@ mod tests {
             offset_of!(TcpInfo, tcpi_bytes_received) + 8,
             TCP_INFO_BYTES_RECEIVED_END
         );
-        assert_eq!(offset_of!(TcpInfo, tcpi_bytes_sent) + 8, TCP_INFO_BYTES_SENT_END);
+        assert_eq!(
+            offset_of!(TcpInfo, tcpi_bytes_sent) + 8,
+            TCP_INFO_BYTES_SENT_END
+        );
         assert_eq!(offset_of!(TcpInfo, tcpi_snd_wnd), 228);
         assert_eq!(size_of::<TcpInfo>(), 248);
     }

@@ -1,0 +1,502 @@
+//! Root + netns tests of nena-mptcp on the nena lab (client with a `trusted` and an
+//! `untrusted` link, server 198.18.3.2), in both path-manager modes. Each test brings up its
+//! own lab with a unique prefix; the `LabGuard` tears it down even when the test fails.
+
+use nena_lab::{Host, LabConfig, LabGuard, PmMode, Rate};
+use nena_mptcp::pm::PmSocket;
+use nena_mptcp::*;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::AsFd;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const PORT: u16 = 5000;
+const TRUSTED: &str = "198.18.1.2";
+const UNTRUSTED: &str = "198.18.2.2";
+
+fn server_addr() -> SocketAddr {
+    SocketAddr::new("198.18.3.2".parse().unwrap(), PORT)
+}
+
+/// A second server port, for tests that run two servers one after the other (the first
+/// listener may linger a moment in a forked child of a concurrent test before its exec).
+fn server_addr2() -> SocketAddr {
+    SocketAddr::new("198.18.3.2".parse().unwrap(), PORT + 1)
+}
+
+/// A plain TCP listener with SO_REUSEADDR (the server side keeps TIME_WAIT sockets).
+fn plain_listener(addr: SocketAddr) -> TcpListener {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.bind(&addr.into()).unwrap();
+    s.listen(16).unwrap();
+    s.into()
+}
+
+fn lab(pm: PmMode, trusted_rate: Option<Rate>) -> LabGuard {
+    lab_rates(pm, trusted_rate, None)
+}
+
+fn lab_rates(pm: PmMode, trusted_rate: Option<Rate>, untrusted_rate: Option<Rate>) -> LabGuard {
+    let mut cfg = LabConfig::with_prefix(nena_lab::unique_prefix());
+    cfg.pm = pm;
+    cfg.trusted_rate = trusted_rate;
+    cfg.untrusted_rate = untrusted_rate;
+    LabGuard::up(&cfg).expect("lab up")
+}
+
+/// `--trusted trusted --untrusted untrusted` (by interface name, as a user would).
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        policy: PathPolicy {
+            trusted: vec!["trusted".parse().unwrap()],
+            untrusted: vec!["untrusted".parse().unwrap()],
+        },
+        allow_fallback: false,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+/// What the server saw: bytes read, whether it was plain TCP, its own subflow view.
+struct Served {
+    bytes: usize,
+    fallback: bool,
+    subflows: Vec<SubflowInfo>,
+}
+
+/// An MPTCP server that optionally greets first, then reads until EOF.
+fn serve(
+    lab: &LabGuard,
+    plain_tcp: bool,
+    greeting: Option<usize>,
+) -> JoinHandle<anyhow::Result<Served>> {
+    serve_on(lab, server_addr(), plain_tcp, greeting)
+}
+
+fn serve_on(
+    lab: &LabGuard,
+    addr: SocketAddr,
+    plain_tcp: bool,
+    greeting: Option<usize>,
+) -> JoinHandle<anyhow::Result<Served>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = lab.spawn_in(Host::Server, move || {
+        let l = if plain_tcp {
+            plain_listener(addr)
+        } else {
+            listen(addr).unwrap()
+        };
+        tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        if let Some(n) = greeting {
+            s.write_all(&vec![0x5a; n]).unwrap();
+        }
+        let fallback = is_fallback(s.as_fd()).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut bytes = 0;
+        loop {
+            let k = s.read(&mut buf).unwrap();
+            if k == 0 {
+                break;
+            }
+            bytes += k;
+        }
+        let subflows = if fallback {
+            vec![]
+        } else {
+            subflows(s.as_fd()).unwrap()
+        };
+        Served {
+            bytes,
+            fallback,
+            subflows,
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("server listening");
+    h
+}
+
+/// Watch the connection in a tight loop after writing the first flight and record whether an
+/// untrusted subflow was ever seen while the first flight was not yet data-acked. The subflow
+/// list is read before MPTCP_INFO, so "untrusted present, then not acked" is a real violation.
+struct Watch {
+    violation: bool,
+    t_ack: Option<Duration>,
+    t_untrusted: Option<Duration>,
+}
+
+fn watch_first_flight(c: &Client, len: u64) -> Watch {
+    let t0 = Instant::now();
+    let mut violation = false;
+    let (mut t_ack, mut t_untrusted) = (None, None);
+    while t0.elapsed() < Duration::from_secs(5) && (t_ack.is_none() || t_untrusted.is_none()) {
+        let untrusted = c
+            .gate()
+            .classified()
+            .unwrap()
+            .iter()
+            .any(|s| !s.trust.is_trusted());
+        let acked = info(c.gate().fd()).unwrap().bytes_acked.unwrap() >= len;
+        if untrusted && t_untrusted.is_none() {
+            t_untrusted = Some(t0.elapsed());
+        }
+        if acked && t_ack.is_none() {
+            t_ack = Some(t0.elapsed());
+        }
+        if untrusted && !acked {
+            violation = true;
+        }
+    }
+    Watch {
+        violation,
+        t_ack,
+        t_untrusted,
+    }
+}
+
+fn wait_subflows(c: &Client, n: usize) -> Vec<ClassifiedSubflow> {
+    let t0 = Instant::now();
+    loop {
+        let sfs = c.gate().classified().unwrap();
+        // TCP_ESTABLISHED = 1
+        if sfs.iter().filter(|s| s.subflow.state == 1).count() >= n {
+            return sfs;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "only {} subflows: {sfs:?}",
+            sfs.len()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+const BULK: usize = 4 << 20;
+
+/// The common scenario: connect, check the initial subflow, hello, release, bulk transfer;
+/// returns the client's final report and the server's view.
+fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
+    // Both links rate-limited alike so that the scheduler has a reason to use both (on
+    // unlimited veths one subflow keeps up with the application by itself).
+    let lab = lab_rates(pm, Some(Rate::mbit(40)), Some(Rate::mbit(40)));
+    let srv = serve(&lab, false, None);
+    let (report, release, watch) = lab
+        .run_in(Host::Client, || {
+            let c = connect(server_addr(), &opts()).unwrap();
+            assert!(!c.gate().is_fallback());
+            assert_eq!(
+                c.gate().pm(),
+                match pm {
+                    PmMode::Kernel => PmKind::Kernel,
+                    PmMode::Userspace => PmKind::Userspace,
+                }
+            );
+            // The handshake ran on one subflow, from the trusted address.
+            let sfs = c.gate().classified().unwrap();
+            assert_eq!(sfs.len(), 1, "{sfs:?}");
+            assert_eq!(
+                sfs[0].subflow.local.unwrap().ip(),
+                TRUSTED.parse::<IpAddr>().unwrap()
+            );
+            assert_eq!(sfs[0].trust, Trust::Trusted);
+            assert_eq!(sfs[0].subflow.remote, Some(server_addr()));
+
+            c.before_first_flight().unwrap();
+            let hello = vec![0x42u8; 1200];
+            (&c.stream).write_all(&hello).unwrap();
+            let watch = watch_first_flight(&c, hello.len() as u64);
+            c.wait_first_flight_acked(hello.len() as u64, Duration::from_secs(5))
+                .unwrap();
+            let release = c.release_untrusted().unwrap();
+            let sfs = wait_subflows(&c, 2);
+            assert!(sfs.iter().any(|s| s.trust == Trust::Untrusted), "{sfs:?}");
+            // Userspace PM: nena is the path manager and may also flip priorities (MP_PRIO).
+            if pm == PmMode::Userspace {
+                let u = sfs.iter().find(|s| s.trust == Trust::Untrusted).unwrap();
+                let mut nl = PmSocket::open().unwrap();
+                let token = info(c.gate().fd()).unwrap().token;
+                nl.set_backup(
+                    token,
+                    u.subflow.local.unwrap(),
+                    u.subflow.remote.unwrap(),
+                    false,
+                )
+                .unwrap();
+            }
+            let chunk = vec![0x17u8; 64 << 10];
+            let mut sent = 0;
+            while sent < BULK {
+                (&c.stream).write_all(&chunk).unwrap();
+                sent += chunk.len();
+            }
+            c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+            // Wait until everything is data-acked before reading the final counters.
+            let t0 = Instant::now();
+            while info(c.gate().fd()).unwrap().bytes_acked.unwrap() < (BULK + hello.len()) as u64 {
+                assert!(t0.elapsed() < Duration::from_secs(20));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            eprintln!("{pm:?}: {}", describe(c.gate().fd()));
+            (c.report().unwrap(), release, watch)
+        })
+        .unwrap();
+    let served = srv.join().unwrap().unwrap();
+    (report, served, release, watch)
+}
+
+fn check_multipath(report: &PathReport, served: &Served) {
+    assert_eq!(served.bytes, BULK + 1200);
+    assert!(!served.fallback);
+    assert!(report.mptcp);
+    assert!(report.multipath, "{report:?}");
+    assert_eq!(report.subflows.len(), 2);
+    for s in &report.subflows {
+        // Both subflows carry a real share (>= 20 %) of the bulk transfer.
+        assert!(s.subflow.bytes_sent > (BULK / 5) as u64, "{s:?}");
+    }
+    let total: u64 = report.subflows.iter().map(|s| s.subflow.bytes_sent).sum();
+    assert!(total >= (BULK + 1200) as u64);
+    assert_eq!(served.subflows.len(), 2);
+    let conn = report.conn.as_ref().unwrap();
+    assert_eq!(conn.bytes_sent, Some((BULK + 1200) as u64));
+    // The DATA_FIN takes one unit of data sequence space, its ACK may still be on its way.
+    let acked = conn.bytes_acked.unwrap();
+    assert!(
+        acked == (BULK + 1200) as u64 || acked == (BULK + 1200 + 1) as u64,
+        "{acked}"
+    );
+    assert_eq!(conn.subflows, 2);
+    // JSON for the CLI's --json.
+    let js = serde_json::to_value(report).unwrap();
+    assert_eq!(js["subflows"][0]["trust"], "trusted");
+    assert_eq!(js["subflows"][1]["trust"], "untrusted");
+}
+
+#[test]
+fn userspace_pm_opens_untrusted_subflow_only_after_first_flight_ack() {
+    let (report, served, release, w) = scenario(PmMode::Userspace);
+    let Watch {
+        violation,
+        t_ack,
+        t_untrusted,
+    } = w;
+    // By construction: nothing but nena opens subflows, and it did so after the ACK.
+    assert!(!violation);
+    assert!(t_ack.is_some());
+    assert_eq!(t_untrusted, None, "no subflow before release");
+    assert_eq!(release.created, vec![UNTRUSTED.parse::<IpAddr>().unwrap()]);
+    assert!(release.failed.is_empty());
+    check_multipath(&report, &served);
+}
+
+#[test]
+fn kernel_pm_endpoint_subflow_appears_only_after_first_flight_ack() {
+    let (report, served, release, w) = scenario(PmMode::Kernel);
+    let Watch {
+        violation,
+        t_ack,
+        t_untrusted,
+    } = w;
+    eprintln!(
+        "kernel PM: first flight acked at {t_ack:?}, untrusted subflow seen at {t_untrusted:?}"
+    );
+    assert!(
+        !violation,
+        "untrusted subflow seen before the first flight was acked"
+    );
+    assert!(t_ack.is_some() && t_untrusted.is_some());
+    assert!(t_ack <= t_untrusted);
+    assert_eq!(release, ReleaseReport::default());
+    check_multipath(&report, &served);
+}
+
+#[test]
+fn kernel_pm_endpoints_are_listed_over_genl() {
+    let lab = lab(PmMode::Kernel, None);
+    let eps = lab
+        .run_in(Host::Client, || {
+            PmSocket::open().unwrap().endpoints().unwrap()
+        })
+        .unwrap();
+    let e = eps
+        .iter()
+        .find(|e| e.addr == Some(UNTRUSTED.parse().unwrap()))
+        .unwrap_or_else(|| panic!("{eps:?}"));
+    assert!(e.is_subflow());
+    assert!(e.ifindex > 0);
+}
+
+/// A first flight far larger than the initial window over a slow trusted link: the in-kernel
+/// PM opens the endpoint subflow at the first DATA_ACK and the scheduler puts the rest of the
+/// first flight on it. Not preventable with endpoints; the gate detects it and refuses.
+#[test]
+fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
+    let lab = lab(PmMode::Kernel, Some(Rate::mbit(1)));
+    let srv = serve(&lab, false, None);
+    let err = lab
+        .run_in(Host::Client, || {
+            let c = connect(server_addr(), &opts()).unwrap();
+            c.before_first_flight().unwrap();
+            (&c.stream).write_all(&vec![1u8; 200_000]).unwrap();
+            let r = c.wait_first_flight_acked(200_000, Duration::from_secs(10));
+            let err = r.expect_err("must refuse");
+            // The refusal is real: the untrusted subflow did send first-flight bytes.
+            let sent: u64 = c
+                .gate()
+                .classified()
+                .unwrap()
+                .iter()
+                .filter(|s| !s.trust.is_trusted())
+                .map(|s| s.subflow.bytes_sent)
+                .sum();
+            assert!(sent > 0);
+            // Further use of the gate stays refused.
+            assert!(c.release_untrusted().is_err());
+            err
+        })
+        .unwrap();
+    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(err.to_string().contains(UNTRUSTED), "{err}");
+    let _ = srv.join();
+}
+
+/// If the server speaks first, the client becomes fully established before sending anything
+/// and the in-kernel PM opens the untrusted subflow: the gate fails closed.
+#[test]
+fn kernel_pm_untrusted_subflow_before_first_flight_fails_closed() {
+    let lab = lab(PmMode::Kernel, None);
+    let srv = serve(&lab, false, Some(100));
+    let err = lab
+        .run_in(Host::Client, || {
+            let c = connect(server_addr(), &opts()).unwrap();
+            let mut buf = [0u8; 100];
+            (&c.stream).read_exact(&mut buf).unwrap();
+            wait_subflows(&c, 2);
+            let err = c.before_first_flight().expect_err("must fail closed");
+            // And the received greeting is visible in the per-subflow counters.
+            let sfs = c.gate().classified().unwrap();
+            assert_eq!(
+                sfs.iter().map(|s| s.subflow.bytes_received).sum::<u64>(),
+                100
+            );
+            err
+        })
+        .unwrap();
+    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(
+        err.to_string().contains("exists before the first flight"),
+        "{err}"
+    );
+    let _ = srv.join();
+}
+
+/// Userspace PM: the server may speak first too; no untrusted subflow exists, the gate passes
+/// and `check_untrusted_idle(true)` confirms the greeting came over trusted paths only.
+#[test]
+fn userspace_pm_server_first_stays_on_trusted() {
+    let lab = lab(PmMode::Userspace, None);
+    let srv = serve(&lab, false, Some(100));
+    lab.run_in(Host::Client, || {
+        let c = connect(server_addr(), &opts()).unwrap();
+        let mut buf = [0u8; 100];
+        (&c.stream).read_exact(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        c.before_first_flight().unwrap();
+        (&c.stream).write_all(b"hello").unwrap();
+        c.wait_first_flight_acked(5, Duration::from_secs(5))
+            .unwrap();
+        c.gate().check_untrusted_idle(true).unwrap();
+        assert_eq!(c.gate().classified().unwrap().len(), 1);
+        c.release_untrusted().unwrap();
+        wait_subflows(&c, 2);
+    })
+    .unwrap();
+    srv.join().unwrap().unwrap();
+}
+
+#[test]
+fn fallback_is_refused_unless_allowed() {
+    let lab = lab(PmMode::Kernel, None);
+    // A plain TCP server: the connection falls back.
+    let srv = serve(&lab, true, None);
+    let err = lab
+        .run_in(Host::Client, || {
+            connect(server_addr(), &opts()).unwrap_err()
+        })
+        .unwrap();
+    assert!(matches!(err, MptcpError::Fallback), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "connection fell back to plain TCP; pass --allow-fallback to accept"
+    );
+    srv.join().unwrap().unwrap();
+
+    let srv = serve_on(&lab, server_addr2(), true, None);
+    lab.run_in(Host::Client, || {
+        let mut o = opts();
+        o.allow_fallback = true;
+        let c = connect(server_addr2(), &o).unwrap();
+        assert!(c.gate().is_fallback());
+        assert!(is_fallback(c.stream.as_fd()).unwrap());
+        c.before_first_flight().unwrap();
+        (&c.stream).write_all(b"hi").unwrap();
+        c.wait_first_flight_acked(2, Duration::from_secs(1))
+            .unwrap();
+        c.release_untrusted().unwrap();
+        let r = c.report().unwrap();
+        assert!(!r.mptcp && !r.multipath);
+        assert!(describe(c.stream.as_fd()).contains("plain TCP"));
+    })
+    .unwrap();
+    let served = srv.join().unwrap().unwrap();
+    assert!(served.fallback);
+    assert_eq!(served.bytes, 2);
+}
+
+#[test]
+fn mptcp_disabled_is_reported_clearly() {
+    let lab = lab(PmMode::Kernel, None);
+    lab.run_in(Host::Client, || {
+        std::fs::write("/proc/sys/net/mptcp/enabled", "0").unwrap();
+        let e = check_enabled().unwrap_err();
+        assert!(matches!(e, MptcpError::Disabled));
+        assert!(e.to_string().contains("net.mptcp.enabled"));
+        let e = connect(server_addr(), &opts()).unwrap_err();
+        assert!(matches!(e, MptcpError::Disabled), "{e}");
+        let e = listen("198.18.1.2:6000".parse().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("net.mptcp.enabled"), "{e}");
+    })
+    .unwrap();
+}
+
+#[test]
+fn bad_policies_are_refused_before_connecting() {
+    let lab = lab(PmMode::Kernel, None);
+    lab.run_in(Host::Client, || {
+        let mut o = opts();
+        o.policy.trusted = vec![];
+        let e = connect(server_addr(), &o).unwrap_err();
+        assert!(e.to_string().contains("--trusted"), "{e}");
+        o.policy.trusted = vec!["nosuchif0".parse().unwrap()];
+        let e = connect(server_addr(), &o).unwrap_err();
+        assert!(e.to_string().contains("nosuchif0"), "{e}");
+        o.policy.trusted = vec!["198.18.2.2".parse().unwrap()];
+        let e = connect(server_addr(), &o).unwrap_err();
+        assert!(e.to_string().contains("both trusted and untrusted"), "{e}");
+        // An address not configured here cannot be bound.
+        o.policy = PathPolicy {
+            trusted: vec!["198.18.9.9".parse().unwrap()],
+            untrusted: vec![],
+        };
+        let e = connect(server_addr(), &o).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cannot bind to trusted address 198.18.9.9"),
+            "{e}"
+        );
+    })
+    .unwrap();
+}

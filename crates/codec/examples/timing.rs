@@ -1,0 +1,56 @@
+//! Quick timing loop for the fast codec (release mode): the best of many short batches, so
+//! other load on the machine disturbs the figure less than an average would.
+//! `cargo run --release -p nena-codec --example timing`
+//! (`NENA_CODEC_BACKEND=avx2|portable-u64` times a fallback).
+
+use nena_codec::{fast_backend, Descrambler, Impl, Scrambler};
+use std::hint::black_box;
+use std::time::Instant;
+
+fn best_ns(iters: u32, rounds: u32, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / iters as f64);
+    }
+    best
+}
+
+fn main() {
+    let key = *b"\x01\x23\x45\x67\x89\xab\xcd\xef";
+    println!("backend: {}", fast_backend());
+    for imp in [Impl::Revised, Impl::Fast] {
+        let mut buf: Vec<u8> = (0..1280u32).map(|i| (i * 7) as u8).collect();
+        let mut s = Scrambler::with_impl(key, imp);
+        let mut d = Descrambler::with_impl(key, imp);
+        let iters = if imp == Impl::Fast { 2000 } else { 50 };
+        let both = best_ns(iters, 300, || {
+            s.scramble_in_place(black_box(&mut buf));
+            d.descramble_in_place(black_box(&mut buf));
+        });
+        let scr = best_ns(iters, 300, || s.scramble_in_place(black_box(&mut buf)));
+        let des = best_ns(iters, 300, || d.descramble_in_place(black_box(&mut buf)));
+        println!(
+            "{:8} 1280 B: both {both:8.1} ns  scramble {scr:8.1} ns  descramble {des:8.1} ns",
+            imp.name()
+        );
+    }
+    let n = 1 << 20;
+    let input: Vec<u8> = (0..n as u32).map(|i| (i * 13 >> 3) as u8).collect();
+    let mut out = vec![0u8; n];
+    let mut s = Scrambler::new(key);
+    let mut d = Descrambler::new(key);
+    let scr = best_ns(5, 100, || s.scramble(black_box(&input), &mut out));
+    let des = best_ns(5, 100, || d.descramble(black_box(&input), &mut out));
+    let inpl = best_ns(5, 100, || s.scramble_in_place(black_box(&mut out)));
+    let gbs = |ns: f64| n as f64 / ns;
+    println!(
+        "bulk 1 MiB: scramble {:.1} GB/s, descramble {:.1} GB/s, scramble in place {:.1} GB/s",
+        gbs(scr),
+        gbs(des),
+        gbs(inpl)
+    );
+}

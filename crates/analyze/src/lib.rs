@@ -7,6 +7,7 @@
 //! run of a known file appear in what crossed the link ([`known::check`]).
 
 pub mod capture;
+pub mod craft;
 pub mod known;
 pub mod mptcp;
 pub mod packet;

@@ -34,7 +34,7 @@ use nix::unistd::Pid;
 use run::{ip, netns_exec, probe, run, run_tolerant, tc};
 use serde::{Deserialize, Serialize};
 use std::fs;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -166,7 +166,8 @@ pub struct Lab {
     state_dir: PathBuf,
 }
 
-fn validate_prefix(prefix: &str) -> Result<()> {
+/// Check a lab prefix: 1-24 letters, digits, `-` or `_` (namespace names stay short).
+pub fn validate_prefix(prefix: &str) -> Result<()> {
     if prefix.is_empty()
         || prefix.len() > 24
         || !prefix
@@ -469,6 +470,30 @@ impl Lab {
         Ok(stopped)
     }
 
+    /// A plain TCP connection to `dst` from the client's address on `link` (for the server
+    /// link: from the router's address on it), made inside that host's namespace.
+    pub fn connect(&self, link: Link, dst: SocketAddr, timeout: Duration) -> Result<TcpStream> {
+        let (host, src) = match link {
+            Link::Server => (Host::Router, IpAddr::V4(link.router().addr)),
+            _ => (Host::Client, self.client_addr(link)),
+        };
+        self.run_in(host, move || -> std::io::Result<TcpStream> {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            s.bind(&SocketAddr::new(src, 0).into())?;
+            s.connect_timeout(&dst.into(), timeout)?;
+            Ok(s.into())
+        })?
+        .with_context(|| format!("TCP connect {src} -> {dst} over the {link} link"))
+    }
+
+    /// A TCP listener on the server (198.18.3.2, port 0 = any).
+    pub fn listen_on_server(&self, port: u16) -> Result<TcpListener> {
+        self.run_in(Host::Server, || {
+            TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), port))
+        })?
+        .with_context(|| format!("cannot listen on {SERVER_ADDR}:{port} in the server"))
+    }
+
     /// Check with a TCP connection that the server is reachable from the client's address
     /// on `link` (for the server link: from the router). Fails after `timeout`.
     pub fn check_path(&self, link: Link, timeout: Duration) -> Result<()> {
@@ -479,18 +504,11 @@ impl Lab {
             .context("cannot listen on the server")?;
         listener.set_nonblocking(true)?;
         let dst = listener.local_addr()?;
-        let (host, src) = match link {
-            Link::Server => (Host::Router, IpAddr::V4(link.router().addr)),
-            _ => (Host::Client, self.client_addr(link)),
+        let src = match link {
+            Link::Server => IpAddr::V4(link.router().addr),
+            _ => self.client_addr(link),
         };
-        let stream = self
-            .run_in(host, move || -> std::io::Result<std::net::TcpStream> {
-                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
-                s.bind(&SocketAddr::new(src, 0).into())?;
-                s.connect_timeout(&dst.into(), timeout)?;
-                Ok(s.into())
-            })?
-            .with_context(|| format!("TCP connect {src} -> {dst} over the {link} link"))?;
+        let stream = self.connect(link, dst, timeout)?;
         let deadline = Instant::now() + timeout;
         loop {
             match listener.accept() {

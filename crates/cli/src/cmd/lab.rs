@@ -148,6 +148,16 @@ fn parse_pm(s: &str) -> Result<PmMode, String> {
 }
 
 pub fn run(c: LabCmd) -> CmdResult {
+    let prefix = match &c {
+        LabCmd::Up(a) => &a.common.prefix,
+        LabCmd::Down(a) => &a.prefix,
+        LabCmd::Status(a) => &a.common.prefix,
+        LabCmd::Set(a) => &a.common.prefix,
+        LabCmd::Capture(a) => &a.common.prefix,
+        LabCmd::CaptureStop(a) => &a.common.prefix,
+        LabCmd::Exec(a) => &a.common.prefix,
+    };
+    nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
         LabCmd::Up(a) => up(a),
         LabCmd::Down(a) => {

@@ -2,7 +2,7 @@
 //! (see the crate documentation for the exact guarantees).
 
 use crate::path::{PathPolicy, PolicyError, ResolvedPolicy, Trust};
-use crate::pm::{PmError, PmSocket};
+use crate::pm::{Endpoint, PmError, PmSocket};
 use crate::sockopt::{self, ConnInfo, SubflowInfo};
 use crate::{MptcpError, PmKind};
 use serde::Serialize;
@@ -98,6 +98,9 @@ pub struct ReleaseReport {
     pub created: Vec<IpAddr>,
     /// Userspace PM: local addresses whose SUBFLOW_CREATE failed, with the reason.
     pub failed: Vec<(IpAddr, String)>,
+    /// In-kernel PM: the `subflow` endpoints (of the remote's family) the kernel opens
+    /// subflows from, as listed when connecting; empty means the connection stays single-path.
+    pub kernel_endpoints: Vec<IpAddr>,
 }
 
 /// The trusted-path-first gate of one client connection. It holds its own duplicate of the
@@ -111,6 +114,7 @@ pub struct Gate {
     pm: PmKind,
     fallback: bool,
     pm_sock: Mutex<Option<PmSocket>>,
+    kernel_endpoints: Option<Vec<Endpoint>>,
     phase: Mutex<Phase>,
 }
 
@@ -136,11 +140,18 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
         ))
     })?;
     let pm = crate::pm_kind()?;
-    // Userspace PM: open the netlink socket now, in the namespace the connection lives in.
-    let pm_sock = if pm == PmKind::Userspace {
-        Some(PmSocket::open().map_err(MptcpError::Netlink)?)
-    } else {
-        None
+    // Open the netlink socket now, in the namespace the connection lives in (the gate may be
+    // used later from another thread). Userspace PM needs it; in-kernel PM only reads the
+    // endpoints from it, for diagnostics.
+    let (pm_sock, kernel_endpoints) = match pm {
+        PmKind::Userspace => (Some(PmSocket::open().map_err(MptcpError::Netlink)?), None),
+        PmKind::Kernel => match PmSocket::open().and_then(|mut s| s.endpoints()) {
+            Ok(eps) => (None, Some(eps)),
+            Err(e) => {
+                log::debug!("cannot list in-kernel PM endpoints: {e}");
+                (None, None)
+            }
+        },
     };
 
     let sock = mptcp_socket(Domain::for_address(remote))?;
@@ -164,6 +175,7 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
         pm,
         fallback,
         pm_sock: Mutex::new(pm_sock),
+        kernel_endpoints,
         phase: Mutex::new(Phase::Connected),
     };
     if !fallback {
@@ -245,6 +257,24 @@ impl Gate {
     }
     pub fn remote(&self) -> SocketAddr {
         self.remote
+    }
+
+    /// In-kernel PM endpoints listed when connecting (None in userspace mode or if the
+    /// listing failed).
+    pub fn kernel_endpoints(&self) -> Option<&[Endpoint]> {
+        self.kernel_endpoints.as_deref()
+    }
+
+    /// Advisory: how many bytes the initial subflow can put on the wire at once now
+    /// (`snd_cwnd × snd_mss`). With the in-kernel PM, a first flight no larger than this is
+    /// entirely handed to the trusted subflow before any DATA_ACK can make the kernel open
+    /// another subflow; only an MPTCP-level retransmission could then move it (and
+    /// [`poll_first_flight_acked`](Self::poll_first_flight_acked) detects that).
+    pub fn first_flight_budget(&self) -> Result<u64, MptcpError> {
+        if self.fallback {
+            return Ok(u64::MAX);
+        }
+        Ok(sockopt::initial_window(self.fd())?)
     }
 
     /// All subflows with their trust.
@@ -418,6 +448,22 @@ impl Gate {
                         log::warn!("could not open a subflow from {addr}: {e}");
                         report.failed.push((*addr, e.to_string()));
                     }
+                }
+            }
+        }
+        if !self.fallback && self.pm == PmKind::Kernel {
+            if let Some(eps) = &self.kernel_endpoints {
+                report.kernel_endpoints = eps
+                    .iter()
+                    .filter(|e| e.is_subflow())
+                    .filter_map(|e| e.addr)
+                    .filter(|a| a.is_ipv4() == self.remote.is_ipv4())
+                    .collect();
+                if report.kernel_endpoints.is_empty() {
+                    log::warn!(
+                        "the in-kernel path manager has no `subflow` endpoint: the connection \
+                         stays on one path (add one with `ip mptcp endpoint add ADDR dev IFACE subflow`)"
+                    );
                 }
             }
         }

@@ -295,6 +295,31 @@ fn legacy_subflows(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
         .collect())
 }
 
+/// `snd_cwnd × snd_mss` of the first subflow.
+pub(crate) fn initial_window(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut tinfo = vec![TcpInfo::default(); 1];
+    let mut sfinfo = vec![MptcpSubflowInfo::default(); 1];
+    let mut full = MptcpFullInfo {
+        size_tcpinfo_user: size_of::<TcpInfo>() as u32,
+        size_sfinfo_user: size_of::<MptcpSubflowInfo>() as u32,
+        size_arrays_user: 1,
+        subflow_info: sfinfo.as_mut_ptr() as u64,
+        tcp_info: tinfo.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    getsockopt_raw(
+        fd,
+        SOL_MPTCP,
+        MPTCP_FULL_INFO,
+        &mut full as *mut _ as *mut libc::c_void,
+        size_of::<MptcpFullInfo>(),
+    )?;
+    if full.num_subflows == 0 {
+        return Err(io::Error::other("the connection has no subflow"));
+    }
+    Ok(u64::from(tinfo[0].tcpi_snd_cwnd) * u64::from(tinfo[0].tcpi_snd_mss))
+}
+
 fn fmt_addr(a: &Option<SocketAddr>) -> String {
     a.map(|a| a.to_string()).unwrap_or_else(|| "?".into())
 }

@@ -70,7 +70,7 @@ pub fn tcp_frame(
     }
     if !options.is_empty() {
         let mut o = options.to_vec();
-        while o.len() % 4 != 0 {
+        while !o.len().is_multiple_of(4) {
             o.push(0);
         }
         o.truncate(40);

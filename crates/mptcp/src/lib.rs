@@ -12,47 +12,65 @@
 //! # Trusted-path-first: what is guaranteed, and how
 //!
 //! A local address is *trusted* if it is given by `--trusted ADDR` or belongs to a
-//! `--trusted IFACE`; *untrusted* if given by `--untrusted`; any other local address
-//! (including one that appears later) counts as untrusted too. Interfaces are resolved to
-//! their addresses when connecting.
+//! `--trusted IFACE`, *untrusted* if given by `--untrusted`; any other local address counts
+//! as untrusted too ([`Trust::Unlisted`]). Interfaces are resolved to their addresses when
+//! connecting. A subflow is judged by its local address (as `MPTCP_FULL_INFO` reports it),
+//! whoever opened it (our PM, or the server joining towards one of our addresses).
 //!
-//! 1. **Handshake** (both PM modes, by construction): [`connect`] binds the socket to a
-//!    trusted address of the remote's family before `connect()`, so the MP_CAPABLE handshake
-//!    (which carries both MPTCP keys in clear) runs on the initial subflow from that
-//!    address. After connect it re-reads the subflow list and fails if the initial
-//!    subflow's local address is not trusted.
-//! 2. **Before the first flight** ([`Gate::before_first_flight`], both modes, checked): fails
-//!    closed if any subflow with a non-trusted local address exists. With the in-kernel PM a
-//!    client opens `subflow` endpoints only once the connection is *fully established*,
-//!    which for a client needs an MPTCP-level ACK (DSS with DATA_ACK) or an ADD_ADDR from the
-//!    server, i.e. normally after the server has acked our first data. A server announcing
-//!    addresses (ADD_ADDR) can make it happen earlier; then this check refuses.
-//! 3. **First flight** ([`Gate::poll_first_flight_acked`]): nena writes the first flight, then
-//!    polls `MPTCP_INFO` until `mptcpi_bytes_acked` (or `snd_una` on old kernels) covers it.
-//!    On every poll it reads `MPTCP_FULL_INFO` and fails closed if a subflow with a
-//!    non-trusted local address has `tcpi_bytes_sent > 0`: since nothing but the first
-//!    flight has been written, any payload such a subflow sent is first-flight data.
-//!    * **Userspace PM** (`net.mptcp.pm_type=1`): the kernel opens no subflow by itself and
-//!      does not act on ADD_ADDR, so during the first flight the initial (trusted) subflow
-//!      is the only one: guaranteed by construction; the check is a second line.
-//!    * **In-kernel PM** with `ip mptcp endpoint add ADDR dev IFACE subflow`: the kernel
-//!      opens the extra subflow when the connection becomes fully established, i.e. when
-//!      the server's DATA_ACK for the first bytes arrives. A first flight that fits in one
-//!      window is then already acked and no untrusted subflow can carry any of it; a first
-//!      flight so large that part of it is still unsent when the first DATA_ACK arrives
-//!      *could* be scheduled on the new subflow. That case is not prevented but detected
-//!      (the per-subflow counter check above) and the connection is refused. Keep the first
-//!      flight small (one initial window, ~14 KB) to never hit it.
-//! 4. **Release** ([`Gate::release_untrusted`]): userspace PM: nena, as the path manager of
-//!    its own connection, asks the kernel through generic netlink `mptcp_pm`
-//!    `MPTCP_PM_CMD_SUBFLOW_CREATE` (token from `MPTCP_INFO`) for one subflow from every
-//!    other policy address of the remote's family. In-kernel PM: the kernel does it.
+//! The caller's sequence is: [`connect`] → [`Gate::before_first_flight`] → write the first
+//! flight → [`Gate::poll_first_flight_acked`] (or the blocking
+//! [`Gate::wait_first_flight_acked`]) → [`Gate::release_untrusted`] → normal use.
+//!
+//! 1. **Handshake — by construction, both PM modes.** [`connect`] binds the socket to a
+//!    trusted address of the remote's family before `connect()`, so the MP_CAPABLE
+//!    handshake (which carries both MPTCP keys in clear) runs on the initial subflow from
+//!    that address (the host's routing must send that source address over the trusted
+//!    interface, as the lab's policy routing does). After connect it re-reads the subflow
+//!    list and fails if the initial subflow's local address is not trusted.
+//! 2. **Before the first flight — checked, fail closed.** [`Gate::before_first_flight`]
+//!    refuses if any subflow with a non-trusted local address exists.
+//! 3. **First flight.** The caller writes it; the gate polls `MPTCP_INFO` until
+//!    `mptcpi_bytes_acked` covers it (data-level ACK from the peer), and on every poll
+//!    reads `MPTCP_FULL_INFO` and refuses if a subflow with a non-trusted local address has
+//!    `tcpi_bytes_sent > 0`: nothing but the first flight has been written, so any payload
+//!    such a subflow sent is first-flight data.
+//!    * **Userspace PM** (client netns `net.mptcp.pm_type=1`): the kernel opens no subflow
+//!      by itself and ignores ADD_ADDR, so until nena releases, the initial trusted subflow
+//!      is the only one. *Guaranteed by construction*; the check is a second line.
+//!    * **In-kernel PM** (`ip mptcp endpoint add ADDR dev IFACE subflow`): a client opens its
+//!      `subflow` endpoints only when the connection becomes *fully established*, which for
+//!      a client takes an MPTCP-level ACK (DSS with DATA_ACK) or an ADD_ADDR from the server.
+//!      Measured on Linux 6.18 in the lab: no extra subflow after 200 ms idle; with a
+//!      1200-byte first flight the untrusted subflow appears 2.5–9 ms *after* the first
+//!      flight was data-acked (tests watch this in a tight loop). A first flight no larger
+//!      than what the initial subflow sends at once ([`Gate::first_flight_budget`],
+//!      `cwnd × mss`, ~14 KB) is therefore entirely on the trusted subflow before another
+//!      subflow can exist: *by construction*, except for an MPTCP-level retransmission
+//!      after a loss, which the counter check catches. A larger first flight over a slow
+//!      trusted link is *not* prevented: measured with 200 KB over a 1 Mbit/s trusted link,
+//!      the kernel opened the untrusted subflow at the first DATA_ACK and sent 177 KB of the
+//!      first flight over it; the gate *detects* this and refuses the connection
+//!      ([`MptcpError::UntrustedTooEarly`]). Per-connection backup priority is not available
+//!      to applications with the in-kernel PM (`MPTCP_PM_CMD_SET_FLAGS` with a token is
+//!      userspace-PM only; endpoint flags are host-wide), so nena does not touch them.
+//!    * If the **server speaks first**, the client is fully established before it writes
+//!      anything and the in-kernel PM opens the untrusted subflow at once: step 2 refuses.
+//!      nena's protocol must therefore let the client speak first.
+//! 4. **Release.** Userspace PM: nena, as the path manager of its own connection, asks the
+//!    kernel (generic netlink `mptcp_pm`, `MPTCP_PM_CMD_SUBFLOW_CREATE`, token from
+//!    `MPTCP_INFO`) for one subflow from every other policy address of the remote's
+//!    family, untrusted ones included. In-kernel PM: the kernel does it; the release report
+//!    lists the `subflow` endpoints seen at connect time (warning when there are none).
 //!    From then on the kernel's default scheduler spreads data over all subflows.
-//! 5. **Peer's first flight** ([`Gate::check_untrusted_idle`] with `received = true`): the
-//!    server's reply may be scheduled on any subflow that exists when it is sent. A caller
-//!    that wants the reply on trusted paths only releases after reading it (userspace PM:
-//!    guaranteed) and can check that no untrusted subflow received payload (in-kernel PM:
-//!    detected, fail closed).
+//! 5. **The peer's first flight.** The server's reply may go over any subflow that exists
+//!    when it is sent. Callers that want it on trusted paths only wait for the ACK, read the
+//!    reply, call [`Gate::check_untrusted_idle`] with `received = true` (checked) and only
+//!    then release (userspace PM: by construction).
+//!
+//! Limits of the checks: they read per-subflow counters, so a subflow that carried
+//! first-flight data *and* was closed again between two polls (2 ms apart) would escape
+//! them. Userspace-PM `SUBFLOW_CREATE` needs `CAP_NET_ADMIN`; without it the release reports the
+//! failure and the connection stays on its trusted subflow.
 //!
 //! The server side needs no path policy: it cannot choose the client's subflows. It only
 //! refuses fallback connections ([`check_fallback`]).

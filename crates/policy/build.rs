@@ -16,7 +16,10 @@ fn main() {
         .output()
         .unwrap_or_else(|e| panic!("running bpftool (run scripts/install-deps.sh): {e}"));
     if !dump.status.success() {
-        panic!("bpftool btf dump {btf} failed: {}", String::from_utf8_lossy(&dump.stderr));
+        panic!(
+            "bpftool btf dump {btf} failed: {}",
+            String::from_utf8_lossy(&dump.stderr)
+        );
     }
     std::fs::write(&vmlinux, &dump.stdout).expect("writing vmlinux.h");
 

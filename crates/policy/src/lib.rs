@@ -1,2 +1,26 @@
 //! nena-policy: eBPF policy chains for MPTCP (seed 003, eMPTCP), done for MPTCP v1.
+//!
+//! Small BPF programs, one per selector (which packets) and per actor (what to do), run in
+//! chains at XDP (ingress) and TC (egress): a dispatcher parses each TCP packet once, finds the
+//! chain configured for its interface and hook, and tail-calls through the chain. Chains are
+//! swapped at run time by map updates; the hooks stay attached.
+//!
+//! - [`spec`]: the chain file format and its validation (sans-IO).
+//! - [`loader`]: load, pin, attach, detach, apply, status, events ([`Policy`]), and the
+//!   BPF_PROG_TEST_RUN bed ([`TestBed`]).
+//! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
+//! - [`packet`]: crafted frames for tests and the benchmark.
+//! - [`abi`]: the layout shared with the C programs in `bpf/`.
+
+pub mod abi;
+pub mod events;
+pub mod loader;
+pub mod packet;
+pub mod spec;
+
+pub use events::Event;
+pub use loader::{Policy, TestBed, DEFAULT_PIN_DIR};
+pub use spec::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Selector};
+
+/// The compiled BPF object (built from `bpf/` by build.rs).
 pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/nena.bpf.o"));

@@ -1,0 +1,307 @@
+//! The binary layout shared with the BPF programs: Rust mirrors of the C types in
+//! `bpf/nena.h` (sizes checked at compile time), with conversion to and from map bytes.
+
+use std::mem::size_of;
+
+pub const MAX_LINKS: usize = 16;
+pub const MAX_CHAINS: u32 = 64;
+pub const NO_CHAIN: u32 = 0xffff_ffff;
+
+pub const HOOK_XDP: u32 = 0;
+pub const HOOK_TC: u32 = 1;
+
+pub const KIND_SELECTOR: u8 = 0;
+pub const KIND_ACTOR: u8 = 1;
+pub const OP_AND: u8 = 0;
+pub const OP_OR: u8 = 1;
+
+pub const SEQ_DATA_SEQ: u8 = 0;
+pub const SEQ_DATA_ACK: u8 = 1;
+pub const SEQ_SUBFLOW_SEQ: u8 = 2;
+pub const SEQ_SUBFLOW_ACK: u8 = 3;
+
+pub const EV_CONNECT: u32 = 1;
+pub const EV_SUBFLOW: u32 = 2;
+pub const EV_RECORD: u32 = 3;
+
+/// Program indices in the jump tables, in the order of `enum nena_prog`.
+pub const PROGS: [&str; 13] = [
+    "subflow",
+    "ip_pair",
+    "src",
+    "dst",
+    "sequence",
+    "packet_type",
+    "rate_limit",
+    "set_backup",
+    "blk_subflow",
+    "add_subflow",
+    "get_connect",
+    "get_subflow",
+    "record",
+];
+
+/// Index of a selector or actor by name.
+pub fn prog_index(name: &str) -> Option<u8> {
+    PROGS.iter().position(|p| *p == name).map(|i| i as u8)
+}
+
+/// Packet-type bits computed by the dispatcher, by name (for `packet_type` and `show`).
+pub const PACKET_TYPES: [(&str, u32); 22] = [
+    ("syn", 1 << 0),
+    ("synack", 1 << 1),
+    ("fin", 1 << 2),
+    ("rst", 1 << 3),
+    ("data", 1 << 4),
+    ("pure_ack", 1 << 5),
+    ("mptcp", 1 << 7),
+    ("mp_capable", 1 << 8),
+    ("mp_join", 1 << 9),
+    ("dss", 1 << 10),
+    ("add_addr", 1 << 11),
+    ("rm_addr", 1 << 12),
+    ("mp_prio", 1 << 13),
+    ("mp_fail", 1 << 14),
+    ("mp_fastclose", 1 << 15),
+    ("mp_tcprst", 1 << 16),
+    ("data_ack", 1 << 20),
+    ("data_fin", 1 << 21),
+    ("add_addr_echo", 1 << 22),
+    ("dss_map", 1 << 23),
+    ("ipv6", 1 << 29),
+    ("ip_options", 1 << 30),
+];
+
+pub fn packet_type_bit(name: &str) -> Option<u32> {
+    PACKET_TYPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, b)| *b)
+}
+
+/// `struct flow_key`: a TCP flow as one packet shows it (ports in network order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub family: u8,
+    pub pad: [u8; 3],
+}
+
+/// `struct link`: one selector or actor with its arguments.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub prog: u8,
+    pub kind: u8,
+    pub op: u8,
+    pub new_rule: u8,
+    pub negate: u8,
+    pub pad: [u8; 3],
+    pub args: [u8; 40],
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link {
+            prog: 0,
+            kind: 0,
+            op: 0,
+            new_rule: 0,
+            negate: 0,
+            pad: [0; 3],
+            args: [0; 40],
+        }
+    }
+}
+
+/// `struct chain`: a named sequence of links, the value of one slot of the `chains` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub len: u32,
+    pub gen: u32,
+    pub name: [u8; 24],
+    pub links: [Link; MAX_LINKS],
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain {
+            len: 0,
+            gen: 0,
+            name: [0; 24],
+            links: [Link::default(); MAX_LINKS],
+        }
+    }
+}
+
+impl Chain {
+    pub fn name(&self) -> String {
+        let end = self
+            .name
+            .iter()
+            .position(|b| *b == 0)
+            .unwrap_or(self.name.len());
+        String::from_utf8_lossy(&self.name[..end]).into_owned()
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HookKey {
+    pub ifindex: u32,
+    pub hook: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub runs: u64,
+    pub hits: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeptSlot {
+    pub len: u8,
+    pub id: u8,
+    pub reannounced: u8,
+    pub blocked: u8,
+    pub opt: [u8; 32],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub slot: [KeptSlot; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    pub pkts: u64,
+    pub bytes: u64,
+    pub payload: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub ts_val: u32,
+    pub rtt_us: u32,
+    pub ts_ns: u64,
+    pub srtt_us: u32,
+    pub samples: u32,
+}
+
+/// `struct event`: what get_connect, get_subflow and record put in the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawEvent {
+    pub kind: u32,
+    pub ifindex: u32,
+    pub ts_ns: u64,
+    pub flow: FlowKey,
+    pub hook: u8,
+    pub stage: u8,
+    pub flags: u8,
+    pub nkeys: u8,
+    pub addr_id: u8,
+    pub version: u8,
+    pub pad: [u8; 2],
+    pub key_a: [u8; 8],
+    pub key_b: [u8; 8],
+    pub m: Metrics,
+}
+
+/// `struct nena_ctx`, for tests that look at XDP metadata.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NenaCtx {
+    pub types: u32,
+    pub l4_off: u16,
+    pub pay_len: u16,
+    pub chain: u16,
+    pub l3_off: u8,
+    pub doff: u8,
+    pub pos: u8,
+    pub m: u8,
+    pub hook: u8,
+    pub magic: u8,
+    pub tcp_flags: u8,
+    pub pad: [u8; 3],
+}
+
+const _: () = assert!(size_of::<FlowKey>() == 40);
+const _: () = assert!(size_of::<Link>() == 48);
+const _: () = assert!(size_of::<Chain>() == 800);
+const _: () = assert!(size_of::<HookKey>() == 8);
+const _: () = assert!(size_of::<LinkStats>() == 16);
+const _: () = assert!(size_of::<Kept>() == 144);
+const _: () = assert!(size_of::<Metrics>() == 64);
+const _: () = assert!(size_of::<RawEvent>() == 144);
+const _: () = assert!(size_of::<NenaCtx>() == 20);
+
+/// Plain-old-data types that can be copied to and from map bytes.
+///
+/// # Safety
+/// Implementors are `repr(C)`, contain only integers and arrays of integers and have no
+/// padding that the compiler could leave uninitialised (every gap is an explicit field).
+pub unsafe trait Pod: Copy + Default {
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: Pod types are plain integers without implicit padding.
+        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, size_of::<Self>()) }
+    }
+    /// Read from bytes (at least `size_of::<Self>()` of them), or None.
+    fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() < size_of::<Self>() {
+            return None;
+        }
+        // SAFETY: length checked; every bit pattern is valid for a Pod type.
+        Some(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const Self) })
+    }
+}
+
+unsafe impl Pod for FlowKey {}
+unsafe impl Pod for Link {}
+unsafe impl Pod for Chain {}
+unsafe impl Pod for HookKey {}
+unsafe impl Pod for LinkStats {}
+unsafe impl Pod for KeptSlot {}
+unsafe impl Pod for Kept {}
+unsafe impl Pod for Metrics {}
+unsafe impl Pod for RawEvent {}
+unsafe impl Pod for NenaCtx {}
+unsafe impl Pod for u32 {}
+
+/// Put a value into the 40 argument bytes of a link.
+pub fn args_of<T: Pod>(v: &T) -> [u8; 40] {
+    let mut a = [0u8; 40];
+    let b = v.as_bytes();
+    a[..b.len()].copy_from_slice(b);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_round_trip() {
+        let mut c = Chain {
+            len: 2,
+            gen: 7,
+            ..Default::default()
+        };
+        c.name[..3].copy_from_slice(b"abc");
+        c.links[1].prog = 5;
+        c.links[1].args[39] = 9;
+        let back = Chain::from_bytes(c.as_bytes()).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.name(), "abc");
+        assert!(Chain::from_bytes(&[0u8; 10]).is_none());
+        assert_eq!(prog_index("record"), Some(12));
+        assert_eq!(packet_type_bit("mp_prio"), Some(1 << 13));
+    }
+}

@@ -2,7 +2,7 @@
 //! `untrusted` link, server 198.18.3.2), in both path-manager modes. Each test brings up its
 //! own lab with a unique prefix; the `LabGuard` tears it down even when the test fails.
 
-use nena_lab::{Host, LabConfig, LabGuard, PmMode, Rate};
+use nena_lab::{Host, LabConfig, LabGuard, Link, PmMode, Rate};
 use nena_mptcp::pm::PmSocket;
 use nena_mptcp::*;
 use std::io::{Read, Write};
@@ -182,6 +182,13 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
     // Both links rate-limited alike so that the scheduler has a reason to use both (on
     // unlimited veths one subflow keeps up with the application by itself).
     let lab = lab_rates(pm, Some(Rate::mbit(40)), Some(Rate::mbit(40)));
+    // Wire-level evidence: capture both client links for the whole connection.
+    let files = TempFiles(vec![
+        std::env::temp_dir().join(format!("{}-trusted.pcap", lab.prefix())),
+        std::env::temp_dir().join(format!("{}-untrusted.pcap", lab.prefix())),
+    ]);
+    let cap_t = lab.capture(Link::Trusted, &files.0[0]).unwrap();
+    let cap_u = lab.capture(Link::Untrusted, &files.0[1]).unwrap();
     let srv = serve(&lab, false, None);
     let (report, release, watch) = lab
         .run_in(Host::Client, || {
@@ -207,7 +214,7 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
             assert_eq!(sfs[0].subflow.remote, Some(server_addr()));
 
             c.before_first_flight().unwrap();
-            let hello = vec![0x42u8; 1200];
+            let hello = vec![HELLO_BYTE; 1200];
             // The hello fits in what the initial subflow sends at once (10 segments).
             let budget = c.gate().first_flight_budget().unwrap();
             assert!(budget >= 10 * 1400, "{budget}");
@@ -231,7 +238,7 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
                 )
                 .unwrap();
             }
-            let chunk = vec![0x17u8; 64 << 10];
+            let chunk = vec![BULK_BYTE; 64 << 10];
             let mut sent = 0;
             while sent < BULK {
                 (&c.stream).write_all(&chunk).unwrap();
@@ -249,7 +256,46 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
         })
         .unwrap();
     let served = srv.join().unwrap().unwrap();
+    cap_t.stop().unwrap();
+    cap_u.stop().unwrap();
+    let trusted_pcap = std::fs::read(&files.0[0]).unwrap();
+    let untrusted_pcap = std::fs::read(&files.0[1]).unwrap();
+    // The hello (0x42 bytes) is on the trusted link and never on the untrusted one; the bulk
+    // data (0x17 bytes) is on both.
+    let hello_run = [HELLO_BYTE; 256];
+    let bulk_run = [BULK_BYTE; 256];
+    assert!(
+        contains(&trusted_pcap, &hello_run),
+        "hello not seen on the trusted link"
+    );
+    assert!(
+        !contains(&untrusted_pcap, &hello_run),
+        "hello bytes seen on the untrusted link"
+    );
+    assert!(contains(&trusted_pcap, &bulk_run));
+    assert!(
+        contains(&untrusted_pcap, &bulk_run),
+        "no bulk data on the untrusted link"
+    );
     (report, served, release, watch)
+}
+
+const HELLO_BYTE: u8 = 0x42;
+const BULK_BYTE: u8 = 0x17;
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Files removed when dropped, even if the test fails.
+struct TempFiles(Vec<std::path::PathBuf>);
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
 }
 
 fn check_multipath(report: &PathReport, served: &Served) {
@@ -344,12 +390,16 @@ fn kernel_pm_endpoints_are_listed_over_genl() {
 #[test]
 fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
     let lab = lab(PmMode::Kernel, Some(Rate::mbit(1)));
+    let files = TempFiles(vec![
+        std::env::temp_dir().join(format!("{}-untrusted.pcap", lab.prefix()))
+    ]);
+    let cap = lab.capture(Link::Untrusted, &files.0[0]).unwrap();
     let srv = serve(&lab, false, None);
     let err = lab
         .run_in(Host::Client, || {
             let c = connect(server_addr(), &opts()).unwrap();
             c.before_first_flight().unwrap();
-            (&c.stream).write_all(&vec![1u8; 200_000]).unwrap();
+            (&c.stream).write_all(&vec![FIRST_BYTE; 200_000]).unwrap();
             let r = c.wait_first_flight_acked(200_000, Duration::from_secs(10));
             let err = r.expect_err("must refuse");
             // The refusal is real: the untrusted subflow did send first-flight bytes.
@@ -370,7 +420,14 @@ fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
     assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
     assert!(err.to_string().contains(UNTRUSTED), "{err}");
     let _ = srv.join();
+    // Positive control for the capture check of the other tests: here first-flight bytes
+    // really were on the untrusted wire.
+    cap.stop().unwrap();
+    let pcap = std::fs::read(&files.0[0]).unwrap();
+    assert!(contains(&pcap, &[FIRST_BYTE; 256]));
 }
+
+const FIRST_BYTE: u8 = 0x01;
 
 /// If the server speaks first, the client becomes fully established before sending anything
 /// and the in-kernel PM opens the untrusted subflow: the gate fails closed.

@@ -458,8 +458,11 @@ pub fn render_text(r: &Report) -> String {
     let _ = writeln!(o, "scrambling: nena-codec, fast backend: {}", r.backend);
     let _ = writeln!(
         o,
-        "sampling:  {} samples of ~{} ms per figure, all figures in interleaved rounds; median reported",
-        r.samples, r.sample_ms
+        "sampling:  {} samples of ~{} ms per figure (fewer, at least {}, when one iteration is longer), \
+         all figures in interleaved rounds; median reported",
+        r.samples,
+        r.sample_ms,
+        harness::MIN_SAMPLES
     );
     let _ = writeln!(o);
     let _ = writeln!(
@@ -533,6 +536,7 @@ mod tests {
                 samples: 2,
                 sample_time: Duration::from_micros(200),
                 warmup: Duration::from_micros(200),
+                max_job_time: Duration::from_millis(10),
             },
             pin: false,
             core: None,

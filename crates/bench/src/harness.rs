@@ -19,15 +19,24 @@ pub struct HarnessConfig {
     pub sample_time: Duration,
     /// Warm-up (and calibration) time per job before sampling.
     pub warmup: Duration,
+    /// Time budget for the samples of one job: a job whose single iteration is longer
+    /// than the sample time takes fewer samples (at least `MIN_SAMPLES`) to stay within it.
+    pub max_job_time: Duration,
 }
 
+/// The fewest samples a job takes, whatever its budget.
+pub const MIN_SAMPLES: usize = 5;
+
 impl HarnessConfig {
-    /// The default for a recorded run: 31 samples of about 5 ms after 50 ms of warm-up.
+    /// The default for a recorded run: 51 samples of about 1 ms after 50 ms of warm-up
+    /// (short samples, so that the median escapes preemption on a shared machine), at
+    /// most 1 s of samples per job.
     pub fn standard() -> Self {
         HarnessConfig {
-            samples: 31,
-            sample_time: Duration::from_millis(5),
+            samples: 51,
+            sample_time: Duration::from_millis(1),
             warmup: Duration::from_millis(50),
+            max_job_time: Duration::from_secs(1),
         }
     }
 
@@ -37,6 +46,7 @@ impl HarnessConfig {
             samples: 5,
             sample_time: Duration::from_millis(1),
             warmup: Duration::from_millis(5),
+            max_job_time: Duration::from_millis(100),
         }
     }
 
@@ -121,8 +131,9 @@ fn time_batch(job: &mut Job<'_>, iters: u64) -> Result<Duration> {
 }
 
 /// Warm the job up for `cfg.warmup` (doubling the batch) and return the batch size that
-/// takes about `cfg.sample_time`.
-pub fn calibrate(cfg: &HarnessConfig, job: &mut Job<'_>) -> Result<u64> {
+/// takes about `cfg.sample_time` and the number of samples to take (fewer than
+/// `cfg.samples` when even one iteration overruns the budget `cfg.max_job_time`).
+pub fn calibrate(cfg: &HarnessConfig, job: &mut Job<'_>) -> Result<(u64, usize)> {
     let begin = Instant::now();
     let mut batch: u64 = 1;
     let mut per_iter;
@@ -137,8 +148,12 @@ pub fn calibrate(cfg: &HarnessConfig, job: &mut Job<'_>) -> Result<u64> {
             batch = batch.saturating_mul(2);
         }
     }
-    let iters = (cfg.sample_time.as_secs_f64() / per_iter.max(1e-12)).round() as u64;
-    Ok(iters.clamp(1, 1 << 40))
+    let iters =
+        ((cfg.sample_time.as_secs_f64() / per_iter.max(1e-12)).round() as u64).clamp(1, 1 << 40);
+    let batch_time = per_iter * iters as f64;
+    let affordable = (cfg.max_job_time.as_secs_f64() / batch_time.max(1e-12)).floor() as usize;
+    let samples = cfg.samples.min(affordable.max(MIN_SAMPLES));
+    Ok((iters, samples))
 }
 
 /// Measure one job: calibrate, then `cfg.samples` timed batches.
@@ -148,25 +163,32 @@ pub fn measure(cfg: &HarnessConfig, mut job: Job<'_>) -> Result<Stats> {
 }
 
 /// Measure several jobs in interleaved rounds: every job is calibrated first, then each
-/// round takes one sample of every job in turn. `progress(done, total)` is called after
-/// each step (calibrations plus samples).
+/// round takes one sample of every job in turn (a job that has all its samples drops
+/// out). `progress(done, total)` is called after each step (calibrations plus samples).
 pub fn measure_interleaved(
     cfg: &HarnessConfig,
     jobs: &mut [Job<'_>],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<Stats>> {
     cfg.validate()?;
-    let total = (jobs.len() * (cfg.samples + 1)) as u64;
+    let mut total = (jobs.len() * (cfg.samples + 1)) as u64;
     let mut done = 0;
     let mut iters = Vec::with_capacity(jobs.len());
+    let mut wanted = Vec::with_capacity(jobs.len());
     for job in jobs.iter_mut() {
-        iters.push(calibrate(cfg, job)?);
+        let (n, k) = calibrate(cfg, job)?;
+        iters.push(n);
+        wanted.push(k);
+        total -= (cfg.samples - k) as u64;
         done += 1;
         progress(done, total);
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.samples); jobs.len()];
-    for _round in 0..cfg.samples {
+    for round in 0..cfg.samples {
         for (i, job) in jobs.iter_mut().enumerate() {
+            if round >= wanted[i] {
+                continue;
+            }
             let t = time_batch(job, iters[i])?;
             samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
             done += 1;
@@ -237,6 +259,7 @@ mod tests {
             samples: 3,
             sample_time: Duration::from_millis(2),
             warmup: Duration::from_millis(2),
+            max_job_time: Duration::from_secs(1),
         };
         let s = measure(
             &cfg,
@@ -257,6 +280,7 @@ mod tests {
             samples: 4,
             sample_time: Duration::from_micros(300),
             warmup: Duration::from_millis(1),
+            max_job_time: Duration::from_secs(1),
         };
         let mut buf = vec![0u8; 4096];
         let mut small = [0u8; 16];
@@ -286,6 +310,41 @@ mod tests {
         assert_eq!(last, (10, 10));
         // 256x more work must take clearly longer per iteration.
         assert!(stats[0].median_ns > stats[1].median_ns * 4.0, "{stats:?}");
+    }
+
+    #[test]
+    fn slow_jobs_take_fewer_samples_within_budget() {
+        let cfg = HarnessConfig {
+            samples: 50,
+            sample_time: Duration::from_micros(100),
+            warmup: Duration::from_micros(100),
+            max_job_time: Duration::from_millis(20),
+        };
+        let mut jobs: Vec<Job> = vec![
+            Box::new(|| {
+                std::thread::sleep(Duration::from_millis(2));
+                Ok(())
+            }),
+            Box::new(|| Ok(())),
+        ];
+        let mut steps = 0;
+        let mut last_total = 0;
+        let stats = measure_interleaved(&cfg, &mut jobs, &mut |d, t| {
+            steps += 1;
+            assert!(d <= t);
+            last_total = t;
+        })
+        .unwrap();
+        // 2 ms per iteration, 20 ms budget: at most 10 samples, never fewer than MIN_SAMPLES.
+        assert!(
+            stats[0].samples >= MIN_SAMPLES && stats[0].samples <= 10,
+            "{:?}",
+            stats[0]
+        );
+        assert_eq!(stats[0].iters_per_sample, 1);
+        assert_eq!(stats[1].samples, 50);
+        assert_eq!(steps, last_total);
+        assert_eq!(last_total as usize, 2 + stats[0].samples + 50);
     }
 
     #[test]

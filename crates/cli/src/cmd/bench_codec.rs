@@ -16,10 +16,10 @@ pub struct Args {
     /// A short run (few, short samples): for tests and demonstrations, not for records.
     #[arg(long)]
     quick: bool,
-    /// Number of samples per figure (default 31; 5 with --quick).
+    /// Number of samples per figure (default 51; 5 with --quick).
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
-    /// Target duration of one sample in milliseconds (default 5; 1 with --quick).
+    /// Target duration of one sample in milliseconds (default 1).
     #[arg(long, value_name = "MS")]
     sample_ms: Option<f64>,
     /// Pin to this core (default: the last core).

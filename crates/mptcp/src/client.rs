@@ -2,7 +2,7 @@
 //! (see the crate documentation for the exact guarantees).
 
 use crate::path::{PathPolicy, PolicyError, ResolvedPolicy, Trust};
-use crate::pm::{Endpoint, PmError, PmSocket};
+use crate::pm::{Endpoint, PmError, PmEvents, PmSocket, MPTCP_EVENT_SUB_CLOSED};
 use crate::sockopt::{self, ConnInfo, SubflowInfo};
 use crate::{MptcpError, PmKind};
 use serde::Serialize;
@@ -115,6 +115,7 @@ pub struct Gate {
     fallback: bool,
     pm_sock: Mutex<Option<PmSocket>>,
     kernel_endpoints: Option<Vec<Endpoint>>,
+    events: Mutex<Option<PmEvents>>,
     phase: Mutex<Phase>,
 }
 
@@ -154,6 +155,16 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
         },
     };
 
+    // Path-manager events, subscribed before connecting so that no subflow event of this
+    // connection is missed; needs CAP_NET_ADMIN, optional (the counter checks still run).
+    let events = match PmEvents::subscribe() {
+        Ok(ev) => Some(ev),
+        Err(e) => {
+            log::debug!("no mptcp_pm events ({e}); relying on subflow counters only");
+            None
+        }
+    };
+
     let sock = mptcp_socket(Domain::for_address(remote))?;
     sock.bind(&SockAddr::from(SocketAddr::new(source, 0)))
         .map_err(|e| MptcpError::Policy(format!("cannot bind to trusted address {source}: {e}")))?;
@@ -176,6 +187,7 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
         fallback,
         pm_sock: Mutex::new(pm_sock),
         kernel_endpoints,
+        events: Mutex::new(events),
         phase: Mutex::new(Phase::Connected),
     };
     if !fallback {
@@ -322,6 +334,12 @@ impl Gate {
             });
         }
         let i = sockopt::info(self.fd())?;
+        // Forget earlier events: only what happens during the first flight matters.
+        if let Some(ev) = self.events.lock().unwrap().as_mut() {
+            if let Err(e) = ev.drain() {
+                log::debug!("mptcp_pm events: {e}");
+            }
+        }
         *phase = Phase::FirstFlight {
             base_acked: i.bytes_acked,
             base_una: i.snd_una,
@@ -350,12 +368,17 @@ impl Gate {
         };
         // Every untrusted subflow must not have sent payload: all data written so far is the
         // first flight, so any byte it sent would be first-flight data.
-        if let Err(e) = self.check_untrusted_idle(false) {
+        if let Err(e) = self
+            .check_untrusted_idle(false)
+            .and_then(|()| self.check_closed_untrusted(i.token))
+        {
             *phase = Phase::Refused;
             return Err(e);
         }
         if acked >= len {
             *phase = Phase::Acked;
+            // Events only matter during the first flight.
+            self.events.lock().unwrap().take();
             Ok(true)
         } else {
             Ok(false)
@@ -394,6 +417,38 @@ impl Gate {
                 return Err(MptcpError::UntrustedTooEarly {
                     local: sf.subflow.local,
                     what: "received data of the peer's first flight",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// With event monitoring: fail if a subflow of this connection whose local address is not
+    /// trusted was closed since the last check. Its counters vanished with it, so whether it
+    /// carried first-flight data cannot be verified: assume it did. Lost events (`ENOBUFS`)
+    /// are treated the same way.
+    fn check_closed_untrusted(&self, token: u32) -> Result<(), MptcpError> {
+        let mut guard = self.events.lock().unwrap();
+        let Some(ev) = guard.as_mut() else {
+            return Ok(());
+        };
+        let events = ev.drain().map_err(|e| {
+            MptcpError::Policy(format!(
+                "path-manager events were lost during the first flight ({e}); refusing"
+            ))
+        })?;
+        for e in events {
+            if e.token != Some(token) || e.kind != MPTCP_EVENT_SUB_CLOSED {
+                continue;
+            }
+            let trust = e
+                .local
+                .map(|a| self.policy.classify(a.ip()))
+                .unwrap_or(Trust::Unlisted);
+            if !trust.is_trusted() {
+                return Err(MptcpError::UntrustedTooEarly {
+                    local: e.local,
+                    what: "was closed during the first flight (what it carried cannot be checked)",
                 });
             }
         }

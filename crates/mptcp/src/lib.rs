@@ -67,9 +67,13 @@
 //!    reply, call [`Gate::check_untrusted_idle`] with `received = true` (checked) and only
 //!    then release (userspace PM: by construction).
 //!
-//! Limits of the checks: they read per-subflow counters, so a subflow that carried
-//! first-flight data *and* was closed again between two polls (2 ms apart) would escape
-//! them. Userspace-PM `SUBFLOW_CREATE` needs `CAP_NET_ADMIN`; without it the release reports the
+//! The per-subflow counters vanish with a closed subflow, so an untrusted subflow that
+//! carried first-flight data *and* was closed again between two polls would escape them.
+//! [`connect`] therefore also subscribes to the `mptcp_pm_events` multicast group (before
+//! connecting, so nothing is missed) and the first-flight poll refuses if an
+//! `MPTCP_EVENT_SUB_CLOSED` for a non-trusted local address of this connection arrived
+//! during the first flight, or if events were lost. The subscription needs
+//! `CAP_NET_ADMIN`; without it only the counter checks run. Userspace-PM `SUBFLOW_CREATE` needs `CAP_NET_ADMIN`; without it the release reports the
 //! failure and the connection stays on its trusted subflow.
 //!
 //! The server side needs no path policy: it cannot choose the client's subflows. It only

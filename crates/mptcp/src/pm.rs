@@ -11,7 +11,7 @@ use netlink_packet_core::{
     NlasIterator, Parseable, ParseableParametrized, NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP,
     NLM_F_REQUEST,
 };
-use netlink_packet_generic::ctrl::nlas::GenlCtrlAttrs;
+use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, McastGrpAttrs};
 use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_packet_generic::{GenlFamily, GenlHeader, GenlMessage};
 use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr as NlAddr};
@@ -393,6 +393,11 @@ impl PmSocket {
     }
 
     fn resolve_family(&mut self) -> Result<u16, PmError> {
+        Ok(self.resolve_family_and_groups()?.0)
+    }
+
+    /// The family id and its multicast groups (name, id).
+    fn resolve_family_and_groups(&mut self) -> Result<(u16, Vec<(String, u32)>), PmError> {
         let op = "resolve generic netlink family mptcp_pm";
         let genl = GenlMessage::from_payload(GenlCtrl {
             cmd: GenlCtrlCmd::GetFamily,
@@ -400,9 +405,8 @@ impl PmSocket {
         });
         let seq = self.send(NetlinkMessage::from(genl), NLM_F_REQUEST | NLM_F_ACK, op)?;
         let replies: Vec<GenlMessage<GenlCtrl>> = self.collect(seq, op)?;
-        replies
-            .iter()
-            .flat_map(|m| m.payload.nlas.iter())
+        let attrs = || replies.iter().flat_map(|m| m.payload.nlas.iter());
+        let id = attrs()
             .find_map(|a| match a {
                 GenlCtrlAttrs::FamilyId(id) => Some(*id),
                 _ => None,
@@ -412,7 +416,26 @@ impl PmSocket {
                     op,
                     io::Error::other("no family id in reply (kernel without MPTCP?)"),
                 )
+            })?;
+        let groups = attrs()
+            .filter_map(|a| match a {
+                GenlCtrlAttrs::McastGroups(gs) => Some(gs),
+                _ => None,
             })
+            .flatten()
+            .filter_map(|g| {
+                let name = g.iter().find_map(|x| match x {
+                    McastGrpAttrs::Name(n) => Some(n.clone()),
+                    _ => None,
+                })?;
+                let id = g.iter().find_map(|x| match x {
+                    McastGrpAttrs::Id(i) => Some(*i),
+                    _ => None,
+                })?;
+                Some((name, id))
+            })
+            .collect();
+        Ok((id, groups))
     }
 
     fn request(
@@ -522,6 +545,144 @@ impl PmSocket {
     }
 }
 
+/// Multicast group of path-manager events.
+pub const MPTCP_PM_EV_GRP_NAME: &str = "mptcp_pm_events";
+
+/// Event types (`enum mptcp_event_type`).
+pub const MPTCP_EVENT_CREATED: u8 = 1;
+pub const MPTCP_EVENT_ESTABLISHED: u8 = 2;
+pub const MPTCP_EVENT_CLOSED: u8 = 3;
+pub const MPTCP_EVENT_SUB_ESTABLISHED: u8 = 10;
+pub const MPTCP_EVENT_SUB_CLOSED: u8 = 11;
+pub const MPTCP_EVENT_SUB_PRIORITY: u8 = 13;
+
+/// Event attributes (`enum mptcp_event_attr`).
+const MPTCP_ATTR_TOKEN: u16 = 1;
+const MPTCP_ATTR_SADDR4: u16 = 5;
+const MPTCP_ATTR_SADDR6: u16 = 6;
+const MPTCP_ATTR_DADDR4: u16 = 7;
+const MPTCP_ATTR_DADDR6: u16 = 8;
+const MPTCP_ATTR_SPORT: u16 = 9;
+const MPTCP_ATTR_DPORT: u16 = 10;
+const MPTCP_ATTR_BACKUP: u16 = 11;
+
+/// One path-manager event (`MPTCP_EVENT_*`), with the attributes nena uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PmEvent {
+    /// `MPTCP_EVENT_*`.
+    pub kind: u8,
+    pub token: Option<u32>,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    pub backup: Option<bool>,
+}
+
+/// The body of an event message: its generic-netlink command is the event type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct EventMessage(PmEvent);
+
+impl ParseableParametrized<[u8], GenlHeader> for EventMessage {
+    fn parse_with_param(buf: &[u8], header: GenlHeader) -> Result<Self, DecodeError> {
+        let mut ev = PmEvent {
+            kind: header.cmd,
+            ..Default::default()
+        };
+        let (mut sip, mut dip, mut sport, mut dport) = (None, None, 0u16, 0u16);
+        for nla in NlasIterator::new(buf) {
+            let nla = nla?;
+            let v = nla.value();
+            match nla.kind() {
+                MPTCP_ATTR_TOKEN => ev.token = Some(u32::from_ne_bytes(fixed(v)?)),
+                MPTCP_ATTR_SADDR4 => sip = Some(IpAddr::V4(Ipv4Addr::from(fixed::<4>(v)?))),
+                MPTCP_ATTR_SADDR6 => sip = Some(IpAddr::V6(Ipv6Addr::from(fixed::<16>(v)?))),
+                MPTCP_ATTR_DADDR4 => dip = Some(IpAddr::V4(Ipv4Addr::from(fixed::<4>(v)?))),
+                MPTCP_ATTR_DADDR6 => dip = Some(IpAddr::V6(Ipv6Addr::from(fixed::<16>(v)?))),
+                // be16 on the wire
+                MPTCP_ATTR_SPORT => sport = u16::from_be_bytes(fixed(v)?),
+                MPTCP_ATTR_DPORT => dport = u16::from_be_bytes(fixed(v)?),
+                MPTCP_ATTR_BACKUP => ev.backup = Some(fixed::<1>(v)?[0] != 0),
+                _ => {}
+            }
+        }
+        ev.local = sip.map(|a| SocketAddr::new(a, sport));
+        ev.remote = dip.map(|a| SocketAddr::new(a, dport));
+        Ok(EventMessage(ev))
+    }
+}
+
+/// A non-blocking subscription to the `mptcp_pm_events` multicast group of the current
+/// network namespace (needs `CAP_NET_ADMIN`). Events of every connection arrive; filter by
+/// token.
+pub struct PmEvents {
+    sock: Socket,
+}
+
+impl std::fmt::Debug for PmEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PmEvents")
+    }
+}
+
+impl PmEvents {
+    /// Subscribe. Events that happen from now on are queued in the socket until drained.
+    pub fn subscribe() -> Result<Self, PmError> {
+        let mut pm = PmSocket::open()?;
+        let (_, groups) = pm.resolve_family_and_groups()?;
+        let op = "subscribe to mptcp_pm_events";
+        let group = groups
+            .iter()
+            .find(|(n, _)| n == MPTCP_PM_EV_GRP_NAME)
+            .map(|(_, id)| *id)
+            .ok_or_else(|| {
+                pm_err(
+                    op,
+                    io::Error::other("the kernel has no mptcp_pm_events group"),
+                )
+            })?;
+        pm.sock.add_membership(group).map_err(|e| pm_err(op, e))?;
+        pm.sock.set_non_blocking(true).map_err(|e| pm_err(op, e))?;
+        Ok(PmEvents { sock: pm.sock })
+    }
+
+    /// Every event queued so far (non-blocking). Fails if events were lost (`ENOBUFS`):
+    /// a caller relying on them must then assume the worst.
+    pub fn drain(&mut self) -> Result<Vec<PmEvent>, PmError> {
+        let op = "read mptcp_pm_events";
+        let mut out = Vec::new();
+        loop {
+            let buf = match self.sock.recv_from_full() {
+                Ok((b, _)) => b,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(out),
+                Err(e) => return Err(pm_err(op, e)),
+            };
+            out.extend(parse_events(&buf));
+        }
+    }
+}
+
+/// Decode a datagram of event messages; undecodable ones are skipped.
+fn parse_events(buf: &[u8]) -> Vec<PmEvent> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off + 16 <= buf.len() {
+        let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
+        if len < 16 || off + len > buf.len() {
+            break;
+        }
+        let raw = &buf[off..off + len];
+        off += (len + 3) & !3;
+        match NetlinkMessage::<GenlMessage<EventMessage>>::deserialize(raw) {
+            Ok(m) => {
+                if let NetlinkPayload::InnerMessage(g) = m.payload {
+                    out.push(g.payload.0);
+                }
+            }
+            Err(e) => log::debug!("skipping undecodable mptcp_pm event: {e}"),
+        }
+    }
+    out
+}
+
 /// The `NLMSGERR_ATTR_MSG` string of an extended ack, if present. The error payload is
 /// `nlmsgerr` (errno + the request's `nlmsghdr`, 20 bytes: the request payload is capped)
 /// followed by TLVs.
@@ -619,6 +780,42 @@ mod tests {
         assert_eq!(e.addr, Some("198.18.2.2".parse().unwrap()));
         assert!(e.is_subflow());
         assert_eq!(e.ifindex, 7);
+    }
+
+    #[test]
+    fn event_decoding() {
+        let attrs = vec![
+            DefaultNla::new(MPTCP_ATTR_TOKEN, 0xdeadbeefu32.to_ne_bytes().to_vec()),
+            DefaultNla::new(MPTCP_ATTR_SADDR4, vec![198, 18, 2, 2]),
+            DefaultNla::new(MPTCP_ATTR_SPORT, 40000u16.to_be_bytes().to_vec()),
+            DefaultNla::new(MPTCP_ATTR_DADDR4, vec![198, 18, 3, 2]),
+            DefaultNla::new(MPTCP_ATTR_DPORT, 5000u16.to_be_bytes().to_vec()),
+            DefaultNla::new(MPTCP_ATTR_BACKUP, vec![1]),
+        ];
+        let body_len = attrs.as_slice().buffer_len();
+        let total = 16 + 4 + body_len;
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&(total as u32).to_ne_bytes());
+        buf.extend_from_slice(&0x1234u16.to_ne_bytes()); // family id
+        buf.extend_from_slice(&0u16.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes());
+        buf.extend_from_slice(&[MPTCP_EVENT_SUB_CLOSED, 1, 0, 0]);
+        let mut body = vec![0u8; body_len];
+        attrs.as_slice().emit(&mut body);
+        buf.extend_from_slice(&body);
+        // Two messages in one datagram, then garbage that must not panic.
+        let mut two = buf.clone();
+        two.extend_from_slice(&buf);
+        two.extend_from_slice(&[0xff; 7]);
+        let evs = parse_events(&two);
+        assert_eq!(evs.len(), 2);
+        let e = &evs[0];
+        assert_eq!(e.kind, MPTCP_EVENT_SUB_CLOSED);
+        assert_eq!(e.token, Some(0xdeadbeef));
+        assert_eq!(e.local, Some("198.18.2.2:40000".parse().unwrap()));
+        assert_eq!(e.remote, Some("198.18.3.2:5000".parse().unwrap()));
+        assert_eq!(e.backup, Some(true));
     }
 
     #[test]

@@ -576,3 +576,65 @@ fn bad_policies_are_refused_before_connecting() {
     })
     .unwrap();
 }
+
+/// The one case the per-subflow counters cannot see: an untrusted subflow that carries
+/// first-flight data and is closed again before the gate looks. Here a rogue path manager
+/// (the test, through genl) opens one during a long first flight and destroys it; the
+/// counter check alone passes, the path-manager event check refuses.
+#[test]
+fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
+    let lab = lab(PmMode::Userspace, Some(Rate::mbit(1)));
+    let srv = serve(&lab, false, None);
+    let err = lab
+        .run_in(Host::Client, || {
+            let c = connect(server_addr(), &opts()).unwrap();
+            c.before_first_flight().unwrap();
+            (&c.stream).write_all(&vec![FIRST_BYTE; 200_000]).unwrap();
+            let fd = c.gate().fd();
+            let t0 = Instant::now();
+            // First DATA_ACK: the connection is fully established and accepts joins.
+            while info(fd).unwrap().bytes_acked.unwrap() == 0 {
+                assert!(t0.elapsed() < Duration::from_secs(5));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let token = info(fd).unwrap().token;
+            let mut rogue = PmSocket::open().unwrap();
+            rogue
+                .subflow_create(token, UNTRUSTED.parse().unwrap(), server_addr())
+                .unwrap();
+            let sf = loop {
+                let found = c
+                    .gate()
+                    .classified()
+                    .unwrap()
+                    .into_iter()
+                    .find(|s| s.trust == Trust::Untrusted && s.subflow.bytes_sent > 0);
+                if let Some(sf) = found {
+                    break sf;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "rogue subflow carried nothing"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            rogue
+                .subflow_destroy(token, sf.subflow.local.unwrap(), sf.subflow.remote.unwrap())
+                .unwrap();
+            while c.gate().classified().unwrap().len() > 1 {
+                assert!(t0.elapsed() < Duration::from_secs(5));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // The counters no longer show anything...
+            c.gate().check_untrusted_idle(false).unwrap();
+            // ...but the gate saw the subflow go.
+            c.poll_first_flight_acked(200_000).unwrap_err()
+        })
+        .unwrap();
+    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(
+        err.to_string().contains("closed during the first flight"),
+        "{err}"
+    );
+    let _ = srv.join();
+}

@@ -288,39 +288,46 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct metrics zero = {.first_ns = now};
-	bpf_map_update_elem(&metrics, &fk, &zero, BPF_NOEXIST);
 	struct metrics *m = bpf_map_lookup_elem(&metrics, &fk);
-	if (!m)
-		return 0;
+	if (!m) {
+		struct metrics zero = {.first_ns = now};
+		bpf_map_update_elem(&metrics, &fk, &zero, BPF_NOEXIST);
+		m = bpf_map_lookup_elem(&metrics, &fk);
+		if (!m)
+			return 0;
+	}
 	__sync_fetch_and_add(&m->pkts, 1);
 	__sync_fetch_and_add(&m->bytes, c->l4_off - c->l3_off + c->doff + c->pay_len);
-	__sync_fetch_and_add(&m->payload, c->pay_len);
+	if (c->pay_len)
+		__sync_fetch_and_add(&m->payload, c->pay_len);
 	m->last_ns = now;
-	if (!(c->types & T_MALFORMED)) {
-		struct opts o;
+	/* RTT: a TSval sent at egress, echoed in a TSecr seen at ingress. The options are only
+	 * walked when there is a sample to start (egress, none pending) or to finish. */
+	struct metrics *o = 0;
+	if (!tc && (c->tcp_flags & TCPF_ACK)) {
+		struct flow_key rk;
+		flow_reverse(&fk, &rk);
+		o = bpf_map_lookup_elem(&metrics, &rk);
+		if (o && !o->ts_ns)
+			o = 0;
+	}
+	if (!(c->types & T_MALFORMED) && ((tc && !m->ts_ns) || o)) {
+		struct opts op;
 		int len = 0;
-		int off = load_opts(ctx, tc, c, &o) > 0 ? find_opt(&o, 8, -1, &len) : -1;
-		__u8 *buf = o.b;
+		int off = load_opts(ctx, tc, c, &op) > 0 ? find_opt(&op, 8, -1, &len) : -1;
 		if (off >= 0 && len == 10) {
+			__u8 *buf = op.b;
 			__u32 tsval = (__u32)be_n(buf, off + 2, 4);
 			__u32 tsecr = (__u32)be_n(buf, off + 6, 4);
 			if (tc) {
-				if (!m->ts_ns) {
-					m->ts_val = tsval;
-					m->ts_ns = now;
-				}
-			} else if (c->tcp_flags & TCPF_ACK) {
-				struct flow_key rk;
-				flow_reverse(&fk, &rk);
-				struct metrics *o = bpf_map_lookup_elem(&metrics, &rk);
-				if (o && o->ts_ns && (__s32)(tsecr - o->ts_val) >= 0) {
-					__u32 rtt = (now - o->ts_ns) / 1000;
-					o->rtt_us = rtt;
-					o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
-					o->samples++;
-					o->ts_ns = 0;
-				}
+				m->ts_val = tsval;
+				m->ts_ns = now;
+			} else if (o && (__s32)(tsecr - o->ts_val) >= 0) {
+				__u32 rtt = (now - o->ts_ns) / 1000;
+				o->rtt_us = rtt;
+				o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
+				o->samples++;
+				o->ts_ns = 0;
 			}
 		}
 	}

@@ -48,7 +48,7 @@ static long classify_cb(__u32 i, void *arg)
 	return 0;
 }
 
-static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex)
+static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int meta_room)
 {
 	struct nena_ctx c = {};
 	__u16 proto;
@@ -168,7 +168,9 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex)
 	c.chain = slot;
 	c.pos = first;
 	if (!tc) {
-		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct nena_ctx)))
+		/* room for the context in front of the packet (already there if an earlier run of
+		 * this frame, e.g. BPF_PROG_TEST_RUN with repeat, made it) */
+		if (!meta_room && bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct nena_ctx)))
 			return VERDICT(tc);
 	}
 	if (ctx_store(ctx, tc, &c))
@@ -180,13 +182,16 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex)
 SEC("xdp")
 int xdp_nena(struct xdp_md *ctx)
 {
-	return dispatch(ctx, 0, ctx->ingress_ifindex);
+	void *meta = (void *)(long)ctx->data_meta;
+	void *data = (void *)(long)ctx->data;
+	int room = meta + sizeof(struct nena_ctx) <= data;
+	return dispatch(ctx, 0, ctx->ingress_ifindex, room);
 }
 
 SEC("tc")
 int tc_nena(struct __sk_buff *ctx)
 {
-	return dispatch(ctx, 1, ctx->ifindex);
+	return dispatch(ctx, 1, ctx->ifindex, 0);
 }
 
 #endif

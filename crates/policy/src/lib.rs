@@ -10,9 +10,11 @@
 //!   BPF_PROG_TEST_RUN bed ([`TestBed`]).
 //! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
 //! - [`packet`]: crafted frames for tests and the benchmark.
+//! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
 //! - [`abi`]: the layout shared with the C programs in `bpf/`.
 
 pub mod abi;
+pub mod bench;
 pub mod events;
 pub mod loader;
 pub mod packet;

@@ -1,12 +1,206 @@
-//! `nena policy ...` (its issue is open).
-use crate::exit::CmdResult;
-use clap::Subcommand;
+//! `nena policy ...`: eBPF policy chains (selectors and actors at XDP ingress / TC egress).
+//! A thin layer over `nena_policy::Policy`; the file format is in docs/POLICY.md.
+use crate::exit::{CmdResult, Exit};
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use nena_policy::{spec, Policy, DEFAULT_PIN_DIR};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct Common {
+    /// Directory of the pinned maps in the BPF filesystem.
+    #[arg(long, default_value = DEFAULT_PIN_DIR)]
+    pin_dir: PathBuf,
+}
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCmd {
-    Show,
+    /// Load the programs and attach the dispatchers to a device (XDP ingress, TC egress).
+    Attach {
+        #[arg(long)]
+        dev: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Replace the chains with those of a policy file (TOML). Nothing is applied if any
+    /// chain is wrong.
+    Load {
+        file: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Check a policy file without applying it.
+    Check { file: PathBuf },
+    /// Show attached devices, chains, and what each link ran on and matched.
+    Show {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stream the reports of get_connect, get_subflow and record.
+    Events {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many events.
+        #[arg(long)]
+        count: Option<usize>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Detach from a device; the pins go when the last device is detached.
+    Detach {
+        #[arg(long)]
+        dev: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
-pub fn run(_c: PolicyCmd) -> CmdResult {
-    Err(anyhow::anyhow!("not implemented yet").into())
+fn read_spec(file: &PathBuf) -> Result<spec::PolicySpec, Exit> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading {}", file.display()))
+        .map_err(Exit::usage)?;
+    spec::parse(&text).map_err(|e| Exit::usage(anyhow::anyhow!("{}: {e}", file.display())))
+}
+
+pub fn run(c: PolicyCmd) -> CmdResult {
+    match c {
+        PolicyCmd::Attach { dev, common } => {
+            nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
+            Policy::attach(&common.pin_dir, &dev)?;
+            println!(
+                "attached to {dev} (maps pinned under {})",
+                common.pin_dir.display()
+            );
+            Ok(())
+        }
+        PolicyCmd::Load { file, common } => {
+            let s = read_spec(&file)?;
+            let p = Policy::open(&common.pin_dir)?;
+            p.apply(&s).map_err(|e| {
+                // a device that is missing or not attached is the file's fault
+                if e.to_string().starts_with("line ") {
+                    Exit::usage(anyhow::anyhow!("{}: {e:#}", file.display()))
+                } else {
+                    e.into()
+                }
+            })?;
+            println!("loaded {} chain(s) from {}", s.chains.len(), file.display());
+            Ok(())
+        }
+        PolicyCmd::Check { file } => {
+            let s = read_spec(&file)?;
+            println!("{}: {} chain(s), ok", file.display(), s.chains.len());
+            Ok(())
+        }
+        PolicyCmd::Show { json, common } => {
+            let p = Policy::open(&common.pin_dir)?;
+            let st = p.status()?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&st).map_err(anyhow::Error::from)?
+                );
+                return Ok(());
+            }
+            println!("pinned under {}", st.pin_dir);
+            println!(
+                "TCP packets seen: ingress {} egress {}; malformed (passed untouched): ingress {} egress {}",
+                st.seen_ingress, st.seen_egress, st.malformed_ingress, st.malformed_egress
+            );
+            for h in &st.hooks {
+                match &h.chain {
+                    None => println!("{} {}: no chain", h.dev, h.hook.name()),
+                    Some(name) => {
+                        println!(
+                            "{} {}: chain \"{}\" (slot {})",
+                            h.dev,
+                            h.hook.name(),
+                            name,
+                            h.slot.unwrap_or(0)
+                        );
+                        for (i, l) in h.links.iter().enumerate() {
+                            println!(
+                                "  {i:2} {:<70} runs {:>10} hits {:>10}",
+                                l.link, l.runs, l.hits
+                            );
+                        }
+                    }
+                }
+            }
+            for k in &st.kept_add_addr {
+                println!(
+                    "kept ADD_ADDR: {} addr_id {} blocked {} reannounced {}",
+                    k.flow, k.addr_id, k.blocked, k.reannounced
+                );
+            }
+            if st.subflows_recorded > 0 {
+                println!("subflows recorded: {}", st.subflows_recorded);
+            }
+            Ok(())
+        }
+        PolicyCmd::Events {
+            json,
+            count,
+            timeout,
+            common,
+        } => {
+            let p = Policy::open(&common.pin_dir)?;
+            let timeout = match timeout {
+                Some(t) if !(t.is_finite() && t >= 0.0) => {
+                    return Err(Exit::usage(anyhow::anyhow!(
+                        "--timeout must be a number of seconds"
+                    )))
+                }
+                t => t.map(Duration::from_secs_f64),
+            };
+            let mut n = 0usize;
+            let mut out = std::io::stdout().lock();
+            let mut failed = None;
+            p.watch_events(timeout, |e| {
+                let line = if json {
+                    serde_json::to_string(&e).unwrap_or_default()
+                } else {
+                    e.to_string()
+                };
+                if let Err(err) = writeln!(out, "{line}").and_then(|_| out.flush()) {
+                    failed = Some(err);
+                    return false;
+                }
+                n += 1;
+                count.is_none_or(|c| n < c)
+            })?;
+            match failed {
+                Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(anyhow::Error::from(e).into())
+                }
+                _ => Ok(()),
+            }
+        }
+        PolicyCmd::Detach { dev, common } => {
+            nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
+            match Policy::open(&common.pin_dir) {
+                Ok(p) => {
+                    let last = p.detach(&dev)?;
+                    println!(
+                        "detached from {dev}{}",
+                        if last { "; pins removed" } else { "" }
+                    );
+                }
+                Err(_) => {
+                    // no pinned state: still take our hooks off the device
+                    nena_policy::loader::detach_hooks(nena_policy::loader::ifindex(&dev)?)?;
+                    println!("detached from {dev} (no pinned state)");
+                }
+            }
+            Ok(())
+        }
+    }
 }

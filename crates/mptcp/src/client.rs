@@ -187,7 +187,7 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
         fallback,
         pm_sock: Mutex::new(pm_sock),
         kernel_endpoints,
-        events: Mutex::new(events),
+        events: Mutex::new(if fallback { None } else { events }),
         phase: Mutex::new(Phase::Connected),
     };
     if !fallback {

@@ -8,7 +8,9 @@ use nena_codec::{fast_backend, Descrambler, Impl, Scrambler};
 const KEY: [u8; 8] = *b"\x01\x23\x45\x67\x89\xab\xcd\xef";
 
 fn data(n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect()
+    (0..n)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect()
 }
 
 fn message(c: &mut Criterion) {

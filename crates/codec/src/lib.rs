@@ -163,7 +163,7 @@ pub fn initial_window(key: Key) -> [u8; WINDOW] {
     w
 }
 
-/// Which vectorised backend [`Impl::Fast`] uses on this machine: `"avx512vbmi"`, `"avx2"` or
+/// Which vectorised backend [`Impl::Fast`] uses on this machine: `"avx512vbmi-gfni"`, `"avx2"` or
 /// `"portable-u64"`. Detected once. The environment variable `NENA_CODEC_BACKEND`, if set to
 /// one of these names when it is first read, forces a slower backend that this CPU supports
 /// (for measuring and testing the fallbacks); other values are ignored.
@@ -177,19 +177,25 @@ enum Engine {
     Straight(straight::State),
     Revised(revised::State),
     Fast {
-        win: [u8; WINDOW],
+        st: fast::State,
         backend: &'static fast::Backend,
     },
 }
 
 impl Engine {
-    fn new(key: Key, imp: Impl) -> Self {
+    fn new(key: Key, imp: Impl, dir: Dir) -> Self {
         let w = initial_window(key);
         match imp {
             Impl::Straight => Engine::Straight(straight::State::new(w)),
             Impl::Revised => Engine::Revised(revised::State::new(w)),
             Impl::Fast => Engine::Fast {
-                win: w,
+                st: fast::State::new(
+                    match dir {
+                        Dir::Scramble => fast::StateKind::Plain,
+                        Dir::Descramble => fast::StateKind::Prefix,
+                    },
+                    &w,
+                ),
                 backend: fast::backend(),
             },
         }
@@ -212,7 +218,7 @@ impl Engine {
         match self {
             Engine::Straight(s) => s.run(dir, input.iter().copied(), output),
             Engine::Revised(s) => s.run(dir, input.iter().copied(), output),
-            Engine::Fast { win, backend } => backend.run(dir, win, input, output),
+            Engine::Fast { st, backend } => backend.run(dir, st, input, output),
         }
     }
 
@@ -220,7 +226,7 @@ impl Engine {
         match self {
             Engine::Straight(s) => s.run_in_place(dir, buf),
             Engine::Revised(s) => s.run_in_place(dir, buf),
-            Engine::Fast { win, backend } => backend.run_in_place(dir, win, buf),
+            Engine::Fast { st, backend } => backend.run_in_place(dir, st, buf),
         }
     }
 }
@@ -256,7 +262,7 @@ impl Scrambler {
     /// A scrambler for `key` using the given implementation.
     pub fn with_impl(key: Key, imp: Impl) -> Self {
         Scrambler {
-            engine: Engine::new(key, imp),
+            engine: Engine::new(key, imp, Dir::Scramble),
         }
     }
 
@@ -303,7 +309,7 @@ impl Descrambler {
     /// A descrambler for `key` using the given implementation.
     pub fn with_impl(key: Key, imp: Impl) -> Self {
         Descrambler {
-            engine: Engine::new(key, imp),
+            engine: Engine::new(key, imp, Dir::Descramble),
         }
     }
 

@@ -1,10 +1,14 @@
 //! The vectorised implementation: kernels per CPU, chosen once at run time.
 //!
 //! Every kernel has the same contract ([`Kernel`]): it transforms `len` bytes from `src` to
-//! `dst` given the current window (the last 64 plaintext bytes of the stream, oldest first)
-//! and leaves the updated window in `win`. The window is the whole streaming state; the
-//! kernels rebuild whatever else they need (prefix XORs, partial window XORs) from it at the
-//! start of each call.
+//! `dst` and advances the streaming [`State`]. The state has one layout for all backends
+//! (so a stream may even change backend between calls):
+//! - scrambling: bytes 64..128 hold the window, the last 64 plaintext bytes, oldest first
+//!   (bytes 0..64 are scratch);
+//! - descrambling: bytes 0..128 hold `Q`, the prefix XOR of the plaintext stream, at the
+//!   last 128 positions (oldest first), up to a constant. Only positions -65..-1 (bytes
+//!   63..128) matter. Keeping `Q` instead of the plaintext saves rebuilding it (a 6-step
+//!   dependency chain) at the start of every call.
 
 mod portable;
 #[cfg(target_arch = "x86_64")]
@@ -15,16 +19,65 @@ mod x86_avx512;
 use crate::{Dir, WINDOW};
 use std::sync::OnceLock;
 
+/// The streaming state of one direction, see the module docs for its layout.
+#[derive(Clone)]
+#[repr(C, align(64))]
+pub(crate) struct State {
+    pub(crate) b: [u8; 2 * WINDOW],
+}
+
+/// What a [`State`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StateKind {
+    /// The plaintext window (scrambling).
+    Plain,
+    /// The prefix XOR `Q` (descrambling).
+    Prefix,
+}
+
+impl State {
+    /// The state for a window (the last 64 plaintext bytes, oldest first).
+    pub(crate) fn new(kind: StateKind, window: &[u8; WINDOW]) -> Self {
+        let mut b = [0u8; 2 * WINDOW];
+        match kind {
+            StateKind::Plain => b[WINDOW..].copy_from_slice(window),
+            StateKind::Prefix => {
+                // Q over the window, with Q = 0 before it (positions -128..-65).
+                let mut q = 0u8;
+                for (d, &w) in b[WINDOW..].iter_mut().zip(window) {
+                    q ^= w;
+                    *d = q;
+                }
+            }
+        }
+        State { b }
+    }
+
+    /// The window (last 64 plaintext bytes) this state stands for.
+    #[cfg(test)]
+    pub(crate) fn window(&self, kind: StateKind) -> [u8; WINDOW] {
+        let mut w = [0u8; WINDOW];
+        match kind {
+            StateKind::Plain => w.copy_from_slice(&self.b[WINDOW..]),
+            StateKind::Prefix => {
+                for (t, x) in w.iter_mut().enumerate() {
+                    *x = self.b[WINDOW + t] ^ self.b[WINDOW + t - 1];
+                }
+            }
+        }
+        w
+    }
+}
+
 /// A kernel.
 ///
 /// # Safety
 /// `src` must be valid for reading `len` bytes and `dst` for writing `len` bytes; either
 /// `src == dst` (in place) or the two ranges do not overlap. The CPU must support the
 /// features the kernel was compiled for (guaranteed for the kernels in [`available`]).
-/// Kernels read each 64-byte block of `src` before writing the same block of `dst` and never
-/// read a block again after writing it, so `src == dst` is fine.
-pub(crate) type Kernel =
-    unsafe fn(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize);
+/// Kernels read each block of `src` before writing the same block of `dst` and never read
+/// a block again after writing it, so `src == dst` is fine.
+pub(crate) type Kernel = unsafe fn(st: &mut State, src: *const u8, dst: *mut u8, len: usize);
 
 /// One backend: a name and its two kernels.
 pub(crate) struct Backend {
@@ -44,21 +97,21 @@ impl Backend {
 
     /// Transform `input` into `output` (same length, checked by the caller).
     #[inline]
-    pub(crate) fn run(&self, dir: Dir, win: &mut [u8; WINDOW], input: &[u8], output: &mut [u8]) {
+    pub(crate) fn run(&self, dir: Dir, st: &mut State, input: &[u8], output: &mut [u8]) {
         assert_eq!(input.len(), output.len());
         // SAFETY: both slices are valid for `len` bytes and cannot overlap (one is borrowed
         // shared, the other exclusively); `self` comes from `available()`, so the CPU has
         // the kernel's features.
-        unsafe { (self.kernel(dir))(win, input.as_ptr(), output.as_mut_ptr(), input.len()) }
+        unsafe { (self.kernel(dir))(st, input.as_ptr(), output.as_mut_ptr(), input.len()) }
     }
 
     /// Transform `buf` in place.
     #[inline]
-    pub(crate) fn run_in_place(&self, dir: Dir, win: &mut [u8; WINDOW], buf: &mut [u8]) {
+    pub(crate) fn run_in_place(&self, dir: Dir, st: &mut State, buf: &mut [u8]) {
         let p = buf.as_mut_ptr();
         // SAFETY: `src == dst`, valid for `buf.len()` bytes (exclusively borrowed), which the
         // kernel contract allows; CPU features as in `run`.
-        unsafe { (self.kernel(dir))(win, p, p, buf.len()) }
+        unsafe { (self.kernel(dir))(st, p, p, buf.len()) }
     }
 }
 
@@ -77,6 +130,7 @@ pub(crate) fn available() -> Vec<&'static Backend> {
         if std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vbmi")
+            && std::is_x86_feature_detected!("gfni")
         {
             v.push(&x86_avx512::BACKEND);
         }
@@ -120,6 +174,13 @@ mod tests {
             .collect()
     }
 
+    fn kind(dir: Dir) -> StateKind {
+        match dir {
+            Dir::Scramble => StateKind::Plain,
+            Dir::Descramble => StateKind::Prefix,
+        }
+    }
+
     fn reference(dir: Dir, win: [u8; WINDOW], data: &[u8]) -> (Vec<u8>, [u8; WINDOW]) {
         let mut st = revised::State::new(win);
         let mut out = vec![0; data.len()];
@@ -136,6 +197,8 @@ mod tests {
     /// Every backend this CPU runs, against the revised implementation, for every length
     /// 0..300 and some large ones, both directions, in place and out of place, from random
     /// windows (a window is the state after any history, so this covers mid-stream calls).
+    /// Then a second call continues the stream, and it is also run by another backend from
+    /// the same state (the state layout is shared).
     #[test]
     fn every_backend_matches_revised() {
         let backends = available();
@@ -144,10 +207,15 @@ mod tests {
             backends.iter().map(|b| b.name).collect::<Vec<_>>()
         );
         assert!(backends.iter().any(|b| b.name == "portable-u64"));
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            assert!(backends.iter().any(|b| b.name == "avx2"));
+        }
         let lens: Vec<usize> = (0..300)
             .chain([511, 512, 513, 1280, 4096 + 17, 65536 + 63])
             .collect();
-        for b in &backends {
+        for (bi, b) in backends.iter().enumerate() {
+            let other = backends[(bi + 1) % backends.len()];
             for (n, &len) in lens.iter().enumerate() {
                 let mut win = [0u8; WINDOW];
                 win.copy_from_slice(&bytes(1000 + n as u64, WINDOW));
@@ -155,18 +223,40 @@ mod tests {
                     win = initial_window([n as u8, 2, 3, 4, 5, 6, 7, 0xff]);
                 }
                 let data = bytes(n as u64, len);
+                let more = bytes(5000 + n as u64, 1 + n % 150);
                 for dir in [Dir::Scramble, Dir::Descramble] {
                     let (want, want_win) = reference(dir, win, &data);
-                    let mut w = win;
+                    let (want2, _) = reference(dir, want_win, &more);
+                    let mut st = State::new(kind(dir), &win);
                     let mut out = vec![0xAA; len];
-                    b.run(dir, &mut w, &data, &mut out);
+                    b.run(dir, &mut st, &data, &mut out);
                     assert_eq!(out, want, "{} {dir:?} len {len}", b.name);
-                    assert_eq!(w, want_win, "{} {dir:?} window len {len}", b.name);
-                    let mut w = win;
+                    assert_eq!(
+                        st.window(kind(dir)),
+                        want_win,
+                        "{} {dir:?} window len {len}",
+                        b.name
+                    );
+                    for next in [b, &other] {
+                        let mut st2 = st.clone();
+                        let mut out2 = more.clone();
+                        next.run_in_place(dir, &mut st2, &mut out2);
+                        assert_eq!(
+                            out2, want2,
+                            "{} then {} {dir:?} len {len}",
+                            b.name, next.name
+                        );
+                    }
+                    let mut st = State::new(kind(dir), &win);
                     let mut buf = data.clone();
-                    b.run_in_place(dir, &mut w, &mut buf);
+                    b.run_in_place(dir, &mut st, &mut buf);
                     assert_eq!(buf, want, "{} {dir:?} in place len {len}", b.name);
-                    assert_eq!(w, want_win, "{} {dir:?} in place window len {len}", b.name);
+                    assert_eq!(
+                        st.window(kind(dir)),
+                        want_win,
+                        "{} {dir:?} in place window len {len}",
+                        b.name
+                    );
                 }
             }
         }
@@ -180,14 +270,14 @@ mod tests {
         for b in available() {
             for dir in [Dir::Scramble, Dir::Descramble] {
                 let (want, _) = reference(dir, win, &data);
-                for step in [1usize, 7, 63, 64, 65, 100, 129] {
-                    let mut w = win;
+                for step in [1usize, 7, 31, 32, 33, 63, 64, 65, 100, 129] {
+                    let mut st = State::new(kind(dir), &win);
                     let mut out = data.clone();
                     for (i, c) in out.chunks_mut(step).enumerate() {
                         if i % 5 == 0 {
-                            b.run_in_place(dir, &mut w, &mut []);
+                            b.run_in_place(dir, &mut st, &mut []);
                         }
-                        b.run_in_place(dir, &mut w, c);
+                        b.run_in_place(dir, &mut st, c);
                     }
                     assert_eq!(out, want, "{} {dir:?} step {step}", b.name);
                 }

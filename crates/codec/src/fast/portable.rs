@@ -7,7 +7,9 @@
 //! scrambling outputs `Q[k] ^ Q[k-65]`, descrambling inverts it as `Q[k] = C[k] ^ Q[k-65]`
 //! and returns `Q[k] ^ Q[k-1]`. `Q[k-65]` for byte `t` of word `i` of a block is byte
 //! `t-1` of word `i` of the previous block, so it is one shift and one OR away.
+//! Scrambling rebuilds `Q` from the window in the state; descrambling keeps `Q` there.
 
+use super::State;
 use crate::WINDOW;
 use std::ptr;
 
@@ -108,16 +110,6 @@ impl Des {
     }
 }
 
-/// The new window: the last 64 bytes of `prev` (a full plaintext block) followed by the
-/// first `r` bytes of `tail`.
-#[inline(always)]
-fn shifted_window(prev: &[u8; WINDOW], tail: &[u8; WINDOW], r: usize) -> [u8; WINDOW] {
-    let mut w = [0u8; WINDOW];
-    w[..WINDOW - r].copy_from_slice(&prev[r..]);
-    w[WINDOW - r..].copy_from_slice(&tail[..r]);
-    w
-}
-
 /// Read block `n` (64 bytes at offset `64n`).
 ///
 /// # Safety
@@ -145,72 +137,99 @@ unsafe fn load_tail(src: *const u8, off: usize, r: usize) -> [u8; WINDOW] {
     buf
 }
 
+/// The last 128 bytes of `a ++ b ++ c[..r]` (the state after a partial block of `r` bytes).
+#[inline(always)]
+fn shifted_state(a: &Block, b: &Block, c: &Block, r: usize) -> [u8; 2 * WINDOW] {
+    let mut all = [0u8; 3 * WINDOW];
+    all[..WINDOW].copy_from_slice(&bytes_of(a));
+    all[WINDOW..2 * WINDOW].copy_from_slice(&bytes_of(b));
+    all[2 * WINDOW..].copy_from_slice(&bytes_of(c));
+    let mut st = [0u8; 2 * WINDOW];
+    st.copy_from_slice(&all[r..r + 2 * WINDOW]);
+    st
+}
+
+fn half(st: &State, i: usize) -> Block {
+    let mut b = [0u8; WINDOW];
+    b.copy_from_slice(&st.b[i * WINDOW..(i + 1) * WINDOW]);
+    words(&b)
+}
+
+fn set_half(st: &mut State, i: usize, w: &Block) {
+    st.b[i * WINDOW..(i + 1) * WINDOW].copy_from_slice(&bytes_of(w));
+}
+
 /// Scramble kernel, see [`super::Kernel`] for the contract.
 ///
 /// # Safety
 /// As [`super::Kernel`].
-pub(super) unsafe fn scramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+pub(super) unsafe fn scramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
-    let mut st = Scr::zero();
-    let mut prev = words(win);
+    let mut s = Scr::zero();
+    let (mut older, mut prev) = (half(st, 0), half(st, 1));
     // Feed the window as if it followed zero bytes: that sets `Q` up to a constant.
-    st.block(&prev);
+    s.block(&prev);
     let full = len / WINDOW;
     for n in 0..full {
         // SAFETY: n < len / 64, so the block lies inside both buffers; it is read before it
         // is written.
         let x = load(src, n);
-        let out = st.block(&x);
+        let out = s.block(&x);
         store(dst, n, &out);
+        older = prev;
         prev = x;
     }
     let r = len % WINDOW;
-    let prev = bytes_of(&prev);
     if r == 0 {
-        *win = prev;
+        set_half(st, 0, &older);
+        set_half(st, 1, &prev);
         return;
     }
     let off = full * WINDOW;
     // SAFETY: the tail lies inside both buffers (off + r == len).
-    let tail = load_tail(src, off, r);
-    let out = bytes_of(&st.block(&words(&tail)));
+    let tail = words(&load_tail(src, off, r));
+    let out = bytes_of(&s.block(&tail));
     ptr::copy_nonoverlapping(out.as_ptr(), dst.add(off), r);
-    *win = shifted_window(&prev, &tail, r);
+    st.b = shifted_state(&older, &prev, &tail, r);
 }
 
 /// Descramble kernel, see [`super::Kernel`] for the contract.
 ///
 /// # Safety
 /// As [`super::Kernel`].
-pub(super) unsafe fn descramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+pub(super) unsafe fn descramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
-    let mut prev = words(win);
-    // `Q` over the window (with Q = 0 just before it): scramble state after the window.
-    let mut s = Scr::zero();
-    s.block(&prev);
-    let mut st = Des { qp: s.qp, qpp7: 0 };
+    let qpp = half(st, 0);
+    let mut d = Des {
+        qp: half(st, 1),
+        qpp7: qpp[7],
+    };
     let full = len / WINDOW;
     for n in 0..full {
         // SAFETY: as in `scramble`.
         let c = load(src, n);
-        let b = st.block(&c);
+        let b = d.block(&c);
         store(dst, n, &b);
-        prev = b;
     }
     let r = len % WINDOW;
-    let prev = bytes_of(&prev);
     if r == 0 {
-        *win = prev;
+        let mut older = [0u64; 8];
+        older[7] = d.qpp7;
+        set_half(st, 0, &older);
+        set_half(st, 1, &d.qp);
         return;
     }
     let off = full * WINDOW;
     // SAFETY: the tail lies inside both buffers (off + r == len).
-    let tail = load_tail(src, off, r);
-    let plain = bytes_of(&st.block(&words(&tail)));
+    let tail = words(&load_tail(src, off, r));
+    let mut older = [0u64; 8];
+    older[7] = d.qpp7;
+    let before = d.qp;
+    let plain = bytes_of(&d.block(&tail));
     ptr::copy_nonoverlapping(plain.as_ptr(), dst.add(off), r);
-    *win = shifted_window(&prev, &plain, r);
+    st.b = shifted_state(&older, &before, &d.qp, r);
 }

@@ -2,10 +2,10 @@
 //! (sliding 65-byte XOR by doubling to scramble, the stride-65 prefix recurrence to
 //! descramble). A delay by `d < 16` bytes across the vector boundary is a lane permute and a
 //! `palignr`; by 16 bytes the permute alone; by 32 the previous vector itself.
-//! A partial last vector goes through a zero-padded stack buffer.
+//! A partial last vector goes through a zero-padded stack buffer. The state (see the parent
+//! module) is read and written as three 32-byte vectors at bytes 32..128.
 
-use super::Backend;
-use crate::WINDOW;
+use super::{Backend, State};
 use std::arch::x86_64::*;
 use std::ptr;
 
@@ -37,43 +37,46 @@ unsafe fn ld(p: *const u8) -> __m256i {
 }
 
 #[inline(always)]
-unsafe fn st(p: *mut u8, v: __m256i) {
+unsafe fn st_(p: *mut u8, v: __m256i) {
     _mm256_storeu_si256(p as *mut __m256i, v)
 }
 
-/// The new window after a partial vector of `r` bytes: last 64 bytes of h1 ++ h0 ++ tail[..r].
+/// After a partial vector of `r` bytes: `st.b[32..128]` = the last 96 bytes of
+/// `h2 ++ h1 ++ h0 ++ tail[..r]`.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn shifted_window(
-    win: &mut [u8; WINDOW],
+unsafe fn shifted_state(
+    st: &mut State,
+    h2: __m256i,
     h1: __m256i,
     h0: __m256i,
-    tail: &[u8; 32],
+    tail: __m256i,
     r: usize,
 ) {
-    let mut all = [0u8; 96];
-    st(all.as_mut_ptr(), h1);
-    st(all.as_mut_ptr().add(32), h0);
-    all[64..].copy_from_slice(tail);
-    win.copy_from_slice(&all[r..r + WINDOW]);
+    let mut all = [0u8; 128];
+    st_(all.as_mut_ptr(), h2);
+    st_(all.as_mut_ptr().add(32), h1);
+    st_(all.as_mut_ptr().add(64), h0);
+    st_(all.as_mut_ptr().add(96), tail);
+    st.b[32..].copy_from_slice(&all[r..r + 96]);
 }
 
 /// # Safety
 /// See [`super::Kernel`]; the CPU must have AVX2 (checked by `available`).
-unsafe fn scramble_entry(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
-    scramble(win, src, dst, len)
+unsafe fn scramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
+    scramble(st, src, dst, len)
 }
 
 /// # Safety
 /// As [`scramble_entry`].
-unsafe fn descramble_entry(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
-    descramble(win, src, dst, len)
+unsafe fn descramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
+    descramble(st, src, dst, len)
 }
 
 // The last step!() updates state nobody reads afterwards.
 #[allow(unused_assignments)]
 #[target_feature(enable = "avx2")]
-unsafe fn scramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn scramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
@@ -100,59 +103,49 @@ unsafe fn scramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: us
         }};
     }
     // From a stream of zero bytes, feed the window: the levels are then those after it.
-    let _ = step!(ld(win.as_ptr()));
-    let _ = step!(ld(win.as_ptr().add(32)));
+    let h2 = ld(st.b.as_ptr().add(32));
+    let _ = step!(ld(st.b.as_ptr().add(64)));
+    let _ = step!(ld(st.b.as_ptr().add(96)));
+    let (mut h2, mut h1) = (h2, xpp);
     let full = len / 32;
     for n in 0..full {
         // SAFETY: n < len / 32: the 32 bytes at 32n are inside both buffers; read first.
         let out = step!(ld(src.add(32 * n)));
-        st(dst.add(32 * n), out);
+        st_(dst.add(32 * n), out);
+        h2 = h1;
+        h1 = xpp;
     }
     let r = len % 32;
     if r == 0 {
-        st(win.as_mut_ptr(), xpp);
-        st(win.as_mut_ptr().add(32), xp);
+        st_(st.b.as_mut_ptr().add(32), h2);
+        st_(st.b.as_mut_ptr().add(64), xpp);
+        st_(st.b.as_mut_ptr().add(96), xp);
         return;
     }
     let off = 32 * full;
     let mut tail = [0u8; 32];
     // SAFETY: off + r == len.
     ptr::copy_nonoverlapping(src.add(off), tail.as_mut_ptr(), r);
-    let (h1, h0) = (xpp, xp);
+    let t = ld(tail.as_ptr());
+    let (a, b, c) = (h2, xpp, xp);
     let mut out = [0u8; 32];
-    st(out.as_mut_ptr(), step!(ld(tail.as_ptr())));
+    st_(out.as_mut_ptr(), step!(t));
     ptr::copy_nonoverlapping(out.as_ptr(), dst.add(off), r);
-    shifted_window(win, h1, h0, &tail, r);
-}
-
-/// Inclusive prefix XOR within a vector.
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn prefix(v: __m256i) -> __m256i {
-    let z = _mm256_setzero_si256();
-    let mut q = v;
-    q = _mm256_xor_si256(q, delay!(z, q, 15));
-    q = _mm256_xor_si256(q, delay!(z, q, 14));
-    q = _mm256_xor_si256(q, delay!(z, q, 12));
-    q = _mm256_xor_si256(q, delay!(z, q, 8));
-    _mm256_xor_si256(q, delay16!(z, q))
+    shifted_state(st, a, b, c, t, r);
 }
 
 #[allow(unused_assignments)]
 #[target_feature(enable = "avx2")]
-unsafe fn descramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn descramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
-    let w0 = ld(win.as_ptr());
-    let w1 = ld(win.as_ptr().add(32));
-    // Q over the window, Q = 0 before it: the high half continues from the last byte of the
-    // low half (broadcast byte 31: byte 15 within each lane, then the high lane).
-    let q_lo = prefix(w0);
-    let last = _mm256_shuffle_epi8(q_lo, _mm256_set1_epi8(15));
-    let q_hi = _mm256_xor_si256(prefix(w1), _mm256_permute2x128_si256::<0x11>(last, last));
-    let (mut q3, mut q2, mut q1) = (_mm256_setzero_si256(), q_lo, q_hi);
-    let (mut bpp, mut bp) = (w0, w1);
+    // Q at positions -96..-1 (only -65..-1 matter).
+    let (mut q3, mut q2, mut q1) = (
+        ld(st.b.as_ptr().add(32)),
+        ld(st.b.as_ptr().add(64)),
+        ld(st.b.as_ptr().add(96)),
+    );
     macro_rules! step {
         ($c:expr) => {{
             // Q[-65]: block n-2 delayed by one byte, first byte from block n-3.
@@ -168,22 +161,22 @@ unsafe fn descramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: 
     for n in 0..full {
         // SAFETY: as in `scramble`.
         let b = step!(ld(src.add(32 * n)));
-        st(dst.add(32 * n), b);
-        bpp = bp;
-        bp = b;
+        st_(dst.add(32 * n), b);
     }
     let r = len % 32;
     if r == 0 {
-        st(win.as_mut_ptr(), bpp);
-        st(win.as_mut_ptr().add(32), bp);
+        st_(st.b.as_mut_ptr().add(32), q3);
+        st_(st.b.as_mut_ptr().add(64), q2);
+        st_(st.b.as_mut_ptr().add(96), q1);
         return;
     }
     let off = 32 * full;
     let mut tail = [0u8; 32];
     // SAFETY: off + r == len.
     ptr::copy_nonoverlapping(src.add(off), tail.as_mut_ptr(), r);
+    let (a, b, c) = (q3, q2, q1);
     let mut plain = [0u8; 32];
-    st(plain.as_mut_ptr(), step!(ld(tail.as_ptr())));
+    st_(plain.as_mut_ptr(), step!(ld(tail.as_ptr())));
     ptr::copy_nonoverlapping(plain.as_ptr(), dst.add(off), r);
-    shifted_window(win, bpp, bp, &plain, r);
+    shifted_state(st, a, b, c, q1, r);
 }

@@ -1,55 +1,68 @@
-//! AVX-512 kernels (F + BW + VBMI), one 64-byte vector per step.
+//! AVX-512 kernels (F, BW, VBMI and GFNI), one 64-byte vector per step.
 //!
-//! Scrambling is a sliding XOR over 65 bytes, computed by doubling: `y2 = x ^ x[-1]`,
-//! `y4 = y2 ^ y2[-2]`, ... `y32`, then `out = y32 ^ y32[-32] ^ x[-64]`, where `v[-d]` is the
-//! stream of `v` delayed by `d` bytes: one `vpermt2b` (d = 1, 2, 4) or `valignq` (d = 8, 16,
-//! 32) of the current and the previous vector. Each level only needs its own previous
-//! vector, so consecutive vectors overlap in the pipeline.
+//! Scrambling. Output byte `p = 8q + t` (qword `q`, byte `t`) is the XOR of the 65 bytes
+//! `p-64..=p`: bytes `t..8` of qword `q-8`, qwords `q-7..q-1` whole, bytes `0..=t` of qword
+//! `q`. Per vector:
+//! - `gf2p8affineqb` with the data as the bit matrix transposes each qword (`T`); a second
+//!   one with constant rows then XORs any chosen subset of the qword's bytes into each
+//!   byte: `SE` (bytes after `t`), `TB` (all 8: the qword's total, broadcast);
+//! - `SI = SE ^ x` (bytes `t..8`); qword `q-8` is the same lane of the previous vector;
+//! - `U` = XOR of `TB` over qwords `q-7..=q` by doubling across qwords (`valignq` 1, 2, 4);
+//! - `out = SE ^ U ^ SI_prev` (one ternary-logic op).
 //!
-//! Descrambling uses the prefix XOR `Q`: `Q = C ^ Q[-65]` and `b = Q ^ Q[-1]`; `Q[-65]` of
-//! the current vector is the previous vector delayed by one byte (with the last byte of the
-//! one before), so each vector costs two `vpermt2b` and two XORs.
+//! That is 3 affine (port 0), 3 `valignq` (port 5) and 5 logic ops per 64 bytes. (`vpermt2b`,
+//! the obvious tool for byte shifts across vectors, costs two cycles on port 5 here.)
+//!
+//! Descrambling. With `Q` the prefix XOR, `Q = C ^ Q[-65]` and `b = Q ^ Q[-1]`, and
+//! `Q[-65]` of vector `n+1` equals `Q[-1]` of vector `n`: `D_n = Q_n delayed by one byte`
+//! serves both. `D_n` is `R_n = rotate(Q_n)` (one `vpermb`) with byte 0 taken from
+//! `R_{n-1}`; then `Q_{n+1} = C_{n+1} ^ D_n` and `b_n = Q_n ^ D_n = Q_n ^ Q_{n+1} ^ C_{n+1}`.
+//! The loop-carried chain is one `vpermb` and one ternary-logic op per vector.
 //!
 //! A partial last vector uses masked loads and stores, which never touch the bytes outside
 //! the mask.
 
-use super::Backend;
-use crate::WINDOW;
+use super::{Backend, State};
 use std::arch::x86_64::*;
 
 pub(super) static BACKEND: Backend = Backend {
-    name: "avx512vbmi",
+    name: "avx512vbmi-gfni",
     scramble: scramble_entry,
     descramble: descramble_entry,
 };
 
-/// Index vectors for `_mm512_permutex2var_epi8(prev, idx, cur)` delaying the stream by `d`
-/// bytes: `idx[t] = 64 + t - d` selects `cur[t - d]` for `t >= d`, else `prev[64 + t - d]`.
-const fn delay_idx(d: usize) -> [u8; 64] {
+/// `idx[t] = t + k - 64` wrapped into 0..128 (as bytes): with `k = 63` and `vpermb` this
+/// rotates a vector by one byte (`out[t] = in[t-1]`, `out[0] = in[63]`); `idx[t] = t` for
+/// `k = 64`.
+const fn idx(k: usize) -> [u8; 64] {
     let mut a = [0u8; 64];
     let mut t = 0;
     while t < 64 {
-        a[t] = (64 + t - d) as u8;
+        a[t] = ((t + k) % 128) as u8;
         t += 1;
     }
     a
 }
-static IDX1: [u8; 64] = delay_idx(1);
-static IDX2: [u8; 64] = delay_idx(2);
-static IDX4: [u8; 64] = delay_idx(4);
-/// `idx[t] = t`, for building "last 64 bytes" windows after a partial vector.
-static IOTA: [u8; 64] = delay_idx(64);
+static ROT1: [u8; 64] = idx(127);
+static IOTA: [u8; 64] = idx(0);
+
+// Affine constants, one row byte per position `t` (the same for every qword); a row selects
+// source byte `u` of the qword through its bit `7 - u` (see the `T` transposition).
+/// Transpose: byte `t` of `T` gathers bit `7 - t` of every source byte.
+const TRANSPOSE: i64 = 0x0102_0408_1020_4080;
+/// Suffix, exclusive: row `t` selects bytes `u > t`, i.e. bits `0..7-t`: `(1 << (7 - t)) - 1`.
+const SUFFIX_EXCL: i64 = 0x0001_0307_0F1F_3F7F;
+/// All 8 bytes: the qword's total in every byte.
+const TOTAL: i64 = -1;
 
 #[inline(always)]
-unsafe fn ld(p: &[u8; 64]) -> __m512i {
-    _mm512_loadu_si512(p.as_ptr() as *const _)
+unsafe fn ld(p: *const u8) -> __m512i {
+    _mm512_loadu_si512(p as *const _)
 }
 
-/// Delay by 8/16/32 bytes: `alignr` of (cur:prev) by whole qwords.
-macro_rules! delay_q {
-    ($prev:expr, $cur:expr, $qwords:literal) => {
-        _mm512_alignr_epi64::<{ 8 - $qwords }>($cur, $prev)
-    };
+#[inline(always)]
+unsafe fn st_(p: *mut u8, v: __m512i) {
+    _mm512_storeu_si512(p as *mut _, v)
 }
 
 /// Mask of the first `r` bytes, `0 < r < 64`.
@@ -58,68 +71,67 @@ fn mask(r: usize) -> __mmask64 {
     (1u64 << r) - 1
 }
 
-/// The window after a partial vector: the last 64 bytes of `prev` followed by the first `r`
-/// bytes of `cur`.
+/// The last 64 bytes of `prev` followed by the first `r` bytes of `cur` (`0 < r < 64`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-unsafe fn shift_window(prev: __m512i, cur: __m512i, r: usize) -> __m512i {
-    let idx = _mm512_add_epi8(ld(&IOTA), _mm512_set1_epi8(r as i8));
+unsafe fn shift_in(prev: __m512i, cur: __m512i, r: usize) -> __m512i {
+    let idx = _mm512_add_epi8(ld(IOTA.as_ptr()), _mm512_set1_epi8(r as i8));
     _mm512_permutex2var_epi8(prev, idx, cur)
 }
 
 /// # Safety
-/// See [`super::Kernel`]; the CPU must have AVX-512 F, BW and VBMI (checked by `available`).
-unsafe fn scramble_entry(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
-    scramble(win, src, dst, len)
+/// See [`super::Kernel`]; the CPU must have AVX-512 F, BW, VBMI and GFNI (checked by
+/// `available`).
+unsafe fn scramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
+    scramble(st, src, dst, len)
 }
 
 /// # Safety
 /// As [`scramble_entry`].
-unsafe fn descramble_entry(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
-    descramble(win, src, dst, len)
+unsafe fn descramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
+    descramble(st, src, dst, len)
 }
 
 // The last step!() updates state nobody reads afterwards.
 #[allow(unused_assignments)]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-unsafe fn scramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
+unsafe fn scramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
-    let i1 = ld(&IDX1);
-    let i2 = ld(&IDX2);
-    let i4 = ld(&IDX4);
+    let transpose = _mm512_set1_epi64(TRANSPOSE);
+    let suffix_excl = _mm512_set1_epi64(SUFFIX_EXCL);
+    let total = _mm512_set1_epi64(TOTAL);
     let zero = _mm512_setzero_si512();
-    // Levels of the previous vector; starting from a stream of zero bytes and feeding the
-    // window through gives exactly the levels after the window.
-    let (mut xp, mut y2p, mut y4p, mut y8p, mut y16p, mut y32p) =
-        (zero, zero, zero, zero, zero, zero);
+    // Previous vector's values; from a stream of zero bytes, feeding the window through one
+    // step gives exactly the values after the window.
+    let (mut xp, mut sip, mut tbp, mut u1p, mut u2p) = (zero, zero, zero, zero, zero);
     macro_rules! step {
         ($x:expr) => {{
             let x = $x;
-            let y2 = _mm512_xor_si512(x, _mm512_permutex2var_epi8(xp, i1, x));
-            let y4 = _mm512_xor_si512(y2, _mm512_permutex2var_epi8(y2p, i2, y2));
-            let y8 = _mm512_xor_si512(y4, _mm512_permutex2var_epi8(y4p, i4, y4));
-            let y16 = _mm512_xor_si512(y8, delay_q!(y8p, y8, 1));
-            let y32 = _mm512_xor_si512(y16, delay_q!(y16p, y16, 2));
-            // y32 ^ y32[-32] covers 64 bytes, x[-64] (= xp) is the 65th.
-            let out = _mm512_ternarylogic_epi64::<0x96>(y32, delay_q!(y32p, y32, 4), xp);
+            let t = _mm512_gf2p8affine_epi64_epi8::<0>(transpose, x);
+            let se = _mm512_gf2p8affine_epi64_epi8::<0>(suffix_excl, t);
+            let tb = _mm512_gf2p8affine_epi64_epi8::<0>(total, t);
+            let si = _mm512_xor_si512(se, x);
+            // Totals of qwords q-1..=q, q-3..=q, q-7..=q.
+            let u1 = _mm512_xor_si512(tb, _mm512_alignr_epi64::<7>(tb, tbp));
+            let u2 = _mm512_xor_si512(u1, _mm512_alignr_epi64::<6>(u1, u1p));
+            let u3 = _mm512_xor_si512(u2, _mm512_alignr_epi64::<4>(u2, u2p));
+            let out = _mm512_ternarylogic_epi64::<0x96>(se, u3, sip);
             xp = x;
-            y2p = y2;
-            y4p = y4;
-            y8p = y8;
-            y16p = y16;
-            y32p = y32;
+            sip = si;
+            tbp = tb;
+            u1p = u1;
+            u2p = u2;
             out
         }};
     }
-    let _ = step!(ld(win));
+    let _ = step!(ld(st.b.as_ptr().add(64)));
     let full = len / 64;
     for n in 0..full {
         // SAFETY: n < len / 64: the 64 bytes at 64n are inside both buffers; read first.
-        let x = _mm512_loadu_si512(src.add(64 * n) as *const _);
-        let out = step!(x);
-        _mm512_storeu_si512(dst.add(64 * n) as *mut _, out);
+        let out = step!(ld(src.add(64 * n)));
+        st_(dst.add(64 * n), out);
     }
     let r = len % 64;
     let w = if r == 0 {
@@ -133,61 +145,75 @@ unsafe fn scramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: us
         let x = _mm512_maskz_loadu_epi8(m, src.add(off) as *const i8);
         let out = step!(x);
         _mm512_mask_storeu_epi8(dst.add(off) as *mut i8, m, out);
-        shift_window(before, x, r)
+        shift_in(before, x, r)
     };
-    _mm512_storeu_si512(win.as_mut_ptr() as *mut _, w);
+    st_(st.b.as_mut_ptr().add(64), w);
 }
 
 #[allow(unused_assignments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-unsafe fn descramble(win: &mut [u8; WINDOW], src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn descramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
-    let i1 = ld(&IDX1);
-    let i2 = ld(&IDX2);
-    let i4 = ld(&IDX4);
-    let zero = _mm512_setzero_si512();
-    let w = ld(win);
-    // Q over the window (in-vector prefix XOR), with Q = 0 before it.
-    let mut q = w;
-    q = _mm512_xor_si512(q, _mm512_permutex2var_epi8(zero, i1, q));
-    q = _mm512_xor_si512(q, _mm512_permutex2var_epi8(zero, i2, q));
-    q = _mm512_xor_si512(q, _mm512_permutex2var_epi8(zero, i4, q));
-    q = _mm512_xor_si512(q, delay_q!(zero, q, 1));
-    q = _mm512_xor_si512(q, delay_q!(zero, q, 2));
-    q = _mm512_xor_si512(q, delay_q!(zero, q, 4));
-    let (mut qpp, mut qp, mut bp) = (zero, q, w);
-    macro_rules! step {
+    let rot1 = ld(ROT1.as_ptr());
+    // Q at positions -128..-65 and -64..-1 (only -65..-1 matter).
+    let mut qpp = ld(st.b.as_ptr());
+    let mut qp = ld(st.b.as_ptr().add(64));
+    // R = Q rotated by one byte: byte 0 of R_{n-1} is Q_{n-1}[63].
+    let mut rpp = _mm512_permutexvar_epi8(rot1, qpp);
+    let mut rp = _mm512_permutexvar_epi8(rot1, qp);
+    // Byte 0 only. D_{n-1} = (R_{n-1} & !M) | (R_{n-2} & M).
+    let m0 = _mm512_maskz_set1_epi8(1, -1);
+    // Q_n = C_n ^ D_{n-1}.
+    macro_rules! next_q {
         ($c:expr) => {{
-            // Q[-65] = the previous vector delayed by one byte, its first byte from the one
-            // before.
-            let q = _mm512_xor_si512($c, _mm512_permutex2var_epi8(qpp, i1, qp));
-            let b = _mm512_xor_si512(q, _mm512_permutex2var_epi8(qp, i1, q));
-            qpp = qp;
-            qp = q;
-            b
+            let a = _mm512_ternarylogic_epi64::<0x78>($c, rpp, m0); // c ^ (rpp & m0)
+            _mm512_ternarylogic_epi64::<0xB4>(a, rp, m0) // a ^ (rp & !m0)
         }};
     }
     let full = len / 64;
+    // Software-pipelined: b_{n-1} = Q_{n-1} ^ D_{n-1} = Q_{n-1} ^ Q_n ^ C_n is written once
+    // C_n has been read.
     for n in 0..full {
-        // SAFETY: as in `scramble`.
-        let c = _mm512_loadu_si512(src.add(64 * n) as *const _);
-        let b = step!(c);
-        _mm512_storeu_si512(dst.add(64 * n) as *mut _, b);
-        bp = b;
+        // SAFETY: n < len / 64: the 64 bytes at 64n are inside both buffers; block n is read
+        // here and written in the next iteration (or after the loop), never read again.
+        let c = ld(src.add(64 * n));
+        let q = next_q!(c);
+        if n > 0 {
+            st_(
+                dst.add(64 * (n - 1)),
+                _mm512_ternarylogic_epi64::<0x96>(qp, q, c),
+            );
+        }
+        qpp = qp;
+        qp = q;
+        rpp = rp;
+        rp = _mm512_permutexvar_epi8(rot1, q);
     }
     let r = len % 64;
-    let w = if r == 0 {
-        bp
-    } else {
-        let off = 64 * full;
-        let m = mask(r);
-        // SAFETY: as in `scramble`.
-        let c = _mm512_maskz_loadu_epi8(m, src.add(off) as *const i8);
-        let b = step!(c);
-        _mm512_mask_storeu_epi8(dst.add(off) as *mut i8, m, b);
-        shift_window(bp, b, r)
-    };
-    _mm512_storeu_si512(win.as_mut_ptr() as *mut _, w);
+    if r == 0 {
+        // SAFETY: full > 0 here (len > 0); the last block is inside `dst`.
+        let d = _mm512_mask_blend_epi8(1, rp, rpp);
+        st_(dst.add(64 * (full - 1)), _mm512_xor_si512(qp, d));
+        st_(st.b.as_mut_ptr(), qpp);
+        st_(st.b.as_mut_ptr().add(64), qp);
+        return;
+    }
+    let off = 64 * full;
+    let m = mask(r);
+    // SAFETY: masked load/store touch only bytes off..off + r < len; the full block before
+    // (if any) is inside `dst`.
+    let c = _mm512_maskz_loadu_epi8(m, src.add(off) as *const i8);
+    let q = next_q!(c);
+    if full > 0 {
+        st_(
+            dst.add(64 * (full - 1)),
+            _mm512_ternarylogic_epi64::<0x96>(qp, q, c),
+        );
+    }
+    let d = _mm512_mask_blend_epi8(1, _mm512_permutexvar_epi8(rot1, q), rp);
+    _mm512_mask_storeu_epi8(dst.add(off) as *mut i8, m, _mm512_xor_si512(q, d));
+    st_(st.b.as_mut_ptr(), shift_in(qpp, qp, r));
+    st_(st.b.as_mut_ptr().add(64), shift_in(qp, q, r));
 }

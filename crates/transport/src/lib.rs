@@ -8,9 +8,12 @@
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
+//! - [`bench`]: `nena bench transfer`.
+//! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 
 
+pub mod bench;
 pub mod client;
 pub mod conn;
 pub mod files;
@@ -21,6 +24,7 @@ pub mod proxy;
 pub mod server;
 pub mod session;
 pub mod stream;
+pub mod testing;
 pub mod wire;
 
 pub use stream::{SecureReader, SecureWriter};

@@ -1,9 +1,78 @@
-//! Not implemented yet (its issue is open).
-use crate::exit::CmdResult;
+//! `nena bench transfer`: goodput of plain MPTCP, nena plain and nena kato over the lab's
+//! two paths (see nena_transport::bench).
+use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
+use nena_transport::bench::{self, BenchOptions};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Repetitions per setting and variant.
+    #[arg(long, default_value = "5")]
+    pub reps: usize,
+    /// Bytes per run (e.g. 256M) instead of a fixed time.
+    #[arg(long, conflicts_with = "time")]
+    pub bytes: Option<u64>,
+    /// Seconds per run (default 5, or 2 with --quick).
+    #[arg(long)]
+    pub time: Option<f64>,
+    /// Fewer and shorter runs (3 repetitions of 2 s) for a quick look.
+    #[arg(long)]
+    pub quick: bool,
+    /// Measure server to client (the papers' file-transfer direction).
+    #[arg(long)]
+    pub reverse: bool,
+    /// Required kato goodput as a fraction of plain MPTCP.
+    #[arg(long, default_value = "0.97")]
+    pub target: f64,
+    /// Report, but exit 0 even when the target is missed.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Print one JSON object (all runs and statistics) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_a: Args) -> CmdResult {
-    Err(anyhow::anyhow!("not implemented yet").into())
+pub fn run(a: Args) -> CmdResult {
+    if a.reps == 0 {
+        return Err(Exit::usage(anyhow!("--reps must be at least 1")));
+    }
+    if !(a.target > 0.0 && a.target <= 2.0) {
+        return Err(Exit::usage(anyhow!("--target must be in (0, 2]")));
+    }
+    let time = match a.time {
+        Some(t) if t > 0.0 && t < 3600.0 => t,
+        Some(_) => return Err(Exit::usage(anyhow!("--time must be in (0, 3600) seconds"))),
+        None if a.quick => 2.0,
+        None => 5.0,
+    };
+    let nena = std::env::current_exe().map_err(|e| Exit::from(anyhow!("cannot find the nena binary: {e}")))?;
+    let opts = BenchOptions {
+        reps: if a.quick && a.reps == 5 { 3 } else { a.reps },
+        bytes: a.bytes,
+        time: Duration::from_secs_f64(time),
+        reverse: a.reverse,
+        target: a.target,
+        settings: BenchOptions::default_settings(),
+        nena,
+    };
+    let json = a.json;
+    let report = bench::run(&opts, |line| {
+        if !json {
+            eprintln!("{line}");
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| Exit::from(anyhow!(e)))?);
+    } else {
+        print!("{}", bench::table(&report));
+    }
+    if !report.pass && !a.no_check {
+        return Err(anyhow!(
+            "kato goodput is below {:.0}% of plain MPTCP in at least one setting",
+            a.target * 100.0
+        )
+        .into());
+    }
+    Ok(())
 }

@@ -1,26 +1,442 @@
-//! `nena serve|send|get|perf|proxy` (its issue is open).
-use crate::exit::CmdResult;
+//! `nena serve|send|get|perf|proxy`: argument parsing and output; the work is in
+//! nena-transport.
+use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
 use clap::Subcommand;
+use nena_mptcp::{PathPolicy, PathSpec};
+use nena_proto::Mode;
+use nena_transport::client::{self, PerfParams};
+use nena_transport::conn::{AcceptOptions, ClientOptions};
+use nena_transport::files::FileServerConfig;
+use nena_transport::proxy::{self, ProxyLimits};
+use nena_transport::server::{self, ServeOptions};
+use nena_transport::session::SessionConfig;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A socket address: `IP:PORT` or `HOST:PORT` (resolved once).
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    s.to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not ADDR:PORT ({e})"))?
+        .next()
+        .ok_or_else(|| format!("`{s}` resolves to no address"))
+}
+
+/// Modes: `kato`, `plain`, or a comma-separated preference list.
+fn parse_modes(s: &str) -> Result<Vec<Mode>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let m: Mode = part
+            .parse()
+            .map_err(|e: nena_proto::ParseModeError| e.to_string())?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// A byte count: `1000`, `64K`, `100M`, `1G` (binary units; `KiB`/`MiB`/`GiB` too).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a byte count (e.g. 1000, 64K, 100M, 1G)"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        "g" | "gib" | "gb" => 1 << 30,
+        _ => return Err(format!("unknown unit in `{s}` (use K, M or G)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// Seconds, fractional allowed, > 0.
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v > 0.0 && v < 1e7) {
+        return Err(format!("`{s}`: seconds must be > 0"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn dedup(v: Vec<Mode>) -> Vec<Mode> {
+    let mut out: Vec<Mode> = Vec::new();
+    for m in v {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// Options every client command shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClientCommon {
+    /// A trusted local path: IP address or interface (repeatable). The connection's first
+    /// subflow, the handshake and the first data leave from a trusted address.
+    #[arg(long, value_name = "ADDR|IFACE")]
+    pub trusted: Vec<PathSpec>,
+    /// An untrusted local path (repeatable); it carries data only after the handshake.
+    #[arg(long, value_name = "ADDR|IFACE")]
+    pub untrusted: Vec<PathSpec>,
+    /// Protection mode, or a comma-separated preference list (kato, plain).
+    #[arg(long, default_value = "kato", value_parser = parse_modes)]
+    pub mode: Vec<Vec<Mode>>,
+    /// Accept a connection that fell back to plain TCP (otherwise refused).
+    #[arg(long)]
+    pub allow_fallback: bool,
+    /// Seconds to wait for connect, the first flight's ACK and the server's answer.
+    #[arg(long, default_value = "10", value_parser = parse_secs)]
+    pub timeout: Duration,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Testing only: append each hello (it holds the session keys!) in hex to FILE.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub debug_dump_first_flight: Option<PathBuf>,
+}
+
+impl ClientCommon {
+    fn options(&self, remote: SocketAddr, raw: bool) -> ClientOptions {
+        ClientOptions {
+            remote,
+            policy: PathPolicy {
+                trusted: self.trusted.clone(),
+                untrusted: self.untrusted.clone(),
+            },
+            modes: dedup(self.mode.concat()),
+            allow_fallback: self.allow_fallback,
+            timeout: self.timeout,
+            raw,
+            dump_first_flight: self.debug_dump_first_flight.clone(),
+        }
+    }
+}
+
+/// Options of the servers (`serve`, `proxy server`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerCommon {
+    /// Accepted modes, most preferred first (comma-separated or repeated).
+    #[arg(long, default_value = "kato", value_parser = parse_modes)]
+    pub mode: Vec<Vec<Mode>>,
+    /// Accept clients whose connection fell back to plain TCP.
+    #[arg(long)]
+    pub allow_fallback: bool,
+    /// Sessions served at once (more wait in the listen backlog).
+    #[arg(long, default_value = "4096")]
+    pub max_sessions: usize,
+    /// Seconds a client has to complete the nena handshake.
+    #[arg(long, default_value = "10", value_parser = parse_secs)]
+    pub handshake_timeout: Duration,
+}
+
+impl ServerCommon {
+    fn accept(&self, raw: bool) -> AcceptOptions {
+        AcceptOptions {
+            modes: dedup(self.mode.concat()),
+            allow_fallback: self.allow_fallback,
+            raw,
+            handshake_timeout: self.handshake_timeout,
+        }
+    }
+}
 
 #[derive(clap::Args, Debug)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// Address to listen on (MPTCP).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub listen: SocketAddr,
+    /// Directory files are stored in and served from.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Replace existing files when a client sends one with the same name.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Benchmark baseline: no nena handshake, no protection, perf tests only
+    /// (the plain-MPTCP column of `nena bench transfer`; use `nena perf --raw`).
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub common: ServerCommon,
+}
+
 #[derive(clap::Args, Debug)]
-pub struct SendArgs {}
+pub struct SendArgs {
+    /// The file to send.
+    pub file: PathBuf,
+    /// The nena server.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub to: SocketAddr,
+    /// Name to store the file under (default: the file's own name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub common: ClientCommon,
+}
+
 #[derive(clap::Args, Debug)]
-pub struct GetArgs {}
+pub struct GetArgs {
+    /// Name of the file on the server.
+    pub name: String,
+    /// The nena server.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub from: SocketAddr,
+    /// Where to write it: a file path or an existing directory (default: ./NAME).
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Replace the destination if it exists.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub common: ClientCommon,
+}
+
 #[derive(clap::Args, Debug)]
-pub struct PerfArgs {}
+pub struct PerfArgs {
+    /// The nena server (`nena serve`).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub to: SocketAddr,
+    /// Run for this many seconds (default 10).
+    #[arg(long, value_parser = parse_secs, conflicts_with = "bytes")]
+    pub time: Option<Duration>,
+    /// Send this many bytes per direction instead (e.g. 100M).
+    #[arg(long, value_parser = parse_bytes)]
+    pub bytes: Option<u64>,
+    /// The server sends, the client receives.
+    #[arg(long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once on the one connection.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Seconds between interval reports (0: none).
+    #[arg(long, default_value = "1")]
+    pub interval: f64,
+    /// Benchmark baseline: plain MPTCP without nena (the server must run `serve --raw`).
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub common: ClientCommon,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum ProxyCmd {
-    Client,
-    Server,
+    /// Accept plain TCP and carry it over nena/MPTCP to a `nena proxy server`.
+    Client(ProxyClientArgs),
+    /// Accept nena/MPTCP from `nena proxy client` and forward it as plain TCP.
+    Server(ProxyServerArgs),
 }
 
-fn todo() -> CmdResult {
-    Err(anyhow::anyhow!("not implemented yet").into())
+#[derive(clap::Args, Debug)]
+pub struct ProxyClientArgs {
+    /// Plain TCP address applications connect to.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub listen: SocketAddr,
+    /// The `nena proxy server`.
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr)]
+    pub to: SocketAddr,
+    /// Sessions carried at once (more wait in the listen backlog).
+    #[arg(long, default_value = "4096")]
+    pub max_sessions: usize,
+    #[command(flatten)]
+    pub common: ClientCommon,
 }
-pub fn serve(_a: ServeArgs) -> CmdResult { todo() }
-pub fn send(_a: SendArgs) -> CmdResult { todo() }
-pub fn get(_a: GetArgs) -> CmdResult { todo() }
-pub fn perf(_a: PerfArgs) -> CmdResult { todo() }
-pub fn proxy(_c: ProxyCmd) -> CmdResult { todo() }
+
+#[derive(clap::Args, Debug)]
+pub struct ProxyServerArgs {
+    /// Address to listen on for nena sessions (MPTCP).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub listen: SocketAddr,
+    /// Plain TCP target every session is forwarded to.
+    #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr)]
+    pub forward: SocketAddr,
+    #[command(flatten)]
+    pub common: ServerCommon,
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> CmdResult {
+    let s = serde_json::to_string(v).map_err(|e| Exit::from(anyhow!(e)))?;
+    println!("{s}");
+    Ok(())
+}
+
+fn announce(what: &str, addr: SocketAddr) {
+    println!("{what} listening on {addr}");
+    let _ = std::io::stdout().flush();
+}
+
+fn check_client(c: &ClientCommon) -> CmdResult {
+    if c.trusted.is_empty() {
+        return Err(Exit::usage(anyhow!(
+            "no trusted path: give --trusted ADDR|IFACE (the handshake must leave from a trusted address)"
+        )));
+    }
+    Ok(())
+}
+
+pub fn serve(a: ServeArgs) -> CmdResult {
+    let meta = std::fs::metadata(&a.dir)
+        .map_err(|e| Exit::usage(anyhow!("--dir {}: {e}", a.dir.display())))?;
+    if !meta.is_dir() {
+        return Err(Exit::usage(anyhow!(
+            "--dir {} is not a directory",
+            a.dir.display()
+        )));
+    }
+    let opts = ServeOptions {
+        listen: a.listen,
+        accept: a.common.accept(a.raw),
+        session: SessionConfig {
+            files: FileServerConfig {
+                dir: a.dir.clone(),
+                overwrite: a.overwrite,
+            },
+            perf_only: a.raw,
+        },
+        max_sessions: a.common.max_sessions,
+    };
+    let what = if a.raw {
+        "nena serve (raw baseline, perf only)"
+    } else {
+        "nena serve"
+    };
+    client::block_on(server::serve(opts, |addr| announce(what, addr)))??;
+    Ok(())
+}
+
+pub fn send(a: SendArgs) -> CmdResult {
+    check_client(&a.common)?;
+    let name = match &a.name {
+        Some(n) => n.clone(),
+        None => a
+            .file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                Exit::usage(anyhow!(
+                    "{} has no file name; give --name",
+                    a.file.display()
+                ))
+            })?,
+    };
+    nena_transport::names::check_name(&name)
+        .map_err(|e| Exit::usage(anyhow!("name {name:?}: {e}")))?;
+    let opts = a.common.options(a.to, false);
+    let show = !a.no_progress && !a.common.json;
+    let report = client::block_on(client::send(&opts, &a.file, &name, show))??;
+    if a.common.json {
+        print_json(&report)
+    } else {
+        println!("{}", report.line());
+        Ok(())
+    }
+}
+
+pub fn get(a: GetArgs) -> CmdResult {
+    check_client(&a.common)?;
+    nena_transport::names::check_name(&a.name)
+        .map_err(|e| Exit::usage(anyhow!("name {:?}: {e}", a.name)))?;
+    let dest = match &a.out {
+        Some(p) if p.is_dir() => p.join(&a.name),
+        Some(p) => p.clone(),
+        None => PathBuf::from(&a.name),
+    };
+    let opts = a.common.options(a.from, false);
+    let show = !a.no_progress && !a.common.json;
+    let report = client::block_on(client::get(&opts, &a.name, &dest, a.overwrite, show))??;
+    if a.common.json {
+        print_json(&report)
+    } else {
+        println!("{} -> {}", report.line(), dest.display());
+        Ok(())
+    }
+}
+
+pub fn perf(a: PerfArgs) -> CmdResult {
+    check_client(&a.common)?;
+    if !(a.interval >= 0.0 && a.interval < 1e6) {
+        return Err(Exit::usage(anyhow!("--interval must be >= 0 seconds")));
+    }
+    let params = PerfParams {
+        up: !a.reverse,
+        down: a.reverse || a.bidir,
+        bytes: a.bytes,
+        time: a.time.unwrap_or(Duration::from_secs(10)),
+        interval: (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval)),
+    };
+    let opts = a.common.options(a.to, a.raw);
+    let json = a.common.json;
+    let report = client::block_on(client::perf(&opts, params, |iv| {
+        if !json {
+            println!("{}", iv.line());
+        }
+    }))??;
+    if json {
+        print_json(&report)
+    } else {
+        println!("{}", report.line());
+        Ok(())
+    }
+}
+
+pub fn proxy(c: ProxyCmd) -> CmdResult {
+    match c {
+        ProxyCmd::Client(a) => {
+            check_client(&a.common)?;
+            let opts = a.common.options(a.to, false);
+            let limits = ProxyLimits {
+                max_sessions: a.max_sessions,
+            };
+            client::block_on(proxy::run_client(a.listen, opts, limits, |addr| {
+                announce("nena proxy client", addr)
+            }))??;
+        }
+        ProxyCmd::Server(a) => {
+            let limits = ProxyLimits {
+                max_sessions: a.common.max_sessions,
+            };
+            client::block_on(proxy::run_server(
+                a.listen,
+                a.forward,
+                a.common.accept(false),
+                limits,
+                |addr| announce("nena proxy server", addr),
+            ))??;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_and_modes() {
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("64K"), Ok(65536));
+        assert_eq!(parse_bytes("100M"), Ok(100 << 20));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert!(parse_bytes("12x").is_err());
+        assert!(parse_bytes("M").is_err());
+        assert!(parse_bytes("99999999999999999999G").is_err());
+        assert_eq!(parse_modes("kato,plain"), Ok(vec![Mode::Kato, Mode::Plain]));
+        assert!(parse_modes("aes").is_err());
+        assert!(parse_secs("0").is_err());
+        assert_eq!(parse_secs("1.5"), Ok(Duration::from_millis(1500)));
+    }
+}

@@ -1,0 +1,408 @@
+//! `nena bench transfer`: goodput of plain MPTCP, nena `plain` and nena `kato` over the same
+//! two lab paths, in one lab run.
+//!
+//! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C),
+//! starts `nena serve` (kato and plain accepted) and `nena serve --raw` (the plain-MPTCP
+//! baseline: the same MPTCP sockets, trusted-path-first gate and perf protocol, without the
+//! nena handshake and without any transform) in the server host, and runs `nena perf` from
+//! the client host for each variant, interleaved within every repetition (the order rotates
+//! so no variant always runs first). Settings: unlimited veth, then the trusted link at
+//! 100 Mbit/s and the untrusted one at 20 Mbit/s (the papers' Figure 18 used 100BASE-T as
+//! the trusted path and 802.11g as the untrusted one). Goodput is verified payload bytes
+//! over the time from the first data byte to the receiver's confirmation.
+
+use anyhow::{anyhow, bail, Context, Result};
+use nena_lab::{Host, Lab, LabConfig, LabGuard, Link, Rate};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The variants compared.
+pub const VARIANTS: [&str; 3] = ["plain MPTCP", "nena plain", "nena kato"];
+
+const PORT_NENA: u16 = 5201;
+const PORT_RAW: u16 = 5202;
+
+/// One network setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct Setting {
+    pub name: String,
+    pub trusted_rate: Option<u64>,
+    pub untrusted_rate: Option<u64>,
+}
+
+/// The bench's parameters.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub reps: usize,
+    /// Per run: this many bytes (for every setting), or else `time`.
+    pub bytes: Option<u64>,
+    pub time: Duration,
+    /// Server to client (the direction of the papers' file transfer) instead of client to server.
+    pub reverse: bool,
+    /// kato must reach this fraction of plain MPTCP's median goodput.
+    pub target: f64,
+    pub settings: Vec<Setting>,
+    /// The `nena` binary to run in the lab hosts.
+    pub nena: PathBuf,
+}
+
+impl BenchOptions {
+    /// The two settings of the issue.
+    pub fn default_settings() -> Vec<Setting> {
+        vec![
+            Setting { name: "veth, unlimited".into(), trusted_rate: None, untrusted_rate: None },
+            Setting {
+                name: "100/20 Mbit/s".into(),
+                trusted_rate: Some(100_000_000),
+                untrusted_rate: Some(20_000_000),
+            },
+        ]
+    }
+}
+
+/// One perf run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub variant: &'static str,
+    pub rep: usize,
+    pub mbit_s: f64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub multipath: bool,
+    /// Payload bytes per subflow local address (sent + received).
+    pub subflow_bytes: Vec<(String, u64)>,
+}
+
+/// Statistics of one variant in one setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantStats {
+    pub variant: &'static str,
+    pub median_mbit_s: f64,
+    pub min_mbit_s: f64,
+    pub max_mbit_s: f64,
+    /// Median over the median of plain MPTCP in the same setting.
+    pub ratio: f64,
+    pub multipath_runs: usize,
+    pub runs: usize,
+}
+
+/// Results of one setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingResult {
+    pub setting: Setting,
+    pub variants: Vec<VariantStats>,
+    pub kato_ratio: f64,
+    pub pass: bool,
+    pub runs: Vec<Run>,
+}
+
+/// The whole bench.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub reps: usize,
+    pub bytes: Option<u64>,
+    pub seconds_per_run: Option<f64>,
+    pub direction: &'static str,
+    pub target_ratio: f64,
+    pub settings: Vec<SettingResult>,
+    pub pass: bool,
+    pub cpu: String,
+    pub kernel: String,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Median, min, max and ratios of the runs of one setting.
+pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
+    let mut stats = Vec::new();
+    for v in VARIANTS {
+        let mut xs: Vec<f64> = runs.iter().filter(|r| r.variant == v).map(|r| r.mbit_s).collect();
+        let multipath_runs = runs.iter().filter(|r| r.variant == v && r.multipath).count();
+        let n = xs.len();
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        stats.push(VariantStats {
+            variant: v,
+            median_mbit_s: median(&mut xs),
+            min_mbit_s: min,
+            max_mbit_s: max,
+            ratio: f64::NAN,
+            multipath_runs,
+            runs: n,
+        });
+    }
+    let base = stats[0].median_mbit_s;
+    for s in &mut stats {
+        s.ratio = s.median_mbit_s / base;
+    }
+    let kato = stats[2].ratio;
+    (stats, kato, kato >= target)
+}
+
+/// A child process killed (and reaped) on drop.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(lab: &Lab, nena: &PathBuf, port: u16, raw: bool, dir: &std::path::Path) -> Result<Server> {
+    let listen = format!("{}:{port}", lab.server_addr());
+    let mut args = vec!["serve".to_string(), "--listen".into(), listen, "--dir".into(), dir.display().to_string()];
+    if raw {
+        args.push("--raw".into());
+    } else {
+        args.extend(["--mode".into(), "kato,plain".into()]);
+    }
+    let mut cmd = lab.command(Host::Server, nena, &args);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().context("starting nena serve in the lab")?;
+    // Wait for its "listening on" line.
+    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(out).lines();
+        if let Some(Ok(l)) = lines.next() {
+            let _ = tx.send(l);
+        }
+        for _ in lines {}
+    });
+    let server = Server(child);
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) if l.contains("listening on") => Ok(server),
+        Ok(l) => bail!("nena serve said {l:?} instead of listening"),
+        Err(_) => bail!("nena serve did not start listening within 10s"),
+    }
+}
+
+fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -> Result<Run> {
+    let (port, extra): (u16, &[&str]) = match variant {
+        "plain MPTCP" => (PORT_RAW, &["--raw"]),
+        "nena plain" => (PORT_NENA, &["--mode", "plain"]),
+        _ => (PORT_NENA, &["--mode", "kato"]),
+    };
+    let mut args: Vec<String> = vec![
+        "perf".into(),
+        "--to".into(),
+        format!("{}:{port}", lab.server_addr()),
+        "--trusted".into(),
+        "trusted".into(),
+        "--untrusted".into(),
+        "untrusted".into(),
+        "--interval".into(),
+        "0".into(),
+        "--json".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    match opts.bytes {
+        Some(b) => args.extend(["--bytes".into(), b.to_string()]),
+        None => args.extend(["--time".into(), format!("{}", opts.time.as_secs_f64())]),
+    }
+    if opts.reverse {
+        args.push("--reverse".into());
+    }
+    let out = lab
+        .command(Host::Client, &opts.nena, &args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running nena perf in the lab")?;
+    if !out.status.success() {
+        bail!("nena perf ({variant}) failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("nena perf printed no JSON: {}", String::from_utf8_lossy(&out.stdout)))?;
+    let key = if opts.reverse { "received" } else { "sent" };
+    let bytes = v[key].as_u64().ok_or_else(|| anyhow!("perf JSON without {key}"))?;
+    let seconds = v["seconds"].as_f64().ok_or_else(|| anyhow!("perf JSON without seconds"))?;
+    let multipath = v["paths"]["multipath"].as_bool().unwrap_or(false);
+    let subflow_bytes = v["paths"]["subflows"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let local = s["local"].as_str().unwrap_or("?").to_string();
+                    let b = s["bytes_sent"].as_u64().unwrap_or(0) + s["bytes_received"].as_u64().unwrap_or(0);
+                    (local, b)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Run { variant, rep, mbit_s: bytes as f64 * 8.0 / seconds / 1e6, bytes, seconds, multipath, subflow_bytes })
+}
+
+fn first_line(path: &str, key: &str) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(key)).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default()
+}
+
+/// Run the whole bench on a lab whose guard the caller holds (so that Ctrl-C in the caller
+/// tears it down). `progress` gets one line per run.
+pub fn run_on(prefix: &str, opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchReport> {
+    let lab = Lab::open(prefix)?;
+    let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
+    std::fs::create_dir_all(&dir)?;
+    let _srv = start_server(&lab, &opts.nena, PORT_NENA, false, &dir)?;
+    let _raw = start_server(&lab, &opts.nena, PORT_RAW, true, &dir)?;
+    let mut results = Vec::new();
+    for setting in &opts.settings {
+        lab.set_rate(Link::Trusted, setting.trusted_rate.map(Rate))?;
+        lab.set_rate(Link::Untrusted, setting.untrusted_rate.map(Rate))?;
+        // One unmeasured warm-up run per setting.
+        run_perf(&lab, opts, VARIANTS[2], 0).context("warm-up run")?;
+        let mut runs = Vec::new();
+        for rep in 0..opts.reps {
+            for k in 0..VARIANTS.len() {
+                let variant = VARIANTS[(rep + k) % VARIANTS.len()];
+                let r = run_perf(&lab, opts, variant, rep + 1)?;
+                progress(&format!(
+                    "{:<16} rep {:>2}  {:<12} {:>9.1} Mbit/s  {}",
+                    setting.name,
+                    rep + 1,
+                    variant,
+                    r.mbit_s,
+                    if r.multipath { "multipath" } else { "SINGLE PATH" }
+                ));
+                runs.push(r);
+            }
+        }
+        let (variants, kato_ratio, pass) = summarize(&runs, opts.target);
+        results.push(SettingResult { setting: setting.clone(), variants, kato_ratio, pass, runs });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(BenchReport {
+        reps: opts.reps,
+        bytes: opts.bytes,
+        seconds_per_run: opts.bytes.is_none().then(|| opts.time.as_secs_f64()),
+        direction: if opts.reverse { "server to client" } else { "client to server" },
+        target_ratio: opts.target,
+        pass: results.iter().all(|r| r.pass),
+        settings: results,
+        cpu: first_line("/proc/cpuinfo", "model name"),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+    })
+}
+
+/// Bring up a lab, run the bench, tear the lab down (also on Ctrl-C: the bench runs on a
+/// worker thread while this thread waits for it or for the signal).
+pub fn run(opts: &BenchOptions, progress: impl FnMut(&str) + Send) -> Result<BenchReport> {
+    let prefix = format!("nb{}", std::process::id());
+    let cfg = LabConfig { verify: true, ..LabConfig::with_prefix(&prefix) };
+    let started = Instant::now();
+    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
+    log::info!("lab {prefix} up in {:.1}s", started.elapsed().as_secs_f64());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = std::thread::scope(|s| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let worker_prefix = prefix.clone();
+        s.spawn(move || {
+            let _ = tx.send(run_on(&worker_prefix, opts, progress));
+        });
+        rt.block_on(async {
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| Err(anyhow!("bench thread died"))),
+                _ = tokio::signal::ctrl_c() => {
+                    // Tear down now: the servers and perf runs die with the namespaces.
+                    let _ = Lab::down(&prefix);
+                    eprintln!("nena: interrupted; lab {prefix} removed");
+                    std::process::exit(130);
+                }
+            }
+        })
+    });
+    drop(guard);
+    result
+}
+
+/// The human table.
+pub fn table(r: &BenchReport) -> String {
+    let mut s = String::new();
+    let what = match (r.bytes, r.seconds_per_run) {
+        (Some(b), _) => format!("{b} bytes per run"),
+        (None, Some(t)) => format!("{t} s per run"),
+        _ => String::new(),
+    };
+    s += &format!(
+        "Transfer goodput, {} repetitions, {what}, {} (kernel {}, {})\n",
+        r.reps, r.direction, r.kernel, r.cpu
+    );
+    s += &format!(
+        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>10}\n",
+        "setting", "variant", "median Mbit/s", "min", "max", "ratio", "multipath"
+    );
+    for set in &r.settings {
+        for (i, v) in set.variants.iter().enumerate() {
+            s += &format!(
+                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>6}/{}\n",
+                if i == 0 { set.setting.name.as_str() } else { "" },
+                v.variant,
+                v.median_mbit_s,
+                v.min_mbit_s,
+                v.max_mbit_s,
+                v.ratio * 100.0,
+                v.multipath_runs,
+                v.runs
+            );
+        }
+    }
+    for set in &r.settings {
+        s += &format!(
+            "target kato >= {:.0}% of plain MPTCP, {}: {:.1}% {}\n",
+            r.target_ratio * 100.0,
+            set.setting.name,
+            set.kato_ratio * 100.0,
+            if set.pass { "PASS" } else { "FAIL" }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(variant: &'static str, mbit_s: f64) -> Run {
+        Run { variant, rep: 1, mbit_s, bytes: 1, seconds: 1.0, multipath: true, subflow_bytes: vec![] }
+    }
+
+    #[test]
+    fn statistics_and_check() {
+        let runs = vec![
+            run("plain MPTCP", 100.0),
+            run("plain MPTCP", 120.0),
+            run("plain MPTCP", 90.0),
+            run("nena plain", 99.0),
+            run("nena kato", 97.0),
+            run("nena kato", 98.0),
+            run("nena kato", 50.0),
+        ];
+        let (stats, kato, pass) = summarize(&runs, 0.97);
+        assert_eq!(stats[0].median_mbit_s, 100.0);
+        assert_eq!((stats[0].min_mbit_s, stats[0].max_mbit_s), (90.0, 120.0));
+        assert_eq!(stats[2].median_mbit_s, 97.0);
+        assert!((kato - 0.97).abs() < 1e-12);
+        assert!(pass);
+        let (_, _, pass) = summarize(&runs, 0.98);
+        assert!(!pass);
+        let mut even = [4.0, 1.0, 3.0, 2.0];
+        assert_eq!(median(&mut even), 2.5);
+    }
+}

@@ -1,0 +1,162 @@
+//! Load helpers for the integration tests (and for trying a proxy by hand): a plain-TCP echo
+//! target, and a client that holds many sessions open at once and checks every byte that
+//! comes back. Both create their sockets in the calling thread's network namespace, so a
+//! test can run them on a thread inside a lab host.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Serve an echo on `addr` (plain TCP) for at most `lifetime`: every connection gets back what
+/// it sent, and its direction is closed (half-close) once the client closed its own.
+/// `ready` is called once the listener is bound.
+pub fn echo_server(addr: SocketAddr, lifetime: Duration, ready: impl FnOnce()) -> Result<()> {
+    crate::conn::raise_nofile_limit();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let l = TcpListener::bind(addr).await.with_context(|| format!("echo: cannot bind {addr}"))?;
+        ready();
+        let serve = async {
+            loop {
+                let (s, _) = match l.accept().await {
+                    Ok(x) => x,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.into_split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                    let _ = w.shutdown().await;
+                });
+            }
+        };
+        tokio::select! {
+            () = serve => {},
+            () = tokio::time::sleep(lifetime) => {},
+        }
+        Ok(())
+    })
+}
+
+/// The payload of session `i`: distinct per session so crossed streams are caught.
+pub fn session_payload(i: usize, len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// What [`load`] saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    pub sessions: usize,
+    /// Sessions whose echo came back byte-exact and complete.
+    pub verified: usize,
+    pub failed: usize,
+    /// Sessions that were connected at the same moment (every connect is done, or has
+    /// failed, before any session sends).
+    pub concurrent: usize,
+    pub seconds: f64,
+    /// The first few errors.
+    pub errors: Vec<String>,
+}
+
+async fn one(
+    addr: SocketAddr,
+    i: usize,
+    len: usize,
+    barrier: Arc<tokio::sync::Barrier>,
+    connected: Arc<AtomicUsize>,
+) -> Result<()> {
+    let conn = TcpStream::connect(addr).await;
+    if conn.is_ok() {
+        connected.fetch_add(1, Ordering::Relaxed);
+    }
+    barrier.wait().await;
+    let s = conn.with_context(|| format!("session {i}: connect"))?;
+    let (mut r, mut w) = s.into_split();
+    let payload = session_payload(i, len);
+    let writer = async {
+        w.write_all(&payload).await?;
+        w.shutdown().await?; // half-close: the echo must still come back
+        Ok::<_, std::io::Error>(())
+    };
+    let reader = async {
+        let mut back = Vec::with_capacity(len);
+        r.read_to_end(&mut back).await?;
+        Ok::<_, std::io::Error>(back)
+    };
+    let ((), back) = tokio::try_join!(writer, reader).with_context(|| format!("session {i}"))?;
+    if back != payload {
+        anyhow::bail!("session {i}: echo differs ({} of {len} bytes back)", back.len());
+    }
+    Ok(())
+}
+
+/// Open `sessions` plain-TCP connections to `addr` at once (every one connected before any
+/// sends), send `len` distinct bytes on each, half-close, and check the echo. Bounded by
+/// `timeout` as a whole.
+pub fn load(addr: SocketAddr, sessions: usize, len: usize, timeout: Duration) -> Result<LoadReport> {
+    crate::conn::raise_nofile_limit();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let start = Instant::now();
+        let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
+        let connected = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..sessions)
+            .map(|i| tokio::spawn(one(addr, i, len, barrier.clone(), connected.clone())))
+            .collect();
+        let mut verified = 0;
+        let mut errors = Vec::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        for t in tasks {
+            match tokio::time::timeout_at(deadline, t).await {
+                Ok(Ok(Ok(()))) => verified += 1,
+                Ok(Ok(Err(e))) => errors.push(format!("{e:#}")),
+                Ok(Err(e)) => errors.push(format!("task: {e}")),
+                Err(_) => errors.push("timed out".into()),
+            }
+        }
+        let failed = sessions - verified;
+        errors.truncate(10);
+        Ok(LoadReport {
+            sessions,
+            verified,
+            failed,
+            concurrent: connected.load(Ordering::Relaxed),
+            seconds: start.elapsed().as_secs_f64(),
+            errors,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_and_load_on_loopback() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        // Find a free port first, then serve on it.
+        let port = std::net::TcpListener::bind(addr).unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || echo_server(addr, Duration::from_secs(20), move || tx.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let r = load(addr, 50, 10_000, Duration::from_secs(20)).unwrap();
+        assert_eq!(r.verified, 50, "{:?}", r.errors);
+        assert_ne!(session_payload(1, 64), session_payload(2, 64));
+    }
+}

@@ -42,19 +42,30 @@ pub fn stream(data: &[u8]) {
     }
     let want = &oneshot[0];
 
-    // Chunked, alternating in place and out of place, cycling the chunk lengths.
+    // Chunk lengths: cycle through the list (at least once, empty chunks included) until
+    // the data is used up or a step limit is reached; the rest is one final chunk.
+    let mut lens = Vec::new();
+    let mut left = plain.len();
+    let limit = 2 * chunks.len() + plain.len();
+    for (i, &c) in chunks.iter().cycle().enumerate().take(limit) {
+        if left == 0 && i >= chunks.len() {
+            break;
+        }
+        let l = c.min(left);
+        lens.push(l);
+        left -= l;
+    }
+    if left > 0 {
+        lens.push(left);
+    }
+
+    // Chunked, alternating in place and out of place.
     let mut s = Scrambler::with_impl(key, imp);
     let mut d = Descrambler::with_impl(key, imp);
     let mut scrambled = Vec::with_capacity(plain.len());
     let mut back = Vec::with_capacity(plain.len());
     let mut pos = 0;
-    let mut n = 0;
-    while pos < plain.len() || n < chunks.len() {
-        let len = if chunks.is_empty() {
-            plain.len() - pos
-        } else {
-            chunks[n % chunks.len()].min(plain.len() - pos)
-        };
+    for (n, len) in lens.into_iter().enumerate() {
         let piece = &plain[pos..pos + len];
         let mut out = vec![0; len];
         if n % 2 == 0 {
@@ -73,10 +84,6 @@ pub fn stream(data: &[u8]) {
         }
         back.extend_from_slice(&out);
         pos += len;
-        n += 1;
-        if n > 4 * plain.len() + chunks.len() + 4 {
-            break; // only zero-length chunks left to cycle through
-        }
     }
     assert_eq!(pos, plain.len());
     assert_eq!(&scrambled, want, "chunked {} != one-shot", imp.name());

@@ -75,9 +75,10 @@ static __always_inline int add_addr_len_ok(int len)
 	return len == 16 || len == 18 || len == 28 || len == 30;
 }
 
-/* blk_subflow: overwrite an ADD_ADDR announcement with NOPs, so no subflow is created to that
- * address, and keep it (per subflow and address id; a retransmission updates the same slot).
- * Echoes (E = 1) pass: they announce nothing. */
+/* blk_subflow: overwrite an ADD_ADDR announcement with NOPs (or drop the bare ACK that only
+ * carries it, see below), so no subflow is created to that address, and keep it (per subflow
+ * and address id; a retransmission updates the same slot, and is blocked again: with no echo
+ * the announcer retransmits). Echoes (E = 1) pass: they announce nothing. */
 static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
 					    const struct link *l)
 {
@@ -94,6 +95,14 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
+	/* Linux sends an announcement on a pure ACK of its own, without DSS. Such an ACK with
+	 * NOPs instead would carry no MPTCP option at all, and a peer that is not yet fully
+	 * established (the announcement often comes right after the handshake) falls back to
+	 * TCP on it (RFC 8684 3.1). So that ACK, which carries nothing else, is dropped; any
+	 * other packet keeps going with NOPs in place of the option. */
+	int drop = (c->types & T_PURE_ACK) &&
+		   !(c->types & (T_MP_CAPABLE | T_MP_JOIN | T_DSS | T_RM_ADDR | T_MP_PRIO |
+				 T_MP_FAIL | T_MP_FASTCLOSE | T_MP_TCPRST | T_ADD_ADDR_ECHO));
 	struct kept zero = {};
 	bpf_map_update_elem(&kept, &fk, &zero, BPF_NOEXIST);
 	struct kept *k = bpf_map_lookup_elem(&kept, &fk);
@@ -134,6 +143,8 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 			diff += byte_word(~buf[(off + i) & 63], odd) + byte_word(1, odd);
 		}
 	}
+	if (drop)
+		return NENA_DROP;
 	__u32 n = len & 31;
 	if (n < 16 || st(ctx, tc, c->l4_off + 20 + off, nops, n) < 0)
 		return 0;

@@ -29,6 +29,8 @@
 #define OPT_MAX 40
 
 #define VERDICT(tc) ((tc) ? TC_ACT_OK : XDP_PASS)
+#define DROP_VERDICT(tc) ((tc) ? 2 /* TC_ACT_SHOT */ : XDP_DROP)
+#define NENA_DROP 2 /* an actor's return value: drop the packet, end the chain */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -503,6 +505,8 @@ static __always_inline void count(__u32 chain, __u32 pos, int hit)
 				const struct link *l = &ch->links[pos];                        \
 				int r = NAME##_body(CTX, TC, &c, l);                           \
 				count(slot, pos, r > 0);                                        \
+				if (r == NENA_DROP && l->kind == KIND_ACTOR)                   \
+					return DROP_VERDICT(TC);                               \
 				if (l->kind == KIND_SELECTOR) {                                \
 					__u8 v = (r > 0) ^ (l->negate ? 1 : 0);                \
 					if (l->new_rule)                                       \

@@ -173,9 +173,11 @@ fn dispatcher_learns_window_scale_from_syn() {
     assert!(packet::checksums_ok(&out));
 }
 
+/// A pure ACK with a DSS data ACK and an option.
 fn add_addr_ack(opt: &[u8]) -> Tcp {
     Tcp::new("198.18.100.2", "198.18.100.1", 5201, 40000)
         .opt(&mp::ts(5, 6))
+        .opt(&mp::dss(Some(1), None))
         .opt(opt)
 }
 
@@ -189,11 +191,15 @@ fn blk_subflow_nops_add_addr_and_keeps_it() {
         let out = run(&b, h, &f);
         assert_eq!(out.len(), f.len());
         assert!(packet::checksums_ok(&out), "{h:?}");
-        assert!(packet::mptcp_options(&out).is_empty(), "ADD_ADDR removed");
+        assert_eq!(
+            packet::mptcp_options(&out),
+            vec![mp::dss(Some(1), None)],
+            "ADD_ADDR removed"
+        );
         let p = packet::parse(&out).unwrap();
         let opts = &out[p.l4 + 20..p.l4 + p.doff];
         assert_eq!(
-            &opts[12..12 + aa.len()],
+            &opts[20..20 + aa.len()],
             &vec![1u8; aa.len()][..],
             "NOPs in its place"
         );
@@ -211,8 +217,10 @@ fn blk_subflow_nops_add_addr_and_keeps_it() {
         // with a port, and IPv6
         let ap = add_addr_ack(&mp::add_addr_v4(3, [198, 18, 102, 2], Some(80), Some(1))).build();
         let out = run(&b, h, &ap);
-        assert!(packet::mptcp_options(&out).is_empty() && packet::checksums_ok(&out));
+        assert_eq!(packet::mptcp_options(&out).len(), 1, "only the DSS left");
+        assert!(packet::checksums_ok(&out));
         let v6 = Tcp::new("2001:db8::2", "2001:db8::1", 1, 2)
+            .opt(&mp::dss(Some(1), None))
             .opt(&mp::add_addr_v6(
                 4,
                 [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9],
@@ -220,10 +228,21 @@ fn blk_subflow_nops_add_addr_and_keeps_it() {
             ))
             .build();
         let out = run(&b, h, &v6);
-        assert!(
-            packet::mptcp_options(&out).is_empty() && packet::checksums_ok(&out),
+        assert_eq!(
+            packet::mptcp_options(&out),
+            vec![mp::dss(Some(1), None)],
             "v6 {h:?}"
         );
+        assert!(packet::checksums_ok(&out));
+        // a bare ACK that carries only the announcement (as Linux sends it) is dropped: with
+        // NOPs it would carry no MPTCP option and make a new peer fall back to TCP
+        let bare = Tcp::new("198.18.100.2", "198.18.100.1", 5201, 40000)
+            .opt(&mp::ts(1, 2))
+            .opt(&aa)
+            .build();
+        let o = b.run(h, &bare, 1).unwrap();
+        assert_eq!(o.ret, if h == Hook::Ingress { 1 } else { 2 }, "dropped");
+        assert_eq!(b.kept(&t.flow()).unwrap().unwrap().slot[0].blocked, 3);
     }
 }
 
@@ -573,7 +592,7 @@ fn malformed_packets_pass_untouched() {
         // a lying option length: the ADD_ADDR claims more bytes than the header has
         let mut lying = add_addr_ack(&aa).build();
         let p = packet::parse(&lying).unwrap();
-        lying[p.l4 + 20 + 12 + 1] = 40;
+        lying[p.l4 + 20 + 20 + 1] = 40;
         let n = lying.len();
         // keep the checksum right so that only the length lies
         let c = packet::tcp_checksum(&lying, p.l4).unwrap();

@@ -1,0 +1,270 @@
+//! Test helpers: two network namespaces joined by two veth paths, MPTCP sockets created in a
+//! namespace, a unique pin directory; everything removed on drop, even when a test fails.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::FromRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn uniq() -> String {
+    format!(
+        "{}{}",
+        std::process::id() % 100000,
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Run a command, panic with its output if it fails.
+pub fn run(args: &[&str]) -> String {
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    if !o.status.success() {
+        panic!(
+            "{args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Client `c` and server `s`:
+///   path 1: c1 198.18.100.1/24 <-> s1 198.18.100.2/24
+///   path 2: c2 198.18.101.1/24 <-> s2 198.18.101.2/24
+/// The client reaches 198.18.100.2 over path 2 from 198.18.101.1 (policy routing).
+pub struct Net {
+    pub c: String,
+    pub s: String,
+}
+
+pub const SERVER: &str = "198.18.100.2";
+pub const SERVER2: &str = "198.18.101.2";
+pub const CLIENT2: &str = "198.18.101.1";
+
+impl Net {
+    pub fn new() -> Net {
+        let u = uniq();
+        let net = Net {
+            c: format!("plc{u}"),
+            s: format!("pls{u}"),
+        };
+        run(&["ip", "netns", "add", &net.c]);
+        run(&["ip", "netns", "add", &net.s]);
+        for (i, (ca, sa)) in [
+            ("198.18.100.1", "198.18.100.2"),
+            ("198.18.101.1", "198.18.101.2"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let (cd, sd) = (format!("c{}", i + 1), format!("s{}", i + 1));
+            run(&[
+                "ip", "link", "add", &cd, "netns", &net.c, "type", "veth", "peer", "name", &sd,
+                "netns", &net.s,
+            ]);
+            net.sh_c(&format!(
+                "ip addr add {ca}/24 dev {cd} && ip link set {cd} up"
+            ));
+            net.sh_s(&format!(
+                "ip addr add {sa}/24 dev {sd} && ip link set {sd} up"
+            ));
+        }
+        for ns in [&net.c, &net.s] {
+            net.sh(ns, "ip link set lo up && sysctl -qw net.mptcp.enabled=1 && ip mptcp limits set subflow 2 add_addr_accepted 2");
+        }
+        net.sh_c("ip route add 198.18.100.2/32 dev c2 table 100 && ip rule add from 198.18.101.1 table 100");
+        net
+    }
+
+    pub fn sh(&self, ns: &str, cmd: &str) -> String {
+        run(&["ip", "netns", "exec", ns, "sh", "-c", cmd])
+    }
+    pub fn sh_c(&self, cmd: &str) -> String {
+        self.sh(&self.c, cmd)
+    }
+    pub fn sh_s(&self, cmd: &str) -> String {
+        self.sh(&self.s, cmd)
+    }
+
+    /// Run `f` on a thread that has entered namespace `ns`.
+    pub fn in_ns<T: Send + 'static>(&self, ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/run/netns/{ns}");
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).expect("netns file");
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on this thread only, with a valid namespace fd.
+            let r = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .expect("thread in netns")
+    }
+
+    /// An MPTCP listener in `ns`.
+    pub fn listen(&self, ns: &str, addr: &str) -> TcpListener {
+        let a: SocketAddr = addr.parse().unwrap();
+        self.in_ns(ns, move || {
+            let fd = mptcp_socket();
+            let l = unsafe { TcpListener::from_raw_fd(fd) };
+            let sa = socket2_addr(&a);
+            let one: libc::c_int = 1;
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_REUSEADDR,
+                    &one as *const _ as _,
+                    4,
+                );
+                assert_eq!(
+                    libc::bind(
+                        fd,
+                        &sa as *const _ as _,
+                        std::mem::size_of::<libc::sockaddr_in>() as u32
+                    ),
+                    0,
+                    "bind"
+                );
+                assert_eq!(libc::listen(fd, 16), 0, "listen");
+            }
+            l
+        })
+    }
+
+    /// An MPTCP connection from `ns`.
+    pub fn connect(&self, ns: &str, addr: &str) -> TcpStream {
+        let a: SocketAddr = addr.parse().unwrap();
+        self.in_ns(ns, move || {
+            let fd = mptcp_socket();
+            let s = unsafe { TcpStream::from_raw_fd(fd) };
+            let sa = socket2_addr(&a);
+            let r = unsafe {
+                libc::connect(
+                    fd,
+                    &sa as *const _ as _,
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                )
+            };
+            assert_eq!(r, 0, "connect {a}: {}", std::io::Error::last_os_error());
+            s
+        })
+    }
+
+    /// `ss -tni` in a namespace.
+    pub fn ss(&self, ns: &str) -> String {
+        self.sh(ns, "ss -tniH")
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for ns in [&self.c, &self.s] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn mptcp_socket() -> i32 {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 262) };
+    assert!(fd >= 0, "MPTCP socket: {}", std::io::Error::last_os_error());
+    fd
+}
+
+fn socket2_addr(a: &SocketAddr) -> libc::sockaddr_in {
+    let SocketAddr::V4(v4) = a else {
+        panic!("IPv4 only here")
+    };
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(v4.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// A unique pin directory under /sys/fs/bpf, removed on drop.
+pub struct Pins(pub PathBuf);
+
+impl Pins {
+    pub fn new() -> Pins {
+        nena_policy::loader::ensure_bpffs().unwrap();
+        Pins(PathBuf::from(format!("/sys/fs/bpf/nena-t{}", uniq())))
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        let _ = nena_policy::loader::remove_pins(&self.0);
+    }
+}
+
+/// Accept one connection and stream `n` bytes to it, on a thread.
+pub fn serve_bytes(l: TcpListener, n: usize) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept()?;
+        s.set_write_timeout(Some(Duration::from_secs(2)))?;
+        let buf = vec![0x5au8; 64 * 1024];
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(buf.len());
+            s.write_all(&buf[..k])?;
+            left -= k;
+        }
+        Ok(())
+    })
+}
+
+/// Accept one connection and read until EOF, on a thread; returns the byte count.
+pub fn sink(l: TcpListener) -> std::thread::JoinHandle<std::io::Result<u64>> {
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept()?;
+        std::io::copy(&mut s, &mut std::io::sink())
+    })
+}
+
+/// Read from `s` for at most `d` or until EOF; returns bytes read.
+pub fn read_for(s: &mut TcpStream, d: Duration) -> u64 {
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let start = Instant::now();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    while start.elapsed() < d {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => n += k as u64,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    n
+}
+
+/// Wait until `f` is true, polling, for at most `d`.
+pub fn wait_until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}

@@ -1,0 +1,343 @@
+//! Real MPTCP connections between two network namespaces with the policy attached (root,
+//! BPF, MPTCP): what each actor does is checked on the peer (`ss`) or against a capture.
+mod common;
+use common::*;
+use nena_policy::{packet, spec, Event, Policy};
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Attach in `ns` on `dev` and load `links` on `hook` there (file syntax).
+fn attach(net: &Net, ns: &str, pins: &Path, dev: &'static str) -> Policy {
+    let p = pins.to_path_buf();
+    net.in_ns(ns, move || Policy::attach(&p, dev).expect("attach"))
+}
+
+fn load(net: &Net, ns: &str, pins: &Path, chains: &[(&str, &str, &str)]) {
+    let mut text = String::new();
+    for (dev, hook, links) in chains {
+        text += &format!("[[chain]]\nname = \"t-{dev}-{hook}\"\ndev = \"{dev}\"\nhook = \"{hook}\"\nlinks = [ {links} ]\n");
+    }
+    let s = spec::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let p = pins.to_path_buf();
+    net.in_ns(ns, move || {
+        Policy::open(&p).unwrap().apply(&s).expect("apply")
+    });
+}
+
+/// The `flags:` of the subflow whose remote address starts with `remote` in `ss -tni`.
+fn subflow_flags(ss: &str, remote: &str) -> Option<String> {
+    let lines: Vec<&str> = ss.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        if cols.len() >= 5 && cols[4].starts_with(remote) {
+            let detail = lines.get(i + 1)?;
+            let f = detail
+                .split_whitespace()
+                .find(|w| w.starts_with("flags:"))?;
+            return Some(f.trim_start_matches("flags:").to_string());
+        }
+    }
+    None
+}
+
+fn count_remote(ss: &str, remote: &str) -> usize {
+    ss.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(4)
+                .is_some_and(|r| r.starts_with(remote))
+        })
+        .count()
+}
+
+#[test]
+fn set_backup_is_seen_by_the_peer() {
+    let net = Net::new();
+    let pins = Pins::new();
+    net.sh_c("ip mptcp endpoint add 198.18.101.1 dev c2 subflow");
+    let _p = attach(&net, &net.c.clone(), pins.path(), "c2");
+    load(
+        &net,
+        &net.c.clone(),
+        pins.path(),
+        &[("c2", "egress", r#"{ act = "set_backup", backup = true }"#)],
+    );
+    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let srv = serve_bytes(l, 50_000_000);
+    let mut c = net.connect(&net.c, "198.18.100.2:5201");
+    read_for(&mut c, Duration::from_millis(300));
+    let ok = wait_until(Duration::from_secs(3), || {
+        subflow_flags(&net.ss(&net.s), "198.18.101.1").is_some_and(|f| f.contains('B'))
+    });
+    let ss = net.ss(&net.s);
+    assert!(ok, "the server does not see subflow 2 as backup:\n{ss}");
+    // the first subflow is untouched, and the client did not mark anything itself
+    assert!(
+        !subflow_flags(&ss, "198.18.100.1").unwrap().contains('B'),
+        "{ss}"
+    );
+    assert!(!subflow_flags(&net.ss(&net.c), "198.18.100.2")
+        .unwrap_or_default()
+        .contains('b'));
+    let st = Policy::open(pins.path()).unwrap().status().unwrap();
+    let h = st
+        .hooks
+        .iter()
+        .find(|h| h.hook == nena_policy::Hook::Egress)
+        .unwrap();
+    assert!(h.links[0].hits >= 1, "{st:?}");
+    drop(c);
+    let _ = srv.join();
+}
+
+#[test]
+fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
+    let net = Net::new();
+    let pins = Pins::new();
+    net.sh_s("ip mptcp endpoint add 198.18.101.2 dev s2 signal");
+    let s = net.s.clone();
+    let _p = attach(&net, &s, pins.path(), "s1");
+    load(
+        &net,
+        &s,
+        pins.path(),
+        &[("s1", "egress", r#"{ act = "blk_subflow" }"#)],
+    );
+    let l = net.listen(&net.s, "0.0.0.0:5201");
+    let sink = sink(l);
+    let c = net.connect(&net.c, "198.18.100.2:5201");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let mut c2 = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let buf = [7u8; 16 * 1024];
+        while !stop2.load(Ordering::Relaxed) {
+            if c2.write_all(&buf).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    // the announcement is blocked and kept
+    let kept = wait_until(Duration::from_secs(3), || {
+        Policy::open(pins.path())
+            .unwrap()
+            .status()
+            .unwrap()
+            .kept_add_addr
+            .iter()
+            .any(|k| k.blocked >= 1)
+    });
+    assert!(kept, "no ADD_ADDR was blocked");
+    std::thread::sleep(Duration::from_millis(700));
+    let ss = net.ss(&net.c);
+    assert_eq!(
+        count_remote(&ss, SERVER2),
+        0,
+        "a subflow to the blocked address exists:\n{ss}"
+    );
+    // re-announce: the client creates the subflow; the connection went on all along
+    let mut cap = Capture::start(&net.c.clone(), "c1");
+    load(
+        &net,
+        &s,
+        pins.path(),
+        &[("s1", "egress", r#"{ act = "add_subflow" }"#)],
+    );
+    let joined = wait_until(Duration::from_secs(5), || {
+        count_remote(&net.ss(&net.c), SERVER2) == 1
+    });
+    let ss = net.ss(&net.c);
+    let st = Policy::open(pins.path()).unwrap().status().unwrap();
+    let mib = net.sh_c("nstat -a | grep -E 'MPTcp|Csum|PAWS|Drop' || true");
+    if !joined {
+        for f in cap.frames() {
+            let mo = packet::mptcp_options(&f);
+            if mo.iter().any(|o| o.len() > 2 && o[2] >> 4 == 3) {
+                eprintln!(
+                    "ADD_ADDR frame csum_ok={} {:02x?}",
+                    packet::checksums_ok(&f),
+                    f
+                );
+            }
+        }
+    }
+    assert!(joined, "no subflow after add_subflow:\n{ss}\n{st:?}\n{mib}");
+    assert!(subflow_flags(&ss, SERVER2).unwrap().contains('j'), "{ss}");
+    let st = Policy::open(pins.path()).unwrap().status().unwrap();
+    assert!(
+        st.kept_add_addr.iter().any(|k| k.reannounced >= 1),
+        "{st:?}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    c.shutdown(std::net::Shutdown::Both).ok();
+    let got = sink.join().unwrap().unwrap();
+    assert!(got > 0);
+}
+
+/// tcpdump in a namespace, to a pcap file; stopped (by pid) on drop.
+struct Capture {
+    child: std::process::Child,
+    file: std::path::PathBuf,
+}
+
+impl Capture {
+    fn start(ns: &str, dev: &str) -> Capture {
+        let file = std::env::temp_dir().join(format!("nena-policy-{ns}-{dev}.pcap"));
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "tcpdump", "-U", "-n", "-i", dev, "-w"])
+            .arg(&file)
+            .arg("tcp")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("tcpdump");
+        let f = file.clone();
+        assert!(
+            wait_until(Duration::from_secs(5), || f.exists()),
+            "tcpdump did not start"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        Capture { child, file }
+    }
+    fn frames(&mut self) -> Vec<Vec<u8>> {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let data = std::fs::read(&self.file).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&data[..]).unwrap();
+        let mut v = vec![];
+        while let Some(p) = r.next_packet() {
+            v.push(p.unwrap().data.to_vec());
+        }
+        v
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+#[test]
+fn get_connect_keys_match_the_capture() {
+    let net = Net::new();
+    let pins = Pins::new();
+    let c = net.c.clone();
+    let p = attach(&net, &c, pins.path(), "c1");
+    load(
+        &net,
+        &c,
+        pins.path(),
+        &[
+            ("c1", "egress", r#"{ act = "get_connect" }"#),
+            ("c1", "ingress", r#"{ act = "get_connect" }"#),
+        ],
+    );
+    let mut cap = Capture::start(&c, "c1");
+    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let srv = serve_bytes(l, 50_000_000); // still running when ss looks
+    let mut s = net.connect(&net.c, "198.18.100.2:5201");
+    read_for(&mut s, Duration::from_millis(300));
+    let mut events = vec![];
+    p.watch_events(Some(Duration::from_millis(500)), |e| {
+        events.push(e);
+        true
+    })
+    .unwrap();
+    let ss = net.ss(&net.c);
+    drop(s);
+    let _ = srv.join();
+    let frames = cap.frames();
+    // keys as captured: SYN/ACK carries the server's key, the third ACK both
+    let mut cap_keys = vec![];
+    for f in &frames {
+        for o in packet::mptcp_options(f) {
+            if o.len() >= 12 && o[2] >> 4 == 0 {
+                cap_keys.push(u64::from_be_bytes(o[4..12].try_into().unwrap()));
+                if o.len() >= 20 {
+                    cap_keys.push(u64::from_be_bytes(o[12..20].try_into().unwrap()));
+                }
+            }
+        }
+    }
+    let mut ev_keys = vec![];
+    let mut client_token = None;
+    for e in &events {
+        if let Event::Connect {
+            stage,
+            sender,
+            receiver,
+            hook,
+            ..
+        } = e
+        {
+            for k in [sender, receiver].into_iter().flatten() {
+                ev_keys.push(u64::from_str_radix(&k.key, 16).unwrap());
+            }
+            if *stage == "ack" && *hook == "egress" {
+                client_token = sender.as_ref().map(|k| k.token.clone());
+            }
+        }
+    }
+    assert!(
+        cap_keys.len() >= 3,
+        "capture: {cap_keys:x?} ({} frames)",
+        frames.len()
+    );
+    for k in &cap_keys {
+        assert!(
+            ev_keys.contains(k),
+            "captured key {k:016x} not reported; events {events:?}"
+        );
+    }
+    for k in &ev_keys {
+        assert!(
+            cap_keys.contains(k),
+            "reported key {k:016x} not in the capture"
+        );
+    }
+    // the token derived in user space (SHA-256) is the one the kernel uses
+    let tok = client_token.expect("third ACK reported");
+    assert!(
+        ss.contains(&format!("/{tok}(")),
+        "token {tok} not in ss:\n{ss}"
+    );
+}
+
+#[test]
+fn rate_limit_caps_the_senders_window() {
+    let net = Net::new();
+    let pins = Pins::new();
+    let s = net.s.clone();
+    let _p = attach(&net, &s, pins.path(), "s1");
+    // the server sends; the ACKs it sees are capped at 20000 bytes
+    load(
+        &net,
+        &s,
+        pins.path(),
+        &[("s1", "ingress", r#"{ act = "rate_limit", window = 20000 }"#)],
+    );
+    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let srv = serve_bytes(l, 20_000_000);
+    let mut c = net.connect(&net.c, "198.18.100.2:5201");
+    let n = read_for(&mut c, Duration::from_millis(500));
+    assert!(n > 0);
+    let ss = net.ss(&net.s);
+    let wnd: u64 = ss
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("snd_wnd:"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no snd_wnd:\n{ss}"));
+    // wscale 10 here: 20000 >> 10 = 19 on the wire, 19456 bytes
+    assert!((19000..=20000).contains(&wnd), "snd_wnd {wnd}:\n{ss}");
+    drop(c);
+    let _ = srv.join();
+}

@@ -43,12 +43,38 @@ static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_
 	return 1;
 }
 
-/* set_backup: add MP_PRIO (kind 30, length 3, subtype 5, B flag) + NOP to pure ACKs of the
- * subflow, `repeat` times per subflow and value, as the kernel itself sends MP_PRIO. */
+/* The B flag of an MP_JOIN SYN or SYN/ACK, set in place: the subflow is born (not) backup. */
+static __always_inline int join_backup(void *ctx, const int tc, struct nena_ctx *c, __u8 b)
+{
+	struct opts o;
+	int len = 0;
+	if (load_opts(ctx, tc, c, &o) <= 0)
+		return 0;
+	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_JOIN, &len);
+	if (off < 0 || (len != 12 && len != 16))
+		return 0;
+	__u8 old = o.b[(off + 2) & 63];
+	__u8 nb = (old & ~1) | b;
+	if (nb == old)
+		return 0;
+	if (st(ctx, tc, c->l4_off + 20 + off + 2, &nb, 1) < 0)
+		return 0;
+	int odd = (off + 2) & 1;
+	tcp_csum_apply(ctx, tc, c, diff8(old, nb, odd), 0);
+	return 1;
+}
+
+/* set_backup: on an MP_JOIN SYN or SYN/ACK, set the B flag in place (the subflow is born
+ * backup, RFC 8684 3.2); on pure ACKs, add MP_PRIO (kind 30, length 3, subtype 5, B flag)
+ * + NOP, `repeat` times per subflow and value, as the kernel itself sends MP_PRIO. */
 static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_ctx *c,
 					   const struct link *l)
 {
-	if (!(c->types & T_PURE_ACK) || (c->types & (T_MALFORMED | T_MP_PRIO)))
+	if (c->types & T_MALFORMED)
+		return 0;
+	if ((c->types & T_MP_JOIN) && (c->types & (T_SYN | T_SYNACK)))
+		return join_backup(ctx, tc, c, l->a.sb.backup ? 1 : 0);
+	if (!(c->types & T_PURE_ACK) || (c->types & T_MP_PRIO))
 		return 0;
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
@@ -140,7 +166,7 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 		nops[i] = 1;
 		if (i < len) {
 			int odd = (off + i) & 1; /* options start at TCP offset 20: even */
-			diff += byte_word(~buf[(off + i) & 63], odd) + byte_word(1, odd);
+			diff += diff8(buf[(off + i) & 63], 1, odd);
 		}
 	}
 	if (drop)

@@ -373,6 +373,12 @@ static __always_inline __u32 byte_word(__u8 b, int odd)
 	return odd ? ((__u32)b << 8) : b;
 }
 
+/* Difference to add when byte `from` at a position of that parity becomes `to`. */
+static __always_inline __u32 diff8(__u8 from, __u8 to, int odd)
+{
+	return (~byte_word(from, odd) & 0xffff) + byte_word(to, odd);
+}
+
 /* Apply a difference to the TCP checksum. pseudo: the difference is in the pseudo header
  * (the TCP length), which a CHECKSUM_PARTIAL skb keeps in the field as well. */
 static __always_inline int tcp_csum_apply(void *ctx, const int tc, const struct nena_ctx *c,

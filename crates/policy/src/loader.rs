@@ -52,6 +52,28 @@ fn pin_name(map_name: &str) -> String {
     map_name.replace('.', "_")
 }
 
+/// Move this thread into the network namespace `name` (`/run/netns/NAME`, as `ip netns`
+/// makes them), keeping the mount namespace, so the pins under /sys/fs/bpf stay shared.
+/// (`ip netns exec` mounts a private /sys, where pins made by one command are gone for the
+/// next.)
+pub fn enter_netns(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('/') {
+        bail!("bad namespace name `{name}`");
+    }
+    let path = format!("/run/netns/{name}");
+    let f = std::fs::File::open(&path)
+        .with_context(|| format!("no network namespace `{name}` ({path})"))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: setns(2) on a namespace file we hold open.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        bail!(
+            "entering network namespace {name}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
 /// Interface index of a name.
 pub fn ifindex(dev: &str) -> Result<u32> {
     let c = std::ffi::CString::new(dev).map_err(|_| anyhow!("bad interface name `{dev}`"))?;

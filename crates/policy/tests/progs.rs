@@ -214,6 +214,13 @@ fn blk_subflow_nops_add_addr_and_keeps_it() {
         // the echo (E = 1, no HMAC) announces nothing: passes
         let echo = add_addr_ack(&mp::add_addr_v4(2, [198, 18, 101, 2], None, None)).build();
         assert_eq!(run(&b, h, &echo), echo);
+        // at an odd offset (after one NOP): every byte's position is accounted for
+        let odd = add_addr_ack(&[1])
+            .opt(&mp::add_addr_v4(5, [198, 18, 103, 2], Some(81), Some(3)))
+            .build();
+        let out = run(&b, h, &odd);
+        assert!(packet::checksums_ok(&out), "odd offset {h:?}");
+        assert_eq!(packet::mptcp_options(&out).len(), 1);
         // with a port, and IPv6
         let ap = add_addr_ack(&mp::add_addr_v4(3, [198, 18, 102, 2], Some(80), Some(1))).build();
         let out = run(&b, h, &ap);
@@ -644,4 +651,50 @@ fn chain_swap_at_run_time() {
     );
     b.clear_chain(Hook::Egress).unwrap();
     assert_eq!(run(&b, Hook::Egress, &f), f);
+}
+
+#[test]
+fn set_backup_sets_the_b_flag_of_mp_join() {
+    for h in HOOKS {
+        let b = bed(h, r#"{ act = "set_backup", backup = true }"#);
+        let t = Tcp::new("198.18.101.1", "198.18.100.2", 40001, 5201)
+            .flags(TCP_SYN)
+            .opt(&mp::join_syn(false, 2, 0xabcdef01, 7));
+        let f = t.build();
+        let out = run(&b, h, &f);
+        assert_eq!(out.len(), f.len());
+        let p = packet::parse(&out).unwrap();
+        assert!(
+            packet::checksums_ok(&out),
+            "{h:?} {:02x?} want {:04x}",
+            &out[p.l4..],
+            packet::tcp_checksum(&out, p.l4).unwrap()
+        );
+        // already set: untouched
+        assert_eq!(run(&b, h, &out), out);
+        // SYN/ACK (length 16) too
+        let mut sa = vec![30, 16, 0x10, 2];
+        sa.extend_from_slice(&[9; 12]);
+        let f = t.clone().flags(TCP_SYN | TCP_ACK).opt(&[]).build();
+        let f2 = Tcp::new("198.18.100.2", "198.18.101.1", 5201, 40001)
+            .flags(TCP_SYN | TCP_ACK)
+            .opt(&sa)
+            .build();
+        let out = run(&b, h, &f2);
+        assert!(packet::checksums_ok(&out));
+        assert_eq!(packet::mptcp_options(&out)[0][2], 0x11);
+        let _ = f;
+    }
+    // and clears it
+    let b = bed(Hook::Egress, r#"{ act = "set_backup", backup = false }"#);
+    let f = Tcp::new("198.18.101.1", "198.18.100.2", 1, 2)
+        .flags(TCP_SYN)
+        .opt(&mp::join_syn(true, 2, 1, 7))
+        .build();
+    let out = run(&b, Hook::Egress, &f);
+    assert_eq!(
+        packet::mptcp_options(&out),
+        vec![mp::join_syn(false, 2, 1, 7)]
+    );
+    assert!(packet::checksums_ok(&out));
 }

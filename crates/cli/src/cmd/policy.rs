@@ -13,6 +13,19 @@ pub struct Common {
     /// Directory of the pinned maps in the BPF filesystem.
     #[arg(long, default_value = DEFAULT_PIN_DIR)]
     pin_dir: PathBuf,
+    /// Run in this network namespace (from `ip netns`); use this rather than
+    /// `ip netns exec`, whose private /sys hides the pins from one command to the next.
+    #[arg(long)]
+    netns: Option<String>,
+}
+
+impl Common {
+    fn enter(&self) -> Result<(), Exit> {
+        match &self.netns {
+            Some(n) => nena_policy::loader::enter_netns(n).map_err(Exit::usage),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,6 +86,7 @@ fn read_spec(file: &PathBuf) -> Result<spec::PolicySpec, Exit> {
 pub fn run(c: PolicyCmd) -> CmdResult {
     match c {
         PolicyCmd::Attach { dev, common } => {
+            common.enter()?;
             nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
             Policy::attach(&common.pin_dir, &dev)?;
             println!(
@@ -83,6 +97,7 @@ pub fn run(c: PolicyCmd) -> CmdResult {
         }
         PolicyCmd::Load { file, common } => {
             let s = read_spec(&file)?;
+            common.enter()?;
             let p = Policy::open(&common.pin_dir)?;
             p.apply(&s).map_err(|e| {
                 // a device that is missing or not attached is the file's fault
@@ -101,6 +116,7 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             Ok(())
         }
         PolicyCmd::Show { json, common } => {
+            common.enter()?;
             let p = Policy::open(&common.pin_dir)?;
             let st = p.status()?;
             if json {
@@ -185,6 +201,7 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             }
         }
         PolicyCmd::Detach { dev, common } => {
+            common.enter()?;
             nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
             match Policy::open(&common.pin_dir) {
                 Ok(p) => {

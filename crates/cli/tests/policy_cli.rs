@@ -1,0 +1,252 @@
+//! `nena policy ...` and `nena bench policy` end to end (root, BPF; a network namespace of
+//! their own with one veth pair; pins under a unique directory; all removed on drop).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn uniq() -> String {
+    format!(
+        "{}{}",
+        std::process::id() % 100000,
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn nena() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nena"))
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+struct Ns {
+    name: String,
+    pins: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+impl Ns {
+    fn new() -> Ns {
+        let u = uniq();
+        let ns = Ns {
+            name: format!("plx{u}"),
+            pins: PathBuf::from(format!("/sys/fs/bpf/nena-cli{u}")),
+            files: vec![],
+        };
+        for args in [
+            vec!["netns", "add", &ns.name],
+            vec![
+                "-n", &ns.name, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+            ],
+            vec!["-n", &ns.name, "link", "set", "v0", "up"],
+            vec!["-n", &ns.name, "link", "set", "v1", "up"],
+        ] {
+            let o = Command::new("ip").args(&args).output().unwrap();
+            assert!(o.status.success(), "ip {args:?}: {}", text(&o).1);
+        }
+        ns
+    }
+    /// `nena policy <args> --pin-dir <pins> --netns <ns>`.
+    fn policy(&self, args: &[&str]) -> Output {
+        let mut c = nena();
+        c.arg("policy").args(args);
+        if args[0] != "check" {
+            c.arg("--pin-dir")
+                .arg(&self.pins)
+                .args(["--netns", &self.name]);
+        }
+        c.output().unwrap()
+    }
+    fn file(&mut self, body: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!(
+            "nena-policy-{}-{}.toml",
+            self.name,
+            self.files.len()
+        ));
+        std::fs::write(&p, body).unwrap();
+        self.files.push(p.clone());
+        p
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+        if self.pins.exists() {
+            for e in std::fs::read_dir(&self.pins)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+            let _ = std::fs::remove_dir(&self.pins);
+        }
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+const GOOD: &str = r#"# backup on v0's egress
+[[chain]]
+name = "backup-v0"
+dev = "v0"
+hook = "egress"
+links = [
+  { select = "dst", prefix = "198.18.101.0/24" },
+  { select = "packet_type", all = ["pure_ack"] },
+  { act = "set_backup", backup = true },
+]
+
+[[chain]]
+name = "keys"
+dev = "v0"
+hook = "ingress"
+links = [ { act = "get_connect" }, { act = "get_subflow" } ]
+"#;
+
+#[test]
+fn check_reports_the_line_of_an_error() {
+    let mut ns = Ns::new();
+    let good = ns.file(GOOD);
+    let o = ns.policy(&["check", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let bad = ns.file(&GOOD.replace(
+        "\"set_backup\", backup = true",
+        "\"set_backup\", backup = \"yes\"",
+    ));
+    let o = ns.policy(&["check", bad.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("nena: ") && err.contains("line 9: `backup` must be true or false"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    let o = ns.policy(&["check", "/nonexistent/policy.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn attach_load_show_events_detach() {
+    let mut ns = Ns::new();
+    let o = ns.policy(&["attach", "--dev", "v0"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(ns.pins.join("chains").exists() && ns.pins.join("hooks").exists());
+    let good = ns.file(GOOD);
+    let o = ns.policy(&["load", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let show = |ns: &Ns| -> serde_json::Value {
+        let o = ns.policy(&["show", "--json"]);
+        assert!(o.status.success(), "{:?}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v = show(&ns);
+    let hooks = v["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 2);
+    let eg = hooks.iter().find(|h| h["hook"] == "egress").unwrap();
+    assert_eq!(eg["dev"], "v0");
+    assert_eq!(eg["chain"], "backup-v0");
+    assert_eq!(eg["links"].as_array().unwrap().len(), 3);
+    assert!(eg["links"][0]["link"]
+        .as_str()
+        .unwrap()
+        .contains("198.18.101.0/24"));
+    // a chain for a device that is not attached: exit 2, nothing applied
+    let bad = ns.file(&format!("{GOOD}\n[[chain]]\nname = \"x\"\ndev = \"v1\"\nhook = \"egress\"\nlinks = [ {{ act = \"record\" }} ]\n"));
+    let o = ns.policy(&["load", bad.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("line 18") && err.contains("v1 is not attached"),
+        "{err}"
+    );
+    assert_eq!(show(&ns), v, "nothing changed");
+    // text show names the chain; events end on their own
+    let o = ns.policy(&["show"]);
+    assert!(
+        text(&o).0.contains("v0 egress: chain \"backup-v0\""),
+        "{:?}",
+        text(&o)
+    );
+    let o = ns.policy(&["events", "--timeout", "0.2", "--json"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = ns.policy(&["events", "--timeout", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    // detach: hooks off, pins gone
+    let o = ns.policy(&["detach", "--dev", "v0"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(!ns.pins.exists(), "pins left behind");
+    let o = ns.policy(&["show"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = ns.policy(&["attach", "--dev", "nosuchdev"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn bench_policy_json() {
+    let o = nena()
+        .args([
+            "bench",
+            "policy",
+            "--json",
+            "--repeat",
+            "200",
+            "--batches",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "subflow",
+        "ip_pair",
+        "src",
+        "dst",
+        "sequence",
+        "packet_type",
+        "rate_limit",
+        "set_backup",
+        "blk_subflow",
+        "add_subflow",
+        "get_connect",
+        "get_subflow",
+        "record",
+        "chain-2",
+        "chain-4",
+        "chain-8",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for r in v["results"].as_array().unwrap() {
+        let ns = r["ns"].as_f64().unwrap();
+        assert!((0.0..100_000.0).contains(&ns), "{r}");
+    }
+    let chain8 = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "chain-8")
+        .unwrap();
+    assert!(
+        chain8["ns"].as_f64().unwrap() > 0.0,
+        "a chain of 8 costs something"
+    );
+}

@@ -42,13 +42,12 @@ impl Paths {
             .iter()
             .map(|s| {
                 format!(
-                    "{} ({:?}) sent {} recv {}",
+                    "{} ({}) sent {} recv {}",
                     s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
-                    s.trust,
+                    format!("{:?}", s.trust).to_lowercase(),
                     human(s.subflow.bytes_sent),
                     human(s.subflow.bytes_received)
                 )
-                .to_lowercase()
             })
             .collect();
         format!(

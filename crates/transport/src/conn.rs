@@ -84,9 +84,11 @@ pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result
         _ => bail!("internal: a raw connection needs its first message, a nena one must not have one"),
     };
     if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
-        let hex: String = first.iter().map(|b| format!("{b:02x}")).collect();
+        let mut line: String = first.iter().map(|b| format!("{b:02x}")).collect();
+        line.push('\n');
+        // One write() per line: concurrent clients may append to the same file.
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        writeln!(f, "{hex}")?;
+        f.write_all(line.as_bytes())?;
     }
     let mopts = ConnectOptions {
         policy: opts.policy.clone(),

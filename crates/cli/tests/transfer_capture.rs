@@ -1,0 +1,155 @@
+//! What an eavesdropper on the untrusted link sees (root): over 100 kato connections, the
+//! capture of the untrusted link holds no byte of any nena handshake and no 16-byte run of
+//! the plaintext, while both links carry data. A control run in `plain` mode shows that the
+//! check does catch a leak.
+mod transfer_common;
+
+use nena_lab::{Host, Link};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::Stdio;
+use transfer_common::*;
+
+fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(NENA)
+        .args(["eavesdrop", cap.to_str().unwrap(), "--known", known.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "eavesdrop: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+fn word(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().unwrap())
+}
+
+/// Whether any 8-byte window of any needle occurs in `hay` (one pass over `hay`).
+fn any_piece_in(hay: &[u8], needles: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let set: HashSet<u64> = needles.iter().flat_map(|n| n.windows(8).map(word)).collect();
+    hay.windows(8).find(|w| set.contains(&word(w))).map(|w| w.to_vec())
+}
+
+/// How many needles occur whole in `hay` (found by their last 8 bytes, then compared).
+fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> usize {
+    let tails: HashMap<u64, Vec<usize>> = needles.iter().enumerate().fold(HashMap::new(), |mut m, (i, n)| {
+        m.entry(word(&n[n.len() - 8..])).or_default().push(i);
+        m
+    });
+    let mut found = vec![false; needles.len()];
+    for (p, w) in hay.windows(8).enumerate() {
+        if let Some(ids) = tails.get(&word(w)) {
+            for &i in ids {
+                let n = &needles[i];
+                let end = p + 8;
+                if end >= n.len() && &hay[end - n.len()..end] == n.as_slice() {
+                    found[i] = true;
+                }
+            }
+        }
+    }
+    found.iter().filter(|&&f| f).count()
+}
+
+#[test]
+fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
+    let lab = lab();
+    let srv = TempDir::new("cap");
+    let cli = TempDir::new("capc");
+    let _s = serve(&lab, 7000, srv.path(), &["--mode", "kato,plain"]);
+    let to = server(&lab, 7000);
+    let known = cli.join("known.txt");
+    std::fs::write(&known, text(200_000, 42)).unwrap();
+    std::fs::copy(&known, srv.join("served.txt")).unwrap();
+    let hellos = cli.join("hellos.hex");
+    let cap_u = cli.join("untrusted.pcap");
+    let cap_t = cli.join("trusted.pcap");
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+
+    // 100 connections, 10 at a time: 50 sends and 50 gets of the known text.
+    let known_s = known.display().to_string();
+    let hellos_s = hellos.display().to_string();
+    let mut reports = Vec::new();
+    for batch in 0..10 {
+        let mut children = Vec::new();
+        for k in 0..10 {
+            let i = batch * 10 + k;
+            let name = format!("k{i}");
+            let out = cli.join(&name).display().to_string();
+            let mut args: Vec<&str> = if i % 2 == 0 {
+                vec!["send", &known_s, "--name", &name, "--to", &to]
+            } else {
+                vec!["get", "served.txt", "--out", &out, "--from", &to]
+            };
+            args.extend_from_slice(&["--json", "--mode", "kato", "--debug-dump-first-flight", &hellos_s]);
+            args.extend_from_slice(&PATHS);
+            let mut cmd = lab.command(Host::Client, NENA, &args);
+            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            children.push(cmd.spawn().unwrap());
+        }
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            reports.push(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap());
+        }
+    }
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    assert_eq!(reports.len(), 100);
+    assert!(reports.iter().all(|r| r["verified"] == true && r["mode"] == "kato"));
+
+    // Both links carried data (the clients' own per-subflow counters, and the captures).
+    let (mut t, mut u) = (0, 0);
+    for r in &reports {
+        let (a, b) = bytes_by_trust(r);
+        t += a;
+        u += b;
+    }
+    assert!(t > 1_000_000 && u > 1_000_000, "trusted {t} B, untrusted {u} B");
+    let multipath = reports.iter().filter(|r| r["paths"]["multipath"] == true).count();
+    assert!(multipath >= 50, "only {multipath} of 100 connections were multipath");
+
+    let eu = eavesdrop(&cap_u, &known);
+    let et = eavesdrop(&cap_t, &known);
+    assert!(eu["payload_bytes"].as_u64().unwrap() > 1_000_000, "untrusted link carried little: {}", eu["payload_bytes"]);
+    assert!(et["payload_bytes"].as_u64().unwrap() > 1_000_000);
+    // No 16-byte run of the plaintext on the untrusted link.
+    assert_eq!(eu["known"]["runs_found"], 0, "plaintext runs on the untrusted link: {}", eu["known"]);
+    assert_eq!(eu["known"]["leak"], false);
+    // No MPTCP key in clear (MP_CAPABLE) on the untrusted link either.
+    for f in eu["flows"].as_array().unwrap() {
+        assert!(f["mptcp_keys"].as_array().unwrap().is_empty(), "MPTCP key on the untrusted link: {f}");
+    }
+
+    // No byte of any nena handshake: every hello (it holds the session keys) is in the
+    // trusted capture, and not one 8-byte piece of any hello is in the untrusted one.
+    let hellos: Vec<Vec<u8>> = std::fs::read_to_string(&hellos).unwrap().lines().map(unhex).collect();
+    assert_eq!(hellos.len(), 100);
+    let raw_u = std::fs::read(&cap_u).unwrap();
+    let raw_t = std::fs::read(&cap_t).unwrap();
+    assert!(hellos.iter().all(|h| h.len() >= 16));
+    assert_eq!(whole_found(&raw_t, &hellos), 100, "hellos missing from the trusted capture");
+    if let Some(piece) = any_piece_in(&raw_u, &hellos) {
+        panic!("handshake bytes {piece:02x?} on the untrusted link");
+    }
+
+    // Control: the same check catches the plaintext when nena runs in plain mode.
+    let cap_c = cli.join("control.pcap");
+    let cc = lab.capture(Link::Untrusted, &cap_c).unwrap();
+    let big = cli.join("big.txt");
+    std::fs::write(&big, text(8 << 20, 43)).unwrap();
+    let big_s = big.display().to_string();
+    let mut args = vec!["send", &big_s, "--to", &to, "--mode", "plain", "--json"];
+    args.extend_from_slice(&PATHS);
+    let r = client_json(&lab, &args);
+    cc.stop().unwrap();
+    let (_, u) = bytes_by_trust(&r);
+    if u > 0 {
+        let ec = eavesdrop(&cap_c, &big);
+        assert_eq!(ec["known"]["leak"], true, "plain mode over the untrusted link must leak: {}", ec["known"]);
+    }
+}

@@ -1,0 +1,203 @@
+//! Shared helpers of the transfer integration tests: a lab per test, `nena` processes inside
+//! its hosts (killed on drop), and their output.
+#![allow(dead_code)]
+
+use nena_lab::{unique_prefix, Host, Lab, LabConfig, LabGuard};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const NENA: &str = env!("CARGO_BIN_EXE_nena");
+
+/// The client's path options in the lab.
+pub const PATHS: [&str; 4] = ["--trusted", "trusted", "--untrusted", "untrusted"];
+
+/// A lab with a unique prefix, torn down on drop.
+pub fn lab() -> LabGuard {
+    lab_with(|_| {})
+}
+
+pub fn lab_with(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
+    let mut cfg = LabConfig::with_prefix(unique_prefix());
+    f(&mut cfg);
+    LabGuard::up(&cfg).expect("lab up")
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("nena-t-{tag}-{}", unique_prefix()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `nena` server process in a lab host: killed on drop; its stderr is collected.
+pub struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    /// Everything the process wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+    /// Wait until stderr contains `needle` (or panic after `timeout`).
+    pub fn wait_stderr(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let s = self.stderr();
+            if s.contains(needle) {
+                return s;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("server stderr never contained {needle:?}:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `nena ARGS` in `host` and wait for its "listening on" line.
+pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
+    let mut cmd = lab.command(host, NENA, args);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nena");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut err = child.stderr.take().unwrap();
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(out).lines();
+        if let Some(Ok(l)) = lines.next() {
+            let _ = tx.send(l);
+        }
+        for _ in lines {}
+    });
+    let p = Proc { child, stderr };
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) if l.contains("listening on") => p,
+        other => panic!("nena {args:?} did not start: {other:?}; stderr: {}", p.stderr()),
+    }
+}
+
+/// `nena serve -v --listen 198.18.3.2:PORT --dir DIR EXTRA...` in the server host.
+pub fn serve(lab: &Lab, port: u16, dir: &Path, extra: &[&str]) -> Proc {
+    let listen = format!("{}:{port}", lab.server_addr());
+    let dir = dir.display().to_string();
+    let mut args = vec!["-v", "serve", "--listen", &listen, "--dir", &dir];
+    args.extend_from_slice(extra);
+    spawn_listening(lab, Host::Server, &args)
+}
+
+/// Run `nena ARGS` in the client host to completion.
+pub fn client(lab: &Lab, args: &[&str]) -> Output {
+    let mut cmd: Command = lab.command(Host::Client, NENA, args);
+    cmd.stdin(Stdio::null()).output().expect("run nena")
+}
+
+/// `host:port` of the lab server.
+pub fn server(lab: &Lab, port: u16) -> String {
+    format!("{}:{port}", lab.server_addr())
+}
+
+/// Run a client command that must succeed and print JSON; returns the JSON.
+pub fn client_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let out = client(lab, args);
+    assert!(
+        out.status.success(),
+        "nena {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("nena {args:?}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// Deterministic text-like content (words from a PRNG): no long runs of equal bytes.
+pub fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "multipath", "subflow", "trusted", "untrusted", "scramble", "window", "kernel", "socket",
+        "attacker", "capture", "path", "key", "data", "the", "of", "and", "a", "to", "in", "is",
+        "network", "packet", "segment", "byte", "stream", "secret", "sharing", "throughput",
+    ];
+    let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
+        out.push(if x % 11 == 0 { b'\n' } else { b' ' });
+        if x % 7 == 0 {
+            out.extend_from_slice(format!("{} ", x % 100_000).as_bytes());
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// Pseudo-random bytes.
+pub fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Bytes per subflow trust from a report's `paths.subflows`: (trusted, untrusted) payload
+/// bytes, both directions.
+pub fn bytes_by_trust(report: &serde_json::Value) -> (u64, u64) {
+    let mut t = 0;
+    let mut u = 0;
+    for s in report["paths"]["subflows"].as_array().cloned().unwrap_or_default() {
+        let b = s["bytes_sent"].as_u64().unwrap_or(0) + s["bytes_received"].as_u64().unwrap_or(0);
+        if s["trust"] == "trusted" {
+            t += b;
+        } else {
+            u += b;
+        }
+    }
+    (t, u)
+}

@@ -1,0 +1,158 @@
+//! Failures the tools must survive or report clearly (root): an untrusted link going down in
+//! the middle of a transfer, peers that are not nena, garbage, plain-TCP fallback.
+mod transfer_common;
+
+use nena_lab::{Host, Link, Rate};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use transfer_common::*;
+
+#[test]
+fn untrusted_link_down_mid_transfer_completes_and_verifies() {
+    // 2 x 50 Mbit/s: 40 MiB take about 3.5 s over both paths.
+    let lab = lab_with(|c| {
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+    });
+    let srv = TempDir::new("down");
+    let cli = TempDir::new("downc");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let data = random(40 << 20, 7);
+    let src = cli.join("big");
+    std::fs::write(&src, &data).unwrap();
+    let src_s = src.display().to_string();
+    let to = server(&lab, 7000);
+    let mut args = vec!["send", &src_s, "--to", &to, "--json", "--timeout", "10"];
+    args.extend_from_slice(&PATHS);
+    let mut cmd = lab.command(Host::Client, NENA, &args);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_millis(1200));
+    lab.set_link(Link::Untrusted, false).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "transfer failed after the untrusted link went down: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took > Duration::from_millis(1200), "the transfer ended before the link went down");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["verified"], true);
+    assert_eq!(std::fs::read(srv.join("big")).unwrap(), data);
+}
+
+/// An MPTCP listener in the server host that answers every connection with `banner` (or
+/// nothing) and closes after a while.
+fn fake_server(lab: &nena_lab::Lab, port: u16, banner: &'static [u8], conns: usize) {
+    let addr = SocketAddr::new(lab.server_addr(), port);
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = nena_mptcp::listen(addr).unwrap();
+        tx.send(()).unwrap();
+        for _ in 0..conns {
+            let (mut s, _) = l.accept().unwrap();
+            let _ = s.write_all(banner);
+            let mut buf = [0u8; 256];
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let _ = s.read(&mut buf);
+            std::thread::sleep(Duration::from_millis(if banner.is_empty() { 3000 } else { 100 }));
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn peers_that_are_not_nena_get_a_clear_error() {
+    let lab = lab();
+    let cli = TempDir::new("notnena");
+    let f = cli.join("f");
+    std::fs::write(&f, b"some data").unwrap();
+    let f_s = f.display().to_string();
+
+    // 1. A server that speaks another protocol.
+    fake_server(&lab, 7100, b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", 1);
+    let to = server(&lab, 7100);
+    let mut args = vec!["send", &f_s, "--to", &to, "--timeout", "3"];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not speak nena"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
+
+    // 2. A server that accepts and says nothing: a timeout that says what is wrong.
+    fake_server(&lab, 7101, b"", 1);
+    let to = server(&lab, 7101);
+    let mut args = vec!["get", "x", "--from", &to, "--timeout", "1", "--out", cli.path().to_str().unwrap()];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no nena answer") && err.contains("nena server"), "{err}");
+
+    // 3. Garbage to a nena server, over MPTCP and over plain TCP: the server says why it
+    //    dropped them and keeps serving.
+    let srv = TempDir::new("garbage");
+    let s = serve(&lab, 7000, srv.path(), &[]);
+    let addr = SocketAddr::new(lab.server_addr(), 7000);
+    lab.run_in(Host::Client, move || {
+        let opts = nena_mptcp::ConnectOptions {
+            policy: nena_mptcp::PathPolicy { trusted: vec!["trusted".parse().unwrap()], untrusted: vec![] },
+            allow_fallback: false,
+            timeout: Duration::from_secs(5),
+        };
+        let c = nena_mptcp::connect(addr, &opts).unwrap();
+        (&c.stream).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        (&c.stream).set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // The server closes without an answer (it does not know the protocol).
+        let n = (&c.stream).read_to_end(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "server answered garbage with {buf:?}");
+        let mut plain = std::net::TcpStream::connect(addr).unwrap();
+        let _ = plain.write_all(&[0xff; 64]);
+        let _ = plain.read(&mut [0u8; 16]);
+    })
+    .unwrap();
+    s.wait_stderr("does not speak nena", Duration::from_secs(5));
+    s.wait_stderr("plain TCP, not MPTCP", Duration::from_secs(5));
+    let mut args = vec!["send", &f_s, "--to", "198.18.3.2:7000"];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    assert!(out.status.success(), "server stopped serving: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(srv.join("f")).unwrap(), b"some data");
+}
+
+#[test]
+fn fallback_to_plain_tcp_is_refused_unless_allowed() {
+    let lab = lab();
+    // A plain TCP (not MPTCP) listener: the MPTCP connection falls back.
+    let addr = SocketAddr::new(lab.server_addr(), 7200);
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        tx.send(()).unwrap();
+        for _ in 0..2 {
+            if let Ok((mut s, _)) = l.accept() {
+                let _ = s.write_all(b"220 smtp.example ESMTP\r\n");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let to = addr.to_string();
+    let mut args = vec!["perf", "--to", &to, "--time", "1", "--timeout", "3"];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("fell back to plain TCP") && err.contains("--allow-fallback"), "{err}");
+    // Allowed: the fallback is accepted and the next problem (not nena) is reported.
+    args.push("--allow-fallback");
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not speak nena"), "{err}");
+}

@@ -18,14 +18,19 @@ static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_
 	struct flow_key fk, rk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	__u8 *mine = bpf_map_lookup_elem(&wscale, &fk);
+	struct wscale_v *mine = bpf_map_lookup_elem(&wscale, &fk);
 	if (!mine)
 		return 0;
-	flow_reverse(&fk, &rk);
-	__u8 *theirs = bpf_map_lookup_elem(&wscale, &rk);
-	__u32 shift = 0;
-	if (*mine != 0xff && !(theirs && *theirs == 0xff))
-		shift = *mine > 14 ? 14 : *mine;
+	__u32 shift = mine->eff;
+	if (shift == WS_UNKNOWN) { /* only this side's SYN seen (so far) */
+		flow_reverse(&fk, &rk);
+		struct wscale_v *theirs = bpf_map_lookup_elem(&wscale, &rk);
+		shift = 0;
+		if (mine->offered != WS_NONE && !(theirs && theirs->offered == WS_NONE))
+			shift = mine->offered;
+	}
+	if (shift > 14)
+		shift = 14;
 	__u32 cap = l->a.rl.window >> shift;
 	if (cap == 0)
 		cap = 1;

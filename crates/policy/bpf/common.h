@@ -71,13 +71,27 @@ struct {
 	__type(value, struct link_stats);
 } link_stats SEC(".maps");
 
-/* window-scale shift offered in each SYN / SYN-ACK seen (0xff: no option) */
+/* window scale of each SYN / SYN-ACK seen (struct wscale_v) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct flow_key);
-	__type(value, __u8);
+	__type(value, struct wscale_v);
 } wscale SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void bump(__u32 i)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &i);
+	if (v)
+		(*v)++;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -9,10 +9,6 @@
 
 #include "common.h"
 
-/* Global counters, readable by user space (show). */
-__u64 nena_seen[2];      /* TCP packets that reached a chain lookup, per hook */
-__u64 nena_malformed[2]; /* TCP packets whose header or options did not parse */
-
 static long classify_cb(__u32 i, void *arg)
 {
 	struct opts *o = arg;
@@ -105,7 +101,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	__u32 doff = (th[12] >> 4) * 4;
 	__u32 tidx = tc ? 1 : 0;
 	if (doff < 20 || nh_len + doff > iplen || l4 + doff > pkt_len(ctx, tc)) {
-		__sync_fetch_and_add(&nena_malformed[tidx], 1);
+		bump(CNT_MALFORMED + tidx);
 		return VERDICT(tc);
 	}
 	c.l4_off = l4;
@@ -119,7 +115,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	__u32 *slotp = bpf_map_lookup_elem(&hooks, &hk);
 	if (!slotp)
 		return VERDICT(tc);
-	__sync_fetch_and_add(&nena_seen[tidx], 1);
+	bump(CNT_SEEN + tidx);
 
 	struct opts o;
 	o.t = 0;
@@ -132,7 +128,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	c.types |= o.t;
 	__u8 ws = o.ws;
 	if (c.types & T_MALFORMED)
-		__sync_fetch_and_add(&nena_malformed[tidx], 1);
+		bump(CNT_MALFORMED + tidx);
 
 	__u8 f = c.tcp_flags;
 	if ((f & TCPF_SYN) && !(f & TCPF_ACK))
@@ -149,9 +145,22 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 		c.types |= T_PURE_ACK;
 
 	if ((f & TCPF_SYN) && !(c.types & T_MALFORMED)) {
-		struct flow_key fk;
-		if (get_flow(ctx, tc, &c, &fk) == 0)
-			bpf_map_update_elem(&wscale, &fk, &ws, BPF_ANY);
+		struct flow_key fk, rk;
+		if (get_flow(ctx, tc, &c, &fk) == 0) {
+			struct wscale_v v = {.offered = ws, .eff = WS_UNKNOWN};
+			if (f & TCPF_ACK) {
+				/* SYN/ACK: with the SYN seen, settle both directions (RFC 7323:
+				 * scaling only if both offered it) */
+				flow_reverse(&fk, &rk);
+				struct wscale_v *r = bpf_map_lookup_elem(&wscale, &rk);
+				if (r) {
+					int both = ws != WS_NONE && r->offered != WS_NONE;
+					v.eff = both ? ws : 0;
+					r->eff = both ? r->offered : 0;
+				}
+			}
+			bpf_map_update_elem(&wscale, &fk, &v, BPF_ANY);
+		}
 	}
 
 	__u32 slot = *slotp;

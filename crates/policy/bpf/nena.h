@@ -163,6 +163,19 @@ struct kept {
 	struct kept_slot slot[KEPT_SLOTS];
 };
 
+/* window scale of a flow's SYN (or SYN/ACK): offered shift (0xff: no option) and, once the
+ * other side's SYN was seen too, the shift in force for this flow's windows */
+#define WS_NONE 0xff
+#define WS_UNKNOWN 0xfe
+struct wscale_v {
+	__u8 offered;
+	__u8 eff;
+};
+
+/* per-CPU counters */
+#define CNT_SEEN 0      /* + hook: TCP packets that reached a chain lookup */
+#define CNT_MALFORMED 2 /* + hook: TCP packets whose header or options did not parse */
+
 struct prio_state {
 	__u8 backup;
 	__u8 sent;

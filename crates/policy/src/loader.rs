@@ -205,7 +205,7 @@ pub struct Policy {
     events: MapHandle,
     kept: MapHandle,
     metrics: MapHandle,
-    bss: Option<MapHandle>,
+    counters: MapHandle,
 }
 
 impl Policy {
@@ -257,13 +257,6 @@ impl Policy {
                 )
             })
         };
-        let bss = std::fs::read_dir(dir)
-            .ok()
-            .and_then(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .find(|e| e.file_name().to_string_lossy().ends_with("_bss"))
-            })
-            .and_then(|e| MapHandle::from_pinned_path(e.path()).ok());
         Ok(Policy {
             dir: dir.to_path_buf(),
             chains: h("chains")?,
@@ -272,7 +265,7 @@ impl Policy {
             events: h("events")?,
             kept: h("kept")?,
             metrics: h("metrics")?,
-            bss,
+            counters: h("counters")?,
         })
     }
 
@@ -468,11 +461,16 @@ impl Policy {
             hooks.push(hs);
         }
         let mut g = [0u64; 4];
-        if let Some(bss) = &self.bss {
-            if let Some(v) = bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)? {
-                for (i, ch) in v.chunks_exact(8).take(4).enumerate() {
-                    g[i] = u64::from_ne_bytes(ch.try_into().unwrap());
-                }
+        for (i, slot) in g.iter_mut().enumerate() {
+            if let Some(per) = self
+                .counters
+                .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
+            {
+                *slot = per
+                    .iter()
+                    .filter_map(|v| v.get(..8))
+                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+                    .sum();
             }
         }
         let mut kept = vec![];
@@ -785,8 +783,9 @@ impl TestBed {
 
     /// Set the window scale the dispatcher would have learnt from a SYN of `flow`.
     pub fn set_wscale(&self, flow: &abi::FlowKey, shift: u8) -> Result<()> {
+        // offered, not yet settled by a SYN/ACK
         self.m("wscale")?
-            .update(flow.as_bytes(), &[shift], MapFlags::ANY)?;
+            .update(flow.as_bytes(), &[shift, 0xfe], MapFlags::ANY)?;
         Ok(())
     }
 }

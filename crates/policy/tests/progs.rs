@@ -698,3 +698,57 @@ fn set_backup_sets_the_b_flag_of_mp_join() {
     );
     assert!(packet::checksums_ok(&out));
 }
+
+#[test]
+fn window_scale_settled_by_the_handshake() {
+    let b = bed(Hook::Ingress, r#"{ act = "rate_limit", window = 100000 }"#);
+    let syn = Tcp::new("198.18.100.1", "198.18.100.2", 40000, 5201);
+    let back = syn.reply();
+    // SYN offers 7, SYN/ACK offers 3: the SYN/ACK sender's windows are scaled by 3
+    run(
+        &b,
+        Hook::Ingress,
+        &syn.clone().flags(TCP_SYN).opt(&[1, 3, 3, 7]).build(),
+    );
+    run(
+        &b,
+        Hook::Ingress,
+        &back
+            .clone()
+            .flags(TCP_SYN | TCP_ACK)
+            .opt(&[1, 3, 3, 3])
+            .build(),
+    );
+    let out = run(&b, Hook::Ingress, &back.clone().window(60000).build());
+    let p = packet::parse(&out).unwrap();
+    assert_eq!(
+        u16::from_be_bytes([out[p.l4 + 14], out[p.l4 + 15]]),
+        (100000 >> 3) as u16
+    );
+    let out = run(&b, Hook::Ingress, &syn.clone().window(60000).build());
+    assert_eq!(
+        u16::from_be_bytes([out[p.l4 + 14], out[p.l4 + 15]]),
+        (100000 >> 7) as u16
+    );
+    assert!(packet::checksums_ok(&out));
+    // a SYN/ACK without the option: no scaling either way
+    let syn2 = Tcp::new("198.18.100.1", "198.18.100.2", 40002, 5201);
+    run(
+        &b,
+        Hook::Ingress,
+        &syn2.clone().flags(TCP_SYN).opt(&[1, 3, 3, 7]).build(),
+    );
+    run(
+        &b,
+        Hook::Ingress,
+        &syn2.reply().flags(TCP_SYN | TCP_ACK).build(),
+    );
+    let out = run(&b, Hook::Ingress, &syn2.clone().window(65535).build());
+    assert_eq!(
+        u16::from_be_bytes([out[p.l4 + 14], out[p.l4 + 15]]),
+        65535,
+        "100000 unscaled does not fit: untouched"
+    );
+    let out = run(&b, Hook::Ingress, &syn2.reply().window(65535).build());
+    assert_eq!(out, syn2.reply().window(65535).build());
+}

@@ -192,6 +192,15 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
+/// The ids of the cores this process may run on.
+pub fn available_cores() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect()
+}
+
 /// Pin the calling thread to `core` (or the last core). Returns the core id.
 pub fn pin_to_core(core: Option<usize>) -> Result<usize> {
     let ids = core_affinity::get_core_ids().ok_or_else(|| anyhow!("cannot list the CPU cores"))?;

@@ -101,3 +101,18 @@ fn zero_samples_is_a_usage_error() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn unknown_core_is_a_usage_error() {
+    let out = nena()
+        .args(["bench", "codec", "--core", "4096"])
+        .output()
+        .expect("run nena");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--core 4096"));
+}

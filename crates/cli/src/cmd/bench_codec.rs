@@ -53,6 +53,14 @@ pub fn run(a: Args) -> CmdResult {
     harness
         .validate()
         .map_err(|e| Exit::usage(anyhow!("--samples: {e}")))?;
+    if let Some(c) = a.core {
+        let cores = codec_table::available_cores();
+        if !cores.contains(&c) {
+            return Err(Exit::usage(anyhow!(
+                "--core {c}: no such core (available: {cores:?})"
+            )));
+        }
+    }
     let cfg = CodecBenchConfig {
         harness,
         pin: !a.no_pin,

@@ -206,6 +206,7 @@ pub struct Policy {
     kept: MapHandle,
     metrics: MapHandle,
     counters: MapHandle,
+    prio: MapHandle,
 }
 
 impl Policy {
@@ -266,6 +267,7 @@ impl Policy {
             kept: h("kept")?,
             metrics: h("metrics")?,
             counters: h("counters")?,
+            prio: h("prio")?,
         })
     }
 
@@ -350,7 +352,7 @@ impl Policy {
         if free.len() < want.len() {
             bail!("{} chains asked, {} slots free", want.len(), free.len());
         }
-        let gen = self.max_gen()? + 1;
+        let gen = gen_now();
         let mut new_slots = BTreeMap::new();
         for ((key, c), slot) in want.iter().zip(free.iter()) {
             self.write_slot(*slot, &c.to_abi(gen))?;
@@ -381,13 +383,18 @@ impl Policy {
             }
             done.push((*key, *old));
         }
-        Ok(())
+        self.forget_prio()
     }
 
     /// Set (or clear, with None) the chain of one hook of an attached device, leaving the
     /// others alone: the library call nena's transport uses.
     pub fn set_chain(&self, dev: &str, hook: Hook, chain: Option<&ChainSpec>) -> Result<()> {
-        let idx = ifindex(dev)?;
+        self.set_chain_ifindex(ifindex(dev)?, hook, chain)
+    }
+
+    /// `set_chain` by interface index (no name lookup, so callable from any namespace).
+    pub fn set_chain_ifindex(&self, idx: u32, hook: Hook, chain: Option<&ChainSpec>) -> Result<()> {
+        let dev = ifname(idx);
         let entries = self.hook_entries()?;
         let key = (idx, hook.abi());
         if !entries.contains_key(&key) {
@@ -404,23 +411,24 @@ impl Policy {
                 let slot = (0..abi::MAX_CHAINS)
                     .find(|s| !used.contains(s))
                     .ok_or_else(|| anyhow!("no free chain slot"))?;
-                self.write_slot(slot, &c.to_abi(self.max_gen()? + 1))?;
+                self.write_slot(slot, &c.to_abi(gen_now()))?;
                 slot
             }
         };
         self.hooks
             .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::EXIST)?;
-        Ok(())
+        self.forget_prio()
     }
 
-    fn max_gen(&self) -> Result<u32> {
-        let mut g = 0;
-        for s in 0..abi::MAX_CHAINS {
-            if let Some(v) = self.chains.lookup(&s.to_ne_bytes(), MapFlags::ANY)? {
-                g = g.max(Chain::from_bytes(&v).map(|c| c.gen).unwrap_or(0));
-            }
+    /// Forget which MP_PRIO each subflow was sent, so that `set_backup` asserts its value again
+    /// (up to `repeat` times) on every subflow it matches. Done by `apply` and `set_chain`: a
+    /// new policy is re-asserted even where the flag was changed behind its back (netlink).
+    pub fn forget_prio(&self) -> Result<()> {
+        let keys: Vec<Vec<u8>> = self.prio.keys().collect();
+        for k in keys {
+            let _ = self.prio.delete(&k);
         }
-        Ok(g)
+        Ok(())
     }
 
     fn write_slot(&self, slot: u32, c: &Chain) -> Result<()> {
@@ -565,10 +573,19 @@ pub(crate) fn watch(
     Ok(())
 }
 
+/// A chain's generation number: informational (shown as is), milliseconds of the wall clock.
+fn gen_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u32)
+        .unwrap_or(0)
+}
+
 fn write_slot(chains: &dyn MapCore, stats: &dyn MapCore, slot: u32, c: &Chain) -> Result<()> {
     let ncpu = libbpf_rs::num_possible_cpus()?;
     let zero = vec![LinkStats::default().as_bytes().to_vec(); ncpu];
-    for i in 0..abi::MAX_LINKS as u32 {
+    // the counters of the links this chain uses start from zero (the others are not read)
+    for i in 0..c.len.min(abi::MAX_LINKS as u32) {
         let k = slot * abi::MAX_LINKS as u32 + i;
         stats.update_percpu(&k.to_ne_bytes(), &zero, MapFlags::ANY)?;
     }

@@ -179,53 +179,6 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
     assert!(got > 0);
 }
 
-/// tcpdump in a namespace, to a pcap file; stopped (by pid) on drop.
-struct Capture {
-    child: std::process::Child,
-    file: std::path::PathBuf,
-}
-
-impl Capture {
-    fn start(ns: &str, dev: &str) -> Capture {
-        let file = std::env::temp_dir().join(format!("nena-policy-{ns}-{dev}.pcap"));
-        let child = std::process::Command::new("ip")
-            .args(["netns", "exec", ns, "tcpdump", "-U", "-n", "-i", dev, "-w"])
-            .arg(&file)
-            .arg("tcp")
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("tcpdump");
-        let f = file.clone();
-        assert!(
-            wait_until(Duration::from_secs(5), || f.exists()),
-            "tcpdump did not start"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-        Capture { child, file }
-    }
-    fn frames(&mut self) -> Vec<Vec<u8>> {
-        std::thread::sleep(Duration::from_millis(300));
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
-        let data = std::fs::read(&self.file).unwrap();
-        let mut r = pcap_file::pcap::PcapReader::new(&data[..]).unwrap();
-        let mut v = vec![];
-        while let Some(p) = r.next_packet() {
-            v.push(p.unwrap().data.to_vec());
-        }
-        v
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
 #[test]
 fn get_connect_keys_match_the_capture() {
     let net = Net::new();

@@ -268,3 +268,56 @@ pub fn wait_until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// tcpdump in a namespace, to a pcap file; stopped (by pid) on drop.
+pub struct Capture {
+    child: std::process::Child,
+    file: std::path::PathBuf,
+}
+
+impl Capture {
+    pub fn start(ns: &str, dev: &str) -> Capture {
+        let file = std::env::temp_dir().join(format!("nena-policy-{ns}-{dev}.pcap"));
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "tcpdump", "-U", "-n", "-i", dev, "-w"])
+            .arg(&file)
+            .arg("tcp")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("tcpdump");
+        let f = file.clone();
+        assert!(
+            wait_until(Duration::from_secs(5), || f.exists()),
+            "tcpdump did not start"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        Capture { child, file }
+    }
+    pub fn frames(&mut self) -> Vec<Vec<u8>> {
+        self.timed_frames().into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// Frames with their capture time (wall clock, as SystemTime).
+    pub fn timed_frames(&mut self) -> Vec<(std::time::SystemTime, Vec<u8>)> {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let data = std::fs::read(&self.file).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&data[..]).unwrap();
+        let mut v = vec![];
+        while let Some(p) = r.next_packet() {
+            let p = p.unwrap();
+            v.push((std::time::UNIX_EPOCH + p.timestamp, p.data.to_vec()));
+        }
+        v
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}

@@ -1,0 +1,159 @@
+//! Use cases of the issue, in two namespaces with real MPTCP (root, BPF, MPTCP). Each prints
+//! its measurements as one JSON line (`cargo test -p nena-policy --test usecases -- --nocapture`).
+mod common;
+use common::*;
+use nena_mptcp::pm::PmSocket;
+use nena_policy::{packet, spec, Hook, Policy};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant, SystemTime};
+
+fn chain(dev: &str, hook: Hook, links: &str) -> spec::ChainSpec {
+    let t = format!(
+        "[[chain]]\nname = \"uc\"\ndev = \"{dev}\"\nhook = \"{}\"\nlinks = [ {links} ]\n",
+        hook.name()
+    );
+    spec::parse(&t).unwrap().chains.remove(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// MP_PRIO options (B flag) on the wire, with their capture times.
+fn mp_prios(frames: &[(SystemTime, Vec<u8>)]) -> Vec<(SystemTime, bool)> {
+    let mut v = vec![];
+    for (t, f) in frames {
+        for o in packet::mptcp_options(f) {
+            if o.len() == 3 && o[2] >> 4 == 5 {
+                v.push((*t, o[2] & 1 == 1));
+            }
+        }
+    }
+    v
+}
+
+/// Use case 4: set_backup from a policy against the same change through the path-manager
+/// netlink API (MPTCP_PM_CMD_SET_FLAGS, as mptcpd does it). For each: how long the call takes,
+/// and how long until the MP_PRIO is on the wire (tcpdump on the link).
+#[test]
+fn set_backup_policy_vs_netlink_latency() {
+    let net = Net::new();
+    let pins = Pins::new();
+    net.sh_c("sysctl -qw net.mptcp.pm_type=1"); // userspace PM on the client, as with mptcpd
+    let c = net.c.clone();
+    let p2 = pins.path().to_path_buf();
+    let policy = net.in_ns(&c, move || Policy::attach(&p2, "c2").unwrap());
+    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let srv = serve_bytes(l, 2_000_000_000);
+    let mut conn = net.connect(&net.c, "198.18.100.2:5201");
+    let token = nena_mptcp::info(conn.as_fd()).unwrap().token;
+    let mut pm = net.in_ns(&c, PmSocket::open).unwrap();
+    pm.subflow_create(
+        token,
+        CLIENT2.parse().unwrap(),
+        "198.18.100.2:5201".parse().unwrap(),
+    )
+    .unwrap();
+    let mut local2 = None;
+    assert!(wait_until(Duration::from_secs(3), || {
+        read_for(&mut conn, Duration::from_millis(20));
+        local2 = nena_mptcp::subflows(conn.as_fd())
+            .unwrap()
+            .into_iter()
+            .filter_map(|s| s.local)
+            .find(|a| a.ip().to_string() == CLIENT2);
+        local2.is_some()
+    }));
+    let local2 = local2.unwrap();
+    let remote: std::net::SocketAddr = "198.18.100.2:5201".parse().unwrap();
+    let mut cap = Capture::start(&c, "c2");
+    // keep the download going (the client's ACKs carry the policy's MP_PRIO)
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let mut rd = conn.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            read_for(&mut rd, Duration::from_millis(50));
+        }
+    });
+    let trials = 10;
+    let mut calls_nl = vec![];
+    let mut calls_pol = vec![];
+    let mut starts: Vec<(&str, SystemTime, bool)> = vec![];
+    for i in 0..trials {
+        let b = i % 2 == 0;
+        let t0 = SystemTime::now();
+        let s = Instant::now();
+        pm.set_backup(token, local2, remote, b).unwrap();
+        calls_nl.push(s.elapsed().as_secs_f64() * 1e6);
+        starts.push(("netlink", t0, b));
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    // The policy marks the subflow backup with the MP_PRIO it adds to the client's next pure
+    // ACK on it. Once the server treats it as backup, it sends nothing there and the client
+    // has no ACK to carry a "not backup" any more: so each policy trial starts from "not
+    // backup" restored through netlink (the kernel sends a dedicated ACK), and the policy is
+    // measured on backup = true, the change that matters (hold an untrusted subflow back).
+    let c2 = net.in_ns(&c, || nena_policy::loader::ifindex("c2").unwrap());
+    for _ in 0..trials {
+        pm.set_backup(token, local2, remote, false).unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let ch = chain(
+            "c2",
+            Hook::Egress,
+            r#"{ act = "set_backup", backup = true, repeat = 1 }"#,
+        );
+        let t0 = SystemTime::now();
+        let s = Instant::now();
+        policy
+            .set_chain_ifindex(c2, Hook::Egress, Some(&ch))
+            .unwrap();
+        calls_pol.push(s.elapsed().as_secs_f64() * 1e6);
+        starts.push(("policy", t0, true));
+        std::thread::sleep(Duration::from_millis(60));
+        policy.set_chain_ifindex(c2, Hook::Egress, None).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    let frames = cap.timed_frames();
+    let prios = mp_prios(&frames);
+    let mut wire_nl = vec![];
+    let mut wire_pol = vec![];
+    for (who, t0, b) in &starts {
+        let first = prios.iter().find(|(t, pb)| {
+            t >= t0 && pb == b && t.duration_since(*t0).unwrap() < Duration::from_millis(55)
+        });
+        match (first, *who) {
+            (Some((t, _)), w) => {
+                let us = t.duration_since(*t0).unwrap().as_secs_f64() * 1e6;
+                if w == "netlink" {
+                    wire_nl.push(us)
+                } else {
+                    wire_pol.push(us)
+                }
+            }
+            // the kernel sends a dedicated ACK for MP_PRIO: it is always on the wire
+            (None, "netlink") => panic!("netlink: no MP_PRIO(B={b}) within 55 ms; seen {prios:?}"),
+            // the policy needs a pure ACK of that subflow to ride on
+            (None, _) => {}
+        }
+    }
+    assert!(
+        wire_pol.len() * 2 >= trials,
+        "policy MP_PRIO seen in {} of {trials} trials",
+        wire_pol.len()
+    );
+    let ss = net.ss(&net.s);
+    println!(
+        "{{\"use_case\": 4, \"trials\": {trials}, \"policy_seen\": {}, \"netlink_call_us\": {:.1}, \"policy_call_us\": {:.1}, \"netlink_to_wire_us\": {:.1}, \"policy_to_wire_us\": {:.1}}}",
+        wire_pol.len(),
+        median(calls_nl),
+        median(calls_pol),
+        median(wire_nl),
+        median(wire_pol)
+    );
+    assert!(!ss.is_empty());
+    drop(conn);
+    let _ = srv.join();
+}

@@ -5,13 +5,16 @@
 //! `q`. Per vector:
 //! - `gf2p8affineqb` with the data as the bit matrix transposes each qword (`T`); a second
 //!   one with constant rows then XORs any chosen subset of the qword's bytes into each
-//!   byte: `SE` (bytes after `t`), `TB` (all 8: the qword's total, broadcast);
-//! - `SI = SE ^ x` (bytes `t..8`); qword `q-8` is the same lane of the previous vector;
-//! - `U` = XOR of `TB` over qwords `q-7..=q` by doubling across qwords (`valignq` 1, 2, 4);
+//!   byte: here `SE`, the bytes after `t`;
+//! - `SI = SE ^ x` (bytes `t..8`); qword `q-8` is the same lane of the previous vector, and
+//!   byte 0 of `SI` is the qword's total;
+//! - one `vpermb` (plus a blend with the previous vector's) gathers the totals of qwords
+//!   `q-7..=q` into qword `q`, and two more affine ops XOR them: `U`;
 //! - `out = SE ^ U ^ SI_prev` (one ternary-logic op).
 //!
-//! That is 3 affine (port 0), 3 `valignq` (port 5) and 5 logic ops per 64 bytes. (`vpermt2b`,
-//! the obvious tool for byte shifts across vectors, costs two cycles on port 5 here.)
+//! That is 4 affine ops (port 0), one `vpermb` (port 5) and 3 logic ops per 64 bytes, no
+//! loop-carried chain. (`vpermt2b`, the obvious tool for byte shifts across vectors, costs
+//! two cycles on port 5 here.)
 //!
 //! Descrambling. With `Q` the prefix XOR, `Q = C ^ Q[-65]` and `b = Q ^ Q[-1]`, and
 //! `Q[-65]` of vector `n+1` equals `Q[-1]` of vector `n`: `D_n = Q_n delayed by one byte`
@@ -45,6 +48,31 @@ const fn idx(k: usize) -> [u8; 64] {
 }
 static ROT1: [u8; 64] = idx(127);
 static IOTA: [u8; 64] = idx(0);
+
+/// `vpermb` index gathering qword totals (byte 0 of each qword of `si`): byte `j` of qword
+/// `q` takes qword `(q + j + 1) mod 8`, which is global qword `q - 7 + j` of the current
+/// vector when `q - 7 + j >= 0`, else of the previous one.
+static GATHER: [u8; 64] = {
+    let mut a = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        a[i] = (8 * ((i / 8 + i % 8 + 1) % 8)) as u8;
+        i += 1;
+    }
+    a
+};
+/// Byte mask of the `GATHER` entries that come from the current vector (`q + j >= 7`).
+const FROM_CURRENT: u64 = {
+    let mut m = 0u64;
+    let mut i = 0;
+    while i < 64 {
+        if i / 8 + i % 8 >= 7 {
+            m |= 1 << i;
+        }
+        i += 1;
+    }
+    m
+};
 
 // Affine constants, one row byte per position `t` (the same for every qword); a row selects
 // source byte `u` of the qword through its bit `7 - u` (see the `T` transposition).
@@ -102,27 +130,28 @@ unsafe fn scramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     let transpose = _mm512_set1_epi64(TRANSPOSE);
     let suffix_excl = _mm512_set1_epi64(SUFFIX_EXCL);
     let total = _mm512_set1_epi64(TOTAL);
+    let gather = ld(GATHER.as_ptr());
     let zero = _mm512_setzero_si512();
     // Previous vector's values; from a stream of zero bytes, feeding the window through one
     // step gives exactly the values after the window.
-    let (mut xp, mut sip, mut tbp, mut u1p, mut u2p) = (zero, zero, zero, zero, zero);
+    let (mut xp, mut sip, mut ap) = (zero, zero, zero);
     macro_rules! step {
         ($x:expr) => {{
             let x = $x;
             let t = _mm512_gf2p8affine_epi64_epi8::<0>(transpose, x);
             let se = _mm512_gf2p8affine_epi64_epi8::<0>(suffix_excl, t);
-            let tb = _mm512_gf2p8affine_epi64_epi8::<0>(total, t);
+            // Byte 0 of each qword of `si` is the qword's total.
             let si = _mm512_xor_si512(se, x);
-            // Totals of qwords q-1..=q, q-3..=q, q-7..=q.
-            let u1 = _mm512_xor_si512(tb, _mm512_alignr_epi64::<7>(tb, tbp));
-            let u2 = _mm512_xor_si512(u1, _mm512_alignr_epi64::<6>(u1, u1p));
-            let u3 = _mm512_xor_si512(u2, _mm512_alignr_epi64::<4>(u2, u2p));
-            let out = _mm512_ternarylogic_epi64::<0x96>(se, u3, sip);
+            // Qword q of `g`: the totals of qwords q-7..=q (older ones from the previous
+            // vector), then their XOR in every byte.
+            let a = _mm512_permutexvar_epi8(gather, si);
+            let g = _mm512_mask_blend_epi8(FROM_CURRENT, ap, a);
+            let tg = _mm512_gf2p8affine_epi64_epi8::<0>(transpose, g);
+            let u = _mm512_gf2p8affine_epi64_epi8::<0>(total, tg);
+            let out = _mm512_ternarylogic_epi64::<0x96>(se, u, sip);
             xp = x;
             sip = si;
-            tbp = tb;
-            u1p = u1;
-            u2p = u2;
+            ap = a;
             out
         }};
     }

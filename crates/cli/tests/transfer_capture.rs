@@ -33,8 +33,8 @@ fn any_piece_in(hay: &[u8], needles: &[Vec<u8>]) -> Option<Vec<u8>> {
     hay.windows(8).find(|w| set.contains(&word(w))).map(|w| w.to_vec())
 }
 
-/// How many needles occur whole in `hay` (found by their last 8 bytes, then compared).
-fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> usize {
+/// Which needles occur whole in `hay` (found by their last 8 bytes, then compared).
+fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> Vec<bool> {
     let tails: HashMap<u64, Vec<usize>> = needles.iter().enumerate().fold(HashMap::new(), |mut m, (i, n)| {
         m.entry(word(&n[n.len() - 8..])).or_default().push(i);
         m
@@ -51,7 +51,7 @@ fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> usize {
             }
         }
     }
-    found.iter().filter(|&&f| f).count()
+    found
 }
 
 #[test]
@@ -97,8 +97,8 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
             reports.push(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap());
         }
     }
-    cu.stop().unwrap();
-    ct.stop().unwrap();
+    let su = cu.stop().unwrap();
+    let st = ct.stop().unwrap();
     assert_eq!(reports.len(), 100);
     assert!(reports.iter().all(|r| r["verified"] == true && r["mode"] == "kato"));
 
@@ -127,15 +127,27 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
 
     // No byte of any nena handshake: every hello (it holds the session keys) is in the
     // trusted capture, and not one 8-byte piece of any hello is in the untrusted one.
-    let hellos: Vec<Vec<u8>> = std::fs::read_to_string(&hellos).unwrap().lines().map(unhex).collect();
+    let hellos_path = hellos;
+    let hellos: Vec<Vec<u8>> = std::fs::read_to_string(&hellos_path).unwrap().lines().map(unhex).collect();
     assert_eq!(hellos.len(), 100);
     let raw_u = std::fs::read(&cap_u).unwrap();
     let raw_t = std::fs::read(&cap_t).unwrap();
     assert!(hellos.iter().all(|h| h.len() >= 16));
-    assert_eq!(whole_found(&raw_t, &hellos), 100, "hellos missing from the trusted capture");
     if let Some(piece) = any_piece_in(&raw_u, &hellos) {
         panic!("handshake bytes {piece:02x?} on the untrusted link");
     }
+    let found = whole_found(&raw_t, &hellos);
+    let missing: Vec<String> = found
+        .iter()
+        .zip(&hellos)
+        .filter(|(f, _)| !**f)
+        .map(|(_, h)| h.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    if !missing.is_empty() {
+        let _ = std::fs::copy(&cap_t, "/tmp/nena-capture-debug-trusted.pcap");
+        let _ = std::fs::copy(&hellos_path, "/tmp/nena-capture-debug-hellos.hex");
+    }
+    assert!(missing.is_empty(), "hellos missing from the trusted capture ({st:?}, untrusted {su:?}): {missing:?}");
 
     // Control: the same check catches the plaintext when nena runs in plain mode.
     let cap_c = cli.join("control.pcap");

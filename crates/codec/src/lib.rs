@@ -12,23 +12,31 @@
 //! - [`Impl::Straight`]: the papers' straightforward version, shift the window and XOR all
 //!   64 bytes for every byte;
 //! - [`Impl::Revised`]: the papers' Figure 14, a ring buffer and a running XOR (`sXor`);
-//! - [`Impl::Fast`]: vectorised, chosen at run time ([`fast_backend`]): AVX-512 (VBMI) or
-//!   AVX2 on x86-64, otherwise a portable word-at-a-time (`u64`) version.
+//! - [`Impl::Fast`]: vectorised, chosen once at run time ([`fast_backend`]): AVX-512 (BW,
+//!   VBMI and GFNI) or AVX2 on x86-64, otherwise a portable word-at-a-time (`u64`) version
+//!   that any CPU (ARM included) runs.
 //!
 //! # The algebra behind `fast`
 //! Let `s` be the initial window followed by the plaintext and `P` the prefix XOR over `s`.
 //! Output byte `k` (counting from the start of `s`, `k >= 64`) is the XOR of the 65 bytes
-//! `s[k-64..=k]`, i.e. `P[k] ^ P[k-65]`. Scrambling is therefore a sliding 65-byte XOR,
-//! computed per 64-byte vector by doubling (windows of 2, 4, ..., 64 bytes, then one more
-//! byte); descrambling is the recurrence `P[k] = C[k] ^ P[k-65]`, `b[k] = P[k] ^ P[k-1]`,
-//! whose stride of 65 makes every 64-byte vector depend only on the previous ones.
+//! `s[k-64..=k]`, i.e. `P[k] ^ P[k-65]`. Scrambling is therefore a sliding 65-byte XOR
+//! (per 64-byte vector: in-qword partial XORs plus a window over qword totals);
+//! descrambling is the recurrence `P[k] = C[k] ^ P[k-65]`, `b[k] = P[k] ^ P[k-1]`, whose
+//! stride of 65 makes every 64-byte vector depend only on the previous one, shifted by a
+//! byte. The kernels' own docs give the details.
+//!
+//! # Speed (this project's machine: Xeon with AVX-512, one core)
+//! One 1280-byte message scrambled and descrambled in place with `fast` takes about
+//! 45-50 ns (`cargo run --release -p nena-codec --example timing`; criterion:
+//! `cargo bench -p nena-codec`), against about 1.3-1.5 us for `revised` and 0.73 us for
+//! OpenSSL's AES-128-GCM. Bulk (1 MiB) runs at 25-30 GB/s per direction.
 //!
 //! # Weakness (read this before relying on it)
 //! The scrambling is not encryption. From `out[k] = P[k] ^ P[k-65]` follows
 //! `out[k] ^ out[k-1] = b[k] ^ b[k-65]`: an observer who knows (or guesses) any 65
 //! consecutive plaintext bytes of an observed run of ciphertext recovers all the plaintext
-//! of that run after them, without the key, and the key itself only enters through the
-//! first 64 bytes. Protocol headers, file formats or repeated content make such known
+//! of that run, after and before them, without the key; and the key only influences the
+//! first 64 bytes of a stream. Protocol headers, file formats or repeated content make such known
 //! plaintext easy to find. The papers do not discuss this; nena keeps the scheme because
 //! it is the papers' method (and its "not every path" argument), and a later issue adds
 //! cryptographic successors.

@@ -123,23 +123,32 @@ static PORTABLE: Backend = Backend {
 
 /// The backends this CPU can run, best first (the portable one is always last).
 pub(crate) fn available() -> Vec<&'static Backend> {
-    #[allow(unused_mut)]
-    let mut v: Vec<&'static Backend> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vbmi")
-            && std::is_x86_feature_detected!("gfni")
-        {
-            v.push(&x86_avx512::BACKEND);
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            v.push(&x86_avx2::BACKEND);
-        }
-    }
+    let mut v = simd_backends();
     v.push(&PORTABLE);
     v
+}
+
+/// The SIMD backends this CPU supports, best first.
+#[cfg(target_arch = "x86_64")]
+fn simd_backends() -> Vec<&'static Backend> {
+    let mut v: Vec<&'static Backend> = Vec::new();
+    if std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vbmi")
+        && std::is_x86_feature_detected!("gfni")
+    {
+        v.push(&x86_avx512::BACKEND);
+    }
+    if std::is_x86_feature_detected!("avx2") {
+        v.push(&x86_avx2::BACKEND);
+    }
+    v
+}
+
+/// No SIMD backends on other architectures (yet): the portable one runs.
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_backends() -> Vec<&'static Backend> {
+    Vec::new()
 }
 
 /// The backend `Impl::Fast` uses: detected once, see `crate::fast_backend`.

@@ -2,12 +2,13 @@
 //! whether it appears anywhere in the reassembled streams of a capture.
 //!
 //! Exact (no fingerprints): windows are 128-bit keys in a hash set. Only the smaller side is
-//! indexed in full (about 18 bytes a distinct window): when the known file is the smaller
-//! one, the capture is scanned against it and only the windows found are kept, then the
-//! file is scanned once more to count and locate them.
+//! indexed (about 18 bytes a distinct window): when the known file is the smaller one, the
+//! capture is scanned against it and only the windows found are kept, then the file is
+//! scanned once more to mark them. Large inputs are split into passes by a hash of the
+//! window, so memory stays bounded (a few hundred MB) whatever the sizes.
 
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The run length the issue asks about.
@@ -84,6 +85,124 @@ fn windows(b: &[u8]) -> impl Iterator<Item = u128> + '_ {
     (0..b.len().saturating_sub(RUN - 1)).map(move |i| window(b, i))
 }
 
+#[inline]
+fn is_set(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
+}
+
+#[inline]
+fn set(bits: &mut [u64], i: usize) {
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// The capture is the smaller side: index its windows (with one location each), then walk
+/// the file; a hit is extended byte by byte in both directions, marking every file window
+/// inside the common stretch without looking it up. Exact: every file window is either
+/// looked up in its pass or proven present by an extension.
+fn index_capture(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &mut [u64]) {
+    const OFF_BITS: u32 = 40;
+    let runs = known.len() + 1 - RUN;
+    let capture_runs: u64 = pieces
+        .iter()
+        .map(|p| p.data.len().saturating_sub(RUN - 1) as u64)
+        .sum();
+    // a map entry is twice a set entry: half as many windows a pass
+    let per_pass = (part_windows / 2).max(1);
+    let parts = capture_runs / per_pass + 1;
+    let reserve = (capture_runs / parts + capture_runs / parts / 8 + 16) as usize;
+    for part in 0..parts {
+        let mut idx: HashMap<u128, u64, BuildHasherDefault<WindowHasher>> =
+            HashMap::with_capacity_and_hasher(reserve, Default::default());
+        for (pi, p) in pieces.iter().enumerate() {
+            if p.data.len() >= 1 << OFF_BITS {
+                continue; // a 1 TiB chunk: not a capture this tool reads into memory anyway
+            }
+            for (q, w) in windows(p.data).enumerate() {
+                if part_of(w, parts) == part {
+                    idx.entry(w).or_insert(((pi as u64) << OFF_BITS) | q as u64);
+                }
+            }
+        }
+        if idx.is_empty() {
+            continue;
+        }
+        let mut i = 0usize;
+        while i < runs {
+            if is_set(found, i) {
+                i += 1;
+                continue;
+            }
+            let w = window(known, i);
+            if part_of(w, parts) != part {
+                i += 1;
+                continue;
+            }
+            let Some(&loc) = idx.get(&w) else {
+                i += 1;
+                continue;
+            };
+            let data = pieces[(loc >> OFF_BITS) as usize].data;
+            let q = (loc & ((1 << OFF_BITS) - 1)) as usize;
+            // backwards, until a mismatch or an already marked window
+            let mut b = 0usize;
+            while b < i && b < q && known[i - 1 - b] == data[q - 1 - b] && !is_set(found, i - 1 - b)
+            {
+                b += 1;
+            }
+            let len = common_prefix(&known[i..], &data[q..]);
+            debug_assert!(len >= RUN);
+            let last = i + len - RUN;
+            for k in i - b..=last {
+                set(found, k);
+            }
+            i = last + 1;
+        }
+    }
+}
+
+/// The file is the smaller side: index its windows, keep those the capture contains, then
+/// mark the file offsets whose window was kept.
+fn index_known(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &mut [u64]) {
+    let runs_checked = known.len().saturating_sub(RUN - 1) as u64;
+    let parts = runs_checked / part_windows.max(1) + 1;
+    let reserve = (runs_checked / parts + runs_checked / parts / 8 + 16) as usize;
+    for part in 0..parts {
+        let mine = |w: &u128| part_of(*w, parts) == part;
+        let mut k = WindowSet::with_capacity_and_hasher(reserve, Default::default());
+        k.extend(windows(known).filter(mine));
+        let mut present = WindowSet::default();
+        for p in pieces {
+            for w in windows(p.data).filter(mine) {
+                if k.contains(&w) {
+                    present.insert(w);
+                }
+            }
+        }
+        drop(k);
+        if present.is_empty() {
+            continue;
+        }
+        for (i, w) in windows(known).enumerate() {
+            if mine(&w) && present.contains(&w) {
+                set(found, i);
+            }
+        }
+    }
+}
+
 /// A labelled piece of contiguous captured data (one chunk of one direction's stream).
 #[derive(Debug, Clone, Copy)]
 pub struct Piece<'a> {
@@ -94,25 +213,46 @@ pub struct Piece<'a> {
 
 /// Check every 16-byte run of `known` against the captured `pieces`.
 pub fn check(known: &[u8], pieces: &[Piece<'_>], max_matches: usize) -> KnownReport {
+    check_with_partition(known, pieces, max_matches, PART_WINDOWS)
+}
+
+/// Windows indexed per pass: bounds the hash set to a few hundred MB however large the
+/// inputs are (about 18 bytes a window).
+pub const PART_WINDOWS: u64 = 1 << 23;
+
+/// Which pass a window belongs to: a mix independent of the set's own hash.
+#[inline]
+fn part_of(w: u128, parts: u64) -> u64 {
+    if parts == 1 {
+        return 0;
+    }
+    let x = ((w as u64) ^ ((w >> 64) as u64).rotate_left(29)).wrapping_mul(0xd6e8_feb8_6659_fd93);
+    (x >> 32) % parts
+}
+
+/// [`check`] with the windows split into passes of at most `part_windows` indexed windows.
+/// Each pass indexes the windows of the smaller side that fall in it and looks up the
+/// other side's windows of the same pass; found file offsets are marked in a bitmap.
+pub fn check_with_partition(
+    known: &[u8],
+    pieces: &[Piece<'_>],
+    max_matches: usize,
+    part_windows: u64,
+) -> KnownReport {
     let runs_checked = known.len().saturating_sub(RUN - 1) as u64;
     let capture_runs: u64 = pieces
         .iter()
         .map(|p| p.data.len().saturating_sub(RUN - 1) as u64)
         .sum();
-    let present: WindowSet = if runs_checked <= capture_runs {
-        let k: WindowSet = windows(known).collect();
-        let mut found = WindowSet::default();
-        for p in pieces {
-            for w in windows(p.data) {
-                if k.contains(&w) {
-                    found.insert(w);
-                }
-            }
+    let mut found = vec![0u64; (runs_checked as usize).div_ceil(64)];
+    if runs_checked > 0 && capture_runs > 0 {
+        if capture_runs <= runs_checked {
+            index_capture(known, pieces, part_windows, &mut found);
+        } else {
+            index_known(known, pieces, part_windows, &mut found);
         }
-        found
-    } else {
-        pieces.iter().flat_map(|p| windows(p.data)).collect()
-    };
+    }
+    let is_found = |i: usize| is_set(&found, i);
 
     let mut report = KnownReport {
         file_bytes: known.len() as u64,
@@ -122,9 +262,6 @@ pub fn check(known: &[u8], pieces: &[Piece<'_>], max_matches: usize) -> KnownRep
         first_matches: Vec::new(),
         stretches: 0,
     };
-    if present.is_empty() {
-        return report;
-    }
     let mut stretch: Option<(usize, usize)> = None; // (first run offset, last run offset)
     let mut covered_to = 0usize; // file bytes [.., covered_to) already counted as covered
     let close = |s: (usize, usize), report: &mut KnownReport| {
@@ -138,8 +275,8 @@ pub fn check(known: &[u8], pieces: &[Piece<'_>], max_matches: usize) -> KnownRep
             });
         }
     };
-    for (i, w) in windows(known).enumerate() {
-        if present.contains(&w) {
+    for i in 0..runs_checked as usize {
+        if is_found(i) {
             report.runs_found += 1;
             let end = i + RUN;
             report.bytes_covered += (end - covered_to.max(i)) as u64;
@@ -209,6 +346,31 @@ mod tests {
     }
 
     #[test]
+    fn passes_give_the_same_answer() {
+        let mut x = 0x2545f4914f6cdd1du64;
+        let known: Vec<u8> = (0..3000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let mut cap = known[100..900].to_vec();
+        cap.extend_from_slice(&[1, 2, 3]);
+        cap.extend_from_slice(&known[1500..2600]);
+        let one = check_with_partition(&known, &[piece(&cap)], 10, u64::MAX);
+        for part in [1u64, 7, 64, 1000] {
+            assert_eq!(
+                check_with_partition(&known, &[piece(&cap)], 10, part),
+                one,
+                "part size {part}"
+            );
+        }
+        assert_eq!(one.runs_found, (800 - 15) + (1100 - 15));
+    }
+
+    #[test]
     fn repetitive_files_count_every_offset() {
         let known = b"0123456789".repeat(10);
         let mut cap = b"xx".to_vec();
@@ -242,5 +404,46 @@ mod tests {
         assert_eq!(r.runs_found, 0);
         let r = check(known, &[piece(b"AAAAAAAABBBBBBBB")], 5);
         assert_eq!(r.runs_found, 1);
+    }
+
+    fn naive(known: &[u8], pieces: &[Piece<'_>]) -> Vec<u64> {
+        let runs = known.len().saturating_sub(RUN - 1);
+        let mut bits = vec![0u64; runs.div_ceil(64)];
+        for i in 0..runs {
+            if pieces
+                .iter()
+                .any(|p| memchr::memmem::find(p.data, &known[i..i + RUN]).is_some())
+            {
+                set(&mut bits, i);
+            }
+        }
+        bits
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Both strategies, with any pass size, agree with a brute-force search, also on
+        /// highly repetitive data (two-letter alphabet) where extensions overlap.
+        #[test]
+        fn strategies_match_brute_force(
+            known in proptest::collection::vec(0u8..2, 0..300),
+            caps in proptest::collection::vec(proptest::collection::vec(0u8..2, 0..200), 0..4),
+            part in 1u64..50,
+        ) {
+            let known: Vec<u8> = known.iter().map(|b| b + b'a').collect();
+            let caps: Vec<Vec<u8>> = caps.iter().map(|c| c.iter().map(|b| b + b'a').collect()).collect();
+            let pieces: Vec<Piece<'_>> = caps.iter().map(|c| Piece { flow: "f", offset: 0, data: c }).collect();
+            let want = naive(&known, &pieces);
+            if known.len() >= RUN && pieces.iter().any(|p| p.data.len() >= RUN) {
+                for strategy in [index_capture, index_known] {
+                    let mut got = vec![0u64; want.len()];
+                    strategy(&known, &pieces, part, &mut got);
+                    proptest::prop_assert_eq!(&got, &want);
+                }
+            }
+            let r = check_with_partition(&known, &pieces, 3, part);
+            let n: u64 = want.iter().map(|w| w.count_ones() as u64).sum();
+            proptest::prop_assert_eq!(r.runs_found, n);
+        }
     }
 }

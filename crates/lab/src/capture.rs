@@ -105,6 +105,9 @@ impl Capture {
             "-n",
             "-U",
             "--immediate-mode",
+            // a 64 MiB kernel buffer: a fast transfer (64 KiB GSO packets) is not dropped
+            "-B",
+            "65536",
             "-Z",
             "root",
             "-s",

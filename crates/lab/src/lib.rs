@@ -445,8 +445,8 @@ impl Lab {
     }
 
     /// Stop recorded captures (of one link, or all): SIGINT so tcpdump flushes its file.
-    /// Returns the records of the captures stopped.
-    pub fn stop_captures(&self, link: Option<Link>) -> Result<Vec<CaptureRecord>> {
+    /// Returns the records of the captures stopped, with tcpdump's counts.
+    pub fn stop_captures(&self, link: Option<Link>) -> Result<Vec<(CaptureRecord, CaptureStats)>> {
         let mut stopped = Vec::new();
         for (path, r) in capture::records(&self.state_dir) {
             if link.is_some_and(|l| l != r.link) {
@@ -462,7 +462,8 @@ impl Lab {
                 if capture::is_live_tcpdump(r.pid) {
                     let _ = kill(Pid::from_raw(r.pid as i32), Signal::SIGKILL);
                 }
-                stopped.push(r.clone());
+                let stats = capture::parse_stats(&fs::read_to_string(&r.log).unwrap_or_default());
+                stopped.push((r.clone(), stats));
             }
             let _ = fs::remove_file(&path);
             let _ = fs::remove_file(&r.log);

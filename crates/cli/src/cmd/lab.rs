@@ -182,12 +182,19 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::CaptureStop(a) => {
             let lab = Lab::open(&a.common.prefix)?;
             let stopped = lab.stop_captures(a.link)?;
-            for r in &stopped {
+            for (r, st) in &stopped {
                 println!(
-                    "stopped capture {} of the {} link: {}",
+                    "stopped capture {} of the {} link: {} ({} packets{})",
                     r.pid,
                     r.link,
-                    r.file.display()
+                    r.file.display(),
+                    st.captured
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    match st.dropped_by_kernel {
+                        Some(d) if d > 0 => format!(", {d} DROPPED by the kernel"),
+                        _ => String::new(),
+                    }
                 );
             }
             if stopped.is_empty() {

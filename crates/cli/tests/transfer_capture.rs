@@ -12,15 +12,28 @@ use transfer_common::*;
 
 fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
     let out = std::process::Command::new(NENA)
-        .args(["eavesdrop", cap.to_str().unwrap(), "--known", known.to_str().unwrap(), "--json"])
+        .args([
+            "eavesdrop",
+            cap.to_str().unwrap(),
+            "--known",
+            known.to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "eavesdrop: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "eavesdrop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn word(b: &[u8]) -> u64 {
@@ -29,16 +42,25 @@ fn word(b: &[u8]) -> u64 {
 
 /// Whether any 8-byte window of any needle occurs in `hay` (one pass over `hay`).
 fn any_piece_in(hay: &[u8], needles: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let set: HashSet<u64> = needles.iter().flat_map(|n| n.windows(8).map(word)).collect();
-    hay.windows(8).find(|w| set.contains(&word(w))).map(|w| w.to_vec())
+    let set: HashSet<u64> = needles
+        .iter()
+        .flat_map(|n| n.windows(8).map(word))
+        .collect();
+    hay.windows(8)
+        .find(|w| set.contains(&word(w)))
+        .map(|w| w.to_vec())
 }
 
 /// Which needles occur whole in `hay` (found by their last 8 bytes, then compared).
 fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> Vec<bool> {
-    let tails: HashMap<u64, Vec<usize>> = needles.iter().enumerate().fold(HashMap::new(), |mut m, (i, n)| {
-        m.entry(word(&n[n.len() - 8..])).or_default().push(i);
-        m
-    });
+    let tails: HashMap<u64, Vec<usize>> =
+        needles
+            .iter()
+            .enumerate()
+            .fold(HashMap::new(), |mut m, (i, n)| {
+                m.entry(word(&n[n.len() - 8..])).or_default().push(i);
+                m
+            });
     let mut found = vec![false; needles.len()];
     for (p, w) in hay.windows(8).enumerate() {
         if let Some(ids) = tails.get(&word(w)) {
@@ -85,22 +107,36 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
             } else {
                 vec!["get", "served.txt", "--out", &out, "--from", &to]
             };
-            args.extend_from_slice(&["--json", "--mode", "kato", "--debug-dump-first-flight", &hellos_s]);
+            args.extend_from_slice(&[
+                "--json",
+                "--mode",
+                "kato",
+                "--debug-dump-first-flight",
+                &hellos_s,
+            ]);
             args.extend_from_slice(&PATHS);
             let mut cmd = lab.command(Host::Client, NENA, &args);
-            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             children.push(cmd.spawn().unwrap());
         }
         for c in children {
             let out = c.wait_with_output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             reports.push(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap());
         }
     }
     let su = cu.stop().unwrap();
     let st = ct.stop().unwrap();
     assert_eq!(reports.len(), 100);
-    assert!(reports.iter().all(|r| r["verified"] == true && r["mode"] == "kato"));
+    assert!(reports
+        .iter()
+        .all(|r| r["verified"] == true && r["mode"] == "kato"));
 
     // Both links carried data (the clients' own per-subflow counters, and the captures).
     let (mut t, mut u) = (0, 0);
@@ -109,26 +145,50 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
         t += a;
         u += b;
     }
-    assert!(t > 1_000_000 && u > 1_000_000, "trusted {t} B, untrusted {u} B");
-    let multipath = reports.iter().filter(|r| r["paths"]["multipath"] == true).count();
-    assert!(multipath >= 50, "only {multipath} of 100 connections were multipath");
+    assert!(
+        t > 1_000_000 && u > 1_000_000,
+        "trusted {t} B, untrusted {u} B"
+    );
+    let multipath = reports
+        .iter()
+        .filter(|r| r["paths"]["multipath"] == true)
+        .count();
+    assert!(
+        multipath >= 50,
+        "only {multipath} of 100 connections were multipath"
+    );
 
     let eu = eavesdrop(&cap_u, &known);
     let et = eavesdrop(&cap_t, &known);
-    assert!(eu["payload_bytes"].as_u64().unwrap() > 1_000_000, "untrusted link carried little: {}", eu["payload_bytes"]);
+    assert!(
+        eu["payload_bytes"].as_u64().unwrap() > 1_000_000,
+        "untrusted link carried little: {}",
+        eu["payload_bytes"]
+    );
     assert!(et["payload_bytes"].as_u64().unwrap() > 1_000_000);
     // No 16-byte run of the plaintext on the untrusted link.
-    assert_eq!(eu["known"]["runs_found"], 0, "plaintext runs on the untrusted link: {}", eu["known"]);
+    assert_eq!(
+        eu["known"]["runs_found"], 0,
+        "plaintext runs on the untrusted link: {}",
+        eu["known"]
+    );
     assert_eq!(eu["known"]["leak"], false);
     // No MPTCP key in clear (MP_CAPABLE) on the untrusted link either.
     for f in eu["flows"].as_array().unwrap() {
-        assert!(f["mptcp_keys"].as_array().unwrap().is_empty(), "MPTCP key on the untrusted link: {f}");
+        assert!(
+            f["mptcp_keys"].as_array().unwrap().is_empty(),
+            "MPTCP key on the untrusted link: {f}"
+        );
     }
 
     // No byte of any nena handshake: every hello (it holds the session keys) is in the
     // trusted capture, and not one 8-byte piece of any hello is in the untrusted one.
     let hellos_path = hellos;
-    let hellos: Vec<Vec<u8>> = std::fs::read_to_string(&hellos_path).unwrap().lines().map(unhex).collect();
+    let hellos: Vec<Vec<u8>> = std::fs::read_to_string(&hellos_path)
+        .unwrap()
+        .lines()
+        .map(unhex)
+        .collect();
     assert_eq!(hellos.len(), 100);
     let raw_u = std::fs::read(&cap_u).unwrap();
     let raw_t = std::fs::read(&cap_t).unwrap();
@@ -147,7 +207,10 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
         let _ = std::fs::copy(&cap_t, "/tmp/nena-capture-debug-trusted.pcap");
         let _ = std::fs::copy(&hellos_path, "/tmp/nena-capture-debug-hellos.hex");
     }
-    assert!(missing.is_empty(), "hellos missing from the trusted capture ({st:?}, untrusted {su:?}): {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "hellos missing from the trusted capture ({st:?}, untrusted {su:?}): {missing:?}"
+    );
 
     // Control: the same check catches the plaintext when nena runs in plain mode.
     let cap_c = cli.join("control.pcap");
@@ -162,6 +225,10 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
     let (_, u) = bytes_by_trust(&r);
     if u > 0 {
         let ec = eavesdrop(&cap_c, &big);
-        assert_eq!(ec["known"]["leak"], true, "plain mode over the untrusted link must leak: {}", ec["known"]);
+        assert_eq!(
+            ec["known"]["leak"], true,
+            "plain mode over the untrusted link must leak: {}",
+            ec["known"]
+        );
     }
 }

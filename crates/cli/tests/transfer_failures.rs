@@ -26,7 +26,8 @@ fn untrusted_link_down_mid_transfer_completes_and_verifies() {
     let mut args = vec!["send", &src_s, "--to", &to, "--json", "--timeout", "10"];
     args.extend_from_slice(&PATHS);
     let mut cmd = lab.command(Host::Client, NENA, &args);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     let start = Instant::now();
     std::thread::sleep(Duration::from_millis(1200));
@@ -38,7 +39,10 @@ fn untrusted_link_down_mid_transfer_completes_and_verifies() {
         "transfer failed after the untrusted link went down: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(took > Duration::from_millis(1200), "the transfer ended before the link went down");
+    assert!(
+        took > Duration::from_millis(1200),
+        "the transfer ended before the link went down"
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["verified"], true);
     assert_eq!(std::fs::read(srv.join("big")).unwrap(), data);
@@ -58,7 +62,11 @@ fn fake_server(lab: &nena_lab::Lab, port: u16, banner: &'static [u8], conns: usi
             let mut buf = [0u8; 256];
             s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
             let _ = s.read(&mut buf);
-            std::thread::sleep(Duration::from_millis(if banner.is_empty() { 3000 } else { 100 }));
+            std::thread::sleep(Duration::from_millis(if banner.is_empty() {
+                3000
+            } else {
+                100
+            }));
         }
     });
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -86,12 +94,24 @@ fn peers_that_are_not_nena_get_a_clear_error() {
     // 2. A server that accepts and says nothing: a timeout that says what is wrong.
     fake_server(&lab, 7101, b"", 1);
     let to = server(&lab, 7101);
-    let mut args = vec!["get", "x", "--from", &to, "--timeout", "1", "--out", cli.path().to_str().unwrap()];
+    let mut args = vec![
+        "get",
+        "x",
+        "--from",
+        &to,
+        "--timeout",
+        "1",
+        "--out",
+        cli.path().to_str().unwrap(),
+    ];
     args.extend_from_slice(&PATHS);
     let out = client(&lab, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("no nena answer") && err.contains("nena server"), "{err}");
+    assert!(
+        err.contains("no nena answer") && err.contains("nena server"),
+        "{err}"
+    );
 
     // 3. Garbage to a nena server, over MPTCP and over plain TCP: the server says why it
     //    dropped them and keeps serving.
@@ -100,14 +120,21 @@ fn peers_that_are_not_nena_get_a_clear_error() {
     let addr = SocketAddr::new(lab.server_addr(), 7000);
     lab.run_in(Host::Client, move || {
         let opts = nena_mptcp::ConnectOptions {
-            policy: nena_mptcp::PathPolicy { trusted: vec!["trusted".parse().unwrap()], untrusted: vec![] },
+            policy: nena_mptcp::PathPolicy {
+                trusted: vec!["trusted".parse().unwrap()],
+                untrusted: vec![],
+            },
             allow_fallback: false,
             timeout: Duration::from_secs(5),
         };
         let c = nena_mptcp::connect(addr, &opts).unwrap();
-        (&c.stream).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        (&c.stream)
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut buf = Vec::new();
-        (&c.stream).set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
         // The server closes without an answer (it does not know the protocol).
         let n = (&c.stream).read_to_end(&mut buf).unwrap_or(0);
         assert_eq!(n, 0, "server answered garbage with {buf:?}");
@@ -121,7 +148,11 @@ fn peers_that_are_not_nena_get_a_clear_error() {
     let mut args = vec!["send", &f_s, "--to", "198.18.3.2:7000"];
     args.extend_from_slice(&PATHS);
     let out = client(&lab, &args);
-    assert!(out.status.success(), "server stopped serving: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "server stopped serving: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(std::fs::read(srv.join("f")).unwrap(), b"some data");
 }
 
@@ -148,7 +179,10 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     let out = client(&lab, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("fell back to plain TCP") && err.contains("--allow-fallback"), "{err}");
+    assert!(
+        err.contains("fell back to plain TCP") && err.contains("--allow-fallback"),
+        "{err}"
+    );
     // Allowed: the fallback is accepted and the next problem (not nena) is reported.
     args.push("--allow-fallback");
     let out = client(&lab, &args);

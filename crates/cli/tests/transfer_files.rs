@@ -13,8 +13,15 @@ fn sha256_hex(data: &[u8]) -> String {
     let dir = TempDir::new("sha");
     let p = dir.join("f");
     std::fs::write(&p, data).unwrap();
-    let out = std::process::Command::new("sha256sum").arg(&p).output().expect("sha256sum");
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+    let out = std::process::Command::new("sha256sum")
+        .arg(&p)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 #[test]
@@ -39,16 +46,34 @@ fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
         assert_eq!(sent["paths"]["mptcp"], true);
         let expect = sha256_hex(&data);
         assert_eq!(sent["sha256"], expect.as_str());
-        assert_eq!(std::fs::read(srv.join(&name)).unwrap(), data, "stored copy of {size} B differs");
+        assert_eq!(
+            std::fs::read(srv.join(&name)).unwrap(),
+            data,
+            "stored copy of {size} B differs"
+        );
 
         let back = cli.join(&format!("back{size}"));
         let back_s = back.display().to_string();
-        let mut args = vec!["get", &name, "--from", &to, "--out", &back_s, "--json", "--timeout", "10"];
+        let mut args = vec![
+            "get",
+            &name,
+            "--from",
+            &to,
+            "--out",
+            &back_s,
+            "--json",
+            "--timeout",
+            "10",
+        ];
         args.extend_from_slice(&PATHS);
         let got = client_json(&lab, &args);
         assert_eq!(got["verified"], true);
         assert_eq!(got["sha256"], expect.as_str());
-        assert_eq!(std::fs::read(&back).unwrap(), data, "fetched copy of {size} B differs");
+        assert_eq!(
+            std::fs::read(&back).unwrap(),
+            data,
+            "fetched copy of {size} B differs"
+        );
 
         if size >= 100 << 20 {
             // A big transfer uses both paths, and the report says so (1 MiB takes a few
@@ -56,7 +81,10 @@ fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
             for r in [&sent, &got] {
                 assert_eq!(r["paths"]["multipath"], true, "{r}");
                 let (t, u) = bytes_by_trust(r);
-                assert!(t > 0 && u > 0, "bytes per subflow: trusted {t}, untrusted {u}");
+                assert!(
+                    t > 0 && u > 0,
+                    "bytes per subflow: trusted {t}, untrusted {u}"
+                );
             }
         }
     }
@@ -75,7 +103,17 @@ fn both_directions_interleaved_on_one_connection() {
     let srv = TempDir::new("bidir");
     let _s = serve(&lab, 7000, srv.path(), &[]);
     let to = server(&lab, 7000);
-    let mut args = vec!["perf", "--to", &to, "--bidir", "--bytes", "64M", "--interval", "0.2", "--json"];
+    let mut args = vec![
+        "perf",
+        "--to",
+        &to,
+        "--bidir",
+        "--bytes",
+        "64M",
+        "--interval",
+        "0.2",
+        "--json",
+    ];
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
     assert_eq!(r["verified"], true);
@@ -90,13 +128,26 @@ fn both_directions_interleaved_on_one_connection() {
         .iter()
         .any(|iv| iv["sent"].as_u64().unwrap() > 0 && iv["received"].as_u64().unwrap() > 0);
     let n = r["intervals"].as_array().unwrap().len();
-    assert!(both || n == 0, "no interval with traffic in both directions: {r}");
+    assert!(
+        both || n == 0,
+        "no interval with traffic in both directions: {r}"
+    );
     // Every subflow report has per-subflow byte counters.
     let (t, u) = bytes_by_trust(&r);
     assert!(t > 0 && u > 0);
 
     // Reverse direction alone, time-limited.
-    let mut args = vec!["perf", "--to", &to, "--reverse", "--time", "1", "--interval", "0", "--json"];
+    let mut args = vec![
+        "perf",
+        "--to",
+        &to,
+        "--reverse",
+        "--time",
+        "1",
+        "--interval",
+        "0",
+        "--json",
+    ];
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
     assert_eq!(r["sent"], 0);
@@ -120,7 +171,14 @@ fn hostile_file_names_are_refused() {
         args.extend_from_slice(&PATHS);
         let out = client(&lab, &args);
         assert_eq!(out.status.code(), Some(2), "send --name {name:?}");
-        let mut args = vec!["get", name, "--from", &to, "--out", cli.path().to_str().unwrap()];
+        let mut args = vec![
+            "get",
+            name,
+            "--from",
+            &to,
+            "--out",
+            cli.path().to_str().unwrap(),
+        ];
         args.extend_from_slice(&PATHS);
         assert_eq!(client(&lab, &args).status.code(), Some(2), "get {name:?}");
     }
@@ -131,7 +189,15 @@ fn hostile_file_names_are_refused() {
         .run_in(Host::Client, move || {
             nena_transport::client::block_on(async move {
                 let mut out = Vec::new();
-                for name in ["../escape", "/etc/passwd", "..", ".hidden", "x\0y", "\x1b[2J", ""] {
+                for name in [
+                    "../escape",
+                    "/etc/passwd",
+                    "..",
+                    ".hidden",
+                    "x\0y",
+                    "\x1b[2J",
+                    "",
+                ] {
                     let opts = ClientOptions {
                         remote: std::net::SocketAddr::new(srv_addr, 7000),
                         policy: nena_mptcp::PathPolicy {
@@ -146,7 +212,10 @@ fn hostile_file_names_are_refused() {
                     };
                     let mut c = conn::connect(&opts, None).await.unwrap();
                     let req = if out.len() % 2 == 0 {
-                        Request::Put { name: name.into(), size: 5 }
+                        Request::Put {
+                            name: name.into(),
+                            size: 5,
+                        }
                     } else {
                         Request::Get { name: name.into() }
                     };
@@ -158,9 +227,16 @@ fn hostile_file_names_are_refused() {
             .unwrap()
         })
         .unwrap();
-    assert!(statuses.iter().all(|s| *s == Status::BadName), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == Status::BadName),
+        "{statuses:?}"
+    );
     s.wait_stderr("refused file name", Duration::from_secs(5));
-    assert_eq!(std::fs::read_dir(srv.path()).unwrap().count(), 0, "the server created a file");
+    assert_eq!(
+        std::fs::read_dir(srv.path()).unwrap().count(),
+        0,
+        "the server created a file"
+    );
     assert!(!srv.path().parent().unwrap().join("escape").exists());
 
     // No overwrite unless the server allows it.
@@ -170,7 +246,10 @@ fn hostile_file_names_are_refused() {
     std::fs::write(&f, b"changed").unwrap();
     let out = client(&lab, &args);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("file exists"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("file exists"),
+        "{out:?}"
+    );
     assert_eq!(std::fs::read(srv.join("ok.txt")).unwrap(), b"hello");
     drop(s);
     let _s2 = serve(&lab, 7001, srv.path(), &["--overwrite"]);

@@ -15,7 +15,9 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     let target: SocketAddr = "127.0.0.1:7300".parse().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let _echo = lab.spawn_in(Host::Server, move || {
-        testing::echo_server(target, Duration::from_secs(120), move || tx.send(()).unwrap())
+        testing::echo_server(target, Duration::from_secs(120), move || {
+            tx.send(()).unwrap()
+        })
     });
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
 
@@ -23,15 +25,35 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     let ps = spawn_listening(
         &lab,
         Host::Server,
-        &["proxy", "server", "--listen", &listen, "--forward", "127.0.0.1:7300", "--mode", "kato"],
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7300",
+            "--mode",
+            "kato",
+        ],
     );
-    let mut args = vec!["proxy", "client", "--listen", "127.0.0.1:7302", "--to", &listen, "--timeout", "30"];
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7302",
+        "--to",
+        &listen,
+        "--timeout",
+        "30",
+    ];
     args.extend_from_slice(&PATHS);
     let pc = spawn_listening(&lab, Host::Client, &args);
 
     let entry: SocketAddr = "127.0.0.1:7302".parse().unwrap();
     let report = lab
-        .run_in(Host::Client, move || testing::load(entry, 1000, 16 * 1024, Duration::from_secs(90)))
+        .run_in(Host::Client, move || {
+            testing::load(entry, 1000, 16 * 1024, Duration::from_secs(90))
+        })
         .unwrap()
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");

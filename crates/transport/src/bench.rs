@@ -52,7 +52,11 @@ impl BenchOptions {
     /// The two settings of the issue.
     pub fn default_settings() -> Vec<Setting> {
         vec![
-            Setting { name: "veth, unlimited".into(), trusted_rate: None, untrusted_rate: None },
+            Setting {
+                name: "veth, unlimited".into(),
+                trusted_rate: None,
+                untrusted_rate: None,
+            },
             Setting {
                 name: "100/20 Mbit/s".into(),
                 trusted_rate: Some(100_000_000),
@@ -129,8 +133,15 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
     let mut stats = Vec::new();
     for v in VARIANTS {
-        let mut xs: Vec<f64> = runs.iter().filter(|r| r.variant == v).map(|r| r.mbit_s).collect();
-        let multipath_runs = runs.iter().filter(|r| r.variant == v && r.multipath).count();
+        let mut xs: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.mbit_s)
+            .collect();
+        let multipath_runs = runs
+            .iter()
+            .filter(|r| r.variant == v && r.multipath)
+            .count();
         let n = xs.len();
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -162,16 +173,30 @@ impl Drop for Server {
     }
 }
 
-fn start_server(lab: &Lab, nena: &PathBuf, port: u16, raw: bool, dir: &std::path::Path) -> Result<Server> {
+fn start_server(
+    lab: &Lab,
+    nena: &PathBuf,
+    port: u16,
+    raw: bool,
+    dir: &std::path::Path,
+) -> Result<Server> {
     let listen = format!("{}:{port}", lab.server_addr());
-    let mut args = vec!["serve".to_string(), "--listen".into(), listen, "--dir".into(), dir.display().to_string()];
+    let mut args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        listen,
+        "--dir".into(),
+        dir.display().to_string(),
+    ];
     if raw {
         args.push("--raw".into());
     } else {
         args.extend(["--mode".into(), "kato,plain".into()]);
     }
     let mut cmd = lab.command(Host::Server, nena, &args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd.spawn().context("starting nena serve in the lab")?;
     // Wait for its "listening on" line.
     let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
@@ -224,13 +249,24 @@ fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -
         .output()
         .context("running nena perf in the lab")?;
     if !out.status.success() {
-        bail!("nena perf ({variant}) failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "nena perf ({variant}) failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("nena perf printed no JSON: {}", String::from_utf8_lossy(&out.stdout)))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "nena perf printed no JSON: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })?;
     let key = if opts.reverse { "received" } else { "sent" };
-    let bytes = v[key].as_u64().ok_or_else(|| anyhow!("perf JSON without {key}"))?;
-    let seconds = v["seconds"].as_f64().ok_or_else(|| anyhow!("perf JSON without seconds"))?;
+    let bytes = v[key]
+        .as_u64()
+        .ok_or_else(|| anyhow!("perf JSON without {key}"))?;
+    let seconds = v["seconds"]
+        .as_f64()
+        .ok_or_else(|| anyhow!("perf JSON without seconds"))?;
     let multipath = v["paths"]["multipath"].as_bool().unwrap_or(false);
     let subflow_bytes = v["paths"]["subflows"]
         .as_array()
@@ -238,25 +274,42 @@ fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -
             a.iter()
                 .map(|s| {
                     let local = s["local"].as_str().unwrap_or("?").to_string();
-                    let b = s["bytes_sent"].as_u64().unwrap_or(0) + s["bytes_received"].as_u64().unwrap_or(0);
+                    let b = s["bytes_sent"].as_u64().unwrap_or(0)
+                        + s["bytes_received"].as_u64().unwrap_or(0);
                     (local, b)
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Run { variant, rep, mbit_s: bytes as f64 * 8.0 / seconds / 1e6, bytes, seconds, multipath, subflow_bytes })
+    Ok(Run {
+        variant,
+        rep,
+        mbit_s: bytes as f64 * 8.0 / seconds / 1e6,
+        bytes,
+        seconds,
+        multipath,
+        subflow_bytes,
+    })
 }
 
 fn first_line(path: &str, key: &str) -> String {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(key)).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default()
 }
 
 /// Run the whole bench on a lab whose guard the caller holds (so that Ctrl-C in the caller
 /// tears it down). `progress` gets one line per run.
-pub fn run_on(prefix: &str, opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchReport> {
+pub fn run_on(
+    prefix: &str,
+    opts: &BenchOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchReport> {
     let lab = Lab::open(prefix)?;
     let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
     std::fs::create_dir_all(&dir)?;
@@ -279,25 +332,42 @@ pub fn run_on(prefix: &str, opts: &BenchOptions, mut progress: impl FnMut(&str))
                     rep + 1,
                     variant,
                     r.mbit_s,
-                    if r.multipath { "multipath" } else { "SINGLE PATH" }
+                    if r.multipath {
+                        "multipath"
+                    } else {
+                        "SINGLE PATH"
+                    }
                 ));
                 runs.push(r);
             }
         }
         let (variants, kato_ratio, pass) = summarize(&runs, opts.target);
-        results.push(SettingResult { setting: setting.clone(), variants, kato_ratio, pass, runs });
+        results.push(SettingResult {
+            setting: setting.clone(),
+            variants,
+            kato_ratio,
+            pass,
+            runs,
+        });
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(BenchReport {
         reps: opts.reps,
         bytes: opts.bytes,
-        seconds_per_run: opts.bytes.is_none().then(|| opts.time.as_secs_f64()),
-        direction: if opts.reverse { "server to client" } else { "client to server" },
+        seconds_per_run: opts.bytes.is_none().then_some(opts.time.as_secs_f64()),
+        direction: if opts.reverse {
+            "server to client"
+        } else {
+            "client to server"
+        },
         target_ratio: opts.target,
         pass: results.iter().all(|r| r.pass),
         settings: results,
         cpu: first_line("/proc/cpuinfo", "model name"),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
     })
 }
 
@@ -305,11 +375,16 @@ pub fn run_on(prefix: &str, opts: &BenchOptions, mut progress: impl FnMut(&str))
 /// worker thread while this thread waits for it or for the signal).
 pub fn run(opts: &BenchOptions, progress: impl FnMut(&str) + Send) -> Result<BenchReport> {
     let prefix = format!("nb{}", std::process::id());
-    let cfg = LabConfig { verify: true, ..LabConfig::with_prefix(&prefix) };
+    let cfg = LabConfig {
+        verify: true,
+        ..LabConfig::with_prefix(&prefix)
+    };
     let started = Instant::now();
     let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
     log::info!("lab {prefix} up in {:.1}s", started.elapsed().as_secs_f64());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let result = std::thread::scope(|s| {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let worker_prefix = prefix.clone();
@@ -352,7 +427,11 @@ pub fn table(r: &BenchReport) -> String {
         for (i, v) in set.variants.iter().enumerate() {
             s += &format!(
                 "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>6}/{}\n",
-                if i == 0 { set.setting.name.as_str() } else { "" },
+                if i == 0 {
+                    set.setting.name.as_str()
+                } else {
+                    ""
+                },
                 v.variant,
                 v.median_mbit_s,
                 v.min_mbit_s,
@@ -380,7 +459,15 @@ mod tests {
     use super::*;
 
     fn run(variant: &'static str, mbit_s: f64) -> Run {
-        Run { variant, rep: 1, mbit_s, bytes: 1, seconds: 1.0, multipath: true, subflow_bytes: vec![] }
+        Run {
+            variant,
+            rep: 1,
+            mbit_s,
+            bytes: 1,
+            seconds: 1.0,
+            multipath: true,
+            subflow_bytes: vec![],
+        }
     }
 
     #[test]

@@ -27,8 +27,21 @@ pub struct Paths {
 impl Paths {
     fn of(c: &ClientConn) -> Paths {
         match c.paths() {
-            Some(PathReport { mptcp, multipath, subflows, .. }) => Paths { mptcp, multipath, subflows },
-            None => Paths { mptcp: !c.gate.is_fallback(), multipath: false, subflows: vec![] },
+            Some(PathReport {
+                mptcp,
+                multipath,
+                subflows,
+                ..
+            }) => Paths {
+                mptcp,
+                multipath,
+                subflows,
+            },
+            None => Paths {
+                mptcp: !c.gate.is_fallback(),
+                multipath: false,
+                subflows: vec![],
+            },
         }
     }
 
@@ -52,7 +65,11 @@ impl Paths {
             .collect();
         format!(
             "{} over {} subflow(s): {}",
-            if self.multipath { "multipath" } else { "single path" },
+            if self.multipath {
+                "multipath"
+            } else {
+                "single path"
+            },
             self.subflows.len(),
             parts.join(", ")
         )
@@ -98,7 +115,11 @@ impl TransferReport {
             "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, SHA-256 verified, mode {}, {}",
             self.op,
             self.name,
-            if self.op == "send" { "sent" } else { "received" },
+            if self.op == "send" {
+                "sent"
+            } else {
+                "received"
+            },
             human(self.bytes),
             self.seconds,
             self.mbit_s,
@@ -126,7 +147,12 @@ fn mode_name(c: &ClientConn) -> String {
 }
 
 /// `nena send`: PUT `path` as `name`.
-pub async fn send(opts: &ClientOptions, path: &Path, name: &str, show_progress: bool) -> Result<TransferReport> {
+pub async fn send(
+    opts: &ClientOptions,
+    path: &Path,
+    name: &str,
+    show_progress: bool,
+) -> Result<TransferReport> {
     if opts.raw {
         bail!("file transfer needs a nena session (raw is for perf baselines only)");
     }
@@ -183,11 +209,19 @@ pub async fn get(
         }
     };
     let start = Instant::now();
-    let out = files::client_get(&mut c.reader, &mut c.writer, name, dest, overwrite, Some(&tick), |size| {
-        if let Some(pb) = &pb {
-            pb.set_length(size)
-        }
-    })
+    let out = files::client_get(
+        &mut c.reader,
+        &mut c.writer,
+        name,
+        dest,
+        overwrite,
+        Some(&tick),
+        |size| {
+            if let Some(pb) = &pb {
+                pb.set_length(size)
+            }
+        },
+    )
     .await;
     if let Some(pb) = &pb {
         pb.finish_and_clear();
@@ -299,7 +333,12 @@ pub async fn perf(
     mut on_interval: impl FnMut(&IntervalReport),
 ) -> Result<PerfReport> {
     let millis = u32::try_from(p.time.as_millis()).unwrap_or(u32::MAX);
-    let req = Request::Perf(PerfRequest { up: p.up, down: p.down, bytes: p.bytes.unwrap_or(0), millis });
+    let req = Request::Perf(PerfRequest {
+        up: p.up,
+        down: p.down,
+        bytes: p.bytes.unwrap_or(0),
+        millis,
+    });
     let mut c = if opts.raw {
         conn::connect(opts, Some(req.encode())).await?
     } else {
@@ -309,7 +348,11 @@ pub async fn perf(
     };
     let reply = c.reader.read_reply().await?;
     if !reply.is_ok() {
-        bail!("server refused the perf test: {}: {}", reply.status, reply.msg);
+        bail!(
+            "server refused the perf test: {}: {}",
+            reply.status,
+            reply.msg
+        );
     }
     let limit = match (p.up, p.bytes) {
         (false, _) => Limit::Nothing,
@@ -320,20 +363,25 @@ pub async fn perf(
     let mut intervals = Vec::new();
     let gate = &c.gate;
     let (reader, writer) = (&mut c.reader, &mut c.writer);
-    let outcome = perf::with_intervals(perf::run(reader, writer, limit, &counters), &counters, p.interval, |s| {
-        let subflows = gate
-            .classified()
-            .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
-            .unwrap_or_default();
-        let r = IntervalReport {
-            sample: s,
-            mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
-            mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
-            subflows,
-        };
-        on_interval(&r);
-        intervals.push(r);
-    })
+    let outcome = perf::with_intervals(
+        perf::run(reader, writer, limit, &counters),
+        &counters,
+        p.interval,
+        |s| {
+            let subflows = gate
+                .classified()
+                .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
+                .unwrap_or_default();
+            let r = IntervalReport {
+                sample: s,
+                mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+                mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+                subflows,
+            };
+            on_interval(&r);
+            intervals.push(r);
+        },
+    )
     .await?;
     let secs = outcome.seconds.max(1e-9);
     Ok(PerfReport {
@@ -352,6 +400,9 @@ pub async fn perf(
 
 /// Run a future on a fresh multi-threaded runtime (2 workers: the machine has 2 cores).
 pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     Ok(rt.block_on(f))
 }

@@ -75,19 +75,26 @@ pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result
     let hs = if opts.raw {
         None
     } else {
-        let cfg = ClientConfig { offer: opts.modes.clone() };
+        let cfg = ClientConfig {
+            offer: opts.modes.clone(),
+        };
         Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
     };
     let first: Vec<u8> = match (&hs, raw_first) {
         (Some(h), None) => h.first_flight().to_vec(),
         (None, Some(f)) => f,
-        _ => bail!("internal: a raw connection needs its first message, a nena one must not have one"),
+        _ => bail!(
+            "internal: a raw connection needs its first message, a nena one must not have one"
+        ),
     };
     if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
         let mut line: String = first.iter().map(|b| format!("{b:02x}")).collect();
         line.push('\n');
         // One write() per line: concurrent clients may append to the same file.
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
         f.write_all(line.as_bytes())?;
     }
     let mopts = ConnectOptions {
@@ -101,7 +108,9 @@ pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result
     let (std_stream, gate) = tokio::task::spawn_blocking(move || -> Result<_> {
         let client = nena_mptcp::connect(remote, &mopts)?;
         client.before_first_flight()?;
-        (&client.stream).write_all(&first).context("writing the first flight")?;
+        (&client.stream)
+            .write_all(&first)
+            .context("writing the first flight")?;
         client.after_first_flight(first.len() as u64, timeout)?;
         Ok(client.into_parts())
     })
@@ -120,7 +129,13 @@ pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result
     };
     let mode = session.as_ref().map(|s| s.mode());
     let (reader, writer) = secure_pair(session, leftover, r, w);
-    Ok(ClientConn { reader, writer, gate, mode, setup: start.elapsed() })
+    Ok(ClientConn {
+        reader,
+        writer,
+        gate,
+        mode,
+        setup: start.elapsed(),
+    })
 }
 
 /// How a server accepts sessions.
@@ -157,7 +172,11 @@ pub fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
 }
 
 /// Run the server side of a freshly accepted connection up to an open session.
-pub async fn accept(stream: TcpStream, peer: SocketAddr, opts: &AcceptOptions) -> Result<ServerConn> {
+pub async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    opts: &AcceptOptions,
+) -> Result<ServerConn> {
     let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
     if fallback && !opts.allow_fallback {
         bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
@@ -166,13 +185,26 @@ pub async fn accept(stream: TcpStream, peer: SocketAddr, opts: &AcceptOptions) -
     let (mut r, mut w) = stream.into_split();
     if opts.raw {
         let (reader, writer) = secure_pair(None, Vec::new(), r, w);
-        return Ok(ServerConn { reader, writer, mode: None, peer });
+        return Ok(ServerConn {
+            reader,
+            writer,
+            mode: None,
+            peer,
+        });
     }
-    let cfg = ServerConfig { accept: opts.modes.clone() };
-    let (session, leftover) = server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
+    let cfg = ServerConfig {
+        accept: opts.modes.clone(),
+    };
+    let (session, leftover) =
+        server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let mode = Some(session.mode());
     let (reader, writer) = secure_pair(Some(session), leftover, r, w);
-    Ok(ServerConn { reader, writer, mode, peer })
+    Ok(ServerConn {
+        reader,
+        writer,
+        mode,
+        peer,
+    })
 }
 
 /// Bytes per subflow, for reports.
@@ -186,13 +218,20 @@ pub struct SubflowBytes {
 
 impl From<&SubflowInfo> for SubflowBytes {
     fn from(s: &SubflowInfo) -> Self {
-        SubflowBytes { local: s.local, remote: s.remote, bytes_sent: s.bytes_sent, bytes_received: s.bytes_received }
+        SubflowBytes {
+            local: s.local,
+            remote: s.remote,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+        }
     }
 }
 
 /// The subflows of a socket (empty when it is not MPTCP or cannot be read).
 pub fn subflow_bytes(fd: BorrowedFd<'_>) -> Vec<SubflowBytes> {
-    nena_mptcp::subflows(fd).map(|v| v.iter().map(SubflowBytes::from).collect()).unwrap_or_default()
+    nena_mptcp::subflows(fd)
+        .map(|v| v.iter().map(SubflowBytes::from).collect())
+        .unwrap_or_default()
 }
 
 /// The raw descriptor of a session, for logs.
@@ -202,7 +241,10 @@ pub fn raw_fd(r: &Reader) -> i32 {
 
 /// Raise the soft limit of open files to the hard limit (servers and proxies hold many).
 pub fn raise_nofile_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: plain syscalls on a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {

@@ -34,10 +34,18 @@ impl TempFile {
             getrandom::fill(&mut r).map_err(|e| anyhow!("no randomness: {e}"))?;
             let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
             let path = dir.join(format!(".nena-{hex}.part"));
-            match tokio::fs::OpenOptions::new().write(true).create_new(true).open(&path).await {
+            match tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .await
+            {
                 Ok(f) => return Ok((TempFile { path, armed: true }, f)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot create a file in {}", dir.display())),
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot create a file in {}", dir.display()))
+                }
             }
         }
         bail!("cannot find a free temporary name in {}", dir.display())
@@ -78,19 +86,26 @@ async fn recv_data<R: AsyncRead + Unpin>(
     let mut left = size;
     while left > 0 {
         let want = (buf.len() as u64).min(left) as usize;
-        let n = r.read(&mut buf[..want]).await.context("receiving file data")?;
+        let n = r
+            .read(&mut buf[..want])
+            .await
+            .context("receiving file data")?;
         if n == 0 {
             bail!("connection closed after {} of {size} bytes", size - left);
         }
         hasher.update(&buf[..n]);
-        file.write_all(&buf[..n]).await.context("writing the file")?;
+        file.write_all(&buf[..n])
+            .await
+            .context("writing the file")?;
         left -= n as u64;
         if let Some(p) = progress {
             p(n as u64);
         }
     }
     let mut trailer = [0u8; TRAILER_LEN];
-    r.read_exact(&mut trailer).await.context("receiving the SHA-256 trailer")?;
+    r.read_exact(&mut trailer)
+        .await
+        .context("receiving the SHA-256 trailer")?;
     file.flush().await?;
     file.sync_all().await.context("syncing the file")?;
     let digest: [u8; 32] = hasher.finalize().into();
@@ -109,12 +124,20 @@ async fn send_data<W: AsyncWrite + Unpin>(
     let mut left = size;
     while left > 0 {
         let want = (buf.len() as u64).min(left) as usize;
-        let n = file.read(&mut buf[..want]).await.context("reading the file")?;
+        let n = file
+            .read(&mut buf[..want])
+            .await
+            .context("reading the file")?;
         if n == 0 {
-            bail!("the file shrank while it was being sent ({} of {size} bytes)", size - left);
+            bail!(
+                "the file shrank while it was being sent ({} of {size} bytes)",
+                size - left
+            );
         }
         hasher.update(&buf[..n]);
-        w.write_all(&mut buf[..n]).await.context("sending file data")?;
+        w.write_all(&mut buf[..n])
+            .await
+            .context("sending file data")?;
         left -= n as u64;
         if let Some(p) = progress {
             p(n as u64);
@@ -122,7 +145,9 @@ async fn send_data<W: AsyncWrite + Unpin>(
     }
     let digest: [u8; 32] = hasher.finalize().into();
     let mut trailer = digest;
-    w.write_all(&mut trailer).await.context("sending the SHA-256 trailer")?;
+    w.write_all(&mut trailer)
+        .await
+        .context("sending the SHA-256 trailer")?;
     Ok(digest)
 }
 
@@ -148,24 +173,44 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     on_size: impl FnOnce(u64),
 ) -> Result<FileOutcome> {
     check_name(name).map_err(|e| anyhow!("cannot send as {name:?}: {e}"))?;
-    let mut file = tokio::fs::File::open(path).await.with_context(|| format!("cannot open {}", path.display()))?;
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let meta = file.metadata().await?;
     if !meta.is_file() {
         bail!("{} is not a regular file", path.display());
     }
     let size = meta.len();
     on_size(size);
-    w.write_msg(Request::Put { name: name.to_owned(), size }.encode()).await.context("sending the request")?;
-    let reply = r.read_reply().await.context("waiting for the server's answer")?;
+    w.write_msg(
+        Request::Put {
+            name: name.to_owned(),
+            size,
+        }
+        .encode(),
+    )
+    .await
+    .context("sending the request")?;
+    let reply = r
+        .read_reply()
+        .await
+        .context("waiting for the server's answer")?;
     if !reply.is_ok() {
         bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
     }
     let digest = send_data(w, &mut file, size, progress).await?;
-    let fin = r.read_reply().await.context("waiting for the server's verification")?;
+    let fin = r
+        .read_reply()
+        .await
+        .context("waiting for the server's verification")?;
     if !fin.is_ok() {
         bail!("server did not store {name:?}: {}: {}", fin.status, fin.msg);
     }
-    Ok(FileOutcome { name: name.to_owned(), bytes: size, sha256: hex(&digest) })
+    Ok(FileOutcome {
+        name: name.to_owned(),
+        bytes: size,
+        sha256: hex(&digest),
+    })
 }
 
 /// Client side of GET: fetch `name` into `dest`. Ok only when the digest matched and the
@@ -188,8 +233,18 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    w.write_msg(Request::Get { name: name.to_owned() }.encode()).await.context("sending the request")?;
-    let reply = r.read_reply().await.context("waiting for the server's answer")?;
+    w.write_msg(
+        Request::Get {
+            name: name.to_owned(),
+        }
+        .encode(),
+    )
+    .await
+    .context("sending the request")?;
+    let reply = r
+        .read_reply()
+        .await
+        .context("waiting for the server's answer")?;
     if !reply.is_ok() {
         bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
     }
@@ -199,12 +254,20 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let (ok, digest) = recv_data(r, &mut file, size, progress).await?;
     drop(file);
     if !ok {
-        let _ = w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch").encode()).await;
+        let _ = w
+            .write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch").encode())
+            .await;
         bail!("{name:?}: SHA-256 of the received data does not match the server's; file discarded");
     }
-    tmp.commit(dest, overwrite).await.with_context(|| format!("cannot move the file to {}", dest.display()))?;
+    tmp.commit(dest, overwrite)
+        .await
+        .with_context(|| format!("cannot move the file to {}", dest.display()))?;
     let _ = w.write_msg(Reply::ok(size).encode()).await;
-    Ok(FileOutcome { name: name.to_owned(), bytes: size, sha256: hex(&digest) })
+    Ok(FileOutcome {
+        name: name.to_owned(),
+        bytes: size,
+        sha256: hex(&digest),
+    })
 }
 
 /// SHA-256 of a file, hex.
@@ -240,19 +303,27 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     size: u64,
 ) -> Result<String> {
     if let Err(e) = check_name(name) {
-        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode()).await?;
+        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode())
+            .await?;
         bail!("refused file name {name:?}: {e}");
     }
     let dest = cfg.dir.join(name);
     if !cfg.overwrite && tokio::fs::symlink_metadata(&dest).await.is_ok() {
-        w.write_msg(Reply::err(Status::Exists, format!("{name} exists and the server does not overwrite")).encode())
-            .await?;
+        w.write_msg(
+            Reply::err(
+                Status::Exists,
+                format!("{name} exists and the server does not overwrite"),
+            )
+            .encode(),
+        )
+        .await?;
         bail!("refused {name:?}: exists");
     }
     let (tmp, mut file) = match TempFile::create(&cfg.dir).await {
         Ok(t) => t,
         Err(e) => {
-            w.write_msg(Reply::err(Status::ServerError, format!("{e:#}")).encode()).await?;
+            w.write_msg(Reply::err(Status::ServerError, format!("{e:#}")).encode())
+                .await?;
             return Err(e);
         }
     };
@@ -260,7 +331,8 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let (ok, _) = recv_data(r, &mut file, size, None).await?;
     drop(file);
     if !ok {
-        w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch, file discarded").encode()).await?;
+        w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch, file discarded").encode())
+            .await?;
         bail!("{name:?}: SHA-256 mismatch, discarded");
     }
     match tmp.commit(&dest, cfg.overwrite).await {
@@ -269,11 +341,13 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             Ok(format!("stored {name} ({size} bytes, SHA-256 verified)"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            w.write_msg(Reply::err(Status::Exists, format!("{name} appeared meanwhile")).encode()).await?;
+            w.write_msg(Reply::err(Status::Exists, format!("{name} appeared meanwhile")).encode())
+                .await?;
             bail!("{name:?}: created by someone else meanwhile; discarded")
         }
         Err(e) => {
-            w.write_msg(Reply::err(Status::ServerError, e.to_string()).encode()).await?;
+            w.write_msg(Reply::err(Status::ServerError, e.to_string()).encode())
+                .await?;
             Err(e).context("moving the file into place")
         }
     }
@@ -287,15 +361,23 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     name: &str,
 ) -> Result<String> {
     if let Err(e) = check_name(name) {
-        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode()).await?;
+        w.write_msg(Reply::err(Status::BadName, e.to_string()).encode())
+            .await?;
         bail!("refused file name {name:?}: {e}");
     }
     let path = cfg.dir.join(name);
     let opened = async {
-        let f = tokio::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path).await?;
+        let f = tokio::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .await?;
         let m = f.metadata().await?;
         if !m.is_file() {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "not a regular file"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "not a regular file",
+            ));
         }
         Ok((f, m.len()))
     }
@@ -303,16 +385,26 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let (mut file, size) = match opened {
         Ok(x) => x,
         Err(e) => {
-            let status = if e.kind() == std::io::ErrorKind::NotFound { Status::NotFound } else { Status::Refused };
-            w.write_msg(Reply::err(status, format!("{name}: {e}")).encode()).await?;
+            let status = if e.kind() == std::io::ErrorKind::NotFound {
+                Status::NotFound
+            } else {
+                Status::Refused
+            };
+            w.write_msg(Reply::err(status, format!("{name}: {e}")).encode())
+                .await?;
             bail!("GET {name:?}: {e}");
         }
     };
     w.write_msg(Reply::ok(size).encode()).await?;
     send_data(w, &mut file, size, None).await?;
-    let fin = r.read_reply().await.context("waiting for the client's verification")?;
+    let fin = r
+        .read_reply()
+        .await
+        .context("waiting for the client's verification")?;
     if !fin.is_ok() {
         bail!("client reports {name:?}: {}: {}", fin.status, fin.msg);
     }
-    Ok(format!("served {name} ({size} bytes, verified by the client)"))
+    Ok(format!(
+        "served {name} ({size} bytes, verified by the client)"
+    ))
 }

@@ -24,7 +24,10 @@ pub async fn client_finish<R: AsyncRead + Unpin>(
     let work = async {
         let mut buf = [0u8; 1024];
         loop {
-            let n = r.read(&mut buf).await.context("reading the server's nena answer")?;
+            let n = r
+                .read(&mut buf)
+                .await
+                .context("reading the server's nena answer")?;
             if n == 0 {
                 return Err(anyhow::Error::new(hs.eof()));
             }
@@ -37,13 +40,18 @@ pub async fn client_finish<R: AsyncRead + Unpin>(
                             break;
                         }
                     }
-                    Progress::Done { consumed, value } => return Ok((value, input[consumed..].to_vec())),
+                    Progress::Done { consumed, value } => {
+                        return Ok((value, input[consumed..].to_vec()))
+                    }
                 }
             }
         }
     };
     tokio::time::timeout(timeout, work).await.map_err(|_| {
-        anyhow!("no nena answer from the server within {:.1}s: is it a nena server?", timeout.as_secs_f64())
+        anyhow!(
+            "no nena answer from the server within {:.1}s: is it a nena server?",
+            timeout.as_secs_f64()
+        )
     })?
 }
 
@@ -59,7 +67,10 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let work = async {
         let mut buf = [0u8; 1024];
         loop {
-            let n = r.read(&mut buf).await.context("reading the client's nena hello")?;
+            let n = r
+                .read(&mut buf)
+                .await
+                .context("reading the client's nena hello")?;
             if n == 0 {
                 return Err(anyhow::Error::new(hs.eof()));
             }
@@ -72,8 +83,13 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                             break;
                         }
                     }
-                    Ok(Progress::Done { consumed, value: (reply, session) }) => {
-                        w.write_all(&reply).await.context("writing the nena answer")?;
+                    Ok(Progress::Done {
+                        consumed,
+                        value: (reply, session),
+                    }) => {
+                        w.write_all(&reply)
+                            .await
+                            .context("writing the nena answer")?;
                         return Ok((session, input[consumed..].to_vec()));
                     }
                     Err(rejected) => {
@@ -87,9 +103,12 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             }
         }
     };
-    tokio::time::timeout(timeout, work)
-        .await
-        .map_err(|_| anyhow!("no complete nena hello within {:.1}s", timeout.as_secs_f64()))?
+    tokio::time::timeout(timeout, work).await.map_err(|_| {
+        anyhow!(
+            "no complete nena hello within {:.1}s",
+            timeout.as_secs_f64()
+        )
+    })?
 }
 
 /// Split a session over the two halves of a stream.
@@ -102,9 +121,15 @@ pub fn secure_pair<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     match session {
         Some(s) => {
             let (p, u) = s.split();
-            (SecureReader::new(r, Some(u), leftover), SecureWriter::new(w, Some(p)))
+            (
+                SecureReader::new(r, Some(u), leftover),
+                SecureWriter::new(w, Some(p)),
+            )
         }
-        None => (SecureReader::new(r, None, leftover), SecureWriter::new(w, None)),
+        None => (
+            SecureReader::new(r, None, leftover),
+            SecureWriter::new(w, None),
+        ),
     }
 }
 
@@ -119,17 +144,29 @@ mod tests {
         let (mut cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
         let server = tokio::spawn(async move {
-            let cfg = ServerConfig { accept: vec![Mode::Kato] };
-            let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5)).await.unwrap();
+            let cfg = ServerConfig {
+                accept: vec![Mode::Kato],
+            };
+            let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+                .await
+                .unwrap();
             assert_eq!(sess.mode(), Mode::Kato);
             let (mut r, _w) = secure_pair(Some(sess), left, sr, sw);
             let mut got = vec![0u8; 100];
             r.read_exact(&mut got).await.unwrap();
             got
         });
-        let mut hs = ClientHandshake::new(&ClientConfig { offer: vec![Mode::Kato] }, entropy().unwrap()).unwrap();
+        let mut hs = ClientHandshake::new(
+            &ClientConfig {
+                offer: vec![Mode::Kato],
+            },
+            entropy().unwrap(),
+        )
+        .unwrap();
         cw.write_all(hs.first_flight()).await.unwrap();
-        let (sess, left) = client_finish(&mut hs, &mut cr, Duration::from_secs(5)).await.unwrap();
+        let (sess, left) = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
+            .await
+            .unwrap();
         assert!(left.is_empty());
         let (_r, mut w) = secure_pair(Some(sess), left, cr, cw);
         let plain: Vec<u8> = (0..100u8).collect();
@@ -145,8 +182,16 @@ mod tests {
         let (mut cr, _cw) = tokio::io::split(c);
         let (_sr, mut sw) = tokio::io::split(s);
         sw.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await.unwrap();
-        let mut hs = ClientHandshake::new(&ClientConfig { offer: vec![Mode::Kato] }, entropy().unwrap()).unwrap();
-        let err = client_finish(&mut hs, &mut cr, Duration::from_secs(5)).await.unwrap_err();
+        let mut hs = ClientHandshake::new(
+            &ClientConfig {
+                offer: vec![Mode::Kato],
+            },
+            entropy().unwrap(),
+        )
+        .unwrap();
+        let err = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("does not speak nena"), "{err}");
     }
 
@@ -154,8 +199,16 @@ mod tests {
     async fn silent_server_times_out() {
         let (c, _s) = tokio::io::duplex(1024);
         let (mut cr, _cw) = tokio::io::split(c);
-        let mut hs = ClientHandshake::new(&ClientConfig { offer: vec![Mode::Kato] }, entropy().unwrap()).unwrap();
-        let err = client_finish(&mut hs, &mut cr, Duration::from_millis(100)).await.unwrap_err();
+        let mut hs = ClientHandshake::new(
+            &ClientConfig {
+                offer: vec![Mode::Kato],
+            },
+            entropy().unwrap(),
+        )
+        .unwrap();
+        let err = client_finish(&mut hs, &mut cr, Duration::from_millis(100))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("no nena answer"), "{err}");
     }
 
@@ -165,18 +218,32 @@ mod tests {
         let (_cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
         cw.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
-        let cfg = ServerConfig { accept: vec![Mode::Kato] };
-        let err = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5)).await.unwrap_err();
+        let cfg = ServerConfig {
+            accept: vec![Mode::Kato],
+        };
+        let err = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("does not speak nena"), "{err}");
 
         let (c, s) = tokio::io::duplex(1024);
         let (mut cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
-        let mut hs = ClientHandshake::new(&ClientConfig { offer: vec![Mode::Plain] }, entropy().unwrap()).unwrap();
+        let mut hs = ClientHandshake::new(
+            &ClientConfig {
+                offer: vec![Mode::Plain],
+            },
+            entropy().unwrap(),
+        )
+        .unwrap();
         cw.write_all(hs.first_flight()).await.unwrap();
-        let serr = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5)).await.unwrap_err();
+        let serr = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+            .await
+            .unwrap_err();
         assert!(serr.to_string().contains("no common mode"), "{serr}");
-        let cerr = client_finish(&mut hs, &mut cr, Duration::from_secs(5)).await.unwrap_err();
+        let cerr = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
+            .await
+            .unwrap_err();
         assert!(cerr.to_string().contains("no common mode"), "{cerr}");
     }
 }

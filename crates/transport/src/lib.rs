@@ -11,8 +11,6 @@
 //! - [`bench`]: `nena bench transfer`.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
-
-
 pub mod bench;
 pub mod client;
 pub mod conn;

@@ -53,7 +53,14 @@ mod tests {
 
     #[test]
     fn good_names() {
-        for n in ["a", "file.bin", "report 2024 (final).pdf", "ünïcödé.txt", "a..b", "x."] {
+        for n in [
+            "a",
+            "file.bin",
+            "report 2024 (final).pdf",
+            "ünïcödé.txt",
+            "a..b",
+            "x.",
+        ] {
             assert_eq!(check_name(n), Ok(()), "{n}");
         }
         assert_eq!(check_name(&"x".repeat(255)), Ok(()));

@@ -6,7 +6,9 @@
 //! on what it received and reads the peer's verdict on what it sent (see [`crate::wire`]).
 
 use crate::stream::{SecureReader, SecureWriter};
-use crate::wire::{chunk_end, chunk_header, ChunkDecoder, ChunkEvent, PatternCheck, Reply, Status, MAX_CHUNK};
+use crate::wire::{
+    chunk_end, chunk_header, ChunkDecoder, ChunkEvent, PatternCheck, Reply, Status, MAX_CHUNK,
+};
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -79,12 +81,16 @@ async fn send_half<W: AsyncWrite + Unpin>(
             off = (off + n) % pattern.len();
             filled += n;
         }
-        w.write_all(&mut buf[..4 + len]).await.context("sending perf data")?;
+        w.write_all(&mut buf[..4 + len])
+            .await
+            .context("sending perf data")?;
         total += len as u64;
         counters.sent.fetch_add(len as u64, Ordering::Relaxed);
     }
     let mut end = chunk_end(total);
-    w.write_all(&mut end).await.context("sending the end of perf data")?;
+    w.write_all(&mut end)
+        .await
+        .context("sending the end of perf data")?;
     Ok(total)
 }
 
@@ -134,17 +140,27 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<PerfOutcome> {
     let pattern = crate::wire::pattern();
     let start = Instant::now();
-    let (sent, (received, claimed, matched)) =
-        tokio::try_join!(send_half(w, limit, &pattern, counters, start), recv_half(r, &pattern, counters))?;
+    let (sent, (received, claimed, matched)) = tokio::try_join!(
+        send_half(w, limit, &pattern, counters, start),
+        recv_half(r, &pattern, counters)
+    )?;
     let verdict = if !matched {
         Reply::err(Status::Corrupt, "perf data did not match the pattern")
     } else if claimed != received {
-        Reply::err(Status::Corrupt, format!("peer says it sent {claimed} bytes, {received} arrived"))
+        Reply::err(
+            Status::Corrupt,
+            format!("peer says it sent {claimed} bytes, {received} arrived"),
+        )
     } else {
         Reply::ok(received)
     };
-    w.write_msg(verdict.encode()).await.context("sending the perf verdict")?;
-    let peer = r.read_reply().await.context("waiting for the peer's perf verdict")?;
+    w.write_msg(verdict.encode())
+        .await
+        .context("sending the perf verdict")?;
+    let peer = r
+        .read_reply()
+        .await
+        .context("waiting for the peer's perf verdict")?;
     let seconds = start.elapsed().as_secs_f64();
     if !matched || claimed != received {
         bail!("{}", verdict.msg);
@@ -155,7 +171,11 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     if peer.size != sent {
         bail!("peer received {} of the {sent} bytes sent", peer.size);
     }
-    Ok(PerfOutcome { sent, received, seconds })
+    Ok(PerfOutcome {
+        sent,
+        received,
+        seconds,
+    })
 }
 
 /// One interval report.
@@ -200,11 +220,7 @@ mod tests {
     use super::*;
     use crate::handshake::secure_pair;
 
-    async fn pair(
-        a: Limit,
-        b: Limit,
-        corrupt: bool,
-    ) -> (Result<PerfOutcome>, Result<PerfOutcome>) {
+    async fn pair(a: Limit, b: Limit, corrupt: bool) -> (Result<PerfOutcome>, Result<PerfOutcome>) {
         let (x, y) = tokio::io::duplex(64 * 1024);
         let (xr, xw) = tokio::io::split(x);
         let (yr, yw) = tokio::io::split(y);
@@ -231,7 +247,12 @@ mod tests {
 
     #[tokio::test]
     async fn one_direction_and_time_limit() {
-        let (a, b) = pair(Limit::Time(Duration::from_millis(100)), Limit::Nothing, false).await;
+        let (a, b) = pair(
+            Limit::Time(Duration::from_millis(100)),
+            Limit::Nothing,
+            false,
+        )
+        .await;
         let (a, b) = (a.unwrap(), b.unwrap());
         assert!(a.sent > 0);
         assert_eq!(a.sent, b.received);
@@ -244,6 +265,9 @@ mod tests {
         let ea = a.unwrap_err().to_string();
         assert!(ea.contains("did not match"), "{ea}");
         let eb = b.unwrap_err().to_string();
-        assert!(eb.contains("did not match") || eb.contains("Corrupt") || eb.contains("corrupt"), "{eb}");
+        assert!(
+            eb.contains("did not match") || eb.contains("Corrupt") || eb.contains("corrupt"),
+            "{eb}"
+        );
     }
 }

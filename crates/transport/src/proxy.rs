@@ -75,7 +75,10 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
-    tokio::try_join!(plain_to_secure(plain_r, sec_w), secure_to_plain(sec_r, plain_w))
+    tokio::try_join!(
+        plain_to_secure(plain_r, sec_w),
+        secure_to_plain(sec_r, plain_w)
+    )
 }
 
 /// Session counters of a proxy (for logs and tests).
@@ -92,7 +95,12 @@ pub struct ProxyLimits {
     pub max_sessions: usize,
 }
 
-async fn accept_loop<F, Fut>(listener: TcpListener, limits: &ProxyLimits, stats: Arc<ProxyStats>, session: F) -> Result<()>
+async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    limits: &ProxyLimits,
+    stats: Arc<ProxyStats>,
+    session: F,
+) -> Result<()>
 where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = Result<(u64, u64)>> + Send + 'static,
@@ -144,18 +152,27 @@ pub async fn run_client(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<()> {
     conn::raise_nofile_limit();
-    let listener = TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     ready(listener.local_addr()?);
     let opts = Arc::new(opts);
-    accept_loop(listener, &limits, Arc::new(ProxyStats::default()), move |plain, _peer| {
-        let opts = opts.clone();
-        async move {
-            plain.set_nodelay(true)?;
-            let mut c = conn::connect(&opts, None).await.context("opening the nena session")?;
-            let (pr, pw) = plain.into_split();
-            Ok(bridge(pr, pw, &mut c.reader, &mut c.writer).await?)
-        }
-    })
+    accept_loop(
+        listener,
+        &limits,
+        Arc::new(ProxyStats::default()),
+        move |plain, _peer| {
+            let opts = opts.clone();
+            async move {
+                plain.set_nodelay(true)?;
+                let mut c = conn::connect(&opts, None)
+                    .await
+                    .context("opening the nena session")?;
+                let (pr, pw) = plain.into_split();
+                Ok(bridge(pr, pw, &mut c.reader, &mut c.writer).await?)
+            }
+        },
+    )
     .await
 }
 
@@ -172,20 +189,26 @@ pub async fn run_server(
     let listener = conn::listen(listen)?;
     ready(listener.local_addr()?);
     let accept = Arc::new(accept);
-    accept_loop(listener, &limits, Arc::new(ProxyStats::default()), move |stream, peer| {
-        let accept = accept.clone();
-        async move {
-            let mut c = conn::accept(stream, peer, &accept).await?;
-            let target = tokio::time::timeout(accept.handshake_timeout, TcpStream::connect(forward))
-                .await
-                .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
-                .with_context(|| format!("cannot connect to {forward}"))?;
-            target.set_nodelay(true)?;
-            let (tr, tw) = target.into_split();
-            let (to_target, from_target) = bridge(tr, tw, &mut c.reader, &mut c.writer).await?;
-            Ok((from_target, to_target))
-        }
-    })
+    accept_loop(
+        listener,
+        &limits,
+        Arc::new(ProxyStats::default()),
+        move |stream, peer| {
+            let accept = accept.clone();
+            async move {
+                let mut c = conn::accept(stream, peer, &accept).await?;
+                let target =
+                    tokio::time::timeout(accept.handshake_timeout, TcpStream::connect(forward))
+                        .await
+                        .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
+                        .with_context(|| format!("cannot connect to {forward}"))?;
+                target.set_nodelay(true)?;
+                let (tr, tw) = target.into_split();
+                let (to_target, from_target) = bridge(tr, tw, &mut c.reader, &mut c.writer).await?;
+                Ok((from_target, to_target))
+            }
+        },
+    )
     .await
 }
 

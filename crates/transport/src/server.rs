@@ -79,7 +79,10 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
         .collect();
     match result {
         Ok(summary) => {
-            log::info!("{peer}: {mode}: {summary}; subflows: [{}]", paths.join(", "));
+            log::info!(
+                "{peer}: {mode}: {summary}; subflows: [{}]",
+                paths.join(", ")
+            );
             let _ = c.writer.shutdown().await;
         }
         Err(e) => log::warn!("{peer}: {mode}: {e:#}"),

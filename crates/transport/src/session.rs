@@ -35,7 +35,10 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .context("reading the request")?;
     match req {
         Request::Put { .. } | Request::Get { .. } if cfg.perf_only => {
-            w.write_msg(Reply::err(Status::Refused, "this listener serves perf tests only").encode()).await?;
+            w.write_msg(
+                Reply::err(Status::Refused, "this listener serves perf tests only").encode(),
+            )
+            .await?;
             anyhow::bail!("refused a file request on a perf-only listener")
         }
         Request::Put { name, size } => server_put(r, w, &cfg.files, &name, size).await,
@@ -43,7 +46,8 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Request::Perf(p) => {
             let millis = Duration::from_millis(p.millis as u64);
             if p.bytes == 0 && millis > MAX_PERF {
-                w.write_msg(Reply::err(Status::Refused, "perf test longer than an hour").encode()).await?;
+                w.write_msg(Reply::err(Status::Refused, "perf test longer than an hour").encode())
+                    .await?;
                 anyhow::bail!("refused a perf test of {} ms", p.millis);
             }
             w.write_msg(Reply::ok(0).encode()).await?;
@@ -89,7 +93,13 @@ mod tests {
         let (c, s) = tokio::io::duplex(256 * 1024);
         let (cr, cw) = tokio::io::split(c);
         let (sr, sw) = tokio::io::split(s);
-        let cfg = SessionConfig { files: FileServerConfig { dir: dir.to_path_buf(), overwrite }, perf_only: false };
+        let cfg = SessionConfig {
+            files: FileServerConfig {
+                dir: dir.to_path_buf(),
+                overwrite,
+            },
+            perf_only: false,
+        };
         let server = tokio::spawn(async move {
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             serve_request(&mut r, &mut w, &cfg).await
@@ -99,8 +109,10 @@ mod tests {
     }
 
     fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         v.sort();
         v
     }
@@ -115,14 +127,18 @@ mod tests {
             std::fs::write(&src, &data).unwrap();
             let name = format!("f{size}");
             let (mut r, mut w, server) = connect(&srv, false);
-            let out = client_put(&mut r, &mut w, &src, &name, None, |_| {}).await.unwrap();
+            let out = client_put(&mut r, &mut w, &src, &name, None, |_| {})
+                .await
+                .unwrap();
             assert_eq!(out.bytes, size as u64);
             server.await.unwrap().unwrap();
             assert_eq!(std::fs::read(srv.join(&name)).unwrap(), data);
 
             let dest = cli.join(format!("back{size}"));
             let (mut r, mut w, server) = connect(&srv, false);
-            let got = client_get(&mut r, &mut w, &name, &dest, false, None, |_| {}).await.unwrap();
+            let got = client_get(&mut r, &mut w, &name, &dest, false, None, |_| {})
+                .await
+                .unwrap();
             server.await.unwrap().unwrap();
             assert_eq!(got.sha256, out.sha256);
             assert_eq!(std::fs::read(&dest).unwrap(), data);
@@ -135,17 +151,40 @@ mod tests {
     #[tokio::test]
     async fn hostile_names_are_refused_by_the_server() {
         let srv = tmpdir("hostile");
-        for name in ["../escape", "/etc/passwd", "..", "a/b", ".hidden", "nul\0", "", "\x1b[31m"] {
+        for name in [
+            "../escape",
+            "/etc/passwd",
+            "..",
+            "a/b",
+            ".hidden",
+            "nul\0",
+            "",
+            "\x1b[31m",
+        ] {
             let (mut r, mut w, server) = connect(&srv, false);
             // Bypass the client's own check: write the request by hand.
-            w.write_msg(Request::Put { name: name.into(), size: 3 }.encode()).await.unwrap();
+            w.write_msg(
+                Request::Put {
+                    name: name.into(),
+                    size: 3,
+                }
+                .encode(),
+            )
+            .await
+            .unwrap();
             let reply = r.read_reply().await.unwrap();
             assert_eq!(reply.status, Status::BadName, "{name:?}");
             let err = server.await.unwrap().unwrap_err();
             assert!(err.to_string().contains("refused file name"), "{err}");
             let (mut r, mut w, server) = connect(&srv, false);
-            w.write_msg(Request::Get { name: name.into() }.encode()).await.unwrap();
-            assert_eq!(r.read_reply().await.unwrap().status, Status::BadName, "{name:?}");
+            w.write_msg(Request::Get { name: name.into() }.encode())
+                .await
+                .unwrap();
+            assert_eq!(
+                r.read_reply().await.unwrap().status,
+                Status::BadName,
+                "{name:?}"
+            );
             assert!(server.await.unwrap().is_err());
         }
         assert!(entries(&srv).is_empty());
@@ -159,13 +198,17 @@ mod tests {
         std::fs::write(srv.join("keep"), b"old").unwrap();
         std::fs::write(cli.join("new"), b"new contents").unwrap();
         let (mut r, mut w, server) = connect(&srv, false);
-        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {}).await.unwrap_err();
+        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("file exists"), "{err}");
         assert!(server.await.unwrap().is_err());
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"old");
 
         let (mut r, mut w, server) = connect(&srv, true);
-        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {}).await.unwrap();
+        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
+            .await
+            .unwrap();
         server.await.unwrap().unwrap();
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"new contents");
     }
@@ -175,7 +218,15 @@ mod tests {
         let srv = tmpdir("corrupt");
         // Wrong trailer.
         let (mut r, mut w, server) = connect(&srv, false);
-        w.write_msg(Request::Put { name: "x".into(), size: 4 }.encode()).await.unwrap();
+        w.write_msg(
+            Request::Put {
+                name: "x".into(),
+                size: 4,
+            }
+            .encode(),
+        )
+        .await
+        .unwrap();
         assert!(r.read_reply().await.unwrap().is_ok());
         let mut data = b"abcd".to_vec();
         w.write_all(&mut data).await.unwrap();
@@ -185,12 +236,23 @@ mod tests {
         assert!(server.await.unwrap().is_err());
         // Connection dropped in the middle.
         let (mut r, mut w, server) = connect(&srv, false);
-        w.write_msg(Request::Put { name: "y".into(), size: 1000 }.encode()).await.unwrap();
+        w.write_msg(
+            Request::Put {
+                name: "y".into(),
+                size: 1000,
+            }
+            .encode(),
+        )
+        .await
+        .unwrap();
         assert!(r.read_reply().await.unwrap().is_ok());
         w.write_all(&mut [1u8; 10]).await.unwrap();
         drop((r, w));
         let err = server.await.unwrap().unwrap_err();
-        assert!(format!("{err:#}").contains("closed after 10 of 1000"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("closed after 10 of 1000"),
+            "{err:#}"
+        );
         assert!(entries(&srv).is_empty(), "{:?}", entries(&srv));
     }
 
@@ -199,7 +261,17 @@ mod tests {
         let srv = tmpdir("missing");
         let cli = tmpdir("missingc");
         let (mut r, mut w, server) = connect(&srv, false);
-        let err = client_get(&mut r, &mut w, "nope", &cli.join("nope"), false, None, |_| {}).await.unwrap_err();
+        let err = client_get(
+            &mut r,
+            &mut w,
+            "nope",
+            &cli.join("nope"),
+            false,
+            None,
+            |_| {},
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("not found"), "{err}");
         assert!(server.await.unwrap().is_err());
         assert!(!cli.join("nope").exists());
@@ -207,6 +279,9 @@ mod tests {
         let (_r, mut w, server) = connect(&srv, false);
         w.write_msg(b"HELO garbage".to_vec()).await.unwrap();
         let err = server.await.unwrap().unwrap_err();
-        assert!(format!("{err:#}").contains("does not speak the nena application protocol"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("does not speak the nena application protocol"),
+            "{err:#}"
+        );
     }
 }

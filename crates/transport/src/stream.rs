@@ -30,7 +30,13 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         if let Some(u) = unprot.as_mut() {
             u.unprotect(&mut leftover);
         }
-        SecureReader { inner, unprot, pending: leftover, pos: 0, received: 0 }
+        SecureReader {
+            inner,
+            unprot,
+            pending: leftover,
+            pos: 0,
+            received: 0,
+        }
     }
 
     /// The underlying stream.
@@ -88,7 +94,10 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("connection closed after {got} of {} expected bytes", buf.len()),
+                    format!(
+                        "connection closed after {got} of {} expected bytes",
+                        buf.len()
+                    ),
                 ));
             }
             got += n;
@@ -162,7 +171,11 @@ pub struct SecureWriter<W> {
 
 impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     pub fn new(inner: W, prot: Option<Protector>) -> Self {
-        SecureWriter { inner, prot, sent: 0 }
+        SecureWriter {
+            inner,
+            prot,
+            sent: 0,
+        }
     }
 
     /// The underlying stream.

@@ -17,9 +17,13 @@ use tokio::net::{TcpListener, TcpStream};
 /// `ready` is called once the listener is bound.
 pub fn echo_server(addr: SocketAddr, lifetime: Duration, ready: impl FnOnce()) -> Result<()> {
     crate::conn::raise_nofile_limit();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
-        let l = TcpListener::bind(addr).await.with_context(|| format!("echo: cannot bind {addr}"))?;
+        let l = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("echo: cannot bind {addr}"))?;
         ready();
         let serve = async {
             loop {
@@ -100,7 +104,10 @@ async fn one(
     };
     let ((), back) = tokio::try_join!(writer, reader).with_context(|| format!("session {i}"))?;
     if back != payload {
-        anyhow::bail!("session {i}: echo differs ({} of {len} bytes back)", back.len());
+        anyhow::bail!(
+            "session {i}: echo differs ({} of {len} bytes back)",
+            back.len()
+        );
     }
     Ok(())
 }
@@ -108,9 +115,17 @@ async fn one(
 /// Open `sessions` plain-TCP connections to `addr` at once (every one connected before any
 /// sends), send `len` distinct bytes on each, half-close, and check the echo. Bounded by
 /// `timeout` as a whole.
-pub fn load(addr: SocketAddr, sessions: usize, len: usize, timeout: Duration) -> Result<LoadReport> {
+pub fn load(
+    addr: SocketAddr,
+    sessions: usize,
+    len: usize,
+    timeout: Duration,
+) -> Result<LoadReport> {
     crate::conn::raise_nofile_limit();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let start = Instant::now();
         let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
@@ -150,10 +165,16 @@ mod tests {
     fn echo_and_load_on_loopback() {
         let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
         // Find a free port first, then serve on it.
-        let port = std::net::TcpListener::bind(addr).unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind(addr)
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || echo_server(addr, Duration::from_secs(20), move || tx.send(()).unwrap()));
+        std::thread::spawn(move || {
+            echo_server(addr, Duration::from_secs(20), move || tx.send(()).unwrap())
+        });
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
         let r = load(addr, 50, 10_000, Duration::from_secs(20)).unwrap();
         assert_eq!(r.verified, 50, "{:?}", r.errors);

@@ -145,12 +145,20 @@ pub struct Reply {
 
 impl Reply {
     pub fn ok(size: u64) -> Reply {
-        Reply { status: Status::Ok, size, msg: String::new() }
+        Reply {
+            status: Status::Ok,
+            size,
+            msg: String::new(),
+        }
     }
     pub fn err(status: Status, msg: impl Into<String>) -> Reply {
         let mut msg: String = msg.into();
         truncate_utf8(&mut msg, MAX_MSG);
-        Reply { status, size: 0, msg }
+        Reply {
+            status,
+            size: 0,
+            msg,
+        }
     }
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok
@@ -263,7 +271,12 @@ impl Request {
                 }
                 let bytes = u64::from_be_bytes(rest[1..9].try_into().unwrap());
                 let millis = u32::from_be_bytes(rest[9..13].try_into().unwrap());
-                let p = PerfRequest { up: flags & 1 != 0, down: flags & 2 != 0, bytes, millis };
+                let p = PerfRequest {
+                    up: flags & 1 != 0,
+                    down: flags & 2 != 0,
+                    bytes,
+                    millis,
+                };
                 Ok(Some((Request::Perf(p), 5 + 13)))
             }
             op => Err(WireError::BadOp(op)),
@@ -395,7 +408,11 @@ pub struct PatternCheck<'a> {
 
 impl<'a> PatternCheck<'a> {
     pub fn new(pattern: &'a [u8]) -> Self {
-        PatternCheck { pattern, offset: 0, ok: true }
+        PatternCheck {
+            pattern,
+            offset: 0,
+            ok: true,
+        }
     }
     pub fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
@@ -419,11 +436,29 @@ mod tests {
 
     fn all_requests() -> Vec<Request> {
         vec![
-            Request::Put { name: "a.bin".into(), size: 0 },
-            Request::Put { name: "x".repeat(MAX_NAME), size: u64::MAX },
-            Request::Get { name: "report.pdf".into() },
-            Request::Perf(PerfRequest { up: true, down: false, bytes: 1 << 30, millis: 0 }),
-            Request::Perf(PerfRequest { up: true, down: true, bytes: 0, millis: 10_000 }),
+            Request::Put {
+                name: "a.bin".into(),
+                size: 0,
+            },
+            Request::Put {
+                name: "x".repeat(MAX_NAME),
+                size: u64::MAX,
+            },
+            Request::Get {
+                name: "report.pdf".into(),
+            },
+            Request::Perf(PerfRequest {
+                up: true,
+                down: false,
+                bytes: 1 << 30,
+                millis: 0,
+            }),
+            Request::Perf(PerfRequest {
+                up: true,
+                down: true,
+                bytes: 0,
+                millis: 10_000,
+            }),
         ]
     }
 
@@ -432,27 +467,50 @@ mod tests {
         for req in all_requests() {
             let enc = req.encode();
             for cut in 0..enc.len() {
-                assert_eq!(Request::decode(&enc[..cut]), Ok(None), "cut {cut} of {req:?}");
+                assert_eq!(
+                    Request::decode(&enc[..cut]),
+                    Ok(None),
+                    "cut {cut} of {req:?}"
+                );
             }
             let mut with_tail = enc.clone();
             with_tail.extend_from_slice(b"data after");
-            assert_eq!(Request::decode(&with_tail), Ok(Some((req.clone(), enc.len()))));
+            assert_eq!(
+                Request::decode(&with_tail),
+                Ok(Some((req.clone(), enc.len())))
+            );
         }
     }
 
     #[test]
     fn request_errors() {
-        assert_eq!(Request::decode(b"GET / HTTP/1.1\r\n"), Err(WireError::BadMagic(*b"GET ")));
+        assert_eq!(
+            Request::decode(b"GET / HTTP/1.1\r\n"),
+            Err(WireError::BadMagic(*b"GET "))
+        );
         assert_eq!(Request::decode(b"nX"), Err(WireError::BadMagic(*b"nX\0\0")));
         assert_eq!(Request::decode(b"nAP1\x09"), Err(WireError::BadOp(9)));
-        assert_eq!(Request::decode(b"nAP1\x01\x01\x00"), Err(WireError::NameTooLong(256)));
-        assert_eq!(Request::decode(b"nAP1\x02\x00\x01\xff"), Err(WireError::NameNotUtf8));
-        assert_eq!(Request::decode(b"nAP1\x03\x04"), Err(WireError::BadFlags(4)));
+        assert_eq!(
+            Request::decode(b"nAP1\x01\x01\x00"),
+            Err(WireError::NameTooLong(256))
+        );
+        assert_eq!(
+            Request::decode(b"nAP1\x02\x00\x01\xff"),
+            Err(WireError::NameNotUtf8)
+        );
+        assert_eq!(
+            Request::decode(b"nAP1\x03\x04"),
+            Err(WireError::BadFlags(4))
+        );
     }
 
     #[test]
     fn reply_roundtrip_and_errors() {
-        let r = Reply { status: Status::NotFound, size: 7, msg: "no such file: é".into() };
+        let r = Reply {
+            status: Status::NotFound,
+            size: 7,
+            msg: "no such file: é".into(),
+        };
         let enc = r.encode();
         for cut in 0..enc.len() {
             assert_eq!(Reply::decode(&enc[..cut]), Ok(None));

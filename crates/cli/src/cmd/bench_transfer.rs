@@ -46,7 +46,8 @@ pub fn run(a: Args) -> CmdResult {
         None if a.quick => 2.0,
         None => 5.0,
     };
-    let nena = std::env::current_exe().map_err(|e| Exit::from(anyhow!("cannot find the nena binary: {e}")))?;
+    let nena = std::env::current_exe()
+        .map_err(|e| Exit::from(anyhow!("cannot find the nena binary: {e}")))?;
     let opts = BenchOptions {
         reps: if a.quick && a.reps == 5 { 3 } else { a.reps },
         bytes: a.bytes,
@@ -63,7 +64,10 @@ pub fn run(a: Args) -> CmdResult {
         }
     })?;
     if json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| Exit::from(anyhow!(e)))?);
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| Exit::from(anyhow!(e)))?
+        );
     } else {
         print!("{}", bench::table(&report));
     }

@@ -86,7 +86,9 @@ impl Drop for Proc {
 /// Start `nena ARGS` in `host` and wait for its "listening on" line.
 pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
     let mut cmd = lab.command(host, NENA, args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn nena");
     let stderr = Arc::new(Mutex::new(String::new()));
     let mut err = child.stderr.take().unwrap();
@@ -97,7 +99,9 @@ pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
             if n == 0 {
                 break;
             }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
     let out = child.stdout.take().unwrap();
@@ -112,7 +116,10 @@ pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
     let p = Proc { child, stderr };
     match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(l) if l.contains("listening on") => p,
-        other => panic!("nena {args:?} did not start: {other:?}; stderr: {}", p.stderr()),
+        other => panic!(
+            "nena {args:?} did not start: {other:?}; stderr: {}",
+            p.stderr()
+        ),
     }
 }
 
@@ -146,16 +153,44 @@ pub fn client_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("nena {args:?}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        panic!(
+            "nena {args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 
 /// Deterministic text-like content (words from a PRNG): no long runs of equal bytes.
 pub fn text(len: usize, seed: u64) -> Vec<u8> {
     const WORDS: &[&str] = &[
-        "multipath", "subflow", "trusted", "untrusted", "scramble", "window", "kernel", "socket",
-        "attacker", "capture", "path", "key", "data", "the", "of", "and", "a", "to", "in", "is",
-        "network", "packet", "segment", "byte", "stream", "secret", "sharing", "throughput",
+        "multipath",
+        "subflow",
+        "trusted",
+        "untrusted",
+        "scramble",
+        "window",
+        "kernel",
+        "socket",
+        "attacker",
+        "capture",
+        "path",
+        "key",
+        "data",
+        "the",
+        "of",
+        "and",
+        "a",
+        "to",
+        "in",
+        "is",
+        "network",
+        "packet",
+        "segment",
+        "byte",
+        "stream",
+        "secret",
+        "sharing",
+        "throughput",
     ];
     let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
     let mut out = Vec::with_capacity(len + 16);
@@ -164,8 +199,11 @@ pub fn text(len: usize, seed: u64) -> Vec<u8> {
         x ^= x >> 7;
         x ^= x << 17;
         out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
-        out.push(if x % 11 == 0 { b'\n' } else { b' ' });
-        if x % 7 == 0 {
+        out.push(match x % 11 {
+            0 => b'\n',
+            _ => b' ',
+        });
+        if x % 7 < 1 {
             out.extend_from_slice(format!("{} ", x % 100_000).as_bytes());
         }
     }
@@ -191,7 +229,11 @@ pub fn random(len: usize, seed: u64) -> Vec<u8> {
 pub fn bytes_by_trust(report: &serde_json::Value) -> (u64, u64) {
     let mut t = 0;
     let mut u = 0;
-    for s in report["paths"]["subflows"].as_array().cloned().unwrap_or_default() {
+    for s in report["paths"]["subflows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         let b = s["bytes_sent"].as_u64().unwrap_or(0) + s["bytes_received"].as_u64().unwrap_or(0);
         if s["trust"] == "trusted" {
             t += b;

@@ -189,4 +189,36 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("does not speak nena"), "{err}");
+
+    // MPTCP disabled: both tools say so and refuse.
+    for host in [Host::Client, Host::Server] {
+        let st = lab
+            .command(host, "sysctl", ["-qw", "net.mptcp.enabled=0"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("MPTCP is disabled"), "{err}");
+    let dir = TempDir::new("nomptcp");
+    let listen = server(&lab, 7201);
+    let out = lab
+        .command(
+            Host::Server,
+            NENA,
+            [
+                "serve",
+                "--listen",
+                &listen,
+                "--dir",
+                dir.path().to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("MPTCP is disabled"), "{err}");
 }

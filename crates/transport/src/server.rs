@@ -9,6 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+/// A session whose client sends nothing for this long is dropped.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Everything `nena serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -63,6 +66,7 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
             return;
         }
     };
+    c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.mode.map_or("raw".to_string(), |m| m.to_string());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
     let subflows = conn::subflow_bytes(c.fd());

@@ -22,6 +22,7 @@ pub struct SecureReader<R> {
     pending: Vec<u8>,
     pos: usize,
     received: u64,
+    idle: Option<std::time::Duration>,
 }
 
 impl<R: AsyncRead + Unpin> SecureReader<R> {
@@ -36,7 +37,14 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             pending: leftover,
             pos: 0,
             received: 0,
+            idle: None,
         }
+    }
+
+    /// Fail a read that waits longer than `idle` for the peer (servers use it so a stalled
+    /// client cannot hold a session forever).
+    pub fn set_idle_timeout(&mut self, idle: Option<std::time::Duration>) {
+        self.idle = idle;
     }
 
     /// The underlying stream.
@@ -65,7 +73,17 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             self.received += n as u64;
             return Ok(n);
         }
-        let n = self.inner.read(buf).await?;
+        let n = match self.idle {
+            None => self.inner.read(buf).await?,
+            Some(d) => tokio::time::timeout(d, self.inner.read(buf))
+                .await
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no data from the peer for {}s", d.as_secs_f64()),
+                    )
+                })??,
+        };
         if let Some(u) = self.unprot.as_mut() {
             u.unprotect(&mut buf[..n]);
         }
@@ -206,5 +224,27 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     /// Flush and close the outgoing direction (half-close: reading continues).
     pub async fn shutdown(&mut self) -> io::Result<()> {
         self.inner.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn idle_timeout_and_unread() {
+        let (a, mut b) = tokio::io::duplex(1024);
+        let mut r = SecureReader::new(a, None, b"left".to_vec());
+        r.set_idle_timeout(Some(std::time::Duration::from_millis(50)));
+        let mut buf = [0u8; 16];
+        assert_eq!(r.read(&mut buf).await.unwrap(), 4);
+        assert_eq!(&buf[..4], b"left");
+        r.unread(b"ft");
+        assert_eq!(r.read(&mut buf).await.unwrap(), 2);
+        assert_eq!(r.received(), 4);
+        let err = r.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        b.write_all(b"x").await.unwrap();
+        assert_eq!(r.read(&mut buf).await.unwrap(), 1);
     }
 }

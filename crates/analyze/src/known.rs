@@ -59,9 +59,16 @@ impl Hasher for WindowHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
+        if let Ok(w) = <[u8; RUN]>::try_from(bytes) {
+            self.write_u128(u128::from_le_bytes(w));
+            return;
+        }
         for &b in bytes {
             self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
+    }
+    fn write_usize(&mut self, _len: usize) {
+        // only ever the length prefix of a 16-byte key: nothing to mix
     }
     fn write_u128(&mut self, v: u128) {
         let lo = (v as u64) ^ 0x243f_6a88_85a3_08d3;
@@ -108,6 +115,18 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// How many passes for `n` windows, and the table size to reserve for one pass: at most
+/// `part_windows` a pass, aiming at 90% of it so chance variations do not make the table
+/// double.
+fn passes(n: u64, part_windows: u64) -> (u64, usize) {
+    let target = (part_windows.max(1) / 10).saturating_mul(9).max(1);
+    let parts = n.div_ceil(target).max(1);
+    (
+        parts,
+        (n / parts + n / parts / 50 + 16).min(part_windows.max(16)) as usize,
+    )
+}
+
 /// The capture is the smaller side: index its windows (with one location each), then walk
 /// the file; a hit is extended byte by byte in both directions, marking every file window
 /// inside the common stretch without looking it up. Exact: every file window is either
@@ -119,12 +138,10 @@ fn index_capture(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &
         .iter()
         .map(|p| p.data.len().saturating_sub(RUN - 1) as u64)
         .sum();
-    // a map entry is twice a set entry: half as many windows a pass
-    let per_pass = (part_windows / 2).max(1);
-    let parts = capture_runs / per_pass + 1;
-    let reserve = (capture_runs / parts + capture_runs / parts / 8 + 16) as usize;
+    let (parts, reserve) = passes(capture_runs, part_windows);
     for part in 0..parts {
-        let mut idx: HashMap<u128, u64, BuildHasherDefault<WindowHasher>> =
+        // [u8; 16] keys (align 1): 24 bytes an entry instead of 32 with u128
+        let mut idx: HashMap<[u8; RUN], u64, BuildHasherDefault<WindowHasher>> =
             HashMap::with_capacity_and_hasher(reserve, Default::default());
         for (pi, p) in pieces.iter().enumerate() {
             if p.data.len() >= 1 << OFF_BITS {
@@ -132,7 +149,8 @@ fn index_capture(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &
             }
             for (q, w) in windows(p.data).enumerate() {
                 if part_of(w, parts) == part {
-                    idx.entry(w).or_insert(((pi as u64) << OFF_BITS) | q as u64);
+                    idx.entry(w.to_le_bytes())
+                        .or_insert(((pi as u64) << OFF_BITS) | q as u64);
                 }
             }
         }
@@ -150,7 +168,7 @@ fn index_capture(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &
                 i += 1;
                 continue;
             }
-            let Some(&loc) = idx.get(&w) else {
+            let Some(&loc) = idx.get(&w.to_le_bytes()) else {
                 i += 1;
                 continue;
             };
@@ -177,8 +195,7 @@ fn index_capture(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &
 /// mark the file offsets whose window was kept.
 fn index_known(known: &[u8], pieces: &[Piece<'_>], part_windows: u64, found: &mut [u64]) {
     let runs_checked = known.len().saturating_sub(RUN - 1) as u64;
-    let parts = runs_checked / part_windows.max(1) + 1;
-    let reserve = (runs_checked / parts + runs_checked / parts / 8 + 16) as usize;
+    let (parts, reserve) = passes(runs_checked, part_windows);
     for part in 0..parts {
         let mine = |w: &u128| part_of(*w, parts) == part;
         let mut k = WindowSet::with_capacity_and_hasher(reserve, Default::default());
@@ -216,9 +233,9 @@ pub fn check(known: &[u8], pieces: &[Piece<'_>], max_matches: usize) -> KnownRep
     check_with_partition(known, pieces, max_matches, PART_WINDOWS)
 }
 
-/// Windows indexed per pass: bounds the hash set to a few hundred MB however large the
-/// inputs are (about 18 bytes a window).
-pub const PART_WINDOWS: u64 = 1 << 23;
+/// Windows indexed per pass: 7/8 of 2^24, the most a hash table of 2^24 slots holds, so a
+/// pass needs at most about 420 MB however large the inputs are.
+pub const PART_WINDOWS: u64 = (1 << 24) * 7 / 8;
 
 /// Which pass a window belongs to: a mix independent of the set's own hash.
 #[inline]

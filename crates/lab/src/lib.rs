@@ -89,6 +89,11 @@ pub struct LabConfig {
     /// Check after `up` that the server is reachable from both client addresses (TCP).
     #[serde(default = "yes")]
     pub verify: bool,
+    /// Keep the veths' segmentation offloads (TSO/GSO, the kernel default). With `false`
+    /// every packet on a link is at most one MSS, as on a real wire: captures then show
+    /// segments like the papers' figures instead of 64 KiB GSO super-packets (slower).
+    #[serde(default = "yes")]
+    pub offload: bool,
 }
 
 fn yes() -> bool {
@@ -104,6 +109,7 @@ impl Default for LabConfig {
             untrusted_rate: None,
             server_rate: None,
             verify: true,
+            offload: true,
         }
     }
 }
@@ -652,6 +658,17 @@ impl Lab {
         // 6. rates
         for link in Link::ALL {
             self.apply_rate(link, cfg.rate(link))?;
+        }
+        // 7. offloads
+        let state = if cfg.offload { "on" } else { "off" };
+        for link in Link::ALL {
+            for e in link.ends() {
+                run(self.command(
+                    e.host,
+                    "ethtool",
+                    ["-K", e.iface, "tso", state, "gso", state],
+                ))?;
+            }
         }
         Ok(())
     }

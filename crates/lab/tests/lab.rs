@@ -328,3 +328,37 @@ fn bad_prefixes_and_missing_labs_are_clear_errors() {
     let e = Lab::open("ntnotthere").unwrap_err();
     assert!(format!("{e:#}").contains("not up"), "{e:#}");
 }
+
+/// Largest TCP payload of any segment in a capture of a 100 kB transfer over `link`.
+fn largest_segment(lab: &Lab, link: Link, file: &Path) -> usize {
+    let cap = lab.capture(link, file).unwrap();
+    let data = vec![7u8; 100_000];
+    assert_eq!(transfer(lab, link, data).0.len(), 100_000);
+    cap.stop().unwrap();
+    let a = nena_analyze::analyze_file(file, &nena_analyze::Options::default()).unwrap();
+    assert_eq!(a.payload_bytes, 100_000, "{:?}", a.flows);
+    a.shown.iter().map(|s| s.len).max().unwrap()
+}
+
+#[test]
+fn offloads_off_gives_wire_sized_segments() {
+    let dir = std::env::temp_dir().join(format!("nena-lab-offload-{}", unique_prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = unique_prefix();
+    let lab = LabGuard::up(&LabConfig {
+        offload: false,
+        ..LabConfig::with_prefix(&prefix)
+    })
+    .unwrap();
+    let max = largest_segment(&lab, Link::Untrusted, &dir.join("a.pcap"));
+    assert!(max <= 1448, "a {max}-byte segment with offloads off");
+    // reconciling to the default brings GSO back: super-packets appear on the capture
+    Lab::up(&LabConfig::with_prefix(&prefix)).unwrap();
+    let max = largest_segment(&lab, Link::Untrusted, &dir.join("b.pcap"));
+    assert!(
+        max > 1448,
+        "offloads on, yet the largest segment is {max} bytes"
+    );
+    drop(lab);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -50,6 +50,10 @@ pub struct UpArgs {
     /// Skip the TCP reachability check after building.
     #[arg(long)]
     pub no_verify: bool,
+    /// Turn off TSO/GSO on the links: packets of at most one MSS, as on a real wire
+    /// (captures then look like the papers' figures; throughput is lower).
+    #[arg(long)]
+    pub no_offload: bool,
     /// Print the resulting status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -214,6 +218,7 @@ fn up(a: UpArgs) -> CmdResult {
         untrusted_rate: a.untrusted_rate,
         server_rate: a.server_rate,
         verify: !a.no_verify,
+        offload: !a.no_offload,
     };
     let was_up = Lab::is_up(&cfg.prefix);
     Lab::up(&cfg)?;

@@ -34,9 +34,9 @@ pub(super) static BACKEND: Backend = Backend {
     descramble: descramble_entry,
 };
 
-/// `idx[t] = t + k - 64` wrapped into 0..128 (as bytes): with `k = 63` and `vpermb` this
-/// rotates a vector by one byte (`out[t] = in[t-1]`, `out[0] = in[63]`); `idx[t] = t` for
-/// `k = 64`.
+/// Index vectors `idx(k)[t] = (t + k) mod 128`. `idx(127)` with `vpermb` (which uses the
+/// low 6 bits) rotates a vector by one byte: `out[t] = in[t-1]`, `out[0] = in[63]`;
+/// `idx(0)` is the identity.
 const fn idx(k: usize) -> [u8; 64] {
     let mut a = [0u8; 64];
     let mut t = 0;

@@ -277,7 +277,15 @@ fn capture_writes_a_pcap_and_down_stops_captures() {
 
 #[test]
 fn down_cleans_a_half_built_lab_with_leftover_processes() {
+    /// Removes the lab even if an assertion below fails.
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Lab::down(&self.0);
+        }
+    }
     let prefix = unique_prefix();
+    let _cleanup = Cleanup(prefix.clone());
     // what a crash during `up` could leave: two namespaces, one veth, a process inside
     let client = format!("{prefix}-client");
     let router = format!("{prefix}-router");

@@ -47,12 +47,14 @@ pub fn run(c: CodecCmd) -> CmdResult {
         .imp
         .parse()
         .map_err(|e| Exit::usage(anyhow!("--impl: {e}")))?;
-    let mut transform: Box<dyn FnMut(&mut [u8])> = if scramble {
-        let mut s = Scrambler::with_impl(key, imp);
-        Box::new(move |b| s.scramble_in_place(b))
-    } else {
-        let mut d = Descrambler::with_impl(key, imp);
-        Box::new(move |b| d.descramble_in_place(b))
+    let mut scrambler = Scrambler::with_impl(key, imp);
+    let mut descrambler = Descrambler::with_impl(key, imp);
+    let mut transform = |b: &mut [u8]| {
+        if scramble {
+            scrambler.scramble_in_place(b)
+        } else {
+            descrambler.descramble_in_place(b)
+        }
     };
     // Unbuffered handles on file descriptors 0 and 1: whole chunks go straight to the
     // system calls (std's stdout would scan every chunk for newlines).
@@ -63,7 +65,7 @@ pub fn run(c: CodecCmd) -> CmdResult {
     };
     let mut input = dup(io::stdin().as_fd(), "standard input")?;
     let mut output = dup(io::stdout().as_fd(), "standard output")?;
-    filter(&mut input, &mut output, &mut *transform)
+    filter(&mut input, &mut output, &mut transform)
 }
 
 /// Read `input` to its end in chunks, transform each chunk, write it to `output`.
@@ -109,7 +111,7 @@ mod tests {
     #[test]
     fn filter_streams_uneven_reads_like_one_call() {
         let key = [9, 8, 7, 6, 5, 4, 3, 2];
-        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 31 >> 4) as u8).collect();
+        let data: Vec<u8> = (0..200_000u32).map(|i| ((i * 31) >> 4) as u8).collect();
         let mut want = data.clone();
         Scrambler::with_impl(key, Impl::Revised).scramble_in_place(&mut want);
         let mut s = Scrambler::new(key);

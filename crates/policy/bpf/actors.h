@@ -329,7 +329,9 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	/* first/last seen: the coarse clock (a few ns; jiffy resolution) is enough; the RTT
+	 * samples below read the precise one, once per round trip */
+	__u64 now = bpf_ktime_get_coarse_ns();
 	struct metrics *m = bpf_map_lookup_elem(&metrics, &fk);
 	if (!m) {
 		struct metrics zero = {.first_ns = now};
@@ -343,17 +345,14 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 	if (c->pay_len)
 		__sync_fetch_and_add(&m->payload, c->pay_len);
 	m->last_ns = now;
-	/* RTT: a TSval sent at egress, echoed in a TSecr seen at ingress. The options are only
-	 * walked when there is a sample to start (egress, none pending) or to finish. */
-	struct metrics *o = 0;
-	if (!tc && (c->tcp_flags & TCPF_ACK)) {
-		struct flow_key rk;
-		flow_reverse(&fk, &rk);
-		o = bpf_map_lookup_elem(&metrics, &rk);
-		if (o && !o->ts_ns)
-			o = 0;
-	}
-	if (!(c->types & T_MALFORMED) && ((tc && !m->ts_ns) || o)) {
+	/* RTT: a TSval sent at egress, echoed in a TSecr seen at ingress. One sample per round
+	 * trip: egress starts it in its own entry and mirrors it into the entry of the other
+	 * direction, so that an ACK coming in needs no second lookup; the ACK that completes it
+	 * writes the RTT into the egress entry. Options are walked only when starting or ending
+	 * a sample. A sample that never completes is restarted after a second. */
+	if (!(c->types & T_MALFORMED) && c->doff > 20 &&
+	    (tc ? (!m->ts_ns || now > m->ts_ns + 1000000000ULL)
+		: (m->ts_ns && (c->tcp_flags & TCPF_ACK)))) {
 		struct opts op;
 		int len = 0;
 		int off = load_opts(ctx, tc, c, &op) > 0 ? find_opt(&op, 8, -1, &len) : -1;
@@ -361,15 +360,29 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 			__u8 *buf = op.b;
 			__u32 tsval = (__u32)be_n(buf, off + 2, 4);
 			__u32 tsecr = (__u32)be_n(buf, off + 6, 4);
+			__u64 precise = bpf_ktime_get_ns();
+			struct flow_key rk;
+			flow_reverse(&fk, &rk);
 			if (tc) {
 				m->ts_val = tsval;
-				m->ts_ns = now;
-			} else if (o && (__s32)(tsecr - o->ts_val) >= 0) {
-				__u32 rtt = (now - o->ts_ns) / 1000;
-				o->rtt_us = rtt;
-				o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
-				o->samples++;
-				o->ts_ns = 0;
+				m->ts_ns = precise;
+				struct metrics rz = {.first_ns = now};
+				bpf_map_update_elem(&metrics, &rk, &rz, BPF_NOEXIST);
+				struct metrics *r = bpf_map_lookup_elem(&metrics, &rk);
+				if (r) {
+					r->ts_val = tsval;
+					r->ts_ns = precise;
+				}
+			} else if ((__s32)(tsecr - m->ts_val) >= 0) {
+				__u32 rtt = (precise - m->ts_ns) / 1000;
+				m->ts_ns = 0;
+				struct metrics *o = bpf_map_lookup_elem(&metrics, &rk);
+				if (o) {
+					o->rtt_us = rtt;
+					o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
+					o->samples++;
+					o->ts_ns = 0;
+				}
 			}
 		}
 	}

@@ -88,6 +88,9 @@ pub struct VariantStats {
     pub max_mbit_s: f64,
     /// Median over the median of plain MPTCP in the same setting.
     pub ratio: f64,
+    /// Median over the repetitions of (this run / the plain-MPTCP run of the same
+    /// repetition): less sensitive to slow drifts of the machine's load.
+    pub paired_ratio: f64,
     pub multipath_runs: usize,
     pub runs: usize,
 }
@@ -114,6 +117,10 @@ pub struct BenchReport {
     pub pass: bool,
     pub cpu: String,
     pub kernel: String,
+    /// /proc/loadavg when the bench started and ended (other work on the machine skews
+    /// the unlimited setting, which is CPU-bound).
+    pub loadavg_start: String,
+    pub loadavg_end: String,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -151,6 +158,7 @@ pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
             min_mbit_s: min,
             max_mbit_s: max,
             ratio: f64::NAN,
+            paired_ratio: f64::NAN,
             multipath_runs,
             runs: n,
         });
@@ -158,6 +166,16 @@ pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
     let base = stats[0].median_mbit_s;
     for s in &mut stats {
         s.ratio = s.median_mbit_s / base;
+        let mut paired: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.variant == s.variant)
+            .filter_map(|r| {
+                runs.iter()
+                    .find(|b| b.variant == VARIANTS[0] && b.rep == r.rep)
+                    .map(|b| r.mbit_s / b.mbit_s)
+            })
+            .collect();
+        s.paired_ratio = median(&mut paired);
     }
     let kato = stats[2].ratio;
     (stats, kato, kato >= target)
@@ -292,6 +310,12 @@ fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -
     })
 }
 
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn first_line(path: &str, key: &str) -> String {
     std::fs::read_to_string(path)
         .ok()
@@ -310,6 +334,7 @@ pub fn run_on(
     opts: &BenchOptions,
     mut progress: impl FnMut(&str),
 ) -> Result<BenchReport> {
+    let loadavg_start = loadavg();
     let lab = Lab::open(prefix)?;
     let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
     std::fs::create_dir_all(&dir)?;
@@ -368,6 +393,8 @@ pub fn run_on(
             .unwrap_or_default()
             .trim()
             .to_string(),
+        loadavg_start,
+        loadavg_end: loadavg(),
     })
 }
 
@@ -416,17 +443,17 @@ pub fn table(r: &BenchReport) -> String {
         _ => String::new(),
     };
     s += &format!(
-        "Transfer goodput, {} repetitions, {what}, {} (kernel {}, {})\n",
-        r.reps, r.direction, r.kernel, r.cpu
+        "Transfer goodput, {} repetitions, {what}, {} (kernel {}, {}; load average {} -> {})\n",
+        r.reps, r.direction, r.kernel, r.cpu, r.loadavg_start, r.loadavg_end
     );
     s += &format!(
-        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>10}\n",
-        "setting", "variant", "median Mbit/s", "min", "max", "ratio", "multipath"
+        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>9} {:>10}\n",
+        "setting", "variant", "median Mbit/s", "min", "max", "ratio", "paired", "multipath"
     );
     for set in &r.settings {
         for (i, v) in set.variants.iter().enumerate() {
             s += &format!(
-                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>6}/{}\n",
+                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>8.1}% {:>6}/{}\n",
                 if i == 0 {
                     set.setting.name.as_str()
                 } else {
@@ -437,6 +464,7 @@ pub fn table(r: &BenchReport) -> String {
                 v.min_mbit_s,
                 v.max_mbit_s,
                 v.ratio * 100.0,
+                v.paired_ratio * 100.0,
                 v.multipath_runs,
                 v.runs
             );
@@ -444,7 +472,7 @@ pub fn table(r: &BenchReport) -> String {
     }
     for set in &r.settings {
         s += &format!(
-            "target kato >= {:.0}% of plain MPTCP, {}: {:.1}% {}\n",
+            "target kato >= {:.0}% of plain MPTCP (ratio of medians), {}: {:.1}% {}\n",
             r.target_ratio * 100.0,
             set.setting.name,
             set.kato_ratio * 100.0,
@@ -458,10 +486,10 @@ pub fn table(r: &BenchReport) -> String {
 mod tests {
     use super::*;
 
-    fn run(variant: &'static str, mbit_s: f64) -> Run {
+    fn run(variant: &'static str, rep: usize, mbit_s: f64) -> Run {
         Run {
             variant,
-            rep: 1,
+            rep,
             mbit_s,
             bytes: 1,
             seconds: 1.0,
@@ -473,13 +501,13 @@ mod tests {
     #[test]
     fn statistics_and_check() {
         let runs = vec![
-            run("plain MPTCP", 100.0),
-            run("plain MPTCP", 120.0),
-            run("plain MPTCP", 90.0),
-            run("nena plain", 99.0),
-            run("nena kato", 97.0),
-            run("nena kato", 98.0),
-            run("nena kato", 50.0),
+            run("plain MPTCP", 1, 100.0),
+            run("plain MPTCP", 2, 120.0),
+            run("plain MPTCP", 3, 90.0),
+            run("nena plain", 1, 99.0),
+            run("nena kato", 1, 97.0),
+            run("nena kato", 2, 98.0),
+            run("nena kato", 3, 50.0),
         ];
         let (stats, kato, pass) = summarize(&runs, 0.97);
         assert_eq!(stats[0].median_mbit_s, 100.0);
@@ -487,6 +515,10 @@ mod tests {
         assert_eq!(stats[2].median_mbit_s, 97.0);
         assert!((kato - 0.97).abs() < 1e-12);
         assert!(pass);
+        // Paired: 97/100, 98/120, 50/90 -> median 98/120.
+        assert!((stats[2].paired_ratio - 98.0 / 120.0).abs() < 1e-12);
+        assert!((stats[1].paired_ratio - 0.99).abs() < 1e-12);
+        assert_eq!(stats[0].paired_ratio, 1.0);
         let (_, _, pass) = summarize(&runs, 0.98);
         assert!(!pass);
         let mut even = [4.0, 1.0, 3.0, 2.0];

@@ -89,21 +89,26 @@ fn link(name: &str) -> &'static str {
         .expect("known link")
 }
 
-/// The chains of 2, 4 and 8 links: selectors that all match, then actors.
+/// The chains of 2, 4 and 8 links, composed as in seed 003 (section V.A): 1 selector and 1
+/// actor, 1 selector and 3 actors, 4 selectors and 4 actors. The selectors all match the
+/// bench frame, so every link runs.
 pub fn chains() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
         ("chain-2", vec!["subflow", "record"]),
-        ("chain-4", vec!["src", "dst", "packet_type", "record"]),
+        (
+            "chain-4",
+            vec!["subflow", "rate_limit", "get_subflow", "record"],
+        ),
         (
             "chain-8",
             vec![
                 "src",
                 "dst",
-                "ip_pair",
                 "subflow",
                 "packet_type",
-                "sequence",
                 "rate_limit",
+                "get_connect",
+                "get_subflow",
                 "record",
             ],
         ),
@@ -222,6 +227,7 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
         bed.clear_chain(*h)?;
         base[i] = timed(&bed, *h, &f, repeat, batches)?;
     }
+    let mut all_without: [Vec<f64>; 2] = [vec![], vec![]];
     let mut results = vec![BenchEntry {
         name: "dispatcher".into(),
         ns: base[0],
@@ -244,6 +250,7 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
                 bed.clear_chain(*h)?;
                 let without = bed.run(*h, &f, repeat)?.ns;
                 d.push(with - without);
+                all_without[i].push(without);
             }
             ns[i] = median(d).max(0.0);
         }
@@ -276,6 +283,7 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
             // + the median of the differences
             let ch = chain_of(*h, &links)?;
             let mut d = Vec::with_capacity(batches);
+            let mut wo = Vec::with_capacity(batches);
             for _ in 0..batches {
                 bed.set_chain(*h, &ch)?;
                 let with = bed.run(*h, &f, repeat)?.ns;
@@ -288,8 +296,10 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
                 bed.clear_chain(*h)?;
                 let without = bed.run(*h, &f, repeat)?.ns;
                 d.push(with - without);
+                wo.push(without);
             }
-            ns[i] = base[i] + median(d).max(0.0);
+            ns[i] = median(wo.clone()) + median(d).max(0.0);
+            all_without[i].extend(wo);
         }
         results.push(BenchEntry {
             name: name.into(),
@@ -299,6 +309,16 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
             acting_ns_egress: None,
             links: Some(links.join(" ")),
         });
+    }
+    // the dispatcher alone: all its batches (the first, and the "without" half of each pair)
+    for i in 0..2 {
+        all_without[i].push(base[i]);
+        let m = median(all_without[i].clone());
+        if i == 0 {
+            results[0].ns = m;
+        } else {
+            results[0].ns_egress = m;
+        }
     }
     let targets_met = results.iter().all(|r| match r.name.as_str() {
         "dispatcher" | "chain-2" | "chain-4" => true,

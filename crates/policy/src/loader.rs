@@ -383,7 +383,10 @@ impl Policy {
             }
             done.push((*key, *old));
         }
-        self.forget_prio()
+        if spec.chains.iter().any(has_set_backup) {
+            self.forget_prio()?;
+        }
+        Ok(())
     }
 
     /// Set (or clear, with None) the chain of one hook of an attached device, leaving the
@@ -394,11 +397,10 @@ impl Policy {
 
     /// `set_chain` by interface index (no name lookup, so callable from any namespace).
     pub fn set_chain_ifindex(&self, idx: u32, hook: Hook, chain: Option<&ChainSpec>) -> Result<()> {
-        let dev = ifname(idx);
         let entries = self.hook_entries()?;
         let key = (idx, hook.abi());
         if !entries.contains_key(&key) {
-            bail!("{dev} is not attached");
+            bail!("{} is not attached", ifname(idx));
         }
         let hk = HookKey {
             ifindex: idx,
@@ -417,12 +419,16 @@ impl Policy {
         };
         self.hooks
             .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::EXIST)?;
-        self.forget_prio()
+        if chain.is_some_and(has_set_backup) {
+            self.forget_prio()?;
+        }
+        Ok(())
     }
 
     /// Forget which MP_PRIO each subflow was sent, so that `set_backup` asserts its value again
-    /// (up to `repeat` times) on every subflow it matches. Done by `apply` and `set_chain`: a
-    /// new policy is re-asserted even where the flag was changed behind its back (netlink).
+    /// (up to `repeat` times) on every subflow it matches. Done by `apply` and `set_chain` when
+    /// the new chains hold a `set_backup`: a new policy is re-asserted even where the flag was
+    /// changed behind its back (netlink).
     pub fn forget_prio(&self) -> Result<()> {
         let keys: Vec<Vec<u8>> = self.prio.keys().collect();
         for k in keys {
@@ -581,8 +587,26 @@ fn gen_now() -> u32 {
         .unwrap_or(0)
 }
 
+fn has_set_backup(c: &ChainSpec) -> bool {
+    c.links.iter().any(|l| {
+        matches!(
+            l,
+            crate::spec::LinkSpec::Act(crate::spec::Actor::SetBackup { .. })
+        )
+    })
+}
+
+fn ncpu() -> Result<usize> {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(n) = N.get() {
+        return Ok(*n);
+    }
+    let n = libbpf_rs::num_possible_cpus()?;
+    Ok(*N.get_or_init(|| n))
+}
+
 fn write_slot(chains: &dyn MapCore, stats: &dyn MapCore, slot: u32, c: &Chain) -> Result<()> {
-    let ncpu = libbpf_rs::num_possible_cpus()?;
+    let ncpu = ncpu()?;
     let zero = vec![LinkStats::default().as_bytes().to_vec(); ncpu];
     // the counters of the links this chain uses start from zero (the others are not read)
     for i in 0..c.len.min(abi::MAX_LINKS as u32) {

@@ -51,10 +51,17 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        // A usage error: one line on stderr, status 2.
+        Err(e) if e.use_stderr() => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("nena: {} (see --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+        // --help and --version print to stdout and succeed.
         Err(e) => {
-            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     init_logging(cli.verbose);

@@ -120,9 +120,11 @@ fn unknown_option_and_missing_key_are_status_2() {
         err.contains("--bogus") && !err.contains("panicked"),
         "{err}"
     );
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line error: {err}");
     let (code, _, err) = run(&["codec", "descramble"], b"x");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--key") && !err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line error: {err}");
 }
 
 #[test]

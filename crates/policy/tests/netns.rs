@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use nena_policy::{packet, spec, Event, Policy};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -291,6 +291,83 @@ fn rate_limit_caps_the_senders_window() {
         .unwrap_or_else(|| panic!("no snd_wnd:\n{ss}"));
     // wscale 10 here: 20000 >> 10 = 19 on the wire, 19456 bytes
     assert!((19000..=20000).contains(&wnd), "snd_wnd {wnd}:\n{ss}");
+    drop(c);
+    let _ = srv.join();
+}
+
+/// rate_limit holds the rate: on a path with 10 ms each way (a user-space delay line, the lab
+/// has no netem), a window of rate x RTT gives that rate, within 10%.
+#[test]
+fn rate_limit_holds_the_rate_on_a_delayed_path() {
+    let net = Net::new();
+    let pins = Pins::new();
+    let _link = DelayLink::new(
+        &net,
+        "ct",
+        "198.18.102.1/24",
+        "st",
+        "198.18.102.2/24",
+        Duration::from_millis(10),
+    );
+    let s = net.s.clone();
+    let _p = attach(&net, &s, pins.path(), "st");
+    // the path's RTT, idle: one-byte ping-pong over plain TCP, median of 9
+    let echo = net.in_ns(&s, || {
+        std::net::TcpListener::bind("198.18.102.2:5209").unwrap()
+    });
+    let echo_t = std::thread::spawn(move || {
+        let (mut e, _) = echo.accept().unwrap();
+        let mut b = [0u8; 1];
+        while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
+    });
+    let mut pc = net.in_ns(&net.c.clone(), || {
+        std::net::TcpStream::connect("198.18.102.2:5209").unwrap()
+    });
+    pc.set_nodelay(true).unwrap();
+    let mut rtts = vec![];
+    for _ in 0..9 {
+        let t = std::time::Instant::now();
+        let mut b = [7u8; 1];
+        pc.write_all(&b).unwrap();
+        pc.read_exact(&mut b).unwrap();
+        rtts.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    drop(pc);
+    let _ = echo_t.join();
+    rtts.sort_by(|a, b| a.total_cmp(b));
+    let rtt_ms = rtts[4];
+    assert!(
+        (19.0..40.0).contains(&rtt_ms),
+        "rtt {rtt_ms} ms on a 2 x 10 ms path"
+    );
+    // 8 Mbit/s through the server's ingress: the ACKs it sees are capped at rate x RTT
+    let target = 8_000_000f64;
+    let rtt_us = (rtt_ms * 1000.0) as u64;
+    load(
+        &net,
+        &s,
+        pins.path(),
+        &[(
+            "st",
+            "ingress",
+            &format!(
+                r#"{{ act = "rate_limit", rate_bps = {}, rtt_us = {rtt_us} }}"#,
+                target as u64
+            ),
+        )],
+    );
+    let l = net.listen(&net.s, "198.18.102.2:5203");
+    let srv = serve_bytes(l, 100_000_000);
+    let mut c = net.connect(&net.c, "198.18.102.2:5203");
+    read_for(&mut c, Duration::from_millis(1000)); // slow start and the first windows
+    let t = std::time::Instant::now();
+    let n = read_for(&mut c, Duration::from_millis(3000));
+    let rate = n as f64 * 8.0 / t.elapsed().as_secs_f64();
+    println!("{{\"rate_limit\": {{\"target_bps\": {target}, \"measured_bps\": {rate:.0}, \"rtt_ms\": {rtt_ms}}}}}");
+    assert!(
+        (rate - target).abs() <= 0.1 * target,
+        "measured {rate:.0} bit/s, target {target}"
+    );
     drop(c);
     let _ = srv.join();
 }

@@ -321,3 +321,134 @@ impl Drop for Capture {
         let _ = std::fs::remove_file(&self.file);
     }
 }
+
+/// A path with delay, without netem: a tap device in each of two namespaces and a user-space
+/// relay between their file descriptors that holds every frame for `delay` (each way).
+pub struct DelayLink {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn open_tap(net: &Net, ns: &str, name: &str) -> std::fs::File {
+    let name = name.to_string();
+    net.in_ns(ns, move || {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/net/tun")
+            .expect("/dev/net/tun");
+        #[repr(C)]
+        struct IfReq {
+            name: [u8; 16],
+            flags: libc::c_short,
+            pad: [u8; 22],
+        }
+        let mut req = IfReq {
+            name: [0; 16],
+            flags: 0x0002 | 0x1000,
+            pad: [0; 22],
+        }; // IFF_TAP | IFF_NO_PI
+        req.name[..name.len()].copy_from_slice(name.as_bytes());
+        use std::os::fd::AsRawFd;
+        // SAFETY: TUNSETIFF with a properly sized ifreq.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), 0x400454ca, &mut req) };
+        assert_eq!(
+            r,
+            0,
+            "TUNSETIFF {name}: {}",
+            std::io::Error::last_os_error()
+        );
+        f
+    })
+}
+
+fn relay(
+    from: std::fs::File,
+    to: std::fs::File,
+    delay: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let s1 = stop.clone();
+    let mut from = from;
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        while !s1.load(Ordering::Relaxed) {
+            let mut p = libc::pollfd {
+                fd: from.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd.
+            if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
+                continue;
+            }
+            match from.read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+    });
+    let mut to = to;
+    let writer = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let Ok((due, frame)) = rx.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            let _ = to.write(&frame);
+        }
+    });
+    vec![reader, writer]
+}
+
+impl DelayLink {
+    /// `ca`/`sa`: addresses (with prefix) of the client's and the server's tap.
+    pub fn new(
+        net: &Net,
+        ctap: &str,
+        ca: &str,
+        stap: &str,
+        sa: &str,
+        delay: Duration,
+    ) -> DelayLink {
+        let c = open_tap(net, &net.c, ctap);
+        let s = open_tap(net, &net.s, stap);
+        net.sh_c(&format!(
+            "ip addr add {ca} dev {ctap} && ip link set {ctap} up"
+        ));
+        net.sh_s(&format!(
+            "ip addr add {sa} dev {stap} && ip link set {stap} up"
+        ));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut threads = relay(
+            c.try_clone().unwrap(),
+            s.try_clone().unwrap(),
+            delay,
+            stop.clone(),
+        );
+        threads.extend(relay(s, c, delay, stop.clone()));
+        DelayLink { stop, threads }
+    }
+}
+
+impl Drop for DelayLink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

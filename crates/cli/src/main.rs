@@ -53,9 +53,18 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         // A usage error: one line on stderr, status 2.
         Err(e) if e.use_stderr() => {
+            // clap's message spans lines (what is wrong, then usage and a hint); keep what is
+            // wrong, joined into one line.
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("nena: {} (see --help)", first.trim_start_matches("error: "));
+            let what: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let what = what.join(" ");
+            let what = what.trim_start_matches("error: ");
+            eprintln!("nena: {what} (see --help)");
             return ExitCode::from(2);
         }
         // --help and --version print to stdout and succeed.

@@ -13,10 +13,10 @@ pub struct Args {
     /// Bytes per run (e.g. 256M) instead of a fixed time.
     #[arg(long, conflicts_with = "time")]
     pub bytes: Option<u64>,
-    /// Seconds per run (default 5, or 2 with --quick).
+    /// Seconds per run (default 10, or 3 with --quick).
     #[arg(long)]
     pub time: Option<f64>,
-    /// Fewer and shorter runs (3 repetitions of 2 s) for a quick look.
+    /// Fewer and shorter runs (3 repetitions of 3 s) for a quick look, not for records.
     #[arg(long)]
     pub quick: bool,
     /// Measure server to client (the papers' file-transfer direction).
@@ -28,9 +28,34 @@ pub struct Args {
     /// Report, but exit 0 even when the target is missed.
     #[arg(long)]
     pub no_check: bool,
+    /// Only these settings: `veth` (unlimited) and/or `fig18` (trusted 100 Mbit/s,
+    /// untrusted 20 Mbit/s). Default: both.
+    #[arg(long = "setting", value_name = "veth|fig18")]
+    pub settings: Vec<String>,
     /// Print one JSON object (all runs and statistics) instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+fn pick_settings(names: &[String]) -> Result<Vec<bench::Setting>, Exit> {
+    let all = BenchOptions::default_settings();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let i = match n.as_str() {
+            "veth" | "unlimited" => 0,
+            "fig18" | "100/20" => 1,
+            other => {
+                return Err(Exit::usage(anyhow!(
+                    "unknown setting `{other}` (veth or fig18)"
+                )))
+            }
+        };
+        out.push(all[i].clone());
+    }
+    Ok(out)
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -43,8 +68,8 @@ pub fn run(a: Args) -> CmdResult {
     let time = match a.time {
         Some(t) if t > 0.0 && t < 3600.0 => t,
         Some(_) => return Err(Exit::usage(anyhow!("--time must be in (0, 3600) seconds"))),
-        None if a.quick => 2.0,
-        None => 5.0,
+        None if a.quick => 3.0,
+        None => 10.0,
     };
     let nena = std::env::current_exe()
         .map_err(|e| Exit::from(anyhow!("cannot find the nena binary: {e}")))?;
@@ -54,7 +79,7 @@ pub fn run(a: Args) -> CmdResult {
         time: Duration::from_secs_f64(time),
         reverse: a.reverse,
         target: a.target,
-        settings: BenchOptions::default_settings(),
+        settings: pick_settings(&a.settings)?,
         nena,
     };
     let json = a.json;

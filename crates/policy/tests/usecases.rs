@@ -258,3 +258,141 @@ fn trusted_path_first() {
     drop(conn);
     let _ = srv.join();
 }
+
+/// Serve `size` bytes to every connection (a thread per connection) until the listener fails.
+fn serve_each(l: std::net::TcpListener, size: usize) {
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { break };
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                let buf = vec![1u8; size];
+                let _ = s.write_all(&buf);
+            });
+        }
+    });
+}
+
+/// Flow completion time of a download of exactly `size` bytes.
+fn fct(net: &Net, addr: &str, size: usize) -> f64 {
+    use std::io::Read;
+    let t = Instant::now();
+    let mut c = net.connect(&net.c, addr);
+    let mut buf = vec![0u8; 65536];
+    let mut got = 0;
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while got < size {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    assert_eq!(got, size);
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Use case 2: small-flow path manager. Two paths of 20 ms and 50 ms RTT (user-space delay
+/// lines, 50 and 10 Mbit/s); the client joins the slow path for every connection (kernel PM
+/// endpoint). With the policy, a subflow on the slow path is born backup (set_backup on its
+/// MP_JOIN SYN), so a small flow stays on the fast path (a flow that grows past a threshold
+/// would get it released by user space, as in use case 1). Measured: flow completion time of
+/// small flows against the default, and the data each put on the slow path (capture).
+#[test]
+fn small_flow_path_manager() {
+    let small: usize = std::env::var("UC2_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let runs = 15;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::new();
+    let pins = Pins::new();
+    let _fast = DelayLink::new(
+        &net,
+        "cf",
+        "198.18.104.1/24",
+        "sf",
+        "198.18.104.2/24",
+        Duration::from_millis(10),
+    );
+    let _slow = DelayLink::new(
+        &net,
+        "cs",
+        "198.18.105.1/24",
+        "ss",
+        "198.18.105.2/24",
+        Duration::from_millis(25),
+    );
+    net.sh_c(
+        "ip route add 198.18.104.2/32 dev cs table 101 && ip rule add from 198.18.105.1 table 101",
+    );
+    net.sh_c("ip mptcp endpoint add 198.18.105.1 dev cs subflow");
+    net.sh_s("tc qdisc add dev sf root tbf rate 50mbit burst 32kb latency 100ms");
+    net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 100ms");
+    let l = net.in_ns(&net.s.clone(), || {
+        nena_mptcp::listen("198.18.104.2:5301".parse().unwrap()).unwrap()
+    });
+    serve_each(l, small);
+    let addr = "198.18.104.2:5301";
+    fct(&net, addr, small); // warm up (ARP, routes)
+    let c = net.c.clone();
+    let mut cap = Capture::start(&c, "cs");
+    let mut default = vec![];
+    for _ in 0..runs {
+        default.push(fct(&net, addr, small));
+    }
+    let p2 = pins.path().to_path_buf();
+    let policy = net.in_ns(&c, move || Policy::attach(&p2, "cs").unwrap());
+    let cs = net.in_ns(&c, || nena_policy::loader::ifindex("cs").unwrap());
+    let t_policy = SystemTime::now();
+    policy
+        .set_chain_ifindex(
+            cs,
+            Hook::Egress,
+            Some(&chain(
+                "cs",
+                Hook::Egress,
+                r#"{ act = "set_backup", backup = true }"#,
+            )),
+        )
+        .unwrap();
+    let mut held = vec![];
+    for _ in 0..runs {
+        held.push(fct(&net, addr, small));
+    }
+    let st = policy.status().unwrap();
+    let marked = st
+        .hooks
+        .iter()
+        .find(|h| h.hook == Hook::Egress)
+        .unwrap()
+        .links[0]
+        .hits;
+    let frames = cap.timed_frames();
+    let server_data = |f: &Vec<u8>| {
+        let p = packet::parse(f).unwrap();
+        f[26..30] == [198, 18, 104, 2] && p.ip_len > p.l4 - 14 + p.doff
+    };
+    let slow_default: u64 = frames
+        .iter()
+        .filter(|(t, f)| *t < t_policy && server_data(f))
+        .map(|(_, f)| f.len() as u64)
+        .sum();
+    let slow_policy: u64 = frames
+        .iter()
+        .filter(|(t, f)| *t >= t_policy && server_data(f))
+        .map(|(_, f)| f.len() as u64)
+        .sum();
+    let (d, h) = (median(default), median(held));
+    println!(
+        "{{\"use_case\": 2, \"flow_bytes\": {small}, \"runs\": {runs}, \"fct_default_ms\": {d:.1}, \"fct_policy_ms\": {h:.1}, \"change_pct\": {:.1}, \"slow_path_bytes_default\": {slow_default}, \"slow_path_bytes_policy\": {slow_policy}, \"joins_marked\": {marked}}}",
+        (h - d) / d * 100.0
+    );
+    assert!(marked >= 1, "no join was marked");
+    assert_eq!(
+        slow_policy, 0,
+        "small flows put data on the slow path despite the policy"
+    );
+}

@@ -1,6 +1,7 @@
 //! From a captured frame to a TCP segment with `etherparse` (lax slicing, so a frame cut
 //! short by the snapshot length still yields its headers and the payload bytes present).
-//! Link types: Ethernet, Linux cooked (SLL and SLL2), raw IPv4/IPv6, BSD loopback.
+//! Link types: Ethernet, Linux cooked (SLL and SLL2), raw IPv4/IPv6, BSD loopback, and
+//! 802.11 (plain or with radiotap) from monitor-mode captures of an open WLAN.
 
 use crate::mptcp::{parse_options, MptcpInfo};
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
@@ -88,12 +89,55 @@ fn from_link(linktype: DataLink, data: &[u8]) -> Result<LaxSlicedPacket<'_>, Ski
             let rest = data.get(20..).ok_or(Skip::Malformed)?;
             Ok(LaxSlicedPacket::from_ether_type(EtherType(et), rest))
         }
+        DataLink::IEEE802_11 => wlan(data),
+        DataLink::IEEE802_11_RADIOTAP => {
+            // radiotap: version, pad, little-endian total length
+            let len = data
+                .get(2..4)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+                .ok_or(Skip::Malformed)?;
+            wlan(data.get(len..).ok_or(Skip::Malformed)?)
+        }
         DataLink::NULL | DataLink::LOOP => {
             let rest = data.get(4..).ok_or(Skip::Malformed)?;
             LaxSlicedPacket::from_ip(rest).map_err(|_| Skip::Malformed)
         }
         _ => Err(Skip::NotIp),
     }
+}
+
+/// An 802.11 frame as a monitor-mode capture shows it (the papers' attacker captured an
+/// open WLAN this way): data frames with an LLC/SNAP header carry IP; management, control
+/// and protected (encrypted) frames do not yield IP.
+fn wlan(f: &[u8]) -> Result<LaxSlicedPacket<'_>, Skip> {
+    let fc0 = *f.first().ok_or(Skip::Malformed)?;
+    let fc1 = *f.get(1).ok_or(Skip::Malformed)?;
+    let (ftype, subtype) = ((fc0 >> 2) & 3, fc0 >> 4);
+    if ftype != 2 || subtype & 0x4 != 0 {
+        return Err(Skip::NotIp); // not a data frame, or a null-data frame
+    }
+    if fc1 & 0x40 != 0 {
+        return Err(Skip::NotIp); // protected: WEP/WPA-encrypted payload
+    }
+    let mut hdr = 24;
+    if fc1 & 0x3 == 0x3 {
+        hdr += 6; // four addresses (WDS)
+    }
+    if subtype & 0x8 != 0 {
+        hdr += 2; // QoS control
+        if fc1 & 0x80 != 0 {
+            hdr += 4; // HT control
+        }
+    }
+    let llc = f.get(hdr..hdr + 8).ok_or(Skip::Malformed)?;
+    if llc[..6] != [0xaa, 0xaa, 0x03, 0, 0, 0] {
+        return Err(Skip::NotIp);
+    }
+    let et = u16::from_be_bytes([llc[6], llc[7]]);
+    Ok(LaxSlicedPacket::from_ether_type(
+        EtherType(et),
+        &f[hdr + 8..],
+    ))
 }
 
 /// Parse one frame. `orig_len > data.len()` marks a frame cut by the snapshot length.

@@ -350,6 +350,45 @@ fn pcapng_and_linux_cooked_captures() {
 }
 
 #[test]
+fn monitor_mode_wlan_frames() {
+    // the papers' attacker: an open WLAN captured in monitor mode (radiotap + 802.11)
+    let known = known_file();
+    let eth = up(1000, PSH, &known[0..400]);
+    let ip_and_up = &eth[14..];
+    let mut qos_data = vec![0x88, 0x01, 0, 0]; // QoS data, to-DS
+    qos_data.extend_from_slice(&[0x11; 20]); // three addresses and sequence control
+    qos_data.extend_from_slice(&[0, 0]); // QoS control
+    qos_data.extend_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+    qos_data.extend_from_slice(ip_and_up);
+    let mut radiotap = vec![0, 0, 8, 0, 0, 0, 0, 0];
+    radiotap.extend_from_slice(&qos_data);
+    let mut protected = radiotap.clone();
+    protected[8 + 1] |= 0x40;
+    let beacon = vec![0, 0, 8, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 1, 2, 3];
+    let a = analyze_reader(
+        &pcap_with(
+            &[radiotap, protected, beacon],
+            DataLink::IEEE802_11_RADIOTAP,
+            &[],
+        )[..],
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(a.segments, 1);
+    assert_eq!(
+        a.skipped.not_ip, 2,
+        "encrypted data and a beacon carry no readable IP"
+    );
+    assert_eq!(a.check_known(&known, 1).runs_found, 400 - 15);
+    let a = analyze_reader(
+        &pcap_with(&[qos_data], DataLink::IEEE802_11, &[])[..],
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(a.segments, 1);
+}
+
+#[test]
 fn mptcp_options_and_keys_are_reported() {
     let mut cap = vec![30, 12, 0x01, 0x81];
     cap.extend_from_slice(&0x1122334455667788u64.to_be_bytes());

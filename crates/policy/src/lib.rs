@@ -10,6 +10,7 @@
 //!   BPF_PROG_TEST_RUN bed ([`TestBed`]).
 //! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
 //! - [`packet`]: crafted frames for tests and the benchmark.
+//! - [`recipes`]: ready-made chains for nena's transport (hold an untrusted path, ...).
 //! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
 //! - [`abi`]: the layout shared with the C programs in `bpf/`.
 
@@ -18,6 +19,7 @@ pub mod bench;
 pub mod events;
 pub mod loader;
 pub mod packet;
+pub mod recipes;
 pub mod spec;
 
 pub use events::Event;

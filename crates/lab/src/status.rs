@@ -49,6 +49,8 @@ pub struct LinkStatus {
     pub rate: Option<Rate>,
     /// Rate limit found on the router end (bits/s).
     pub router_rate: Option<Rate>,
+    /// Generic segmentation offload on the edge end (`nena lab up --no-offload` turns it off).
+    pub gso: Option<bool>,
 }
 
 /// MPTCP settings of the client and server.
@@ -87,6 +89,16 @@ fn link_up(ns: &str, iface: &str) -> Option<bool> {
     let flags = v.pointer("/0/flags")?.as_array()?;
     let has = |f: &str| flags.iter().any(|x| x.as_str() == Some(f));
     Some(has("UP") && has("LOWER_UP"))
+}
+
+fn gso(ns: &str, iface: &str) -> Option<bool> {
+    let mut c = netns_exec(ns, "ethtool");
+    c.args(["-k", iface]);
+    let out = run(c).ok()?;
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("generic-segmentation-offload:"))?;
+    Some(line.split(':').nth(1)?.trim().starts_with("on"))
 }
 
 fn sysctl(ns: &str, key: &str) -> Option<String> {
@@ -146,6 +158,11 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
             qdisc,
             rate,
             router_rate,
+            gso: if eup.is_some() {
+                gso(&ens, e.iface)
+            } else {
+                None
+            },
         });
     }
     let mptcp = if up {

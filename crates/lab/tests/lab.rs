@@ -358,10 +358,22 @@ fn offloads_off_gives_wire_sized_segments() {
         ..LabConfig::with_prefix(&prefix)
     })
     .unwrap();
+    let st = Lab::status(&prefix).unwrap();
+    assert!(
+        st.links.iter().all(|l| l.gso == Some(false)),
+        "{:?}",
+        st.links
+    );
     let max = largest_segment(&lab, Link::Untrusted, &dir.join("a.pcap"));
     assert!(max <= 1448, "a {max}-byte segment with offloads off");
     // reconciling to the default brings GSO back: super-packets appear on the capture
     Lab::up(&LabConfig::with_prefix(&prefix)).unwrap();
+    let st = Lab::status(&prefix).unwrap();
+    assert!(
+        st.links.iter().all(|l| l.gso == Some(true)),
+        "{:?}",
+        st.links
+    );
     let max = largest_segment(&lab, Link::Untrusted, &dir.join("b.pcap"));
     assert!(
         max > 1448,

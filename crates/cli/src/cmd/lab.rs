@@ -356,7 +356,7 @@ pub fn render_status(st: &LabStatus) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:<9} {} {} {} <-> router {} {}  {}  {rate}",
+                "  {:<9} {} {} {} <-> router {} {}  {}  {rate}{}",
                 l.link.name(),
                 l.edge_host.name(),
                 l.edge_iface,
@@ -369,6 +369,11 @@ pub fn render_status(st: &LabStatus) -> String {
                     "up"
                 } else {
                     "DOWN"
+                },
+                if l.gso == Some(false) {
+                    "  offloads off"
+                } else {
+                    ""
                 },
             );
         }

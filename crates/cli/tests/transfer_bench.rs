@@ -1,0 +1,63 @@
+//! `nena bench transfer` end to end, shortened (root): its own lab, all three variants in
+//! both settings, statistics in the JSON, and the lab gone afterwards.
+mod transfer_common;
+
+use transfer_common::NENA;
+
+#[test]
+fn bench_transfer_runs_all_variants_and_cleans_up() {
+    let child = std::process::Command::new(NENA)
+        .args([
+            "bench",
+            "transfer",
+            "--reps",
+            "1",
+            "--time",
+            "1",
+            "--no-check",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bench names its lab after its process id.
+    let lab_ns = format!("/run/netns/nb{}-client", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let settings = r["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 2);
+    let mut medians = Vec::new();
+    for s in settings {
+        let vs = s["variants"].as_array().unwrap();
+        let names: Vec<&str> = vs.iter().map(|v| v["variant"].as_str().unwrap()).collect();
+        assert_eq!(names, ["plain MPTCP", "nena plain", "nena kato"]);
+        for v in vs {
+            assert_eq!(v["runs"], 1);
+            assert!(v["median_mbit_s"].as_f64().unwrap() > 1.0, "{v}");
+            assert_eq!(v["multipath_runs"], 1, "not multipath: {v}");
+        }
+        assert_eq!(vs[0]["ratio"], 1.0);
+        let kato = vs[2]["ratio"].as_f64().unwrap();
+        assert!((s["kato_ratio"].as_f64().unwrap() - kato).abs() < 1e-9);
+        assert_eq!(s["pass"], kato >= 0.97);
+        medians.push(vs[0]["median_mbit_s"].as_f64().unwrap());
+    }
+    // The rate limits hold (100 + 20 Mbit/s), and the unlimited veth is much faster.
+    assert!(
+        medians[1] < 125.0,
+        "100/20 Mbit/s setting ran at {} Mbit/s",
+        medians[1]
+    );
+    assert!(medians[0] > 2.0 * medians[1], "{medians:?}");
+    // The bench's lab is gone.
+    assert!(
+        !std::path::Path::new(&lab_ns).exists(),
+        "{lab_ns} left behind"
+    );
+}

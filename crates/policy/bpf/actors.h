@@ -100,6 +100,12 @@ static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_
 	return 1;
 }
 
+/* 0xff if byte i lies inside an option of length len, else 0 (no branch) */
+static __always_inline __u8 in_opt(int i, int len)
+{
+	return (__u8)((i - len) >> 31);
+}
+
 /* ADD_ADDR v1 announcements (E = 0) carry a truncated HMAC: 16/18 (IPv4, +port), 28/30 (IPv6) */
 static __always_inline int add_addr_len_ok(int len)
 {
@@ -157,8 +163,10 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 	if (s < 0)
 		s = 0; /* all full: the oldest slot goes */
 	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
+	/* byte loops without data-dependent branches (mask = 0xff inside the option): the
+	 * verifier walks them once instead of once per possible length */
 	for (int i = 0; i < 32; i++)
-		ks->opt[i] = i < len ? buf[(off + i) & 63] : 0;
+		ks->opt[i] = buf[(off + i) & 63] & in_opt(i, len);
 	ks->len = len;
 	ks->id = id;
 	ks->reannounced = 0;
@@ -169,10 +177,8 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 	__u32 diff = 0;
 	for (int i = 0; i < 32; i++) {
 		nops[i] = 1;
-		if (i < len) {
-			int odd = (off + i) & 1; /* options start at TCP offset 20: even */
-			diff += diff8(buf[(off + i) & 63], 1, odd);
-		}
+		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
+		diff += diff8(buf[(off + i) & 63], 1, odd) & -(__u32)(in_opt(i, len) & 1);
 	}
 	if (drop)
 		return NENA_DROP;
@@ -212,7 +218,7 @@ static __always_inline int add_subflow_body(void *ctx, const int tc, struct nena
 	if (!add_addr_len_ok(len))
 		return 0;
 	for (int i = 0; i < 32; i++)
-		opt[i] = i < len ? ks->opt[i] : 1; /* NOP padding */
+		opt[i] = (ks->opt[i] & in_opt(i, len)) | (1 & ~in_opt(i, len)); /* NOP padding */
 	if (insert_opt(ctx, tc, c, opt, (len + 3) & ~3u))
 		return 0;
 	ks->reannounced++;

@@ -121,10 +121,12 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	o.t = 0;
 	o.ws = 0xff;
 	o.off = 0;
-	if (load_opts(ctx, tc, &c, &o) < 0)
+	if (load_opts(ctx, tc, &c, &o) < 0) {
 		o.t |= T_MALFORMED;
-	else
+	} else if (o.olen > 0) {
+		o.off = walk_start(&o, 0); /* a SYN's window scale never follows the timestamps' NOPs here */
 		bpf_loop(OPT_MAX, classify_cb, &o, 0);
+	}
 	c.types |= o.t;
 	__u8 ws = o.ws;
 	if (c.types & T_MALFORMED)

@@ -5,7 +5,7 @@ mod transfer_common;
 use nena_lab::{Host, Link, Rate};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use transfer_common::*;
 
 #[test]
@@ -28,20 +28,19 @@ fn untrusted_link_down_mid_transfer_completes_and_verifies() {
     let mut cmd = lab.command(Host::Client, NENA, &args);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1200));
+    // The transfer must still be running when the link goes down, or the test proves nothing.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the transfer ended before the link went down"
+    );
     lab.set_link(Link::Untrusted, false).unwrap();
     let out = child.wait_with_output().unwrap();
-    let took = start.elapsed();
     assert!(
         out.status.success(),
         "transfer failed after the untrusted link went down: {}",
         String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        took > Duration::from_millis(1200),
-        "the transfer ended before the link went down"
     );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["verified"], true);

@@ -36,6 +36,10 @@ pub const NAMES: [&str; 14] = [
     "memcpy",
 ];
 
+/// Informative rows after the required ones (in `Report::extra_results`, not counted by
+/// the targets): the papers' own Figure 14 C code, compiled with gcc -O2.
+pub const EXTRA_NAMES: [&str; 1] = [crate::paper_c::NAME];
+
 /// Table II of Kato et al. (SECURWARE 2017 and the journal version): milliseconds to
 /// process one 1280-byte message both ways on an Intel Core i5-3230M (2.6 GHz). The
 /// papers do not name the AES mode; their figures sit beside our ECB rows.
@@ -150,6 +154,10 @@ pub struct Report {
     pub sample_ms: f64,
     pub definitions: Vec<String>,
     pub results: Vec<Row>,
+    /// Informative rows ([`EXTRA_NAMES`]): the papers' Figure 14 C code.
+    pub extra_results: Vec<Row>,
+    /// kato-fast's speed relative to the papers' C code: its us/msg divided by kato-fast's.
+    pub fast_vs_paper_c: Option<f64>,
     pub targets: Vec<Target>,
     pub all_targets_pass: bool,
 }
@@ -175,6 +183,12 @@ pub fn definitions() -> Vec<String> {
             "bulk GB/s: 1 MiB buffers, both ways measured, reported per direction = 2 x {BULK_LEN} B / median time for both ways"
         ),
         "x fast: us/msg divided by kato-fast's us/msg (higher = slower than kato-fast)".into(),
+        format!(
+            "{}: informative, not a target: the papers' Figure 14 C code (scramble_init/scramble, \
+             state through tp->mpcb, one byte per iteration; descramble by symmetry) compiled with \
+             gcc -O2, output checked equal to kato-revised",
+            crate::paper_c::NAME
+        ),
         "paper (ms): Table II of Kato et al., Core i5-3230M 2.6 GHz, same message both ways; the papers do not name the AES mode (shown beside ECB)".into(),
     ]
 }
@@ -231,6 +245,9 @@ fn make_subject(name: &'static str, max_len: usize) -> Result<Result<Box<dyn Sub
     if let Some(&(n, imp)) = KATO.iter().find(|(n, _)| *n == name) {
         return Ok(Ok(Box::new(KatoSubject::new(n, imp))));
     }
+    if name == crate::paper_c::NAME {
+        return Ok(Ok(Box::new(crate::paper_c::PaperCSubject::new()?)));
+    }
     if name == "memcpy" {
         return Ok(Ok(Box::new(MemcpySubject::new(max_len))));
     }
@@ -261,7 +278,7 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
     }
     let mut live: Vec<Live> = Vec::new();
     let mut unavailable: Vec<(&'static str, String)> = Vec::new();
-    for name in NAMES {
+    for name in NAMES.into_iter().chain(EXTRA_NAMES) {
         let mut msg = match make_subject(name, MSG_LEN)? {
             Ok(s) => s,
             Err(reason) => {
@@ -309,11 +326,10 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
     }
 
     let n = live.len();
-    let mut results = Vec::with_capacity(NAMES.len());
-    for name in NAMES {
+    let row_for = |name: &str| -> Row {
         if let Some(i) = live.iter().position(|l| l.name == name) {
             let (m, b) = (stats[i], stats[n + i]);
-            results.push(Row {
+            Row {
                 name: name.into(),
                 available: true,
                 reason: None,
@@ -326,13 +342,13 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
                 paper_ms: paper_ms(name),
                 msg_stats: Some(m),
                 bulk_stats: Some(b),
-            });
+            }
         } else {
             let reason = unavailable
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, r)| r.clone());
-            results.push(Row {
+            Row {
                 name: name.into(),
                 available: false,
                 reason,
@@ -345,19 +361,25 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
                 paper_ms: paper_ms(name),
                 msg_stats: None,
                 bulk_stats: None,
-            });
+            }
         }
-    }
+    };
+    let mut results: Vec<Row> = NAMES.iter().map(|n| row_for(n)).collect();
+    let mut extra_results: Vec<Row> = EXTRA_NAMES.iter().map(|n| row_for(n)).collect();
     let fast_us = results
         .iter()
         .find(|r| r.name == "kato-fast")
         .and_then(|r| r.us_per_msg);
-    for r in results.iter_mut() {
+    for r in results.iter_mut().chain(extra_results.iter_mut()) {
         r.ratio_to_fast = match (r.us_per_msg, fast_us) {
             (Some(u), Some(f)) if f > 0.0 => Some(u / f),
             _ => None,
         };
     }
+    let fast_vs_paper_c = extra_results
+        .iter()
+        .find(|r| r.name == crate::paper_c::NAME)
+        .and_then(|r| r.ratio_to_fast);
     let targets = targets(&results);
     let all_targets_pass = targets.iter().all(|t| t.pass);
     Ok(Report {
@@ -375,6 +397,8 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
         sample_ms: cfg.harness.sample_time.as_secs_f64() * 1e3,
         definitions: definitions(),
         results,
+        extra_results,
+        fast_vs_paper_c,
         targets,
         all_targets_pass,
     })
@@ -491,7 +515,10 @@ pub fn render_text(r: &Report) -> String {
         "{:<18} {:>9} {:>19} {:>9} {:>10} {:>9} {:>11}",
         "name", "us/msg", "(p25 .. p75)", "msg GB/s", "bulk GB/s", "x fast", "paper (ms)"
     );
-    for row in &r.results {
+    for (i, row) in r.results.iter().chain(&r.extra_results).enumerate() {
+        if i == r.results.len() {
+            let _ = writeln!(o, "{:<18} (informative)", "");
+        }
         if !row.available {
             let _ = writeln!(
                 o,
@@ -523,6 +550,13 @@ pub fn render_text(r: &Report) -> String {
     let _ = writeln!(o);
     for d in &r.definitions {
         let _ = writeln!(o, "  {d}");
+    }
+    if let Some(x) = r.fast_vs_paper_c {
+        let _ = writeln!(
+            o,
+            "  ratio of kato-fast to the papers' C code ({}): kato-fast is {x:.1}x faster per message",
+            crate::paper_c::NAME
+        );
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "targets:");
@@ -579,6 +613,11 @@ mod tests {
             }
         }
         assert_eq!(v["targets"].as_array().unwrap().len(), 4);
+        let extra = v["extra_results"].as_array().unwrap();
+        assert_eq!(extra.len(), 1);
+        assert_eq!(extra[0]["name"], "paper-revised-c");
+        assert!(extra[0]["us_per_msg"].as_f64().unwrap() > 0.0);
+        assert!(v["fast_vs_paper_c"].as_f64().unwrap() > 0.0);
         assert!(r.row("kato-fast").unwrap().available);
         assert!((r.row("kato-fast").unwrap().ratio_to_fast.unwrap() - 1.0).abs() < 1e-12);
         let text = render_text(&r);
@@ -587,6 +626,8 @@ mod tests {
         }
         assert!(text.contains("OpenSSL"));
         assert!(text.contains("0.0352"));
+        assert!(text.contains("paper-revised-c"));
+        assert!(text.contains("ratio of kato-fast to the papers' C code"));
     }
 
     fn row(name: &str, us: f64, bulk: f64) -> Row {

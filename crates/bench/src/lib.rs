@@ -6,6 +6,7 @@ pub mod ciphers;
 pub mod codec_table;
 pub mod harness;
 pub mod kato;
+pub mod paper_c;
 pub mod progress;
 pub mod subject;
 

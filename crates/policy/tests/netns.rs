@@ -371,3 +371,75 @@ fn rate_limit_holds_the_rate_on_a_delayed_path() {
     drop(c);
     let _ = srv.join();
 }
+
+/// record on both hooks of the client's interface during a real download: packets, flow size
+/// and RTT samples per subflow, and the report at the end.
+#[test]
+fn record_measures_a_real_transfer() {
+    let net = Net::new();
+    let pins = Pins::new();
+    let _link = DelayLink::new(
+        &net,
+        "cr",
+        "198.18.103.1/24",
+        "sr",
+        "198.18.103.2/24",
+        Duration::from_millis(5),
+    );
+    let c = net.c.clone();
+    let p = attach(&net, &c, pins.path(), "cr");
+    load(
+        &net,
+        &c,
+        pins.path(),
+        &[
+            ("cr", "egress", r#"{ act = "record" }"#),
+            ("cr", "ingress", r#"{ act = "record" }"#),
+        ],
+    );
+    let l = net.listen(&net.s, "198.18.103.2:5204");
+    let srv = serve_bytes(l, 3_000_000);
+    let mut conn = net.connect(&net.c, "198.18.103.2:5204");
+    let mut got = 0;
+    let t = std::time::Instant::now();
+    while got < 3_000_000 && t.elapsed() < Duration::from_secs(10) {
+        got += read_for(&mut conn, Duration::from_millis(100));
+    }
+    assert_eq!(got, 3_000_000);
+    let _ = srv.join();
+    drop(conn);
+    let mut events = vec![];
+    p.watch_events(Some(Duration::from_millis(700)), |e| {
+        events.push(e);
+        true
+    })
+    .unwrap();
+    let m = p.metrics().unwrap();
+    // the server -> client direction carried the 3 MB (flow size), the other one the ACKs
+    let down = m
+        .iter()
+        .find(|(k, _)| k.saddr[..4] == [198, 18, 103, 2])
+        .expect("download flow")
+        .1;
+    let up = m
+        .iter()
+        .find(|(k, _)| k.saddr[..4] == [198, 18, 103, 1])
+        .expect("ACK flow")
+        .1;
+    // (retransmissions would count again: allow a little)
+    assert!((3_000_000..3_300_000).contains(&down.payload), "{down:?}");
+    assert!(down.pkts >= 3_000_000 / 65536, "{down:?}");
+    // RTT: 2 x 5 ms of delay line, measured from the client's timestamps
+    assert!(up.samples > 0, "no RTT sample: {up:?}");
+    assert!(
+        (9_000..60_000).contains(&up.srtt_us),
+        "srtt {} us on a 10 ms path",
+        up.srtt_us
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, nena_policy::Event::Record { .. })),
+        "no report at the end: {events:?}"
+    );
+}

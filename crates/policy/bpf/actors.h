@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* Actors (seed 003, Table II), for MPTCP v1 (RFC 8684). Each returns 1 if it acted. A packet
  * whose options did not parse (T_MALFORMED) is never changed. */
 #ifndef NENA_ACTORS_H

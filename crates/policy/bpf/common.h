@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* Maps, packet access for both hooks, TCP option walking, checksum updates and the chain
  * stepping shared by every selector and actor. Every program is compiled twice from one
  * body: once for XDP (ingress) and once for TC (egress); `tc` is a compile-time constant. */
@@ -32,7 +32,8 @@
 #define DROP_VERDICT(tc) ((tc) ? 2 /* TC_ACT_SHOT */ : XDP_DROP)
 #define NENA_DROP 2 /* an actor's return value: drop the packet, end the chain */
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+/* the kernel wants a GPL-compatible license string for some helpers; MIT is the project's */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* ---- maps (user space pins every one of them under /sys/fs/bpf/nena/) ---- */
 struct {

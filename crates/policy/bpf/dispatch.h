@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* The dispatcher: the only program attached to a hook. It parses the packet once (Ethernet,
  * IPv4 with options or IPv6 with extension headers, TCP, TCP options), records the window
  * scale of handshakes, fills the context and tail-calls the first link of the chain that is

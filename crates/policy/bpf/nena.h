@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* nena policy chains: types shared by the BPF programs and (mirrored by hand, with size
  * checks) by the Rust loader in src/abi.rs. Keep the two in step. */
 #ifndef NENA_H

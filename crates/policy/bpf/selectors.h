@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* Selectors (seed 003, Table I). Each returns 1 if the packet matches its arguments, 0 if
  * not; the chain step combines the result (AND / OR / negate). They never change a packet. */
 #ifndef NENA_SELECTORS_H

@@ -250,3 +250,36 @@ fn bench_policy_json() {
         "a chain of 8 costs something"
     );
 }
+
+#[test]
+fn default_pins_are_per_namespace() {
+    // two namespaces, each with a v0 of the same interface index: separate maps by default
+    let a = Ns::new();
+    let b = Ns::new();
+    let run = |ns: &Ns, args: &[&str]| -> Output {
+        nena()
+            .arg("policy")
+            .args(args)
+            .args(["--netns", &ns.name])
+            .output()
+            .unwrap()
+    };
+    for ns in [&a, &b] {
+        let o = run(ns, &["attach", "--dev", "v0"]);
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    let dir = |ns: &Ns| -> String {
+        let o = run(ns, &["show", "--json"]);
+        assert!(o.status.success(), "{:?}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["pin_dir"].as_str().unwrap().to_string()
+    };
+    let (da, db) = (dir(&a), dir(&b));
+    assert_ne!(da, db);
+    assert!(da.starts_with("/sys/fs/bpf/nena/net-"), "{da}");
+    for ns in [&a, &b] {
+        let o = run(ns, &["detach", "--dev", "v0"]);
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    assert!(!std::path::Path::new(&da).exists() && !std::path::Path::new(&db).exists());
+}

@@ -15,8 +15,25 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Where the maps are pinned unless told otherwise.
+/// The nena directory of the BPF filesystem; each network namespace gets its own
+/// subdirectory in it ([`default_pin_dir`]).
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/nena";
+
+/// Where the maps of the calling thread's network namespace are pinned unless told otherwise:
+/// `/sys/fs/bpf/nena/net-<inode of the namespace>`. One set of maps per namespace: the chains
+/// are keyed by interface index, and indices are only unique within a namespace.
+pub fn default_pin_dir() -> PathBuf {
+    let ns = std::fs::read_link("/proc/thread-self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let s = l.to_string_lossy().into_owned();
+            s.strip_prefix("net:[")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Path::new(DEFAULT_PIN_DIR).join(format!("net-{ns}"))
+}
 const TC_HANDLE: u32 = 0x4e4e; // "NN"
 const TC_PRIORITY: u32 = 0x4e;
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
@@ -667,6 +684,12 @@ pub fn remove_pins(dir: &Path) -> Result<()> {
             .with_context(|| format!("removing {}", e.path().display()))?;
     }
     std::fs::remove_dir(dir).with_context(|| format!("removing {}", dir.display()))?;
+    // the nena directory itself goes with its last namespace
+    if let Some(parent) = dir.parent() {
+        if parent == Path::new(DEFAULT_PIN_DIR) {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
     Ok(())
 }
 

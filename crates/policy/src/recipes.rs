@@ -5,7 +5,7 @@
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use nena_policy::{recipes, Hook, Policy};
-//! let p = Policy::attach(std::path::Path::new(nena_policy::DEFAULT_PIN_DIR), "untrusted")?;
+//! let p = Policy::attach(&nena_policy::loader::default_pin_dir(), "untrusted")?;
 //! p.set_chain("untrusted", Hook::Egress, Some(&recipes::hold_subflows("untrusted")))?;
 //! // ... the first flight went over the trusted path and was acknowledged ...
 //! p.set_chain("untrusted", Hook::Egress, None)?; // then MP_PRIO(B = 0) through the PM

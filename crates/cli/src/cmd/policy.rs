@@ -3,16 +3,17 @@
 use crate::exit::{CmdResult, Exit};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use nena_policy::{spec, Policy, DEFAULT_PIN_DIR};
+use nena_policy::{spec, Policy};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct Common {
-    /// Directory of the pinned maps in the BPF filesystem.
-    #[arg(long, default_value = DEFAULT_PIN_DIR)]
-    pin_dir: PathBuf,
+    /// Directory of the pinned maps in the BPF filesystem [default:
+    /// /sys/fs/bpf/nena/net-<namespace inode>, one per network namespace].
+    #[arg(long)]
+    pin_dir: Option<PathBuf>,
     /// Run in this network namespace (from `ip netns`); use this rather than
     /// `ip netns exec`, whose private /sys hides the pins from one command to the next.
     #[arg(long)]
@@ -20,11 +21,15 @@ pub struct Common {
 }
 
 impl Common {
-    fn enter(&self) -> Result<(), Exit> {
-        match &self.netns {
-            Some(n) => nena_policy::loader::enter_netns(n).map_err(Exit::usage),
-            None => Ok(()),
+    /// Enter the namespace (if any) and return the pin directory to use there.
+    fn enter(&self) -> Result<PathBuf, Exit> {
+        if let Some(n) = &self.netns {
+            nena_policy::loader::enter_netns(n).map_err(Exit::usage)?;
         }
+        Ok(self
+            .pin_dir
+            .clone()
+            .unwrap_or_else(nena_policy::loader::default_pin_dir))
     }
 }
 
@@ -86,19 +91,19 @@ fn read_spec(file: &PathBuf) -> Result<spec::PolicySpec, Exit> {
 pub fn run(c: PolicyCmd) -> CmdResult {
     match c {
         PolicyCmd::Attach { dev, common } => {
-            common.enter()?;
+            let pin_dir = common.enter()?;
             nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
-            Policy::attach(&common.pin_dir, &dev)?;
+            Policy::attach(&pin_dir, &dev)?;
             println!(
                 "attached to {dev} (maps pinned under {})",
-                common.pin_dir.display()
+                pin_dir.display()
             );
             Ok(())
         }
         PolicyCmd::Load { file, common } => {
             let s = read_spec(&file)?;
-            common.enter()?;
-            let p = Policy::open(&common.pin_dir)?;
+            let pin_dir = common.enter()?;
+            let p = Policy::open(&pin_dir)?;
             p.apply(&s).map_err(|e| {
                 // a device that is missing or not attached is the file's fault
                 if e.to_string().starts_with("line ") {
@@ -116,8 +121,8 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             Ok(())
         }
         PolicyCmd::Show { json, common } => {
-            common.enter()?;
-            let p = Policy::open(&common.pin_dir)?;
+            let pin_dir = common.enter()?;
+            let p = Policy::open(&pin_dir)?;
             let st = p.status()?;
             if json {
                 println!(
@@ -168,7 +173,8 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             timeout,
             common,
         } => {
-            let p = Policy::open(&common.pin_dir)?;
+            let pin_dir = common.enter()?;
+            let p = Policy::open(&pin_dir)?;
             let timeout = match timeout {
                 Some(t) if !(t.is_finite() && t >= 0.0) => {
                     return Err(Exit::usage(anyhow::anyhow!(
@@ -201,9 +207,9 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             }
         }
         PolicyCmd::Detach { dev, common } => {
-            common.enter()?;
+            let pin_dir = common.enter()?;
             nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
-            match Policy::open(&common.pin_dir) {
+            match Policy::open(&pin_dir) {
                 Ok(p) => {
                     let last = p.detach(&dev)?;
                     println!(

@@ -31,7 +31,8 @@ static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_
 	}
 	if (shift > 14)
 		shift = 14;
-	__u32 cap = l->a.rl.window >> shift;
+	/* the nearest value the scale can express (a rate target is met best that way) */
+	__u32 cap = (l->a.rl.window + ((1u << shift) >> 1)) >> shift;
 	if (cap == 0)
 		cap = 1;
 	if (cap > 0xffff)

@@ -15,9 +15,6 @@ fn chain(dev: &str, hook: Hook, links: &str) -> spec::ChainSpec {
     spec::parse(&t).unwrap().chains.remove(0)
 }
 
-/// The use cases measure time: one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -41,7 +38,7 @@ fn mp_prios(frames: &[(SystemTime, Vec<u8>)]) -> Vec<(SystemTime, bool)> {
 /// and how long until the MP_PRIO is on the wire (tcpdump on the link).
 #[test]
 fn set_backup_policy_vs_netlink_latency() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
     net.sh_c("sysctl -qw net.mptcp.pm_type=1"); // userspace PM on the client, as with mptcpd
@@ -177,7 +174,7 @@ fn set_backup_policy_vs_netlink_latency() {
 #[test]
 fn trusted_path_first() {
     const N: u64 = 2_000_000;
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
     let c = net.c.clone();
@@ -306,7 +303,7 @@ fn small_flow_path_manager() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let runs = 15;
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
     let _fast = DelayLink::new(
@@ -416,7 +413,7 @@ fn goodput(net: &Net, addr: &str, warm: Duration, d: Duration) -> f64 {
 /// queue. Goodput against the default.
 #[test]
 fn ecf_like_scheduler_through_rate_limit() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
     let _fast = DelayLink::new(

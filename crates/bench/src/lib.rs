@@ -1,6 +1,7 @@
 //! nena-bench: the benchmarks behind `nena bench ...`. A small measurement harness
 //! (`harness`), the codec overhead table of issue 2 (`codec_table`, the papers' Table II
-//! with OpenSSL baselines and memcpy), and a progress indicator for terminals.
+//! with OpenSSL baselines and memcpy, plus the papers' own Figure 14 C code in `paper_c`),
+//! and a progress indicator for terminals.
 
 pub mod ciphers;
 pub mod codec_table;

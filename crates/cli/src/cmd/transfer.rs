@@ -335,6 +335,16 @@ pub fn send(a: SendArgs) -> CmdResult {
     };
     nena_transport::names::check_name(&name)
         .map_err(|e| Exit::usage(anyhow!("name {name:?}: {e}")))?;
+    match std::fs::metadata(&a.file) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(Exit::usage(anyhow!(
+                "{} is not a regular file",
+                a.file.display()
+            )))
+        }
+        Err(e) => return Err(Exit::usage(anyhow!("{}: {e}", a.file.display()))),
+    }
     let opts = a.common.options(a.to, false);
     let show = !a.no_progress && !a.common.json;
     let report = client::block_on(client::send(&opts, &a.file, &name, show))??;
@@ -368,6 +378,9 @@ pub fn get(a: GetArgs) -> CmdResult {
 
 pub fn perf(a: PerfArgs) -> CmdResult {
     check_client(&a.common)?;
+    if a.bytes == Some(0) {
+        return Err(Exit::usage(anyhow!("--bytes must be more than 0")));
+    }
     if !(a.interval >= 0.0 && a.interval < 1e6) {
         return Err(Exit::usage(anyhow!("--interval must be >= 0 seconds")));
     }

@@ -190,7 +190,8 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
         .lines()
         .map(unhex)
         .collect();
-    assert_eq!(hellos.len(), 100);
+    // One per connection (more if a connect was retried: every hello sent is checked).
+    assert!(hellos.len() >= 100, "{} hellos", hellos.len());
     let raw_u = std::fs::read(&cap_u).unwrap();
     let raw_t = std::fs::read(&cap_t).unwrap();
     assert!(hellos.iter().all(|h| h.len() >= 16));

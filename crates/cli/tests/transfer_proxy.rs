@@ -57,6 +57,14 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .unwrap()
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");
+    // All 1,000 sessions had carried data end to end while every one of them was open.
+    assert_eq!(
+        report.open_at_once,
+        1000,
+        "{report:?}\nproxy client: {}\nproxy server: {}",
+        pc.stderr(),
+        ps.stderr()
+    );
     assert_eq!(
         report.verified,
         1000,
@@ -64,7 +72,19 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         pc.stderr(),
         ps.stderr()
     );
-    // Neither proxy logged a failed session.
-    assert!(!pc.stderr().contains("WARN"), "{}", pc.stderr());
-    assert!(!ps.stderr().contains("WARN"), "{}", ps.stderr());
+    // Neither proxy logged a failed session (a connect retried because nena-mptcp could not
+    // verify the first flight under the burst is allowed: it is a new connection).
+    let failures = |log: String| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("WARN") && !l.contains("retrying with a new connection"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(failures(pc.stderr()).is_empty(), "{}", pc.stderr());
+    // Each retried connect was dropped by the client, which the server may log once.
+    let retries = pc
+        .stderr()
+        .matches("retrying with a new connection")
+        .count();
+    assert!(failures(ps.stderr()).len() <= retries, "{}", ps.stderr());
 }

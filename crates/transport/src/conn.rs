@@ -71,6 +71,30 @@ impl ClientConn {
 /// Connect and open a session. For a raw connection, `raw_first` is written as the first
 /// flight (it must be the first application message); for nena it must be `None`.
 pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+    let mut attempt = 1;
+    loop {
+        match connect_once(opts, raw_first.clone()).await {
+            Err(e) if attempt < CONNECT_ATTEMPTS && is_unverifiable(&e) => {
+                log::warn!("{e:#}; retrying with a new connection and new keys");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Attempts of [`connect`] when the first flight could not be verified.
+const CONNECT_ATTEMPTS: usize = 3;
+
+/// nena-mptcp refused because it could not verify the first flight (its path-manager event
+/// queue overflowed when many connections start at once), not because a rule was broken.
+/// A new connection with fresh keys is as safe as the first attempt.
+fn is_unverifiable(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<nena_mptcp::MptcpError>(),
+        Some(nena_mptcp::MptcpError::Policy(m)) if m.contains("events were lost"))
+}
+
+async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
     let start = Instant::now();
     let hs = if opts.raw {
         None

@@ -93,6 +93,11 @@ pub struct ProxyStats {
 pub struct ProxyLimits {
     /// Sessions served at once; further connections wait in the listen backlog.
     pub max_sessions: usize,
+    /// Client end: nena sessions being opened at once (connect, first flight, handshake).
+    /// Opened sessions do not count. This bounds bursts of connects: every connect in
+    /// progress watches the kernel's MPTCP path-manager events, which grow with the number
+    /// of connects in flight.
+    pub max_connecting: usize,
 }
 
 async fn accept_loop<F, Fut>(
@@ -157,17 +162,21 @@ pub async fn run_client(
         .with_context(|| format!("cannot listen on {listen}"))?;
     ready(listener.local_addr()?);
     let opts = Arc::new(opts);
+    let connecting = Arc::new(Semaphore::new(limits.max_connecting.max(1)));
     accept_loop(
         listener,
         &limits,
         Arc::new(ProxyStats::default()),
         move |plain, _peer| {
             let opts = opts.clone();
+            let connecting = connecting.clone();
             async move {
                 plain.set_nodelay(true)?;
+                let slot = connecting.acquire_owned().await?;
                 let mut c = conn::connect(&opts, None)
                     .await
                     .context("opening the nena session")?;
+                drop(slot);
                 let (pr, pw) = plain.into_split();
                 Ok(bridge(pr, pw, &mut c.reader, &mut c.writer).await?)
             }

@@ -72,6 +72,9 @@ pub struct LoadReport {
     /// Sessions that were connected at the same moment (every connect is done, or has
     /// failed, before any session sends).
     pub concurrent: usize,
+    /// Sessions that had carried their whole payload there and back while all of them were
+    /// still open (none had half-closed yet).
+    pub open_at_once: usize,
     pub seconds: f64,
     /// The first few errors.
     pub errors: Vec<String>,
@@ -82,7 +85,9 @@ async fn one(
     i: usize,
     len: usize,
     barrier: Arc<tokio::sync::Barrier>,
+    open_barrier: Arc<tokio::sync::Barrier>,
     connected: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
 ) -> Result<()> {
     let conn = TcpStream::connect(addr).await;
     if conn.is_ok() {
@@ -92,29 +97,43 @@ async fn one(
     let s = conn.with_context(|| format!("session {i}: connect"))?;
     let (mut r, mut w) = s.into_split();
     let payload = session_payload(i, len);
-    let writer = async {
-        w.write_all(&payload).await?;
-        w.shutdown().await?; // half-close: the echo must still come back
-        Ok::<_, std::io::Error>(())
-    };
+    // Phase 1: the whole payload goes through and comes back, the session stays open.
+    let writer = w.write_all(&payload);
     let reader = async {
-        let mut back = Vec::with_capacity(len);
-        r.read_to_end(&mut back).await?;
+        let mut back = vec![0u8; len];
+        r.read_exact(&mut back).await?;
         Ok::<_, std::io::Error>(back)
     };
-    let ((), back) = tokio::try_join!(writer, reader).with_context(|| format!("session {i}"))?;
+    let phase1 = tokio::try_join!(writer, reader).with_context(|| format!("session {i}"));
+    if matches!(&phase1, Ok(((), back)) if *back == payload) {
+        open.fetch_add(1, Ordering::Relaxed);
+    }
+    // Every session has a working end-to-end path at this point (or failed): all are open
+    // at once.
+    open_barrier.wait().await;
+    let ((), back) = phase1?;
     if back != payload {
+        anyhow::bail!("session {i}: echo differs");
+    }
+    // Phase 2: half-close; the echo side must close too, with nothing extra.
+    w.shutdown().await?;
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest)
+        .await
+        .with_context(|| format!("session {i}: after half-close"))?;
+    if !rest.is_empty() {
         anyhow::bail!(
-            "session {i}: echo differs ({} of {len} bytes back)",
-            back.len()
+            "session {i}: {} unexpected bytes after the echo",
+            rest.len()
         );
     }
     Ok(())
 }
 
 /// Open `sessions` plain-TCP connections to `addr` at once (every one connected before any
-/// sends), send `len` distinct bytes on each, half-close, and check the echo. Bounded by
-/// `timeout` as a whole.
+/// sends), send `len` distinct bytes on each and read the echo back while every session stays
+/// open (all sessions carry data end to end at the same moment), then half-close each and
+/// check that the far side closes with nothing extra. Bounded by `timeout` as a whole.
 pub fn load(
     addr: SocketAddr,
     sessions: usize,
@@ -129,9 +148,21 @@ pub fn load(
     rt.block_on(async move {
         let start = Instant::now();
         let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
+        let open_barrier = Arc::new(tokio::sync::Barrier::new(sessions));
         let connected = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = (0..sessions)
-            .map(|i| tokio::spawn(one(addr, i, len, barrier.clone(), connected.clone())))
+            .map(|i| {
+                tokio::spawn(one(
+                    addr,
+                    i,
+                    len,
+                    barrier.clone(),
+                    open_barrier.clone(),
+                    connected.clone(),
+                    open.clone(),
+                ))
+            })
             .collect();
         let mut verified = 0;
         let mut errors = Vec::new();
@@ -151,6 +182,7 @@ pub fn load(
             verified,
             failed,
             concurrent: connected.load(Ordering::Relaxed),
+            open_at_once: open.load(Ordering::Relaxed),
             seconds: start.elapsed().as_secs_f64(),
             errors,
         })
@@ -178,6 +210,7 @@ mod tests {
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
         let r = load(addr, 50, 10_000, Duration::from_secs(20)).unwrap();
         assert_eq!(r.verified, 50, "{:?}", r.errors);
+        assert_eq!(r.open_at_once, 50);
         assert_ne!(session_payload(1, 64), session_payload(2, 64));
     }
 }

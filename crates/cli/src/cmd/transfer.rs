@@ -252,6 +252,10 @@ pub struct ProxyClientArgs {
     /// Sessions carried at once (more wait in the listen backlog).
     #[arg(long, default_value = "4096")]
     pub max_sessions: usize,
+    /// nena sessions being opened at once (bursts of connects queue up; open sessions
+    /// do not count).
+    #[arg(long, default_value = "64")]
+    pub max_connecting: usize,
     #[command(flatten)]
     pub common: ClientCommon,
 }
@@ -413,6 +417,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             let opts = a.common.options(a.to, false);
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
+                max_connecting: a.max_connecting,
             };
             client::block_on(proxy::run_client(a.listen, opts, limits, |addr| {
                 announce("nena proxy client", addr)
@@ -421,6 +426,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
         ProxyCmd::Server(a) => {
             let limits = ProxyLimits {
                 max_sessions: a.common.max_sessions,
+                max_connecting: a.common.max_sessions,
             };
             client::block_on(proxy::run_server(
                 a.listen,

@@ -398,6 +398,17 @@ pub async fn perf(
     })
 }
 
+/// Like [`block_on`], but Ctrl-C cancels the future (so its temporary files are removed)
+/// and is reported as an error.
+pub fn block_on_interruptible<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    block_on(async move {
+        tokio::select! {
+            r = f => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    })?
+}
+
 /// Run a future on a fresh multi-threaded runtime (2 workers: the machine has 2 cores).
 pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -351,7 +351,7 @@ pub fn send(a: SendArgs) -> CmdResult {
     }
     let opts = a.common.options(a.to, false);
     let show = !a.no_progress && !a.common.json;
-    let report = client::block_on(client::send(&opts, &a.file, &name, show))??;
+    let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, show))?;
     if a.common.json {
         print_json(&report)
     } else {
@@ -371,7 +371,8 @@ pub fn get(a: GetArgs) -> CmdResult {
     };
     let opts = a.common.options(a.from, false);
     let show = !a.no_progress && !a.common.json;
-    let report = client::block_on(client::get(&opts, &a.name, &dest, a.overwrite, show))??;
+    let report =
+        client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, show))?;
     if a.common.json {
         print_json(&report)
     } else {
@@ -397,11 +398,11 @@ pub fn perf(a: PerfArgs) -> CmdResult {
     };
     let opts = a.common.options(a.to, a.raw);
     let json = a.common.json;
-    let report = client::block_on(client::perf(&opts, params, |iv| {
+    let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {
         if !json {
             println!("{}", iv.line());
         }
-    }))??;
+    }))?;
     if json {
         print_json(&report)
     } else {

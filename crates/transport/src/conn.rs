@@ -131,7 +131,18 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     // connect() and the first-flight gate block: run them off the async threads.
     let (std_stream, gate) = tokio::task::spawn_blocking(move || -> Result<_> {
         let client = nena_mptcp::connect(remote, &mopts)?;
-        client.before_first_flight()?;
+        if let Err(e) = client.before_first_flight() {
+            // A server that speaks first makes the connection fully established early, so
+            // the in-kernel PM opens the untrusted subflow before our hello: say what the
+            // real problem is.
+            if let Some(preview) = spoke_first(&client.stream) {
+                bail!(
+                    "peer does not speak nena: it spoke first ({preview}), a nena server waits \
+                     for the client's hello; nothing was sent"
+                );
+            }
+            return Err(e.into());
+        }
         (&client.stream)
             .write_all(&first)
             .context("writing the first flight")?;
@@ -160,6 +171,28 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         mode,
         setup: start.elapsed(),
     })
+}
+
+/// What the peer sent before we wrote anything, as printable text (None: nothing).
+fn spoke_first(stream: &std::net::TcpStream) -> Option<String> {
+    let mut buf = [0u8; 48];
+    stream.set_nonblocking(true).ok()?;
+    let n = stream.peek(&mut buf).ok()?;
+    stream.set_nonblocking(false).ok()?;
+    if n == 0 {
+        return None;
+    }
+    let text: String = buf[..n]
+        .iter()
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    Some(format!("{n}+ bytes: \"{text}\""))
 }
 
 /// How a server accepts sessions.

@@ -77,6 +77,12 @@ pub struct Run {
     pub multipath: bool,
     /// Payload bytes per subflow local address (sent + received).
     pub subflow_bytes: Vec<(String, u64)>,
+    /// User + system CPU time of the two nena processes of the run (perf client and the
+    /// server), seconds. Kernel work done outside them (e.g. in ksoftirqd) is not counted.
+    pub cpu_s: f64,
+    /// `cpu_s` per 10^9 payload bytes: the cost of a byte, much less sensitive to other
+    /// load on the machine than goodput is.
+    pub cpu_s_per_gb: f64,
 }
 
 /// Statistics of one variant in one setting.
@@ -93,6 +99,8 @@ pub struct VariantStats {
     pub paired_ratio: f64,
     pub multipath_runs: usize,
     pub runs: usize,
+    /// Median CPU seconds (client + server process) per 10^9 payload bytes.
+    pub median_cpu_s_per_gb: f64,
 }
 
 /// Results of one setting.
@@ -145,6 +153,11 @@ pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
             .filter(|r| r.variant == v)
             .map(|r| r.mbit_s)
             .collect();
+        let mut cpu: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.cpu_s_per_gb)
+            .collect();
         let multipath_runs = runs
             .iter()
             .filter(|r| r.variant == v && r.multipath)
@@ -161,6 +174,7 @@ pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
             paired_ratio: f64::NAN,
             multipath_runs,
             runs: n,
+            median_cpu_s_per_gb: median(&mut cpu),
         });
     }
     let base = stats[0].median_mbit_s;
@@ -235,7 +249,44 @@ fn start_server(
     }
 }
 
-fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -> Result<Run> {
+/// User + system CPU seconds of the reaped children of this process.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// User + system CPU seconds of a running process (from /proc/PID/stat).
+fn process_cpu(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+fn run_perf(
+    lab: &Lab,
+    opts: &BenchOptions,
+    variant: &'static str,
+    rep: usize,
+    servers: (u32, u32),
+) -> Result<Run> {
+    let server_pid = if variant == VARIANTS[0] {
+        servers.1
+    } else {
+        servers.0
+    };
     let (port, extra): (u16, &[&str]) = match variant {
         "plain MPTCP" => (PORT_RAW, &["--raw"]),
         "nena plain" => (PORT_NENA, &["--mode", "plain"]),
@@ -261,11 +312,13 @@ fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -
     if opts.reverse {
         args.push("--reverse".into());
     }
+    let (c0, s0) = (children_cpu(), process_cpu(server_pid));
     let out = lab
         .command(Host::Client, &opts.nena, &args)
         .stdin(Stdio::null())
         .output()
         .context("running nena perf in the lab")?;
+    let cpu_s = (children_cpu() - c0) + (process_cpu(server_pid) - s0);
     if !out.status.success() {
         bail!(
             "nena perf ({variant}) failed: {}",
@@ -307,6 +360,8 @@ fn run_perf(lab: &Lab, opts: &BenchOptions, variant: &'static str, rep: usize) -
         seconds,
         multipath,
         subflow_bytes,
+        cpu_s,
+        cpu_s_per_gb: cpu_s / (bytes.max(1) as f64 / 1e9),
     })
 }
 
@@ -338,25 +393,27 @@ pub fn run_on(
     let lab = Lab::open(prefix)?;
     let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
     std::fs::create_dir_all(&dir)?;
-    let _srv = start_server(&lab, &opts.nena, PORT_NENA, false, &dir)?;
-    let _raw = start_server(&lab, &opts.nena, PORT_RAW, true, &dir)?;
+    let srv = start_server(&lab, &opts.nena, PORT_NENA, false, &dir)?;
+    let raw = start_server(&lab, &opts.nena, PORT_RAW, true, &dir)?;
+    let servers = (srv.0.id(), raw.0.id());
     let mut results = Vec::new();
     for setting in &opts.settings {
         lab.set_rate(Link::Trusted, setting.trusted_rate.map(Rate))?;
         lab.set_rate(Link::Untrusted, setting.untrusted_rate.map(Rate))?;
         // One unmeasured warm-up run per setting.
-        run_perf(&lab, opts, VARIANTS[2], 0).context("warm-up run")?;
+        run_perf(&lab, opts, VARIANTS[2], 0, servers).context("warm-up run")?;
         let mut runs = Vec::new();
         for rep in 0..opts.reps {
             for k in 0..VARIANTS.len() {
                 let variant = VARIANTS[(rep + k) % VARIANTS.len()];
-                let r = run_perf(&lab, opts, variant, rep + 1)?;
+                let r = run_perf(&lab, opts, variant, rep + 1, servers)?;
                 progress(&format!(
-                    "{:<16} rep {:>2}  {:<12} {:>9.1} Mbit/s  {}",
+                    "{:<16} rep {:>2}  {:<12} {:>9.1} Mbit/s  {:>6.2} CPU s/GB  {}",
                     setting.name,
                     rep + 1,
                     variant,
                     r.mbit_s,
+                    r.cpu_s_per_gb,
                     if r.multipath {
                         "multipath"
                     } else {
@@ -447,13 +504,21 @@ pub fn table(r: &BenchReport) -> String {
         r.reps, r.direction, r.kernel, r.cpu, r.loadavg_start, r.loadavg_end
     );
     s += &format!(
-        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>9} {:>10}\n",
-        "setting", "variant", "median Mbit/s", "min", "max", "ratio", "paired", "multipath"
+        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10}\n",
+        "setting",
+        "variant",
+        "median Mbit/s",
+        "min",
+        "max",
+        "ratio",
+        "paired",
+        "multipath",
+        "CPU s/GB"
     );
     for set in &r.settings {
         for (i, v) in set.variants.iter().enumerate() {
             s += &format!(
-                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>8.1}% {:>6}/{}\n",
+                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>8.1}% {:>6}/{:<3} {:>10.2}\n",
                 if i == 0 {
                     set.setting.name.as_str()
                 } else {
@@ -466,7 +531,8 @@ pub fn table(r: &BenchReport) -> String {
                 v.ratio * 100.0,
                 v.paired_ratio * 100.0,
                 v.multipath_runs,
-                v.runs
+                v.runs,
+                v.median_cpu_s_per_gb
             );
         }
     }
@@ -495,6 +561,8 @@ mod tests {
             seconds: 1.0,
             multipath: true,
             subflow_bytes: vec![],
+            cpu_s: 1.0,
+            cpu_s_per_gb: mbit_s / 100.0,
         }
     }
 
@@ -521,6 +589,7 @@ mod tests {
         assert_eq!(stats[0].paired_ratio, 1.0);
         let (_, _, pass) = summarize(&runs, 0.98);
         assert!(!pass);
+        assert_eq!(stats[2].median_cpu_s_per_gb, 0.97);
         let mut even = [4.0, 1.0, 3.0, 2.0];
         assert_eq!(median(&mut even), 2.5);
     }

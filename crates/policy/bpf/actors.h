@@ -54,9 +54,7 @@ static __always_inline int join_backup(void *ctx, const int tc, struct nena_ctx 
 {
 	struct opts o;
 	int len = 0;
-	if (load_opts(ctx, tc, c, &o) <= 0)
-		return 0;
-	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_JOIN, &len);
+	int off = find_mptcp(ctx, tc, c, &o, MPTCPOPT_MP_JOIN, &len);
 	if (off < 0 || (len != 12 && len != 16))
 		return 0;
 	__u8 old = o.b[(off + 2) & 63];
@@ -124,10 +122,8 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 		return 0;
 	struct opts o;
 	int len = 0;
-	if (load_opts(ctx, tc, c, &o) <= 0)
-		return 0;
 	__u8 *buf = o.b;
-	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_ADD_ADDR, &len);
+	int off = find_mptcp(ctx, tc, c, &o, MPTCPOPT_ADD_ADDR, &len);
 	if (off < 0 || (buf[(off + 2) & 63] & 1) || !add_addr_len_ok(len))
 		return 0;
 	struct flow_key fk;
@@ -227,13 +223,20 @@ static __always_inline int add_subflow_body(void *ctx, const int tc, struct nena
 	return 1;
 }
 
-static __always_inline void ev_head(struct event *e, void *ctx, const int tc,
-				    const struct nena_ctx *c, const struct flow_key *fk)
+/* A zeroed event of `type` in the ring buffer, its header filled in; NULL if the ring is full. */
+static __always_inline struct event *ev_new(void *ctx, const int tc, const struct nena_ctx *c,
+					    const struct flow_key *fk, __u32 type)
 {
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return NULL;
+	__builtin_memset(e, 0, sizeof(*e));
 	e->ifindex = tc ? ((struct __sk_buff *)ctx)->ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
 	e->ts_ns = bpf_ktime_get_ns();
 	e->flow = *fk;
 	e->hook = c->hook;
+	e->type = type;
+	return e;
 }
 
 static __always_inline __u8 stage_of(const struct nena_ctx *c)
@@ -254,21 +257,16 @@ static __always_inline int get_connect_body(void *ctx, const int tc, struct nena
 		return 0;
 	struct opts o;
 	int len = 0;
-	if (load_opts(ctx, tc, c, &o) <= 0)
-		return 0;
 	__u8 *buf = o.b;
-	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_CAPABLE, &len);
+	int off = find_mptcp(ctx, tc, c, &o, MPTCPOPT_MP_CAPABLE, &len);
 	if (off < 0 || len < 4)
 		return 0;
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = ev_new(ctx, tc, c, &fk, EV_CONNECT);
 	if (!e)
 		return 0;
-	__builtin_memset(e, 0, sizeof(*e));
-	ev_head(e, ctx, tc, c, &fk);
-	e->type = EV_CONNECT;
 	e->stage = stage_of(c);
 	e->version = buf[(off + 2) & 63] & 0x0f;
 	e->flags = buf[(off + 3) & 63];
@@ -295,21 +293,16 @@ static __always_inline int get_subflow_body(void *ctx, const int tc, struct nena
 		return 0;
 	struct opts o;
 	int len = 0;
-	if (load_opts(ctx, tc, c, &o) <= 0)
-		return 0;
 	__u8 *buf = o.b;
-	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_MP_JOIN, &len);
+	int off = find_mptcp(ctx, tc, c, &o, MPTCPOPT_MP_JOIN, &len);
 	if (off < 0 || len < 3)
 		return 0;
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = ev_new(ctx, tc, c, &fk, EV_SUBFLOW);
 	if (!e)
 		return 0;
-	__builtin_memset(e, 0, sizeof(*e));
-	ev_head(e, ctx, tc, c, &fk);
-	e->type = EV_SUBFLOW;
 	e->stage = stage_of(c);
 	e->flags = buf[(off + 2) & 63] & 0x0f;
 	if (len >= 4)
@@ -394,11 +387,8 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 		}
 	}
 	if (c->types & (T_FIN | T_RST)) {
-		struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		struct event *e = ev_new(ctx, tc, c, &fk, EV_RECORD);
 		if (e) {
-			__builtin_memset(e, 0, sizeof(*e));
-			ev_head(e, ctx, tc, c, &fk);
-			e->type = EV_RECORD;
 			e->stage = (c->types & T_RST) ? 2 : 1;
 			e->m = *m;
 			bpf_ringbuf_submit(e, 0);

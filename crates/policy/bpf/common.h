@@ -192,6 +192,18 @@ union ctx_words {
 	__u32 w[5];
 };
 
+/* *meta: where the nena_ctx lies in front of an XDP frame's data; -1 if the metadata is too
+ * short for it. */
+static __always_inline int xdp_meta(struct xdp_md *x, void **meta)
+{
+	void *m = (void *)(long)x->data_meta;
+	void *data = (void *)(long)x->data;
+	if (m + sizeof(struct nena_ctx) > data)
+		return -1;
+	*meta = m;
+	return 0;
+}
+
 static __always_inline int ctx_load(void *ctx, const int tc, struct nena_ctx *c)
 {
 	union ctx_words u;
@@ -206,10 +218,8 @@ static __always_inline int ctx_load(void *ctx, const int tc, struct nena_ctx *c)
 		u.w[3] = w3;
 		u.w[4] = w4;
 	} else {
-		struct xdp_md *x = ctx;
-		void *meta = (void *)(long)x->data_meta;
-		void *data = (void *)(long)x->data;
-		if (meta + sizeof(struct nena_ctx) > data)
+		void *meta;
+		if (xdp_meta(ctx, &meta))
 			return -1;
 		__builtin_memcpy(&u.c, meta, sizeof(struct nena_ctx));
 	}
@@ -233,10 +243,8 @@ static __always_inline int ctx_store(void *ctx, const int tc, struct nena_ctx *c
 		s->cb[3] = w3;
 		s->cb[4] = w4;
 	} else {
-		struct xdp_md *x = ctx;
-		void *meta = (void *)(long)x->data_meta;
-		void *data = (void *)(long)x->data;
-		if (meta + sizeof(struct nena_ctx) > data)
+		void *meta;
+		if (xdp_meta(ctx, &meta))
 			return -1;
 		__builtin_memcpy(meta, &u.c, sizeof(struct nena_ctx));
 	}
@@ -378,6 +386,16 @@ static __always_inline int find_opt(struct opts *o, int kind, int subtype, int *
 	bpf_loop(OPT_MAX, find_cb, o, 0);
 	*len = o->len;
 	return o->found;
+}
+
+/* Load the options and find the MPTCP option of `subtype` in them: its offset in o->b, or -1
+ * (no options, options that cannot be read, or no such option); *len gets its length. */
+static __always_inline int find_mptcp(void *ctx, const int tc, const struct nena_ctx *c,
+				      struct opts *o, int subtype, int *len)
+{
+	if (load_opts(ctx, tc, c, o) <= 0)
+		return -1;
+	return find_opt(o, TCPOPT_MPTCP, subtype, len);
 }
 
 /* ---- checksums: ones' complement sums in the raw (memory) representation of 16-bit words ---- */

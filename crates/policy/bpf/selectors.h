@@ -120,10 +120,8 @@ static __always_inline int sequence_body(void *ctx, const int tc, struct nena_ct
 		return 0;
 	struct opts o;
 	int len = 0;
-	if (load_opts(ctx, tc, c, &o) <= 0)
-		return 0;
 	__u8 *buf = o.b;
-	int off = find_opt(&o, TCPOPT_MPTCP, MPTCPOPT_DSS, &len);
+	int off = find_mptcp(ctx, tc, c, &o, MPTCPOPT_DSS, &len);
 	if (off < 0 || len < 4)
 		return 0;
 	__u8 f = buf[(off + 3) & 63];

@@ -210,13 +210,18 @@ pub fn subflows(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
     }
 }
 
-fn full_info(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
-    let mut sfinfo = vec![MptcpSubflowInfo::default(); MAX_SUBFLOWS];
-    let mut tinfo = vec![TcpInfo::default(); MAX_SUBFLOWS];
+/// `MPTCP_FULL_INFO` with arrays for up to `cap` subflows: the header the kernel filled in,
+/// and the subflow and `tcp_info` arrays (`cap` entries each, the first `num_subflows` set).
+fn full_info_arrays(
+    fd: BorrowedFd<'_>,
+    cap: usize,
+) -> io::Result<(MptcpFullInfo, Vec<MptcpSubflowInfo>, Vec<TcpInfo>)> {
+    let mut sfinfo = vec![MptcpSubflowInfo::default(); cap];
+    let mut tinfo = vec![TcpInfo::default(); cap];
     let mut full = MptcpFullInfo {
         size_tcpinfo_user: size_of::<TcpInfo>() as u32,
         size_sfinfo_user: size_of::<MptcpSubflowInfo>() as u32,
-        size_arrays_user: MAX_SUBFLOWS as u32,
+        size_arrays_user: cap as u32,
         subflow_info: sfinfo.as_mut_ptr() as u64,
         tcp_info: tinfo.as_mut_ptr() as u64,
         ..Default::default()
@@ -228,6 +233,11 @@ fn full_info(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
         &mut full as *mut _ as *mut libc::c_void,
         size_of::<MptcpFullInfo>(),
     )?;
+    Ok((full, sfinfo, tinfo))
+}
+
+fn full_info(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
+    let (full, sfinfo, tinfo) = full_info_arrays(fd, MAX_SUBFLOWS)?;
     let n = (full.num_subflows as usize).min(MAX_SUBFLOWS);
     let tlen = (full.size_tcpinfo_kernel as usize).min(size_of::<TcpInfo>());
     let slen = full.size_sfinfo_kernel as usize;
@@ -297,23 +307,7 @@ fn legacy_subflows(fd: BorrowedFd<'_>) -> io::Result<Vec<SubflowInfo>> {
 
 /// `snd_cwnd × snd_mss` of the first subflow.
 pub(crate) fn initial_window(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    let mut tinfo = vec![TcpInfo::default(); 1];
-    let mut sfinfo = vec![MptcpSubflowInfo::default(); 1];
-    let mut full = MptcpFullInfo {
-        size_tcpinfo_user: size_of::<TcpInfo>() as u32,
-        size_sfinfo_user: size_of::<MptcpSubflowInfo>() as u32,
-        size_arrays_user: 1,
-        subflow_info: sfinfo.as_mut_ptr() as u64,
-        tcp_info: tinfo.as_mut_ptr() as u64,
-        ..Default::default()
-    };
-    getsockopt_raw(
-        fd,
-        SOL_MPTCP,
-        MPTCP_FULL_INFO,
-        &mut full as *mut _ as *mut libc::c_void,
-        size_of::<MptcpFullInfo>(),
-    )?;
+    let (full, _, tinfo) = full_info_arrays(fd, 1)?;
     if full.num_subflows == 0 {
         return Err(io::Error::other("the connection has no subflow"));
     }

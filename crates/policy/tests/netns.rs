@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use nena_policy::{packet, spec, Event, Policy};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -317,30 +317,7 @@ fn rate_limit_holds_the_rate_on_a_delayed_path() {
     let s = net.s.clone();
     let _p = attach(&net, &s, pins.path(), "st");
     // the path's RTT, idle: one-byte ping-pong over plain TCP, median of 9
-    let echo = net.in_ns(&s, || {
-        std::net::TcpListener::bind("198.18.102.2:5209").unwrap()
-    });
-    let echo_t = std::thread::spawn(move || {
-        let (mut e, _) = echo.accept().unwrap();
-        let mut b = [0u8; 1];
-        while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
-    });
-    let mut pc = net.in_ns(&net.c.clone(), || {
-        std::net::TcpStream::connect("198.18.102.2:5209").unwrap()
-    });
-    pc.set_nodelay(true).unwrap();
-    let mut rtts = vec![];
-    for _ in 0..9 {
-        let t = std::time::Instant::now();
-        let mut b = [7u8; 1];
-        pc.write_all(&b).unwrap();
-        pc.read_exact(&mut b).unwrap();
-        rtts.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    drop(pc);
-    let _ = echo_t.join();
-    rtts.sort_by(|a, b| a.total_cmp(b));
-    let rtt_ms = rtts[4];
+    let rtt_ms = ping_rtts(&net, "198.18.102.2:5209", 9)[4].as_secs_f64() * 1e3;
     assert!(
         (19.0..40.0).contains(&rtt_ms),
         "rtt {rtt_ms} ms on a 2 x 10 ms path"

@@ -290,6 +290,38 @@ fn fct(net: &Net, addr: &str, size: usize) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// Two paths between the namespaces for use cases 2 and 3, user-space delay lines: fast
+/// (cf -- sf, 198.18.`fast`.0/24, 10 ms each way) and slow (cs -- ss, 198.18.`slow`.0/24,
+/// 25 ms each way). The client reaches the server's fast address over the slow path too
+/// (routing table `table`) and joins the slow path for every connection (kernel PM endpoint).
+fn two_paths(net: &Net, fast: u8, slow: u8, table: u32) -> (DelayLink, DelayLink) {
+    let paths = (
+        DelayLink::new(
+            net,
+            "cf",
+            &format!("198.18.{fast}.1/24"),
+            "sf",
+            &format!("198.18.{fast}.2/24"),
+            Duration::from_millis(10),
+        ),
+        DelayLink::new(
+            net,
+            "cs",
+            &format!("198.18.{slow}.1/24"),
+            "ss",
+            &format!("198.18.{slow}.2/24"),
+            Duration::from_millis(25),
+        ),
+    );
+    net.sh_c(&format!(
+        "ip route add 198.18.{fast}.2/32 dev cs table {table} && ip rule add from 198.18.{slow}.1 table {table}"
+    ));
+    net.sh_c(&format!(
+        "ip mptcp endpoint add 198.18.{slow}.1 dev cs subflow"
+    ));
+    paths
+}
+
 /// Use case 2: small-flow path manager. Two paths of 20 ms and 50 ms RTT (user-space delay
 /// lines, 50 and 10 Mbit/s); the client joins the slow path for every connection (kernel PM
 /// endpoint). With the policy, a subflow on the slow path is born backup (set_backup on its
@@ -306,26 +338,7 @@ fn small_flow_path_manager() {
     let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
-    let _fast = DelayLink::new(
-        &net,
-        "cf",
-        "198.18.104.1/24",
-        "sf",
-        "198.18.104.2/24",
-        Duration::from_millis(10),
-    );
-    let _slow = DelayLink::new(
-        &net,
-        "cs",
-        "198.18.105.1/24",
-        "ss",
-        "198.18.105.2/24",
-        Duration::from_millis(25),
-    );
-    net.sh_c(
-        "ip route add 198.18.104.2/32 dev cs table 101 && ip rule add from 198.18.105.1 table 101",
-    );
-    net.sh_c("ip mptcp endpoint add 198.18.105.1 dev cs subflow");
+    let _paths = two_paths(&net, 104, 105, 101);
     net.sh_s("tc qdisc add dev sf root tbf rate 50mbit burst 32kb latency 100ms");
     net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 100ms");
     let l = net.in_ns(&net.s.clone(), || {
@@ -416,26 +429,7 @@ fn ecf_like_scheduler_through_rate_limit() {
     let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
-    let _fast = DelayLink::new(
-        &net,
-        "cf",
-        "198.18.106.1/24",
-        "sf",
-        "198.18.106.2/24",
-        Duration::from_millis(10),
-    );
-    let _slow = DelayLink::new(
-        &net,
-        "cs",
-        "198.18.107.1/24",
-        "ss",
-        "198.18.107.2/24",
-        Duration::from_millis(25),
-    );
-    net.sh_c(
-        "ip route add 198.18.106.2/32 dev cs table 102 && ip rule add from 198.18.107.1 table 102",
-    );
-    net.sh_c("ip mptcp endpoint add 198.18.107.1 dev cs subflow");
+    let _paths = two_paths(&net, 106, 107, 102);
     let rmem = std::env::var("UC3_RMEM").unwrap_or("196608".into());
     net.sh_c(&format!("sysctl -qw net.ipv4.tcp_rmem='4096 65536 {rmem}'"));
     net.sh_s("sysctl -qw net.ipv4.tcp_congestion_control=reno");
@@ -449,32 +443,13 @@ fn ecf_like_scheduler_through_rate_limit() {
     let (warm, span) = (Duration::from_millis(1500), Duration::from_secs(4));
     let default = goodput(&net, addr, warm, span);
     // the controller: base RTT of the slow path (idle, one-byte ping-pong) and its rate
+    let base_rtt_us = median(
+        ping_rtts(&net, "198.18.107.2:5409", 7)
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e6)
+            .collect(),
+    );
     let s = net.s.clone();
-    let echo = net.in_ns(&s, || {
-        std::net::TcpListener::bind("198.18.107.2:5409").unwrap()
-    });
-    let echo_t = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut e, _) = echo.accept().unwrap();
-        let mut b = [0u8; 1];
-        while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
-    });
-    let mut pc = net.in_ns(&net.c.clone(), || {
-        std::net::TcpStream::connect("198.18.107.2:5409").unwrap()
-    });
-    pc.set_nodelay(true).unwrap();
-    let mut rtts = vec![];
-    for _ in 0..7 {
-        use std::io::{Read, Write};
-        let t = Instant::now();
-        let mut b = [7u8; 1];
-        pc.write_all(&b).unwrap();
-        pc.read_exact(&mut b).unwrap();
-        rtts.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    drop(pc);
-    let _ = echo_t.join();
-    let base_rtt_us = median(rtts);
     let slow_rate = 10_000_000u64;
     let factor: f64 = std::env::var("UC3_FACTOR")
         .ok()

@@ -263,6 +263,31 @@ pub fn read_for(s: &mut TcpStream, d: Duration) -> u64 {
     n
 }
 
+/// Round-trip times of `n` one-byte ping-pongs over plain TCP from the client namespace to an
+/// echo server bound to `addr` in the server namespace (an idle path's RTT), sorted.
+pub fn ping_rtts(net: &Net, addr: &'static str, n: usize) -> Vec<Duration> {
+    let echo = net.in_ns(&net.s.clone(), move || TcpListener::bind(addr).unwrap());
+    let echo_t = std::thread::spawn(move || {
+        let (mut e, _) = echo.accept().unwrap();
+        let mut b = [0u8; 1];
+        while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
+    });
+    let mut pc = net.in_ns(&net.c.clone(), move || TcpStream::connect(addr).unwrap());
+    pc.set_nodelay(true).unwrap();
+    let mut rtts = vec![];
+    for _ in 0..n {
+        let t = Instant::now();
+        let mut b = [7u8; 1];
+        pc.write_all(&b).unwrap();
+        pc.read_exact(&mut b).unwrap();
+        rtts.push(t.elapsed());
+    }
+    drop(pc);
+    let _ = echo_t.join();
+    rtts.sort();
+    rtts
+}
+
 /// Wait until `f` is true, polling, for at most `d`.
 pub fn wait_until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

@@ -71,6 +71,31 @@ fn getsockopt_raw(
     }
 }
 
+/// The `SOL_MPTCP` structs read whole by [`mptcp_getsockopt`].
+///
+/// # Safety
+/// `#[repr(C)]` structs of plain integers only: any bytes the kernel writes are a valid value.
+unsafe trait KernelFilled: Sized {}
+// SAFETY: both are #[repr(C)] structs of integers (uapi.rs).
+unsafe impl KernelFilled for MptcpInfo {}
+// SAFETY: as above.
+unsafe impl KernelFilled for MptcpFullInfo {}
+
+/// `getsockopt(SOL_MPTCP, name)` into `v`; returns the number of bytes the kernel filled in.
+fn mptcp_getsockopt<T: KernelFilled>(
+    fd: BorrowedFd<'_>,
+    name: libc::c_int,
+    v: &mut T,
+) -> io::Result<usize> {
+    getsockopt_raw(
+        fd,
+        SOL_MPTCP,
+        name,
+        v as *mut T as *mut libc::c_void,
+        size_of::<T>(),
+    )
+}
+
 /// Whether the error of a `SOL_MPTCP` getsockopt means "this is plain TCP": a fallen-back
 /// MPTCP socket passes the option to its TCP subflow, which rejects the level.
 fn is_not_mptcp_error(e: &io::Error) -> bool {
@@ -83,13 +108,7 @@ fn is_not_mptcp_error(e: &io::Error) -> bool {
 /// `MPTCP_INFO` with the number of bytes the kernel filled in.
 pub(crate) fn raw_info(fd: BorrowedFd<'_>) -> io::Result<(MptcpInfo, usize)> {
     let mut info = MptcpInfo::default();
-    let len = getsockopt_raw(
-        fd,
-        SOL_MPTCP,
-        MPTCP_INFO,
-        &mut info as *mut _ as *mut libc::c_void,
-        size_of::<MptcpInfo>(),
-    )?;
+    let len = mptcp_getsockopt(fd, MPTCP_INFO, &mut info)?;
     Ok((info, len))
 }
 
@@ -106,13 +125,7 @@ pub fn is_fallback(fd: BorrowedFd<'_>) -> io::Result<bool> {
 /// `MPTCP_FULL_INFO` without arrays: `mptcp_info` plus the real number of subflows.
 fn full_info_count(fd: BorrowedFd<'_>) -> io::Result<(MptcpInfo, usize, u32)> {
     let mut full = MptcpFullInfo::default();
-    let len = getsockopt_raw(
-        fd,
-        SOL_MPTCP,
-        MPTCP_FULL_INFO,
-        &mut full as *mut _ as *mut libc::c_void,
-        size_of::<MptcpFullInfo>(),
-    )?;
+    let len = mptcp_getsockopt(fd, MPTCP_FULL_INFO, &mut full)?;
     let ilen = len.saturating_sub(std::mem::offset_of!(MptcpFullInfo, mptcp_info));
     Ok((full.mptcp_info, ilen, full.num_subflows))
 }
@@ -226,13 +239,7 @@ fn full_info_arrays(
         tcp_info: tinfo.as_mut_ptr() as u64,
         ..Default::default()
     };
-    getsockopt_raw(
-        fd,
-        SOL_MPTCP,
-        MPTCP_FULL_INFO,
-        &mut full as *mut _ as *mut libc::c_void,
-        size_of::<MptcpFullInfo>(),
-    )?;
+    mptcp_getsockopt(fd, MPTCP_FULL_INFO, &mut full)?;
     Ok((full, sfinfo, tinfo))
 }
 

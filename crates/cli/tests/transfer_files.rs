@@ -24,9 +24,18 @@ fn sha256_hex(data: &[u8]) -> String {
         .to_string()
 }
 
+fn gbit_lab() -> nena_lab::LabGuard {
+    lab_with(|c| {
+        c.trusted_rate = Some(nena_lab::Rate::mbit(1000));
+        c.untrusted_rate = Some(nena_lab::Rate::mbit(1000));
+    })
+}
+
 #[test]
 fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
-    let lab = lab();
+    // 1 Gbit/s per path: fast, yet slow enough that the big transfer is spread over both
+    // paths for sure (on an unlimited veth 100 MiB can be done before the second subflow is).
+    let lab = gbit_lab();
     let srv = TempDir::new("srv");
     let cli = TempDir::new("cli");
     let _s = serve(&lab, 7000, srv.path(), &[]);
@@ -99,7 +108,7 @@ fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
 
 #[test]
 fn both_directions_interleaved_on_one_connection() {
-    let lab = lab();
+    let lab = gbit_lab();
     let srv = TempDir::new("bidir");
     let _s = serve(&lab, 7000, srv.path(), &[]);
     let to = server(&lab, 7000);

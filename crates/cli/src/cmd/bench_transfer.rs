@@ -11,7 +11,7 @@ pub struct Args {
     #[arg(long, default_value = "5")]
     pub reps: usize,
     /// Bytes per run (e.g. 256M) instead of a fixed time.
-    #[arg(long, conflicts_with = "time")]
+    #[arg(long, conflicts_with = "time", value_parser = crate::cmd::transfer::parse_bytes)]
     pub bytes: Option<u64>,
     /// Seconds per run (default 10, or 3 with --quick).
     #[arg(long)]
@@ -59,6 +59,9 @@ fn pick_settings(names: &[String]) -> Result<Vec<bench::Setting>, Exit> {
 }
 
 pub fn run(a: Args) -> CmdResult {
+    if a.bytes == Some(0) {
+        return Err(Exit::usage(anyhow!("--bytes must be more than 0")));
+    }
     if a.reps == 0 {
         return Err(Exit::usage(anyhow!("--reps must be at least 1")));
     }

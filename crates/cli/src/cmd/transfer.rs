@@ -39,7 +39,7 @@ fn parse_modes(s: &str) -> Result<Vec<Mode>, String> {
 }
 
 /// A byte count: `1000`, `64K`, `100M`, `1G` (binary units; `KiB`/`MiB`/`GiB` too).
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

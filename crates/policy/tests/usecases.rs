@@ -20,6 +20,27 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Frame bytes of the captured IPv4 packets that carry TCP payload from `server`: those
+/// captured before `t`, and those from `t` on.
+fn server_data_bytes(
+    frames: &[(SystemTime, Vec<u8>)],
+    server: [u8; 4],
+    t: SystemTime,
+) -> (u64, u64) {
+    let (mut before, mut after) = (0, 0);
+    for (at, f) in frames {
+        let p = packet::parse(f).unwrap();
+        if f[26..30] == server && p.ip_len > p.l4 - 14 + p.doff {
+            if *at < t {
+                before += f.len() as u64;
+            } else {
+                after += f.len() as u64;
+            }
+        }
+    }
+    (before, after)
+}
+
 /// MP_PRIO options (B flag) on the wire, with their capture times.
 fn mp_prios(frames: &[(SystemTime, Vec<u8>)]) -> Vec<(SystemTime, bool)> {
     let mut v = vec![];
@@ -219,20 +240,7 @@ fn trusted_path_first() {
         after += read_for(&mut conn, Duration::from_millis(50));
     }
     let frames = cap.timed_frames();
-    let server_data = |f: &Vec<u8>| {
-        let p = packet::parse(f).unwrap();
-        f[26..30] == [198, 18, 100, 2] && p.ip_len > p.l4 - 14 + p.doff
-    };
-    let before: u64 = frames
-        .iter()
-        .filter(|(t, f)| *t < t_release && server_data(f))
-        .map(|(_, f)| f.len() as u64)
-        .sum();
-    let later: u64 = frames
-        .iter()
-        .filter(|(t, f)| *t >= t_release && server_data(f))
-        .map(|(_, f)| f.len() as u64)
-        .sum();
+    let (before, later) = server_data_bytes(&frames, [198, 18, 100, 2], t_release);
     let join_syn_b = frames.iter().any(|(_, f)| {
         packet::mptcp_options(f)
             .iter()
@@ -381,20 +389,7 @@ fn small_flow_path_manager() {
         .links[0]
         .hits;
     let frames = cap.timed_frames();
-    let server_data = |f: &Vec<u8>| {
-        let p = packet::parse(f).unwrap();
-        f[26..30] == [198, 18, 104, 2] && p.ip_len > p.l4 - 14 + p.doff
-    };
-    let slow_default: u64 = frames
-        .iter()
-        .filter(|(t, f)| *t < t_policy && server_data(f))
-        .map(|(_, f)| f.len() as u64)
-        .sum();
-    let slow_policy: u64 = frames
-        .iter()
-        .filter(|(t, f)| *t >= t_policy && server_data(f))
-        .map(|(_, f)| f.len() as u64)
-        .sum();
+    let (slow_default, slow_policy) = server_data_bytes(&frames, [198, 18, 104, 2], t_policy);
     let (d, h) = (median(default), median(held));
     println!(
         "{{\"use_case\": 2, \"flow_bytes\": {small}, \"runs\": {runs}, \"fct_default_ms\": {d:.1}, \"fct_policy_ms\": {h:.1}, \"change_pct\": {:.1}, \"slow_path_bytes_default\": {slow_default}, \"slow_path_bytes_policy\": {slow_policy}, \"joins_marked\": {marked}}}",

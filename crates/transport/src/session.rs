@@ -81,11 +81,27 @@ mod tests {
     type R = SecureReader<ReadHalf<DuplexStream>>;
     type W = SecureWriter<WriteHalf<DuplexStream>>;
 
-    fn tmpdir(tag: &str) -> PathBuf {
+    /// A scratch directory removed on drop.
+    struct Tmp(PathBuf);
+
+    impl std::ops::Deref for Tmp {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmpdir(tag: &str) -> Tmp {
         let d = std::env::temp_dir().join(format!("nena-transport-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Tmp(d)
     }
 
     /// A client session and a server task serving one request over it.

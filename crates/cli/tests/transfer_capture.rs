@@ -198,6 +198,31 @@ fn hundred_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
     if let Some(piece) = any_piece_in(&raw_u, &hellos) {
         panic!("handshake bytes {piece:02x?} on the untrusted link");
     }
+    // The server's answer (no secret in it, but a handshake byte all the same) is the same
+    // for every kato session: it crossed the trusted link, never the untrusted one.
+    let mut answer = nena_proto::wire::MAGIC.to_vec();
+    answer.extend_from_slice(&[
+        nena_proto::wire::VERSION,
+        nena_proto::wire::TYPE_ACCEPT,
+        0,
+        2,
+    ]);
+    answer.extend_from_slice(&[nena_proto::Mode::Kato.wire_id(), 0]);
+    let count = |hay: &[u8]| {
+        hay.windows(answer.len())
+            .filter(|w| *w == answer.as_slice())
+            .count()
+    };
+    assert_eq!(
+        count(&raw_u),
+        0,
+        "a server answer crossed the untrusted link"
+    );
+    assert!(
+        count(&raw_t) >= 100,
+        "{} server answers in the trusted capture",
+        count(&raw_t)
+    );
     let found = whole_found(&raw_t, &hellos);
     let missing: Vec<String> = found
         .iter()

@@ -35,8 +35,12 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# Every benchmark, with its targets checked (each exits 1 on a missed target). Long: the
+# transfer bench runs 9 repetitions of 10 s per variant and setting.
 bench: build
 	$(NENA) bench codec
+	$(NENA) bench policy
+	$(NENA) bench transfer --reps 9
 
 clean:
 	$(CARGO) clean

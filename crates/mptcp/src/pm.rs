@@ -639,6 +639,10 @@ impl PmEvents {
                     io::Error::other("the kernel has no mptcp_pm_events group"),
                 )
             })?;
+        // Every subscriber receives the events of every connection in the namespace: a burst
+        // of connects would overflow the default receive buffer (ENOBUFS, and the gate then
+        // fails closed). Ask for a large buffer before joining the group.
+        enlarge_rcvbuf(&pm.sock, EVENTS_RCVBUF);
         pm.sock.add_membership(group).map_err(|e| pm_err(op, e))?;
         pm.sock.set_non_blocking(true).map_err(|e| pm_err(op, e))?;
         Ok(PmEvents { sock: pm.sock })
@@ -658,6 +662,38 @@ impl PmEvents {
             out.extend(parse_events(&buf));
         }
     }
+}
+
+/// Receive buffer asked for an event subscription (bytes): room for thousands of events.
+const EVENTS_RCVBUF: libc::c_int = 8 << 20;
+
+/// Set the socket's receive buffer to `bytes`: `SO_RCVBUFFORCE` (needs `CAP_NET_ADMIN`, which
+/// a subscriber has), else `SO_RCVBUF` (capped by `net.core.rmem_max`). Best effort: a
+/// smaller buffer only makes an overflow more likely, and an overflow is reported by
+/// [`PmEvents::drain`].
+fn enlarge_rcvbuf(sock: &Socket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: fd is an open socket owned by `sock`; the option value is a c_int that
+        // lives for the call, and its size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+    log::debug!(
+        "mptcp_pm_events: could not enlarge the receive buffer: {}",
+        io::Error::last_os_error()
+    );
 }
 
 /// Decode a datagram of event messages; undecodable ones are skipped.

@@ -146,6 +146,34 @@ fn mode_name(c: &ClientConn) -> String {
     c.mode.map_or("raw".into(), |m| m.to_string())
 }
 
+/// The end of `send` and `get`: clear the progress bar, then report the verified transfer
+/// (or pass its error on).
+fn transfer_report(
+    op: &'static str,
+    out: Result<files::FileOutcome>,
+    pb: Option<ProgressBar>,
+    start: Instant,
+    c: &ClientConn,
+) -> Result<TransferReport> {
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let out = out?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(TransferReport {
+        op,
+        name: out.name,
+        bytes: out.bytes,
+        seconds,
+        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        sha256: out.sha256,
+        verified: true,
+        mode: mode_name(c),
+        setup_ms: c.setup.as_secs_f64() * 1e3,
+        paths: Paths::of(c),
+    })
+}
+
 /// `nena send`: PUT `path` as `name`.
 pub async fn send(
     opts: &ClientOptions,
@@ -171,23 +199,7 @@ pub async fn send(
         }
     })
     .await;
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
-    let out = out?;
-    let seconds = start.elapsed().as_secs_f64();
-    Ok(TransferReport {
-        op: "send",
-        name: out.name,
-        bytes: out.bytes,
-        seconds,
-        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
-        sha256: out.sha256,
-        verified: true,
-        mode: mode_name(&c),
-        setup_ms: c.setup.as_secs_f64() * 1e3,
-        paths: Paths::of(&c),
-    })
+    transfer_report("send", out, pb, start, &c)
 }
 
 /// `nena get`: fetch `name` into `dest`.
@@ -223,23 +235,7 @@ pub async fn get(
         },
     )
     .await;
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
-    let out = out?;
-    let seconds = start.elapsed().as_secs_f64();
-    Ok(TransferReport {
-        op: "get",
-        name: out.name,
-        bytes: out.bytes,
-        seconds,
-        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
-        sha256: out.sha256,
-        verified: true,
-        mode: mode_name(&c),
-        setup_ms: c.setup.as_secs_f64() * 1e3,
-        paths: Paths::of(&c),
-    })
+    transfer_report("get", out, pb, start, &c)
 }
 
 /// What `nena perf` runs.

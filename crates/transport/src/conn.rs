@@ -296,6 +296,47 @@ pub fn raw_fd(r: &Reader) -> i32 {
     r.get_ref().as_ref().as_raw_fd()
 }
 
+/// Accept connections on `listener` until Ctrl-C, running `session` for each on its own
+/// task, with at most `max_sessions` running at once (further connections wait in the
+/// listen backlog). An accept error (EMFILE and friends) is logged and retried after a short
+/// pause instead of spinning. The server and both proxy ends use this loop.
+pub async fn accept_until_interrupted<F, Fut>(
+    listener: &tokio::net::TcpListener,
+    max_sessions: usize,
+    session: F,
+) -> Result<()>
+where
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max_sessions.max(1)));
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let permit = sem.clone().acquire_owned().await?;
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut ctrl_c => {
+                log::info!("interrupted; stopping");
+                return Ok(());
+            }
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                log::warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let fut = session(stream, peer);
+        tokio::spawn(async move {
+            let _permit = permit;
+            fut.await;
+        });
+    }
+}
+
 /// Raise the soft limit of open files to the hard limit (servers and proxies hold many).
 pub fn raise_nofile_limit() {
     let mut lim = libc::rlimit {

@@ -17,7 +17,6 @@ use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -110,30 +109,10 @@ where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = Result<(u64, u64)>> + Send + 'static,
 {
-    let sem = Arc::new(Semaphore::new(limits.max_sessions.max(1)));
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    loop {
-        let permit = sem.clone().acquire_owned().await?;
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = &mut ctrl_c => {
-                log::info!("interrupted; stopping");
-                return Ok(());
-            }
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                log::warn!("accept: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
         let fut = session(stream, peer);
         let stats = stats.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
+        async move {
             match fut.await {
                 Ok((up, down)) => {
                     stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
@@ -144,8 +123,9 @@ where
                     log::warn!("{peer}: {e:#}");
                 }
             }
-        });
-    }
+        }
+    })
+    .await
 }
 
 /// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to

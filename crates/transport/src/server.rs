@@ -7,7 +7,6 @@ use crate::session::{serve_request, SessionConfig};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::Semaphore;
 
 /// A session whose client sends nothing for this long is dropped.
 pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -29,33 +28,12 @@ pub async fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result
     let listener = conn::listen(opts.listen)?;
     ready(listener.local_addr()?);
     let opts = Arc::new(opts);
-    let sem = Arc::new(Semaphore::new(opts.max_sessions.max(1)));
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    loop {
-        let permit = sem.clone().acquire_owned().await?;
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = &mut ctrl_c => {
-                log::info!("interrupted; stopping");
-                return Ok(());
-            }
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: wait a little instead of spinning.
-                log::warn!("accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let max_sessions = opts.max_sessions;
+    conn::accept_until_interrupted(&listener, max_sessions, |stream, peer| {
         let opts = opts.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            handle(stream, peer, &opts).await;
-        });
-    }
+        async move { handle(stream, peer, &opts).await }
+    })
+    .await
 }
 
 async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOptions) {

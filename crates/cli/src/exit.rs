@@ -16,7 +16,10 @@ pub type CmdResult = Result<(), Exit>;
 impl Exit {
     /// Bad input: exit status 2.
     pub fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Exit { code: 2, error: error.into() }
+        Exit {
+            code: 2,
+            error: error.into(),
+        }
     }
 
     /// Print `nena: <error chain on one line>` to stderr and return the status.

@@ -55,7 +55,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	__u32 nh_len;
 	c.l3_off = ETH_HLEN;
 	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr iph, *ip = &iph;
+		struct iphdr iph __attribute__((aligned(8))), *ip = &iph;
 		if (ld(ctx, tc, ETH_HLEN, ip, sizeof(*ip)) < 0)
 			return VERDICT(tc);
 		if (ip->version != 4 || ip->ihl < 5 || ip->protocol != IPPROTO_TCP_)
@@ -67,7 +67,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 			c.types |= T_IPOPTS;
 		iplen = bpf_ntohs(ip->tot_len);
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6h, *ip6 = &ip6h;
+		struct ipv6hdr ip6h __attribute__((aligned(8))), *ip6 = &ip6h;
 		if (ld(ctx, tc, ETH_HLEN, ip6, sizeof(*ip6)) < 0)
 			return VERDICT(tc);
 		__u8 nh = ip6->nexthdr;
@@ -95,7 +95,7 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	l4 = ETH_HLEN + nh_len;
 	if (l4 > 600)
 		return VERDICT(tc);
-	__u8 th[20];
+	__u8 th[20] __attribute__((aligned(8)));
 	if (ld(ctx, tc, l4, th, 20) < 0)
 		return VERDICT(tc);
 	__u32 doff = (th[12] >> 4) * 4;

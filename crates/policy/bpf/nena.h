@@ -80,7 +80,7 @@ struct flow_key {
 	__u16 dport; /* network byte order */
 	__u8 family; /* 4 or 6 */
 	__u8 pad[3];
-};
+} __attribute__((aligned(8))); /* 8: the packet is copied into it a word at a time */
 
 /* arguments of each program, 40 bytes at most */
 struct a_prefix { /* src, dst */

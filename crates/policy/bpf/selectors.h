@@ -61,13 +61,13 @@ static __always_inline int ip_pair_body(void *ctx, const int tc, struct nena_ctx
 static __always_inline int prefix_body(void *ctx, const int tc, struct nena_ctx *c,
 				       const struct link *l, int dst)
 {
-	__u8 addr[16] = {};
+	__u8 addr[16] __attribute__((aligned(8))) = {};
 	const struct a_prefix *p = &l->a.prefix;
 	int v6 = (c->types & T_IPV6) ? 1 : 0;
 	if ((v6 ? 6 : 4) != p->family)
 		return 0;
 	__u32 off = c->l3_off + (v6 ? (dst ? 24 : 8) : (dst ? 16 : 12));
-	if (ld(ctx, tc, off, addr, v6 ? 16 : 4) < 0)
+	if ((v6 ? ld(ctx, tc, off, addr, 16) : ld(ctx, tc, off, addr, 4)) < 0)
 		return 0;
 	return prefix_match(addr, p);
 }

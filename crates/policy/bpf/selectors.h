@@ -6,12 +6,14 @@
 
 #include "common.h"
 
+/* The first n (4 or 16) bytes of two addresses of a struct flow_key (8-byte aligned) are
+ * equal: compared a word at a time. */
 static __always_inline int addr_eq(const __u8 *a, const __u8 *b, int n)
 {
-	for (int i = 0; i < 16; i++)
-		if (i < n && a[i] != b[i])
-			return 0;
-	return 1;
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	if (x[0] != y[0])
+		return 0;
+	return n == 4 || (x[1] == y[1] && x[2] == y[2] && x[3] == y[3]);
 }
 
 static __always_inline int prefix_match(const __u8 *addr, const struct a_prefix *p)

@@ -21,6 +21,7 @@ pub mod loader;
 pub mod packet;
 pub mod recipes;
 pub mod spec;
+pub mod tc;
 
 pub use events::Event;
 pub use loader::{Policy, TestBed, DEFAULT_PIN_DIR};

@@ -245,12 +245,24 @@ impl Policy {
             .handle(TC_HANDLE)
             .priority(TC_PRIORITY)
             .hook(libbpf_rs::TC_EGRESS);
-        let _ = hook.create(); // clsact may exist already
+        // clsact may exist already (another tool's, or ours from an earlier attach); if
+        // this call created it, that is recorded below, so that detach removes it again
+        let created_clsact = !crate::tc::has_clsact(idx)?;
+        let _ = hook.create();
         if let Err(e) = hook.attach() {
             let _ = Xdp::new(xdp.as_fd()).detach(idx as i32, XdpFlags::NONE);
             return Err(anyhow!(e).context(format!("attaching TC egress to {dev}")));
         }
         let p = Policy::open(dir)?;
+        if created_clsact {
+            let k = HookKey {
+                ifindex: idx,
+                hook: CLSACT_OWNED,
+            };
+            p.hooks
+                .update(k.as_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
+                .context("recording the clsact qdisc nena created")?;
+        }
         for h in [abi::HOOK_XDP, abi::HOOK_TC] {
             let k = HookKey {
                 ifindex: idx,
@@ -298,6 +310,9 @@ impl Policy {
             let Some(hk) = HookKey::from_bytes(&k) else {
                 continue;
             };
+            if hk.hook != abi::HOOK_XDP && hk.hook != abi::HOOK_TC {
+                continue; // a marker such as CLSACT_OWNED, not a hook
+            }
             if let Some(v) = self.hooks.lookup(&k, MapFlags::ANY)? {
                 out.insert(
                     (hk.ifindex, hk.hook),
@@ -320,6 +335,13 @@ impl Policy {
     pub fn detach(self, dev: &str) -> Result<bool> {
         let idx = ifindex(dev)?;
         detach_hooks(idx)?;
+        let owned = HookKey {
+            ifindex: idx,
+            hook: CLSACT_OWNED,
+        };
+        if self.hooks.delete(owned.as_bytes()).is_ok() {
+            remove_clsact_if_empty(idx)?;
+        }
         for h in [abi::HOOK_XDP, abi::HOOK_TC] {
             let _ = self.hooks.delete(
                 HookKey {
@@ -671,6 +693,28 @@ pub fn detach_hooks(idx: u32) -> Result<()> {
         .hook(libbpf_rs::TC_EGRESS);
     let _ = h.detach(); // absent already: fine
     Ok(())
+}
+
+/// Key of the `hooks` map entry (ifindex, CLSACT_OWNED) that records that `attach` created
+/// the device's clsact qdisc (the BPF side only looks up the two hooks).
+const CLSACT_OWNED: u32 = 0x100;
+
+/// Remove the clsact qdisc of device `idx` if no filter is left on it (nena created it and
+/// took its own filter off; another tool's filters keep it in place).
+fn remove_clsact_if_empty(idx: u32) -> Result<()> {
+    if crate::tc::clsact_filters(idx)? > 0 {
+        return Ok(());
+    }
+    let dummy = std::fs::File::open("/dev/null")?;
+    let mut h = TcHookBuilder::new(dummy.as_fd())
+        .ifindex(idx as i32)
+        .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
+    match h.destroy() {
+        Ok(()) => Ok(()),
+        // gone already (removed by hand, or the device went away)
+        Err(e) if matches!(e.kind(), libbpf_rs::ErrorKind::NotFound) => Ok(()),
+        Err(e) => Err(anyhow!(e).context("removing the clsact qdisc nena created")),
+    }
 }
 
 /// Remove every pin under `dir` and the directory itself.

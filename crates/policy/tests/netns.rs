@@ -428,3 +428,49 @@ fn record_measures_a_real_transfer() {
         "no report at the end: {events:?}"
     );
 }
+
+/// `detach` takes away the clsact qdisc that `attach` created, and only that one: a clsact
+/// that was there before, or that holds another tool's filter, stays.
+#[test]
+fn detach_removes_only_the_clsact_it_created() {
+    let _one = serial();
+    let net = Net::new();
+    let c = net.c.clone();
+    let has_clsact = |net: &Net| net.sh_c("tc qdisc show dev c2").contains("clsact");
+    let cycle = |net: &Net, pins: &Pins| {
+        let p = attach(net, &c, pins.path(), "c2");
+        assert!(has_clsact(net), "attach did not leave a clsact qdisc");
+        net.in_ns(&c, move || p.detach("c2").expect("detach"));
+    };
+    // nena's own clsact goes with the detach
+    let pins = Pins::new();
+    assert!(!has_clsact(&net));
+    cycle(&net, &pins);
+    assert!(!has_clsact(&net), "detach left nena's clsact qdisc behind");
+    // a clsact that was there before stays
+    net.sh_c("tc qdisc add dev c2 clsact");
+    let pins = Pins::new();
+    cycle(&net, &pins);
+    assert!(
+        has_clsact(&net),
+        "detach removed a clsact qdisc it did not create"
+    );
+    net.sh_c("tc qdisc del dev c2 clsact");
+    // nena's clsact with another tool's filter added after the attach stays, filter and all
+    let pins = Pins::new();
+    let p = attach(&net, &c, pins.path(), "c2");
+    net.sh_c("tc filter add dev c2 ingress u32 match u32 0 0");
+    net.in_ns(&c, move || p.detach("c2").expect("detach"));
+    assert!(
+        has_clsact(&net),
+        "detach removed a clsact that holds a foreign filter"
+    );
+    assert!(
+        net.sh_c("tc filter show dev c2 ingress").contains("u32"),
+        "the foreign filter is gone"
+    );
+    assert!(
+        !net.sh_c("tc filter show dev c2 egress").contains("tc_nena"),
+        "nena's filter is still there"
+    );
+}

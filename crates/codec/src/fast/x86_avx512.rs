@@ -22,6 +22,15 @@
 //! `R_{n-1}`; then `Q_{n+1} = C_{n+1} ^ D_n` and `b_n = Q_n ^ D_n = Q_n ^ Q_{n+1} ^ C_{n+1}`.
 //! The loop-carried chain is one `vpermb` and one ternary-logic op per vector.
 //!
+//! Long inputs (at least [`TWO_STEP_MIN`] bytes) take two steps of the recurrence at once:
+//! `Q_n = C_n ^ C[-65] ^ Q[-130]`, where `C[-65]` is one unaligned load from the input and
+//! `Q[-130]` comes from `Q_{n-2}` and `Q_{n-3}` (a `vpermb` by two bytes and a blend folded into
+//! ternary logic), so the chain spans two vectors: 5 ops and ~2.5 cycles per 64 bytes instead
+//! of a 4-cycle chain, 17% less time for 12.8 kB (`--example timing`: 190 against 229 ns).
+//! Short inputs keep the one-step form: the unaligned load straddles two 64-byte stores, and
+//! when those were just made (a message scrambled and descrambled in place, as the benchmark
+//! does) it waits for them to retire; on a 1280-byte round trip that cost 52 against 49 ns.
+//!
 //! A partial last vector uses masked loads and stores, which never touch the bytes outside
 //! the mask.
 
@@ -47,6 +56,8 @@ const fn idx(k: usize) -> [u8; 64] {
     a
 }
 static ROT1: [u8; 64] = idx(127);
+/// `idx(126)` rotates by two bytes: `out[t] = in[t-2]`, `out[0..2] = in[62..64]`.
+static ROT2: [u8; 64] = idx(126);
 static IOTA: [u8; 64] = idx(0);
 
 /// `vpermb` index gathering qword totals (byte 0 of each qword of `si`): byte `j` of qword
@@ -93,6 +104,12 @@ unsafe fn st_(p: *mut u8, v: __m512i) {
     _mm512_storeu_si512(p as *mut _, v)
 }
 
+#[inline(always)]
+fn zero() -> __m512i {
+    // SAFETY: no memory access; AVX-512 F is a precondition of every caller.
+    unsafe { _mm512_setzero_si512() }
+}
+
 /// Mask of the first `r` bytes, `0 < r < 64`.
 #[inline(always)]
 fn mask(r: usize) -> __mmask64 {
@@ -114,10 +131,17 @@ unsafe fn scramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usiz
     scramble(st, src, dst, len)
 }
 
+/// Inputs from this length on are descrambled two steps at a time (see the module docs).
+const TWO_STEP_MIN: usize = 4096;
+
 /// # Safety
 /// As [`scramble_entry`].
 unsafe fn descramble_entry(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
-    descramble(st, src, dst, len)
+    if len >= TWO_STEP_MIN {
+        descramble_two_step(st, src, dst, len)
+    } else {
+        descramble(st, src, dst, len)
+    }
 }
 
 // The last step!() updates state nobody reads afterwards.
@@ -245,4 +269,136 @@ unsafe fn descramble(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
     _mm512_mask_storeu_epi8(dst.add(off) as *mut i8, m, _mm512_xor_si512(q, d));
     st_(st.b.as_mut_ptr(), shift_in(qpp, qp, r));
     st_(st.b.as_mut_ptr().add(64), shift_in(qp, q, r));
+}
+
+#[allow(unused_assignments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+unsafe fn descramble_two_step(st: &mut State, src: *const u8, dst: *mut u8, len: usize) {
+    if len == 0 {
+        return;
+    }
+    let rot1 = ld(ROT1.as_ptr());
+    let rot2 = ld(ROT2.as_ptr());
+    // Bytes 0 and 1, as a vector (for ternary logic).
+    let m2 = _mm512_maskz_set1_epi8(3, -1);
+    // Q_{n-1}, Q_{n-2}, Q_{n-3} (before the call: positions -64..-1 and -128..-65).
+    let mut q1 = ld(st.b.as_ptr().add(64));
+    let mut q2 = ld(st.b.as_ptr());
+    // rot2(Q_{n-1}), rot2(Q_{n-2}), rot2(Q_{n-3}): blocks from 2 on need the last two (block
+    // 2 takes Q_0 and Q_{-1}, hence the start value of r1).
+    let mut r1 = _mm512_permutexvar_epi8(rot2, q1);
+    let mut r2 = zero();
+    let mut r3 = zero();
+    // S1(n): Q delayed by 65 bytes at block n = rot1(Q_{n-1}) with byte 0 from Q_{n-2}[63].
+    macro_rules! s1 {
+        ($qa:expr, $qb:expr) => {{
+            let a = _mm512_permutexvar_epi8(rot1, $qa);
+            let b = _mm512_permutexvar_epi8(rot1, $qb);
+            _mm512_mask_blend_epi8(1, a, b)
+        }};
+    }
+    let full = len / 64;
+    // b_{n-2}, written once block n's loads are done (the unaligned load of block n reads
+    // bytes of blocks n-2 and n-1 of `src`, which may be `dst`).
+    let mut pending = zero();
+    for n in 0..full {
+        // SAFETY: n < len / 64: the 64 bytes at 64n are inside both buffers; for n >= 2 the
+        // bytes 64n-65..64n-2 are too. Blocks n-2 and n-1 of `dst` are written only after
+        // these loads (pending, below), so reading `src == dst` is fine.
+        let c = ld(src.add(64 * n));
+        let q = if n >= 2 {
+            // Q_n = C_n ^ C delayed by 65 ^ Q delayed by 130 (from Q_{n-2}, Q_{n-3}); the
+            // loop-carried chain spans two vectors.
+            let cs = ld(src.add(64 * n - 65));
+            let e = _mm512_ternarylogic_epi64::<0x78>(c, r3, m2); // c ^ (r3 & m2)
+            let a = _mm512_xor_si512(e, cs);
+            _mm512_ternarylogic_epi64::<0xB4>(a, r2, m2) // a ^ (r2 & !m2)
+        } else {
+            _mm512_xor_si512(c, s1!(q1, q2))
+        };
+        if n >= 2 {
+            st_(dst.add(64 * (n - 2)), pending);
+        }
+        if n >= 1 {
+            // b_{n-1} = Q_{n-1} ^ S1(n) = Q_{n-1} ^ Q_n ^ C_n
+            pending = _mm512_ternarylogic_epi64::<0x96>(q1, q, c);
+        }
+        q2 = q1;
+        q1 = q;
+        r3 = r2;
+        r2 = r1;
+        r1 = _mm512_permutexvar_epi8(rot2, q);
+    }
+    let r = len % 64;
+    if r == 0 {
+        // SAFETY: full > 0 here (len > 0); blocks full-2 and full-1 are inside `dst`.
+        if full >= 2 {
+            st_(dst.add(64 * (full - 2)), pending);
+        }
+        st_(dst.add(64 * (full - 1)), _mm512_xor_si512(q1, s1!(q1, q2)));
+        st_(st.b.as_mut_ptr(), q2);
+        st_(st.b.as_mut_ptr().add(64), q1);
+        return;
+    }
+    let off = 64 * full;
+    let m = mask(r);
+    // SAFETY: masked load/store touch only bytes off..off + r < len; the full blocks before
+    // (if any) are inside `dst`.
+    let c = _mm512_maskz_loadu_epi8(m, src.add(off) as *const i8);
+    let q = _mm512_xor_si512(c, s1!(q1, q2));
+    if full >= 2 {
+        st_(dst.add(64 * (full - 2)), pending);
+    }
+    if full >= 1 {
+        st_(
+            dst.add(64 * (full - 1)),
+            _mm512_ternarylogic_epi64::<0x96>(q1, q, c),
+        );
+    }
+    _mm512_mask_storeu_epi8(dst.add(off) as *mut i8, m, _mm512_xor_si512(q, s1!(q, q1)));
+    st_(st.b.as_mut_ptr(), shift_in(q2, q1, r));
+    st_(st.b.as_mut_ptr().add(64), shift_in(q1, q, r));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fast::tests::bytes;
+
+    /// The two-step descrambler equals the one-step one for every length (the backend
+    /// only calls it from `TWO_STEP_MIN` bytes on), from random states, in place and out of
+    /// place, with the state carried into a second call.
+    #[test]
+    fn two_step_equals_one_step() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vbmi"))
+        {
+            eprintln!("no AVX-512 VBMI here: skipped");
+            return;
+        }
+        for len in (0..400).chain([1280, 4095, 4096, 4097, 9000]) {
+            let mut st0 = State { b: [0; 128] };
+            st0.b.copy_from_slice(&bytes(len as u64 + 1, 128));
+            let data = bytes(len as u64, len);
+            let more = bytes(len as u64 + 7, 1 + len % 200);
+            let (mut s1, mut s2) = (st0.clone(), st0.clone());
+            let mut want = vec![0u8; len];
+            let mut got = data.clone();
+            // SAFETY: the CPU features were checked above; buffers are `len` bytes long.
+            unsafe {
+                descramble(&mut s1, data.as_ptr(), want.as_mut_ptr(), len);
+                descramble_two_step(&mut s2, got.as_ptr(), got.as_mut_ptr(), len);
+            }
+            assert_eq!(got, want, "len {len}");
+            assert_eq!(s1.b[63..], s2.b[63..], "state after len {len}");
+            let (mut w2, mut g2) = (more.clone(), more.clone());
+            // SAFETY: as above.
+            unsafe {
+                descramble(&mut s1, w2.as_ptr(), w2.as_mut_ptr(), w2.len());
+                descramble_two_step(&mut s2, g2.as_ptr(), g2.as_mut_ptr(), g2.len());
+            }
+            assert_eq!(g2, w2, "second call after len {len}");
+        }
+    }
 }

@@ -39,7 +39,7 @@ fuzz:
 # transfer bench runs 9 repetitions of 10 s per variant and setting.
 bench: build
 	$(NENA) bench codec
-	$(NENA) bench policy
+	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
 
 clean:

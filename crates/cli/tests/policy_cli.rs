@@ -204,6 +204,7 @@ fn bench_policy_json() {
             "200",
             "--batches",
             "3",
+            "--no-check",
         ])
         .output()
         .unwrap();

@@ -13,6 +13,9 @@ pub struct Args {
     /// Print a JSON object (`results`: [{name, ns, ...}]).
     #[arg(long)]
     json: bool,
+    /// Report the targets but exit 0 even if one fails.
+    #[arg(long)]
+    no_check: bool,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -35,7 +38,7 @@ pub fn run(a: Args) -> CmdResult {
             "{}",
             serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
         );
-        return Ok(());
+        return check(&r, a.no_check);
     }
     println!("policy cost per packet, ns (median of {} batches x {} runs; links: marginal over the dispatcher)", r.batches, r.repeat);
     println!(
@@ -58,5 +61,23 @@ pub fn run(a: Args) -> CmdResult {
         "targets (<= 50 ns per link, <= 200 ns for chain-8): {}",
         if r.targets_met { "met" } else { "NOT met" }
     );
-    Ok(())
+    check(&r, a.no_check)
+}
+
+/// Exit status 1 when a target is missed (as the other benches), unless `--no-check`.
+fn check(r: &nena_policy::bench::BenchReport, no_check: bool) -> CmdResult {
+    if r.targets_met || no_check {
+        return Ok(());
+    }
+    let missed: Vec<&str> = r
+        .results
+        .iter()
+        .filter(|e| !nena_policy::bench::within_target(e))
+        .map(|e| e.name.as_str())
+        .collect();
+    Err(anyhow::anyhow!(
+        "target(s) not met: {} (use --no-check to report only)",
+        missed.join(", ")
+    )
+    .into())
 }

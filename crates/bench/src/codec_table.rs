@@ -9,6 +9,7 @@ use crate::harness::{self, HarnessConfig, Job, Stats};
 use crate::kato::{KatoSubject, KATO};
 use crate::subject::{MemcpySubject, Subject};
 use anyhow::{anyhow, bail, Context, Result};
+use nena_codec::AlignedBuf;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -273,8 +274,8 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
         name: &'static str,
         msg: Box<dyn Subject>,
         bulk: Box<dyn Subject>,
-        msg_buf: Vec<u8>,
-        bulk_buf: Vec<u8>,
+        msg_buf: AlignedBuf,
+        bulk_buf: AlignedBuf,
     }
     let mut live: Vec<Live> = Vec::new();
     let mut unavailable: Vec<(&'static str, String)> = Vec::new();
@@ -295,8 +296,8 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
             name,
             msg,
             bulk,
-            msg_buf: ciphers::test_bytes(0x1280, MSG_LEN),
-            bulk_buf: ciphers::test_bytes(0x100000, BULK_LEN),
+            msg_buf: AlignedBuf::from_slice(&ciphers::test_bytes(0x1280, MSG_LEN)),
+            bulk_buf: AlignedBuf::from_slice(&ciphers::test_bytes(0x100000, BULK_LEN)),
         });
     }
 

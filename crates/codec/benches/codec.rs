@@ -3,14 +3,16 @@
 //! `NENA_CODEC_BACKEND=avx2|portable-u64` measures a fallback backend of `fast`.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use nena_codec::{fast_backend, Descrambler, Impl, Scrambler};
+use nena_codec::{fast_backend, AlignedBuf, Descrambler, Impl, Scrambler};
 
 const KEY: [u8; 8] = *b"\x01\x23\x45\x67\x89\xab\xcd\xef";
 
-fn data(n: usize) -> Vec<u8> {
-    (0..n)
+/// `n` bytes of test data in a 64-byte aligned buffer (as the transport uses).
+fn data(n: usize) -> AlignedBuf {
+    let v: Vec<u8> = (0..n)
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect()
+        .collect();
+    AlignedBuf::from_slice(&v)
 }
 
 fn message(c: &mut Criterion) {
@@ -41,7 +43,7 @@ fn bulk(c: &mut Criterion) {
     let mut g = c.benchmark_group(format!("bulk1MiB/{}", fast_backend()));
     g.throughput(Throughput::Bytes(N as u64));
     let input = data(N);
-    let mut out = vec![0u8; N];
+    let mut out = AlignedBuf::new(N);
     let mut s = Scrambler::new(KEY);
     let mut d = Descrambler::new(KEY);
     g.bench_function("scramble", |b| {

@@ -4,7 +4,7 @@
 //! `cargo run --release -p nena-codec --example timing`
 //! (`NENA_CODEC_BACKEND=avx2|portable-u64` times a fallback).
 
-use nena_codec::{fast_backend, Descrambler, Impl, Scrambler};
+use nena_codec::{fast_backend, AlignedBuf, Descrambler, Impl, Scrambler};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -25,8 +25,9 @@ fn main() {
     println!("backend: {}", fast_backend());
     // Both implementations in alternating rounds, so that machine load hits both alike and
     // the ratio (the 30x target) is from the same moments.
-    let mut bufs: Vec<Vec<u8>> = (0..2)
-        .map(|_| (0..1280u32).map(|i| (i * 7) as u8).collect())
+    // 64-byte aligned buffers, as the transport and `nena bench codec` use
+    let mut bufs: Vec<AlignedBuf> = (0..2)
+        .map(|_| AlignedBuf::from_slice(&(0..1280u32).map(|i| (i * 7) as u8).collect::<Vec<_>>()))
         .collect();
     let imps = [Impl::Revised, Impl::Fast];
     let mut s: Vec<Scrambler> = imps.iter().map(|&i| Scrambler::with_impl(key, i)).collect();
@@ -63,7 +64,7 @@ fn main() {
         best[0][0] / best[1][0]
     );
     for len in [0usize, 1, 64, 640, 1280, 2560, 12800] {
-        let mut buf = vec![0x33u8; len];
+        let mut buf = AlignedBuf::from_slice(&vec![0x33u8; len]);
         let mut s = Scrambler::new(key);
         let mut d = Descrambler::new(key);
         let scr = best_ns(2000, 200, || s.scramble_in_place(black_box(&mut buf)));
@@ -71,8 +72,12 @@ fn main() {
         println!("fast {len:6} B: scramble {scr:8.1} ns  descramble {des:8.1} ns");
     }
     let n = 1 << 20;
-    let input: Vec<u8> = (0..n as u32).map(|i| ((i * 13) >> 3) as u8).collect();
-    let mut out = vec![0u8; n];
+    let input = AlignedBuf::from_slice(
+        &(0..n as u32)
+            .map(|i| ((i * 13) >> 3) as u8)
+            .collect::<Vec<_>>(),
+    );
+    let mut out = AlignedBuf::new(n);
     let mut s = Scrambler::new(key);
     let mut d = Descrambler::new(key);
     let scr = best_ns(5, 100, || s.scramble(black_box(&input), &mut out));

@@ -46,10 +46,13 @@
 //! into chunks (empty ones included) gives exactly the output of one call over the whole
 //! stream. Both work in place or into a separate buffer.
 
+mod buffer;
 mod fast;
 pub mod fuzzing;
 mod revised;
 mod straight;
+
+pub use buffer::{AlignedBuf, BUF_ALIGN};
 
 use std::fmt;
 use std::str::FromStr;

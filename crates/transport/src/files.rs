@@ -81,7 +81,7 @@ async fn recv_data<R: AsyncRead + Unpin>(
     size: u64,
     progress: Option<Progress<'_>>,
 ) -> Result<(bool, [u8; 32])> {
-    let mut buf = vec![0u8; BUF_LEN];
+    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
     let mut hasher = Sha256::new();
     let mut left = size;
     while left > 0 {
@@ -119,7 +119,7 @@ async fn send_data<W: AsyncWrite + Unpin>(
     size: u64,
     progress: Option<Progress<'_>>,
 ) -> Result<[u8; 32]> {
-    let mut buf = vec![0u8; BUF_LEN];
+    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
     let mut hasher = Sha256::new();
     let mut left = size;
     while left > 0 {
@@ -273,7 +273,7 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 /// SHA-256 of a file, hex.
 pub async fn sha256_file(path: &Path) -> Result<String> {
     let mut f = tokio::fs::File::open(path).await?;
-    let mut buf = vec![0u8; BUF_LEN];
+    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
     let mut h = Sha256::new();
     loop {
         let n = f.read(&mut buf).await?;

@@ -54,7 +54,7 @@ async fn send_half<W: AsyncWrite + Unpin>(
     counters: &Counters,
     start: Instant,
 ) -> Result<u64> {
-    let mut buf = vec![0u8; PERF_BUF];
+    let mut buf = nena_codec::AlignedBuf::new(PERF_BUF);
     let payload_max = PERF_BUF - 4;
     let mut off = 0usize;
     let mut total = 0u64;
@@ -100,7 +100,7 @@ async fn recv_half<R: AsyncRead + Unpin>(
     pattern: &[u8],
     counters: &Counters,
 ) -> Result<(u64, u64, bool)> {
-    let mut buf = vec![0u8; PERF_BUF];
+    let mut buf = nena_codec::AlignedBuf::new(PERF_BUF);
     let mut dec = ChunkDecoder::new();
     let mut check = PatternCheck::new(pattern);
     let mut total = 0u64;

@@ -29,7 +29,7 @@ async fn plain_to_secure<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut from: R,
     to: &mut SecureWriter<W>,
 ) -> std::io::Result<u64> {
-    let mut buf = vec![0u8; PROXY_BUF];
+    let mut buf = nena_codec::AlignedBuf::new(PROXY_BUF);
     let mut total = 0;
     loop {
         let n = from.read(&mut buf).await?;
@@ -47,7 +47,7 @@ async fn secure_to_plain<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     from: &mut SecureReader<R>,
     mut to: W,
 ) -> std::io::Result<u64> {
-    let mut buf = vec![0u8; PROXY_BUF];
+    let mut buf = nena_codec::AlignedBuf::new(PROXY_BUF);
     let mut total = 0;
     loop {
         let n = from.read(&mut buf).await?;

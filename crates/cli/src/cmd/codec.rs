@@ -74,7 +74,7 @@ fn filter(
     output: &mut impl Write,
     f: &mut dyn FnMut(&mut [u8]),
 ) -> CmdResult {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = nena_codec::AlignedBuf::new(CHUNK);
     loop {
         let n = match input.read(&mut buf) {
             Ok(0) => break,

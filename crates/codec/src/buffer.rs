@@ -11,7 +11,6 @@ use std::ops::{Deref, DerefMut};
 
 /// A zero-initialised, fixed-length byte buffer whose first byte is 64-byte aligned.
 /// It dereferences to `[u8]`.
-#[derive(Clone)]
 pub struct AlignedBuf {
     v: Vec<u8>,
     off: usize,
@@ -35,6 +34,14 @@ impl AlignedBuf {
         let mut b = AlignedBuf::new(data.len());
         b.copy_from_slice(data);
         b
+    }
+}
+
+impl Clone for AlignedBuf {
+    /// A copy in a new allocation, aligned in its own right (a derived clone would keep the
+    /// old offset).
+    fn clone(&self) -> Self {
+        AlignedBuf::from_slice(self)
     }
 }
 
@@ -74,6 +81,9 @@ mod tests {
             let c = AlignedBuf::from_slice(&data);
             assert_eq!(&c[..], &data[..]);
             assert_eq!(c.as_ptr() as usize % BUF_ALIGN, 0);
+            let d = c.clone();
+            assert_eq!(&d[..], &data[..]);
+            assert_eq!(d.as_ptr() as usize % BUF_ALIGN, 0);
         }
     }
 }

@@ -247,7 +247,14 @@ impl Policy {
             .hook(libbpf_rs::TC_EGRESS);
         // clsact may exist already (another tool's, or ours from an earlier attach); if
         // this call created it, that is recorded below, so that detach removes it again
-        let created_clsact = !crate::tc::has_clsact(idx)?;
+        // (if the query fails, the qdisc is treated as someone else's: detach leaves it)
+        let created_clsact = match crate::tc::has_clsact(idx) {
+            Ok(had) => !had,
+            Err(e) => {
+                log::warn!("could not list the qdiscs of {dev}: {e:#}; detach will leave clsact");
+                false
+            }
+        };
         let _ = hook.create();
         if let Err(e) = hook.attach() {
             let _ = Xdp::new(xdp.as_fd()).detach(idx as i32, XdpFlags::NONE);

@@ -140,13 +140,43 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn timed(bed: &TestBed, hook: Hook, f: &[u8], repeat: u32, batches: usize) -> Result<f64> {
+/// `batches` batch times of the dispatcher with no chain, after a warm-up batch.
+fn timed(bed: &mut TestBed, hook: Hook, f: &[u8], repeat: u32, batches: usize) -> Result<Vec<f64>> {
+    bed.clear_chain(hook)?;
     bed.run(hook, f, repeat.max(1))?; // warm up
-    let mut v = Vec::with_capacity(batches);
+    (0..batches)
+        .map(|_| Ok(bed.run(hook, f, repeat)?.ns))
+        .collect()
+}
+
+/// Paired batches: `chain`, then no chain, one after the other, `batches` times (drift and
+/// other tenants' load hit both halves alike). Every link of the chain must have run (the
+/// selectors all match the bench frame). Returns the median of the differences and the
+/// batch times without the chain.
+fn paired(
+    bed: &mut TestBed,
+    hook: Hook,
+    what: &str,
+    chain: &ChainSpec,
+    f: &[u8],
+    repeat: u32,
+    batches: usize,
+) -> Result<(f64, Vec<f64>)> {
+    let mut d = Vec::with_capacity(batches);
+    let mut without = Vec::with_capacity(batches);
     for _ in 0..batches {
-        v.push(bed.run(hook, f, repeat)?.ns);
+        bed.set_chain(hook, chain)?;
+        let with = bed.run(hook, f, repeat)?.ns;
+        anyhow::ensure!(
+            bed.stats(hook)?.iter().all(|s| s.runs > 0),
+            "{what}: a link did not run"
+        );
+        bed.clear_chain(hook)?;
+        let wo = bed.run(hook, f, repeat)?.ns;
+        d.push(with - wo);
+        without.push(wo);
     }
-    Ok(median(v))
+    Ok((median(d).max(0.0), without))
 }
 
 /// The frame an acting actor needs, for flow `i` (fresh state each time).
@@ -232,37 +262,27 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
         )?;
     }
     let hooks = [Hook::Ingress, Hook::Egress];
-    let mut base = [0.0; 2];
-    for (i, h) in hooks.iter().enumerate() {
-        bed.clear_chain(*h)?;
-        base[i] = timed(&bed, *h, &f, repeat, batches)?;
-    }
+    // every batch of the dispatcher alone: these, and the "without" half of each pair below
     let mut all_without: [Vec<f64>; 2] = [vec![], vec![]];
-    let mut results = vec![BenchEntry {
-        name: "dispatcher".into(),
-        ns: base[0],
-        ns_egress: base[1],
-        acting_ns: None,
-        acting_ns_egress: None,
-        links: None,
-    }];
+    for (i, h) in hooks.iter().enumerate() {
+        all_without[i] = timed(&mut bed, *h, &f, repeat, batches)?;
+    }
+    let mut results = vec![];
     for (name, _) in LINKS {
         progress(name);
         let mut ns = [0.0; 2];
         for (i, h) in hooks.iter().enumerate() {
-            // paired batches: the link's chain, then no chain, one after the other; the median
-            // of the differences (drift and other tenants' load hit both halves alike)
-            let ch = chain_of(*h, &[name])?;
-            let mut d = Vec::with_capacity(batches);
-            for _ in 0..batches {
-                bed.set_chain(*h, &ch)?;
-                let with = bed.run(*h, &f, repeat)?.ns;
-                bed.clear_chain(*h)?;
-                let without = bed.run(*h, &f, repeat)?.ns;
-                d.push(with - without);
-                all_without[i].push(without);
-            }
-            ns[i] = median(d).max(0.0);
+            let (d, wo) = paired(
+                &mut bed,
+                *h,
+                name,
+                &chain_of(*h, &[name])?,
+                &f,
+                repeat,
+                batches,
+            )?;
+            ns[i] = d;
+            all_without[i].extend(wo);
         }
         let changes = matches!(
             name,
@@ -289,26 +309,18 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
         progress(name);
         let mut ns = [0.0; 2];
         for (i, h) in hooks.iter().enumerate() {
-            // paired batches as for the links; the whole chain = the dispatcher's median
-            // + the median of the differences
-            let ch = chain_of(*h, &links)?;
-            let mut d = Vec::with_capacity(batches);
-            let mut wo = Vec::with_capacity(batches);
-            for _ in 0..batches {
-                bed.set_chain(*h, &ch)?;
-                let with = bed.run(*h, &f, repeat)?.ns;
-                // every link must have run: the selectors all match the frame
-                let runs = bed.stats(*h)?;
-                anyhow::ensure!(
-                    runs.iter().all(|s| s.runs > 0),
-                    "{name}: a link did not run"
-                );
-                bed.clear_chain(*h)?;
-                let without = bed.run(*h, &f, repeat)?.ns;
-                d.push(with - without);
-                wo.push(without);
-            }
-            ns[i] = median(wo.clone()) + median(d).max(0.0);
+            // the whole chain = the median of its pairs' dispatcher halves + the median of
+            // the differences
+            let (d, wo) = paired(
+                &mut bed,
+                *h,
+                name,
+                &chain_of(*h, &links)?,
+                &f,
+                repeat,
+                batches,
+            )?;
+            ns[i] = median(wo.clone()) + d;
             all_without[i].extend(wo);
         }
         results.push(BenchEntry {
@@ -320,16 +332,18 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
             links: Some(links.join(" ")),
         });
     }
-    // the dispatcher alone: all its batches (the first, and the "without" half of each pair)
-    for i in 0..2 {
-        all_without[i].push(base[i]);
-        let m = median(all_without[i].clone());
-        if i == 0 {
-            results[0].ns = m;
-        } else {
-            results[0].ns_egress = m;
-        }
-    }
+    let [wo_in, wo_eg] = all_without;
+    results.insert(
+        0,
+        BenchEntry {
+            name: "dispatcher".into(),
+            ns: median(wo_in),
+            ns_egress: median(wo_eg),
+            acting_ns: None,
+            acting_ns_egress: None,
+            links: None,
+        },
+    );
     let targets_met = results.iter().all(within_target);
     Ok(BenchReport {
         method: "BPF_PROG_TEST_RUN, median over batches of the kernel's mean time per run; links: chain minus dispatcher; chains: whole".into(),

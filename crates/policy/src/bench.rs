@@ -6,7 +6,9 @@
 //! mean time per run; the figure is the median over batches. The cost of a selector or
 //! actor is the time of a chain holding only that link minus the time of the dispatcher
 //! with no chain (so it includes the tail call, the chain lookup and the counters), measured
-//! in pairs of batches (with, without) and the median taken over the differences. Chains
+//! in pairs of batches (with, without) and the median taken over the differences. The pairs
+//! are taken in rounds (one pair of every figure per round), so each figure's batches are
+//! spread over the whole run rather than bunched into a second or two of it. Chains
 //! are reported whole, dispatcher included. With `repeat`, the kernel runs the same frame
 //! again and again, so an actor that changed it (set_backup, blk_subflow, add_subflow,
 //! rate_limit) is measured in its steady state (nothing left to do); their cost when they
@@ -140,43 +142,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// `batches` batch times of the dispatcher with no chain, after a warm-up batch.
-fn timed(bed: &mut TestBed, hook: Hook, f: &[u8], repeat: u32, batches: usize) -> Result<Vec<f64>> {
-    bed.clear_chain(hook)?;
-    bed.run(hook, f, repeat.max(1))?; // warm up
-    (0..batches)
-        .map(|_| Ok(bed.run(hook, f, repeat)?.ns))
-        .collect()
-}
-
-/// Paired batches: `chain`, then no chain, one after the other, `batches` times (drift and
-/// other tenants' load hit both halves alike). Every link of the chain must have run (the
-/// selectors all match the bench frame). Returns the median of the differences and the
-/// batch times without the chain.
-fn paired(
+/// One pair of batches: `chain`, then no chain, one right after the other (drift and other
+/// tenants' load hit both halves alike). Every link of the chain must have run (the
+/// selectors all match the bench frame). Returns (with - without, without).
+fn pair(
     bed: &mut TestBed,
     hook: Hook,
     what: &str,
     chain: &ChainSpec,
     f: &[u8],
     repeat: u32,
-    batches: usize,
-) -> Result<(f64, Vec<f64>)> {
-    let mut d = Vec::with_capacity(batches);
-    let mut without = Vec::with_capacity(batches);
-    for _ in 0..batches {
-        bed.set_chain(hook, chain)?;
-        let with = bed.run(hook, f, repeat)?.ns;
-        anyhow::ensure!(
-            bed.stats(hook)?.iter().all(|s| s.runs > 0),
-            "{what}: a link did not run"
-        );
-        bed.clear_chain(hook)?;
-        let wo = bed.run(hook, f, repeat)?.ns;
-        d.push(with - wo);
-        without.push(wo);
-    }
-    Ok((median(d).max(0.0), without))
+) -> Result<(f64, f64)> {
+    bed.set_chain(hook, chain)?;
+    let with = bed.run(hook, f, repeat)?.ns;
+    anyhow::ensure!(
+        bed.stats(hook)?.iter().all(|s| s.runs > 0),
+        "{what}: a link did not run"
+    );
+    bed.clear_chain(hook)?;
+    let without = bed.run(hook, f, repeat)?.ns;
+    Ok((with - without, without))
 }
 
 /// The frame an acting actor needs, for flow `i` (fresh state each time).
@@ -262,33 +247,58 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
         )?;
     }
     let hooks = [Hook::Ingress, Hook::Egress];
-    // every batch of the dispatcher alone: these, and the "without" half of each pair below
-    let mut all_without: [Vec<f64>; 2] = [vec![], vec![]];
-    for (i, h) in hooks.iter().enumerate() {
-        all_without[i] = timed(&mut bed, *h, &f, repeat, batches)?;
+    // The figures: each selector and actor alone, then the chains.
+    let figures: Vec<(&str, Vec<&str>)> = LINKS
+        .iter()
+        .map(|(n, _)| (*n, vec![*n]))
+        .chain(chains())
+        .collect();
+    let specs = figures
+        .iter()
+        .map(|(_, links)| Ok([chain_of(hooks[0], links)?, chain_of(hooks[1], links)?]))
+        .collect::<Result<Vec<_>>>()?;
+    for h in hooks {
+        bed.clear_chain(h)?;
+        bed.run(h, &f, repeat)?; // warm up
+    }
+    // Rounds: one pair of batches of every figure at both hooks per round, so that the
+    // batches of each figure are spread over the whole run. The host's slow spells last
+    // seconds; taken back to back, all batches of a figure could fall into one of them.
+    // diffs[figure][hook], and every batch of the dispatcher alone (the "without" halves)
+    let mut diffs = vec![[vec![], vec![]]; figures.len()];
+    let mut without = vec![[vec![], vec![]]; figures.len()];
+    for round in 0..batches {
+        progress(&format!("round {}/{batches}", round + 1));
+        for (k, (name, _)) in figures.iter().enumerate() {
+            for (i, h) in hooks.iter().enumerate() {
+                let (d, wo) = pair(&mut bed, *h, name, &specs[k][i], &f, repeat)?;
+                diffs[k][i].push(d);
+                without[k][i].push(wo);
+            }
+        }
     }
     let mut results = vec![];
-    for (name, _) in LINKS {
-        progress(name);
+    let mut all_without: [Vec<f64>; 2] = [vec![], vec![]];
+    for (k, (name, links)) in figures.iter().enumerate() {
+        let is_chain = name.starts_with("chain-");
         let mut ns = [0.0; 2];
-        for (i, h) in hooks.iter().enumerate() {
-            let (d, wo) = paired(
-                &mut bed,
-                *h,
-                name,
-                &chain_of(*h, &[name])?,
-                &f,
-                repeat,
-                batches,
-            )?;
-            ns[i] = d;
-            all_without[i].extend(wo);
+        for i in 0..2 {
+            let d = median(diffs[k][i].clone()).max(0.0);
+            // a link: its marginal cost; a chain: whole (its pairs' dispatcher halves plus
+            // the differences)
+            ns[i] = if is_chain {
+                median(without[k][i].clone()) + d
+            } else {
+                d
+            };
+            all_without[i].extend(&without[k][i]);
         }
         let changes = matches!(
-            name,
+            *name,
             "rate_limit" | "set_backup" | "blk_subflow" | "add_subflow"
         );
         let (a_in, a_eg) = if changes {
+            progress(&format!("{name} acting"));
             (
                 Some(acting(&mut bed, Hook::Ingress, name, 101)?),
                 Some(acting(&mut bed, Hook::Egress, name, 101)?),
@@ -297,39 +307,12 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
             (None, None)
         };
         results.push(BenchEntry {
-            name: name.into(),
+            name: name.to_string(),
             ns: ns[0],
             ns_egress: ns[1],
             acting_ns: a_in,
             acting_ns_egress: a_eg,
-            links: None,
-        });
-    }
-    for (name, links) in chains() {
-        progress(name);
-        let mut ns = [0.0; 2];
-        for (i, h) in hooks.iter().enumerate() {
-            // the whole chain = the median of its pairs' dispatcher halves + the median of
-            // the differences
-            let (d, wo) = paired(
-                &mut bed,
-                *h,
-                name,
-                &chain_of(*h, &links)?,
-                &f,
-                repeat,
-                batches,
-            )?;
-            ns[i] = median(wo.clone()) + d;
-            all_without[i].extend(wo);
-        }
-        results.push(BenchEntry {
-            name: name.into(),
-            ns: ns[0],
-            ns_egress: ns[1],
-            acting_ns: None,
-            acting_ns_egress: None,
-            links: Some(links.join(" ")),
+            links: is_chain.then(|| links.join(" ")),
         });
     }
     let [wo_in, wo_eg] = all_without;

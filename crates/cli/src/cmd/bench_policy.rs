@@ -27,11 +27,11 @@ pub fn run(a: Args) -> CmdResult {
     let quiet = a.json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let r = nena_policy::bench::run(a.repeat, a.batches, |n| {
         if !quiet {
-            eprint!("\rmeasuring {n:<12}");
+            eprint!("\rmeasuring: {n:<20}");
         }
     })?;
     if !quiet {
-        eprintln!("\r{:<24}", "");
+        eprintln!("\r{:<32}", "");
     }
     if a.json {
         println!(

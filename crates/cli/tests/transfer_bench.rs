@@ -30,6 +30,8 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A fifth of each 1 s run is left out of its goodput by default.
+    assert_eq!(r["omitted_seconds"], 0.2);
     let settings = r["settings"].as_array().unwrap();
     assert_eq!(settings.len(), 2);
     let mut medians = Vec::new();

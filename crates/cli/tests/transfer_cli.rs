@@ -113,6 +113,24 @@ fn bad_arguments_are_usage_errors() {
         ),
         (&["bench", "transfer", "--reps", "0"], "--reps"),
         (
+            &["bench", "transfer", "--time", "3", "--omit", "3"],
+            "--omit",
+        ),
+        (
+            &[
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--time",
+                "2",
+                "--omit",
+                "2",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "--omit",
+        ),
+        (
             &["bench", "transfer", "--setting", "wifi"],
             "unknown setting",
         ),

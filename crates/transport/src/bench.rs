@@ -39,6 +39,9 @@ pub struct BenchOptions {
     /// Per run: this many bytes (for every setting), or else `time`.
     pub bytes: Option<u64>,
     pub time: Duration,
+    /// Time runs: leave this first part of every run (slow start, the first losses at the
+    /// rate limits) out of its goodput. Not used with `bytes`.
+    pub omit: Option<Duration>,
     /// Server to client (the direction of the papers' file transfer) instead of client to server.
     pub reverse: bool,
     /// kato must reach this fraction of plain MPTCP's median goodput.
@@ -119,6 +122,8 @@ pub struct BenchReport {
     pub reps: usize,
     pub bytes: Option<u64>,
     pub seconds_per_run: Option<f64>,
+    /// Seconds at the start of each time run left out of its goodput.
+    pub omitted_seconds: Option<f64>,
     pub direction: &'static str,
     pub target_ratio: f64,
     pub settings: Vec<SettingResult>,
@@ -307,7 +312,12 @@ fn run_perf(
     args.extend(extra.iter().map(|s| s.to_string()));
     match opts.bytes {
         Some(b) => args.extend(["--bytes".into(), b.to_string()]),
-        None => args.extend(["--time".into(), format!("{}", opts.time.as_secs_f64())]),
+        None => {
+            args.extend(["--time".into(), format!("{}", opts.time.as_secs_f64())]);
+            if let Some(o) = opts.omit {
+                args.extend(["--omit".into(), format!("{}", o.as_secs_f64())]);
+            }
+        }
     }
     if opts.reverse {
         args.push("--reverse".into());
@@ -338,6 +348,11 @@ fn run_perf(
     let seconds = v["seconds"]
         .as_f64()
         .ok_or_else(|| anyhow!("perf JSON without seconds"))?;
+    // the goodput perf reports (after the omitted warm-up, if any)
+    let mbit_key = format!("mbit_s_{key}");
+    let mbit_s = v[&mbit_key]
+        .as_f64()
+        .ok_or_else(|| anyhow!("perf JSON without {mbit_key}"))?;
     let multipath = v["paths"]["multipath"].as_bool().unwrap_or(false);
     let subflow_bytes = v["paths"]["subflows"]
         .as_array()
@@ -355,7 +370,7 @@ fn run_perf(
     Ok(Run {
         variant,
         rep,
-        mbit_s: bytes as f64 * 8.0 / seconds / 1e6,
+        mbit_s,
         bytes,
         seconds,
         multipath,
@@ -437,6 +452,10 @@ pub fn run_on(
         reps: opts.reps,
         bytes: opts.bytes,
         seconds_per_run: opts.bytes.is_none().then_some(opts.time.as_secs_f64()),
+        omitted_seconds: opts
+            .omit
+            .filter(|_| opts.bytes.is_none())
+            .map(|o| o.as_secs_f64()),
         direction: if opts.reverse {
             "server to client"
         } else {
@@ -496,7 +515,10 @@ pub fn table(r: &BenchReport) -> String {
     let mut s = String::new();
     let what = match (r.bytes, r.seconds_per_run) {
         (Some(b), _) => format!("{b} bytes per run"),
-        (None, Some(t)) => format!("{t} s per run"),
+        (None, Some(t)) => match r.omitted_seconds {
+            Some(o) => format!("{t} s per run (goodput after the first {o} s)"),
+            None => format!("{t} s per run"),
+        },
         _ => String::new(),
     };
     s += &format!(

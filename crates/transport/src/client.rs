@@ -250,6 +250,8 @@ pub struct PerfParams {
     pub time: Duration,
     /// Interval reports (None: none).
     pub interval: Option<Duration>,
+    /// Leave the first seconds (slow start) out of the goodput (None: measure all).
+    pub omit: Option<Duration>,
 }
 
 /// One interval line of `nena perf`.
@@ -297,9 +299,13 @@ pub struct PerfReport {
     pub sent: u64,
     pub received: u64,
     pub seconds: f64,
-    /// Goodput of the direction(s) that carried data, payload bytes only.
+    /// Goodput of the direction(s) that carried data, payload bytes only; with `--omit`,
+    /// of what moved after `omitted` (the bytes and seconds above are the whole run's).
     pub mbit_s_sent: f64,
     pub mbit_s_received: f64,
+    /// Where the goodput's measurement began, with `--omit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<perf::Mark>,
     /// Every byte matched the pattern and the peer confirmed the count.
     pub verified: bool,
     pub setup_ms: f64,
@@ -310,13 +316,16 @@ pub struct PerfReport {
 impl PerfReport {
     pub fn line(&self) -> String {
         format!(
-            "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s, all bytes verified; {}",
+            "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s{}, all bytes verified; {}",
             self.mode,
             human(self.sent),
             self.mbit_s_sent,
             human(self.received),
             self.mbit_s_received,
             self.seconds,
+            self.omitted
+                .map(|m| format!(" (goodput after the first {:.2}s)", m.t))
+                .unwrap_or_default(),
             self.paths.describe()
         )
     }
@@ -359,39 +368,72 @@ pub async fn perf(
     let mut intervals = Vec::new();
     let gate = &c.gate;
     let (reader, writer) = (&mut c.reader, &mut c.writer);
-    let outcome = perf::with_intervals(
-        perf::run(reader, writer, limit, &counters),
+    let (outcome, mark) = perf::with_mark(
+        perf::with_intervals(
+            perf::run(reader, writer, limit, &counters),
+            &counters,
+            p.interval,
+            |s| {
+                let subflows = gate
+                    .classified()
+                    .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
+                    .unwrap_or_default();
+                let r = IntervalReport {
+                    sample: s,
+                    mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+                    mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+                    subflows,
+                };
+                on_interval(&r);
+                intervals.push(r);
+            },
+        ),
         &counters,
-        p.interval,
-        |s| {
-            let subflows = gate
-                .classified()
-                .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
-                .unwrap_or_default();
-            let r = IntervalReport {
-                sample: s,
-                mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
-                mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
-                subflows,
-            };
-            on_interval(&r);
-            intervals.push(r);
-        },
+        p.omit,
+        || unacked(gate.fd()),
     )
-    .await?;
-    let secs = outcome.seconds.max(1e-9);
+    .await;
+    let outcome = outcome?;
+    if p.omit.is_some() && mark.is_none() {
+        bail!(
+            "the run ended before the omitted warm-up was over: make --omit shorter than the run"
+        );
+    }
     Ok(PerfReport {
         mode: mode_name(&c),
         sent: outcome.sent,
         received: outcome.received,
         seconds: outcome.seconds,
-        mbit_s_sent: outcome.sent as f64 * 8.0 / secs / 1e6,
-        mbit_s_received: outcome.received as f64 * 8.0 / secs / 1e6,
+        mbit_s_sent: perf::goodput(
+            outcome.sent,
+            outcome.seconds,
+            mark.map(|m| (m.t, m.sent_acked)),
+        ),
+        mbit_s_received: perf::goodput(
+            outcome.received,
+            outcome.seconds,
+            mark.map(|m| (m.t, m.received)),
+        ),
+        omitted: mark,
         verified: true,
         setup_ms: c.setup.as_secs_f64() * 1e3,
         intervals,
         paths: Paths::of(&c),
     })
+}
+
+/// Bytes written to a socket and not yet acknowledged by the peer (`SIOCOUTQ`; for an
+/// MPTCP socket, at the connection level). 0 if it cannot be read.
+fn unacked(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int through the pointer it is given.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    if rc < 0 {
+        0
+    } else {
+        n.max(0) as u64
+    }
 }
 
 /// Like [`block_on`], but Ctrl-C cancels the future (so its temporary files are removed)

@@ -215,6 +215,56 @@ pub async fn with_intervals<T>(
     }
 }
 
+/// Where the measurement starts when the first seconds of a run are omitted (the warm-up:
+/// slow start, the first losses at a bottleneck), as iperf3's `--omit` does.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Mark {
+    /// Seconds since the start.
+    pub t: f64,
+    /// Bytes sent by then that the peer had acknowledged (sent minus what was still queued
+    /// in the socket unacknowledged).
+    pub sent_acked: u64,
+    /// Bytes received by then.
+    pub received: u64,
+}
+
+/// Drive `fut`; `at` after the start, take a [`Mark`] from the counters, with `unacked()`
+/// giving the bytes written but not yet acknowledged at that moment. The mark is `None`
+/// when `fut` ends before `at` (or `at` is `None`).
+pub async fn with_mark<T>(
+    fut: impl std::future::Future<Output = T>,
+    counters: &Counters,
+    at: Option<Duration>,
+    unacked: impl FnOnce() -> u64,
+) -> (T, Option<Mark>) {
+    let Some(at) = at else {
+        return (fut.await, None);
+    };
+    tokio::pin!(fut);
+    let start = Instant::now();
+    tokio::select! {
+        out = &mut fut => return (out, None),
+        _ = tokio::time::sleep(at) => {}
+    }
+    let sent = counters.sent.load(Ordering::Relaxed);
+    let mark = Mark {
+        t: start.elapsed().as_secs_f64(),
+        sent_acked: sent.saturating_sub(unacked()),
+        received: counters.received.load(Ordering::Relaxed),
+    };
+    (fut.await, Some(mark))
+}
+
+/// Goodput in Mbit/s of `bytes` moved in `seconds`, or, given a mark `(t, bytes by then)` of
+/// this direction, of what moved after it.
+pub fn goodput(bytes: u64, seconds: f64, mark: Option<(f64, u64)>) -> f64 {
+    let (b, s) = match mark {
+        Some((t, at)) => (bytes.saturating_sub(at), seconds - t),
+        None => (bytes, seconds),
+    };
+    b as f64 * 8.0 / s.max(1e-9) / 1e6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +285,34 @@ mod tests {
             bw.write_all(&mut bad.to_vec()).await.unwrap();
         }
         tokio::join!(run(&mut ar, &mut aw, a, &ca), run(&mut br, &mut bw, b, &cb))
+    }
+
+    #[tokio::test]
+    async fn mark_after_the_warm_up() {
+        let c = Counters::default();
+        let (x, m) = with_mark(
+            async {
+                c.sent.store(1000, Ordering::Relaxed);
+                c.received.store(7, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                c.sent.store(5000, Ordering::Relaxed);
+                42
+            },
+            &c,
+            Some(Duration::from_millis(20)),
+            || 300,
+        )
+        .await;
+        assert_eq!(x, 42);
+        let m = m.expect("a mark");
+        assert_eq!((m.sent_acked, m.received), (700, 7));
+        assert!(m.t >= 0.02 && m.t < 0.06, "{}", m.t);
+        // A run shorter than the warm-up has no mark.
+        let (_, none) = with_mark(async {}, &c, Some(Duration::from_secs(5)), || 0).await;
+        assert!(none.is_none());
+        // Goodput over the whole run, and over what followed the mark.
+        assert_eq!(goodput(1_000_000, 8.0, None), 1.0);
+        assert_eq!(goodput(1_250_000, 10.0, Some((2.0, 250_000))), 1.0);
     }
 
     #[tokio::test]

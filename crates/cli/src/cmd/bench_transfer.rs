@@ -16,6 +16,10 @@ pub struct Args {
     /// Seconds per run (default 10, or 3 with --quick).
     #[arg(long)]
     pub time: Option<f64>,
+    /// Seconds at the start of each run left out of its goodput (slow start and the first
+    /// losses at the rate limits, as iperf3 -O; default a fifth of the run, at most 2; 0: none).
+    #[arg(long, conflicts_with = "bytes")]
+    pub omit: Option<f64>,
     /// Fewer and shorter runs (3 repetitions of 3 s) for a quick look, not for records.
     #[arg(long)]
     pub quick: bool,
@@ -74,12 +78,22 @@ pub fn run(a: Args) -> CmdResult {
         None if a.quick => 3.0,
         None => 10.0,
     };
+    let omit = match a.omit {
+        Some(o) if (0.0..time).contains(&o) => o,
+        Some(_) => {
+            return Err(Exit::usage(anyhow!(
+                "--omit must be in [0, --time) seconds"
+            )))
+        }
+        None => (time / 5.0).min(2.0),
+    };
     let nena = std::env::current_exe()
         .map_err(|e| Exit::from(anyhow!("cannot find the nena binary: {e}")))?;
     let opts = BenchOptions {
         reps: if a.quick && a.reps == 5 { 3 } else { a.reps },
         bytes: a.bytes,
         time: Duration::from_secs_f64(time),
+        omit: (omit > 0.0).then(|| Duration::from_secs_f64(omit)),
         reverse: a.reverse,
         target: a.target,
         settings: pick_settings(&a.settings)?,

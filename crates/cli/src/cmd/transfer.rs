@@ -226,6 +226,9 @@ pub struct PerfArgs {
     /// Seconds between interval reports (0: none).
     #[arg(long, default_value = "1")]
     pub interval: f64,
+    /// Leave the first seconds (slow start) out of the goodput, as iperf3 -O does.
+    #[arg(long, value_parser = parse_secs)]
+    pub omit: Option<Duration>,
     /// Benchmark baseline: plain MPTCP without nena (the server must run `serve --raw`).
     #[arg(long)]
     pub raw: bool,
@@ -395,7 +398,13 @@ pub fn perf(a: PerfArgs) -> CmdResult {
         bytes: a.bytes,
         time: a.time.unwrap_or(Duration::from_secs(10)),
         interval: (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval)),
+        omit: a.omit,
     };
+    if let (Some(o), None) = (a.omit, a.bytes) {
+        if o >= params.time {
+            return Err(Exit::usage(anyhow!("--omit must be shorter than --time")));
+        }
+    }
     let opts = a.common.options(a.to, a.raw);
     let json = a.common.json;
     let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {

@@ -12,24 +12,22 @@ fn nena(args: &[&str]) -> Output {
         .expect("run nena")
 }
 
-struct TempDir(PathBuf);
+/// A scratch directory (tempfile), removed on drop.
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("nena-eavesdrop-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("nena-eavesdrop-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
     fn file(&self, name: &str, data: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
+        let p = self.0.path().join(name);
         std::fs::write(&p, data).unwrap();
         p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

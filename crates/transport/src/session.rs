@@ -75,33 +75,18 @@ mod tests {
     use crate::files::{client_get, client_put};
     use crate::handshake::secure_pair;
     use crate::stream::{SecureReader, SecureWriter};
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 
     type R = SecureReader<ReadHalf<DuplexStream>>;
     type W = SecureWriter<WriteHalf<DuplexStream>>;
 
-    /// A scratch directory removed on drop.
-    struct Tmp(PathBuf);
-
-    impl std::ops::Deref for Tmp {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Tmp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tmpdir(tag: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("nena-transport-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
+    /// A scratch directory, removed when the guard is dropped.
+    fn tmpdir(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("nena-transport-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 
     /// A client session and a server task serving one request over it.
@@ -135,14 +120,16 @@ mod tests {
 
     #[tokio::test]
     async fn put_then_get_roundtrip_sizes() {
-        let srv = tmpdir("srv");
-        let cli = tmpdir("cli");
+        let srv_dir = tmpdir("srv");
+        let srv = srv_dir.path();
+        let cli_dir = tmpdir("cli");
+        let cli = cli_dir.path();
         for size in [0usize, 1, 63, 64, 65, 300_001] {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
             let src = cli.join(format!("src{size}"));
             std::fs::write(&src, &data).unwrap();
             let name = format!("f{size}");
-            let (mut r, mut w, server) = connect(&srv, false);
+            let (mut r, mut w, server) = connect(srv, false);
             let out = client_put(&mut r, &mut w, &src, &name, None, |_| {})
                 .await
                 .unwrap();
@@ -151,7 +138,7 @@ mod tests {
             assert_eq!(std::fs::read(srv.join(&name)).unwrap(), data);
 
             let dest = cli.join(format!("back{size}"));
-            let (mut r, mut w, server) = connect(&srv, false);
+            let (mut r, mut w, server) = connect(srv, false);
             let got = client_get(&mut r, &mut w, &name, &dest, false, None, |_| {})
                 .await
                 .unwrap();
@@ -160,13 +147,14 @@ mod tests {
             assert_eq!(std::fs::read(&dest).unwrap(), data);
         }
         // No temporary file is left behind.
-        assert!(entries(&srv).iter().all(|n| !n.starts_with('.')));
-        assert!(entries(&cli).iter().all(|n| !n.starts_with('.')));
+        assert!(entries(srv).iter().all(|n| !n.starts_with('.')));
+        assert!(entries(cli).iter().all(|n| !n.starts_with('.')));
     }
 
     #[tokio::test]
     async fn hostile_names_are_refused_by_the_server() {
-        let srv = tmpdir("hostile");
+        let srv_dir = tmpdir("hostile");
+        let srv = srv_dir.path();
         for name in [
             "../escape",
             "/etc/passwd",
@@ -177,7 +165,7 @@ mod tests {
             "",
             "\x1b[31m",
         ] {
-            let (mut r, mut w, server) = connect(&srv, false);
+            let (mut r, mut w, server) = connect(srv, false);
             // Bypass the client's own check: write the request by hand.
             w.write_msg(
                 Request::Put {
@@ -192,7 +180,7 @@ mod tests {
             assert_eq!(reply.status, Status::BadName, "{name:?}");
             let err = server.await.unwrap().unwrap_err();
             assert!(err.to_string().contains("refused file name"), "{err}");
-            let (mut r, mut w, server) = connect(&srv, false);
+            let (mut r, mut w, server) = connect(srv, false);
             w.write_msg(Request::Get { name: name.into() }.encode())
                 .await
                 .unwrap();
@@ -203,17 +191,19 @@ mod tests {
             );
             assert!(server.await.unwrap().is_err());
         }
-        assert!(entries(&srv).is_empty());
+        assert!(entries(srv).is_empty());
         assert!(!srv.parent().unwrap().join("escape").exists());
     }
 
     #[tokio::test]
     async fn no_overwrite_unless_asked() {
-        let srv = tmpdir("ow");
-        let cli = tmpdir("owc");
+        let srv_dir = tmpdir("ow");
+        let srv = srv_dir.path();
+        let cli_dir = tmpdir("owc");
+        let cli = cli_dir.path();
         std::fs::write(srv.join("keep"), b"old").unwrap();
         std::fs::write(cli.join("new"), b"new contents").unwrap();
-        let (mut r, mut w, server) = connect(&srv, false);
+        let (mut r, mut w, server) = connect(srv, false);
         let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
             .await
             .unwrap_err();
@@ -221,7 +211,7 @@ mod tests {
         assert!(server.await.unwrap().is_err());
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"old");
 
-        let (mut r, mut w, server) = connect(&srv, true);
+        let (mut r, mut w, server) = connect(srv, true);
         client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
             .await
             .unwrap();
@@ -231,9 +221,10 @@ mod tests {
 
     #[tokio::test]
     async fn corrupt_or_truncated_upload_leaves_nothing() {
-        let srv = tmpdir("corrupt");
+        let srv_dir = tmpdir("corrupt");
+        let srv = srv_dir.path();
         // Wrong trailer.
-        let (mut r, mut w, server) = connect(&srv, false);
+        let (mut r, mut w, server) = connect(srv, false);
         w.write_msg(
             Request::Put {
                 name: "x".into(),
@@ -251,7 +242,7 @@ mod tests {
         assert_eq!(fin.status, Status::Corrupt);
         assert!(server.await.unwrap().is_err());
         // Connection dropped in the middle.
-        let (mut r, mut w, server) = connect(&srv, false);
+        let (mut r, mut w, server) = connect(srv, false);
         w.write_msg(
             Request::Put {
                 name: "y".into(),
@@ -269,14 +260,16 @@ mod tests {
             format!("{err:#}").contains("closed after 10 of 1000"),
             "{err:#}"
         );
-        assert!(entries(&srv).is_empty(), "{:?}", entries(&srv));
+        assert!(entries(srv).is_empty(), "{:?}", entries(srv));
     }
 
     #[tokio::test]
     async fn get_missing_and_garbage_request() {
-        let srv = tmpdir("missing");
-        let cli = tmpdir("missingc");
-        let (mut r, mut w, server) = connect(&srv, false);
+        let srv_dir = tmpdir("missing");
+        let srv = srv_dir.path();
+        let cli_dir = tmpdir("missingc");
+        let cli = cli_dir.path();
+        let (mut r, mut w, server) = connect(srv, false);
         let err = client_get(
             &mut r,
             &mut w,
@@ -292,7 +285,7 @@ mod tests {
         assert!(server.await.unwrap().is_err());
         assert!(!cli.join("nope").exists());
 
-        let (_r, mut w, server) = connect(&srv, false);
+        let (_r, mut w, server) = connect(srv, false);
         w.write_msg(b"HELO garbage".to_vec()).await.unwrap();
         let err = server.await.unwrap().unwrap_err();
         assert!(

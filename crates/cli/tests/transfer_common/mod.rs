@@ -25,27 +25,23 @@ pub fn lab_with(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
     LabGuard::up(&cfg).expect("lab up")
 }
 
-/// A scratch directory removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A scratch directory (tempfile), removed on drop; its name says which test made it.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("nena-t-{tag}-{}", unique_prefix()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("nena-t-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
     pub fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(p)
     }
 }
 

@@ -224,13 +224,9 @@ pub fn within_target(r: &BenchEntry) -> bool {
     }
 }
 
-/// Run the benchmark: `repeat` runs per batch, `batches` batches per figure.
-pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Result<BenchReport> {
-    let batches = batches.max(1);
-    let mut bed = TestBed::new()?;
-    let f = frame(40000).build();
-    // the handshake of the bench flow goes through the dispatcher, which settles its window
-    // scale (as on a real connection seen from its start)
+/// The handshake of the bench flow through the dispatcher of both hooks, which settles its
+/// window scale (as on a real connection seen from its start).
+fn handshake(bed: &mut TestBed) -> Result<()> {
     for h in [Hook::Ingress, Hook::Egress] {
         bed.clear_chain(h)?;
         let syn = Tcp::new("198.18.100.1", "198.18.100.2", 40000, 5201)
@@ -246,6 +242,15 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
             1,
         )?;
     }
+    Ok(())
+}
+
+/// Run the benchmark: `repeat` runs per batch, `batches` batches per figure.
+pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Result<BenchReport> {
+    let batches = batches.max(1);
+    let mut bed = TestBed::new()?;
+    let f = frame(40000).build();
+    handshake(&mut bed)?;
     let hooks = [Hook::Ingress, Hook::Egress];
     // The figures: each selector and actor alone, then the chains.
     let figures: Vec<(&str, Vec<&str>)> = LINKS
@@ -335,4 +340,40 @@ pub fn run(repeat: u32, batches: usize, mut progress: impl FnMut(&str)) -> Resul
         results,
         targets_met,
     })
+}
+
+/// Two builds of the programs side by side: `pairs` pairs of batches of the chain `links` on
+/// `hook`, one batch on each bed, alternating, on the bench frame. Returns the medians of `a`
+/// and `b` and the median of the per-pair ratios b / a, which the host's slow spells
+/// (they last seconds; a pair takes milliseconds) leave alone far better than either median.
+pub fn compare(
+    a: &mut TestBed,
+    b: &mut TestBed,
+    hook: Hook,
+    links: &[&str],
+    pairs: usize,
+    repeat: u32,
+) -> Result<(f64, f64, f64)> {
+    let f = frame(40000).build();
+    let spec = chain_of(hook, links)?;
+    for bed in [&mut *a, &mut *b] {
+        handshake(bed)?;
+        bed.set_chain(hook, &spec)?;
+        bed.run(hook, &f, repeat)?; // warm up
+    }
+    let (mut ta, mut tb, mut r) = (vec![], vec![], vec![]);
+    for i in 0..pairs.max(1) {
+        // each side goes first in every other pair
+        let (x, y) = if i % 2 == 0 {
+            let x = a.run(hook, &f, repeat)?.ns;
+            (x, b.run(hook, &f, repeat)?.ns)
+        } else {
+            let y = b.run(hook, &f, repeat)?.ns;
+            (a.run(hook, &f, repeat)?.ns, y)
+        };
+        ta.push(x);
+        tb.push(y);
+        r.push(y / x);
+    }
+    Ok((median(ta), median(tb), median(r)))
 }

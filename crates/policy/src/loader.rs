@@ -119,11 +119,13 @@ pub fn ifname(index: u32) -> String {
 /// Open and load the object. With `pins`, maps already pinned there are reused and the
 /// others pinned there after loading. The jump tables are filled either way.
 fn load_object(pins: Option<&Path>) -> Result<Object> {
+    load_object_bytes(crate::BPF_OBJECT, pins)
+}
+
+fn load_object_bytes(bytes: &[u8], pins: Option<&Path>) -> Result<Object> {
     let mut b = ObjectBuilder::default();
     b.name("nena").context("naming the BPF object")?;
-    let mut open = b
-        .open_memory(crate::BPF_OBJECT)
-        .context("opening the BPF object")?;
+    let mut open = b.open_memory(bytes).context("opening the BPF object")?;
     if let Some(dir) = pins {
         for mut m in open.maps_mut() {
             let p = dir.join(pin_name(&m.name().to_string_lossy()));
@@ -764,6 +766,15 @@ impl TestBed {
     pub fn new() -> Result<TestBed> {
         Ok(TestBed {
             obj: load_object(None)?,
+            next_slot: 0,
+        })
+    }
+
+    /// A bed with another build of the programs (an object file of `bpf/`, as build.rs
+    /// makes it): for comparing two builds side by side (`examples/ab.rs`).
+    pub fn with_object(bytes: &[u8]) -> Result<TestBed> {
+        Ok(TestBed {
+            obj: load_object_bytes(bytes, None)?,
             next_slot: 0,
         })
     }

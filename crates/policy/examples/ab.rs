@@ -2,7 +2,10 @@
 //! host's noise in two separate bench runs:
 //! `cargo run --release -p nena-policy --example ab -- OLD.bpf.o [ingress|egress] LINK...`
 //! (OLD.bpf.o: a copy of `target/release/build/nena-policy-*/out/nena.bpf.o` from before the
-//! change; the other side is this build). Prints both medians and the median ratio new/old.
+//! change; the other side is this build). Prints the median ratio new/old twice, with the
+//! builds loaded in either order (where a build's maps and code land in memory shifts a
+//! comparison by a few percent), their geometric mean, and a control: the old build against a
+//! second copy of itself, which shows how large that placement effect was in this run.
 use nena_policy::{bench, Hook, TestBed};
 
 fn main() -> anyhow::Result<()> {
@@ -15,26 +18,30 @@ fn main() -> anyhow::Result<()> {
         Some("ingress") => (Hook::Ingress, &rest[1..]),
         _ => (Hook::Ingress, rest),
     };
+    // default: the bench's chain of 8
     let links: Vec<&str> = if links.is_empty() {
-        vec![
-            "src",
-            "dst",
-            "subflow",
-            "packet_type",
-            "rate_limit",
-            "get_connect",
-            "get_subflow",
-            "record",
-        ]
+        bench::chains()
+            .into_iter()
+            .find(|(name, _)| *name == "chain-8")
+            .map(|(_, l)| l)
+            .unwrap_or_default()
     } else {
         links.iter().map(String::as_str).collect()
     };
-    let mut a = TestBed::with_object(&std::fs::read(old)?)?;
-    let mut b = TestBed::new()?;
-    let (ma, mb, ratio) = bench::compare(&mut a, &mut b, hook, &links, 301, 2000)?;
+    let old = std::fs::read(old)?;
+    let run = |a: &mut TestBed, b: &mut TestBed| bench::compare(a, b, hook, &links, 301, 2000);
+    // loaded old first, then new first
+    let (mut a1, mut b1) = (TestBed::with_object(&old)?, TestBed::new()?);
+    let (_, _, r1) = run(&mut a1, &mut b1)?;
+    let mut b2 = TestBed::new()?;
+    let mut a2 = TestBed::with_object(&old)?;
+    let (_, _, r2) = run(&mut a2, &mut b2)?;
+    // control: the old build against itself
+    let (_, _, c) = run(&mut a1, &mut a2)?;
     println!(
-        "{hook:?} {}: old {ma:.1} ns, new {mb:.1} ns, new/old {ratio:.3} (median of 301 pairs)",
-        links.join(" ")
+        "{hook:?} {}: new/old {:.3} (loaded old first {r1:.3}, new first {r2:.3}); control old/old {c:.3}; medians of 301 pairs",
+        links.join(" "),
+        (r1 * r2).sqrt()
     );
     Ok(())
 }

@@ -208,9 +208,18 @@ fn up_status_set_exec_capture_eavesdrop_down() {
     // a foreground capture with a packet count returns by itself
     let pcap2 = d.dir.join("trusted.pcap");
     let lab2 = lab.clone();
+    // send until the capture has returned: tcpdump may take a while to start on a busy host,
+    // and what is sent before it listens is not captured
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done2 = done.clone();
     let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        send(&lab2, Link::Trusted, b"count me")
+        let start = std::time::Instant::now();
+        while !done2.load(std::sync::atomic::Ordering::Relaxed)
+            && start.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(send(&lab2, Link::Trusted, b"count me"), b"count me");
+        }
     });
     let out = nena(&[
         "lab",
@@ -224,6 +233,7 @@ fn up_status_set_exec_capture_eavesdrop_down() {
         "--seconds",
         "20",
     ]);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(
         out.status.success(),
         "{}",

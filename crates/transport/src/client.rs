@@ -165,7 +165,7 @@ fn transfer_report(
         name: out.name,
         bytes: out.bytes,
         seconds,
-        mbit_s: out.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        mbit_s: perf::mbit_s(out.bytes, seconds),
         sha256: out.sha256,
         verified: true,
         mode: mode_name(c),
@@ -380,8 +380,8 @@ pub async fn perf(
                     .unwrap_or_default();
                 let r = IntervalReport {
                     sample: s,
-                    mbit_s_sent: s.sent as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
-                    mbit_s_received: s.received as f64 * 8.0 / s.secs.max(1e-9) / 1e6,
+                    mbit_s_sent: perf::mbit_s(s.sent, s.secs),
+                    mbit_s_received: perf::mbit_s(s.received, s.secs),
                     subflows,
                 };
                 on_interval(&r);

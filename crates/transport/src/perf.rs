@@ -258,11 +258,15 @@ pub async fn with_mark<T>(
 /// Goodput in Mbit/s of `bytes` moved in `seconds`, or, given a mark `(t, bytes by then)` of
 /// this direction, of what moved after it.
 pub fn goodput(bytes: u64, seconds: f64, mark: Option<(f64, u64)>) -> f64 {
-    let (b, s) = match mark {
-        Some((t, at)) => (bytes.saturating_sub(at), seconds - t),
-        None => (bytes, seconds),
-    };
-    b as f64 * 8.0 / s.max(1e-9) / 1e6
+    match mark {
+        Some((t, at)) => mbit_s(bytes.saturating_sub(at), seconds - t),
+        None => mbit_s(bytes, seconds),
+    }
+}
+
+/// `bytes` in `seconds` as Mbit/s (10^6 bits per second).
+pub fn mbit_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 o.received,
                 o.sent,
                 o.seconds,
-                (o.received + o.sent) as f64 * 8.0 / o.seconds / 1e6
+                perf::mbit_s(o.received + o.sent, o.seconds)
             ))
         }
     }

@@ -4,7 +4,7 @@
 #ifndef NENA_ACTORS_H
 #define NENA_ACTORS_H
 
-#include "common.h"
+#include "chain.h"
 
 /* rate_limit: cap the receive window advertised in the ACKs of a subflow, so that its sender
  * keeps at most `window` bytes in flight. The wire value is scaled by the shift the sender of

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* The dispatcher: the only program attached to a hook. It parses the packet once (Ethernet,
  * IPv4 with options or IPv6 with extension headers, TCP, TCP options), records the window
- * scale of handshakes, fills the context and tail-calls the first link of the chain that is
- * configured for (interface, hook). Headers are read with the load helpers (no direct packet
- * access), so non-linear skbs and short frames are handled alike. Anything it does not understand passes untouched. */
+ * scale of handshakes, fills the context, runs the leading selectors of the chain configured
+ * for (interface, hook) and tail-calls the first actor that has to run. Headers are read
+ * with ld() (bounds-checked; short frames and non-linear skbs go through the load helpers).
+ * Anything it does not understand passes untouched. */
 #ifndef NENA_DISPATCH_H
 #define NENA_DISPATCH_H
 
-#include "common.h"
+#include "chain.h"
 
 static long classify_cb(__u32 i, void *arg)
 {
@@ -172,12 +173,12 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	if (!ch)
 		return VERDICT(tc);
 	c.m = 1;
-	__u32 prog = 0;
-	__u32 first = next_link(ch, 0, 1, &prog);
-	if (first >= NENA_MAX_LINKS)
-		return VERDICT(tc);
 	c.chain = slot;
-	c.pos = first;
+	__u32 first = advance(ctx, tc, &c, ch, 0);
+	if ((first & 0xff) >= NENA_MAX_LINKS)
+		return VERDICT(tc);
+	__u32 prog = first >> 8;
+	c.pos = first & 0xff;
 	if (!tc) {
 		/* room for the context in front of the packet (already there if an earlier run of
 		 * this frame, e.g. BPF_PROG_TEST_RUN with repeat, made it) */

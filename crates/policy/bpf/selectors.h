@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* Selectors (seed 003, Table I). Each returns 1 if the packet matches its arguments, 0 if
- * not; the chain step combines the result (AND / OR / negate). They never change a packet. */
+ * not; chain.h runs them inline and combines the results (AND / OR / negate). They never
+ * change a packet. */
 #ifndef NENA_SELECTORS_H
 #define NENA_SELECTORS_H
 
@@ -155,12 +156,5 @@ static __always_inline int packet_type_body(void *ctx, const int tc, struct nena
 		return 0;
 	return (t & p->none) == 0;
 }
-
-NENA_LINK(subflow)
-NENA_LINK(ip_pair)
-NENA_LINK(src)
-NENA_LINK(dst)
-NENA_LINK(sequence)
-NENA_LINK(packet_type)
 
 #endif

@@ -24,7 +24,8 @@ pub const EV_CONNECT: u32 = 1;
 pub const EV_SUBFLOW: u32 = 2;
 pub const EV_RECORD: u32 = 3;
 
-/// Program indices in the jump tables, in the order of `enum nena_prog`.
+/// Selector and actor indices, in the order of `enum nena_prog`; an actor's index is its slot in
+/// the jump tables.
 pub const PROGS: [&str; 13] = [
     "subflow",
     "ip_pair",
@@ -40,6 +41,9 @@ pub const PROGS: [&str; 13] = [
     "get_subflow",
     "record",
 ];
+
+/// Index in `PROGS` of the first actor: the selectors come before it.
+pub const FIRST_ACTOR: usize = 6;
 
 /// Index of a selector or actor by name.
 pub fn prog_index(name: &str) -> Option<u8> {

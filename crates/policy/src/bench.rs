@@ -5,7 +5,7 @@
 //! one frame (an IPv4 MPTCP pure ACK: timestamps + DSS data ACK); the kernel reports the
 //! mean time per run; the figure is the median over batches. The cost of a selector or
 //! actor is the time of a chain holding only that link minus the time of the dispatcher
-//! with no chain (so it includes the tail call, the chain lookup and the counters), measured
+//! with no chain (so it includes the chain lookup and the counters, and for an actor its tail call), measured
 //! in pairs of batches (with, without) and the median taken over the differences. The pairs
 //! are taken in rounds (one pair of every figure per round), so each figure's batches are
 //! spread over the whole run rather than bunched into a second or two of it. Chains

@@ -1,9 +1,10 @@
 //! nena-policy: eBPF policy chains for MPTCP (seed 003, eMPTCP), done for MPTCP v1.
 //!
-//! Small BPF programs, one per selector (which packets) and per actor (what to do), run in
-//! chains at XDP (ingress) and TC (egress): a dispatcher parses each TCP packet once, finds the
-//! chain configured for its interface and hook, and tail-calls through the chain. Chains are
-//! swapped at run time by map updates; the hooks stay attached.
+//! Chains of selectors (which packets) and actors (what to do) at XDP (ingress) and TC
+//! (egress): a dispatcher parses each TCP packet once, finds the chain configured for its
+//! interface and hook, evaluates the selectors inline and tail-calls each actor that has to
+//! run, one small BPF program per actor. Chains are swapped at run time by map updates; the
+//! hooks stay attached.
 //!
 //! - [`spec`]: the chain file format and its validation (sans-IO).
 //! - [`loader`]: load, pin, attach, detach, apply, status, events ([`Policy`]), and the

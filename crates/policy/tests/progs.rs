@@ -778,3 +778,28 @@ fn compare_two_builds_side_by_side() {
     // an object that is not one fails cleanly
     assert!(TestBed::with_object(b"not an ELF object").is_err());
 }
+
+/// An actor with nothing to do for a packet's type is not even tail-called (chain.h,
+/// actor_wants): the chain goes on past it, and `show` still counts it as run, without a hit.
+/// The same chain on a packet the actor wants reaches it and it acts.
+#[test]
+fn actors_skipped_for_packets_they_ignore_still_count_and_the_chain_goes_on() {
+    let links = r#"{ select = "src", prefix = "198.18.100.1" }, { act = "get_connect" }, { act = "get_subflow" }, { act = "blk_subflow" }, { act = "record" }"#;
+    for h in HOOKS {
+        let b = bed(h, links);
+        // a DSS data ACK: none of get_connect, get_subflow, blk_subflow acts on it
+        let f = ack4().build();
+        assert_eq!(run(&b, h, &f), f);
+        let st = b.stats(h).unwrap();
+        let runs: Vec<u64> = st.iter().map(|s| s.runs).collect();
+        assert_eq!(runs, vec![1, 1, 1, 1, 1], "{h:?}");
+        assert_eq!(hits(&b, h), vec![1, 0, 0, 0, 1], "{h:?}");
+        // an MP_CAPABLE SYN: get_connect reports it, record too
+        let syn = Tcp::new("198.18.100.1", "198.18.100.2", 40001, 5201)
+            .flags(packet::TCP_SYN)
+            .opt(&mp::capable(&[0x0102030405060708]))
+            .build();
+        run(&b, h, &syn);
+        assert_eq!(hits(&b, h), vec![2, 1, 0, 0, 2], "{h:?}");
+    }
+}

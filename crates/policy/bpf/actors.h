@@ -10,21 +10,21 @@
  * keeps at most `window` bytes in flight. The wire value is scaled by the shift the sender of
  * this ACK offered in its SYN (used only if both SYNs offered window scaling, RFC 7323);
  * a subflow whose handshake was not seen is left alone, its scale being unknown. */
-static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_ctx *c,
-					   const struct link *l)
+static __always_inline int rate_limit_fam(void *ctx, const int tc, struct nena_ctx *c,
+					   const struct link *l, const int v6)
 {
 	if ((c->types & T_MALFORMED) || !(c->tcp_flags & TCPF_ACK) || (c->tcp_flags & TCPF_SYN))
 		return 0;
 	struct flow_key fk, rk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct wscale_v *mine = bpf_map_lookup_elem(&wscale, &fk);
+	struct wscale_v *mine = FLOW_LOOKUP(wscale, v6, &fk);
 	if (!mine)
 		return 0;
 	__u32 shift = mine->eff;
 	if (shift == WS_UNKNOWN) { /* only this side's SYN seen (so far) */
 		flow_reverse(&fk, &rk);
-		struct wscale_v *theirs = bpf_map_lookup_elem(&wscale, &rk);
+		struct wscale_v *theirs = FLOW_LOOKUP(wscale, v6, &rk);
 		shift = 0;
 		if (mine->offered != WS_NONE && !(theirs && theirs->offered == WS_NONE))
 			shift = mine->offered;
@@ -48,6 +48,7 @@ static __always_inline int rate_limit_body(void *ctx, const int tc, struct nena_
 	tcp_csum_apply(ctx, tc, c, diff16(w, nw), 0);
 	return 1;
 }
+FAMILY_SPLIT(rate_limit)
 
 /* The B flag of an MP_JOIN SYN or SYN/ACK, set in place: the subflow is born (not) backup. */
 static __always_inline int join_backup(void *ctx, const int tc, struct nena_ctx *c, __u8 b)
@@ -71,8 +72,8 @@ static __always_inline int join_backup(void *ctx, const int tc, struct nena_ctx 
 /* set_backup: on an MP_JOIN SYN or SYN/ACK, set the B flag in place (the subflow is born
  * backup, RFC 8684 3.2); on pure ACKs, add MP_PRIO (kind 30, length 3, subtype 5, B flag)
  * + NOP, `repeat` times per subflow and value, as the kernel itself sends MP_PRIO. */
-static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_ctx *c,
-					   const struct link *l)
+static __always_inline int set_backup_fam(void *ctx, const int tc, struct nena_ctx *c,
+					   const struct link *l, const int v6)
 {
 	if (c->types & T_MALFORMED)
 		return 0;
@@ -85,7 +86,7 @@ static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_
 		return 0;
 	__u8 b = l->a.sb.backup ? 1 : 0;
 	__u8 repeat = l->a.sb.repeat ? l->a.sb.repeat : 1;
-	struct prio_state *ps = bpf_map_lookup_elem(&prio, &fk);
+	struct prio_state *ps = FLOW_LOOKUP(prio, v6, &fk);
 	if (ps && ps->backup == b && ps->sent >= repeat)
 		return 0;
 	__u8 opt[32] = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
@@ -95,9 +96,10 @@ static __always_inline int set_backup_body(void *ctx, const int tc, struct nena_
 	struct prio_state ns = {.backup = b, .sent = 1};
 	if (ps && ps->backup == b)
 		ns.sent = ps->sent + 1;
-	bpf_map_update_elem(&prio, &fk, &ns, BPF_ANY);
+	FLOW_UPDATE(prio, v6, &fk, &ns, BPF_ANY);
 	return 1;
 }
+FAMILY_SPLIT(set_backup)
 
 /* 0xff if byte i lies inside an option of length len, else 0 (no branch) */
 static __always_inline __u8 in_opt(int i, int len)
@@ -115,8 +117,8 @@ static __always_inline int add_addr_len_ok(int len)
  * carries it, see below), so no subflow is created to that address, and keep it (per subflow
  * and address id; a retransmission updates the same slot, and is blocked again: with no echo
  * the announcer retransmits). Echoes (E = 1) pass: they announce nothing. */
-static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
-					    const struct link *l)
+static __always_inline int blk_subflow_fam(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l, const int v6)
 {
 	if (!(c->types & T_ADD_ADDR) || (c->types & T_MALFORMED))
 		return 0;
@@ -138,8 +140,8 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 		   !(c->types & (T_MP_CAPABLE | T_MP_JOIN | T_DSS | T_RM_ADDR | T_MP_PRIO |
 				 T_MP_FAIL | T_MP_FASTCLOSE | T_MP_TCPRST | T_ADD_ADDR_ECHO));
 	struct kept zero = {};
-	bpf_map_update_elem(&kept, &fk, &zero, BPF_NOEXIST);
-	struct kept *k = bpf_map_lookup_elem(&kept, &fk);
+	FLOW_UPDATE(kept, v6, &fk, &zero, BPF_NOEXIST);
+	struct kept *k = FLOW_LOOKUP(kept, v6, &fk);
 	if (!k)
 		return 0;
 	__u8 id = buf[(off + 3) & 63];
@@ -186,18 +188,19 @@ static __always_inline int blk_subflow_body(void *ctx, const int tc, struct nena
 	c->types &= ~T_ADD_ADDR;
 	return 1;
 }
+FAMILY_SPLIT(blk_subflow)
 
 /* add_subflow: re-announce a kept ADD_ADDR (HMAC unchanged, so the peer accepts it) on a pure
  * ACK of the same subflow, up to 3 times per kept address. Put it on the hook blk_subflow ran. */
-static __always_inline int add_subflow_body(void *ctx, const int tc, struct nena_ctx *c,
-					    const struct link *l)
+static __always_inline int add_subflow_fam(void *ctx, const int tc, struct nena_ctx *c,
+					    const struct link *l, const int v6)
 {
 	if (!(c->types & T_PURE_ACK) || (c->types & (T_MALFORMED | T_ADD_ADDR)))
 		return 0;
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct kept *k = bpf_map_lookup_elem(&kept, &fk);
+	struct kept *k = FLOW_LOOKUP(kept, v6, &fk);
 	if (!k)
 		return 0;
 	int s = -1;
@@ -222,6 +225,7 @@ static __always_inline int add_subflow_body(void *ctx, const int tc, struct nena
 	c->types |= T_ADD_ADDR | T_MPTCP;
 	return 1;
 }
+FAMILY_SPLIT(add_subflow)
 
 /* A zeroed event of `type` in the ring buffer, its header filled in; NULL if the ring is full. */
 static __always_inline struct event *ev_new(void *ctx, const int tc, const struct nena_ctx *c,
@@ -323,8 +327,8 @@ static __always_inline int get_subflow_body(void *ctx, const int tc, struct nena
 
 /* record: per-subflow packets, bytes, flow size (payload) and RTT from timestamps (TSval sent
  * at egress, echoed TSecr seen at ingress: put `record` on both hooks). FIN/RST report. */
-static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx *c,
-				       const struct link *l)
+static __always_inline int record_fam(void *ctx, const int tc, struct nena_ctx *c,
+				       const struct link *l, const int v6)
 {
 	struct flow_key fk;
 	if (get_flow(ctx, tc, c, &fk))
@@ -332,11 +336,11 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 	/* first/last seen: the coarse clock (a few ns; jiffy resolution) is enough; the RTT
 	 * samples below read the precise one, once per round trip */
 	__u64 now = bpf_ktime_get_coarse_ns();
-	struct metrics *m = bpf_map_lookup_elem(&metrics, &fk);
+	struct metrics *m = FLOW_LOOKUP(metrics, v6, &fk);
 	if (!m) {
 		struct metrics zero = {.first_ns = now};
-		bpf_map_update_elem(&metrics, &fk, &zero, BPF_NOEXIST);
-		m = bpf_map_lookup_elem(&metrics, &fk);
+		FLOW_UPDATE(metrics, v6, &fk, &zero, BPF_NOEXIST);
+		m = FLOW_LOOKUP(metrics, v6, &fk);
 		if (!m)
 			return 0;
 	}
@@ -367,8 +371,8 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 				m->ts_val = tsval;
 				m->ts_ns = precise;
 				struct metrics rz = {.first_ns = now};
-				bpf_map_update_elem(&metrics, &rk, &rz, BPF_NOEXIST);
-				struct metrics *r = bpf_map_lookup_elem(&metrics, &rk);
+				FLOW_UPDATE(metrics, v6, &rk, &rz, BPF_NOEXIST);
+				struct metrics *r = FLOW_LOOKUP(metrics, v6, &rk);
 				if (r) {
 					r->ts_val = tsval;
 					r->ts_ns = precise;
@@ -376,7 +380,7 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 			} else if ((__s32)(tsecr - m->ts_val) >= 0) {
 				__u32 rtt = (precise - m->ts_ns) / 1000;
 				m->ts_ns = 0;
-				struct metrics *o = bpf_map_lookup_elem(&metrics, &rk);
+				struct metrics *o = FLOW_LOOKUP(metrics, v6, &rk);
 				if (o) {
 					o->rtt_us = rtt;
 					o->srtt_us = o->samples ? (o->srtt_us * 7 + rtt) / 8 : rtt;
@@ -396,6 +400,7 @@ static __always_inline int record_body(void *ctx, const int tc, struct nena_ctx 
 	}
 	return 1;
 }
+FAMILY_SPLIT(record)
 
 NENA_LINK(rate_limit)
 NENA_LINK(set_backup)

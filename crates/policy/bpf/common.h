@@ -72,13 +72,24 @@ struct {
 	__type(value, struct link_stats);
 } link_stats SEC(".maps");
 
+/* Per-flow state, in two maps per kind: NAME4 keyed by struct flow4 (IPv4 flows), NAME6 by
+ * struct flow_key (IPv6 flows). FLOW_LOOKUP / FLOW_UPDATE pick the map and the key. */
+#define FLOW_MAPS(NAME, VALUE, N)                                                              \
+	struct {                                                                               \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                           \
+		__uint(max_entries, N);                                                        \
+		__type(key, struct flow4);                                                     \
+		__type(value, VALUE);                                                          \
+	} NAME##4 SEC(".maps");                                                                \
+	struct {                                                                               \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                           \
+		__uint(max_entries, N);                                                        \
+		__type(key, struct flow_key);                                                  \
+		__type(value, VALUE);                                                          \
+	} NAME##6 SEC(".maps");
+
 /* window scale of each SYN / SYN-ACK seen (struct wscale_v) */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct flow_key);
-	__type(value, struct wscale_v);
-} wscale SEC(".maps");
+FLOW_MAPS(wscale, struct wscale_v, 16384)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -94,26 +105,11 @@ static __always_inline void bump(__u32 i)
 		(*v)++;
 }
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct flow_key);
-	__type(value, struct kept);
-} kept SEC(".maps");
+FLOW_MAPS(kept, struct kept, 4096)
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct flow_key);
-	__type(value, struct prio_state);
-} prio SEC(".maps");
+FLOW_MAPS(prio, struct prio_state, 16384)
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct flow_key);
-	__type(value, struct metrics);
-} metrics SEC(".maps");
+FLOW_MAPS(metrics, struct metrics, 16384)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -308,6 +304,53 @@ static __always_inline void flow_reverse(const struct flow_key *in, struct flow_
 	out->family = in->family;
 	out->pad[0] = out->pad[1] = out->pad[2] = 0;
 }
+
+static __always_inline void flow4_of(const struct flow_key *fk, struct flow4 *k)
+{
+	__builtin_memcpy(k->saddr, fk->saddr, 4);
+	__builtin_memcpy(k->daddr, fk->daddr, 4);
+	k->sport = fk->sport;
+	k->dport = fk->dport;
+}
+
+/* The per-flow map NAME of the flow fk's family. V6 must be a compile-time constant (a body
+ * specialised per family with FAMILY_SPLIT), so that each path uses one map: a pointer that
+ * could come from either would double the verifier's paths at every lookup. */
+#define FLOW_LOOKUP(NAME, V6, fk)                                                              \
+	({                                                                                     \
+		struct flow4 __k4;                                                             \
+		void *__r;                                                                     \
+		if (V6) {                                                                      \
+			__r = bpf_map_lookup_elem(&NAME##6, (fk));                             \
+		} else {                                                                       \
+			flow4_of((fk), &__k4);                                                 \
+			__r = bpf_map_lookup_elem(&NAME##4, &__k4);                            \
+		}                                                                              \
+		__r;                                                                           \
+	})
+
+#define FLOW_UPDATE(NAME, V6, fk, val, flags)                                                  \
+	({                                                                                     \
+		struct flow4 __k4;                                                             \
+		long __r;                                                                      \
+		if (V6) {                                                                      \
+			__r = bpf_map_update_elem(&NAME##6, (fk), (val), (flags));             \
+		} else {                                                                       \
+			flow4_of((fk), &__k4);                                                 \
+			__r = bpf_map_update_elem(&NAME##4, &__k4, (val), (flags));            \
+		}                                                                              \
+		__r;                                                                           \
+	})
+
+/* NAME_body(ctx, tc, c, l) as NAME_fam(ctx, tc, c, l, v6), with v6 a constant on each path */
+#define FAMILY_SPLIT(NAME)                                                                     \
+	static __always_inline int NAME##_body(void *ctx, const int tc, struct nena_ctx *c,    \
+					       const struct link *l)                           \
+	{                                                                                      \
+		if (c->types & T_IPV6)                                                         \
+			return NAME##_fam(ctx, tc, c, l, 1);                                   \
+		return NAME##_fam(ctx, tc, c, l, 0);                                           \
+	}
 
 /* ---- TCP options ---- */
 /* The option bytes of one packet and the state of a walk over them. Walks run in bpf_loop

@@ -45,6 +45,51 @@ static long classify_cb(__u32 i, void *arg)
 	return 0;
 }
 
+/* A SYN or SYN/ACK: record the window scale it offers; a SYN/ACK also settles both
+ * directions (RFC 7323: scaling only if both offered it). v6: a constant, see FLOW_LOOKUP. */
+static __always_inline void learn_wscale(void *ctx, const int tc, const struct nena_ctx *c,
+					 __u8 ws, const int v6)
+{
+	struct flow_key fk, rk;
+	if (get_flow(ctx, tc, c, &fk))
+		return;
+	struct wscale_v v = {.offered = ws, .eff = WS_UNKNOWN};
+	if (c->tcp_flags & TCPF_ACK) {
+		flow_reverse(&fk, &rk);
+		struct wscale_v *r = FLOW_LOOKUP(wscale, v6, &rk);
+		if (r) {
+			int both = ws != WS_NONE && r->offered != WS_NONE;
+			v.eff = both ? ws : 0;
+			r->eff = both ? r->offered : 0;
+		}
+	}
+	FLOW_UPDATE(wscale, v6, &fk, &v, BPF_ANY);
+}
+
+/* learn_wscale as a global function per hook, verified once: inline, its two family paths
+ * would each carry the rest of the dispatcher through the verifier. */
+__noinline int learn_wscale_xdp(struct xdp_md *ctx, const struct nena_ctx *c, __u32 ws)
+{
+	if (!ctx || !c)
+		return 0;
+	if (c->types & T_IPV6)
+		learn_wscale(ctx, 0, c, ws, 1);
+	else
+		learn_wscale(ctx, 0, c, ws, 0);
+	return 0;
+}
+
+__noinline int learn_wscale_tc(struct __sk_buff *ctx, const struct nena_ctx *c, __u32 ws)
+{
+	if (!ctx || !c)
+		return 0;
+	if (c->types & T_IPV6)
+		learn_wscale(ctx, 1, c, ws, 1);
+	else
+		learn_wscale(ctx, 1, c, ws, 0);
+	return 0;
+}
+
 static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int meta_room)
 {
 	struct nena_ctx c = {};
@@ -148,22 +193,10 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 		c.types |= T_PURE_ACK;
 
 	if ((f & TCPF_SYN) && !(c.types & T_MALFORMED)) {
-		struct flow_key fk, rk;
-		if (get_flow(ctx, tc, &c, &fk) == 0) {
-			struct wscale_v v = {.offered = ws, .eff = WS_UNKNOWN};
-			if (f & TCPF_ACK) {
-				/* SYN/ACK: with the SYN seen, settle both directions (RFC 7323:
-				 * scaling only if both offered it) */
-				flow_reverse(&fk, &rk);
-				struct wscale_v *r = bpf_map_lookup_elem(&wscale, &rk);
-				if (r) {
-					int both = ws != WS_NONE && r->offered != WS_NONE;
-					v.eff = both ? ws : 0;
-					r->eff = both ? r->offered : 0;
-				}
-			}
-			bpf_map_update_elem(&wscale, &fk, &v, BPF_ANY);
-		}
+		if (tc)
+			learn_wscale_tc(ctx, &c, ws);
+		else
+			learn_wscale_xdp(ctx, &c, ws);
 	}
 
 	__u32 slot = *slotp;

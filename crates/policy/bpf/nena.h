@@ -82,6 +82,16 @@ struct flow_key {
 	__u8 pad[3];
 } __attribute__((aligned(8))); /* 8: the packet is copied into it a word at a time */
 
+/* An IPv4 flow as the key of the per-flow maps (`*4`): 12 bytes, where struct flow_key
+ * (the key of the IPv6 maps, `*6`) takes 40. The kernel hashes and compares every byte of a
+ * key, and those lookups were a third of a chain's time. */
+struct flow4 {
+	__u8 saddr[4];
+	__u8 daddr[4];
+	__u16 sport; /* network byte order */
+	__u16 dport; /* network byte order */
+};
+
 /* arguments of each program, 40 bytes at most */
 struct a_prefix { /* src, dst */
 	__u8 addr[16];

@@ -237,6 +237,45 @@ pub struct NenaCtx {
     pub pad: [u8; 3],
 }
 
+/// Size of `struct flow4`, the key of the IPv4 per-flow maps (`wscale4`, `kept4`, `prio4`,
+/// `metrics4`); the IPv6 ones (`*6`) are keyed by `FlowKey`.
+pub const FLOW4_LEN: usize = 12;
+
+impl FlowKey {
+    /// The key of this flow in the per-flow map of its family: (map name suffix, key bytes).
+    pub fn map_key(&self) -> (&'static str, Vec<u8>) {
+        if self.family == 4 {
+            let mut k = Vec::with_capacity(FLOW4_LEN);
+            k.extend_from_slice(&self.saddr[..4]);
+            k.extend_from_slice(&self.daddr[..4]);
+            k.extend_from_slice(&self.sport.to_ne_bytes());
+            k.extend_from_slice(&self.dport.to_ne_bytes());
+            ("4", k)
+        } else {
+            ("6", self.as_bytes().to_vec())
+        }
+    }
+
+    /// The flow of a per-flow map key (12 bytes: IPv4, 40: `FlowKey`), or None.
+    pub fn from_map_key(k: &[u8]) -> Option<FlowKey> {
+        match k.len() {
+            FLOW4_LEN => {
+                let mut f = FlowKey {
+                    family: 4,
+                    ..Default::default()
+                };
+                f.saddr[..4].copy_from_slice(&k[0..4]);
+                f.daddr[..4].copy_from_slice(&k[4..8]);
+                f.sport = u16::from_ne_bytes([k[8], k[9]]);
+                f.dport = u16::from_ne_bytes([k[10], k[11]]);
+                Some(f)
+            }
+            40 => FlowKey::from_bytes(k),
+            _ => None,
+        }
+    }
+}
+
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<Link>() == 48);
 const _: () = assert!(size_of::<Chain>() == 800);
@@ -290,6 +329,34 @@ pub fn args_of<T: Pod>(v: &T) -> [u8; 40] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_flow_map_keys_round_trip() {
+        let mut v4 = FlowKey {
+            family: 4,
+            sport: 0x1234,
+            dport: 0x5678,
+            ..Default::default()
+        };
+        v4.saddr[..4].copy_from_slice(&[198, 18, 100, 1]);
+        v4.daddr[..4].copy_from_slice(&[198, 18, 100, 2]);
+        let (suffix, k) = v4.map_key();
+        assert_eq!((suffix, k.len()), ("4", FLOW4_LEN));
+        assert_eq!(&k[..8], &[198, 18, 100, 1, 198, 18, 100, 2]);
+        assert_eq!(FlowKey::from_map_key(&k), Some(v4));
+        let v6 = FlowKey {
+            family: 6,
+            saddr: [0x20; 16],
+            daddr: [0x30; 16],
+            sport: 1,
+            dport: 2,
+            pad: [0; 3],
+        };
+        let (suffix, k) = v6.map_key();
+        assert_eq!((suffix, k.len()), ("6", 40));
+        assert_eq!(FlowKey::from_map_key(&k), Some(v6));
+        assert_eq!(FlowKey::from_map_key(&[0u8; 13]), None);
+    }
 
     #[test]
     fn pod_round_trip() {

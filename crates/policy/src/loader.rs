@@ -228,10 +228,58 @@ pub struct Policy {
     hooks: MapHandle,
     stats: MapHandle,
     events: MapHandle,
-    kept: MapHandle,
-    metrics: MapHandle,
+    kept: FlowMaps,
+    metrics: FlowMaps,
     counters: MapHandle,
-    prio: MapHandle,
+    prio: FlowMaps,
+}
+
+/// A per-flow map of the BPF side: NAME4 (IPv4 flows, 12-byte keys) and NAME6 (IPv6 flows,
+/// `FlowKey`), read as one.
+struct FlowMaps {
+    v4: MapHandle,
+    v6: MapHandle,
+}
+
+impl FlowMaps {
+    fn open(dir: &Path, name: &str) -> Result<FlowMaps> {
+        let h = |suffix: &str| -> Result<MapHandle> {
+            let p = dir.join(format!("{name}{suffix}"));
+            MapHandle::from_pinned_path(&p).with_context(|| format!("opening {}", p.display()))
+        };
+        Ok(FlowMaps {
+            v4: h("4")?,
+            v6: h("6")?,
+        })
+    }
+
+    /// Every (flow, value bytes) of both maps.
+    fn entries(&self) -> Result<Vec<(abi::FlowKey, Vec<u8>)>> {
+        let mut out = vec![];
+        for m in [&self.v4, &self.v6] {
+            for k in m.keys() {
+                if let (Some(fk), Some(v)) =
+                    (abi::FlowKey::from_map_key(&k), m.lookup(&k, MapFlags::ANY)?)
+                {
+                    out.push((fk, v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn len(&self) -> usize {
+        self.v4.keys().count() + self.v6.keys().count()
+    }
+
+    fn clear(&self) {
+        for m in [&self.v4, &self.v6] {
+            let keys: Vec<Vec<u8>> = m.keys().collect();
+            for k in keys {
+                let _ = m.delete(&k);
+            }
+        }
+    }
 }
 
 impl Policy {
@@ -308,10 +356,10 @@ impl Policy {
             hooks: h("hooks")?,
             stats: h("link_stats")?,
             events: h("events")?,
-            kept: h("kept")?,
-            metrics: h("metrics")?,
+            kept: FlowMaps::open(dir, "kept")?,
+            metrics: FlowMaps::open(dir, "metrics")?,
             counters: h("counters")?,
-            prio: h("prio")?,
+            prio: FlowMaps::open(dir, "prio")?,
         })
     }
 
@@ -484,10 +532,7 @@ impl Policy {
     /// the new chains hold a `set_backup`: a new policy is re-asserted even where the flag was
     /// changed behind its back (netlink).
     pub fn forget_prio(&self) -> Result<()> {
-        let keys: Vec<Vec<u8>> = self.prio.keys().collect();
-        for k in keys {
-            let _ = self.prio.delete(&k);
-        }
+        self.prio.clear();
         Ok(())
     }
 
@@ -542,13 +587,7 @@ impl Policy {
             }
         }
         let mut kept = vec![];
-        for k in self.kept.keys() {
-            let (Some(fk), Some(v)) = (
-                abi::FlowKey::from_bytes(&k),
-                self.kept.lookup(&k, MapFlags::ANY)?,
-            ) else {
-                continue;
-            };
+        for (fk, v) in self.kept.entries()? {
             let Some(kv) = abi::Kept::from_bytes(&v) else {
                 continue;
             };
@@ -569,24 +608,18 @@ impl Policy {
             malformed_ingress: g[2],
             malformed_egress: g[3],
             kept_add_addr: kept,
-            subflows_recorded: self.metrics.keys().count(),
+            subflows_recorded: self.metrics.len(),
         })
     }
 
     /// Per-subflow metrics recorded by `record`.
     pub fn metrics(&self) -> Result<Vec<(abi::FlowKey, abi::Metrics)>> {
-        let mut out = vec![];
-        for k in self.metrics.keys() {
-            if let (Some(fk), Some(v)) = (
-                abi::FlowKey::from_bytes(&k),
-                self.metrics.lookup(&k, MapFlags::ANY)?,
-            ) {
-                if let Some(m) = abi::Metrics::from_bytes(&v) {
-                    out.push((fk, m));
-                }
-            }
-        }
-        Ok(out)
+        Ok(self
+            .metrics
+            .entries()?
+            .into_iter()
+            .filter_map(|(fk, v)| abi::Metrics::from_bytes(&v).map(|m| (fk, m)))
+            .collect())
     }
 
     /// Stream events to `f` until it returns false or `timeout` passes (None: forever).
@@ -899,25 +932,28 @@ impl TestBed {
 
     /// Kept ADD_ADDR options of a flow.
     pub fn kept(&self, flow: &abi::FlowKey) -> Result<Option<abi::Kept>> {
+        let (suffix, k) = flow.map_key();
         Ok(self
-            .m("kept")?
-            .lookup(flow.as_bytes(), MapFlags::ANY)?
+            .m(&format!("kept{suffix}"))?
+            .lookup(&k, MapFlags::ANY)?
             .and_then(|v| abi::Kept::from_bytes(&v)))
     }
 
     /// Metrics recorded for a flow.
     pub fn metrics(&self, flow: &abi::FlowKey) -> Result<Option<abi::Metrics>> {
+        let (suffix, k) = flow.map_key();
         Ok(self
-            .m("metrics")?
-            .lookup(flow.as_bytes(), MapFlags::ANY)?
+            .m(&format!("metrics{suffix}"))?
+            .lookup(&k, MapFlags::ANY)?
             .and_then(|v| abi::Metrics::from_bytes(&v)))
     }
 
     /// Set the window scale the dispatcher would have learnt from a SYN of `flow`.
     pub fn set_wscale(&self, flow: &abi::FlowKey, shift: u8) -> Result<()> {
         // offered, not yet settled by a SYN/ACK
-        self.m("wscale")?
-            .update(flow.as_bytes(), &[shift, 0xfe], MapFlags::ANY)?;
+        let (suffix, k) = flow.map_key();
+        self.m(&format!("wscale{suffix}"))?
+            .update(&k, &[shift, 0xfe], MapFlags::ANY)?;
         Ok(())
     }
 }

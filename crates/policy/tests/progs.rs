@@ -803,3 +803,37 @@ fn actors_skipped_for_packets_they_ignore_still_count_and_the_chain_goes_on() {
         assert_eq!(hits(&b, h), vec![2, 1, 0, 0, 2], "{h:?}");
     }
 }
+
+/// Per-flow state lives in one map per family (12-byte keys for IPv4, 40-byte for IPv6): an
+/// IPv4 and an IPv6 flow with the same ports never share it, and both are read back.
+#[test]
+fn per_flow_state_is_kept_apart_by_family() {
+    for h in HOOKS {
+        let b = bed(
+            h,
+            r#"{ act = "rate_limit", window = 1000 }, { act = "record" }"#,
+        );
+        let t4 = Tcp::new("198.18.100.2", "198.18.100.1", 5201, 40000);
+        let t6 = Tcp::new("2001:db8::2", "2001:db8::1", 5201, 40000);
+        // the IPv6 flow's handshake offers scale 4; the IPv4 flow's is never seen
+        let synack = t6
+            .clone()
+            .flags(TCP_SYN | TCP_ACK)
+            .opt(&[1, 3, 3, 4])
+            .build();
+        run(&b, h, &synack);
+        let out6 = run(&b, h, &t6.clone().window(1000).build());
+        let p = packet::parse(&out6).unwrap();
+        assert_eq!(
+            u16::from_be_bytes([out6[p.l4 + 14], out6[p.l4 + 15]]),
+            (1000 + 8) >> 4,
+            "{h:?}"
+        );
+        assert!(packet::checksums_ok(&out6));
+        let f4 = t4.clone().window(1000).build();
+        assert_eq!(run(&b, h, &f4), f4, "{h:?}: scale unknown for IPv4");
+        let m6 = b.metrics(&t6.flow()).unwrap().expect("IPv6 metrics");
+        let m4 = b.metrics(&t4.flow()).unwrap().expect("IPv4 metrics");
+        assert_eq!((m6.pkts, m4.pkts), (2, 1), "{h:?}");
+    }
+}

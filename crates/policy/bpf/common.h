@@ -65,6 +65,17 @@ struct {
 	__type(value, __u32);
 } hooks SEC(".maps");
 
+/* The same, as an array for interfaces below NENA_FAST_IFINDEX (index ifindex * 2 + hook),
+ * which the dispatcher reads instead of hashing a key: 0 = not attached, else the chain slot
+ * + 1 (NENA_NO_CHAIN stays NENA_NO_CHAIN). User space writes both; `hooks` stays the record
+ * of what is attached. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NENA_FAST_IFINDEX * 2);
+	__type(key, __u32);
+	__type(value, __u32);
+} hook_slots SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, NENA_MAX_CHAINS * NENA_MAX_LINKS);

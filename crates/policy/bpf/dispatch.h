@@ -157,10 +157,20 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 	c.hook = tc ? NENA_HOOK_TC : NENA_HOOK_XDP;
 	c.magic = NENA_MAGIC;
 
-	struct hook_key hk = {.ifindex = ifindex, .hook = c.hook};
-	__u32 *slotp = bpf_map_lookup_elem(&hooks, &hk);
-	if (!slotp)
-		return VERDICT(tc);
+	__u32 slot;
+	if (ifindex < NENA_FAST_IFINDEX) {
+		__u32 k = ifindex * 2 + c.hook;
+		__u32 *v = bpf_map_lookup_elem(&hook_slots, &k);
+		if (!v || *v == 0)
+			return VERDICT(tc);
+		slot = *v - 1;
+	} else {
+		struct hook_key hk = {.ifindex = ifindex, .hook = c.hook};
+		__u32 *slotp = bpf_map_lookup_elem(&hooks, &hk);
+		if (!slotp)
+			return VERDICT(tc);
+		slot = *slotp;
+	}
 	bump(CNT_SEEN + tidx);
 
 	struct opts o;
@@ -199,7 +209,6 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 			learn_wscale_xdp(ctx, &c, ws);
 	}
 
-	__u32 slot = *slotp;
 	if (slot >= NENA_MAX_CHAINS)
 		return VERDICT(tc);
 	struct chain *ch = bpf_map_lookup_elem(&chains, &slot);

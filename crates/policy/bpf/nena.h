@@ -8,6 +8,7 @@
 #define NENA_MAX_CHAINS 64 /* chain slots */
 #define NENA_NO_CHAIN 0xffffffffu
 #define NENA_MAGIC 0x4e
+#define NENA_FAST_IFINDEX 1024 /* interfaces below this index: hook_slots (array), else hooks */
 
 /* hooks */
 #define NENA_HOOK_XDP 0 /* ingress */

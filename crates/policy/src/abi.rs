@@ -6,6 +6,8 @@ use std::mem::size_of;
 pub const MAX_LINKS: usize = 16;
 pub const MAX_CHAINS: u32 = 64;
 pub const NO_CHAIN: u32 = 0xffff_ffff;
+/// Interfaces below this index have their hooks in the `hook_slots` array as well.
+pub const FAST_IFINDEX: u32 = 1024;
 
 pub const HOOK_XDP: u32 = 0;
 pub const HOOK_TC: u32 = 1;

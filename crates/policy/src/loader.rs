@@ -226,6 +226,7 @@ pub struct Policy {
     dir: PathBuf,
     chains: MapHandle,
     hooks: MapHandle,
+    hook_slots: MapHandle,
     stats: MapHandle,
     events: MapHandle,
     kept: FlowMaps,
@@ -335,6 +336,12 @@ impl Policy {
             let _ = p
                 .hooks
                 .update(k.as_bytes(), &NO_CHAIN.to_ne_bytes(), MapFlags::NO_EXIST);
+            let slot = p
+                .hooks
+                .lookup(k.as_bytes(), MapFlags::ANY)?
+                .and_then(|v| u32::from_bytes(&v))
+                .unwrap_or(NO_CHAIN);
+            write_hook_slot(&p.hook_slots, idx, h, Some(slot))?;
         }
         Ok(p)
     }
@@ -354,6 +361,7 @@ impl Policy {
             dir: dir.to_path_buf(),
             chains: h("chains")?,
             hooks: h("hooks")?,
+            hook_slots: h("hook_slots")?,
             stats: h("link_stats")?,
             events: h("events")?,
             kept: FlowMaps::open(dir, "kept")?,
@@ -406,6 +414,7 @@ impl Policy {
             remove_clsact_if_empty(idx)?;
         }
         for h in [abi::HOOK_XDP, abi::HOOK_TC] {
+            let _ = write_hook_slot(&self.hook_slots, idx, h, None);
             let _ = self.hooks.delete(
                 HookKey {
                     ifindex: idx,
@@ -468,11 +477,14 @@ impl Policy {
                 ifindex: key.0,
                 hook: key.1,
             };
-            if let Err(e) = self
+            let swapped = self
                 .hooks
                 .update(hk.as_bytes(), &new.to_ne_bytes(), MapFlags::EXIST)
-            {
-                for (k, o) in done {
+                .map_err(anyhow::Error::from)
+                .and_then(|_| write_hook_slot(&self.hook_slots, key.0, key.1, Some(new)));
+            if let Err(e) = swapped {
+                // this hook too: its hash entry may have been swapped already
+                for (k, o) in done.into_iter().chain([(*key, *old)]) {
                     let hk = HookKey {
                         ifindex: k.0,
                         hook: k.1,
@@ -480,8 +492,9 @@ impl Policy {
                     let _ = self
                         .hooks
                         .update(hk.as_bytes(), &o.to_ne_bytes(), MapFlags::ANY);
+                    let _ = write_hook_slot(&self.hook_slots, k.0, k.1, Some(o));
                 }
-                return Err(anyhow!(e).context("swapping chains (rolled back)"));
+                return Err(e.context("swapping chains (rolled back)"));
             }
             done.push((*key, *old));
         }
@@ -521,6 +534,7 @@ impl Policy {
         };
         self.hooks
             .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::EXIST)?;
+        write_hook_slot(&self.hook_slots, idx, hook.abi(), Some(slot))?;
         if chain.is_some_and(has_set_backup) {
             self.forget_prio()?;
         }
@@ -692,6 +706,26 @@ fn ncpu() -> Result<usize> {
     Ok(*N.get_or_init(|| n))
 }
 
+/// Mirror a hook's entry of the `hooks` hash into the `hook_slots` array, which the
+/// dispatcher reads for interfaces below FAST_IFINDEX: None = not attached (0), else the
+/// chain slot + 1 (NO_CHAIN as itself).
+fn write_hook_slot(fast: &dyn MapCore, idx: u32, hook: u32, slot: Option<u32>) -> Result<()> {
+    if idx >= abi::FAST_IFINDEX {
+        return Ok(());
+    }
+    let v = match slot {
+        None => 0,
+        Some(NO_CHAIN) => NO_CHAIN,
+        Some(s) => s + 1,
+    };
+    fast.update(
+        &(idx * 2 + hook).to_ne_bytes(),
+        &v.to_ne_bytes(),
+        MapFlags::ANY,
+    )
+    .context("updating hook_slots")
+}
+
 fn write_slot(chains: &dyn MapCore, stats: &dyn MapCore, slot: u32, c: &Chain) -> Result<()> {
     let ncpu = ncpu()?;
     let zero = vec![LinkStats::default().as_bytes().to_vec(); ncpu];
@@ -822,6 +856,15 @@ impl TestBed {
         map(&self.obj, name)
     }
 
+    /// The loopback hook's slot into `hook_slots` (an earlier build loaded by `with_object`,
+    /// to be compared with this one, may not have that map: it reads `hooks` only).
+    fn mirror_hook(&self, hook: Hook, slot: u32) -> Result<()> {
+        match self.m("hook_slots") {
+            Ok(fast) => write_hook_slot(&fast, 1, hook.abi(), Some(slot)),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Put `chain` on the loopback device's `hook` (a new slot each time; swapped in).
     pub fn set_chain(&mut self, hook: Hook, chain: &ChainSpec) -> Result<()> {
         let slot = self.next_slot % abi::MAX_CHAINS;
@@ -838,6 +881,7 @@ impl TestBed {
         };
         self.m("hooks")?
             .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)?;
+        self.mirror_hook(hook, slot)?;
         Ok(())
     }
 
@@ -849,6 +893,7 @@ impl TestBed {
         };
         self.m("hooks")?
             .update(hk.as_bytes(), &NO_CHAIN.to_ne_bytes(), MapFlags::ANY)?;
+        self.mirror_hook(hook, NO_CHAIN)?;
         Ok(())
     }
 

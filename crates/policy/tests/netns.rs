@@ -489,3 +489,40 @@ fn detach_removes_only_the_clsact_it_created() {
         "nena's filter is still there"
     );
 }
+
+/// An interface whose index is at or above the hook array's size (1024) is found through the
+/// `hooks` hash instead: chains run there too.
+#[test]
+fn chains_run_on_an_interface_with_a_large_index() {
+    let _one = serial();
+    let net = Net::new();
+    let pins = Pins::new();
+    net.sh_c(&format!(
+        "ip link add cbig index 3000 type veth peer name sbig netns {} && ip addr add 198.18.110.1/24 dev cbig && ip link set cbig up",
+        net.s
+    ));
+    net.sh_s("ip addr add 198.18.110.2/24 dev sbig && ip link set sbig up");
+    let c = net.c.clone();
+    let idx = net.in_ns(&c, || nena_policy::loader::ifindex("cbig").unwrap());
+    assert!(idx >= 1024, "ifindex {idx}");
+    let policy = attach(&net, &c, pins.path(), "cbig");
+    load(
+        &net,
+        &c,
+        pins.path(),
+        &[
+            ("cbig", "egress", r#"{ act = "record" }"#),
+            ("cbig", "ingress", r#"{ act = "record" }"#),
+        ],
+    );
+    let rtts = ping_rtts(&net, "198.18.110.2:5210", 5);
+    assert_eq!(rtts.len(), 5);
+    let m = net.in_ns(&c, {
+        let p = pins.path().to_path_buf();
+        move || Policy::open(&p).unwrap().metrics().unwrap()
+    });
+    let pkts: u64 = m.iter().map(|(_, m)| m.pkts).sum();
+    // the handshake and 5 pings each way, at least: both hooks ran their chain
+    assert!(pkts >= 10, "{pkts} packets recorded: {m:?}");
+    drop(policy);
+}

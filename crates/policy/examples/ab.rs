@@ -32,16 +32,20 @@ fn main() -> anyhow::Result<()> {
     let run = |a: &mut TestBed, b: &mut TestBed| bench::compare(a, b, hook, &links, 301, 2000);
     // loaded old first, then new first
     let (mut a1, mut b1) = (TestBed::with_object(&old)?, TestBed::new()?);
-    let (_, _, r1) = run(&mut a1, &mut b1)?;
+    let (o1, n1, r1) = run(&mut a1, &mut b1)?;
     let mut b2 = TestBed::new()?;
     let mut a2 = TestBed::with_object(&old)?;
-    let (_, _, r2) = run(&mut a2, &mut b2)?;
+    let (o2, n2, r2) = run(&mut a2, &mut b2)?;
     // control: the old build against itself
     let (_, _, c) = run(&mut a1, &mut a2)?;
     println!(
-        "{hook:?} {}: new/old {:.3} (loaded old first {r1:.3}, new first {r2:.3}); control old/old {c:.3}; medians of 301 pairs",
+        "{hook:?} {}: new/old {:.3} (loaded old first {r1:.3}, new first {r2:.3}); control old/old {c:.3}; medians of 301 pairs; whole runs, dispatcher included: old {:.0} / {:.0} ns, new {:.0} / {:.0} ns",
         links.join(" "),
-        (r1 * r2).sqrt()
+        (r1 * r2).sqrt(),
+        o1,
+        o2,
+        n1,
+        n2
     );
     Ok(())
 }

@@ -91,8 +91,8 @@ static __always_inline int actor_wants(__u32 prog, __u32 t)
 /* From link `from` on: run the selectors that have to run, combining their results in c->m
  * (a selector that starts a rule always runs; an AND selector runs if m, an OR selector if
  * !m: the others cannot change m), until an actor that has to run (m set, and a packet it
- * wants). Returns
- * its index, its program in *prog; NENA_MAX_LINKS if none is left. */
+ * wants). Returns its index, with its program in bits 8 and up; NENA_MAX_LINKS if none is
+ * left. c->chain is the chain's slot. */
 static __always_inline __u32 advance(void *ctx, const int tc, struct nena_ctx *c,
 				     const struct chain *ch, __u32 from)
 {

@@ -473,26 +473,11 @@ impl Policy {
         let mut done: Vec<((u32, u32), u32)> = vec![];
         for (key, old) in &entries {
             let new = new_slots.get(key).copied().unwrap_or(NO_CHAIN);
-            let hk = HookKey {
-                ifindex: key.0,
-                hook: key.1,
-            };
-            let swapped = self
-                .hooks
-                .update(hk.as_bytes(), &new.to_ne_bytes(), MapFlags::EXIST)
-                .map_err(anyhow::Error::from)
-                .and_then(|_| write_hook_slot(&self.hook_slots, key.0, key.1, Some(new)));
-            if let Err(e) = swapped {
+            let fast = Some(&self.hook_slots as &dyn MapCore);
+            if let Err(e) = write_hook(&self.hooks, fast, key.0, key.1, new, MapFlags::EXIST) {
                 // this hook too: its hash entry may have been swapped already
                 for (k, o) in done.into_iter().chain([(*key, *old)]) {
-                    let hk = HookKey {
-                        ifindex: k.0,
-                        hook: k.1,
-                    };
-                    let _ = self
-                        .hooks
-                        .update(hk.as_bytes(), &o.to_ne_bytes(), MapFlags::ANY);
-                    let _ = write_hook_slot(&self.hook_slots, k.0, k.1, Some(o));
+                    let _ = write_hook(&self.hooks, fast, k.0, k.1, o, MapFlags::ANY);
                 }
                 return Err(e.context("swapping chains (rolled back)"));
             }
@@ -517,10 +502,6 @@ impl Policy {
         if !entries.contains_key(&key) {
             bail!("{} is not attached", ifname(idx));
         }
-        let hk = HookKey {
-            ifindex: idx,
-            hook: hook.abi(),
-        };
         let slot = match chain {
             None => NO_CHAIN,
             Some(c) => {
@@ -532,9 +513,14 @@ impl Policy {
                 slot
             }
         };
-        self.hooks
-            .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::EXIST)?;
-        write_hook_slot(&self.hook_slots, idx, hook.abi(), Some(slot))?;
+        write_hook(
+            &self.hooks,
+            Some(&self.hook_slots),
+            idx,
+            hook.abi(),
+            slot,
+            MapFlags::EXIST,
+        )?;
         if chain.is_some_and(has_set_backup) {
             self.forget_prio()?;
         }
@@ -706,6 +692,24 @@ fn ncpu() -> Result<usize> {
     Ok(*N.get_or_init(|| n))
 }
 
+/// Set a hook's chain slot (NO_CHAIN: attached, no chain) in the `hooks` hash, with `flags`,
+/// and mirror it into the `hook_slots` array (`fast`: None for an earlier build without it).
+fn write_hook(
+    hooks: &dyn MapCore,
+    fast: Option<&dyn MapCore>,
+    idx: u32,
+    hook: u32,
+    slot: u32,
+    flags: MapFlags,
+) -> Result<()> {
+    let hk = HookKey { ifindex: idx, hook };
+    hooks.update(hk.as_bytes(), &slot.to_ne_bytes(), flags)?;
+    match fast {
+        Some(f) => write_hook_slot(f, idx, hook, Some(slot)),
+        None => Ok(()),
+    }
+}
+
 /// Mirror a hook's entry of the `hooks` hash into the `hook_slots` array, which the
 /// dispatcher reads for interfaces below FAST_IFINDEX: None = not attached (0), else the
 /// chain slot + 1 (NO_CHAIN as itself).
@@ -856,13 +860,18 @@ impl TestBed {
         map(&self.obj, name)
     }
 
-    /// The loopback hook's slot into `hook_slots` (an earlier build loaded by `with_object`,
-    /// to be compared with this one, may not have that map: it reads `hooks` only).
-    fn mirror_hook(&self, hook: Hook, slot: u32) -> Result<()> {
-        match self.m("hook_slots") {
-            Ok(fast) => write_hook_slot(&fast, 1, hook.abi(), Some(slot)),
-            Err(_) => Ok(()),
-        }
+    /// The loopback device's hook gets `slot` (an earlier build loaded by `with_object`, to
+    /// be compared with this one, may have no `hook_slots`: it reads `hooks` only).
+    fn write_hook(&self, hook: Hook, slot: u32) -> Result<()> {
+        let fast = self.m("hook_slots").ok();
+        write_hook(
+            &self.m("hooks")?,
+            fast.as_ref().map(|m| m as &dyn MapCore),
+            1,
+            hook.abi(),
+            slot,
+            MapFlags::ANY,
+        )
     }
 
     /// Put `chain` on the loopback device's `hook` (a new slot each time; swapped in).
@@ -875,26 +884,12 @@ impl TestBed {
             slot,
             &chain.to_abi(self.next_slot),
         )?;
-        let hk = HookKey {
-            ifindex: 1,
-            hook: hook.abi(),
-        };
-        self.m("hooks")?
-            .update(hk.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)?;
-        self.mirror_hook(hook, slot)?;
-        Ok(())
+        self.write_hook(hook, slot)
     }
 
     /// Attached, no chain.
     pub fn clear_chain(&mut self, hook: Hook) -> Result<()> {
-        let hk = HookKey {
-            ifindex: 1,
-            hook: hook.abi(),
-        };
-        self.m("hooks")?
-            .update(hk.as_bytes(), &NO_CHAIN.to_ne_bytes(), MapFlags::ANY)?;
-        self.mirror_hook(hook, NO_CHAIN)?;
-        Ok(())
+        self.write_hook(hook, NO_CHAIN)
     }
 
     /// Run the dispatcher of `hook` on a frame `repeat` times.
@@ -975,22 +970,23 @@ impl TestBed {
         Ok(v)
     }
 
-    /// Kept ADD_ADDR options of a flow.
-    pub fn kept(&self, flow: &abi::FlowKey) -> Result<Option<abi::Kept>> {
+    /// The value of `flow` in the per-flow map `base` (`base4` or `base6`, by its family).
+    fn flow_value<T: Pod>(&self, base: &str, flow: &abi::FlowKey) -> Result<Option<T>> {
         let (suffix, k) = flow.map_key();
         Ok(self
-            .m(&format!("kept{suffix}"))?
+            .m(&format!("{base}{suffix}"))?
             .lookup(&k, MapFlags::ANY)?
-            .and_then(|v| abi::Kept::from_bytes(&v)))
+            .and_then(|v| T::from_bytes(&v)))
+    }
+
+    /// Kept ADD_ADDR options of a flow.
+    pub fn kept(&self, flow: &abi::FlowKey) -> Result<Option<abi::Kept>> {
+        self.flow_value("kept", flow)
     }
 
     /// Metrics recorded for a flow.
     pub fn metrics(&self, flow: &abi::FlowKey) -> Result<Option<abi::Metrics>> {
-        let (suffix, k) = flow.map_key();
-        Ok(self
-            .m(&format!("metrics{suffix}"))?
-            .lookup(&k, MapFlags::ANY)?
-            .and_then(|v| abi::Metrics::from_bytes(&v)))
+        self.flow_value("metrics", flow)
     }
 
     /// Set the window scale the dispatcher would have learnt from a SYN of `flow`.

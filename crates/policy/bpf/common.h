@@ -324,34 +324,21 @@ static __always_inline void flow4_of(const struct flow_key *fk, struct flow4 *k)
 	k->dport = fk->dport;
 }
 
-/* The per-flow map NAME of the flow fk's family. V6 must be a compile-time constant (a body
- * specialised per family with FAMILY_SPLIT), so that each path uses one map: a pointer that
- * could come from either would double the verifier's paths at every lookup. */
-#define FLOW_LOOKUP(NAME, V6, fk)                                                              \
+/* HELPER(map, key, ...) on the per-flow map NAME of the flow fk's family, with the key that
+ * map takes. V6 must be a compile-time constant (a body specialised per family with
+ * FAMILY_SPLIT), so that each path uses one map: a pointer that could come from either would
+ * double the verifier's paths at every lookup. */
+#define FLOW_MAP_CALL(HELPER, NAME, V6, fk, ...)                                               \
 	({                                                                                     \
 		struct flow4 __k4;                                                             \
-		void *__r;                                                                     \
-		if (V6) {                                                                      \
-			__r = bpf_map_lookup_elem(&NAME##6, (fk));                             \
-		} else {                                                                       \
+		if (!(V6))                                                                     \
 			flow4_of((fk), &__k4);                                                 \
-			__r = bpf_map_lookup_elem(&NAME##4, &__k4);                            \
-		}                                                                              \
-		__r;                                                                           \
+		(V6) ? HELPER(&NAME##6, (fk), ##__VA_ARGS__)                                   \
+		     : HELPER(&NAME##4, &__k4, ##__VA_ARGS__);                                 \
 	})
-
+#define FLOW_LOOKUP(NAME, V6, fk) FLOW_MAP_CALL(bpf_map_lookup_elem, NAME, V6, fk)
 #define FLOW_UPDATE(NAME, V6, fk, val, flags)                                                  \
-	({                                                                                     \
-		struct flow4 __k4;                                                             \
-		long __r;                                                                      \
-		if (V6) {                                                                      \
-			__r = bpf_map_update_elem(&NAME##6, (fk), (val), (flags));             \
-		} else {                                                                       \
-			flow4_of((fk), &__k4);                                                 \
-			__r = bpf_map_update_elem(&NAME##4, &__k4, (val), (flags));            \
-		}                                                                              \
-		__r;                                                                           \
-	})
+	FLOW_MAP_CALL(bpf_map_update_elem, NAME, V6, fk, val, flags)
 
 /* NAME_body(ctx, tc, c, l) as NAME_fam(ctx, tc, c, l, v6), with v6 a constant on each path */
 #define FAMILY_SPLIT(NAME)                                                                     \

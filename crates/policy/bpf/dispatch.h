@@ -66,27 +66,28 @@ static __always_inline void learn_wscale(void *ctx, const int tc, const struct n
 	FLOW_UPDATE(wscale, v6, &fk, &v, BPF_ANY);
 }
 
+static __always_inline void learn_wscale_any(void *ctx, const int tc, const struct nena_ctx *c,
+					     __u8 ws)
+{
+	if (c->types & T_IPV6)
+		learn_wscale(ctx, tc, c, ws, 1);
+	else
+		learn_wscale(ctx, tc, c, ws, 0);
+}
+
 /* learn_wscale as a global function per hook, verified once: inline, its two family paths
  * would each carry the rest of the dispatcher through the verifier. */
 __noinline int learn_wscale_xdp(struct xdp_md *ctx, const struct nena_ctx *c, __u32 ws)
 {
-	if (!ctx || !c)
-		return 0;
-	if (c->types & T_IPV6)
-		learn_wscale(ctx, 0, c, ws, 1);
-	else
-		learn_wscale(ctx, 0, c, ws, 0);
+	if (ctx && c)
+		learn_wscale_any(ctx, 0, c, ws);
 	return 0;
 }
 
 __noinline int learn_wscale_tc(struct __sk_buff *ctx, const struct nena_ctx *c, __u32 ws)
 {
-	if (!ctx || !c)
-		return 0;
-	if (c->types & T_IPV6)
-		learn_wscale(ctx, 1, c, ws, 1);
-	else
-		learn_wscale(ctx, 1, c, ws, 0);
+	if (ctx && c)
+		learn_wscale_any(ctx, 1, c, ws);
 	return 0;
 }
 

@@ -2,6 +2,7 @@
 //! every error names the full command line and carries the tool's stderr.
 
 use anyhow::{bail, Context, Result};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 
 /// The command line as a shell would show it, for error messages and logs.
@@ -17,6 +18,16 @@ pub fn render(cmd: &Command) -> String {
 fn output(mut cmd: Command) -> Result<(String, Output)> {
     let line = render(&cmd);
     log::debug!("lab: {line}");
+    // If nena dies while the tool runs (killed during `lab up`), the tool dies too instead of
+    // finishing its change after a `lab down` has already looked (seen in CI: a namespace
+    // created by an orphaned `ip netns add` survived the `down` that followed the kill).
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
     let out = cmd.stdin(Stdio::null()).output().with_context(|| {
         format!("cannot run `{line}` (is iproute2 installed? see scripts/install-deps.sh)")
     })?;

@@ -1,30 +1,56 @@
 //! The client side of the handshake: builds the hello (the only message that
 //! carries secrets) and reads the server's answer, sans-IO.
 
+use crate::cipher::{Keystream, RecordCipher, Suite};
 use crate::error::{HandshakeError, RejectReason};
+use crate::keys::{self, Schedule, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameReader};
 use crate::Progress;
 use std::fmt;
+use zeroize::{Zeroize, Zeroizing};
 
 /// What the client offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientConfig {
     /// Modes the client accepts, most preferred first. Non-empty, no duplicates.
     pub offer: Vec<Mode>,
+    /// The cipher suite the client prefers for `stream` and `aead` (the server follows it).
+    pub suite: Suite,
+    /// Key update interval of `aead`: a new key every `2^aead_epoch_log2` records
+    /// (at most [`RecordCipher::MAX_EPOCH_LOG2`]; smaller only to test key updates).
+    pub aead_epoch_log2: u8,
+    /// Key update interval of `stream`: a new key every `2^stream_epoch_log2` bytes
+    /// (between [`Keystream::MIN_EPOCH_LOG2`] and [`Keystream::MAX_EPOCH_LOG2`]).
+    pub stream_epoch_log2: u8,
 }
 
-impl Default for ClientConfig {
-    fn default() -> Self {
+impl ClientConfig {
+    /// Offers `modes` (most preferred first) with the default suite and key update intervals.
+    pub fn offering(modes: &[Mode]) -> Self {
         ClientConfig {
-            offer: Mode::ALL.to_vec(),
+            offer: modes.to_vec(),
+            ..ClientConfig::default()
         }
     }
 }
 
-/// Length of the caller-provided entropy.
-pub const ENTROPY_LEN: usize = 32;
+impl Default for ClientConfig {
+    /// The default offer ([`Mode::DEFAULT_OFFER`]), the suite this CPU runs fastest
+    /// ([`Suite::preferred`]), the largest key update intervals.
+    fn default() -> Self {
+        ClientConfig {
+            offer: Mode::DEFAULT_OFFER.to_vec(),
+            suite: Suite::preferred(),
+            aead_epoch_log2: RecordCipher::MAX_EPOCH_LOG2,
+            stream_epoch_log2: Keystream::MAX_EPOCH_LOG2,
+        }
+    }
+}
+
+/// Length of the caller-provided entropy: kato keys (16), the X25519 secret (32), r_c (32).
+pub const ENTROPY_LEN: usize = 2 * KATO_KEY_LEN + SHARE_LEN + RC_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -32,23 +58,31 @@ enum State {
     Finished,
 }
 
-/// Client handshake: write [`ClientHandshake::first_flight`], then feed the
-/// server's bytes to [`ClientHandshake::read`] until it returns `Done`.
+/// The client's half of the key agreement (when it offers a crypto mode).
+struct KeyShare {
+    secret: Zeroizing<[u8; SHARE_LEN]>,
+    share: [u8; SHARE_LEN],
+    r_c: Zeroizing<[u8; RC_LEN]>,
+}
+
+/// Client handshake: write [`ClientHandshake::first_flight`], then feed the server's bytes
+/// to [`ClientHandshake::read`] until it returns `Done { value: (confirm, session) }`, then
+/// write `confirm` (empty unless the mode is cryptographic) before any session data.
 pub struct ClientHandshake {
-    offer: Vec<Mode>,
+    cfg: ClientConfig,
     hello: Vec<u8>,
     kato: [u8; 2 * KATO_KEY_LEN],
+    key_share: Option<KeyShare>,
     reader: FrameReader,
     state: State,
 }
 
 impl ClientHandshake {
-    /// Builds the hello. `entropy` must be fresh random bytes for every connection
-    /// (e.g. from the OS RNG); the keys are taken from it directly:
-    /// kato uses bytes 0..8 as the client-to-server key and 8..16 as the
-    /// server-to-client key; bytes 16..32 are reserved for later modes.
+    /// Builds the hello. `entropy` must be fresh random bytes for every connection (e.g.
+    /// from the OS RNG): bytes 0..8 and 8..16 are the kato keys (client-to-server,
+    /// server-to-client), 16..48 the X25519 secret, 48..80 the random `r_c`.
     pub fn new(cfg: &ClientConfig, entropy: [u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
-        let mut entropy = zeroize::Zeroizing::new(entropy);
+        let entropy = Zeroizing::new(entropy);
         if cfg.offer.is_empty() {
             return Err(HandshakeError::Config("the client offers no mode"));
         }
@@ -60,17 +94,43 @@ impl ClientHandshake {
                 return Err(HandshakeError::Config("the client offers a mode twice"));
             }
         }
+        if cfg.aead_epoch_log2 > RecordCipher::MAX_EPOCH_LOG2 {
+            return Err(HandshakeError::Config(
+                "the aead key update interval exceeds 2^23 records",
+            ));
+        }
+        if !(Keystream::MIN_EPOCH_LOG2..=Keystream::MAX_EPOCH_LOG2).contains(&cfg.stream_epoch_log2)
+        {
+            return Err(HandshakeError::Config(
+                "the stream key update interval must be 2^8 to 2^36 bytes",
+            ));
+        }
+        if entropy.iter().all(|&b| b == entropy[0]) {
+            return Err(HandshakeError::Config(
+                "the entropy is constant; use fresh random bytes",
+            ));
+        }
         let mut kato = [0u8; 2 * KATO_KEY_LEN];
         kato.copy_from_slice(&entropy[..2 * KATO_KEY_LEN]);
         if cfg.offer.contains(&Mode::Kato) && kato[..KATO_KEY_LEN] == kato[KATO_KEY_LEN..] {
-            // Probability 2^-64 with real randomness; this catches zeroed or constant "entropy".
+            // Probability 2^-64 with real randomness; this catches broken "entropy".
             return Err(HandshakeError::Config(
                 "entropy gives the same key in both directions; use fresh random bytes",
             ));
         }
-        zeroize::Zeroize::zeroize(&mut *entropy);
+        let key_share = cfg.offer.iter().any(|m| m.is_cryptographic()).then(|| {
+            let mut secret = Zeroizing::new([0u8; SHARE_LEN]);
+            secret.copy_from_slice(&entropy[16..48]);
+            let mut r_c = Zeroizing::new([0u8; RC_LEN]);
+            r_c.copy_from_slice(&entropy[48..80]);
+            KeyShare {
+                share: keys::x25519_share(&secret),
+                secret,
+                r_c,
+            }
+        });
 
-        let mut body = zeroize::Zeroizing::new(Vec::with_capacity(64));
+        let mut body = Zeroizing::new(Vec::with_capacity(256));
         body.push(cfg.offer.len() as u8);
         for &m in &cfg.offer {
             body.push(m.wire_id());
@@ -78,14 +138,26 @@ impl ClientHandshake {
             match m {
                 Mode::Plain => {}
                 Mode::Kato => body.extend_from_slice(&kato),
+                Mode::Stream | Mode::Aead => {
+                    let ks = key_share.as_ref().expect("made for crypto offers");
+                    body.extend_from_slice(&ks.share);
+                    body.extend_from_slice(&ks.r_c[..]);
+                    body.push(cfg.suite.wire_id());
+                    body.push(if m == Mode::Aead {
+                        cfg.aead_epoch_log2
+                    } else {
+                        cfg.stream_epoch_log2
+                    });
+                }
             }
         }
         let hello = wire::encode(wire::TYPE_HELLO, &body);
         debug_assert!(hello.len() <= wire::MAX_HELLO_LEN);
         Ok(ClientHandshake {
-            offer: cfg.offer.clone(),
+            cfg: cfg.clone(),
             hello,
             kato,
+            key_share,
             reader: FrameReader::new(
                 wire::MAX_ANSWER_LEN,
                 &[wire::TYPE_ACCEPT, wire::TYPE_REJECT],
@@ -95,7 +167,7 @@ impl ClientHandshake {
     }
 
     /// The hello to write before anything else, on the trusted path.
-    /// It holds every secret of the session. It is wiped (empty) once
+    /// It holds every secret the hello carries (kato keys, r_c). It is wiped (empty) once
     /// [`ClientHandshake::read`] has returned `Done` or an error.
     pub fn first_flight(&self) -> &[u8] {
         &self.hello
@@ -103,13 +175,14 @@ impl ClientHandshake {
 
     /// The modes this client offered, in preference order.
     pub fn offer(&self) -> &[Mode] {
-        &self.offer
+        &self.cfg.offer
     }
 
-    /// Feeds bytes received from the server. On `Done`, bytes of `input` after
-    /// `consumed` are already session data and must go through
-    /// [`Session::unprotect`]. After an error the connection must be closed.
-    pub fn read(&mut self, input: &[u8]) -> Result<Progress<Session>, HandshakeError> {
+    /// Feeds bytes received from the server. On `Done { consumed, value: (confirm, session) }`
+    /// write `confirm` (it holds no secret; empty unless the mode is cryptographic) before
+    /// any session data; bytes of `input` after `consumed` are session data for the
+    /// session's [`crate::Unprotector`]. After an error the connection must be closed.
+    pub fn read(&mut self, input: &[u8]) -> Result<Progress<(Vec<u8>, Session)>, HandshakeError> {
         if self.state == State::Finished {
             return Err(HandshakeError::AlreadyFinished);
         }
@@ -120,69 +193,132 @@ impl ClientHandshake {
         result
     }
 
-    fn read_inner(&mut self, input: &[u8]) -> Result<Progress<Session>, HandshakeError> {
+    fn read_inner(&mut self, input: &[u8]) -> Result<Progress<(Vec<u8>, Session)>, HandshakeError> {
         let (consumed, complete) = self.reader.feed(input).map_err(|e| e.into_error())?;
         if !complete {
             return Ok(Progress::NeedMore { consumed });
         }
         let (header, body) = self.reader.frame();
         let mut c = Cursor::new(body);
-        match header.msg_type {
-            wire::TYPE_ACCEPT => {
-                let id = c.u8("accept without a mode")?;
-                let plen = c.u8("accept without a parameter length")? as usize;
-                let _params = c.bytes(plen, "accept parameters overrun the message")?;
-                c.finish("trailing bytes after the accept")?;
-                let mode = Mode::from_wire_id(id)
-                    .filter(|m| self.offer.contains(m))
-                    .ok_or(HandshakeError::Malformed(
-                        "the server chose a mode we did not offer",
-                    ))?;
-                if plen != mode.answer_param_len() {
-                    return Err(HandshakeError::Malformed(
-                        "accept parameters have the wrong length for the mode",
-                    ));
-                }
-                let keys = match mode {
-                    Mode::Plain => Keys::Plain,
-                    Mode::Kato => {
-                        let mut c2s = [0u8; KATO_KEY_LEN];
-                        let mut s2c = [0u8; KATO_KEY_LEN];
-                        c2s.copy_from_slice(&self.kato[..KATO_KEY_LEN]);
-                        s2c.copy_from_slice(&self.kato[KATO_KEY_LEN..]);
-                        Keys::Kato { c2s, s2c }
-                    }
-                };
-                Ok(Progress::Done {
-                    consumed,
-                    value: Session::new(Role::Client, &keys),
-                })
+        if header.msg_type == wire::TYPE_REJECT {
+            return Err(self.rejected(&mut c));
+        }
+        let id = c.u8("accept without a mode")?;
+        let plen = c.u8("accept without a parameter length")? as usize;
+        let params = c.bytes(plen, "accept parameters overrun the message")?;
+        c.finish("trailing bytes after the accept")?;
+        let mode = Mode::from_wire_id(id)
+            .filter(|m| self.cfg.offer.contains(m))
+            .ok_or(HandshakeError::Malformed(
+                "the server chose a mode we did not offer",
+            ))?;
+        let Some(ks) = &self.key_share else {
+            // No key agreement offered: the answer of protocol version 1 without crypto modes.
+            if plen != 0 {
+                return Err(HandshakeError::Malformed(
+                    "accept parameters have the wrong length for the mode",
+                ));
             }
-            _ => {
-                // TYPE_REJECT (the reader lets no other type through).
-                let reason = RejectReason::from_code(c.u8("reject without a reason")?);
-                match reason {
-                    RejectReason::NoCommonMode => {
-                        let n = c.u8("reject without a mode count")? as usize;
-                        let ids = c.bytes(n, "reject mode list overruns the message")?;
-                        c.finish("trailing bytes after the reject")?;
-                        let accepted = ids
+            let keys = match mode {
+                Mode::Kato => self.kato_keys(),
+                _ => Keys::Plain,
+            };
+            return Ok(Progress::Done {
+                consumed,
+                value: (Vec::new(), Session::new(Role::Client, keys)),
+            });
+        };
+        if plen == 0 {
+            return Err(HandshakeError::Unconfirmed { mode });
+        }
+        let suite_len = usize::from(mode.is_cryptographic());
+        if plen != suite_len + SHARE_LEN + TAG_LEN {
+            return Err(HandshakeError::Malformed(
+                "accept parameters have the wrong length for the mode",
+            ));
+        }
+        let suite = match mode.is_cryptographic() {
+            true => Some(
+                Suite::from_wire_id(params[0]).ok_or(HandshakeError::Malformed(
+                    "the accept names an unknown cipher suite",
+                ))?,
+            ),
+            false => None,
+        };
+        let mut s_share = [0u8; SHARE_LEN];
+        s_share.copy_from_slice(&params[suite_len..suite_len + SHARE_LEN]);
+        let tag = &params[suite_len + SHARE_LEN..];
+        if s_share == ks.share {
+            return Err(HandshakeError::ReflectedShare);
+        }
+        let dh = keys::x25519_agree(&ks.secret, &s_share)
+            .map_err(|_| HandshakeError::ZeroSharedSecret)?;
+        let accept = self.reader.message();
+        let sched = Schedule::new(&dh, &ks.r_c, &self.hello, &accept[..accept.len() - TAG_LEN]);
+        if !keys::tags_equal(&sched.server_tag(), tag) {
+            return Err(HandshakeError::ConfirmationFailed);
+        }
+        let (confirm, keys) = match (mode, suite) {
+            (Mode::Stream | Mode::Aead, Some(suite)) => {
+                let (c2s, s2c) = sched.traffic();
+                let confirm =
+                    wire::encode(wire::TYPE_CONFIRM, &sched.client_tag(&self.hello, accept));
+                let epoch_log2 = match mode {
+                    Mode::Aead => self.cfg.aead_epoch_log2,
+                    _ => self.cfg.stream_epoch_log2,
+                };
+                let keys = Keys::Crypto {
+                    mode,
+                    suite,
+                    epoch_log2,
+                    c2s,
+                    s2c,
+                    expect_confirm: None,
+                };
+                (confirm, keys)
+            }
+            (Mode::Kato, _) => (Vec::new(), self.kato_keys()),
+            _ => (Vec::new(), Keys::Plain),
+        };
+        Ok(Progress::Done {
+            consumed,
+            value: (confirm, Session::new(Role::Client, keys)),
+        })
+    }
+
+    fn kato_keys(&self) -> Keys {
+        let mut c2s = [0u8; KATO_KEY_LEN];
+        let mut s2c = [0u8; KATO_KEY_LEN];
+        c2s.copy_from_slice(&self.kato[..KATO_KEY_LEN]);
+        s2c.copy_from_slice(&self.kato[KATO_KEY_LEN..]);
+        Keys::Kato { c2s, s2c }
+    }
+
+    /// The error a reject message (after its type byte) stands for.
+    fn rejected(&self, c: &mut Cursor<'_>) -> HandshakeError {
+        let parse = |c: &mut Cursor<'_>| -> Result<HandshakeError, HandshakeError> {
+            let reason = RejectReason::from_code(c.u8("reject without a reason")?);
+            Ok(match reason {
+                RejectReason::NoCommonMode => {
+                    let n = c.u8("reject without a mode count")? as usize;
+                    let ids = c.bytes(n, "reject mode list overruns the message")?;
+                    c.finish("trailing bytes after the reject")?;
+                    HandshakeError::NoCommonMode {
+                        offered: self.cfg.offer.clone(),
+                        accepted: ids
                             .iter()
                             .filter_map(|&id| Mode::from_wire_id(id))
-                            .collect();
-                        Err(HandshakeError::NoCommonMode {
-                            offered: self.offer.clone(),
-                            accepted,
-                        })
-                    }
-                    RejectReason::Other(_) => Err(HandshakeError::PeerRejected(reason)),
-                    _ => {
-                        c.finish("trailing bytes after the reject")?;
-                        Err(HandshakeError::PeerRejected(reason))
+                            .collect(),
                     }
                 }
-            }
-        }
+                RejectReason::Other(_) => HandshakeError::PeerRejected(reason),
+                _ => {
+                    c.finish("trailing bytes after the reject")?;
+                    HandshakeError::PeerRejected(reason)
+                }
+            })
+        };
+        parse(c).unwrap_or_else(|e| e)
     }
 
     /// The peer closed its side before its answer was complete: the error to report.
@@ -198,22 +334,24 @@ impl ClientHandshake {
     fn finish(&mut self) {
         self.state = State::Finished;
         self.reader.wipe();
-        zeroize::Zeroize::zeroize(&mut self.hello);
-        zeroize::Zeroize::zeroize(&mut self.kato);
+        self.hello.zeroize();
+        self.kato.zeroize();
+        // Drops (and so wipes) the X25519 secret and r_c.
+        self.key_share = None;
     }
 }
 
 impl Drop for ClientHandshake {
     fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.hello);
-        zeroize::Zeroize::zeroize(&mut self.kato);
+        self.hello.zeroize();
+        self.kato.zeroize();
     }
 }
 
 impl fmt::Debug for ClientHandshake {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientHandshake")
-            .field("offer", &self.offer)
+            .field("offer", &self.cfg.offer)
             .field("state", &self.state)
             .finish_non_exhaustive()
     }

@@ -50,6 +50,26 @@ pub enum HandshakeError {
     /// `read` was called after the handshake had already finished or failed.
     #[error("nena handshake already finished")]
     AlreadyFinished,
+    /// We offered key agreement, but the answer carries no key confirmation: an attacker on
+    /// the way may have replaced it (a downgrade), or the server predates the crypto modes.
+    #[error(
+        "the server's answer (mode {mode}) carries no key confirmation although we offered key \
+         agreement: it may have been altered on the way (a downgrade), or the server is an \
+         older nena (offer --mode {mode} alone to talk to it)"
+    )]
+    Unconfirmed { mode: Mode },
+    /// The server's key confirmation does not match what we derived.
+    #[error(
+        "the server's key confirmation does not match: its answer was altered, replayed from \
+         another connection, or made for another hello"
+    )]
+    ConfirmationFailed,
+    /// The server's key share is the one we sent.
+    #[error("the server's key share is our own: a reflected answer")]
+    ReflectedShare,
+    /// X25519 with the peer's share gives zero: the share is a low-order point.
+    #[error("the peer's X25519 key share is a low-order point (the shared secret would be zero)")]
+    ZeroSharedSecret,
 }
 
 fn closed_msg(received: usize) -> String {
@@ -58,6 +78,39 @@ fn closed_msg(received: usize) -> String {
     } else {
         format!("peer closed the connection in the middle of its nena handshake message (after {received} bytes)")
     }
+}
+
+/// Why a protected session stopped: the record layer of `aead` mode, and the client's key
+/// confirmation that a server reads before any data of the crypto modes. Each is final.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// A record did not authenticate or its header is impossible: the bytes were altered on
+    /// the way (or the peer is broken). Nothing of the record reached the application.
+    #[error("integrity check failed: {detail} (record {record} of the peer's stream; altered on the way?)")]
+    Integrity {
+        /// Number of the record in its direction, from 0.
+        record: u64,
+        detail: &'static str,
+    },
+    /// The peer's stream ended without its closing record.
+    #[error(
+        "the peer's stream ended without its closing record after {records} records: \
+         truncated (a forged FIN or reset?)"
+    )]
+    Truncated { records: u64 },
+    /// Bytes followed the peer's closing record.
+    #[error("integrity check failed: data after the peer's closing record")]
+    AfterClose,
+    /// The client's key confirmation is missing, malformed or wrong.
+    #[error("the client's key confirmation failed: {0}")]
+    ClientConfirm(&'static str),
+    /// The connection ended before the client's key confirmation.
+    #[error("the client closed the connection before its key confirmation")]
+    ConfirmMissing,
+    /// Used after an earlier failure.
+    #[error("the protected stream already failed")]
+    Failed,
 }
 
 /// A reason code in the server's reject message.
@@ -181,6 +234,23 @@ mod tests {
             assert_eq!(e.to_string(), want);
             assert!(!e.to_string().contains('\n'));
         }
+        for e in [
+            HandshakeError::Unconfirmed { mode: Mode::Kato },
+            HandshakeError::ConfirmationFailed,
+            HandshakeError::ReflectedShare,
+            HandshakeError::ZeroSharedSecret,
+        ] {
+            let s = e.to_string();
+            assert!(!s.contains('\n') && !s.contains("  "), "{s}");
+        }
+        let e = SessionError::Integrity {
+            record: 3,
+            detail: "the record does not authenticate",
+        };
+        assert!(e.to_string().starts_with("integrity check failed: "));
+        assert!(SessionError::Truncated { records: 9 }
+            .to_string()
+            .contains("without its closing record after 9 records"));
     }
 
     #[test]

@@ -1,19 +1,21 @@
-//! Fuzz bodies for the handshake parsers, shared by `fuzz/fuzz_targets/handshake.rs`
-//! (libFuzzer, nightly) and by a stable `cargo test` over random inputs.
+//! Fuzz bodies for the parsers of bytes from the network in this crate, shared by
+//! `fuzz/fuzz_targets/{handshake,session}.rs` (libFuzzer, nightly) and by stable `cargo test`
+//! runs over random and mutated inputs.
 //!
-//! Each body feeds the input twice, once whole and once in chunks whose sizes
-//! come from the input itself, and panics only when an invariant of the state
-//! machine breaks: the two feedings must give the same outcome, `consumed`
-//! must stay within the input, answers must be bounded and understood by the
-//! other side, and a finished handshake must refuse more input.
-//! Random bytes rarely get past the 5-byte magic, so each body also runs on
-//! the input behind a valid header prefix, which sends it straight to the
-//! length and body parsers.
+//! Each handshake body feeds the input twice, once whole and once in chunks whose sizes come
+//! from the input itself, and panics only when an invariant of the state machine breaks: the
+//! two feedings must give the same outcome, `consumed` must stay within the input, answers
+//! must be bounded and well-formed, and a finished handshake must refuse more input.
+//! Random bytes rarely get past the 5-byte magic, so each body also runs on the input behind
+//! a valid header prefix, which sends it straight to the length and body parsers.
+//! [`session_input`] feeds the input to the incoming half of a session (the client's key
+//! confirmation, then records or in-place data), whole and split, for every mode.
 
+use crate::record::MAX_RECORD;
 use crate::wire::{self, MAGIC, VERSION};
 use crate::{
-    ClientConfig, ClientHandshake, HandshakeError, Mode, Progress, Rejected, ServerConfig,
-    ServerHandshake, Session,
+    ClientConfig, ClientHandshake, HandshakeError, Mode, Opened, Progress, Rejected, ServerConfig,
+    ServerHandshake, Session, SessionError, ENTROPY_LEN,
 };
 
 /// Checks the server's parser on `data` as a client hello.
@@ -22,13 +24,93 @@ pub fn server_read(data: &[u8]) {
     server_check(&with_prefix(wire::TYPE_HELLO, data));
 }
 
-/// Checks the client's parser on `data` as a server answer.
+/// Checks the client's parser on `data` as a server answer, for a client that offers only
+/// kato and plain and for one that also offers key agreement.
 pub fn client_read(data: &[u8]) {
-    client_check(data);
-    client_check(&with_prefix(
-        data.first().map_or(wire::TYPE_ACCEPT, |b| 2 + (b & 1)),
-        data,
-    ));
+    let t = data.first().map_or(wire::TYPE_ACCEPT, |b| 2 + (b & 1));
+    for cfg in [
+        ClientConfig::offering(&[Mode::Kato, Mode::Plain]),
+        ClientConfig::offering(Mode::ALL),
+    ] {
+        client_check(&cfg, data);
+        client_check(&cfg, &with_prefix(t, data));
+    }
+}
+
+/// Checks the incoming half of a session on `data` (bytes from the peer after the
+/// handshake): a server in each mode, whole and split. Nothing may panic, `NeedMore` may
+/// never ask for more than one record, `consumed` stays within the input, both feedings
+/// agree, and after the first error every call fails.
+pub fn session_input(data: &[u8]) {
+    for mode in Mode::ALL {
+        let whole = open_all(server_session(*mode), std::iter::once(data));
+        let split = open_all(server_session(*mode), chunks(data));
+        assert_eq!(whole, split, "{mode}: outcome must not depend on the split");
+    }
+}
+
+/// A server session in `mode`, made by a real exchange with fixed entropy.
+fn server_session(mode: Mode) -> Session {
+    let mut client = ClientHandshake::new(&ClientConfig::offering(&[mode]), ENTROPY).unwrap();
+    let mut server = ServerHandshake::new(&ServerConfig::accepting(&[mode]), [0x33; 32]);
+    match server.read(client.first_flight()) {
+        Ok(Progress::Done {
+            value: (reply, s), ..
+        }) => {
+            assert!(matches!(client.read(&reply), Ok(Progress::Done { .. })));
+            s
+        }
+        other => panic!("{mode}: a valid exchange failed: {other:?}"),
+    }
+}
+
+/// Feeds `pieces` to the session's incoming half the way a reader does (a buffer, units
+/// opened from its start), and returns the plaintext, the end state and the error if any.
+fn open_all<'a>(
+    s: Session,
+    pieces: impl Iterator<Item = &'a [u8]>,
+) -> (Vec<u8>, bool, Option<SessionError>) {
+    let (_, mut rx) = s.split();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut plain = Vec::new();
+    let mut closed = false;
+    for piece in pieces {
+        buf.extend_from_slice(piece);
+        loop {
+            if buf.is_empty() {
+                break;
+            }
+            match rx.open(&mut buf) {
+                Ok(Opened::NeedMore { total }) => {
+                    assert!(total > buf.len() && total <= MAX_RECORD, "{total}");
+                    break;
+                }
+                Ok(Opened::Data { consumed, plain: p }) => {
+                    assert!(consumed <= buf.len() && p.end <= consumed && p.start <= p.end);
+                    assert!(consumed > 0, "no progress");
+                    plain.extend_from_slice(&buf[p]);
+                    buf.drain(..consumed);
+                }
+                Ok(Opened::Close { consumed }) => {
+                    assert!(consumed <= buf.len());
+                    buf.drain(..consumed);
+                    closed = true;
+                }
+                Err(e) => {
+                    assert_eq!(rx.open(&mut [1, 2, 3]), Err(SessionError::Failed));
+                    return (plain, closed, Some(e));
+                }
+            }
+        }
+    }
+    if let Err(e) = rx.eof() {
+        // Only a framed session (or one awaiting the confirmation) can end badly.
+        assert!(
+            !rx.is_in_place() || matches!(e, SessionError::ConfirmMissing),
+            "{e}"
+        );
+    }
+    (plain, closed, None)
 }
 
 fn with_prefix(msg_type: u8, data: &[u8]) -> Vec<u8> {
@@ -68,16 +150,14 @@ enum Outcome {
     Failed(Rejected),
 }
 
-/// What a session does to a fixed buffer in each direction: equal fingerprints
-/// mean equal keys.
-fn fingerprint(mut s: Session) -> Vec<u8> {
-    let mut a = [0x5au8; 80];
-    let mut b = [0xa5u8; 80];
-    s.protect(&mut a);
-    s.unprotect(&mut b);
-    let mut v = a.to_vec();
-    v.extend_from_slice(&b);
-    v
+/// What a session's outgoing half does to a fixed buffer: equal fingerprints mean equal
+/// keys.
+fn fingerprint(s: Session) -> Vec<u8> {
+    let (mut tx, _) = s.split();
+    let mut buf = vec![0x5au8; tx.header_len() + 80 + tx.trailer_len()];
+    let n = tx.seal(&mut buf, 80);
+    buf.truncate(n);
+    buf
 }
 
 fn server_run<'a>(
@@ -112,10 +192,10 @@ fn server_run<'a>(
 }
 
 fn server_check(data: &[u8]) {
-    let cfg = ServerConfig::default();
-    let mut whole = ServerHandshake::new(&cfg);
+    let cfg = ServerConfig::accepting(Mode::ALL);
+    let mut whole = ServerHandshake::new(&cfg, [0x44; 32]);
     let a = server_run(&mut whole, std::iter::once(data), data.len());
-    let mut split = ServerHandshake::new(&cfg);
+    let mut split = ServerHandshake::new(&cfg, [0x44; 32]);
     let b = server_run(&mut split, chunks(data), data.len());
     assert_eq!(a, b, "outcome must not depend on how the input is split");
 
@@ -139,32 +219,13 @@ fn server_check(data: &[u8]) {
             ..
         } => {
             assert!(consumed <= data.len() && consumed <= wire::MAX_HELLO_LEN);
-            // A client offering every mode understands the answer and agrees on the mode.
-            let mut client = ClientHandshake::new(
-                &ClientConfig {
-                    offer: Mode::ALL.to_vec(),
-                },
-                ENTROPY,
-            )
-            .unwrap();
-            match client.read(&reply) {
-                Ok(Progress::Done { consumed, value }) => {
-                    assert_eq!(consumed, reply.len());
-                    assert_eq!(value.mode(), mode);
-                }
-                other => panic!("client cannot read the server's accept: {other:?}"),
-            }
+            check_accept_shape(&reply, mode);
         }
         Outcome::Failed(rejected) => {
             if let Some(reply) = &rejected.reply {
                 assert!(reply.len() <= wire::MAX_ANSWER_LEN);
-                let mut client = ClientHandshake::new(
-                    &ClientConfig {
-                        offer: Mode::ALL.to_vec(),
-                    },
-                    ENTROPY,
-                )
-                .unwrap();
+                let mut client =
+                    ClientHandshake::new(&ClientConfig::offering(Mode::ALL), ENTROPY).unwrap();
                 match client.read(reply) {
                     Err(_) => {}
                     other => panic!("a reject must fail the client: {other:?}"),
@@ -186,10 +247,34 @@ fn server_check(data: &[u8]) {
     }
 }
 
-const ENTROPY: [u8; 32] = {
-    let mut e = [0u8; 32];
+/// An accept of `mode`: the header, the mode, and parameters of one of the lengths the
+/// protocol allows for it (none; or share and tag, after the suite for crypto modes).
+fn check_accept_shape(reply: &[u8], mode: Mode) {
+    assert!(reply.len() <= wire::MAX_ANSWER_LEN);
+    assert_eq!(
+        reply[..wire::HEADER_LEN - 2],
+        wire::header(wire::TYPE_ACCEPT, 0)[..7]
+    );
+    let body = &reply[wire::HEADER_LEN..];
+    assert_eq!(
+        u16::from_be_bytes([reply[7], reply[8]]) as usize,
+        body.len()
+    );
+    assert_eq!(body[0], mode.wire_id());
+    let p = body[1] as usize;
+    assert_eq!(p + 2, body.len());
+    let allowed: &[usize] = if mode.is_cryptographic() {
+        &[65]
+    } else {
+        &[0, 64]
+    };
+    assert!(allowed.contains(&p), "{mode}: {p} parameter bytes");
+}
+
+const ENTROPY: [u8; ENTROPY_LEN] = {
+    let mut e = [0u8; ENTROPY_LEN];
     let mut i = 0;
-    while i < 32 {
+    while i < ENTROPY_LEN {
         e[i] = (i as u8).wrapping_mul(37).wrapping_add(11);
         i += 1;
     }
@@ -208,13 +293,24 @@ fn client_run<'a>(
                 assert_eq!(consumed, piece.len(), "NeedMore must take the whole input");
                 fed += consumed;
             }
-            Ok(Progress::Done { consumed, value }) => {
+            Ok(Progress::Done {
+                consumed,
+                value: (confirm, session),
+            }) => {
                 assert!(consumed <= piece.len());
+                assert_eq!(
+                    confirm.len(),
+                    if session.mode().is_cryptographic() {
+                        wire::CONFIRM_LEN
+                    } else {
+                        0
+                    }
+                );
                 return Outcome::Done {
                     consumed: fed + consumed,
-                    reply: Vec::new(),
-                    mode: value.mode(),
-                    fingerprint: fingerprint(value),
+                    reply: confirm,
+                    mode: session.mode(),
+                    fingerprint: fingerprint(session),
                 };
             }
             Err(error) => return Outcome::Failed(Rejected { reply: None, error }),
@@ -224,13 +320,10 @@ fn client_run<'a>(
     Outcome::NeedMore
 }
 
-fn client_check(data: &[u8]) {
-    let cfg = ClientConfig {
-        offer: vec![Mode::Kato, Mode::Plain],
-    };
-    let mut whole = ClientHandshake::new(&cfg, ENTROPY).unwrap();
+fn client_check(cfg: &ClientConfig, data: &[u8]) {
+    let mut whole = ClientHandshake::new(cfg, ENTROPY).unwrap();
     let a = client_run(&mut whole, std::iter::once(data), data.len());
-    let mut split = ClientHandshake::new(&cfg, ENTROPY).unwrap();
+    let mut split = ClientHandshake::new(cfg, ENTROPY).unwrap();
     let b = client_run(&mut split, chunks(data), data.len());
     assert_eq!(a, b, "outcome must not depend on how the input is split");
     match a {
@@ -281,6 +374,7 @@ mod tests {
         for d in [&[][..], &[0], &MAGIC[..], &[0xff; 2000]] {
             server_read(d);
             client_read(d);
+            session_input(d);
         }
     }
 }

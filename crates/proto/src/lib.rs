@@ -1,51 +1,67 @@
-//! nena-proto: nena's in-band session handshake, sans-IO (bytes in, bytes out).
+//! nena-proto: nena's in-band session handshake and the protection of the byte stream
+//! after it, sans-IO (bytes in, bytes out: no sockets, no clock, no random number generator).
 //!
-//! Before any application byte, the client writes a hello (magic, version, the
-//! modes it offers in preference order, and for each mode the key material it
-//! needs, one key per direction); the server answers with the chosen mode or a
-//! reason for refusing, and no secret. From the next byte on, both directions
-//! go through the chosen mode's [`Session`]. Wire format, state machines and
-//! failure cases: docs/PROTOCOL.md.
+//! Before any application byte, the client writes a hello (magic, version, the modes it
+//! offers in preference order, and for each mode its key material: kato's two keys, or for
+//! the cryptographic modes `stream` and `aead` an X25519 share and a random `r_c`); the
+//! server answers with the chosen mode (and, when the client offered key agreement, its own
+//! share and a key confirmation) or a reason for refusing. In a cryptographic mode the
+//! client then sends its own key confirmation. From then on both directions go through the
+//! chosen mode's [`Session`]. Wire format, key schedule, state machines and failure cases:
+//! docs/PROTOCOL.md; what each mode protects against: docs/THREAT-MODEL.md.
 //!
 //! What the I/O layer (the transport) must do around it:
-//! - client: write [`ClientHandshake::first_flight`] first, on the trusted
-//!   subflow only, and write nothing else until `read` returns `Done`; no
-//!   untrusted subflow may carry data before then (docs/PROTOCOL.md, "Why no
-//!   key byte can cross an untrusted path");
-//! - server: feed input to [`ServerHandshake::read`]; on `Done` write the reply,
-//!   on `Err(Rejected)` write `reply` if present and close;
-//! - both: on `Done { consumed, .. }` the input bytes after `consumed` are
-//!   session data for [`Session::unprotect`]; on end of stream before `Done`,
-//!   report `eof()`; bound the wait with a timeout (there is no clock here);
-//! - `entropy` must be fresh OS randomness for every connection.
+//! - client: write [`ClientHandshake::first_flight`] first, on the trusted subflow only,
+//!   and write nothing else until `read` returns `Done`; no untrusted subflow may carry
+//!   data before then (docs/PROTOCOL.md, "Why no key byte can cross an untrusted path");
+//!   on `Done { value: (confirm, session) }` write `confirm` first;
+//! - server: feed input to [`ServerHandshake::read`]; on `Done` write the reply, on
+//!   `Err(Rejected)` write `reply` if present and close;
+//! - both: on `Done { consumed, .. }` the input bytes after `consumed` are session data for
+//!   the [`Unprotector`]; on end of stream before `Done`, report `eof()`; bound the wait
+//!   with a timeout (there is no clock here);
+//! - entropy must be fresh OS randomness for every connection, on both sides.
 //!
 //! ```
 //! use nena_proto::*;
 //! // Real code takes fresh OS randomness for every connection (e.g. getrandom).
-//! let entropy: [u8; 32] = std::array::from_fn(|i| i as u8 * 7 + 1);
+//! let entropy: [u8; ENTROPY_LEN] = std::array::from_fn(|i| i as u8 * 7 + 1);
 //! let mut client = ClientHandshake::new(&ClientConfig::default(), entropy).unwrap();
-//! let mut server = ServerHandshake::new(&ServerConfig::default());
-//! let Ok(Progress::Done { value: (reply, mut s_sess), .. }) = server.read(client.first_flight()) else { panic!() };
-//! let Ok(Progress::Done { value: mut c_sess, .. }) = client.read(&reply) else { panic!() };
-//! let mut msg = *b"hello";
-//! c_sess.protect(&mut msg);
-//! s_sess.unprotect(&mut msg);
-//! assert_eq!(&msg, b"hello");
+//! let mut server = ServerHandshake::new(&ServerConfig::default(), [9; 32]);
+//! let Ok(Progress::Done { value: (reply, s_sess), .. }) = server.read(client.first_flight()) else { panic!() };
+//! let Ok(Progress::Done { value: (confirm, c_sess), .. }) = client.read(&reply) else { panic!() };
+//! assert_eq!(c_sess.mode(), Mode::Aead);
+//! let (mut tx, _) = c_sess.split();
+//! let (_, mut rx) = s_sess.split();
+//! // The client's confirmation, then one record.
+//! let mut wire = confirm;
+//! let mut rec = vec![0u8; tx.header_len() + 5 + tx.trailer_len()];
+//! rec[tx.header_len()..tx.header_len() + 5].copy_from_slice(b"hello");
+//! let n = tx.seal(&mut rec, 5);
+//! wire.extend_from_slice(&rec[..n]);
+//! let Ok(Opened::Data { consumed, .. }) = rx.open(&mut wire) else { panic!() };
+//! let Ok(Opened::Data { plain, .. }) = rx.open(&mut wire[consumed..]) else { panic!() };
+//! assert_eq!(&wire[consumed..][plain], b"hello");
 //! ```
 
+mod cipher;
 mod client;
 mod error;
 pub mod fuzzing;
+pub mod keys;
 mod mode;
+pub mod record;
 mod server;
 mod session;
 pub mod wire;
 
+pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
-pub use error::{HandshakeError, RejectReason, Rejected};
-pub use mode::{Mode, ParseModeError, KATO_KEY_LEN};
-pub use server::{ServerConfig, ServerHandshake};
-pub use session::{Protector, Role, Session, Unprotector};
+pub use error::{HandshakeError, RejectReason, Rejected, SessionError};
+pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
+pub use record::Opened;
+pub use server::{ServerConfig, ServerHandshake, SERVER_ENTROPY_LEN};
+pub use session::{Protector, Role, Session, SessionInfo, Unprotector};
 
 /// What [`ServerHandshake::read`] returns on success: the reply to write and the session.
 pub type ServerProgress = Progress<(Vec<u8>, Session)>;

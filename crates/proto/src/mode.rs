@@ -6,8 +6,7 @@ use std::str::FromStr;
 
 /// How the byte stream is protected after the handshake.
 ///
-/// New (cryptographic) modes will be added as new variants with new wire ids;
-/// the enum is `#[non_exhaustive]` so that adding one is not a breaking change.
+/// The enum is `#[non_exhaustive]` so that adding a mode is not a breaking change.
 #[non_exhaustive]
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -17,19 +16,46 @@ pub enum Mode {
     /// Negotiated but unprotected: bytes go through unchanged (for comparisons).
     Plain,
     /// The scrambling of Kato et al.: a 64-byte XOR window, one 8-byte key per direction.
+    /// An obfuscation, not encryption (docs/THREAT-MODEL.md).
     Kato,
+    /// A keystream (AES-128-CTR or ChaCha20) XORed in place: confidentiality with zero
+    /// expansion, keys from X25519 and a secret that only crossed the trusted path.
+    /// No integrity.
+    Stream,
+    /// Authenticated records (AES-128-GCM or ChaCha20-Poly1305) of at most 16 KiB, with a
+    /// closing record: confidentiality, integrity, and truncation detected.
+    Aead,
 }
 
 impl Mode {
-    /// Every mode this build knows, in the default preference order
-    /// (most protective first).
-    pub const ALL: &'static [Mode] = &[Mode::Kato, Mode::Plain];
+    /// Every mode this build knows, most protective first.
+    pub const ALL: &'static [Mode] = &[Mode::Aead, Mode::Stream, Mode::Kato, Mode::Plain];
+
+    /// What a client offers unless told otherwise: the cryptographic modes only, so that
+    /// the answer is always authenticated (no downgrade to kato by an attacker on the way).
+    pub const DEFAULT_OFFER: &'static [Mode] = &[Mode::Aead, Mode::Stream];
+
+    /// What a server accepts unless told otherwise (plain only when named).
+    pub const DEFAULT_ACCEPT: &'static [Mode] = &[Mode::Aead, Mode::Stream, Mode::Kato];
 
     /// The name used on command lines, in config files and in JSON.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Plain => "plain",
             Mode::Kato => "kato",
+            Mode::Stream => "stream",
+            Mode::Aead => "aead",
+        }
+    }
+
+    /// The name with what it is, for people: `kato` is always labelled as the papers'
+    /// obfuscation, `plain` as unprotected.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain (unprotected)",
+            Mode::Kato => "kato (the papers' obfuscation, not encryption)",
+            Mode::Stream => "stream (encrypted, no integrity)",
+            Mode::Aead => "aead (encrypted and authenticated)",
         }
     }
 
@@ -38,6 +64,8 @@ impl Mode {
         match self {
             Mode::Plain => 0x01,
             Mode::Kato => 0x02,
+            Mode::Stream => 0x03,
+            Mode::Aead => 0x04,
         }
     }
 
@@ -46,6 +74,8 @@ impl Mode {
         match id {
             0x01 => Some(Mode::Plain),
             0x02 => Some(Mode::Kato),
+            0x03 => Some(Mode::Stream),
+            0x04 => Some(Mode::Aead),
             _ => None,
         }
     }
@@ -56,13 +86,14 @@ impl Mode {
             Mode::Plain => 0,
             // 8-byte client-to-server key followed by 8-byte server-to-client key.
             Mode::Kato => 2 * KATO_KEY_LEN,
+            // X25519 share, r_c, preferred suite, key update interval (log2).
+            Mode::Stream | Mode::Aead => CRYPTO_OFFER_LEN,
         }
     }
 
-    /// Length of the (never secret) parameter block the server's accept carries
-    /// for this mode. Zero for every mode of protocol version 1.
-    pub fn answer_param_len(self) -> usize {
-        0
+    /// Whether this mode is cryptographic (keys from the X25519 key agreement).
+    pub fn is_cryptographic(self) -> bool {
+        matches!(self, Mode::Stream | Mode::Aead)
     }
 
     /// Whether this mode changes the bytes at all.
@@ -74,6 +105,10 @@ impl Mode {
 /// Length of one kato key (one per direction).
 pub const KATO_KEY_LEN: usize = 8;
 
+/// Length of the key material of a `stream` or `aead` offer: X25519 share (32), r_c (32),
+/// preferred suite (1), key update interval as log2 (1).
+pub const CRYPTO_OFFER_LEN: usize = 66;
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -82,7 +117,7 @@ impl fmt::Display for Mode {
 
 /// A mode name that is not one of [`Mode::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {0:?} (known modes: plain, kato)")]
+#[error("unknown mode {0:?} (known modes: aead, stream, kato, plain)")]
 pub struct ParseModeError(pub String);
 
 impl FromStr for Mode {
@@ -128,11 +163,15 @@ mod tests {
         let e = "aes".parse::<Mode>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown mode \"aes\" (known modes: plain, kato)"
+            "unknown mode \"aes\" (known modes: aead, stream, kato, plain)"
         );
         assert_eq!(Mode::from_wire_id(0), None);
+        assert_eq!(Mode::from_wire_id(5), None);
         assert_eq!(Mode::Kato.key_material_len(), 16);
+        assert_eq!(Mode::Aead.key_material_len(), 66);
         assert!(!Mode::Plain.is_protected());
+        assert!(Mode::Stream.is_cryptographic() && !Mode::Kato.is_cryptographic());
+        assert!(Mode::Kato.label().contains("not encryption"));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The server side of the handshake: reads the client's hello, picks a mode
 //! and answers with no secret in the answer, sans-IO.
 
+use crate::cipher::{Keystream, RecordCipher, Suite};
 use crate::error::{HandshakeError, RejectReason, Rejected};
+use crate::keys::{self, Schedule, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameError, FrameReader};
 use crate::{Progress, ServerProgress};
 use std::fmt;
+use zeroize::{Zeroize, Zeroizing};
 
 /// What the server accepts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,13 +19,24 @@ pub struct ServerConfig {
     pub accept: Vec<Mode>,
 }
 
-impl Default for ServerConfig {
-    fn default() -> Self {
+impl ServerConfig {
+    /// Accepts `modes`, most preferred first.
+    pub fn accepting(modes: &[Mode]) -> Self {
         ServerConfig {
-            accept: Mode::ALL.to_vec(),
+            accept: modes.to_vec(),
         }
     }
 }
+
+impl Default for ServerConfig {
+    /// [`Mode::DEFAULT_ACCEPT`]: the crypto modes and kato; plain only when named.
+    fn default() -> Self {
+        ServerConfig::accepting(Mode::DEFAULT_ACCEPT)
+    }
+}
+
+/// Length of the server's entropy: its X25519 secret.
+pub const SERVER_ENTROPY_LEN: usize = SHARE_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -34,13 +48,15 @@ enum State {
 /// until it returns `Done`, then write the reply it gives.
 pub struct ServerHandshake {
     accept: Vec<Mode>,
+    secret: Zeroizing<[u8; SHARE_LEN]>,
     reader: FrameReader,
     state: State,
 }
 
 impl ServerHandshake {
-    /// A server handshake that accepts the modes of `cfg`.
-    pub fn new(cfg: &ServerConfig) -> Self {
+    /// A server handshake that accepts the modes of `cfg`. `entropy` must be fresh random
+    /// bytes for every connection: the server's X25519 secret if a crypto mode is chosen.
+    pub fn new(cfg: &ServerConfig, entropy: [u8; SERVER_ENTROPY_LEN]) -> Self {
         let mut accept: Vec<Mode> = Vec::with_capacity(cfg.accept.len());
         for &m in &cfg.accept {
             if !accept.contains(&m) {
@@ -49,6 +65,7 @@ impl ServerHandshake {
         }
         ServerHandshake {
             accept,
+            secret: Zeroizing::new(entropy),
             reader: FrameReader::new(wire::MAX_HELLO_LEN, &[wire::TYPE_HELLO]),
             state: State::AwaitHello,
         }
@@ -58,8 +75,9 @@ impl ServerHandshake {
     ///
     /// On `Done { consumed, value: (reply, session) }`: write `reply` (it holds
     /// no secret), then protect everything written after it with `session`;
-    /// bytes of `input` after `consumed` are session data for
-    /// [`Session::unprotect`]. On `Err(rejected)`: write `rejected.reply` if it
+    /// bytes of `input` after `consumed` are session data for the session's
+    /// [`crate::Unprotector`] (in a crypto mode they begin with the client's key
+    /// confirmation, which it checks). On `Err(rejected)`: write `rejected.reply` if it
     /// is `Some`, then close.
     pub fn read(&mut self, input: &[u8]) -> Result<ServerProgress, Rejected> {
         if self.state == State::Finished {
@@ -72,6 +90,7 @@ impl ServerHandshake {
         if !matches!(result, Ok(Progress::NeedMore { .. })) {
             self.state = State::Finished;
             self.reader.wipe();
+            self.secret.zeroize();
         }
         result
     }
@@ -92,11 +111,13 @@ impl ServerHandshake {
         if !complete {
             return Ok(Progress::NeedMore { consumed });
         }
-        let (_, body) = self.reader.frame();
-        let offers = parse_hello(body).map_err(|error| Rejected {
+        let malformed = |error| Rejected {
             reply: Some(reject(RejectReason::Malformed, &[])),
             error,
-        })?;
+        };
+        let hello = self.reader.message();
+        let (_, body) = self.reader.frame();
+        let offers = parse_hello(body).map_err(malformed)?;
         let chosen = self
             .accept
             .iter()
@@ -118,24 +139,52 @@ impl ServerHandshake {
             .iter()
             .find(|o| o.mode == mode)
             .expect("chosen from the offers");
-        let keys = match mode {
-            Mode::Plain => Keys::Plain,
-            Mode::Kato => {
-                let mut c2s = [0u8; KATO_KEY_LEN];
-                let mut s2c = [0u8; KATO_KEY_LEN];
-                c2s.copy_from_slice(&offer.key[..KATO_KEY_LEN]);
-                s2c.copy_from_slice(&offer.key[KATO_KEY_LEN..]);
-                Keys::Kato { c2s, s2c }
-            }
+        // The key share of the hello: every crypto offer carries the same one.
+        let Some(share_offer) = offers.iter().find(|o| o.mode.is_cryptographic()) else {
+            let keys = match mode {
+                Mode::Kato => kato_keys(offer.key),
+                _ => Keys::Plain,
+            };
+            let reply = wire::encode(wire::TYPE_ACCEPT, &[mode.wire_id(), 0]);
+            return Ok(Progress::Done {
+                consumed,
+                value: (reply, Session::new(Role::Server, keys)),
+            });
         };
-        let session = Session::new(Role::Server, &keys);
-        let reply = wire::encode(
-            wire::TYPE_ACCEPT,
-            &[mode.wire_id(), mode.answer_param_len() as u8],
-        );
+        let ks = CryptoOffer::of(share_offer.key);
+        let dh = keys::x25519_agree(&self.secret, &ks.share)
+            .map_err(|_| malformed(HandshakeError::ZeroSharedSecret))?;
+        let mut body = vec![mode.wire_id(), 0];
+        let crypto = mode.is_cryptographic().then(|| CryptoOffer::of(offer.key));
+        if let Some(c) = &crypto {
+            // v1 servers run both suites and follow the client's preference.
+            body.push(c.suite.wire_id());
+        }
+        body.extend_from_slice(&keys::x25519_share(&self.secret));
+        body.extend_from_slice(&[0u8; TAG_LEN]);
+        body[1] = (body.len() - 2) as u8;
+        let mut reply = wire::encode(wire::TYPE_ACCEPT, &body);
+        let tag_at = reply.len() - TAG_LEN;
+        let sched = Schedule::new(&dh, &ks.r_c, hello, &reply[..tag_at]);
+        reply[tag_at..].copy_from_slice(&sched.server_tag());
+        let keys = match (mode, crypto) {
+            (Mode::Stream | Mode::Aead, Some(c)) => {
+                let (c2s, s2c) = sched.traffic();
+                Keys::Crypto {
+                    mode,
+                    suite: c.suite,
+                    epoch_log2: c.epoch_log2,
+                    c2s,
+                    s2c,
+                    expect_confirm: Some(sched.client_tag(hello, &reply)),
+                }
+            }
+            (Mode::Kato, _) => kato_keys(offer.key),
+            _ => Keys::Plain,
+        };
         Ok(Progress::Done {
             consumed,
-            value: (reply, session),
+            value: (reply, Session::new(Role::Server, keys)),
         })
     }
 
@@ -174,6 +223,37 @@ struct Offer<'a> {
     key: &'a [u8],
 }
 
+fn kato_keys(key: &[u8]) -> Keys {
+    let mut c2s = [0u8; KATO_KEY_LEN];
+    let mut s2c = [0u8; KATO_KEY_LEN];
+    c2s.copy_from_slice(&key[..KATO_KEY_LEN]);
+    s2c.copy_from_slice(&key[KATO_KEY_LEN..]);
+    Keys::Kato { c2s, s2c }
+}
+
+/// The key material of a `stream` or `aead` offer (already validated by [`parse_hello`]).
+struct CryptoOffer {
+    share: [u8; SHARE_LEN],
+    r_c: Zeroizing<[u8; RC_LEN]>,
+    suite: Suite,
+    epoch_log2: u8,
+}
+
+impl CryptoOffer {
+    fn of(key: &[u8]) -> CryptoOffer {
+        let mut share = [0u8; SHARE_LEN];
+        share.copy_from_slice(&key[..SHARE_LEN]);
+        let mut r_c = Zeroizing::new([0u8; RC_LEN]);
+        r_c.copy_from_slice(&key[SHARE_LEN..SHARE_LEN + RC_LEN]);
+        CryptoOffer {
+            share,
+            r_c,
+            suite: Suite::from_wire_id(key[64]).expect("validated"),
+            epoch_log2: key[65],
+        }
+    }
+}
+
 /// Parses and validates a hello body. Offers of modes unknown to this build
 /// are skipped (a newer client may offer them), but must still be well-formed.
 fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
@@ -186,7 +266,7 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
         return Err(HandshakeError::Malformed("the hello offers too many modes"));
     }
     let mut seen = Vec::with_capacity(n);
-    let mut offers = Vec::with_capacity(n);
+    let mut offers: Vec<Offer<'_>> = Vec::with_capacity(n);
     for _ in 0..n {
         let id = c.u8("offer list overruns the hello")?;
         let klen = c.u8("offer list overruns the hello")? as usize;
@@ -203,10 +283,35 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
                 "key material has the wrong length for its mode",
             ));
         }
-        if mode == Mode::Kato && key[..KATO_KEY_LEN] == key[KATO_KEY_LEN..] {
-            return Err(HandshakeError::Malformed(
-                "kato keys are the same in both directions",
-            ));
+        match mode {
+            Mode::Kato if key[..KATO_KEY_LEN] == key[KATO_KEY_LEN..] => {
+                return Err(HandshakeError::Malformed(
+                    "kato keys are the same in both directions",
+                ));
+            }
+            Mode::Stream | Mode::Aead => {
+                if Suite::from_wire_id(key[64]).is_none() {
+                    return Err(HandshakeError::Malformed(
+                        "a crypto offer names an unknown cipher suite",
+                    ));
+                }
+                let range = match mode {
+                    Mode::Aead => RecordCipher::MIN_EPOCH_LOG2..=RecordCipher::MAX_EPOCH_LOG2,
+                    _ => Keystream::MIN_EPOCH_LOG2..=Keystream::MAX_EPOCH_LOG2,
+                };
+                if !range.contains(&key[65]) {
+                    return Err(HandshakeError::Malformed(
+                        "a crypto offer's key update interval is out of range",
+                    ));
+                }
+                let first = offers.iter().find(|o| o.mode.is_cryptographic());
+                if first.is_some_and(|f| f.key[..64] != key[..64]) {
+                    return Err(HandshakeError::Malformed(
+                        "the crypto offers carry different key shares",
+                    ));
+                }
+            }
+            _ => {}
         }
         offers.push(Offer { mode, key });
     }

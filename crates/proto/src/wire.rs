@@ -7,7 +7,7 @@
 //! |-------:|-----:|---------------------------------------------|
 //! | 0      | 5    | magic `8b 4e 45 4e 41` (0x8b, then "NENA")  |
 //! | 5      | 1    | protocol version (1)                        |
-//! | 6      | 1    | message type (1 hello, 2 accept, 3 reject)  |
+//! | 6      | 1    | message type (1 hello, 2 accept, 3 reject, 4 confirm) |
 //! | 7      | 2    | body length, big-endian                     |
 //!
 //! The header layout is the same in every protocol version, so a peer of
@@ -36,6 +36,19 @@ pub const TYPE_HELLO: u8 = 0x01;
 pub const TYPE_ACCEPT: u8 = 0x02;
 /// Message type of the server's reject.
 pub const TYPE_REJECT: u8 = 0x03;
+/// Message type of the client's key confirmation (crypto modes, after the accept).
+pub const TYPE_CONFIRM: u8 = 0x04;
+/// Length of the client's confirmation message (header and 32-byte tag).
+pub const CONFIRM_LEN: usize = HEADER_LEN + crate::keys::TAG_LEN;
+
+/// The header of a version-[`VERSION`] message of `msg_type` with a body of `body_len` bytes.
+pub(crate) fn header(msg_type: u8, body_len: usize) -> [u8; HEADER_LEN] {
+    let len = u16::try_from(body_len).expect("handshake bodies are bounded far below 64 KiB");
+    let l = len.to_be_bytes();
+    [
+        MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], MAGIC[4], VERSION, msg_type, l[0], l[1],
+    ]
+}
 
 /// Builds one message: header (with [`VERSION`]) and body.
 pub(crate) fn encode(msg_type: u8, body: &[u8]) -> Vec<u8> {
@@ -165,6 +178,11 @@ impl FrameReader {
             }
         }
         Ok(())
+    }
+
+    /// The complete message, header included; only valid after `feed` returned `true`.
+    pub(crate) fn message(&self) -> &[u8] {
+        &self.buf
     }
 
     /// The complete frame; only valid after `feed` returned `true`.

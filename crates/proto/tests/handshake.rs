@@ -1,33 +1,48 @@
 //! Client <-> server handshakes through plain buffers (no sockets): success for
 //! every mode, data after the handshake, and every failure case on both sides.
 
+mod common;
+
+use common::{entropy, open_all, open_whole, seal_all, Received};
 use nena_proto::wire::{self, MAGIC, VERSION};
 use nena_proto::*;
 
-const ENTROPY: [u8; 32] = [
-    0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01,
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-];
+const ENTROPY: [u8; ENTROPY_LEN] = {
+    let mut e = [0u8; ENTROPY_LEN];
+    let head = [
+        0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
+        0x01,
+    ];
+    let mut i = 0;
+    while i < ENTROPY_LEN {
+        e[i] = if i < 16 { head[i] } else { i as u8 };
+        i += 1;
+    }
+    e
+};
+
+const SERVER_ENTROPY: [u8; 32] = [0x77; 32];
 
 fn client(offer: &[Mode]) -> ClientHandshake {
-    ClientHandshake::new(
-        &ClientConfig {
-            offer: offer.to_vec(),
-        },
-        ENTROPY,
-    )
-    .unwrap()
+    ClientHandshake::new(&ClientConfig::offering(offer), ENTROPY).unwrap()
 }
 
 fn server(accept: &[Mode]) -> ServerHandshake {
-    ServerHandshake::new(&ServerConfig {
-        accept: accept.to_vec(),
-    })
+    ServerHandshake::new(&ServerConfig::accepting(accept), SERVER_ENTROPY)
 }
 
-/// Runs a whole handshake at once; returns (client session, server session, reply).
-fn handshake(offer: &[Mode], accept: &[Mode]) -> (Session, Session, Vec<u8>) {
-    let mut c = client(offer);
+/// A whole exchange at once.
+struct Exchange {
+    client: Session,
+    server: Session,
+    hello: Vec<u8>,
+    reply: Vec<u8>,
+    /// The client's key confirmation (empty unless the mode is cryptographic).
+    confirm: Vec<u8>,
+}
+
+fn exchange_cfg(cfg: &ClientConfig, accept: &[Mode]) -> Exchange {
+    let mut c = ClientHandshake::new(cfg, ENTROPY).unwrap();
     let mut s = server(accept);
     let hello = c.first_flight().to_vec();
     let Ok(Progress::Done {
@@ -40,13 +55,45 @@ fn handshake(offer: &[Mode], accept: &[Mode]) -> (Session, Session, Vec<u8>) {
     assert_eq!(consumed, hello.len());
     let Ok(Progress::Done {
         consumed,
-        value: cs,
+        value: (confirm, cs),
     }) = c.read(&reply)
     else {
         panic!("client failed")
     };
     assert_eq!(consumed, reply.len());
-    (cs, ss, reply)
+    Exchange {
+        client: cs,
+        server: ss,
+        hello,
+        reply,
+        confirm,
+    }
+}
+
+fn exchange(offer: &[Mode], accept: &[Mode]) -> Exchange {
+    exchange_cfg(&ClientConfig::offering(offer), accept)
+}
+
+/// Runs a whole handshake at once; returns (client session, server session, reply).
+fn handshake(offer: &[Mode], accept: &[Mode]) -> (Session, Session, Vec<u8>) {
+    let x = exchange(offer, accept);
+    assert!(x.confirm.is_empty(), "use exchange() for crypto modes");
+    (x.client, x.server, x.reply)
+}
+
+/// Client data through both halves: what the server receives of `msg` (after the client's
+/// confirmation), and what the client receives of the server's `msg`; plus the two wires.
+fn round_trip(x: Exchange, msg: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (mut ctx, mut crx) = x.client.split();
+    let (mut stx, mut srx) = x.server.split();
+    let mut up = x.confirm.clone();
+    up.extend(seal_all(&mut ctx, msg, 1000));
+    let got_up = open_whole(&mut srx, &up);
+    assert_eq!(got_up.error, None);
+    let down = seal_all(&mut stx, msg, 16 * 1024);
+    let got_down = open_whole(&mut crx, &down);
+    assert_eq!(got_down.error, None);
+    (got_up.data, got_down.data, up, down)
 }
 
 /// The papers' scrambling, straightforward form (BRIEF.md): the reference the
@@ -66,68 +113,88 @@ fn reference_scramble(key: [u8; 8], data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn every_mode_round_trips_both_directions() {
-    for mode in [Mode::Plain, Mode::Kato] {
-        let (mut cs, mut ss, _) = handshake(&[mode], &[Mode::Kato, Mode::Plain]);
-        assert_eq!(cs.mode(), mode);
-        assert_eq!(ss.mode(), mode);
-        assert_eq!(cs.role(), Role::Client);
-        assert_eq!(ss.role(), Role::Server);
-        let msg: Vec<u8> = (0..1000u32).map(|i| (i * 31 % 251) as u8).collect();
-        let mut up = msg.clone();
-        cs.protect(&mut up);
+    for mode in Mode::ALL.iter().copied() {
+        let x = exchange(&[mode], Mode::ALL);
+        assert_eq!((x.client.mode(), x.server.mode()), (mode, mode));
+        assert_eq!(x.client.role(), Role::Client);
+        assert_eq!(x.server.role(), Role::Server);
+        assert_eq!(x.confirm.is_empty(), !mode.is_cryptographic());
+        let msg: Vec<u8> = (0..40_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        let (up, down, wire_up, wire_down) = round_trip(x, &msg);
+        assert_eq!(up, msg, "{mode}");
+        assert_eq!(down, msg, "{mode}");
+        let runs: std::collections::HashSet<&[u8]> = msg.windows(16).collect();
+        let changed = !wire_down.windows(16).any(|w| runs.contains(w));
         assert_eq!(
-            up != msg,
+            changed,
             mode.is_protected(),
-            "{mode}: protection must change the bytes iff protected"
+            "{mode}: protection must hide the bytes iff protected"
         );
-        ss.unprotect(&mut up);
-        assert_eq!(up, msg);
-        let mut down = msg.clone();
-        ss.protect(&mut down);
-        cs.unprotect(&mut down);
-        assert_eq!(down, msg);
+        // Full records downstream: below 0.2% for aead; nothing at all in place.
+        let expansion = wire_down.len() as f64 / msg.len() as f64 - 1.0;
+        match mode {
+            Mode::Aead => assert!(expansion > 0.0 && expansion < 0.002, "{expansion}"),
+            _ => assert_eq!(wire_down.len(), msg.len(), "{mode}: zero expansion"),
+        }
+        assert_eq!(
+            wire_up.len() - msg.len() > 0,
+            mode.is_cryptographic(),
+            "{mode}: the client's confirmation (and records) upstream"
+        );
     }
 }
 
 #[test]
 fn kato_is_the_papers_scrambling_with_per_direction_keys() {
-    let (mut cs, mut ss, _) = handshake(&[Mode::Kato], &[Mode::Kato]);
+    let (cs, ss, _) = handshake(&[Mode::Kato], &[Mode::Kato]);
     let msg = b"GET / HTTP/1.1\r\nHost: example\r\n\r\n".repeat(5);
     let c2s_key: [u8; 8] = ENTROPY[..8].try_into().unwrap();
     let s2c_key: [u8; 8] = ENTROPY[8..16].try_into().unwrap();
-    let mut up = msg.clone();
-    cs.protect(&mut up);
+    let up = seal_all(&mut cs.split().0, &msg, 7);
     assert_eq!(up, reference_scramble(c2s_key, &msg));
-    let mut down = msg.clone();
-    ss.protect(&mut down);
+    let down = seal_all(&mut ss.split().0, &msg, 100);
     assert_eq!(down, reference_scramble(s2c_key, &msg));
     assert_ne!(up, down, "the two directions must use different keys");
 }
 
 #[test]
 fn keys_differ_per_connection() {
-    let mut other = ENTROPY;
-    other[0] ^= 1;
-    other[8] ^= 1;
-    let mut a = client(&[Mode::Kato]);
-    let mut b = ClientHandshake::new(
-        &ClientConfig {
-            offer: vec![Mode::Kato],
-        },
-        other,
-    )
-    .unwrap();
-    let reply = wire_accept(Mode::Kato);
-    let Ok(Progress::Done { value: mut sa, .. }) = a.read(&reply) else {
+    for mode in [Mode::Kato, Mode::Stream, Mode::Aead] {
+        let mut wires = Vec::new();
+        for seed in [1u8, 2] {
+            let mut c =
+                ClientHandshake::new(&ClientConfig::offering(&[mode]), entropy(seed)).unwrap();
+            // The same server entropy both times: only the client's differs.
+            let Ok(Progress::Done {
+                value: (reply, _), ..
+            }) = server(&[mode]).read(c.first_flight())
+            else {
+                panic!()
+            };
+            let Ok(Progress::Done { value: (_, cs), .. }) = c.read(&reply) else {
+                panic!()
+            };
+            wires.push(seal_all(&mut cs.split().0, &[0u8; 100], 100));
+        }
+        assert_ne!(wires[0], wires[1], "{mode}");
+    }
+    // And per server: the same client hello with another server secret gives other keys.
+    let x1 = exchange(&[Mode::Aead], &[Mode::Aead]);
+    let mut c = client(&[Mode::Aead]);
+    let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x78; 32]);
+    let Ok(Progress::Done {
+        value: (reply, _), ..
+    }) = s.read(c.first_flight())
+    else {
         panic!()
     };
-    let Ok(Progress::Done { value: mut sb, .. }) = b.read(&reply) else {
+    let Ok(Progress::Done { value: (_, cs), .. }) = c.read(&reply) else {
         panic!()
     };
-    let (mut x, mut y) = ([0u8; 100], [0u8; 100]);
-    sa.protect(&mut x);
-    sb.protect(&mut y);
-    assert_ne!(x, y);
+    assert_ne!(
+        seal_all(&mut x1.client.split().0, &[0u8; 100], 100),
+        seal_all(&mut cs.split().0, &[0u8; 100], 100)
+    );
 }
 
 fn wire_accept(mode: Mode) -> Vec<u8> {
@@ -158,13 +225,7 @@ fn server_answer_carries_no_secret() {
         );
     }
     // The answer is the same whatever the keys are.
-    let mut c = ClientHandshake::new(
-        &ClientConfig {
-            offer: vec![Mode::Kato],
-        },
-        std::array::from_fn(|i| 200 - i as u8),
-    )
-    .unwrap();
+    let mut c = ClientHandshake::new(&ClientConfig::offering(&[Mode::Kato]), entropy(200)).unwrap();
     let Ok(Progress::Done {
         value: (reply2, _), ..
     }) = server(&[Mode::Kato]).read(c.first_flight())
@@ -185,64 +246,75 @@ fn server_preference_decides() {
 
 #[test]
 fn session_data_in_the_same_buffer_is_reported_not_swallowed() {
-    let mut c = client(&[Mode::Kato]);
-    let mut s = server(&[Mode::Kato]);
-    let Ok(Progress::Done {
-        value: (reply, mut ss),
-        ..
-    }) = s.read(c.first_flight())
-    else {
-        panic!()
-    };
-    // The server writes its answer and its first data back to back.
-    let mut data = b"server speaks first".to_vec();
-    ss.protect(&mut data);
-    let mut wire_bytes = reply.clone();
-    wire_bytes.extend_from_slice(&data);
-    let Ok(Progress::Done {
-        consumed,
-        value: mut cs,
-    }) = c.read(&wire_bytes)
-    else {
-        panic!()
-    };
-    assert_eq!(consumed, reply.len());
-    let mut rest = wire_bytes[consumed..].to_vec();
-    cs.unprotect(&mut rest);
-    assert_eq!(rest, b"server speaks first");
+    for mode in [Mode::Kato, Mode::Stream, Mode::Aead] {
+        let mut c = client(&[mode]);
+        let mut s = server(&[mode]);
+        let Ok(Progress::Done {
+            value: (reply, ss), ..
+        }) = s.read(c.first_flight())
+        else {
+            panic!()
+        };
+        // The server writes its answer and its first data back to back.
+        let (mut stx, mut srx) = ss.split();
+        let mut wire_bytes = reply.clone();
+        wire_bytes.extend(seal_all(&mut stx, b"server speaks first", 100));
+        let Ok(Progress::Done {
+            consumed,
+            value: (confirm, cs),
+        }) = c.read(&wire_bytes)
+        else {
+            panic!()
+        };
+        assert_eq!(consumed, reply.len());
+        let (mut ctx, mut crx) = cs.split();
+        let got = open_whole(&mut crx, &wire_bytes[consumed..]);
+        assert_eq!(got.data, b"server speaks first", "{mode}");
+        // The client's confirmation and its first data, also back to back.
+        let mut up = confirm;
+        up.extend(seal_all(&mut ctx, b"client answers", 100));
+        assert_eq!(open_whole(&mut srx, &up).data, b"client answers", "{mode}");
+    }
 }
 
 #[test]
 fn byte_by_byte_feeding_gives_the_same_result() {
-    let mut c = client(&[Mode::Kato, Mode::Plain]);
-    let mut s = server(&[Mode::Kato]);
-    let hello = c.first_flight().to_vec();
-    let mut result = None;
-    for (i, b) in hello.iter().enumerate() {
-        match s.read(std::slice::from_ref(b)).unwrap() {
-            Progress::NeedMore { consumed } => {
-                assert_eq!(consumed, 1);
-                assert!(i + 1 < hello.len());
-            }
-            Progress::Done { consumed, value } => {
-                assert_eq!((consumed, i + 1), (1, hello.len()));
-                result = Some(value);
+    for offer in [
+        &[Mode::Kato, Mode::Plain][..],
+        &[Mode::Aead, Mode::Stream][..],
+    ] {
+        let mut c = client(offer);
+        let mut s = server(Mode::ALL);
+        let hello = c.first_flight().to_vec();
+        let mut result = None;
+        for (i, b) in hello.iter().enumerate() {
+            match s.read(std::slice::from_ref(b)).unwrap() {
+                Progress::NeedMore { consumed } => {
+                    assert_eq!(consumed, 1);
+                    assert!(i + 1 < hello.len());
+                }
+                Progress::Done { consumed, value } => {
+                    assert_eq!((consumed, i + 1), (1, hello.len()));
+                    result = Some(value);
+                }
             }
         }
-    }
-    let (reply, mut ss) = result.unwrap();
-    let mut cs = None;
-    for (i, b) in reply.iter().enumerate() {
-        match c.read(std::slice::from_ref(b)).unwrap() {
-            Progress::NeedMore { .. } => assert!(i + 1 < reply.len()),
-            Progress::Done { value, .. } => cs = Some(value),
+        let (reply, ss) = result.unwrap();
+        let mut done = None;
+        for (i, b) in reply.iter().enumerate() {
+            match c.read(std::slice::from_ref(b)).unwrap() {
+                Progress::NeedMore { .. } => assert!(i + 1 < reply.len()),
+                Progress::Done { value, .. } => done = Some(value),
+            }
         }
+        let (confirm, cs) = done.unwrap();
+        let mut up = confirm;
+        up.extend(seal_all(&mut cs.split().0, b"abc", 3));
+        // The server's incoming half, fed one byte at a time too.
+        let got = open_all(&mut ss.split().1, up.iter().map(std::slice::from_ref));
+        assert_eq!(got.data, b"abc");
+        assert_eq!((got.error, got.left), (None, 0));
     }
-    let mut cs = cs.unwrap();
-    let mut m = *b"abc";
-    cs.protect(&mut m);
-    ss.unprotect(&mut m);
-    assert_eq!(&m, b"abc");
 }
 
 #[test]
@@ -572,29 +644,39 @@ fn closing_early_is_a_clear_error_on_both_sides() {
 
 #[test]
 fn bad_configs_are_refused() {
-    let mk = |offer: Vec<Mode>, e: [u8; 32]| {
-        ClientHandshake::new(&ClientConfig { offer }, e).unwrap_err()
+    let mk = |offer: &[Mode], e: [u8; ENTROPY_LEN]| {
+        ClientHandshake::new(&ClientConfig::offering(offer), e).unwrap_err()
     };
     assert_eq!(
-        mk(vec![], ENTROPY),
+        mk(&[], ENTROPY),
         HandshakeError::Config("the client offers no mode")
     );
     assert_eq!(
-        mk(vec![Mode::Kato, Mode::Kato], ENTROPY),
+        mk(&[Mode::Kato, Mode::Kato], ENTROPY),
         HandshakeError::Config("the client offers a mode twice")
     );
+    for offer in [&[Mode::Kato][..], &[Mode::Aead], &[Mode::Plain]] {
+        assert!(matches!(
+            mk(offer, [0; ENTROPY_LEN]),
+            HandshakeError::Config(_)
+        ));
+    }
+    let mut same_kato = ENTROPY;
+    same_kato[8..16].copy_from_slice(&ENTROPY[..8]);
     assert!(matches!(
-        mk(vec![Mode::Kato], [0; 32]),
+        mk(&[Mode::Kato], same_kato),
         HandshakeError::Config(_)
     ));
-    // Plain needs no key, so constant entropy is fine for it.
-    assert!(ClientHandshake::new(
-        &ClientConfig {
-            offer: vec![Mode::Plain]
-        },
-        [0; 32]
-    )
-    .is_ok());
+    // ... which does not matter when kato is not offered.
+    assert!(ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), same_kato).is_ok());
+    let mut cfg = ClientConfig::offering(&[Mode::Aead]);
+    cfg.aead_epoch_log2 = 24;
+    assert!(ClientHandshake::new(&cfg, ENTROPY).is_err());
+    let mut cfg = ClientConfig::offering(&[Mode::Stream]);
+    cfg.stream_epoch_log2 = 7;
+    assert!(ClientHandshake::new(&cfg, ENTROPY).is_err());
+    cfg.stream_epoch_log2 = 37;
+    assert!(ClientHandshake::new(&cfg, ENTROPY).is_err());
 }
 
 #[test]
@@ -626,20 +708,21 @@ fn split_halves_are_send_and_work_on_separate_threads() {
     assert_send::<Protector>();
     assert_send::<Unprotector>();
     assert_send::<Session>();
-    let (cs, ss, _) = handshake(&[Mode::Kato], &[Mode::Kato]);
-    let (mut ctx, mut crx) = cs.split();
-    let (mut stx, mut srx) = ss.split();
-    let up = std::thread::spawn(move || {
-        let mut v = vec![1u8; 5000];
-        ctx.protect(&mut v);
-        srx.unprotect(&mut v);
-        v
-    });
-    let mut down = vec![2u8; 5000];
-    stx.protect(&mut down);
-    crx.unprotect(&mut down);
-    assert_eq!(down, vec![2u8; 5000]);
-    assert_eq!(up.join().unwrap(), vec![1u8; 5000]);
+    for mode in Mode::ALL.iter().copied() {
+        let x = exchange(&[mode], &[mode]);
+        let (mut ctx, _) = x.client.split();
+        let (_, mut srx) = x.server.split();
+        let confirm = x.confirm;
+        let wire_up = std::thread::spawn(move || {
+            let mut w = confirm;
+            w.extend(seal_all(&mut ctx, &[1u8; 50_000], 4096));
+            w
+        })
+        .join()
+        .unwrap();
+        let got = std::thread::spawn(move || open_whole(&mut srx, &wire_up).data);
+        assert_eq!(got.join().unwrap(), vec![1u8; 50_000]);
+    }
 }
 
 #[test]
@@ -653,5 +736,16 @@ fn debug_output_never_shows_keys() {
     ] {
         assert!(!text.contains("17, 34") && !text.contains("0x11"), "{text}");
         assert!(text.contains("Kato"), "{text}");
+    }
+    let x = exchange(&[Mode::Aead], &[Mode::Aead]);
+    let c = client(&[Mode::Aead]);
+    for text in [
+        format!("{c:?}"),
+        format!("{:?}", x.client),
+        format!("{:?}", x.server.split()),
+    ] {
+        // No byte array (a key, r_c, a share, a tag) in any form.
+        assert!(!text.contains(", 1") && !text.contains("0x"), "{text}");
+        assert!(text.contains("Aead"), "{text}");
     }
 }

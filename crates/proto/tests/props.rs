@@ -2,6 +2,9 @@
 //! stable), any split of the input gives the same result, and whole sessions
 //! round-trip through randomly chunked streams.
 
+mod common;
+
+use common::{open_all, seal_all};
 use nena_proto::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -10,13 +13,44 @@ fn modes() -> impl Strategy<Value = Vec<Mode>> {
     prop_oneof![
         Just(vec![Mode::Kato]),
         Just(vec![Mode::Plain]),
+        Just(vec![Mode::Aead]),
+        Just(vec![Mode::Stream]),
         Just(vec![Mode::Kato, Mode::Plain]),
         Just(vec![Mode::Plain, Mode::Kato]),
+        Just(vec![Mode::Aead, Mode::Stream]),
+        Just(vec![Mode::Stream, Mode::Kato, Mode::Aead]),
+        Just(Mode::ALL.to_vec()),
     ]
 }
 
-fn entropy() -> impl Strategy<Value = [u8; 32]> {
-    any::<[u8; 32]>().prop_filter("distinct kato keys", |e| e[..8] != e[8..16])
+fn suite() -> impl Strategy<Value = Suite> {
+    prop_oneof![Just(Suite::Aes128), Just(Suite::ChaCha20)]
+}
+
+fn entropy() -> impl Strategy<Value = [u8; ENTROPY_LEN]> {
+    proptest::array::uniform32(any::<u8>())
+        .prop_flat_map(|a| {
+            (
+                Just(a),
+                proptest::array::uniform32(any::<u8>()),
+                any::<[u8; 16]>(),
+            )
+        })
+        .prop_map(|(a, b, c)| {
+            let mut e = [0u8; ENTROPY_LEN];
+            e[..16].copy_from_slice(&c);
+            e[16..48].copy_from_slice(&a);
+            e[48..].copy_from_slice(&b);
+            e
+        })
+        .prop_filter("distinct kato keys", |e| e[..8] != e[8..16])
+}
+
+fn config(offer: Vec<Mode>, suite: Suite) -> ClientConfig {
+    ClientConfig {
+        suite,
+        ..ClientConfig::offering(&offer)
+    }
 }
 
 /// Cuts `data` at the given (sorted, deduplicated) points.
@@ -33,34 +67,32 @@ fn split_at_points(data: &[u8], points: &[usize]) -> Vec<Vec<u8>> {
     out
 }
 
-/// Feeds chunks to the client until Done; returns the session and all bytes
-/// after the handshake (already unprotected).
-fn client_consume(c: &mut ClientHandshake, chunks: &[Vec<u8>]) -> (Mode, Vec<u8>, Option<Session>) {
-    let mut session: Option<Session> = None;
-    let mut after = Vec::new();
+/// Feeds chunks to the client until Done; returns the mode, the confirmation to send, all
+/// bytes after the handshake (opened), and the session's outgoing half.
+fn client_consume(
+    c: &mut ClientHandshake,
+    chunks: &[Vec<u8>],
+) -> (Mode, Vec<u8>, Vec<u8>, Protector) {
+    let mut pending: Option<(Vec<u8>, Session)> = None;
+    let mut rest = Vec::new();
     for chunk in chunks {
-        match &mut session {
-            Some(s) => {
-                let mut b = chunk.clone();
-                s.unprotect(&mut b);
-                after.extend_from_slice(&b);
-            }
+        match &pending {
+            Some(_) => rest.extend_from_slice(chunk),
             None => match c.read(chunk).expect("client handshake") {
                 Progress::NeedMore { consumed } => assert_eq!(consumed, chunk.len()),
-                Progress::Done {
-                    consumed,
-                    value: mut s,
-                } => {
-                    let mut rest = chunk[consumed..].to_vec();
-                    s.unprotect(&mut rest);
-                    after.extend_from_slice(&rest);
-                    session = Some(s);
+                Progress::Done { consumed, value } => {
+                    rest.extend_from_slice(&chunk[consumed..]);
+                    pending = Some(value);
                 }
             },
         }
     }
-    let s = session.expect("handshake completes");
-    (s.mode(), after, Some(s))
+    let (confirm, s) = pending.expect("handshake completes");
+    let mode = s.mode();
+    let (tx, mut rx) = s.split();
+    let got = open_all(&mut rx, [&rest[..]]);
+    assert_eq!(got.error, None);
+    (mode, confirm, got.data, tx)
 }
 
 proptest! {
@@ -82,10 +114,10 @@ proptest! {
         e in entropy(),
         edits in vec((any::<usize>(), any::<u8>(), 0u8..3), 1..6),
     ) {
-        let c = ClientHandshake::new(&ClientConfig { offer }, e).unwrap();
+        let c = ClientHandshake::new(&ClientConfig::offering(&offer), e).unwrap();
         let mut hello = c.first_flight().to_vec();
         let mut answer = {
-            let mut s = ServerHandshake::new(&ServerConfig::default());
+            let mut s = ServerHandshake::new(&ServerConfig::accepting(Mode::ALL), [3; 32]);
             match s.read(&hello) {
                 Ok(Progress::Done { value: (reply, _), .. }) => reply,
                 other => panic!("valid hello refused: {other:?}"),
@@ -112,16 +144,17 @@ proptest! {
         trailing in vec(any::<u8>(), 0..40),
         points in vec(any::<usize>(), 0..12),
     ) {
-        let c = ClientHandshake::new(&ClientConfig { offer }, e).unwrap();
+        let c = ClientHandshake::new(&ClientConfig::offering(&offer), e).unwrap();
         let mut stream = c.first_flight().to_vec();
         let hello_len = stream.len();
         stream.extend_from_slice(&trailing);
+        let cfg = ServerConfig::accepting(Mode::ALL);
 
-        let mut whole = ServerHandshake::new(&ServerConfig::default());
-        let Ok(Progress::Done { consumed, value: (reply_a, mut sa) }) = whole.read(&stream) else { panic!() };
+        let mut whole = ServerHandshake::new(&cfg, [7; 32]);
+        let Ok(Progress::Done { consumed, value: (reply_a, sa) }) = whole.read(&stream) else { panic!() };
         prop_assert_eq!(consumed, hello_len);
 
-        let mut split = ServerHandshake::new(&ServerConfig::default());
+        let mut split = ServerHandshake::new(&cfg, [7; 32]);
         let mut fed = 0;
         let mut done = None;
         for chunk in split_at_points(&stream, &points) {
@@ -130,59 +163,90 @@ proptest! {
                 Progress::Done { consumed, value } => { done = Some((fed + consumed, value)); break; }
             }
         }
-        let (consumed_b, (reply_b, mut sb)) = done.expect("split feeding completes");
+        let (consumed_b, (reply_b, sb)) = done.expect("split feeding completes");
         prop_assert_eq!(consumed_b, hello_len);
         prop_assert_eq!(reply_a, reply_b);
-        let (mut x, mut y) = (trailing.clone(), trailing.clone());
-        sa.unprotect(&mut x);
-        sb.unprotect(&mut y);
-        prop_assert_eq!(x, y);
+        // Same keys: the same bytes come out of both sessions' outgoing halves.
+        let (mut ta, mut tb) = (sa.split().0, sb.split().0);
+        prop_assert_eq!(seal_all(&mut ta, &trailing, 9), seal_all(&mut tb, &trailing, 9));
     }
 
     #[test]
     fn sessions_round_trip_through_random_chunking(
         offer in modes(),
         accept in modes(),
+        suite in suite(),
         e in entropy(),
         up in vec(any::<u8>(), 0..3000),
         down in vec(any::<u8>(), 0..3000),
+        pieces in 1usize..2000,
         points_up in vec(any::<usize>(), 0..20),
         points_down in vec(any::<usize>(), 0..20),
     ) {
         prop_assume!(accept.iter().any(|m| offer.contains(m)));
-        let mut c = ClientHandshake::new(&ClientConfig { offer: offer.clone() }, e).unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig { accept: accept.clone() });
+        let mut c = ClientHandshake::new(&config(offer.clone(), suite), e).unwrap();
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&accept), [9; 32]);
 
-        // Client -> server stream: hello, then (after the answer) protected data.
-        // Server -> client stream: answer, immediately followed by protected data.
+        // Client -> server stream: hello, then (after the answer) the confirmation (crypto
+        // modes) and protected data. Server -> client stream: answer, then protected data.
         let hello = c.first_flight().to_vec();
-        let Ok(Progress::Done { consumed, value: (reply, mut ss) }) = s.read(&hello) else { panic!() };
+        let Ok(Progress::Done { consumed, value: (reply, ss) }) = s.read(&hello) else { panic!() };
         prop_assert_eq!(consumed, hello.len());
+        let (mut stx, mut srx) = ss.split();
         let mut to_client = reply.clone();
-        let mut d = down.clone();
-        ss.protect(&mut d);
-        to_client.extend_from_slice(&d);
+        to_client.extend(seal_all(&mut stx, &down, pieces));
 
-        let (mode, got_down, cs) = client_consume(&mut c, &split_at_points(&to_client, &points_down));
-        let mut cs = cs.unwrap();
+        let (mode, confirm, got_down, mut ctx) =
+            client_consume(&mut c, &split_at_points(&to_client, &points_down));
         let expected = accept.iter().copied().find(|m| offer.contains(m)).unwrap();
         prop_assert_eq!(mode, expected);
-        prop_assert_eq!(ss.mode(), expected);
+        prop_assert_eq!(stx.mode(), expected);
         prop_assert_eq!(&got_down, &down);
 
-        // Client data, protected in random pieces, unprotected in other random pieces.
-        let mut u = Vec::new();
+        // Client data, sealed in random pieces, opened in other random pieces.
+        let mut u = confirm;
         for piece in split_at_points(&up, &points_down) {
-            let mut p = piece;
-            cs.protect(&mut p);
-            u.extend_from_slice(&p);
+            u.extend(seal_all(&mut ctx, &piece, pieces));
         }
-        let mut got_up = Vec::new();
-        for piece in split_at_points(&u, &points_up) {
-            let mut p = piece;
-            ss.unprotect(&mut p);
-            got_up.extend_from_slice(&p);
+        let cut = split_at_points(&u, &points_up);
+        let got_up = open_all(&mut srx, cut.iter().map(|v| &v[..]));
+        prop_assert_eq!(got_up.error, None);
+        prop_assert_eq!(got_up.left, 0);
+        prop_assert_eq!(got_up.data, up);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Random bytes as a session's input (the records parser, the confirmation) never panic.
+    #[test]
+    fn random_session_input_never_panics(data in vec(any::<u8>(), 0..3000)) {
+        nena_proto::fuzzing::session_input(&data);
+    }
+
+    /// Valid aead records with a few bytes altered: refused, never accepted as other data.
+    #[test]
+    fn altered_records_never_pass(
+        e in entropy(),
+        data in vec(any::<u8>(), 1..5000),
+        edits in vec((any::<usize>(), 1u8..=255), 1..4),
+    ) {
+        let cfg = ClientConfig::offering(&[Mode::Aead]);
+        let mut c = ClientHandshake::new(&cfg, e).unwrap();
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [5; 32]);
+        let Ok(Progress::Done { value: (reply, ss), .. }) = s.read(c.first_flight()) else { panic!() };
+        let Ok(Progress::Done { value: (confirm, cs), .. }) = c.read(&reply) else { panic!() };
+        let mut wire = seal_all(&mut cs.split().0, &data, 1000);
+        for (pos, mask) in edits {
+            let i = pos % wire.len();
+            wire[i] ^= mask;
         }
-        prop_assert_eq!(got_up, up);
+        let mut input = confirm;
+        input.extend_from_slice(&wire);
+        let got = open_all(&mut ss.split().1, [&input[..]]);
+        // Whatever came out before the first failure is a prefix of the truth.
+        prop_assert!(data.starts_with(&got.data));
+        prop_assert!(got.error.is_some() || got.left > 0, "altered input accepted");
     }
 }

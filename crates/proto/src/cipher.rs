@@ -1,0 +1,438 @@
+//! The symmetric primitives of the cryptographic modes, from well-kept crates: the cipher
+//! suites, which one this CPU prefers, the positioned keystream of `stream` mode
+//! (AES-128-CTR from RustCrypto `aes`+`ctr`, ChaCha20 from RustCrypto `chacha20`) and the
+//! record AEAD of `aead` mode (AES-128-GCM and ChaCha20-Poly1305 from `ring`). Why these
+//! crates: docs/BENCHMARKS.md, "Crypto primitives".
+
+use crate::keys::{TrafficSecret, IV_LEN};
+use ctr::cipher::{KeyIvInit, StreamCipher};
+use ring::aead;
+use serde::Serialize;
+use std::fmt;
+
+/// A cipher suite of the cryptographic modes: which block or stream cipher runs under
+/// `stream` (as a keystream) and `aead` (as an AEAD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Suite {
+    /// AES-128: CTR for `stream`, GCM for `aead`. Fast where the CPU has AES instructions.
+    Aes128,
+    /// ChaCha20: the bare stream cipher for `stream`, ChaCha20-Poly1305 for `aead`. Fast in
+    /// software on any CPU.
+    ChaCha20,
+}
+
+impl Suite {
+    /// Wire id (docs/PROTOCOL.md).
+    pub fn wire_id(self) -> u8 {
+        match self {
+            Suite::Aes128 => 0x01,
+            Suite::ChaCha20 => 0x02,
+        }
+    }
+
+    /// The suite with this wire id.
+    pub fn from_wire_id(id: u8) -> Option<Suite> {
+        match id {
+            0x01 => Some(Suite::Aes128),
+            0x02 => Some(Suite::ChaCha20),
+            _ => None,
+        }
+    }
+
+    /// Key length of the suite's cipher.
+    pub fn key_len(self) -> usize {
+        match self {
+            Suite::Aes128 => 16,
+            Suite::ChaCha20 => 32,
+        }
+    }
+
+    /// AES-128 when this CPU has AES (and carry-less multiply) instructions, ChaCha20
+    /// otherwise: decided at run time.
+    pub fn preferred() -> Suite {
+        if cpu_has_aes() {
+            Suite::Aes128
+        } else {
+            Suite::ChaCha20
+        }
+    }
+
+    /// The name of the cipher under `stream` mode.
+    pub fn stream_name(self) -> &'static str {
+        match self {
+            Suite::Aes128 => "aes-128-ctr",
+            Suite::ChaCha20 => "chacha20",
+        }
+    }
+
+    /// The name of the AEAD under `aead` mode.
+    pub fn aead_name(self) -> &'static str {
+        match self {
+            Suite::Aes128 => "aes-128-gcm",
+            Suite::ChaCha20 => "chacha20-poly1305",
+        }
+    }
+}
+
+impl fmt::Display for Suite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Suite::Aes128 => "aes-128",
+            Suite::ChaCha20 => "chacha20",
+        })
+    }
+}
+
+/// Whether the CPU has the instructions that make AES fast and constant-time.
+pub fn cpu_has_aes() -> bool {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+type Aes128Ctr = ctr::Ctr32BE<aes::Aes128>;
+
+enum KeystreamCipher {
+    Aes(Box<Aes128Ctr>),
+    ChaCha(Box<chacha20::ChaCha20>),
+}
+
+/// The keystream of one direction of `stream` mode, positioned by the byte offset in that
+/// direction. The stream is cut into key epochs of `2^epoch_log2` bytes; epoch `n` uses the
+/// key and IV of traffic secret `n` (each the key update of the one before). Within an
+/// epoch, AES-128-CTR runs a 128-bit counter block `iv || u32 block number` (big-endian),
+/// ChaCha20 (RFC 8439) the nonce `iv` and block counter from 0.
+pub struct Keystream {
+    suite: Suite,
+    secret: TrafficSecret,
+    epoch_log2: u8,
+    /// Bytes processed so far in this direction.
+    offset: u64,
+    cipher: KeystreamCipher,
+}
+
+impl Keystream {
+    /// Largest epoch: 2^36 bytes (2^32 AES blocks: the 32-bit counter never wraps, and the
+    /// CTR distinguishing advantage stays near 2^-64; ChaCha20's counter allows 2^38 bytes).
+    pub const MAX_EPOCH_LOG2: u8 = 36;
+    /// Smallest epoch the protocol allows (for tests that force key updates).
+    pub const MIN_EPOCH_LOG2: u8 = 8;
+
+    /// The keystream of a direction whose first traffic secret is `secret`.
+    pub fn new(suite: Suite, secret: TrafficSecret, epoch_log2: u8) -> Keystream {
+        assert!((Self::MIN_EPOCH_LOG2..=Self::MAX_EPOCH_LOG2).contains(&epoch_log2));
+        let cipher = Self::epoch_cipher(suite, &secret);
+        Keystream {
+            suite,
+            secret,
+            epoch_log2,
+            offset: 0,
+            cipher,
+        }
+    }
+
+    fn epoch_cipher(suite: Suite, secret: &TrafficSecret) -> KeystreamCipher {
+        let (key, iv) = secret.key_iv(suite.key_len());
+        match suite {
+            Suite::Aes128 => {
+                let mut block = [0u8; 16];
+                block[..IV_LEN].copy_from_slice(&iv);
+                KeystreamCipher::Aes(Box::new(Aes128Ctr::new(key[..].into(), (&block).into())))
+            }
+            Suite::ChaCha20 => KeystreamCipher::ChaCha(Box::new(chacha20::ChaCha20::new(
+                key[..].into(),
+                (&iv).into(),
+            ))),
+        }
+    }
+
+    /// The suite.
+    pub fn suite(&self) -> Suite {
+        self.suite
+    }
+
+    /// Bytes processed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Key epochs begun so far, the first included.
+    pub fn epoch(&self) -> u64 {
+        self.offset >> self.epoch_log2
+    }
+
+    /// XORs the next `buf.len()` bytes of the keystream into `buf`.
+    pub fn apply(&mut self, mut buf: &mut [u8]) {
+        while !buf.is_empty() {
+            let epoch_end = ((self.offset >> self.epoch_log2) + 1) << self.epoch_log2;
+            let n = (epoch_end - self.offset).min(buf.len() as u64) as usize;
+            let (now, rest) = buf.split_at_mut(n);
+            match &mut self.cipher {
+                KeystreamCipher::Aes(c) => c.apply_keystream(now),
+                KeystreamCipher::ChaCha(c) => c.apply_keystream(now),
+            }
+            self.offset += n as u64;
+            buf = rest;
+            if self.offset == epoch_end {
+                self.secret = self.secret.next();
+                self.cipher = Self::epoch_cipher(self.suite, &self.secret);
+            }
+        }
+    }
+
+    /// Position within the current epoch, for tests: the cipher's own counter.
+    #[cfg(test)]
+    fn cipher_pos(&self) -> u64 {
+        use ctr::cipher::StreamCipherSeek;
+        match &self.cipher {
+            KeystreamCipher::Aes(c) => c.current_pos(),
+            KeystreamCipher::ChaCha(c) => c.current_pos(),
+        }
+    }
+}
+
+impl fmt::Debug for Keystream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keystream")
+            .field("suite", &self.suite)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Length of an AEAD tag (both suites).
+pub const AEAD_TAG_LEN: usize = 16;
+
+/// One direction's AEAD of `aead` mode: the key and IV of the current epoch, and the record
+/// numbers. Epoch `n` covers records `n * 2^epoch_log2 ..`; the nonce of a record is the
+/// epoch's IV XOR its number within the epoch (64-bit, big-endian, left-padded: RFC 8446
+/// section 5.3).
+pub struct RecordCipher {
+    suite: Suite,
+    secret: TrafficSecret,
+    epoch_log2: u8,
+    /// Records sealed or opened so far in this direction.
+    records: u64,
+    key: aead::LessSafeKey,
+    iv: [u8; IV_LEN],
+}
+
+/// The record failed authentication.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unauthentic;
+
+impl RecordCipher {
+    /// Largest epoch: 2^23 records (at 16 KiB each 128 GiB per key), below the 2^24.5 full
+    /// records RFC 8446 section 5.5 allows AES-GCM.
+    pub const MAX_EPOCH_LOG2: u8 = 23;
+    /// Smallest epoch (a new key for every record; for tests).
+    pub const MIN_EPOCH_LOG2: u8 = 0;
+
+    /// The record cipher of a direction whose first traffic secret is `secret`.
+    pub fn new(suite: Suite, secret: TrafficSecret, epoch_log2: u8) -> RecordCipher {
+        assert!(epoch_log2 <= Self::MAX_EPOCH_LOG2);
+        let (key, iv) = Self::epoch_key(suite, &secret);
+        RecordCipher {
+            suite,
+            secret,
+            epoch_log2,
+            records: 0,
+            key,
+            iv,
+        }
+    }
+
+    fn epoch_key(suite: Suite, secret: &TrafficSecret) -> (aead::LessSafeKey, [u8; IV_LEN]) {
+        let (key, iv) = secret.key_iv(suite.key_len());
+        let alg = match suite {
+            Suite::Aes128 => &aead::AES_128_GCM,
+            Suite::ChaCha20 => &aead::CHACHA20_POLY1305,
+        };
+        let unbound = aead::UnboundKey::new(alg, &key).expect("key length matches the suite");
+        (aead::LessSafeKey::new(unbound), iv)
+    }
+
+    /// The suite.
+    pub fn suite(&self) -> Suite {
+        self.suite
+    }
+
+    /// Records processed so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Key epochs begun so far, the first included.
+    pub fn epoch(&self) -> u64 {
+        self.records >> self.epoch_log2
+    }
+
+    fn nonce(&self) -> aead::Nonce {
+        let seq = self.records & ((1u64 << self.epoch_log2) - 1);
+        let mut n = self.iv;
+        for (b, s) in n[IV_LEN - 8..].iter_mut().zip(seq.to_be_bytes()) {
+            *b ^= s;
+        }
+        aead::Nonce::assume_unique_for_key(n)
+    }
+
+    /// Moves to the next record number, and to the next key when an epoch ends.
+    fn advance(&mut self) {
+        self.records += 1;
+        if self.records & ((1u64 << self.epoch_log2) - 1) == 0 {
+            self.secret = self.secret.next();
+            (self.key, self.iv) = Self::epoch_key(self.suite, &self.secret);
+        }
+    }
+
+    /// Encrypts `payload` in place with `aad` and returns the tag.
+    pub fn seal(&mut self, aad: &[u8], payload: &mut [u8]) -> [u8; AEAD_TAG_LEN] {
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(self.nonce(), aead::Aad::from(aad), payload)
+            .expect("record payloads are far below the AEAD's length limit");
+        self.advance();
+        let mut out = [0u8; AEAD_TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
+    /// Decrypts `ciphertext || tag` in place; on success the plaintext is the first
+    /// `len - 16` bytes. A failure leaves the cipher unusable for this stream (the caller
+    /// aborts).
+    pub fn open(&mut self, aad: &[u8], sealed: &mut [u8]) -> Result<usize, Unauthentic> {
+        let n = self
+            .key
+            .open_in_place(self.nonce(), aead::Aad::from(aad), sealed)
+            .map_err(|_| Unauthentic)?
+            .len();
+        self.advance();
+        Ok(n)
+    }
+}
+
+impl fmt::Debug for RecordCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordCipher")
+            .field("suite", &self.suite)
+            .field("records", &self.records)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Schedule;
+
+    fn secret(b: u8) -> TrafficSecret {
+        Schedule::new(&[b; 32], &[1; 32], b"hello", b"accept")
+            .traffic()
+            .0
+    }
+
+    /// The keystream is a function of the byte offset only: any split of the input gives
+    /// the same output, epochs included.
+    #[test]
+    fn keystream_is_positioned_by_offset() {
+        for suite in [Suite::Aes128, Suite::ChaCha20] {
+            let data: Vec<u8> = (0..5000u32).map(|i| (i * 31 % 251) as u8).collect();
+            let mut whole = data.clone();
+            Keystream::new(suite, secret(9), 10).apply(&mut whole);
+            let mut split = data.clone();
+            let mut k = Keystream::new(suite, secret(9), 10);
+            let mut pos = 0;
+            for n in [1usize, 15, 16, 17, 1000, 7, 1024, 2000] {
+                let end = (pos + n).min(split.len());
+                k.apply(&mut split[pos..end]);
+                pos = end;
+            }
+            k.apply(&mut split[pos..]);
+            assert_eq!(whole, split, "{suite:?}");
+            assert_eq!(k.offset(), 5000);
+            assert_eq!(k.epoch(), 4);
+            assert_eq!(k.cipher_pos(), 5000 - 4096);
+            assert_ne!(whole, data);
+            // Epochs use different keys: the keystream of epoch 1 is not epoch 0's again.
+            let mut zeros = vec![0u8; 2048];
+            Keystream::new(suite, secret(9), 10).apply(&mut zeros);
+            assert_ne!(zeros[..1024], zeros[1024..]);
+        }
+    }
+
+    /// AES-128-CTR here is exactly AES-128 in counter mode over `iv || counter` (checked
+    /// with the block cipher itself, which the RustCrypto `aes` crate tests against FIPS-197).
+    #[test]
+    fn ctr_matches_the_block_cipher() {
+        use ctr::cipher::{BlockEncrypt, KeyInit};
+        let s = secret(3);
+        let (key, iv) = s.key_iv(16);
+        let aes = aes::Aes128::new(key[..].into());
+        let mut expect = Vec::new();
+        for ctr in 0u32..3 {
+            let mut block = [0u8; 16];
+            block[..12].copy_from_slice(&iv);
+            block[12..].copy_from_slice(&ctr.to_be_bytes());
+            let mut b = block.into();
+            aes.encrypt_block(&mut b);
+            expect.extend_from_slice(&b);
+        }
+        let mut got = vec![0u8; 48];
+        Keystream::new(Suite::Aes128, s, 36).apply(&mut got);
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn records_round_trip_and_rekey() {
+        for suite in [Suite::Aes128, Suite::ChaCha20] {
+            let mut tx = RecordCipher::new(suite, secret(5), 2);
+            let mut rx = RecordCipher::new(suite, secret(5), 2);
+            let mut tags = Vec::new();
+            for i in 0..10u8 {
+                let mut p = vec![i; 100];
+                let tag = tx.seal(&[i], &mut p);
+                tags.push(tag);
+                p.extend_from_slice(&tag);
+                assert_eq!(rx.open(&[i], &mut p), Ok(100));
+                assert_eq!(&p[..100], &[i; 100][..]);
+            }
+            assert_eq!((tx.epoch(), rx.epoch()), (2, 2));
+            // A record fails under the wrong AD, and under the wrong number.
+            let mut p = vec![0u8; 10];
+            let tag = tx.seal(b"ad", &mut p);
+            p.extend_from_slice(&tag);
+            let mut q = p.clone();
+            assert_eq!(rx.clone_for_test().open(b"AD", &mut q), Err(Unauthentic));
+            let mut skip = rx.clone_for_test();
+            skip.advance();
+            assert_eq!(skip.open(b"ad", &mut p.clone()), Err(Unauthentic));
+            assert_eq!(rx.open(b"ad", &mut p), Ok(10));
+        }
+    }
+
+    impl RecordCipher {
+        fn clone_for_test(&self) -> RecordCipher {
+            let (key, iv) = Self::epoch_key(self.suite, &self.secret);
+            RecordCipher {
+                suite: self.suite,
+                secret: self.secret.clone(),
+                epoch_log2: self.epoch_log2,
+                records: self.records,
+                key,
+                iv,
+            }
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! `nena serve` / `send` / `get` / `perf` over the lab's two paths in kato mode (root).
+//! `nena serve` / `send` / `get` / `perf` over the lab's two paths, in each protecting mode (root).
 mod transfer_common;
 
 use nena_lab::Host;
@@ -32,7 +32,23 @@ fn gbit_lab() -> nena_lab::LabGuard {
 }
 
 #[test]
+fn sizes_arrive_byte_exact_over_two_paths_in_aead() {
+    sizes_arrive_byte_exact("aead");
+}
+
+#[test]
+fn sizes_arrive_byte_exact_over_two_paths_in_stream() {
+    sizes_arrive_byte_exact("stream");
+}
+
+#[test]
 fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
+    sizes_arrive_byte_exact("kato");
+}
+
+/// Files of 0 B to 100 MiB (a record of 16 KiB and one byte either side of it among them)
+/// up and down in `mode`, compared with the original and with an independent SHA-256.
+fn sizes_arrive_byte_exact(mode: &str) {
     // 1 Gbit/s per path: fast, yet slow enough that the big transfer is spread over both
     // paths for sure (on an unlimited veth 100 MiB can be done before the second subflow is).
     let lab = gbit_lab();
@@ -40,17 +56,40 @@ fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
     let cli = TempDir::new("cli");
     let _s = serve(&lab, 7000, srv.path(), &[]);
     let to = server(&lab, 7000);
-    for size in [0usize, 1, 63, 64, 65, 1 << 20, 100 << 20] {
+    let record = 16 * 1024;
+    for size in [
+        0usize,
+        1,
+        63,
+        64,
+        65,
+        record - 1,
+        record,
+        record + 1,
+        1 << 20,
+        100 << 20,
+    ] {
         let data = random(size, size as u64 + 1);
         let name = format!("f{size}");
         let src = cli.join(&name);
         std::fs::write(&src, &data).unwrap();
         let src_s = src.display().to_string();
-        let mut args = vec!["send", &src_s, "--to", &to, "--json", "--timeout", "10"];
+        let mut args = vec![
+            "send",
+            &src_s,
+            "--to",
+            &to,
+            "--json",
+            "--timeout",
+            "10",
+            "--mode",
+            mode,
+        ];
         args.extend_from_slice(&PATHS);
         let sent = client_json(&lab, &args);
         assert_eq!(sent["verified"], true);
-        assert_eq!(sent["mode"], "kato");
+        assert_eq!(sent["mode"], mode);
+        assert_eq!(sent["cipher"].is_string(), mode != "kato", "{sent}");
         assert_eq!(sent["bytes"], size as u64);
         assert_eq!(sent["paths"]["mptcp"], true);
         let expect = sha256_hex(&data);
@@ -73,10 +112,13 @@ fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
             "--json",
             "--timeout",
             "10",
+            "--mode",
+            mode,
         ];
         args.extend_from_slice(&PATHS);
         let got = client_json(&lab, &args);
         assert_eq!(got["verified"], true);
+        assert_eq!(got["mode"], mode);
         assert_eq!(got["sha256"], expect.as_str());
         assert_eq!(
             std::fs::read(&back).unwrap(),
@@ -126,7 +168,7 @@ fn both_directions_interleaved_on_one_connection() {
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
     assert_eq!(r["verified"], true);
-    assert_eq!(r["mode"], "kato");
+    assert_eq!(r["mode"], "aead", "the default");
     assert_eq!(r["sent"], 64u64 << 20);
     assert_eq!(r["received"], 64u64 << 20);
     assert_eq!(r["paths"]["multipath"], true);
@@ -208,16 +250,15 @@ fn hostile_file_names_are_refused() {
                     "",
                 ] {
                     let opts = ClientOptions {
-                        remote: std::net::SocketAddr::new(srv_addr, 7000),
-                        policy: nena_mptcp::PathPolicy {
-                            trusted: vec!["trusted".parse().unwrap()],
-                            untrusted: vec!["untrusted".parse().unwrap()],
-                        },
-                        modes: vec![nena_proto::Mode::Kato],
-                        allow_fallback: false,
                         timeout: Duration::from_secs(5),
-                        raw: false,
-                        dump_first_flight: None,
+                        ..ClientOptions::new(
+                            std::net::SocketAddr::new(srv_addr, 7000),
+                            nena_mptcp::PathPolicy {
+                                trusted: vec!["trusted".parse().unwrap()],
+                                untrusted: vec!["untrusted".parse().unwrap()],
+                            },
+                            vec![nena_proto::Mode::Aead],
+                        )
                     };
                     let mut c = conn::connect(&opts, None).await.unwrap();
                     let req = if out.len() % 2 == 0 {

@@ -32,8 +32,6 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
             &listen,
             "--forward",
             "127.0.0.1:7300",
-            "--mode",
-            "kato",
         ],
     );
     let mut args = vec![

@@ -25,7 +25,7 @@
 //! ```
 //! use nena_proto::*;
 //! // Real code takes fresh OS randomness for every connection (e.g. getrandom).
-//! let entropy: [u8; ENTROPY_LEN] = std::array::from_fn(|i| i as u8 * 7 + 1);
+//! let entropy: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i as u8).wrapping_mul(7) ^ 0x5a);
 //! let mut client = ClientHandshake::new(&ClientConfig::default(), entropy).unwrap();
 //! let mut server = ServerHandshake::new(&ServerConfig::default(), [9; 32]);
 //! let Ok(Progress::Done { value: (reply, s_sess), .. }) = server.read(client.first_flight()) else { panic!() };

@@ -455,3 +455,56 @@ fn transcript_to_keys_vectors_match_protocol_md() {
         missing.join("\n")
     );
 }
+
+/// The limit of a protocol without certificates, shown rather than hidden: an attacker who
+/// controls the trusted path answers the client itself and opens its own session to the
+/// server; both sides complete their handshakes, and the attacker reads and relays.
+#[test]
+fn a_man_in_the_middle_on_the_trusted_path_is_not_detected() {
+    let mut client =
+        ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(20)).unwrap();
+    // The attacker plays server to the client ...
+    let mut fake_server = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x66; 32]);
+    let Ok(Progress::Done {
+        value: (reply, m_server_side),
+        ..
+    }) = fake_server.read(client.first_flight())
+    else {
+        panic!()
+    };
+    let Ok(Progress::Done {
+        value: (confirm, c),
+        ..
+    }) = client.read(&reply)
+    else {
+        panic!("the client accepts the attacker's answer")
+    };
+    // ... and client to the real server.
+    let mut fake_client =
+        ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(21)).unwrap();
+    let Ok(Progress::Done {
+        value: (reply2, s), ..
+    }) = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x67; 32])
+        .read(fake_client.first_flight())
+    else {
+        panic!()
+    };
+    let Ok(Progress::Done {
+        value: (confirm2, m_client_side),
+        ..
+    }) = fake_client.read(&reply2)
+    else {
+        panic!()
+    };
+    // The client's secret reaches the attacker in clear, and the server gets it intact.
+    let mut up = confirm;
+    up.extend(seal_all(&mut c.split().0, b"the client's secret", 100));
+    let stolen = open_whole(&mut m_server_side.split().1, &up);
+    assert_eq!(stolen.data, b"the client's secret");
+    let mut relayed = confirm2;
+    relayed.extend(seal_all(&mut m_client_side.split().0, &stolen.data, 100));
+    assert_eq!(
+        open_whole(&mut s.split().1, &relayed).data,
+        b"the client's secret"
+    );
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{entropy, open_all, open_whole, seal_all, Received};
+use common::{entropy, open_all, open_whole, seal_all};
 use nena_proto::wire::{self, MAGIC, VERSION};
 use nena_proto::*;
 
@@ -35,7 +35,6 @@ fn server(accept: &[Mode]) -> ServerHandshake {
 struct Exchange {
     client: Session,
     server: Session,
-    hello: Vec<u8>,
     reply: Vec<u8>,
     /// The client's key confirmation (empty unless the mode is cryptographic).
     confirm: Vec<u8>,
@@ -64,7 +63,6 @@ fn exchange_cfg(cfg: &ClientConfig, accept: &[Mode]) -> Exchange {
     Exchange {
         client: cs,
         server: ss,
-        hello,
         reply,
         confirm,
     }

@@ -103,7 +103,13 @@ pub struct TransferReport {
     pub sha256: String,
     /// Always true in a report: a transfer that did not verify is an error instead.
     pub verified: bool,
+    /// The negotiated mode (`aead`, `stream`, `kato`, `plain`).
     pub mode: String,
+    /// The cipher of a cryptographic mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cipher: Option<&'static str>,
+    /// The mode as people read it (kato labelled as the papers' obfuscation).
+    pub mode_label: String,
     pub setup_ms: f64,
     pub paths: Paths,
 }
@@ -123,7 +129,7 @@ impl TransferReport {
             human(self.bytes),
             self.seconds,
             self.mbit_s,
-            self.mode,
+            self.mode_label,
             self.paths.describe()
         )
     }
@@ -142,8 +148,12 @@ pub fn progress_bar(show: bool) -> Option<ProgressBar> {
     Some(pb)
 }
 
-fn mode_name(c: &ClientConn) -> String {
-    c.mode.map_or("raw".into(), |m| m.to_string())
+/// (mode name, cipher, label) of a connection; "raw" for the benchmark baseline.
+fn mode_of(c: &ClientConn) -> (String, Option<&'static str>, String) {
+    match c.info {
+        Some(i) => (i.mode.name().into(), i.cipher, i.describe()),
+        None => ("raw".into(), None, "raw (plain MPTCP, no nena)".into()),
+    }
 }
 
 /// The end of `send` and `get`: clear the progress bar, then report the verified transfer
@@ -168,7 +178,9 @@ fn transfer_report(
         mbit_s: perf::mbit_s(out.bytes, seconds),
         sha256: out.sha256,
         verified: true,
-        mode: mode_name(c),
+        mode: mode_of(c).0,
+        cipher: mode_of(c).1,
+        mode_label: mode_of(c).2,
         setup_ms: c.setup.as_secs_f64() * 1e3,
         paths: Paths::of(c),
     })
@@ -295,7 +307,11 @@ impl IntervalReport {
 /// Report of `nena perf`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PerfReport {
+    /// The negotiated mode (`aead`, `stream`, `kato`, `plain`, or `raw`).
     pub mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cipher: Option<&'static str>,
+    pub mode_label: String,
     pub sent: u64,
     pub received: u64,
     pub seconds: f64,
@@ -317,7 +333,7 @@ impl PerfReport {
     pub fn line(&self) -> String {
         format!(
             "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s{}, all bytes verified; {}",
-            self.mode,
+            self.mode_label,
             human(self.sent),
             self.mbit_s_sent,
             human(self.received),
@@ -400,7 +416,9 @@ pub async fn perf(
         );
     }
     Ok(PerfReport {
-        mode: mode_name(&c),
+        mode: mode_of(&c).0,
+        cipher: mode_of(&c).1,
+        mode_label: mode_of(&c).2,
         sent: outcome.sent,
         received: outcome.received,
         seconds: outcome.seconds,

@@ -7,11 +7,11 @@
 //! caller's first message as the first flight and no protection. It exists only as the
 //! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).
 
-use crate::handshake::{client_finish, entropy, secure_pair, server_handshake};
+use crate::handshake::{client_finish, entropy, secure_pair_with, server_handshake};
 use crate::stream::{SecureReader, SecureWriter};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport, SubflowInfo};
-use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
+use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig, SessionInfo, Suite};
 use serde::Serialize;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -33,6 +33,12 @@ pub struct ClientOptions {
     pub policy: PathPolicy,
     /// Modes offered, most preferred first.
     pub modes: Vec<Mode>,
+    /// The cipher suite to prefer for `stream` and `aead` (`None`: the fastest on this CPU).
+    pub suite: Option<Suite>,
+    /// Key update intervals (log2 of records for aead, of bytes for stream); `None`: the
+    /// protocol's largest. Smaller values exist to test key updates.
+    pub aead_epoch_log2: Option<u8>,
+    pub stream_epoch_log2: Option<u8>,
     pub allow_fallback: bool,
     /// Bound on connect, the first flight's ACK and the server's answer.
     pub timeout: Duration,
@@ -41,6 +47,27 @@ pub struct ClientOptions {
     /// Testing aid: append the hex of every hello (first flight) to this file. The hello
     /// holds the session keys: never use this outside tests.
     pub dump_first_flight: Option<PathBuf>,
+    /// Buffer per direction of the session ([`crate::stream::BULK_BUF`] for files and perf).
+    pub buffer: usize,
+}
+
+impl ClientOptions {
+    /// Options to reach `remote` with `policy`, offering `modes`, everything else default.
+    pub fn new(remote: SocketAddr, policy: PathPolicy, modes: Vec<Mode>) -> Self {
+        ClientOptions {
+            remote,
+            policy,
+            modes,
+            suite: None,
+            aead_epoch_log2: None,
+            stream_epoch_log2: None,
+            allow_fallback: false,
+            timeout: Duration::from_secs(10),
+            raw: false,
+            dump_first_flight: None,
+            buffer: crate::stream::BULK_BUF,
+        }
+    }
 }
 
 /// An open client session.
@@ -49,8 +76,8 @@ pub struct ClientConn {
     pub writer: Writer,
     /// The MPTCP gate (with its own descriptor): subflow reports stay available.
     pub gate: Gate,
-    /// Negotiated mode; `None` for a raw connection.
-    pub mode: Option<Mode>,
+    /// Negotiated mode and cipher; `None` for a raw connection.
+    pub info: Option<SessionInfo>,
     /// Time from connect() to the session being ready.
     pub setup: Duration,
 }
@@ -99,9 +126,16 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     let hs = if opts.raw {
         None
     } else {
-        let cfg = ClientConfig {
-            offer: opts.modes.clone(),
-        };
+        let mut cfg = ClientConfig::offering(&opts.modes);
+        if let Some(s) = opts.suite {
+            cfg.suite = s;
+        }
+        if let Some(e) = opts.aead_epoch_log2 {
+            cfg.aead_epoch_log2 = e;
+        }
+        if let Some(e) = opts.stream_epoch_log2 {
+            cfg.stream_epoch_log2 = e;
+        }
         Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
     };
     let first: Vec<u8> = match (&hs, raw_first) {
@@ -154,21 +188,21 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     std_stream.set_nonblocking(true)?;
     let stream = TcpStream::from_std(std_stream)?;
     stream.set_nodelay(true)?;
-    let (mut r, w) = stream.into_split();
+    let (mut r, mut w) = stream.into_split();
     let (session, leftover) = match hs {
         Some(mut h) => {
-            let (s, left) = client_finish(&mut h, &mut r, timeout).await?;
+            let (s, left) = client_finish(&mut h, &mut r, &mut w, timeout).await?;
             (Some(s), left)
         }
         None => (None, Vec::new()),
     };
-    let mode = session.as_ref().map(|s| s.mode());
-    let (reader, writer) = secure_pair(session, leftover, r, w);
+    let info = session.as_ref().map(|s| s.info());
+    let (reader, writer) = secure_pair_with(session, leftover, r, w, opts.buffer);
     Ok(ClientConn {
         reader,
         writer,
         gate,
-        mode,
+        info,
         setup: start.elapsed(),
     })
 }
@@ -204,13 +238,16 @@ pub struct AcceptOptions {
     /// No nena handshake (benchmark baseline listener).
     pub raw: bool,
     pub handshake_timeout: Duration,
+    /// Buffer per direction of a session.
+    pub buffer: usize,
 }
 
 /// An accepted server session.
 pub struct ServerConn {
     pub reader: Reader,
     pub writer: Writer,
-    pub mode: Option<Mode>,
+    /// Negotiated mode and cipher; `None` for a raw connection.
+    pub info: Option<SessionInfo>,
     pub peer: SocketAddr,
 }
 
@@ -241,25 +278,23 @@ pub async fn accept(
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();
     if opts.raw {
-        let (reader, writer) = secure_pair(None, Vec::new(), r, w);
+        let (reader, writer) = secure_pair_with(None, Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
             reader,
             writer,
-            mode: None,
+            info: None,
             peer,
         });
     }
-    let cfg = ServerConfig {
-        accept: opts.modes.clone(),
-    };
+    let cfg = ServerConfig::accepting(&opts.modes);
     let (session, leftover) =
         server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
-    let mode = Some(session.mode());
-    let (reader, writer) = secure_pair(Some(session), leftover, r, w);
+    let info = Some(session.info());
+    let (reader, writer) = secure_pair_with(Some(session), leftover, r, w, opts.buffer);
     Ok(ServerConn {
         reader,
         writer,
-        mode,
+        info,
         peer,
     })
 }

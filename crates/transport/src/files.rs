@@ -7,7 +7,7 @@
 //! rename); with it, a rename.
 
 use crate::names::check_name;
-use crate::stream::{SecureReader, SecureWriter};
+use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
 use crate::wire::{Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -81,26 +81,17 @@ async fn recv_data<R: AsyncRead + Unpin>(
     size: u64,
     progress: Option<Progress<'_>>,
 ) -> Result<(bool, [u8; 32])> {
-    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
     let mut hasher = Sha256::new();
-    let mut left = size;
-    while left > 0 {
-        let want = (buf.len() as u64).min(left) as usize;
-        let n = r
-            .read(&mut buf[..want])
-            .await
-            .context("receiving file data")?;
-        if n == 0 {
-            bail!("connection closed after {} of {size} bytes", size - left);
-        }
-        hasher.update(&buf[..n]);
-        file.write_all(&buf[..n])
-            .await
-            .context("writing the file")?;
-        left -= n as u64;
+    let got = copy_out(r, file, size, |chunk| {
+        hasher.update(chunk);
         if let Some(p) = progress {
-            p(n as u64);
+            p(chunk.len() as u64);
         }
+    })
+    .await
+    .context("receiving file data")?;
+    if got < size {
+        bail!("connection closed after {got} of {size} bytes");
     }
     let mut trailer = [0u8; TRAILER_LEN];
     r.read_exact(&mut trailer)
@@ -119,35 +110,23 @@ async fn send_data<W: AsyncWrite + Unpin>(
     size: u64,
     progress: Option<Progress<'_>>,
 ) -> Result<[u8; 32]> {
-    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
     let mut hasher = Sha256::new();
-    let mut left = size;
-    while left > 0 {
-        let want = (buf.len() as u64).min(left) as usize;
-        let n = file
-            .read(&mut buf[..want])
-            .await
-            .context("reading the file")?;
-        if n == 0 {
-            bail!(
-                "the file shrank while it was being sent ({} of {size} bytes)",
-                size - left
-            );
-        }
-        hasher.update(&buf[..n]);
-        w.write_all(&mut buf[..n])
-            .await
-            .context("sending file data")?;
-        left -= n as u64;
+    let sent = copy_in(file, w, size, |chunk| {
+        hasher.update(chunk);
         if let Some(p) = progress {
-            p(n as u64);
+            p(chunk.len() as u64);
         }
+    })
+    .await
+    .context("sending file data")?;
+    if sent < size {
+        bail!("the file shrank while it was being sent ({sent} of {size} bytes)");
     }
     let digest: [u8; 32] = hasher.finalize().into();
-    let mut trailer = digest;
-    w.write_all(&mut trailer)
+    w.write_all(&digest)
         .await
         .context("sending the SHA-256 trailer")?;
+    w.flush().await.context("sending the SHA-256 trailer")?;
     Ok(digest)
 }
 

@@ -1,136 +1,170 @@
-//! Driving nena-proto's sans-IO handshake over async streams, with a deadline, and turning
-//! the result into a [`SecureReader`]/[`SecureWriter`] pair.
+//! Driving nena-proto's sans-IO handshake over async streams with a deadline (one loop for
+//! both sides), and turning the session into a [`SecureReader`]/[`SecureWriter`] pair.
 
-use crate::stream::{SecureReader, SecureWriter};
+use crate::stream::{SecureReader, SecureWriter, BULK_BUF};
 use anyhow::{anyhow, Context, Result};
-use nena_proto::{ClientHandshake, Progress, ServerConfig, ServerHandshake, Session};
+use nena_proto::{
+    ClientHandshake, HandshakeError, Progress, ServerConfig, ServerHandshake, Session,
+};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Fresh entropy for a client hello, from the operating system.
-pub fn entropy() -> Result<[u8; nena_proto::ENTROPY_LEN]> {
-    let mut e = [0u8; nena_proto::ENTROPY_LEN];
+/// Fresh bytes from the operating system's random number generator.
+pub fn random<const N: usize>() -> Result<[u8; N]> {
+    let mut e = [0u8; N];
     getrandom::fill(&mut e).map_err(|e| anyhow!("no randomness from the operating system: {e}"))?;
     Ok(e)
 }
 
-/// Read the server's answer to a hello already written. Returns the session and the bytes
-/// read past the answer (session data, still protected).
-pub async fn client_finish<R: AsyncRead + Unpin>(
-    hs: &mut ClientHandshake,
+/// Fresh entropy for a client hello.
+pub fn entropy() -> Result<[u8; nena_proto::ENTROPY_LEN]> {
+    random()
+}
+
+/// The two sides' state machines as the driver sees them: feed input, get the bytes to
+/// write and the session, or an error with (maybe) a reply to send before closing.
+trait Side {
+    /// Which message is awaited, for errors.
+    const AWAITED: &'static str;
+    fn feed(
+        &mut self,
+        input: &[u8],
+    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)>;
+    fn eof(&mut self) -> HandshakeError;
+}
+
+impl Side for ClientHandshake {
+    const AWAITED: &'static str = "the server's nena answer";
+    fn feed(
+        &mut self,
+        input: &[u8],
+    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)> {
+        self.read(input).map_err(|e| (None, e))
+    }
+    fn eof(&mut self) -> HandshakeError {
+        ClientHandshake::eof(self)
+    }
+}
+
+impl Side for ServerHandshake {
+    const AWAITED: &'static str = "the client's nena hello";
+    fn feed(
+        &mut self,
+        input: &[u8],
+    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)> {
+        self.read(input).map_err(|r| (r.reply, r.error))
+    }
+    fn eof(&mut self) -> HandshakeError {
+        ServerHandshake::eof(self)
+    }
+}
+
+/// Reads the peer's handshake message, writes what the state machine says (the server's
+/// answer, the client's key confirmation, or a refusal with its reason), and returns the
+/// session with the bytes read past the message (session data, still protected).
+async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    hs: &mut H,
     r: &mut R,
-    timeout: Duration,
+    w: &mut W,
 ) -> Result<(Session, Vec<u8>)> {
-    let work = async {
-        let mut buf = [0u8; 1024];
-        loop {
-            let n = r
-                .read(&mut buf)
-                .await
-                .context("reading the server's nena answer")?;
-            if n == 0 {
-                return Err(anyhow::Error::new(hs.eof()));
-            }
-            let mut input = &buf[..n];
-            loop {
-                match hs.read(input)? {
-                    Progress::NeedMore { consumed } => {
-                        input = &input[consumed..];
-                        if input.is_empty() {
-                            break;
-                        }
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = r
+            .read(&mut buf)
+            .await
+            .with_context(|| format!("reading {}", H::AWAITED))?;
+        if n == 0 {
+            return Err(anyhow::Error::new(hs.eof()));
+        }
+        let mut input = &buf[..n];
+        while !input.is_empty() {
+            match hs.feed(input) {
+                Ok(Progress::NeedMore { consumed }) => input = &input[consumed..],
+                Ok(Progress::Done {
+                    consumed,
+                    value: (out, session),
+                }) => {
+                    w.write_all(&out)
+                        .await
+                        .context("writing the nena handshake")?;
+                    return Ok((session, input[consumed..].to_vec()));
+                }
+                Err((reply, error)) => {
+                    if let Some(reply) = reply {
+                        let _ = w.write_all(&reply).await;
+                        let _ = w.shutdown().await;
                     }
-                    Progress::Done { consumed, value } => {
-                        return Ok((value, input[consumed..].to_vec()))
-                    }
+                    return Err(anyhow::Error::new(error));
                 }
             }
         }
-    };
-    tokio::time::timeout(timeout, work).await.map_err(|_| {
-        anyhow!(
-            "no nena answer from the server within {:.1}s: is it a nena server?",
-            timeout.as_secs_f64()
-        )
-    })?
+    }
 }
 
-/// Run the server side of the handshake: read the hello, answer. On a refusal the reason is
-/// sent to the client (when the protocol has one) before the error is returned.
+/// Reads the server's answer to a hello already written, and writes the client's key
+/// confirmation (crypto modes). Returns the session and the bytes read past the answer.
+pub async fn client_finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    hs: &mut ClientHandshake,
+    r: &mut R,
+    w: &mut W,
+    timeout: Duration,
+) -> Result<(Session, Vec<u8>)> {
+    tokio::time::timeout(timeout, drive(hs, r, w))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "no nena answer from the server within {:.1}s: is it a nena server?",
+                timeout.as_secs_f64()
+            )
+        })?
+}
+
+/// Runs the server side of the handshake: reads the hello, answers. On a refusal the reason
+/// is sent to the client (when the protocol has one) before the error is returned.
 pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     cfg: &ServerConfig,
     r: &mut R,
     w: &mut W,
     timeout: Duration,
 ) -> Result<(Session, Vec<u8>)> {
-    let mut hs = ServerHandshake::new(cfg);
-    let work = async {
-        let mut buf = [0u8; 1024];
-        loop {
-            let n = r
-                .read(&mut buf)
-                .await
-                .context("reading the client's nena hello")?;
-            if n == 0 {
-                return Err(anyhow::Error::new(hs.eof()));
-            }
-            let mut input = &buf[..n];
-            loop {
-                match hs.read(input) {
-                    Ok(Progress::NeedMore { consumed }) => {
-                        input = &input[consumed..];
-                        if input.is_empty() {
-                            break;
-                        }
-                    }
-                    Ok(Progress::Done {
-                        consumed,
-                        value: (reply, session),
-                    }) => {
-                        w.write_all(&reply)
-                            .await
-                            .context("writing the nena answer")?;
-                        return Ok((session, input[consumed..].to_vec()));
-                    }
-                    Err(rejected) => {
-                        if let Some(reply) = rejected.reply {
-                            let _ = w.write_all(&reply).await;
-                            let _ = w.shutdown().await;
-                        }
-                        return Err(anyhow::Error::new(rejected.error));
-                    }
-                }
-            }
-        }
-    };
-    tokio::time::timeout(timeout, work).await.map_err(|_| {
-        anyhow!(
-            "no complete nena hello within {:.1}s",
-            timeout.as_secs_f64()
-        )
-    })?
+    let mut hs = ServerHandshake::new(cfg, random()?);
+    tokio::time::timeout(timeout, drive(&mut hs, r, w))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "no complete nena hello within {:.1}s",
+                timeout.as_secs_f64()
+            )
+        })?
 }
 
-/// Split a session over the two halves of a stream.
+/// Splits a session over the two halves of a stream, with buffers of `cap` bytes per
+/// direction (`None`: a raw stream, no protection).
+pub fn secure_pair_with<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    session: Option<Session>,
+    leftover: Vec<u8>,
+    r: R,
+    w: W,
+    cap: usize,
+) -> (SecureReader<R>, SecureWriter<W>) {
+    let (p, u) = match session.map(Session::split) {
+        Some((p, u)) => (Some(p), Some(u)),
+        None => (None, None),
+    };
+    (
+        SecureReader::with_capacity(r, u, leftover, cap),
+        SecureWriter::with_capacity(w, p, cap),
+    )
+}
+
+/// [`secure_pair_with`] with the bulk buffer size.
 pub fn secure_pair<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     session: Option<Session>,
     leftover: Vec<u8>,
     r: R,
     w: W,
 ) -> (SecureReader<R>, SecureWriter<W>) {
-    match session {
-        Some(s) => {
-            let (p, u) = s.split();
-            (
-                SecureReader::new(r, Some(u), leftover),
-                SecureWriter::new(w, Some(p)),
-            )
-        }
-        None => (
-            SecureReader::new(r, None, leftover),
-            SecureWriter::new(w, None),
-        ),
-    }
+    secure_pair_with(session, leftover, r, w, BULK_BUF)
 }
 
 #[cfg(test)]
@@ -140,40 +174,72 @@ mod tests {
 
     #[tokio::test]
     async fn handshake_over_a_duplex_and_protected_bytes() {
-        let (c, s) = tokio::io::duplex(64 * 1024);
-        let (mut cr, mut cw) = tokio::io::split(c);
-        let (mut sr, mut sw) = tokio::io::split(s);
-        let server = tokio::spawn(async move {
-            let cfg = ServerConfig {
-                accept: vec![Mode::Kato],
-            };
-            let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+        for mode in Mode::ALL.iter().copied() {
+            let (c, s) = tokio::io::duplex(64 * 1024);
+            let (mut cr, mut cw) = tokio::io::split(c);
+            let (mut sr, mut sw) = tokio::io::split(s);
+            // A tap on the client's bytes: what an observer of the path sees.
+            let (tap_w, mut tap_r) = tokio::io::duplex(64 * 1024);
+            let server = tokio::spawn(async move {
+                let cfg = ServerConfig::accepting(&[mode]);
+                let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(sess.mode(), mode);
+                let (mut r, _w) = secure_pair(Some(sess), left, sr, sw);
+                let mut got = vec![0u8; 100];
+                r.read_exact(&mut got).await.unwrap();
+                got
+            });
+            let mut hs =
+                ClientHandshake::new(&ClientConfig::offering(&[mode]), entropy().unwrap()).unwrap();
+            cw.write_all(hs.first_flight()).await.unwrap();
+            let (sess, left) = client_finish(&mut hs, &mut cr, &mut cw, Duration::from_secs(5))
                 .await
                 .unwrap();
-            assert_eq!(sess.mode(), Mode::Kato);
-            let (mut r, _w) = secure_pair(Some(sess), left, sr, sw);
-            let mut got = vec![0u8; 100];
-            r.read_exact(&mut got).await.unwrap();
-            got
-        });
-        let mut hs = ClientHandshake::new(
-            &ClientConfig {
-                offer: vec![Mode::Kato],
-            },
-            entropy().unwrap(),
-        )
-        .unwrap();
-        cw.write_all(hs.first_flight()).await.unwrap();
-        let (sess, left) = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert!(left.is_empty());
-        let (_r, mut w) = secure_pair(Some(sess), left, cr, cw);
-        let plain: Vec<u8> = (0..100u8).collect();
-        let mut buf = plain.clone();
-        w.write_all(&mut buf).await.unwrap();
-        assert_ne!(buf, plain, "kato must change the bytes on the wire");
-        assert_eq!(server.await.unwrap(), plain);
+            assert!(left.is_empty());
+            let (_r, mut w) = secure_pair(Some(sess), left, cr, Tee(cw, tap_w));
+            let plain: Vec<u8> = (0..100u8).collect();
+            w.write_all(&plain).await.unwrap();
+            w.flush().await.unwrap();
+            assert_eq!(server.await.unwrap(), plain, "{mode}");
+            drop(w);
+            let mut seen = Vec::new();
+            tap_r.read_to_end(&mut seen).await.unwrap();
+            assert_eq!(
+                seen.windows(16).any(|x| plain.windows(16).any(|p| p == x)),
+                !mode.is_protected(),
+                "{mode}: the bytes on the wire"
+            );
+        }
+    }
+
+    /// Writes to both streams (the second one observes).
+    struct Tee<A, B>(A, B);
+
+    impl<A: AsyncWrite + Unpin, B: AsyncWrite + Unpin> AsyncWrite for Tee<A, B> {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = std::task::ready!(std::pin::Pin::new(&mut self.0).poll_write(cx, buf))?;
+            // The observer's pipe is large enough for these tests.
+            let _ = std::pin::Pin::new(&mut self.1).poll_write(cx, &buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_flush(cx)
+        }
+        fn poll_shutdown(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+        }
     }
 
     #[tokio::test]
@@ -182,16 +248,17 @@ mod tests {
         let (mut cr, _cw) = tokio::io::split(c);
         let (_sr, mut sw) = tokio::io::split(s);
         sw.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await.unwrap();
-        let mut hs = ClientHandshake::new(
-            &ClientConfig {
-                offer: vec![Mode::Kato],
-            },
-            entropy().unwrap(),
+        let mut hs =
+            ClientHandshake::new(&ClientConfig::offering(&[Mode::Kato]), entropy().unwrap())
+                .unwrap();
+        let err = client_finish(
+            &mut hs,
+            &mut cr,
+            &mut tokio::io::sink(),
+            Duration::from_secs(5),
         )
-        .unwrap();
-        let err = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
-            .await
-            .unwrap_err();
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("does not speak nena"), "{err}");
     }
 
@@ -199,16 +266,17 @@ mod tests {
     async fn silent_server_times_out() {
         let (c, _s) = tokio::io::duplex(1024);
         let (mut cr, _cw) = tokio::io::split(c);
-        let mut hs = ClientHandshake::new(
-            &ClientConfig {
-                offer: vec![Mode::Kato],
-            },
-            entropy().unwrap(),
+        let mut hs =
+            ClientHandshake::new(&ClientConfig::offering(&[Mode::Kato]), entropy().unwrap())
+                .unwrap();
+        let err = client_finish(
+            &mut hs,
+            &mut cr,
+            &mut tokio::io::sink(),
+            Duration::from_millis(100),
         )
-        .unwrap();
-        let err = client_finish(&mut hs, &mut cr, Duration::from_millis(100))
-            .await
-            .unwrap_err();
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("no nena answer"), "{err}");
     }
 
@@ -218,9 +286,7 @@ mod tests {
         let (_cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
         cw.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
-        let cfg = ServerConfig {
-            accept: vec![Mode::Kato],
-        };
+        let cfg = ServerConfig::accepting(&[Mode::Kato]);
         let err = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
             .await
             .unwrap_err();
@@ -229,21 +295,22 @@ mod tests {
         let (c, s) = tokio::io::duplex(1024);
         let (mut cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
-        let mut hs = ClientHandshake::new(
-            &ClientConfig {
-                offer: vec![Mode::Plain],
-            },
-            entropy().unwrap(),
-        )
-        .unwrap();
+        let mut hs =
+            ClientHandshake::new(&ClientConfig::offering(&[Mode::Plain]), entropy().unwrap())
+                .unwrap();
         cw.write_all(hs.first_flight()).await.unwrap();
         let serr = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
             .await
             .unwrap_err();
         assert!(serr.to_string().contains("no common mode"), "{serr}");
-        let cerr = client_finish(&mut hs, &mut cr, Duration::from_secs(5))
-            .await
-            .unwrap_err();
+        let cerr = client_finish(
+            &mut hs,
+            &mut cr,
+            &mut tokio::io::sink(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
         assert!(cerr.to_string().contains("no common mode"), "{cerr}");
     }
 }

@@ -12,11 +12,11 @@ use crate::wire::{
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 
-/// Buffer of one perf direction (one chunk per write).
-pub const PERF_BUF: usize = 256 * 1024;
-const _: () = assert!(PERF_BUF as u32 <= MAX_CHUNK + 4);
+/// Payload bytes of one perf chunk.
+pub const CHUNK: usize = 256 * 1024 - 4;
+const _: () = assert!(CHUNK as u32 <= MAX_CHUNK);
 
 /// How much one direction sends.
 #[derive(Debug, Clone, Copy)]
@@ -54,43 +54,48 @@ async fn send_half<W: AsyncWrite + Unpin>(
     counters: &Counters,
     start: Instant,
 ) -> Result<u64> {
-    let mut buf = nena_codec::AlignedBuf::new(PERF_BUF);
-    let payload_max = PERF_BUF - 4;
     let mut off = 0usize;
     let mut total = 0u64;
     loop {
         let len = match limit {
             Limit::Nothing => 0,
-            Limit::Bytes(b) => (b - total).min(payload_max as u64) as usize,
+            Limit::Bytes(b) => (b - total).min(CHUNK as u64) as usize,
             Limit::Time(d) => {
                 if start.elapsed() >= d {
                     0
                 } else {
-                    payload_max
+                    CHUNK
                 }
             }
         };
         if len == 0 {
             break;
         }
-        buf[..4].copy_from_slice(&chunk_header(len as u32));
-        let mut filled = 0;
-        while filled < len {
-            let n = (len - filled).min(pattern.len() - off);
-            buf[4 + filled..4 + filled + n].copy_from_slice(&pattern[off..off + n]);
-            off = (off + n) % pattern.len();
-            filled += n;
-        }
-        w.write_all(&mut buf[..4 + len])
+        w.write_all(&chunk_header(len as u32))
             .await
             .context("sending perf data")?;
-        total += len as u64;
-        counters.sent.fetch_add(len as u64, Ordering::Relaxed);
+        // The pattern goes straight into the writer's buffer (no copy of our own).
+        let mut left = len;
+        while left > 0 {
+            let space = w.reserve().await.context("sending perf data")?;
+            let k = left.min(space.len());
+            let mut filled = 0;
+            while filled < k {
+                let n = (k - filled).min(pattern.len() - off);
+                space[filled..filled + n].copy_from_slice(&pattern[off..off + n]);
+                off = (off + n) % pattern.len();
+                filled += n;
+            }
+            w.commit(k);
+            left -= k;
+            total += k as u64;
+            counters.sent.fetch_add(k as u64, Ordering::Relaxed);
+        }
     }
-    let mut end = chunk_end(total);
-    w.write_all(&mut end)
+    w.write_all(&chunk_end(total))
         .await
         .context("sending the end of perf data")?;
+    w.flush().await.context("sending the end of perf data")?;
     Ok(total)
 }
 
@@ -100,15 +105,15 @@ async fn recv_half<R: AsyncRead + Unpin>(
     pattern: &[u8],
     counters: &Counters,
 ) -> Result<(u64, u64, bool)> {
-    let mut buf = nena_codec::AlignedBuf::new(PERF_BUF);
     let mut dec = ChunkDecoder::new();
     let mut check = PatternCheck::new(pattern);
     let mut total = 0u64;
     loop {
-        let n = r.read(&mut buf).await.context("receiving perf data")?;
-        if n == 0 {
+        let buf = r.fill_buf().await.context("receiving perf data")?;
+        if buf.is_empty() {
             bail!("connection closed in the middle of the perf data ({total} bytes received)");
         }
+        let n = buf.len();
         let mut pos = 0;
         while pos < n {
             let (used, ev) = dec.next(&buf[pos..n])?;
@@ -120,12 +125,13 @@ async fn recv_half<R: AsyncRead + Unpin>(
                     counters.received.fetch_add(used as u64, Ordering::Relaxed);
                 }
                 ChunkEvent::End(claimed) => {
-                    r.unread(&buf[pos + used..n]);
+                    r.consume(pos + used);
                     return Ok((total, claimed, check.ok()));
                 }
             }
             pos += used;
         }
+        r.consume(n);
     }
 }
 
@@ -273,6 +279,8 @@ pub fn mbit_s(bytes: u64, seconds: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::handshake::secure_pair;
+    #[allow(unused_imports)]
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn pair(a: Limit, b: Limit, corrupt: bool) -> (Result<PerfOutcome>, Result<PerfOutcome>) {
         let (x, y) = tokio::io::duplex(64 * 1024);
@@ -286,7 +294,7 @@ mod tests {
             // A byte that does not belong to the pattern, framed as a chunk.
             let mut bad = [0, 0, 0, 1, 0xAA];
             bad[4] ^= crate::wire::pattern()[0];
-            bw.write_all(&mut bad.to_vec()).await.unwrap();
+            bw.write_all(&bad).await.unwrap();
         }
         tokio::join!(run(&mut ar, &mut aw, a, &ca), run(&mut br, &mut bw, b, &cb))
     }

@@ -4,67 +4,33 @@
 //! app ──TCP──> proxy client ══nena/MPTCP══> proxy server ──TCP──> target
 //! ```
 //!
-//! Each session is one task with one fixed buffer per direction: read, (un)protect in
-//! place, write everything, repeat. Nothing is queued, so a slow side slows the other down
-//! (back-pressure) and memory is bounded by sessions x 2 x [`PROXY_BUF`]. When one side
-//! ends its direction (EOF), the proxy ends the same direction on the other side
-//! (half-close) and keeps the other direction going until it ends too. The proxy uses the
-//! nena handshake and then raw bytes: no application header.
+//! Each session is one task relaying both directions at once (copy_bidirectional style,
+//! through the session's own zero-copy pumps [`copy_in`] and [`copy_out`]): nothing is
+//! queued beyond the session's buffers, so a slow side slows the other down (back-pressure)
+//! and memory is bounded by sessions x 2 x [`PROXY_BUF`]. When one side ends its direction
+//! cleanly, the proxy ends the same direction on the other side (half-close; in `aead` mode
+//! with the closing record) and keeps the other direction going until it ends too. When the
+//! nena side fails (an integrity failure, a truncated `aead` stream), the plain side is
+//! **reset**, not closed, so that the application sees an error instead of a short but
+//! seemingly complete stream. The proxy uses the nena handshake and then raw bytes: no
+//! application header.
 
 use crate::conn::{self, AcceptOptions, ClientOptions};
-use crate::stream::{SecureReader, SecureWriter};
+use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-/// Buffer of one proxy direction.
-pub const PROXY_BUF: usize = 32 * 1024;
-
-/// Plain side -> nena side until EOF, then half-close the nena side.
-async fn plain_to_secure<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    mut from: R,
-    to: &mut SecureWriter<W>,
-) -> std::io::Result<u64> {
-    let mut buf = nena_codec::AlignedBuf::new(PROXY_BUF);
-    let mut total = 0;
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            to.shutdown().await?;
-            return Ok(total);
-        }
-        to.write_all(&mut buf[..n]).await?;
-        total += n as u64;
-    }
-}
-
-/// Nena side -> plain side until EOF, then half-close the plain side.
-async fn secure_to_plain<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    from: &mut SecureReader<R>,
-    mut to: W,
-) -> std::io::Result<u64> {
-    let mut buf = nena_codec::AlignedBuf::new(PROXY_BUF);
-    let mut total = 0;
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            to.shutdown().await?;
-            return Ok(total);
-        }
-        to.write_all(&buf[..n]).await?;
-        total += n as u64;
-    }
-}
-
-/// Pump both directions until both ended. Returns (plain->nena bytes, nena->plain bytes).
-/// An error in either direction ends the session (both sockets are dropped).
+/// Relays both directions between a plain stream and a nena session until both ended.
+/// Returns (plain->nena bytes, nena->plain bytes). An error in either direction ends the
+/// session; [`relay`] also resets the plain TCP side then.
 pub async fn bridge<PR, PW, SR, SW>(
-    plain_r: PR,
-    plain_w: PW,
+    mut plain_r: PR,
+    mut plain_w: PW,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
 ) -> std::io::Result<(u64, u64)>
@@ -74,10 +40,37 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
-    tokio::try_join!(
-        plain_to_secure(plain_r, sec_w),
-        secure_to_plain(sec_r, plain_w)
-    )
+    let up = async {
+        let n = copy_in(&mut plain_r, sec_w, u64::MAX, |_| {}).await?;
+        sec_w.shutdown().await?;
+        Ok::<_, std::io::Error>(n)
+    };
+    let down = async {
+        let n = copy_out(sec_r, &mut plain_w, u64::MAX, |_| {}).await?;
+        plain_w.shutdown().await?;
+        Ok::<_, std::io::Error>(n)
+    };
+    tokio::try_join!(up, down)
+}
+
+/// [`bridge`] over a plain TCP connection: on failure the TCP side is reset (RST).
+async fn relay<SR, SW>(
+    plain: TcpStream,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+) -> std::io::Result<(u64, u64)>
+where
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    plain.set_nodelay(true)?;
+    let (mut pr, mut pw) = plain.into_split();
+    let result = bridge(&mut pr, &mut pw, sec_r, sec_w).await;
+    if result.is_err() {
+        // SO_LINGER 0: closing sends a reset, which the application reads as an error.
+        let _ = pw.as_ref().set_zero_linger();
+    }
+    result
 }
 
 /// Session counters of a proxy (for logs and tests).
@@ -141,7 +134,10 @@ pub async fn run_client(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     ready(listener.local_addr()?);
-    let opts = Arc::new(opts);
+    let opts = Arc::new(ClientOptions {
+        buffer: PROXY_BUF,
+        ..opts
+    });
     let connecting = Arc::new(Semaphore::new(limits.max_connecting.max(1)));
     accept_loop(
         listener,
@@ -151,14 +147,12 @@ pub async fn run_client(
             let opts = opts.clone();
             let connecting = connecting.clone();
             async move {
-                plain.set_nodelay(true)?;
                 let slot = connecting.acquire_owned().await?;
                 let mut c = conn::connect(&opts, None)
                     .await
                     .context("opening the nena session")?;
                 drop(slot);
-                let (pr, pw) = plain.into_split();
-                Ok(bridge(pr, pw, &mut c.reader, &mut c.writer).await?)
+                Ok(relay(plain, &mut c.reader, &mut c.writer).await?)
             }
         },
     )
@@ -177,7 +171,10 @@ pub async fn run_server(
     conn::raise_nofile_limit();
     let listener = conn::listen(listen)?;
     ready(listener.local_addr()?);
-    let accept = Arc::new(accept);
+    let accept = Arc::new(AcceptOptions {
+        buffer: PROXY_BUF,
+        ..accept
+    });
     accept_loop(
         listener,
         &limits,
@@ -191,9 +188,7 @@ pub async fn run_server(
                         .await
                         .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
                         .with_context(|| format!("cannot connect to {forward}"))?;
-                target.set_nodelay(true)?;
-                let (tr, tw) = target.into_split();
-                let (to_target, from_target) = bridge(tr, tw, &mut c.reader, &mut c.writer).await?;
+                let (to_target, from_target) = relay(target, &mut c.reader, &mut c.writer).await?;
                 Ok((from_target, to_target))
             }
         },
@@ -205,6 +200,8 @@ pub async fn run_server(
 mod tests {
     use super::*;
     use crate::handshake::secure_pair;
+    #[allow(unused_imports)]
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Two proxies' nena halves joined back to back in memory, with kato-like protection
     /// replaced by raw (protection is tested elsewhere); checks both directions and half-close.

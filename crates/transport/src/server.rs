@@ -7,6 +7,7 @@ use crate::session::{serve_request, SessionConfig};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
 
 /// A session whose client sends nothing for this long is dropped.
 pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -45,7 +46,7 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
         }
     };
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
-    let mode = c.mode.map_or("raw".to_string(), |m| m.to_string());
+    let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
     let subflows = conn::subflow_bytes(c.fd());
     let paths: Vec<String> = subflows

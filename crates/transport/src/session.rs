@@ -76,6 +76,8 @@ mod tests {
     use crate::handshake::secure_pair;
     use crate::stream::{SecureReader, SecureWriter};
     use std::path::Path;
+    #[allow(unused_imports)]
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 
     type R = SecureReader<ReadHalf<DuplexStream>>;
@@ -235,9 +237,10 @@ mod tests {
         .await
         .unwrap();
         assert!(r.read_reply().await.unwrap().is_ok());
-        let mut data = b"abcd".to_vec();
-        w.write_all(&mut data).await.unwrap();
-        w.write_all(&mut [0u8; 32]).await.unwrap();
+        let data = b"abcd".to_vec();
+        w.write_all(&data).await.unwrap();
+        w.write_all(&[0u8; 32]).await.unwrap();
+        w.flush().await.unwrap();
         let fin = r.read_reply().await.unwrap();
         assert_eq!(fin.status, Status::Corrupt);
         assert!(server.await.unwrap().is_err());
@@ -253,7 +256,8 @@ mod tests {
         .await
         .unwrap();
         assert!(r.read_reply().await.unwrap().is_ok());
-        w.write_all(&mut [1u8; 10]).await.unwrap();
+        w.write_all(&[1u8; 10]).await.unwrap();
+        w.flush().await.unwrap();
         drop((r, w));
         let err = server.await.unwrap().unwrap_err();
         assert!(

@@ -4,7 +4,7 @@ use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use clap::Subcommand;
 use nena_mptcp::{PathPolicy, PathSpec};
-use nena_proto::Mode;
+use nena_proto::{Mode, Suite};
 use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::files::FileServerConfig;
@@ -24,7 +24,7 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("`{s}` resolves to no address"))
 }
 
-/// Modes: `kato`, `plain`, or a comma-separated preference list.
+/// Modes: `aead`, `stream`, `kato`, `plain`, or a comma-separated preference list.
 fn parse_modes(s: &str) -> Result<Vec<Mode>, String> {
     let mut out = Vec::new();
     for part in s.split(',') {
@@ -36,6 +36,15 @@ fn parse_modes(s: &str) -> Result<Vec<Mode>, String> {
         }
     }
     Ok(out)
+}
+
+/// A cipher suite: `aes-128` (or `aes`) or `chacha20` (or `chacha`).
+fn parse_suite(s: &str) -> Result<Suite, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "aes-128" | "aes128" | "aes" => Ok(Suite::Aes128),
+        "chacha20" | "chacha" => Ok(Suite::ChaCha20),
+        _ => Err(format!("unknown cipher `{s}` (aes-128 or chacha20)")),
+    }
 }
 
 /// A byte count: `1000`, `64K`, `100M`, `1G` (binary units; `KiB`/`MiB`/`GiB` too).
@@ -88,9 +97,22 @@ pub struct ClientCommon {
     /// An untrusted local path (repeatable); it carries data only after the handshake.
     #[arg(long, value_name = "ADDR|IFACE")]
     pub untrusted: Vec<PathSpec>,
-    /// Protection mode, or a comma-separated preference list (kato, plain).
-    #[arg(long, default_value = "kato", value_parser = parse_modes)]
+    /// Protection mode, or a comma-separated preference list: aead (encrypted and
+    /// authenticated), stream (encrypted, no integrity, zero expansion), kato (the papers'
+    /// obfuscation, not encryption), plain (unprotected). Offering kato or plain beside a
+    /// cryptographic mode is safe: the server's choice is authenticated.
+    #[arg(long, default_value = "aead,stream", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
+    /// The cipher of aead and stream: aes-128 (AES-128-GCM / -CTR) or chacha20
+    /// (ChaCha20-Poly1305 / ChaCha20). Default: aes-128 where the CPU has AES instructions.
+    #[arg(long, value_parser = parse_suite, value_name = "aes-128|chacha20")]
+    pub cipher: Option<Suite>,
+    /// Testing only: a new aead key every 2^N records (default 23).
+    #[arg(long, hide = true, value_name = "N")]
+    pub debug_aead_rekey_log2: Option<u8>,
+    /// Testing only: a new stream key every 2^N bytes (default 36).
+    #[arg(long, hide = true, value_name = "N")]
+    pub debug_stream_rekey_log2: Option<u8>,
     /// Accept a connection that fell back to plain TCP (otherwise refused).
     #[arg(long)]
     pub allow_fallback: bool,
@@ -108,16 +130,21 @@ pub struct ClientCommon {
 impl ClientCommon {
     fn options(&self, remote: SocketAddr, raw: bool) -> ClientOptions {
         ClientOptions {
-            remote,
-            policy: PathPolicy {
-                trusted: self.trusted.clone(),
-                untrusted: self.untrusted.clone(),
-            },
-            modes: dedup(self.mode.concat()),
+            suite: self.cipher,
+            aead_epoch_log2: self.debug_aead_rekey_log2,
+            stream_epoch_log2: self.debug_stream_rekey_log2,
             allow_fallback: self.allow_fallback,
             timeout: self.timeout,
             raw,
             dump_first_flight: self.debug_dump_first_flight.clone(),
+            ..ClientOptions::new(
+                remote,
+                PathPolicy {
+                    trusted: self.trusted.clone(),
+                    untrusted: self.untrusted.clone(),
+                },
+                dedup(self.mode.concat()),
+            )
         }
     }
 }
@@ -125,8 +152,9 @@ impl ClientCommon {
 /// Options of the servers (`serve`, `proxy server`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerCommon {
-    /// Accepted modes, most preferred first (comma-separated or repeated).
-    #[arg(long, default_value = "kato", value_parser = parse_modes)]
+    /// Accepted modes, most preferred first (comma-separated or repeated): aead, stream,
+    /// kato (the papers' obfuscation, not encryption), plain (only when named).
+    #[arg(long, default_value = "aead,stream,kato", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
     /// Accept clients whose connection fell back to plain TCP.
     #[arg(long)]
@@ -146,6 +174,7 @@ impl ServerCommon {
             allow_fallback: self.allow_fallback,
             raw,
             handshake_timeout: self.handshake_timeout,
+            buffer: nena_transport::stream::BULK_BUF,
         }
     }
 }
@@ -464,6 +493,12 @@ mod tests {
         assert!(parse_bytes("M").is_err());
         assert!(parse_bytes("99999999999999999999G").is_err());
         assert_eq!(parse_modes("kato,plain"), Ok(vec![Mode::Kato, Mode::Plain]));
+        assert_eq!(
+            parse_modes("aead,stream,aead"),
+            Ok(vec![Mode::Aead, Mode::Stream])
+        );
+        assert_eq!(parse_suite("ChaCha20"), Ok(Suite::ChaCha20));
+        assert!(parse_suite("des").is_err());
         assert!(parse_modes("aes").is_err());
         assert!(parse_secs("0").is_err());
         assert_eq!(parse_secs("1.5"), Ok(Duration::from_millis(1500)));

@@ -546,6 +546,44 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         Ok(&mut self.buf[at..at + n])
     }
 
+    /// Reads from `src` straight into the writer's buffer (at most `max` bytes, at least 1
+    /// unless `src` ended), shows the plaintext to `seen`, and protects it in place. While
+    /// `src` has nothing to give, what is pending goes out (a partial record is sealed), so
+    /// that interactive traffic is never held back: the behaviour of `tokio::io::copy`.
+    /// Returns the bytes moved (0: `src` ended).
+    pub async fn fill_from<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        src: &mut R,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+    ) -> io::Result<usize> {
+        std::future::poll_fn(|cx| {
+            ready!(self.poll_space(cx, 1))?;
+            let at = self.payload_at();
+            let n = (self.space() as u64).min(max) as usize;
+            let mut rb = ReadBuf::new(&mut self.buf[at..at + n]);
+            match Pin::new(&mut *src).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let k = rb.filled().len();
+                    seen(&self.buf[at..at + k]);
+                    self.accept(k);
+                    Poll::Ready(Ok(k))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    if self.fill > 0 || self.head < self.tail {
+                        self.seal_open_record_if_framed();
+                        if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
+                            return Poll::Ready(Err(e));
+                        }
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
     /// Takes the first `n` bytes of the space [`SecureWriter::reserve`] gave as payload.
     pub fn commit(&mut self, n: usize) {
         assert!(n <= self.space(), "commit beyond the reserved space");
@@ -613,26 +651,23 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     }
 }
 
-/// Moves up to `limit` bytes from `src` into the session (through the writer's buffer, zero
-/// copy), calling `seen` with each piece of plaintext before it is protected. Stops at the
-/// end of `src` or at `limit`; returns the bytes moved. Does not flush.
+/// Moves up to `limit` bytes from `src` into the session (read straight into the writer's
+/// buffer, see [`SecureWriter::fill_from`]), calling `seen` with each piece of plaintext
+/// before it is protected. Whenever `src` has nothing ready, what is pending is sent. Stops
+/// at the end of `src` or at `limit`; returns the bytes moved. The caller flushes or shuts
+/// down at the end.
 pub async fn copy_in<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
     src: &mut R,
     w: &mut SecureWriter<W>,
     limit: u64,
     mut seen: impl FnMut(&[u8]),
 ) -> io::Result<u64> {
-    use tokio::io::AsyncReadExt;
     let mut moved = 0u64;
     while moved < limit {
-        let space = w.reserve().await?;
-        let want = (space.len() as u64).min(limit - moved) as usize;
-        let n = src.read(&mut space[..want]).await?;
+        let n = w.fill_from(src, limit - moved, &mut seen).await?;
         if n == 0 {
             break;
         }
-        seen(&space[..n]);
-        w.commit(n);
         moved += n as u64;
     }
     Ok(moved)
@@ -839,6 +874,29 @@ mod tests {
             w.write_all(&msg[accepted..]).await.unwrap();
             w.shutdown().await.unwrap();
             assert_eq!(reader.await.unwrap().unwrap(), msg, "{mode}");
+        }
+    }
+
+    /// A request-response exchange through copy_in: each message goes out while the source
+    /// waits, without a flush by the caller (the proxy depends on it).
+    #[tokio::test]
+    async fn copy_in_sends_what_it_has_when_the_source_waits() {
+        for mode in [Mode::Aead, Mode::Stream] {
+            let (mut w, mut r) = pipe(mode, 1 << 16).await;
+            let (mut app, mut src) = tokio::io::duplex(1024);
+            let pump =
+                tokio::spawn(async move { copy_in(&mut src, &mut w, u64::MAX, |_| {}).await });
+            for i in 0..3u8 {
+                app.write_all(&[i; 10]).await.unwrap();
+                let mut got = [0u8; 10];
+                tokio::time::timeout(Duration::from_secs(5), r.read_exact(&mut got))
+                    .await
+                    .expect("the message must arrive while the source is idle")
+                    .unwrap();
+                assert_eq!(got, [i; 10]);
+            }
+            drop(app);
+            assert_eq!(pump.await.unwrap().unwrap(), 30);
         }
     }
 

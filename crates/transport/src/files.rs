@@ -130,6 +130,15 @@ async fn send_data<W: AsyncWrite + Unpin>(
     Ok(digest)
 }
 
+/// The session error (integrity, confirmation, truncation) behind an error, if any.
+pub fn session_failure(e: &anyhow::Error) -> Option<&nena_proto::SessionError> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<nena_proto::SessionError>())
+    })
+}
+
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -307,7 +316,19 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     w.write_msg(Reply::ok(0).encode()).await?;
-    let (ok, _) = recv_data(r, &mut file, size, None).await?;
+    let (ok, _) = match recv_data(r, &mut file, size, None).await {
+        Ok(x) => x,
+        Err(e) => {
+            // The protected stream failed (an integrity failure, a bad confirmation): the
+            // way back still works, so tell the client what happened to its data.
+            if let Some(se) = session_failure(&e) {
+                let _ = w
+                    .write_msg(Reply::err(Status::Corrupt, se.to_string()).encode())
+                    .await;
+            }
+            return Err(e);
+        }
+    };
     drop(file);
     if !ok {
         w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch, file discarded").encode())

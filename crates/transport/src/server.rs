@@ -12,6 +12,9 @@ use tokio::io::AsyncWriteExt;
 /// A session whose client sends nothing for this long is dropped.
 pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long a failed session's remaining input is read and dropped before the socket closes.
+pub const DRAIN_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Everything `nena serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -68,6 +71,11 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
             );
             let _ = c.writer.shutdown().await;
         }
-        Err(e) => log::warn!("{peer}: {mode}: {e:#}"),
+        Err(e) => {
+            log::warn!("{peer}: {mode}: {e:#}");
+            // Let an answer that explains the failure reach a client that is still sending.
+            let _ = c.writer.shutdown().await;
+            c.reader.discard(DRAIN_AFTER_FAILURE).await;
+        }
     }
 }

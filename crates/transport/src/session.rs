@@ -267,6 +267,108 @@ mod tests {
         assert!(entries(srv).is_empty(), "{:?}", entries(srv));
     }
 
+    /// An aead session whose client-to-server bytes pass a middle that flips one byte at
+    /// offset `flip` (an active attacker on the path).
+    async fn tampered_aead_put(
+        flip: usize,
+        dir: &Path,
+        src: &Path,
+    ) -> (Result<String>, anyhow::Result<crate::files::FileOutcome>) {
+        use nena_proto::{
+            ClientConfig, ClientHandshake, Mode, Progress, ServerConfig, ServerHandshake,
+        };
+        let mut c = ClientHandshake::new(
+            &ClientConfig::offering(&[Mode::Aead]),
+            crate::handshake::entropy().unwrap(),
+        )
+        .unwrap();
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [9; 32]);
+        let Ok(Progress::Done {
+            value: (reply, ss), ..
+        }) = s.read(c.first_flight())
+        else {
+            panic!()
+        };
+        let Ok(Progress::Done {
+            value: (confirm, cs),
+            ..
+        }) = c.read(&reply)
+        else {
+            panic!()
+        };
+        let (c_end, mut m_in) = tokio::io::duplex(64 * 1024);
+        let (mut m_out, s_end) = tokio::io::duplex(64 * 1024);
+        // The middle: copies, flipping one byte.
+        let middle = tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut pos = 0usize;
+            loop {
+                let n = match m_in.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if (pos..pos + n).contains(&flip) {
+                    buf[flip - pos] ^= 0x40;
+                }
+                pos += n;
+                if m_out.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (s_down, c_down) = tokio::io::duplex(64 * 1024);
+        let (sr, _) = tokio::io::split(s_end);
+        let (_, sw) = tokio::io::split(s_down);
+        let (cr, _) = tokio::io::split(c_down);
+        let (_, mut cw) = tokio::io::split(c_end);
+        cw.write_all(&confirm).await.unwrap();
+        let cfg = SessionConfig {
+            files: FileServerConfig {
+                dir: dir.to_path_buf(),
+                overwrite: false,
+            },
+            perf_only: false,
+        };
+        let server = tokio::spawn(async move {
+            let (mut r, mut w) = secure_pair(Some(ss), Vec::new(), sr, sw);
+            let out = serve_request(&mut r, &mut w, &cfg).await;
+            if out.is_err() {
+                let _ = w.shutdown().await;
+                r.discard(std::time::Duration::from_secs(2)).await;
+            }
+            out
+        });
+        let (mut r, mut w) = secure_pair(Some(cs), Vec::new(), cr, cw);
+        let client = client_put(&mut r, &mut w, src, "t", None, |_| {}).await;
+        drop((r, w));
+        let out = server.await.unwrap();
+        middle.abort();
+        (out, client)
+    }
+
+    #[tokio::test]
+    async fn an_altered_record_fails_the_upload_and_both_sides_name_it() {
+        let srv_dir = tmpdir("tamper");
+        let cli_dir = tmpdir("tamperc");
+        let src = cli_dir.path().join("src");
+        std::fs::write(&src, vec![0x61u8; 200_000]).unwrap();
+        // Byte 100,000 of the client's stream: inside the file data, past the request.
+        let (server, client) = tampered_aead_put(100_000, srv_dir.path(), &src).await;
+        let se = format!("{:#}", server.unwrap_err());
+        assert!(se.contains("integrity check failed"), "{se}");
+        let ce = format!("{:#}", client.unwrap_err());
+        assert!(ce.contains("integrity check failed"), "{ce}");
+        assert!(entries(srv_dir.path()).is_empty(), "nothing stored");
+        // The same upload untouched (the flip beyond the end of the stream) is stored.
+        let (server, client) = tampered_aead_put(usize::MAX, srv_dir.path(), &src).await;
+        server.unwrap();
+        client.unwrap();
+        assert_eq!(
+            std::fs::read(srv_dir.path().join("t")).unwrap().len(),
+            200_000
+        );
+    }
+
     #[tokio::test]
     async fn get_missing_and_garbage_request() {
         let srv_dir = tmpdir("missing");

@@ -273,6 +273,23 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         }
     }
 
+    /// After a failure: reads and drops whatever the peer still sends, without opening it,
+    /// until it ends its side or `limit` passes. A server calls it after telling the client
+    /// why it stops, so that the client, still sending, gets to read that answer instead of
+    /// a reset (closing a socket with unread data resets the connection).
+    pub async fn discard(&mut self, limit: Duration) {
+        use tokio::io::AsyncReadExt;
+        let mut scratch = vec![0u8; 64 * 1024];
+        let _ = tokio::time::timeout(limit, async {
+            while let Ok(n) = self.inner.read(&mut scratch).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+
     /// Read a [`Request`].
     pub async fn read_request(&mut self) -> Result<Request, MsgError> {
         self.read_msg("request", Request::decode).await

@@ -1,5 +1,5 @@
-//! `nena bench transfer` end to end, shortened (root): its own lab, all three variants in
-//! both settings, statistics in the JSON, and the lab gone afterwards.
+//! `nena bench transfer` end to end, shortened (root): its own lab, every variant in both
+//! settings, statistics and targets in the JSON, and the lab gone afterwards.
 mod transfer_common;
 
 use transfer_common::NENA;
@@ -38,7 +38,16 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
     for s in settings {
         let vs = s["variants"].as_array().unwrap();
         let names: Vec<&str> = vs.iter().map(|v| v["variant"].as_str().unwrap()).collect();
-        assert_eq!(names, ["plain MPTCP", "nena plain", "nena kato"]);
+        assert_eq!(
+            names,
+            [
+                "plain MPTCP",
+                "nena plain",
+                "nena kato",
+                "nena stream",
+                "nena aead"
+            ]
+        );
         for v in vs {
             assert_eq!(v["runs"], 1);
             assert!(v["median_mbit_s"].as_f64().unwrap() > 1.0, "{v}");
@@ -47,7 +56,27 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
         assert_eq!(vs[0]["ratio"], 1.0);
         let kato = vs[2]["ratio"].as_f64().unwrap();
         assert!((s["kato_ratio"].as_f64().unwrap() - kato).abs() < 1e-9);
-        assert_eq!(s["pass"], kato >= 0.97);
+        // The targets: kato's goodput everywhere; the crypto modes' goodput where the links
+        // set the pace, their CPU per GB where the CPU does; each consistent with its figure.
+        let targets = s["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 3, "{targets:?}");
+        assert_eq!(targets[0]["pass"], kato >= 0.97);
+        let limited = s["setting"]["trusted_rate"].is_u64();
+        for (t, v) in targets[1..].iter().zip(&vs[3..]) {
+            let value = t["value"].as_f64().unwrap();
+            let limit = t["limit"].as_f64().unwrap();
+            if limited {
+                assert!((value - v["ratio"].as_f64().unwrap()).abs() < 1e-9, "{t}");
+                assert_eq!(t["pass"], value >= limit);
+            } else {
+                let cpu = v["median_cpu_s_per_gb"].as_f64().unwrap()
+                    / vs[0]["median_cpu_s_per_gb"].as_f64().unwrap();
+                assert!((value - cpu).abs() < 1e-9, "{t}");
+                assert_eq!(t["pass"], value <= limit);
+            }
+        }
+        let all = targets.iter().all(|t| t["pass"] == true);
+        assert_eq!(s["pass"], all);
         medians.push(vs[0]["median_mbit_s"].as_f64().unwrap());
     }
     // The rate limits hold (100 + 20 Mbit/s), and the unlimited veth is much faster.

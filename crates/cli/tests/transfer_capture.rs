@@ -96,7 +96,12 @@ fn capture_check(mode: &str) {
     let lab = lab();
     let srv = TempDir::new("cap");
     let cli = TempDir::new("capc");
-    let _s = serve(&lab, 7000, srv.path(), &["--mode", "aead,stream,kato,plain"]);
+    let _s = serve(
+        &lab,
+        7000,
+        srv.path(),
+        &["--mode", "aead,stream,kato,plain"],
+    );
     let to = server(&lab, 7000);
     let known = cli.join("known.txt");
     std::fs::write(&known, text(300_000, 42)).unwrap();

@@ -1,8 +1,10 @@
-//! `nena bench transfer`: goodput of plain MPTCP, nena `plain` and nena `kato` over the same
-//! two lab paths, in one lab run.
+//! `nena bench transfer`: goodput and CPU cost of plain MPTCP and nena in each mode (`plain`,
+//! `kato`, `stream`, `aead`) over the same two lab paths, in one lab run, with the targets
+//! checked: each mode's goodput against plain MPTCP where the links set the pace, and the
+//! crypto modes' CPU seconds per GB against plain MPTCP's where the CPU does.
 //!
 //! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C),
-//! starts `nena serve` (kato and plain accepted) and `nena serve --raw` (the plain-MPTCP
+//! starts `nena serve` (every mode accepted) and `nena serve --raw` (the plain-MPTCP
 //! baseline: the same MPTCP sockets, trusted-path-first gate and perf protocol, without the
 //! nena handshake and without any transform) in the server host, and runs `nena perf` from
 //! the client host for each variant, interleaved within every repetition (the order rotates
@@ -18,8 +20,32 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// The variants compared.
-pub const VARIANTS: [&str; 3] = ["plain MPTCP", "nena plain", "nena kato"];
+/// The variants compared (the first is the baseline).
+pub const VARIANTS: [&str; 5] = [
+    "plain MPTCP",
+    "nena plain",
+    "nena kato",
+    "nena stream",
+    "nena aead",
+];
+
+/// Goodput the crypto modes must reach, as a fraction of plain MPTCP's, where the links set
+/// the pace (a rate-limited setting).
+pub const CRYPTO_GOODPUT_TARGET: f64 = 0.99;
+/// CPU seconds per GB allowed, as a multiple of plain MPTCP's, where the CPU sets the pace
+/// (unlimited veth): `stream` and `aead`.
+pub const CPU_TARGETS: [(&str, f64); 2] = [("nena stream", 1.10), ("nena aead", 1.20)];
+
+/// The `nena perf` arguments of a variant (which server port, which mode).
+fn variant_args(variant: &str) -> (u16, &'static [&'static str]) {
+    match variant {
+        "plain MPTCP" => (PORT_RAW, &["--raw"]),
+        "nena plain" => (PORT_NENA, &["--mode", "plain"]),
+        "nena kato" => (PORT_NENA, &["--mode", "kato"]),
+        "nena stream" => (PORT_NENA, &["--mode", "stream"]),
+        _ => (PORT_NENA, &["--mode", "aead"]),
+    }
+}
 
 const PORT_NENA: u16 = 5201;
 const PORT_RAW: u16 = 5202;
@@ -106,12 +132,26 @@ pub struct VariantStats {
     pub median_cpu_s_per_gb: f64,
 }
 
+/// One checked target of a setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    /// e.g. `nena aead goodput >= 99% of plain MPTCP`.
+    pub name: String,
+    /// The measured ratio (to plain MPTCP, same setting, same run).
+    pub value: f64,
+    pub limit: f64,
+    /// `>=` (goodput) or `<=` (CPU per GB).
+    pub at_least: bool,
+    pub pass: bool,
+}
+
 /// Results of one setting.
 #[derive(Debug, Clone, Serialize)]
 pub struct SettingResult {
     pub setting: Setting,
     pub variants: Vec<VariantStats>,
     pub kato_ratio: f64,
+    pub targets: Vec<TargetCheck>,
     pub pass: bool,
     pub runs: Vec<Run>,
 }
@@ -149,8 +189,15 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Median, min, max and ratios of the runs of one setting.
-pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
+/// Median, min, max and ratios of the runs of one setting, and its targets: kato's goodput
+/// against `target` (every setting); where the links set the pace (`link_limited`) the
+/// crypto modes' goodput against [`CRYPTO_GOODPUT_TARGET`]; where the CPU does, their CPU
+/// per GB against [`CPU_TARGETS`].
+pub fn summarize(
+    runs: &[Run],
+    target: f64,
+    link_limited: bool,
+) -> (Vec<VariantStats>, f64, Vec<TargetCheck>) {
     let mut stats = Vec::new();
     for v in VARIANTS {
         let mut xs: Vec<f64> = runs
@@ -197,7 +244,47 @@ pub fn summarize(runs: &[Run], target: f64) -> (Vec<VariantStats>, f64, bool) {
         s.paired_ratio = median(&mut paired);
     }
     let kato = stats[2].ratio;
-    (stats, kato, kato >= target)
+    let by = |v: &str| {
+        stats
+            .iter()
+            .find(|s| s.variant == v)
+            .expect("every variant")
+    };
+    let mut targets = vec![TargetCheck {
+        name: format!("nena kato goodput >= {:.0}% of plain MPTCP", target * 100.0),
+        value: kato,
+        limit: target,
+        at_least: true,
+        pass: kato >= target,
+    }];
+    if link_limited {
+        for v in ["nena stream", "nena aead"] {
+            let r = by(v).ratio;
+            targets.push(TargetCheck {
+                name: format!(
+                    "{v} goodput >= {:.0}% of plain MPTCP",
+                    CRYPTO_GOODPUT_TARGET * 100.0
+                ),
+                value: r,
+                limit: CRYPTO_GOODPUT_TARGET,
+                at_least: true,
+                pass: r >= CRYPTO_GOODPUT_TARGET,
+            });
+        }
+    } else {
+        let base = stats[0].median_cpu_s_per_gb;
+        for (v, limit) in CPU_TARGETS {
+            let r = by(v).median_cpu_s_per_gb / base;
+            targets.push(TargetCheck {
+                name: format!("{v} CPU per GB <= {limit:.2} x plain MPTCP"),
+                value: r,
+                limit,
+                at_least: false,
+                pass: r <= limit,
+            });
+        }
+    }
+    (stats, kato, targets)
 }
 
 /// A child process killed (and reaped) on drop.
@@ -228,7 +315,7 @@ fn start_server(
     if raw {
         args.push("--raw".into());
     } else {
-        args.extend(["--mode".into(), "kato,plain".into()]);
+        args.extend(["--mode".into(), "aead,stream,kato,plain".into()]);
     }
     let mut cmd = lab.command(Host::Server, nena, &args);
     cmd.stdin(Stdio::null())
@@ -292,11 +379,7 @@ fn run_perf(
     } else {
         servers.0
     };
-    let (port, extra): (u16, &[&str]) = match variant {
-        "plain MPTCP" => (PORT_RAW, &["--raw"]),
-        "nena plain" => (PORT_NENA, &["--mode", "plain"]),
-        _ => (PORT_NENA, &["--mode", "kato"]),
-    };
+    let (port, extra) = variant_args(variant);
     let mut args: Vec<String> = vec![
         "perf".into(),
         "--to".into(),
@@ -438,12 +521,14 @@ pub fn run_on(
                 runs.push(r);
             }
         }
-        let (variants, kato_ratio, pass) = summarize(&runs, opts.target);
+        let link_limited = setting.trusted_rate.is_some() || setting.untrusted_rate.is_some();
+        let (variants, kato_ratio, targets) = summarize(&runs, opts.target, link_limited);
         results.push(SettingResult {
             setting: setting.clone(),
             variants,
             kato_ratio,
-            pass,
+            pass: targets.iter().all(|t| t.pass),
+            targets,
             runs,
         });
     }
@@ -559,13 +644,15 @@ pub fn table(r: &BenchReport) -> String {
         }
     }
     for set in &r.settings {
-        s += &format!(
-            "target kato >= {:.0}% of plain MPTCP (ratio of medians), {}: {:.1}% {}\n",
-            r.target_ratio * 100.0,
-            set.setting.name,
-            set.kato_ratio * 100.0,
-            if set.pass { "PASS" } else { "FAIL" }
-        );
+        for t in &set.targets {
+            s += &format!(
+                "target {}, {}: {:.3} {}\n",
+                t.name,
+                set.setting.name,
+                t.value,
+                if t.pass { "PASS" } else { "FAIL" }
+            );
+        }
     }
     s
 }
@@ -598,8 +685,11 @@ mod tests {
             run("nena kato", 1, 97.0),
             run("nena kato", 2, 98.0),
             run("nena kato", 3, 50.0),
+            run("nena stream", 1, 99.5),
+            run("nena aead", 1, 98.0),
         ];
-        let (stats, kato, pass) = summarize(&runs, 0.97);
+        let (stats, kato, targets) = summarize(&runs, 0.97, true);
+        let pass = targets[0].pass;
         assert_eq!(stats[0].median_mbit_s, 100.0);
         assert_eq!((stats[0].min_mbit_s, stats[0].max_mbit_s), (90.0, 120.0));
         assert_eq!(stats[2].median_mbit_s, 97.0);
@@ -609,8 +699,17 @@ mod tests {
         assert!((stats[2].paired_ratio - 98.0 / 120.0).abs() < 1e-12);
         assert!((stats[1].paired_ratio - 0.99).abs() < 1e-12);
         assert_eq!(stats[0].paired_ratio, 1.0);
-        let (_, _, pass) = summarize(&runs, 0.98);
-        assert!(!pass);
+        let (_, _, t) = summarize(&runs, 0.98, true);
+        assert!(!t[0].pass);
+        // Where the links set the pace: the crypto modes' goodput (99.5/100 passes, 98/100
+        // does not); where the CPU does: their CPU per GB (0.995 and 0.98 vs 1.0).
+        assert_eq!(targets.len(), 3);
+        assert!(targets[1].pass && targets[1].name.contains("stream"));
+        assert!(!targets[2].pass && targets[2].name.contains("aead"));
+        let (_, _, cpu) = summarize(&runs, 0.97, false);
+        assert_eq!(cpu.len(), 3);
+        assert!(cpu[1..].iter().all(|t| t.pass && !t.at_least));
+        assert!((cpu[1].value - 0.995).abs() < 1e-9, "{}", cpu[1].value);
         assert_eq!(stats[2].median_cpu_s_per_gb, 0.97);
         let mut even = [4.0, 1.0, 3.0, 2.0];
         assert_eq!(median(&mut even), 2.5);

@@ -33,7 +33,9 @@ fn tests_named_by_the_threat_model_exist() {
     for (i, _) in THREAT.match_indices("::") {
         // `crates/x/tests/y.rs::name` (a path, then a test name)
         let before = &THREAT[..i];
-        let Some(start) = before.rfind('`') else { continue };
+        let Some(start) = before.rfind('`') else {
+            continue;
+        };
         let path = &before[start + 1..];
         if !path.ends_with(".rs") {
             continue;

@@ -67,8 +67,11 @@ where
     let (mut pr, mut pw) = plain.into_split();
     let result = bridge(&mut pr, &mut pw, sec_r, sec_w).await;
     if result.is_err() {
-        // SO_LINGER 0: closing sends a reset, which the application reads as an error.
-        let _ = pw.as_ref().set_zero_linger();
+        // SO_LINGER 0, then close the socket whole: a reset, which the application reads as
+        // an error. (Dropping the write half alone would send a FIN first: a clean end.)
+        if let Ok(tcp) = pr.reunite(pw) {
+            let _ = tcp.set_zero_linger();
+        }
     }
     result
 }
@@ -244,5 +247,64 @@ mod tests {
         assert_eq!(t.await.unwrap(), msg.len());
         assert_eq!(a.await.unwrap(), (100_000, 100_000));
         assert_eq!(b.await.unwrap(), (100_000, 100_000));
+    }
+
+    /// A nena side that ends without its closing record (a forged FIN on the way) must not
+    /// look like a clean end to the application: the proxy resets the TCP connection.
+    #[tokio::test]
+    async fn a_truncated_aead_stream_resets_the_plain_side() {
+        use nena_proto::{
+            ClientConfig, ClientHandshake, Mode, Progress, ServerConfig, ServerHandshake,
+        };
+        let mut c = ClientHandshake::new(
+            &ClientConfig::offering(&[Mode::Aead]),
+            crate::handshake::entropy().unwrap(),
+        )
+        .unwrap();
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [3; 32]);
+        let Ok(Progress::Done {
+            value: (reply, ss), ..
+        }) = s.read(c.first_flight())
+        else {
+            panic!()
+        };
+        let Ok(Progress::Done {
+            value: (confirm, cs),
+            ..
+        }) = c.read(&reply)
+        else {
+            panic!()
+        };
+        // The proxy's nena side: the client's records arrive, then the stream just ends.
+        let (mut peer, ours) = tokio::io::duplex(1 << 16);
+        let (_unused, peer_w) = tokio::io::duplex(16);
+        peer.write_all(&confirm).await.unwrap();
+        let mut w = crate::stream::SecureWriter::new(peer, Some(cs.split().0));
+        w.write_all(b"first part of the answer").await.unwrap();
+        w.flush().await.unwrap();
+        drop(w); // no closing record
+        let (sr, _) = tokio::io::split(ours);
+        let (_, sw) = tokio::io::split(peer_w);
+        let (mut r, mut sw) = secure_pair(Some(ss), Vec::new(), sr, sw);
+
+        // The plain side: an application on loopback.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let app = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let end = s.read_to_end(&mut got).await;
+            (got, end)
+        });
+        let (plain, _) = listener.accept().await.unwrap();
+        let err = relay(plain, &mut r, &mut sw).await.unwrap_err();
+        assert!(
+            err.to_string().contains("without its closing record"),
+            "{err}"
+        );
+        let (got, end) = app.await.unwrap();
+        assert_eq!(got, b"first part of the answer");
+        let e = end.expect_err("the application must see an error, not a clean end");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
     }
 }

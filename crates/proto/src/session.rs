@@ -102,7 +102,7 @@ enum ProtectInner {
     Plain,
     Kato(Scrambler),
     Stream(Keystream),
-    Aead(RecordSealer),
+    Aead(Box<RecordSealer>),
 }
 
 /// The incoming half of a session.
@@ -118,7 +118,7 @@ enum UnprotectInner {
     Plain,
     Kato(Descrambler),
     Stream(Keystream),
-    Aead(RecordOpener),
+    Aead(Box<RecordOpener>),
 }
 
 impl Protector {
@@ -401,16 +401,16 @@ impl Session {
                 };
                 let (tx, rx, cipher) = if *mode == Mode::Aead {
                     (
-                        ProtectInner::Aead(RecordSealer::new(RecordCipher::new(
+                        ProtectInner::Aead(Box::new(RecordSealer::new(RecordCipher::new(
                             *suite,
                             out,
                             *epoch_log2,
-                        ))),
-                        UnprotectInner::Aead(RecordOpener::new(RecordCipher::new(
+                        )))),
+                        UnprotectInner::Aead(Box::new(RecordOpener::new(RecordCipher::new(
                             *suite,
                             inc,
                             *epoch_log2,
-                        ))),
+                        )))),
                         suite.aead_name(),
                     )
                 } else {

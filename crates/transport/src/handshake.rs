@@ -21,24 +21,22 @@ pub fn entropy() -> Result<[u8; nena_proto::ENTROPY_LEN]> {
     random()
 }
 
+/// What feeding a state machine gives: progress towards (bytes to write, session), or an
+/// error with the reply to send before closing, if any.
+type Fed = Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)>;
+
 /// The two sides' state machines as the driver sees them: feed input, get the bytes to
 /// write and the session, or an error with (maybe) a reply to send before closing.
 trait Side {
     /// Which message is awaited, for errors.
     const AWAITED: &'static str;
-    fn feed(
-        &mut self,
-        input: &[u8],
-    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)>;
+    fn feed(&mut self, input: &[u8]) -> Fed;
     fn eof(&mut self) -> HandshakeError;
 }
 
 impl Side for ClientHandshake {
     const AWAITED: &'static str = "the server's nena answer";
-    fn feed(
-        &mut self,
-        input: &[u8],
-    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)> {
+    fn feed(&mut self, input: &[u8]) -> Fed {
         self.read(input).map_err(|e| (None, e))
     }
     fn eof(&mut self) -> HandshakeError {
@@ -48,10 +46,7 @@ impl Side for ClientHandshake {
 
 impl Side for ServerHandshake {
     const AWAITED: &'static str = "the client's nena hello";
-    fn feed(
-        &mut self,
-        input: &[u8],
-    ) -> Result<Progress<(Vec<u8>, Session)>, (Option<Vec<u8>>, HandshakeError)> {
+    fn feed(&mut self, input: &[u8]) -> Fed {
         self.read(input).map_err(|r| (r.reply, r.error))
     }
     fn eof(&mut self) -> HandshakeError {

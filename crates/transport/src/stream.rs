@@ -234,7 +234,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             && self.start.max(self.unit_end) == self.end
             && !self.eof
             && self.failed.is_none()
-            && self.unprot.as_ref().map_or(true, |u| u.is_in_place())
+            && !matches!(&self.unprot, Some(u) if !u.is_in_place())
     }
 
     /// Reads one request or reply with `decode`; bytes read past it stay for the next read.

@@ -148,6 +148,50 @@ fn sizes_arrive_byte_exact(mode: &str) {
     }
 }
 
+/// Keys are updated mid-transfer in both directions when the interval is small (hidden test
+/// flags), and the data still arrives byte-exact (every perf byte is checked).
+#[test]
+fn forced_key_updates_in_both_directions_mid_transfer() {
+    let lab = gbit_lab();
+    let srv = TempDir::new("rekey");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let to = server(&lab, 7000);
+    for (mode, flag, per_epoch) in [
+        ("aead", "--debug-aead-rekey-log2", 2u64 << 14), // 2 full records per key
+        ("stream", "--debug-stream-rekey-log2", 1 << 16), // 64 KiB per key
+    ] {
+        let n = if mode == "aead" { "1" } else { "16" };
+        let mut args = vec![
+            "perf",
+            "--to",
+            &to,
+            "--bidir",
+            "--bytes",
+            "16M",
+            "--interval",
+            "0",
+            "--json",
+            "--mode",
+            mode,
+            flag,
+            n,
+        ];
+        args.extend_from_slice(&PATHS);
+        let r = client_json(&lab, &args);
+        assert_eq!(r["verified"], true);
+        assert_eq!(r["mode"], mode);
+        // 16 MiB of payload each way (plus framing): many key epochs in both directions.
+        let min = (16u64 << 20) / per_epoch;
+        for d in ["sent", "received"] {
+            let e = r["key_epochs"][d].as_u64().unwrap();
+            assert!(
+                e >= min,
+                "{mode} {d}: {e} key epochs, expected >= {min}: {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn both_directions_interleaved_on_one_connection() {
     let lab = gbit_lab();

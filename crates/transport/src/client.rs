@@ -304,6 +304,13 @@ impl IntervalReport {
     }
 }
 
+/// Key epochs begun per direction of a session.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct KeyEpochs {
+    pub sent: u64,
+    pub received: u64,
+}
+
 /// Report of `nena perf`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PerfReport {
@@ -326,6 +333,9 @@ pub struct PerfReport {
     pub verified: bool,
     pub setup_ms: f64,
     pub intervals: Vec<IntervalReport>,
+    /// Key epochs begun in each direction (crypto modes: more than 1 after a key update).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_epochs: Option<KeyEpochs>,
     pub paths: Paths,
 }
 
@@ -436,6 +446,14 @@ pub async fn perf(
         verified: true,
         setup_ms: c.setup.as_secs_f64() * 1e3,
         intervals,
+        key_epochs: c
+            .writer
+            .key_epochs()
+            .zip(c.reader.key_epochs())
+            .map(|(s, r)| KeyEpochs {
+                sent: s,
+                received: r,
+            }),
         paths: Paths::of(&c),
     })
 }

@@ -155,6 +155,9 @@ pub async fn run_client(
                     .await
                     .context("opening the nena session")?;
                 drop(slot);
+                if let Some(i) = c.info {
+                    log::info!("session to {}: mode {i}", opts.remote);
+                }
                 Ok(relay(plain, &mut c.reader, &mut c.writer).await?)
             }
         },
@@ -186,6 +189,9 @@ pub async fn run_server(
             let accept = accept.clone();
             async move {
                 let mut c = conn::accept(stream, peer, &accept).await?;
+                if let Some(i) = c.info {
+                    log::info!("{peer}: mode {i}");
+                }
                 let target =
                     tokio::time::timeout(accept.handshake_timeout, TcpStream::connect(forward))
                         .await

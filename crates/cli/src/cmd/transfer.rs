@@ -315,6 +315,16 @@ fn announce(what: &str, addr: SocketAddr) {
     let _ = std::io::stdout().flush();
 }
 
+/// The modes as people read them, for the startup line: `aead (encrypted and authenticated),
+/// kato (the papers' obfuscation, not encryption)`.
+fn labels(modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .map(|m| m.label())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn check_client(c: &ClientCommon) -> CmdResult {
     if c.trusted.is_empty() {
         return Err(Exit::usage(anyhow!(
@@ -346,11 +356,11 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         max_sessions: a.common.max_sessions,
     };
     let what = if a.raw {
-        "nena serve (raw baseline, perf only)"
+        "nena serve (raw baseline, perf only)".to_string()
     } else {
-        "nena serve"
+        format!("nena serve ({})", labels(&opts.accept.modes))
     };
-    client::block_on(server::serve(opts, |addr| announce(what, addr)))??;
+    client::block_on(server::serve(opts, |addr| announce(&what, addr)))??;
     Ok(())
 }
 
@@ -458,8 +468,9 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
             };
+            let what = format!("nena proxy client (offering {})", labels(&opts.modes));
             client::block_on(proxy::run_client(a.listen, opts, limits, |addr| {
-                announce("nena proxy client", addr)
+                announce(&what, addr)
             }))??;
         }
         ProxyCmd::Server(a) => {
@@ -467,12 +478,14 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,
             };
+            let accept = a.common.accept(false);
+            let what = format!("nena proxy server ({})", labels(&accept.modes));
             client::block_on(proxy::run_server(
                 a.listen,
                 a.forward,
-                a.common.accept(false),
+                accept,
                 limits,
-                |addr| announce("nena proxy server", addr),
+                |addr| announce(&what, addr),
             ))??;
         }
     }

@@ -166,3 +166,85 @@ mod tests {
         assert_eq!(a.shown[1].ack, 1, "relative ack of the server's SYN");
     }
 }
+
+/// A DSS option with a mapping (8-byte DSN) of `len` bytes from `dsn` at relative subflow
+/// sequence number `ssn`, and a 4-byte data ACK.
+pub fn dss_mapping(dsn: u64, ssn: u32, len: u16) -> Vec<u8> {
+    let mut o = vec![30, 22, 0x20, 0x01 | 0x04 | 0x08];
+    o.extend_from_slice(&1u32.to_be_bytes());
+    o.extend_from_slice(&dsn.to_be_bytes());
+    o.extend_from_slice(&ssn.to_be_bytes());
+    o.extend_from_slice(&len.to_be_bytes());
+    o
+}
+
+/// An MP_JOIN option of a SYN, naming the connection by `token`.
+pub fn join_syn(token: u32) -> Vec<u8> {
+    let mut o = vec![30, 12, 0x10, 1];
+    o.extend_from_slice(&token.to_be_bytes());
+    o.extend_from_slice(&[9, 9, 9, 9]);
+    o
+}
+
+/// A joined subflow from `client` to `server` (connection `token`) carrying the pieces
+/// `(dsn, bytes)` of the client's data stream, one DSS mapping per segment of at most `mss`
+/// bytes; every `retransmit`-th segment is sent twice. With `syn`, the handshake is
+/// captured; without, the capture starts with the first data segment.
+pub fn joined_subflow(
+    client: SocketAddrV4,
+    server: SocketAddrV4,
+    token: u32,
+    pieces: &[(u64, &[u8])],
+    mss: usize,
+    syn: bool,
+    retransmit: usize,
+) -> Vec<u8> {
+    let (cisn, sisn) = (0xffff_f000u32, 0x2000_0000u32); // the client's wraps around
+    let mut frames = Vec::new();
+    if syn {
+        frames.push(tcp_frame(
+            client,
+            server,
+            cisn,
+            0,
+            TcpFlags::SYN,
+            &join_syn(token),
+            &[],
+        ));
+        frames.push(tcp_frame(
+            server,
+            client,
+            sisn,
+            cisn + 1,
+            TcpFlags::SYN_ACK,
+            &[],
+            &[],
+        ));
+    }
+    let mut ssn = 1u32;
+    let mut k = 0usize;
+    for (dsn, data) in pieces {
+        let mut off = 0usize;
+        for chunk in data.chunks(mss.max(1)) {
+            let opt = dss_mapping(dsn + off as u64, ssn, chunk.len() as u16);
+            let seq = cisn.wrapping_add(ssn);
+            let f = tcp_frame(
+                client,
+                server,
+                seq,
+                sisn + 1,
+                TcpFlags::PSH_ACK,
+                &opt,
+                chunk,
+            );
+            frames.push(f.clone());
+            k += 1;
+            if retransmit > 0 && k % retransmit == 0 {
+                frames.push(f);
+            }
+            ssn = ssn.wrapping_add(chunk.len() as u32);
+            off += chunk.len();
+        }
+    }
+    pcap(&frames)
+}

@@ -6,8 +6,11 @@
 //! attacker (text or hex, like the papers' Figures 13, 14, 16 and 17), and does any 16-byte
 //! run of a known file appear in what crossed the link ([`known::check`]).
 
+pub mod attack;
 pub mod capture;
 pub mod craft;
+pub mod datalevel;
+pub mod dss;
 pub mod known;
 pub mod mptcp;
 pub mod packet;
@@ -307,6 +310,42 @@ pub mod fuzzing {
                 let _ = super::render::text_dump(&s.payload, 64);
                 let _ = super::render::hex_dump(&s.payload);
             }
+        }
+        // The data level behind `nena attack`: placed bytes stay within what was captured,
+        // and the attack's figures add up.
+        if let Ok(d) = super::datalevel::data_streams(data) {
+            let crib: Vec<u8> = data.iter().cycle().take(80).copied().collect();
+            let r = super::attack::attack(
+                &d,
+                &[(1, crib)],
+                super::attack::AttackOptions { guess_zeros: true },
+            );
+            for (s, st) in r.streams.iter().zip(&d.streams) {
+                assert!(s.bytes_recovered + s.bytes_guessed <= s.bytes_seen);
+                assert_eq!(
+                    s.bytes_seen,
+                    st.runs.iter().map(|r| r.bytes.len() as u64).sum()
+                );
+                assert!(st.bytes_seen <= data.len() as u64 * 2);
+            }
+        }
+        mptcp_options(data);
+    }
+
+    /// MPTCP option parsers (all of them, and DSS and MP_JOIN on their own) on arbitrary
+    /// bytes: never panic, never report more than the bytes hold.
+    pub fn mptcp_options(data: &[u8]) {
+        let info = super::mptcp::parse_options(data);
+        assert!(info.subtypes.len() <= data.len() / 2 + 1);
+        for start in 0..data.len().min(64) {
+            let opt = &data[start..];
+            if let Some(d) = super::dss::parse_dss(opt) {
+                assert!(opt.len() >= 4);
+                if let Some(m) = d.mapping {
+                    assert!(!m.dsn64 || opt.len() >= 18);
+                }
+            }
+            let _ = super::dss::parse_join(opt);
         }
     }
 }

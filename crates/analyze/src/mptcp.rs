@@ -84,6 +84,10 @@ pub struct MptcpInfo {
     /// The MP_CAPABLE flag byte (its bits A..H), when present. nena's papers negotiate
     /// scrambling with one of these bits.
     pub capable_flags: Option<u8>,
+    /// The DSS option, when present (mapping, data ACK, DATA_FIN).
+    pub dss: Option<crate::dss::Dss>,
+    /// The MP_JOIN option, when present.
+    pub join: Option<crate::dss::Join>,
 }
 
 impl MptcpInfo {
@@ -114,6 +118,12 @@ pub fn parse_options(options: &[u8]) -> MptcpInfo {
                 if kind == KIND_MPTCP && len >= 3 {
                     let st = Subtype::from_nibble(opt[2] >> 4);
                     info.subtypes.push(st);
+                    if st == Subtype::Dss {
+                        info.dss = crate::dss::parse_dss(opt);
+                    }
+                    if st == Subtype::MpJoin {
+                        info.join = crate::dss::parse_join(opt);
+                    }
                     if st == Subtype::MpCapable && len >= 4 {
                         info.capable_flags = Some(opt[3]);
                         // 12: one key (SYN, SYN/ACK, or v0 ACK); 20, 22, 24: two keys (third ACK)

@@ -63,3 +63,47 @@ proptest! {
         prop_assert_eq!(r.bytes_covered, if data.len() >= 16 { data.len() as u64 } else { 0 });
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    /// Random bytes, as a capture and as MPTCP options, never make the parsers panic.
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        nena_analyze::fuzzing::mptcp_options(&data);
+        let mut opt = vec![30u8, (data.len().min(38) + 2) as u8];
+        opt.extend_from_slice(&data[..data.len().min(38)]);
+        nena_analyze::fuzzing::mptcp_options(&opt);
+        nena_analyze::fuzzing::pcap(&data);
+    }
+
+    /// A joined subflow cut into random segment sizes and captured with or without its SYN
+    /// is placed at its data sequence numbers exactly.
+    #[test]
+    fn joined_subflows_place_exactly(
+        data in proptest::collection::vec(any::<u8>(), 1..4000),
+        mss in 1usize..1500,
+        split in 0usize..4000,
+        gap in 1u64..5000,
+        syn in any::<bool>(),
+        retransmit in 0usize..5,
+    ) {
+        let split = split % data.len();
+        let base = 77_000u64;
+        let pieces: Vec<(u64, &[u8])> = vec![
+            (base, &data[..split]),
+            (base + split as u64 + gap, &data[split..]),
+        ];
+        let pieces: Vec<(u64, &[u8])> = pieces.into_iter().filter(|p| !p.1.is_empty()).collect();
+        let c = "198.18.2.2:40001".parse().unwrap();
+        let s = "198.18.3.2:4433".parse().unwrap();
+        let pcap = nena_analyze::craft::joined_subflow(c, s, 7, &pieces, mss, syn, retransmit);
+        let d = nena_analyze::datalevel::data_streams(&pcap[..]).unwrap();
+        prop_assert_eq!(d.streams.len(), 1);
+        let runs = &d.streams[0].runs;
+        prop_assert_eq!(runs.len(), pieces.len());
+        for (r, (dsn, bytes)) in runs.iter().zip(&pieces) {
+            prop_assert_eq!(r.dsn, *dsn);
+            prop_assert_eq!(&r.bytes[..], *bytes);
+        }
+    }
+}

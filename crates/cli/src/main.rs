@@ -43,6 +43,8 @@ enum Command {
     Lab(cmd::lab::LabCmd),
     /// Show what an eavesdropper sees in a capture.
     Eavesdrop(cmd::analyze::EavesdropArgs),
+    /// Known-plaintext attack on the papers' scrambling (kato) in a capture of one path.
+    Attack(cmd::attack::AttackArgs),
     /// eBPF policy chains (selectors and actors at XDP/TC).
     #[command(subcommand)]
     Policy(cmd::policy::PolicyCmd),
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Proxy(c) => cmd::transfer::proxy(c),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
+        Command::Attack(a) => cmd::attack::attack(a),
         Command::Policy(c) => cmd::policy::run(c),
     };
     match result {

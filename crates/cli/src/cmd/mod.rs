@@ -1,7 +1,20 @@
 //! One module per concern; each parses its own arguments and calls its library crate.
 pub mod analyze;
+pub mod attack;
 pub mod bench;
 pub mod codec;
 pub mod lab;
 pub mod policy;
 pub mod transfer;
+
+/// A spinner on stderr for long work, only when stderr is a terminal and `show`.
+pub fn spinner(show: bool, msg: &'static str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !show || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message(msg);
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(pb)
+}

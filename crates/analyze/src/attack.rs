@@ -368,9 +368,10 @@ fn extend(d: &[u8], n: usize, back: usize, s: i64, known: &[u8]) -> Vec<u8> {
     let at = (s + base) as usize;
     p[at..at + known.len()].copy_from_slice(known);
     // Forwards: b[i] = D[i] ^ b[i-65].
-    for i in ((s + known.len() as i64) as usize)..n {
+    let first = (s + known.len() as i64) as usize;
+    for (i, &di) in d.iter().enumerate().take(n).skip(first) {
         let j = (i as i64 + base) as usize;
-        p[j] = d[i] ^ p[j - 65];
+        p[j] = di ^ p[j - 65];
     }
     // Backwards: b[j] = D[j+65] ^ b[j+65], down to -back.
     let mut j = s - 1;

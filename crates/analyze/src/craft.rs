@@ -239,7 +239,7 @@ pub fn joined_subflow(
             );
             frames.push(f.clone());
             k += 1;
-            if retransmit > 0 && k % retransmit == 0 {
+            if retransmit > 0 && k.is_multiple_of(retransmit) {
                 frames.push(f);
             }
             ssn = ssn.wrapping_add(chunk.len() as u32);

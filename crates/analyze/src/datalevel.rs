@@ -172,9 +172,7 @@ pub fn data_streams<R: Read>(reader: R) -> Result<DataCapture> {
             Some(false) => Direction::ServerToClient,
             None => Direction::Unknown,
         };
-        let p = placed
-            .entry((connection, direction))
-            .or_insert_with(Placed::default);
+        let p = placed.entry((connection, direction)).or_default();
         p.subflows.push(label.clone());
         if f.mappings.is_empty() && f.isn.is_some() {
             // Plain TCP (or an MPTCP connection that fell back): the subflow is the stream.

@@ -147,26 +147,6 @@ pub fn connection(client: SocketAddrV4, server: SocketAddrV4, data: &[u8], mss: 
     pcap(&frames)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crafted_connection_analyses_back() {
-        let c: SocketAddrV4 = "198.18.2.2:40000".parse().unwrap();
-        let s: SocketAddrV4 = "198.18.3.2:5201".parse().unwrap();
-        let data: Vec<u8> = (0..5000u32).map(|i| (i % 97) as u8).collect();
-        let a = crate::analyze_reader(
-            &connection(c, s, &data, 1448)[..],
-            &crate::Options::default(),
-        )
-        .unwrap();
-        assert_eq!(a.segments, 4);
-        assert_eq!(a.streams[0].chunks, vec![(0, data)]);
-        assert_eq!(a.shown[1].ack, 1, "relative ack of the server's SYN");
-    }
-}
-
 /// A DSS option with a mapping (8-byte DSN) of `len` bytes from `dsn` at relative subflow
 /// sequence number `ssn`, and a 4-byte data ACK.
 pub fn dss_mapping(dsn: u64, ssn: u32, len: u16) -> Vec<u8> {
@@ -247,4 +227,24 @@ pub fn joined_subflow(
         }
     }
     pcap(&frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crafted_connection_analyses_back() {
+        let c: SocketAddrV4 = "198.18.2.2:40000".parse().unwrap();
+        let s: SocketAddrV4 = "198.18.3.2:5201".parse().unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 97) as u8).collect();
+        let a = crate::analyze_reader(
+            &connection(c, s, &data, 1448)[..],
+            &crate::Options::default(),
+        )
+        .unwrap();
+        assert_eq!(a.segments, 4);
+        assert_eq!(a.streams[0].chunks, vec![(0, data)]);
+        assert_eq!(a.shown[1].ack, 1, "relative ack of the server's SYN");
+    }
 }

@@ -25,8 +25,9 @@ pub struct AttackArgs {
     /// Where to write the recovered plaintext.
     #[arg(long, value_name = "RECOVERED")]
     pub out: PathBuf,
-    /// With no crib: guess that stretches of equal scrambled bytes (81+) are zero bytes
-    /// (padding, binaries) and extend the guess. Guesses are reported apart.
+    /// Where no crib matched: guess that 81+ scrambled zero bytes in a row are plaintext
+    /// zeros (padding, binaries) and extend the guess through the run. Guesses are
+    /// unconfirmed and reported apart.
     #[arg(long)]
     pub guess_zeros: bool,
     /// One JSON object for machines instead of the report.
@@ -201,7 +202,7 @@ fn report(
             s.bytes_recovered,
             pct(s.bytes_recovered, s.bytes_seen),
             s.bytes_recovered_off_link,
-            if s.bytes_guessed > 0 { format!(", {} bytes guessed as zeros", s.bytes_guessed) } else { String::new() },
+            if s.bytes_guessed > 0 { format!(", {} bytes guessed from zeros", s.bytes_guessed) } else { String::new() },
         )?;
     }
     for u in &data.unplaced {
@@ -227,7 +228,7 @@ fn report(
             pct(r.bytes_recovered, r.bytes_seen),
             r.bytes_recovered_off_link,
             if r.bytes_guessed > 0 {
-                format!("; {} bytes guessed as zeros ({:.1}%)", r.bytes_guessed, pct(r.bytes_guessed, r.bytes_seen))
+                format!("; {} bytes guessed from zeros ({:.1}%)", r.bytes_guessed, pct(r.bytes_guessed, r.bytes_seen))
             } else {
                 String::new()
             },

@@ -354,8 +354,8 @@ fn attack_run(
         let mut runlen = 0usize;
         for (i, &bi) in b.iter().enumerate() {
             runlen = if bi == 0 { runlen + 1 } else { 0 };
-            if runlen == ZERO_STRETCH && i + 1 >= ZERO_STRETCH + 1 {
-                let start = i + 1 - ZERO_STRETCH + 1;
+            if runlen == ZERO_STRETCH {
+                let start = i + 2 - ZERO_STRETCH; // D is 0 from here to i (80 bytes)
                 plain = Some(extend(&d, n, back, start as i64, &[0; 65]));
                 rr.method = Some(Method::ZeroGuess {
                     dsn: run.dsn + start as u64,

@@ -579,4 +579,22 @@ mod tests {
         assert_eq!(r.bytes_recovered, 0, "guesses are not counted as recovered");
         assert_eq!(r.streams[0].chunks[0].bytes, p[..], "the guess was right");
     }
+
+    /// A run that holds the first scrambled byte of a direction gives away its key: the 64
+    /// "plaintext" bytes before it are the scrambler's initial window, 56 zeros and the key.
+    #[test]
+    fn the_first_run_of_a_direction_gives_away_the_key() {
+        let p = text(3000);
+        let w = scrambled(&p);
+        let cap = capture(vec![Run {
+            dsn: 1_000_000,
+            bytes: w,
+        }]);
+        let r = attack(&cap, &[(1, p[2000..2100].to_vec())], AttackOptions::default());
+        let chunk = &r.streams[0].chunks[0];
+        assert_eq!(chunk.dsn, 1_000_000 - 64);
+        assert_eq!(chunk.bytes[..56], [0u8; 56]);
+        assert_eq!(chunk.bytes[56..64], [1, 2, 3, 4, 5, 6, 7, 8], "the kato key");
+        assert_eq!(chunk.bytes[64..], p[..]);
+    }
 }

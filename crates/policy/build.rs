@@ -36,6 +36,17 @@ fn main() {
         ])
         .build()
         .expect("compiling bpf/nena.bpf.c with clang");
+    // The attack simulator of the lab (`nena lab tamper`): its own small object.
+    libbpf_cargo::SkeletonBuilder::new()
+        .source("bpf/tamper.bpf.c")
+        .obj(out.join("tamper.bpf.o"))
+        .clang_args([
+            format!("-I{}", out.display()),
+            "-Wall".to_string(),
+            "-mcpu=v3".to_string(),
+        ])
+        .build()
+        .expect("compiling bpf/tamper.bpf.c with clang");
     println!("cargo:rerun-if-changed=bpf");
     println!("cargo:rerun-if-env-changed=NENA_VMLINUX_BTF");
 }

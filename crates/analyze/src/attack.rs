@@ -590,11 +590,19 @@ mod tests {
             dsn: 1_000_000,
             bytes: w,
         }]);
-        let r = attack(&cap, &[(1, p[2000..2100].to_vec())], AttackOptions::default());
+        let r = attack(
+            &cap,
+            &[(1, p[2000..2100].to_vec())],
+            AttackOptions::default(),
+        );
         let chunk = &r.streams[0].chunks[0];
         assert_eq!(chunk.dsn, 1_000_000 - 64);
         assert_eq!(chunk.bytes[..56], [0u8; 56]);
-        assert_eq!(chunk.bytes[56..64], [1, 2, 3, 4, 5, 6, 7, 8], "the kato key");
+        assert_eq!(
+            chunk.bytes[56..64],
+            [1, 2, 3, 4, 5, 6, 7, 8],
+            "the kato key"
+        );
         assert_eq!(chunk.bytes[64..], p[..]);
     }
 }

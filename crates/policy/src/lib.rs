@@ -14,6 +14,7 @@
 //! - [`recipes`]: ready-made chains for nena's transport (hold an untrusted path, ...).
 //! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
 //! - [`abi`]: the layout shared with the C programs in `bpf/`.
+//! - [`tamper`]: the lab's active attacker (one byte of one segment altered, checksum fixed).
 
 pub mod abi;
 pub mod bench;
@@ -22,6 +23,7 @@ pub mod loader;
 pub mod packet;
 pub mod recipes;
 pub mod spec;
+pub mod tamper;
 pub mod tc;
 
 pub use events::Event;

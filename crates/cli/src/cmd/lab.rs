@@ -1,6 +1,7 @@
 //! `nena lab ...`: the network-namespace lab (client with a trusted and an untrusted link,
 //! router, server). A thin layer over the `nena-lab` crate.
 use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabStatus, Link, PmMode, Rate};
 use std::path::PathBuf;
@@ -29,6 +30,61 @@ pub enum LabCmd {
     CaptureStop(CaptureStopArgs),
     /// Run a command inside a host: `nena lab exec client -- ip addr`.
     Exec(ExecArgs),
+    /// Attack simulator for tests and demonstrations: an active attacker on one link who
+    /// flips one payload byte of one TCP segment (keeping the checksum valid).
+    Tamper(TamperArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+A TC program on the router's end of LINK watches the first TCP flow to (or, with --toward \
+client, from) PORT whose SYN it sees, lets --skip-bytes of its payload pass, then XORs \
+--mask into byte --offset of the next data segment, fixes the TCP checksum, and does it \
+once (a retransmission of that byte is altered the same way). Attach it before the \
+transfer starts. --show prints what it did, --remove takes it off; `nena lab down` removes \
+it too. It assumes MPTCP's DSS checksum is off (net.mptcp.checksum_enabled=0, the default).")]
+pub struct TamperArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// trusted, untrusted or server.
+    #[arg(value_parser = parse_link)]
+    pub link: Link,
+    /// Which way the altered segment travels.
+    #[arg(long, default_value = "server", value_parser = ["server", "client"])]
+    pub toward: String,
+    /// The server's TCP port (the nena server's, e.g. 4433). Required to attach.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Payload bytes of the flow that pass untouched before the byte is altered.
+    #[arg(long, default_value = "65536", value_parser = crate::cmd::transfer::parse_bytes)]
+    pub skip_bytes: u64,
+    /// Which byte of the chosen segment to alter.
+    #[arg(long, default_value = "100")]
+    pub offset: u32,
+    /// XOR mask (not 0), decimal or 0x-hex.
+    #[arg(long, default_value = "0x20", value_parser = parse_mask)]
+    pub mask: u8,
+    /// Print what the attached program did instead of attaching.
+    #[arg(long, conflicts_with = "remove")]
+    pub show: bool,
+    /// Remove the attached program (and print what it did).
+    #[arg(long)]
+    pub remove: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_mask(s: &str) -> Result<u8, String> {
+    let v = match s.strip_prefix("0x") {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("`{s}` is not a byte (0..255 or 0x00..0xff)"))?;
+    if v == 0 {
+        return Err("the mask must not be 0 (it would change nothing)".into());
+    }
+    Ok(v)
 }
 
 #[derive(Args, Debug)]
@@ -160,6 +216,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Capture(a) => &a.common.prefix,
         LabCmd::CaptureStop(a) => &a.common.prefix,
         LabCmd::Exec(a) => &a.common.prefix,
+        LabCmd::Tamper(a) => &a.common.prefix,
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
@@ -207,6 +264,7 @@ pub fn run(c: LabCmd) -> CmdResult {
             Ok(())
         }
         LabCmd::Exec(a) => exec(a),
+        LabCmd::Tamper(a) => tamper(a),
     }
 }
 
@@ -416,4 +474,78 @@ pub fn render_status(st: &LabStatus) -> String {
         );
     }
     o
+}
+
+fn tamper(a: TamperArgs) -> CmdResult {
+    use nena_policy::tamper::{self, TamperConfig, TamperRecord};
+    let lab = Lab::open(&a.common.prefix)?;
+    let end = a.link.router();
+    // Toward the server: packets arriving at the router from the client (ingress); toward
+    // the client: packets leaving the router (egress). For the server link the reverse.
+    let toward_server = a.toward == "server";
+    let ingress = toward_server != (a.link == Link::Server);
+    let dev = end.iface;
+    let print = |r: Option<TamperRecord>, what: &str| -> CmdResult {
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
+            );
+            return Ok(());
+        }
+        match r {
+            None => println!("no tamper program on the {} link", a.link),
+            Some(r) => {
+                let flow = r.flow.as_deref().unwrap_or("(no SYN seen yet)");
+                if r.fired {
+                    println!(
+                        "{what}: flow {flow}: byte at payload offset {} (TCP seq {}) altered \
+                         {:#04x} -> {:#04x}, in {} segment(s) of {} seen",
+                        r.offset_in_flow, r.seq, r.old_byte, r.new_byte, r.altered, r.seen
+                    );
+                } else {
+                    println!(
+                        "{what}: flow {flow}: nothing altered yet ({} data segments seen)",
+                        r.seen
+                    );
+                }
+            }
+        }
+        Ok(())
+    };
+    if a.show {
+        let r = lab.run_in(end.host, || tamper::show(dev, ingress))??;
+        return print(r, "tamper");
+    }
+    if a.remove {
+        let r = lab.run_in(end.host, || tamper::remove(dev, ingress))??;
+        return print(r, "removed");
+    }
+    let port = a.port.ok_or_else(|| {
+        Exit::usage(anyhow!(
+            "give --port PORT (the server's TCP port) to attach"
+        ))
+    })?;
+    let skip = u32::try_from(a.skip_bytes)
+        .map_err(|_| Exit::usage(anyhow!("--skip-bytes must be below 4 GiB")))?;
+    let cfg = TamperConfig {
+        port,
+        match_dst: toward_server,
+        skip,
+        offset: a.offset,
+        mask: a.mask,
+    };
+    lab.run_in(end.host, || tamper::attach(dev, ingress, &cfg))??;
+    if !a.json {
+        println!(
+            "tamper attached on the router's {} interface ({}): the first flow {} port {port} \
+             gets byte {} of its first segment after {skip} payload bytes XORed with {:#04x}",
+            dev,
+            if ingress { "ingress" } else { "egress" },
+            if toward_server { "to" } else { "from" },
+            a.offset,
+            a.mask
+        );
+    }
+    Ok(())
 }

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
+/* tamper: an active attacker on one path, for tests and demonstrations (`nena lab tamper`).
+ *
+ * At TC (clsact, direct action) on one interface, it watches the first TCP flow to or from a
+ * configured port whose SYN it sees, lets the first `skip` payload bytes of that flow pass,
+ * and flips one byte (XOR `mask`) of the first data segment that starts at or after that
+ * point, at `offset` into the segment (or its last byte, if shorter). The TCP checksum is
+ * fixed with bpf_l4_csum_replace, so the receiver's TCP accepts the segment and the change
+ * reaches the application's protocol. It fires once; a retransmission that carries the
+ * altered byte again is altered the same way, so the receiver never gets a clean copy.
+ * What it did is in the map `tamper`, which user space reads (the map has no pin: it lives
+ * as long as the filter, which `nena lab tamper --remove` or deleting the namespace ends).
+ *
+ * MPTCP's DSS checksum (net.mptcp.checksum_enabled, off by default) would catch the change
+ * at the MPTCP level; with it off, only the protocol above MPTCP can.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define TC_ACT_OK 0
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define PROTO_TCP 6
+#define TCPF_SYN 0x02
+#define TCPF_ACK 0x10
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Configuration (written by user space before attaching) and what happened. */
+struct tamper {
+	/* configuration */
+	__u16 port;      /* the TCP port to match, host order */
+	__u8 match_dst;  /* 1: destination port (toward the server), 0: source port */
+	__u8 mask;       /* XOR mask of the altered byte, not 0 */
+	__u32 skip;      /* payload bytes of the flow that pass untouched first */
+	__u32 offset;    /* which byte of the chosen segment */
+	__u32 owns_clsact; /* user space only: it created the clsact qdisc */
+	/* the flow being watched */
+	__u8 have_flow;
+	__u8 v6;
+	__u16 sport, dport; /* network order */
+	__u8 saddr[16] __attribute__((aligned(8)));
+	__u8 daddr[16] __attribute__((aligned(8)));
+	__u32 isn; /* sequence number of its SYN */
+	/* what was done */
+	__u8 fired;
+	__u8 old_byte, new_byte;
+	__u8 pad;
+	__u32 target_seq; /* sequence number of the altered byte */
+	__u32 rel;        /* its offset from the flow's first payload byte */
+	__u64 altered;    /* segments altered: 1, plus retransmissions */
+	__u64 seen;       /* data segments of the flow seen */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tamper);
+} tamper SEC(".maps");
+
+/* Two 16-byte addresses are equal. */
+static __always_inline int same16(const __u8 *a, const __u8 *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+/* Flips byte `at` (an offset in the packet; the payload starts at an even offset from the
+ * TCP header, so the 16-bit word holding the byte is aligned for the checksum) and fixes the
+ * TCP checksum at `csum_at`. */
+static __always_inline int flip(struct __sk_buff *skb, __u32 word_at, __u32 odd, __u8 mask,
+				__u32 csum_at, __u8 *old_b, __u8 *new_b)
+{
+	__u16 old_w, new_w;
+	/* the byte at word_at + (odd & 1), as a bit position in the word loaded from memory */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	__u32 shift = (odd & 1) * 8;
+#else
+	__u32 shift = (1 - (odd & 1)) * 8;
+#endif
+
+	if (bpf_skb_load_bytes(skb, word_at, &old_w, 2))
+		return -1;
+	new_w = old_w ^ (__u16)((__u16)mask << shift);
+	*old_b = (old_w >> shift) & 0xff;
+	*new_b = (new_w >> shift) & 0xff;
+	/* no checksum flag on the store: the field update below keeps the packet's sum (and so a
+	 * CHECKSUM_COMPLETE skb->csum) unchanged; with CHECKSUM_PARTIAL the helper leaves the
+	 * field alone, as the sum is computed later over the new bytes */
+	if (bpf_skb_store_bytes(skb, word_at, &new_w, 2, 0))
+		return -1;
+	return bpf_l4_csum_replace(skb, csum_at, old_w, new_w, 2);
+}
+
+SEC("tc")
+int tc_tamper(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct tamper *t = bpf_map_lookup_elem(&tamper, &zero);
+	__u16 proto;
+	__u32 ip_len, ip_hl, total;
+	__u8 v6, next;
+	__u8 saddr[16] __attribute__((aligned(8))) = {};
+	__u8 daddr[16] __attribute__((aligned(8))) = {};
+	struct tcphdr th;
+
+	if (!t || !t->mask)
+		return TC_ACT_OK;
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
+		return TC_ACT_OK;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) || ip.protocol != PROTO_TCP)
+			return TC_ACT_OK;
+		if (ip.frag_off & bpf_htons(0x3fff))
+			return TC_ACT_OK; /* fragments: not ours */
+		ip_hl = ip.ihl * 4;
+		total = bpf_ntohs(ip.tot_len);
+		__builtin_memcpy(saddr, &ip.saddr, 4);
+		__builtin_memcpy(daddr, &ip.daddr, 4);
+		v6 = 0;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) || ip6.nexthdr != PROTO_TCP)
+			return TC_ACT_OK; /* extension headers: not handled */
+		ip_hl = sizeof(ip6);
+		total = sizeof(ip6) + bpf_ntohs(ip6.payload_len);
+		__builtin_memcpy(saddr, &ip6.saddr, 16);
+		__builtin_memcpy(daddr, &ip6.daddr, 16);
+		v6 = 1;
+	} else {
+		return TC_ACT_OK;
+	}
+	if (ip_hl < 20 || ip_hl > 60)
+		return TC_ACT_OK;
+	__u32 tcp_at = ETH_HLEN + ip_hl;
+	if (bpf_skb_load_bytes(skb, tcp_at, &th, sizeof(th)))
+		return TC_ACT_OK;
+	__u16 port = t->match_dst ? th.dest : th.source;
+	if (bpf_ntohs(port) != t->port)
+		return TC_ACT_OK;
+	__u32 seq = bpf_ntohl(th.seq);
+	__u8 flags = ((__u8 *)&th)[13];
+
+	if ((flags & TCPF_SYN) && !(flags & TCPF_ACK)) {
+		/* the flow to watch: the first one whose SYN passes (a repeated SYN resets it) */
+		if (!t->have_flow || (t->sport == th.source && t->dport == th.dest)) {
+			t->have_flow = 1;
+			t->v6 = v6;
+			t->sport = th.source;
+			t->dport = th.dest;
+			__builtin_memcpy(t->saddr, saddr, 16);
+			__builtin_memcpy(t->daddr, daddr, 16);
+			t->isn = seq;
+		}
+		return TC_ACT_OK;
+	}
+	if (!t->have_flow || t->v6 != v6 || t->sport != th.source || t->dport != th.dest ||
+	    !same16(t->saddr, saddr) || !same16(t->daddr, daddr))
+		return TC_ACT_OK;
+
+	__u32 doff = th.doff * 4;
+	if (doff < 20 || total <= ip_hl + doff)
+		return TC_ACT_OK; /* no payload */
+	__u32 payload = total - ip_hl - doff;
+	__u32 payload_at = tcp_at + doff;
+	__u32 csum_at = tcp_at + 16;
+	__sync_fetch_and_add(&t->seen, 1);
+
+	if (!t->fired) {
+		__u32 rel = seq - (t->isn + 1);
+		if ((__s32)(rel - t->skip) < 0)
+			return TC_ACT_OK; /* still in the part that passes */
+		__u32 k = t->offset < payload ? t->offset : payload - 1;
+		if (k > 0xffff)
+			return TC_ACT_OK;
+		__u8 old_b, new_b;
+		if (flip(skb, payload_at + (k & ~1u), k, t->mask, csum_at, &old_b, &new_b))
+			return TC_ACT_OK;
+		t->fired = 1;
+		t->old_byte = old_b;
+		t->new_byte = new_b;
+		t->target_seq = seq + k;
+		t->rel = rel + k;
+		t->altered = 1;
+		return TC_ACT_OK;
+	}
+	/* a retransmission carrying the altered byte: the same change */
+	__u32 into = t->target_seq - seq;
+	if (into < payload && into <= 0xffff) {
+		__u8 old_b, new_b;
+		if (!flip(skb, payload_at + (into & ~1u), into, t->mask, csum_at, &old_b, &new_b))
+			__sync_fetch_and_add(&t->altered, 1);
+	}
+	return TC_ACT_OK;
+}

@@ -1,0 +1,338 @@
+//! The lab's active attacker (`nena lab tamper`, tests): a TC program (`bpf/tamper.bpf.c`)
+//! that flips one payload byte of one data segment of one TCP flow and fixes the TCP
+//! checksum, so that the change reaches the protocol above TCP. Attached to an interface of
+//! the current network namespace, at ingress or egress; nothing is pinned: the filter keeps
+//! the program and its map alive, and [`remove`] (or deleting the namespace, as
+//! `nena lab down` does) ends both. [`show`] finds the map again through the filter.
+
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, ObjectBuilder, TcHookBuilder};
+use serde::Serialize;
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+
+/// The compiled program (built from `bpf/tamper.bpf.c` by build.rs).
+pub const TAMPER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tamper.bpf.o"));
+
+/// tc filter handle and priority of the tamper program (apart from the policy dispatcher's).
+const HANDLE: u32 = 0x7a3e;
+const PRIORITY: u32 = 0x7a3e;
+/// Size of `struct tamper` in the C program (checked against the map when loading).
+const VALUE_LEN: usize = 88;
+
+/// What to alter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TamperConfig {
+    /// The TCP port to match.
+    pub port: u16,
+    /// Match it as the destination port (packets toward the server) or as the source port.
+    pub match_dst: bool,
+    /// Payload bytes of the flow that pass untouched first.
+    pub skip: u32,
+    /// Which byte of the chosen segment (its last one if the segment is shorter).
+    pub offset: u32,
+    /// XOR mask of the altered byte (not 0).
+    pub mask: u8,
+}
+
+/// What the program did (read from its map).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TamperRecord {
+    /// `src:port -> dst:port` of the watched flow, once its SYN passed.
+    pub flow: Option<String>,
+    /// Whether a byte was altered.
+    pub fired: bool,
+    /// TCP sequence number of the altered byte.
+    pub seq: u32,
+    /// Its offset from the flow's first payload byte.
+    pub offset_in_flow: u32,
+    pub old_byte: u8,
+    pub new_byte: u8,
+    /// Segments altered: 1, plus retransmissions of the altered byte.
+    pub altered: u64,
+    /// Data segments of the flow seen.
+    pub seen: u64,
+}
+
+fn value(cfg: &TamperConfig, owns_clsact: bool) -> [u8; VALUE_LEN] {
+    let mut v = [0u8; VALUE_LEN];
+    v[0..2].copy_from_slice(&cfg.port.to_ne_bytes());
+    v[2] = cfg.match_dst as u8;
+    v[3] = cfg.mask;
+    v[4..8].copy_from_slice(&cfg.skip.to_ne_bytes());
+    v[8..12].copy_from_slice(&cfg.offset.to_ne_bytes());
+    v[12..16].copy_from_slice(&(owns_clsact as u32).to_ne_bytes());
+    v
+}
+
+fn record(v: &[u8]) -> Result<(TamperRecord, bool)> {
+    if v.len() != VALUE_LEN {
+        bail!(
+            "the tamper map holds {} bytes, expected {VALUE_LEN}",
+            v.len()
+        );
+    }
+    let u16_at = |i: usize| u16::from_ne_bytes([v[i], v[i + 1]]);
+    let u32_at = |i: usize| u32::from_ne_bytes(v[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |i: usize| u64::from_ne_bytes(v[i..i + 8].try_into().expect("8 bytes"));
+    let addr = |at: usize| -> IpAddr {
+        if v[17] == 1 {
+            IpAddr::from(<[u8; 16]>::try_from(&v[at..at + 16]).expect("16 bytes"))
+        } else {
+            IpAddr::from(<[u8; 4]>::try_from(&v[at..at + 4]).expect("4 bytes"))
+        }
+    };
+    let port = |i: usize| u16::from_be(u16_at(i));
+    let flow = (v[16] == 1).then(|| {
+        let fmt = |a: IpAddr, p: u16| match a {
+            IpAddr::V6(_) => format!("[{a}]:{p}"),
+            IpAddr::V4(_) => format!("{a}:{p}"),
+        };
+        format!("{} -> {}", fmt(addr(24), port(18)), fmt(addr(40), port(20)))
+    });
+    Ok((
+        TamperRecord {
+            flow,
+            fired: v[60] == 1,
+            seq: u32_at(64),
+            offset_in_flow: u32_at(68),
+            old_byte: v[61],
+            new_byte: v[62],
+            altered: u64_at(72),
+            seen: u64_at(80),
+        },
+        u32_at(12) == 1,
+    ))
+}
+
+fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::TcHook {
+    TcHookBuilder::new(fd)
+        .ifindex(idx as i32)
+        .replace(true)
+        .handle(HANDLE)
+        .priority(PRIORITY)
+        .hook(if ingress {
+            libbpf_rs::TC_INGRESS
+        } else {
+            libbpf_rs::TC_EGRESS
+        })
+}
+
+/// Loads the program with `cfg` and attaches it to `dev` (current network namespace), at
+/// ingress or egress, replacing an earlier tamper there.
+pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
+    if cfg.mask == 0 {
+        bail!("the mask must not be 0 (it would change nothing)");
+    }
+    let idx = crate::loader::ifindex(dev)?;
+    if std::fs::read_to_string("/proc/sys/net/mptcp/checksum_enabled")
+        .is_ok_and(|s| s.trim() == "1")
+    {
+        log::warn!(
+            "net.mptcp.checksum_enabled is 1 here: MPTCP itself will catch the altered byte"
+        );
+    }
+    let mut b = ObjectBuilder::default();
+    b.name("nena_tamper").context("naming the BPF object")?;
+    let open = b
+        .open_memory(TAMPER_OBJECT)
+        .context("opening the tamper object")?;
+    let obj = open
+        .load()
+        .context("loading the tamper program (verifier)")?;
+    let map = obj
+        .maps()
+        .find(|m| m.name() == "tamper")
+        .ok_or_else(|| anyhow!("map tamper missing from the object"))?;
+    if map.value_size() as usize != VALUE_LEN {
+        bail!(
+            "struct tamper is {} bytes in the program, {VALUE_LEN} here",
+            map.value_size()
+        );
+    }
+    let created = !crate::tc::has_clsact(idx).unwrap_or(true);
+    map.update(&0u32.to_ne_bytes(), &value(cfg, created), MapFlags::ANY)
+        .context("configuring the tamper program")?;
+    let prog = obj
+        .progs()
+        .find(|p| p.name() == "tc_tamper")
+        .ok_or_else(|| anyhow!("program tc_tamper missing from the object"))?;
+    let mut h = hook(prog.as_fd(), idx, ingress);
+    let _ = h.create(); // the clsact qdisc, if it is not there yet
+    h.attach()
+        .with_context(|| format!("attaching the tamper program to {dev}"))?;
+    Ok(())
+}
+
+/// The map of the tamper program attached to `dev` (None: nothing attached there).
+fn attached_map(dev: &str, ingress: bool) -> Result<Option<MapHandle>> {
+    let idx = crate::loader::ifindex(dev)?;
+    let dummy = std::fs::File::open("/dev/null")?;
+    let mut h = hook(dummy.as_fd(), idx, ingress);
+    let Ok(id) = h.query() else {
+        return Ok(None);
+    };
+    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
+    let Some(info) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id)
+    else {
+        return Ok(None);
+    };
+    if info.name.to_string_lossy() != "tc_tamper" {
+        bail!(
+            "the filter on {dev} runs {:?}, not the tamper program",
+            info.name
+        );
+    }
+    for mid in info.map_ids {
+        let m = MapHandle::from_map_id(mid).context("opening the tamper map")?;
+        if m.name() == "tamper" {
+            return Ok(Some(m));
+        }
+    }
+    bail!("the tamper program on {dev} has no map `tamper`")
+}
+
+/// What the tamper program attached to `dev` did (None: none attached).
+pub fn show(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
+    let Some(m) = attached_map(dev, ingress)? else {
+        return Ok(None);
+    };
+    let v = m
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .ok_or_else(|| anyhow!("the tamper map is empty"))?;
+    Ok(Some(record(&v)?.0))
+}
+
+/// Detaches the tamper program from `dev` (and the clsact qdisc if attaching made it and
+/// nothing else uses it). Returns the last record, or None if nothing was attached.
+pub fn remove(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
+    let Some(m) = attached_map(dev, ingress)? else {
+        return Ok(None);
+    };
+    let (rec, owns) = match m.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)? {
+        Some(v) => {
+            let (r, o) = record(&v)?;
+            (Some(r), o)
+        }
+        None => (None, false),
+    };
+    let idx = crate::loader::ifindex(dev)?;
+    let dummy = std::fs::File::open("/dev/null")?;
+    hook(dummy.as_fd(), idx, ingress)
+        .detach()
+        .with_context(|| format!("detaching the tamper program from {dev}"))?;
+    if owns && crate::tc::clsact_filters(idx)? == 0 {
+        let mut q = TcHookBuilder::new(dummy.as_fd())
+            .ifindex(idx as i32)
+            .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
+        let _ = q.destroy();
+    }
+    Ok(rec)
+}
+
+/// The program loaded for BPF_PROG_TEST_RUN (tests): not attached, nothing pinned.
+pub struct TamperBed {
+    obj: libbpf_rs::Object,
+}
+
+impl TamperBed {
+    /// Loads the program with `cfg`.
+    pub fn new(cfg: &TamperConfig) -> Result<TamperBed> {
+        let mut b = ObjectBuilder::default();
+        b.name("nena_tamper").context("naming the BPF object")?;
+        let obj = b
+            .open_memory(TAMPER_OBJECT)
+            .context("opening the tamper object")?
+            .load()
+            .context("loading the tamper program (verifier)")?;
+        let bed = TamperBed { obj };
+        bed.map()?
+            .update(&0u32.to_ne_bytes(), &value(cfg, false), MapFlags::ANY)?;
+        Ok(bed)
+    }
+
+    fn map(&self) -> Result<libbpf_rs::Map<'_>> {
+        self.obj
+            .maps()
+            .find(|m| m.name() == "tamper")
+            .ok_or_else(|| anyhow!("no map tamper"))
+    }
+
+    /// Runs the program on one Ethernet frame; returns the frame as it leaves.
+    pub fn run(&self, frame: &[u8]) -> Result<Vec<u8>> {
+        let p = self
+            .obj
+            .progs_mut()
+            .find(|p| p.name() == "tc_tamper")
+            .ok_or_else(|| anyhow!("no tc_tamper"))?;
+        let mut out = vec![0u8; frame.len() + 64];
+        let input = libbpf_rs::ProgramInput {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            repeat: 1,
+            ..Default::default()
+        };
+        let o = p.test_run(input).context("BPF_PROG_TEST_RUN")?;
+        if o.return_value != 0 {
+            bail!(
+                "the tamper program returned {} (not TC_ACT_OK)",
+                o.return_value
+            );
+        }
+        Ok(o.data.map(|d| d.to_vec()).unwrap_or_default())
+    }
+
+    /// What it did so far.
+    pub fn record(&self) -> Result<TamperRecord> {
+        let v = self
+            .map()?
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+            .ok_or_else(|| anyhow!("the tamper map is empty"))?;
+        Ok(record(&v)?.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_layout_round_trips() {
+        let cfg = TamperConfig {
+            port: 4433,
+            match_dst: true,
+            skip: 100_000,
+            offset: 7,
+            mask: 0x40,
+        };
+        let mut v = value(&cfg, true);
+        // What the program writes: a flow, and the altered byte.
+        v[16] = 1;
+        v[18..20].copy_from_slice(&40001u16.to_be_bytes());
+        v[20..22].copy_from_slice(&4433u16.to_be_bytes());
+        v[24..28].copy_from_slice(&[198, 18, 2, 2]);
+        v[40..44].copy_from_slice(&[198, 18, 3, 2]);
+        v[60] = 1;
+        v[61] = 0x61;
+        v[62] = 0x21;
+        v[64..68].copy_from_slice(&12345u32.to_ne_bytes());
+        v[68..72].copy_from_slice(&100_007u32.to_ne_bytes());
+        v[72..80].copy_from_slice(&2u64.to_ne_bytes());
+        let (r, owns) = record(&v).unwrap();
+        assert!(owns);
+        assert_eq!(
+            r,
+            TamperRecord {
+                flow: Some("198.18.2.2:40001 -> 198.18.3.2:4433".into()),
+                fired: true,
+                seq: 12345,
+                offset_in_flow: 100_007,
+                old_byte: 0x61,
+                new_byte: 0x21,
+                altered: 2,
+                seen: 0,
+            }
+        );
+        assert!(record(&v[..10]).is_err());
+    }
+}

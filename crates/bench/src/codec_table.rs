@@ -20,7 +20,7 @@ pub const MSG_LEN: usize = 1280;
 pub const BULK_LEN: usize = 1 << 20;
 
 /// Every row of the report, in order.
-pub const NAMES: [&str; 14] = [
+pub const NAMES: [&str; 16] = [
     "des-ecb",
     "tdea-ecb",
     "aes-128-ecb",
@@ -31,6 +31,8 @@ pub const NAMES: [&str; 14] = [
     "aes-256-gcm",
     "chacha20-poly1305",
     "aes-128-ctr",
+    "nena-stream",
+    "nena-aead",
     "kato-straight",
     "kato-revised",
     "kato-fast",
@@ -70,6 +72,11 @@ fn paper_text(name: &str) -> &'static str {
         .find(|(n, _, _)| *n == name)
         .map_or("", |&(_, _, t)| t)
 }
+
+/// nena's own modes against the OpenSSL rows of their ciphers: time per message at most
+/// this multiple (issue 9).
+pub const TARGET_NENA_AEAD_VS_GCM: f64 = 1.5;
+pub const TARGET_NENA_STREAM_VS_CTR: f64 = 1.5;
 
 /// The issue's targets for `kato-fast`.
 pub const TARGET_FAST_US_PER_MSG: f64 = 0.16;
@@ -146,6 +153,8 @@ pub struct Report {
     pub library: String,
     /// nena-codec's fast backend.
     pub backend: String,
+    /// The cipher suite of the nena-stream and nena-aead rows (the one this CPU prefers).
+    pub nena_suite: String,
     /// The core the measurement ran on, if pinned.
     pub pinned_core: Option<usize>,
     pub pinning: String,
@@ -184,6 +193,12 @@ pub fn definitions() -> Vec<String> {
             "bulk GB/s: 1 MiB buffers, both ways measured, reported per direction = 2 x {BULK_LEN} B / median time for both ways"
         ),
         "x fast: us/msg divided by kato-fast's us/msg (higher = slower than kato-fast)".into(),
+        format!(
+            "nena-stream, nena-aead: nena's own modes through a real session (nena-proto): the client's \
+             Protector::seal and the server's Unprotector::open per {MSG_LEN}-byte message, in place in a \
+             record buffer (aead: one record, 3-byte header and 16-byte tag, record numbers and key epochs \
+             as in a connection); the cipher is the suite this CPU prefers (see above)"
+        ),
         format!(
             "{}: informative, not a target: the papers' Figure 14 C code (scramble_init/scramble, \
              state through tp->mpcb, one byte per iteration; descramble by symmetry) compiled with \
@@ -252,13 +267,21 @@ fn make_subject(name: &'static str, max_len: usize) -> Result<Result<Box<dyn Sub
     if name == "memcpy" {
         return Ok(Ok(Box::new(MemcpySubject::new(max_len))));
     }
+    if let Some(&(n, mode)) = crate::session::NENA_ROWS.iter().find(|(n, _)| *n == name) {
+        return Ok(Ok(Box::new(crate::session::NenaSubject::new(
+            n, mode, max_len,
+        )?)));
+    }
     bail!("unknown benchmark row {name}")
 }
 
 /// Run the whole benchmark. `progress(done, total)` is called as it goes.
 pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     cfg.harness.validate()?;
-    debug_assert_eq!(CIPHERS.len() + KATO.len() + 1, NAMES.len());
+    debug_assert_eq!(
+        CIPHERS.len() + KATO.len() + crate::session::NENA_ROWS.len() + 1,
+        NAMES.len()
+    );
     let (pinned_core, pinning) = if cfg.pin {
         let c = pin_to_core(cfg.core)?;
         (
@@ -390,6 +413,19 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
             ciphers::library_version()
         ),
         backend: nena_codec::fast_backend().to_string(),
+        nena_suite: {
+            let s = crate::session::suite();
+            format!(
+                "{} / {} (chosen for this CPU: AES instructions {})",
+                s.stream_name(),
+                s.aead_name(),
+                if nena_proto::cpu_has_aes() {
+                    "present"
+                } else {
+                    "absent"
+                }
+            )
+        },
         pinned_core,
         pinning,
         message_bytes: MSG_LEN,
@@ -412,6 +448,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     let fast = us("kato-fast");
     let ratio = |other: &str| match (us(other), fast) {
         (Some(o), Some(f)) if f > 0.0 => Some(o / f),
+        _ => None,
+    };
+    let over = |a: &str, b: &str| match (us(a), us(b)) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
     let mk = |name: &str,
@@ -468,6 +508,22 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             TARGET_FAST_VS_REVISED,
             "x",
         ),
+        mk(
+            "nena-aead-vs-aes-128-gcm",
+            "nena-aead time / aes-128-gcm (OpenSSL) time per message".into(),
+            over("nena-aead", "aes-128-gcm"),
+            "<=",
+            TARGET_NENA_AEAD_VS_GCM,
+            "x",
+        ),
+        mk(
+            "nena-stream-vs-aes-128-ctr",
+            "nena-stream time / aes-128-ctr (OpenSSL) time per message".into(),
+            over("nena-stream", "aes-128-ctr"),
+            "<=",
+            TARGET_NENA_STREAM_VS_CTR,
+            "x",
+        ),
     ]
 }
 
@@ -502,6 +558,11 @@ pub fn render_text(r: &Report) -> String {
     let _ = writeln!(o, "cpu:       {} ({})", r.cpu, r.pinning);
     let _ = writeln!(o, "ciphers:   {}", r.library);
     let _ = writeln!(o, "scrambling: nena-codec, fast backend: {}", r.backend);
+    let _ = writeln!(
+        o,
+        "nena modes: {} (nena-proto sessions: seal on one side, open on the other)",
+        r.nena_suite
+    );
     let _ = writeln!(
         o,
         "sampling:  {} samples of ~{} ms per figure (fewer, at least {}, when one iteration is longer), \
@@ -603,7 +664,7 @@ mod tests {
         assert_eq!(names, NAMES);
         let v = serde_json::to_value(&r).unwrap();
         let results = v["results"].as_array().unwrap();
-        assert_eq!(results.len(), 14);
+        assert_eq!(results.len(), 16);
         for (row, name) in results.iter().zip(NAMES) {
             assert_eq!(row["name"], name);
             if row["available"] == true {
@@ -613,7 +674,7 @@ mod tests {
                 assert!(row["reason"].is_string(), "{row}");
             }
         }
-        assert_eq!(v["targets"].as_array().unwrap().len(), 4);
+        assert_eq!(v["targets"].as_array().unwrap().len(), 6);
         let extra = v["extra_results"].as_array().unwrap();
         assert_eq!(extra.len(), 1);
         assert_eq!(extra[0]["name"], "paper-revised-c");
@@ -654,6 +715,9 @@ mod tests {
             row("kato-fast", 0.16, 20.0),
             row("aes-128-gcm", 0.8, 5.0),
             row("kato-revised", 4.8, 0.5),
+            row("aes-128-ctr", 0.4, 5.0),
+            row("nena-aead", 1.2, 3.0),
+            row("nena-stream", 0.6, 4.0),
         ];
         let t = targets(&rows);
         assert!(t.iter().all(|t| t.pass), "{t:?}");
@@ -661,11 +725,14 @@ mod tests {
             row("kato-fast", 0.2, 19.0),
             row("aes-128-gcm", 0.8, 5.0),
             row("kato-revised", 4.8, 0.5),
+            row("aes-128-ctr", 0.4, 5.0),
+            row("nena-aead", 1.21, 3.0),
+            row("nena-stream", 0.61, 4.0),
         ];
         let t = targets(&rows);
         assert_eq!(
             t.iter().map(|t| t.pass).collect::<Vec<_>>(),
-            [false, false, false, false]
+            [false, false, false, false, false, false]
         );
         // A missing row is a failure, not a pass.
         let t = targets(&[row("kato-fast", 0.1, 30.0)]);

@@ -9,6 +9,7 @@ pub mod harness;
 pub mod kato;
 pub mod paper_c;
 pub mod progress;
+pub mod session;
 pub mod subject;
 
 pub use codec_table::{render_text, run as run_codec, CodecBenchConfig, Report, NAMES};

@@ -1,9 +1,9 @@
-//! `nena bench codec`: the JSON report has the 14 rows with positive figures, and bad
-//! options are usage errors.
+//! `nena bench codec`: the JSON report has the 16 rows with positive figures and targets
+//! consistent with them, and bad options are usage errors.
 
 use std::process::Command;
 
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 16] = [
     "des-ecb",
     "tdea-ecb",
     "aes-128-ecb",
@@ -14,6 +14,8 @@ const NAMES: [&str; 14] = [
     "aes-256-gcm",
     "chacha20-poly1305",
     "aes-128-ctr",
+    "nena-stream",
+    "nena-aead",
     "kato-straight",
     "kato-revised",
     "kato-fast",
@@ -71,15 +73,39 @@ fn quick_json_has_all_rows_with_positive_numbers() {
             assert!(r["reason"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
         }
     }
-    assert!(available >= 13);
+    assert!(available >= 15);
     let targets = v["targets"].as_array().expect("targets list");
-    assert_eq!(targets.len(), 4);
+    assert_eq!(targets.len(), 6);
+    let us = |name: &str| {
+        results
+            .iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r["us_per_msg"].as_f64())
+            .unwrap()
+    };
     for t in targets {
-        assert!(
-            t["pass"].is_boolean() && t["limit"].as_f64().is_some(),
-            "{t}"
-        );
+        let limit = t["limit"].as_f64().unwrap();
+        let value = t["value"].as_f64().unwrap();
+        let pass = if t["comparison"] == "<=" {
+            value <= limit
+        } else {
+            value >= limit
+        };
+        assert_eq!(t["pass"], pass, "{t}");
     }
+    // nena's rows are compared with the OpenSSL rows of the same run.
+    for (name, row, base) in [
+        ("nena-aead-vs-aes-128-gcm", "nena-aead", "aes-128-gcm"),
+        ("nena-stream-vs-aes-128-ctr", "nena-stream", "aes-128-ctr"),
+    ] {
+        let t = targets.iter().find(|t| t["name"] == name).unwrap();
+        let want = us(row) / us(base);
+        assert!((t["value"].as_f64().unwrap() - want).abs() < 1e-9, "{t}");
+    }
+    assert!(v["nena_suite"]
+        .as_str()
+        .unwrap()
+        .contains("chosen for this CPU"));
 }
 
 #[test]

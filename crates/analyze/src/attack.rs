@@ -55,8 +55,11 @@ pub struct RunResult {
     pub method: Option<Method>,
     /// Further crib placements in this run that agreed with the recovery.
     pub agreeing: usize,
-    /// Bytes where another confirmed placement disagreed with the recovery.
+    /// Bytes where another confirmed placement disagreed with the first one's recovery.
     pub conflicting_bytes: u64,
+    /// Placements disagreed (a crib fits at several places of repetitive plaintext): the
+    /// run's plaintext is not determined, and nothing of it is reported as recovered.
+    pub ambiguous: bool,
 }
 
 /// A contiguous range of recovered plaintext.
@@ -278,6 +281,7 @@ fn attack_run(
         method: None,
         agreeing: 0,
         conflicting_bytes: 0,
+        ambiguous: false,
     };
     if n < 2 {
         return (rr, None);
@@ -345,6 +349,13 @@ fn attack_run(
                 }
             }
         }
+    }
+    if rr.conflicting_bytes > 0 {
+        // Every placement determines the whole run, so two that disagree cannot both be
+        // right: repetitive plaintext lets a crib fit where it does not belong. Trust none.
+        rr.ambiguous = true;
+        rr.method = None;
+        plain = None;
     }
 
     if plain.is_none() && opts.guess_zeros {
@@ -553,8 +564,9 @@ mod tests {
         let wrong: Vec<u8> = (0..200).map(|i| b'A' + (i % 65) as u8 % 26).collect();
         let r = attack(&cap, &[(1, right), (2, wrong)], AttackOptions::default());
         let run = &r.streams[0].runs[0];
-        assert!(run.method.is_some());
         assert!(run.conflicting_bytes > 0, "{run:?}");
+        assert!(run.ambiguous && run.method.is_none(), "{run:?}");
+        assert_eq!(r.bytes_recovered, 0, "an ambiguous run is not claimed");
     }
 
     #[test]

@@ -188,7 +188,7 @@ fn report(
             .iter()
             .filter(|x| matches!(x.method, Some(Method::Clear { .. })))
             .count();
-        let conflicts: u64 = s.runs.iter().map(|x| x.conflicting_bytes).sum();
+        let ambiguous = s.runs.iter().filter(|x| x.ambiguous).count();
         writeln!(
             w,
             "  {} {}: {} run(s), {} bytes seen; crib confirmed in {} run(s){}{}; recovered {} bytes ({:.1}%) + {} bytes that never crossed this path{}",
@@ -198,7 +198,7 @@ fn report(
             s.bytes_seen,
             confirmed,
             if clear > 0 { format!(", {clear} run(s) not scrambled at all (readable in clear)") } else { String::new() },
-            if conflicts > 0 { format!(", {conflicts} bytes where placements disagree") } else { String::new() },
+            if ambiguous > 0 { format!(", {ambiguous} run(s) ambiguous (cribs fit at places that disagree: not trusted)") } else { String::new() },
             s.bytes_recovered,
             pct(s.bytes_recovered, s.bytes_seen),
             s.bytes_recovered_off_link,

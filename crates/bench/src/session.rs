@@ -8,10 +8,7 @@
 
 use crate::subject::Subject;
 use anyhow::{bail, ensure, Context, Result};
-use nena_proto::{
-    ClientConfig, ClientHandshake, Mode, Opened, Progress, Protector, ServerConfig,
-    ServerHandshake, Suite, Unprotector,
-};
+use nena_proto::{ClientConfig, Mode, Opened, Protector, Suite, Unprotector};
 
 /// The two rows.
 pub const NENA_ROWS: [(&str, Mode); 2] = [("nena-stream", Mode::Stream), ("nena-aead", Mode::Aead)];
@@ -29,21 +26,9 @@ fn pair(mode: Mode) -> Result<(Protector, Unprotector)> {
         suite: suite(),
         ..ClientConfig::offering(&[mode])
     };
-    let mut c = ClientHandshake::new(&cfg, entropy).context("client handshake")?;
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(&[mode]), [0x5e; 32]);
-    let Ok(Progress::Done {
-        value: (reply, ss), ..
-    }) = s.read(c.first_flight())
-    else {
-        bail!("the server refused the hello");
-    };
-    let Ok(Progress::Done {
-        value: (mut confirm, cs),
-        ..
-    }) = c.read(&reply)
-    else {
-        bail!("the client refused the answer");
-    };
+    let x = nena_proto::exchange(&cfg, &[mode], entropy, [0x5e; 32])
+        .context("the in-memory handshake")?;
+    let (cs, ss, mut confirm) = (x.client, x.server, x.confirm);
     let (tx, _) = cs.split();
     let (_, mut rx) = ss.split();
     // The server reads the client's key confirmation first (not timed).

@@ -51,17 +51,14 @@ pub fn session_input(data: &[u8]) {
 
 /// A server session in `mode`, made by a real exchange with fixed entropy.
 fn server_session(mode: Mode) -> Session {
-    let mut client = ClientHandshake::new(&ClientConfig::offering(&[mode]), ENTROPY).unwrap();
-    let mut server = ServerHandshake::new(&ServerConfig::accepting(&[mode]), [0x33; 32]);
-    match server.read(client.first_flight()) {
-        Ok(Progress::Done {
-            value: (reply, s), ..
-        }) => {
-            assert!(matches!(client.read(&reply), Ok(Progress::Done { .. })));
-            s
-        }
-        other => panic!("{mode}: a valid exchange failed: {other:?}"),
-    }
+    crate::exchange(
+        &ClientConfig::offering(&[mode]),
+        &[mode],
+        ENTROPY,
+        [0x33; 32],
+    )
+    .unwrap_or_else(|e| panic!("{mode}: a valid exchange failed: {e}"))
+    .server
 }
 
 /// Feeds `pieces` to the session's incoming half the way a reader does (a buffer, units

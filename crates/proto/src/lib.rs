@@ -47,6 +47,7 @@
 mod cipher;
 mod client;
 mod error;
+mod exchange;
 pub mod fuzzing;
 pub mod keys;
 mod mode;
@@ -58,6 +59,7 @@ pub mod wire;
 pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
 pub use error::{HandshakeError, RejectReason, Rejected, SessionError};
+pub use exchange::{exchange, exchange_in, Exchange};
 pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
 pub use record::Opened;
 pub use server::{ServerConfig, ServerHandshake, SERVER_ENTROPY_LEN};

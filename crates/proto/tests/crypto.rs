@@ -11,22 +11,8 @@ use nena_proto::wire::{self, MAGIC, VERSION};
 use nena_proto::*;
 
 fn exchange(cfg: &ClientConfig, accept: &[Mode], seed: u8) -> (Session, Session, Vec<u8>, Vec<u8>) {
-    let mut c = ClientHandshake::new(cfg, entropy(seed)).unwrap();
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(accept), [seed ^ 0xa5; 32]);
-    let Ok(Progress::Done {
-        value: (reply, ss), ..
-    }) = s.read(c.first_flight())
-    else {
-        panic!("server refused")
-    };
-    let Ok(Progress::Done {
-        value: (confirm, cs),
-        ..
-    }) = c.read(&reply)
-    else {
-        panic!("client refused")
-    };
-    (cs, ss, reply, confirm)
+    let x = nena_proto::exchange(cfg, accept, entropy(seed), [seed ^ 0xa5; 32]).unwrap();
+    (x.client, x.server, x.reply, x.confirm)
 }
 
 /// The hello and the server's reply of one exchange, with the client kept to read answers.

@@ -259,28 +259,12 @@ mod tests {
     /// look like a clean end to the application: the proxy resets the TCP connection.
     #[tokio::test]
     async fn a_truncated_aead_stream_resets_the_plain_side() {
-        use nena_proto::{
-            ClientConfig, ClientHandshake, Mode, Progress, ServerConfig, ServerHandshake,
-        };
-        let mut c = ClientHandshake::new(
-            &ClientConfig::offering(&[Mode::Aead]),
-            crate::handshake::entropy().unwrap(),
-        )
-        .unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [3; 32]);
-        let Ok(Progress::Done {
-            value: (reply, ss), ..
-        }) = s.read(c.first_flight())
-        else {
-            panic!()
-        };
-        let Ok(Progress::Done {
-            value: (confirm, cs),
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
             ..
-        }) = c.read(&reply)
-        else {
-            panic!()
-        };
+        } = nena_proto::exchange_in(nena_proto::Mode::Aead);
         // The proxy's nena side: the client's records arrive, then the stream just ends.
         let (mut peer, ours) = tokio::io::duplex(1 << 16);
         let (_unused, peer_w) = tokio::io::duplex(16);

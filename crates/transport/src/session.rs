@@ -274,28 +274,12 @@ mod tests {
         dir: &Path,
         src: &Path,
     ) -> (Result<String>, anyhow::Result<crate::files::FileOutcome>) {
-        use nena_proto::{
-            ClientConfig, ClientHandshake, Mode, Progress, ServerConfig, ServerHandshake,
-        };
-        let mut c = ClientHandshake::new(
-            &ClientConfig::offering(&[Mode::Aead]),
-            crate::handshake::entropy().unwrap(),
-        )
-        .unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [9; 32]);
-        let Ok(Progress::Done {
-            value: (reply, ss), ..
-        }) = s.read(c.first_flight())
-        else {
-            panic!()
-        };
-        let Ok(Progress::Done {
-            value: (confirm, cs),
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
             ..
-        }) = c.read(&reply)
-        else {
-            panic!()
-        };
+        } = nena_proto::exchange_in(nena_proto::Mode::Aead);
         let (c_end, mut m_in) = tokio::io::duplex(64 * 1024);
         let (mut m_out, s_end) = tokio::io::duplex(64 * 1024);
         // The middle: copies, flipping one byte.

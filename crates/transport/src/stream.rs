@@ -717,9 +717,7 @@ pub async fn copy_out<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_proto::{
-        ClientConfig, ClientHandshake, Mode, Progress, ServerConfig, ServerHandshake,
-    };
+    use nena_proto::Mode;
     use tokio::io::{AsyncReadExt, DuplexStream};
 
     /// A session in `mode` over an in-memory pipe: (client writer, server reader), with the
@@ -728,25 +726,12 @@ mod tests {
         mode: Mode,
         cap: usize,
     ) -> (SecureWriter<DuplexStream>, SecureReader<DuplexStream>) {
-        let mut c = ClientHandshake::new(
-            &ClientConfig::offering(&[mode]),
-            std::array::from_fn(|i| i as u8 ^ 0x3c),
-        )
-        .unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[mode]), [7; 32]);
-        let Ok(Progress::Done {
-            value: (reply, ss), ..
-        }) = s.read(c.first_flight())
-        else {
-            panic!()
-        };
-        let Ok(Progress::Done {
-            value: (confirm, cs),
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
             ..
-        }) = c.read(&reply)
-        else {
-            panic!()
-        };
+        } = nena_proto::exchange_in(mode);
         let (a, b) = tokio::io::duplex(cap);
         let mut a = a;
         a.write_all(&confirm).await.unwrap();

@@ -4,6 +4,8 @@
 //! record and both ends name the integrity failure.
 mod transfer_common;
 
+use nena_lab::{Host, Link};
+use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
 use transfer_common::*;
@@ -114,4 +116,117 @@ fn an_altered_byte_on_the_untrusted_path() {
         std::fs::read(srv.join("f-clean")).unwrap(),
         std::fs::read(&file).unwrap()
     );
+}
+
+/// The attacker itself, on plain TCP across the untrusted link, both ways: the receiver gets
+/// exactly one byte different, where the record says and as it says; after `--remove` the
+/// program is gone.
+#[test]
+fn exactly_one_byte_changes_where_the_record_says() {
+    let lab = lab_with(|c| c.offload = false);
+    let prefix = lab.prefix().to_string();
+    let data = random(400_000, 11);
+    for toward in ["server", "client"] {
+        let port = if toward == "server" { 7101 } else { 7102 };
+        let out = nena(&[
+            "lab",
+            "tamper",
+            "--prefix",
+            &prefix,
+            "untrusted",
+            "--port",
+            &port.to_string(),
+            "--toward",
+            toward,
+            "--skip-bytes",
+            "100000",
+            "--offset",
+            "5",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listener = lab.listen_on_server(port).unwrap();
+        let dst = std::net::SocketAddr::new(lab.server_addr(), port);
+        let mut client = lab
+            .connect(Link::Untrusted, dst, Duration::from_secs(5))
+            .unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let (mut tx, mut rx) = if toward == "server" {
+            (client.try_clone().unwrap(), server.try_clone().unwrap())
+        } else {
+            (server.try_clone().unwrap(), client.try_clone().unwrap())
+        };
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            tx.write_all(&sent).unwrap();
+            tx.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        rx.read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        let _ = (client.flush(), server.flush());
+        let show = nena(&[
+            "lab",
+            "tamper",
+            "--prefix",
+            &prefix,
+            "untrusted",
+            "--show",
+            "--json",
+        ]);
+        let rec: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        // The program's id, to check that --remove frees it.
+        let ingress = toward == "server";
+        let id = lab
+            .run_in(Host::Router, move || {
+                nena_policy::tamper::attached_prog_id("untrusted", ingress)
+            })
+            .unwrap()
+            .unwrap()
+            .expect("attached");
+        let removed = nena(&[
+            "lab",
+            "tamper",
+            "--prefix",
+            &prefix,
+            "untrusted",
+            "--remove",
+        ]);
+        assert!(removed.status.success());
+
+        assert_eq!(got.len(), data.len());
+        let changed: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
+        assert_eq!(changed.len(), 1, "{toward}: bytes changed at {changed:?}");
+        let i = changed[0];
+        assert_eq!(rec["fired"], true, "{rec}");
+        assert_eq!(rec["offset_in_flow"].as_u64().unwrap() as usize, i, "{rec}");
+        assert_eq!(rec["old_byte"].as_u64().unwrap() as u8, data[i]);
+        assert_eq!(rec["new_byte"].as_u64().unwrap() as u8, got[i]);
+        assert_eq!(got[i], data[i] ^ 0x20, "the default mask");
+        assert!(i >= 100_000, "{i}: inside the part that should pass");
+        // Gone: the filter (no tamper left to show) and the program itself.
+        let after = nena(&["lab", "tamper", "--prefix", &prefix, "untrusted", "--show"]);
+        assert!(String::from_utf8_lossy(&after.stdout).contains("no tamper program"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while prog_exists(id) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "program {id} still loaded"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Whether a BPF program with this id is loaded (bpftool, so that the test needs no BPF
+/// crate of its own).
+fn prog_exists(id: u32) -> bool {
+    Command::new("bpftool")
+        .args(["prog", "show", "id", &id.to_string()])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }

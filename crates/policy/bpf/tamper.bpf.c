@@ -45,13 +45,13 @@ struct tamper {
 	__u8 daddr[16] __attribute__((aligned(8)));
 	__u32 isn; /* sequence number of its SYN */
 	/* what was done */
-	__u8 fired;
-	__u8 old_byte, new_byte;
-	__u8 pad;
+	__u32 fired;      /* 0; 2 while one CPU (which won it atomically) alters; then 1 */
 	__u32 target_seq; /* sequence number of the altered byte */
 	__u32 rel;        /* its offset from the flow's first payload byte */
 	__u64 altered;    /* segments altered: 1, plus retransmissions */
 	__u64 seen;       /* data segments of the flow seen */
+	__u8 old_byte, new_byte;
+	__u8 pad[6];
 };
 
 struct {
@@ -68,29 +68,34 @@ static __always_inline int same16(const __u8 *a, const __u8 *b)
 	return x[0] == y[0] && x[1] == y[1];
 }
 
-/* Flips byte `at` (an offset in the packet; the payload starts at an even offset from the
- * TCP header, so the 16-bit word holding the byte is aligned for the checksum) and fixes the
- * TCP checksum at `csum_at`. */
-static __always_inline int flip(struct __sk_buff *skb, __u32 word_at, __u32 odd, __u8 mask,
-				__u32 csum_at, __u8 *old_b, __u8 *new_b)
+/* Flips payload byte `k` (`payload_at` is where the payload starts, an even offset from the
+ * TCP header, so the checksum's 16-bit words pair bytes k & ~1 and k | 1) and fixes the TCP
+ * checksum at `csum_at`. A last byte without a partner (odd payload length) is summed with a
+ * zero byte, as TCP's checksum pads it. */
+static __always_inline int flip(struct __sk_buff *skb, __u32 payload_at, __u32 k,
+				__u32 payload, __u8 mask, __u32 csum_at, __u8 *old_b, __u8 *new_b)
 {
+	__u8 b0 = 0, b1 = 0, old, nw;
 	__u16 old_w, new_w;
-	/* the byte at word_at + (odd & 1), as a bit position in the word loaded from memory */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	__u32 shift = (odd & 1) * 8;
-#else
-	__u32 shift = (1 - (odd & 1)) * 8;
-#endif
+	__u32 first = k & ~1u;
 
-	if (bpf_skb_load_bytes(skb, word_at, &old_w, 2))
+	if (bpf_skb_load_bytes(skb, payload_at + first, &b0, 1))
 		return -1;
-	new_w = old_w ^ (__u16)((__u16)mask << shift);
-	*old_b = (old_w >> shift) & 0xff;
-	*new_b = (new_w >> shift) & 0xff;
+	if (first + 1 < payload && bpf_skb_load_bytes(skb, payload_at + first + 1, &b1, 1))
+		return -1;
+	old = (k & 1) ? b1 : b0;
+	nw = old ^ mask;
+	/* the checksum's 16-bit word as it lies in the packet, before and after */
+	__u8 ow[2] = {b0, b1};
+	__u8 nwb[2] = {(k & 1) ? b0 : nw, (k & 1) ? nw : b1};
+	__builtin_memcpy(&old_w, ow, 2);
+	__builtin_memcpy(&new_w, nwb, 2);
+	*old_b = old;
+	*new_b = nw;
 	/* no checksum flag on the store: the field update below keeps the packet's sum (and so a
 	 * CHECKSUM_COMPLETE skb->csum) unchanged; with CHECKSUM_PARTIAL the helper leaves the
 	 * field alone, as the sum is computed later over the new bytes */
-	if (bpf_skb_store_bytes(skb, word_at, &new_w, 2, 0))
+	if (bpf_skb_store_bytes(skb, payload_at + k, &nw, 1, 0))
 		return -1;
 	return bpf_l4_csum_replace(skb, csum_at, old_w, new_w, 2);
 }
@@ -145,8 +150,9 @@ int tc_tamper(struct __sk_buff *skb)
 	__u32 seq = bpf_ntohl(th.seq);
 	__u8 flags = ((__u8 *)&th)[13];
 
-	if ((flags & TCPF_SYN) && !(flags & TCPF_ACK)) {
-		/* the flow to watch: the first one whose SYN passes (a repeated SYN resets it) */
+	if (flags & TCPF_SYN) {
+		/* the flow to watch: the first one whose SYN (toward the server) or SYN/ACK (toward
+		 * the client) passes; a repeated one resets its sequence origin */
 		if (!t->have_flow || (t->sport == th.source && t->dport == th.dest)) {
 			t->have_flow = 1;
 			t->v6 = v6;
@@ -177,22 +183,29 @@ int tc_tamper(struct __sk_buff *skb)
 		__u32 k = t->offset < payload ? t->offset : payload - 1;
 		if (k > 0xffff)
 			return TC_ACT_OK;
-		__u8 old_b, new_b;
-		if (flip(skb, payload_at + (k & ~1u), k, t->mask, csum_at, &old_b, &new_b))
+		/* one CPU wins the right to alter */
+		if (__sync_val_compare_and_swap(&t->fired, 0, 2) != 0)
 			return TC_ACT_OK;
-		t->fired = 1;
+		__u8 old_b, new_b;
+		if (flip(skb, payload_at, k, payload, t->mask, csum_at, &old_b, &new_b)) {
+			t->fired = 0; /* try the next segment */
+			return TC_ACT_OK;
+		}
 		t->old_byte = old_b;
 		t->new_byte = new_b;
 		t->target_seq = seq + k;
 		t->rel = rel + k;
 		t->altered = 1;
+		t->fired = 1;
 		return TC_ACT_OK;
 	}
+	if (t->fired != 1)
+		return TC_ACT_OK; /* another CPU is altering right now */
 	/* a retransmission carrying the altered byte: the same change */
 	__u32 into = t->target_seq - seq;
 	if (into < payload && into <= 0xffff) {
 		__u8 old_b, new_b;
-		if (!flip(skb, payload_at + (into & ~1u), into, t->mask, csum_at, &old_b, &new_b))
+		if (!flip(skb, payload_at, into, payload, t->mask, csum_at, &old_b, &new_b))
 			__sync_fetch_and_add(&t->altered, 1);
 	}
 	return TC_ACT_OK;

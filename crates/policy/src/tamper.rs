@@ -18,7 +18,7 @@ pub const TAMPER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tampe
 const HANDLE: u32 = 0x7a3e;
 const PRIORITY: u32 = 0x7a3e;
 /// Size of `struct tamper` in the C program (checked against the map when loading).
-const VALUE_LEN: usize = 88;
+const VALUE_LEN: usize = 96;
 
 /// What to alter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,11 +93,11 @@ fn record(v: &[u8]) -> Result<(TamperRecord, bool)> {
     Ok((
         TamperRecord {
             flow,
-            fired: v[60] == 1,
+            fired: u32_at(60) == 1,
             seq: u32_at(64),
             offset_in_flow: u32_at(68),
-            old_byte: v[61],
-            new_byte: v[62],
+            old_byte: v[88],
+            new_byte: v[89],
             altered: u64_at(72),
             seen: u64_at(80),
         },
@@ -125,13 +125,13 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
         bail!("the mask must not be 0 (it would change nothing)");
     }
     let idx = crate::loader::ifindex(dev)?;
-    if std::fs::read_to_string("/proc/sys/net/mptcp/checksum_enabled")
-        .is_ok_and(|s| s.trim() == "1")
-    {
-        log::warn!(
-            "net.mptcp.checksum_enabled is 1 here: MPTCP itself will catch the altered byte"
-        );
-    }
+    // Replacing an earlier tamper: keep its note of who created the clsact qdisc.
+    let earlier_owned = attached_map(dev, ingress)
+        .ok()
+        .flatten()
+        .and_then(|m| m.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten())
+        .and_then(|v| record(&v).ok())
+        .is_some_and(|(_, owned)| owned);
     let mut b = ObjectBuilder::default();
     b.name("nena_tamper").context("naming the BPF object")?;
     let open = b
@@ -150,7 +150,7 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
             map.value_size()
         );
     }
-    let created = !crate::tc::has_clsact(idx).unwrap_or(true);
+    let created = earlier_owned || !crate::tc::has_clsact(idx).unwrap_or(true);
     map.update(&0u32.to_ne_bytes(), &value(cfg, created), MapFlags::ANY)
         .context("configuring the tamper program")?;
     let prog = obj
@@ -162,6 +162,19 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
     h.attach()
         .with_context(|| format!("attaching the tamper program to {dev}"))?;
     Ok(())
+}
+
+/// Whether MPTCP's DSS checksum is on in the current network namespace (with it, MPTCP
+/// itself notices an altered byte: run this in the namespaces of the MPTCP ends).
+pub fn mptcp_checksum_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/net/mptcp/checksum_enabled").is_ok_and(|s| s.trim() == "1")
+}
+
+/// The id of the tamper program attached to `dev` (None: none).
+pub fn attached_prog_id(dev: &str, ingress: bool) -> Result<Option<u32>> {
+    let idx = crate::loader::ifindex(dev)?;
+    let dummy = std::fs::File::open("/dev/null")?;
+    Ok(hook(dummy.as_fd(), idx, ingress).query().ok())
 }
 
 /// The map of the tamper program attached to `dev` (None: nothing attached there).
@@ -312,9 +325,9 @@ mod tests {
         v[20..22].copy_from_slice(&4433u16.to_be_bytes());
         v[24..28].copy_from_slice(&[198, 18, 2, 2]);
         v[40..44].copy_from_slice(&[198, 18, 3, 2]);
-        v[60] = 1;
-        v[61] = 0x61;
-        v[62] = 0x21;
+        v[60..64].copy_from_slice(&1u32.to_ne_bytes());
+        v[88] = 0x61;
+        v[89] = 0x21;
         v[64..68].copy_from_slice(&12345u32.to_ne_bytes());
         v[68..72].copy_from_slice(&100_007u32.to_ne_bytes());
         v[72..80].copy_from_slice(&2u64.to_ne_bytes());

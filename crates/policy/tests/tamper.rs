@@ -145,3 +145,47 @@ fn a_zero_mask_is_refused() {
     let e = nena_policy::tamper::attach("lo", true, &c).unwrap_err();
     assert!(e.to_string().contains("mask"), "{e}");
 }
+
+#[test]
+fn ipv6_toward_the_client_and_an_odd_last_byte() {
+    // Toward the client: the flow is taken from the server's SYN/ACK, the port is the source.
+    let c = TamperConfig {
+        match_dst: false,
+        skip: 0,
+        offset: 10_000, // beyond every segment: the last byte of the first one
+        ..cfg()
+    };
+    let bed = TamperBed::new(&c).unwrap();
+    let (srv, cli) = ("2001:db8::3", "2001:db8::2");
+    let synack = seg(srv, cli, 4433, 40001, 77)
+        .flags(TCP_SYN | TCP_ACK)
+        .build();
+    assert_eq!(bed.run(&synack).unwrap(), synack);
+    // A payload of odd length: its last byte has no partner in the checksum's 16-bit words.
+    let payload: Vec<u8> = (0..333u32).map(|i| (i * 7) as u8).collect();
+    let f = seg(srv, cli, 4433, 40001, 78)
+        .flags(TCP_ACK | TCP_PSH)
+        .payload(&payload)
+        .build();
+    let out = bed.run(&f).unwrap();
+    let at = payload_at(&f) + 332;
+    assert_eq!(
+        diff(&f, &out)
+            .iter()
+            .filter(|&&i| i >= payload_at(&f))
+            .count(),
+        1
+    );
+    assert_eq!(out[at], f[at] ^ 0x40);
+    assert!(
+        packet::checksums_ok(&out),
+        "checksum with the odd byte padded"
+    );
+    let r = bed.record().unwrap();
+    assert!(r.fired);
+    assert_eq!(r.offset_in_flow, 332);
+    assert_eq!(
+        r.flow.as_deref(),
+        Some("[2001:db8::3]:4433 -> [2001:db8::2]:40001")
+    );
+}

@@ -49,9 +49,10 @@ pub struct TamperArgs {
     /// trusted, untrusted or server.
     #[arg(value_parser = parse_link)]
     pub link: Link,
-    /// Which way the altered segment travels.
-    #[arg(long, default_value = "server", value_parser = ["server", "client"])]
-    pub toward: String,
+    /// Which way the altered segment travels (attaching: default server; with --show or
+    /// --remove: default both ways).
+    #[arg(long, value_parser = ["server", "client"])]
+    pub toward: Option<String>,
     /// The server's TCP port (the nena server's, e.g. 4433). Required to attach.
     #[arg(long)]
     pub port: Option<u16>,
@@ -482,8 +483,7 @@ fn tamper(a: TamperArgs) -> CmdResult {
     let end = a.link.router();
     // Toward the server: packets arriving at the router from the client (ingress); toward
     // the client: packets leaving the router (egress). For the server link the reverse.
-    let toward_server = a.toward == "server";
-    let ingress = toward_server != (a.link == Link::Server);
+    let hook_of = |toward_server: bool| toward_server != (a.link == Link::Server);
     let dev = end.iface;
     let print = |r: Option<TamperRecord>, what: &str| -> CmdResult {
         if a.json {
@@ -513,14 +513,25 @@ fn tamper(a: TamperArgs) -> CmdResult {
         }
         Ok(())
     };
-    if a.show {
-        let r = lab.run_in(end.host, || tamper::show(dev, ingress))??;
-        return print(r, "tamper");
+    if a.show || a.remove {
+        // The direction named, or both: the first program found is reported (one per hook).
+        let hooks: Vec<bool> = match a.toward.as_deref() {
+            Some(t) => vec![hook_of(t == "server")],
+            None => vec![hook_of(true), hook_of(false)],
+        };
+        let mut found = None;
+        for ingress in hooks {
+            let r = if a.show {
+                lab.run_in(end.host, || tamper::show(dev, ingress))??
+            } else {
+                lab.run_in(end.host, || tamper::remove(dev, ingress))??
+            };
+            found = found.or(r);
+        }
+        return print(found, if a.show { "tamper" } else { "removed" });
     }
-    if a.remove {
-        let r = lab.run_in(end.host, || tamper::remove(dev, ingress))??;
-        return print(r, "removed");
-    }
+    let toward_server = a.toward.as_deref() != Some("client");
+    let ingress = hook_of(toward_server);
     let port = a.port.ok_or_else(|| {
         Exit::usage(anyhow!(
             "give --port PORT (the server's TCP port) to attach"
@@ -535,6 +546,14 @@ fn tamper(a: TamperArgs) -> CmdResult {
         offset: a.offset,
         mask: a.mask,
     };
+    for host in [Host::Client, Host::Server] {
+        if lab.run_in(host, tamper::mptcp_checksum_enabled)? {
+            eprintln!(
+                "nena: warning: net.mptcp.checksum_enabled is 1 in the {host}: MPTCP itself will \
+                 notice the altered byte"
+            );
+        }
+    }
     lab.run_in(end.host, || tamper::attach(dev, ingress, &cfg))??;
     if !a.json {
         println!(

@@ -374,8 +374,7 @@ mod tests {
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vbmi"))
         {
-            eprintln!("no AVX-512 VBMI here: skipped");
-            return;
+            nena_testkit::skip!("no AVX-512 F/BW/VBMI on this CPU");
         }
         for len in (0..400).chain([1280, 4095, 4096, 4097, 9000]) {
             let mut st0 = State { b: [0; 128] };

@@ -1,0 +1,205 @@
+//! Support shared by nena's tests and benchmarks, so that no crate keeps its own copy:
+//!
+//! * [`skip!`]: a test that cannot run on this CPU or kernel says so by name, on the real
+//!   standard error (past libtest's capture), where `scripts/check-tests-ran.sh` counts it
+//!   as skipped rather than passed and fails the run when an unexpected test skips.
+//! * [`Prng`]: a small deterministic generator (xorshift64*) for test data; not for secrets.
+//! * [`median`], [`percentile`]: order statistics of measurements.
+//! * [`hex`] / [`unhex`]: lower-case hex encoding and its strict inverse.
+//!
+//! No dependencies: every crate of the workspace may use it, also outside `#[cfg(test)]`
+//! (the benchmarks use its medians).
+
+use std::io::Write;
+
+/// The marker `scripts/check-tests-ran.sh` looks for at the start of a line.
+pub const SKIP_MARKER: &str = "nena-test: SKIPPED";
+
+/// Ends the current test as skipped: prints `nena-test: SKIPPED <crate> <test>: <reason>`
+/// on the process's real standard error and returns from the enclosing function. Use it
+/// only where the test cannot run here (a CPU feature, a kernel facility); the names that
+/// may skip are listed in `scripts/allowed-skips.txt`, and any other skip fails `make test`.
+///
+/// ```no_run
+/// fn needs_avx512() {
+///     if !cfg!(target_feature = "avx512f") {
+///         nena_testkit::skip!("no AVX-512 on this CPU");
+///     }
+///     // ... the test proper
+/// }
+/// # needs_avx512();
+/// ```
+#[macro_export]
+macro_rules! skip {
+    ($($reason:tt)+) => {{
+        $crate::report_skip(env!("CARGO_PKG_NAME"), module_path!(), &format!($($reason)+));
+        return;
+    }};
+}
+
+/// What [`skip!`] prints; public for the macro. The test's name is libtest's name of the
+/// current thread (`module::test`), or the module path when tests run on the main thread.
+#[doc(hidden)]
+pub fn report_skip(krate: &str, module: &str, reason: &str) {
+    let thread = std::thread::current();
+    let name = match thread.name() {
+        Some(n) if n != "main" => n.to_string(),
+        _ => module.to_string(),
+    };
+    let line = skip_line(krate, &name, reason);
+    // Straight to file descriptor 2: `eprintln!` would be captured by libtest and shown
+    // only for failing tests.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The line [`skip!`] prints (one line, ending in a newline).
+fn skip_line(krate: &str, name: &str, reason: &str) -> String {
+    format!("{SKIP_MARKER} {krate} {name}: {}\n", reason.replace('\n', " "))
+}
+
+/// Deterministic test data (xorshift64*). The same seed always gives the same bytes, on
+/// every platform.
+#[derive(Debug, Clone)]
+pub struct Prng(u64);
+
+impl Prng {
+    /// A generator from any seed (0 included).
+    pub fn new(seed: u64) -> Self {
+        Prng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// A value in `0..n` (`n > 0`; slightly biased for huge `n`, fine for tests).
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0, "below(0)");
+        self.next_u64() % n
+    }
+    /// Fills `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        let mut chunks = buf.chunks_exact_mut(8);
+        for c in &mut chunks {
+            c.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let w = self.next_u64().to_le_bytes();
+            rest.copy_from_slice(&w[..rest.len()]);
+        }
+    }
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        self.fill(&mut v);
+        v
+    }
+}
+
+/// `n` random bytes from `seed` (shorthand for `Prng::new(seed).bytes(n)`).
+pub fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    Prng::new(seed).bytes(n)
+}
+
+/// The median of `v` (mean of the two middle values for an even count); `NaN` for an
+/// empty slice. NaN inputs are ordered last. Sorts `v`.
+pub fn median(v: &mut [f64]) -> f64 {
+    percentile(v, 50.0)
+}
+
+/// The `p`-th percentile of `v` (0..=100), linear interpolation between closest ranks;
+/// `NaN` for an empty slice. Sorts `v`.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = (p.clamp(0.0, 100.0) / 100.0) * (v.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
+}
+
+/// Lower-case hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for &x in b {
+        s.push(D[(x >> 4) as usize] as char);
+        s.push(D[(x & 15) as usize] as char);
+    }
+    s
+}
+
+/// The bytes of a hex string (either case, no separators, even length); `None` otherwise.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let val = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    s.chunks_exact(2)
+        .map(|p| Some(val(p[0])? << 4 | val(p[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prng_is_deterministic_and_spreads() {
+        assert_eq!(random_bytes(7, 100), random_bytes(7, 100));
+        assert_ne!(random_bytes(7, 100), random_bytes(8, 100));
+        // every byte value turns up in 64 KiB, and no value more than twice its share
+        let mut counts = [0u32; 256];
+        for b in random_bytes(1, 65536) {
+            counts[b as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 0 && c < 512), "{counts:?}");
+        // fill() of an odd length is a prefix of the same stream in whole words
+        let mut a = vec![0u8; 13];
+        Prng::new(3).fill(&mut a);
+        assert_eq!(a[..8], random_bytes(3, 16)[..8]);
+    }
+
+    #[test]
+    fn medians_and_percentiles() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&mut []).is_nan());
+        assert_eq!(percentile(&mut [5.0, 1.0, 3.0], 0.0), 1.0);
+        assert_eq!(percentile(&mut [5.0, 1.0, 3.0], 100.0), 5.0);
+        assert_eq!(percentile(&mut [0.0, 10.0], 25.0), 2.5);
+    }
+
+    #[test]
+    fn hex_round_trips_and_rejects_junk() {
+        assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+        assert_eq!(unhex("00AB7f"), Some(vec![0x00, 0xab, 0x7f]));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex(""), Some(vec![]));
+        let b = random_bytes(9, 300);
+        assert_eq!(unhex(&hex(&b)).unwrap(), b);
+    }
+
+    #[test]
+    fn the_skip_line_is_what_the_check_script_parses() {
+        // scripts/check-tests-ran.sh reads: marker, crate, test name, then the reason.
+        assert_eq!(
+            skip_line("nena-codec", "fast::tests::t", "no AVX-512\nhere"),
+            "nena-test: SKIPPED nena-codec fast::tests::t: no AVX-512 here\n"
+        );
+    }
+}

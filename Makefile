@@ -21,10 +21,11 @@ demo: build
 
 # Every test: unit, property and known-answer tests, the fuzz targets' regression runs,
 # and (as root) the namespace/MPTCP/BPF integration tests, each cleaning up after itself.
+# scripts/test.sh ends with a table per crate (run, failed, skipped by name) and fails on a
+# failed test, a suite that ran nothing or crashed, or a skip not in scripts/allowed-skips.txt.
 test: deps
 	$(CARGO) build --release --workspace
-	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast 2>&1 | tee target/test.log
-	@bash scripts/check-tests-ran.sh target/test.log
+	@bash scripts/test.sh target
 
 lint: deps
 	$(CARGO) fmt --all -- --check

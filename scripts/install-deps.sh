@@ -5,7 +5,8 @@ set -euo pipefail
 
 PKGS=(
   build-essential pkg-config
-  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs (C, CO-RE) and their loader
+  clang llvm libbpf-dev linux-libc-dev libelf-dev zlib1g-dev  # BPF programs (C, UAPI headers) and their loader
+  bpftool                                               # tests check that programs are unloaded
   libssl-dev                                            # OpenSSL baselines in `nena bench codec`
   iproute2 tcpdump ethtool procps                       # the lab: namespaces, veth, qdiscs, captures
 )

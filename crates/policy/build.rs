@@ -1,34 +1,31 @@
-//! Compiles the eBPF programs in `bpf/` with clang (CO-RE, BTF) into one object that the
-//! loader embeds. `vmlinux.h` is generated here from this kernel's BTF
-//! (`bpftool btf dump file /sys/kernel/btf/vmlinux format c`) into OUT_DIR: generating it
-//! keeps the repository free of a 3 MB machine-specific header and keeps the types in step
-//! with the kernel the programs run on (every nena machine and CI is of the same kind).
+//! Compiles the eBPF programs in `bpf/` with clang into the objects that the loaders embed.
+//! The programs use only UAPI types (`bpf/uapi.h`: `struct __sk_buff`, `xdp_md`, IP and TCP
+//! headers), from the system's UAPI headers (Debian's linux-libc-dev), so the build needs
+//! neither the build host's kernel BTF nor bpftool, and gives the same object everywhere.
 use std::env;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let vmlinux = out.join("vmlinux.h");
-    let btf = env::var("NENA_VMLINUX_BTF").unwrap_or_else(|_| "/sys/kernel/btf/vmlinux".into());
-    let dump = Command::new("bpftool")
-        .args(["btf", "dump", "file", &btf, "format", "c"])
-        .output()
-        .unwrap_or_else(|e| panic!("running bpftool (run scripts/install-deps.sh): {e}"));
-    if !dump.status.success() {
-        panic!(
-            "bpftool btf dump {btf} failed: {}",
-            String::from_utf8_lossy(&dump.stderr)
-        );
-    }
-    std::fs::write(&vmlinux, &dump.stdout).expect("writing vmlinux.h");
+    // <linux/types.h> includes <asm/types.h>, which Debian keeps under the multiarch
+    // directory of the host; clang's BPF target does not look there by itself.
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
+    let multiarch = match arch.as_str() {
+        "x86_64" => "x86_64-linux-gnu",
+        "aarch64" => "aarch64-linux-gnu",
+        "riscv64" => "riscv64-linux-gnu",
+        "powerpc64" => "powerpc64le-linux-gnu",
+        "s390x" => "s390x-linux-gnu",
+        other => panic!("no multiarch include directory known for {other}"),
+    };
+    let asm_include = format!("-I/usr/include/{multiarch}");
 
     let obj = out.join("nena.bpf.o");
     libbpf_cargo::SkeletonBuilder::new()
         .source("bpf/nena.bpf.c")
         .obj(&obj)
         .clang_args([
-            format!("-I{}", out.display()),
+            asm_include.clone(),
             "-Ibpf".to_string(),
             "-Wall".to_string(),
             "-Wno-unused-function".to_string(),
@@ -41,12 +38,12 @@ fn main() {
         .source("bpf/tamper.bpf.c")
         .obj(out.join("tamper.bpf.o"))
         .clang_args([
-            format!("-I{}", out.display()),
+            asm_include,
+            "-Ibpf".to_string(),
             "-Wall".to_string(),
             "-mcpu=v3".to_string(),
         ])
         .build()
         .expect("compiling bpf/tamper.bpf.c with clang");
     println!("cargo:rerun-if-changed=bpf");
-    println!("cargo:rerun-if-env-changed=NENA_VMLINUX_BTF");
 }

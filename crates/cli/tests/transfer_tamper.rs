@@ -111,7 +111,7 @@ fn an_altered_byte_on_the_untrusted_path() {
     let mut args = vec!["send", &file_s, "--name", "f-clean", "--to", &to, "--json"];
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
-    assert_eq!(r["verified"], true);
+    assert_eq!(r["mode"], "aead", "{r}");
     assert_eq!(
         std::fs::read(srv.join("f-clean")).unwrap(),
         std::fs::read(&file).unwrap()
@@ -229,4 +229,58 @@ fn prog_exists(id: u32) -> bool {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false)
+}
+
+/// `nena perf` checks every byte it receives against its pattern: one byte altered on the
+/// untrusted path in `plain` mode (which has no integrity of its own) makes the run fail
+/// with the server's verdict, so a perf report is never a count of unchecked bytes.
+#[test]
+fn perf_fails_when_one_received_byte_is_wrong() {
+    let lab = lab_with(|c| {
+        c.offload = false;
+        c.trusted_rate = Some(nena_lab::Rate::mbit(50));
+        c.untrusted_rate = Some(nena_lab::Rate::mbit(50));
+    });
+    let prefix = lab.prefix().to_string();
+    let srv = TempDir::new("tamper-perf");
+    let _s = serve(&lab, 7000, srv.path(), &["--mode", "plain"]);
+    let to = server(&lab, 7000);
+    let out = nena(&[
+        "lab",
+        "tamper",
+        "--prefix",
+        &prefix,
+        "untrusted",
+        "--port",
+        "7000",
+        "--skip-bytes",
+        "300K",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args = vec![
+        "perf", "--to", &to, "--bytes", "8M", "--mode", "plain", "--json",
+    ];
+    args.extend_from_slice(&PATHS);
+    let run = client(&lab, &args);
+    let removed = nena(&[
+        "lab",
+        "tamper",
+        "--prefix",
+        &prefix,
+        "untrusted",
+        "--remove",
+        "--json",
+    ]);
+    let rec: serde_json::Value = serde_json::from_slice(&removed.stdout).unwrap();
+    assert_eq!(rec["fired"], true, "nothing was altered: {rec}");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "perf passed with an altered byte");
+    assert!(err.contains("did not match the pattern"), "{err}");
+    // Without the attacker the same run passes and counts every byte.
+    let r = client_json(&lab, &args);
+    assert_eq!(r["sent"], 8u64 << 20, "{r}");
 }

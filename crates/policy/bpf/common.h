@@ -5,7 +5,7 @@
 #ifndef NENA_COMMON_H
 #define NENA_COMMON_H
 
-#include "vmlinux.h"
+#include "uapi.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "nena.h"

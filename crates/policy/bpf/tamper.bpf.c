@@ -14,7 +14,7 @@
  * MPTCP's DSS checksum (net.mptcp.checksum_enabled, off by default) would catch the change
  * at the MPTCP level; with it off, only the protocol above MPTCP can.
  */
-#include "vmlinux.h"
+#include "uapi.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 

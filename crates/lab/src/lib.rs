@@ -15,131 +15,42 @@
 //! removes everything with the prefix (namespaces, hence veths and qdiscs, and the processes
 //! left inside them, such as captures), also after a crash. [`LabGuard`] tears the lab down
 //! when dropped, for tests.
+//!
+//! Modules: `config` (how a lab is built), `state` (what it remembers between commands),
+//! `build` (namespaces, links, routes, MPTCP settings, rates with iproute2), `guard`
+//! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
+//! commands and code inside a namespace); the operations on a running lab are here.
 
+mod build;
 mod capture;
+mod config;
+mod guard;
 mod netns;
 mod rate;
 mod run;
+mod state;
 mod status;
 mod topology;
 
 pub use capture::{Capture, CaptureOptions, CaptureRecord, CaptureStats};
+pub use config::{validate_prefix, LabConfig, PmMode};
+pub use guard::LabGuard;
 pub use rate::{Rate, RateParseError};
+pub use state::state_dir;
 pub use status::{HostStatus, LabStatus, LinkStatus, MptcpStatus};
 pub use topology::{End, Host, Link, SERVER_ADDR};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use run::{ip, netns_exec, probe, run, run_tolerant, tc};
-use serde::{Deserialize, Serialize};
+use run::{ip, netns_exec, run, run_tolerant};
+use state::State;
 use std::fs;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-
-/// Which MPTCP path manager the client uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PmMode {
-    /// The in-kernel path manager; the client announces 198.18.2.2 as a `subflow` endpoint.
-    #[default]
-    Kernel,
-    /// The userspace path manager (`net.mptcp.pm_type=1` in the client); no endpoints,
-    /// the application creates subflows.
-    Userspace,
-}
-
-impl std::str::FromStr for PmMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<PmMode, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "kernel" | "in-kernel" => Ok(PmMode::Kernel),
-            "userspace" | "user" => Ok(PmMode::Userspace),
-            _ => Err(format!("unknown path manager `{s}` (kernel or userspace)")),
-        }
-    }
-}
-
-impl std::fmt::Display for PmMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PmMode::Kernel => "kernel",
-            PmMode::Userspace => "userspace",
-        })
-    }
-}
-
-/// How to build a lab.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LabConfig {
-    /// Namespace name prefix (default `nena`): hosts are `<prefix>-client` etc.
-    pub prefix: String,
-    /// The client's MPTCP path manager.
-    pub pm: PmMode,
-    /// Rate limit of the trusted link, both directions (tbf on both ends).
-    pub trusted_rate: Option<Rate>,
-    /// Rate limit of the untrusted link, both directions.
-    pub untrusted_rate: Option<Rate>,
-    /// Rate limit of the router-server link, both directions.
-    #[serde(default)]
-    pub server_rate: Option<Rate>,
-    /// Check after `up` that the server is reachable from both client addresses (TCP).
-    #[serde(default = "yes")]
-    pub verify: bool,
-    /// Keep the veths' segmentation offloads (TSO/GSO, the kernel default). With `false`
-    /// every packet on a link is at most one MSS, as on a real wire: captures then show
-    /// segments like the papers' figures instead of 64 KiB GSO super-packets (slower).
-    #[serde(default = "yes")]
-    pub offload: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for LabConfig {
-    fn default() -> Self {
-        LabConfig {
-            prefix: "nena".into(),
-            pm: PmMode::Kernel,
-            trusted_rate: None,
-            untrusted_rate: None,
-            server_rate: None,
-            verify: true,
-            offload: true,
-        }
-    }
-}
-
-impl LabConfig {
-    /// The default configuration with another prefix.
-    pub fn with_prefix(prefix: impl Into<String>) -> Self {
-        LabConfig {
-            prefix: prefix.into(),
-            ..LabConfig::default()
-        }
-    }
-
-    /// The configured rate of a link.
-    pub fn rate(&self, link: Link) -> Option<Rate> {
-        match link {
-            Link::Trusted => self.trusted_rate,
-            Link::Untrusted => self.untrusted_rate,
-            Link::Server => self.server_rate,
-        }
-    }
-
-    fn set_rate(&mut self, link: Link, rate: Option<Rate>) {
-        match link {
-            Link::Trusted => self.trusted_rate = rate,
-            Link::Untrusted => self.untrusted_rate = rate,
-            Link::Server => self.server_rate = rate,
-        }
-    }
-}
 
 /// A short prefix unique to this process and call, for tests running in parallel
 /// (`nt<pid><n>`; namespace names stay short).
@@ -152,38 +63,11 @@ pub fn unique_prefix() -> String {
     )
 }
 
-/// Where the lab keeps its state (config, capture records): `/run/nena/lab/<prefix>`.
-pub fn state_dir(prefix: &str) -> PathBuf {
-    PathBuf::from("/run/nena/lab").join(prefix)
-}
-
-/// What the state directory remembers between commands.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct State {
-    config: LabConfig,
-    #[serde(default)]
-    links_down: Vec<Link>,
-}
-
 /// A handle on a lab that is up. Dropping it does NOT tear the lab down (see [`LabGuard`]).
 #[derive(Debug, Clone)]
 pub struct Lab {
     prefix: String,
     state_dir: PathBuf,
-}
-
-/// Check a lab prefix: 1-24 letters, digits, `-` or `_` (namespace names stay short).
-pub fn validate_prefix(prefix: &str) -> Result<()> {
-    if prefix.is_empty()
-        || prefix.len() > 24
-        || !prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        || prefix.starts_with('-')
-    {
-        bail!("invalid lab prefix `{prefix}`: use 1-24 letters, digits, `-` or `_`");
-    }
-    Ok(())
 }
 
 /// Whether a process exists and is not a zombie.
@@ -535,298 +419,5 @@ impl Lab {
     pub fn status(prefix: &str) -> Result<LabStatus> {
         validate_prefix(prefix)?;
         status::collect(prefix)
-    }
-
-    fn load(&self) -> Result<State> {
-        let p = self.state_dir.join("state.json");
-        let b = fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
-        serde_json::from_slice(&b).with_context(|| format!("corrupt {}", p.display()))
-    }
-
-    fn save(&self, st: &State) -> Result<()> {
-        fs::create_dir_all(&self.state_dir)?;
-        let p = self.state_dir.join("state.json");
-        let tmp = self.state_dir.join("state.json.tmp");
-        fs::write(&tmp, serde_json::to_vec_pretty(st)?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
-        Ok(())
-    }
-
-    fn sysctl(&self, host: Host, key: &str, value: &str) -> Result<()> {
-        run(self.command(host, "sysctl", ["-q", "-w", &format!("{key}={value}")])).map(|_| ())
-    }
-
-    fn build(&self, cfg: &LabConfig) -> Result<()> {
-        // 1. namespaces with loopback up
-        for h in Host::ALL {
-            let ns = self.netns(h);
-            if !netns::netns_exists(&ns) {
-                run(ip(None, &["netns", "add", &ns]))?;
-            }
-            run(ip(Some(&ns), &["link", "set", "dev", "lo", "up"]))?;
-            // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) in captures
-            for k in ["all", "default"] {
-                self.sysctl(h, &format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
-            }
-        }
-        // 2. veth pairs, addresses, links up
-        for link in Link::ALL {
-            let [a, b] = link.ends();
-            let (ans, bns) = (self.netns(a.host), self.netns(b.host));
-            let a_there = probe(ip(Some(&ans), &["link", "show", "dev", a.iface]))?;
-            let b_there = probe(ip(Some(&bns), &["link", "show", "dev", b.iface]))?;
-            if a_there != b_there {
-                // half a pair (cannot normally happen); start this link afresh
-                for (ns, e, there) in [(&ans, a, a_there), (&bns, b, b_there)] {
-                    if there {
-                        run(ip(Some(ns), &["link", "del", "dev", e.iface]))?;
-                    }
-                }
-            }
-            if !(a_there && b_there) {
-                run(ip(
-                    Some(&ans),
-                    &[
-                        "link", "add", "name", a.iface, "type", "veth", "peer", "name", b.iface,
-                        "netns", &bns,
-                    ],
-                ))?;
-            }
-            for (ns, e) in [(&ans, a), (&bns, b)] {
-                run(ip(
-                    Some(ns),
-                    &["addr", "replace", &e.cidr(), "dev", e.iface],
-                ))?;
-                run(ip(Some(ns), &["link", "set", "dev", e.iface, "up"]))?;
-            }
-        }
-        // 3. sysctls: forwarding, no reverse-path filtering (policy routing is asymmetric), MPTCP
-        self.sysctl(Host::Router, "net.ipv4.ip_forward", "1")?;
-        for h in [Host::Client, Host::Router] {
-            for k in ["all", "default"] {
-                self.sysctl(h, &format!("net.ipv4.conf.{k}.rp_filter"), "0")?;
-            }
-        }
-        for l in [Link::Trusted, Link::Untrusted] {
-            for e in l.ends() {
-                self.sysctl(e.host, &format!("net.ipv4.conf.{}.rp_filter", e.iface), "0")?;
-            }
-        }
-        for h in [Host::Client, Host::Server] {
-            self.sysctl(h, "net.mptcp.enabled", "1")?;
-        }
-        let pm_type = match cfg.pm {
-            PmMode::Kernel => "0",
-            PmMode::Userspace => "1",
-        };
-        self.sysctl(Host::Client, "net.mptcp.pm_type", pm_type)?;
-        // 4. routes and policy rules
-        self.apply_routes()?;
-        // 5. MPTCP limits and endpoints
-        for h in [Host::Client, Host::Server] {
-            run(ip(
-                Some(&self.netns(h)),
-                &[
-                    "mptcp",
-                    "limits",
-                    "set",
-                    "subflow",
-                    "2",
-                    "add_addr_accepted",
-                    "2",
-                ],
-            ))?;
-        }
-        let client = self.netns(Host::Client);
-        run(ip(Some(&client), &["mptcp", "endpoint", "flush"]))?;
-        if cfg.pm == PmMode::Kernel {
-            let u = Link::Untrusted.edge();
-            run(ip(
-                Some(&client),
-                &[
-                    "mptcp",
-                    "endpoint",
-                    "add",
-                    &u.addr.to_string(),
-                    "dev",
-                    u.iface,
-                    "subflow",
-                ],
-            ))?;
-        }
-        // 6. rates
-        for link in Link::ALL {
-            self.apply_rate(link, cfg.rate(link))?;
-        }
-        // 7. offloads
-        let state = if cfg.offload { "on" } else { "off" };
-        for link in Link::ALL {
-            for e in link.ends() {
-                run(self.command(
-                    e.host,
-                    "ethtool",
-                    ["-K", e.iface, "tso", state, "gso", state],
-                ))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Routes that disappear when a link goes down: (re)install them idempotently.
-    fn apply_routes(&self) -> Result<()> {
-        let client = self.netns(Host::Client);
-        let t = Link::Trusted.router().addr.to_string();
-        let up = |link: Link| -> Result<bool> {
-            let out = run(ip(
-                Some(&self.netns(link.edge().host)),
-                &["-o", "link", "show", "dev", link.edge().iface],
-            ))?;
-            Ok(out.contains(",UP") || out.contains("<UP"))
-        };
-        if up(Link::Trusted)? {
-            run(ip(
-                Some(&client),
-                &["route", "replace", "default", "via", &t, "dev", "trusted"],
-            ))?;
-        }
-        for link in [Link::Trusted, Link::Untrusted] {
-            let e = link.edge();
-            let table = link.table().expect("client links have tables").to_string();
-            let gw = link.router().addr.to_string();
-            let src = e.addr.to_string();
-            if up(link)? {
-                let subnet = format!("{}.0/24", gw.rsplit_once('.').map(|x| x.0).unwrap_or(""));
-                run(ip(
-                    Some(&client),
-                    &[
-                        "route", "replace", &subnet, "dev", e.iface, "scope", "link", "src", &src,
-                        "table", &table,
-                    ],
-                ))?;
-                run(ip(
-                    Some(&client),
-                    &[
-                        "route", "replace", "default", "via", &gw, "dev", e.iface, "table", &table,
-                    ],
-                ))?;
-            }
-            // Traffic from this address never falls back to another link when it is down.
-            run(ip(
-                Some(&client),
-                &[
-                    "route",
-                    "replace",
-                    "unreachable",
-                    "default",
-                    "metric",
-                    "4096",
-                    "table",
-                    &table,
-                ],
-            ))?;
-            let pref = (1000 + link.table().unwrap_or(0)).to_string();
-            let existing = run(ip(Some(&client), &["rule", "show", "pref", &pref]))?;
-            let want = format!("from {src} lookup {table}");
-            if !existing.contains(&want) || existing.lines().count() != 1 {
-                while probe(ip(Some(&client), &["rule", "del", "pref", &pref]))? {}
-                run(ip(
-                    Some(&client),
-                    &["rule", "add", "pref", &pref, "from", &src, "lookup", &table],
-                ))?;
-            }
-        }
-        if up(Link::Server)? {
-            let gw = Link::Server.router().addr.to_string();
-            run(ip(
-                Some(&self.netns(Host::Server)),
-                &["route", "replace", "default", "via", &gw, "dev", "eth0"],
-            ))?;
-        }
-        Ok(())
-    }
-
-    fn apply_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
-        for e in link.ends() {
-            let ns = self.netns(e.host);
-            match rate {
-                Some(r) => {
-                    // burst: 10 ms worth of data, at least 2 full-size frames' worth plus headroom
-                    let burst = (r.bytes_per_sec() / 100).max(4 * 1514).to_string();
-                    run(tc(
-                        &ns,
-                        &[
-                            "qdisc",
-                            "replace",
-                            "dev",
-                            e.iface,
-                            "root",
-                            "tbf",
-                            "rate",
-                            &format!("{}bit", r.bps()),
-                            "burst",
-                            &burst,
-                            "latency",
-                            "50ms",
-                        ],
-                    ))?;
-                }
-                None => run_tolerant(
-                    tc(&ns, &["qdisc", "del", "dev", e.iface, "root"]),
-                    &[
-                        "Cannot delete qdisc with handle of zero",
-                        "No such file",
-                        "Invalid handle",
-                    ],
-                )?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A lab torn down when dropped (for tests). Derefs to [`Lab`].
-#[derive(Debug)]
-pub struct LabGuard(Lab);
-
-impl LabGuard {
-    /// Bring a lab up and tear it down when the guard is dropped. If `up` fails, whatever
-    /// was half-built is removed before the error is returned.
-    pub fn up(cfg: &LabConfig) -> Result<LabGuard> {
-        match Lab::up(cfg) {
-            Ok(lab) => Ok(LabGuard(lab)),
-            Err(e) => {
-                if let Err(e2) = Lab::down(&cfg.prefix) {
-                    log::warn!("cleaning up after failed up: {e2:#}");
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// A lab with a fresh unique prefix and otherwise default settings.
-    pub fn unique() -> Result<LabGuard> {
-        LabGuard::up(&LabConfig::with_prefix(unique_prefix()))
-    }
-}
-
-impl From<Lab> for LabGuard {
-    fn from(lab: Lab) -> Self {
-        LabGuard(lab)
-    }
-}
-
-impl std::ops::Deref for LabGuard {
-    type Target = Lab;
-    fn deref(&self) -> &Lab {
-        &self.0
-    }
-}
-
-impl Drop for LabGuard {
-    fn drop(&mut self) {
-        if let Err(e) = Lab::down(&self.0.prefix) {
-            eprintln!("nena-lab: tearing down `{}`: {e:#}", self.0.prefix);
-        }
     }
 }

@@ -1,0 +1,240 @@
+//! Building a lab with iproute2 and tc: namespaces, veth links and addresses, policy routing
+//! (each client address leaves by its own link), MPTCP settings and endpoints, rate limits.
+
+use crate::netns;
+use crate::run::{ip, probe, run, run_tolerant, tc};
+use crate::{Host, Lab, LabConfig, Link, PmMode, Rate};
+use anyhow::Result;
+
+impl Lab {
+    pub(crate) fn sysctl(&self, host: Host, key: &str, value: &str) -> Result<()> {
+        run(self.command(host, "sysctl", ["-q", "-w", &format!("{key}={value}")])).map(|_| ())
+    }
+
+    pub(crate) fn build(&self, cfg: &LabConfig) -> Result<()> {
+        // 1. namespaces with loopback up
+        for h in Host::ALL {
+            let ns = self.netns(h);
+            if !netns::netns_exists(&ns) {
+                run(ip(None, &["netns", "add", &ns]))?;
+            }
+            run(ip(Some(&ns), &["link", "set", "dev", "lo", "up"]))?;
+            // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) in captures
+            for k in ["all", "default"] {
+                self.sysctl(h, &format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
+            }
+        }
+        // 2. veth pairs, addresses, links up
+        for link in Link::ALL {
+            let [a, b] = link.ends();
+            let (ans, bns) = (self.netns(a.host), self.netns(b.host));
+            let a_there = probe(ip(Some(&ans), &["link", "show", "dev", a.iface]))?;
+            let b_there = probe(ip(Some(&bns), &["link", "show", "dev", b.iface]))?;
+            if a_there != b_there {
+                // half a pair (cannot normally happen); start this link afresh
+                for (ns, e, there) in [(&ans, a, a_there), (&bns, b, b_there)] {
+                    if there {
+                        run(ip(Some(ns), &["link", "del", "dev", e.iface]))?;
+                    }
+                }
+            }
+            if !(a_there && b_there) {
+                run(ip(
+                    Some(&ans),
+                    &[
+                        "link", "add", "name", a.iface, "type", "veth", "peer", "name", b.iface,
+                        "netns", &bns,
+                    ],
+                ))?;
+            }
+            for (ns, e) in [(&ans, a), (&bns, b)] {
+                run(ip(
+                    Some(ns),
+                    &["addr", "replace", &e.cidr(), "dev", e.iface],
+                ))?;
+                run(ip(Some(ns), &["link", "set", "dev", e.iface, "up"]))?;
+            }
+        }
+        // 3. sysctls: forwarding, no reverse-path filtering (policy routing is asymmetric), MPTCP
+        self.sysctl(Host::Router, "net.ipv4.ip_forward", "1")?;
+        for h in [Host::Client, Host::Router] {
+            for k in ["all", "default"] {
+                self.sysctl(h, &format!("net.ipv4.conf.{k}.rp_filter"), "0")?;
+            }
+        }
+        for l in [Link::Trusted, Link::Untrusted] {
+            for e in l.ends() {
+                self.sysctl(e.host, &format!("net.ipv4.conf.{}.rp_filter", e.iface), "0")?;
+            }
+        }
+        for h in [Host::Client, Host::Server] {
+            self.sysctl(h, "net.mptcp.enabled", "1")?;
+        }
+        let pm_type = match cfg.pm {
+            PmMode::Kernel => "0",
+            PmMode::Userspace => "1",
+        };
+        self.sysctl(Host::Client, "net.mptcp.pm_type", pm_type)?;
+        // 4. routes and policy rules
+        self.apply_routes()?;
+        // 5. MPTCP limits and endpoints
+        for h in [Host::Client, Host::Server] {
+            run(ip(
+                Some(&self.netns(h)),
+                &[
+                    "mptcp",
+                    "limits",
+                    "set",
+                    "subflow",
+                    "2",
+                    "add_addr_accepted",
+                    "2",
+                ],
+            ))?;
+        }
+        let client = self.netns(Host::Client);
+        run(ip(Some(&client), &["mptcp", "endpoint", "flush"]))?;
+        if cfg.pm == PmMode::Kernel {
+            let u = Link::Untrusted.edge();
+            run(ip(
+                Some(&client),
+                &[
+                    "mptcp",
+                    "endpoint",
+                    "add",
+                    &u.addr.to_string(),
+                    "dev",
+                    u.iface,
+                    "subflow",
+                ],
+            ))?;
+        }
+        // 6. rates
+        for link in Link::ALL {
+            self.apply_rate(link, cfg.rate(link))?;
+        }
+        // 7. offloads
+        let state = if cfg.offload { "on" } else { "off" };
+        for link in Link::ALL {
+            for e in link.ends() {
+                run(self.command(
+                    e.host,
+                    "ethtool",
+                    ["-K", e.iface, "tso", state, "gso", state],
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes that disappear when a link goes down: (re)install them idempotently.
+    pub(crate) fn apply_routes(&self) -> Result<()> {
+        let client = self.netns(Host::Client);
+        let t = Link::Trusted.router().addr.to_string();
+        let up = |link: Link| -> Result<bool> {
+            let out = run(ip(
+                Some(&self.netns(link.edge().host)),
+                &["-o", "link", "show", "dev", link.edge().iface],
+            ))?;
+            Ok(out.contains(",UP") || out.contains("<UP"))
+        };
+        if up(Link::Trusted)? {
+            run(ip(
+                Some(&client),
+                &["route", "replace", "default", "via", &t, "dev", "trusted"],
+            ))?;
+        }
+        for link in [Link::Trusted, Link::Untrusted] {
+            let e = link.edge();
+            let table = link.table().expect("client links have tables").to_string();
+            let gw = link.router().addr.to_string();
+            let src = e.addr.to_string();
+            if up(link)? {
+                let subnet = format!("{}.0/24", gw.rsplit_once('.').map(|x| x.0).unwrap_or(""));
+                run(ip(
+                    Some(&client),
+                    &[
+                        "route", "replace", &subnet, "dev", e.iface, "scope", "link", "src", &src,
+                        "table", &table,
+                    ],
+                ))?;
+                run(ip(
+                    Some(&client),
+                    &[
+                        "route", "replace", "default", "via", &gw, "dev", e.iface, "table", &table,
+                    ],
+                ))?;
+            }
+            // Traffic from this address never falls back to another link when it is down.
+            run(ip(
+                Some(&client),
+                &[
+                    "route",
+                    "replace",
+                    "unreachable",
+                    "default",
+                    "metric",
+                    "4096",
+                    "table",
+                    &table,
+                ],
+            ))?;
+            let pref = (1000 + link.table().unwrap_or(0)).to_string();
+            let existing = run(ip(Some(&client), &["rule", "show", "pref", &pref]))?;
+            let want = format!("from {src} lookup {table}");
+            if !existing.contains(&want) || existing.lines().count() != 1 {
+                while probe(ip(Some(&client), &["rule", "del", "pref", &pref]))? {}
+                run(ip(
+                    Some(&client),
+                    &["rule", "add", "pref", &pref, "from", &src, "lookup", &table],
+                ))?;
+            }
+        }
+        if up(Link::Server)? {
+            let gw = Link::Server.router().addr.to_string();
+            run(ip(
+                Some(&self.netns(Host::Server)),
+                &["route", "replace", "default", "via", &gw, "dev", "eth0"],
+            ))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn apply_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
+        for e in link.ends() {
+            let ns = self.netns(e.host);
+            match rate {
+                Some(r) => {
+                    // burst: 10 ms worth of data, at least 2 full-size frames' worth plus headroom
+                    let burst = (r.bytes_per_sec() / 100).max(4 * 1514).to_string();
+                    run(tc(
+                        &ns,
+                        &[
+                            "qdisc",
+                            "replace",
+                            "dev",
+                            e.iface,
+                            "root",
+                            "tbf",
+                            "rate",
+                            &format!("{}bit", r.bps()),
+                            "burst",
+                            &burst,
+                            "latency",
+                            "50ms",
+                        ],
+                    ))?;
+                }
+                None => run_tolerant(
+                    tc(&ns, &["qdisc", "del", "dev", e.iface, "root"]),
+                    &[
+                        "Cannot delete qdisc with handle of zero",
+                        "No such file",
+                        "Invalid handle",
+                    ],
+                )?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! How a lab is built: its prefix (namespace names), the client's path manager, rate limits,
+//! offloads; serialised into the lab's state so that later commands see the same settings.
+
+use crate::{Link, Rate};
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+/// Which MPTCP path manager the client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PmMode {
+    /// The in-kernel path manager; the client announces 198.18.2.2 as a `subflow` endpoint.
+    #[default]
+    Kernel,
+    /// The userspace path manager (`net.mptcp.pm_type=1` in the client); no endpoints,
+    /// the application creates subflows.
+    Userspace,
+}
+
+impl std::str::FromStr for PmMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<PmMode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "kernel" | "in-kernel" => Ok(PmMode::Kernel),
+            "userspace" | "user" => Ok(PmMode::Userspace),
+            _ => Err(format!("unknown path manager `{s}` (kernel or userspace)")),
+        }
+    }
+}
+
+impl std::fmt::Display for PmMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PmMode::Kernel => "kernel",
+            PmMode::Userspace => "userspace",
+        })
+    }
+}
+
+/// How to build a lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabConfig {
+    /// Namespace name prefix (default `nena`): hosts are `<prefix>-client` etc.
+    pub prefix: String,
+    /// The client's MPTCP path manager.
+    pub pm: PmMode,
+    /// Rate limit of the trusted link, both directions (tbf on both ends).
+    pub trusted_rate: Option<Rate>,
+    /// Rate limit of the untrusted link, both directions.
+    pub untrusted_rate: Option<Rate>,
+    /// Rate limit of the router-server link, both directions.
+    #[serde(default)]
+    pub server_rate: Option<Rate>,
+    /// Check after `up` that the server is reachable from both client addresses (TCP).
+    #[serde(default = "yes")]
+    pub verify: bool,
+    /// Keep the veths' segmentation offloads (TSO/GSO, the kernel default). With `false`
+    /// every packet on a link is at most one MSS, as on a real wire: captures then show
+    /// segments like the papers' figures instead of 64 KiB GSO super-packets (slower).
+    #[serde(default = "yes")]
+    pub offload: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            prefix: "nena".into(),
+            pm: PmMode::Kernel,
+            trusted_rate: None,
+            untrusted_rate: None,
+            server_rate: None,
+            verify: true,
+            offload: true,
+        }
+    }
+}
+
+impl LabConfig {
+    /// The default configuration with another prefix.
+    pub fn with_prefix(prefix: impl Into<String>) -> Self {
+        LabConfig {
+            prefix: prefix.into(),
+            ..LabConfig::default()
+        }
+    }
+
+    /// The configured rate of a link.
+    pub fn rate(&self, link: Link) -> Option<Rate> {
+        match link {
+            Link::Trusted => self.trusted_rate,
+            Link::Untrusted => self.untrusted_rate,
+            Link::Server => self.server_rate,
+        }
+    }
+
+    pub(crate) fn set_rate(&mut self, link: Link, rate: Option<Rate>) {
+        match link {
+            Link::Trusted => self.trusted_rate = rate,
+            Link::Untrusted => self.untrusted_rate = rate,
+            Link::Server => self.server_rate = rate,
+        }
+    }
+}
+
+/// Check a lab prefix: 1-24 letters, digits, `-` or `_` (namespace names stay short).
+pub fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty()
+        || prefix.len() > 24
+        || !prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || prefix.starts_with('-')
+    {
+        bail!("invalid lab prefix `{prefix}`: use 1-24 letters, digits, `-` or `_`");
+    }
+    Ok(())
+}

@@ -5,15 +5,8 @@
 use nena_analyze::known::{check, Piece};
 use std::time::Instant;
 
-fn random(n: usize, mut x: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+fn random(n: usize, seed: u64) -> Vec<u8> {
+    nena_testkit::random_bytes(seed, n)
 }
 
 fn main() {

@@ -139,12 +139,10 @@ fn handshake() -> Vec<Vec<u8>> {
 
 fn known_file() -> Vec<u8> {
     // pseudo-random text: no 16-byte run occurs twice
-    let mut x = 0x2545f4914f6cdd1du64;
+    let mut rng = nena_testkit::Prng::new(0x2545f4914f6cdd1d);
     (0..4000)
         .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             b"abcdefghijklmnopqrstuvwxyz0123456789 .,;"[(x >> 32) as usize % 40]
         })
         .collect()
@@ -473,13 +471,8 @@ fn fuzz_pcap_parser_on_random_and_mutated_inputs() {
         pcap_with(&frames, DataLink::RAW, &[]),
         pcapng(&frames),
     ];
-    let mut x: u64 = 0x9e3779b97f4a7c15;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = nena_testkit::Prng::new(0x9e3779b97f4a7c15);
+    let mut rnd = move || rng.next_u64();
     for i in 0..4000 {
         let mut d = seeds[i % seeds.len()].clone();
         match rnd() % 4 {

@@ -40,9 +40,9 @@ proptest! {
         }
         // the first segment stays first (it fixes the sequence origin); the rest are shuffled
         let mut rest: Vec<_> = segs[1..].to_vec();
-        let mut x = order_seed | 1;
+        let mut rng = nena_testkit::Prng::new(order_seed);
         for j in (1..rest.len()).rev() {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            let x = rng.next_u64();
             rest.swap(j, (x % (j as u64 + 1)) as usize);
         }
         let mut order = vec![segs[0]];

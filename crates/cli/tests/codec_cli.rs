@@ -10,15 +10,9 @@ const NENA: &str = env!("CARGO_BIN_EXE_nena");
 const KEY: &str = "0123456789abcdef";
 const KEY_BYTES: [u8; 8] = [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef];
 
-/// Deterministic test bytes (xorshift64), a word at a time.
-fn fill(state: &mut u64, buf: &mut [u8]) {
-    for c in buf.chunks_mut(8) {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        let w = state.to_le_bytes();
-        c.copy_from_slice(&w[..c.len()]);
-    }
+/// Deterministic test bytes.
+fn fill(rng: &mut nena_testkit::Prng, buf: &mut [u8]) {
+    rng.fill(buf)
 }
 
 /// Run `nena args...` with `input` on stdin; returns (status code, stdout, stderr).
@@ -54,7 +48,7 @@ fn assert_one_line_error(stderr: &str) {
 
 #[test]
 fn round_trip_through_pipes_every_impl() {
-    let mut st = 7;
+    let mut st = nena_testkit::Prng::new(7);
     let mut data = vec![0u8; 300_001];
     fill(&mut st, &mut data);
     let mut want = data.clone();
@@ -192,7 +186,7 @@ fn large_input_streams_with_bounded_memory() {
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let feeder = thread::spawn(move || {
-        let mut st = 99;
+        let mut st = nena_testkit::Prng::new(99);
         let mut buf = vec![0u8; PIECE];
         for _ in 0..TOTAL / PIECE {
             fill(&mut st, &mut buf);
@@ -201,7 +195,7 @@ fn large_input_streams_with_bounded_memory() {
     });
     // Check the output against the library, piece by piece, and sample the peak RSS.
     let mut stdout = child.stdout.take().unwrap();
-    let mut st = 99;
+    let mut st = nena_testkit::Prng::new(99);
     let mut reference = Scrambler::new(KEY_BYTES);
     let mut check = Descrambler::new(KEY_BYTES);
     let mut want = vec![0u8; PIECE];

@@ -43,12 +43,10 @@ fn addrs() -> (SocketAddrV4, SocketAddrV4) {
 }
 
 fn text_file() -> Vec<u8> {
-    let mut x = 0x9e3779b97f4a7c15u64;
+    let mut rng = nena_testkit::Prng::new(0x9e3779b97f4a7c15);
     (0..20_000)
         .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,"[(x >> 40) as usize % 55]
         })
         .collect()

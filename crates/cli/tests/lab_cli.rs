@@ -77,12 +77,10 @@ fn send(lab: &Lab, link: Link, data: &[u8]) -> Vec<u8> {
 
 fn file_like_the_papers() -> Vec<u8> {
     // reference-list-like text with no repeated 16-byte run
-    let mut x = 0x2545f4914f6cdd1du64;
+    let mut rng = nena_testkit::Prng::new(0x2545f4914f6cdd1d);
     let mut out = Vec::new();
     for i in 0..3000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next_u64();
         out.extend_from_slice(
             format!(
                 "[{i}] A. Author{:x}, \"Title {:x}\", Proc. {}\n",

@@ -97,15 +97,7 @@ proptest! {
 }
 
 fn test_bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    nena_testkit::random_bytes(seed, n)
 }
 
 /// Every length 0..300 (all tails and block boundaries of every backend), every

@@ -356,9 +356,7 @@ fn forced_key_updates_in_both_directions_mid_stream() {
 
 // ---- nena's transcript-to-keys vectors (docs/PROTOCOL.md, "Test vectors") ----
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+use nena_testkit::hex;
 
 /// The vector's inputs: client entropy bytes i * 3 + 1 (i = 0..80), server entropy
 /// bytes 0xc0 + i (i = 0..32), offer [aead] with suite AES-128, the default interval.

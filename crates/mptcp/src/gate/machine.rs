@@ -145,6 +145,16 @@ pub enum Refusal {
     OutOfOrder(&'static str),
 }
 
+/// The same socket address, an IPv4-mapped IPv6 address being its IPv4 address (events and
+/// `MPTCP_FULL_INFO` may spell one address in the two ways).
+fn same(a: SocketAddr, b: SocketAddr) -> bool {
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    a.port() == b.port() && canon(a.ip()) == canon(b.ip())
+}
+
 fn show(a: &Option<SocketAddr>) -> String {
     a.map_or("?".into(), |a| a.to_string())
 }
@@ -193,8 +203,9 @@ enum Phase {
         token: u32,
         base_acked: Option<u64>,
         base_una: u64,
-        /// Local addresses of untrusted subflows established during the first flight.
-        established: Vec<Option<SocketAddr>>,
+        /// Local addresses of untrusted subflows established during the first flight (an
+        /// event without one cannot be matched; the counter check covers that subflow).
+        established: Vec<SocketAddr>,
     },
     Acked,
     Released,
@@ -336,9 +347,10 @@ impl GateMachine {
             PathEvent::SubflowClosed { token: t, local } if t == token && !self.trusted(local) => {
                 self.refuse(Refusal::UntrustedClosed { local }).map(drop)
             }
-            PathEvent::SubflowEstablished { token: t, local }
-                if t == token && !self.trusted(local) =>
-            {
+            PathEvent::SubflowEstablished {
+                token: t,
+                local: Some(local),
+            } if t == token && !self.trusted(Some(local)) => {
                 if let Phase::FirstFlight { established, .. } = &mut self.phase {
                     established.push(local);
                 }
@@ -379,9 +391,12 @@ impl GateMachine {
         // An untrusted subflow established during the first flight but no longer listed
         // was closed: its close event is on its way (and will refuse). Until then nothing
         // proves that it carried nothing.
-        let unaccounted = established
-            .iter()
-            .any(|l| !snap.subflows.iter().any(|s| s.local == *l));
+        let unaccounted = established.iter().any(|l| {
+            !snap
+                .subflows
+                .iter()
+                .any(|s| s.local.is_some_and(|a| same(a, *l)))
+        });
         if acked >= len && !unaccounted {
             self.phase = Phase::Acked;
             Ok(Verdict::Proceed)
@@ -676,10 +691,23 @@ mod tests {
             m.poll_first_flight(LEN, &gone),
             Ok(Verdict::Wait { acked: 1200 })
         );
-        // Listed and idle: accounted for.
+        // Listed and idle: accounted for (also when listed as an IPv4-mapped address).
         let mut m2 = m.clone();
         let listed = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 0)]);
         assert_eq!(m2.poll_first_flight(LEN, &listed), Ok(Verdict::Proceed));
+        let mut m3 = m.clone();
+        let mapped = snap(
+            1200,
+            vec![sf(T, 40000, 1200, 0), sf("::ffff:198.18.2.2", 40001, 0, 0)],
+        );
+        assert_eq!(m3.poll_first_flight(LEN, &mapped), Ok(Verdict::Proceed));
+        // Another port of the same address is another subflow.
+        let mut m4 = m.clone();
+        let other = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40009, 0, 0)]);
+        assert_eq!(
+            m4.poll_first_flight(LEN, &other),
+            Ok(Verdict::Wait { acked: 1200 })
+        );
         // Its close event arrives: refused.
         assert!(m
             .on_event(PathEvent::SubflowClosed {

@@ -266,8 +266,13 @@ impl Gate {
         } else {
             Snapshot::default()
         };
-        let Verdict::Release { open } = self.machine.release(&snap)? else {
-            unreachable!("release answers Release or a refusal");
+        let open = match self.machine.release(&snap)? {
+            Verdict::Release { open } => open,
+            other => {
+                return Err(MptcpError::Io(std::io::Error::other(format!(
+                    "internal: the gate answered a release with {other:?}"
+                ))))
+            }
         };
         self.settle();
         let mut report = ReleaseReport::default();

@@ -768,3 +768,65 @@ fn async_gate_refuses_a_first_flight_spilled_onto_untrusted() {
     assert!(!err.is_unverifiable());
     let _ = srv.join();
 }
+
+/// The async driver's event path: a rogue path manager opens an untrusted subflow during
+/// the first flight and destroys it at once, before the gate can look at the subflow list
+/// (no await in between on this single-threaded runtime). Only the `SUB_CLOSED` event can
+/// show it; the gate, waiting on the event socket, refuses long before the first flight
+/// (200 KB over 1 Mbit/s, about 1.6 s) could be acked.
+#[test]
+fn async_gate_refuses_an_untrusted_subflow_closed_during_the_first_flight() {
+    use tokio::io::AsyncWriteExt;
+    let lab = lab(PmMode::Userspace, Some(Rate::mbit(1)));
+    let srv = serve(&lab, false, None);
+    let (err, after_destroy) = lab
+        .run_in(Host::Client, || {
+            runtime().block_on(async {
+                let mut c = connect_async(server_addr(), &opts()).await.unwrap();
+                c.before_first_flight().unwrap();
+                c.stream
+                    .write_all(&vec![FIRST_BYTE; 200_000])
+                    .await
+                    .unwrap();
+                let fd = c.gate().fd().try_clone_to_owned().unwrap();
+                let rogue = async {
+                    let t0 = Instant::now();
+                    // First DATA_ACK: the connection is fully established and accepts joins.
+                    while info(fd.as_fd()).unwrap().bytes_acked.unwrap() == 0 {
+                        assert!(t0.elapsed() < Duration::from_secs(5));
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let token = info(fd.as_fd()).unwrap().token;
+                    let mut pm = PmSocket::open().unwrap();
+                    pm.subflow_create(token, UNTRUSTED.parse().unwrap(), server_addr())
+                        .unwrap();
+                    let sf = subflows(fd.as_fd())
+                        .unwrap()
+                        .into_iter()
+                        .find(|s| s.local.is_some_and(|l| l.ip().to_string() == UNTRUSTED))
+                        .expect("the rogue subflow is listed at once");
+                    pm.subflow_destroy(token, sf.local.unwrap(), sf.remote.unwrap())
+                        .unwrap();
+                    Instant::now()
+                };
+                let (r, destroyed) = tokio::join!(
+                    c.gate_mut()
+                        .wait_first_flight_acked_async(200_000, Duration::from_secs(10)),
+                    rogue
+                );
+                let err = r.expect_err("must refuse");
+                (err, destroyed.elapsed())
+            })
+        })
+        .unwrap();
+    eprintln!("async gate refused {after_destroy:?} after the rogue subflow was destroyed");
+    // Woken by the event (or, at worst, a 4 ms backoff pause): far sooner than the ACK of
+    // the whole first flight; 1 s leaves room for a loaded host.
+    assert!(after_destroy < Duration::from_secs(1), "{after_destroy:?}");
+    assert!(
+        matches!(err, MptcpError::Refused(Refusal::UntrustedClosed { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains(UNTRUSTED), "{err}");
+    let _ = srv.join();
+}

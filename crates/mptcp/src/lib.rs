@@ -6,8 +6,13 @@
 //! * [`is_fallback`], [`info`], [`subflows`], [`describe`] read the kernel's `MPTCP_INFO` and
 //!   `MPTCP_FULL_INFO` (per-subflow addresses and `tcp_info` byte counters), so nena can say
 //!   whether a connection is really multipath and what each subflow carried.
-//! * [`Gate`] (inside [`Client`]) enforces that the handshake and the first flight of data go
-//!   over a trusted subflow and that untrusted subflows carry data only after that.
+//! * [`Gate`] (inside [`Client`] / [`AsyncClient`]) enforces that the handshake and the first
+//!   flight of data go over a trusted subflow and that untrusted subflows carry data only
+//!   after that. Its decisions are the sans-IO [`GateMachine`] ([`gate::machine`]: snapshots
+//!   and path-manager events in, a [`Verdict`] or a typed [`Refusal`] out, unit-tested
+//!   without root); [`Gate`] is the thin driver that reads the kernel and waits, blocking
+//!   ([`connect`], [`Gate::wait_first_flight_acked`]) or on tokio ([`connect_async`],
+//!   [`Gate::wait_first_flight_acked_async`]).
 //!
 //! # Trusted-path-first: what is guaranteed, and how
 //!
@@ -17,23 +22,33 @@
 //! connecting. A subflow is judged by its local address (as `MPTCP_FULL_INFO` reports it),
 //! whoever opened it (our PM, or the server joining towards one of our addresses).
 //!
-//! The caller's sequence is: [`connect`] → [`Gate::before_first_flight`] → write the first
-//! flight → [`Gate::poll_first_flight_acked`] (or the blocking
-//! [`Gate::wait_first_flight_acked`]) → [`Gate::release_untrusted`] → normal use.
+//! The caller's sequence is: [`connect`] / [`connect_async`] → [`Gate::before_first_flight`]
+//! → write the first flight → [`Gate::poll_first_flight_acked`] (or the waiting
+//! [`Gate::wait_first_flight_acked`] / [`Gate::wait_first_flight_acked_async`]) →
+//! [`Gate::release_untrusted`] → normal use. Any refusal is final: the connection must be
+//! dropped, and every later step of the gate fails. A refusal is a typed
+//! [`MptcpError::Refused`]; [`MptcpError::is_unverifiable`] tells a first flight that could
+//! not be verified (lost events: retrying with a new connection is safe) from a broken rule.
 //!
 //! 1. **Handshake — by construction, both PM modes.** [`connect`] binds the socket to a
 //!    trusted address of the remote's family before `connect()`, so the MP_CAPABLE
 //!    handshake (which carries both MPTCP keys in clear) runs on the initial subflow from
 //!    that address (the host's routing must send that source address over the trusted
 //!    interface, as the lab's policy routing does). After connect it re-reads the subflow
-//!    list and fails if the initial subflow's local address is not trusted.
+//!    list and fails if the initial subflow's local address is not trusted
+//!    ([`Refusal::InitialNotTrusted`]).
 //! 2. **Before the first flight — checked, fail closed.** [`Gate::before_first_flight`]
-//!    refuses if any subflow with a non-trusted local address exists.
-//! 3. **First flight.** The caller writes it; the gate polls `MPTCP_INFO` until
-//!    `mptcpi_bytes_acked` covers it (data-level ACK from the peer), and on every poll
-//!    reads `MPTCP_FULL_INFO` and refuses if a subflow with a non-trusted local address has
-//!    `tcpi_bytes_sent > 0`: nothing but the first flight has been written, so any payload
-//!    such a subflow sent is first-flight data.
+//!    refuses if any subflow with a non-trusted local address exists
+//!    ([`Refusal::UntrustedBeforeFirstFlight`]).
+//! 3. **First flight.** The caller writes it; the gate reads `MPTCP_INFO` until
+//!    `mptcpi_bytes_acked` covers it (data-level ACK from the peer; `snd_una` on kernels
+//!    < 6.5), and on every look reads `MPTCP_FULL_INFO` after it and refuses if a subflow
+//!    with a non-trusted local address has `tcpi_bytes_sent > 0`
+//!    ([`Refusal::UntrustedSent`]): nothing but the first flight has been written, so any
+//!    payload such a subflow sent is first-flight data. The data-level ACK raises no event
+//!    a socket can wait on, so the gate looks after every path-manager event, when the
+//!    peer's first bytes arrive (they come with a DATA_ACK), and otherwise after a short
+//!    adaptive pause ([`gate::Backoff`]: 250 µs doubling to 4 ms).
 //!    * **Userspace PM** (client netns `net.mptcp.pm_type=1`): the kernel opens no subflow
 //!      by itself and ignores ADD_ADDR, so until nena releases, the initial trusted subflow
 //!      is the only one. *Guaranteed by construction*; the check is a second line.
@@ -54,7 +69,7 @@
 //!      trusted link is *not* prevented: measured with 200 KB over a 1 Mbit/s trusted link,
 //!      the kernel opened the untrusted subflow at the first DATA_ACK and sent 177 KB of the
 //!      first flight over it; the gate *detects* this and refuses the connection
-//!      ([`MptcpError::UntrustedTooEarly`]). Per-connection backup priority is not available
+//!      ([`Refusal::UntrustedSent`]). Per-connection backup priority is not available
 //!      to applications with the in-kernel PM (`MPTCP_PM_CMD_SET_FLAGS` with a token is
 //!      userspace-PM only; endpoint flags are host-wide), so nena does not touch them.
 //!    * If the **server speaks first**, the client is fully established before it writes
@@ -68,29 +83,35 @@
 //!    From then on the kernel's default scheduler spreads data over all subflows.
 //! 5. **The peer's first flight.** The server's reply may go over any subflow that exists
 //!    when it is sent. Callers that want it on trusted paths only wait for the ACK, read the
-//!    reply, call [`Gate::check_untrusted_idle`] with `received = true` (checked) and only
-//!    then release (userspace PM: by construction).
+//!    reply, call [`Gate::check_untrusted_idle`] with `received = true` (checked,
+//!    [`Refusal::UntrustedReceived`]) and only then release (userspace PM: by construction).
 //!
 //! The per-subflow counters vanish with a closed subflow, so an untrusted subflow that
 //! carried first-flight data *and* was closed again between two polls would escape them.
 //! [`connect`] therefore also subscribes to the `mptcp_pm_events` multicast group (before
-//! connecting, so nothing is missed) and the first-flight poll refuses if an
-//! `MPTCP_EVENT_SUB_CLOSED` for a non-trusted local address of this connection arrived
-//! during the first flight, or if events were lost. The subscription needs
-//! `CAP_NET_ADMIN`; without it only the counter checks run. Userspace-PM `SUBFLOW_CREATE` needs `CAP_NET_ADMIN`; without it the release reports the
+//! connecting, so nothing is missed) and the gate refuses if an `MPTCP_EVENT_SUB_CLOSED`
+//! for a non-trusted local address of this connection arrived during the first flight
+//! ([`Refusal::UntrustedClosed`]), or if events were lost ([`Refusal::EventsLost`]). An
+//! untrusted subflow whose `MPTCP_EVENT_SUB_ESTABLISHED` arrived during the first flight
+//! must also be listed (its counters checked) before the first flight counts as acked. The
+//! subscription needs `CAP_NET_ADMIN`; without it only the counter checks run.
+//! Userspace-PM `SUBFLOW_CREATE` needs `CAP_NET_ADMIN`; without it the release reports the
 //! failure and the connection stays on its trusted subflow.
 //!
 //! The server side needs no path policy: it cannot choose the client's subflows. It only
 //! refuses fallback connections ([`check_fallback`]).
 
 mod client;
+pub mod gate;
 pub mod path;
 pub mod pm;
 mod sockopt;
 pub mod uapi;
 
-pub use client::{
-    connect, listen, ClassifiedSubflow, Client, ConnectOptions, Gate, PathReport, ReleaseReport,
+pub use client::{connect, listen, Client, ConnectOptions};
+pub use gate::{
+    connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,
+    ReleaseReport, Verdict,
 };
 pub use path::{PathPolicy, PathSpec, PathSpecError, PolicyError, ResolvedPolicy, Trust};
 pub use sockopt::{describe, info, is_fallback, subflows, ConnInfo, SubflowInfo};
@@ -117,15 +138,11 @@ pub enum MptcpError {
     },
     #[error("path policy: {0}")]
     Policy(String),
-    #[error("trusted-path-first violated: the subflow from {} {what}; refusing the connection", local.map_or("?".into(), |a| a.to_string()))]
-    UntrustedTooEarly {
-        local: Option<SocketAddr>,
-        what: &'static str,
-    },
+    /// The trusted-path-first gate refused the connection (or a call out of order).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error("timed out waiting for {0}")]
     Timeout(&'static str),
-    #[error("gate used out of order: {0}")]
-    Sequence(&'static str),
     #[error("mptcp_pm netlink: {0}")]
     Netlink(#[from] pm::PmError),
     #[error("{0}")]
@@ -148,6 +165,13 @@ impl From<MptcpError> for io::Error {
 }
 
 impl MptcpError {
+    /// The gate could not verify the first flight (path-manager events were lost, e.g. when
+    /// many connections start at once) rather than seeing a rule broken: a new connection
+    /// with fresh keys is as safe as this one.
+    pub fn is_unverifiable(&self) -> bool {
+        matches!(self, MptcpError::Refused(r) if r.is_unverifiable())
+    }
+
     /// Interpret a failed `socket(..., IPPROTO_MPTCP)`.
     pub(crate) fn from_socket_error(e: io::Error) -> Self {
         match e.raw_os_error() {
@@ -233,14 +257,30 @@ mod tests {
         assert!(MptcpError::Disabled
             .to_string()
             .contains("net.mptcp.enabled"));
-        let e = MptcpError::UntrustedTooEarly {
+        let e = MptcpError::from(Refusal::UntrustedBeforeFirstFlight {
             local: Some("198.18.2.2:1234".parse().unwrap()),
-            what: "exists before the first flight is sent",
-        };
-        assert!(e.to_string().contains("198.18.2.2:1234"));
+        });
+        assert_eq!(
+            e.to_string(),
+            "trusted-path-first violated: the subflow from 198.18.2.2:1234 exists before the \
+             first flight is sent; refusing the connection"
+        );
         for e in [MptcpError::Disabled, MptcpError::Fallback, e] {
             assert!(!e.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn only_lost_events_are_unverifiable() {
+        assert!(MptcpError::from(Refusal::EventsLost).is_unverifiable());
+        let broken = MptcpError::from(Refusal::UntrustedSent { local: None });
+        assert!(!broken.is_unverifiable());
+        assert!(!MptcpError::Timeout("x").is_unverifiable());
+        // Through anyhow, as the transport sees it.
+        let e = anyhow::Error::from(MptcpError::from(Refusal::EventsLost));
+        assert!(e
+            .downcast_ref::<MptcpError>()
+            .is_some_and(MptcpError::is_unverifiable));
     }
 
     #[test]

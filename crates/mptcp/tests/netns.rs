@@ -210,7 +210,7 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
     let srv = serve(&lab, false, None);
     let (report, release, watch) = lab
         .run_in(Host::Client, || {
-            let c = connect(server_addr(), &opts()).unwrap();
+            let mut c = connect(server_addr(), &opts()).unwrap();
             assert!(!c.gate().is_fallback());
             assert_eq!(
                 c.gate().pm(),
@@ -414,7 +414,7 @@ fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
     let srv = serve(&lab, false, None);
     let err = lab
         .run_in(Host::Client, || {
-            let c = connect(server_addr(), &opts()).unwrap();
+            let mut c = connect(server_addr(), &opts()).unwrap();
             c.before_first_flight().unwrap();
             (&c.stream).write_all(&vec![FIRST_BYTE; 200_000]).unwrap();
             let r = c.wait_first_flight_acked(200_000, Duration::from_secs(10));
@@ -434,7 +434,11 @@ fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
             err
         })
         .unwrap();
-    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(
+        matches!(err, MptcpError::Refused(Refusal::UntrustedSent { local: Some(l) })
+            if l.ip() == UNTRUSTED.parse::<IpAddr>().unwrap()),
+        "{err}"
+    );
     assert!(err.to_string().contains(UNTRUSTED), "{err}");
     let _ = srv.join();
     // Positive control for the capture check of the other tests: here first-flight bytes
@@ -454,7 +458,7 @@ fn kernel_pm_untrusted_subflow_before_first_flight_fails_closed() {
     let srv = serve(&lab, false, Some(100));
     let err = lab
         .run_in(Host::Client, || {
-            let c = connect(server_addr(), &opts()).unwrap();
+            let mut c = connect(server_addr(), &opts()).unwrap();
             let mut buf = [0u8; 100];
             (&c.stream).read_exact(&mut buf).unwrap();
             wait_subflows(&c, 2);
@@ -468,7 +472,13 @@ fn kernel_pm_untrusted_subflow_before_first_flight_fails_closed() {
             err
         })
         .unwrap();
-    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            MptcpError::Refused(Refusal::UntrustedBeforeFirstFlight { .. })
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("exists before the first flight"),
         "{err}"
@@ -483,7 +493,7 @@ fn userspace_pm_server_first_stays_on_trusted() {
     let lab = lab(PmMode::Userspace, None);
     let srv = serve(&lab, false, Some(100));
     lab.run_in(Host::Client, || {
-        let c = connect(server_addr(), &opts()).unwrap();
+        let mut c = connect(server_addr(), &opts()).unwrap();
         let mut buf = [0u8; 100];
         (&c.stream).read_exact(&mut buf).unwrap();
         std::thread::sleep(Duration::from_millis(50));
@@ -491,7 +501,7 @@ fn userspace_pm_server_first_stays_on_trusted() {
         (&c.stream).write_all(b"hello").unwrap();
         c.wait_first_flight_acked(5, Duration::from_secs(5))
             .unwrap();
-        c.gate().check_untrusted_idle(true).unwrap();
+        c.gate_mut().check_untrusted_idle(true).unwrap();
         assert_eq!(c.gate().classified().unwrap().len(), 1);
         c.release_untrusted().unwrap();
         wait_subflows(&c, 2);
@@ -521,7 +531,7 @@ fn fallback_is_refused_unless_allowed() {
     lab.run_in(Host::Client, || {
         let mut o = opts();
         o.allow_fallback = true;
-        let c = connect(server_addr2(), &o).unwrap();
+        let mut c = connect(server_addr2(), &o).unwrap();
         assert!(c.gate().is_fallback());
         assert!(is_fallback(c.stream.as_fd()).unwrap());
         c.before_first_flight().unwrap();
@@ -594,10 +604,11 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
     let srv = serve(&lab, false, None);
     let err = lab
         .run_in(Host::Client, || {
-            let c = connect(server_addr(), &opts()).unwrap();
+            let mut c = connect(server_addr(), &opts()).unwrap();
             c.before_first_flight().unwrap();
             (&c.stream).write_all(&vec![FIRST_BYTE; 200_000]).unwrap();
-            let fd = c.gate().fd();
+            let fd = c.gate().fd().try_clone_to_owned().unwrap();
+            let fd = fd.as_fd();
             let t0 = Instant::now();
             // First DATA_ACK: the connection is fully established and accepts joins.
             while info(fd).unwrap().bytes_acked.unwrap() == 0 {
@@ -633,15 +644,189 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             // The counters no longer show anything...
-            c.gate().check_untrusted_idle(false).unwrap();
+            c.gate_mut().check_untrusted_idle(false).unwrap();
             // ...but the gate saw the subflow go.
             c.poll_first_flight_acked(200_000).unwrap_err()
         })
         .unwrap();
-    assert!(matches!(err, MptcpError::UntrustedTooEarly { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            MptcpError::Refused(Refusal::UntrustedClosed { local: Some(l) })
+                if l.ip() == UNTRUSTED.parse::<IpAddr>().unwrap()
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("closed during the first flight"),
         "{err}"
     );
+    let _ = srv.join();
+}
+
+/// A current-thread tokio runtime for the async tests (in the namespace of the calling
+/// thread).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The async driver end to end, in both PM modes: connect without blocking, hello on the
+/// trusted subflow, release once acked, then the untrusted subflow carries data.
+#[test]
+fn async_gate_releases_after_the_ack_in_both_pm_modes() {
+    use tokio::io::AsyncWriteExt;
+    for pm in [PmMode::Userspace, PmMode::Kernel] {
+        let lab = lab(pm, None);
+        let srv = serve(&lab, false, None);
+        let (release, sfs, gate_wait) = lab
+            .run_in(Host::Client, || {
+                runtime().block_on(async {
+                    let mut c = connect_async(server_addr(), &opts()).await.unwrap();
+                    assert!(!c.gate().is_fallback());
+                    c.before_first_flight().unwrap();
+                    c.stream.write_all(&[HELLO_BYTE; 1200]).await.unwrap();
+                    let t0 = Instant::now();
+                    let release = c
+                        .after_first_flight(1200, Duration::from_secs(5))
+                        .await
+                        .unwrap();
+                    let gate_wait = t0.elapsed();
+                    assert_eq!(c.gate().machine().stage(), gate::Stage::Released);
+                    // The untrusted subflow comes up (opened by nena or by the kernel).
+                    let t1 = Instant::now();
+                    let sfs = loop {
+                        let sfs = c.gate().classified().unwrap();
+                        if sfs
+                            .iter()
+                            .any(|s| s.trust == Trust::Untrusted && s.subflow.state == 1)
+                        {
+                            break sfs;
+                        }
+                        assert!(t1.elapsed() < Duration::from_secs(5), "{sfs:?}");
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    };
+                    c.stream.shutdown().await.unwrap();
+                    (release, sfs, gate_wait)
+                })
+            })
+            .unwrap();
+        eprintln!("{pm:?}: async gate waited {gate_wait:?} for the ACK");
+        match pm {
+            PmMode::Userspace => {
+                assert_eq!(release.created, vec![UNTRUSTED.parse::<IpAddr>().unwrap()])
+            }
+            PmMode::Kernel => assert_eq!(
+                release.kernel_endpoints,
+                vec![UNTRUSTED.parse::<IpAddr>().unwrap()]
+            ),
+        }
+        // The hello went over the trusted subflow only.
+        for s in &sfs {
+            if s.trust.is_trusted() {
+                assert!(s.subflow.bytes_sent >= 1200, "{s:?}");
+            } else {
+                assert_eq!(s.subflow.bytes_sent, 0, "{s:?}");
+            }
+        }
+        assert_eq!(srv.join().unwrap().unwrap().bytes, 1200);
+    }
+}
+
+/// The async driver refuses what the blocking one refuses: a large first flight that the
+/// in-kernel PM spills onto the untrusted subflow.
+#[test]
+fn async_gate_refuses_a_first_flight_spilled_onto_untrusted() {
+    use tokio::io::AsyncWriteExt;
+    let lab = lab(PmMode::Kernel, Some(Rate::mbit(1)));
+    let srv = serve(&lab, false, None);
+    let err = lab
+        .run_in(Host::Client, || {
+            runtime().block_on(async {
+                let mut c = connect_async(server_addr(), &opts()).await.unwrap();
+                c.before_first_flight().unwrap();
+                c.stream
+                    .write_all(&vec![FIRST_BYTE; 200_000])
+                    .await
+                    .unwrap();
+                let err = c
+                    .after_first_flight(200_000, Duration::from_secs(10))
+                    .await
+                    .expect_err("must refuse");
+                assert_eq!(c.gate().machine().stage(), gate::Stage::Refused);
+                assert!(c.gate_mut().release_untrusted().is_err());
+                err
+            })
+        })
+        .unwrap();
+    assert!(
+        matches!(err, MptcpError::Refused(Refusal::UntrustedSent { .. })),
+        "{err}"
+    );
+    assert!(!err.is_unverifiable());
+    let _ = srv.join();
+}
+
+/// The async driver's event path: a rogue path manager opens an untrusted subflow during
+/// the first flight and destroys it at once, before the gate can look at the subflow list
+/// (no await in between on this single-threaded runtime). Only the `SUB_CLOSED` event can
+/// show it; the gate, waiting on the event socket, refuses long before the first flight
+/// (200 KB over 1 Mbit/s, about 1.6 s) could be acked.
+#[test]
+fn async_gate_refuses_an_untrusted_subflow_closed_during_the_first_flight() {
+    use tokio::io::AsyncWriteExt;
+    let lab = lab(PmMode::Userspace, Some(Rate::mbit(1)));
+    let srv = serve(&lab, false, None);
+    let (err, after_destroy) = lab
+        .run_in(Host::Client, || {
+            runtime().block_on(async {
+                let mut c = connect_async(server_addr(), &opts()).await.unwrap();
+                c.before_first_flight().unwrap();
+                c.stream
+                    .write_all(&vec![FIRST_BYTE; 200_000])
+                    .await
+                    .unwrap();
+                let fd = c.gate().fd().try_clone_to_owned().unwrap();
+                let rogue = async {
+                    let t0 = Instant::now();
+                    // First DATA_ACK: the connection is fully established and accepts joins.
+                    while info(fd.as_fd()).unwrap().bytes_acked.unwrap() == 0 {
+                        assert!(t0.elapsed() < Duration::from_secs(5));
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let token = info(fd.as_fd()).unwrap().token;
+                    let mut pm = PmSocket::open().unwrap();
+                    pm.subflow_create(token, UNTRUSTED.parse().unwrap(), server_addr())
+                        .unwrap();
+                    let sf = subflows(fd.as_fd())
+                        .unwrap()
+                        .into_iter()
+                        .find(|s| s.local.is_some_and(|l| l.ip().to_string() == UNTRUSTED))
+                        .expect("the rogue subflow is listed at once");
+                    pm.subflow_destroy(token, sf.local.unwrap(), sf.remote.unwrap())
+                        .unwrap();
+                    Instant::now()
+                };
+                let (r, destroyed) = tokio::join!(
+                    c.gate_mut()
+                        .wait_first_flight_acked_async(200_000, Duration::from_secs(10)),
+                    rogue
+                );
+                let err = r.expect_err("must refuse");
+                (err, destroyed.elapsed())
+            })
+        })
+        .unwrap();
+    eprintln!("async gate refused {after_destroy:?} after the rogue subflow was destroyed");
+    // Woken by the event (or, at worst, a 4 ms backoff pause): far sooner than the ACK of
+    // the whole first flight; 1 s leaves room for a loaded host.
+    assert!(after_destroy < Duration::from_secs(1), "{after_destroy:?}");
+    assert!(
+        matches!(err, MptcpError::Refused(Refusal::UntrustedClosed { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains(UNTRUSTED), "{err}");
     let _ = srv.join();
 }

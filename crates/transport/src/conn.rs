@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
@@ -117,8 +118,8 @@ const CONNECT_ATTEMPTS: usize = 3;
 /// queue overflowed when many connections start at once), not because a rule was broken.
 /// A new connection with fresh keys is as safe as the first attempt.
 fn is_unverifiable(e: &anyhow::Error) -> bool {
-    matches!(e.downcast_ref::<nena_mptcp::MptcpError>(),
-        Some(nena_mptcp::MptcpError::Policy(m)) if m.contains("events were lost"))
+    e.downcast_ref::<nena_mptcp::MptcpError>()
+        .is_some_and(nena_mptcp::MptcpError::is_unverifiable)
 }
 
 async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
@@ -160,33 +161,30 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         allow_fallback: opts.allow_fallback,
         timeout: opts.timeout,
     };
-    let remote = opts.remote;
     let timeout = opts.timeout;
-    // connect() and the first-flight gate block: run them off the async threads.
-    let (std_stream, gate) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let client = nena_mptcp::connect(remote, &mopts)?;
-        if let Err(e) = client.before_first_flight() {
-            // A server that speaks first makes the connection fully established early, so
-            // the in-kernel PM opens the untrusted subflow before our hello: say what the
-            // real problem is.
-            if let Some(preview) = spoke_first(&client.stream) {
-                bail!(
-                    "peer does not speak nena: it spoke first ({preview}), a nena server waits \
-                     for the client's hello; nothing was sent"
-                );
-            }
-            return Err(e.into());
+    // connect() and the first-flight gate, on readiness (no thread blocks).
+    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
+    if let Err(e) = client.before_first_flight() {
+        // A server that speaks first makes the connection fully established early, so
+        // the in-kernel PM opens the untrusted subflow before our hello: say what the
+        // real problem is.
+        if let Some(preview) = spoke_first(client.stream.as_fd()) {
+            bail!(
+                "peer does not speak nena: it spoke first ({preview}), a nena server waits \
+                 for the client's hello; nothing was sent"
+            );
         }
-        (&client.stream)
-            .write_all(&first)
-            .context("writing the first flight")?;
-        client.after_first_flight(first.len() as u64, timeout)?;
-        Ok(client.into_parts())
-    })
-    .await
-    .map_err(|e| anyhow!("connect task failed: {e}"))??;
-    std_stream.set_nonblocking(true)?;
-    let stream = TcpStream::from_std(std_stream)?;
+        return Err(e.into());
+    }
+    client
+        .stream
+        .write_all(&first)
+        .await
+        .context("writing the first flight")?;
+    client
+        .after_first_flight(first.len() as u64, timeout)
+        .await?;
+    let (stream, gate) = client.into_parts();
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();
     let (session, leftover) = match hs {
@@ -208,14 +206,21 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
 }
 
 /// What the peer sent before we wrote anything, as printable text (None: nothing).
-fn spoke_first(stream: &std::net::TcpStream) -> Option<String> {
+fn spoke_first(fd: BorrowedFd<'_>) -> Option<String> {
     let mut buf = [0u8; 48];
-    stream.set_nonblocking(true).ok()?;
-    let n = stream.peek(&mut buf).ok()?;
-    stream.set_nonblocking(false).ok()?;
-    if n == 0 {
+    // SAFETY: `buf` is writable for its length; the descriptor is open for the call.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n <= 0 {
         return None;
     }
+    let n = n as usize;
     let text: String = buf[..n]
         .iter()
         .map(|&b| {

@@ -1,0 +1,1112 @@
+//! The trusted-path-first decisions as a sans-IO state machine: [`GateMachine`] is fed
+//! snapshots of the connection ([`Snapshot`]: `MPTCP_INFO`'s ack counters and token,
+//! `MPTCP_FULL_INFO`'s subflows with their local address and byte counters) and
+//! path-manager events ([`PathEvent`]), and answers with a [`Verdict`] or a typed
+//! [`Refusal`]. It does no I/O and reads no clock: the drivers in the parent module read the
+//! kernel, wait, and enforce the deadline. The trust of a local address comes from the
+//! connection's [`ResolvedPolicy`].
+//!
+//! The sequence is `connected` → `before_first_flight` → (the caller writes the first
+//! flight) → `poll_first_flight` until [`Verdict::Proceed`] → optionally `check_idle` →
+//! `release`. Any refusal is final: every later call answers
+//! [`Refusal::OutOfOrder`] with [`REFUSED`].
+
+use crate::path::{ResolvedPolicy, Trust};
+use crate::pm::{PmEvent, MPTCP_EVENT_SUB_CLOSED, MPTCP_EVENT_SUB_ESTABLISHED};
+use crate::sockopt::{ConnInfo, SubflowInfo};
+use crate::PmKind;
+use std::net::{IpAddr, SocketAddr};
+
+/// The answer to any call after a refusal.
+pub const REFUSED: &str = "the connection was refused by an earlier trusted-path check";
+
+/// Connection-level counters the gate needs (from `MPTCP_INFO`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnSnapshot {
+    /// Local connection token (path-manager events carry it).
+    pub token: u32,
+    /// `mptcpi_bytes_acked` (None on kernels < 6.5).
+    pub bytes_acked: Option<u64>,
+    /// `mptcpi_snd_una`, the data-level send-unacknowledged sequence number (wraps).
+    pub snd_una: u64,
+}
+
+impl From<&ConnInfo> for ConnSnapshot {
+    fn from(i: &ConnInfo) -> Self {
+        ConnSnapshot {
+            token: i.token,
+            bytes_acked: i.bytes_acked,
+            snd_una: i.snd_una,
+        }
+    }
+}
+
+/// One subflow as the gate sees it (from `MPTCP_FULL_INFO`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubflowSnapshot {
+    /// Local address; `None` (unknown) counts as untrusted.
+    pub local: Option<SocketAddr>,
+    /// Payload bytes this subflow sent (`tcpi_bytes_sent`, retransmissions included).
+    pub bytes_sent: u64,
+    /// Payload bytes this subflow received (`tcpi_bytes_received`).
+    pub bytes_received: u64,
+}
+
+impl From<&SubflowInfo> for SubflowSnapshot {
+    fn from(s: &SubflowInfo) -> Self {
+        SubflowSnapshot {
+            local: s.local,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+        }
+    }
+}
+
+/// Everything the gate reads from the socket at one moment. `conn` is read before
+/// `subflows` (an ACK seen in `conn` is at least as old as the subflow counters). A
+/// connection that fell back to plain TCP has no MPTCP state: pass `Snapshot::default()`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub conn: ConnSnapshot,
+    /// In the kernel's order: the initial subflow first.
+    pub subflows: Vec<SubflowSnapshot>,
+}
+
+/// A path-manager event the gate reacts to (from the `mptcp_pm_events` group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathEvent {
+    /// `MPTCP_EVENT_SUB_ESTABLISHED` of connection `token`.
+    SubflowEstablished {
+        token: u32,
+        local: Option<SocketAddr>,
+    },
+    /// `MPTCP_EVENT_SUB_CLOSED` of connection `token`: its counters are gone with it.
+    SubflowClosed {
+        token: u32,
+        local: Option<SocketAddr>,
+    },
+    /// The subscription overran (`ENOBUFS`) or could not be read: events are missing.
+    Lost,
+}
+
+impl PathEvent {
+    /// The gate's view of a decoded event; `None` for events it does not use (and for
+    /// subflow events without a token, which cannot be attributed to a connection).
+    pub fn from_pm(e: &PmEvent) -> Option<PathEvent> {
+        let token = e.token?;
+        match e.kind {
+            MPTCP_EVENT_SUB_ESTABLISHED => Some(PathEvent::SubflowEstablished {
+                token,
+                local: e.local,
+            }),
+            MPTCP_EVENT_SUB_CLOSED => Some(PathEvent::SubflowClosed {
+                token,
+                local: e.local,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What the caller may do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go on: after `connected`/`check_idle`, the check passed; after
+    /// `before_first_flight`, write the first flight now; after `poll_first_flight`, the
+    /// first flight is data-acked and no untrusted subflow carried any of it.
+    Proceed,
+    /// The first flight is not (verifiably) data-acked yet: feed a newer snapshot later.
+    /// `acked` is how much of it the peer has acknowledged.
+    Wait { acked: u64 },
+    /// Untrusted paths may carry data now. Userspace PM: ask the kernel for one subflow from
+    /// each of `open` (`SUBFLOW_CREATE`); in-kernel PM and fallback: `open` is empty (the
+    /// kernel opens its `subflow` endpoints by itself).
+    Release { open: Vec<IpAddr> },
+}
+
+/// Why the gate refused the connection (or the call). Every message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the connection has no subflow")]
+    NoSubflow,
+    #[error("the initial subflow left from {} which is not trusted", show(local))]
+    InitialNotTrusted { local: Option<SocketAddr> },
+    #[error("trusted-path-first violated: the subflow from {} exists before the first flight is sent; refusing the connection", show(local))]
+    UntrustedBeforeFirstFlight { local: Option<SocketAddr> },
+    #[error("trusted-path-first violated: the subflow from {} sent data of the first flight; refusing the connection", show(local))]
+    UntrustedSent { local: Option<SocketAddr> },
+    #[error("trusted-path-first violated: the subflow from {} received data of the peer's first flight; refusing the connection", show(local))]
+    UntrustedReceived { local: Option<SocketAddr> },
+    #[error("trusted-path-first violated: the subflow from {} was closed during the first flight (what it carried cannot be checked); refusing the connection", show(local))]
+    UntrustedClosed { local: Option<SocketAddr> },
+    #[error("trusted-path-first unverifiable: path-manager events were lost during the first flight; refusing the connection")]
+    EventsLost,
+    #[error("gate used out of order: {0}")]
+    OutOfOrder(&'static str),
+}
+
+/// The same socket address, an IPv4-mapped IPv6 address being its IPv4 address (events and
+/// `MPTCP_FULL_INFO` may spell one address in the two ways).
+fn same(a: SocketAddr, b: SocketAddr) -> bool {
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    a.port() == b.port() && canon(a.ip()) == canon(b.ip())
+}
+
+fn show(a: &Option<SocketAddr>) -> String {
+    a.map_or("?".into(), |a| a.to_string())
+}
+
+impl Refusal {
+    /// The first flight could not be verified (events lost), rather than a rule being
+    /// broken: a new connection with fresh keys is as safe as the refused one.
+    pub fn is_unverifiable(&self) -> bool {
+        matches!(self, Refusal::EventsLost)
+    }
+    /// The local address of the subflow that broke the rule, if the refusal names one.
+    pub fn local(&self) -> Option<SocketAddr> {
+        match self {
+            Refusal::InitialNotTrusted { local }
+            | Refusal::UntrustedBeforeFirstFlight { local }
+            | Refusal::UntrustedSent { local }
+            | Refusal::UntrustedReceived { local }
+            | Refusal::UntrustedClosed { local } => *local,
+            _ => None,
+        }
+    }
+}
+
+/// Where the machine is in the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Connected; the initial subflow is not checked yet.
+    Opened,
+    /// The initial subflow is trusted; nothing written yet.
+    Connected,
+    /// `before_first_flight` passed: the first flight is on its way.
+    FirstFlight,
+    /// The first flight is data-acked and no untrusted subflow carried any of it.
+    Acked,
+    /// Untrusted paths released.
+    Released,
+    /// A check failed: the connection must not be used any more.
+    Refused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Opened,
+    Connected,
+    FirstFlight {
+        token: u32,
+        base_acked: Option<u64>,
+        base_una: u64,
+        /// Local addresses of untrusted subflows established during the first flight (an
+        /// event without one cannot be matched; the counter check covers that subflow).
+        established: Vec<SocketAddr>,
+    },
+    Acked,
+    Released,
+    Refused(Refusal),
+}
+
+/// The trusted-path-first gate of one client connection, without I/O.
+#[derive(Debug, Clone)]
+pub struct GateMachine {
+    policy: ResolvedPolicy,
+    pm: PmKind,
+    remote: SocketAddr,
+    fallback: bool,
+    phase: Phase,
+}
+
+impl GateMachine {
+    /// A connection to `remote` under `policy`, with path manager `pm`; `fallback`: it fell
+    /// back to plain TCP (allowed by the caller), so there is nothing to check.
+    pub fn new(policy: ResolvedPolicy, pm: PmKind, remote: SocketAddr, fallback: bool) -> Self {
+        GateMachine {
+            policy,
+            pm,
+            remote,
+            fallback,
+            phase: Phase::Opened,
+        }
+    }
+
+    pub fn policy(&self) -> &ResolvedPolicy {
+        &self.policy
+    }
+
+    pub fn is_fallback(&self) -> bool {
+        self.fallback
+    }
+
+    pub fn pm(&self) -> PmKind {
+        self.pm
+    }
+
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Trust of a subflow's local address (unknown: untrusted).
+    pub fn trust(&self, local: Option<SocketAddr>) -> Trust {
+        local.map_or(Trust::Unlisted, |a| self.policy.classify(a.ip()))
+    }
+
+    fn trusted(&self, local: Option<SocketAddr>) -> bool {
+        self.trust(local).is_trusted()
+    }
+
+    pub fn stage(&self) -> Stage {
+        match self.phase {
+            Phase::Opened => Stage::Opened,
+            Phase::Connected => Stage::Connected,
+            Phase::FirstFlight { .. } => Stage::FirstFlight,
+            Phase::Acked => Stage::Acked,
+            Phase::Released => Stage::Released,
+            Phase::Refused(_) => Stage::Refused,
+        }
+    }
+
+    /// The refusal that ended the connection, if any.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.phase {
+            Phase::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn refuse(&mut self, r: Refusal) -> Result<Verdict, Refusal> {
+        self.phase = Phase::Refused(r.clone());
+        Err(r)
+    }
+
+    /// Out-of-order use; after a refusal, the answer to everything.
+    fn out_of_order(&self, what: &'static str) -> Result<Verdict, Refusal> {
+        Err(Refusal::OutOfOrder(match self.phase {
+            Phase::Refused(_) => REFUSED,
+            _ => what,
+        }))
+    }
+
+    /// Right after connect: the initial subflow (the first listed) must leave from a
+    /// trusted address.
+    pub fn connected(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
+        if self.phase != Phase::Opened {
+            return self.out_of_order("the initial subflow was already checked");
+        }
+        if !self.fallback {
+            match snap.subflows.first() {
+                None => return self.refuse(Refusal::NoSubflow),
+                Some(sf) if !self.trusted(sf.local) => {
+                    return self.refuse(Refusal::InitialNotTrusted { local: sf.local })
+                }
+                Some(_) => {}
+            }
+        }
+        self.phase = Phase::Connected;
+        Ok(Verdict::Proceed)
+    }
+
+    /// Right before the first flight is written: refuses if any subflow whose local address
+    /// is not trusted exists, and records the data-level baseline the ACK is measured from.
+    pub fn before_first_flight(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
+        match self.phase {
+            Phase::Connected => {}
+            Phase::Opened => return self.out_of_order("check the initial subflow first"),
+            _ => return self.out_of_order("before_first_flight called twice"),
+        }
+        if self.fallback {
+            self.phase = Phase::Acked;
+            return Ok(Verdict::Proceed);
+        }
+        if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted(s.local)) {
+            return self.refuse(Refusal::UntrustedBeforeFirstFlight { local: sf.local });
+        }
+        self.phase = Phase::FirstFlight {
+            token: snap.conn.token,
+            base_acked: snap.conn.bytes_acked,
+            base_una: snap.conn.snd_una,
+            established: Vec::new(),
+        };
+        Ok(Verdict::Proceed)
+    }
+
+    /// A path-manager event. Only events during the first flight matter: an untrusted
+    /// subflow of this connection closed then (its counters vanished with it, so what it
+    /// carried cannot be checked: assume the worst), or lost events, refuse.
+    pub fn on_event(&mut self, ev: PathEvent) -> Result<(), Refusal> {
+        let Phase::FirstFlight { token, .. } = self.phase else {
+            return Ok(());
+        };
+        match ev {
+            PathEvent::Lost => self.refuse(Refusal::EventsLost).map(drop),
+            PathEvent::SubflowClosed { token: t, local } if t == token && !self.trusted(local) => {
+                self.refuse(Refusal::UntrustedClosed { local }).map(drop)
+            }
+            PathEvent::SubflowEstablished {
+                token: t,
+                local: Some(local),
+            } if t == token && !self.trusted(Some(local)) => {
+                if let Phase::FirstFlight { established, .. } = &mut self.phase {
+                    established.push(local);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Data-level progress of a first flight of `len` bytes. Refuses if a subflow whose local
+    /// address is not trusted has sent payload: nothing but the first flight has been written,
+    /// so any byte it sent is first-flight data. [`Verdict::Proceed`] once the peer's
+    /// DATA_ACK covers the first flight and every untrusted subflow established meanwhile
+    /// is accounted for (still listed, so its counters were checked; a closed one has
+    /// refused already); [`Verdict::Wait`] before.
+    pub fn poll_first_flight(&mut self, len: u64, snap: &Snapshot) -> Result<Verdict, Refusal> {
+        let (base_acked, base_una, established) = match &self.phase {
+            Phase::FirstFlight {
+                base_acked,
+                base_una,
+                established,
+                ..
+            } => (*base_acked, *base_una, established),
+            Phase::Acked | Phase::Released => return Ok(Verdict::Proceed),
+            _ => return self.out_of_order("call before_first_flight first"),
+        };
+        if let Some(sf) = snap
+            .subflows
+            .iter()
+            .find(|s| !self.trusted(s.local) && s.bytes_sent > 0)
+        {
+            return self.refuse(Refusal::UntrustedSent { local: sf.local });
+        }
+        let acked = match (snap.conn.bytes_acked, base_acked) {
+            (Some(now), Some(base)) => now.saturating_sub(base),
+            _ => snap.conn.snd_una.wrapping_sub(base_una),
+        };
+        // An untrusted subflow established during the first flight but no longer listed
+        // was closed: its close event is on its way (and will refuse). Until then nothing
+        // proves that it carried nothing.
+        let unaccounted = established.iter().any(|l| {
+            !snap
+                .subflows
+                .iter()
+                .any(|s| s.local.is_some_and(|a| same(a, *l)))
+        });
+        if acked >= len && !unaccounted {
+            self.phase = Phase::Acked;
+            Ok(Verdict::Proceed)
+        } else {
+            Ok(Verdict::Wait { acked })
+        }
+    }
+
+    /// Refuses if a subflow whose local address is not trusted has sent payload (and, with
+    /// `received`, received payload): e.g. after reading the peer's first flight, to check
+    /// that it too arrived over trusted subflows only. Before release only.
+    pub fn check_idle(&mut self, snap: &Snapshot, received: bool) -> Result<Verdict, Refusal> {
+        match self.phase {
+            Phase::Connected | Phase::FirstFlight { .. } | Phase::Acked => {}
+            Phase::Opened => return self.out_of_order("check the initial subflow first"),
+            _ => return self.out_of_order("untrusted subflows carry data once they are released"),
+        }
+        if self.fallback {
+            return Ok(Verdict::Proceed);
+        }
+        for sf in snap.subflows.iter().filter(|s| !self.trusted(s.local)) {
+            if sf.bytes_sent > 0 {
+                return self.refuse(Refusal::UntrustedSent { local: sf.local });
+            }
+            if received && sf.bytes_received > 0 {
+                return self.refuse(Refusal::UntrustedReceived { local: sf.local });
+            }
+        }
+        Ok(Verdict::Proceed)
+    }
+
+    /// After the first flight is acked: untrusted paths may carry data. Userspace PM: one
+    /// subflow from every policy address (untrusted ones first) of the remote's family that
+    /// no subflow of `snap` uses yet, loopback and unspecified addresses excepted. A second
+    /// call releases nothing more.
+    pub fn release(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
+        match self.phase {
+            Phase::Acked => {}
+            Phase::Released => return Ok(Verdict::Release { open: Vec::new() }),
+            _ => return self.out_of_order("the first flight is not acknowledged yet"),
+        }
+        self.phase = Phase::Released;
+        if self.fallback || self.pm != PmKind::Userspace {
+            return Ok(Verdict::Release { open: Vec::new() });
+        }
+        let used: Vec<IpAddr> = snap
+            .subflows
+            .iter()
+            .filter_map(|s| s.local.map(|a| a.ip()))
+            .collect();
+        let open = self
+            .policy
+            .untrusted
+            .iter()
+            .chain(self.policy.trusted.iter())
+            .copied()
+            .filter(|a| a.is_ipv4() == self.remote.is_ipv4())
+            .filter(|a| !used.contains(a) && !a.is_loopback() && !a.is_unspecified())
+            .collect();
+        Ok(Verdict::Release { open })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T: &str = "198.18.1.2";
+    const T2: &str = "198.18.4.2";
+    const U: &str = "198.18.2.2";
+    const TOKEN: u32 = 0x1234_5678;
+    const LEN: u64 = 1200;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+    fn sa(s: &str, port: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::new(ip(s), port))
+    }
+    fn remote() -> SocketAddr {
+        "198.18.3.2:5000".parse().unwrap()
+    }
+    fn policy() -> ResolvedPolicy {
+        ResolvedPolicy::new(
+            [ip(T), ip(T2), ip("127.0.0.1")].into(),
+            [ip(U), ip("2001:db8::2")].into(),
+        )
+        .unwrap()
+    }
+    fn machine(pm: PmKind) -> GateMachine {
+        GateMachine::new(policy(), pm, remote(), false)
+    }
+    fn sf(local: &str, port: u16, sent: u64, received: u64) -> SubflowSnapshot {
+        SubflowSnapshot {
+            local: sa(local, port),
+            bytes_sent: sent,
+            bytes_received: received,
+        }
+    }
+    fn snap(acked: u64, subflows: Vec<SubflowSnapshot>) -> Snapshot {
+        Snapshot {
+            conn: ConnSnapshot {
+                token: TOKEN,
+                bytes_acked: Some(acked),
+                snd_una: 1 + acked,
+            },
+            subflows,
+        }
+    }
+    /// A machine whose first flight is on its way (initial trusted subflow, nothing acked).
+    fn in_flight(pm: PmKind) -> GateMachine {
+        let mut m = machine(pm);
+        let s = snap(0, vec![sf(T, 40000, 0, 0)]);
+        assert_eq!(m.connected(&s), Ok(Verdict::Proceed));
+        assert_eq!(m.before_first_flight(&s), Ok(Verdict::Proceed));
+        assert_eq!(m.stage(), Stage::FirstFlight);
+        m
+    }
+    fn assert_final(m: &mut GateMachine, s: &Snapshot) {
+        assert_eq!(m.stage(), Stage::Refused);
+        for r in [
+            m.poll_first_flight(LEN, s),
+            m.release(s),
+            m.check_idle(s, false),
+            m.before_first_flight(s),
+        ] {
+            assert_eq!(r, Err(Refusal::OutOfOrder(REFUSED)));
+        }
+    }
+
+    #[test]
+    fn the_whole_sequence_proceeds_on_a_trusted_path() {
+        let mut m = in_flight(PmKind::Userspace);
+        let s = snap(0, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        let s = snap(600, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &s),
+            Ok(Verdict::Wait { acked: 600 })
+        );
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        assert_eq!(m.stage(), Stage::Acked);
+        // Acked stays acked, without looking at the snapshot again.
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        assert_eq!(
+            m.release(&s),
+            Ok(Verdict::Release {
+                open: vec![ip(U), ip(T2)]
+            })
+        );
+        assert_eq!(m.stage(), Stage::Released);
+        // Releasing twice opens nothing more.
+        assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![] }));
+        assert_eq!(m.refusal(), None);
+    }
+
+    #[test]
+    fn untrusted_subflow_before_the_first_flight_is_refused() {
+        for local in [U, "198.18.9.9"] {
+            let mut m = machine(PmKind::Kernel);
+            let s = snap(0, vec![sf(T, 40000, 0, 100), sf(local, 40001, 0, 0)]);
+            m.connected(&s).unwrap();
+            let r = m.before_first_flight(&s).unwrap_err();
+            assert_eq!(
+                r,
+                Refusal::UntrustedBeforeFirstFlight {
+                    local: sa(local, 40001)
+                }
+            );
+            assert!(r.to_string().contains("exists before the first flight"));
+            assert!(r.to_string().contains(&format!("{local}:40001")));
+            assert_final(&mut m, &s);
+        }
+    }
+
+    #[test]
+    fn untrusted_subflow_that_sent_first_flight_bytes_is_refused() {
+        let mut m = in_flight(PmKind::Kernel);
+        // The untrusted subflow exists without having sent anything: wait.
+        let s = snap(100, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 0)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &s),
+            Ok(Verdict::Wait { acked: 100 })
+        );
+        // One byte on it is one byte of the first flight, even if the ACK is complete.
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 1, 0)]);
+        let r = m.poll_first_flight(LEN, &s).unwrap_err();
+        assert_eq!(
+            r,
+            Refusal::UntrustedSent {
+                local: sa(U, 40001)
+            }
+        );
+        assert_eq!(r.local(), sa(U, 40001));
+        assert!(!r.is_unverifiable());
+        assert_eq!(m.refusal(), Some(&r));
+        assert_final(&mut m, &s);
+    }
+
+    #[test]
+    fn subflow_with_unknown_address_counts_as_untrusted() {
+        let mut m = in_flight(PmKind::Kernel);
+        let mut s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        s.subflows.push(SubflowSnapshot {
+            local: None,
+            bytes_sent: 5,
+            bytes_received: 0,
+        });
+        assert_eq!(
+            m.poll_first_flight(LEN, &s),
+            Err(Refusal::UntrustedSent { local: None })
+        );
+    }
+
+    #[test]
+    fn untrusted_subflow_that_received_the_peers_first_flight_is_refused() {
+        // The peer's answer came over the untrusted subflow: invisible to the sender check,
+        // refused by check_idle(received = true).
+        let mut m = in_flight(PmKind::Kernel);
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 300)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        assert_eq!(m.check_idle(&s, false), Ok(Verdict::Proceed));
+        let r = m.check_idle(&s, true).unwrap_err();
+        assert_eq!(
+            r,
+            Refusal::UntrustedReceived {
+                local: sa(U, 40001)
+            }
+        );
+        assert!(r
+            .to_string()
+            .contains("received data of the peer's first flight"));
+        assert_final(&mut m, &s);
+        // And check_idle's sender check, on its own.
+        let mut m = in_flight(PmKind::Kernel);
+        let s = snap(0, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 7, 0)]);
+        assert_eq!(
+            m.check_idle(&s, false),
+            Err(Refusal::UntrustedSent {
+                local: sa(U, 40001)
+            })
+        );
+    }
+
+    #[test]
+    fn untrusted_subflow_closed_during_the_first_flight_is_refused() {
+        let mut m = in_flight(PmKind::Userspace);
+        let quiet = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        // Another connection's subflow, and a trusted subflow of ours, may close.
+        m.on_event(PathEvent::SubflowClosed {
+            token: TOKEN ^ 1,
+            local: sa(U, 40001),
+        })
+        .unwrap();
+        m.on_event(PathEvent::SubflowClosed {
+            token: TOKEN,
+            local: sa(T2, 40002),
+        })
+        .unwrap();
+        assert_eq!(m.stage(), Stage::FirstFlight);
+        // Ours, untrusted: the counters show nothing any more, the event refuses.
+        let r = m
+            .on_event(PathEvent::SubflowClosed {
+                token: TOKEN,
+                local: sa(U, 40001),
+            })
+            .unwrap_err();
+        assert_eq!(
+            r,
+            Refusal::UntrustedClosed {
+                local: sa(U, 40001)
+            }
+        );
+        assert!(r.to_string().contains("closed during the first flight"));
+        assert_final(&mut m, &quiet);
+    }
+
+    #[test]
+    fn untrusted_subflow_established_then_gone_is_not_acked_until_accounted_for() {
+        let mut m = in_flight(PmKind::Kernel);
+        m.on_event(PathEvent::SubflowEstablished {
+            token: TOKEN,
+            local: sa(U, 40001),
+        })
+        .unwrap();
+        // The ACK is complete but the established untrusted subflow is not listed: its close
+        // event may not have been read yet.
+        let gone = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &gone),
+            Ok(Verdict::Wait { acked: 1200 })
+        );
+        // Listed and idle: accounted for (also when listed as an IPv4-mapped address).
+        let mut m2 = m.clone();
+        let listed = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 0)]);
+        assert_eq!(m2.poll_first_flight(LEN, &listed), Ok(Verdict::Proceed));
+        let mut m3 = m.clone();
+        let mapped = snap(
+            1200,
+            vec![sf(T, 40000, 1200, 0), sf("::ffff:198.18.2.2", 40001, 0, 0)],
+        );
+        assert_eq!(m3.poll_first_flight(LEN, &mapped), Ok(Verdict::Proceed));
+        // Another port of the same address is another subflow.
+        let mut m4 = m.clone();
+        let other = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40009, 0, 0)]);
+        assert_eq!(
+            m4.poll_first_flight(LEN, &other),
+            Ok(Verdict::Wait { acked: 1200 })
+        );
+        // Its close event arrives: refused.
+        assert!(m
+            .on_event(PathEvent::SubflowClosed {
+                token: TOKEN,
+                local: sa(U, 40001),
+            })
+            .is_err());
+        assert_final(&mut m, &gone);
+    }
+
+    #[test]
+    fn lost_events_are_refused_as_unverifiable() {
+        let mut m = in_flight(PmKind::Kernel);
+        let r = m.on_event(PathEvent::Lost).unwrap_err();
+        assert_eq!(r, Refusal::EventsLost);
+        assert!(r.is_unverifiable());
+        assert!(r.to_string().contains("events were lost"));
+        assert_final(&mut m, &snap(1200, vec![sf(T, 40000, 1200, 0)]));
+    }
+
+    #[test]
+    fn events_outside_the_first_flight_are_ignored() {
+        // Before: the driver drains the subscription when the first flight starts, so what
+        // happened while idle (nothing was written) does not count.
+        let mut m = machine(PmKind::Kernel);
+        let s = snap(0, vec![sf(T, 40000, 0, 0)]);
+        m.connected(&s).unwrap();
+        m.on_event(PathEvent::Lost).unwrap();
+        m.on_event(PathEvent::SubflowClosed {
+            token: TOKEN,
+            local: sa(U, 40001),
+        })
+        .unwrap();
+        assert_eq!(m.before_first_flight(&s), Ok(Verdict::Proceed));
+        // After the ACK: untrusted subflows may come and go.
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        m.on_event(PathEvent::Lost).unwrap();
+        assert_eq!(m.stage(), Stage::Acked);
+    }
+
+    #[test]
+    fn initial_subflow_not_trusted_is_refused() {
+        for local in [U, "198.18.9.9"] {
+            let mut m = machine(PmKind::Kernel);
+            let s = snap(0, vec![sf(local, 40000, 0, 0)]);
+            let r = m.connected(&s).unwrap_err();
+            assert_eq!(
+                r,
+                Refusal::InitialNotTrusted {
+                    local: sa(local, 40000)
+                }
+            );
+            assert!(r.to_string().contains("not trusted"));
+            assert_final(&mut m, &s);
+        }
+        // Only the first subflow is the initial one: a trusted one listed second does not
+        // make an untrusted initial subflow acceptable.
+        let mut m = machine(PmKind::Kernel);
+        let s = snap(0, vec![sf(U, 40000, 0, 0), sf(T, 40001, 0, 0)]);
+        assert!(m.connected(&s).is_err());
+        let mut m = machine(PmKind::Kernel);
+        assert_eq!(m.connected(&Snapshot::default()), Err(Refusal::NoSubflow));
+    }
+
+    #[test]
+    fn out_of_order_use_is_refused() {
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        let mut m = machine(PmKind::Userspace);
+        let ooo =
+            |r: Result<Verdict, Refusal>| matches!(r, Err(Refusal::OutOfOrder(w)) if w != REFUSED);
+        assert!(ooo(m.before_first_flight(&s)));
+        assert!(ooo(m.poll_first_flight(LEN, &s)));
+        assert!(ooo(m.check_idle(&s, false)));
+        m.connected(&s).unwrap();
+        assert!(ooo(m.connected(&s)));
+        assert!(ooo(m.poll_first_flight(LEN, &s)));
+        assert!(ooo(m.release(&s)));
+        m.before_first_flight(&snap(0, vec![sf(T, 40000, 0, 0)]))
+            .unwrap();
+        assert!(ooo(m.before_first_flight(&s)));
+        // Release before the ACK: refused, and the gate is still waiting (not released).
+        let r = m.release(&s).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            "gate used out of order: the first flight is not acknowledged yet"
+        );
+        assert_eq!(m.stage(), Stage::FirstFlight);
+        m.poll_first_flight(LEN, &s).unwrap();
+        m.release(&s).unwrap();
+        assert!(ooo(m.check_idle(&s, true)));
+        // None of that was a refusal of the connection.
+        assert_eq!(m.refusal(), None);
+    }
+
+    #[test]
+    fn fallback_connection_proceeds_without_checks_and_opens_nothing() {
+        let mut m = GateMachine::new(policy(), PmKind::Userspace, remote(), true);
+        let none = Snapshot::default();
+        assert!(m.is_fallback());
+        assert_eq!(m.connected(&none), Ok(Verdict::Proceed));
+        assert_eq!(m.before_first_flight(&none), Ok(Verdict::Proceed));
+        assert_eq!(m.stage(), Stage::Acked);
+        // Events mean nothing without MPTCP.
+        m.on_event(PathEvent::Lost).unwrap();
+        assert_eq!(m.poll_first_flight(LEN, &none), Ok(Verdict::Proceed));
+        assert_eq!(m.check_idle(&none, true), Ok(Verdict::Proceed));
+        assert_eq!(m.release(&none), Ok(Verdict::Release { open: vec![] }));
+    }
+
+    #[test]
+    fn acked_via_bytes_acked_is_counted_from_the_baseline() {
+        let mut m = machine(PmKind::Kernel);
+        let base = Snapshot {
+            conn: ConnSnapshot {
+                token: TOKEN,
+                bytes_acked: Some(5_000),
+                snd_una: 0,
+            },
+            subflows: vec![sf(T, 40000, 0, 0)],
+        };
+        m.connected(&base).unwrap();
+        m.before_first_flight(&base).unwrap();
+        let at = |acked| Snapshot {
+            conn: ConnSnapshot {
+                bytes_acked: Some(acked),
+                ..base.conn
+            },
+            ..base.clone()
+        };
+        // snd_una is ignored when bytes_acked exists.
+        assert_eq!(
+            m.poll_first_flight(LEN, &at(6_199)),
+            Ok(Verdict::Wait { acked: 1_199 })
+        );
+        assert_eq!(m.poll_first_flight(LEN, &at(6_200)), Ok(Verdict::Proceed));
+    }
+
+    #[test]
+    fn acked_via_snd_una_wraps_around() {
+        // Kernels < 6.5: no bytes_acked; snd_una is a 64-bit sequence number that may wrap.
+        let mut m = machine(PmKind::Kernel);
+        let at = |una: u64| Snapshot {
+            conn: ConnSnapshot {
+                token: TOKEN,
+                bytes_acked: None,
+                snd_una: una,
+            },
+            subflows: vec![sf(T, 40000, 0, 0)],
+        };
+        let base = u64::MAX - 99;
+        m.connected(&at(base)).unwrap();
+        m.before_first_flight(&at(base)).unwrap();
+        assert_eq!(
+            m.poll_first_flight(LEN, &at(base.wrapping_add(1199))),
+            Ok(Verdict::Wait { acked: 1199 })
+        );
+        assert_eq!(
+            m.poll_first_flight(LEN, &at(base.wrapping_add(1200))),
+            Ok(Verdict::Proceed)
+        );
+    }
+
+    #[test]
+    fn trusted_second_subflow_is_fine() {
+        let mut m = in_flight(PmKind::Kernel);
+        m.on_event(PathEvent::SubflowEstablished {
+            token: TOKEN,
+            local: sa(T2, 40002),
+        })
+        .unwrap();
+        // It carries part of the first flight and of the peer's answer: allowed.
+        let s = snap(1200, vec![sf(T, 40000, 700, 0), sf(T2, 40002, 500, 90)]);
+        assert_eq!(m.check_idle(&s, true), Ok(Verdict::Proceed));
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        m.on_event(PathEvent::SubflowClosed {
+            token: TOKEN,
+            local: sa(T2, 40002),
+        })
+        .unwrap();
+        // In-kernel PM: the kernel opens its endpoints itself; nothing to open.
+        assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![] }));
+    }
+
+    #[test]
+    fn release_opens_every_other_policy_address_of_the_remotes_family() {
+        let mut m = in_flight(PmKind::Userspace);
+        // T2 is in use already (a trusted second subflow): not opened again; loopback and
+        // the IPv6 address are left out for an IPv4 remote.
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0), sf(T2, 40002, 0, 0)]);
+        m.poll_first_flight(LEN, &s).unwrap();
+        assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![ip(U)] }));
+    }
+
+    #[test]
+    fn path_events_from_pm_events() {
+        let e = PmEvent {
+            kind: MPTCP_EVENT_SUB_CLOSED,
+            token: Some(7),
+            local: sa(U, 1),
+            remote: None,
+            backup: None,
+        };
+        assert_eq!(
+            PathEvent::from_pm(&e),
+            Some(PathEvent::SubflowClosed {
+                token: 7,
+                local: sa(U, 1)
+            })
+        );
+        let est = PmEvent {
+            kind: MPTCP_EVENT_SUB_ESTABLISHED,
+            ..e.clone()
+        };
+        assert_eq!(
+            PathEvent::from_pm(&est),
+            Some(PathEvent::SubflowEstablished {
+                token: 7,
+                local: sa(U, 1)
+            })
+        );
+        let no_token = PmEvent {
+            token: None,
+            ..e.clone()
+        };
+        assert_eq!(PathEvent::from_pm(&no_token), None);
+        let other = PmEvent {
+            kind: crate::pm::MPTCP_EVENT_CREATED,
+            ..e
+        };
+        assert_eq!(PathEvent::from_pm(&other), None);
+    }
+
+    #[test]
+    fn refusals_are_one_line() {
+        let all = [
+            Refusal::NoSubflow,
+            Refusal::InitialNotTrusted { local: None },
+            Refusal::UntrustedBeforeFirstFlight { local: sa(U, 1) },
+            Refusal::UntrustedSent { local: sa(U, 1) },
+            Refusal::UntrustedReceived { local: sa(U, 1) },
+            Refusal::UntrustedClosed { local: sa(U, 1) },
+            Refusal::EventsLost,
+            Refusal::OutOfOrder(REFUSED),
+        ];
+        for r in all {
+            let m = r.to_string();
+            assert!(!m.is_empty() && !m.contains('\n'), "{m}");
+            assert_eq!(r.is_unverifiable(), r == Refusal::EventsLost);
+        }
+    }
+
+    /// A simulated connection during its first flight: what really happened (the ground
+    /// truth) and what the gate may observe (snapshots of open subflows, events that may be
+    /// lost, in which case the loss is reported).
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// The trusted initial subflow sends `n` bytes of the first flight.
+        TrustedSend(u64),
+        /// A new subflow is established, from a trusted address or not.
+        Open { trusted: bool },
+        /// Subflow `i` (modulo the number) sends `n` bytes.
+        Send(usize, u64),
+        /// Subflow `i` receives `n` bytes.
+        Receive(usize, u64),
+        /// Subflow `i` is closed (the initial one never is).
+        Close(usize),
+        /// The peer acknowledges `n` more bytes at the data level.
+        Ack(u64),
+        /// The event queue overruns: queued events are dropped, the loss is reported.
+        LoseEvents,
+        /// The driver reads a snapshot, feeds the events and polls.
+        Observe,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (1u64..800).prop_map(Step::TrustedSend),
+            any::<bool>().prop_map(|trusted| Step::Open { trusted }),
+            (0usize..8, 1u64..300).prop_map(|(i, n)| Step::Send(i, n)),
+            (0usize..8, 1u64..300).prop_map(|(i, n)| Step::Receive(i, n)),
+            (1usize..8).prop_map(Step::Close),
+            (1u64..700).prop_map(Step::Ack),
+            Just(Step::LoseEvents),
+            Just(Step::Observe),
+            Just(Step::Observe),
+        ]
+    }
+
+    struct World {
+        /// (local, trusted, sent, received, open)
+        subflows: Vec<(SocketAddr, bool, u64, u64, bool)>,
+        acked: u64,
+        events: Vec<PathEvent>,
+        /// An untrusted subflow sent bytes while the first flight was not fully acked.
+        violated: bool,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Never Proceed (or Release) while any untrusted subflow has sent bytes before the
+        /// first flight was acked, whatever the interleaving, even when that subflow is
+        /// closed again before the gate looks; and a clean run proceeds once acked.
+        #[test]
+        fn never_releases_after_untrusted_bytes_before_the_ack(
+            steps in proptest::collection::vec(step(), 1..60),
+            pm in prop_oneof![Just(PmKind::Kernel), Just(PmKind::Userspace)],
+        ) {
+            let mut m = machine(pm);
+            let mut w = World {
+                subflows: vec![(sa(T, 40000).unwrap(), true, 0, 0, true)],
+                acked: 0,
+                events: vec![],
+                violated: false,
+            };
+            let observe = |w: &World| Snapshot {
+                conn: ConnSnapshot { token: TOKEN, bytes_acked: Some(w.acked), snd_una: 1 + w.acked },
+                subflows: w.subflows.iter().filter(|s| s.4)
+                    .map(|s| SubflowSnapshot { local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
+                    .collect(),
+            };
+            let s0 = observe(&w);
+            m.connected(&s0).unwrap();
+            m.before_first_flight(&s0).unwrap();
+            let mut proceeded = false;
+            let mut untrusted_ever = false;
+            let mut lost_ever = false;
+            for st in steps.iter().cloned().chain([Step::Observe]) {
+                match st {
+                    Step::TrustedSend(n) => w.subflows[0].2 += n,
+                    Step::Open { trusted } => {
+                        let k = w.subflows.len() as u16;
+                        let addr = if trusted { T2 } else { U };
+                        let local = sa(addr, 41000 + k).unwrap();
+                        w.subflows.push((local, trusted, 0, 0, true));
+                        untrusted_ever |= !trusted;
+                        w.events.push(PathEvent::SubflowEstablished { token: TOKEN, local: Some(local) });
+                    }
+                    Step::Send(i, n) => {
+                        let i = i % w.subflows.len();
+                        if w.subflows[i].4 {
+                            w.subflows[i].2 += n;
+                            if !w.subflows[i].1 && w.acked < LEN {
+                                w.violated = true;
+                            }
+                        }
+                    }
+                    Step::Receive(i, n) => {
+                        let i = i % w.subflows.len();
+                        if w.subflows[i].4 {
+                            w.subflows[i].3 += n;
+                        }
+                    }
+                    Step::Close(i) => {
+                        let i = i % w.subflows.len();
+                        if i > 0 && w.subflows[i].4 {
+                            w.subflows[i].4 = false;
+                            w.events.push(PathEvent::SubflowClosed { token: TOKEN, local: Some(w.subflows[i].0) });
+                        }
+                    }
+                    Step::Ack(n) => w.acked = (w.acked + n).min(LEN),
+                    Step::LoseEvents => {
+                        w.events.clear();
+                        w.events.push(PathEvent::Lost);
+                        lost_ever = true;
+                    }
+                    Step::Observe => {
+                        let s = observe(&w);
+                        for e in w.events.drain(..) {
+                            let _ = m.on_event(e);
+                        }
+                        match m.poll_first_flight(LEN, &s) {
+                            Ok(Verdict::Proceed) => {
+                                prop_assert!(!w.violated, "proceeded after a violation");
+                                proceeded = true;
+                                let r = m.release(&s);
+                                prop_assert!(matches!(r, Ok(Verdict::Release { .. })), "{:?}", r);
+                                // After the release, everything is allowed: stop here.
+                                break;
+                            }
+                            Ok(Verdict::Wait { acked }) => prop_assert!(acked < LEN || untrusted_ever),
+                            Ok(other) => prop_assert!(false, "unexpected {other:?}"),
+                            Err(_) => {
+                                prop_assert_eq!(m.stage(), Stage::Refused);
+                                prop_assert!(m.release(&s).is_err());
+                            }
+                        }
+                    }
+                }
+            }
+            // Not vacuous: a run with no untrusted subflow and no lost event proceeds as
+            // soon as it is acked.
+            if !untrusted_ever && !lost_ever && w.acked >= LEN {
+                prop_assert!(proceeded, "a clean acked run did not proceed");
+            }
+            if w.violated {
+                prop_assert!(!proceeded);
+            }
+        }
+    }
+}

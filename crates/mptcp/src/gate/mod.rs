@@ -1,0 +1,389 @@
+//! The trusted-path-first gate of a client connection. The decisions are the sans-IO
+//! [`GateMachine`] ([`machine`]); [`Gate`] is its thin driver: it reads the snapshots
+//! (`MPTCP_INFO`, `MPTCP_FULL_INFO`), drains the path-manager events, feeds them to the
+//! machine, and carries out a release (`SUBFLOW_CREATE` for the userspace PM). Waiting for
+//! the first flight's data-level ACK comes in two forms over the same steps: blocking
+//! ([`Gate::wait_first_flight_acked`], `blocking.rs`) and async on tokio
+//! ([`Gate::wait_first_flight_acked_async`], [`connect_async`], `asynchronous.rs`).
+//!
+//! Both wake up on a path-manager event (the subscription's socket becomes readable) and on
+//! the peer's first bytes (the segment that carries them carries a DATA_ACK). The data-level
+//! ACK itself raises no event a socket can wait on, so between wake-ups they poll with a
+//! short adaptive backoff ([`Backoff`]: 250 µs doubling to 4 ms, reset by every wake-up).
+
+mod asynchronous;
+mod blocking;
+pub mod machine;
+
+pub use asynchronous::{connect_async, AsyncClient};
+pub use machine::{
+    ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, Stage, SubflowSnapshot, Verdict,
+};
+
+use crate::path::{ResolvedPolicy, Trust};
+use crate::pm::{Endpoint, PmEvents, PmSocket};
+use crate::sockopt::{self, ConnInfo, SubflowInfo};
+use crate::{MptcpError, PmKind};
+use serde::Serialize;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+/// One subflow with its trust under the connection's policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClassifiedSubflow {
+    #[serde(flatten)]
+    pub subflow: SubflowInfo,
+    pub trust: Trust,
+}
+
+/// What a connection is: MPTCP or not, multipath or not, and what each subflow carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathReport {
+    /// The connection runs MPTCP (did not fall back to TCP).
+    pub mptcp: bool,
+    /// At least two subflows carried payload (either direction).
+    pub multipath: bool,
+    pub pm: PmKind,
+    pub conn: Option<ConnInfo>,
+    pub subflows: Vec<ClassifiedSubflow>,
+}
+
+/// Result of [`Gate::release_untrusted`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReleaseReport {
+    /// Userspace PM: local addresses a subflow was requested from.
+    pub created: Vec<IpAddr>,
+    /// Userspace PM: local addresses whose SUBFLOW_CREATE failed, with the reason.
+    pub failed: Vec<(IpAddr, String)>,
+    /// In-kernel PM: the `subflow` endpoints (of the remote's family) the kernel opens
+    /// subflows from, as listed when connecting; empty means the connection stays single-path.
+    pub kernel_endpoints: Vec<IpAddr>,
+}
+
+/// The trusted-path-first gate of one client connection: a [`GateMachine`] and the I/O that
+/// feeds it. It holds its own duplicate of the socket descriptor, so it keeps working after
+/// the stream was moved (e.g. into tokio); the connection is closed only when both the
+/// stream and the gate are dropped. The steps that change its state take `&mut self`; the
+/// reports take `&self`.
+#[derive(Debug)]
+pub struct Gate {
+    fd: OwnedFd,
+    machine: GateMachine,
+    pm_sock: Option<PmSocket>,
+    kernel_endpoints: Option<Vec<Endpoint>>,
+    /// The event subscription, kept only while it matters (until the first flight is
+    /// settled: acked or refused).
+    events: Option<PmEvents>,
+}
+
+impl Gate {
+    /// The gate of a connected socket: checks its initial subflow.
+    pub(crate) fn open(
+        fd: OwnedFd,
+        machine: GateMachine,
+        pm_sock: Option<PmSocket>,
+        kernel_endpoints: Option<Vec<Endpoint>>,
+        events: Option<PmEvents>,
+    ) -> Result<Gate, MptcpError> {
+        let mut gate = Gate {
+            fd,
+            machine,
+            pm_sock,
+            kernel_endpoints,
+            events,
+        };
+        let snap = gate.snapshot()?;
+        gate.machine.connected(&snap)?;
+        Ok(gate)
+    }
+
+    /// The socket this gate watches.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+    /// The connection fell back to plain TCP (only possible with `allow_fallback`).
+    pub fn is_fallback(&self) -> bool {
+        self.machine.is_fallback()
+    }
+    pub fn pm(&self) -> PmKind {
+        self.machine.pm()
+    }
+    pub fn policy(&self) -> &ResolvedPolicy {
+        self.machine.policy()
+    }
+    pub fn remote(&self) -> SocketAddr {
+        self.machine.remote()
+    }
+    /// The decisions so far (stage, refusal).
+    pub fn machine(&self) -> &GateMachine {
+        &self.machine
+    }
+
+    /// In-kernel PM endpoints listed when connecting (None in userspace mode or if the
+    /// listing failed).
+    pub fn kernel_endpoints(&self) -> Option<&[Endpoint]> {
+        self.kernel_endpoints.as_deref()
+    }
+
+    /// Advisory: how many bytes the initial subflow can put on the wire at once now
+    /// (`snd_cwnd × snd_mss`). With the in-kernel PM, a first flight no larger than this is
+    /// entirely handed to the trusted subflow before any DATA_ACK can make the kernel open
+    /// another subflow; only an MPTCP-level retransmission could then move it (and
+    /// [`poll_first_flight_acked`](Self::poll_first_flight_acked) detects that).
+    pub fn first_flight_budget(&self) -> Result<u64, MptcpError> {
+        if self.is_fallback() {
+            return Ok(u64::MAX);
+        }
+        Ok(sockopt::initial_window(self.fd())?)
+    }
+
+    /// All subflows with their trust.
+    pub fn classified(&self) -> Result<Vec<ClassifiedSubflow>, MptcpError> {
+        Ok(sockopt::subflows(self.fd())?
+            .into_iter()
+            .map(|s| ClassifiedSubflow {
+                trust: self.machine.trust(s.local),
+                subflow: s,
+            })
+            .collect())
+    }
+
+    /// What the machine is fed: `MPTCP_INFO`, then `MPTCP_FULL_INFO` (so an ACK seen is no
+    /// newer than the counters). Nothing for a fallback connection.
+    fn snapshot(&self) -> Result<Snapshot, MptcpError> {
+        if self.is_fallback() {
+            return Ok(Snapshot::default());
+        }
+        let conn = ConnSnapshot::from(&sockopt::info(self.fd())?);
+        let subflows = sockopt::subflows(self.fd())?
+            .iter()
+            .map(SubflowSnapshot::from)
+            .collect();
+        Ok(Snapshot { conn, subflows })
+    }
+
+    /// Feed every queued path-manager event to the machine; a failed read (overrun) is a
+    /// [`PathEvent::Lost`].
+    fn feed_events(&mut self) -> Result<(), MptcpError> {
+        let Some(ev) = self.events.as_mut() else {
+            return Ok(());
+        };
+        let batch: Vec<PathEvent> = match ev.drain() {
+            Ok(v) => v.iter().filter_map(PathEvent::from_pm).collect(),
+            Err(e) => {
+                log::debug!("mptcp_pm events: {e}");
+                vec![PathEvent::Lost]
+            }
+        };
+        for e in batch {
+            self.machine.on_event(e)?;
+        }
+        Ok(())
+    }
+
+    /// Forget what the subscription queued so far, losses included (before the first
+    /// flight nothing was written, so nothing that happened can have carried any of it).
+    fn discard_events(&mut self) {
+        if let Some(ev) = self.events.as_mut() {
+            // A read reports an overrun once and stops; the queue behind it is read next.
+            for _ in 0..4 {
+                match ev.drain() {
+                    Ok(_) => break,
+                    Err(e) => log::debug!("mptcp_pm events before the first flight: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Drop the subscription once the first flight is settled (acked or refused): events
+    /// no longer matter, and every connection of the namespace would keep queueing them.
+    fn settle(&mut self) {
+        if !matches!(self.machine.stage(), Stage::FirstFlight | Stage::Connected) {
+            self.events = None;
+        }
+    }
+
+    /// Call right before writing the first flight. Fails closed if any subflow whose local
+    /// address is not trusted exists already, and records the data-level baseline.
+    pub fn before_first_flight(&mut self) -> Result<(), MptcpError> {
+        if self.machine.stage() == Stage::Connected {
+            self.discard_events();
+            let snap = self.snapshot()?;
+            self.machine.before_first_flight(&snap)?;
+        } else {
+            self.machine.before_first_flight(&Snapshot::default())?;
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// One step of the wait: read, feed, decide. True once the first flight is acked and
+    /// checked. Keeps the event subscription (a waiting driver may be watching its socket).
+    fn poll_step(&mut self, len: u64) -> Result<bool, MptcpError> {
+        let snap = if self.machine.stage() == Stage::FirstFlight {
+            let snap = self.snapshot()?;
+            // Events after the snapshot: a subflow closed before it was read is reported.
+            self.feed_events()?;
+            snap
+        } else {
+            Snapshot::default()
+        };
+        Ok(self.machine.poll_first_flight(len, &snap)? == Verdict::Proceed)
+    }
+
+    /// Non-blocking: true once the peer has DATA-ACKed the `len` bytes written after
+    /// [`before_first_flight`](Self::before_first_flight). Fails closed if a subflow with an
+    /// untrusted local address has sent any payload, or one was closed (or events were
+    /// lost) during the first flight.
+    pub fn poll_first_flight_acked(&mut self, len: u64) -> Result<bool, MptcpError> {
+        let r = self.poll_step(len);
+        self.settle();
+        r
+    }
+
+    /// Fails if a subflow whose local address is not trusted has sent payload (and, with
+    /// `received`, received payload). Callers may use it after reading the peer's first
+    /// flight to check that it too arrived over trusted subflows only (before releasing).
+    pub fn check_untrusted_idle(&mut self, received: bool) -> Result<(), MptcpError> {
+        let snap = match self.machine.stage() {
+            Stage::Connected | Stage::FirstFlight | Stage::Acked => self.snapshot()?,
+            _ => Snapshot::default(),
+        };
+        self.machine.check_idle(&snap, received)?;
+        self.settle();
+        Ok(())
+    }
+
+    /// After the first flight is acked: let untrusted paths carry data. Userspace PM: asks the
+    /// kernel (genl `SUBFLOW_CREATE`) for one subflow from every policy address of the
+    /// remote's family other than those in use. In-kernel PM: the kernel opens its `subflow`
+    /// endpoints by itself; the report lists them.
+    pub fn release_untrusted(&mut self) -> Result<ReleaseReport, MptcpError> {
+        let first = self.machine.stage() == Stage::Acked;
+        let snap = if first {
+            self.snapshot()?
+        } else {
+            Snapshot::default()
+        };
+        let open = match self.machine.release(&snap)? {
+            Verdict::Release { open } => open,
+            other => {
+                return Err(MptcpError::Io(std::io::Error::other(format!(
+                    "internal: the gate answered a release with {other:?}"
+                ))))
+            }
+        };
+        self.settle();
+        let mut report = ReleaseReport::default();
+        if !first || self.is_fallback() {
+            return Ok(report);
+        }
+        if !open.is_empty() {
+            if self.pm_sock.is_none() {
+                self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
+            }
+            let pm = self.pm_sock.as_mut().expect("opened above");
+            for addr in open {
+                match pm.subflow_create(snap.conn.token, addr, self.machine.remote()) {
+                    Ok(()) => report.created.push(addr),
+                    Err(e) => {
+                        log::warn!("could not open a subflow from {addr}: {e}");
+                        report.failed.push((addr, e.to_string()));
+                    }
+                }
+            }
+        }
+        if self.pm() == PmKind::Kernel {
+            if let Some(eps) = &self.kernel_endpoints {
+                let v4 = self.remote().is_ipv4();
+                report.kernel_endpoints = eps
+                    .iter()
+                    .filter(|e| e.is_subflow())
+                    .filter_map(|e| e.addr)
+                    .filter(|a| a.is_ipv4() == v4)
+                    .collect();
+                if report.kernel_endpoints.is_empty() {
+                    log::warn!(
+                        "the in-kernel path manager has no `subflow` endpoint: the connection \
+                         stays on one path (add one with `ip mptcp endpoint add ADDR dev IFACE subflow`)"
+                    );
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// What the connection is now.
+    pub fn report(&self) -> Result<PathReport, MptcpError> {
+        if self.is_fallback() {
+            return Ok(PathReport {
+                mptcp: false,
+                multipath: false,
+                pm: self.pm(),
+                conn: None,
+                subflows: vec![],
+            });
+        }
+        let subflows = self.classified()?;
+        let carrying = subflows
+            .iter()
+            .filter(|s| s.subflow.bytes_sent + s.subflow.bytes_received > 0)
+            .count();
+        Ok(PathReport {
+            mptcp: true,
+            multipath: carrying >= 2,
+            pm: self.pm(),
+            conn: Some(sockopt::info(self.fd())?),
+            subflows,
+        })
+    }
+}
+
+/// The pause between two looks at the data-level ACK, which raises no event: it starts
+/// short (the ACK of a small first flight usually comes within a round trip) and doubles up
+/// to a bound, so a slow path costs a few polls per RTT at most. Every wake-up on an event
+/// resets it. Sans-IO: durations in, durations out.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    pub const MIN: Duration = Duration::from_micros(250);
+    pub const MAX: Duration = Duration::from_millis(4);
+
+    pub fn new() -> Self {
+        Backoff { next: Self::MIN }
+    }
+    /// The pause to take now.
+    pub fn next_pause(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (d * 2).min(Self::MAX);
+        d
+    }
+    /// Something happened: look again soon.
+    pub fn reset(&mut self) {
+        self.next = Self::MIN;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_bound_and_resets() {
+        let mut b = Backoff::new();
+        let seq: Vec<u64> = (0..7).map(|_| b.next_pause().as_micros() as u64).collect();
+        assert_eq!(seq, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+        b.reset();
+        assert_eq!(b.next_pause(), Backoff::MIN);
+    }
+}

@@ -1,0 +1,320 @@
+//! Requests to the kernel's `mptcp_pm` family over a generic-netlink socket ([`PmSocket`]):
+//! family resolution, userspace-PM commands (`SUBFLOW_CREATE`, `SUBFLOW_DESTROY`,
+//! `SET_FLAGS`) and the in-kernel endpoint dump (`GET_ADDR`), with the kernel's
+//! extended-ack reason in errors ([`PmError`]). Each request is answered by the kernel
+//! synchronously: none waits on the network.
+
+use super::attrs::{
+    addr_nest, AddrAttr, Endpoint, PmAttr, PmMessage, MPTCP_PM_ADDR_FLAG_BACKUP,
+    MPTCP_PM_ADDR_FLAG_SUBFLOW, MPTCP_PM_CMD_GET_ADDR, MPTCP_PM_CMD_SET_FLAGS,
+    MPTCP_PM_CMD_SUBFLOW_CREATE, MPTCP_PM_CMD_SUBFLOW_DESTROY, MPTCP_PM_NAME,
+};
+use netlink_packet_core::{
+    NetlinkMessage, NetlinkPayload, NlasIterator, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, McastGrpAttrs};
+use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
+use netlink_packet_generic::GenlMessage;
+use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr as NlAddr};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+/// A netlink error answered by the kernel, with its extended-ack message when there is one.
+#[derive(Debug, thiserror::Error)]
+#[error("{op}: {source}{}", ext.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
+pub struct PmError {
+    pub op: &'static str,
+    pub source: io::Error,
+    pub ext: Option<String>,
+}
+
+impl PmError {
+    /// The kernel dropped messages for this socket (`ENOBUFS`: its receive buffer overran).
+    /// On an event subscription this means events were lost.
+    pub fn is_overrun(&self) -> bool {
+        self.source.raw_os_error() == Some(libc::ENOBUFS)
+    }
+}
+
+pub(super) fn pm_err(op: &'static str, source: io::Error) -> PmError {
+    PmError {
+        op,
+        source,
+        ext: None,
+    }
+}
+
+/// A generic-netlink socket talking to `mptcp_pm` in the current network namespace.
+pub struct PmSocket {
+    pub(super) sock: Socket,
+    family: u16,
+    seq: u32,
+}
+
+impl std::fmt::Debug for PmSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmSocket")
+            .field("family", &self.family)
+            .finish()
+    }
+}
+
+const NLMSGERR_ATTR_MSG: u16 = 1;
+
+impl PmSocket {
+    /// Open a socket and resolve the `mptcp_pm` family id.
+    pub fn open() -> Result<Self, PmError> {
+        let mut sock = Socket::new(NETLINK_GENERIC).map_err(|e| pm_err("netlink socket", e))?;
+        sock.bind_auto().map_err(|e| pm_err("netlink bind", e))?;
+        sock.connect(&NlAddr::new(0, 0))
+            .map_err(|e| pm_err("netlink connect", e))?;
+        // Extended acks carry the kernel's human-readable reason; optional.
+        let _ = sock.set_ext_ack(true);
+        let mut me = PmSocket {
+            sock,
+            family: 0,
+            seq: 0,
+        };
+        me.family = me.resolve_family()?;
+        Ok(me)
+    }
+
+    /// The dynamic generic-netlink id of `mptcp_pm`.
+    pub fn family_id(&self) -> u16 {
+        self.family
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn send<F>(
+        &mut self,
+        mut msg: NetlinkMessage<F>,
+        flags: u16,
+        op: &'static str,
+    ) -> Result<u32, PmError>
+    where
+        F: netlink_packet_core::NetlinkSerializable + std::fmt::Debug,
+    {
+        let seq = self.next_seq();
+        msg.header.flags = flags;
+        msg.header.sequence_number = seq;
+        msg.finalize();
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        self.sock.send(&buf, 0).map_err(|e| pm_err(op, e))?;
+        Ok(seq)
+    }
+
+    /// Receive every message answering `seq` until the ACK/error (requests) or DONE (dumps).
+    fn collect<F>(&mut self, seq: u32, op: &'static str) -> Result<Vec<F>, PmError>
+    where
+        F: netlink_packet_core::NetlinkDeserializable + std::fmt::Debug,
+    {
+        let mut out = Vec::new();
+        loop {
+            let (buf, _) = self.sock.recv_from_full().map_err(|e| pm_err(op, e))?;
+            let mut off = 0;
+            while off + 16 <= buf.len() {
+                let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
+                if len < 16 || off + len > buf.len() {
+                    return Err(pm_err(op, io::Error::other("truncated netlink message")));
+                }
+                let raw = &buf[off..off + len];
+                off += (len + 3) & !3;
+                let msg = NetlinkMessage::<F>::deserialize(raw)
+                    .map_err(|e| pm_err(op, io::Error::other(e.to_string())))?;
+                if msg.header.sequence_number != seq {
+                    continue;
+                }
+                match msg.payload {
+                    NetlinkPayload::InnerMessage(m) => out.push(m),
+                    NetlinkPayload::Done(_) => return Ok(out),
+                    NetlinkPayload::Error(e) => match e.code {
+                        None => return Ok(out),
+                        Some(_) => {
+                            return Err(PmError {
+                                op,
+                                source: e.to_io(),
+                                ext: ext_ack_message(raw),
+                            })
+                        }
+                    },
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn resolve_family(&mut self) -> Result<u16, PmError> {
+        Ok(self.resolve_family_and_groups()?.0)
+    }
+
+    /// The family id and its multicast groups (name, id).
+    pub(super) fn resolve_family_and_groups(
+        &mut self,
+    ) -> Result<(u16, Vec<(String, u32)>), PmError> {
+        let op = "resolve generic netlink family mptcp_pm";
+        let genl = GenlMessage::from_payload(GenlCtrl {
+            cmd: GenlCtrlCmd::GetFamily,
+            nlas: vec![GenlCtrlAttrs::FamilyName(MPTCP_PM_NAME.to_owned())],
+        });
+        let seq = self.send(NetlinkMessage::from(genl), NLM_F_REQUEST | NLM_F_ACK, op)?;
+        let replies: Vec<GenlMessage<GenlCtrl>> = self.collect(seq, op)?;
+        let attrs = || replies.iter().flat_map(|m| m.payload.nlas.iter());
+        let id = attrs()
+            .find_map(|a| match a {
+                GenlCtrlAttrs::FamilyId(id) => Some(*id),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                pm_err(
+                    op,
+                    io::Error::other("no family id in reply (kernel without MPTCP?)"),
+                )
+            })?;
+        let groups = attrs()
+            .filter_map(|a| match a {
+                GenlCtrlAttrs::McastGroups(gs) => Some(gs),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|g| {
+                let name = g.iter().find_map(|x| match x {
+                    McastGrpAttrs::Name(n) => Some(n.clone()),
+                    _ => None,
+                })?;
+                let id = g.iter().find_map(|x| match x {
+                    McastGrpAttrs::Id(i) => Some(*i),
+                    _ => None,
+                })?;
+                Some((name, id))
+            })
+            .collect();
+        Ok((id, groups))
+    }
+
+    fn request(
+        &mut self,
+        cmd: u8,
+        attrs: Vec<PmAttr>,
+        dump: bool,
+        op: &'static str,
+    ) -> Result<Vec<PmMessage>, PmError> {
+        let mut genl = GenlMessage::from_payload(PmMessage { cmd, attrs });
+        genl.set_resolved_family_id(self.family);
+        let flags = if dump {
+            NLM_F_REQUEST | NLM_F_DUMP
+        } else {
+            NLM_F_REQUEST | NLM_F_ACK
+        };
+        let seq = self.send(NetlinkMessage::from(genl), flags, op)?;
+        let replies: Vec<GenlMessage<PmMessage>> = self.collect(seq, op)?;
+        Ok(replies.into_iter().map(|m| m.payload).collect())
+    }
+
+    /// Userspace PM: open a new subflow of connection `token` from `local` to `remote`
+    /// (`MPTCP_PM_CMD_SUBFLOW_CREATE`). The kernel picks the local port and address id.
+    pub fn subflow_create(
+        &mut self,
+        token: u32,
+        local: IpAddr,
+        remote: SocketAddr,
+    ) -> Result<(), PmError> {
+        let mut l = addr_nest(local, 0);
+        l.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW));
+        let attrs = vec![
+            PmAttr::Token(token),
+            PmAttr::Addr(l),
+            PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
+        ];
+        self.request(
+            MPTCP_PM_CMD_SUBFLOW_CREATE,
+            attrs,
+            false,
+            "mptcp_pm SUBFLOW_CREATE",
+        )
+        .map(|_| ())
+    }
+
+    /// Userspace PM: close the subflow `local` -> `remote` of connection `token`.
+    pub fn subflow_destroy(
+        &mut self,
+        token: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<(), PmError> {
+        let attrs = vec![
+            PmAttr::Token(token),
+            PmAttr::Addr(addr_nest(local.ip(), local.port())),
+            PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
+        ];
+        self.request(
+            MPTCP_PM_CMD_SUBFLOW_DESTROY,
+            attrs,
+            false,
+            "mptcp_pm SUBFLOW_DESTROY",
+        )
+        .map(|_| ())
+    }
+
+    /// Userspace PM: mark the subflow `local` -> `remote` of connection `token` as backup or
+    /// not (`MPTCP_PM_CMD_SET_FLAGS`, sends MP_PRIO to the peer).
+    pub fn set_backup(
+        &mut self,
+        token: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<(), PmError> {
+        let mut l = addr_nest(local.ip(), local.port());
+        l.push(AddrAttr::Flags(if backup {
+            MPTCP_PM_ADDR_FLAG_BACKUP
+        } else {
+            0
+        }));
+        let attrs = vec![
+            PmAttr::Token(token),
+            PmAttr::Addr(l),
+            PmAttr::AddrRemote(addr_nest(remote.ip(), remote.port())),
+        ];
+        self.request(MPTCP_PM_CMD_SET_FLAGS, attrs, false, "mptcp_pm SET_FLAGS")
+            .map(|_| ())
+    }
+
+    /// In-kernel PM endpoints of this network namespace (`ip mptcp endpoint show`).
+    pub fn endpoints(&mut self) -> Result<Vec<Endpoint>, PmError> {
+        let msgs = self.request(
+            MPTCP_PM_CMD_GET_ADDR,
+            vec![],
+            true,
+            "mptcp_pm GET_ADDR dump",
+        )?;
+        Ok(msgs
+            .iter()
+            .flat_map(|m| m.attrs.iter())
+            .filter_map(|a| match a {
+                PmAttr::Addr(v) => Some(Endpoint::from_nest(v)),
+                _ => None,
+            })
+            .collect())
+    }
+}
+
+/// The `NLMSGERR_ATTR_MSG` string of an extended ack, if present. The error payload is
+/// `nlmsgerr` (errno + the request's `nlmsghdr`, 20 bytes: the request payload is capped)
+/// followed by TLVs.
+fn ext_ack_message(raw: &[u8]) -> Option<String> {
+    let tlvs = raw.get(16 + 4 + 16..)?;
+    NlasIterator::new(tlvs)
+        .filter_map(Result::ok)
+        .find_map(|nla| {
+            (nla.kind() == NLMSGERR_ATTR_MSG).then(|| {
+                String::from_utf8_lossy(nla.value())
+                    .trim_end_matches('\0')
+                    .to_string()
+            })
+        })
+}

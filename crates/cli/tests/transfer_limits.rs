@@ -56,7 +56,10 @@ fn uploads_too_large_for_the_limit_or_the_disk_are_refused_before_any_data() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("not enough space"), "{err}");
     assert!(err.contains("1.0 TiB announced"), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(10), "refused before the data");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "refused before the data"
+    );
     s.wait_stderr("not enough space", Duration::from_secs(5));
     no_part_files(srv.path());
     drop(s);
@@ -144,21 +147,21 @@ fn read_only_and_the_access_token() {
     s.wait_stderr("access denied", Duration::from_secs(5));
     let (code, _, err) = run(
         &lab,
-        &["send", &f_s, "--to", &to, "--no-progress", "--token-file", &right],
+        &[
+            "send",
+            &f_s,
+            "--to",
+            &to,
+            "--no-progress",
+            "--token-file",
+            &right,
+        ],
     );
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(std::fs::read(srv.join("f")).unwrap(), b"uploaded content");
     let (code, _, err) = run(
         &lab,
-        &[
-            "perf",
-            "--to",
-            &to,
-            "--bytes",
-            "1M",
-            "--token-file",
-            &right,
-        ],
+        &["perf", "--to", &to, "--bytes", "1M", "--token-file", &right],
     );
     assert_eq!(code, Some(0), "{err}");
     // The token never shows in the server's log.

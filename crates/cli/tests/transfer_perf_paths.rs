@@ -27,7 +27,16 @@ fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
     let srv = TempDir::new("perfpaths");
     let _s = serve(&lab, 7500, srv.path(), &[]);
     let to = server(&lab, 7500);
-    let mut args = vec!["perf", "--to", &to, "--time", "4", "--interval", "1", "--json"];
+    let mut args = vec![
+        "perf",
+        "--to",
+        &to,
+        "--time",
+        "4",
+        "--interval",
+        "1",
+        "--json",
+    ];
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
     let sent = r["sent"].as_u64().unwrap();
@@ -61,7 +70,10 @@ fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
         .iter()
         .map(|s| s["bytes_acked"].as_u64().unwrap())
         .sum();
-    assert_eq!(per_interval, last_total, "intervals must add up to the total");
+    assert_eq!(
+        per_interval, last_total,
+        "intervals must add up to the total"
+    );
     assert!(per_interval <= acked);
 
     // The text: the final line names acknowledged bytes per subflow, and they add up to what
@@ -70,7 +82,11 @@ fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
     args.extend_from_slice(&PATHS);
     let out = client(&lab, &args);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let last = text.lines().last().unwrap();
     let words: Vec<&str> = last.split_whitespace().collect();
     let mut acked_text = 0.0;

@@ -144,7 +144,15 @@ fn clean_ends_through_both_proxies() {
     let ps = spawn_listening(
         &lab,
         Host::Server,
-        &["-v", "proxy", "server", "--listen", &listen, "--forward", "127.0.0.1:7310"],
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7310",
+        ],
     );
     let mut args = vec![
         "-v",
@@ -177,7 +185,10 @@ fn clean_ends_through_both_proxies() {
     assert_eq!(answer, format!("got {} bytes", sent.len()).as_bytes());
     let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(t.error.is_none(), "target: {:?}", t.error);
-    assert!(t.received == sent, "the target got other bytes than the client sent");
+    assert!(
+        t.received == sent,
+        "the target got other bytes than the client sent"
+    );
 
     // 2. As iperf3 ends a data stream: send, then close the socket whole without reading
     //    (the answer comes to a closed socket).
@@ -198,8 +209,7 @@ fn clean_ends_through_both_proxies() {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             let log = p.stderr();
-            if log.matches("session done").count() >= 2 || std::time::Instant::now() > deadline
-            {
+            if log.matches("session done").count() >= 2 || std::time::Instant::now() > deadline {
                 return log;
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -759,8 +759,14 @@ fn debug_output_never_shows_keys() {
 #[test]
 fn a_fallback_refusal_reaches_the_client_as_such() {
     let msg = ServerHandshake::refusal(RejectReason::FallbackRefused);
-    assert_eq!(msg, [&MAGIC[..], &[VERSION, 0x03, 0x00, 0x01, 0x05]].concat());
+    assert_eq!(
+        msg,
+        [&MAGIC[..], &[VERSION, 0x03, 0x00, 0x01, 0x05]].concat()
+    );
     let e = client(&[Mode::Kato]).read(&msg).unwrap_err();
-    assert_eq!(e, HandshakeError::PeerRejected(RejectReason::FallbackRefused));
+    assert_eq!(
+        e,
+        HandshakeError::PeerRejected(RejectReason::FallbackRefused)
+    );
     assert!(e.to_string().contains("plain TCP"), "{e}");
 }

@@ -32,8 +32,8 @@ pub const MIN_TOKEN: usize = 16;
 /// Reads an access token from `path` (`--token-file`, the same file on both sides): its
 /// content with leading and trailing whitespace (a final newline) removed, 16..=255 bytes.
 pub fn load_token(path: &std::path::Path) -> anyhow::Result<AccessToken> {
-    let raw = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
+    let raw =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
     token_from_file_bytes(&raw).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))
 }
 
@@ -149,7 +149,11 @@ impl SpaceLedger {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        let mut r = self.ledger.reserved.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .ledger
+            .reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         *r -= self.size;
     }
 }
@@ -196,7 +200,10 @@ mod tests {
             for bad in [None, Some(&b"wrong token of 16+ bytes"[..]), Some(b"r")] {
                 let r = l.admit(&msg(req.clone(), bad)).unwrap_err();
                 assert_eq!(r.status, Status::AccessDenied, "{req:?} {bad:?}");
-                assert_eq!(r.msg, DENIED, "the same answer for a missing or a wrong token");
+                assert_eq!(
+                    r.msg, DENIED,
+                    "the same answer for a missing or a wrong token"
+                );
             }
         }
         let right = Some(&b"right token of 16+ bytes"[..]);
@@ -214,7 +221,9 @@ mod tests {
     #[test]
     fn token_files() {
         let t = token_from_file_bytes(b"  0123456789abcdef\n").unwrap();
-        assert!(t.admits(Some(&AccessToken::new(b"0123456789abcdef".to_vec()).unwrap())));
+        assert!(t.admits(Some(
+            &AccessToken::new(b"0123456789abcdef".to_vec()).unwrap()
+        )));
         let e = token_from_file_bytes(b"short\n").unwrap_err();
         assert!(e.contains("5 bytes, at least 16"), "{e}");
         assert!(token_from_file_bytes(b"\n\n").is_err());

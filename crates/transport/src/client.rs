@@ -422,7 +422,9 @@ pub async fn perf(
         conn::connect(opts, Some(req.encode())).await?
     } else {
         let mut c = conn::connect(opts, None).await?;
-        c.writer.write_msg(req.encode_with(opts.token.as_ref())).await?;
+        c.writer
+            .write_msg(req.encode_with(opts.token.as_ref()))
+            .await?;
         c
     };
     let reply = c.reader.read_reply().await?;

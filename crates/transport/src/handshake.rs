@@ -4,8 +4,7 @@
 use crate::stream::{SecureReader, SecureWriter, BULK_BUF};
 use anyhow::{anyhow, Context, Result};
 use nena_proto::{
-    ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake,
-    Session,
+    ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake, Session,
 };
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

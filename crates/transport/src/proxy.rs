@@ -24,8 +24,8 @@ use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
 use anyhow::{Context, Result};
 use nena_proto::SessionInfo;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -237,7 +237,13 @@ pub struct ProxyLimits {
 
 /// The log line of a finished proxy session: bytes each way, the mode, and how the nena
 /// side's bytes were split across the paths.
-fn session_line(inbound: u64, outbound: u64, gone: bool, mode: Option<SessionInfo>, split: &str) -> String {
+fn session_line(
+    inbound: u64,
+    outbound: u64,
+    gone: bool,
+    mode: Option<SessionInfo>,
+    split: &str,
+) -> String {
     format!(
         "session done ({inbound} B in, {outbound} B out{}); mode {}; subflows: {split}",
         if gone {

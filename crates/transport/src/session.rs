@@ -106,9 +106,9 @@ mod tests {
     use super::*;
     use crate::access::Access;
     use crate::files::{client_get, client_put};
-    use crate::wire::AccessToken;
     use crate::handshake::secure_pair;
     use crate::stream::{SecureReader, SecureWriter};
+    use crate::wire::AccessToken;
     use std::path::Path;
     #[allow(unused_imports)]
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -423,7 +423,12 @@ mod tests {
         );
     }
 
-    fn limited(dir: &Path, max: Option<u64>, access: Access, token: Option<&[u8]>) -> SessionConfig {
+    fn limited(
+        dir: &Path,
+        max: Option<u64>,
+        access: Access,
+        token: Option<&[u8]>,
+    ) -> SessionConfig {
         SessionConfig {
             files: FileServerConfig {
                 max_file_size: max,
@@ -470,7 +475,10 @@ mod tests {
         assert!(reply.is_ok(), "{reply:?}");
         // 2^40 bytes without a limit: more than the disk holds (checked, not assumed).
         let free = crate::files::free_space(srv).unwrap();
-        assert!(free < 1 << 40, "this test needs less than 1 TiB free in /tmp");
+        assert!(
+            free < 1 << 40,
+            "this test needs less than 1 TiB free in /tmp"
+        );
         let cfg = limited(srv, None, Access::ReadWrite, None);
         let (reply, log) = ask(cfg, put(1 << 40), None).await;
         assert_eq!(reply.status, Status::NoSpace, "{reply:?}");
@@ -491,12 +499,27 @@ mod tests {
         let get = Request::Get {
             name: "there".into(),
         };
-        let (reply, _) = ask(limited(srv, None, Access::ReadOnly, None), put.clone(), None).await;
+        let (reply, _) = ask(
+            limited(srv, None, Access::ReadOnly, None),
+            put.clone(),
+            None,
+        )
+        .await;
         assert_eq!(reply.status, Status::Refused);
         assert!(reply.msg.contains("read-only"), "{reply:?}");
-        let (reply, _) = ask(limited(srv, None, Access::ReadOnly, None), get.clone(), None).await;
+        let (reply, _) = ask(
+            limited(srv, None, Access::ReadOnly, None),
+            get.clone(),
+            None,
+        )
+        .await;
         assert!(reply.is_ok() && reply.size == 7, "{reply:?}");
-        let (reply, _) = ask(limited(srv, None, Access::WriteOnly, None), get.clone(), None).await;
+        let (reply, _) = ask(
+            limited(srv, None, Access::WriteOnly, None),
+            get.clone(),
+            None,
+        )
+        .await;
         assert_eq!(reply.status, Status::Refused);
         assert!(reply.msg.contains("write-only"), "{reply:?}");
 
@@ -537,20 +560,19 @@ mod tests {
         let srv_dir = tmpdir("wirenames");
         let srv = srv_dir.path();
         let long = "x".repeat(300);
-        let mut cases: Vec<Vec<u8>> = Vec::new();
-        // Over 255 bytes (PUT and GET).
-        cases.push(
+        let cases: Vec<Vec<u8>> = vec![
+            // Over 255 bytes (PUT and GET).
             Request::Put {
                 name: long.clone(),
                 size: 1,
             }
             .encode(),
-        );
-        cases.push(Request::Get { name: long }.encode());
-        // Not UTF-8.
-        cases.push(b"nAP1\x02\x00\x02\xff\xfe".to_vec());
-        // Length 0xffff (the name itself never comes).
-        cases.push(b"nAP1\x01\xff\xff".to_vec());
+            Request::Get { name: long }.encode(),
+            // Not UTF-8.
+            b"nAP1\x02\x00\x02\xff\xfe".to_vec(),
+            // Length 0xffff (the name itself never comes).
+            b"nAP1\x01\xff\xff".to_vec(),
+        ];
         for raw in cases {
             let (mut r, mut w, server) = connect(srv, false);
             w.write_msg(raw.clone()).await.unwrap();
@@ -565,7 +587,10 @@ mod tests {
         w.write_msg(b"nAP1\x09".to_vec()).await.unwrap();
         let reply = r.read_reply().await.unwrap();
         assert_eq!(reply.status, Status::Refused);
-        assert!(reply.msg.contains("unknown request operation 9"), "{reply:?}");
+        assert!(
+            reply.msg.contains("unknown request operation 9"),
+            "{reply:?}"
+        );
         assert!(server.await.unwrap().is_err());
         assert!(entries(srv).is_empty());
     }

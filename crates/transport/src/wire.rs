@@ -700,7 +700,10 @@ mod tests {
              3a 3a 3a 3a \"::::\", expected 6e 41 50 31 \"nAP1\")"
         );
         let e = RequestMsg::decode(&[0x16, 0x03, 0x01, 0x00]).unwrap_err();
-        assert!(e.to_string().contains("first bytes were 16 03 01 00,"), "{e}");
+        assert!(
+            e.to_string().contains("first bytes were 16 03 01 00,"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, Suite};
+use nena_transport::access::{self, Access, Limits};
 use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
-use nena_transport::access::{self, Access, Limits};
 use nena_transport::files::FileServerConfig;
 use nena_transport::proxy::{self, ProxyLimits};
 use nena_transport::server::{self, ServeOptions};
@@ -376,8 +376,8 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     let token = match &a.token_file {
         Some(_) if a.raw => {
             return Err(Exit::usage(anyhow!(
-                "--token-file needs nena sessions: a --raw listener would take the token in the clear"
-            )))
+            "--token-file needs nena sessions: a --raw listener would take the token in the clear"
+        )))
         }
         Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
         None => None,

@@ -7,11 +7,29 @@ mod transfer_common;
 use std::time::{Duration, Instant};
 use transfer_common::*;
 
-/// `nena ARGS PATHS...` in the client host: (exit code, stdout, stderr).
+/// `nena ARGS PATHS...` in the client host: (exit code, stdout, stderr). A client still
+/// running after 30 s (a server that took a 1 TiB upload) is killed and fails the test.
 fn run(lab: &nena_lab::Lab, args: &[&str]) -> (Option<i32>, String, String) {
     let mut a = args.to_vec();
     a.extend_from_slice(&PATHS);
-    let out = client(lab, &a);
+    let mut cmd = lab.command(nena_lab::Host::Client, NENA, &a);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "nena {a:?} still running after 30 s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

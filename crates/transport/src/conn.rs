@@ -49,7 +49,7 @@ pub struct ClientOptions {
     pub dump_first_flight: Option<PathBuf>,
     /// Buffer per direction of the session ([`crate::stream::BULK_BUF`] for files and perf).
     pub buffer: usize,
-    /// Access token sent with the request, inside the protected session (`--token-file`).
+    /// Access token sent with the request, inside the session (`--token-file`).
     pub token: Option<crate::wire::AccessToken>,
 }
 

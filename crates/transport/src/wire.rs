@@ -15,8 +15,9 @@
 //!   status u8 (0 = ok) | size u64 | msg_len u16 | msg (UTF-8, <= 1024 B)
 //! ```
 //!
-//! The access token (op bit 7, 1..=255 bytes) travels only inside the protected session,
-//! never in the clear. A request without it is encoded exactly as before the token existed,
+//! The access token (op bit 7, 1..=255 bytes) travels only inside the session, after the
+//! handshake, protected as the mode protects everything (`plain`: not at all); the raw
+//! baseline refuses it. A request without it is encoded exactly as before the token existed,
 //! so old clients and new servers (without `--token-file`) still understand each other;
 //! statuses 7..=9 are newer than the rest (an old client reports them as unknown).
 //!

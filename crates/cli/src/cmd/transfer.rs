@@ -128,7 +128,7 @@ pub struct ClientCommon {
     #[arg(long, hide = true, value_name = "FILE")]
     pub debug_dump_first_flight: Option<PathBuf>,
     /// Send the access token in FILE with the request (the server's --token-file; it
-    /// travels inside the protected session only).
+    /// travels inside the session, protected by its mode).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 }

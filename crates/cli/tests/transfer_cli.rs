@@ -141,3 +141,77 @@ fn bad_arguments_are_usage_errors() {
         assert!(err.contains(needle), "nena {args:?}: {err}");
     }
 }
+
+#[test]
+fn bad_limits_and_token_files_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "tooshort\n").unwrap();
+    let short_s = short.to_str().unwrap();
+    let good = dir.path().join("good");
+    std::fs::write(&good, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let good_s = good.to_str().unwrap();
+    let listen = ["serve", "--listen", "198.18.3.2:7000", "--dir", dir_s];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        listen
+            .iter()
+            .chain(extra.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--read-only", "--write-only"]), "--write-only"),
+        (with(&["--max-file-size", "12x"]), "unit"),
+        (
+            [with(&["--token-file"]), vec![short_s.to_string()]].concat(),
+            "at least 16",
+        ),
+        (
+            [with(&["--token-file"]), vec!["/nonexistent/token".into()]].concat(),
+            "/nonexistent/token",
+        ),
+        (
+            [with(&["--raw", "--token-file"]), vec![good_s.to_string()]].concat(),
+            "in the clear",
+        ),
+        (
+            [
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+                "--raw",
+                "--token-file",
+                good_s,
+            ]
+            .map(String::from)
+            .to_vec(),
+            "in the clear",
+        ),
+        (
+            [
+                "proxy",
+                "client",
+                "--listen",
+                "127.0.0.1:7302",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+                "--token-file",
+                good_s,
+            ]
+            .map(String::from)
+            .to_vec(),
+            "--token-file is for send, get and perf",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "nena {args:?}: {err}");
+        assert!(err.contains(needle), "nena {args:?}: {err}");
+    }
+}

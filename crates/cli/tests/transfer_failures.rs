@@ -221,3 +221,79 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("MPTCP is disabled"), "{err}");
 }
+
+/// A plain TCP relay in the server host: listens on `listen` (so an MPTCP client falls back
+/// to plain TCP) and carries each connection to `target` over plain TCP (so the nena server
+/// sees a fallback connection too): MPTCP stripped on the way, as by a middlebox.
+fn plain_tcp_relay(lab: &nena_lab::Lab, listen: SocketAddr, target: SocketAddr) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(listen).unwrap();
+        tx.send(()).unwrap();
+        {
+            let Ok((a, _)) = l.accept() else { return };
+            let b = std::net::TcpStream::connect(target).unwrap();
+            let (mut a2, mut b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut a2, &mut b2);
+                let _ = b2.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut a, mut b) = (a, b);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut b, &mut a);
+                let _ = a.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn a_server_that_refuses_fallback_says_so_to_a_client_that_allowed_it() {
+    let lab = lab();
+    let srv = TempDir::new("fbref");
+    let s = serve(&lab, 7300, srv.path(), &[]);
+    let relay = SocketAddr::new(lab.server_addr(), 7301);
+    plain_tcp_relay(&lab, relay, SocketAddr::new(lab.server_addr(), 7300));
+    let to = relay.to_string();
+    let mut args = vec![
+        "perf",
+        "--to",
+        &to,
+        "--bytes",
+        "1M",
+        "--timeout",
+        "5",
+        "--allow-fallback",
+    ];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("reached it as plain TCP") && err.contains("refuses fallback"),
+        "{err}"
+    );
+    assert!(!err.contains("peer closed the connection"), "{err}");
+    // (the other line is nena-mptcp's warning that the connection fell back)
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("nena: ")).count(),
+        1,
+        "one-line error: {err}"
+    );
+    s.wait_stderr("plain TCP, not MPTCP", Duration::from_secs(5));
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let lab = lab();
+    // Nothing listens on this port: "Connection refused", once.
+    let to = server(&lab, 7399);
+    let mut args = vec!["perf", "--to", &to, "--bytes", "1M", "--timeout", "3"];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    assert!(err.contains(&format!("cannot connect to {to}")), "{err}");
+}

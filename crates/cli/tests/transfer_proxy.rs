@@ -86,3 +86,145 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .count();
     assert!(failures(ps.stderr()).len() <= retries, "{}", ps.stderr());
 }
+
+/// What the plain TCP target of [`clean_ends_through_both_proxies`] saw on one connection.
+#[derive(Debug)]
+struct TargetSaw {
+    received: Vec<u8>,
+    /// An error on the target's socket (a reset where a clean end was due).
+    error: Option<String>,
+}
+
+/// A plain TCP target in the server host: per connection, reads everything until the
+/// client's end, answers `got N bytes`, closes its side and reports what it saw.
+fn recording_target(
+    lab: &nena_lab::Lab,
+    addr: SocketAddr,
+    conns: usize,
+) -> std::sync::mpsc::Receiver<TargetSaw> {
+    use std::io::{Read, Write};
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        ready_tx.send(()).unwrap();
+        for _ in 0..conns {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut received = Vec::new();
+            let mut error = s.read_to_end(&mut received).err().map(|e| e.to_string());
+            if error.is_none() {
+                let answer = format!("got {} bytes", received.len());
+                if let Err(e) = s.write_all(answer.as_bytes()) {
+                    error = Some(e.to_string());
+                }
+                if let Err(e) = s.shutdown(std::net::Shutdown::Write) {
+                    error.get_or_insert(e.to_string());
+                }
+            }
+            tx.send(TargetSaw { received, error }).unwrap();
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    rx
+}
+
+/// A plain TCP client and server through both proxies end cleanly on every side: the
+/// client's half-close reaches the target, the target's answer and end reach the client, and
+/// neither proxy warns. The proxies log the mode and the split across the paths. The bytes
+/// the client sends look like an HTTP CONNECT to another host: the target at --forward gets
+/// them verbatim (the proxy server is no relay a client can point elsewhere).
+#[test]
+fn clean_ends_through_both_proxies() {
+    use std::io::{Read, Write};
+    let lab = lab();
+    let target: SocketAddr = "127.0.0.1:7310".parse().unwrap();
+    let saw = recording_target(&lab, target, 2);
+    let listen = server(&lab, 7311);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7310",
+        ],
+    );
+    let mut args = vec![
+        "-v",
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7312",
+        "--to",
+        &listen,
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+    let entry: SocketAddr = "127.0.0.1:7312".parse().unwrap();
+
+    // 1. Half-close: send, end our side, read the whole answer.
+    let mut request = b"CONNECT 198.18.3.2:22 HTTP/1.1\r\nHost: 198.18.3.2:22\r\n\r\n".to_vec();
+    request.extend(testing::session_payload(1, 3 << 20));
+    let sent = request.clone();
+    let answer = lab
+        .run_in(Host::Client, move || {
+            let mut s = std::net::TcpStream::connect(entry).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(&request).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).map(|_| answer)
+        })
+        .unwrap()
+        .expect("the client's end must be clean");
+    assert_eq!(answer, format!("got {} bytes", sent.len()).as_bytes());
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert!(
+        t.received == sent,
+        "the target got other bytes than the client sent"
+    );
+
+    // 2. As iperf3 ends a data stream: send, then close the socket whole without reading
+    //    (the answer comes to a closed socket).
+    let payload = testing::session_payload(2, 4 << 20);
+    let len = payload.len();
+    lab.run_in(Host::Client, move || {
+        let mut s = std::net::TcpStream::connect(entry).unwrap();
+        s.write_all(&payload).unwrap();
+        drop(s);
+    })
+    .unwrap();
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert_eq!(t.received.len(), len);
+
+    // Both sessions done on both proxies, with mode and split, and no warning anywhere.
+    let done = |p: &Proc| -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = p.stderr();
+            if log.matches("session done").count() >= 2 || std::time::Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let pcl = done(&pc);
+    let psl = done(&ps);
+    for (name, log) in [("proxy client", &pcl), ("proxy server", &psl)] {
+        assert_eq!(log.matches("session done").count(), 2, "{name}:\n{log}");
+        assert!(!log.contains("WARN"), "{name} warned:\n{log}");
+        for line in log.lines().filter(|l| l.contains("session done")) {
+            assert!(
+                line.contains("mode aead") && line.contains("subflows:") && line.contains("acked"),
+                "{name}: {line}"
+            );
+        }
+    }
+}

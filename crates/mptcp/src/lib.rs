@@ -130,7 +130,7 @@ pub enum MptcpError {
     Unsupported(String),
     #[error("connection fell back to plain TCP; pass --allow-fallback to accept")]
     Fallback,
-    #[error("cannot connect to {remote}: {source}")]
+    #[error("cannot connect to {remote}")]
     Connect {
         remote: SocketAddr,
         #[source]

@@ -305,6 +305,7 @@ impl ClientHandshake {
                     c.finish("trailing bytes after the reject")?;
                     HandshakeError::NoCommonMode {
                         offered: self.cfg.offer.clone(),
+                        unknown: Vec::new(),
                         accepted: ids
                             .iter()
                             .filter_map(|&id| Mode::from_wire_id(id))

@@ -20,12 +20,15 @@ pub enum HandshakeError {
     /// The client offers no mode the server accepts.
     #[error(
         "no common mode: the client offers {}, the server accepts {}",
-        ModeList(offered),
+        offer_text(offered, unknown),
         ModeList(accepted)
     )]
     NoCommonMode {
-        /// The client's offer (modes unknown to this side are left out).
+        /// The client's offer of modes this side knows.
         offered: Vec<Mode>,
+        /// Wire ids of offered modes this side does not know (a newer peer's), in the
+        /// order offered. Always empty on the client, which knows what it offered.
+        unknown: Vec<u8>,
         /// The server's accepted modes (modes unknown to this side are left out).
         accepted: Vec<Mode>,
     },
@@ -70,6 +73,21 @@ pub enum HandshakeError {
     /// X25519 with the peer's share gives zero: the share is a low-order point.
     #[error("the peer's X25519 key share is a low-order point (the shared secret would be zero)")]
     ZeroSharedSecret,
+}
+
+/// `[plain]`, `[plain] and modes unknown to this server (ids 0x42)`, or
+/// `only modes unknown to this server (ids 0x42, 0x43)`.
+fn offer_text(offered: &[Mode], unknown: &[u8]) -> String {
+    if unknown.is_empty() {
+        return ModeList(offered).to_string();
+    }
+    let ids: Vec<String> = unknown.iter().map(|i| format!("{i:#04x}")).collect();
+    let ids = format!("modes unknown to this server (ids {})", ids.join(", "));
+    if offered.is_empty() {
+        format!("only {ids}")
+    } else {
+        format!("{} and {ids}", ModeList(offered))
+    }
 }
 
 fn closed_msg(received: usize) -> String {
@@ -125,6 +143,9 @@ pub enum RejectReason {
     Malformed,
     /// The hello announced more than the maximum length.
     TooLong,
+    /// The connection reached the server as plain TCP (MPTCP fell back) and the server does
+    /// not accept fallback. Sent by the transport, not by the handshake's state machine.
+    FallbackRefused,
     /// A code this build does not know (sent by a newer server).
     Other(u8),
 }
@@ -137,6 +158,7 @@ impl RejectReason {
             RejectReason::NoCommonMode => 0x02,
             RejectReason::Malformed => 0x03,
             RejectReason::TooLong => 0x04,
+            RejectReason::FallbackRefused => 0x05,
             RejectReason::Other(c) => c,
         }
     }
@@ -148,6 +170,7 @@ impl RejectReason {
             0x02 => RejectReason::NoCommonMode,
             0x03 => RejectReason::Malformed,
             0x04 => RejectReason::TooLong,
+            0x05 => RejectReason::FallbackRefused,
             c => RejectReason::Other(c),
         }
     }
@@ -162,6 +185,10 @@ impl fmt::Display for RejectReason {
             RejectReason::NoCommonMode => f.write_str("it accepts none of the modes we offered"),
             RejectReason::Malformed => f.write_str("it found our hello malformed"),
             RejectReason::TooLong => f.write_str("our hello was too long"),
+            RejectReason::FallbackRefused => f.write_str(
+                "our connection reached it as plain TCP (MPTCP fell back on the way) and it \
+                 refuses fallback (a server accepts it only with --allow-fallback)",
+            ),
             RejectReason::Other(c) => write!(f, "unknown reason code {c:#04x}"),
         }
     }
@@ -214,8 +241,16 @@ mod tests {
                 "peer speaks nena protocol version 2, we speak version 1",
             ),
             (
-                HandshakeError::NoCommonMode { offered: vec![Mode::Plain], accepted: vec![Mode::Kato] },
+                HandshakeError::NoCommonMode { offered: vec![Mode::Plain], unknown: vec![], accepted: vec![Mode::Kato] },
                 "no common mode: the client offers [plain], the server accepts [kato]",
+            ),
+            (
+                HandshakeError::NoCommonMode { offered: vec![], unknown: vec![0x42, 0x7f], accepted: vec![Mode::Kato] },
+                "no common mode: the client offers only modes unknown to this server (ids 0x42, 0x7f), the server accepts [kato]",
+            ),
+            (
+                HandshakeError::NoCommonMode { offered: vec![Mode::Plain], unknown: vec![0x05], accepted: vec![Mode::Kato] },
+                "no common mode: the client offers [plain] and modes unknown to this server (ids 0x05), the server accepts [kato]",
             ),
             (
                 HandshakeError::ClosedEarly { received: 0 },
@@ -224,6 +259,12 @@ mod tests {
             (
                 HandshakeError::ClosedEarly { received: 3 },
                 "peer closed the connection in the middle of its nena handshake message (after 3 bytes)",
+            ),
+            (
+                HandshakeError::PeerRejected(RejectReason::FallbackRefused),
+                "the server rejected our nena hello: our connection reached it as plain TCP (MPTCP \
+                 fell back on the way) and it refuses fallback (a server accepts it only with \
+                 --allow-fallback)",
             ),
             (
                 HandshakeError::PeerRejected(RejectReason::Other(0x7f)),

@@ -117,7 +117,7 @@ impl ServerHandshake {
         };
         let hello = self.reader.message();
         let (_, body) = self.reader.frame();
-        let offers = parse_hello(body).map_err(malformed)?;
+        let (offers, unknown) = parse_hello(body).map_err(malformed)?;
         let chosen = self
             .accept
             .iter()
@@ -131,6 +131,7 @@ impl ServerHandshake {
                 reply: Some(reject(RejectReason::NoCommonMode, &detail)),
                 error: HandshakeError::NoCommonMode {
                     offered: offers.iter().map(|o| o.mode).collect(),
+                    unknown,
                     accepted: self.accept.clone(),
                 },
             });
@@ -186,6 +187,13 @@ impl ServerHandshake {
             consumed,
             value: (reply, Session::new(Role::Server, keys)),
         })
+    }
+
+    /// A reject message with `reason` and no detail, for refusals the transport decides
+    /// itself ([`RejectReason::FallbackRefused`]): write it after reading the client's hello
+    /// (so that closing does not reset the connection under it), then close.
+    pub fn refusal(reason: RejectReason) -> Vec<u8> {
+        reject(reason, &[])
     }
 
     /// The client closed its side before its hello was complete: the error to report.
@@ -254,9 +262,10 @@ impl CryptoOffer {
     }
 }
 
-/// Parses and validates a hello body. Offers of modes unknown to this build
-/// are skipped (a newer client may offer them), but must still be well-formed.
-fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
+/// Parses and validates a hello body: the offers of modes this build knows, and the wire ids
+/// of the others. Offers of unknown modes are skipped (a newer client may offer them), but
+/// must still be well-formed.
+fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError> {
     let mut c = Cursor::new(body);
     let n = c.u8("empty hello")? as usize;
     if n == 0 {
@@ -267,6 +276,7 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
     }
     let mut seen = Vec::with_capacity(n);
     let mut offers: Vec<Offer<'_>> = Vec::with_capacity(n);
+    let mut unknown = Vec::new();
     for _ in 0..n {
         let id = c.u8("offer list overruns the hello")?;
         let klen = c.u8("offer list overruns the hello")? as usize;
@@ -276,6 +286,7 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
         }
         seen.push(id);
         let Some(mode) = Mode::from_wire_id(id) else {
+            unknown.push(id);
             continue;
         };
         if klen != mode.key_material_len() {
@@ -316,5 +327,5 @@ fn parse_hello(body: &[u8]) -> Result<Vec<Offer<'_>>, HandshakeError> {
         offers.push(Offer { mode, key });
     }
     c.finish("trailing bytes after the offers")?;
-    Ok(offers)
+    Ok((offers, unknown))
 }

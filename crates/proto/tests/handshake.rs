@@ -385,6 +385,7 @@ fn no_common_mode_both_sides_see_the_same_error() {
     let err = s.read(c.first_flight()).unwrap_err();
     let want = HandshakeError::NoCommonMode {
         offered: vec![Mode::Plain],
+        unknown: vec![],
         accepted: vec![Mode::Kato],
     };
     assert_eq!(err.error, want);
@@ -401,6 +402,7 @@ fn no_common_mode_both_sides_see_the_same_error() {
         c.read(&err.reply.unwrap()).unwrap_err(),
         HandshakeError::NoCommonMode {
             offered: vec![Mode::Kato, Mode::Plain],
+            unknown: vec![],
             accepted: vec![]
         }
     );
@@ -486,16 +488,22 @@ fn unknown_modes_from_a_newer_client_are_skipped() {
     };
     assert_eq!(ss.mode(), Mode::Kato);
     assert_eq!(reply, wire_accept(Mode::Kato));
-    // Only unknown modes: no common mode, with the unknown ones left out of the list.
+    // Only unknown modes: no common mode, and the server's error names their ids.
     let err = server(&[Mode::Kato])
-        .read(&hello_with_body(&[1, 0x42, 0]))
+        .read(&hello_with_body(&[2, 0x42, 0, 0x43, 0]))
         .unwrap_err();
     assert_eq!(
         err.error,
         HandshakeError::NoCommonMode {
             offered: vec![],
+            unknown: vec![0x42, 0x43],
             accepted: vec![Mode::Kato]
         }
+    );
+    assert_eq!(
+        err.error.to_string(),
+        "no common mode: the client offers only modes unknown to this server (ids 0x42, 0x43), \
+         the server accepts [kato]"
     );
 }
 
@@ -746,4 +754,19 @@ fn debug_output_never_shows_keys() {
         assert!(!text.contains(", 1") && !text.contains("0x"), "{text}");
         assert!(text.contains("Aead"), "{text}");
     }
+}
+
+#[test]
+fn a_fallback_refusal_reaches_the_client_as_such() {
+    let msg = ServerHandshake::refusal(RejectReason::FallbackRefused);
+    assert_eq!(
+        msg,
+        [&MAGIC[..], &[VERSION, 0x03, 0x00, 0x01, 0x05]].concat()
+    );
+    let e = client(&[Mode::Kato]).read(&msg).unwrap_err();
+    assert_eq!(
+        e,
+        HandshakeError::PeerRejected(RejectReason::FallbackRefused)
+    );
+    assert!(e.to_string().contains("plain TCP"), "{e}");
 }

@@ -25,7 +25,8 @@ pub struct Paths {
 }
 
 impl Paths {
-    fn of(c: &ClientConn) -> Paths {
+    /// What the connection of `c` is now.
+    pub fn of(c: &ClientConn) -> Paths {
         match c.paths() {
             Some(PathReport {
                 mptcp,
@@ -45,7 +46,10 @@ impl Paths {
         }
     }
 
-    /// `multipath over 2 subflows: 198.18.1.2 12.3 MB, 198.18.2.2 10.1 MB` and the like.
+    /// `multipath over 2 subflow(s): 198.18.1.2 (trusted) acked 12.3 MiB recv 1.0 KiB, ...`.
+    /// Per subflow: the bytes the peer acknowledged (what crossed; a subflow's "sent" also
+    /// counts segments a local rate limiter dropped and retransmissions) and the bytes
+    /// received.
     pub fn describe(&self) -> String {
         if !self.mptcp {
             return "plain TCP (MPTCP fell back)".into();
@@ -55,10 +59,10 @@ impl Paths {
             .iter()
             .map(|s| {
                 format!(
-                    "{} ({}) sent {} recv {}",
+                    "{} ({}) acked {} recv {}",
                     s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
                     format!("{:?}", s.trust).to_lowercase(),
-                    human(s.subflow.bytes_sent),
+                    human(s.subflow.bytes_acked),
                     human(s.subflow.bytes_received)
                 )
             })
@@ -205,11 +209,19 @@ pub async fn send(
     };
     let start = Instant::now();
     let progress: Option<Progress<'_>> = Some(&tick);
-    let out = files::client_put(&mut c.reader, &mut c.writer, path, name, progress, |size| {
-        if let Some(pb) = &pb {
-            pb.set_length(size)
-        }
-    })
+    let out = files::client_put(
+        &mut c.reader,
+        &mut c.writer,
+        path,
+        name,
+        opts.token.as_ref(),
+        progress,
+        |size| {
+            if let Some(pb) = &pb {
+                pb.set_length(size)
+            }
+        },
+    )
     .await;
     transfer_report("send", out, pb, start, &c)
 }
@@ -239,6 +251,7 @@ pub async fn get(
         name,
         dest,
         overwrite,
+        opts.token.as_ref(),
         Some(&tick),
         |size| {
             if let Some(pb) = &pb {
@@ -275,24 +288,56 @@ pub struct IntervalReport {
     pub mbit_s_received: f64,
     /// Cumulative bytes per subflow at the end of the interval.
     pub subflows: Vec<SubflowBytes>,
+    /// Bytes per subflow in this interval (acknowledged by the peer / received).
+    pub subflows_interval: Vec<SubflowDelta>,
+}
+
+/// What one subflow carried in one interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubflowDelta {
+    pub local: Option<std::net::SocketAddr>,
+    pub remote: Option<std::net::SocketAddr>,
+    /// Bytes the peer acknowledged on this subflow in the interval.
+    pub acked: u64,
+    pub received: u64,
+}
+
+/// Per-subflow bytes between two snapshots (a subflow is known by its addresses; one that
+/// is new since `prev` counts from 0).
+pub fn subflow_deltas(prev: &[SubflowBytes], cur: &[SubflowBytes]) -> Vec<SubflowDelta> {
+    cur.iter()
+        .map(|c| {
+            let p = prev
+                .iter()
+                .find(|p| (p.local, p.remote) == (c.local, c.remote));
+            SubflowDelta {
+                local: c.local,
+                remote: c.remote,
+                acked: c.bytes_acked.saturating_sub(p.map_or(0, |p| p.bytes_acked)),
+                received: c
+                    .bytes_received
+                    .saturating_sub(p.map_or(0, |p| p.bytes_received)),
+            }
+        })
+        .collect()
 }
 
 impl IntervalReport {
     pub fn line(&self) -> String {
         let sf: Vec<String> = self
-            .subflows
+            .subflows_interval
             .iter()
             .map(|s| {
                 format!(
                     "{} {}/{}",
                     s.local.map_or("?".into(), |a| a.ip().to_string()),
-                    human(s.bytes_sent),
-                    human(s.bytes_received)
+                    human(s.acked),
+                    human(s.received)
                 )
             })
             .collect();
         format!(
-            "[{:6.2}-{:6.2}s] sent {:>10} {:8.1} Mbit/s  received {:>10} {:8.1} Mbit/s  subflows sent/recv: {}",
+            "[{:6.2}-{:6.2}s] sent {:>10} {:8.1} Mbit/s  received {:>10} {:8.1} Mbit/s  subflows acked/recv: {}",
             self.sample.t - self.sample.secs,
             self.sample.t,
             human(self.sample.sent),
@@ -371,10 +416,15 @@ pub async fn perf(
         millis,
     });
     let mut c = if opts.raw {
+        if opts.token.is_some() {
+            bail!("an access token needs a nena session (raw sends the request in the clear)");
+        }
         conn::connect(opts, Some(req.encode())).await?
     } else {
         let mut c = conn::connect(opts, None).await?;
-        c.writer.write_msg(req.encode()).await?;
+        c.writer
+            .write_msg(req.encode_with(opts.token.as_ref()))
+            .await?;
         c
     };
     let reply = c.reader.read_reply().await?;
@@ -392,6 +442,7 @@ pub async fn perf(
     };
     let counters = Counters::default();
     let mut intervals = Vec::new();
+    let mut last: Vec<SubflowBytes> = Vec::new();
     let gate = &c.gate;
     let (reader, writer) = (&mut c.reader, &mut c.writer);
     let (outcome, mark) = perf::with_mark(
@@ -400,15 +451,18 @@ pub async fn perf(
             &counters,
             p.interval,
             |s| {
-                let subflows = gate
+                let subflows: Vec<SubflowBytes> = gate
                     .classified()
                     .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
                     .unwrap_or_default();
+                let subflows_interval = subflow_deltas(&last, &subflows);
+                last = subflows.clone();
                 let r = IntervalReport {
                     sample: s,
                     mbit_s_sent: perf::mbit_s(s.sent, s.secs),
                     mbit_s_received: perf::mbit_s(s.received, s.secs),
                     subflows,
+                    subflows_interval,
                 };
                 on_interval(&r);
                 intervals.push(r);
@@ -490,4 +544,52 @@ pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
         .enable_all()
         .build()?;
     Ok(rt.block_on(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sb(local: &str, acked: u64, received: u64) -> SubflowBytes {
+        SubflowBytes {
+            local: Some(local.parse().unwrap()),
+            remote: Some("198.18.3.2:7000".parse().unwrap()),
+            bytes_sent: acked * 2, // what a dropping rate limiter makes of it
+            bytes_acked: acked,
+            bytes_received: received,
+        }
+    }
+
+    #[test]
+    fn interval_lines_show_each_interval_and_acknowledged_bytes() {
+        let t1 = vec![sb("198.18.1.2:40000", 1 << 20, 10)];
+        let t2 = vec![
+            sb("198.18.1.2:40000", 3 << 20, 30),
+            sb("198.18.2.2:40001", 1 << 20, 5),
+        ];
+        let d = subflow_deltas(&t1, &t2);
+        assert_eq!((d[0].acked, d[0].received), (2 << 20, 20));
+        // A subflow that appeared in the interval counts from zero.
+        assert_eq!((d[1].acked, d[1].received), (1 << 20, 5));
+        let r = IntervalReport {
+            sample: Sample {
+                t: 2.0,
+                secs: 1.0,
+                sent: 3 << 20,
+                received: 0,
+            },
+            mbit_s_sent: 25.2,
+            mbit_s_received: 0.0,
+            subflows: t2.clone(),
+            subflows_interval: d,
+        };
+        let line = r.line();
+        assert!(
+            line.ends_with("subflows acked/recv: 198.18.1.2 2.0 MiB/20 B, 198.18.2.2 1.0 MiB/5 B"),
+            "{line}"
+        );
+        // A counter that went back (a subflow replaced by one with the same addresses) is
+        // not a negative number.
+        assert_eq!(subflow_deltas(&t2, &t1)[0].acked, 0);
+    }
 }

@@ -50,6 +50,8 @@ pub struct ClientOptions {
     pub dump_first_flight: Option<PathBuf>,
     /// Buffer per direction of the session ([`crate::stream::BULK_BUF`] for files and perf).
     pub buffer: usize,
+    /// Access token sent with the request, inside the session (`--token-file`).
+    pub token: Option<crate::wire::AccessToken>,
 }
 
 impl ClientOptions {
@@ -67,6 +69,7 @@ impl ClientOptions {
             raw: false,
             dump_first_flight: None,
             buffer: crate::stream::BULK_BUF,
+            token: None,
         }
     }
 }
@@ -277,11 +280,13 @@ pub async fn accept(
     opts: &AcceptOptions,
 ) -> Result<ServerConn> {
     let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
-    if fallback && !opts.allow_fallback {
-        bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
-    }
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();
+    if fallback && !opts.allow_fallback {
+        // A nena client (one that allowed fallback on its side) is told why.
+        crate::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
+        bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
+    }
     if opts.raw {
         let (reader, writer) = secure_pair_with(None, Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
@@ -304,12 +309,15 @@ pub async fn accept(
     })
 }
 
-/// Bytes per subflow, for reports.
-#[derive(Debug, Clone, Serialize)]
+/// Bytes per subflow, for reports. `bytes_sent` counts what the subflow handed to the
+/// network, retransmissions and segments dropped on the way out (a local rate limiter)
+/// included; `bytes_acked` what the peer acknowledged: what crossed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SubflowBytes {
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
     pub bytes_sent: u64,
+    pub bytes_acked: u64,
     pub bytes_received: u64,
 }
 
@@ -319,9 +327,31 @@ impl From<&SubflowInfo> for SubflowBytes {
             local: s.local,
             remote: s.remote,
             bytes_sent: s.bytes_sent,
+            bytes_acked: s.bytes_acked,
             bytes_received: s.bytes_received,
         }
     }
+}
+
+/// The split across paths for a server's log line, each subflow named by the client's end:
+/// `198.18.1.2:40000 acked 1.2 MiB recv 3.0 KiB, ...` (`none` when the socket has no
+/// subflows to show, e.g. after a fallback).
+pub fn describe_split(subflows: &[SubflowBytes]) -> String {
+    if subflows.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = subflows
+        .iter()
+        .map(|s| {
+            format!(
+                "{} acked {} recv {}",
+                s.remote.map_or("?".into(), |a| a.to_string()),
+                crate::client::human(s.bytes_acked),
+                crate::client::human(s.bytes_received)
+            )
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// The subflows of a socket (empty when it is not MPTCP or cannot be read).

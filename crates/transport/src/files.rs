@@ -5,13 +5,19 @@
 //! looks complete; on any error the temporary file is removed. Without `overwrite` the final
 //! step is a hard link, which fails atomically if the name exists (no race between check and
 //! rename); with it, a rename.
+//!
+//! Before answering "ok" to a PUT the server checks the announced size against
+//! `--max-file-size` and the free space of DIR (`statvfs`, minus what concurrent uploads were
+//! promised; see [`crate::access`]), so a client cannot make it accept more than fits.
 
+use crate::access::SpaceLedger;
 use crate::names::check_name;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
-use crate::wire::{Reply, Request, Status, TRAILER_LEN};
+use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Size of the data buffer of one transfer direction.
@@ -157,6 +163,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w: &mut SecureWriter<W>,
     path: &Path,
     name: &str,
+    token: Option<&AccessToken>,
     progress: Option<Progress<'_>>,
     on_size: impl FnOnce(u64),
 ) -> Result<FileOutcome> {
@@ -175,7 +182,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             name: name.to_owned(),
             size,
         }
-        .encode(),
+        .encode_with(token),
     )
     .await
     .context("sending the request")?;
@@ -210,6 +217,7 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     name: &str,
     dest: &Path,
     overwrite: bool,
+    token: Option<&AccessToken>,
     progress: Option<Progress<'_>>,
     on_size: impl FnOnce(u64),
 ) -> Result<FileOutcome> {
@@ -225,7 +233,7 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Request::Get {
             name: name.to_owned(),
         }
-        .encode(),
+        .encode_with(token),
     )
     .await
     .context("sending the request")?;
@@ -280,6 +288,36 @@ pub struct FileServerConfig {
     pub dir: PathBuf,
     /// Replace existing files on PUT.
     pub overwrite: bool,
+    /// Refuse a PUT announcing more than this many bytes.
+    pub max_file_size: Option<u64>,
+    /// Space promised to the uploads in progress (shared by all sessions).
+    pub space: Arc<SpaceLedger>,
+}
+
+impl FileServerConfig {
+    /// Files in `dir`, no overwriting, no size limit but the free space.
+    pub fn new(dir: impl Into<PathBuf>) -> FileServerConfig {
+        FileServerConfig {
+            dir: dir.into(),
+            overwrite: false,
+            max_file_size: None,
+            space: Arc::default(),
+        }
+    }
+}
+
+/// Bytes an unprivileged writer may still store in the file system of `dir` (`statvfs`:
+/// `f_bavail * f_frsize`).
+pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs writes one struct through the pointer; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// Server side of PUT. Returns a one-line summary for the log.
@@ -307,6 +345,25 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .await?;
         bail!("refused {name:?}: exists");
     }
+    // The size: within the limit, and it fits beside the uploads in progress. The
+    // reservation lasts until this function returns.
+    let dir = cfg.dir.clone();
+    let free = match tokio::task::spawn_blocking(move || free_space(&dir)).await {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            w.write_msg(Reply::err(Status::ServerError, "cannot read the free space").encode())
+                .await?;
+            return Err(e).context("reading the free space of the directory");
+        }
+        Err(e) => bail!("free-space task failed: {e}"),
+    };
+    let _reservation = match cfg.space.reserve(size, cfg.max_file_size, free) {
+        Ok(r) => r,
+        Err(reply) => {
+            w.write_msg(reply.encode()).await?;
+            bail!("refused {name:?}: {}: {}", reply.status, reply.msg);
+        }
+    };
     let (tmp, mut file) = match TempFile::create(&cfg.dir).await {
         Ok(t) => t,
         Err(e) => {

@@ -4,7 +4,7 @@
 use crate::stream::{SecureReader, SecureWriter, BULK_BUF};
 use anyhow::{anyhow, Context, Result};
 use nena_proto::{
-    ClientHandshake, HandshakeError, Progress, ServerConfig, ServerHandshake, Session,
+    ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake, Session,
 };
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -131,6 +131,51 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 timeout.as_secs_f64()
             )
         })?
+}
+
+/// Refuses a connection that fell back to plain TCP: reads the client's hello (within
+/// `timeout`) and, if the peer speaks nena, answers with a reject that says so
+/// ([`RejectReason::FallbackRefused`]) instead of just closing, so that a client that allowed
+/// fallback learns why. A peer that is not nena gets nothing, as in [`server_handshake`].
+/// The hello is read whole before answering, and the client's end awaited briefly after,
+/// so that closing does not reset the connection under the answer.
+pub async fn refuse_fallback<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut R,
+    w: &mut W,
+    timeout: Duration,
+) {
+    let work = async {
+        // Accepting no mode: the state machine reads the whole hello, then refuses it.
+        let Ok(secret) = random() else { return };
+        let mut hs = ServerHandshake::new(&ServerConfig::accepting(&[]), secret);
+        let mut buf = [0u8; 1024];
+        let speaks_nena = loop {
+            let n = match r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            match hs.read(&buf[..n]) {
+                Ok(Progress::NeedMore { .. }) => continue,
+                // Not reachable while accepting nothing; treat as nena all the same.
+                Ok(Progress::Done { .. }) => break true,
+                Err(rej) => break rej.reply.is_some(),
+            }
+        };
+        if !speaks_nena {
+            return;
+        }
+        let _ = w
+            .write_all(&ServerHandshake::refusal(RejectReason::FallbackRefused))
+            .await;
+        let _ = w.shutdown().await;
+        // Until the client closes (it does once it has read the refusal).
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, work).await;
 }
 
 /// Splits a session over the two halves of a stream, with buffers of `cap` bytes per
@@ -273,6 +318,40 @@ mod tests {
         .await
         .unwrap_err();
         assert!(err.to_string().contains("no nena answer"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_fallback_refusal_tells_a_nena_client_and_nothing_else() {
+        let (c, s) = tokio::io::duplex(4096);
+        let (mut cr, mut cw) = tokio::io::split(c);
+        let (mut sr, mut sw) = tokio::io::split(s);
+        let mut hs =
+            ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy().unwrap())
+                .unwrap();
+        cw.write_all(hs.first_flight()).await.unwrap();
+        let server = tokio::spawn(async move {
+            refuse_fallback(&mut sr, &mut sw, Duration::from_secs(5)).await;
+        });
+        let err = client_finish(&mut hs, &mut cr, &mut cw, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("plain TCP") && text.contains("refuses fallback"),
+            "{text}"
+        );
+        drop((cr, cw));
+        server.await.unwrap();
+        // Not nena: no answer at all.
+        let (c, s) = tokio::io::duplex(4096);
+        let (mut cr, mut cw) = tokio::io::split(c);
+        let (mut sr, mut sw) = tokio::io::split(s);
+        cw.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        refuse_fallback(&mut sr, &mut sw, Duration::from_secs(5)).await;
+        drop((sr, sw));
+        let mut got = Vec::new();
+        cr.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty(), "{got:?}");
     }
 
     #[tokio::test]

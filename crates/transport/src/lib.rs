@@ -3,6 +3,8 @@
 //! - [`wire`]: the small application protocol inside a nena session (requests, replies,
 //!   SHA-256 trailers, chunked perf streams), sans-IO.
 //! - [`names`]: which file names from the network the server accepts.
+//! - [`access`]: what a server lets a client do (access token, read-only / write-only, file
+//!   size and free space), sans-IO.
 //! - [`stream`]: the protected halves of a session ([`SecureReader`], [`SecureWriter`]).
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
@@ -11,6 +13,7 @@
 //! - [`bench`]: `nena bench transfer`.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
+pub mod access;
 pub mod bench;
 pub mod client;
 pub mod conn;

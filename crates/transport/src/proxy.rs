@@ -9,48 +9,184 @@
 //! queued beyond the session's buffers, so a slow side slows the other down (back-pressure)
 //! and memory is bounded by sessions x 2 x [`PROXY_BUF`]. When one side ends its direction
 //! cleanly, the proxy ends the same direction on the other side (half-close; in `aead` mode
-//! with the closing record) and keeps the other direction going until it ends too. When the
+//! with the closing record) and keeps the other direction going until it ends too. A plain
+//! peer that goes away (resets, or closes without reading the rest, as iperf3 does at the
+//! end of a test) ends the session cleanly, not as a failure (see [`bridge`]). When the
 //! nena side fails (an integrity failure, a truncated `aead` stream), the plain side is
 //! **reset**, not closed, so that the application sees an error instead of a short but
 //! seemingly complete stream. The proxy uses the nena handshake and then raw bytes: no
-//! application header.
+//! application header, so a client cannot choose where the proxy server connects: every
+//! session goes to its one `--forward` target (no open relay). Each end logs, per session,
+//! the mode and the bytes per subflow.
 
 use crate::conn::{self, AcceptOptions, ClientOptions};
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
 use anyhow::{Context, Result};
+use nena_proto::SessionInfo;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+/// How long a session keeps reading (and dropping) what the other proxy still sends after
+/// the plain side went away, waiting for that direction's clean end, before it aborts.
+pub const DRAIN_AFTER_PLAIN_RESET: Duration = Duration::from_secs(5);
+
+/// How a bridged session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bridged {
+    /// Bytes plain -> nena.
+    pub up: u64,
+    /// Bytes nena -> plain.
+    pub down: u64,
+    /// The plain peer reset or closed its socket under data still due to it (an
+    /// application that closes without reading the rest, as iperf3 does at the end of a
+    /// test). Not a failure of the proxy: the nena session still ended cleanly.
+    pub plain_gone: bool,
+}
+
+/// An error of the plain side's own socket (not of the nena session), tagged so the bridge
+/// can tell who failed.
+#[derive(Debug)]
+struct PlainSide(std::io::Error);
+
+impl std::fmt::Display for PlainSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for PlainSide {}
+
+fn tag(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), PlainSide(e))
+}
+
+/// The plain peer is gone (reset, or closed under our writes): the application's choice,
+/// handled as an end, not as a failure of the session.
+fn plain_peer_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    e.get_ref().is_some_and(|i| i.is::<PlainSide>())
+        && matches!(
+            e.kind(),
+            ConnectionReset | BrokenPipe | NotConnected | ConnectionAborted
+        )
+}
+
+/// A plain stream whose errors are tagged [`PlainSide`].
+struct Tagged<T>(T);
+
+impl<T: AsyncRead + Unpin> AsyncRead for Tagged<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf).map_err(tag)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Tagged<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf).map_err(tag)
+    }
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx).map_err(tag)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx).map_err(tag)
+    }
+}
+
 /// Relays both directions between a plain stream and a nena session until both ended.
-/// Returns (plain->nena bytes, nena->plain bytes). An error in either direction ends the
-/// session; [`relay`] also resets the plain TCP side then.
+///
+/// Each direction ends the way it ended on its source: a clean end (FIN, or `aead`'s closing
+/// record) is passed on as a clean end (half-close), so either side may keep sending after
+/// the other finished. When the plain peer goes away (a reset, or writes to a socket it
+/// closed), that is the application's end, not a failure: the nena direction toward it is
+/// read to its clean end and dropped (for at most [`DRAIN_AFTER_PLAIN_RESET`]) and the other
+/// is ended cleanly, so the other proxy sees clean ends too. Any other error (the nena
+/// session failed: an integrity failure, a truncated `aead` stream) ends the session with
+/// that error; [`relay`] then resets the plain TCP side.
 pub async fn bridge<PR, PW, SR, SW>(
-    mut plain_r: PR,
-    mut plain_w: PW,
+    plain_r: PR,
+    plain_w: PW,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
-) -> std::io::Result<(u64, u64)>
+) -> std::io::Result<Bridged>
 where
     PR: AsyncRead + Unpin,
     PW: AsyncWrite + Unpin,
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
+    let (mut plain_r, mut plain_w) = (Tagged(plain_r), Tagged(plain_w));
     let up = async {
-        let n = copy_in(&mut plain_r, sec_w, u64::MAX, |_| {}).await?;
+        let mut n = 0u64;
+        let gone = match copy_in(&mut plain_r, sec_w, u64::MAX, |b| n += b.len() as u64).await {
+            Ok(_) => false,
+            Err(e) if plain_peer_gone(&e) => true,
+            Err(e) => return Err(e),
+        };
         sec_w.shutdown().await?;
-        Ok::<_, std::io::Error>(n)
+        Ok::<_, std::io::Error>((n, gone))
     };
     let down = async {
-        let n = copy_out(sec_r, &mut plain_w, u64::MAX, |_| {}).await?;
-        plain_w.shutdown().await?;
-        Ok::<_, std::io::Error>(n)
+        let mut n = 0u64;
+        let copied = copy_out(sec_r, &mut plain_w, u64::MAX, |b| n += b.len() as u64).await;
+        let gone = match copied {
+            Ok(_) => match plain_w.shutdown().await {
+                Ok(()) => false,
+                Err(e) if plain_peer_gone(&e) => true,
+                Err(e) => return Err(e),
+            },
+            Err(e) if plain_peer_gone(&e) => {
+                // Nobody reads any more: take the rest off the session up to its clean end
+                // (it is still checked), and drop it.
+                let mut sink = tokio::io::sink();
+                let rest = copy_out(sec_r, &mut sink, u64::MAX, |_| {});
+                match tokio::time::timeout(DRAIN_AFTER_PLAIN_RESET, rest).await {
+                    Ok(r) => {
+                        r?;
+                    }
+                    Err(_) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "the plain side went away ({e}) and the other proxy kept \
+                                 sending for {}s; aborting",
+                                DRAIN_AFTER_PLAIN_RESET.as_secs()
+                            ),
+                        ))
+                    }
+                }
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        Ok::<_, std::io::Error>((n, gone))
     };
-    tokio::try_join!(up, down)
+    let ((up, gone_up), (down, gone_down)) = tokio::try_join!(up, down)?;
+    Ok(Bridged {
+        up,
+        down,
+        plain_gone: gone_up || gone_down,
+    })
 }
 
 /// [`bridge`] over a plain TCP connection: on failure the TCP side is reset (RST).
@@ -58,7 +194,7 @@ async fn relay<SR, SW>(
     plain: TcpStream,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
-) -> std::io::Result<(u64, u64)>
+) -> std::io::Result<Bridged>
 where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
@@ -74,6 +210,10 @@ where
         }
     }
     result
+}
+
+fn mode_of(info: Option<SessionInfo>) -> String {
+    info.map_or("?".to_string(), |i| i.describe())
 }
 
 /// Session counters of a proxy (for logs and tests).
@@ -95,6 +235,26 @@ pub struct ProxyLimits {
     pub max_connecting: usize,
 }
 
+/// The log line of a finished proxy session: bytes each way, the mode, and how the nena
+/// side's bytes were split across the paths.
+fn session_line(
+    inbound: u64,
+    outbound: u64,
+    gone: bool,
+    mode: Option<SessionInfo>,
+    split: &str,
+) -> String {
+    format!(
+        "session done ({inbound} B in, {outbound} B out{}); mode {}; subflows: {split}",
+        if gone {
+            "; the plain side closed before reading everything"
+        } else {
+            ""
+        },
+        mode_of(mode)
+    )
+}
+
 async fn accept_loop<F, Fut>(
     listener: TcpListener,
     limits: &ProxyLimits,
@@ -103,16 +263,16 @@ async fn accept_loop<F, Fut>(
 ) -> Result<()>
 where
     F: Fn(TcpStream, SocketAddr) -> Fut,
-    Fut: std::future::Future<Output = Result<(u64, u64)>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<String>> + Send + 'static,
 {
     conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
         let fut = session(stream, peer);
         let stats = stats.clone();
         async move {
             match fut.await {
-                Ok((up, down)) => {
+                Ok(summary) => {
                     stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
-                    log::info!("{peer}: session done ({up} B in, {down} B out)");
+                    log::info!("{peer}: {summary}");
                 }
                 Err(e) => {
                     stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
@@ -156,9 +316,12 @@ pub async fn run_client(
                     .context("opening the nena session")?;
                 drop(slot);
                 if let Some(i) = c.info {
-                    log::info!("session to {}: mode {i}", opts.remote);
+                    log::info!("session to {}: mode {}", opts.remote, i.describe());
                 }
-                Ok(relay(plain, &mut c.reader, &mut c.writer).await?)
+                let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+                let split = crate::client::Paths::of(&c).describe();
+                let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
+                Ok(session_line(b.up, b.down, b.plain_gone, c.info, &split))
             }
         },
     )
@@ -190,15 +353,20 @@ pub async fn run_server(
             async move {
                 let mut c = conn::accept(stream, peer, &accept).await?;
                 if let Some(i) = c.info {
-                    log::info!("{peer}: mode {i}");
+                    log::info!("{peer}: mode {}", i.describe());
                 }
+                // The one target of this proxy (--forward): nothing the client sends can
+                // choose another.
                 let target =
                     tokio::time::timeout(accept.handshake_timeout, TcpStream::connect(forward))
                         .await
                         .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
                         .with_context(|| format!("cannot connect to {forward}"))?;
-                let (to_target, from_target) = relay(target, &mut c.reader, &mut c.writer).await?;
-                Ok((from_target, to_target))
+                let relayed = relay(target, &mut c.reader, &mut c.writer).await;
+                let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
+                let b = relayed
+                    .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
+                Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
             }
         },
     )
@@ -251,8 +419,13 @@ mod tests {
         let expect: Vec<u8> = msg.iter().rev().copied().collect();
         assert_eq!(back, expect);
         assert_eq!(t.await.unwrap(), msg.len());
-        assert_eq!(a.await.unwrap(), (100_000, 100_000));
-        assert_eq!(b.await.unwrap(), (100_000, 100_000));
+        let ends = |up, down| Bridged {
+            up,
+            down,
+            plain_gone: false,
+        };
+        assert_eq!(a.await.unwrap(), ends(100_000, 100_000));
+        assert_eq!(b.await.unwrap(), ends(100_000, 100_000));
     }
 
     /// A nena side that ends without its closing record (a forged FIN on the way) must not
@@ -296,5 +469,41 @@ mod tests {
         assert_eq!(got, b"first part of the answer");
         let e = end.expect_err("the application must see an error, not a clean end");
         assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    }
+
+    /// An application that closes its socket without reading the rest (iperf3 at the end of
+    /// a test): the session ends cleanly, the rest is taken off the nena side and dropped,
+    /// and the nena side is ended cleanly too (no reset toward the other proxy).
+    #[tokio::test]
+    async fn an_application_that_closes_without_reading_ends_the_session_cleanly() {
+        // The other proxy: sends 1 MiB, then its clean end; reads what we send until our end.
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (sr, sw) = tokio::io::split(ours);
+        let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
+        let other = tokio::spawn(async move {
+            let (tr, tw) = tokio::io::split(theirs);
+            let (mut tr, mut tw) = secure_pair(None, Vec::new(), tr, tw);
+            let data = vec![7u8; 1 << 20];
+            let send = async {
+                tw.write_all(&data).await?;
+                tw.shutdown().await
+            };
+            let mut got = Vec::new();
+            let recv = tr.read_to_end(&mut got);
+            let (s, g) = tokio::join!(send, recv);
+            (s, g.map(|_| got))
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut app = TcpStream::connect(addr).await.unwrap();
+        let (plain, _) = listener.accept().await.unwrap();
+        app.write_all(b"request").await.unwrap();
+        drop(app); // closed whole, nothing read
+        let b = relay(plain, &mut r, &mut w).await.expect("a clean end");
+        assert!(b.plain_gone, "{b:?}");
+        assert_eq!(b.up, 7);
+        let (sent, got) = other.await.unwrap();
+        sent.expect("the other proxy's data was taken off the session");
+        assert_eq!(got.unwrap(), b"request", "our side ended cleanly");
     }
 }

@@ -51,24 +51,10 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
-    let subflows = conn::subflow_bytes(c.fd());
-    let paths: Vec<String> = subflows
-        .iter()
-        .map(|s| {
-            format!(
-                "{} sent {} recv {}",
-                s.local.map_or("?".into(), |a| a.to_string()),
-                s.bytes_sent,
-                s.bytes_received
-            )
-        })
-        .collect();
+    let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
     match result {
         Ok(summary) => {
-            log::info!(
-                "{peer}: {mode}: {summary}; subflows: [{}]",
-                paths.join(", ")
-            );
+            log::info!("{peer}: {mode}: {summary}; subflows: [{split}]");
             let _ = c.writer.shutdown().await;
         }
         Err(e) => {

@@ -1,10 +1,15 @@
-//! What the server does with one session once the nena handshake is done: read the request
-//! and run PUT, GET or PERF. Generic over the streams, so it is tested without a network.
+//! What the server does with one session once the nena handshake is done: read the request,
+//! check it against the server's [`Limits`] (access token first, then read-only /
+//! write-only) and run PUT, GET or PERF. A request that cannot be decoded is answered when
+//! the answer helps (a bad name gets "bad file name", an unknown operation "refused"); bytes
+//! that are not this protocol at all get no answer. Generic over the streams, so it is tested
+//! without a network.
 
+use crate::access::Limits;
 use crate::files::{server_get, server_put, FileServerConfig};
 use crate::perf::{self, Counters, Limit};
-use crate::stream::{SecureReader, SecureWriter};
-use crate::wire::{Reply, Request, Status};
+use crate::stream::{MsgError, SecureReader, SecureWriter};
+use crate::wire::{Reply, Request, Status, WireError};
 use anyhow::{Context, Result};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -21,6 +26,8 @@ pub struct SessionConfig {
     pub files: FileServerConfig,
     /// Only perf is served (raw baseline listener).
     pub perf_only: bool,
+    /// Access token and read-only / write-only.
+    pub limits: Limits,
 }
 
 /// Serve one request. Returns a one-line summary for the log.
@@ -29,11 +36,36 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w: &mut SecureWriter<W>,
     cfg: &SessionConfig,
 ) -> Result<String> {
-    let req = tokio::time::timeout(REQUEST_TIMEOUT, r.read_request())
+    let msg = tokio::time::timeout(REQUEST_TIMEOUT, r.read_request())
         .await
-        .map_err(|_| anyhow::anyhow!("no request within {}s", REQUEST_TIMEOUT.as_secs()))?
-        .context("reading the request")?;
-    match req {
+        .map_err(|_| anyhow::anyhow!("no request within {}s", REQUEST_TIMEOUT.as_secs()))?;
+    let msg = match msg {
+        Ok(m) => m,
+        Err(MsgError::Wire(e)) => {
+            // Our protocol, but a request we cannot take: say why (a peer that speaks
+            // something else entirely gets no answer).
+            let status = if e.is_bad_name() {
+                Some(Status::BadName)
+            } else if matches!(
+                e,
+                WireError::BadOp(_) | WireError::BadFlags(_) | WireError::EmptyToken
+            ) {
+                Some(Status::Refused)
+            } else {
+                None
+            };
+            if let Some(st) = status {
+                w.write_msg(Reply::err(st, e.to_string()).encode()).await?;
+            }
+            return Err(MsgError::Wire(e)).context("reading the request");
+        }
+        Err(e) => return Err(e).context("reading the request"),
+    };
+    if let Err(reply) = cfg.limits.admit(&msg) {
+        w.write_msg(reply.encode()).await?;
+        anyhow::bail!("refused a request: {}: {}", reply.status, reply.msg);
+    }
+    match msg.request {
         Request::Put { .. } | Request::Get { .. } if cfg.perf_only => {
             w.write_msg(
                 Reply::err(Status::Refused, "this listener serves perf tests only").encode(),
@@ -72,9 +104,11 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::Access;
     use crate::files::{client_get, client_put};
     use crate::handshake::secure_pair;
     use crate::stream::{SecureReader, SecureWriter};
+    use crate::wire::AccessToken;
     use std::path::Path;
     #[allow(unused_imports)]
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -93,16 +127,22 @@ mod tests {
 
     /// A client session and a server task serving one request over it.
     fn connect(dir: &Path, overwrite: bool) -> (R, W, tokio::task::JoinHandle<Result<String>>) {
+        let cfg = SessionConfig {
+            files: FileServerConfig {
+                overwrite,
+                ..FileServerConfig::new(dir)
+            },
+            perf_only: false,
+            limits: Limits::default(),
+        };
+        connect_with(cfg)
+    }
+
+    /// [`connect`] with a server configuration of the caller's.
+    fn connect_with(cfg: SessionConfig) -> (R, W, tokio::task::JoinHandle<Result<String>>) {
         let (c, s) = tokio::io::duplex(256 * 1024);
         let (cr, cw) = tokio::io::split(c);
         let (sr, sw) = tokio::io::split(s);
-        let cfg = SessionConfig {
-            files: FileServerConfig {
-                dir: dir.to_path_buf(),
-                overwrite,
-            },
-            perf_only: false,
-        };
         let server = tokio::spawn(async move {
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             serve_request(&mut r, &mut w, &cfg).await
@@ -132,7 +172,7 @@ mod tests {
             std::fs::write(&src, &data).unwrap();
             let name = format!("f{size}");
             let (mut r, mut w, server) = connect(srv, false);
-            let out = client_put(&mut r, &mut w, &src, &name, None, |_| {})
+            let out = client_put(&mut r, &mut w, &src, &name, None, None, |_| {})
                 .await
                 .unwrap();
             assert_eq!(out.bytes, size as u64);
@@ -141,7 +181,7 @@ mod tests {
 
             let dest = cli.join(format!("back{size}"));
             let (mut r, mut w, server) = connect(srv, false);
-            let got = client_get(&mut r, &mut w, &name, &dest, false, None, |_| {})
+            let got = client_get(&mut r, &mut w, &name, &dest, false, None, None, |_| {})
                 .await
                 .unwrap();
             server.await.unwrap().unwrap();
@@ -206,7 +246,7 @@ mod tests {
         std::fs::write(srv.join("keep"), b"old").unwrap();
         std::fs::write(cli.join("new"), b"new contents").unwrap();
         let (mut r, mut w, server) = connect(srv, false);
-        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
+        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, None, |_| {})
             .await
             .unwrap_err();
         assert!(err.to_string().contains("file exists"), "{err}");
@@ -214,7 +254,7 @@ mod tests {
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"old");
 
         let (mut r, mut w, server) = connect(srv, true);
-        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, |_| {})
+        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, None, |_| {})
             .await
             .unwrap();
         server.await.unwrap().unwrap();
@@ -307,11 +347,9 @@ mod tests {
         let (_, mut cw) = tokio::io::split(c_end);
         cw.write_all(&confirm).await.unwrap();
         let cfg = SessionConfig {
-            files: FileServerConfig {
-                dir: dir.to_path_buf(),
-                overwrite: false,
-            },
+            files: FileServerConfig::new(dir),
             perf_only: false,
+            limits: Limits::default(),
         };
         let server = tokio::spawn(async move {
             let (mut r, mut w) = secure_pair(Some(ss), Vec::new(), sr, sw);
@@ -323,7 +361,7 @@ mod tests {
             out
         });
         let (mut r, mut w) = secure_pair(Some(cs), Vec::new(), cr, cw);
-        let client = client_put(&mut r, &mut w, src, "t", None, |_| {}).await;
+        let client = client_put(&mut r, &mut w, src, "t", None, None, |_| {}).await;
         drop((r, w));
         let out = server.await.unwrap();
         middle.abort();
@@ -367,6 +405,7 @@ mod tests {
             &cli.join("nope"),
             false,
             None,
+            None,
             |_| {},
         )
         .await
@@ -381,6 +420,190 @@ mod tests {
         assert!(
             format!("{err:#}").contains("does not speak the nena application protocol"),
             "{err:#}"
+        );
+    }
+
+    fn limited(
+        dir: &Path,
+        max: Option<u64>,
+        access: Access,
+        token: Option<&[u8]>,
+    ) -> SessionConfig {
+        SessionConfig {
+            files: FileServerConfig {
+                max_file_size: max,
+                ..FileServerConfig::new(dir)
+            },
+            perf_only: false,
+            limits: Limits {
+                access,
+                token: token.map(|t| AccessToken::new(t.to_vec()).unwrap()),
+            },
+        }
+    }
+
+    /// Writes `req` (with `token`) and returns the server's first reply and its result.
+    async fn ask(cfg: SessionConfig, req: Request, token: Option<&[u8]>) -> (Reply, String) {
+        let (mut r, mut w, server) = connect_with(cfg);
+        let token = token.map(|t| AccessToken::new(t.to_vec()).unwrap());
+        w.write_msg(req.encode_with(token.as_ref())).await.unwrap();
+        let reply = r.read_reply().await.unwrap();
+        drop((r, w));
+        let log = match server.await.unwrap() {
+            Ok(s) => s,
+            Err(e) => format!("{e:#}"),
+        };
+        (reply, log)
+    }
+
+    #[tokio::test]
+    async fn an_upload_that_is_too_large_or_does_not_fit_is_refused_before_any_data() {
+        let srv_dir = tmpdir("limits");
+        let srv = srv_dir.path();
+        let put = |size| Request::Put {
+            name: "big".into(),
+            size,
+        };
+        // More than --max-file-size.
+        let cfg = limited(srv, Some(1 << 20), Access::ReadWrite, None);
+        let (reply, log) = ask(cfg.clone(), put((1 << 20) + 1), None).await;
+        assert_eq!(reply.status, Status::TooLarge, "{reply:?}");
+        assert!(reply.msg.contains("at most 1.0 MiB"), "{reply:?}");
+        assert!(log.contains("file too large"), "{log}");
+        // At the limit it is taken (the data is then not sent: the server waits for it).
+        let (reply, _) = ask(cfg, put(1 << 20), None).await;
+        assert!(reply.is_ok(), "{reply:?}");
+        // 2^40 bytes without a limit: more than the disk holds (checked, not assumed).
+        let free = crate::files::free_space(srv).unwrap();
+        assert!(
+            free < 1 << 40,
+            "this test needs less than 1 TiB free in /tmp"
+        );
+        let cfg = limited(srv, None, Access::ReadWrite, None);
+        let (reply, log) = ask(cfg, put(1 << 40), None).await;
+        assert_eq!(reply.status, Status::NoSpace, "{reply:?}");
+        assert!(reply.msg.starts_with("1.0 TiB announced"), "{reply:?}");
+        assert!(log.contains("not enough space"), "{log}");
+        assert!(entries(srv).is_empty(), "{:?}", entries(srv));
+    }
+
+    #[tokio::test]
+    async fn read_only_write_only_and_the_access_token() {
+        let srv_dir = tmpdir("access");
+        let srv = srv_dir.path();
+        std::fs::write(srv.join("there"), b"content").unwrap();
+        let put = Request::Put {
+            name: "new".into(),
+            size: 1,
+        };
+        let get = Request::Get {
+            name: "there".into(),
+        };
+        let (reply, _) = ask(
+            limited(srv, None, Access::ReadOnly, None),
+            put.clone(),
+            None,
+        )
+        .await;
+        assert_eq!(reply.status, Status::Refused);
+        assert!(reply.msg.contains("read-only"), "{reply:?}");
+        let (reply, _) = ask(
+            limited(srv, None, Access::ReadOnly, None),
+            get.clone(),
+            None,
+        )
+        .await;
+        assert!(reply.is_ok() && reply.size == 7, "{reply:?}");
+        let (reply, _) = ask(
+            limited(srv, None, Access::WriteOnly, None),
+            get.clone(),
+            None,
+        )
+        .await;
+        assert_eq!(reply.status, Status::Refused);
+        assert!(reply.msg.contains("write-only"), "{reply:?}");
+
+        let right: &[u8] = b"the right token, 32 bytes long!!";
+        let cfg = limited(srv, None, Access::ReadWrite, Some(right));
+        for given in [None, Some(&b"the wrong token, 32 bytes long!!"[..])] {
+            for req in [put.clone(), get.clone()] {
+                let (reply, log) = ask(cfg.clone(), req, given).await;
+                assert_eq!(reply.status, Status::AccessDenied, "{given:?}");
+                assert_eq!(reply.msg, crate::access::DENIED);
+                assert!(log.contains("access denied"), "{log}");
+            }
+        }
+        let (reply, _) = ask(cfg.clone(), get.clone(), Some(right)).await;
+        assert!(reply.is_ok() && reply.size == 7, "{reply:?}");
+        // Through the client functions, with the token.
+        let cli_dir = tmpdir("accessc");
+        let src = cli_dir.path().join("src");
+        std::fs::write(&src, b"uploaded").unwrap();
+        let tok = AccessToken::new(right.to_vec()).unwrap();
+        let (mut r, mut w, server) = connect_with(cfg.clone());
+        client_put(&mut r, &mut w, &src, "up", Some(&tok), None, |_| {})
+            .await
+            .unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(std::fs::read(srv.join("up")).unwrap(), b"uploaded");
+        let (mut r, mut w, server) = connect_with(cfg);
+        let err = client_put(&mut r, &mut w, &src, "up2", None, None, |_| {})
+            .await
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("access denied"), "{err:#}");
+        assert!(server.await.unwrap().is_err());
+        assert!(!srv.join("up2").exists());
+    }
+
+    #[tokio::test]
+    async fn names_the_decoder_refuses_get_the_bad_name_status() {
+        let srv_dir = tmpdir("wirenames");
+        let srv = srv_dir.path();
+        let long = "x".repeat(300);
+        let cases: Vec<Vec<u8>> = vec![
+            // Over 255 bytes (PUT and GET).
+            Request::Put {
+                name: long.clone(),
+                size: 1,
+            }
+            .encode(),
+            Request::Get { name: long }.encode(),
+            // Not UTF-8.
+            b"nAP1\x02\x00\x02\xff\xfe".to_vec(),
+            // Length 0xffff (the name itself never comes).
+            b"nAP1\x01\xff\xff".to_vec(),
+        ];
+        for raw in cases {
+            let (mut r, mut w, server) = connect(srv, false);
+            w.write_msg(raw.clone()).await.unwrap();
+            let reply = r.read_reply().await.unwrap();
+            assert_eq!(reply.status, Status::BadName, "{raw:?}: {reply:?}");
+            assert!(reply.msg.contains("file name"), "{reply:?}");
+            let err = format!("{:#}", server.await.unwrap().unwrap_err());
+            assert_eq!(err.matches("file name").count(), 1, "said once: {err}");
+        }
+        // An unknown operation is refused with a reason, too.
+        let (mut r, mut w, server) = connect(srv, false);
+        w.write_msg(b"nAP1\x09".to_vec()).await.unwrap();
+        let reply = r.read_reply().await.unwrap();
+        assert_eq!(reply.status, Status::Refused);
+        assert!(
+            reply.msg.contains("unknown request operation 9"),
+            "{reply:?}"
+        );
+        assert!(server.await.unwrap().is_err());
+        assert!(entries(srv).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_early_close_is_reported_once() {
+        let srv_dir = tmpdir("early");
+        let (r, w, server) = connect(srv_dir.path(), false);
+        drop((r, w));
+        let err = format!("{:#}", server.await.unwrap().unwrap_err());
+        assert_eq!(
+            err,
+            "reading the request: connection closed while waiting for the request"
         );
     }
 }

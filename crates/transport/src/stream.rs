@@ -22,7 +22,7 @@
 //! failure is an `InvalidData` error whose message starts with "integrity check failed", and
 //! no byte of the failing record is returned.
 
-use crate::wire::{Reply, Request, WireError};
+use crate::wire::{Reply, RequestMsg, WireError};
 use nena_codec::AlignedBuf;
 use nena_proto::{Opened, Protector, SessionError, SessionInfo, Unprotector};
 use std::future::Future;
@@ -36,7 +36,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWrite
 pub const BULK_BUF: usize = 256 * 1024;
 /// Buffer of one proxy direction (many sessions at once; one record and change).
 pub const PROXY_BUF: usize = 64 * 1024;
-/// Longest header message ([`Request`] or [`Reply`]) we are willing to buffer.
+/// Longest header message ([`RequestMsg`] or [`Reply`]) we are willing to buffer.
 const MAX_HEADER: usize = 2048;
 
 /// An error of the protected stream as an `io::Error` (`InvalidData`, the session's message).
@@ -290,9 +290,9 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         .await;
     }
 
-    /// Read a [`Request`].
-    pub async fn read_request(&mut self) -> Result<Request, MsgError> {
-        self.read_msg("request", Request::decode).await
+    /// Read a request (with the access token it came with, if any).
+    pub async fn read_request(&mut self) -> Result<RequestMsg, MsgError> {
+        self.read_msg("request", RequestMsg::decode).await
     }
 
     /// Read a [`Reply`].
@@ -387,13 +387,21 @@ impl<R: AsyncRead + Unpin> AsyncBufRead for SecureReader<R> {
     }
 }
 
-/// Reading a header message failed.
+/// Reading a header message failed. Each variant prints its cause once: the message is the
+/// cause's own (`Io`) or names it and does not also chain it as a source (`Wire`), so that
+/// `{:#}` does not repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum MsgError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("protocol error: {0}")]
-    Wire(#[from] WireError),
+    Wire(WireError),
+}
+
+impl From<WireError> for MsgError {
+    fn from(e: WireError) -> Self {
+        MsgError::Wire(e)
+    }
 }
 
 /// The outgoing half: protects and writes.
@@ -835,6 +843,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_and_data_share_the_stream() {
+        use crate::wire::Request;
         for mode in [Mode::Kato, Mode::Aead] {
             let (mut w, mut r) = pipe(mode, 1 << 16).await;
             w.write_all(&Request::Get { name: "x".into() }.encode())
@@ -843,7 +852,7 @@ mod tests {
             w.write_all(b"trailing data").await.unwrap();
             w.shutdown().await.unwrap();
             assert_eq!(
-                r.read_request().await.unwrap(),
+                r.read_request().await.unwrap().request,
                 Request::Get { name: "x".into() }
             );
             let mut rest = Vec::new();

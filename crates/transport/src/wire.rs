@@ -6,13 +6,20 @@
 //!
 //! ```text
 //! Request  (client -> server, once, first bytes of the session)
-//!   magic "nAP1" (4) | op u8 | op-specific fields
+//!   magic "nAP1" (4) | op u8 | [token_len u8 | token]  if op bit 7 (0x80) is set
+//!                            | op-specific fields (op & 0x7f):
 //!   op 1 PUT   : name_len u16 | name (UTF-8, <= 255 B) | size u64
 //!   op 2 GET   : name_len u16 | name
 //!   op 3 PERF  : flags u8 (bit0 client->server, bit1 server->client) | bytes u64 | millis u32
 //! Reply    (either side)
 //!   status u8 (0 = ok) | size u64 | msg_len u16 | msg (UTF-8, <= 1024 B)
 //! ```
+//!
+//! The access token (op bit 7, 1..=255 bytes) travels only inside the session, after the
+//! handshake, protected as the mode protects everything (`plain`: not at all); the raw
+//! baseline refuses it. A request without it is encoded exactly as before the token existed,
+//! so old clients and new servers (without `--token-file`) still understand each other;
+//! statuses 7..=9 are newer than the rest (an old client reports them as unknown).
 //!
 //! File transfer (PUT, GET): the server answers the request with a [`Reply`] (for GET its
 //! `size` is the file size). If it is ok, the data sender writes exactly `size` bytes and then
@@ -39,11 +46,15 @@ pub const MAX_CHUNK: u32 = 1 << 20;
 pub const TRAILER_LEN: usize = 32;
 /// Length of an encoded reply without its message.
 const REPLY_FIXED: usize = 1 + 8 + 2;
+/// Bit of the op byte that says an access token follows it.
+pub const OP_TOKEN: u8 = 0x80;
+/// Longest access token on the wire (bytes).
+pub const MAX_TOKEN: usize = 255;
 
 /// A protocol violation by the peer.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum WireError {
-    #[error("peer does not speak the nena application protocol (bad magic {0:02x?})")]
+    #[error("peer does not speak the nena application protocol (its first bytes were {}, expected 6e 41 50 31 \"nAP1\")", hex_text(.0))]
     BadMagic([u8; 4]),
     #[error("unknown request operation {0}")]
     BadOp(u8),
@@ -59,6 +70,26 @@ pub enum WireError {
     BadFlags(u8),
     #[error("perf chunk of {0} bytes exceeds the limit of {MAX_CHUNK}")]
     ChunkTooLong(u32),
+    #[error("empty access token")]
+    EmptyToken,
+    #[error("access token too long ({0} bytes, at most {MAX_TOKEN})")]
+    TokenTooLong(usize),
+}
+
+impl WireError {
+    /// The error is about the file name (the server answers it with [`Status::BadName`]).
+    pub fn is_bad_name(&self) -> bool {
+        matches!(self, WireError::NameTooLong(_) | WireError::NameNotUtf8)
+    }
+}
+
+/// `3a 3a 3a 3a "::::"`: bytes in hex, and as text when they are printable ASCII.
+fn hex_text(b: &[u8]) -> String {
+    let mut s: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    if b.iter().all(|c| c.is_ascii_graphic() || *c == b' ') {
+        s.push(format!("\"{}\"", b.escape_ascii()));
+    }
+    s.join(" ")
 }
 
 /// What a client asks for.
@@ -102,6 +133,12 @@ pub enum Status {
     ServerError = 5,
     /// The request is not allowed by this server.
     Refused = 6,
+    /// The server needs an access token and the request's is missing or wrong.
+    AccessDenied = 7,
+    /// The announced file is larger than the server's `--max-file-size`.
+    TooLarge = 8,
+    /// The announced file does not fit in the free space of the server's directory.
+    NoSpace = 9,
 }
 
 impl Status {
@@ -114,6 +151,9 @@ impl Status {
             4 => Status::Corrupt,
             5 => Status::ServerError,
             6 => Status::Refused,
+            7 => Status::AccessDenied,
+            8 => Status::TooLarge,
+            9 => Status::NoSpace,
             other => return Err(WireError::BadStatus(other)),
         })
     }
@@ -129,6 +169,9 @@ impl std::fmt::Display for Status {
             Status::Corrupt => "data corrupt",
             Status::ServerError => "server error",
             Status::Refused => "refused",
+            Status::AccessDenied => "access denied",
+            Status::TooLarge => "file too large",
+            Status::NoSpace => "not enough space",
         };
         f.write_str(s)
     }
@@ -207,20 +250,34 @@ fn truncate_utf8(s: &mut String, max: usize) {
 }
 
 impl Request {
+    /// The request without an access token.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with(None)
+    }
+
+    /// The request, with `token` when given (op bit 7 set and the token after the op).
+    pub fn encode_with(&self, token: Option<&AccessToken>) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
+        let op = match self {
+            Request::Put { .. } => 1,
+            Request::Get { .. } => 2,
+            Request::Perf(_) => 3,
+        };
+        match token {
+            Some(t) => {
+                out.push(op | OP_TOKEN);
+                out.push(t.0.len() as u8);
+                out.extend_from_slice(&t.0);
+            }
+            None => out.push(op),
+        }
         match self {
             Request::Put { name, size } => {
-                out.push(1);
                 push_name(&mut out, name);
                 out.extend_from_slice(&size.to_be_bytes());
             }
-            Request::Get { name } => {
-                out.push(2);
-                push_name(&mut out, name);
-            }
+            Request::Get { name } => push_name(&mut out, name),
             Request::Perf(p) => {
-                out.push(3);
                 out.push(u8::from(p.up) | (u8::from(p.down) << 1));
                 out.extend_from_slice(&p.bytes.to_be_bytes());
                 out.extend_from_slice(&p.millis.to_be_bytes());
@@ -228,11 +285,20 @@ impl Request {
         }
         out
     }
+}
 
+/// A request as the server reads it: the operation and the access token it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMsg {
+    pub request: Request,
+    pub token: Option<AccessToken>,
+}
+
+impl RequestMsg {
     /// Decode a request from the start of `buf`: `Ok(None)` if more bytes are needed,
     /// otherwise the request and how many bytes it used. Errors as soon as the bytes seen
     /// so far cannot start a valid request.
-    pub fn decode(buf: &[u8]) -> Result<Option<(Request, usize)>, WireError> {
+    pub fn decode(buf: &[u8]) -> Result<Option<(RequestMsg, usize)>, WireError> {
         let m = buf.len().min(4);
         if buf[..m] != MAGIC[..m] {
             let mut got = [0u8; 4];
@@ -242,23 +308,49 @@ impl Request {
         if buf.len() < 5 {
             return Ok(None);
         }
-        let rest = &buf[5..];
-        match buf[4] {
-            op @ (1 | 2) => {
+        let op = buf[4] & !OP_TOKEN;
+        if !(1..=3).contains(&op) {
+            return Err(WireError::BadOp(buf[4]));
+        }
+        let mut at = 5;
+        let token = if buf[4] & OP_TOKEN != 0 {
+            let Some(&len) = buf.get(at) else {
+                return Ok(None);
+            };
+            if len == 0 {
+                return Err(WireError::EmptyToken);
+            }
+            let end = at + 1 + len as usize;
+            if buf.len() < end {
+                return Ok(None);
+            }
+            let t = AccessToken(buf[at + 1..end].to_vec());
+            at = end;
+            Some(t)
+        } else {
+            None
+        };
+        let rest = &buf[at..];
+        type Decoded = Result<Option<(RequestMsg, usize)>, WireError>;
+        let done = |request: Request, used: usize| -> Decoded {
+            Ok(Some((RequestMsg { request, token }, at + used)))
+        };
+        match op {
+            1 | 2 => {
                 let Some((name, used)) = take_name(rest)? else {
                     return Ok(None);
                 };
                 if op == 2 {
-                    return Ok(Some((Request::Get { name }, 5 + used)));
+                    return done(Request::Get { name }, used);
                 }
                 let rest = &rest[used..];
                 if rest.len() < 8 {
                     return Ok(None);
                 }
                 let size = u64::from_be_bytes(rest[..8].try_into().unwrap());
-                Ok(Some((Request::Put { name, size }, 5 + used + 8)))
+                done(Request::Put { name, size }, used + 8)
             }
-            3 => {
+            _ => {
                 if rest.is_empty() {
                     return Ok(None);
                 }
@@ -277,10 +369,45 @@ impl Request {
                     bytes,
                     millis,
                 };
-                Ok(Some((Request::Perf(p), 5 + 13)))
+                done(Request::Perf(p), 13)
             }
-            op => Err(WireError::BadOp(op)),
         }
+    }
+}
+
+/// A shared secret that a server may require with every request (`--token-file`). It is
+/// compared in constant time (as SHA-256 digests, so that not even its length leaks through
+/// timing) and never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken(Vec<u8>);
+
+impl AccessToken {
+    /// A token of 1..=[`MAX_TOKEN`] bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<AccessToken, WireError> {
+        let bytes = bytes.into();
+        match bytes.len() {
+            0 => Err(WireError::EmptyToken),
+            1..=MAX_TOKEN => Ok(AccessToken(bytes)),
+            _ => Err(WireError::TokenTooLong(bytes.len())),
+        }
+    }
+
+    /// Whether `given` is this token, in time that depends on neither's content.
+    pub fn admits(&self, given: Option<&AccessToken>) -> bool {
+        use sha2::{Digest, Sha256};
+        use subtle::ConstantTimeEq;
+        let want = Sha256::digest(&self.0);
+        let got = Sha256::digest(given.map_or(&[][..], |t| &t.0[..]));
+        // An absent token hashes the empty string, which no token equals (tokens are never
+        // empty); the `&` keeps the comparison free of branches on secret data.
+        let same: bool = want.ct_eq(&got).into();
+        same & given.is_some()
+    }
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccessToken(..)")
     }
 }
 
@@ -462,46 +589,136 @@ mod tests {
         ]
     }
 
+    fn token() -> AccessToken {
+        AccessToken::new(b"0123456789abcdef-secret".to_vec()).unwrap()
+    }
+
     #[test]
     fn request_roundtrip_and_incremental() {
         for req in all_requests() {
-            let enc = req.encode();
-            for cut in 0..enc.len() {
-                assert_eq!(
-                    Request::decode(&enc[..cut]),
-                    Ok(None),
-                    "cut {cut} of {req:?}"
-                );
+            for token in [None, Some(token())] {
+                let enc = req.encode_with(token.as_ref());
+                let msg = RequestMsg {
+                    request: req.clone(),
+                    token: token.clone(),
+                };
+                for cut in 0..enc.len() {
+                    assert_eq!(
+                        RequestMsg::decode(&enc[..cut]),
+                        Ok(None),
+                        "cut {cut} of {req:?}"
+                    );
+                }
+                let mut with_tail = enc.clone();
+                with_tail.extend_from_slice(b"data after");
+                assert_eq!(RequestMsg::decode(&with_tail), Ok(Some((msg, enc.len()))));
             }
-            let mut with_tail = enc.clone();
-            with_tail.extend_from_slice(b"data after");
-            assert_eq!(
-                Request::decode(&with_tail),
-                Ok(Some((req.clone(), enc.len())))
-            );
         }
+    }
+
+    #[test]
+    fn a_request_without_token_is_encoded_as_before() {
+        // The bytes of the original protocol: old clients and new servers agree.
+        assert_eq!(
+            Request::Get { name: "ab".into() }.encode(),
+            b"nAP1\x02\x00\x02ab".to_vec()
+        );
+        let t = AccessToken::new(b"tok".to_vec()).unwrap();
+        assert_eq!(
+            Request::Get { name: "ab".into() }.encode_with(Some(&t)),
+            b"nAP1\x82\x03tok\x00\x02ab".to_vec()
+        );
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        let t = token();
+        assert!(t.admits(Some(&token())));
+        assert!(!t.admits(None));
+        let mut other = t.0.clone();
+        *other.last_mut().unwrap() ^= 1;
+        assert!(!t.admits(Some(&AccessToken::new(other).unwrap())));
+        // A prefix or an extension of the token is not the token.
+        let prefix = AccessToken::new(t.0[..t.0.len() - 1].to_vec()).unwrap();
+        assert!(!t.admits(Some(&prefix)));
+        let mut longer = t.0.clone();
+        longer.push(b'x');
+        assert!(!t.admits(Some(&AccessToken::new(longer).unwrap())));
+        assert_eq!(AccessToken::new(Vec::new()), Err(WireError::EmptyToken));
+        assert_eq!(
+            AccessToken::new(vec![1u8; 256]),
+            Err(WireError::TokenTooLong(256))
+        );
+        // Never printed.
+        assert!(!format!("{t:?}").contains("secret"));
     }
 
     #[test]
     fn request_errors() {
         assert_eq!(
-            Request::decode(b"GET / HTTP/1.1\r\n"),
+            RequestMsg::decode(b"GET / HTTP/1.1\r\n"),
             Err(WireError::BadMagic(*b"GET "))
         );
-        assert_eq!(Request::decode(b"nX"), Err(WireError::BadMagic(*b"nX\0\0")));
-        assert_eq!(Request::decode(b"nAP1\x09"), Err(WireError::BadOp(9)));
         assert_eq!(
-            Request::decode(b"nAP1\x01\x01\x00"),
+            RequestMsg::decode(b"nX"),
+            Err(WireError::BadMagic(*b"nX\0\0"))
+        );
+        assert_eq!(RequestMsg::decode(b"nAP1\x09"), Err(WireError::BadOp(9)));
+        assert_eq!(
+            RequestMsg::decode(b"nAP1\x89\x01"),
+            Err(WireError::BadOp(0x89))
+        );
+        assert_eq!(
+            RequestMsg::decode(b"nAP1\x81\x00"),
+            Err(WireError::EmptyToken)
+        );
+        assert_eq!(
+            RequestMsg::decode(b"nAP1\x01\x01\x00"),
             Err(WireError::NameTooLong(256))
         );
         assert_eq!(
-            Request::decode(b"nAP1\x02\x00\x01\xff"),
-            Err(WireError::NameNotUtf8)
+            RequestMsg::decode(b"nAP1\x01\xff\xff"),
+            Err(WireError::NameTooLong(0xffff))
         );
         assert_eq!(
-            Request::decode(b"nAP1\x03\x04"),
+            RequestMsg::decode(b"nAP1\x02\x00\x01\xff"),
+            Err(WireError::NameNotUtf8)
+        );
+        assert!(WireError::NameNotUtf8.is_bad_name() && WireError::NameTooLong(300).is_bad_name());
+        assert!(!WireError::BadOp(9).is_bad_name());
+        assert_eq!(
+            RequestMsg::decode(b"nAP1\x03\x04"),
             Err(WireError::BadFlags(4))
         );
+    }
+
+    #[test]
+    fn bad_magic_is_shown_in_hex() {
+        let e = RequestMsg::decode(b"::::").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "peer does not speak the nena application protocol (its first bytes were \
+             3a 3a 3a 3a \"::::\", expected 6e 41 50 31 \"nAP1\")"
+        );
+        let e = RequestMsg::decode(&[0x16, 0x03, 0x01, 0x00]).unwrap_err();
+        assert!(
+            e.to_string().contains("first bytes were 16 03 01 00,"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn new_statuses_roundtrip() {
+        for (st, text) in [
+            (Status::AccessDenied, "access denied"),
+            (Status::TooLarge, "file too large"),
+            (Status::NoSpace, "not enough space"),
+        ] {
+            let r = Reply::err(st, "why");
+            let enc = r.encode();
+            assert_eq!(Reply::decode(&enc).unwrap().unwrap().0.status, st);
+            assert_eq!(st.to_string(), text);
+        }
     }
 
     #[test]
@@ -516,7 +733,7 @@ mod tests {
             assert_eq!(Reply::decode(&enc[..cut]), Ok(None));
         }
         assert_eq!(Reply::decode(&enc), Ok(Some((r, enc.len()))));
-        assert_eq!(Reply::decode(&[9]), Err(WireError::BadStatus(9)));
+        assert_eq!(Reply::decode(&[10]), Err(WireError::BadStatus(10)));
         let mut long = vec![0u8; 9];
         long.extend_from_slice(&2000u16.to_be_bytes());
         assert_eq!(Reply::decode(&long), Err(WireError::MsgTooLong(2000)));
@@ -576,7 +793,7 @@ mod tests {
 
         #[test]
         fn request_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = Request::decode(&bytes);
+            let _ = RequestMsg::decode(&bytes);
             let _ = Reply::decode(&bytes);
         }
     }

@@ -5,6 +5,7 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, Suite};
+use nena_transport::access::{self, Access, Limits};
 use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::files::FileServerConfig;
@@ -47,7 +48,7 @@ fn parse_suite(s: &str) -> Result<Suite, String> {
     }
 }
 
-/// A byte count: `1000`, `64K`, `100M`, `1G` (binary units; `KiB`/`MiB`/`GiB` too).
+/// A byte count: `1000`, `64K`, `100M`, `1G`, `2T` (binary units; `KiB`/`MiB`/`GiB`/`TiB` too).
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -60,7 +61,8 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         "k" | "kib" | "kb" => 1 << 10,
         "m" | "mib" | "mb" => 1 << 20,
         "g" | "gib" | "gb" => 1 << 30,
-        _ => return Err(format!("unknown unit in `{s}` (use K, M or G)")),
+        "t" | "tib" | "tb" => 1 << 40,
+        _ => return Err(format!("unknown unit in `{s}` (use K, M, G or T)")),
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("`{s}` is too large"))
@@ -125,11 +127,25 @@ pub struct ClientCommon {
     /// Testing only: append each hello (it holds the session keys!) in hex to FILE.
     #[arg(long, hide = true, value_name = "FILE")]
     pub debug_dump_first_flight: Option<PathBuf>,
+    /// Send the access token in FILE with the request (the server's --token-file; it
+    /// travels inside the session, protected by its mode).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 impl ClientCommon {
-    fn options(&self, remote: SocketAddr, raw: bool) -> ClientOptions {
-        ClientOptions {
+    fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
+        let token = match &self.token_file {
+            Some(_) if raw => {
+                return Err(Exit::usage(anyhow!(
+                    "--token-file needs a nena session: --raw would send it in the clear"
+                )))
+            }
+            Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
+            None => None,
+        };
+        Ok(ClientOptions {
+            token,
             suite: self.cipher,
             aead_epoch_log2: self.debug_aead_rekey_log2,
             stream_epoch_log2: self.debug_stream_rekey_log2,
@@ -145,7 +161,7 @@ impl ClientCommon {
                 },
                 dedup(self.mode.concat()),
             )
-        }
+        })
     }
 }
 
@@ -190,6 +206,20 @@ pub struct ServeArgs {
     /// Replace existing files when a client sends one with the same name.
     #[arg(long)]
     pub overwrite: bool,
+    /// Refuse uploads larger than SIZE (e.g. 100M, 4G). Uploads that do not fit in the free
+    /// space of DIR are refused in any case.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub max_file_size: Option<u64>,
+    /// Serve downloads only (refuse `nena send`).
+    #[arg(long, conflicts_with = "write_only")]
+    pub read_only: bool,
+    /// Accept uploads only (refuse `nena get`).
+    #[arg(long)]
+    pub write_only: bool,
+    /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)
+    /// with every request; clients pass the same file with --token-file.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Benchmark baseline: no nena handshake, no protection, perf tests only
     /// (the plain-MPTCP column of `nena bench transfer`; use `nena perf --raw`).
     #[arg(long)]
@@ -343,22 +373,55 @@ pub fn serve(a: ServeArgs) -> CmdResult {
             a.dir.display()
         )));
     }
+    let token = match &a.token_file {
+        Some(_) if a.raw => {
+            return Err(Exit::usage(anyhow!(
+            "--token-file needs nena sessions: a --raw listener would take the token in the clear"
+        )))
+        }
+        Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
+        None => None,
+    };
+    let access = match (a.read_only, a.write_only) {
+        (true, _) => Access::ReadOnly,
+        (_, true) => Access::WriteOnly,
+        _ => Access::ReadWrite,
+    };
+    let mut rules = Vec::new();
+    match access {
+        Access::ReadOnly => rules.push("read-only".to_string()),
+        Access::WriteOnly => rules.push("write-only".to_string()),
+        Access::ReadWrite => {}
+    }
+    if let Some(m) = a.max_file_size {
+        rules.push(format!("files up to {}", client::human(m)));
+    }
+    if token.is_some() {
+        rules.push("access token required".to_string());
+    }
     let opts = ServeOptions {
         listen: a.listen,
         accept: a.common.accept(a.raw),
         session: SessionConfig {
             files: FileServerConfig {
-                dir: a.dir.clone(),
                 overwrite: a.overwrite,
+                max_file_size: a.max_file_size,
+                ..FileServerConfig::new(a.dir.clone())
             },
             perf_only: a.raw,
+            limits: Limits { access, token },
         },
         max_sessions: a.common.max_sessions,
+    };
+    let rules = if rules.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", rules.join(", "))
     };
     let what = if a.raw {
         "nena serve (raw baseline, perf only)".to_string()
     } else {
-        format!("nena serve ({})", labels(&opts.accept.modes))
+        format!("nena serve ({}{rules})", labels(&opts.accept.modes))
     };
     client::block_on(server::serve(opts, |addr| announce(&what, addr)))??;
     Ok(())
@@ -391,7 +454,7 @@ pub fn send(a: SendArgs) -> CmdResult {
         }
         Err(e) => return Err(Exit::usage(anyhow!("{}: {e}", a.file.display()))),
     }
-    let opts = a.common.options(a.to, false);
+    let opts = a.common.options(a.to, false)?;
     let show = !a.no_progress && !a.common.json;
     let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, show))?;
     if a.common.json {
@@ -411,7 +474,7 @@ pub fn get(a: GetArgs) -> CmdResult {
         Some(p) => p.clone(),
         None => PathBuf::from(&a.name),
     };
-    let opts = a.common.options(a.from, false);
+    let opts = a.common.options(a.from, false)?;
     let show = !a.no_progress && !a.common.json;
     let report =
         client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, show))?;
@@ -444,7 +507,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
             return Err(Exit::usage(anyhow!("--omit must be shorter than --time")));
         }
     }
-    let opts = a.common.options(a.to, a.raw);
+    let opts = a.common.options(a.to, a.raw)?;
     let json = a.common.json;
     let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {
         if !json {
@@ -463,7 +526,13 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
     match c {
         ProxyCmd::Client(a) => {
             check_client(&a.common)?;
-            let opts = a.common.options(a.to, false);
+            if a.common.token_file.is_some() {
+                return Err(Exit::usage(anyhow!(
+                    "--token-file is for send, get and perf: the proxy carries no request; \
+                     the proxy server forwards only to its fixed --forward target"
+                )));
+            }
+            let opts = a.common.options(a.to, false)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
@@ -502,6 +571,7 @@ mod tests {
         assert_eq!(parse_bytes("64K"), Ok(65536));
         assert_eq!(parse_bytes("100M"), Ok(100 << 20));
         assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
         assert!(parse_bytes("12x").is_err());
         assert!(parse_bytes("M").is_err());
         assert!(parse_bytes("99999999999999999999G").is_err());

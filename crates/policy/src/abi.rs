@@ -26,30 +26,105 @@ pub const EV_CONNECT: u32 = 1;
 pub const EV_SUBFLOW: u32 = 2;
 pub const EV_RECORD: u32 = 3;
 
-/// Selector and actor indices, in the order of `enum nena_prog`; an actor's index is its slot in
-/// the jump tables.
-pub const PROGS: [&str; 13] = [
-    "subflow",
-    "ip_pair",
-    "src",
-    "dst",
-    "sequence",
-    "packet_type",
-    "rate_limit",
-    "set_backup",
-    "blk_subflow",
-    "add_subflow",
-    "get_connect",
-    "get_subflow",
-    "record",
-];
+/// The selectors and actors, in the order of `enum nena_prog` in `bpf/nena.h`: the
+/// discriminant is the link's `prog` byte, and an actor's is its slot in the jump tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Prog {
+    Subflow = 0,
+    IpPair,
+    Src,
+    Dst,
+    Sequence,
+    PacketType,
+    RateLimit,
+    SetBackup,
+    BlkSubflow,
+    AddSubflow,
+    GetConnect,
+    GetSubflow,
+    Record,
+}
 
-/// Index in `PROGS` of the first actor: the selectors come before it.
-pub const FIRST_ACTOR: usize = 6;
+impl Prog {
+    /// Every program, in index order.
+    pub const ALL: [Prog; 13] = [
+        Prog::Subflow,
+        Prog::IpPair,
+        Prog::Src,
+        Prog::Dst,
+        Prog::Sequence,
+        Prog::PacketType,
+        Prog::RateLimit,
+        Prog::SetBackup,
+        Prog::BlkSubflow,
+        Prog::AddSubflow,
+        Prog::GetConnect,
+        Prog::GetSubflow,
+        Prog::Record,
+    ];
 
-/// Index of a selector or actor by name.
-pub fn prog_index(name: &str) -> Option<u8> {
-    PROGS.iter().position(|p| *p == name).map(|i| i as u8)
+    /// The name in chain files, in `show` and in the bench.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Prog::Subflow => "subflow",
+            Prog::IpPair => "ip_pair",
+            Prog::Src => "src",
+            Prog::Dst => "dst",
+            Prog::Sequence => "sequence",
+            Prog::PacketType => "packet_type",
+            Prog::RateLimit => "rate_limit",
+            Prog::SetBackup => "set_backup",
+            Prog::BlkSubflow => "blk_subflow",
+            Prog::AddSubflow => "add_subflow",
+            Prog::GetConnect => "get_connect",
+            Prog::GetSubflow => "get_subflow",
+            Prog::Record => "record",
+        }
+    }
+
+    /// The link's `prog` byte (and the jump-table slot of an actor).
+    pub const fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// Selectors run inline in the dispatcher; actors are tail-called.
+    pub const fn is_actor(self) -> bool {
+        self.index() >= Prog::RateLimit.index()
+    }
+
+    /// The `link.kind` of this program.
+    pub const fn kind(self) -> u8 {
+        if self.is_actor() {
+            KIND_ACTOR
+        } else {
+            KIND_SELECTOR
+        }
+    }
+
+    pub fn from_index(i: u8) -> Option<Prog> {
+        Prog::ALL.get(i as usize).copied()
+    }
+
+    pub fn from_name(name: &str) -> Option<Prog> {
+        Prog::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The selectors, then the actors (names joined by ", ", for error messages).
+    pub fn names(actors: bool) -> String {
+        let v: Vec<&str> = Prog::ALL
+            .iter()
+            .filter(|p| p.is_actor() == actors)
+            .map(|p| p.name())
+            .collect();
+        v.join(", ")
+    }
+}
+
+impl std::fmt::Display for Prog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Packet-type bits computed by the dispatcher, by name (for `packet_type` and `show`).
@@ -374,7 +449,10 @@ mod tests {
         assert_eq!(back, c);
         assert_eq!(back.name(), "abc");
         assert!(Chain::from_bytes(&[0u8; 10]).is_none());
-        assert_eq!(prog_index("record"), Some(12));
+        assert_eq!(Prog::from_name("record").map(Prog::index), Some(12));
+        assert_eq!(Prog::from_index(5), Some(Prog::PacketType));
+        assert!(Prog::RateLimit.is_actor() && !Prog::PacketType.is_actor());
+        assert_eq!(Prog::from_index(13), None);
         assert_eq!(packet_type_bit("mp_prio"), Some(1 << 13));
     }
 }

@@ -2,7 +2,7 @@
 //! verifier runs here), pin the rest, fill the jump tables with the actor programs.
 
 use super::host::pin_name;
-use crate::abi;
+use crate::abi::Prog;
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 use std::os::fd::AsFd;
@@ -57,19 +57,20 @@ pub(super) fn prog<'a>(obj: &'a Object, name: &str) -> Result<libbpf_rs::Program
 fn fill_jumps(obj: &Object) -> Result<()> {
     for (table, prefix) in [("jmp_xdp", "xdp_"), ("jmp_tc", "tc_")] {
         let t = map(obj, table)?;
-        for (i, name) in abi::PROGS.iter().enumerate() {
-            let p = match prog(obj, &format!("{prefix}{name}")) {
+        for pr in Prog::ALL {
+            let p = match prog(obj, &format!("{prefix}{pr}")) {
                 Ok(p) => p,
                 // selectors run inline (bpf/chain.h); only an earlier build, loaded to be
                 // compared with this one (`examples/ab.rs`), has programs for them
-                Err(_) if i < abi::FIRST_ACTOR => continue,
+                Err(_) if !pr.is_actor() => continue,
                 Err(e) => return Err(e),
             };
             let fd = p.as_fd();
             use std::os::fd::AsRawFd;
             let v = (fd.as_raw_fd() as u32).to_ne_bytes();
-            t.update(&(i as u32).to_ne_bytes(), &v, MapFlags::ANY)
-                .with_context(|| format!("filling {table}[{i}]"))?;
+            let i = pr.index() as u32;
+            t.update(&i.to_ne_bytes(), &v, MapFlags::ANY)
+                .with_context(|| format!("filling {table}[{i}] ({pr})"))?;
         }
     }
     Ok(())

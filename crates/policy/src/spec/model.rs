@@ -39,6 +39,19 @@ impl Hook {
     }
 }
 
+impl fmt::Display for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Compares with the name, as the JSON has it.
+impl PartialEq<&str> for Hook {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 /// An address prefix (`198.18.2.0/24`, `2001:db8::1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prefix {

@@ -303,11 +303,11 @@ mod tests {
             (&j["hook"], &j["stage"]),
             (&"ingress".into(), &"ack".into())
         );
+        assert_eq!(j["receiver"]["token"], format!("{:08x}", token_idsn(2).0));
         r.kind = abi::EV_RECORD;
         r.stage = 2;
         r.hook = abi::HOOK_TC as u8;
         let j = serde_json::to_value(Event::from_raw(&r)).unwrap();
         assert_eq!((&j["hook"], &j["end"]), (&"egress".into(), &"rst".into()));
-        assert_eq!(j["receiver"]["token"], format!("{:08x}", token_idsn(2).0));
     }
 }

@@ -1,5 +1,6 @@
 //! The binary layout shared with the BPF programs: Rust mirrors of the C types in
-//! `bpf/nena.h` (sizes checked at compile time), with conversion to and from map bytes.
+//! `bpf/nena.h` (sizes checked at compile time, absence of padding proven by zerocopy's
+//! derives), with conversion to and from map bytes.
 
 use std::mem::size_of;
 
@@ -110,7 +111,7 @@ impl Prog {
         Prog::ALL.into_iter().find(|p| p.name() == name)
     }
 
-    /// The selectors, then the actors (names joined by ", ", for error messages).
+    /// The names of the selectors (or, with `actors`, of the actors), joined by ", ".
     pub fn names(actors: bool) -> String {
         let v: Vec<&str> = Prog::ALL
             .iter()
@@ -162,7 +163,19 @@ pub fn packet_type_bit(name: &str) -> Option<u32> {
 
 /// `struct flow_key`: a TCP flow as one packet shows it (ports in network order).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct FlowKey {
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],
@@ -174,7 +187,17 @@ pub struct FlowKey {
 
 /// `struct link`: one selector or actor with its arguments.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Link {
     pub prog: u8,
     pub kind: u8,
@@ -201,7 +224,17 @@ impl Default for Link {
 
 /// `struct chain`: a named sequence of links, the value of one slot of the `chains` map.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Chain {
     pub len: u32,
     pub gen: u32,
@@ -232,21 +265,54 @@ impl Chain {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct HookKey {
     pub ifindex: u32,
     pub hook: u32,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct LinkStats {
     pub runs: u64,
     pub hits: u64,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct KeptSlot {
     pub len: u8,
     pub id: u8,
@@ -256,13 +322,35 @@ pub struct KeptSlot {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Kept {
     pub slot: [KeptSlot; 4],
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Metrics {
     pub pkts: u64,
     pub bytes: u64,
@@ -278,7 +366,18 @@ pub struct Metrics {
 
 /// `struct event`: what get_connect, get_subflow and record put in the ring buffer.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct RawEvent {
     pub kind: u32,
     pub ifindex: u32,
@@ -298,7 +397,18 @@ pub struct RawEvent {
 
 /// `struct nena_ctx`, for tests that look at XDP metadata.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct NenaCtx {
     pub types: u32,
     pub l4_off: u16,
@@ -363,42 +473,33 @@ const _: () = assert!(size_of::<Metrics>() == 64);
 const _: () = assert!(size_of::<RawEvent>() == 144);
 const _: () = assert!(size_of::<NenaCtx>() == 20);
 
-/// Plain-old-data types that can be copied to and from map bytes.
-///
-/// # Safety
-/// Implementors are `repr(C)`, contain only integers and arrays of integers and have no
-/// padding that the compiler could leave uninitialised (every gap is an explicit field).
-pub unsafe trait Pod: Copy + Default {
+/// Plain-old-data types that can be copied to and from map bytes. Implemented for every type
+/// that zerocopy's derives prove to be plain bytes: `IntoBytes` fails to compile for a
+/// struct with padding the compiler would leave uninitialised, `FromBytes` for one with a
+/// field that not every bit pattern is valid for. No `unsafe` here.
+pub trait Pod:
+    zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable + Copy + Default
+{
     fn as_bytes(&self) -> &[u8] {
-        // SAFETY: Pod types are plain integers without implicit padding.
-        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, size_of::<Self>()) }
+        zerocopy::IntoBytes::as_bytes(self)
     }
-    /// Read from bytes (at least `size_of::<Self>()` of them), or None.
+    /// Read from bytes (at least `size_of::<Self>()` of them; the rest is ignored), or None.
     fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() < size_of::<Self>() {
-            return None;
-        }
-        // SAFETY: length checked; every bit pattern is valid for a Pod type.
-        Some(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const Self) })
+        <Self as zerocopy::FromBytes>::read_from_prefix(b)
+            .ok()
+            .map(|(v, _)| v)
     }
 }
 
-unsafe impl Pod for FlowKey {}
-unsafe impl Pod for Link {}
-unsafe impl Pod for Chain {}
-unsafe impl Pod for HookKey {}
-unsafe impl Pod for LinkStats {}
-unsafe impl Pod for KeptSlot {}
-unsafe impl Pod for Kept {}
-unsafe impl Pod for Metrics {}
-unsafe impl Pod for RawEvent {}
-unsafe impl Pod for NenaCtx {}
-unsafe impl Pod for u32 {}
+impl<T> Pod for T where
+    T: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable + Copy + Default
+{
+}
 
 /// Put a value into the 40 argument bytes of a link.
 pub fn args_of<T: Pod>(v: &T) -> [u8; 40] {
     let mut a = [0u8; 40];
-    let b = v.as_bytes();
+    let b = Pod::as_bytes(v);
     a[..b.len()].copy_from_slice(b);
     a
 }

@@ -556,4 +556,94 @@ mod tests {
         assert_eq!(Prog::from_index(13), None);
         assert_eq!(packet_type_bit("mp_prio"), Some(1 << 13));
     }
+
+    /// The Rust mirrors agree with the C types as the compiler laid them out: the size and
+    /// every member's name and offset, read from the BTF of the embedded object.
+    #[test]
+    fn layout_matches_the_btf_of_the_object() {
+        use libbpf_rs::btf::types::{MemberAttr, Struct};
+        use libbpf_rs::btf::{Btf, HasSize};
+        use std::mem::offset_of;
+        let btf = Btf::from_raw("nena", crate::BPF_OBJECT)
+            .expect("reading the object's BTF")
+            .expect("the object has BTF");
+        macro_rules! fields {
+            ($t:ty; $($c:literal => $f:ident),* $(,)?) => {
+                (size_of::<$t>(), vec![$(($c, offset_of!($t, $f))),*])
+            };
+        }
+        // `struct event` is not in the BTF (only inlined code reaches it, through the ring
+        // buffer, whose map has no value type): RawEvent rests on its size assertion.
+        assert!(
+            btf.type_by_name::<Struct>("event").is_none(),
+            "check struct event too"
+        );
+        /// A C struct: its size and (member, offset) list, as Rust lays out its mirror.
+        type Layout = (usize, Vec<(&'static str, usize)>);
+        let cases: [(&str, Layout); 9] = [
+            (
+                "flow_key",
+                fields!(FlowKey; "saddr" => saddr, "daddr" => daddr, "sport" => sport,
+                "dport" => dport, "family" => family, "pad" => pad),
+            ),
+            (
+                "link",
+                fields!(Link; "prog" => prog, "kind" => kind, "op" => op,
+                "new_rule" => new_rule, "negate" => negate, "pad" => pad, "a" => args),
+            ),
+            (
+                "chain",
+                fields!(Chain; "len" => len, "gen" => gen, "name" => name, "links" => links),
+            ),
+            (
+                "hook_key",
+                fields!(HookKey; "ifindex" => ifindex, "hook" => hook),
+            ),
+            (
+                "link_stats",
+                fields!(LinkStats; "runs" => runs, "hits" => hits),
+            ),
+            (
+                "kept_slot",
+                fields!(KeptSlot; "len" => len, "id" => id,
+                "reannounced" => reannounced, "blocked" => blocked, "opt" => opt),
+            ),
+            ("kept", fields!(Kept; "slot" => slot)),
+            (
+                "metrics",
+                fields!(Metrics; "pkts" => pkts, "bytes" => bytes, "payload" => payload,
+                "first_ns" => first_ns, "last_ns" => last_ns, "ts_val" => ts_val,
+                "rtt_us" => rtt_us, "ts_ns" => ts_ns, "srtt_us" => srtt_us, "samples" => samples),
+            ),
+            (
+                "nena_ctx",
+                fields!(NenaCtx; "types" => types, "l4_off" => l4_off,
+                "pay_len" => pay_len, "chain" => chain, "l3_off" => l3_off, "doff" => doff,
+                "pos" => pos, "m" => m, "hook" => hook, "magic" => magic,
+                "tcp_flags" => tcp_flags, "pad" => pad),
+            ),
+        ];
+        for (name, (size, members)) in cases {
+            let st: Struct = btf
+                .type_by_name(name)
+                .unwrap_or_else(|| panic!("struct {name} not in the BTF"));
+            assert_eq!(st.size(), size, "size of struct {name}");
+            let c: Vec<(String, usize)> = st
+                .iter()
+                .map(|m| {
+                    let off = match m.attr {
+                        MemberAttr::Normal { offset } => offset as usize / 8,
+                        MemberAttr::BitField { .. } => panic!("bit field in struct {name}"),
+                    };
+                    (
+                        m.name.unwrap_or_default().to_string_lossy().into_owned(),
+                        off,
+                    )
+                })
+                .collect();
+            let rust: Vec<(String, usize)> =
+                members.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+            assert_eq!(c, rust, "members of struct {name} (C, Rust)");
+        }
+    }
 }

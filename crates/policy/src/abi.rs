@@ -1,5 +1,6 @@
 //! The binary layout shared with the BPF programs: Rust mirrors of the C types in
-//! `bpf/nena.h` (sizes checked at compile time), with conversion to and from map bytes.
+//! `bpf/nena.h` (sizes checked at compile time, absence of padding proven by zerocopy's
+//! derives), with conversion to and from map bytes.
 
 use std::mem::size_of;
 
@@ -26,30 +27,105 @@ pub const EV_CONNECT: u32 = 1;
 pub const EV_SUBFLOW: u32 = 2;
 pub const EV_RECORD: u32 = 3;
 
-/// Selector and actor indices, in the order of `enum nena_prog`; an actor's index is its slot in
-/// the jump tables.
-pub const PROGS: [&str; 13] = [
-    "subflow",
-    "ip_pair",
-    "src",
-    "dst",
-    "sequence",
-    "packet_type",
-    "rate_limit",
-    "set_backup",
-    "blk_subflow",
-    "add_subflow",
-    "get_connect",
-    "get_subflow",
-    "record",
-];
+/// The selectors and actors, in the order of `enum nena_prog` in `bpf/nena.h`: the
+/// discriminant is the link's `prog` byte, and an actor's is its slot in the jump tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Prog {
+    Subflow = 0,
+    IpPair,
+    Src,
+    Dst,
+    Sequence,
+    PacketType,
+    RateLimit,
+    SetBackup,
+    BlkSubflow,
+    AddSubflow,
+    GetConnect,
+    GetSubflow,
+    Record,
+}
 
-/// Index in `PROGS` of the first actor: the selectors come before it.
-pub const FIRST_ACTOR: usize = 6;
+impl Prog {
+    /// Every program, in index order.
+    pub const ALL: [Prog; 13] = [
+        Prog::Subflow,
+        Prog::IpPair,
+        Prog::Src,
+        Prog::Dst,
+        Prog::Sequence,
+        Prog::PacketType,
+        Prog::RateLimit,
+        Prog::SetBackup,
+        Prog::BlkSubflow,
+        Prog::AddSubflow,
+        Prog::GetConnect,
+        Prog::GetSubflow,
+        Prog::Record,
+    ];
 
-/// Index of a selector or actor by name.
-pub fn prog_index(name: &str) -> Option<u8> {
-    PROGS.iter().position(|p| *p == name).map(|i| i as u8)
+    /// The name in chain files, in `show` and in the bench.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Prog::Subflow => "subflow",
+            Prog::IpPair => "ip_pair",
+            Prog::Src => "src",
+            Prog::Dst => "dst",
+            Prog::Sequence => "sequence",
+            Prog::PacketType => "packet_type",
+            Prog::RateLimit => "rate_limit",
+            Prog::SetBackup => "set_backup",
+            Prog::BlkSubflow => "blk_subflow",
+            Prog::AddSubflow => "add_subflow",
+            Prog::GetConnect => "get_connect",
+            Prog::GetSubflow => "get_subflow",
+            Prog::Record => "record",
+        }
+    }
+
+    /// The link's `prog` byte (and the jump-table slot of an actor).
+    pub const fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// Selectors run inline in the dispatcher; actors are tail-called.
+    pub const fn is_actor(self) -> bool {
+        self.index() >= Prog::RateLimit.index()
+    }
+
+    /// The `link.kind` of this program.
+    pub const fn kind(self) -> u8 {
+        if self.is_actor() {
+            KIND_ACTOR
+        } else {
+            KIND_SELECTOR
+        }
+    }
+
+    pub fn from_index(i: u8) -> Option<Prog> {
+        Prog::ALL.get(i as usize).copied()
+    }
+
+    pub fn from_name(name: &str) -> Option<Prog> {
+        Prog::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The names of the selectors (or, with `actors`, of the actors), joined by ", ".
+    pub fn names(actors: bool) -> String {
+        let v: Vec<&str> = Prog::ALL
+            .iter()
+            .filter(|p| p.is_actor() == actors)
+            .map(|p| p.name())
+            .collect();
+        v.join(", ")
+    }
+}
+
+impl std::fmt::Display for Prog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Packet-type bits computed by the dispatcher, by name (for `packet_type` and `show`).
@@ -87,7 +163,19 @@ pub fn packet_type_bit(name: &str) -> Option<u32> {
 
 /// `struct flow_key`: a TCP flow as one packet shows it (ports in network order).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct FlowKey {
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],
@@ -99,7 +187,17 @@ pub struct FlowKey {
 
 /// `struct link`: one selector or actor with its arguments.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Link {
     pub prog: u8,
     pub kind: u8,
@@ -126,7 +224,17 @@ impl Default for Link {
 
 /// `struct chain`: a named sequence of links, the value of one slot of the `chains` map.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Chain {
     pub len: u32,
     pub gen: u32,
@@ -157,21 +265,54 @@ impl Chain {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct HookKey {
     pub ifindex: u32,
     pub hook: u32,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct LinkStats {
     pub runs: u64,
     pub hits: u64,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct KeptSlot {
     pub len: u8,
     pub id: u8,
@@ -181,13 +322,35 @@ pub struct KeptSlot {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Kept {
     pub slot: [KeptSlot; 4],
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct Metrics {
     pub pkts: u64,
     pub bytes: u64,
@@ -203,7 +366,18 @@ pub struct Metrics {
 
 /// `struct event`: what get_connect, get_subflow and record put in the ring buffer.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct RawEvent {
     pub kind: u32,
     pub ifindex: u32,
@@ -223,7 +397,18 @@ pub struct RawEvent {
 
 /// `struct nena_ctx`, for tests that look at XDP metadata.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
 pub struct NenaCtx {
     pub types: u32,
     pub l4_off: u16,
@@ -288,42 +473,33 @@ const _: () = assert!(size_of::<Metrics>() == 64);
 const _: () = assert!(size_of::<RawEvent>() == 144);
 const _: () = assert!(size_of::<NenaCtx>() == 20);
 
-/// Plain-old-data types that can be copied to and from map bytes.
-///
-/// # Safety
-/// Implementors are `repr(C)`, contain only integers and arrays of integers and have no
-/// padding that the compiler could leave uninitialised (every gap is an explicit field).
-pub unsafe trait Pod: Copy + Default {
+/// Plain-old-data types that can be copied to and from map bytes. Implemented for every type
+/// that zerocopy's derives prove to be plain bytes: `IntoBytes` fails to compile for a
+/// struct with padding the compiler would leave uninitialised, `FromBytes` for one with a
+/// field that not every bit pattern is valid for. No `unsafe` here.
+pub trait Pod:
+    zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable + Copy + Default
+{
     fn as_bytes(&self) -> &[u8] {
-        // SAFETY: Pod types are plain integers without implicit padding.
-        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, size_of::<Self>()) }
+        zerocopy::IntoBytes::as_bytes(self)
     }
-    /// Read from bytes (at least `size_of::<Self>()` of them), or None.
+    /// Read from bytes (at least `size_of::<Self>()` of them; the rest is ignored), or None.
     fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() < size_of::<Self>() {
-            return None;
-        }
-        // SAFETY: length checked; every bit pattern is valid for a Pod type.
-        Some(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const Self) })
+        <Self as zerocopy::FromBytes>::read_from_prefix(b)
+            .ok()
+            .map(|(v, _)| v)
     }
 }
 
-unsafe impl Pod for FlowKey {}
-unsafe impl Pod for Link {}
-unsafe impl Pod for Chain {}
-unsafe impl Pod for HookKey {}
-unsafe impl Pod for LinkStats {}
-unsafe impl Pod for KeptSlot {}
-unsafe impl Pod for Kept {}
-unsafe impl Pod for Metrics {}
-unsafe impl Pod for RawEvent {}
-unsafe impl Pod for NenaCtx {}
-unsafe impl Pod for u32 {}
+impl<T> Pod for T where
+    T: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable + Copy + Default
+{
+}
 
 /// Put a value into the 40 argument bytes of a link.
 pub fn args_of<T: Pod>(v: &T) -> [u8; 40] {
     let mut a = [0u8; 40];
-    let b = v.as_bytes();
+    let b = Pod::as_bytes(v);
     a[..b.len()].copy_from_slice(b);
     a
 }
@@ -374,7 +550,100 @@ mod tests {
         assert_eq!(back, c);
         assert_eq!(back.name(), "abc");
         assert!(Chain::from_bytes(&[0u8; 10]).is_none());
-        assert_eq!(prog_index("record"), Some(12));
+        assert_eq!(Prog::from_name("record").map(Prog::index), Some(12));
+        assert_eq!(Prog::from_index(5), Some(Prog::PacketType));
+        assert!(Prog::RateLimit.is_actor() && !Prog::PacketType.is_actor());
+        assert_eq!(Prog::from_index(13), None);
         assert_eq!(packet_type_bit("mp_prio"), Some(1 << 13));
+    }
+
+    /// The Rust mirrors agree with the C types as the compiler laid them out: the size and
+    /// every member's name and offset, read from the BTF of the embedded object.
+    #[test]
+    fn layout_matches_the_btf_of_the_object() {
+        use libbpf_rs::btf::types::{MemberAttr, Struct};
+        use libbpf_rs::btf::{Btf, HasSize};
+        use std::mem::offset_of;
+        let btf = Btf::from_raw("nena", crate::BPF_OBJECT)
+            .expect("reading the object's BTF")
+            .expect("the object has BTF");
+        macro_rules! fields {
+            ($t:ty; $($c:literal => $f:ident),* $(,)?) => {
+                (size_of::<$t>(), vec![$(($c, offset_of!($t, $f))),*])
+            };
+        }
+        // `struct event` is not in the BTF (only inlined code reaches it, through the ring
+        // buffer, whose map has no value type): RawEvent rests on its size assertion.
+        assert!(
+            btf.type_by_name::<Struct>("event").is_none(),
+            "check struct event too"
+        );
+        /// A C struct: its size and (member, offset) list, as Rust lays out its mirror.
+        type Layout = (usize, Vec<(&'static str, usize)>);
+        let cases: [(&str, Layout); 9] = [
+            (
+                "flow_key",
+                fields!(FlowKey; "saddr" => saddr, "daddr" => daddr, "sport" => sport,
+                "dport" => dport, "family" => family, "pad" => pad),
+            ),
+            (
+                "link",
+                fields!(Link; "prog" => prog, "kind" => kind, "op" => op,
+                "new_rule" => new_rule, "negate" => negate, "pad" => pad, "a" => args),
+            ),
+            (
+                "chain",
+                fields!(Chain; "len" => len, "gen" => gen, "name" => name, "links" => links),
+            ),
+            (
+                "hook_key",
+                fields!(HookKey; "ifindex" => ifindex, "hook" => hook),
+            ),
+            (
+                "link_stats",
+                fields!(LinkStats; "runs" => runs, "hits" => hits),
+            ),
+            (
+                "kept_slot",
+                fields!(KeptSlot; "len" => len, "id" => id,
+                "reannounced" => reannounced, "blocked" => blocked, "opt" => opt),
+            ),
+            ("kept", fields!(Kept; "slot" => slot)),
+            (
+                "metrics",
+                fields!(Metrics; "pkts" => pkts, "bytes" => bytes, "payload" => payload,
+                "first_ns" => first_ns, "last_ns" => last_ns, "ts_val" => ts_val,
+                "rtt_us" => rtt_us, "ts_ns" => ts_ns, "srtt_us" => srtt_us, "samples" => samples),
+            ),
+            (
+                "nena_ctx",
+                fields!(NenaCtx; "types" => types, "l4_off" => l4_off,
+                "pay_len" => pay_len, "chain" => chain, "l3_off" => l3_off, "doff" => doff,
+                "pos" => pos, "m" => m, "hook" => hook, "magic" => magic,
+                "tcp_flags" => tcp_flags, "pad" => pad),
+            ),
+        ];
+        for (name, (size, members)) in cases {
+            let st: Struct = btf
+                .type_by_name(name)
+                .unwrap_or_else(|| panic!("struct {name} not in the BTF"));
+            assert_eq!(st.size(), size, "size of struct {name}");
+            let c: Vec<(String, usize)> = st
+                .iter()
+                .map(|m| {
+                    let off = match m.attr {
+                        MemberAttr::Normal { offset } => offset as usize / 8,
+                        MemberAttr::BitField { .. } => panic!("bit field in struct {name}"),
+                    };
+                    (
+                        m.name.unwrap_or_default().to_string_lossy().into_owned(),
+                        off,
+                    )
+                })
+                .collect();
+            let rust: Vec<(String, usize)> =
+                members.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+            assert_eq!(c, rust, "members of struct {name} (C, Rust)");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! (RFC 8684 section 3.1); SHA-256 does not belong in a per-packet BPF program.
 
 use crate::abi::{self, FlowKey, RawEvent};
+use crate::spec::Hook;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -63,10 +64,9 @@ pub enum Event {
     Connect {
         src: SocketAddr,
         dst: SocketAddr,
-        hook: &'static str,
+        hook: Hook,
         ifindex: u32,
-        /// "syn", "synack" or "ack"
-        stage: &'static str,
+        stage: Stage,
         version: u8,
         flags: u8,
         /// Key of the packet's sender (SYN/ACK and third ACK).
@@ -78,9 +78,9 @@ pub enum Event {
     Subflow {
         src: SocketAddr,
         dst: SocketAddr,
-        hook: &'static str,
+        hook: Hook,
         ifindex: u32,
-        stage: &'static str,
+        stage: Stage,
         backup: bool,
         addr_id: u8,
         /// Token of the connection joined (SYN).
@@ -93,9 +93,9 @@ pub enum Event {
     Record {
         src: SocketAddr,
         dst: SocketAddr,
-        hook: &'static str,
+        hook: Hook,
         ifindex: u32,
-        end: &'static str,
+        end: End,
         packets: u64,
         bytes: u64,
         flow_size: u64,
@@ -107,20 +107,69 @@ pub enum Event {
     Unknown { kind: u32 },
 }
 
-fn stage(s: u8) -> &'static str {
-    match s {
-        1 => "syn",
-        2 => "synack",
-        _ => "ack",
+/// The handshake packet an event was seen on (`stage` in the JSON, as "syn", "synack",
+/// "ack").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Syn,
+    Synack,
+    Ack,
+}
+
+impl Stage {
+    fn from_abi(s: u8) -> Stage {
+        match s {
+            1 => Stage::Syn,
+            2 => Stage::Synack,
+            _ => Stage::Ack,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Syn => "syn",
+            Stage::Synack => "synack",
+            Stage::Ack => "ack",
+        }
     }
 }
 
-fn hook(h: u8) -> &'static str {
-    if h as u32 == abi::HOOK_TC {
-        "egress"
-    } else {
-        "ingress"
+/// How a recorded subflow ended (`end` in the JSON, as "fin" or "rst").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    Fin,
+    Rst,
+}
+
+impl End {
+    pub fn name(self) -> &'static str {
+        match self {
+            End::Fin => "fin",
+            End::Rst => "rst",
+        }
     }
+}
+
+macro_rules! named {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        /// Compares with the name, as the JSON has it.
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.name() == *other
+            }
+        }
+    )*};
+}
+named!(Stage, End);
+
+fn hook(h: u8) -> Hook {
+    Hook::from_abi(h as u32)
 }
 
 impl Event {
@@ -132,7 +181,7 @@ impl Event {
                 dst,
                 hook: hook(e.hook),
                 ifindex: e.ifindex,
-                stage: stage(e.stage),
+                stage: Stage::from_abi(e.stage),
                 version: e.version,
                 flags: e.flags,
                 sender: (e.nkeys >= 1).then(|| KeyInfo::new(u64::from_be_bytes(e.key_a))),
@@ -147,7 +196,7 @@ impl Event {
                     dst,
                     hook: hook(e.hook),
                     ifindex: e.ifindex,
-                    stage: stage(e.stage),
+                    stage: Stage::from_abi(e.stage),
                     backup: e.flags & 1 != 0,
                     addr_id: e.addr_id,
                     token: syn.then(|| hexs(&e.key_a[..4])),
@@ -164,7 +213,7 @@ impl Event {
                 dst,
                 hook: hook(e.hook),
                 ifindex: e.ifindex,
-                end: if e.stage == 2 { "rst" } else { "fin" },
+                end: if e.stage == 2 { End::Rst } else { End::Fin },
                 packets: e.m.pkts,
                 bytes: e.m.bytes,
                 flow_size: e.m.payload,
@@ -250,6 +299,15 @@ mod tests {
         assert!(s.contains("sender_key=0000000000000001"));
         let j = serde_json::to_value(&e).unwrap();
         assert_eq!(j["event"], "connect");
+        assert_eq!(
+            (&j["hook"], &j["stage"]),
+            (&"ingress".into(), &"ack".into())
+        );
         assert_eq!(j["receiver"]["token"], format!("{:08x}", token_idsn(2).0));
+        r.kind = abi::EV_RECORD;
+        r.stage = 2;
+        r.hook = abi::HOOK_TC as u8;
+        let j = serde_json::to_value(Event::from_raw(&r)).unwrap();
+        assert_eq!((&j["hook"], &j["end"]), (&"egress".into(), &"rst".into()));
     }
 }

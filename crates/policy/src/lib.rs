@@ -6,14 +6,15 @@
 //! run, one small BPF program per actor. Chains are swapped at run time by map updates; the
 //! hooks stay attached.
 //!
-//! - [`spec`]: the chain file format and its validation (sans-IO).
-//! - [`loader`]: load, pin, attach, detach, apply, status, events ([`Policy`]), and the
-//!   BPF_PROG_TEST_RUN bed ([`TestBed`]).
+//! - [`spec`]: the chain file format (sans-IO): the model and its serde parser with spans.
+//! - [`loader`]: host plumbing, the object and its pins, attach/detach, chains, state
+//!   ([`Policy`]: apply, status, events), and the BPF_PROG_TEST_RUN bed ([`TestBed`]).
 //! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
 //! - [`packet`]: crafted frames for tests and the benchmark.
 //! - [`recipes`]: ready-made chains for nena's transport (hold an untrusted path, ...).
 //! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
-//! - [`abi`]: the layout shared with the C programs in `bpf/`.
+//! - [`abi`]: the layout shared with the C programs in `bpf/`, and [`abi::Prog`], the
+//!   selectors and actors.
 //! - [`tamper`]: the lab's active attacker (one byte of one segment altered, checksum fixed).
 
 pub mod abi;

@@ -314,7 +314,7 @@ fn get_connect_reports_keys_and_tokens() {
             version,
             ..
         } => {
-            assert_eq!((*stage, *version), ("syn", 1));
+            assert_eq!((*stage, *version), (nena_policy::events::Stage::Syn, 1));
             assert!(sender.is_none() && receiver.is_none());
         }
         e => panic!("{e:?}"),
@@ -374,7 +374,10 @@ fn get_subflow_reports_join() {
             nonce,
             ..
         }] => {
-            assert_eq!((*stage, *backup, *addr_id), ("syn", true, 3));
+            assert_eq!(
+                (*stage, *backup, *addr_id),
+                (nena_policy::events::Stage::Syn, true, 3)
+            );
             assert_eq!(token.as_deref(), Some("deadbeef"));
             assert_eq!(nonce.as_deref(), Some("01020304"));
         }
@@ -428,7 +431,10 @@ fn record_counts_and_measures_rtt() {
             rtt_us,
             ..
         }] => {
-            assert_eq!((*packets, *flow_size, *end), (2, 110, "fin"));
+            assert_eq!(
+                (*packets, *flow_size, *end),
+                (2, 110, nena_policy::events::End::Fin)
+            );
             assert!(*rtt_us >= 3000);
         }
         e => panic!("{e:?}"),

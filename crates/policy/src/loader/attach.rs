@@ -1,0 +1,194 @@
+//! Attach and detach: the XDP dispatcher on ingress, the TC clsact filter on egress (and the
+//! clsact qdisc when nena created it), and the `hooks` hash with its `hook_slots` array
+//! mirror that tell the dispatchers which chain slot each hook runs.
+
+use super::host::{ensure_bpffs, ifindex, remove_pins};
+use super::object::{load_object, prog};
+use super::Policy;
+use crate::abi::{self, HookKey, Pod, NO_CHAIN};
+use anyhow::{anyhow, Context, Result};
+use libbpf_rs::{MapCore, MapFlags, TcHookBuilder, Xdp, XdpFlags};
+use std::os::fd::AsFd;
+use std::path::Path;
+
+const TC_HANDLE: u32 = 0x4e4e; // "NN"
+const TC_PRIORITY: u32 = 0x4e;
+
+/// Key of the `hooks` map entry (ifindex, CLSACT_OWNED) that records that `attach` created
+/// the device's clsact qdisc (the BPF side only looks up the two hooks).
+const CLSACT_OWNED: u32 = 0x100;
+
+impl Policy {
+    /// Load the programs (reusing the pinned maps, if any) and attach the dispatchers to
+    /// `dev`: XDP for ingress, TC clsact for egress. Both hooks start with no chain.
+    pub fn attach(dir: &Path, dev: &str) -> Result<Policy> {
+        let idx = ifindex(dev)?;
+        ensure_bpffs()?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let obj = load_object(Some(dir))?;
+        let xdp = prog(&obj, "xdp_nena")?;
+        Xdp::new(xdp.as_fd())
+            .attach(idx as i32, XdpFlags::NONE)
+            .with_context(|| format!("attaching XDP to {dev}"))?;
+        let tc = prog(&obj, "tc_nena")?;
+        let mut hook = TcHookBuilder::new(tc.as_fd())
+            .ifindex(idx as i32)
+            .replace(true)
+            .handle(TC_HANDLE)
+            .priority(TC_PRIORITY)
+            .hook(libbpf_rs::TC_EGRESS);
+        // clsact may exist already (another tool's, or ours from an earlier attach); if
+        // this call created it, that is recorded below, so that detach removes it again
+        // (if the query fails, the qdisc is treated as someone else's: detach leaves it)
+        let created_clsact = match crate::tc::has_clsact(idx) {
+            Ok(had) => !had,
+            Err(e) => {
+                log::warn!("could not list the qdiscs of {dev}: {e:#}; detach will leave clsact");
+                false
+            }
+        };
+        let _ = hook.create();
+        if let Err(e) = hook.attach() {
+            let _ = Xdp::new(xdp.as_fd()).detach(idx as i32, XdpFlags::NONE);
+            return Err(anyhow!(e).context(format!("attaching TC egress to {dev}")));
+        }
+        let p = Policy::open(dir)?;
+        if created_clsact {
+            let k = HookKey {
+                ifindex: idx,
+                hook: CLSACT_OWNED,
+            };
+            p.hooks
+                .update(k.as_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
+                .context("recording the clsact qdisc nena created")?;
+        }
+        for h in [abi::HOOK_XDP, abi::HOOK_TC] {
+            let k = HookKey {
+                ifindex: idx,
+                hook: h,
+            };
+            // keep the chain if this device was attached already
+            let _ = p
+                .hooks
+                .update(k.as_bytes(), &NO_CHAIN.to_ne_bytes(), MapFlags::NO_EXIST);
+            let slot = p
+                .hooks
+                .lookup(k.as_bytes(), MapFlags::ANY)?
+                .and_then(|v| u32::from_bytes(&v))
+                .unwrap_or(NO_CHAIN);
+            write_hook_slot(&p.hook_slots, idx, h, Some(slot))?;
+        }
+        Ok(p)
+    }
+
+    /// Detach the dispatchers from `dev`. When no device is left, the pins are removed.
+    /// Returns true if that happened.
+    pub fn detach(self, dev: &str) -> Result<bool> {
+        let idx = ifindex(dev)?;
+        detach_hooks(idx)?;
+        let owned = HookKey {
+            ifindex: idx,
+            hook: CLSACT_OWNED,
+        };
+        if self.hooks.delete(owned.as_bytes()).is_ok() {
+            remove_clsact_if_empty(idx)?;
+        }
+        for h in [abi::HOOK_XDP, abi::HOOK_TC] {
+            let _ = write_hook_slot(&self.hook_slots, idx, h, None);
+            let _ = self.hooks.delete(
+                HookKey {
+                    ifindex: idx,
+                    hook: h,
+                }
+                .as_bytes(),
+            );
+        }
+        if self.hook_entries()?.is_empty() {
+            let dir = self.dir.clone();
+            drop(self);
+            remove_pins(&dir)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// Set a hook's chain slot (NO_CHAIN: attached, no chain) in the `hooks` hash, with `flags`,
+/// and mirror it into the `hook_slots` array (`fast`: None for an earlier build without it).
+pub(super) fn write_hook(
+    hooks: &dyn MapCore,
+    fast: Option<&dyn MapCore>,
+    idx: u32,
+    hook: u32,
+    slot: u32,
+    flags: MapFlags,
+) -> Result<()> {
+    let hk = HookKey { ifindex: idx, hook };
+    hooks.update(hk.as_bytes(), &slot.to_ne_bytes(), flags)?;
+    match fast {
+        Some(f) => write_hook_slot(f, idx, hook, Some(slot)),
+        None => Ok(()),
+    }
+}
+
+/// Mirror a hook's entry of the `hooks` hash into the `hook_slots` array, which the
+/// dispatcher reads for interfaces below FAST_IFINDEX: None = not attached (0), else the
+/// chain slot + 1 (NO_CHAIN as itself).
+fn write_hook_slot(fast: &dyn MapCore, idx: u32, hook: u32, slot: Option<u32>) -> Result<()> {
+    if idx >= abi::FAST_IFINDEX {
+        return Ok(());
+    }
+    let v = match slot {
+        None => 0,
+        Some(NO_CHAIN) => NO_CHAIN,
+        Some(s) => s + 1,
+    };
+    fast.update(
+        &(idx * 2 + hook).to_ne_bytes(),
+        &v.to_ne_bytes(),
+        MapFlags::ANY,
+    )
+    .context("updating hook_slots")
+}
+
+/// Detach nena's XDP program and TC filter from an interface (other programs are left).
+pub fn detach_hooks(idx: u32) -> Result<()> {
+    // XDP: only if the attached program is ours
+    let dummy = std::fs::File::open("/dev/null")?;
+    let x = Xdp::new(dummy.as_fd());
+    if let Ok(id) = x.query_id(idx as i32, XdpFlags::NONE) {
+        if id != 0 {
+            let ours = libbpf_rs::query::ProgInfoIter::default()
+                .any(|p| p.id == id && p.name.to_string_lossy() == "xdp_nena");
+            if ours {
+                x.detach(idx as i32, XdpFlags::NONE)
+                    .context("detaching XDP")?;
+            }
+        }
+    }
+    let mut h = TcHookBuilder::new(dummy.as_fd())
+        .ifindex(idx as i32)
+        .handle(TC_HANDLE)
+        .priority(TC_PRIORITY)
+        .hook(libbpf_rs::TC_EGRESS);
+    let _ = h.detach(); // absent already: fine
+    Ok(())
+}
+
+/// Remove the clsact qdisc of device `idx` if no filter is left on it (nena created it and
+/// took its own filter off; another tool's filters keep it in place).
+fn remove_clsact_if_empty(idx: u32) -> Result<()> {
+    if crate::tc::clsact_filters(idx)? > 0 {
+        return Ok(());
+    }
+    let dummy = std::fs::File::open("/dev/null")?;
+    let mut h = TcHookBuilder::new(dummy.as_fd())
+        .ifindex(idx as i32)
+        .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
+    match h.destroy() {
+        Ok(()) => Ok(()),
+        // gone already (removed by hand, or the device went away)
+        Err(e) if matches!(e.kind(), libbpf_rs::ErrorKind::NotFound) => Ok(()),
+        Err(e) => Err(anyhow!(e).context("removing the clsact qdisc nena created")),
+    }
+}

@@ -1,0 +1,25 @@
+//! The loader, on libbpf-rs: loads the object, pins its maps under one directory of the BPF
+//! filesystem (`/sys/fs/bpf/nena` by default), fills the jump tables, attaches the dispatchers
+//! (XDP on ingress, TC clsact on egress), swaps chains at run time and reads counters and
+//! events back. `TestBed` runs the same object with BPF_PROG_TEST_RUN, without attaching.
+//!
+//! - [`host`]: BPF filesystem, pin directories, network namespaces, interface indices.
+//! - [`object`]: the BPF object: open, reuse pinned maps, load, pin, fill the jump tables.
+//! - [`attach`]: XDP and TC clsact attach/detach, the `hooks` hash and its array mirror.
+//! - [`chains`]: writing chains into slots, switching a hook's slot, rollback.
+//! - [`state`]: [`Policy`], the pinned maps, and what is read back (status, metrics, events).
+//! - [`testbed`]: [`TestBed`], the object run with BPF_PROG_TEST_RUN.
+
+pub mod attach;
+pub mod chains;
+pub mod host;
+pub mod object;
+pub mod state;
+pub mod testbed;
+
+pub use attach::detach_hooks;
+pub use host::{
+    default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, DEFAULT_PIN_DIR,
+};
+pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status};
+pub use testbed::{RunOut, TestBed};

@@ -1,0 +1,219 @@
+//! Policy descriptions, sans-IO: the chain file format (TOML), its validation with errors
+//! that name the line, and the translation of chains to and from the map layout.
+//!
+//! ```toml
+//! [[chain]]
+//! name = "untrusted-backup"      # at most 23 bytes
+//! dev = "veth0"                  # an interface `nena policy attach` was run on
+//! hook = "egress"                # "ingress" (XDP) or "egress" (TC)
+//! links = [
+//!   { select = "dst", prefix = "198.18.2.0/24" },
+//!   { select = "packet_type", any = ["mp_join", "data_ack"], op = "or" },
+//!   { act = "set_backup", backup = true },
+//! ]
+//! ```
+//! Links run left to right. A selector combines its result into the running match value
+//! (`op = "and"`, the default, or `"or"`; `not = true` inverts it); there is no precedence:
+//! `a, b or, c` is `(a AND b) OR c`. An actor acts if the value is true. A selector that
+//! follows an actor starts a new rule (the value starts again from that selector).
+//!
+//! - [`model`]: the types (hooks, selectors, actors, links, chains), their map form and
+//!   their printed form.
+//! - [`parse`]: the file parser, serde with spans (`toml::Spanned`), and its errors.
+
+pub mod model;
+pub mod parse;
+
+pub use model::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField};
+pub use parse::{parse, SpecError};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi;
+
+    const GOOD: &str = r#"
+# comment
+[[chain]]
+name = "untrusted"
+dev = "veth0"
+hook = "egress"
+links = [
+  { select = "dst", prefix = "198.18.2.0/24" },
+  { select = "packet_type", any = ["mp_join", "data_ack"], op = "or" },
+  { act = "set_backup", backup = true },
+  { select = "subflow", src = "2001:db8::1", dst = "2001:db8::2", dport = 80, not = true },
+  { act = "rate_limit", rate_bps = 8000000, rtt_us = 10000 },
+  { select = "sequence", what = "data_ack", from = 1, to = 4000 },
+  { act = "record" },
+]
+
+[[chain]]
+name = "in"
+dev = "veth0"
+hook = "ingress"
+links = [ { act = "get_connect" }, { act = "blk_subflow" } ]
+"#;
+
+    #[test]
+    fn parses_and_round_trips() {
+        let p = parse(GOOD).unwrap();
+        assert_eq!(p.chains.len(), 2);
+        let c = &p.chains[0];
+        assert_eq!(c.hook, Hook::Egress);
+        assert_eq!(c.line, 3);
+        assert_eq!(c.links.len(), 7);
+        assert_eq!(
+            c.links[4],
+            LinkSpec::Act(Actor::RateLimit { window: 10_000 })
+        );
+        let abi = c.to_abi(1);
+        assert_eq!(abi.len, 7);
+        assert_eq!(abi.links[0].new_rule, 1);
+        assert_eq!(abi.links[1].new_rule, 0);
+        assert_eq!(abi.links[1].op, abi::OP_OR);
+        assert_eq!(
+            abi.links[3].new_rule, 1,
+            "a selector after an actor starts a rule"
+        );
+        assert_eq!(abi.links[3].negate, 1);
+        let back = ChainSpec::from_abi(&abi, "veth0", Hook::Egress);
+        assert_eq!(back.links, c.links);
+        // the printed form parses back to the same chain
+        let again = parse(&back.to_string()).unwrap();
+        assert_eq!(again.chains[0].links, c.links);
+    }
+
+    fn line_err(text: &str) -> SpecError {
+        parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let base = "[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"egress\"\nlinks = [\n";
+        let e = line_err(&format!(
+            "{base}  {{ act = \"record\" }},\n  {{ select = \"nope\" }},\n]\n"
+        ));
+        assert_eq!(e.line, 7);
+        assert!(e.msg.contains("unknown selector `nope`"), "{e}");
+        let e = line_err(&format!(
+            "{base}  {{ select = \"dst\", prefix = \"1.2.3.4/40\" }},\n]\n"
+        ));
+        assert_eq!(e.line, 6);
+        assert!(e.msg.contains("prefix length"), "{e}");
+        let e = line_err(&format!(
+            "{base}  {{ act = \"set_backup\", backup = 1 }},\n]\n"
+        ));
+        assert!(e.msg.contains("`backup` must be true or false"), "{e}");
+        let e = line_err(&format!(
+            "{base}  {{ act = \"record\", colour = \"red\" }},\n]\n"
+        ));
+        assert!(e.msg.contains("unknown key `colour`"), "{e}");
+        let e = line_err("[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"sideways\"\nlinks = [ { act = \"record\" } ]\n");
+        assert_eq!(e.line, 4);
+        let e = line_err("[[chain]]\nname = \"a\"\n dev = \n");
+        assert_eq!(e.line, 3, "{e}");
+        let e = line_err("[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"egress\"\nlinks = []\n");
+        assert!(e.msg.contains("no links"));
+        let e = line_err(&format!(
+            "{base}{{ select = \"subflow\", src = \"1.2.3.4\", dst = \"::1\" }}]\n"
+        ));
+        assert!(e.msg.contains("one IP version"), "{e}");
+        let dup = "[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"egress\"\nlinks = [ { act = \"record\" } ]\n";
+        let e = line_err(&format!("{dup}{dup}"));
+        assert_eq!(e.line, 6);
+        assert!(e.msg.contains("second chain"));
+        let many: String = (0..17).map(|_| "{ act = \"record\" },").collect();
+        let e = line_err(&format!("{base}{many}]\n"));
+        assert!(e.msg.contains("at most 16"), "{e}");
+    }
+
+    #[test]
+    fn prefixes() {
+        let p: Prefix = "198.18.2.0/24".parse().unwrap();
+        assert_eq!(p.len, 24);
+        assert_eq!(p.to_string(), "198.18.2.0/24");
+        assert_eq!("2001:db8::1".parse::<Prefix>().unwrap().len, 128);
+        assert!("198.18.2.0/33".parse::<Prefix>().is_err());
+        assert!("x/3".parse::<Prefix>().is_err());
+    }
+
+    /// The errors serde and the toml crate find (types, unknown keys and variants, missing
+    /// keys) name the key and the line, like the checks of the parser do.
+    #[test]
+    fn serde_errors_name_the_key() {
+        let base = "[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"egress\"\nlinks = [\n";
+        let link = |l: &str| line_err(&format!("{base}  {{ act = \"record\" }},\n  {l},\n]\n"));
+        let cases = [
+            (
+                "{ act = \"record\", window = 3 }",
+                "unknown key `window` for actor `record`",
+            ),
+            (
+                "{ act = \"record\", colour = 1 }",
+                "unknown key `colour` (known: `select`, `act`,",
+            ),
+            (
+                "{ select = \"sequence\", what = \"nope\", from = 1, to = 2 }",
+                "`what` = \"nope\": expected one of `data_seq`, `data_ack`",
+            ),
+            (
+                "{ select = \"packet_type\", any = \"syn\" }",
+                "`any` must be a list, not string",
+            ),
+            (
+                "{ select = \"packet_type\", any = [\"bogus\"] }",
+                "unknown packet type `bogus`",
+            ),
+            (
+                "{ select = \"dst\", prefix = \"::1\", op = \"xor\" }",
+                "`op` = \"xor\": expected `and` or `or`",
+            ),
+            (
+                "{ select = \"subflow\", src = \"::1\", dst = \"::2\", sport = 1.5 }",
+                "`sport` must be an integer, not floating point `1.5`",
+            ),
+            (
+                "{ select = \"subflow\", src = \"::1\", dst = \"::2\", dport = 70000 }",
+                "`dport` = 70000 is not in 0..=65535",
+            ),
+            (
+                "{ select = \"subflow\", src = \"::1\", dst = \"x\" }",
+                "`dst` = \"x\" is not an IP address",
+            ),
+            ("{ select = \"dst\" }", "`prefix` is missing"),
+            ("{ act = \"dst\" }", "unknown actor `dst`"),
+            (
+                "{ select = 3 }",
+                "`select` must be a string, not integer `3`",
+            ),
+            ("{ }", "a link needs `select"),
+        ];
+        for (l, want) in cases {
+            let e = link(l);
+            assert_eq!(e.line, 7, "{l}: {e}");
+            assert!(e.msg.starts_with(want), "{l}: {e}");
+            assert!(!e.msg.contains('\n'), "one line: {e}");
+        }
+        let e = line_err("[[chain]]\nname = \"a\"\ndev = \"v0\"\nhook = \"sideways\"\nlinks = [ { act = \"record\" } ]\n");
+        assert_eq!(
+            e.msg,
+            "`hook` = \"sideways\": expected one of `ingress`, `xdp`, `egress`, `tc`"
+        );
+        let e =
+            line_err("\n[[chain]]\nname = \"a\"\ndev = \"v0\"\nlinks = [ { act = \"record\" } ]\n");
+        assert_eq!((e.line, e.msg.as_str()), (2, "`hook` is missing"));
+        let e = line_err("[[chain]]\nname = 3\n");
+        assert_eq!(
+            (e.line, e.msg.as_str()),
+            (2, "`name` must be a string, not integer `3`")
+        );
+        let e = line_err("x = 1\n");
+        assert_eq!(
+            (e.line, e.msg.as_str()),
+            (1, "unknown key `x` (known: `chain`)")
+        );
+        let e = line_err(&format!("{base}  {{ act = \"record\"\n]\n"));
+        assert!(!e.msg.contains('\n'), "one line: {e}");
+    }
+}

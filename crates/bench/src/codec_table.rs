@@ -535,8 +535,8 @@ pub fn targets(rows: &[Row], backend: &str) -> Vec<Target> {
         (Some(x), Some(y)) if y > 0.0 && (x / y).is_finite() && x / y > 0.0 => Some(x / y),
         _ => None,
     };
-    let mk = |name: &str, description: &str, value: Option<f64>, cmp: Comparison, limit: f64| {
-        Target {
+    let mk =
+        |name: &str, description: &str, value: Option<f64>, cmp: Comparison, limit: f64| Target {
             name: name.into(),
             description: description.into(),
             value,
@@ -544,8 +544,7 @@ pub fn targets(rows: &[Row], backend: &str) -> Vec<Target> {
             comparison: cmp,
             unit: "x",
             pass: value.is_some_and(|v| cmp.holds(v, limit)),
-        }
-    };
+        };
     vec![
         mk(
             "fast-vs-aes-128-gcm",
@@ -808,8 +807,7 @@ mod tests {
     #[test]
     fn targets_pass_and_fail_at_the_limits() {
         let lim = fast_limits("avx2");
-        let (gcm_x, revised_x, bulk_x) =
-            (lim.vs_aes_gcm, lim.vs_revised, lim.bulk_vs_memcpy);
+        let (gcm_x, revised_x, bulk_x) = (lim.vs_aes_gcm, lim.vs_revised, lim.bulk_vs_memcpy);
         // every ratio exactly at its limit: all pass
         let rows = vec![
             row("kato-fast", 0.1, 20.0),
@@ -868,13 +866,20 @@ mod tests {
         // each kernel's limits lie above what the next slower kernel measures (this host,
         // 2026-11-22: avx2 7.5x / 13.7x / 0.50, portable 1.9x / 3.5x / 0.13): losing the
         // kernel fails
-        let (a512, a2, p) = (fast_limits("avx512vbmi-gfni"), fast_limits("avx2"), fast_limits("x"));
+        let (a512, a2, p) = (
+            fast_limits("avx512vbmi-gfni"),
+            fast_limits("avx2"),
+            fast_limits("x"),
+        );
         assert!(a512.vs_aes_gcm > 7.5 && a512.vs_revised > 13.7 && a512.bulk_vs_memcpy > 0.50);
         assert!(a2.vs_aes_gcm > 1.9 && a2.vs_revised > 3.5 && a2.bulk_vs_memcpy > 0.13);
         assert!(p.vs_aes_gcm < a2.vs_aes_gcm && p.vs_revised < a2.vs_revised);
         // the context names the measured figures, not the old limits alone
         let c = context(&[row("kato-fast", 0.533, 5.16)]);
-        assert!(c[0].contains("0.533 us") && c[1].contains("5.2 GB/s"), "{c:?}");
+        assert!(
+            c[0].contains("0.533 us") && c[1].contains("5.2 GB/s"),
+            "{c:?}"
+        );
         assert_eq!(
             serde_json::to_value(Comparison::AtLeast).unwrap(),
             serde_json::json!(">=")

@@ -88,27 +88,49 @@ fn quick_json_has_all_rows_with_positive_numbers() {
     let us = |name: &str| row(name, "us_per_msg");
     // every target is a ratio between two rows of this report
     let want = [
-        ("fast-vs-aes-128-gcm", us("aes-128-gcm") / us("kato-fast"), ">="),
-        ("fast-vs-revised", us("kato-revised") / us("kato-fast"), ">="),
+        (
+            "fast-vs-aes-128-gcm",
+            us("aes-128-gcm") / us("kato-fast"),
+            ">=",
+        ),
+        (
+            "fast-vs-revised",
+            us("kato-revised") / us("kato-fast"),
+            ">=",
+        ),
         (
             "fast-bulk-vs-memcpy",
             row("kato-fast", "bulk_gbps") / row("memcpy", "bulk_gbps"),
             ">=",
         ),
-        ("nena-aead-vs-aes-128-gcm", us("nena-aead") / us("aes-128-gcm"), "<="),
-        ("nena-stream-vs-aes-128-ctr", us("nena-stream") / us("aes-128-ctr"), "<="),
+        (
+            "nena-aead-vs-aes-128-gcm",
+            us("nena-aead") / us("aes-128-gcm"),
+            "<=",
+        ),
+        (
+            "nena-stream-vs-aes-128-ctr",
+            us("nena-stream") / us("aes-128-ctr"),
+            "<=",
+        ),
     ];
     assert_eq!(targets.len(), want.len(), "{targets:?}");
     for (t, (name, value, cmp)) in targets.iter().zip(want) {
         assert_eq!(t["name"], name, "{t}");
         assert_eq!(t["comparison"], cmp, "{t}");
         assert_eq!(t["unit"], "x", "{t}");
-        let got = t["value"].as_f64().unwrap_or_else(|| panic!("no value: {t}"));
+        let got = t["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no value: {t}"));
         assert!(got.is_finite() && got > 0.0, "{t}");
         assert!((got - value).abs() <= 1e-9 * value, "{t}: want {value}");
         let limit = t["limit"].as_f64().unwrap();
         assert!(limit.is_finite() && limit > 0.0, "{t}");
-        let pass = if cmp == "<=" { got <= limit } else { got >= limit };
+        let pass = if cmp == "<=" {
+            got <= limit
+        } else {
+            got >= limit
+        };
         assert_eq!(t["pass"], pass, "{t}");
     }
     let all = targets.iter().all(|t| t["pass"] == true);
@@ -116,7 +138,10 @@ fn quick_json_has_all_rows_with_positive_numbers() {
     // absolute figures only as context
     let context = v["context"].as_array().expect("context list");
     assert_eq!(context.len(), 2, "{context:?}");
-    assert!(context[0].as_str().unwrap().contains("us per 1280-byte message"));
+    assert!(context[0]
+        .as_str()
+        .unwrap()
+        .contains("us per 1280-byte message"));
     assert!(v["nena_suite"]
         .as_str()
         .unwrap()

@@ -68,7 +68,10 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
             );
             let v = vs.iter().find(|v| v["variant"] == r["variant"]).unwrap();
             let share = u as f64 / (t + u) as f64;
-            assert!((v["untrusted_share"].as_f64().unwrap() - share).abs() < 1e-9, "{r}");
+            assert!(
+                (v["untrusted_share"].as_f64().unwrap() - share).abs() < 1e-9,
+                "{r}"
+            );
             // the payload crossed the subflows: at least the bytes the run counted
             assert!(t + u >= r["bytes"].as_u64().unwrap(), "{r}");
             assert!(r["cpu_s"].as_f64().unwrap() > 0.0, "{r}");

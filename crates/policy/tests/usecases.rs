@@ -501,7 +501,10 @@ fn ecf_like_scheduler_through_rate_limit() {
     // the actor does). The goodput figures above are measurements, not assertions.
     let (acks, max_wire, cap_wire) = slow_subflow_windows(&frames, [198, 18, 107, 1], window);
     println!("{{\"use_case\": 3, \"slow_acks\": {acks}, \"max_window_wire\": {max_wire}, \"cap_wire\": {cap_wire}}}");
-    assert!(acks >= 50, "only {acks} ACKs of the capped slow subflow captured");
+    assert!(
+        acks >= 50,
+        "only {acks} ACKs of the capped slow subflow captured"
+    );
     assert!(
         max_wire <= cap_wire,
         "an ACK of the slow subflow advertised {max_wire} units, the cap is {cap_wire}"
@@ -516,7 +519,12 @@ fn slow_subflow_windows(frames: &[Vec<u8>], client: [u8; 4], window: u64) -> (us
         let p = packet::parse(f)?;
         (!p.v6 && f.get(23) == Some(&6)).then_some(p)
     };
-    let ports = |f: &[u8], l4: usize| (u16::from_be_bytes([f[l4], f[l4 + 1]]), u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]));
+    let ports = |f: &[u8], l4: usize| {
+        (
+            u16::from_be_bytes([f[l4], f[l4 + 1]]),
+            u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]),
+        )
+    };
     // the MP_JOIN SYN from the client (SYN without ACK, an MPTCP option of subtype 1)
     let syn = frames
         .iter()
@@ -524,7 +532,9 @@ fn slow_subflow_windows(frames: &[Vec<u8>], client: [u8; 4], window: u64) -> (us
             tcp(f).is_some_and(|p| {
                 f[26..30] == client
                     && f[p.l4 + 13] & 0x12 == 0x02
-                    && packet::mptcp_options(f).iter().any(|o| o.len() > 2 && o[2] >> 4 == 1)
+                    && packet::mptcp_options(f)
+                        .iter()
+                        .any(|o| o.len() > 2 && o[2] >> 4 == 1)
             })
         })
         .expect("the capture holds the slow subflow's MP_JOIN SYN");

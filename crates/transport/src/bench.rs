@@ -77,7 +77,7 @@ impl Serialize for Variant {
 
 impl std::fmt::Display for Variant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
@@ -90,7 +90,8 @@ pub const MIN_PATH_SHARE: f64 = 0.01;
 pub const CRYPTO_GOODPUT_TARGET: f64 = 0.99;
 /// CPU seconds per GB allowed, as a multiple of plain MPTCP's, where the CPU sets the pace
 /// (unlimited veth): `stream` and `aead`.
-pub const CPU_TARGETS: [(Variant, f64); 2] = [(Variant::NenaStream, 1.10), (Variant::NenaAead, 1.20)];
+pub const CPU_TARGETS: [(Variant, f64); 2] =
+    [(Variant::NenaStream, 1.10), (Variant::NenaAead, 1.20)];
 
 const PORT_NENA: u16 = 5201;
 const PORT_RAW: u16 = 5202;
@@ -310,7 +311,9 @@ pub fn summarize(
             limit: 1.0,
             at_least: true,
             // every variant ran, and every run of each was multipath
-            pass: stats.iter().all(|s| s.runs > 0 && s.multipath_runs == s.runs),
+            pass: stats
+                .iter()
+                .all(|s| s.runs > 0 && s.multipath_runs == s.runs),
         },
         TargetCheck {
             name: format!("nena kato goodput >= {:.0}% of plain MPTCP", target * 100.0),
@@ -433,12 +436,7 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
 }
 
 /// One nena run: `client::perf` on a thread in the client host, typed report back.
-fn run_nena(
-    lab: &Lab,
-    opts: &BenchOptions,
-    variant: Variant,
-    server_pid: u32,
-) -> Result<Ends> {
+fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
     use crate::client::{self, PerfParams};
     use crate::conn::ClientOptions;
     use nena_mptcp::{PathPolicy, PathSpec, Trust};
@@ -460,8 +458,9 @@ fn run_nena(
         omit: opts.omit.filter(|_| opts.bytes.is_none()),
     };
     let s0 = process_cpu(server_pid);
-    let report = lab
-        .run_in(Host::Client, || client::block_on(client::perf(&copts, params, |_| {})))???;
+    let report = lab.run_in(Host::Client, || {
+        client::block_on(client::perf(&copts, params, |_| {}))
+    })???;
     let server_cpu = process_cpu(server_pid) - s0;
     if report.mode != mode.to_string() {
         bail!("{variant}: the server chose {} instead", report.mode);
@@ -477,7 +476,9 @@ fn run_nena(
         .iter()
         .map(|s| {
             (
-                s.subflow.local.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+                s.subflow
+                    .local
+                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
                 s.subflow.bytes_sent + s.subflow.bytes_received,
                 s.trust != Trust::Trusted,
             )
@@ -505,11 +506,7 @@ struct Ends {
 
 /// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
 /// host, its client end on a thread in the client host, both typed.
-fn run_raw(
-    lab: &Lab,
-    opts: &BenchOptions,
-    listener: &std::net::TcpListener,
-) -> Result<Ends> {
+fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> Result<Ends> {
     use crate::raw_mptcp::{self, Amount, Direction, Outcome, Request};
     let req = Request {
         direction: if opts.reverse {
@@ -541,8 +538,22 @@ fn run_raw(
         );
     }
     let (bytes, seconds, mbit_s) = match (&client.outcome, &server) {
-        (Outcome::Sent { bytes, seconds, mbit_s }, _)
-        | (_, Outcome::Sent { bytes, seconds, mbit_s }) => (*bytes, *seconds, *mbit_s),
+        (
+            Outcome::Sent {
+                bytes,
+                seconds,
+                mbit_s,
+            },
+            _,
+        )
+        | (
+            _,
+            Outcome::Sent {
+                bytes,
+                seconds,
+                mbit_s,
+            },
+        ) => (*bytes, *seconds, *mbit_s),
         _ => bail!("plain MPTCP: neither end sent"),
     };
     let subflows = client
@@ -550,7 +561,11 @@ fn run_raw(
         .iter()
         .map(|s| {
             let local = s.local.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-            (local, s.bytes_sent + s.bytes_received, local.ip() == untrusted_ip)
+            (
+                local,
+                s.bytes_sent + s.bytes_received,
+                local.ip() == untrusted_ip,
+            )
         })
         .collect();
     Ok(Ends {
@@ -635,8 +650,7 @@ pub fn run_on(
         lab.set_rate(Link::Trusted, setting.trusted_rate.map(Rate))?;
         lab.set_rate(Link::Untrusted, setting.untrusted_rate.map(Rate))?;
         // One unmeasured warm-up run per setting.
-        run_one(&lab, opts, Variant::NenaKato, 0, server_pid, &listener)
-            .context("warm-up run")?;
+        run_one(&lab, opts, Variant::NenaKato, 0, server_pid, &listener).context("warm-up run")?;
         let mut runs = Vec::new();
         for rep in 0..opts.reps {
             for k in 0..Variant::ALL.len() {
@@ -904,7 +918,13 @@ mod tests {
     fn variants_serialise_by_name() {
         assert_eq!(
             serde_json::to_value(Variant::ALL).unwrap(),
-            serde_json::json!(["plain MPTCP", "nena plain", "nena kato", "nena stream", "nena aead"])
+            serde_json::json!([
+                "plain MPTCP",
+                "nena plain",
+                "nena kato",
+                "nena stream",
+                "nena aead"
+            ])
         );
         assert_eq!(Variant::PlainMptcp.mode(), None);
         assert_eq!(Variant::NenaKato.mode(), Some(nena_proto::Mode::Kato));

@@ -160,7 +160,8 @@ fn send(s: &mut TcpStream, amount: Amount, omit: Option<Duration>) -> Result<Out
             }
         }
     }
-    s.shutdown(Shutdown::Write).context("raw MPTCP: ending the data")?;
+    s.shutdown(Shutdown::Write)
+        .context("raw MPTCP: ending the data")?;
     let mut count = [0u8; 8];
     s.read_exact(&mut count)
         .context("raw MPTCP: reading the receiver's count")?;
@@ -231,7 +232,8 @@ pub struct ClientRun {
 /// Connect from `local` (an address of the trusted path) to `remote` over MPTCP and run
 /// `req`. The subflows (payload bytes per local address) are read at the end.
 pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
-    let mut s = connect(local, remote).with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
+    let mut s =
+        connect(local, remote).with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
     timeouts(&s)?;
     if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
         bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
@@ -379,7 +381,9 @@ mod tests {
             }
             let sender = if direction == Direction::Up { &c } else { &s };
             match sender {
-                Outcome::Sent { mbit_s, seconds, .. } => {
+                Outcome::Sent {
+                    mbit_s, seconds, ..
+                } => {
                     assert!(*mbit_s > 0.0 && *seconds > 0.0)
                 }
                 other => panic!("the sender reported {other:?}"),

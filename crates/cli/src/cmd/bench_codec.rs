@@ -138,7 +138,10 @@ mod tests {
         let t = targets(&rows, "avx2");
         let e = check(&t, false).unwrap_err();
         assert_eq!(e.code, 1);
-        assert_eq!(format!("{}", e.error), "target(s) not met: fast-vs-revised (use --no-check to report only)");
+        assert_eq!(
+            format!("{}", e.error),
+            "target(s) not met: fast-vs-revised (use --no-check to report only)"
+        );
         assert!(check(&t, true).is_ok());
         // a missing row fails every target that needs it
         let e = check(&targets(&rows[1..], "avx2"), false).unwrap_err();

@@ -132,15 +132,15 @@ mod tests {
             row("nena-stream", 0.5, 5.0),
         ];
         assert!(check(&targets(&rows, "avx2"), false).is_ok());
-        // kato-fast 4x slower: below 8x the revised loop, the avx2 kernel's limit (and still
-        // 5x faster than GCM)
-        rows[0] = row("kato-fast", 0.2, 40.0);
+        // kato-fast 6x slower: below the avx2 kernel's limits against the revised loop (8x)
+        // and GCM (5x); bulk unchanged
+        rows[0] = row("kato-fast", 0.3, 40.0);
         let t = targets(&rows, "avx2");
         let e = check(&t, false).unwrap_err();
         assert_eq!(e.code, 1);
         assert_eq!(
             format!("{}", e.error),
-            "target(s) not met: fast-vs-revised (use --no-check to report only)"
+            "target(s) not met: fast-vs-aes-128-gcm, fast-vs-revised (use --no-check to report only)"
         );
         assert!(check(&t, true).is_ok());
         // a missing row fails every target that needs it

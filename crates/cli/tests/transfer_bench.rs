@@ -56,7 +56,7 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
             assert!(v["median_mbit_s"].as_f64().unwrap() > 1.0, "{v}");
             assert_eq!(v["multipath_runs"], 1, "not multipath: {v}");
             let share = v["untrusted_share"].as_f64().unwrap();
-            assert!(share >= 0.01 && share <= 0.99, "{v}");
+            assert!((0.01..=0.99).contains(&share), "{v}");
         }
         let runs = s["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 5);

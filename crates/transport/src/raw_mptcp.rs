@@ -131,9 +131,12 @@ fn unacked(s: &TcpStream) -> u64 {
     }
 }
 
-fn timeouts(s: &TcpStream) -> Result<()> {
+/// Timeouts, and `TCP_NODELAY` as nena's sockets have it (conn.rs): the baseline differs
+/// from nena by nena's work only, not by socket options.
+fn setup(s: &TcpStream) -> Result<()> {
     s.set_read_timeout(Some(TIMEOUT))?;
     s.set_write_timeout(Some(TIMEOUT))?;
+    s.set_nodelay(true)?;
     Ok(())
 }
 
@@ -212,7 +215,7 @@ pub fn serve_one(l: &TcpListener) -> Result<Outcome> {
         bail!("raw MPTCP: no client within {}s", TIMEOUT.as_secs());
     }
     let (mut s, _) = l.accept().context("raw MPTCP: accepting")?;
-    timeouts(&s)?;
+    setup(&s)?;
     let mut req = [0u8; Request::LEN];
     s.read_exact(&mut req)
         .context("raw MPTCP: reading the request")?;
@@ -234,7 +237,7 @@ pub struct ClientRun {
 pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
     let mut s =
         connect(local, remote).with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
-    timeouts(&s)?;
+    setup(&s)?;
     if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
         bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
     }

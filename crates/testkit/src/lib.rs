@@ -54,10 +54,7 @@ pub fn report_skip(krate: &str, module: &str, reason: &str) {
 
 /// The line [`skip!`] prints (one line, ending in a newline).
 fn skip_line(krate: &str, name: &str, reason: &str) -> String {
-    format!(
-        "{SKIP_MARKER} {krate} {name}: {}\n",
-        reason.replace('\n', " ")
-    )
+    format!("{SKIP_MARKER} {krate} {name}: {}\n", reason.replace('\n', " "))
 }
 
 /// Deterministic test data (xorshift64*). The same seed always gives the same bytes, on

@@ -1,8 +1,8 @@
 //! `nena bench codec`: the papers' Table II reproduced on this machine, side by side
 //! with the modern cipher baselines and memcpy, in one run. Per-message figures use
 //! 1280-byte messages processed both ways; bulk figures use 1 MiB buffers. All jobs are
-//! measured in interleaved rounds on one pinned core; the report checks the issue's
-//! targets for `kato-fast`.
+//! measured in interleaved rounds on one pinned core; the report checks the targets, each a
+//! ratio between two rows of the same run (absolute figures are context only).
 
 use crate::ciphers::{self, CipherSubject, CIPHERS};
 use crate::harness::{self, HarnessConfig, Job, Stats};
@@ -78,11 +78,47 @@ fn paper_text(name: &str) -> &'static str {
 pub const TARGET_NENA_AEAD_VS_GCM: f64 = 1.5;
 pub const TARGET_NENA_STREAM_VS_CTR: f64 = 1.5;
 
-/// The issue's targets for `kato-fast`.
-pub const TARGET_FAST_US_PER_MSG: f64 = 0.16;
-pub const TARGET_FAST_BULK_GBPS: f64 = 20.0;
-pub const TARGET_FAST_VS_AES_GCM: f64 = 5.0;
-pub const TARGET_FAST_VS_REVISED: f64 = 30.0;
+/// The limits of the `kato-fast` targets, every one a ratio to another row of the same run
+/// (issue 10), for the SIMD kernel the code picks on this CPU: each is about two thirds of
+/// what today's code measures with that kernel, and above what the next slower kernel
+/// measures, so losing the kernel (or a slowdown of about 1.5x) fails. docs/BENCHMARKS.md
+/// has the figures behind them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FastLimits {
+    /// AES-128-GCM time / kato-fast time per message, at least.
+    pub vs_aes_gcm: f64,
+    /// kato-revised time / kato-fast time per message, at least.
+    pub vs_revised: f64,
+    /// kato-fast bulk GB/s / memcpy bulk GB/s, at least.
+    pub bulk_vs_memcpy: f64,
+}
+
+/// The limits for a fast backend (`nena_codec::fast_backend()`): AVX-512 VBMI + GFNI,
+/// AVX2, and the portable kernel (any other CPU).
+pub fn fast_limits(backend: &str) -> FastLimits {
+    match backend {
+        "avx512vbmi-gfni" => FastLimits {
+            vs_aes_gcm: 10.0,
+            vs_revised: 20.0,
+            bulk_vs_memcpy: 0.6,
+        },
+        "avx2" => FastLimits {
+            vs_aes_gcm: 5.0,
+            vs_revised: 8.0,
+            bulk_vs_memcpy: 0.3,
+        },
+        _ => FastLimits {
+            vs_aes_gcm: 1.2,
+            vs_revised: 2.0,
+            bulk_vs_memcpy: 0.08,
+        },
+    }
+}
+
+/// The absolute figures issue 2 set for `kato-fast` on the AVX-512 host: printed beside the
+/// measured ones as context, not checked (they fail on an AVX2-only host with the same code).
+pub const CONTEXT_FAST_US_PER_MSG: f64 = 0.16;
+pub const CONTEXT_FAST_BULK_GBPS: f64 = 20.0;
 
 /// How to run the benchmark.
 #[derive(Debug, Clone)]
@@ -131,6 +167,32 @@ pub struct Row {
     pub bulk_stats: Option<Stats>,
 }
 
+/// How a target's value compares with its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Comparison {
+    #[serde(rename = "<=")]
+    AtMost,
+    #[serde(rename = ">=")]
+    AtLeast,
+}
+
+impl Comparison {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Comparison::AtMost => "<=",
+            Comparison::AtLeast => ">=",
+        }
+    }
+
+    /// Does `value` meet `limit`? (NaN never does.)
+    pub fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Comparison::AtMost => value <= limit,
+            Comparison::AtLeast => value >= limit,
+        }
+    }
+}
+
 /// One checked target.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
@@ -139,8 +201,8 @@ pub struct Target {
     /// Measured value (NaN-free; absent when a needed row is unavailable).
     pub value: Option<f64>,
     pub limit: f64,
-    /// `"<="` or `">="`.
-    pub comparison: &'static str,
+    /// `<=` or `>=` in the JSON.
+    pub comparison: Comparison,
     pub unit: &'static str,
     pub pass: bool,
 }
@@ -170,6 +232,8 @@ pub struct Report {
     pub fast_vs_paper_c: Option<f64>,
     pub targets: Vec<Target>,
     pub all_targets_pass: bool,
+    /// Absolute figures of kato-fast beside issue 2's (context only, not checked).
+    pub context: Vec<String>,
 }
 
 impl Report {
@@ -404,8 +468,9 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
         .iter()
         .find(|r| r.name == crate::paper_c::NAME)
         .and_then(|r| r.ratio_to_fast);
-    let targets = targets(&results);
+    let targets = targets(&results, nena_codec::fast_backend());
     let all_targets_pass = targets.iter().all(|t| t.pass);
+    let context = context(&results);
     Ok(Report {
         cpu: cpu_model(),
         library: format!(
@@ -436,93 +501,85 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
         results,
         extra_results,
         fast_vs_paper_c,
+        context,
         targets,
         all_targets_pass,
     })
 }
 
-/// Evaluate the issue's targets on a set of rows.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
+/// kato-fast's absolute figures beside the ones issue 2 set on the AVX-512 host: context, not
+/// targets (an absolute time says as much about the host as about the code).
+pub fn context(rows: &[Row]) -> Vec<String> {
+    let fast = rows.iter().find(|r| r.name == "kato-fast");
+    let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |v| format!("{v:.p$}"));
+    vec![
+        format!(
+            "kato-fast: {} us per {MSG_LEN}-byte message both ways (issue 2 asked <= {CONTEXT_FAST_US_PER_MSG} on the AVX-512 host)",
+            f(fast.and_then(|r| r.us_per_msg), 3)
+        ),
+        format!(
+            "kato-fast: {} GB/s bulk per direction (issue 2 asked >= {CONTEXT_FAST_BULK_GBPS} on the AVX-512 host)",
+            f(fast.and_then(|r| r.bulk_gbps), 1)
+        ),
+    ]
+}
+
+/// Evaluate the targets on a set of rows: every one a ratio between two rows of the same
+/// run. A missing row (or a ratio that is not a positive finite number) fails its target.
+pub fn targets(rows: &[Row], backend: &str) -> Vec<Target> {
+    let lim = fast_limits(backend);
     let get = |name: &str| rows.iter().find(|r| r.name == name);
     let us = |name: &str| get(name).and_then(|r| r.us_per_msg);
-    let fast = us("kato-fast");
-    let ratio = |other: &str| match (us(other), fast) {
-        (Some(o), Some(f)) if f > 0.0 => Some(o / f),
+    let bulk = |name: &str| get(name).and_then(|r| r.bulk_gbps);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(x), Some(y)) if y > 0.0 && (x / y).is_finite() && x / y > 0.0 => Some(x / y),
         _ => None,
     };
-    let over = |a: &str, b: &str| match (us(a), us(b)) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
-        _ => None,
-    };
-    let mk = |name: &str,
-              description: String,
-              value: Option<f64>,
-              cmp: &'static str,
-              limit: f64,
-              unit| {
-        let pass = match value {
-            Some(v) if cmp == "<=" => v <= limit,
-            Some(v) => v >= limit,
-            None => false,
-        };
-        Target {
+    let mk =
+        |name: &str, description: &str, value: Option<f64>, cmp: Comparison, limit: f64| Target {
             name: name.into(),
-            description,
+            description: description.into(),
             value,
             limit,
             comparison: cmp,
-            unit,
-            pass,
-        }
-    };
+            unit: "x",
+            pass: value.is_some_and(|v| cmp.holds(v, limit)),
+        };
     vec![
         mk(
-            "fast-us-per-msg",
-            format!("kato-fast: time per {MSG_LEN}-byte message, scramble + descramble"),
-            fast,
-            "<=",
-            TARGET_FAST_US_PER_MSG,
-            "us",
-        ),
-        mk(
-            "fast-bulk-gbps",
-            "kato-fast: bulk throughput per direction (1 MiB buffers)".into(),
-            get("kato-fast").and_then(|r| r.bulk_gbps),
-            ">=",
-            TARGET_FAST_BULK_GBPS,
-            "GB/s",
-        ),
-        mk(
             "fast-vs-aes-128-gcm",
-            "aes-128-gcm time / kato-fast time per message".into(),
-            ratio("aes-128-gcm"),
-            ">=",
-            TARGET_FAST_VS_AES_GCM,
-            "x",
+            "aes-128-gcm time / kato-fast time per message",
+            ratio(us("aes-128-gcm"), us("kato-fast")),
+            Comparison::AtLeast,
+            lim.vs_aes_gcm,
         ),
         mk(
             "fast-vs-revised",
-            "kato-revised time / kato-fast time per message".into(),
-            ratio("kato-revised"),
-            ">=",
-            TARGET_FAST_VS_REVISED,
-            "x",
+            "kato-revised time / kato-fast time per message",
+            ratio(us("kato-revised"), us("kato-fast")),
+            Comparison::AtLeast,
+            lim.vs_revised,
+        ),
+        mk(
+            "fast-bulk-vs-memcpy",
+            "kato-fast bulk GB/s / memcpy bulk GB/s (1 MiB buffers)",
+            ratio(bulk("kato-fast"), bulk("memcpy")),
+            Comparison::AtLeast,
+            lim.bulk_vs_memcpy,
         ),
         mk(
             "nena-aead-vs-aes-128-gcm",
-            "nena-aead time / aes-128-gcm (OpenSSL) time per message".into(),
-            over("nena-aead", "aes-128-gcm"),
-            "<=",
+            "nena-aead time / aes-128-gcm (OpenSSL) time per message",
+            ratio(us("nena-aead"), us("aes-128-gcm")),
+            Comparison::AtMost,
             TARGET_NENA_AEAD_VS_GCM,
-            "x",
         ),
         mk(
             "nena-stream-vs-aes-128-ctr",
-            "nena-stream time / aes-128-ctr (OpenSSL) time per message".into(),
-            over("nena-stream", "aes-128-ctr"),
-            "<=",
+            "nena-stream time / aes-128-ctr (OpenSSL) time per message",
+            ratio(us("nena-stream"), us("aes-128-ctr")),
+            Comparison::AtMost,
             TARGET_NENA_STREAM_VS_CTR,
-            "x",
         ),
     ]
 }
@@ -631,10 +688,14 @@ pub fn render_text(r: &Report) -> String {
             t.value
                 .map(|v| format!("{v:.3}"))
                 .unwrap_or_else(|| "n/a".into()),
-            t.comparison,
+            t.comparison.symbol(),
             t.limit,
             t.unit
         );
+    }
+    let _ = writeln!(o, "context (not targets):");
+    for c in &r.context {
+        let _ = writeln!(o, "  {c}");
     }
     o
 }
@@ -674,7 +735,29 @@ mod tests {
                 assert!(row["reason"].is_string(), "{row}");
             }
         }
-        assert_eq!(v["targets"].as_array().unwrap().len(), 6);
+        assert_eq!(v["targets"].as_array().unwrap().len(), 5);
+        // the papers' Table II figures sit in the rows they belong to, and only there
+        for row in &r.results {
+            assert_eq!(row.paper_ms, paper_ms(&row.name), "{}", row.name);
+        }
+        let with_paper: Vec<&str> = r
+            .results
+            .iter()
+            .filter(|x| x.paper_ms.is_some())
+            .map(|x| x.name.as_str())
+            .collect();
+        assert_eq!(
+            with_paper,
+            [
+                "des-ecb",
+                "tdea-ecb",
+                "aes-128-ecb",
+                "aes-192-ecb",
+                "aes-256-ecb",
+                "kato-straight",
+                "kato-revised"
+            ]
+        );
         let extra = v["extra_results"].as_array().unwrap();
         assert_eq!(extra.len(), 1);
         assert_eq!(extra[0]["name"], "paper-revised-c");
@@ -687,7 +770,19 @@ mod tests {
             assert!(text.contains(name), "{name} missing from text");
         }
         assert!(text.contains("OpenSSL"));
-        assert!(text.contains("0.0352"));
+        // each paper figure printed at the end of its own row's line
+        for (name, _, printed) in PAPER_TABLE_II_MS {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no line for {name}"));
+            assert!(
+                line.trim_end().ends_with(printed)
+                    || line.contains(&format!("(paper: {printed} ms)")),
+                "{line}"
+            );
+        }
+        assert!(text.contains("context (not targets):"));
         assert!(text.contains("paper-revised-c"));
         assert!(text.contains("ratio of kato-fast to the papers' C code"));
     }
@@ -711,39 +806,83 @@ mod tests {
 
     #[test]
     fn targets_pass_and_fail_at_the_limits() {
+        let lim = fast_limits("avx2");
+        let (gcm_x, revised_x, bulk_x) = (lim.vs_aes_gcm, lim.vs_revised, lim.bulk_vs_memcpy);
+        // every ratio exactly at its limit: all pass
         let rows = vec![
-            row("kato-fast", 0.16, 20.0),
-            row("aes-128-gcm", 0.8, 5.0),
-            row("kato-revised", 4.8, 0.5),
-            row("aes-128-ctr", 0.4, 5.0),
-            row("nena-aead", 1.2, 3.0),
-            row("nena-stream", 0.6, 4.0),
+            row("kato-fast", 0.1, 20.0),
+            row("aes-128-gcm", 0.1 * gcm_x, 5.0),
+            row("kato-revised", 0.1 * revised_x, 0.5),
+            row("memcpy", 0.05, 20.0 / bulk_x),
+            row("aes-128-ctr", 0.5, 5.0),
+            row("nena-aead", 0.5 * TARGET_NENA_AEAD_VS_GCM, 3.0),
+            row("nena-stream", 0.5 * TARGET_NENA_STREAM_VS_CTR, 4.0),
         ];
-        let t = targets(&rows);
-        assert!(t.iter().all(|t| t.pass), "{t:?}");
-        let rows = vec![
-            row("kato-fast", 0.2, 19.0),
-            row("aes-128-gcm", 0.8, 5.0),
-            row("kato-revised", 4.8, 0.5),
-            row("aes-128-ctr", 0.4, 5.0),
-            row("nena-aead", 1.21, 3.0),
-            row("nena-stream", 0.61, 4.0),
-        ];
-        let t = targets(&rows);
+        let t = targets(&rows, "avx2");
         assert_eq!(
-            t.iter().map(|t| t.pass).collect::<Vec<_>>(),
-            [false, false, false, false, false, false]
+            t.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            [
+                "fast-vs-aes-128-gcm",
+                "fast-vs-revised",
+                "fast-bulk-vs-memcpy",
+                "nena-aead-vs-aes-128-gcm",
+                "nena-stream-vs-aes-128-ctr"
+            ]
         );
+        assert!(t.iter().all(|t| t.pass && t.unit == "x"), "{t:?}");
+        // the absolute figures do not matter: a host 10x slower in every row passes too
+        let slow: Vec<Row> = rows
+            .iter()
+            .map(|r| {
+                row(
+                    &r.name,
+                    r.us_per_msg.unwrap() * 10.0,
+                    r.bulk_gbps.unwrap() / 10.0,
+                )
+            })
+            .collect();
+        assert!(targets(&slow, "avx2").iter().all(|t| t.pass));
+        // 2% past each limit: all fail
+        let rows = vec![
+            row("kato-fast", 0.102, 19.6),
+            row("aes-128-gcm", 0.1 * gcm_x, 5.0),
+            row("kato-revised", 0.1 * revised_x, 0.5),
+            row("memcpy", 0.05, 20.0 / bulk_x),
+            row("aes-128-ctr", 0.5, 5.0),
+            row("nena-aead", 0.51 * TARGET_NENA_AEAD_VS_GCM, 3.0),
+            row("nena-stream", 0.51 * TARGET_NENA_STREAM_VS_CTR, 4.0),
+        ];
+        let t = targets(&rows, "avx2");
+        assert_eq!(t.iter().map(|t| t.pass).collect::<Vec<_>>(), [false; 5]);
         // A missing row is a failure, not a pass.
-        let t = targets(&[row("kato-fast", 0.1, 30.0)]);
-        assert!(!t[2].pass && t[2].value.is_none());
-    }
-
-    #[test]
-    fn paper_figures_match_table_ii() {
-        assert_eq!(paper_ms("des-ecb"), Some(2.24));
-        assert_eq!(paper_ms("tdea-ecb"), Some(6.69));
-        assert_eq!(paper_ms("kato-revised"), Some(0.0352));
-        assert_eq!(paper_ms("aes-128-gcm"), None);
+        let t = targets(&[row("kato-fast", 0.1, 30.0)], "avx2");
+        assert!(t.iter().all(|t| !t.pass && t.value.is_none()));
+        // so is a zero figure (an infinite ratio)
+        let t = targets(
+            &[row("kato-fast", 0.0, 30.0), row("aes-128-gcm", 1.0, 1.0)],
+            "avx2",
+        );
+        assert!(!t[0].pass && t[0].value.is_none());
+        // each kernel's limits lie above what the next slower kernel measures (this host,
+        // 2026-11-22: avx2 7.5x / 13.7x / 0.50, portable 1.9x / 3.5x / 0.13): losing the
+        // kernel fails
+        let (a512, a2, p) = (
+            fast_limits("avx512vbmi-gfni"),
+            fast_limits("avx2"),
+            fast_limits("x"),
+        );
+        assert!(a512.vs_aes_gcm > 7.5 && a512.vs_revised > 13.7 && a512.bulk_vs_memcpy > 0.50);
+        assert!(a2.vs_aes_gcm > 1.9 && a2.vs_revised > 3.5 && a2.bulk_vs_memcpy > 0.13);
+        assert!(p.vs_aes_gcm < a2.vs_aes_gcm && p.vs_revised < a2.vs_revised);
+        // the context names the measured figures, not the old limits alone
+        let c = context(&[row("kato-fast", 0.533, 5.16)]);
+        assert!(
+            c[0].contains("0.533 us") && c[1].contains("5.2 GB/s"),
+            "{c:?}"
+        );
+        assert_eq!(
+            serde_json::to_value(Comparison::AtLeast).unwrap(),
+            serde_json::json!(">=")
+        );
     }
 }

@@ -1,10 +1,13 @@
 //! The policy benchmark without the CLI: `cargo run --release -p nena-policy --example bench`.
 fn main() -> anyhow::Result<()> {
-    let r = nena_policy::bench::run(2000, 31, |_| {})?;
+    let r = nena_policy::bench::run(2000, 31, 4, |_| {})?;
     for e in &r.results {
         println!(
-            "{:<12} {:>8.1} {:>8.1} {:?} {:?}",
-            e.name, e.ns, e.ns_egress, e.acting_ns, e.acting_ns_egress
+            "{:<12} act {:>8.1} {:>8.1} skip {:?}",
+            e.name,
+            e.act.ingress.ns,
+            e.act.egress.ns,
+            e.skip.as_ref().map(|s| (s.ingress.ns, s.egress.ns))
         );
     }
     println!("targets met: {}", r.targets_met);

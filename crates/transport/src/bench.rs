@@ -3,49 +3,95 @@
 //! checked: each mode's goodput against plain MPTCP where the links set the pace, and the
 //! crypto modes' CPU seconds per GB against plain MPTCP's where the CPU does.
 //!
-//! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C),
-//! starts `nena serve` (every mode accepted) and `nena serve --raw` (the plain-MPTCP
-//! baseline: the same MPTCP sockets, trusted-path-first gate and perf protocol, without the
-//! nena handshake and without any transform) in the server host, and runs `nena perf` from
-//! the client host for each variant, interleaved within every repetition (the order rotates
-//! so no variant always runs first). Settings: unlimited veth, then the trusted link at
-//! 100 Mbit/s and the untrusted one at 20 Mbit/s (the papers' Figure 18 used 100BASE-T as
-//! the trusted path and 802.11g as the untrusted one). Goodput is verified payload bytes
-//! over the time from the first data byte to the receiver's confirmation.
+//! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C)
+//! and starts `nena serve` (every mode accepted) in the server host. Every run's client end
+//! runs in this process, on a thread inside the client host's namespace, and hands back a
+//! typed report: `client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
+//! sender/receiver of [`crate::raw_mptcp`] (no nena handshake, no gate, no framing, no
+//! pattern fill or compare: bytes written from a static buffer, counted, the count checked
+//! end to end), with its server end on a thread in the server host. Variants are
+//! interleaved within every repetition (the order rotates so no variant always runs
+//! first). Settings: unlimited veth, then the trusted link at 100 Mbit/s and the untrusted
+//! one at 20 Mbit/s (the papers' Figure 18 used 100BASE-T as the trusted path and 802.11g
+//! as the untrusted one). Goodput: payload bytes over the time from the first data byte to
+//! the receiver's confirmation. Every run must have been multipath (both the trusted and
+//! the untrusted path carried at least [`MIN_PATH_SHARE`] of its bytes), or the verdict fails.
 
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{Host, Lab, LabConfig, LabGuard, Link, Rate};
 use serde::Serialize;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// The variants compared (the first is the baseline).
-pub const VARIANTS: [&str; 5] = [
-    "plain MPTCP",
-    "nena plain",
-    "nena kato",
-    "nena stream",
-    "nena aead",
-];
+/// A variant of the bench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// The baseline: raw MPTCP, nothing of nena.
+    PlainMptcp,
+    NenaPlain,
+    NenaKato,
+    NenaStream,
+    NenaAead,
+}
+
+impl Variant {
+    /// Every variant, the baseline first.
+    pub const ALL: [Variant; 5] = [
+        Variant::PlainMptcp,
+        Variant::NenaPlain,
+        Variant::NenaKato,
+        Variant::NenaStream,
+        Variant::NenaAead,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::PlainMptcp => "plain MPTCP",
+            Variant::NenaPlain => "nena plain",
+            Variant::NenaKato => "nena kato",
+            Variant::NenaStream => "nena stream",
+            Variant::NenaAead => "nena aead",
+        }
+    }
+
+    /// The nena mode of the variant (`None`: the raw baseline).
+    pub fn mode(self) -> Option<nena_proto::Mode> {
+        use nena_proto::Mode;
+        match self {
+            Variant::PlainMptcp => None,
+            Variant::NenaPlain => Some(Mode::Plain),
+            Variant::NenaKato => Some(Mode::Kato),
+            Variant::NenaStream => Some(Mode::Stream),
+            Variant::NenaAead => Some(Mode::Aead),
+        }
+    }
+}
+
+impl Serialize for Variant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// A run counts as multipath when the trusted and the untrusted path each carried at least
+/// this share of its payload bytes.
+pub const MIN_PATH_SHARE: f64 = 0.01;
 
 /// Goodput the crypto modes must reach, as a fraction of plain MPTCP's, where the links set
 /// the pace (a rate-limited setting).
 pub const CRYPTO_GOODPUT_TARGET: f64 = 0.99;
 /// CPU seconds per GB allowed, as a multiple of plain MPTCP's, where the CPU sets the pace
 /// (unlimited veth): `stream` and `aead`.
-pub const CPU_TARGETS: [(&str, f64); 2] = [("nena stream", 1.10), ("nena aead", 1.20)];
-
-/// The `nena perf` arguments of a variant (which server port, which mode).
-fn variant_args(variant: &str) -> (u16, &'static [&'static str]) {
-    match variant {
-        "plain MPTCP" => (PORT_RAW, &["--raw"]),
-        "nena plain" => (PORT_NENA, &["--mode", "plain"]),
-        "nena kato" => (PORT_NENA, &["--mode", "kato"]),
-        "nena stream" => (PORT_NENA, &["--mode", "stream"]),
-        _ => (PORT_NENA, &["--mode", "aead"]),
-    }
-}
+pub const CPU_TARGETS: [(Variant, f64); 2] =
+    [(Variant::NenaStream, 1.10), (Variant::NenaAead, 1.20)];
 
 const PORT_NENA: u16 = 5201;
 const PORT_RAW: u16 = 5202;
@@ -95,19 +141,25 @@ impl BenchOptions {
     }
 }
 
-/// One perf run.
+/// One run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
-    pub variant: &'static str,
+    pub variant: Variant,
     pub rep: usize,
     pub mbit_s: f64,
     pub bytes: u64,
     pub seconds: f64,
+    /// Payload bytes (sent + received) on the client's subflows from a trusted and from an
+    /// untrusted local address.
+    pub trusted_bytes: u64,
+    pub untrusted_bytes: u64,
+    /// Both paths carried at least [`MIN_PATH_SHARE`] of the run's subflow bytes.
     pub multipath: bool,
     /// Payload bytes per subflow local address (sent + received).
     pub subflow_bytes: Vec<(String, u64)>,
-    /// User + system CPU time of the two nena processes of the run (perf client and the
-    /// server), seconds. Kernel work done outside them (e.g. in ksoftirqd) is not counted.
+    /// User + system CPU time of both ends of the run, seconds: this process over the run
+    /// (the client end; for plain MPTCP also its server end) plus, for nena, the `nena
+    /// serve` process. Kernel work done outside them (e.g. in ksoftirqd) is not counted.
     pub cpu_s: f64,
     /// `cpu_s` per 10^9 payload bytes: the cost of a byte, much less sensitive to other
     /// load on the machine than goodput is.
@@ -117,7 +169,7 @@ pub struct Run {
 /// Statistics of one variant in one setting.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantStats {
-    pub variant: &'static str,
+    pub variant: Variant,
     pub median_mbit_s: f64,
     pub min_mbit_s: f64,
     pub max_mbit_s: f64,
@@ -128,7 +180,9 @@ pub struct VariantStats {
     pub paired_ratio: f64,
     pub multipath_runs: usize,
     pub runs: usize,
-    /// Median CPU seconds (client + server process) per 10^9 payload bytes.
+    /// Untrusted paths' share of the subflow bytes of all runs of the variant.
+    pub untrusted_share: f64,
+    /// Median CPU seconds (client + server ends) per 10^9 payload bytes.
     pub median_cpu_s_per_gb: f64,
 }
 
@@ -140,7 +194,7 @@ pub struct TargetCheck {
     /// The measured ratio (to plain MPTCP, same setting, same run).
     pub value: f64,
     pub limit: f64,
-    /// `>=` (goodput) or `<=` (CPU per GB).
+    /// `>=` (goodput, multipath runs) or `<=` (CPU per GB).
     pub at_least: bool,
     pub pass: bool,
 }
@@ -189,31 +243,23 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Median, min, max and ratios of the runs of one setting, and its targets: kato's goodput
-/// against `target` (every setting); where the links set the pace (`link_limited`) the
-/// crypto modes' goodput against [`CRYPTO_GOODPUT_TARGET`]; where the CPU does, their CPU
-/// per GB against [`CPU_TARGETS`].
+/// Median, min, max and ratios of the runs of one setting, and its targets: every run of
+/// every variant multipath; kato's goodput against `target` (every setting); where the
+/// links set the pace (`link_limited`) the crypto modes' goodput against
+/// [`CRYPTO_GOODPUT_TARGET`]; where the CPU does, their CPU per GB against [`CPU_TARGETS`].
 pub fn summarize(
     runs: &[Run],
     target: f64,
     link_limited: bool,
 ) -> (Vec<VariantStats>, f64, Vec<TargetCheck>) {
     let mut stats = Vec::new();
-    for v in VARIANTS {
-        let mut xs: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.variant == v)
-            .map(|r| r.mbit_s)
-            .collect();
-        let mut cpu: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.variant == v)
-            .map(|r| r.cpu_s_per_gb)
-            .collect();
-        let multipath_runs = runs
-            .iter()
-            .filter(|r| r.variant == v && r.multipath)
-            .count();
+    for v in Variant::ALL {
+        let of: Vec<&Run> = runs.iter().filter(|r| r.variant == v).collect();
+        let mut xs: Vec<f64> = of.iter().map(|r| r.mbit_s).collect();
+        let mut cpu: Vec<f64> = of.iter().map(|r| r.cpu_s_per_gb).collect();
+        let multipath_runs = of.iter().filter(|r| r.multipath).count();
+        let untrusted: u64 = of.iter().map(|r| r.untrusted_bytes).sum();
+        let all: u64 = of.iter().map(|r| r.untrusted_bytes + r.trusted_bytes).sum();
         let n = xs.len();
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -226,6 +272,7 @@ pub fn summarize(
             paired_ratio: f64::NAN,
             multipath_runs,
             runs: n,
+            untrusted_share: untrusted as f64 / all as f64,
             median_cpu_s_per_gb: median(&mut cpu),
         });
     }
@@ -237,28 +284,47 @@ pub fn summarize(
             .filter(|r| r.variant == s.variant)
             .filter_map(|r| {
                 runs.iter()
-                    .find(|b| b.variant == VARIANTS[0] && b.rep == r.rep)
+                    .find(|b| b.variant == Variant::PlainMptcp && b.rep == r.rep)
                     .map(|b| r.mbit_s / b.mbit_s)
             })
             .collect();
         s.paired_ratio = median(&mut paired);
     }
-    let kato = stats[2].ratio;
-    let by = |v: &str| {
+    let by = |v: Variant| {
         stats
             .iter()
             .find(|s| s.variant == v)
             .expect("every variant")
     };
-    let mut targets = vec![TargetCheck {
-        name: format!("nena kato goodput >= {:.0}% of plain MPTCP", target * 100.0),
-        value: kato,
-        limit: target,
-        at_least: true,
-        pass: kato >= target,
-    }];
+    let kato = by(Variant::NenaKato).ratio;
+    let all_runs: usize = stats.iter().map(|s| s.runs).sum();
+    let mp_runs: usize = stats.iter().map(|s| s.multipath_runs).sum();
+    let mp = if all_runs == 0 {
+        0.0
+    } else {
+        mp_runs as f64 / all_runs as f64
+    };
+    let mut targets = vec![
+        TargetCheck {
+            name: "every run multipath (each variant's runs)".into(),
+            value: mp,
+            limit: 1.0,
+            at_least: true,
+            // every variant ran, and every run of each was multipath
+            pass: stats
+                .iter()
+                .all(|s| s.runs > 0 && s.multipath_runs == s.runs),
+        },
+        TargetCheck {
+            name: format!("nena kato goodput >= {:.0}% of plain MPTCP", target * 100.0),
+            value: kato,
+            limit: target,
+            at_least: true,
+            pass: kato >= target,
+        },
+    ];
     if link_limited {
-        for v in ["nena stream", "nena aead"] {
+        for v in [Variant::NenaStream, Variant::NenaAead] {
             let r = by(v).ratio;
             targets.push(TargetCheck {
                 name: format!(
@@ -297,13 +363,7 @@ impl Drop for Server {
     }
 }
 
-fn start_server(
-    lab: &Lab,
-    nena: &PathBuf,
-    port: u16,
-    raw: bool,
-    dir: &std::path::Path,
-) -> Result<Server> {
+fn start_server(lab: &Lab, nena: &PathBuf, port: u16, dir: &std::path::Path) -> Result<Server> {
     let listen = format!("{}:{port}", lab.server_addr());
     let mut args = vec![
         "serve".to_string(),
@@ -312,11 +372,7 @@ fn start_server(
         "--dir".into(),
         dir.display().to_string(),
     ];
-    if raw {
-        args.push("--raw".into());
-    } else {
-        args.extend(["--mode".into(), "aead,stream,kato,plain".into()]);
-    }
+    args.extend(["--mode".into(), "aead,stream,kato,plain".into()]);
     let mut cmd = lab.command(Host::Server, nena, &args);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -341,11 +397,11 @@ fn start_server(
     }
 }
 
-/// User + system CPU seconds of the reaped children of this process.
-fn children_cpu() -> f64 {
+/// User + system CPU seconds of this process (every thread, ended ones included).
+fn self_cpu() -> f64 {
     // SAFETY: getrusage fills the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
@@ -367,97 +423,189 @@ fn process_cpu(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
-fn run_perf(
-    lab: &Lab,
-    opts: &BenchOptions,
-    variant: &'static str,
-    rep: usize,
-    servers: (u32, u32),
-) -> Result<Run> {
-    let server_pid = if variant == VARIANTS[0] {
-        servers.1
-    } else {
-        servers.0
+/// The trusted and untrusted payload bytes of a run's subflows, and whether both paths
+/// carried at least [`MIN_PATH_SHARE`] of them.
+pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
+    let trusted: u64 = subflows.iter().filter(|s| !s.2).map(|s| s.1).sum();
+    let untrusted: u64 = subflows.iter().filter(|s| s.2).map(|s| s.1).sum();
+    let all = (trusted + untrusted) as f64;
+    let multipath = all > 0.0
+        && trusted as f64 >= MIN_PATH_SHARE * all
+        && untrusted as f64 >= MIN_PATH_SHARE * all;
+    (trusted, untrusted, multipath)
+}
+
+/// One nena run: `client::perf` on a thread in the client host, typed report back.
+fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
+    use crate::client::{self, PerfParams};
+    use crate::conn::ClientOptions;
+    use nena_mptcp::{PathPolicy, PathSpec, Trust};
+    let mode = variant.mode().expect("a nena variant");
+    let copts = ClientOptions::new(
+        SocketAddr::new(lab.server_addr(), PORT_NENA),
+        PathPolicy {
+            trusted: vec![PathSpec::Iface("trusted".into())],
+            untrusted: vec![PathSpec::Iface("untrusted".into())],
+        },
+        vec![mode],
+    );
+    let params = PerfParams {
+        up: !opts.reverse,
+        down: opts.reverse,
+        bytes: opts.bytes,
+        time: opts.time,
+        interval: None,
+        omit: opts.omit.filter(|_| opts.bytes.is_none()),
     };
-    let (port, extra) = variant_args(variant);
-    let mut args: Vec<String> = vec![
-        "perf".into(),
-        "--to".into(),
-        format!("{}:{port}", lab.server_addr()),
-        "--trusted".into(),
-        "trusted".into(),
-        "--untrusted".into(),
-        "untrusted".into(),
-        "--interval".into(),
-        "0".into(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    match opts.bytes {
-        Some(b) => args.extend(["--bytes".into(), b.to_string()]),
-        None => {
-            args.extend(["--time".into(), format!("{}", opts.time.as_secs_f64())]);
-            if let Some(o) = opts.omit {
-                args.extend(["--omit".into(), format!("{}", o.as_secs_f64())]);
-            }
-        }
+    let s0 = process_cpu(server_pid);
+    let report = lab.run_in(Host::Client, || {
+        client::block_on(client::perf(&copts, params, |_| {}))
+    })???;
+    let server_cpu = process_cpu(server_pid) - s0;
+    if report.mode != mode.to_string() {
+        bail!("{variant}: the server chose {} instead", report.mode);
     }
-    if opts.reverse {
-        args.push("--reverse".into());
-    }
-    let (c0, s0) = (children_cpu(), process_cpu(server_pid));
-    let out = lab
-        .command(Host::Client, &opts.nena, &args)
-        .stdin(Stdio::null())
-        .output()
-        .context("running nena perf in the lab")?;
-    let cpu_s = (children_cpu() - c0) + (process_cpu(server_pid) - s0);
-    if !out.status.success() {
+    let (bytes, mbit_s) = if opts.reverse {
+        (report.received, report.mbit_s_received)
+    } else {
+        (report.sent, report.mbit_s_sent)
+    };
+    let subflows = report
+        .paths
+        .subflows
+        .iter()
+        .map(|s| {
+            (
+                s.subflow
+                    .local
+                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+                s.subflow.bytes_sent + s.subflow.bytes_received,
+                s.trust != Trust::Trusted,
+            )
+        })
+        .collect();
+    Ok(Ends {
+        mbit_s,
+        bytes,
+        seconds: report.seconds,
+        subflows,
+        other_cpu_s: server_cpu,
+    })
+}
+
+/// What a run's two ends reported.
+struct Ends {
+    mbit_s: f64,
+    bytes: u64,
+    seconds: f64,
+    /// (local address, payload bytes, untrusted) per subflow of the client.
+    subflows: Vec<(SocketAddr, u64, bool)>,
+    /// CPU seconds of ends outside this process (the `nena serve` process).
+    other_cpu_s: f64,
+}
+
+/// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
+/// host, its client end on a thread in the client host, both typed.
+fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> Result<Ends> {
+    use crate::raw_mptcp::{self, Amount, Direction, Outcome, Request};
+    let req = Request {
+        direction: if opts.reverse {
+            Direction::Down
+        } else {
+            Direction::Up
+        },
+        amount: match opts.bytes {
+            Some(b) => Amount::Bytes(b),
+            None => Amount::Time(opts.time),
+        },
+        omit: opts.omit.filter(|_| opts.bytes.is_none()),
+    };
+    let remote = SocketAddr::new(lab.server_addr(), PORT_RAW);
+    let local = SocketAddr::new(lab.client_addr(Link::Trusted), 0);
+    let untrusted_ip = lab.client_addr(Link::Untrusted);
+    let l = listener.try_clone()?;
+    let server = lab.spawn_in(Host::Server, move || raw_mptcp::serve_one(&l));
+    let client = lab.run_in(Host::Client, || raw_mptcp::client(local, remote, req))?;
+    let server = server
+        .join()
+        .map_err(|_| anyhow!("the raw MPTCP server thread panicked"))???;
+    let client = client?;
+    if client.outcome.bytes() != server.bytes() {
         bail!(
-            "nena perf ({variant}) failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            "plain MPTCP: the client counted {} bytes, the server {}",
+            client.outcome.bytes(),
+            server.bytes()
         );
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "nena perf printed no JSON: {}",
-            String::from_utf8_lossy(&out.stdout)
+    let (bytes, seconds, mbit_s) = match (&client.outcome, &server) {
+        (
+            Outcome::Sent {
+                bytes,
+                seconds,
+                mbit_s,
+            },
+            _,
         )
-    })?;
-    let key = if opts.reverse { "received" } else { "sent" };
-    let bytes = v[key]
-        .as_u64()
-        .ok_or_else(|| anyhow!("perf JSON without {key}"))?;
-    let seconds = v["seconds"]
-        .as_f64()
-        .ok_or_else(|| anyhow!("perf JSON without seconds"))?;
-    // the goodput perf reports (after the omitted warm-up, if any)
-    let mbit_key = format!("mbit_s_{key}");
-    let mbit_s = v[&mbit_key]
-        .as_f64()
-        .ok_or_else(|| anyhow!("perf JSON without {mbit_key}"))?;
-    let multipath = v["paths"]["multipath"].as_bool().unwrap_or(false);
-    let subflow_bytes = v["paths"]["subflows"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| {
-                    let local = s["local"].as_str().unwrap_or("?").to_string();
-                    let b = s["bytes_sent"].as_u64().unwrap_or(0)
-                        + s["bytes_received"].as_u64().unwrap_or(0);
-                    (local, b)
-                })
-                .collect()
+        | (
+            _,
+            Outcome::Sent {
+                bytes,
+                seconds,
+                mbit_s,
+            },
+        ) => (*bytes, *seconds, *mbit_s),
+        _ => bail!("plain MPTCP: neither end sent"),
+    };
+    let subflows = client
+        .subflows
+        .iter()
+        .map(|s| {
+            let local = s.local.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+            (
+                local,
+                s.bytes_sent + s.bytes_received,
+                local.ip() == untrusted_ip,
+            )
         })
-        .unwrap_or_default();
-    Ok(Run {
-        variant,
-        rep,
+        .collect();
+    Ok(Ends {
         mbit_s,
         bytes,
         seconds,
+        subflows,
+        other_cpu_s: 0.0,
+    })
+}
+
+fn run_one(
+    lab: &Lab,
+    opts: &BenchOptions,
+    variant: Variant,
+    rep: usize,
+    server_pid: u32,
+    listener: &std::net::TcpListener,
+) -> Result<Run> {
+    let c0 = self_cpu();
+    let e = match variant {
+        Variant::PlainMptcp => run_raw(lab, opts, listener)?,
+        _ => run_nena(lab, opts, variant, server_pid)?,
+    };
+    let cpu_s = (self_cpu() - c0) + e.other_cpu_s;
+    let (trusted_bytes, untrusted_bytes, multipath) = path_split(&e.subflows);
+    let (subflows, bytes) = (e.subflows, e.bytes);
+    Ok(Run {
+        variant,
+        rep,
+        mbit_s: e.mbit_s,
+        bytes,
+        seconds: e.seconds,
+        trusted_bytes,
+        untrusted_bytes,
         multipath,
-        subflow_bytes,
+        subflow_bytes: subflows
+            .iter()
+            .map(|(a, b, _)| (a.ip().to_string(), *b))
+            .collect(),
         cpu_s,
         cpu_s_per_gb: cpu_s / (bytes.max(1) as f64 / 1e9),
     })
@@ -491,22 +639,27 @@ pub fn run_on(
     let lab = Lab::open(prefix)?;
     let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
     std::fs::create_dir_all(&dir)?;
-    let srv = start_server(&lab, &opts.nena, PORT_NENA, false, &dir)?;
-    let raw = start_server(&lab, &opts.nena, PORT_RAW, true, &dir)?;
-    let servers = (srv.0.id(), raw.0.id());
+    let srv = start_server(&lab, &opts.nena, PORT_NENA, &dir)?;
+    let server_pid = srv.0.id();
+    let raw_addr = SocketAddr::new(lab.server_addr(), PORT_RAW);
+    let listener = lab
+        .run_in(Host::Server, || nena_mptcp::listen(raw_addr))?
+        .with_context(|| format!("listening on {raw_addr} for the plain-MPTCP baseline"))?;
     let mut results = Vec::new();
     for setting in &opts.settings {
         lab.set_rate(Link::Trusted, setting.trusted_rate.map(Rate))?;
         lab.set_rate(Link::Untrusted, setting.untrusted_rate.map(Rate))?;
         // One unmeasured warm-up run per setting.
-        run_perf(&lab, opts, VARIANTS[2], 0, servers).context("warm-up run")?;
+        run_one(&lab, opts, Variant::NenaKato, 0, server_pid, &listener).context("warm-up run")?;
         let mut runs = Vec::new();
         for rep in 0..opts.reps {
-            for k in 0..VARIANTS.len() {
-                let variant = VARIANTS[(rep + k) % VARIANTS.len()];
-                let r = run_perf(&lab, opts, variant, rep + 1, servers)?;
+            for k in 0..Variant::ALL.len() {
+                let variant = Variant::ALL[(rep + k) % Variant::ALL.len()];
+                let r = run_one(&lab, opts, variant, rep + 1, server_pid, &listener)
+                    .with_context(|| format!("{}, {variant}, rep {}", setting.name, rep + 1))?;
+                let all = (r.trusted_bytes + r.untrusted_bytes).max(1) as f64;
                 progress(&format!(
-                    "{:<16} rep {:>2}  {:<12} {:>9.1} Mbit/s  {:>6.2} CPU s/GB  {}",
+                    "{:<16} rep {:>2}  {:<12} {:>9.1} Mbit/s  {:>6.2} CPU s/GB  {} ({:.1}% untrusted)",
                     setting.name,
                     rep + 1,
                     variant,
@@ -515,8 +668,9 @@ pub fn run_on(
                     if r.multipath {
                         "multipath"
                     } else {
-                        "SINGLE PATH"
-                    }
+                        "NOT MULTIPATH"
+                    },
+                    r.untrusted_bytes as f64 / all * 100.0
                 ));
                 runs.push(r);
             }
@@ -611,7 +765,7 @@ pub fn table(r: &BenchReport) -> String {
         r.reps, r.direction, r.kernel, r.cpu, r.loadavg_start, r.loadavg_end
     );
     s += &format!(
-        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10}\n",
+        "{:<18} {:<12} {:>14} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10}\n",
         "setting",
         "variant",
         "median Mbit/s",
@@ -620,12 +774,13 @@ pub fn table(r: &BenchReport) -> String {
         "ratio",
         "paired",
         "multipath",
+        "untrusted",
         "CPU s/GB"
     );
     for set in &r.settings {
         for (i, v) in set.variants.iter().enumerate() {
             s += &format!(
-                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>8.1}% {:>6}/{:<3} {:>10.2}\n",
+                "{:<18} {:<12} {:>14.1} {:>10.1} {:>10.1} {:>8.1}% {:>8.1}% {:>6}/{:<3} {:>9.1}% {:>10.2}\n",
                 if i == 0 {
                     set.setting.name.as_str()
                 } else {
@@ -639,6 +794,7 @@ pub fn table(r: &BenchReport) -> String {
                 v.paired_ratio * 100.0,
                 v.multipath_runs,
                 v.runs,
+                v.untrusted_share * 100.0,
                 v.median_cpu_s_per_gb
             );
         }
@@ -661,13 +817,15 @@ pub fn table(r: &BenchReport) -> String {
 mod tests {
     use super::*;
 
-    fn run(variant: &'static str, rep: usize, mbit_s: f64) -> Run {
+    fn run(variant: Variant, rep: usize, mbit_s: f64) -> Run {
         Run {
             variant,
             rep,
             mbit_s,
             bytes: 1,
             seconds: 1.0,
+            trusted_bytes: 80,
+            untrusted_bytes: 20,
             multipath: true,
             subflow_bytes: vec![],
             cpu_s: 1.0,
@@ -675,43 +833,100 @@ mod tests {
         }
     }
 
+    use Variant::*;
+
+    fn runs() -> Vec<Run> {
+        vec![
+            run(PlainMptcp, 1, 100.0),
+            run(PlainMptcp, 2, 120.0),
+            run(PlainMptcp, 3, 90.0),
+            run(NenaPlain, 1, 99.0),
+            run(NenaKato, 1, 97.0),
+            run(NenaKato, 2, 98.0),
+            run(NenaKato, 3, 50.0),
+            run(NenaStream, 1, 99.5),
+            run(NenaAead, 1, 98.0),
+        ]
+    }
+
     #[test]
     fn statistics_and_check() {
-        let runs = vec![
-            run("plain MPTCP", 1, 100.0),
-            run("plain MPTCP", 2, 120.0),
-            run("plain MPTCP", 3, 90.0),
-            run("nena plain", 1, 99.0),
-            run("nena kato", 1, 97.0),
-            run("nena kato", 2, 98.0),
-            run("nena kato", 3, 50.0),
-            run("nena stream", 1, 99.5),
-            run("nena aead", 1, 98.0),
-        ];
+        let runs = runs();
         let (stats, kato, targets) = summarize(&runs, 0.97, true);
-        let pass = targets[0].pass;
         assert_eq!(stats[0].median_mbit_s, 100.0);
         assert_eq!((stats[0].min_mbit_s, stats[0].max_mbit_s), (90.0, 120.0));
         assert_eq!(stats[2].median_mbit_s, 97.0);
         assert!((kato - 0.97).abs() < 1e-12);
-        assert!(pass);
+        assert!((stats[0].untrusted_share - 0.2).abs() < 1e-12);
+        // every run multipath: that target passes; kato at 97% passes
+        assert!(targets[0].pass && targets[0].name.contains("multipath"));
+        assert_eq!(targets[0].value, 1.0);
+        assert!(targets[1].pass);
         // Paired: 97/100, 98/120, 50/90 -> median 98/120.
         assert!((stats[2].paired_ratio - 98.0 / 120.0).abs() < 1e-12);
         assert!((stats[1].paired_ratio - 0.99).abs() < 1e-12);
         assert_eq!(stats[0].paired_ratio, 1.0);
         let (_, _, t) = summarize(&runs, 0.98, true);
-        assert!(!t[0].pass);
+        assert!(!t[1].pass);
         // Where the links set the pace: the crypto modes' goodput (99.5/100 passes, 98/100
         // does not); where the CPU does: their CPU per GB (0.995 and 0.98 vs 1.0).
-        assert_eq!(targets.len(), 3);
-        assert!(targets[1].pass && targets[1].name.contains("stream"));
-        assert!(!targets[2].pass && targets[2].name.contains("aead"));
+        assert_eq!(targets.len(), 4);
+        assert!(targets[2].pass && targets[2].name.contains("stream"));
+        assert!(!targets[3].pass && targets[3].name.contains("aead"));
         let (_, _, cpu) = summarize(&runs, 0.97, false);
-        assert_eq!(cpu.len(), 3);
-        assert!(cpu[1..].iter().all(|t| t.pass && !t.at_least));
-        assert!((cpu[1].value - 0.995).abs() < 1e-9, "{}", cpu[1].value);
+        assert_eq!(cpu.len(), 4);
+        assert!(cpu[2..].iter().all(|t| t.pass && !t.at_least));
+        assert!((cpu[2].value - 0.995).abs() < 1e-9, "{}", cpu[2].value);
         assert_eq!(stats[2].median_cpu_s_per_gb, 0.97);
         let mut even = [4.0, 1.0, 3.0, 2.0];
         assert_eq!(median(&mut even), 2.5);
+    }
+
+    #[test]
+    fn one_single_path_run_fails_the_verdict() {
+        let mut runs = runs();
+        runs[5].multipath = false;
+        runs[5].untrusted_bytes = 0;
+        let (stats, _, t) = summarize(&runs, 0.5, false);
+        assert!(!t[0].pass, "{t:?}");
+        assert!((t[0].value - 8.0 / 9.0).abs() < 1e-12);
+        assert_eq!((stats[2].multipath_runs, stats[2].runs), (2, 3));
+        assert!((stats[2].untrusted_share - 40.0 / 280.0).abs() < 1e-12);
+        // a variant with no run at all fails it too
+        let runs: Vec<Run> = runs.into_iter().filter(|r| r.variant != NenaAead).collect();
+        let (_, _, t) = summarize(&runs, 0.5, false);
+        assert!(!t[0].pass);
+    }
+
+    #[test]
+    fn multipath_needs_both_paths_to_carry_a_share() {
+        let a = |last: u8| SocketAddr::from(([198, 18, 1, last], 1));
+        assert_eq!(
+            path_split(&[(a(2), 900, false), (a(3), 100, true)]),
+            (900, 100, true)
+        );
+        // 0.5% on the untrusted path: not multipath
+        assert_eq!(
+            path_split(&[(a(2), 995, false), (a(3), 5, true)]),
+            (995, 5, false)
+        );
+        assert_eq!(path_split(&[(a(2), 1000, false)]), (1000, 0, false));
+        assert_eq!(path_split(&[]), (0, 0, false));
+    }
+
+    #[test]
+    fn variants_serialise_by_name() {
+        assert_eq!(
+            serde_json::to_value(Variant::ALL).unwrap(),
+            serde_json::json!([
+                "plain MPTCP",
+                "nena plain",
+                "nena kato",
+                "nena stream",
+                "nena aead"
+            ])
+        );
+        assert_eq!(Variant::PlainMptcp.mode(), None);
+        assert_eq!(Variant::NenaKato.mode(), Some(nena_proto::Mode::Kato));
     }
 }

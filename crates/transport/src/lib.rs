@@ -10,7 +10,7 @@
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
-//! - [`bench`]: `nena bench transfer`.
+//! - [`bench`]: `nena bench transfer`; [`raw_mptcp`]: its plain-MPTCP baseline.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 pub mod access;
@@ -22,6 +22,7 @@ pub mod handshake;
 pub mod names;
 pub mod perf;
 pub mod proxy;
+pub mod raw_mptcp;
 pub mod server;
 pub mod session;
 pub mod stream;

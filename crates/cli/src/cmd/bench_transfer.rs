@@ -1,8 +1,9 @@
-//! `nena bench transfer`: goodput and CPU per GB of plain MPTCP and nena in every mode over
-//! the lab's two paths, targets checked (see nena_transport::bench).
+//! `nena bench transfer`: goodput and CPU per GB of plain MPTCP (a raw MPTCP sender and
+//! receiver) and nena in every mode over the lab's two paths, every run required to be
+//! multipath, targets checked (see nena_transport::bench).
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use nena_transport::bench::{self, BenchOptions};
+use nena_transport::bench::{self, BenchOptions, BenchReport};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -113,22 +114,89 @@ pub fn run(a: Args) -> CmdResult {
     } else {
         print!("{}", bench::table(&report));
     }
-    if !report.pass && !a.no_check {
-        let missed: Vec<String> = report
-            .settings
+    check(&report, a.no_check)
+}
+
+/// Exit status 1 when a target is missed (a single-path run among them), unless `--no-check`.
+fn check(report: &BenchReport, no_check: bool) -> CmdResult {
+    if report.pass || no_check {
+        return Ok(());
+    }
+    let missed: Vec<String> = report
+        .settings
+        .iter()
+        .flat_map(|s| {
+            s.targets
+                .iter()
+                .filter(|t| !t.pass)
+                .map(move |t| format!("{} ({})", t.name, s.setting.name))
+        })
+        .collect();
+    Err(anyhow!(
+        "target(s) missed: {} (use --no-check to report only)",
+        missed.join("; ")
+    )
+    .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nena_transport::bench::{summarize, Run, SettingResult, Variant};
+
+    fn report(multipath: bool) -> BenchReport {
+        let runs: Vec<Run> = Variant::ALL
             .iter()
-            .flat_map(|s| {
-                s.targets
-                    .iter()
-                    .filter(|t| !t.pass)
-                    .map(move |t| format!("{} ({})", t.name, s.setting.name))
+            .map(|&variant| Run {
+                variant,
+                rep: 1,
+                mbit_s: 100.0,
+                bytes: 1_000_000,
+                seconds: 1.0,
+                trusted_bytes: 800_000,
+                untrusted_bytes: if multipath { 200_000 } else { 0 },
+                multipath,
+                subflow_bytes: vec![],
+                cpu_s: 0.1,
+                cpu_s_per_gb: 100.0,
             })
             .collect();
-        return Err(anyhow!(
-            "target(s) missed: {} (use --no-check to report only)",
-            missed.join("; ")
-        )
-        .into());
+        let setting = BenchOptions::default_settings().remove(1);
+        let (variants, kato_ratio, targets) = summarize(&runs, 0.97, true);
+        let pass = targets.iter().all(|t| t.pass);
+        BenchReport {
+            reps: 1,
+            bytes: None,
+            seconds_per_run: Some(1.0),
+            omitted_seconds: None,
+            direction: "client to server",
+            target_ratio: 0.97,
+            settings: vec![SettingResult {
+                setting,
+                variants,
+                kato_ratio,
+                targets,
+                pass,
+                runs,
+            }],
+            pass,
+            cpu: String::new(),
+            kernel: String::new(),
+            loadavg_start: String::new(),
+            loadavg_end: String::new(),
+        }
     }
-    Ok(())
+
+    #[test]
+    fn single_path_runs_exit_1_unless_no_check() {
+        assert!(check(&report(true), false).is_ok());
+        let r = report(false);
+        let e = check(&r, false).unwrap_err();
+        assert_eq!(e.code, 1);
+        let msg = format!("{}", e.error);
+        assert!(msg.contains("every run multipath"), "{msg}");
+        assert!(check(&r, true).is_ok());
+        let t = bench::table(&r);
+        assert!(t.contains("FAIL") && t.contains("0.0%"), "{t}");
+    }
 }

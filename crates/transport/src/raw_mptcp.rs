@@ -1,0 +1,434 @@
+//! A raw MPTCP sender and receiver: the plain-MPTCP baseline of `nena bench transfer`.
+//!
+//! Nothing of nena runs here: an `IPPROTO_MPTCP` socket bound to the client's trusted
+//! address (the kernel's path manager adds the other subflows as for any MPTCP
+//! connection), zeros written from one static buffer, received bytes counted and dropped.
+//! No handshake, no gate, no chunk framing, no pattern fill and no compare. The count is
+//! still checked end to end: the receiver sends back how many bytes it got, and the sender
+//! fails unless that equals what it wrote.
+//!
+//! The exchange: the client sends a 25-byte request (direction, byte count or duration,
+//! warm-up to omit);
+//! the sending end writes its data and shuts its side down; the receiving end reads to the
+//! end, answers with its count (8 bytes, big endian) and closes. Connect, accept and the
+//! request are blocking with timeouts; the data moves through tokio (non-blocking, as
+//! nena's own I/O), bounded by the run's length plus a timeout, so a dead peer fails the
+//! run instead of hanging it.
+
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::time::{Duration, Instant};
+
+/// Size of the static buffers (as perf's chunks).
+const BUF: usize = 256 * 1024;
+/// Bound on every blocking step (connect, accept, a read or a write that makes no progress).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which way the data goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+/// How much the sender sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    Bytes(u64),
+    Time(Duration),
+}
+
+/// What the client asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub direction: Direction,
+    pub amount: Amount,
+    /// Leave the first part of the run out of the goodput (time runs).
+    pub omit: Option<Duration>,
+}
+
+impl Request {
+    const LEN: usize = 25;
+
+    fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = match self.direction {
+            Direction::Up => 0,
+            Direction::Down => 1,
+        };
+        let (bytes, millis) = match self.amount {
+            Amount::Bytes(n) => (n, 0),
+            Amount::Time(d) => (0, d.as_millis() as u64),
+        };
+        b[1..9].copy_from_slice(&bytes.to_be_bytes());
+        b[9..17].copy_from_slice(&millis.to_be_bytes());
+        let omit = self.omit.map_or(0, |d| d.as_millis() as u64);
+        b[17..25].copy_from_slice(&omit.to_be_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; Self::LEN]) -> Result<Request> {
+        let u = |r: std::ops::Range<usize>| u64::from_be_bytes(b[r].try_into().expect("8 bytes"));
+        let direction = match b[0] {
+            0 => Direction::Up,
+            1 => Direction::Down,
+            x => bail!("raw MPTCP request: unknown direction {x:#04x}"),
+        };
+        let amount = match (u(1..9), u(9..17)) {
+            (0, 0) => bail!("raw MPTCP request: neither a byte count nor a duration"),
+            (n, 0) => Amount::Bytes(n),
+            (0, ms) => Amount::Time(Duration::from_millis(ms)),
+            _ => bail!("raw MPTCP request: both a byte count and a duration"),
+        };
+        let omit = match u(17..25) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        };
+        Ok(Request {
+            direction,
+            amount,
+            omit,
+        })
+    }
+}
+
+/// What one end did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Sent {
+        /// Bytes written, and confirmed by the receiver's count.
+        bytes: u64,
+        /// From the first byte written to the receiver's count read.
+        seconds: f64,
+        /// Goodput in Mbit/s (after the omitted warm-up, if any).
+        mbit_s: f64,
+    },
+    Received {
+        bytes: u64,
+    },
+}
+
+impl Outcome {
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Outcome::Sent { bytes, .. } | Outcome::Received { bytes } => *bytes,
+        }
+    }
+}
+
+/// Bytes written to a socket and not yet acknowledged (`SIOCOUTQ`; connection level for
+/// MPTCP). 0 if it cannot be read.
+fn unacked(fd: std::os::fd::RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int through the pointer it is given.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    if rc < 0 {
+        0
+    } else {
+        n.max(0) as u64
+    }
+}
+
+/// `TCP_NODELAY` as nena's sockets have it (conn.rs), and non-blocking I/O through tokio as
+/// nena's: the baseline differs from nena by nena's work only, not by socket options or I/O
+/// model (blocking writes on an MPTCP socket measured at about half the goodput here).
+fn setup(s: &TcpStream) -> Result<()> {
+    s.set_read_timeout(Some(TIMEOUT))?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    s.set_nodelay(true)?;
+    Ok(())
+}
+
+/// Run `f` on the socket, made non-blocking, on a runtime of this thread, bounded by the
+/// run's length plus [`TIMEOUT`].
+fn exchange<T>(
+    s: TcpStream,
+    amount: Amount,
+    f: impl AsyncFnOnce(&mut tokio::net::TcpStream) -> Result<T>,
+) -> Result<T> {
+    let limit = TIMEOUT
+        + match amount {
+            Amount::Time(d) => d,
+            Amount::Bytes(_) => Duration::ZERO,
+        };
+    s.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut t = tokio::net::TcpStream::from_std(s)?;
+        match tokio::time::timeout(limit, f(&mut t)).await {
+            Ok(r) => r,
+            Err(_) => bail!("raw MPTCP: no end within {}s", limit.as_secs()),
+        }
+    })
+}
+
+async fn send(
+    s: &mut tokio::net::TcpStream,
+    amount: Amount,
+    omit: Option<Duration>,
+) -> Result<Outcome> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    static ZEROS: [u8; BUF] = [0; BUF];
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut mark: Option<(f64, u64)> = None;
+    loop {
+        let n = match amount {
+            Amount::Bytes(b) => (b - sent).min(BUF as u64) as usize,
+            Amount::Time(d) if start.elapsed() < d => BUF,
+            Amount::Time(_) => 0,
+        };
+        if n == 0 {
+            break;
+        }
+        s.write_all(&ZEROS[..n])
+            .await
+            .context("raw MPTCP: sending")?;
+        sent += n as u64;
+        if let (Some(o), None) = (omit, mark) {
+            let t = start.elapsed();
+            if t >= o {
+                mark = Some((t.as_secs_f64(), sent.saturating_sub(unacked(s.as_raw_fd()))));
+            }
+        }
+    }
+    s.shutdown().await.context("raw MPTCP: ending the data")?;
+    let mut count = [0u8; 8];
+    s.read_exact(&mut count)
+        .await
+        .context("raw MPTCP: reading the receiver's count")?;
+    let seconds = start.elapsed().as_secs_f64();
+    let got = u64::from_be_bytes(count);
+    if got != sent {
+        bail!("raw MPTCP: sent {sent} bytes, the receiver counted {got}");
+    }
+    if omit.is_some() && mark.is_none() {
+        bail!("raw MPTCP: the run ended before the omitted warm-up was over");
+    }
+    Ok(Outcome::Sent {
+        bytes: sent,
+        seconds,
+        mbit_s: crate::perf::goodput(sent, seconds, mark),
+    })
+}
+
+async fn receive(s: &mut tokio::net::TcpStream) -> Result<Outcome> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; BUF];
+    let mut got = 0u64;
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => got += n as u64,
+            Err(e) => return Err(e).context("raw MPTCP: receiving"),
+        }
+    }
+    s.write_all(&got.to_be_bytes())
+        .await
+        .context("raw MPTCP: sending the count")?;
+    Ok(Outcome::Received { bytes: got })
+}
+
+/// Wait up to [`TIMEOUT`] for a connection on `l` (poll(2), no busy wait) and serve it.
+pub fn serve_one(l: &TcpListener) -> Result<Outcome> {
+    let mut p = libc::pollfd {
+        fd: l.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut p, 1, TIMEOUT.as_millis() as libc::c_int) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error()).context("raw MPTCP: waiting for a client");
+    }
+    if rc == 0 {
+        bail!("raw MPTCP: no client within {}s", TIMEOUT.as_secs());
+    }
+    let (mut s, _) = l.accept().context("raw MPTCP: accepting")?;
+    setup(&s)?;
+    let mut req = [0u8; Request::LEN];
+    s.read_exact(&mut req)
+        .context("raw MPTCP: reading the request")?;
+    let req = Request::decode(&req)?;
+    exchange(s, req.amount, async |t| match req.direction {
+        Direction::Up => receive(t).await,
+        Direction::Down => send(t, req.amount, req.omit).await,
+    })
+}
+
+/// A connected client socket, with the local end's subflows read before it closes.
+pub struct ClientRun {
+    pub outcome: Outcome,
+    pub subflows: Vec<crate::conn::SubflowBytes>,
+}
+
+/// Connect from `local` (an address of the trusted path) to `remote` over MPTCP and run
+/// `req`. The subflows (payload bytes per local address) are read at the end.
+pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
+    let mut s =
+        connect(local, remote).with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
+    setup(&s)?;
+    if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
+        bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
+    }
+    s.write_all(&req.encode())
+        .context("raw MPTCP: sending the request")?;
+    exchange(s, req.amount, async |t| {
+        let outcome = match req.direction {
+            Direction::Up => send(t, req.amount, req.omit).await?,
+            Direction::Down => receive(t).await?,
+        };
+        let subflows = crate::conn::subflow_bytes(std::os::fd::AsFd::as_fd(&*t));
+        Ok(ClientRun { outcome, subflows })
+    })
+}
+
+/// An MPTCP socket bound to `local`, connected to `remote` (IPv4 or IPv6).
+fn connect(local: SocketAddr, remote: SocketAddr) -> std::io::Result<TcpStream> {
+    fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+        // SAFETY: an all-zero sockaddr_storage is valid.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = match a {
+            SocketAddr::V4(v) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: v.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(v.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
+                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(v) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v.port().to_be(),
+                    sin6_flowinfo: v.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v.ip().octets(),
+                    },
+                    sin6_scope_id: v.scope_id(),
+                };
+                // SAFETY: as above, for sockaddr_in6.
+                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        (ss, len as libc::socklen_t)
+    }
+    let family = if remote.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain socket(2); the descriptor is owned by the TcpStream below at once.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_MPTCP,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket nobody else owns.
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    let (la, ll) = sockaddr(local);
+    // SAFETY: la/ll describe a valid sockaddr of length ll.
+    if unsafe { libc::bind(fd, &la as *const _ as *const libc::sockaddr, ll) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let (ra, rl) = sockaddr(remote);
+    // SAFETY: as above. A blocking connect: in the lab it completes or is refused at once.
+    if unsafe { libc::connect(fd, &ra as *const _ as *const libc::sockaddr, rl) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_bad_ones_are_refused() {
+        for r in [
+            Request {
+                direction: Direction::Up,
+                amount: Amount::Bytes(12345),
+                omit: None,
+            },
+            Request {
+                direction: Direction::Down,
+                amount: Amount::Time(Duration::from_millis(1500)),
+                omit: Some(Duration::from_millis(300)),
+            },
+        ] {
+            assert_eq!(Request::decode(&r.encode()).unwrap(), r);
+        }
+        let mut b = [0u8; Request::LEN];
+        assert!(Request::decode(&b).is_err(), "no amount");
+        b[8] = 1;
+        b[16] = 1;
+        assert!(Request::decode(&b).is_err(), "two amounts");
+        b[16] = 0;
+        b[0] = 7;
+        assert!(Request::decode(&b).is_err(), "direction");
+    }
+
+    /// Over loopback MPTCP (or fallback, where MPTCP is off: the exchange is the same):
+    /// both directions, the count checked, goodput positive.
+    #[test]
+    fn a_raw_exchange_counts_every_byte_both_ways() {
+        let l = match nena_mptcp::listen("127.0.0.1:0".parse().unwrap()) {
+            Ok(l) => l,
+            Err(e) => panic!("MPTCP listen on loopback: {e}"),
+        };
+        let remote = l.local_addr().unwrap();
+        for (direction, amount) in [
+            (Direction::Up, Amount::Bytes(3 * BUF as u64 + 17)),
+            (Direction::Down, Amount::Bytes(BUF as u64 - 1)),
+            (Direction::Up, Amount::Time(Duration::from_millis(200))),
+        ] {
+            let server = std::thread::scope(|sc| {
+                let h = sc.spawn(|| serve_one(&l));
+                let c = client(
+                    "127.0.0.1:0".parse().unwrap(),
+                    remote,
+                    Request {
+                        direction,
+                        amount,
+                        omit: None,
+                    },
+                )
+                .unwrap();
+                let s = h.join().unwrap().unwrap();
+                (c.outcome, s)
+            });
+            let (c, s) = server;
+            assert_eq!(c.bytes(), s.bytes(), "{c:?} {s:?}");
+            if let Amount::Bytes(n) = amount {
+                assert_eq!(c.bytes(), n);
+            }
+            let sender = if direction == Direction::Up { &c } else { &s };
+            match sender {
+                Outcome::Sent {
+                    mbit_s, seconds, ..
+                } => {
+                    assert!(*mbit_s > 0.0 && *seconds > 0.0)
+                }
+                other => panic!("the sender reported {other:?}"),
+            }
+        }
+    }
+}

@@ -63,7 +63,7 @@ impl<T> Chunky<T> {
 
     /// Sometimes `Pending` (once in a row), as a socket that is not ready yet.
     fn stall(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.stalls && !self.pended && self.rng.next() % 3 == 0 {
+        if self.stalls && !self.pended && self.rng.next().is_multiple_of(3) {
             self.pended = true;
             cx.waker().wake_by_ref();
             return true;

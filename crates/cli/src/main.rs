@@ -46,6 +46,7 @@ enum Command {
     /// Known-plaintext attack on the papers' scrambling (kato) in a capture of one path.
     Attack(cmd::attack::AttackArgs),
     /// eBPF policy chains (selectors and actors at XDP/TC).
+    #[cfg(feature = "policy")]
     #[command(subcommand)]
     Policy(cmd::policy::PolicyCmd),
 }
@@ -87,6 +88,7 @@ fn main() -> ExitCode {
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
         Command::Attack(a) => cmd::attack::attack(a),
+        #[cfg(feature = "policy")]
         Command::Policy(c) => cmd::policy::run(c),
     };
     match result {

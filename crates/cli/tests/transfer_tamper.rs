@@ -14,13 +14,30 @@ fn nena(args: &[&str]) -> std::process::Output {
     Command::new(NENA).args(args).output().unwrap()
 }
 
-#[test]
-fn an_altered_byte_on_the_untrusted_path() {
-    let lab = lab_with(|c| {
+/// `nena lab tamper --prefix P untrusted ARGS...`, which must succeed.
+fn attach_tamper(prefix: &str, args: &[&str]) {
+    let mut all = vec!["lab", "tamper", "--prefix", prefix, "untrusted"];
+    all.extend_from_slice(args);
+    let out = nena(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The lab of these tests: wire-sized segments (no offloads), both paths at 50 Mbit/s.
+fn tamper_lab() -> nena_lab::LabGuard {
+    lab_with(|c| {
         c.offload = false;
         c.trusted_rate = Some(nena_lab::Rate::mbit(50));
         c.untrusted_rate = Some(nena_lab::Rate::mbit(50));
-    });
+    })
+}
+
+#[test]
+fn an_altered_byte_on_the_untrusted_path() {
+    let lab = tamper_lab();
     let prefix = lab.prefix().to_string();
     let srv = TempDir::new("tamper-srv");
     let cli = TempDir::new("tamper-cli");
@@ -35,23 +52,9 @@ fn an_altered_byte_on_the_untrusted_path() {
     std::fs::write(&file, random(3 << 20, 5)).unwrap();
     let file_s = file.display().to_string();
     for mode in ["aead", "stream", "kato", "plain"] {
-        let out = nena(&[
-            "lab",
-            "tamper",
-            "--prefix",
+        attach_tamper(
             &prefix,
-            "untrusted",
-            "--port",
-            "7000",
-            "--skip-bytes",
-            "300K",
-            "--offset",
-            "77",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            &["--port", "7000", "--skip-bytes", "300K", "--offset", "77"],
         );
         let name = format!("f-{mode}");
         let mut args = vec![
@@ -128,25 +131,18 @@ fn exactly_one_byte_changes_where_the_record_says() {
     let data = random(400_000, 11);
     for toward in ["server", "client"] {
         let port = if toward == "server" { 7101 } else { 7102 };
-        let out = nena(&[
-            "lab",
-            "tamper",
-            "--prefix",
+        attach_tamper(
             &prefix,
-            "untrusted",
-            "--port",
-            &port.to_string(),
-            "--toward",
-            toward,
-            "--skip-bytes",
-            "100000",
-            "--offset",
-            "5",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            &[
+                "--port",
+                &port.to_string(),
+                "--toward",
+                toward,
+                "--skip-bytes",
+                "100000",
+                "--offset",
+                "5",
+            ],
         );
         let listener = lab.listen_on_server(port).unwrap();
         let dst = std::net::SocketAddr::new(lab.server_addr(), port);
@@ -236,31 +232,12 @@ fn prog_exists(id: u32) -> bool {
 /// with the server's verdict, so a perf report is never a count of unchecked bytes.
 #[test]
 fn perf_fails_when_one_received_byte_is_wrong() {
-    let lab = lab_with(|c| {
-        c.offload = false;
-        c.trusted_rate = Some(nena_lab::Rate::mbit(50));
-        c.untrusted_rate = Some(nena_lab::Rate::mbit(50));
-    });
+    let lab = tamper_lab();
     let prefix = lab.prefix().to_string();
     let srv = TempDir::new("tamper-perf");
     let _s = serve(&lab, 7000, srv.path(), &["--mode", "plain"]);
     let to = server(&lab, 7000);
-    let out = nena(&[
-        "lab",
-        "tamper",
-        "--prefix",
-        &prefix,
-        "untrusted",
-        "--port",
-        "7000",
-        "--skip-bytes",
-        "300K",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    attach_tamper(&prefix, &["--port", "7000", "--skip-bytes", "300K"]);
     let mut args = vec![
         "perf", "--to", &to, "--bytes", "8M", "--mode", "plain", "--json",
     ];

@@ -122,6 +122,13 @@ impl Prog {
     }
 }
 
+/// Serialised by its chain-file name (`"rate_limit"`), as the bench and `show` report it.
+impl serde::Serialize for Prog {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl std::fmt::Display for Prog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

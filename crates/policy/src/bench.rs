@@ -33,24 +33,9 @@ use crate::TestBed;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-/// A selector or actor, as the bench uses it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Link {
-    Subflow,
-    IpPair,
-    Src,
-    Dst,
-    Sequence,
-    PacketType,
-    RateLimit,
-    SetBackup,
-    BlkSubflow,
-    AddSubflow,
-    GetConnect,
-    GetSubflow,
-    Record,
-}
+/// A selector or actor, as the bench uses it: the programs themselves ([`Prog`]), reported
+/// by their chain-file names.
+pub use crate::abi::Prog as Link;
 
 /// What a link is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -105,47 +90,8 @@ pub enum Frame {
 }
 
 impl Link {
-    /// Every link, in the report's order.
-    pub const ALL: [Link; 13] = [
-        Link::Subflow,
-        Link::IpPair,
-        Link::Src,
-        Link::Dst,
-        Link::Sequence,
-        Link::PacketType,
-        Link::RateLimit,
-        Link::SetBackup,
-        Link::BlkSubflow,
-        Link::AddSubflow,
-        Link::GetConnect,
-        Link::GetSubflow,
-        Link::Record,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Link::Subflow => "subflow",
-            Link::IpPair => "ip_pair",
-            Link::Src => "src",
-            Link::Dst => "dst",
-            Link::Sequence => "sequence",
-            Link::PacketType => "packet_type",
-            Link::RateLimit => "rate_limit",
-            Link::SetBackup => "set_backup",
-            Link::BlkSubflow => "blk_subflow",
-            Link::AddSubflow => "add_subflow",
-            Link::GetConnect => "get_connect",
-            Link::GetSubflow => "get_subflow",
-            Link::Record => "record",
-        }
-    }
-
-    /// The link named `name` (as in a chain file).
-    pub fn from_name(name: &str) -> Option<Link> {
-        Link::ALL.into_iter().find(|l| l.name() == name)
-    }
-
-    pub fn kind(self) -> Kind {
+    /// Selector or actor.
+    pub fn role(self) -> Kind {
         match self {
             Link::Subflow
             | Link::IpPair
@@ -681,7 +627,7 @@ pub fn run(
         let (frame, method) = l.act_frame();
         jobs.push(mk(
             l.name().into(),
-            l.kind(),
+            l.role(),
             vec![l],
             frame,
             method,
@@ -691,7 +637,7 @@ pub fn run(
         if let Some(frame) = l.skip_frame() {
             jobs.push(mk(
                 l.name().into(),
-                l.kind(),
+                l.role(),
                 vec![l],
                 frame,
                 Method::Batch,
@@ -1013,7 +959,7 @@ mod tests {
             [2, 4, 8]
         );
         for (_, links, _, _) in &c {
-            let sel = links.iter().filter(|l| l.kind() == Kind::Selector).count();
+            let sel = links.iter().filter(|l| l.role() == Kind::Selector).count();
             assert!(sel >= 1 && links.len() - sel >= 1);
         }
     }

@@ -2,8 +2,10 @@
 use crate::exit::CmdResult;
 use clap::Subcommand;
 
+#[cfg(feature = "openssl")]
 #[path = "bench_codec.rs"]
 mod bench_codec;
+#[cfg(feature = "policy")]
 #[path = "bench_policy.rs"]
 mod bench_policy;
 #[path = "bench_transfer.rs"]
@@ -12,17 +14,21 @@ mod bench_transfer;
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
     /// The papers' Table II on this machine, with modern baselines.
+    #[cfg(feature = "openssl")]
     Codec(bench_codec::Args),
     /// Goodput of plain MPTCP, nena plain and nena kato over the lab's two paths.
     Transfer(bench_transfer::Args),
     /// Per-packet cost of each eBPF selector, actor and chain.
+    #[cfg(feature = "policy")]
     Policy(bench_policy::Args),
 }
 
 pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
+        #[cfg(feature = "openssl")]
         BenchCmd::Codec(a) => bench_codec::run(a),
         BenchCmd::Transfer(a) => bench_transfer::run(a),
+        #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => bench_policy::run(a),
     }
 }

@@ -1,6 +1,7 @@
 //! `nena lab ...`: the network-namespace lab (client with a trusted and an untrusted link,
 //! router, server). A thin layer over the `nena-lab` crate.
 use crate::exit::{CmdResult, Exit};
+#[cfg(feature = "policy")]
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabStatus, Link, PmMode, Rate};
@@ -32,9 +33,11 @@ pub enum LabCmd {
     Exec(ExecArgs),
     /// Attack simulator for tests and demonstrations: an active attacker on one link who
     /// flips one payload byte of one TCP segment (keeping the checksum valid).
+    #[cfg(feature = "policy")]
     Tamper(TamperArgs),
 }
 
+#[cfg(feature = "policy")]
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
 A TC program on the router's end of LINK watches the first TCP flow to (or, with --toward \
@@ -76,6 +79,7 @@ pub struct TamperArgs {
     pub json: bool,
 }
 
+#[cfg(feature = "policy")]
 fn parse_mask(s: &str) -> Result<u8, String> {
     let v = match s.strip_prefix("0x") {
         Some(h) => u8::from_str_radix(h, 16),
@@ -217,6 +221,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Capture(a) => &a.common.prefix,
         LabCmd::CaptureStop(a) => &a.common.prefix,
         LabCmd::Exec(a) => &a.common.prefix,
+        #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => &a.common.prefix,
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
@@ -265,6 +270,7 @@ pub fn run(c: LabCmd) -> CmdResult {
             Ok(())
         }
         LabCmd::Exec(a) => exec(a),
+        #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => tamper(a),
     }
 }
@@ -477,6 +483,7 @@ pub fn render_status(st: &LabStatus) -> String {
     o
 }
 
+#[cfg(feature = "policy")]
 fn tamper(a: TamperArgs) -> CmdResult {
     use nena_policy::tamper::{self, TamperConfig, TamperRecord};
     let lab = Lab::open(&a.common.prefix)?;

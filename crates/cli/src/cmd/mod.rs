@@ -4,6 +4,7 @@ pub mod attack;
 pub mod bench;
 pub mod codec;
 pub mod lab;
+#[cfg(feature = "policy")]
 pub mod policy;
 pub mod transfer;
 

@@ -28,6 +28,20 @@ pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(s.into())
 }
 
+/// An MPTCP socket bound to `local` and connected to `remote` (within `timeout`), with no
+/// trusted-path gate and no fallback check: for measuring bare MPTCP (the plain-MPTCP
+/// baseline of `nena bench transfer`). nena's own connections use [`connect`].
+pub fn connect_ungated(
+    local: SocketAddr,
+    remote: SocketAddr,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let s = mptcp_socket(Domain::for_address(remote)).map_err(io::Error::from)?;
+    s.bind(&SockAddr::from(local))?;
+    s.connect_timeout(&SockAddr::from(remote), timeout)?;
+    Ok(s.into())
+}
+
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {

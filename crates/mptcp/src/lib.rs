@@ -108,7 +108,7 @@ pub mod pm;
 mod sockopt;
 pub mod uapi;
 
-pub use client::{connect, listen, Client, ConnectOptions};
+pub use client::{connect, connect_ungated, listen, Client, ConnectOptions};
 pub use gate::{
     connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,
     ReleaseReport, Verdict,

@@ -18,7 +18,7 @@
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Size of the static buffers (as perf's chunks).
@@ -271,8 +271,8 @@ pub struct ClientRun {
 /// Connect from `local` (an address of the trusted path) to `remote` over MPTCP and run
 /// `req`. The subflows (payload bytes per local address) are read at the end.
 pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
-    let mut s =
-        connect(local, remote).with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
+    let mut s = nena_mptcp::connect_ungated(local, remote, TIMEOUT)
+        .with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
     setup(&s)?;
     if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
         bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
@@ -287,73 +287,6 @@ pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<Cli
         let subflows = crate::conn::subflow_bytes(std::os::fd::AsFd::as_fd(&*t));
         Ok(ClientRun { outcome, subflows })
     })
-}
-
-/// An MPTCP socket bound to `local`, connected to `remote` (IPv4 or IPv6).
-fn connect(local: SocketAddr, remote: SocketAddr) -> std::io::Result<TcpStream> {
-    fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-        // SAFETY: an all-zero sockaddr_storage is valid.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = match a {
-            SocketAddr::V4(v) => {
-                let sin = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: v.port().to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(v.ip().octets()),
-                    },
-                    sin_zero: [0; 8],
-                };
-                // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-                std::mem::size_of::<libc::sockaddr_in>()
-            }
-            SocketAddr::V6(v) => {
-                let sin6 = libc::sockaddr_in6 {
-                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                    sin6_port: v.port().to_be(),
-                    sin6_flowinfo: v.flowinfo(),
-                    sin6_addr: libc::in6_addr {
-                        s6_addr: v.ip().octets(),
-                    },
-                    sin6_scope_id: v.scope_id(),
-                };
-                // SAFETY: as above, for sockaddr_in6.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-                std::mem::size_of::<libc::sockaddr_in6>()
-            }
-        };
-        (ss, len as libc::socklen_t)
-    }
-    let family = if remote.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain socket(2); the descriptor is owned by the TcpStream below at once.
-    let fd = unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            libc::IPPROTO_MPTCP,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket nobody else owns.
-    let s = unsafe { TcpStream::from_raw_fd(fd) };
-    let (la, ll) = sockaddr(local);
-    // SAFETY: la/ll describe a valid sockaddr of length ll.
-    if unsafe { libc::bind(fd, &la as *const _ as *const libc::sockaddr, ll) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let (ra, rl) = sockaddr(remote);
-    // SAFETY: as above. A blocking connect: in the lab it completes or is refused at once.
-    if unsafe { libc::connect(fd, &ra as *const _ as *const libc::sockaddr, rl) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(s)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ fn nena(args: &[&str]) -> std::process::Output {
     Command::new(NENA).args(args).output().unwrap()
 }
 
-/// `nena lab tamper --prefix P untrusted ARGS...`, which must succeed.
-fn attach_tamper(prefix: &str, args: &[&str]) {
+/// `nena lab tamper --prefix P untrusted ARGS...`, which must succeed; its standard output.
+fn tamper_cmd(prefix: &str, args: &[&str]) -> Vec<u8> {
     let mut all = vec!["lab", "tamper", "--prefix", prefix, "untrusted"];
     all.extend_from_slice(args);
     let out = nena(&all);
@@ -24,6 +24,17 @@ fn attach_tamper(prefix: &str, args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
+}
+
+/// Attach the tamper program to the untrusted link.
+fn attach_tamper(prefix: &str, args: &[&str]) {
+    tamper_cmd(prefix, args);
+}
+
+/// What the tamper program did (`--show` or `--remove`, as JSON).
+fn tamper_record(prefix: &str, what: &str) -> serde_json::Value {
+    serde_json::from_slice(&tamper_cmd(prefix, &[what, "--json"])).unwrap()
 }
 
 /// The lab of these tests: wire-sized segments (no offloads), both paths at 50 Mbit/s.
@@ -63,17 +74,7 @@ fn an_altered_byte_on_the_untrusted_path() {
         args.extend_from_slice(&PATHS);
         let sent = client(&lab, &args);
         let err = String::from_utf8_lossy(&sent.stderr).into_owned();
-        let removed = nena(&[
-            "lab",
-            "tamper",
-            "--prefix",
-            &prefix,
-            "untrusted",
-            "--remove",
-            "--json",
-        ]);
-        assert!(removed.status.success());
-        let rec: serde_json::Value = serde_json::from_slice(&removed.stdout).unwrap();
+        let rec = tamper_record(&prefix, "--remove");
         // The attack happened (otherwise this test would prove nothing) ...
         assert_eq!(rec["fired"], true, "{mode}: nothing was altered: {rec}");
         assert!(rec["altered"].as_u64().unwrap() >= 1);
@@ -164,16 +165,7 @@ fn exactly_one_byte_changes_where_the_record_says() {
         rx.read_to_end(&mut got).unwrap();
         writer.join().unwrap();
         let _ = (client.flush(), server.flush());
-        let show = nena(&[
-            "lab",
-            "tamper",
-            "--prefix",
-            &prefix,
-            "untrusted",
-            "--show",
-            "--json",
-        ]);
-        let rec: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        let rec = tamper_record(&prefix, "--show");
         // The program's id, to check that --remove frees it.
         let ingress = toward == "server";
         let id = lab
@@ -183,15 +175,7 @@ fn exactly_one_byte_changes_where_the_record_says() {
             .unwrap()
             .unwrap()
             .expect("attached");
-        let removed = nena(&[
-            "lab",
-            "tamper",
-            "--prefix",
-            &prefix,
-            "untrusted",
-            "--remove",
-        ]);
-        assert!(removed.status.success());
+        tamper_cmd(&prefix, &["--remove"]);
 
         assert_eq!(got.len(), data.len());
         let changed: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
@@ -204,8 +188,8 @@ fn exactly_one_byte_changes_where_the_record_says() {
         assert_eq!(got[i], data[i] ^ 0x20, "the default mask");
         assert!(i >= 100_000, "{i}: inside the part that should pass");
         // Gone: the filter (no tamper left to show) and the program itself.
-        let after = nena(&["lab", "tamper", "--prefix", &prefix, "untrusted", "--show"]);
-        assert!(String::from_utf8_lossy(&after.stdout).contains("no tamper program"));
+        let after = tamper_cmd(&prefix, &["--show"]);
+        assert!(String::from_utf8_lossy(&after).contains("no tamper program"));
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
         while prog_exists(id) {
             assert!(
@@ -243,16 +227,7 @@ fn perf_fails_when_one_received_byte_is_wrong() {
     ];
     args.extend_from_slice(&PATHS);
     let run = client(&lab, &args);
-    let removed = nena(&[
-        "lab",
-        "tamper",
-        "--prefix",
-        &prefix,
-        "untrusted",
-        "--remove",
-        "--json",
-    ]);
-    let rec: serde_json::Value = serde_json::from_slice(&removed.stdout).unwrap();
+    let rec = tamper_record(&prefix, "--remove");
     assert_eq!(rec["fired"], true, "nothing was altered: {rec}");
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "perf passed with an altered byte");

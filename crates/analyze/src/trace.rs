@@ -766,6 +766,10 @@ impl Tracer {
         self.conns[ci].dirs[cd].pending = keep;
     }
 
+    fn check_outages(&mut self, si: usize, t: f64) {
+        self.check_outages_at(si, t, true)
+    }
+
     /// Place the segment's bytes at their DSNs (MPTCP only).
     fn data_level(&mut self, si: usize, d: usize, off: i64, seg: &Segment, t: f64) {
         let Some(ci) = self.subs[si].conn else { return };
@@ -776,7 +780,20 @@ impl Tracer {
         let dir = &mut self.subs[si].dirs[d];
         // The ISN is needed to read mappings (relative SSNs); without the SYN, the first
         // segment that carries a mapping is taken to begin it.
-        if let Some(m) = seg.mptcp.dss.and_then(|x| x.mapping) {
+        // MP_CAPABLE on the first data segment (RFC 8684 3.1): its data starts at the
+        // sender's IDSN + 1 and subflow sequence number 1, without a DSS mapping.
+        let capable = (seg.mptcp.dss.is_none()
+            && seg.wire_len > 0
+            && seg.mptcp.keys.len() == 2
+            && seg.mptcp.subtypes.contains(&crate::Subtype::MpCapable))
+        .then(|| Mapping {
+            dsn: crate::dss::idsn_of_key(seg.mptcp.keys[0]).wrapping_add(1),
+            dsn64: true,
+            ssn: 1,
+            len: seg.wire_len.min(u16::MAX as u32) as u16,
+            checksum: None,
+        });
+        if let Some(m) = seg.mptcp.dss.and_then(|x| x.mapping).or(capable) {
             if dir.isn.is_none() && m.len > 0 {
                 let isn = seg.seq.wrapping_sub(m.ssn);
                 dir.isn = Some(isn);
@@ -870,7 +887,12 @@ impl Tracer {
 
     /// Open outages that have become visible by time `t` (silence beyond the threshold with
     /// data outstanding), for the subflows of `si`'s connection and the connection itself.
-    fn check_outages(&mut self, si: usize, t: f64) {
+    ///
+    /// A subflow direction is silent with data outstanding when its own data is not all
+    /// acknowledged, or (MPTCP, `conn_evidence`) when its connection has data outstanding at
+    /// the data level throughout: data stranded on a path that went down is often never
+    /// captured (dropped before the capture point), and the connection carries on elsewhere.
+    fn check_outages_at(&mut self, si: usize, t: f64, conn_evidence: bool) {
         let subs: Vec<usize> = match self.subs[si].conn {
             Some(ci) => self.conns[ci].subflows.clone(),
             None => vec![si],
@@ -883,12 +905,19 @@ impl Tracer {
                 if dir.outage_open.is_some() || t - last <= thr {
                     continue;
                 }
-                let outstanding = dir.all_acked.is_none_or(|a| a > last + thr);
+                let cd = self.cdir(s, d);
+                let conn_out = conn_evidence
+                    && self.subs[s].conn.is_some_and(|ci| {
+                        let c = &self.conns[ci].dirs[cd];
+                        self.conns[ci].mptcp
+                            && c.max_end.is_some()
+                            && c.all_acked.is_none_or(|a| a > last + thr)
+                    });
+                let outstanding = dir.all_acked.is_none_or(|a| a > last + thr) || conn_out;
                 if !outstanding {
                     continue;
                 }
                 let target = dir.conn_dsn_at_last;
-                let cd = self.cdir(s, d);
                 let o = Outage {
                     direction: dir_name(d),
                     start: last,
@@ -959,7 +988,9 @@ impl Tracer {
         let now = self.now;
         // Silences that last to the end of the capture.
         for si in 0..self.subs.len() {
-            self.check_outages(si, now);
+            // At the end, only a subflow's own unacknowledged data counts: the connection
+            // finishing on another subflow is not an outage of this one.
+            self.check_outages_at(si, now, false);
         }
         let bin = self.opts.bin.as_secs_f64();
         let series = |bins: &[u64]| -> Vec<(f64, f64)> {

@@ -1350,3 +1350,182 @@ pub fn analyze_bytes(data: &[u8], opts: &TraceOptions) -> Result<TraceReport> {
         Vec::new(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::craft::{self, tcp_frame, TcpFlags};
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use std::net::SocketAddrV4;
+
+    fn pcap_at(frames: &[(f64, Vec<u8>)]) -> Vec<u8> {
+        let mut w = PcapWriter::with_header(
+            Vec::new(),
+            PcapHeader {
+                datalink: pcap_file::DataLink::ETHERNET,
+                ..PcapHeader::default()
+            },
+        )
+        .unwrap();
+        for (t, f) in frames {
+            let ts = Duration::from_secs_f64(1000.0 + t);
+            w.write_packet(&PcapPacket::new(ts, f.len() as u32, f))
+                .unwrap();
+        }
+        w.into_writer()
+    }
+
+    fn addrs() -> (SocketAddrV4, SocketAddrV4) {
+        (
+            "198.18.1.2:40000".parse().unwrap(),
+            "198.18.3.2:7000".parse().unwrap(),
+        )
+    }
+
+    fn ts_opt(val: u32, ecr: u32) -> Vec<u8> {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&val.to_be_bytes());
+        o.extend_from_slice(&ecr.to_be_bytes());
+        o
+    }
+
+    #[test]
+    fn plain_tcp_bytes_rtt_and_throughput() {
+        let (c, s) = addrs();
+        let data = vec![7u8; 10_000];
+        let pcap = craft::connection(c, s, &data, 1000);
+        let r = analyze_bytes(&pcap, &TraceOptions::default()).unwrap();
+        assert_eq!(r.connections.len(), 1);
+        let conn = &r.connections[0];
+        assert!(!conn.mptcp && conn.data.is_none());
+        let sf = &conn.subflows[0];
+        assert_eq!((sf.src.as_str(), sf.dst.as_str()), ("198.18.1.2:40000", "198.18.3.2:7000"));
+        assert_eq!(sf.payload_bytes, PerDir { c2s: 10_000, s2c: 0 });
+        assert!(sf.syn_seen && sf.fin && !sf.join);
+        // Every data segment is acked 1 ms later (the crafted frames are 1 ms apart).
+        assert_eq!(sf.rtt.c2s.samples, 10);
+        assert!((sf.rtt.c2s.median_ms.unwrap() - 1.0).abs() < 1e-6, "{:?}", sf.rtt.c2s);
+        assert_eq!(sf.rtt.s2c.samples, 0);
+        let total: f64 = sf.throughput.c2s.iter().map(|p| p.1).sum();
+        assert!((total - 0.08).abs() < 1e-9, "10 kB in one 1 s bin: {total} Mbit/s");
+        assert!(sf.outages.is_empty(), "{:?}", sf.outages);
+    }
+
+    #[test]
+    fn karn_no_sample_from_a_retransmitted_segment_and_timestamps() {
+        let (c, s) = addrs();
+        let f = |seq, ack, flags, opt: &[u8], p: &[u8]| tcp_frame(c, s, seq, ack, flags, opt, p);
+        let b = |seq, ack, flags, opt: &[u8]| tcp_frame(s, c, seq, ack, flags, opt, &[]);
+        let frames = vec![
+            (0.000, f(100, 0, TcpFlags::SYN, &[], &[])),
+            (0.010, b(500, 101, TcpFlags::SYN_ACK, &[])),
+            (0.020, f(101, 501, TcpFlags::ACK, &ts_opt(1, 0), &[1; 100])),
+            // acked after 30 ms: a sample (ACK) and an echo of TSval 1 (timestamps)
+            (0.050, b(501, 201, TcpFlags::ACK, &ts_opt(9, 1))),
+            (0.060, f(201, 501, TcpFlags::ACK, &ts_opt(2, 9), &[2; 100])),
+            // retransmitted, then acked: Karn gives no ACK sample
+            (0.300, f(201, 501, TcpFlags::ACK, &ts_opt(3, 9), &[2; 100])),
+            (0.310, b(501, 301, TcpFlags::ACK, &ts_opt(10, 3))),
+        ];
+        let r = analyze_bytes(&pcap_at(&frames), &TraceOptions::default()).unwrap();
+        let sf = &r.connections[0].subflows[0];
+        assert_eq!(sf.payload_bytes.c2s, 300);
+        assert_eq!(sf.retransmitted_bytes.c2s, 100);
+        assert_eq!(sf.rtt.c2s.samples, 1);
+        assert!((sf.rtt.c2s.median_ms.unwrap() - 30.0).abs() < 1e-6);
+        // TSval 1 echoed at 0.050 (30 ms), TSval 3 echoed at 0.310 (10 ms).
+        assert_eq!(sf.rtt_ts.c2s.samples, 2);
+        assert!((sf.rtt_ts.c2s.max_ms.unwrap() - 30.0).abs() < 1e-6);
+        assert!((sf.rtt_ts.c2s.min_ms.unwrap() - 10.0).abs() < 1e-6);
+        // 240 ms of silence with 100 bytes unacknowledged: an outage of the subflow.
+        assert_eq!(sf.outages.len(), 1, "{:?}", sf.outages);
+        let o = &sf.outages[0];
+        assert_eq!(o.direction, "c2s");
+        assert!((o.start - 0.060).abs() < 1e-6 && (o.duration.unwrap() - 0.240).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_silence_with_everything_acked_is_no_outage() {
+        let (c, s) = addrs();
+        let frames = vec![
+            (0.0, tcp_frame(c, s, 1, 1, TcpFlags::ACK, &[], &[1; 10])),
+            (0.001, tcp_frame(s, c, 1, 11, TcpFlags::ACK, &[], &[])),
+            (5.0, tcp_frame(c, s, 11, 1, TcpFlags::ACK, &[], &[1; 10])),
+            (5.001, tcp_frame(s, c, 1, 21, TcpFlags::ACK, &[], &[])),
+        ];
+        let r = analyze_bytes(&pcap_at(&frames), &TraceOptions::default()).unwrap();
+        assert!(r.connections[0].subflows[0].outages.is_empty());
+        assert_eq!(r.connections[0].subflows[0].rtt.c2s.samples, 2);
+    }
+
+    /// Two joined subflows of one connection; the second sends DSNs 1000..1500 again.
+    #[test]
+    fn joined_subflows_group_by_token_and_reinjections_are_found() {
+        let (c1, s) = addrs();
+        let c2: SocketAddrV4 = "198.18.2.2:40001".parse().unwrap();
+        let data = vec![5u8; 2000];
+        let a = craft::joined_subflow(c1, s, 0xabcd, &[(0, &data[..1500])], 500, true, 0);
+        let b = craft::joined_subflow(c2, s, 0xabcd, &[(1000, &data[1000..])], 500, true, 0);
+        let dir = std::env::temp_dir().join(format!("nena-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+        std::fs::write(&pa, &a).unwrap();
+        // The second capture 10 ms later than the first (craft's frames start at 1 s).
+        let shifted: Vec<(f64, Vec<u8>)> = {
+            let mut v = Vec::new();
+            crate::capture::read_frames(&b[..], |f| {
+                v.push((f.ts.as_secs_f64() - 1000.0 + 0.010, f.data.to_vec()))
+            })
+            .unwrap();
+            v
+        };
+        std::fs::write(&pb, pcap_at(&shifted)).unwrap();
+        let r = analyze_captures(&[pa.clone(), pb.clone()], &TraceOptions::default());
+        // the same capture twice: its segments are counted once
+        let twice = analyze_captures(&[pa.clone(), pa.clone()], &TraceOptions::default());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let r = r.unwrap();
+        assert_eq!(r.connections.len(), 1, "{r:#?}");
+        let conn = &r.connections[0];
+        assert!(conn.mptcp);
+        assert_eq!(conn.token.as_deref(), Some("0000abcd"));
+        assert_eq!(conn.subflows.len(), 2);
+        assert!(conn.subflows.iter().all(|s| s.join));
+        assert_eq!(conn.payload_bytes.c2s, 2500);
+        let d = &conn.data.as_ref().unwrap().c2s;
+        assert_eq!((d.bytes_covered, d.span, d.holes), (2000, 2000, 0));
+        assert_eq!(d.reinjected_bytes, 500);
+        assert_eq!(d.reinjections.len(), 1);
+        let re = &d.reinjections[0];
+        assert_eq!((re.from, re.to, re.dsn, re.bytes), (0, 1, 1000, 500));
+        let twice = twice.unwrap();
+        assert_eq!(twice.connections[0].payload_bytes.c2s, 1500);
+        assert!(twice.captures[1].duplicate_segments > 0);
+        assert_eq!(twice.connections[0].data.as_ref().unwrap().c2s.reinjected_bytes, 0);
+    }
+
+    #[test]
+    fn hostile_captures_are_one_error_each() {
+        let (c, s) = addrs();
+        let good = craft::connection(c, s, &[1u8; 3000], 1000);
+        let cut = &good[..good.len() - 7];
+        let mut bad_len = good.clone();
+        bad_len[24 + 8..24 + 12].copy_from_slice(&0x7fff_ffffu32.to_le_bytes()); // incl_len
+        for (name, bytes) in [
+            ("empty", &[][..]),
+            ("garbage", &b"this is not a capture at all"[..]),
+            ("cut", cut),
+            ("bad length", &bad_len[..]),
+        ] {
+            let e = analyze_bytes(bytes, &TraceOptions::default())
+                .expect_err(name)
+                .to_string();
+            assert!(!e.is_empty() && !e.contains('\n'), "{name}: {e}");
+        }
+        assert!(analyze_bytes(&good, &TraceOptions::default()).is_ok());
+        assert!(analyze_captures(&[], &TraceOptions::default()).is_err());
+        let e = analyze_captures(&["/nonexistent/x.pcap".into()], &TraceOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("no such capture"), "{e}");
+    }
+}

@@ -31,6 +31,8 @@ pub const MAX_POINTS: usize = 20_000;
 /// At most this many reinjection and outage events are listed per connection direction
 /// (the byte counts cover all).
 pub const MAX_EVENTS: usize = 1_000;
+/// A throughput series is dense (zero bins included) up to this many bins.
+pub const MAX_BINS: u64 = 100_000;
 
 /// How to analyse.
 #[derive(Debug, Clone, Copy)]
@@ -283,7 +285,8 @@ struct DirState {
     payload: u64,
     segments: u64,
     retx: u64,
-    bins: Vec<u64>,
+    /// Payload bytes per bin (sparse: a capture's times may be far apart or damaged).
+    bins: BTreeMap<u64, u64>,
     rtt: Vec<(f64, f64)>,
     rtt_ts: Vec<(f64, f64)>,
     srtt: Option<f64>,
@@ -580,12 +583,9 @@ impl Tracer {
         let end = off + seg.wire_len as i64;
         let len = seg.wire_len as u64;
         dir.payload += len;
-        let bin = (t / self.opts.bin.as_secs_f64()).max(0.0) as usize;
+        let bin = (t / self.opts.bin.as_secs_f64()).max(0.0) as u64;
         let dir = &mut self.subs[si].dirs[d];
-        if dir.bins.len() <= bin {
-            dir.bins.resize(bin + 1, 0);
-        }
-        dir.bins[bin] += len;
+        *dir.bins.entry(bin).or_default() += len;
         let max_end = dir.max_end.unwrap_or(i64::MIN);
         if off < max_end {
             // (Partly) sent before: a retransmission. Karn: no sample from these segments.
@@ -993,11 +993,16 @@ impl Tracer {
             self.check_outages_at(si, now, false);
         }
         let bin = self.opts.bin.as_secs_f64();
-        let series = |bins: &[u64]| -> Vec<(f64, f64)> {
-            bins.iter()
-                .enumerate()
-                .map(|(i, &b)| (i as f64 * bin, b as f64 * 8.0 / bin / 1e6))
-                .collect()
+        // Dense from the first to the last bin with data (zeros between), or, when that
+        // would exceed MAX_BINS, the bins with data only.
+        let series = |bins: &BTreeMap<u64, u64>| -> Vec<(f64, f64)> {
+            let rate = |i: u64, b: u64| (i as f64 * bin, b as f64 * 8.0 / bin / 1e6);
+            match (bins.first_key_value(), bins.last_key_value()) {
+                (Some((&a, _)), Some((&z, _))) if z - a < MAX_BINS => (a..=z)
+                    .map(|i| rate(i, bins.get(&i).copied().unwrap_or(0)))
+                    .collect(),
+                _ => bins.iter().map(|(&i, &b)| rate(i, b)).collect(),
+            }
         };
         let rtt_series = |samples: &[(f64, f64)]| -> Vec<(f64, f64)> {
             let mut by: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
@@ -1027,7 +1032,7 @@ impl Tracer {
             }
             let mut subflows = Vec::new();
             let mut payload = PerDir::<u64>::default();
-            let mut agg: [Vec<u64>; 2] = Default::default();
+            let mut agg: [BTreeMap<u64, u64>; 2] = Default::default();
             let mut points: [Vec<Vec<(f64, f64)>>; 2] = Default::default();
             let mut start = f64::MAX;
             let mut end = 0f64;
@@ -1066,11 +1071,8 @@ impl Tracer {
                     *sub.throughput.get_mut(d) = series(&dir.bins);
                     *sub.rtt_series.get_mut(d) = rtt_series(&dir.rtt);
                     *payload.get_mut(cd) += dir.payload;
-                    if agg[cd].len() < dir.bins.len() {
-                        agg[cd].resize(dir.bins.len(), 0);
-                    }
-                    for (i, b) in dir.bins.iter().enumerate() {
-                        agg[cd][i] += b;
+                    for (&i, &b) in &dir.bins {
+                        *agg[cd].entry(i).or_default() += b;
                     }
                     *sub.rtt_samples.get_mut(d) = dir.rtt;
                 }

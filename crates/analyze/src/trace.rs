@@ -807,8 +807,8 @@ impl Tracer {
                     o.end += delta;
                 }
             }
-            if m.len > 0 && dir.isn.is_some() {
-                let rel = seg.seq.wrapping_sub(dir.isn.expect("set above"));
+            if let (true, Some(isn)) = (m.len > 0, dir.isn) {
+                let rel = seg.seq.wrapping_sub(isn);
                 let cur = dir.peek(seg.seq).expect("offset taken");
                 // offset = relative ssn - 1
                 let moff = cur + (m.ssn.wrapping_sub(rel) as i32) as i64;
@@ -1228,8 +1228,7 @@ fn reader(path: PathBuf) -> Receiver<Msg> {
             let (mut frames, mut tcp) = (0u64, 0u64);
             let end = capture::read_frames(f, |frame| {
                 frames += 1;
-                if let Ok(mut seg) =
-                    packet::parse_frame(frame.linktype, frame.data, frame.orig_len)
+                if let Ok(mut seg) = packet::parse_frame(frame.linktype, frame.data, frame.orig_len)
                 {
                     tcp += 1;
                     seg.payload = Vec::new(); // only its length is needed
@@ -1401,15 +1400,31 @@ mod tests {
         let conn = &r.connections[0];
         assert!(!conn.mptcp && conn.data.is_none());
         let sf = &conn.subflows[0];
-        assert_eq!((sf.src.as_str(), sf.dst.as_str()), ("198.18.1.2:40000", "198.18.3.2:7000"));
-        assert_eq!(sf.payload_bytes, PerDir { c2s: 10_000, s2c: 0 });
+        assert_eq!(
+            (sf.src.as_str(), sf.dst.as_str()),
+            ("198.18.1.2:40000", "198.18.3.2:7000")
+        );
+        assert_eq!(
+            sf.payload_bytes,
+            PerDir {
+                c2s: 10_000,
+                s2c: 0
+            }
+        );
         assert!(sf.syn_seen && sf.fin && !sf.join);
         // Every data segment is acked 1 ms later (the crafted frames are 1 ms apart).
         assert_eq!(sf.rtt.c2s.samples, 10);
-        assert!((sf.rtt.c2s.median_ms.unwrap() - 1.0).abs() < 1e-6, "{:?}", sf.rtt.c2s);
+        assert!(
+            (sf.rtt.c2s.median_ms.unwrap() - 1.0).abs() < 1e-6,
+            "{:?}",
+            sf.rtt.c2s
+        );
         assert_eq!(sf.rtt.s2c.samples, 0);
         let total: f64 = sf.throughput.c2s.iter().map(|p| p.1).sum();
-        assert!((total - 0.08).abs() < 1e-9, "10 kB in one 1 s bin: {total} Mbit/s");
+        assert!(
+            (total - 0.08).abs() < 1e-9,
+            "10 kB in one 1 s bin: {total} Mbit/s"
+        );
         assert!(sf.outages.is_empty(), "{:?}", sf.outages);
     }
 
@@ -1503,7 +1518,15 @@ mod tests {
         let twice = twice.unwrap();
         assert_eq!(twice.connections[0].payload_bytes.c2s, 1500);
         assert!(twice.captures[1].duplicate_segments > 0);
-        assert_eq!(twice.connections[0].data.as_ref().unwrap().c2s.reinjected_bytes, 0);
+        assert_eq!(
+            twice.connections[0]
+                .data
+                .as_ref()
+                .unwrap()
+                .c2s
+                .reinjected_bytes,
+            0
+        );
     }
 
     #[test]

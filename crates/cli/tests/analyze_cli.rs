@@ -57,7 +57,11 @@ fn json_has_connections_subflows_and_payload_bytes() {
     let dir = TempDir::new("json");
     let (a, b) = two_subflows(&dir);
     let out = nena(&["analyze", s(&a), s(&b), "--json", "--bin", "250ms"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["bin"], 0.25);
     let conns = v["connections"].as_array().unwrap();
@@ -125,8 +129,20 @@ fn plot_writes_png_and_svg_per_figure() {
     );
     let c = dir.file("tcp.pcap", &tcp);
     let out_dir = dir.join("plots");
-    let out = nena(&["analyze", s(&a), s(&b), s(&c), "--json", "--plot", s(&out_dir)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = nena(&[
+        "analyze",
+        s(&a),
+        s(&b),
+        s(&c),
+        "--json",
+        "--plot",
+        s(&out_dir),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let plots: Vec<String> = v["plots"]
         .as_array()
@@ -176,7 +192,7 @@ fn plot_writes_png_and_svg_per_figure() {
                 _ => &["#0 198.18.1.2:40002 > 198.18.3.2:7000"],
             };
             for name in series {
-                assert!(texts.contains(&name), "{stem}: no legend {name}: {texts:?}");
+                assert!(texts.contains(name), "{stem}: no legend {name}: {texts:?}");
             }
             let drawn = count("polyline") + count("path");
             if stem == "conn0-throughput" {
@@ -214,13 +230,19 @@ fn hostile_inputs_give_one_line_and_status_1() {
     let ok = dir.file("ok.pcap", &good);
     for (name, p) in &cases {
         // Alone, and after a good capture: either way the bad one is named.
-        for args in [vec!["analyze", s(p)], vec!["analyze", s(&ok), s(p), "--json"]] {
+        for args in [
+            vec!["analyze", s(p)],
+            vec!["analyze", s(&ok), s(p), "--json"],
+        ] {
             let out = nena(&args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{name}: {err}");
             assert_eq!(err.lines().count(), 1, "{name}: {err}");
             assert!(err.starts_with("nena: "), "{name}: {err}");
-            assert!(err.contains(p.file_name().unwrap().to_str().unwrap()), "{name}: {err}");
+            assert!(
+                err.contains(p.file_name().unwrap().to_str().unwrap()),
+                "{name}: {err}"
+            );
             assert!(!err.contains("panicked"), "{name}: {err}");
             assert!(out.stdout.is_empty(), "{name}");
         }

@@ -558,10 +558,7 @@ impl Tracer {
             self.ts_echo(si, r, ts.1, t);
         }
         if let Some(a) = seg.mptcp.dss.and_then(|x| x.data_ack) {
-            let is64 = seg.mptcp.dss.is_some_and(|x| {
-                // The parser keeps the 8-byte flag implicit: a value above 32 bits is 64-bit.
-                x.data_ack.is_some_and(|v| v > u32::MAX as u64)
-            });
+            let is64 = seg.mptcp.dss.is_some_and(|x| x.ack64);
             self.data_ack(si, r, a, is64, t);
         }
         // The data side.

@@ -78,7 +78,15 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
     let monitor = Monitor::start(&lab);
     let to = server(&lab, 7600);
     let mut args = vec![
-        "-v", "perf", "--to", &to, "--time", "9", "--interval", "0.05", "--json",
+        "-v",
+        "perf",
+        "--to",
+        &to,
+        "--time",
+        "9",
+        "--interval",
+        "0.05",
+        "--json",
     ];
     args.extend_from_slice(&PATHS);
     let mut cmd = lab.command(Host::Client, NENA, &args);
@@ -125,7 +133,11 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         for iv in intervals {
             let (end, secs) = (iv["unix"].as_f64().unwrap(), iv["secs"].as_f64().unwrap());
             if end - secs > down + 0.1 && end < up - 0.1 {
-                assert_eq!(untrusted(iv), 0, "outage {i}: untrusted data while down: {iv}");
+                assert_eq!(
+                    untrusted(iv),
+                    0,
+                    "outage {i}: untrusted data while down: {iv}"
+                );
             }
         }
         let back = intervals

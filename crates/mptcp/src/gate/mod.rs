@@ -303,12 +303,7 @@ impl Gate {
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
                 .collect();
-            let m = RecoveryMachine::new(
-                self.remote(),
-                &paths,
-                &now,
-                RecoveryConfig::default(),
-            );
+            let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
             match crate::recovery::register(snap.conn.token, m) {
                 Ok(h) => self.recovery = Some(h),
                 Err(e) => log::warn!("no subflow recovery for this connection: {e}"),

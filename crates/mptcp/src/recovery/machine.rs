@@ -11,8 +11,12 @@
 //!   local address is ignored, whatever happens to it.
 //! * A link that goes down leaves its subflows in TCP's retransmission backoff (the kernel
 //!   keeps them; measured on Linux 6.18 they come back 0.8–4.5 s after the link, depending
-//!   on where the backoff stands). When the link is usable again the machine destroys those
-//!   stale subflows and opens a new one at once, whose SYN leaves immediately.
+//!   on where the backoff stands). When the link is usable again the machine asks at once
+//!   for a new subflow, whose SYN leaves immediately, and with every attempt it also closes
+//!   the stale subflows, until their close is reported. The driver makes an attempt only
+//!   when a route exists: closed without a route, a stale subflow would end on this side
+//!   only, and the peer, still counting it, could refuse the new one for its subflow limit
+//!   (seen in the lab: `MPTcpExtMPJoinRejected` on the server).
 //! * A new subflow that is not established within the current wait (250 ms, doubling to
 //!   4 s) is asked for again; a refused `SUBFLOW_CREATE` (no route yet, ...) is retried
 //!   after the wait. While the link is down nothing is tried. A subflow that closes while its
@@ -47,7 +51,10 @@ impl Default for RecoveryConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryEvent {
     /// `MPTCP_EVENT_SUB_ESTABLISHED` of this connection.
-    SubflowEstablished { local: SocketAddr, remote: SocketAddr },
+    SubflowEstablished {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
     /// `MPTCP_EVENT_SUB_CLOSED` of this connection.
     SubflowClosed { local: SocketAddr },
     /// `MPTCP_EVENT_CLOSED` of this connection, or its owner dropped it.
@@ -69,7 +76,10 @@ pub enum Command {
     /// `MPTCP_PM_CMD_SUBFLOW_CREATE` from `local` (port chosen by the kernel) to `remote`.
     CreateSubflow { local: IpAddr, remote: SocketAddr },
     /// `MPTCP_PM_CMD_SUBFLOW_DESTROY` of the subflow `local` -> `remote`.
-    DestroySubflow { local: SocketAddr, remote: SocketAddr },
+    DestroySubflow {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,12 +96,32 @@ enum Attempt {
 struct Path {
     addr: IpAddr,
     link_up: bool,
-    /// Subflows of this path (local, remote) known to be open.
+    /// Subflows of this path (local, remote) open and usable.
     live: Vec<(SocketAddr, SocketAddr)>,
-    /// The live subflows went through a link outage (they sit in TCP's backoff).
-    stale: bool,
+    /// Subflows that went through a link outage (they sit in TCP's backoff): closed with the
+    /// next attempt, until their close is reported. Closing one while the route is still
+    /// missing would not tell the peer, whose subflow limit would then refuse the new one.
+    stale: Vec<(SocketAddr, SocketAddr)>,
     attempt: Attempt,
     wait: Duration,
+}
+
+impl Path {
+    /// One attempt: close the stale subflows, open a new one, wait for it until `now + wait`.
+    fn attempt(&mut self, remote: SocketAddr, now: Instant, out: &mut Vec<Command>) {
+        out.extend(
+            self.stale
+                .iter()
+                .map(|&(local, remote)| Command::DestroySubflow { local, remote }),
+        );
+        out.push(Command::CreateSubflow {
+            local: self.addr,
+            remote,
+        });
+        self.attempt = Attempt::Pending {
+            deadline: now + self.wait,
+        };
+    }
 }
 
 /// Recovery of the subflows of one connection (see the module documentation).
@@ -140,7 +170,7 @@ impl RecoveryMachine {
                 addr,
                 link_up: true,
                 live: Vec::new(),
-                stale: false,
+                stale: Vec::new(),
                 attempt: Attempt::Idle,
                 wait: cfg.first_wait,
             });
@@ -201,58 +231,52 @@ impl RecoveryMachine {
             RecoveryEvent::LinkDown { addr } => {
                 if let Some(p) = self.path_mut(addr) {
                     p.link_up = false;
-                    p.stale |= !p.live.is_empty();
+                    let live: Vec<_> = p.live.drain(..).collect();
+                    p.stale.extend(live);
                     p.attempt = Attempt::Idle;
                     p.wait = cfg.first_wait;
                 }
             }
             RecoveryEvent::LinkUp { addr } => {
                 if let Some(p) = self.path_mut(addr) {
-                    if p.link_up {
-                        return out;
-                    }
-                    p.link_up = true;
-                    if p.stale || p.live.is_empty() {
-                        out.extend(
-                            p.live
-                                .drain(..)
-                                .map(|(local, remote)| Command::DestroySubflow { local, remote }),
-                        );
-                        p.stale = false;
-                        p.wait = cfg.first_wait;
-                        out.push(Command::CreateSubflow {
-                            local: p.addr,
-                            remote,
-                        });
-                        p.attempt = Attempt::Pending {
-                            deadline: now + p.wait,
-                        };
+                    if !p.link_up {
+                        p.link_up = true;
+                        if p.live.is_empty() {
+                            p.wait = cfg.first_wait;
+                            p.attempt(remote, now, &mut out);
+                        }
                     }
                 }
             }
             RecoveryEvent::SubflowEstablished { local, remote: r } => {
                 if let Some(p) = self.path_mut(local.ip()) {
-                    if p.live.iter().any(|&(l, _)| same(l, local)) {
+                    let known =
+                        |v: &[(SocketAddr, SocketAddr)]| v.iter().any(|&(l, _)| same(l, local));
+                    if known(&p.live) || known(&p.stale) {
                         return out;
                     }
-                    if !p.stale && !p.live.is_empty() {
+                    if !p.live.is_empty() {
                         // A second attempt that also succeeded: one subflow per path.
                         out.push(Command::DestroySubflow { local, remote: r });
                     } else {
                         p.live.push((local, r));
                         p.attempt = Attempt::Idle;
                         p.wait = cfg.first_wait;
+                        // The path works: what is still stale can be closed now.
+                        out.extend(
+                            p.stale
+                                .iter()
+                                .map(|&(local, remote)| Command::DestroySubflow { local, remote }),
+                        );
                     }
                 }
             }
             RecoveryEvent::SubflowClosed { local } => {
                 if let Some(p) = self.path_mut(local.ip()) {
                     p.live.retain(|&(l, _)| !same(l, local));
-                    if p.live.is_empty() {
-                        p.stale = false;
-                        if p.link_up && p.attempt == Attempt::Idle {
-                            p.attempt = Attempt::Retry { at: now + p.wait };
-                        }
+                    p.stale.retain(|&(l, _)| !same(l, local));
+                    if p.live.is_empty() && p.link_up && p.attempt == Attempt::Idle {
+                        p.attempt = Attempt::Retry { at: now + p.wait };
                     }
                 }
             }
@@ -260,13 +284,7 @@ impl RecoveryMachine {
                 for p in &mut self.paths {
                     if matches!(p.attempt, Attempt::Retry { .. }) && p.link_up && p.live.is_empty()
                     {
-                        out.push(Command::CreateSubflow {
-                            local: p.addr,
-                            remote,
-                        });
-                        p.attempt = Attempt::Pending {
-                            deadline: now + p.wait,
-                        };
+                        p.attempt(remote, now, &mut out);
                     }
                 }
             }
@@ -299,7 +317,7 @@ impl RecoveryMachine {
             if !due {
                 continue;
             }
-            if !p.link_up || (!p.live.is_empty() && !p.stale) {
+            if !p.link_up || !p.live.is_empty() {
                 p.attempt = Attempt::Idle;
                 continue;
             }
@@ -307,13 +325,7 @@ impl RecoveryMachine {
                 // Not established in time: wait longer for the next one.
                 p.wait = (p.wait * 2).min(max);
             }
-            out.push(Command::CreateSubflow {
-                local: p.addr,
-                remote,
-            });
-            p.attempt = Attempt::Pending {
-                deadline: now + p.wait,
-            };
+            p.attempt(remote, now, &mut out);
         }
         out
     }
@@ -408,8 +420,15 @@ mod tests {
         m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
         let mut now = t0 + ms(100);
         assert_eq!(
-            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, now).last(),
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, now)
+                .last(),
             Some(&create(U))
+        );
+        m.on_event(
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            now,
         );
         let mut waits = Vec::new();
         for _ in 0..7 {
@@ -441,6 +460,12 @@ mod tests {
         let mut m = released();
         m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
         m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0);
+        m.on_event(
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            t0,
+        );
         // The route is not back yet: the kernel refuses.
         assert!(m
             .on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, t0)
@@ -458,8 +483,65 @@ mod tests {
         // The link goes down again: the retry is cancelled.
         m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0 + ms(300));
         assert_eq!(m.next_deadline(), None);
-        assert!(m.on_event(RecoveryEvent::RoutesChanged, t0 + ms(400)).is_empty());
+        assert!(m
+            .on_event(RecoveryEvent::RoutesChanged, t0 + ms(400))
+            .is_empty());
         assert!(m.poll(t0 + Duration::from_secs(5)).is_empty());
+    }
+
+    #[test]
+    fn stale_subflows_are_closed_with_every_attempt_until_their_close_is_reported() {
+        let t0 = Instant::now();
+        let mut m = released();
+        let stale = Command::DestroySubflow {
+            local: sa("198.18.2.2:40001"),
+            remote: sa(REMOTE),
+        };
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
+        // No route yet: the driver made nothing of the attempt and says so.
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0),
+            vec![stale, create(U)]
+        );
+        m.on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, t0);
+        // The next attempt closes the stale subflow again.
+        assert_eq!(
+            m.on_event(RecoveryEvent::RoutesChanged, t0 + ms(5)),
+            vec![stale, create(U)]
+        );
+        // The new one is established before the close is reported: close it once more.
+        assert_eq!(
+            m.on_event(
+                RecoveryEvent::SubflowEstablished {
+                    local: sa("198.18.2.2:40007"),
+                    remote: sa(REMOTE)
+                },
+                t0 + ms(6)
+            ),
+            vec![stale]
+        );
+        // Reported closed: no replacement (the path has its new subflow), nothing pending.
+        assert!(m
+            .on_event(
+                RecoveryEvent::SubflowClosed {
+                    local: sa("198.18.2.2:40001")
+                },
+                t0 + ms(7)
+            )
+            .is_empty());
+        assert_eq!(m.next_deadline(), None);
+        // Two outages: the second one's stale subflow is the first one's replacement.
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0 + ms(100));
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0 + ms(200)),
+            vec![
+                Command::DestroySubflow {
+                    local: sa("198.18.2.2:40007"),
+                    remote: sa(REMOTE)
+                },
+                create(U)
+            ]
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::MptcpError;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr as NlAddr};
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +47,10 @@ const RTMGRP_IPV6_ROUTE: u32 = 0x400;
 /// Re-read the usable addresses at least this often (a missed notification costs at most
 /// this much delay).
 const RESCAN: Duration = Duration::from_secs(1);
+
+/// A service with no connection for this long stops (its netlink sockets would otherwise
+/// keep a deleted network namespace alive); the next registration starts a new one.
+const IDLE_STOP: Duration = Duration::from_secs(2);
 
 enum Change {
     Add {
@@ -111,32 +115,37 @@ fn netns_id() -> io::Result<u64> {
 /// events are seen.
 pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, MptcpError> {
     let ns = netns_id()?;
-    let shared = {
-        let mut map = SERVICES.lock().map_err(|_| io::Error::other("poisoned"))?;
-        let map = map.get_or_insert_with(HashMap::new);
-        match map.get(&ns) {
-            Some(s) => s.clone(),
-            None => {
-                let s = start()?;
-                map.insert(ns, s.clone());
-                s
-            }
+    let mut map = SERVICES.lock().map_err(|_| io::Error::other("poisoned"))?;
+    let services = map.get_or_insert_with(HashMap::new);
+    let shared = match services.get(&ns) {
+        Some(s) => s.clone(),
+        None => {
+            let s = start(ns)?;
+            services.insert(ns, s.clone());
+            s
         }
     };
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    // Pushed under the services lock: a service that is about to stop for want of work
+    // (see `Service::retire`) sees it, or this registration finds no service and starts one.
     shared.push(Change::Add { id, token, machine });
+    drop(map);
     Ok(RecoveryHandle { id, shared })
 }
 
 /// Subscribe (in the calling thread's namespace, so that nothing is missed from now on) and
 /// start the service thread, which inherits the namespace.
-fn start() -> Result<Arc<Shared>, MptcpError> {
+fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
     let events = PmEvents::subscribe()?;
     let pm = PmSocket::open()?;
     let mut rtnl = Socket::new(NETLINK_ROUTE)?;
     rtnl.bind(&NlAddr::new(
         0,
-        RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE,
+        RTMGRP_LINK
+            | RTMGRP_IPV4_IFADDR
+            | RTMGRP_IPV6_IFADDR
+            | RTMGRP_IPV4_ROUTE
+            | RTMGRP_IPV6_ROUTE,
     ))?;
     rtnl.set_non_blocking(true)?;
     // SAFETY: eventfd has no memory arguments; the result is checked.
@@ -155,6 +164,7 @@ fn start() -> Result<Arc<Shared>, MptcpError> {
         .name("nena-recovery".into())
         .spawn(move || {
             Service {
+                ns,
                 shared: s2,
                 events,
                 pm,
@@ -174,6 +184,7 @@ struct Conn {
 }
 
 struct Service {
+    ns: u64,
     shared: Arc<Shared>,
     events: PmEvents,
     pm: PmSocket,
@@ -202,6 +213,14 @@ fn usable_addresses() -> io::Result<HashSet<IpAddr>> {
     Ok(out)
 }
 
+/// A route from `local` to `remote` exists now (a UDP socket bound to `local` can be
+/// connected to it: the kernel's route lookup, policy rules included, without a packet).
+fn has_route(local: IpAddr, remote: SocketAddr) -> bool {
+    std::net::UdpSocket::bind((local, 0))
+        .and_then(|s| s.connect(remote))
+        .is_ok()
+}
+
 /// Read every queued rtnetlink notification; true if there was any (or some were lost).
 fn drain_rtnl(sock: &Socket) -> bool {
     let mut buf = vec![0u8; 16384];
@@ -219,6 +238,7 @@ fn drain_rtnl(sock: &Socket) -> bool {
 
 impl Service {
     fn run(mut self) {
+        let mut idle_since: Option<Instant> = None;
         loop {
             // Events first, then registrations: an event read here was raised after every
             // registration pushed before it (see `register`).
@@ -231,9 +251,7 @@ impl Service {
             };
             let mut buf = [0u8; 8];
             // SAFETY: reads at most 8 bytes into a live buffer from our eventfd.
-            let _ = unsafe {
-                libc::read(self.shared.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8)
-            };
+            let _ = unsafe { libc::read(self.shared.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
             let changes = std::mem::take(&mut *self.shared.changes.lock().unwrap());
             let now = Instant::now();
             let mut fresh = Vec::new();
@@ -267,6 +285,11 @@ impl Service {
                 self.execute(id, cmds);
             }
             self.conns.retain(|_, c| !c.machine.is_done());
+            if !self.conns.is_empty() {
+                idle_since = None;
+            } else if idle_since.get_or_insert(now).elapsed() >= IDLE_STOP && self.retire() {
+                return;
+            }
             let timeout = self
                 .conns
                 .values()
@@ -276,6 +299,26 @@ impl Service {
                 .min(RESCAN);
             self.wait(timeout);
         }
+    }
+
+    /// Stop if nothing was registered meanwhile: leave the services map (under its lock,
+    /// which `register` holds while it pushes).
+    fn retire(&self) -> bool {
+        let Ok(mut map) = SERVICES.lock() else {
+            return false;
+        };
+        if !self.shared.changes.lock().is_ok_and(|q| q.is_empty()) {
+            return false;
+        }
+        if let Some(services) = map.as_mut() {
+            if services
+                .get(&self.ns)
+                .is_some_and(|s| Arc::ptr_eq(s, &self.shared))
+            {
+                services.remove(&self.ns);
+            }
+        }
+        true
     }
 
     fn wait(&self, timeout: Duration) {
@@ -359,15 +402,37 @@ impl Service {
         self.usable = usable;
     }
 
+    /// Carry out a machine's commands. An attempt (the closes of a path's stale subflows and
+    /// the create after them) is made only if a route from the path's address to the remote
+    /// exists; otherwise it is reported to the machine as a refused create.
     fn execute(&mut self, id: u64, cmds: Vec<Command>) {
+        let Some(token) = self.conns.get(&id).map(|c| c.token) else {
+            return;
+        };
+        let creates: Vec<(IpAddr, SocketAddr)> = cmds
+            .iter()
+            .filter_map(|c| match *c {
+                Command::CreateSubflow { local, remote } => Some((local, remote)),
+                _ => None,
+            })
+            .collect();
+        let routed: Vec<IpAddr> = creates
+            .iter()
+            .filter(|&&(l, r)| has_route(l, r))
+            .map(|&(l, _)| l)
+            .collect();
         for cmd in cmds {
-            let Some(token) = self.conns.get(&id).map(|c| c.token) else {
-                return;
-            };
             match cmd {
                 Command::CreateSubflow { local, remote } => {
-                    log::info!("subflow recovery: opening a subflow from {local} to {remote}");
-                    if let Err(e) = self.pm.subflow_create(token, local, remote) {
+                    let result = if routed.contains(&local) {
+                        log::info!("subflow recovery: opening a subflow from {local} to {remote}");
+                        self.pm
+                            .subflow_create(token, local, remote)
+                            .map_err(|e| e.to_string())
+                    } else {
+                        Err(format!("no route from {local} to {remote} yet"))
+                    };
+                    if let Err(e) = result {
                         log::debug!("subflow recovery: {e}");
                         let now = Instant::now();
                         let c = self.conns.get_mut(&id).unwrap();
@@ -378,7 +443,11 @@ impl Service {
                     }
                 }
                 Command::DestroySubflow { local, remote } => {
-                    log::info!("subflow recovery: closing the stale subflow {local} -> {remote}");
+                    let attempt = creates.iter().any(|&(l, _)| l == local.ip());
+                    if attempt && !routed.contains(&local.ip()) {
+                        continue;
+                    }
+                    log::info!("subflow recovery: closing the subflow {local} -> {remote}");
                     if let Err(e) = self.pm.subflow_destroy(token, local, remote) {
                         log::debug!("subflow recovery: {e}");
                     }

@@ -186,4 +186,15 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         stderr.contains("subflow recovery: opening a subflow from 198.18.2.2"),
         "{stderr}"
     );
+    // For the record: joins the server refused (a stale subflow it still counts makes it
+    // refuse a new one at its subflow limit; the recovery then retries after its wait).
+    let nstat = lab
+        .command(
+            Host::Server,
+            "nstat",
+            ["-asz", "MPTcpExtMPJoinRejected", "MPTcpExtMPJoinAckRx"],
+        )
+        .output()
+        .unwrap();
+    eprintln!("server: {}", String::from_utf8_lossy(&nstat.stdout).replace('\n', " "));
 }

@@ -196,5 +196,8 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         )
         .output()
         .unwrap();
-    eprintln!("server: {}", String::from_utf8_lossy(&nstat.stdout).replace('\n', " "));
+    eprintln!(
+        "server: {}",
+        String::from_utf8_lossy(&nstat.stdout).replace('\n', " ")
+    );
 }

@@ -11,7 +11,9 @@
 //! Timing: on these VMs an idle vCPU halts and waking it overshoots sleeps by milliseconds;
 //! one spinning thread per CPU at SCHED_IDLE (named `keep-awake`) keeps the vCPUs from halting
 //! while taking only cycles nothing else wants (the policy tests' delay line measured 90th
-//! percentile sleep overshoot 2-4 ms without, 0.14 ms with them). Timer slack is 1 ns.
+//! percentile sleep overshoot 2-4 ms without, 0.14 ms with them). Timer slack is 1 ns, and
+//! the pumps run at SCHED_FIFO priority 10 so that other work on a busy host does not hold
+//! frames back (measured here at load 8: RTT 55 ms for 30 ms configured without it).
 
 use super::{Direction, LinkEmulation, LinkModel, Verdict};
 use crate::{netns, state_dir, Link};
@@ -167,6 +169,7 @@ pub fn relay_main(prefix: &str) -> Result<()> {
                 std::thread::Builder::new()
                     .name(name)
                     .spawn(move || {
+                        realtime();
                         if let Err(e) = pump(from, to, model, &sh, epoch) {
                             log::warn!("relay: {e:#}");
                         }
@@ -282,6 +285,22 @@ fn pump(
                 Err(_) => {}
             }
         }
+    }
+}
+
+/// Run the calling thread at SCHED_FIFO priority 10: on a loaded host (other builds) a
+/// thread woken from its timer at normal priority waits for a CPU for milliseconds, which
+/// would add to every frame's delay. A pump blocks in ppoll between frames, so it cannot
+/// starve the host (and the kernel's RT throttling caps RT threads at 95% of a CPU anyway).
+/// Without the privilege it stays at normal priority (with a warning).
+fn realtime() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler on the calling thread with an initialised parameter.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        log::warn!(
+            "relay: no real-time priority ({}): delays will stretch when the host is busy",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

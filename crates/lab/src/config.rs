@@ -3,9 +3,9 @@
 
 use crate::emulate::{Direction, Emulation, LinkEmulation};
 use crate::{Link, Rate};
-use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// Which MPTCP path manager the client uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

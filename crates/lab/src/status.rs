@@ -189,9 +189,7 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
             } else {
                 None
             },
-            emulation: config
-                .as_ref()
-                .and_then(|c| c.emulation(link).cloned()),
+            emulation: config.as_ref().and_then(|c| c.emulation(link).cloned()),
         });
     }
     let mptcp = if up {

@@ -130,7 +130,11 @@ fn delay_jitter_and_loss_measured_against_the_configuration() {
     assert_eq!(t.kind.as_deref(), Some("tap"));
     assert_eq!(t.emulation.as_ref().unwrap().to_router.delay, ms(15));
     let s = st.links.iter().find(|l| l.link == Link::Server).unwrap();
-    assert_eq!(s.kind.as_deref(), Some("veth"), "no emulation: still a veth");
+    assert_eq!(
+        s.kind.as_deref(),
+        Some("veth"),
+        "no emulation: still a veth"
+    );
     assert!(st.relay_pid.is_some());
 
     // Delay: the RTT is twice the one-way delay (the server link adds ~0.1 ms).
@@ -138,7 +142,10 @@ fn delay_jitter_and_loss_measured_against_the_configuration() {
     let v = rtts(&mut s, 40, ms(5));
     let (p50, p90) = (pct(&v, 0.5), pct(&v, 0.9));
     eprintln!("delay 15 ms each way: RTT median {p50:?}, p90 {p90:?}");
-    assert!(p50 >= ms(30) && p50 < ms(31), "median RTT {p50:?} for 30 ms");
+    assert!(
+        p50 >= ms(30) && p50 < ms(31),
+        "median RTT {p50:?} for 30 ms"
+    );
     assert!(p90 < ms(32), "p90 RTT {p90:?} for 30 ms");
 
     // Jitter ±10 ms each way at run time, on the same connection.
@@ -240,7 +247,11 @@ fn set_changes_delay_at_run_time_without_dropping_the_connection() {
     assert!(before >= ms(10) && before < ms(11), "{before:?}");
     assert!(after >= ms(50) && after < ms(51), "{after:?}");
     assert_eq!(
-        lab.config().emulation(Link::Trusted).unwrap().from_router.delay,
+        lab.config()
+            .emulation(Link::Trusted)
+            .unwrap()
+            .from_router
+            .delay,
         ms(25)
     );
     // A link that was a veth becomes an emulated TAP pair.

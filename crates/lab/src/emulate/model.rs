@@ -223,8 +223,8 @@ impl LinkModel {
                     // first opportunity at or after `rel`
                     let cycles = (rel.as_millis() / u128::from(*period_ms)) as u64;
                     let in_cycle = rel.saturating_sub(period * cycles as u32);
-                    let idx =
-                        opportunities_ms.partition_point(|&ms| Duration::from_millis(ms) < in_cycle);
+                    let idx = opportunities_ms
+                        .partition_point(|&ms| Duration::from_millis(ms) < in_cycle);
                     let first = cycles * n + idx as u64;
                     let k = st.next_k.max(first);
                     st.next_k = k + 1;
@@ -346,7 +346,10 @@ mod tests {
                 .filter(|v| **v == Verdict::Drop(DropCause::Loss))
                 .count() as f64;
             let (lo, hi) = binomial_99(100_000, p);
-            assert!(lost >= lo && lost <= hi, "p {p}: {lost} not in [{lo}, {hi}]");
+            assert!(
+                lost >= lo && lost <= hi,
+                "p {p}: {lost} not in [{lo}, {hi}]"
+            );
         }
     }
 
@@ -429,10 +432,7 @@ mod tests {
             m.on_frame(base + ms(420), 1),
             Verdict::Drop(DropCause::Outage)
         );
-        assert!(matches!(
-            m.on_frame(base + ms(460), 1),
-            Verdict::Deliver(_)
-        ));
+        assert!(matches!(m.on_frame(base + ms(460), 1), Verdict::Deliver(_)));
     }
 
     #[test]

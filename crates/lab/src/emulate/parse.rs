@@ -112,7 +112,11 @@ pub fn parse_probability(s: &str, what: &str) -> Result<f64, EmulationParseError
 /// Random loss: `5%` or `0.05` (`0` is no loss).
 pub fn parse_loss(s: &str) -> Result<Loss, EmulationParseError> {
     let p = parse_probability(s, "loss")?;
-    Ok(if p == 0.0 { Loss::None } else { Loss::Random(p) })
+    Ok(if p == 0.0 {
+        Loss::None
+    } else {
+        Loss::Random(p)
+    })
 }
 
 /// Gilbert-Elliott loss: `p,r[,1-h[,1-k]]`, each a probability (`1%,30%` or `0.01,0.3`).
@@ -248,7 +252,16 @@ mod tests {
         assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        for bad in ["", "-5ms", "20", "ms", "20 parsecs", "1e9s", "2d", "1.2.3ms"] {
+        for bad in [
+            "",
+            "-5ms",
+            "20",
+            "ms",
+            "20 parsecs",
+            "1e9s",
+            "2d",
+            "1.2.3ms",
+        ] {
             let e = parse_duration(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("`{bad}`")), "{bad}: {e}");
             assert!(!e.contains('\n'));

@@ -165,17 +165,13 @@ pub fn relay_main(prefix: &str) -> Result<()> {
                 }
             );
             let alive = alive.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || {
-                        realtime();
-                        if let Err(e) = pump(from, to, model, &sh, epoch) {
-                            log::warn!("relay: {e:#}");
-                        }
-                        alive.store(false, Ordering::SeqCst);
-                    })?,
-            );
+            threads.push(std::thread::Builder::new().name(name).spawn(move || {
+                realtime();
+                if let Err(e) = pump(from, to, model, &sh, epoch) {
+                    log::warn!("relay: {e:#}");
+                }
+                alive.store(false, Ordering::SeqCst);
+            })?);
         }
     }
     keep_awake();
@@ -232,11 +228,9 @@ fn pump(
             model.update(em, epoch.elapsed());
         }
         let now = epoch.elapsed();
-        let wait = queue
-            .front()
-            .map_or(Duration::from_millis(5), |(at, _)| {
-                at.saturating_sub(now).min(Duration::from_millis(5))
-            });
+        let wait = queue.front().map_or(Duration::from_millis(5), |(at, _)| {
+            at.saturating_sub(now).min(Duration::from_millis(5))
+        });
         let mut p = libc::pollfd {
             fd: from.as_raw_fd(),
             events: libc::POLLIN,

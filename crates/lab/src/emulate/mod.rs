@@ -8,6 +8,7 @@
 //! drop it or deliver it at a given time. Parsers for the command line and trace files are in
 //! `parse`. Which direction is which: [`Direction`].
 
+pub mod bench;
 mod model;
 mod parse;
 pub(crate) mod relay;

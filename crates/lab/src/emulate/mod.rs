@@ -17,7 +17,7 @@ pub use model::{DropCause, LinkModel, Verdict, OPPORTUNITY_BYTES, QUEUE_LIMIT};
 pub use parse::{
     format_duration, parse_duration, parse_ge_loss, parse_loss, parse_outage, EmulationParseError,
 };
-pub use relay::relay_main;
+pub use relay::{relay_main, TapLink};
 
 use crate::Rate;
 use serde::{Deserialize, Serialize};

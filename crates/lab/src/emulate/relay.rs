@@ -100,6 +100,7 @@ fn open_tap(ns: &str, name: &str) -> Result<File> {
     })?
 }
 
+static NEVER: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -167,14 +168,14 @@ pub fn relay_main(prefix: &str) -> Result<()> {
             let alive = alive.clone();
             threads.push(std::thread::Builder::new().name(name).spawn(move || {
                 realtime();
-                if let Err(e) = pump(from, to, model, &sh, epoch) {
+                if let Err(e) = pump(from, to, model, &sh, epoch, &NEVER) {
                     log::warn!("relay: {e:#}");
                 }
                 alive.store(false, Ordering::SeqCst);
             })?);
         }
     }
-    keep_awake();
+    keep_awake(Arc::new(AtomicBool::new(false)));
     // Stay in the router's namespace so that `ip netns pids` (and `nena lab down`) see us.
     let _ = netns::enter_current_thread(&format!("{prefix}-router"));
     std::fs::write(dir.join(ACK), control.generation.to_string())?;
@@ -216,11 +217,12 @@ fn pump(
     mut model: LinkModel,
     sh: &Shared,
     epoch: Instant,
+    stop: &AtomicBool,
 ) -> Result<()> {
     let mut queue: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
     let mut buf = vec![0u8; 65536];
     let mut seen = 0u64;
-    loop {
+    while !stop.load(Ordering::Relaxed) {
         let v = sh.version.load(Ordering::SeqCst);
         if v != seen {
             seen = v;
@@ -280,6 +282,7 @@ fn pump(
             }
         }
     }
+    Ok(())
 }
 
 /// Run the calling thread at SCHED_FIFO priority 10: on a loaded host (other builds) a
@@ -299,10 +302,12 @@ fn realtime() {
 }
 
 /// One spinning thread per CPU at SCHED_IDLE (see the module comment).
-fn keep_awake() {
+fn keep_awake(stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut v = Vec::new();
     for cpu in 0..cpus {
-        let _ = std::thread::Builder::new()
+        let stop = stop.clone();
+        let t = std::thread::Builder::new()
             .name("keep-awake".into())
             .spawn(move || {
                 // SAFETY: plain syscalls on the calling thread with initialised arguments.
@@ -313,11 +318,74 @@ fn keep_awake() {
                     libc::CPU_SET(cpu, &mut set);
                     libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
                 }
-                loop {
+                while !stop.load(Ordering::Relaxed) {
                     for _ in 0..1000 {
                         std::hint::spin_loop();
                     }
                 }
             });
+        v.extend(t.ok());
+    }
+    v
+}
+
+/// An emulated link between TAP devices in any two namespaces, relayed by threads of this
+/// process for as long as it lives (for tests that build their own namespaces, such as the
+/// policy tests' delay lines). The devices are created here (not persistent: they go when
+/// it is dropped); addresses and routes are the caller's. `ToRouter` is `a` → `b`.
+pub struct TapLink {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl TapLink {
+    pub fn new(
+        a_ns: &str,
+        a_tap: &str,
+        b_ns: &str,
+        b_tap: &str,
+        em: LinkEmulation,
+    ) -> Result<TapLink> {
+        let a = open_tap(a_ns, a_tap)?;
+        let b = open_tap(b_ns, b_tap)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let epoch = Instant::now();
+        let mut threads = Vec::new();
+        for (i, (d, from, to)) in [
+            (Direction::ToRouter, a.try_clone()?, b.try_clone()?),
+            (Direction::FromRouter, b, a),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let e = em.get(d).clone();
+            let sh = Shared {
+                version: AtomicU64::new(0),
+                em: Mutex::new(e.clone()),
+            };
+            let model = LinkModel::new(e.clone(), e.seed.unwrap_or(i as u64 + 1), epoch.elapsed());
+            let stop = stop.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("taplink-{i}"))
+                    .spawn(move || {
+                        realtime();
+                        if let Err(e) = pump(from, to, model, &sh, epoch, &stop) {
+                            log::warn!("tap link: {e:#}");
+                        }
+                    })?,
+            );
+        }
+        threads.extend(keep_awake(stop.clone()));
+        Ok(TapLink { stop, threads })
+    }
+}
+
+impl Drop for TapLink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }

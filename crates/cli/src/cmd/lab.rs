@@ -22,7 +22,7 @@ pub struct Common {
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
     /// Build the lab (again: reconciles an existing or half-built lab).
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Remove the lab: captures and processes inside it, namespaces, veths, qdiscs, state.
     Down(Common),
     /// Show hosts, links, addresses, rates, link state, MPTCP settings and captures.
@@ -381,7 +381,7 @@ pub fn run(c: LabCmd) -> CmdResult {
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
-        LabCmd::Up(a) => up(a),
+        LabCmd::Up(a) => up(*a),
         LabCmd::Down(a) => {
             Lab::down(&a.prefix)?;
             println!("lab `{}` is down", a.prefix);

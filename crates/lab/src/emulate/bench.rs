@@ -155,8 +155,22 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let sink = lab.run_in(crate::Host::Server, || {
         UdpSocket::bind((crate::SERVER_ADDR, 0))
     })??;
-    let s2 = socket2::SockRef::from(&sink);
-    let _ = s2.set_recv_buffer_size(8 << 20);
+    // A large buffer (SO_RCVBUFFORCE, as root): a sink stalled by a busy host must not drop
+    // what the link delivered, or the loss measured would be the host's.
+    {
+        use std::os::fd::AsRawFd;
+        let size: libc::c_int = 32 << 20;
+        // SAFETY: setsockopt on an open socket with a c_int option value.
+        unsafe {
+            libc::setsockopt(
+                sink.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &size as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
     sink.set_read_timeout(Some(Duration::from_millis(50)))?;
     let dst = sink.local_addr()?;
     let stop_all = Arc::new(AtomicBool::new(false));
@@ -164,6 +178,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let sink_t = {
         let (stop, bytes, count) = (stop_all.clone(), bytes.clone(), count.clone());
         std::thread::spawn(move || {
+            super::relay::realtime();
             let mut b = [0u8; 2048];
             while !stop.load(Ordering::Relaxed) {
                 if let Ok(n) = sink.recv(&mut b) {
@@ -182,6 +197,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         while let Ok((mut e, _)) = l.accept() {
             let _ = e.set_nodelay(true);
             std::thread::spawn(move || {
+                super::relay::realtime();
                 let mut b = [0u8; 1];
                 while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
             });
@@ -208,15 +224,25 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut v = Vec::with_capacity(opts.samples);
-        for _ in 0..opts.samples {
-            let t = Instant::now();
-            let mut b = [7u8; 1];
-            s.write_all(&b)?;
-            s.read_exact(&mut b)
-                .context("ping-pong over the emulated link")?;
-            v.push(t.elapsed().as_secs_f64() * 1e3);
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // the measuring ends at the relay's priority: a normal-priority wake-up on a busy host
+        // would add its wait for a CPU to the RTT (the relay is what is measured)
+        std::thread::scope(|sc| {
+            sc.spawn(|| -> Result<()> {
+                super::relay::realtime();
+                for _ in 0..opts.samples {
+                    let t = Instant::now();
+                    let mut b = [7u8; 1];
+                    s.write_all(&b)?;
+                    s.read_exact(&mut b)
+                        .context("ping-pong over the emulated link")?;
+                    v.push(t.elapsed().as_secs_f64() * 1e3);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(())
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the ping-pong thread panicked"))?
+        })?;
         let secs = t0.elapsed().as_secs_f64();
         let (b1, cpu1) = (bytes.load(Ordering::Relaxed), relay_cpu_ticks(pid));
         stop.store(true, Ordering::Relaxed);

@@ -83,13 +83,20 @@ fn open_tap(ns: &str, name: &str) -> Result<File> {
             pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());
-        // SAFETY: TUNSETIFF with a properly sized, initialised ifreq on an open tun fd.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::TUNSETIFF as _, &mut req) };
-        if r != 0 {
-            bail!(
-                "TUNSETIFF {name} in {ns2}: {}",
-                std::io::Error::last_os_error()
-            );
+        // A relay just stopped may still hold the device for a moment (its main thread shows
+        // as exited before the others have released their fds): EBUSY, so retry for 2 s.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            // SAFETY: TUNSETIFF with a properly sized, initialised ifreq on an open tun fd.
+            let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::TUNSETIFF as _, &mut req) };
+            if r == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EBUSY) || Instant::now() > deadline {
+                bail!("TUNSETIFF {name} in {ns2}: {e}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
         // SAFETY: fcntl on an fd we own.
         unsafe {
@@ -290,7 +297,7 @@ fn pump(
 /// would add to every frame's delay. A pump blocks in ppoll between frames, so it cannot
 /// starve the host (and the kernel's RT throttling caps RT threads at 95% of a CPU anyway).
 /// Without the privilege it stays at normal priority (with a warning).
-fn realtime() {
+pub(crate) fn realtime() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler on the calling thread with an initialised parameter.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {

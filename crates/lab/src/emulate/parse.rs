@@ -13,8 +13,16 @@ use std::time::Duration;
 pub struct EmulationParseError(pub String);
 
 impl fmt::Display for EmulationParseError {
+    /// One line: control characters of the echoed input (a newline in an argument) escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -331,6 +339,73 @@ mod tests {
         );
         for bad in ["16s", "16s+0", "-1s+2s", "1s+x", "+"] {
             assert!(parse_outage(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Fuzz-style: random strings over the parsers' alphabet and mutated valid traces never
+    /// panic, and every refusal is one line.
+    #[test]
+    fn random_inputs_never_panic_and_errors_are_one_line() {
+        let alphabet: Vec<char> = "0123456789.,-+%msunµkbitMG# \n\r\txe".chars().collect();
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let one_line = |e: String| assert!(!e.contains(['\n', '\r']), "{e:?}");
+        let valid = ["time_s,rate\n0,10mbit\n1.5,0\n3,2000000\n", "1\n1\n5\n10\n"];
+        for i in 0..20_000 {
+            let s: String = if i % 2 == 0 {
+                let len = (next() % 40) as usize;
+                (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect()
+            } else {
+                let mut b: Vec<char> = valid[i % 4 / 2].chars().collect();
+                for _ in 0..(next() % 4) {
+                    let at = (next() % (b.len() as u64 + 1)) as usize;
+                    let c = alphabet[(next() % alphabet.len() as u64) as usize];
+                    match next() % 3 {
+                        0 if at < b.len() => b[at] = c,
+                        1 if at < b.len() => {
+                            b.remove(at);
+                        }
+                        _ => b.insert(at, c),
+                    }
+                }
+                b.into_iter().collect()
+            };
+            if let Err(e) = parse_duration(&s) {
+                one_line(e.to_string());
+            }
+            if let Err(e) = parse_loss(&s) {
+                one_line(e.to_string());
+            }
+            if let Err(e) = parse_ge_loss(&s) {
+                one_line(e.to_string());
+            }
+            if let Err(e) = parse_outage(&s) {
+                one_line(e.to_string());
+            }
+            match parse_trace("f", &s) {
+                Err(e) => one_line(EmulationParseError(e).to_string()),
+                Ok(t) => {
+                    // a trace that parses can be run without panicking
+                    let mut m = crate::LinkModel::new(
+                        crate::Emulation {
+                            trace: Some(t),
+                            ..crate::Emulation::default()
+                        },
+                        1,
+                        Duration::ZERO,
+                    );
+                    for k in 0..50u64 {
+                        m.on_frame(Duration::from_millis(k * 7), 1514);
+                    }
+                }
+            }
         }
     }
 

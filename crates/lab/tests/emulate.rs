@@ -396,3 +396,75 @@ fn down_leaves_no_relay_namespace_or_tap_also_after_a_crash() {
     assert!(!state_dir(lab.prefix()).exists());
     eprintln!("test time {:?}", t0.elapsed());
 }
+
+/// Goodput in Mbit/s of a `bytes` TCP upload from the client over `link`.
+fn upload_mbit(lab: &Lab, link: Link, bytes: usize) -> f64 {
+    let l = lab.listen_on_server(0).unwrap();
+    let dst = l.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut n = 0usize;
+        let mut b = vec![0u8; 65536];
+        loop {
+            match s.read(&mut b).unwrap() {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
+    });
+    let mut s = lab.connect(link, dst, Duration::from_secs(5)).unwrap();
+    let t = Instant::now();
+    s.write_all(&vec![0x5a; bytes]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(server.join().unwrap(), bytes);
+    bytes as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e6
+}
+
+#[test]
+fn rate_traces_shape_the_throughput() {
+    let _one = serial();
+    let t0 = Instant::now();
+    let trace = |text: &str, name: &str| {
+        let p = std::env::temp_dir().join(format!("{}-{name}", unique_prefix()));
+        std::fs::write(&p, text).unwrap();
+        let t = RateTrace::from_file(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        t
+    };
+    let cfg = config(|c| {
+        c.untrusted_emulation = Some(LinkEmulation {
+            to_router: Emulation {
+                trace: Some(trace("time_s,rate\n0,8mbit\n", "csv")),
+                ..Emulation::default()
+            },
+            from_router: Emulation::default(),
+        });
+    });
+    let lab = LabGuard::up(&cfg).unwrap();
+    let csv = upload_mbit(&lab, Link::Untrusted, 2 << 20);
+    // 8 Mbit/s of Ethernet frames: 1448 of 1514 bytes are payload (7.65 Mbit/s of goodput)
+    eprintln!("CSV trace 8 Mbit/s: {csv:.2} Mbit/s of goodput");
+    assert!(
+        (6.5..=7.9).contains(&csv),
+        "{csv} Mbit/s through an 8 Mbit/s trace"
+    );
+    // mahimahi: 1 opportunity per ms = 12.1 Mbit/s of frames, 11.6 of goodput
+    let lines: String = (1..=10).map(|i| format!("{i}\n")).collect();
+    lab.set_emulation(
+        Link::Untrusted,
+        Direction::ToRouter,
+        Emulation {
+            trace: Some(trace(&lines, "mahimahi")),
+            ..Emulation::default()
+        },
+    )
+    .unwrap();
+    let mm = upload_mbit(&lab, Link::Untrusted, 2 << 20);
+    eprintln!("mahimahi trace, one frame per ms: {mm:.2} Mbit/s of goodput");
+    assert!(
+        (9.5..=11.8).contains(&mm),
+        "{mm} Mbit/s through a 12.1 Mbit/s trace"
+    );
+    eprintln!("test time {:?}", t0.elapsed());
+}

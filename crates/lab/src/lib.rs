@@ -170,15 +170,38 @@ impl Lab {
             format!("cannot create state directory {}", lab.state_dir.display())
         })?;
         let generation = lab.load().map_or(0, |s| s.generation) + 1;
+        // With loss, outages or traces the reachability check could fail for them (an outage
+        // from 0, a lost SYN): the relay starts with delay and jitter only, and the rest is
+        // applied once the check passed (outages and traces count from then).
+        let staged = cfg.verify
+            && cfg.emulated_links().iter().any(|(_, le)| {
+                Direction::BOTH.iter().any(|&d| {
+                    let e = le.get(d);
+                    e.loss != Loss::None || !e.outages.is_empty() || e.trace.is_some()
+                })
+            });
+        let mut first = cfg.clone();
+        if staged {
+            for (link, mut le) in cfg.emulated_links() {
+                for d in Direction::BOTH {
+                    let e = le.get_mut(d);
+                    e.loss = Loss::None;
+                    e.outages.clear();
+                    e.trace = None;
+                }
+                first.set_link_emulation(link, Some(le));
+            }
+        }
         let relay_pid = lab
-            .build(cfg, generation)
+            .build(&first, generation)
             .with_context(|| format!("building lab `{}`", cfg.prefix))?;
-        lab.save(&State {
+        let mut st = State {
             config: cfg.clone(),
             links_down: Vec::new(),
             relay_pid,
             generation,
-        })?;
+        };
+        lab.save(&st)?;
         if cfg.verify {
             for link in [Link::Trusted, Link::Untrusted] {
                 lab.check_path(link, Duration::from_secs(3))
@@ -189,6 +212,11 @@ impl Lab {
                         )
                     })?;
             }
+        }
+        if staged {
+            st.generation += 1;
+            lab.push_emulation(&st)?;
+            lab.save(&st)?;
         }
         Ok(lab)
     }
@@ -374,25 +402,32 @@ impl Lab {
             st.relay_pid = self.build(&st.config, st.generation)?;
             st.links_down.clear();
         } else {
-            let pid = st.relay_pid.expect("alive");
-            emulate::relay::write_control(
-                &self.state_dir,
-                &emulate::relay::Control {
-                    generation: st.generation,
-                    links: st.config.emulated_links(),
-                },
-            )?;
-            kill(Pid::from_raw(pid as i32), Signal::SIGHUP)
-                .with_context(|| format!("signalling the relay {pid}"))?;
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while emulate::relay::read_ack(&self.state_dir) != Some(st.generation) {
-                if Instant::now() > deadline {
-                    bail!("the relay {pid} did not apply the new emulation within 3 s");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            self.push_emulation(&st)?;
         }
         self.save(&st)
+    }
+
+    /// Hand the relay the emulation of `st` (generation `st.generation`): the control file,
+    /// SIGHUP, and wait until the relay acknowledged that generation.
+    fn push_emulation(&self, st: &State) -> Result<()> {
+        let pid = st.relay_pid.context("no relay recorded")?;
+        emulate::relay::write_control(
+            &self.state_dir,
+            &emulate::relay::Control {
+                generation: st.generation,
+                links: st.config.emulated_links(),
+            },
+        )?;
+        kill(Pid::from_raw(pid as i32), Signal::SIGHUP)
+            .with_context(|| format!("signalling the relay {pid}"))?;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while emulate::relay::read_ack(&self.state_dir) != Some(st.generation) {
+            if Instant::now() > deadline {
+                bail!("the relay {pid} did not apply the new emulation within 3 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 
     /// The relay process of the emulated links, if one is recorded and running.

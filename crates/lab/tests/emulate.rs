@@ -228,22 +228,39 @@ fn delay_jitter_and_loss_measured_against_the_configuration() {
 fn outage_drops_everything_and_the_link_comes_back() {
     let _one = serial();
     let t0 = Instant::now();
+    // An outage from time 0 on `up`: the reachability check still passes (the relay starts
+    // without it and it is applied after the check), then everything is dropped for 1.5 s.
     let cfg = config(|c| {
-        c.untrusted_emulation = Some(LinkEmulation::both(Emulation::default()));
+        c.untrusted_emulation = Some(LinkEmulation::both(Emulation {
+            outages: vec![Outage {
+                start: Duration::ZERO,
+                duration: ms(1500),
+            }],
+            ..Emulation::default()
+        }));
     });
     let lab = LabGuard::up(&cfg).unwrap();
+    let applied = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let (dst, got) = udp_sink(&lab, stop.clone());
     let c = udp_client(&lab, Link::Untrusted);
     let gap = ms(2);
+    assert_eq!(
+        udp_count(&c, dst, &got, 200, gap),
+        0,
+        "during the outage from up"
+    );
+    std::thread::sleep((applied + ms(1600)).saturating_duration_since(Instant::now()));
     assert_eq!(udp_count(&c, dst, &got, 100, gap), 100, "before the outage");
+    // A new outage list at run time counts from the call (an identical list would keep its
+    // old time 0: see docs/LAB.md).
     lab.set_emulation(
         Link::Untrusted,
         Direction::ToRouter,
         Emulation {
             outages: vec![Outage {
                 start: Duration::ZERO,
-                duration: ms(1500),
+                duration: ms(1400),
             }],
             ..Emulation::default()
         },

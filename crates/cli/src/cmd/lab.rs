@@ -31,6 +31,9 @@ pub enum LabCmd {
     CaptureStop(CaptureStopArgs),
     /// Run a command inside a host: `nena lab exec client -- ip addr`.
     Exec(ExecArgs),
+    /// Run a scenario file (links, events, traffic runs) end to end, each run in its own
+    /// lab, writing captures, socket samples, plots and DIR/summary.json.
+    Run(crate::cmd::scenario::RunArgs),
     /// Attack simulator for tests and demonstrations: an active attacker on one link who
     /// flips one payload byte of one TCP segment (keeping the checksum valid).
     #[cfg(feature = "policy")]
@@ -223,6 +226,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Exec(a) => &a.common.prefix,
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => &a.common.prefix,
+        LabCmd::Run(a) => &a.prefix,
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
@@ -272,6 +276,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Exec(a) => exec(a),
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => tamper(a),
+        LabCmd::Run(a) => crate::cmd::scenario::run(&a),
     }
 }
 

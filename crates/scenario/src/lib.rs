@@ -1,0 +1,18 @@
+//! nena-scenario: the measurement lab's experiments as files. A scenario (TOML, see
+//! `scenarios/` and docs/EXPERIMENTS.md) names the links' conditions, events at times
+//! (a link down, back up, a new rate), and runs of traffic (single-path TCP, kernel MPTCP,
+//! a nena perf session, a nena file transfer), each with its congestion control. `nena lab
+//! run FILE --out DIR` runs each in a fresh lab with captures and socket samples
+//! (TCP_INFO of every subflow every 100 ms) and writes per run `samples.json`,
+//! `run.json`, the captures and plots, and `DIR/summary.json`.
+//!
+//! Modules: `model` (the file, parsed and checked, no I/O), `sample` (sock_diag
+//! samples), `summary` (the numbers, pure), `run` (the lab, traffic, events).
+
+pub mod model;
+pub mod run;
+pub mod sample;
+pub mod summary;
+
+pub use model::Scenario;
+pub use run::{run_scenario, RunOptions, ScenarioSummary};

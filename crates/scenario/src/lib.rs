@@ -16,3 +16,19 @@ pub mod summary;
 
 pub use model::Scenario;
 pub use run::{run_scenario, RunOptions, ScenarioSummary};
+
+/// Bodies of the fuzz targets (`fuzz/fuzz_targets/scenario.rs`), also run on stable by the
+/// property tests.
+pub mod fuzzing {
+    /// Any bytes as a scenario file: an error or a scenario, never a panic; a scenario
+    /// that parses passes its checks and scales.
+    pub fn scenario(data: &[u8]) {
+        let Ok(text) = std::str::from_utf8(data) else {
+            return;
+        };
+        if let Ok(s) = crate::Scenario::parse(text, "fuzz") {
+            s.check().expect("a parsed scenario passes its checks");
+            let _ = s.scaled(0.5);
+        }
+    }
+}

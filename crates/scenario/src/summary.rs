@@ -338,13 +338,13 @@ mod tests {
             let mut socks = vec![trusted];
             // untrusted: 25 kB per 0.1 s until 1.5 s; nothing until 2.7 s, then a new
             // subflow counting from 0.
-            if t <= 1.5 {
+            if i <= 15 {
                 socks.push(sock(Link::Untrusted, 40001, (i as u64) * 25_000, 20_000));
-            } else if t >= 2.7 {
+            } else if i >= 27 {
                 socks.push(sock(
                     Link::Untrusted,
                     40002,
-                    ((i - 26) as u64) * 25_000,
+                    ((i - 27) as u64) * 25_000,
                     30_000,
                 ));
             }
@@ -382,10 +382,10 @@ mod tests {
         assert!((t.rtt_ms.unwrap().mean - 40.0).abs() < 1e-9);
         let u = &s.links[1];
         assert_eq!(u.subflows, 2);
-        assert_eq!(u.bytes, 15 * 25_000 + 14 * 25_000);
-        // RTTs 20 ms (15 samples) and 30 ms (13 samples with data; the first of the new
-        // subflow moved nothing).
-        assert_eq!(u.rtt_ms.unwrap().n, 15 + 14);
+        assert_eq!(u.bytes, 15 * 25_000 + 13 * 25_000);
+        // RTTs 20 ms (15 samples) and 30 ms (13 samples with data; the first sample of the
+        // new subflow, at 2.7 s, has moved nothing yet).
+        assert_eq!(u.rtt_ms.unwrap().n, 15 + 13);
         let o = &s.outages[0];
         assert_eq!(o.bytes_while_down, 0);
         let rec = o.recovered_after_s.unwrap();

@@ -38,18 +38,12 @@ pub struct Scenario {
 }
 
 /// `[lab]`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LabSection {
     /// Keep segmentation offloads (default false: one MSS per packet, as on a real wire).
     #[serde(default)]
     pub offload: bool,
-}
-
-impl Default for LabSection {
-    fn default() -> Self {
-        LabSection { offload: false }
-    }
 }
 
 /// `[links.trusted]`, `[links.untrusted]`, `[links.server]`.

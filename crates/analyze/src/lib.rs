@@ -4,7 +4,9 @@
 //! `etherparse`), notes the MPTCP options, reassembles each direction of each subflow by
 //! sequence number, and answers two questions: what does the payload look like to the
 //! attacker (text or hex, like the papers' Figures 13, 14, 16 and 17), and does any 16-byte
-//! run of a known file appear in what crossed the link ([`known::check`]).
+//! run of a known file appear in what crossed the link ([`known::check`]). [`trace`] is
+//! `nena analyze` (tcptrace/mptcptrace: subflows, throughput, RTT, reinjections, outages
+//! over one or more captures) and [`plot`] draws its figures.
 
 pub mod attack;
 pub mod capture;
@@ -14,8 +16,10 @@ pub mod dss;
 pub mod known;
 pub mod mptcp;
 pub mod packet;
+pub mod plot;
 pub mod reassembly;
 pub mod render;
+pub mod trace;
 
 pub use known::{KnownMatch, KnownReport};
 pub use mptcp::{MptcpInfo, Subtype};

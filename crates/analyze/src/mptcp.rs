@@ -88,6 +88,8 @@ pub struct MptcpInfo {
     pub dss: Option<crate::dss::Dss>,
     /// The MP_JOIN option, when present.
     pub join: Option<crate::dss::Join>,
+    /// The backup flag of an MP_PRIO option, when present.
+    pub prio_backup: Option<bool>,
 }
 
 impl MptcpInfo {
@@ -120,6 +122,9 @@ pub fn parse_options(options: &[u8]) -> MptcpInfo {
                     info.subtypes.push(st);
                     if st == Subtype::Dss {
                         info.dss = crate::dss::parse_dss(opt);
+                    }
+                    if st == Subtype::MpPrio {
+                        info.prio_backup = Some(opt[2] & 0x01 != 0);
                     }
                     if st == Subtype::MpJoin {
                         info.join = crate::dss::parse_join(opt);

@@ -58,6 +58,11 @@ pub struct Segment {
     pub payload: Vec<u8>,
     /// The payload was cut short (snaplen or damaged frame): the wire carried more.
     pub truncated: bool,
+    /// Payload length on the wire (what tshark calls `tcp.len`): the captured payload plus
+    /// what the snapshot length cut off.
+    pub wire_len: u32,
+    /// The TCP timestamp option (TSval, TSecr), when present.
+    pub timestamps: Option<(u32, u32)>,
 }
 
 /// Why a frame yielded no TCP segment.
@@ -183,6 +188,9 @@ pub fn parse_frame(linktype: DataLink, data: &[u8], orig_len: u32) -> Result<Seg
             mptcp: parse_options(tcp.options()),
             payload: tcp.payload().to_vec(),
             truncated: incomplete || (orig_len as usize) > data.len(),
+            wire_len: (tcp.payload().len() as u32)
+                .saturating_add((orig_len as usize).saturating_sub(data.len()) as u32),
+            timestamps: tcp_timestamps(tcp.options()),
         }),
         Some(_) => Err(Skip::NotTcp),
         None => {
@@ -199,4 +207,30 @@ pub fn parse_frame(linktype: DataLink, data: &[u8], orig_len: u32) -> Result<Seg
             }
         }
     }
+}
+
+/// The TCP timestamp option (kind 8, length 10) in option bytes: (TSval, TSecr).
+pub fn tcp_timestamps(options: &[u8]) -> Option<(u32, u32)> {
+    let mut i = 0usize;
+    while i < options.len() {
+        match options[i] {
+            0 => return None,
+            1 => i += 1,
+            kind => {
+                let len = *options.get(i + 1)? as usize;
+                if len < 2 || i + len > options.len() {
+                    return None;
+                }
+                if kind == 8 && len == 10 {
+                    let o = &options[i + 2..i + 10];
+                    return Some((
+                        u32::from_be_bytes([o[0], o[1], o[2], o[3]]),
+                        u32::from_be_bytes([o[4], o[5], o[6], o[7]]),
+                    ));
+                }
+                i += len;
+            }
+        }
+    }
+    None
 }

@@ -43,6 +43,8 @@ enum Command {
     Lab(cmd::lab::LabCmd),
     /// Show what an eavesdropper sees in a capture.
     Eavesdrop(cmd::analyze::EavesdropArgs),
+    /// Subflows, throughput, RTT, reinjections and outages over captures (tcptrace/mptcptrace).
+    Analyze(cmd::trace::AnalyzeArgs),
     /// Known-plaintext attack on the papers' scrambling (kato) in a capture of one path.
     Attack(cmd::attack::AttackArgs),
     /// eBPF policy chains (selectors and actors at XDP/TC).
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Proxy(c) => cmd::transfer::proxy(c),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
+        Command::Analyze(a) => cmd::trace::analyze(a),
         Command::Attack(a) => cmd::attack::attack(a),
         #[cfg(feature = "policy")]
         Command::Policy(c) => cmd::policy::run(c),

@@ -7,6 +7,7 @@ pub mod lab;
 #[cfg(feature = "policy")]
 pub mod policy;
 pub mod scenario;
+pub mod trace;
 pub mod transfer;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.

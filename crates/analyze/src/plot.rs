@@ -155,9 +155,7 @@ where
                 .map_err(e)?,
         }
         .label(name.as_str())
-        .legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-        });
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
     }
     if !series.is_empty() {
         c.configure_series_labels()
@@ -182,11 +180,21 @@ fn sub_name(c: &Connection, i: usize, d: &str) -> String {
 }
 
 /// The figures of one connection: (file stem, title, y label, series, style).
-type Figure = (String, String, &'static str, Vec<(String, Vec<(f64, f64)>)>, Style);
+type Figure = (
+    String,
+    String,
+    &'static str,
+    Vec<(String, Vec<(f64, f64)>)>,
+    Style,
+);
 
 fn figures(ci: usize, c: &Connection) -> Vec<Figure> {
     let mut out = Vec::new();
-    let what = if c.mptcp { "MPTCP connection" } else { "TCP connection" };
+    let what = if c.mptcp {
+        "MPTCP connection"
+    } else {
+        "TCP connection"
+    };
     let mut tput = Vec::new();
     let mut rtt = Vec::new();
     for d in 0..2 {

@@ -1226,8 +1226,7 @@ fn reader(path: PathBuf) -> Receiver<Msg> {
             let (mut frames, mut tcp) = (0u64, 0u64);
             let end = capture::read_frames(f, |frame| {
                 frames += 1;
-                if let Ok(mut seg) =
-                    packet::parse_frame(frame.linktype, frame.data, frame.orig_len)
+                if let Ok(mut seg) = packet::parse_frame(frame.linktype, frame.data, frame.orig_len)
                 {
                     tcp += 1;
                     seg.payload = Vec::new(); // only its length is needed
@@ -1399,15 +1398,31 @@ mod tests {
         let conn = &r.connections[0];
         assert!(!conn.mptcp && conn.data.is_none());
         let sf = &conn.subflows[0];
-        assert_eq!((sf.src.as_str(), sf.dst.as_str()), ("198.18.1.2:40000", "198.18.3.2:7000"));
-        assert_eq!(sf.payload_bytes, PerDir { c2s: 10_000, s2c: 0 });
+        assert_eq!(
+            (sf.src.as_str(), sf.dst.as_str()),
+            ("198.18.1.2:40000", "198.18.3.2:7000")
+        );
+        assert_eq!(
+            sf.payload_bytes,
+            PerDir {
+                c2s: 10_000,
+                s2c: 0
+            }
+        );
         assert!(sf.syn_seen && sf.fin && !sf.join);
         // Every data segment is acked 1 ms later (the crafted frames are 1 ms apart).
         assert_eq!(sf.rtt.c2s.samples, 10);
-        assert!((sf.rtt.c2s.median_ms.unwrap() - 1.0).abs() < 1e-6, "{:?}", sf.rtt.c2s);
+        assert!(
+            (sf.rtt.c2s.median_ms.unwrap() - 1.0).abs() < 1e-6,
+            "{:?}",
+            sf.rtt.c2s
+        );
         assert_eq!(sf.rtt.s2c.samples, 0);
         let total: f64 = sf.throughput.c2s.iter().map(|p| p.1).sum();
-        assert!((total - 0.08).abs() < 1e-9, "10 kB in one 1 s bin: {total} Mbit/s");
+        assert!(
+            (total - 0.08).abs() < 1e-9,
+            "10 kB in one 1 s bin: {total} Mbit/s"
+        );
         assert!(sf.outages.is_empty(), "{:?}", sf.outages);
     }
 
@@ -1501,7 +1516,15 @@ mod tests {
         let twice = twice.unwrap();
         assert_eq!(twice.connections[0].payload_bytes.c2s, 1500);
         assert!(twice.captures[1].duplicate_segments > 0);
-        assert_eq!(twice.connections[0].data.as_ref().unwrap().c2s.reinjected_bytes, 0);
+        assert_eq!(
+            twice.connections[0]
+                .data
+                .as_ref()
+                .unwrap()
+                .c2s
+                .reinjected_bytes,
+            0
+        );
     }
 
     #[test]

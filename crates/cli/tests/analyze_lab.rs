@@ -198,7 +198,10 @@ fn analyze_matches_tshark_and_finds_the_forced_reinjections() {
     for cap in [&cap_t, &cap_u, &cap_s] {
         compared += compare(cap);
     }
-    assert!(compared >= 3, "only {compared} RTT medians could be compared");
+    assert!(
+        compared >= 3,
+        "only {compared} RTT medians could be compared"
+    );
 
     // The two client links merged: one MPTCP connection whose subflows carried the file.
     let a = analyze(&[&cap_t, &cap_u]);

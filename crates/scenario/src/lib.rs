@@ -4,12 +4,14 @@
 //! a nena perf session, a nena file transfer), each with its congestion control. `nena lab
 //! run FILE --out DIR` runs each in a fresh lab with captures and socket samples
 //! (TCP_INFO of every subflow every 100 ms) and writes per run `samples.json`,
-//! `run.json`, the captures and plots, and `DIR/summary.json`.
+//! `run.json`, the captures, `trace.json` and plots, and `DIR/summary.json`.
 //!
 //! Modules: `model` (the file, parsed and checked, no I/O), `sample` (sock_diag
-//! samples), `summary` (the numbers, pure), `run` (the lab, traffic, events).
+//! samples), `summary` (the numbers, pure), `run` (the lab, traffic, events), `plots`
+//! (figures from the samples, and the captures analysed as `nena analyze` does).
 
 pub mod model;
+pub mod plots;
 pub mod run;
 pub mod sample;
 pub mod summary;

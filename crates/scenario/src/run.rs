@@ -143,6 +143,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> 
         set_cc(&lab, cc)?;
     }
     let mut captures = Vec::new();
+    let mut capture_files = Vec::new();
     for &l in &sc.capture.links {
         let file = dir.join(format!("{l}.pcap"));
         let c = lab.capture_with(
@@ -155,6 +156,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> 
             },
         )?;
         captures.push(c);
+        capture_files.push(file);
     }
     let work = tempdir_in(&dir)?;
     let time = sc.run_time(r);
@@ -189,6 +191,8 @@ fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> 
     let s = summary::summarize(r, sc, &outcome, &applied, &samples);
     std::fs::write(dir.join("samples.json"), serde_json::to_vec(&samples)?)?;
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&s)?)?;
+    crate::plots::sample_figures(&s, &samples, &dir)?;
+    crate::plots::capture_figures(&capture_files, &dir)?;
     Ok(s)
 }
 

@@ -102,12 +102,7 @@ fn rtt_cell(r: &RttStats) -> String {
     if r.samples == 0 {
         return "-".into();
     }
-    format!(
-        "{} ({}) n={}",
-        ms(r.median_ms),
-        ms(r.sigma_ms),
-        r.samples
-    )
+    format!("{} ({}) n={}", ms(r.median_ms), ms(r.sigma_ms), r.samples)
 }
 
 fn mbit(bytes: u64, secs: f64) -> String {
@@ -136,7 +131,10 @@ pub fn table(r: &TraceReport) -> String {
             c.frames,
             c.tcp_segments,
             if c.duplicate_segments > 0 {
-                format!(", {} already seen in an earlier capture", c.duplicate_segments)
+                format!(
+                    ", {} already seen in an earlier capture",
+                    c.duplicate_segments
+                )
             } else {
                 String::new()
             }

@@ -193,6 +193,14 @@ pub struct RunSpec {
     /// Leave the events out of this run.
     #[serde(default)]
     pub no_events: bool,
+    /// How many times to run it (each in a fresh lab); the summary gives the goodput's
+    /// mean and sigma over the repetitions.
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl RunSpec {
@@ -328,6 +336,13 @@ impl Scenario {
             }
             if !names.insert(&r.name) {
                 bail!("runs[{i}].name {:?} is used twice", r.name);
+            }
+            if !(1..=100).contains(&r.repeat) {
+                bail!(
+                    "runs[{i}] ({}): repeat must be 1 to 100, not {}",
+                    r.name,
+                    r.repeat
+                );
             }
             if r.time.is_some_and(|t| t.is_zero()) {
                 bail!("runs[{i}] ({}): time must be positive", r.name);

@@ -35,8 +35,17 @@ pub struct RunOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioSummary {
     pub scenario: Scenario,
+    /// Per run (name): the goodput over its repetitions.
+    pub goodput: Vec<Goodput>,
     pub kernel: String,
     pub runs: Vec<RunSummary>,
+}
+
+/// A run's goodput over its repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goodput {
+    pub name: String,
+    pub mbit_s: summary::Stat,
 }
 
 /// An event as it happened.
@@ -92,12 +101,31 @@ pub fn run_scenario(
                 None => format!("{}", humantime::format_duration(sc.run_time(r))),
             }
         ));
-        let s = run_one(sc, r, opts).with_context(|| format!("run {}", r.name))?;
-        progress(&format!("run {}: {}", r.name, s.line()));
-        runs.push(s);
+        for rep in 1..=r.repeat {
+            let s = run_one(sc, r, rep, opts)
+                .with_context(|| format!("run {} (repetition {rep})", r.name))?;
+            progress(&format!("run {}: {}", s.label(), s.line()));
+            runs.push(s);
+        }
     }
+    let goodput = sc
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|s| s.name == r.name)
+                .map(|s| s.outcome.goodput_mbit_s)
+                .collect();
+            summary::Stat::of(&v).map(|mbit_s| Goodput {
+                name: r.name.clone(),
+                mbit_s,
+            })
+        })
+        .collect();
     let summary = ScenarioSummary {
         scenario: sc.clone(),
+        goodput,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
             .trim()
@@ -121,7 +149,7 @@ fn lab_config(sc: &Scenario, prefix: String) -> LabConfig {
     }
 }
 
-fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> {
+fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<RunSummary> {
     for (l, spec) in [
         (Link::Trusted, &sc.links.trusted),
         (Link::Untrusted, &sc.links.untrusted),
@@ -131,7 +159,11 @@ fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> 
             bail!("links.{l}: delay, jitter and loss need the link emulator, not in this build");
         }
     }
-    let dir = opts.out.join(&r.name);
+    let dir = if r.repeat > 1 {
+        opts.out.join(&r.name).join(format!("rep-{rep}"))
+    } else {
+        opts.out.join(&r.name)
+    };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let prefix = opts
         .prefix
@@ -188,7 +220,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, opts: &RunOptions) -> Result<RunSummary> 
     server_result?;
     let applied = applied?;
     let samples: Vec<Sample> = samples?;
-    let s = summary::summarize(r, sc, &outcome, &applied, &samples);
+    let s = summary::summarize(r, rep, sc, &outcome, &applied, &samples);
     std::fs::write(dir.join("samples.json"), serde_json::to_vec(&samples)?)?;
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&s)?)?;
     crate::plots::sample_figures(&s, &samples, &dir)?;

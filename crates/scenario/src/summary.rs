@@ -75,6 +75,8 @@ pub struct Outage {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RunSummary {
     pub name: String,
+    /// Which repetition (1-based).
+    pub rep: u32,
     pub traffic: Traffic,
     pub requested_mode: Option<String>,
     pub cc: Option<String>,
@@ -86,9 +88,20 @@ pub struct RunSummary {
     pub events: Vec<Applied>,
     pub outages: Vec<Outage>,
     pub samples: usize,
+    /// How many repetitions the run has.
+    pub repeat: u32,
 }
 
 impl RunSummary {
+    /// The run's name, with the repetition when there are several.
+    pub fn label(&self) -> String {
+        if self.rep > 1 || self.repeat > 1 {
+            format!("{}#{}", self.name, self.rep)
+        } else {
+            self.name.clone()
+        }
+    }
+
     /// One line for people.
     pub fn line(&self) -> String {
         let mut s = format!(
@@ -186,6 +199,7 @@ pub fn deltas(samples: &[Sample], direction: Direction) -> Deltas {
 /// The summary of run `r` of `sc`.
 pub fn summarize(
     r: &RunSpec,
+    rep: u32,
     sc: &Scenario,
     outcome: &TrafficOutcome,
     applied: &[Applied],
@@ -241,6 +255,8 @@ pub fn summarize(
     let outages = outages(applied, &d);
     RunSummary {
         name: r.name.clone(),
+        rep,
+        repeat: r.repeat,
         traffic: r.traffic,
         requested_mode: r.mode.clone(),
         cc: r.cc.clone(),
@@ -372,7 +388,7 @@ mod tests {
                 action: Action::Up,
             },
         ];
-        let s = summarize(&sc.runs[0], &sc, &out, &applied, &samples);
+        let s = summarize(&sc.runs[0], 1, &sc, &out, &applied, &samples);
         let t = &s.links[0];
         assert_eq!(t.link, Link::Trusted);
         assert_eq!(t.bytes, 40 * 12_500);

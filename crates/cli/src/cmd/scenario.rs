@@ -76,7 +76,9 @@ pub fn table(s: &ScenarioSummary) -> String {
     for r in &s.runs {
         out += &format!(
             "{:<18} {:<10} {:>6.2} Mbit/s\n",
-            r.name, "all", r.outcome.goodput_mbit_s
+            r.label(),
+            "all",
+            r.outcome.goodput_mbit_s
         );
         for l in &r.links {
             let name = l.alias.clone().unwrap_or_else(|| l.link.to_string());
@@ -105,6 +107,15 @@ pub fn table(s: &ScenarioSummary) -> String {
                 o.recovered_after_s
                     .map(|x| format!("{x:.2}s"))
                     .unwrap_or_else(|| "never".into())
+            );
+        }
+    }
+    if s.goodput.iter().any(|g| g.mbit_s.n > 1) {
+        out += "goodput over the repetitions:\n";
+        for g in &s.goodput {
+            out += &format!(
+                "{:<18} {:>7.2} Mbit/s (sigma {:.2}, {} runs)\n",
+                g.name, g.mbit_s.mean, g.mbit_s.sigma, g.mbit_s.n
             );
         }
     }

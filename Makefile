@@ -42,6 +42,7 @@ bench: build
 	$(NENA) bench codec
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
+	$(NENA) bench emulation
 
 clean:
 	$(CARGO) clean

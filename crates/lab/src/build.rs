@@ -1,17 +1,42 @@
-//! Building a lab with iproute2 and tc: namespaces, veth links and addresses, policy routing
-//! (each client address leaves by its own link), MPTCP settings and endpoints, rate limits.
+//! Building a lab with iproute2 and tc: namespaces, links (veth pairs, or TAP pairs and the
+//! relay process for emulated links) and addresses, policy routing (each client address
+//! leaves by its own link), MPTCP settings and endpoints, rate limits.
 
 use crate::netns;
 use crate::run::{ip, probe, run, run_tolerant, tc};
 use crate::{Host, Lab, LabConfig, Link, PmMode, Rate};
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
+use std::time::{Duration, Instant};
 
 impl Lab {
     pub(crate) fn sysctl(&self, host: Host, key: &str, value: &str) -> Result<()> {
         run(self.command(host, "sysctl", ["-q", "-w", &format!("{key}={value}")])).map(|_| ())
     }
 
-    pub(crate) fn build(&self, cfg: &LabConfig) -> Result<()> {
+    /// What kind of device `iface` is in `ns`: `veth`, `tap`, another kind, or `None` if
+    /// there is none.
+    fn link_kind(&self, ns: &str, iface: &str) -> Result<Option<&'static str>> {
+        if !probe(ip(Some(ns), &["link", "show", "dev", iface]))? {
+            return Ok(None);
+        }
+        let out = run(ip(Some(ns), &["-d", "-o", "link", "show", "dev", iface]))?;
+        Ok(Some(if out.contains(" veth ") {
+            "veth"
+        } else if out.contains("tun type tap") {
+            "tap"
+        } else {
+            "other"
+        }))
+    }
+
+    /// Build (or reconcile) the lab; returns the relay's pid if a link is emulated.
+    pub(crate) fn build(&self, cfg: &LabConfig, generation: u64) -> Result<Option<u32>> {
+        // 0. a relay of an earlier build goes (it holds the TAP devices of the old links)
+        let recorded = self.load().ok().and_then(|s| s.relay_pid);
+        crate::terminate(
+            &crate::relay_pids(&self.prefix, recorded),
+            Duration::from_secs(2),
+        );
         // 1. namespaces with loopback up
         for h in Host::ALL {
             let ns = self.netns(h);
@@ -28,24 +53,40 @@ impl Lab {
         for link in Link::ALL {
             let [a, b] = link.ends();
             let (ans, bns) = (self.netns(a.host), self.netns(b.host));
-            let a_there = probe(ip(Some(&ans), &["link", "show", "dev", a.iface]))?;
-            let b_there = probe(ip(Some(&bns), &["link", "show", "dev", b.iface]))?;
-            if a_there != b_there {
-                // half a pair (cannot normally happen); start this link afresh
-                for (ns, e, there) in [(&ans, a, a_there), (&bns, b, b_there)] {
-                    if there {
-                        run(ip(Some(ns), &["link", "del", "dev", e.iface]))?;
+            let want = if cfg.emulation(link).is_some() {
+                "tap"
+            } else {
+                "veth"
+            };
+            let a_kind = self.link_kind(&ans, a.iface)?;
+            let b_kind = self.link_kind(&bns, b.iface)?;
+            if a_kind != Some(want) || b_kind != Some(want) {
+                // missing, half a pair, or the other kind: start this link afresh
+                for (ns, e, kind) in [(&ans, a, a_kind), (&bns, b, b_kind)] {
+                    if kind.is_some() {
+                        run_tolerant(
+                            ip(Some(ns), &["link", "del", "dev", e.iface]),
+                            &["Cannot find device"],
+                        )?;
                     }
                 }
-            }
-            if !(a_there && b_there) {
-                run(ip(
-                    Some(&ans),
-                    &[
-                        "link", "add", "name", a.iface, "type", "veth", "peer", "name", b.iface,
-                        "netns", &bns,
-                    ],
-                ))?;
+                if want == "veth" {
+                    run(ip(
+                        Some(&ans),
+                        &[
+                            "link", "add", "name", a.iface, "type", "veth", "peer", "name",
+                            b.iface, "netns", &bns,
+                        ],
+                    ))?;
+                } else {
+                    // persistent TAP devices: they outlive the relay; the namespace takes them
+                    for (ns, e) in [(&ans, a), (&bns, b)] {
+                        run(ip(
+                            Some(ns),
+                            &["tuntap", "add", "dev", e.iface, "mode", "tap"],
+                        ))?;
+                    }
+                }
             }
             for (ns, e) in [(&ans, a), (&bns, b)] {
                 run(ip(
@@ -114,8 +155,12 @@ impl Lab {
             self.apply_rate(link, cfg.rate(link))?;
         }
         // 7. offloads
+        // (TAP devices have no offloads: the relay never asks for them)
         let state = if cfg.offload { "on" } else { "off" };
         for link in Link::ALL {
+            if cfg.emulation(link).is_some() {
+                continue;
+            }
             for e in link.ends() {
                 run(self.command(
                     e.host,
@@ -124,7 +169,68 @@ impl Lab {
                 ))?;
             }
         }
-        Ok(())
+        // 8. the relay of the emulated links
+        self.start_relay(cfg, generation)
+    }
+
+    /// Start the relay process for the emulated links (none: no relay) and wait until it has
+    /// opened every TAP device.
+    fn start_relay(&self, cfg: &LabConfig, generation: u64) -> Result<Option<u32>> {
+        use crate::emulate::relay::{read_ack, write_control, Control, ACK};
+        use std::os::unix::process::CommandExt;
+        let links = cfg.emulated_links();
+        if links.is_empty() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&self.state_dir)?;
+        let _ = std::fs::remove_file(self.state_dir.join(ACK));
+        write_control(&self.state_dir, &Control { generation, links })?;
+        let exe = match &cfg.relay_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().context("the relay's executable")?,
+        };
+        let log_path = self.state_dir.join("relay.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["lab", "relay", "--prefix", &self.prefix])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log);
+        // SAFETY: setsid is async-signal-safe: the relay outlives this command's session.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the relay `{}`", exe.display()))?;
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if read_ack(&self.state_dir) == Some(generation) {
+                break;
+            }
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                bail!(
+                    "the relay `{} lab relay --prefix {}` exited ({status}): {}",
+                    exe.display(),
+                    self.prefix,
+                    log.trim().replace('\n', " ")
+                );
+            }
+            if Instant::now() > deadline {
+                crate::terminate(&[pid], Duration::from_secs(1));
+                bail!("the relay did not open the TAP devices within 5 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // reap it when it ends (in a long-lived process such as a test)
+        std::thread::spawn(move || child.wait());
+        Ok(Some(pid))
     }
 
     /// Routes that disappear when a link goes down: (re)install them idempotently.

@@ -1,9 +1,11 @@
 //! How a lab is built: its prefix (namespace names), the client's path manager, rate limits,
-//! offloads; serialised into the lab's state so that later commands see the same settings.
+//! link emulation, offloads; serialised into the lab's state so that later commands see the same settings.
 
+use crate::emulate::{Direction, Emulation, LinkEmulation};
 use crate::{Link, Rate};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// Which MPTCP path manager the client uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -38,7 +40,7 @@ impl std::fmt::Display for PmMode {
 }
 
 /// How to build a lab.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabConfig {
     /// Namespace name prefix (default `nena`): hosts are `<prefix>-client` etc.
     pub prefix: String,
@@ -59,6 +61,21 @@ pub struct LabConfig {
     /// segments like the papers' figures instead of 64 KiB GSO super-packets (slower).
     #[serde(default = "yes")]
     pub offload: bool,
+    /// Emulation of the trusted link (delay, jitter, loss, outages, traces; per direction).
+    /// A link with emulation is a TAP pair joined by the lab's relay process instead of a
+    /// veth pair (see `docs/LAB.md`).
+    #[serde(default)]
+    pub trusted_emulation: Option<LinkEmulation>,
+    /// Emulation of the untrusted link.
+    #[serde(default)]
+    pub untrusted_emulation: Option<LinkEmulation>,
+    /// Emulation of the router-server link.
+    #[serde(default)]
+    pub server_emulation: Option<LinkEmulation>,
+    /// The executable the relay runs as (`EXE lab relay --prefix P`); `None`: this process's
+    /// own executable (the `nena` binary). Tests pass the built binary.
+    #[serde(default)]
+    pub relay_exe: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -75,6 +92,10 @@ impl Default for LabConfig {
             server_rate: None,
             verify: true,
             offload: true,
+            trusted_emulation: None,
+            untrusted_emulation: None,
+            server_emulation: None,
+            relay_exe: None,
         }
     }
 }
@@ -95,6 +116,40 @@ impl LabConfig {
             Link::Untrusted => self.untrusted_rate,
             Link::Server => self.server_rate,
         }
+    }
+
+    /// The configured emulation of a link (`None`: a plain veth pair).
+    pub fn emulation(&self, link: Link) -> Option<&LinkEmulation> {
+        match link {
+            Link::Trusted => self.trusted_emulation.as_ref(),
+            Link::Untrusted => self.untrusted_emulation.as_ref(),
+            Link::Server => self.server_emulation.as_ref(),
+        }
+    }
+
+    /// Set (or remove, with `None`) the emulation of a link, both directions.
+    pub fn set_link_emulation(&mut self, link: Link, e: Option<LinkEmulation>) {
+        *match link {
+            Link::Trusted => &mut self.trusted_emulation,
+            Link::Untrusted => &mut self.untrusted_emulation,
+            Link::Server => &mut self.server_emulation,
+        } = e;
+    }
+
+    /// Set the emulation of one direction of a link (the other direction keeps its own, or
+    /// none if the link had none).
+    pub fn set_emulation(&mut self, link: Link, direction: Direction, e: Emulation) {
+        let mut le = self.emulation(link).cloned().unwrap_or_default();
+        *le.get_mut(direction) = e;
+        self.set_link_emulation(link, Some(le));
+    }
+
+    /// The links that are emulated (TAP pair and relay).
+    pub fn emulated_links(&self) -> Vec<(Link, LinkEmulation)> {
+        Link::ALL
+            .iter()
+            .filter_map(|&l| self.emulation(l).map(|e| (l, e.clone())))
+            .collect()
     }
 
     pub(crate) fn set_rate(&mut self, link: Link, rate: Option<Rate>) {

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Hosts are namespaces `<prefix>-client`, `<prefix>-router`, `<prefix>-server`; links are
-//! veth pairs with addresses in 198.18.0.0/15 (see [`Link::edge`], [`Link::router`] and
+//! veth pairs, or TAP pairs joined by the lab's relay process when they are emulated (delay,
+//! jitter, loss, outages, rate traces: [`Emulation`]), with addresses in 198.18.0.0/15 (see [`Link::edge`], [`Link::router`] and
 //! `docs/LAB.md`). The lab is configured with the iproute2 tools (`ip`, `tc`), as the kernel's
 //! own selftests do; every failure names the command and carries its stderr.
 //!
@@ -16,7 +17,8 @@
 //! left inside them, such as captures), also after a crash. [`LabGuard`] tears the lab down
 //! when dropped, for tests.
 //!
-//! Modules: `config` (how a lab is built), `state` (what it remembers between commands),
+//! Modules: `emulate` (link emulation: the sans-IO [`LinkModel`], parsers, the relay
+//! process), `config` (how a lab is built), `state` (what it remembers between commands),
 //! `build` (namespaces, links, routes, MPTCP settings, rates with iproute2), `guard`
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
 //! commands and code inside a namespace); the operations on a running lab are here.
@@ -24,6 +26,7 @@
 mod build;
 mod capture;
 mod config;
+pub mod emulate;
 mod guard;
 mod netns;
 mod rate;
@@ -34,6 +37,9 @@ mod topology;
 
 pub use capture::{Capture, CaptureOptions, CaptureRecord, CaptureStats};
 pub use config::{validate_prefix, LabConfig, PmMode};
+pub use emulate::{
+    Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
+};
 pub use guard::LabGuard;
 pub use rate::{Rate, RateParseError};
 pub use state::state_dir;
@@ -85,7 +91,7 @@ pub(crate) fn process_alive(pid: u32) -> bool {
 }
 
 /// Terminate processes: SIGTERM, wait up to `grace`, then SIGKILL. Never signals ourselves.
-fn terminate(pids: &[u32], grace: Duration) {
+pub(crate) fn terminate(pids: &[u32], grace: Duration) {
     let me = std::process::id();
     let pids: Vec<u32> = pids.iter().copied().filter(|&p| p != me && p > 1).collect();
     for &p in &pids {
@@ -111,7 +117,48 @@ fn netns_pids(ns: &str) -> Result<Vec<u32>> {
         .collect())
 }
 
+/// Whether a process's command line is the relay of lab `prefix` (`... relay --prefix P`).
+fn is_relay_of(pid: u32, prefix: &str) -> bool {
+    let Ok(b) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = b.split(|&c| c == 0).collect();
+    args.contains(&&b"relay"[..])
+        && args
+            .windows(2)
+            .any(|w| w[0] == b"--prefix" && w[1] == prefix.as_bytes())
+}
+
+/// The relay processes of lab `prefix`: the recorded pid if it is one, and any other found
+/// by scanning /proc (a relay left by a crash).
+pub(crate) fn relay_pids(prefix: &str, recorded: Option<u32>) -> Vec<u32> {
+    let mut pids: Vec<u32> = recorded
+        .into_iter()
+        .filter(|&p| process_alive(p) && is_relay_of(p, prefix))
+        .collect();
+    if let Ok(rd) = fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            if let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if !pids.contains(&p) && process_alive(p) && is_relay_of(p, prefix) {
+                    pids.push(p);
+                }
+            }
+        }
+    }
+    pids.retain(|&p| p != std::process::id());
+    pids
+}
+
 impl Lab {
+    pub(crate) fn load_or_default(&self) -> State {
+        self.load().unwrap_or_else(|_| State {
+            config: LabConfig::with_prefix(&self.prefix),
+            links_down: Vec::new(),
+            relay_pid: None,
+            generation: 0,
+        })
+    }
+
     /// Build the lab (or reconcile an existing or half-built one to `cfg`).
     pub fn up(cfg: &LabConfig) -> Result<Lab> {
         validate_prefix(&cfg.prefix)?;
@@ -122,11 +169,15 @@ impl Lab {
         fs::create_dir_all(&lab.state_dir).with_context(|| {
             format!("cannot create state directory {}", lab.state_dir.display())
         })?;
-        lab.build(cfg)
+        let generation = lab.load().map_or(0, |s| s.generation) + 1;
+        let relay_pid = lab
+            .build(cfg, generation)
             .with_context(|| format!("building lab `{}`", cfg.prefix))?;
         lab.save(&State {
             config: cfg.clone(),
             links_down: Vec::new(),
+            relay_pid,
+            generation,
         })?;
         if cfg.verify {
             for link in [Link::Trusted, Link::Untrusted] {
@@ -177,6 +228,12 @@ impl Lab {
     pub fn down(prefix: &str) -> Result<()> {
         validate_prefix(prefix)?;
         let dir = state_dir(prefix);
+        // The relay of emulated links first: its TAP fds keep the namespaces alive.
+        let state_pid = fs::read(dir.join("state.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<State>(&b).ok())
+            .and_then(|s| s.relay_pid);
+        terminate(&relay_pids(prefix, state_pid), Duration::from_secs(2));
         // Captures we recorded (tcpdump runs inside the namespace, but be thorough).
         let recorded: Vec<u32> = capture::records(&dir)
             .into_iter()
@@ -284,10 +341,7 @@ impl Lab {
         if up {
             self.apply_routes()?;
         }
-        let mut st = self.load().unwrap_or_else(|_| State {
-            config: LabConfig::with_prefix(&self.prefix),
-            links_down: Vec::new(),
-        });
+        let mut st = self.load_or_default();
         st.links_down.retain(|&l| l != link);
         if !up {
             st.links_down.push(link);
@@ -298,12 +352,53 @@ impl Lab {
     /// Set (Some) or remove (None) the rate limit of a link, both directions.
     pub fn set_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
         self.apply_rate(link, rate)?;
-        let mut st = self.load().unwrap_or_else(|_| State {
-            config: LabConfig::with_prefix(&self.prefix),
-            links_down: Vec::new(),
-        });
+        let mut st = self.load_or_default();
         st.config.set_rate(link, rate);
         self.save(&st)
+    }
+
+    /// Change the emulation of one direction of a link at run time. An emulated link keeps
+    /// running (the relay reloads its settings: no frame is dropped for it, the order of
+    /// frames is kept); outages and traces are timed from this call when they change. A link
+    /// that was a veth pair is rebuilt as an emulated TAP pair first (its connections see a
+    /// short gap). Returns once the relay applied the change.
+    pub fn set_emulation(&self, link: Link, direction: Direction, e: Emulation) -> Result<()> {
+        let mut st = self.load_or_default();
+        let was = st.config.emulation(link).is_some();
+        st.config.set_emulation(link, direction, e);
+        st.generation += 1;
+        let relay_alive = st
+            .relay_pid
+            .is_some_and(|p| relay_pids(&self.prefix, Some(p)).contains(&p));
+        if !was || !relay_alive {
+            st.relay_pid = self.build(&st.config, st.generation)?;
+            st.links_down.clear();
+        } else {
+            let pid = st.relay_pid.expect("alive");
+            emulate::relay::write_control(
+                &self.state_dir,
+                &emulate::relay::Control {
+                    generation: st.generation,
+                    links: st.config.emulated_links(),
+                },
+            )?;
+            kill(Pid::from_raw(pid as i32), Signal::SIGHUP)
+                .with_context(|| format!("signalling the relay {pid}"))?;
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while emulate::relay::read_ack(&self.state_dir) != Some(st.generation) {
+                if Instant::now() > deadline {
+                    bail!("the relay {pid} did not apply the new emulation within 3 s");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.save(&st)
+    }
+
+    /// The relay process of the emulated links, if one is recorded and running.
+    pub fn relay_pid(&self) -> Option<u32> {
+        let p = self.load().ok()?.relay_pid?;
+        relay_pids(&self.prefix, Some(p)).contains(&p).then_some(p)
     }
 
     /// Start capturing a link (whole packets) to a pcap file; see [`Capture`].

@@ -18,6 +18,12 @@ pub(crate) struct State {
     pub(crate) config: LabConfig,
     #[serde(default)]
     pub(crate) links_down: Vec<Link>,
+    /// The relay process of the emulated links, if any.
+    #[serde(default)]
+    pub(crate) relay_pid: Option<u32>,
+    /// The generation of the last `emulation.json` written.
+    #[serde(default)]
+    pub(crate) generation: u64,
 }
 
 impl Lab {

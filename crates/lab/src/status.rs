@@ -4,7 +4,7 @@
 use crate::capture::{self, CaptureRecord};
 use crate::netns::netns_exists;
 use crate::run::{ip, netns_exec, run, tc};
-use crate::{state_dir, Host, Lab, Link, PmMode, Rate};
+use crate::{state_dir, Host, Lab, Link, LinkEmulation, PmMode, Rate};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -20,6 +20,8 @@ pub struct LabStatus {
     pub links: Vec<LinkStatus>,
     pub mptcp: Option<MptcpStatus>,
     pub captures: Vec<CaptureRecord>,
+    /// The relay process of the emulated links, when running.
+    pub relay_pid: Option<u32>,
 }
 
 /// One host (namespace).
@@ -51,6 +53,10 @@ pub struct LinkStatus {
     pub router_rate: Option<Rate>,
     /// Generic segmentation offload on the edge end (`nena lab up --no-offload` turns it off).
     pub gso: Option<bool>,
+    /// `veth`, or `tap` for an emulated link (TAP pair joined by the relay).
+    pub kind: Option<String>,
+    /// The link's emulation as configured (per direction), for an emulated link.
+    pub emulation: Option<LinkEmulation>,
 }
 
 /// MPTCP settings of the client and server.
@@ -101,6 +107,20 @@ fn gso(ns: &str, iface: &str) -> Option<bool> {
     Some(line.split(':').nth(1)?.trim().starts_with("on"))
 }
 
+fn kind(ns: &str, iface: &str) -> Option<String> {
+    let out = run(ip(Some(ns), &["-d", "-o", "link", "show", "dev", iface])).ok()?;
+    Some(
+        if out.contains(" veth ") {
+            "veth"
+        } else if out.contains("tun type tap") {
+            "tap"
+        } else {
+            "other"
+        }
+        .into(),
+    )
+}
+
 fn sysctl(ns: &str, key: &str) -> Option<String> {
     let mut c = netns_exec(ns, "sysctl");
     c.args(["-n", key]);
@@ -122,6 +142,7 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         .collect();
     let up = hosts.iter().all(|h| h.exists);
     let any = hosts.iter().any(|h| h.exists) || lab.state_dir().exists();
+    let config = lab.load().ok().map(|s| s.config);
     let mut links = Vec::new();
     for link in Link::ALL {
         let [e, r] = link.ends();
@@ -163,6 +184,12 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
             } else {
                 None
             },
+            kind: if eup.is_some() {
+                kind(&ens, e.iface)
+            } else {
+                None
+            },
+            emulation: config.as_ref().and_then(|c| c.emulation(link).cloned()),
         });
     }
     let mptcp = if up {
@@ -208,5 +235,6 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         links,
         mptcp,
         captures,
+        relay_pid: lab.relay_pid(),
     })
 }

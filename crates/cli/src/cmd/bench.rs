@@ -5,6 +5,8 @@ use clap::Subcommand;
 #[cfg(feature = "openssl")]
 #[path = "bench_codec.rs"]
 mod bench_codec;
+#[path = "bench_emulation.rs"]
+mod bench_emulation;
 #[cfg(feature = "policy")]
 #[path = "bench_policy.rs"]
 mod bench_policy;
@@ -18,6 +20,9 @@ pub enum BenchCmd {
     Codec(bench_codec::Args),
     /// Goodput of plain MPTCP, nena plain and nena kato over the lab's two paths.
     Transfer(bench_transfer::Args),
+    /// The link emulator's fidelity: RTT against the configured delay up to 200 Mbit/s, the
+    /// relay's CPU per Mbit/s, loss against the binomial 99% interval.
+    Emulation(bench_emulation::Args),
     /// Per-packet cost of each eBPF selector, actor and chain.
     #[cfg(feature = "policy")]
     Policy(bench_policy::Args),
@@ -28,6 +33,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         #[cfg(feature = "openssl")]
         BenchCmd::Codec(a) => bench_codec::run(a),
         BenchCmd::Transfer(a) => bench_transfer::run(a),
+        BenchCmd::Emulation(a) => bench_emulation::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => bench_policy::run(a),
     }

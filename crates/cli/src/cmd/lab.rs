@@ -4,7 +4,11 @@ use crate::exit::{CmdResult, Exit};
 #[cfg(feature = "policy")]
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
-use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabStatus, Link, PmMode, Rate};
+use nena_lab::emulate::{parse_duration, parse_ge_loss, parse_loss, parse_outage};
+use nena_lab::{
+    CaptureOptions, Direction, Emulation, Host, Lab, LabConfig, LabStatus, Link, LinkEmulation,
+    Loss, Outage, PmMode, Rate, RateTrace,
+};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,7 +22,7 @@ pub struct Common {
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
     /// Build the lab (again: reconciles an existing or half-built lab).
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Remove the lab: captures and processes inside it, namespaces, veths, qdiscs, state.
     Down(Common),
     /// Show hosts, links, addresses, rates, link state, MPTCP settings and captures.
@@ -34,6 +38,9 @@ pub enum LabCmd {
     /// Run a scenario file (links, events, traffic runs) end to end, each run in its own
     /// lab, writing captures, socket samples, plots and DIR/summary.json.
     Run(crate::cmd::scenario::RunArgs),
+    /// The relay of the emulated links (started by `nena lab up`, stopped by `down`).
+    #[command(hide = true)]
+    Relay(Common),
     /// Attack simulator for tests and demonstrations: an active attacker on one link who
     /// flips one payload byte of one TCP segment (keeping the checksum valid).
     #[cfg(feature = "policy")]
@@ -121,6 +128,72 @@ pub struct UpArgs {
     /// Print the resulting status as JSON.
     #[arg(long)]
     pub json: bool,
+    /// One-way delay on the trusted link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_delay: Option<Duration>,
+    /// Jitter on the trusted link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_jitter: Option<Duration>,
+    /// Random loss on the trusted link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "trusted_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the trusted link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_ge_loss: Option<Loss>,
+    /// Rate trace of the trusted link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub trusted_trace: Option<RateTrace>,
+    /// Outage of the trusted link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the trusted link.
+    #[arg(long, help_heading = "Emulation")]
+    pub trusted_reorder: bool,
+    /// One-way delay on the untrusted link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_delay: Option<Duration>,
+    /// Jitter on the untrusted link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_jitter: Option<Duration>,
+    /// Random loss on the untrusted link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "untrusted_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the untrusted link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_ge_loss: Option<Loss>,
+    /// Rate trace of the untrusted link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub untrusted_trace: Option<RateTrace>,
+    /// Outage of the untrusted link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the untrusted link.
+    #[arg(long, help_heading = "Emulation")]
+    pub untrusted_reorder: bool,
+    /// One-way delay on the router-server link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_delay: Option<Duration>,
+    /// Jitter on the router-server link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_jitter: Option<Duration>,
+    /// Random loss on the router-server link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "server_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the router-server link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_ge_loss: Option<Loss>,
+    /// Rate trace of the router-server link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub server_trace: Option<RateTrace>,
+    /// Outage of the router-server link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the router-server link.
+    #[arg(long, help_heading = "Emulation")]
+    pub server_reorder: bool,
 }
 
 #[derive(Args, Debug)]
@@ -133,7 +206,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["rate", "no_rate", "down", "up"])))]
+#[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["rate", "no_rate", "down", "up", "delay", "jitter", "loss", "ge_loss", "trace", "outage", "reorder", "no_reorder"])))]
 pub struct SetArgs {
     #[command(flatten)]
     pub common: Common,
@@ -152,6 +225,36 @@ pub struct SetArgs {
     /// Bring the link up (and restore its routes).
     #[arg(long)]
     pub up: bool,
+    /// One-way delay (e.g. 20ms). Emulation flags change only what they name; a link that
+    /// was a veth pair becomes a TAP pair with the relay (a short gap).
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub delay: Option<Duration>,
+    /// Jitter: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub jitter: Option<Duration>,
+    /// Random loss (5% or 0.05; 0 for none).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub loss: Option<Loss>,
+    /// Gilbert-Elliott loss: p,r[,1-h[,1-k]].
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub ge_loss: Option<Loss>,
+    /// Rate trace file (CSV `time_s,rate` or mahimahi), timed from now.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub trace: Option<RateTrace>,
+    /// Outage START+DURATION from now (0+5s: at once, for 5 s); repeatable; replaces the
+    /// link's outages.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub outage: Vec<Outage>,
+    /// Let jitter reorder frames.
+    #[arg(long, conflicts_with = "no_reorder", help_heading = "Emulation")]
+    pub reorder: bool,
+    /// Keep frames in order under jitter (the default).
+    #[arg(long, help_heading = "Emulation")]
+    pub no_reorder: bool,
+    /// Which direction the emulation flags change (to-router/up or from-router/down;
+    /// default both).
+    #[arg(long, value_parser = parse_direction, help_heading = "Emulation")]
+    pub direction: Option<Direction>,
 }
 
 #[derive(Args, Debug)]
@@ -202,6 +305,57 @@ pub struct ExecArgs {
     pub cmd: Vec<String>,
 }
 
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+fn parse_loss_arg(s: &str) -> Result<Loss, String> {
+    parse_loss(s).map_err(|e| e.to_string())
+}
+fn parse_ge_arg(s: &str) -> Result<Loss, String> {
+    parse_ge_loss(s).map_err(|e| e.to_string())
+}
+fn parse_outage_arg(s: &str) -> Result<Outage, String> {
+    parse_outage(s).map_err(|e| e.to_string())
+}
+fn parse_trace_arg(s: &str) -> Result<RateTrace, String> {
+    RateTrace::from_file(std::path::Path::new(s)).map_err(|e| e.to_string())
+}
+fn parse_direction(s: &str) -> Result<Direction, String> {
+    s.parse()
+}
+
+/// The emulation the `--X-...` flags of `up` ask for on one link (`None`: no flag given).
+#[allow(clippy::too_many_arguments)]
+fn link_emulation(
+    delay: Option<Duration>,
+    jitter: Option<Duration>,
+    loss: Option<Loss>,
+    ge: Option<Loss>,
+    trace: Option<RateTrace>,
+    outages: Vec<Outage>,
+    reorder: bool,
+) -> Option<LinkEmulation> {
+    if delay.is_none()
+        && jitter.is_none()
+        && loss.is_none()
+        && ge.is_none()
+        && trace.is_none()
+        && outages.is_empty()
+        && !reorder
+    {
+        return None;
+    }
+    Some(LinkEmulation::both(Emulation {
+        delay: delay.unwrap_or_default(),
+        jitter: jitter.unwrap_or_default(),
+        loss: ge.or(loss).unwrap_or_default(),
+        trace,
+        outages,
+        reorder,
+        seed: None,
+    }))
+}
+
 fn parse_rate(s: &str) -> Result<Rate, String> {
     s.parse::<Rate>().map_err(|e| e.to_string())
 }
@@ -224,13 +378,14 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Capture(a) => &a.common.prefix,
         LabCmd::CaptureStop(a) => &a.common.prefix,
         LabCmd::Exec(a) => &a.common.prefix,
+        LabCmd::Relay(a) => &a.prefix,
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => &a.common.prefix,
         LabCmd::Run(a) => &a.prefix,
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
-        LabCmd::Up(a) => up(a),
+        LabCmd::Up(a) => up(*a),
         LabCmd::Down(a) => {
             Lab::down(&a.prefix)?;
             println!("lab `{}` is down", a.prefix);
@@ -274,6 +429,7 @@ pub fn run(c: LabCmd) -> CmdResult {
             Ok(())
         }
         LabCmd::Exec(a) => exec(a),
+        LabCmd::Relay(a) => Ok(nena_lab::emulate::relay_main(&a.prefix)?),
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => tamper(a),
         LabCmd::Run(a) => crate::cmd::scenario::run(&a),
@@ -289,6 +445,34 @@ fn up(a: UpArgs) -> CmdResult {
         server_rate: a.server_rate,
         verify: !a.no_verify,
         offload: !a.no_offload,
+        trusted_emulation: link_emulation(
+            a.trusted_delay,
+            a.trusted_jitter,
+            a.trusted_loss,
+            a.trusted_ge_loss,
+            a.trusted_trace,
+            a.trusted_outage,
+            a.trusted_reorder,
+        ),
+        untrusted_emulation: link_emulation(
+            a.untrusted_delay,
+            a.untrusted_jitter,
+            a.untrusted_loss,
+            a.untrusted_ge_loss,
+            a.untrusted_trace,
+            a.untrusted_outage,
+            a.untrusted_reorder,
+        ),
+        server_emulation: link_emulation(
+            a.server_delay,
+            a.server_jitter,
+            a.server_loss,
+            a.server_ge_loss,
+            a.server_trace,
+            a.server_outage,
+            a.server_reorder,
+        ),
+        relay_exe: None,
     };
     let was_up = Lab::is_up(&cfg.prefix);
     Lab::up(&cfg)?;
@@ -329,6 +513,53 @@ fn set(a: SetArgs) -> CmdResult {
     if a.no_rate {
         lab.set_rate(a.link, None)?;
         println!("{} link has no rate limit", a.link);
+    }
+    let emulate = a.delay.is_some()
+        || a.jitter.is_some()
+        || a.loss.is_some()
+        || a.ge_loss.is_some()
+        || a.trace.is_some()
+        || !a.outage.is_empty()
+        || a.reorder
+        || a.no_reorder;
+    if !emulate {
+        if a.direction.is_some() {
+            return Err(Exit::usage(anyhow::anyhow!(
+                "--direction applies to the emulation flags (--delay, --loss, ...)"
+            )));
+        }
+        return Ok(());
+    }
+    let dirs = match a.direction {
+        Some(d) => vec![d],
+        None => Direction::BOTH.to_vec(),
+    };
+    let current = lab.config().emulation(a.link).cloned().unwrap_or_default();
+    for d in dirs {
+        let mut e = current.get(d).clone();
+        if let Some(v) = a.delay {
+            e.delay = v;
+        }
+        if let Some(v) = a.jitter {
+            e.jitter = v;
+        }
+        if let Some(v) = a.ge_loss.or(a.loss) {
+            e.loss = v;
+        }
+        if let Some(v) = &a.trace {
+            e.trace = Some(v.clone());
+        }
+        if !a.outage.is_empty() {
+            e.outages = a.outage.clone();
+        }
+        if a.reorder {
+            e.reorder = true;
+        }
+        if a.no_reorder {
+            e.reorder = false;
+        }
+        lab.set_emulation(a.link, d, e.clone())?;
+        println!("{} link {d}: {e}", a.link);
     }
     Ok(())
 }
@@ -440,12 +671,17 @@ pub fn render_status(st: &LabStatus) -> String {
                 } else {
                     "DOWN"
                 },
-                if l.gso == Some(false) {
+                if l.gso == Some(false) && l.kind.as_deref() != Some("tap") {
                     "  offloads off"
                 } else {
                     ""
                 },
             );
+            if let Some(e) = &l.emulation {
+                for d in Direction::BOTH {
+                    let _ = writeln!(o, "            {d:<11} {}", e.get(d));
+                }
+            }
         }
     }
     if let Some(m) = &st.mptcp {
@@ -475,6 +711,9 @@ pub fn render_status(st: &LabStatus) -> String {
             "  limits: client {}; server {}",
             m.client_limits, m.server_limits
         );
+    }
+    if let Some(p) = st.relay_pid {
+        let _ = writeln!(o, "relay: pid {p} (TAP pairs of the emulated links)");
     }
     for c in &st.captures {
         let _ = writeln!(

@@ -353,127 +353,13 @@ impl Drop for Capture {
     }
 }
 
-/// A path with delay, without netem: a tap device in each of two namespaces and a user-space
-/// relay between their file descriptors that holds every frame for `delay` (each way).
+/// A path with delay, without netem: a tap device in each of two namespaces and the lab's
+/// user-space relay between them (`nena_lab::emulate::TapLink`, the lab's link emulator run
+/// in this process) that holds every frame for `delay` (each way). The relay keeps the vCPUs
+/// awake and runs at real-time priority so that the delay holds on a busy host (see
+/// crates/lab/src/emulate/relay.rs).
 pub struct DelayLink {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-fn open_tap(net: &Net, ns: &str, name: &str) -> std::fs::File {
-    let name = name.to_string();
-    net.in_ns(ns, move || {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/net/tun")
-            .expect("/dev/net/tun");
-        #[repr(C)]
-        struct IfReq {
-            name: [u8; 16],
-            flags: libc::c_short,
-            pad: [u8; 22],
-        }
-        let mut req = IfReq {
-            name: [0; 16],
-            flags: 0x0002 | 0x1000,
-            pad: [0; 22],
-        }; // IFF_TAP | IFF_NO_PI
-        req.name[..name.len()].copy_from_slice(name.as_bytes());
-        use std::os::fd::AsRawFd;
-        // SAFETY: TUNSETIFF with a properly sized ifreq.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), 0x400454ca, &mut req) };
-        assert_eq!(
-            r,
-            0,
-            "TUNSETIFF {name}: {}",
-            std::io::Error::last_os_error()
-        );
-        f
-    })
-}
-
-fn relay(
-    from: std::fs::File,
-    to: std::fs::File,
-    delay: Duration,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<std::thread::JoinHandle<()>> {
-    use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
-    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
-    let s1 = stop.clone();
-    let mut from = from;
-    let reader = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 65536];
-        while !s1.load(Ordering::Relaxed) {
-            let mut p = libc::pollfd {
-                fd: from.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd.
-            if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
-                continue;
-            }
-            match from.read(&mut buf) {
-                Ok(n) if n > 0 => {
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-                _ => break,
-            }
-        }
-    });
-    let mut to = to;
-    let writer = std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let Ok((due, frame)) = rx.recv_timeout(Duration::from_millis(100)) else {
-                continue;
-            };
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            let _ = to.write(&frame);
-        }
-    });
-    vec![reader, writer]
-}
-
-/// One spinning thread per CPU at SCHED_IDLE, for as long as the delay line lives. On this
-/// VM an idle vCPU halts, and waking it (a timer, a frame on the tap) waits for the host to
-/// run it again: sleeps of 10 ms overshoot by 2-4 ms at the 90th percentile and up to 15 ms.
-/// The delay line's RTT then drifts far from its nominal value. The spinners keep the vCPUs
-/// from halting (90th percentile 0.14 ms) and take only cycles nothing else wants.
-fn keep_awake(
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<std::thread::JoinHandle<()>> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (0..cpus)
-        .map(|cpu| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                // SAFETY: plain syscalls on the calling thread with initialised arguments.
-                unsafe {
-                    let param = libc::sched_param { sched_priority: 0 };
-                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-                }
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..1000 {
-                        std::hint::spin_loop();
-                    }
-                }
-            })
-        })
-        .collect()
+    _link: nena_lab::emulate::TapLink,
 }
 
 impl DelayLink {
@@ -486,32 +372,23 @@ impl DelayLink {
         sa: &str,
         delay: Duration,
     ) -> DelayLink {
-        let c = open_tap(net, &net.c, ctap);
-        let s = open_tap(net, &net.s, stap);
+        let link = nena_lab::emulate::TapLink::new(
+            &net.c,
+            ctap,
+            &net.s,
+            stap,
+            nena_lab::LinkEmulation::both(nena_lab::Emulation {
+                delay,
+                ..nena_lab::Emulation::default()
+            }),
+        )
+        .expect("tap link");
         net.sh_c(&format!(
             "ip addr add {ca} dev {ctap} && ip link set {ctap} up"
         ));
         net.sh_s(&format!(
             "ip addr add {sa} dev {stap} && ip link set {stap} up"
         ));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mut threads = relay(
-            c.try_clone().unwrap(),
-            s.try_clone().unwrap(),
-            delay,
-            stop.clone(),
-        );
-        threads.extend(relay(s, c, delay, stop.clone()));
-        threads.extend(keep_awake(stop.clone()));
-        DelayLink { stop, threads }
-    }
-}
-
-impl Drop for DelayLink {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        DelayLink { _link: link }
     }
 }

@@ -3,7 +3,8 @@
 //! in range). Parsing is pure: no lab, no I/O beyond reading the file's text.
 
 use anyhow::{bail, Context, Result};
-use nena_lab::{Link, Rate};
+use nena_lab::emulate::{format_duration, parse_duration, parse_ge_loss, parse_loss};
+use nena_lab::{Emulation, Link, LinkEmulation, Loss, Rate, RateTrace};
 use serde::{de::Error as _, Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,18 +94,47 @@ pub struct LinkSpec {
         serialize_with = "ser_opt_duration"
     )]
     pub jitter: Option<Duration>,
-    /// Random loss in percent, each direction, e.g. 1.5.
+    /// Random loss, each direction, as the lab's flags write it: "5%" or "0.05".
+    #[serde(
+        default,
+        deserialize_with = "opt_loss",
+        serialize_with = "ser_opt_debug"
+    )]
+    pub loss: Option<Loss>,
+    /// Bursty (Gilbert-Elliott) loss, "p,r[,1-h[,1-k]]" (see docs/LAB.md); not with `loss`.
+    #[serde(
+        default,
+        deserialize_with = "opt_ge_loss",
+        serialize_with = "ser_opt_debug"
+    )]
+    pub ge_loss: Option<Loss>,
+    /// A rate trace (CSV `time_s,rate` or mahimahi), relative to the scenario's directory.
     #[serde(default)]
-    pub loss_percent: Option<f64>,
+    pub trace: Option<PathBuf>,
+    /// Let jitter reorder packets.
+    #[serde(default)]
+    pub reorder: bool,
     /// Informal name in the experiment being reproduced (e.g. "ppp0").
     #[serde(default)]
     pub alias: Option<String>,
 }
 
 impl LinkSpec {
-    /// Whether this link needs the emulator (anything beyond a rate).
-    pub fn emulated(&self) -> bool {
-        self.delay.is_some() || self.jitter.is_some() || self.loss_percent.is_some()
+    /// The link's emulation, the same both ways (`None`: a plain veth pair); `base` is the
+    /// scenario's directory, against which a trace's path is read.
+    pub fn emulation(&self, base: &Path) -> Result<Option<LinkEmulation>> {
+        let e = Emulation {
+            delay: self.delay.unwrap_or_default(),
+            jitter: self.jitter.unwrap_or_default(),
+            loss: self.loss.or(self.ge_loss).unwrap_or(Loss::None),
+            trace: match &self.trace {
+                Some(t) => Some(RateTrace::from_file(&base.join(t))?),
+                None => None,
+            },
+            reorder: self.reorder,
+            ..Emulation::default()
+        };
+        Ok((!e.is_nothing()).then(|| LinkEmulation::both(e)))
     }
 }
 
@@ -241,7 +271,19 @@ impl Scenario {
     /// Parse and check a scenario from its text (`origin` names it in errors).
     pub fn parse(text: &str, origin: &str) -> Result<Scenario> {
         let s: Scenario = toml::from_str(text).map_err(|e| {
-            anyhow::anyhow!("{origin}: {}", e.to_string().trim_end().replace('\n', " "))
+            let at = e
+                .span()
+                .map(|sp| {
+                    let before = &text.as_bytes()[..sp.start.min(text.len())];
+                    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                    let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                    format!(":{line}:{col}")
+                })
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "{origin}{at}: {}",
+                e.message().trim_end().replace('\n', " ")
+            )
         })?;
         s.check().with_context(|| origin.to_string())?;
         Ok(s)
@@ -251,7 +293,17 @@ impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the scenario {}", path.display()))?;
-        Scenario::parse(&text, &path.display().to_string())
+        let s = Scenario::parse(&text, &path.display().to_string())?;
+        let base = base_dir(path);
+        for (name, l) in [
+            ("trusted", &s.links.trusted),
+            ("untrusted", &s.links.untrusted),
+            ("server", &s.links.server),
+        ] {
+            l.emulation(&base)
+                .with_context(|| format!("{}: links.{name}", path.display()))?;
+        }
+        Ok(s)
     }
 
     /// Every run shortened by `factor` (0 < factor <= 1): durations and event times scale,
@@ -288,10 +340,8 @@ impl Scenario {
             ("untrusted", &self.links.untrusted),
             ("server", &self.links.server),
         ] {
-            if let Some(p) = l.loss_percent {
-                if !(0.0..=100.0).contains(&p) || p.is_nan() {
-                    bail!("links.{name}.loss_percent must be between 0 and 100, not {p}");
-                }
+            if l.loss.is_some() && l.ge_loss.is_some() {
+                bail!("links.{name}: loss and ge_loss are exclusive");
             }
             if l.jitter.is_some() && l.delay.is_none() {
                 bail!("links.{name}: jitter needs a delay");
@@ -302,16 +352,16 @@ impl Scenario {
             if e.at < last {
                 bail!(
                     "events[{i}] at {} comes before the event ahead of it ({}): list events in time order",
-                    humantime::format_duration(e.at),
-                    humantime::format_duration(last)
+                    format_duration(e.at),
+                    format_duration(last)
                 );
             }
             last = e.at;
             if e.at >= self.duration {
                 bail!(
                     "events[{i}] at {} is not inside the run ({})",
-                    humantime::format_duration(e.at),
-                    humantime::format_duration(self.duration)
+                    format_duration(e.at),
+                    format_duration(self.duration)
                 );
             }
             match (e.action, e.rate.is_some()) {
@@ -410,7 +460,7 @@ pub fn base_dir(path: &Path) -> PathBuf {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(D::Error::custom)
+    parse_duration(&s).map_err(|e| D::Error::custom(e.to_string()))
 }
 
 fn opt_duration<'de, D: Deserializer<'de>>(
@@ -419,21 +469,25 @@ fn opt_duration<'de, D: Deserializer<'de>>(
     duration(d).map(Some)
 }
 
-/// "16s", "100ms", "1m 30s", "1.5s".
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let t = s.trim();
-    if let Some(num) = t.strip_suffix('s').filter(|n| n.contains('.')) {
-        if let Ok(v) = num.parse::<f64>() {
-            if v.is_finite() && v >= 0.0 {
-                return Ok(Duration::from_secs_f64(v));
-            }
-        }
-    }
-    if t.starts_with('-') {
-        return Err(format!("bad duration {s:?}: negative"));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("bad duration {s:?} ({e}; e.g. \"16s\", \"100ms\")"))
+fn opt_loss<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Loss>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_loss(&s)
+        .map(Some)
+        .map_err(|e| D::Error::custom(e.to_string()))
+}
+
+fn opt_ge_loss<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Loss>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_ge_loss(&s)
+        .map(Some)
+        .map_err(|e| D::Error::custom(e.to_string()))
+}
+
+fn ser_opt_debug<S: serde::Serializer, T: Serialize>(
+    v: &Option<T>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    v.serialize(s)
 }
 
 fn opt_rate<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Rate>, D::Error> {
@@ -460,7 +514,7 @@ fn opt_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>,
 }
 
 fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&humantime::format_duration(*d).to_string())
+    s.serialize_str(&format_duration(*d))
 }
 
 fn ser_opt_duration<S: serde::Serializer>(

@@ -23,8 +23,10 @@ const PORT: u16 = 5201;
 pub struct RunOptions {
     /// Where the files go (one directory per run, and `summary.json`).
     pub out: PathBuf,
-    /// The nena executable (for `nena serve` in the server host).
+    /// The nena executable (`nena serve` in the server host, the emulated links' relay).
     pub nena: PathBuf,
+    /// The scenario's directory (trace files are relative to it).
+    pub base: PathBuf,
     /// Lab prefix (default: one of this process).
     pub prefix: Option<String>,
     /// Only these runs (by name; empty: all).
@@ -98,7 +100,7 @@ pub fn run_scenario(
                 .unwrap_or_default(),
             match r.bytes {
                 Some(b) => format!("{b} bytes"),
-                None => format!("{}", humantime::format_duration(sc.run_time(r))),
+                None => nena_lab::emulate::format_duration(sc.run_time(r)),
             }
         ));
         for rep in 1..=r.repeat {
@@ -138,27 +140,23 @@ pub fn run_scenario(
     Ok(summary)
 }
 
-fn lab_config(sc: &Scenario, prefix: String) -> LabConfig {
-    LabConfig {
+fn lab_config(sc: &Scenario, prefix: String, opts: &RunOptions) -> Result<LabConfig> {
+    let base = &opts.base;
+    Ok(LabConfig {
         prefix,
         trusted_rate: sc.links.trusted.rate,
         untrusted_rate: sc.links.untrusted.rate,
         server_rate: sc.links.server.rate,
         offload: sc.lab.offload,
+        trusted_emulation: sc.links.trusted.emulation(base)?,
+        untrusted_emulation: sc.links.untrusted.emulation(base)?,
+        server_emulation: sc.links.server.emulation(base)?,
+        relay_exe: Some(opts.nena.clone()),
         ..LabConfig::default()
-    }
+    })
 }
 
 fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<RunSummary> {
-    for (l, spec) in [
-        (Link::Trusted, &sc.links.trusted),
-        (Link::Untrusted, &sc.links.untrusted),
-        (Link::Server, &sc.links.server),
-    ] {
-        if spec.emulated() {
-            bail!("links.{l}: delay, jitter and loss need the link emulator, not in this build");
-        }
-    }
     let dir = if r.repeat > 1 {
         opts.out.join(&r.name).join(format!("rep-{rep}"))
     } else {
@@ -169,7 +167,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
         .prefix
         .clone()
         .unwrap_or_else(|| format!("sc{}", std::process::id()));
-    let guard = LabGuard::up(&lab_config(sc, prefix.clone()))?;
+    let guard = LabGuard::up(&lab_config(sc, prefix.clone(), opts)?)?;
     let lab = Lab::open(&prefix)?;
     if let Some(cc) = &r.cc {
         set_cc(&lab, cc)?;

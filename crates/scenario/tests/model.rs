@@ -110,12 +110,13 @@ fn bad_scenarios_get_one_clear_error_each() {
             "explode",
         ),
         (
-            &format!("{OK}\n[links.untrusted]\nloss_percent = 130\n"),
-            "between 0 and 100",
+            &format!("{OK}\n[links.untrusted]\nloss = \"130%\"\n"),
+            "130%",
         ),
+        (&format!("{OK}\n[links.untrusted]\nloss = \"-1%\"\n"), "-1%"),
         (
-            &format!("{OK}\n[links.untrusted]\nloss_percent = -1\n"),
-            "between 0 and 100",
+            &format!("{OK}\n[links.untrusted]\nloss = \"1%\"\nge_loss = \"0.01,0.5\"\n"),
+            "exclusive",
         ),
         (
             &format!("{OK}\n[links.untrusted]\nrate = \"fast\"\n"),
@@ -131,7 +132,7 @@ fn bad_scenarios_get_one_clear_error_each() {
         ),
         (
             "duration = \"ten\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n",
-            "bad duration",
+            "invalid duration",
         ),
         ("duration = \"10s\"\n", "missing field `runs`"),
         ("duration = \"10s\"\nruns = []\n", "at least one"),

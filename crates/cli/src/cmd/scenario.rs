@@ -34,6 +34,7 @@ pub fn run(a: &RunArgs) -> CmdResult {
     let opts = RunOptions {
         out: a.out.clone(),
         nena: std::env::current_exe().map_err(anyhow::Error::from)?,
+        base: nena_scenario::model::base_dir(&a.file),
         prefix: Some(a.prefix.clone()),
         only: a.only.clone(),
     };

@@ -9,6 +9,8 @@ PKGS=(
   bpftool                                               # tests check that programs are unloaded
   libssl-dev                                            # OpenSSL baselines in `nena bench codec`
   iproute2 tcpdump ethtool procps                       # the lab: namespaces, veth, qdiscs, captures
+  tshark                                                # `nena analyze` is checked against it
+  fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
 )
 
 missing=()
@@ -18,6 +20,8 @@ done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # tshark: do not ask whether non-root users may capture (no setuid dumpcap).
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -27,6 +27,8 @@ pub struct Mapping {
 pub struct Dss {
     /// Data ACK (the low 32 bits only when it was sent in 4 bytes).
     pub data_ack: Option<u64>,
+    /// Whether `data_ack` was sent in 8 bytes.
+    pub ack64: bool,
     pub mapping: Option<Mapping>,
     /// The mapping ends the sender's data stream.
     pub data_fin: bool,
@@ -86,6 +88,7 @@ pub fn parse_dss(opt: &[u8]) -> Option<Dss> {
     };
     Some(Dss {
         data_ack,
+        ack64: ack_present && ack8,
         mapping,
         data_fin: fin,
     })
@@ -138,6 +141,7 @@ mod tests {
         body.extend_from_slice(&1448u16.to_be_bytes());
         let d = parse_dss(&opt(0x0f, &body)).unwrap();
         assert_eq!(d.data_ack, Some(0x0102_0304_0506_0708));
+        assert!(d.ack64);
         assert_eq!(
             d.mapping,
             Some(Mapping {
@@ -160,6 +164,7 @@ mod tests {
         body.extend_from_slice(&0xabcdu16.to_be_bytes()); // checksum
         let d = parse_dss(&opt(0x01 | 0x04 | 0x10, &body)).unwrap();
         assert_eq!(d.data_ack, Some(7));
+        assert!(!d.ack64);
         let m = d.mapping.unwrap();
         assert_eq!((m.dsn, m.dsn64, m.ssn, m.len), (0xdead_beef, false, 1, 0));
         assert_eq!(m.checksum, Some(0xabcd));

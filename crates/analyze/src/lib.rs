@@ -328,12 +328,52 @@ pub mod fuzzing {
                 assert!(s.bytes_recovered + s.bytes_guessed <= s.bytes_seen);
                 assert_eq!(
                     s.bytes_seen,
-                    st.runs.iter().map(|r| r.bytes.len() as u64).sum()
+                    st.runs.iter().map(|r| r.bytes.len() as u64).sum::<u64>()
                 );
                 assert!(st.bytes_seen <= data.len() as u64 * 2);
             }
         }
         mptcp_options(data);
+    }
+
+    /// `nena analyze` on arbitrary bytes as a capture: never panics, and what it reports
+    /// adds up (no more payload than the input holds, coverage within the span, every
+    /// reinjection between two of the connection's subflows), and the table renders.
+    pub fn trace(data: &[u8]) {
+        let opts = crate::trace::TraceOptions {
+            bin: std::time::Duration::from_millis(100),
+            ..Default::default()
+        };
+        let Ok(r) = crate::trace::analyze_bytes(data, &opts) else {
+            return;
+        };
+        let mut wire = 0u64;
+        for c in &r.connections {
+            assert!(!c.subflows.is_empty());
+            for s in &c.subflows {
+                wire += s.payload_bytes.c2s + s.payload_bytes.s2c;
+                assert!(s.retransmitted_bytes.c2s <= s.payload_bytes.c2s);
+                assert!(s.retransmitted_bytes.s2c <= s.payload_bytes.s2c);
+                assert!(s.start <= s.end);
+                for o in &s.outages {
+                    assert!(o.duration.is_none_or(|d| d >= 0.0));
+                }
+            }
+            if let Some(d) = &c.data {
+                for dd in [&d.c2s, &d.s2c] {
+                    assert!(dd.bytes_covered <= dd.span || dd.span == 0);
+                    for re in &dd.reinjections {
+                        assert!(re.from < c.subflows.len() && re.to < c.subflows.len());
+                        assert_ne!(re.from, re.to);
+                    }
+                }
+            }
+            let _ = serde_json::to_string(c).expect("serialisable");
+        }
+        // Payload lengths on the wire may exceed what was captured (snaplen), but each
+        // frame's original length is at most 2^32: bounded by the frame count.
+        let frames: u64 = r.captures.iter().map(|c| c.frames).sum();
+        assert!(wire <= frames * u32::MAX as u64);
     }
 
     /// MPTCP option parsers (all of them, and DSS and MP_JOIN on their own) on arbitrary

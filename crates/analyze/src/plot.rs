@@ -199,7 +199,10 @@ fn figures(ci: usize, c: &Connection) -> Vec<Figure> {
     let mut rtt = Vec::new();
     for d in 0..2 {
         let dn = if d == 0 { "c2s" } else { "s2c" };
-        if *c.payload_bytes.get(d) == 0 {
+        // A direction that carried (next to) nothing, e.g. the ACK-only way of a transfer,
+        // would only add flat lines.
+        let most = c.payload_bytes.c2s.max(c.payload_bytes.s2c);
+        if *c.payload_bytes.get(d) == 0 || *c.payload_bytes.get(d) * 100 < most {
             continue;
         }
         for (i, s) in c.subflows.iter().enumerate() {

@@ -31,6 +31,8 @@ pub const MAX_POINTS: usize = 20_000;
 /// At most this many reinjection and outage events are listed per connection direction
 /// (the byte counts cover all).
 pub const MAX_EVENTS: usize = 1_000;
+/// A throughput series is dense (zero bins included) up to this many bins.
+pub const MAX_BINS: u64 = 100_000;
 
 /// How to analyse.
 #[derive(Debug, Clone, Copy)]
@@ -283,7 +285,8 @@ struct DirState {
     payload: u64,
     segments: u64,
     retx: u64,
-    bins: Vec<u64>,
+    /// Payload bytes per bin (sparse: a capture's times may be far apart or damaged).
+    bins: BTreeMap<u64, u64>,
     rtt: Vec<(f64, f64)>,
     rtt_ts: Vec<(f64, f64)>,
     srtt: Option<f64>,
@@ -555,10 +558,7 @@ impl Tracer {
             self.ts_echo(si, r, ts.1, t);
         }
         if let Some(a) = seg.mptcp.dss.and_then(|x| x.data_ack) {
-            let is64 = seg.mptcp.dss.is_some_and(|x| {
-                // The parser keeps the 8-byte flag implicit: a value above 32 bits is 64-bit.
-                x.data_ack.is_some_and(|v| v > u32::MAX as u64)
-            });
+            let is64 = seg.mptcp.dss.is_some_and(|x| x.ack64);
             self.data_ack(si, r, a, is64, t);
         }
         // The data side.
@@ -580,12 +580,9 @@ impl Tracer {
         let end = off + seg.wire_len as i64;
         let len = seg.wire_len as u64;
         dir.payload += len;
-        let bin = (t / self.opts.bin.as_secs_f64()).max(0.0) as usize;
+        let bin = (t / self.opts.bin.as_secs_f64()).max(0.0) as u64;
         let dir = &mut self.subs[si].dirs[d];
-        if dir.bins.len() <= bin {
-            dir.bins.resize(bin + 1, 0);
-        }
-        dir.bins[bin] += len;
+        *dir.bins.entry(bin).or_default() += len;
         let max_end = dir.max_end.unwrap_or(i64::MIN);
         if off < max_end {
             // (Partly) sent before: a retransmission. Karn: no sample from these segments.
@@ -807,8 +804,8 @@ impl Tracer {
                     o.end += delta;
                 }
             }
-            if m.len > 0 && dir.isn.is_some() {
-                let rel = seg.seq.wrapping_sub(dir.isn.expect("set above"));
+            if let (true, Some(isn)) = (m.len > 0, dir.isn) {
+                let rel = seg.seq.wrapping_sub(isn);
                 let cur = dir.peek(seg.seq).expect("offset taken");
                 // offset = relative ssn - 1
                 let moff = cur + (m.ssn.wrapping_sub(rel) as i32) as i64;
@@ -993,11 +990,16 @@ impl Tracer {
             self.check_outages_at(si, now, false);
         }
         let bin = self.opts.bin.as_secs_f64();
-        let series = |bins: &[u64]| -> Vec<(f64, f64)> {
-            bins.iter()
-                .enumerate()
-                .map(|(i, &b)| (i as f64 * bin, b as f64 * 8.0 / bin / 1e6))
-                .collect()
+        // Dense from the first to the last bin with data (zeros between), or, when that
+        // would exceed MAX_BINS, the bins with data only.
+        let series = |bins: &BTreeMap<u64, u64>| -> Vec<(f64, f64)> {
+            let rate = |i: u64, b: u64| (i as f64 * bin, b as f64 * 8.0 / bin / 1e6);
+            match (bins.first_key_value(), bins.last_key_value()) {
+                (Some((&a, _)), Some((&z, _))) if z - a < MAX_BINS => (a..=z)
+                    .map(|i| rate(i, bins.get(&i).copied().unwrap_or(0)))
+                    .collect(),
+                _ => bins.iter().map(|(&i, &b)| rate(i, b)).collect(),
+            }
         };
         let rtt_series = |samples: &[(f64, f64)]| -> Vec<(f64, f64)> {
             let mut by: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
@@ -1027,7 +1029,7 @@ impl Tracer {
             }
             let mut subflows = Vec::new();
             let mut payload = PerDir::<u64>::default();
-            let mut agg: [Vec<u64>; 2] = Default::default();
+            let mut agg: [BTreeMap<u64, u64>; 2] = Default::default();
             let mut points: [Vec<Vec<(f64, f64)>>; 2] = Default::default();
             let mut start = f64::MAX;
             let mut end = 0f64;
@@ -1066,11 +1068,8 @@ impl Tracer {
                     *sub.throughput.get_mut(d) = series(&dir.bins);
                     *sub.rtt_series.get_mut(d) = rtt_series(&dir.rtt);
                     *payload.get_mut(cd) += dir.payload;
-                    if agg[cd].len() < dir.bins.len() {
-                        agg[cd].resize(dir.bins.len(), 0);
-                    }
-                    for (i, b) in dir.bins.iter().enumerate() {
-                        agg[cd][i] += b;
+                    for (&i, &b) in &dir.bins {
+                        *agg[cd].entry(i).or_default() += b;
                     }
                     *sub.rtt_samples.get_mut(d) = dir.rtt;
                 }

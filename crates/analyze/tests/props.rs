@@ -74,6 +74,37 @@ proptest! {
         opt.extend_from_slice(&data[..data.len().min(38)]);
         nena_analyze::fuzzing::mptcp_options(&opt);
         nena_analyze::fuzzing::pcap(&data);
+        nena_analyze::fuzzing::trace(&data);
+    }
+
+    /// A real-looking MPTCP capture with bytes flipped and cut anywhere: `nena analyze`
+    /// never panics, and the intact capture is measured exactly.
+    #[test]
+    fn trace_survives_damaged_captures(
+        data in proptest::collection::vec(any::<u8>(), 1..6000),
+        mss in 1usize..1500,
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+        cut in any::<prop::sample::Index>(),
+        retransmit in 0usize..4,
+    ) {
+        let c = "198.18.2.2:40001".parse().unwrap();
+        let s = "198.18.3.2:4433".parse().unwrap();
+        let pcap = nena_analyze::craft::joined_subflow(c, s, 9, &[(5, &data[..])], mss, true, retransmit);
+        let r = nena_analyze::trace::analyze_bytes(&pcap, &Default::default()).unwrap();
+        prop_assert_eq!(r.connections.len(), 1);
+        let conn = &r.connections[0];
+        let d = &conn.data.as_ref().unwrap().c2s;
+        prop_assert_eq!(d.bytes_covered, data.len() as u64);
+        prop_assert_eq!(d.reinjected_bytes, 0);
+        let sf = &conn.subflows[0];
+        prop_assert_eq!(sf.payload_bytes.c2s - sf.retransmitted_bytes.c2s, data.len() as u64);
+        let mut bad = pcap.clone();
+        for (i, b) in &flips {
+            let at = i.index(bad.len());
+            bad[at] ^= b | 1;
+        }
+        bad.truncate(cut.index(bad.len()) + 1);
+        nena_analyze::fuzzing::trace(&bad);
     }
 
     /// A joined subflow cut into random segment sizes and captured with or without its SYN

@@ -13,6 +13,9 @@
 //!   without root); [`Gate`] is the thin driver that reads the kernel and waits, blocking
 //!   ([`connect`], [`Gate::wait_first_flight_acked`]) or on tokio ([`connect_async`],
 //!   [`Gate::wait_first_flight_acked_async`]).
+//! * [`recovery`]: after a link outage, a released connection gets its subflow on that link
+//!   back (userspace PM: nena re-creates it with `SUBFLOW_CREATE` as soon as the link is
+//!   usable again, with backoff; sans-IO decisions in [`recovery::RecoveryMachine`]).
 //!
 //! # Trusted-path-first: what is guaranteed, and how
 //!
@@ -105,6 +108,7 @@ mod client;
 pub mod gate;
 pub mod path;
 pub mod pm;
+pub mod recovery;
 mod sockopt;
 pub mod uapi;
 

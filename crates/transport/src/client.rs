@@ -577,6 +577,7 @@ mod tests {
                 secs: 1.0,
                 sent: 3 << 20,
                 received: 0,
+                unix: 0.0,
             },
             mbit_s_sent: 25.2,
             mbit_s_received: 0.0,

@@ -52,6 +52,9 @@ pub struct ClientOptions {
     pub buffer: usize,
     /// Access token sent with the request, inside the session (`--token-file`).
     pub token: Option<crate::wire::AccessToken>,
+    /// Re-create a subflow after its link's outage (userspace PM; `--no-recovery` turns it
+    /// off). See nena-mptcp's `recovery` module.
+    pub recover: bool,
 }
 
 impl ClientOptions {
@@ -70,6 +73,7 @@ impl ClientOptions {
             dump_first_flight: None,
             buffer: crate::stream::BULK_BUF,
             token: None,
+            recover: true,
         }
     }
 }
@@ -184,6 +188,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         .write_all(&first)
         .await
         .context("writing the first flight")?;
+    client.gate_mut().set_recovery(opts.recover);
     client
         .after_first_flight(first.len() as u64, timeout)
         .await?;

@@ -193,6 +193,9 @@ pub struct Sample {
     pub secs: f64,
     pub sent: u64,
     pub received: u64,
+    /// Wall-clock time of the end of the interval, seconds since the Unix epoch (to line
+    /// the samples up with events outside the process, e.g. a link taken down).
+    pub unix: f64,
 }
 
 /// Drive `fut` and call `on_sample` every `interval` with the bytes moved in that interval.
@@ -214,7 +217,16 @@ pub async fn with_intervals<T>(
                 let t = start.elapsed().as_secs_f64();
                 let s = counters.sent.load(Ordering::Relaxed);
                 let r = counters.received.load(Ordering::Relaxed);
-                on_sample(Sample { t, secs: t - last_t, sent: s - last_s, received: r - last_r });
+                let unix = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                on_sample(Sample {
+                    t,
+                    secs: t - last_t,
+                    sent: s - last_s,
+                    received: r - last_r,
+                    unix,
+                });
                 (last_t, last_s, last_r) = (t, s, r);
             }
         }

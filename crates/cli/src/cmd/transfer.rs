@@ -131,6 +131,10 @@ pub struct ClientCommon {
     /// travels inside the session, protected by its mode).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Do not re-create a subflow after its link comes back from an outage (userspace PM;
+    /// by default nena does, within a round trip of the link being usable again).
+    #[arg(long)]
+    pub no_recovery: bool,
 }
 
 impl ClientCommon {
@@ -153,6 +157,7 @@ impl ClientCommon {
             timeout: self.timeout,
             raw,
             dump_first_flight: self.debug_dump_first_flight.clone(),
+            recover: !self.no_recovery,
             ..ClientOptions::new(
                 remote,
                 PathPolicy {

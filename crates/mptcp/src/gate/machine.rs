@@ -458,6 +458,26 @@ impl GateMachine {
             .collect();
         Ok(Verdict::Release { open })
     }
+
+    /// The local addresses whose subflows nena may recover (re-create after an outage): every
+    /// policy address of the remote's family, trusted or not, but only once the untrusted
+    /// paths were released, with the userspace PM (nena is the connection's path manager),
+    /// and never for a refused or fallback connection. `None` otherwise.
+    pub fn recovery_paths(&self) -> Option<Vec<IpAddr>> {
+        if self.phase != Phase::Released || self.fallback || self.pm != PmKind::Userspace {
+            return None;
+        }
+        Some(
+            self.policy
+                .untrusted
+                .iter()
+                .chain(self.policy.trusted.iter())
+                .copied()
+                .filter(|a| a.is_ipv4() == self.remote.is_ipv4())
+                .filter(|a| !a.is_loopback() && !a.is_unspecified())
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -553,6 +573,30 @@ mod tests {
         // Releasing twice opens nothing more.
         assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![] }));
         assert_eq!(m.refusal(), None);
+    }
+
+    #[test]
+    fn recovery_only_after_release_with_the_userspace_pm() {
+        // Before release: nothing may be recovered (the first flight is not settled).
+        let mut m = in_flight(PmKind::Userspace);
+        assert_eq!(m.recovery_paths(), None);
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        assert_eq!(m.recovery_paths(), None, "acked but not released");
+        m.release(&s).unwrap();
+        // Released: the policy's addresses of the remote's family (not loopback).
+        assert_eq!(m.recovery_paths(), Some(vec![ip(U), ip(T), ip(T2)]));
+        // The in-kernel PM opens subflows itself: nena recovers nothing.
+        let mut k = in_flight(PmKind::Kernel);
+        k.poll_first_flight(LEN, &s).unwrap();
+        k.release(&s).unwrap();
+        assert_eq!(k.recovery_paths(), None);
+        // A refused connection is never recovered.
+        let mut r = in_flight(PmKind::Userspace);
+        let bad = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 10, 0)]);
+        assert!(r.poll_first_flight(LEN, &bad).is_err());
+        assert!(r.release(&bad).is_err());
+        assert_eq!(r.recovery_paths(), None);
     }
 
     #[test]

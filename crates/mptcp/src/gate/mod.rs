@@ -22,6 +22,7 @@ pub use machine::{
 
 use crate::path::{ResolvedPolicy, Trust};
 use crate::pm::{Endpoint, PmEvents, PmSocket};
+use crate::recovery::{RecoveryConfig, RecoveryHandle, RecoveryMachine};
 use crate::sockopt::{self, ConnInfo, SubflowInfo};
 use crate::{MptcpError, PmKind};
 use serde::Serialize;
@@ -75,6 +76,10 @@ pub struct Gate {
     /// The event subscription, kept only while it matters (until the first flight is
     /// settled: acked or refused).
     events: Option<PmEvents>,
+    /// Recover subflows after link outages once released (userspace PM; default on).
+    recover: bool,
+    /// The connection's registration with the recovery service (dropped with the gate).
+    recovery: Option<RecoveryHandle>,
 }
 
 impl Gate {
@@ -92,6 +97,8 @@ impl Gate {
             pm_sock,
             kernel_endpoints,
             events,
+            recover: true,
+            recovery: None,
         };
         let snap = gate.snapshot()?;
         gate.machine.connected(&snap)?;
@@ -118,6 +125,17 @@ impl Gate {
     /// The decisions so far (stage, refusal).
     pub fn machine(&self) -> &GateMachine {
         &self.machine
+    }
+
+    /// Turn subflow recovery after link outages on (the default) or off; takes effect at
+    /// [`release_untrusted`](Self::release_untrusted). See [`crate::recovery`].
+    pub fn set_recovery(&mut self, on: bool) {
+        self.recover = on;
+    }
+
+    /// The connection is registered for subflow recovery (userspace PM, released, on).
+    pub fn recovering(&self) -> bool {
+        self.recovery.is_some()
     }
 
     /// In-kernel PM endpoints listed when connecting (None in userspace mode or if the
@@ -278,6 +296,18 @@ impl Gate {
         let mut report = ReleaseReport::default();
         if !first || self.is_fallback() {
             return Ok(report);
+        }
+        // Register for recovery before any subflow is requested, so their events are seen.
+        if let (true, Some(paths)) = (self.recover, self.machine.recovery_paths()) {
+            let now: Vec<_> = sockopt::subflows(self.fd())?
+                .iter()
+                .filter_map(|s| Some((s.local?, s.remote?)))
+                .collect();
+            let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
+            match crate::recovery::register(snap.conn.token, m) {
+                Ok(h) => self.recovery = Some(h),
+                Err(e) => log::warn!("no subflow recovery for this connection: {e}"),
+            }
         }
         if !open.is_empty() {
             if self.pm_sock.is_none() {

@@ -1,0 +1,662 @@
+//! Subflow recovery as a sans-IO state machine: [`RecoveryMachine`] is the path manager's
+//! memory of one released connection. It is fed path-manager events (subflow established or
+//! closed, connection closed), link events (a local address became usable or unusable) and
+//! the time, and answers with [`Command`]s (`SUBFLOW_CREATE` / `SUBFLOW_DESTROY` of the
+//! userspace PM). It does no I/O and reads no clock: the driver in the parent module does.
+//!
+//! The rules:
+//! * Only the paths the gate released are recovered: the machine is built from
+//!   [`GateMachine::recovery_paths`](crate::GateMachine::recovery_paths), which answers only
+//!   once the first flight was acknowledged and the untrusted paths released. Any other
+//!   local address is ignored, whatever happens to it.
+//! * A link that goes down leaves its subflows in TCP's retransmission backoff (the kernel
+//!   keeps them; measured on Linux 6.18 they come back 0.8–4.5 s after the link, depending
+//!   on where the backoff stands). When the link is usable again the machine asks at once
+//!   for a new subflow, whose SYN leaves immediately, and with every attempt it also closes
+//!   the stale subflows, until their close is reported. The driver makes an attempt only
+//!   when a route exists: closed without a route, a stale subflow would end on this side
+//!   only, and the peer, still counting it, could refuse the new one for its subflow limit
+//!   (seen in the lab: `MPTcpExtMPJoinRejected` on the server).
+//! * A new subflow that is not established within the current wait (250 ms, doubling to
+//!   4 s) is asked for again; a refused `SUBFLOW_CREATE` (no route yet, ...) is retried
+//!   after the wait. While the link is down nothing is tried. A subflow that closes while its
+//!   link is up (reset by the peer, ...) is replaced after the wait too. At most one subflow
+//!   per path is kept: an extra one established (two attempts that both succeeded) is
+//!   destroyed.
+//! * When the connection closes the machine is done: it answers nothing any more.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Timing of the recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryConfig {
+    /// The first wait: for a new subflow to be established, or before retrying a refused
+    /// create or a subflow closed while its link was up.
+    pub first_wait: Duration,
+    /// The wait doubles after every failed attempt up to this bound.
+    pub max_wait: Duration,
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        RecoveryConfig {
+            first_wait: Duration::from_millis(250),
+            max_wait: Duration::from_secs(4),
+        }
+    }
+}
+
+/// What the machine is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryEvent {
+    /// `MPTCP_EVENT_SUB_ESTABLISHED` of this connection.
+    SubflowEstablished {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
+    /// `MPTCP_EVENT_SUB_CLOSED` of this connection.
+    SubflowClosed { local: SocketAddr },
+    /// `MPTCP_EVENT_CLOSED` of this connection, or its owner dropped it.
+    ConnectionClosed,
+    /// The local address is gone or its interface is down / has no carrier.
+    LinkDown { addr: IpAddr },
+    /// The local address is present on an interface that is up with carrier.
+    LinkUp { addr: IpAddr },
+    /// The kernel refused a `SUBFLOW_CREATE` from `addr`.
+    CreateFailed { addr: IpAddr },
+    /// Routes or addresses changed (rtnetlink): a create refused for want of a route may
+    /// succeed now, so a retry that is waiting is made at once.
+    RoutesChanged,
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `MPTCP_PM_CMD_SUBFLOW_CREATE` from `local` (port chosen by the kernel) to `remote`.
+    CreateSubflow { local: IpAddr, remote: SocketAddr },
+    /// `MPTCP_PM_CMD_SUBFLOW_DESTROY` of the subflow `local` -> `remote`.
+    DestroySubflow {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// Nothing to do: the path has its subflow, or its link is down.
+    Idle,
+    /// A create was sent; if no subflow is established by `deadline`, send another.
+    Pending { deadline: Instant },
+    /// Send a create at `at`.
+    Retry { at: Instant },
+}
+
+#[derive(Debug, Clone)]
+struct Path {
+    addr: IpAddr,
+    link_up: bool,
+    /// Subflows of this path (local, remote) open and usable.
+    live: Vec<(SocketAddr, SocketAddr)>,
+    /// Subflows that went through a link outage (they sit in TCP's backoff): closed with the
+    /// next attempt, until their close is reported. Closing one while the route is still
+    /// missing would not tell the peer, whose subflow limit would then refuse the new one.
+    stale: Vec<(SocketAddr, SocketAddr)>,
+    attempt: Attempt,
+    wait: Duration,
+}
+
+impl Path {
+    /// One attempt: close the stale subflows, open a new one, wait for it until `now + wait`.
+    fn attempt(&mut self, remote: SocketAddr, now: Instant, out: &mut Vec<Command>) {
+        out.extend(
+            self.stale
+                .iter()
+                .map(|&(local, remote)| Command::DestroySubflow { local, remote }),
+        );
+        out.push(Command::CreateSubflow {
+            local: self.addr,
+            remote,
+        });
+        self.attempt = Attempt::Pending {
+            deadline: now + self.wait,
+        };
+    }
+}
+
+/// Recovery of the subflows of one connection (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct RecoveryMachine {
+    remote: SocketAddr,
+    paths: Vec<Path>,
+    cfg: RecoveryConfig,
+    closed: bool,
+}
+
+/// Canonical form of an address (an IPv4-mapped IPv6 address is its IPv4 address).
+fn canon(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn same(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && canon(a.ip()) == canon(b.ip())
+}
+
+impl RecoveryMachine {
+    /// A machine for the connection to `remote` whose released paths are `paths` (local
+    /// addresses), with the subflows (local, remote) open now. Every link counts as up until
+    /// told otherwise.
+    pub fn new(
+        remote: SocketAddr,
+        paths: &[IpAddr],
+        open: &[(SocketAddr, SocketAddr)],
+        cfg: RecoveryConfig,
+    ) -> Self {
+        let mut m = RecoveryMachine {
+            remote,
+            paths: Vec::new(),
+            cfg,
+            closed: false,
+        };
+        for &a in paths {
+            let addr = canon(a);
+            if m.paths.iter().any(|p| p.addr == addr) {
+                continue;
+            }
+            m.paths.push(Path {
+                addr,
+                link_up: true,
+                live: Vec::new(),
+                stale: Vec::new(),
+                attempt: Attempt::Idle,
+                wait: cfg.first_wait,
+            });
+        }
+        for &(l, r) in open {
+            if let Some(p) = m.path_mut(l.ip()) {
+                p.live.push((l, r));
+            }
+        }
+        m
+    }
+
+    /// The local addresses this machine recovers.
+    pub fn paths(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.paths.iter().map(|p| p.addr)
+    }
+
+    /// The connection closed: nothing more will be asked.
+    pub fn is_done(&self) -> bool {
+        self.closed
+    }
+
+    fn path_mut(&mut self, addr: IpAddr) -> Option<&mut Path> {
+        let addr = canon(addr);
+        self.paths.iter_mut().find(|p| p.addr == addr)
+    }
+
+    /// The earliest time [`poll`](Self::poll) has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.closed {
+            return None;
+        }
+        self.paths
+            .iter()
+            .filter_map(|p| match p.attempt {
+                Attempt::Idle => None,
+                Attempt::Pending { deadline } => Some(deadline),
+                Attempt::Retry { at } => Some(at),
+            })
+            .min()
+    }
+
+    /// Feed one event at time `now`.
+    pub fn on_event(&mut self, ev: RecoveryEvent, now: Instant) -> Vec<Command> {
+        if self.closed {
+            return Vec::new();
+        }
+        let remote = self.remote;
+        let cfg = self.cfg;
+        let mut out = Vec::new();
+        match ev {
+            RecoveryEvent::ConnectionClosed => {
+                self.closed = true;
+                for p in &mut self.paths {
+                    p.attempt = Attempt::Idle;
+                }
+            }
+            RecoveryEvent::LinkDown { addr } => {
+                if let Some(p) = self.path_mut(addr) {
+                    p.link_up = false;
+                    let live: Vec<_> = p.live.drain(..).collect();
+                    p.stale.extend(live);
+                    p.attempt = Attempt::Idle;
+                    p.wait = cfg.first_wait;
+                }
+            }
+            RecoveryEvent::LinkUp { addr } => {
+                if let Some(p) = self.path_mut(addr) {
+                    if !p.link_up {
+                        p.link_up = true;
+                        if p.live.is_empty() {
+                            p.wait = cfg.first_wait;
+                            p.attempt(remote, now, &mut out);
+                        }
+                    }
+                }
+            }
+            RecoveryEvent::SubflowEstablished { local, remote: r } => {
+                if let Some(p) = self.path_mut(local.ip()) {
+                    let known =
+                        |v: &[(SocketAddr, SocketAddr)]| v.iter().any(|&(l, _)| same(l, local));
+                    if known(&p.live) || known(&p.stale) {
+                        return out;
+                    }
+                    if !p.live.is_empty() {
+                        // A second attempt that also succeeded: one subflow per path.
+                        out.push(Command::DestroySubflow { local, remote: r });
+                    } else {
+                        p.live.push((local, r));
+                        p.attempt = Attempt::Idle;
+                        p.wait = cfg.first_wait;
+                        // The path works: what is still stale can be closed now.
+                        out.extend(
+                            p.stale
+                                .iter()
+                                .map(|&(local, remote)| Command::DestroySubflow { local, remote }),
+                        );
+                    }
+                }
+            }
+            RecoveryEvent::SubflowClosed { local } => {
+                if let Some(p) = self.path_mut(local.ip()) {
+                    p.live.retain(|&(l, _)| !same(l, local));
+                    p.stale.retain(|&(l, _)| !same(l, local));
+                    if p.live.is_empty() && p.link_up && p.attempt == Attempt::Idle {
+                        p.attempt = Attempt::Retry { at: now + p.wait };
+                    }
+                }
+            }
+            RecoveryEvent::RoutesChanged => {
+                for p in &mut self.paths {
+                    if matches!(p.attempt, Attempt::Retry { .. }) && p.link_up && p.live.is_empty()
+                    {
+                        p.attempt(remote, now, &mut out);
+                    }
+                }
+            }
+            RecoveryEvent::CreateFailed { addr } => {
+                if let Some(p) = self.path_mut(addr) {
+                    if p.link_up && p.live.is_empty() {
+                        p.attempt = Attempt::Retry { at: now + p.wait };
+                        p.wait = (p.wait * 2).min(cfg.max_wait);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The timers: attempts whose wait ran out at `now`.
+    pub fn poll(&mut self, now: Instant) -> Vec<Command> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let remote = self.remote;
+        let max = self.cfg.max_wait;
+        for p in &mut self.paths {
+            let due = match p.attempt {
+                Attempt::Idle => false,
+                Attempt::Pending { deadline } => deadline <= now,
+                Attempt::Retry { at } => at <= now,
+            };
+            if !due {
+                continue;
+            }
+            if !p.link_up || !p.live.is_empty() {
+                p.attempt = Attempt::Idle;
+                continue;
+            }
+            if matches!(p.attempt, Attempt::Pending { .. }) {
+                // Not established in time: wait longer for the next one.
+                p.wait = (p.wait * 2).min(max);
+            }
+            p.attempt(remote, now, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: &str = "198.18.1.2";
+    const U: &str = "198.18.2.2";
+    const REMOTE: &str = "198.18.3.2:5201";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+    fn create(a: &str) -> Command {
+        Command::CreateSubflow {
+            local: ip(a),
+            remote: sa(REMOTE),
+        }
+    }
+
+    /// Released trusted and untrusted paths, each with its subflow.
+    fn released() -> RecoveryMachine {
+        RecoveryMachine::new(
+            sa(REMOTE),
+            &[ip(U), ip(T)],
+            &[
+                (sa("198.18.1.2:40000"), sa(REMOTE)),
+                (sa("198.18.2.2:40001"), sa(REMOTE)),
+            ],
+            RecoveryConfig::default(),
+        )
+    }
+
+    #[test]
+    fn link_back_replaces_the_stale_subflow_at_once() {
+        let t0 = Instant::now();
+        let mut m = released();
+        assert!(m
+            .on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0)
+            .is_empty());
+        // Nothing is tried while the link stays down, however long.
+        assert!(m.poll(t0 + Duration::from_secs(60)).is_empty());
+        assert_eq!(m.next_deadline(), None);
+        let up = t0 + Duration::from_secs(2);
+        let cmds = m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, up);
+        assert_eq!(
+            cmds,
+            vec![
+                Command::DestroySubflow {
+                    local: sa("198.18.2.2:40001"),
+                    remote: sa(REMOTE)
+                },
+                create(U)
+            ]
+        );
+        // Our own destroy is reported back: no second create for it.
+        let closed = m.on_event(
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            up,
+        );
+        assert!(closed.is_empty());
+        let est = m.on_event(
+            RecoveryEvent::SubflowEstablished {
+                local: sa("198.18.2.2:40002"),
+                remote: sa(REMOTE),
+            },
+            up + ms(5),
+        );
+        assert!(est.is_empty());
+        assert_eq!(m.next_deadline(), None);
+        assert!(m.poll(up + Duration::from_secs(10)).is_empty());
+        // The trusted path was never touched.
+        assert!(!cmds.iter().any(|c| matches!(c,
+            Command::CreateSubflow { local, .. } if *local == ip(T))));
+    }
+
+    #[test]
+    fn unanswered_attempts_back_off_exponentially_to_the_bound() {
+        let t0 = Instant::now();
+        let mut m = released();
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
+        let mut now = t0 + ms(100);
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, now)
+                .last(),
+            Some(&create(U))
+        );
+        m.on_event(
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            now,
+        );
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let next = m.next_deadline().unwrap();
+            waits.push((next - now).as_millis() as u64);
+            // Nothing before the deadline.
+            assert!(m.poll(next - ms(1)).is_empty());
+            now = next;
+            assert_eq!(m.poll(now), vec![create(U)]);
+        }
+        assert_eq!(waits, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+        // Established at last: quiet, and the wait starts short again next time.
+        m.on_event(
+            RecoveryEvent::SubflowEstablished {
+                local: sa("198.18.2.2:40009"),
+                remote: sa(REMOTE),
+            },
+            now,
+        );
+        assert_eq!(m.next_deadline(), None);
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, now);
+        m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, now + ms(10));
+        assert_eq!(m.next_deadline(), Some(now + ms(10) + ms(250)));
+    }
+
+    #[test]
+    fn refused_creates_are_retried_after_the_wait_and_the_wait_doubles() {
+        let t0 = Instant::now();
+        let mut m = released();
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
+        m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0);
+        m.on_event(
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            t0,
+        );
+        // The route is not back yet: the kernel refuses.
+        assert!(m
+            .on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, t0)
+            .is_empty());
+        assert_eq!(m.next_deadline(), Some(t0 + ms(250)));
+        assert_eq!(m.poll(t0 + ms(250)), vec![create(U)]);
+        m.on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, t0 + ms(250));
+        assert_eq!(m.next_deadline(), Some(t0 + ms(750)));
+        // A route comes back: the waiting retry is made at once, once.
+        let r = t0 + ms(260);
+        assert_eq!(m.on_event(RecoveryEvent::RoutesChanged, r), vec![create(U)]);
+        assert!(m.on_event(RecoveryEvent::RoutesChanged, r).is_empty());
+        assert_eq!(m.next_deadline(), Some(r + ms(1000)));
+        m.on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, r);
+        // The link goes down again: the retry is cancelled.
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0 + ms(300));
+        assert_eq!(m.next_deadline(), None);
+        assert!(m
+            .on_event(RecoveryEvent::RoutesChanged, t0 + ms(400))
+            .is_empty());
+        assert!(m.poll(t0 + Duration::from_secs(5)).is_empty());
+    }
+
+    #[test]
+    fn stale_subflows_are_closed_with_every_attempt_until_their_close_is_reported() {
+        let t0 = Instant::now();
+        let mut m = released();
+        let stale = Command::DestroySubflow {
+            local: sa("198.18.2.2:40001"),
+            remote: sa(REMOTE),
+        };
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
+        // No route yet: the driver made nothing of the attempt and says so.
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0),
+            vec![stale, create(U)]
+        );
+        m.on_event(RecoveryEvent::CreateFailed { addr: ip(U) }, t0);
+        // The next attempt closes the stale subflow again.
+        assert_eq!(
+            m.on_event(RecoveryEvent::RoutesChanged, t0 + ms(5)),
+            vec![stale, create(U)]
+        );
+        // The new one is established before the close is reported: close it once more.
+        assert_eq!(
+            m.on_event(
+                RecoveryEvent::SubflowEstablished {
+                    local: sa("198.18.2.2:40007"),
+                    remote: sa(REMOTE)
+                },
+                t0 + ms(6)
+            ),
+            vec![stale]
+        );
+        // Reported closed: no replacement (the path has its new subflow), nothing pending.
+        assert!(m
+            .on_event(
+                RecoveryEvent::SubflowClosed {
+                    local: sa("198.18.2.2:40001")
+                },
+                t0 + ms(7)
+            )
+            .is_empty());
+        assert_eq!(m.next_deadline(), None);
+        // Two outages: the second one's stale subflow is the first one's replacement.
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0 + ms(100));
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0 + ms(200)),
+            vec![
+                Command::DestroySubflow {
+                    local: sa("198.18.2.2:40007"),
+                    remote: sa(REMOTE)
+                },
+                create(U)
+            ]
+        );
+    }
+
+    #[test]
+    fn paths_the_gate_did_not_release_are_never_touched() {
+        let t0 = Instant::now();
+        // Only the trusted path was released (the untrusted one was refused / not listed).
+        let mut m = RecoveryMachine::new(
+            sa(REMOTE),
+            &[ip(T)],
+            &[(sa("198.18.1.2:40000"), sa(REMOTE))],
+            RecoveryConfig::default(),
+        );
+        for ev in [
+            RecoveryEvent::LinkDown { addr: ip(U) },
+            RecoveryEvent::LinkUp { addr: ip(U) },
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.2.2:40001"),
+            },
+            RecoveryEvent::CreateFailed { addr: ip(U) },
+            RecoveryEvent::SubflowEstablished {
+                local: sa("198.18.2.2:40003"),
+                remote: sa(REMOTE),
+            },
+        ] {
+            assert!(m.on_event(ev, t0).is_empty(), "{ev:?}");
+        }
+        assert_eq!(m.next_deadline(), None);
+        assert!(m.poll(t0 + Duration::from_secs(30)).is_empty());
+        assert_eq!(m.paths().collect::<Vec<_>>(), vec![ip(T)]);
+    }
+
+    #[test]
+    fn a_subflow_closed_while_its_link_is_up_is_replaced_after_the_wait() {
+        let t0 = Instant::now();
+        let mut m = released();
+        assert!(m
+            .on_event(
+                RecoveryEvent::SubflowClosed {
+                    local: sa("198.18.2.2:40001")
+                },
+                t0
+            )
+            .is_empty());
+        assert!(m.poll(t0 + ms(249)).is_empty());
+        assert_eq!(m.poll(t0 + ms(250)), vec![create(U)]);
+        // Two attempts both succeed: the second is destroyed.
+        let a = sa("198.18.2.2:40005");
+        let b = sa("198.18.2.2:40006");
+        assert!(m
+            .on_event(
+                RecoveryEvent::SubflowEstablished {
+                    local: a,
+                    remote: sa(REMOTE)
+                },
+                t0 + ms(300)
+            )
+            .is_empty());
+        assert_eq!(
+            m.on_event(
+                RecoveryEvent::SubflowEstablished {
+                    local: b,
+                    remote: sa(REMOTE)
+                },
+                t0 + ms(301)
+            ),
+            vec![Command::DestroySubflow {
+                local: b,
+                remote: sa(REMOTE)
+            }]
+        );
+    }
+
+    #[test]
+    fn gives_up_cleanly_when_the_connection_closes() {
+        let t0 = Instant::now();
+        let mut m = released();
+        m.on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0);
+        m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0 + ms(10));
+        assert!(m.next_deadline().is_some());
+        assert!(m
+            .on_event(RecoveryEvent::ConnectionClosed, t0 + ms(20))
+            .is_empty());
+        assert!(m.is_done());
+        assert_eq!(m.next_deadline(), None);
+        assert!(m.poll(t0 + Duration::from_secs(60)).is_empty());
+        for ev in [
+            RecoveryEvent::LinkDown { addr: ip(U) },
+            RecoveryEvent::LinkUp { addr: ip(U) },
+            RecoveryEvent::SubflowClosed {
+                local: sa("198.18.1.2:40000"),
+            },
+        ] {
+            assert!(m.on_event(ev, t0 + ms(30)).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_link_that_comes_back_with_a_healthy_subflow_is_left_alone() {
+        // Up without a preceding down (a duplicate notification) and a path with no outage.
+        let t0 = Instant::now();
+        let mut m = released();
+        assert!(m
+            .on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0)
+            .is_empty());
+        // Mapped IPv4 addresses are the same path.
+        m.on_event(
+            RecoveryEvent::LinkDown {
+                addr: ip("::ffff:198.18.2.2"),
+            },
+            t0,
+        );
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0).len(),
+            2,
+            "destroy the stale subflow and create a new one"
+        );
+    }
+}

@@ -1,0 +1,458 @@
+//! Subflow recovery after a link outage, userspace PM. The decisions are the sans-IO
+//! [`RecoveryMachine`] ([`machine`]); this module is its driver: one thread per network
+//! namespace (started by the first connection that needs it) that serves every registered
+//! connection of the process in that namespace. It
+//! * listens to the `mptcp_pm_events` group (subflow established / closed, connection
+//!   closed) and to rtnetlink link and address notifications (as a wake-up only: on each it
+//!   re-reads which local addresses are usable, i.e. present on an interface that is up and
+//!   has carrier, with `getifaddrs`, and also does so every second);
+//! * feeds both to the machines of the connections (by token and local address);
+//! * carries out their commands with `SUBFLOW_CREATE` / `SUBFLOW_DESTROY`, and reports a
+//!   refused create back to the machine.
+//!
+//! A connection is registered by [`Gate::release_untrusted`](crate::Gate::release_untrusted)
+//! (never before the release, see [`GateMachine::recovery_paths`](crate::GateMachine::recovery_paths))
+//! and deregistered when its [`RecoveryHandle`] (held by the gate) is dropped or its
+//! `MPTCP_EVENT_CLOSED` arrives. The service holds no descriptor of any connection, so it
+//! never keeps one open. Lost events (`ENOBUFS`) are logged; a subflow closed in the lost
+//! stretch is found again only at its path's next outage.
+
+pub mod machine;
+
+pub use machine::{Command, RecoveryConfig, RecoveryEvent, RecoveryMachine};
+
+use crate::pm::{
+    PmEvent, PmEvents, PmSocket, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
+    MPTCP_EVENT_SUB_ESTABLISHED,
+};
+use crate::MptcpError;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr as NlAddr};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// rtnetlink multicast groups (legacy bitmask form): link, IPv4/IPv6 addresses, IPv4/IPv6
+/// routes.
+const RTMGRP_LINK: u32 = 0x1;
+const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+const RTMGRP_IPV4_ROUTE: u32 = 0x40;
+const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+const RTMGRP_IPV6_ROUTE: u32 = 0x400;
+
+/// Re-read the usable addresses at least this often (a missed notification costs at most
+/// this much delay).
+const RESCAN: Duration = Duration::from_secs(1);
+
+/// A service with no connection for this long stops (its netlink sockets would otherwise
+/// keep a deleted network namespace alive); the next registration starts a new one.
+const IDLE_STOP: Duration = Duration::from_secs(2);
+
+enum Change {
+    Add {
+        id: u64,
+        token: u32,
+        machine: RecoveryMachine,
+    },
+    Remove {
+        id: u64,
+    },
+}
+
+struct Shared {
+    changes: Mutex<Vec<Change>>,
+    /// Written to wake the service thread up for a change.
+    wake: OwnedFd,
+}
+
+/// Services by network namespace (the inode of `/proc/thread-self/ns/net`).
+static SERVICES: Mutex<Option<HashMap<u64, Arc<Shared>>>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A connection's registration with the recovery service; dropping it ends the recovery.
+pub struct RecoveryHandle {
+    id: u64,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for RecoveryHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoveryHandle")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Drop for RecoveryHandle {
+    fn drop(&mut self) {
+        self.shared.push(Change::Remove { id: self.id });
+    }
+}
+
+impl Shared {
+    fn push(&self, c: Change) {
+        if let Ok(mut q) = self.changes.lock() {
+            q.push(c);
+        }
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
+        let _ = unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+}
+
+/// The inode of the calling thread's network namespace.
+fn netns_id() -> io::Result<u64> {
+    Ok(std::fs::metadata("/proc/thread-self/ns/net")?.ino())
+}
+
+/// Register connection `token` (its machine built from the gate's released paths) with the
+/// recovery service of the calling thread's network namespace, starting the service if
+/// needed. Must be called before any subflow of the release is requested, so that their
+/// events are seen.
+pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, MptcpError> {
+    let ns = netns_id()?;
+    let mut map = SERVICES.lock().map_err(|_| io::Error::other("poisoned"))?;
+    let services = map.get_or_insert_with(HashMap::new);
+    let shared = match services.get(&ns) {
+        Some(s) => s.clone(),
+        None => {
+            let s = start(ns)?;
+            services.insert(ns, s.clone());
+            s
+        }
+    };
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    // Pushed under the services lock: a service that is about to stop for want of work
+    // (see `Service::retire`) sees it, or this registration finds no service and starts one.
+    shared.push(Change::Add { id, token, machine });
+    drop(map);
+    Ok(RecoveryHandle { id, shared })
+}
+
+/// Subscribe (in the calling thread's namespace, so that nothing is missed from now on) and
+/// start the service thread, which inherits the namespace.
+fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
+    let events = PmEvents::subscribe()?;
+    let pm = PmSocket::open()?;
+    let mut rtnl = Socket::new(NETLINK_ROUTE)?;
+    rtnl.bind(&NlAddr::new(
+        0,
+        RTMGRP_LINK
+            | RTMGRP_IPV4_IFADDR
+            | RTMGRP_IPV6_IFADDR
+            | RTMGRP_IPV4_ROUTE
+            | RTMGRP_IPV6_ROUTE,
+    ))?;
+    rtnl.set_non_blocking(true)?;
+    // SAFETY: eventfd has no memory arguments; the result is checked.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        return Err(io::Error::last_os_error().into());
+    }
+    // SAFETY: `efd` is a fresh descriptor owned by nothing else.
+    let wake: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(efd) };
+    let shared = Arc::new(Shared {
+        changes: Mutex::new(Vec::new()),
+        wake,
+    });
+    let s2 = shared.clone();
+    std::thread::Builder::new()
+        .name("nena-recovery".into())
+        .spawn(move || {
+            Service {
+                ns,
+                shared: s2,
+                events,
+                pm,
+                rtnl,
+                conns: HashMap::new(),
+                usable: HashSet::new(),
+                last_scan: None,
+            }
+            .run()
+        })?;
+    Ok(shared)
+}
+
+struct Conn {
+    token: u32,
+    machine: RecoveryMachine,
+}
+
+struct Service {
+    ns: u64,
+    shared: Arc<Shared>,
+    events: PmEvents,
+    pm: PmSocket,
+    rtnl: Socket,
+    conns: HashMap<u64, Conn>,
+    /// Local addresses usable at the last scan.
+    usable: HashSet<IpAddr>,
+    last_scan: Option<Instant>,
+}
+
+/// The local addresses that are present on an interface that is up and has carrier.
+fn usable_addresses() -> io::Result<HashSet<IpAddr>> {
+    use nix::net::if_::InterfaceFlags as F;
+    let mut out = HashSet::new();
+    for ifa in nix::ifaddrs::getifaddrs().map_err(io::Error::from)? {
+        if !ifa.flags.contains(F::IFF_UP) || !ifa.flags.contains(F::IFF_RUNNING) {
+            continue;
+        }
+        let Some(a) = ifa.address else { continue };
+        if let Some(v4) = a.as_sockaddr_in() {
+            out.insert(IpAddr::V4(v4.ip()));
+        } else if let Some(v6) = a.as_sockaddr_in6() {
+            out.insert(IpAddr::V6(v6.ip()));
+        }
+    }
+    Ok(out)
+}
+
+/// A route from `local` to `remote` exists now (a UDP socket bound to `local` can be
+/// connected to it: the kernel's route lookup, policy rules included, without a packet).
+fn has_route(local: IpAddr, remote: SocketAddr) -> bool {
+    std::net::UdpSocket::bind((local, 0))
+        .and_then(|s| s.connect(remote))
+        .is_ok()
+}
+
+/// Read every queued rtnetlink notification; true if there was any (or some were lost).
+fn drain_rtnl(sock: &Socket) -> bool {
+    let mut buf = vec![0u8; 16384];
+    let mut any = false;
+    for _ in 0..1024 {
+        match sock.recv(&mut &mut buf[..], 0) {
+            Ok(_) => any = true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return any,
+            // ENOBUFS: notifications were lost; the rescan this triggers covers them.
+            Err(_) => any = true,
+        }
+    }
+    any
+}
+
+impl Service {
+    fn run(mut self) {
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            // Events first, then registrations: an event read here was raised after every
+            // registration pushed before it (see `register`).
+            let events = match self.events.drain() {
+                Ok(v) => v,
+                Err(e) => {
+                    log::warn!("subflow recovery: {e}; a subflow closed meanwhile is recovered at its next outage");
+                    Vec::new()
+                }
+            };
+            let mut buf = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live buffer from our eventfd.
+            let _ = unsafe { libc::read(self.shared.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            let changes = std::mem::take(&mut *self.shared.changes.lock().unwrap());
+            let now = Instant::now();
+            let mut fresh = Vec::new();
+            for c in changes {
+                match c {
+                    Change::Add { id, token, machine } => {
+                        self.conns.insert(id, Conn { token, machine });
+                        fresh.push(id);
+                    }
+                    Change::Remove { id } => {
+                        self.conns.remove(&id);
+                    }
+                }
+            }
+            for ev in &events {
+                self.on_pm_event(ev, now);
+            }
+            let woke = drain_rtnl(&self.rtnl);
+            if woke || self.last_scan.is_none_or(|t| now - t >= RESCAN) || !fresh.is_empty() {
+                self.rescan(now, &fresh);
+            }
+            if woke {
+                for id in self.conns.keys().copied().collect::<Vec<_>>() {
+                    let m = &mut self.conns.get_mut(&id).unwrap().machine;
+                    let cmds = m.on_event(RecoveryEvent::RoutesChanged, now);
+                    self.execute(id, cmds);
+                }
+            }
+            for id in self.conns.keys().copied().collect::<Vec<_>>() {
+                let cmds = self.conns.get_mut(&id).unwrap().machine.poll(now);
+                self.execute(id, cmds);
+            }
+            self.conns.retain(|_, c| !c.machine.is_done());
+            if !self.conns.is_empty() {
+                idle_since = None;
+            } else if idle_since.get_or_insert(now).elapsed() >= IDLE_STOP && self.retire() {
+                return;
+            }
+            let timeout = self
+                .conns
+                .values()
+                .filter_map(|c| c.machine.next_deadline())
+                .min()
+                .map_or(RESCAN, |d| d.saturating_duration_since(Instant::now()))
+                .min(RESCAN);
+            self.wait(timeout);
+        }
+    }
+
+    /// Stop if nothing was registered meanwhile: leave the services map (under its lock,
+    /// which `register` holds while it pushes).
+    fn retire(&self) -> bool {
+        let Ok(mut map) = SERVICES.lock() else {
+            return false;
+        };
+        if !self.shared.changes.lock().is_ok_and(|q| q.is_empty()) {
+            return false;
+        }
+        if let Some(services) = map.as_mut() {
+            if services
+                .get(&self.ns)
+                .is_some_and(|s| Arc::ptr_eq(s, &self.shared))
+            {
+                services.remove(&self.ns);
+            }
+        }
+        true
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.events.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.rtnl.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.shared.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = timeout.as_millis().clamp(1, 60_000) as libc::c_int;
+        // SAFETY: `fds` is a live array of 3 pollfd for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+
+    fn on_pm_event(&mut self, ev: &PmEvent, now: Instant) {
+        let Some(token) = ev.token else { return };
+        let rev = match (ev.kind, ev.local, ev.remote) {
+            (MPTCP_EVENT_SUB_ESTABLISHED, Some(local), Some(remote)) => {
+                RecoveryEvent::SubflowEstablished { local, remote }
+            }
+            (MPTCP_EVENT_SUB_CLOSED, Some(local), _) => RecoveryEvent::SubflowClosed { local },
+            (MPTCP_EVENT_CLOSED, _, _) => RecoveryEvent::ConnectionClosed,
+            _ => return,
+        };
+        let ids: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.token == token)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            let cmds = self.conns.get_mut(&id).unwrap().machine.on_event(rev, now);
+            self.execute(id, cmds);
+        }
+    }
+
+    /// Re-read the usable addresses; tell the machines about changes (and the fresh ones
+    /// about their paths that are down now).
+    fn rescan(&mut self, now: Instant, fresh: &[u64]) {
+        let usable = match usable_addresses() {
+            Ok(u) => u,
+            Err(e) => {
+                log::warn!("subflow recovery: cannot list local addresses: {e}");
+                return;
+            }
+        };
+        self.last_scan = Some(now);
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            let paths: Vec<IpAddr> = self.conns[&id].machine.paths().collect();
+            let mut evs = Vec::new();
+            for a in paths {
+                let (was, is) = (self.usable.contains(&a), usable.contains(&a));
+                if fresh.contains(&id) {
+                    if !is {
+                        evs.push(RecoveryEvent::LinkDown { addr: a });
+                    }
+                } else if was && !is {
+                    evs.push(RecoveryEvent::LinkDown { addr: a });
+                } else if !was && is {
+                    evs.push(RecoveryEvent::LinkUp { addr: a });
+                }
+            }
+            for ev in evs {
+                log::debug!("subflow recovery: {ev:?}");
+                let cmds = self.conns.get_mut(&id).unwrap().machine.on_event(ev, now);
+                self.execute(id, cmds);
+            }
+        }
+        self.usable = usable;
+    }
+
+    /// Carry out a machine's commands. An attempt (the closes of a path's stale subflows and
+    /// the create after them) is made only if a route from the path's address to the remote
+    /// exists; otherwise it is reported to the machine as a refused create.
+    fn execute(&mut self, id: u64, cmds: Vec<Command>) {
+        let Some(token) = self.conns.get(&id).map(|c| c.token) else {
+            return;
+        };
+        let creates: Vec<(IpAddr, SocketAddr)> = cmds
+            .iter()
+            .filter_map(|c| match *c {
+                Command::CreateSubflow { local, remote } => Some((local, remote)),
+                _ => None,
+            })
+            .collect();
+        let routed: Vec<IpAddr> = creates
+            .iter()
+            .filter(|&&(l, r)| has_route(l, r))
+            .map(|&(l, _)| l)
+            .collect();
+        for cmd in cmds {
+            match cmd {
+                Command::CreateSubflow { local, remote } => {
+                    let result = if routed.contains(&local) {
+                        log::info!("subflow recovery: opening a subflow from {local} to {remote}");
+                        self.pm
+                            .subflow_create(token, local, remote)
+                            .map_err(|e| e.to_string())
+                    } else {
+                        Err(format!("no route from {local} to {remote} yet"))
+                    };
+                    if let Err(e) = result {
+                        log::debug!("subflow recovery: {e}");
+                        let now = Instant::now();
+                        let c = self.conns.get_mut(&id).unwrap();
+                        let more = c
+                            .machine
+                            .on_event(RecoveryEvent::CreateFailed { addr: local }, now);
+                        debug_assert!(more.is_empty());
+                    }
+                }
+                Command::DestroySubflow { local, remote } => {
+                    let attempt = creates.iter().any(|&(l, _)| l == local.ip());
+                    if attempt && !routed.contains(&local.ip()) {
+                        continue;
+                    }
+                    log::info!("subflow recovery: closing the subflow {local} -> {remote}");
+                    if let Err(e) = self.pm.subflow_destroy(token, local, remote) {
+                        log::debug!("subflow recovery: {e}");
+                    }
+                }
+            }
+        }
+    }
+}

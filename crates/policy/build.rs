@@ -1,4 +1,6 @@
-//! Compiles the eBPF programs in `bpf/` with clang into the objects that the loaders embed.
+//! Compiles the eBPF programs in `bpf/` with clang into the objects that the loaders embed,
+//! and generates their libbpf-cargo skeletons (`nena.skel.rs`, `tamper.skel.rs` in OUT_DIR:
+//! one typed field per map and program, and the C types of the object's BTF).
 //! The programs use only UAPI types (`bpf/uapi.h`: `struct __sk_buff`, `xdp_md`, IP and TCP
 //! headers), from the system's UAPI headers (Debian's linux-libc-dev), so the build needs
 //! neither the build host's kernel BTF nor bpftool, and gives the same object everywhere.
@@ -24,6 +26,8 @@ fn main() {
     libbpf_cargo::SkeletonBuilder::new()
         .source("bpf/nena.bpf.c")
         .obj(&obj)
+        // the skeleton include_bytes!()s the object instead of spelling it as a literal
+        .reference_obj(true)
         .clang_args([
             asm_include.clone(),
             "-Ibpf".to_string(),
@@ -31,19 +35,20 @@ fn main() {
             "-Wno-unused-function".to_string(),
             "-mcpu=v3".to_string(),
         ])
-        .build()
-        .expect("compiling bpf/nena.bpf.c with clang");
+        .build_and_generate(out.join("nena.skel.rs"))
+        .expect("compiling bpf/nena.bpf.c with clang and generating its skeleton");
     // The attack simulator of the lab (`nena lab tamper`): its own small object.
     libbpf_cargo::SkeletonBuilder::new()
         .source("bpf/tamper.bpf.c")
         .obj(out.join("tamper.bpf.o"))
+        .reference_obj(true)
         .clang_args([
             asm_include,
             "-Ibpf".to_string(),
             "-Wall".to_string(),
             "-mcpu=v3".to_string(),
         ])
-        .build()
-        .expect("compiling bpf/tamper.bpf.c with clang");
+        .build_and_generate(out.join("tamper.skel.rs"))
+        .expect("compiling bpf/tamper.bpf.c with clang and generating its skeleton");
     println!("cargo:rerun-if-changed=bpf");
 }

@@ -1,6 +1,11 @@
 //! The binary layout shared with the BPF programs: Rust mirrors of the C types in
-//! `bpf/nena.h` (sizes checked at compile time, absence of padding proven by zerocopy's
-//! derives), with conversion to and from map bytes.
+//! `bpf/nena.h` (size and every member's offset checked at compile time against the types
+//! the libbpf-cargo skeleton generates from the object's BTF, absence of padding proven by
+//! zerocopy's derives), with conversion to and from map bytes.
+//!
+//! The skeleton's own types are not used as map values: they derive no zerocopy traits
+//! (reading one from map bytes would take an `unsafe` transmute), `struct link`'s arguments
+//! are a C union there, and `struct event` is not in the BTF at all.
 
 use std::mem::size_of;
 
@@ -470,13 +475,41 @@ impl FlowKey {
     }
 }
 
-const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<Link>() == 48);
-const _: () = assert!(size_of::<Chain>() == 800);
-const _: () = assert!(size_of::<HookKey>() == 8);
-const _: () = assert!(size_of::<LinkStats>() == 16);
-const _: () = assert!(size_of::<Kept>() == 144);
-const _: () = assert!(size_of::<Metrics>() == 64);
+/// The mirror `$r` has the size of the C type `$c` (from the skeleton's `types`, which
+/// libbpf-cargo generates from the object's BTF) and each of its members the offset of the
+/// C member it mirrors: checked when this crate compiles, so a C change that is not mirrored
+/// here (a member moved, renamed, resized) is a build error.
+macro_rules! same_layout {
+    ($r:ty = $c:ty; $($rf:ident => $cf:ident),* $(,)?) => {
+        const _: () = {
+            assert!(size_of::<$r>() == size_of::<$c>(), concat!("size of ", stringify!($r)));
+            $(assert!(
+                std::mem::offset_of!($r, $rf) == std::mem::offset_of!($c, $cf),
+                concat!(stringify!($r), ".", stringify!($rf))
+            );)*
+        };
+    };
+}
+use crate::skel::nena::types as c;
+pub(crate) use same_layout;
+same_layout!(FlowKey = c::flow_key; saddr => saddr, daddr => daddr, sport => sport,
+    dport => dport, family => family, pad => pad);
+same_layout!(Link = c::link; prog => prog, kind => kind, op => op, new_rule => new_rule,
+    negate => negate, pad => pad, args => a);
+same_layout!(Chain = c::chain; len => len, gen => r#gen, name => name, links => links);
+same_layout!(HookKey = c::hook_key; ifindex => ifindex, hook => hook);
+same_layout!(LinkStats = c::link_stats; runs => runs, hits => hits);
+same_layout!(KeptSlot = c::kept_slot; len => len, id => id, reannounced => reannounced,
+    blocked => blocked, opt => opt);
+same_layout!(Kept = c::kept; slot => slot);
+same_layout!(Metrics = c::metrics; pkts => pkts, bytes => bytes, payload => payload,
+    first_ns => first_ns, last_ns => last_ns, ts_val => ts_val, rtt_us => rtt_us,
+    ts_ns => ts_ns, srtt_us => srtt_us, samples => samples);
+same_layout!(NenaCtx = c::nena_ctx; types => types, l4_off => l4_off, pay_len => pay_len,
+    chain => chain, l3_off => l3_off, doff => doff, pos => pos, m => m, hook => hook,
+    magic => magic, tcp_flags => tcp_flags, pad => pad);
+const _: () = assert!(FLOW4_LEN == size_of::<c::flow4>());
+// `struct event` is not in the BTF (see the test below): its mirror rests on its size.
 const _: () = assert!(size_of::<RawEvent>() == 144);
 const _: () = assert!(size_of::<NenaCtx>() == 20);
 

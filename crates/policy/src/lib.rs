@@ -23,6 +23,7 @@ pub mod events;
 pub mod loader;
 pub mod packet;
 pub mod recipes;
+pub mod skel;
 pub mod spec;
 pub mod tamper;
 pub mod tc;

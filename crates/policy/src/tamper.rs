@@ -5,11 +5,15 @@
 //! the program and its map alive, and [`remove`] (or deleting the namespace, as
 //! `nena lab down` does) ends both. [`show`] finds the map again through the filter.
 
+use crate::skel::tamper::{types, TamperSkel, TamperSkelBuilder};
 use anyhow::{anyhow, bail, Context, Result};
-use libbpf_rs::{MapCore, MapFlags, MapHandle, ObjectBuilder, TcHookBuilder};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, TcHookBuilder};
 use serde::Serialize;
+use std::mem::{size_of, MaybeUninit};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// The compiled program (built from `bpf/tamper.bpf.c` by build.rs).
 pub const TAMPER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tamper.bpf.o"));
@@ -17,8 +21,64 @@ pub const TAMPER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tampe
 /// tc filter handle and priority of the tamper program (apart from the policy dispatcher's).
 const HANDLE: u32 = 0x7a3e;
 const PRIORITY: u32 = 0x7a3e;
-/// Size of `struct tamper` in the C program (checked against the map when loading).
-const VALUE_LEN: usize = 96;
+/// `struct tamper` of the C program, the value of its map: the configuration user space
+/// writes and what the program did. Its layout is checked against the skeleton's
+/// `types::tamper` (from the object's BTF) when this crate compiles.
+#[repr(C)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
+struct Tamper {
+    port: u16,
+    match_dst: u8,
+    mask: u8,
+    skip: u32,
+    offset: u32,
+    owns_clsact: u32,
+    have_flow: u8,
+    v6: u8,
+    /// Network order.
+    sport: u16,
+    dport: u16,
+    pad0: [u8; 2],
+    saddr: [u8; 16],
+    daddr: [u8; 16],
+    isn: u32,
+    fired: u32,
+    target_seq: u32,
+    rel: u32,
+    altered: u64,
+    seen: u64,
+    old_byte: u8,
+    new_byte: u8,
+    pad: [u8; 6],
+}
+crate::abi::same_layout!(Tamper = types::tamper; port => port, match_dst => match_dst,
+    mask => mask, skip => skip, offset => offset, owns_clsact => owns_clsact,
+    have_flow => have_flow, v6 => v6, sport => sport, dport => dport, pad0 => __pad_22,
+    saddr => saddr, daddr => daddr, isn => isn, fired => fired, target_seq => target_seq,
+    rel => rel, altered => altered, seen => seen, old_byte => old_byte,
+    new_byte => new_byte, pad => pad);
+const VALUE_LEN: usize = size_of::<Tamper>();
+
+/// Open and load the tamper object through its skeleton, into `storage`.
+fn load(storage: &mut MaybeUninit<OpenObject>) -> Result<TamperSkel<'_>> {
+    let mut b = TamperSkelBuilder::default();
+    b.obj_builder
+        .name("nena_tamper")
+        .context("naming the BPF object")?;
+    b.open(storage)
+        .context("opening the tamper object")?
+        .load()
+        .context("loading the tamper program (verifier)")
+}
 
 /// What to alter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,53 +115,57 @@ pub struct TamperRecord {
 }
 
 fn value(cfg: &TamperConfig, owns_clsact: bool) -> [u8; VALUE_LEN] {
+    let t = Tamper {
+        port: cfg.port,
+        match_dst: cfg.match_dst as u8,
+        mask: cfg.mask,
+        skip: cfg.skip,
+        offset: cfg.offset,
+        owns_clsact: owns_clsact as u32,
+        ..Default::default()
+    };
     let mut v = [0u8; VALUE_LEN];
-    v[0..2].copy_from_slice(&cfg.port.to_ne_bytes());
-    v[2] = cfg.match_dst as u8;
-    v[3] = cfg.mask;
-    v[4..8].copy_from_slice(&cfg.skip.to_ne_bytes());
-    v[8..12].copy_from_slice(&cfg.offset.to_ne_bytes());
-    v[12..16].copy_from_slice(&(owns_clsact as u32).to_ne_bytes());
+    v.copy_from_slice(t.as_bytes());
     v
 }
 
 fn record(v: &[u8]) -> Result<(TamperRecord, bool)> {
-    if v.len() != VALUE_LEN {
-        bail!(
+    let t = Tamper::read_from_bytes(v).map_err(|_| {
+        anyhow!(
             "the tamper map holds {} bytes, expected {VALUE_LEN}",
             v.len()
-        );
-    }
-    let u16_at = |i: usize| u16::from_ne_bytes([v[i], v[i + 1]]);
-    let u32_at = |i: usize| u32::from_ne_bytes(v[i..i + 4].try_into().expect("4 bytes"));
-    let u64_at = |i: usize| u64::from_ne_bytes(v[i..i + 8].try_into().expect("8 bytes"));
-    let addr = |at: usize| -> IpAddr {
-        if v[17] == 1 {
-            IpAddr::from(<[u8; 16]>::try_from(&v[at..at + 16]).expect("16 bytes"))
+        )
+    })?;
+    let addr = |a: [u8; 16]| -> IpAddr {
+        if t.v6 == 1 {
+            IpAddr::from(a)
         } else {
-            IpAddr::from(<[u8; 4]>::try_from(&v[at..at + 4]).expect("4 bytes"))
+            IpAddr::from([a[0], a[1], a[2], a[3]])
         }
     };
-    let port = |i: usize| u16::from_be(u16_at(i));
-    let flow = (v[16] == 1).then(|| {
+    let flow = (t.have_flow == 1).then(|| {
         let fmt = |a: IpAddr, p: u16| match a {
             IpAddr::V6(_) => format!("[{a}]:{p}"),
             IpAddr::V4(_) => format!("{a}:{p}"),
         };
-        format!("{} -> {}", fmt(addr(24), port(18)), fmt(addr(40), port(20)))
+        format!(
+            "{} -> {}",
+            fmt(addr(t.saddr), u16::from_be(t.sport)),
+            fmt(addr(t.daddr), u16::from_be(t.dport))
+        )
     });
     Ok((
         TamperRecord {
             flow,
-            fired: u32_at(60) == 1,
-            seq: u32_at(64),
-            offset_in_flow: u32_at(68),
-            old_byte: v[88],
-            new_byte: v[89],
-            altered: u64_at(72),
-            seen: u64_at(80),
+            fired: t.fired == 1,
+            seq: t.target_seq,
+            offset_in_flow: t.rel,
+            old_byte: t.old_byte,
+            new_byte: t.new_byte,
+            altered: t.altered,
+            seen: t.seen,
         },
-        u32_at(12) == 1,
+        t.owns_clsact == 1,
     ))
 }
 
@@ -132,32 +196,14 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
         .and_then(|m| m.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten())
         .and_then(|v| record(&v).ok())
         .is_some_and(|(_, owned)| owned);
-    let mut b = ObjectBuilder::default();
-    b.name("nena_tamper").context("naming the BPF object")?;
-    let open = b
-        .open_memory(TAMPER_OBJECT)
-        .context("opening the tamper object")?;
-    let obj = open
-        .load()
-        .context("loading the tamper program (verifier)")?;
-    let map = obj
-        .maps()
-        .find(|m| m.name() == "tamper")
-        .ok_or_else(|| anyhow!("map tamper missing from the object"))?;
-    if map.value_size() as usize != VALUE_LEN {
-        bail!(
-            "struct tamper is {} bytes in the program, {VALUE_LEN} here",
-            map.value_size()
-        );
-    }
+    let mut storage = MaybeUninit::uninit();
+    let skel = load(&mut storage)?;
     let created = earlier_owned || !crate::tc::has_clsact(idx).unwrap_or(true);
-    map.update(&0u32.to_ne_bytes(), &value(cfg, created), MapFlags::ANY)
+    skel.maps
+        .tamper
+        .update(&0u32.to_ne_bytes(), &value(cfg, created), MapFlags::ANY)
         .context("configuring the tamper program")?;
-    let prog = obj
-        .progs()
-        .find(|p| p.name() == "tc_tamper")
-        .ok_or_else(|| anyhow!("program tc_tamper missing from the object"))?;
-    let mut h = hook(prog.as_fd(), idx, ingress);
+    let mut h = hook(skel.progs.tc_tamper.as_fd(), idx, ingress);
     let _ = h.create(); // the clsact qdisc, if it is not there yet
     h.attach()
         .with_context(|| format!("attaching the tamper program to {dev}"))?;
@@ -245,39 +291,26 @@ pub fn remove(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
 
 /// The program loaded for BPF_PROG_TEST_RUN (tests): not attached, nothing pinned.
 pub struct TamperBed {
-    obj: libbpf_rs::Object,
+    /// The skeleton borrows the storage of its object handle (one pointer), which is leaked
+    /// so that the skeleton can live in the bed; the object is closed when the bed is dropped.
+    skel: Box<TamperSkel<'static>>,
 }
 
 impl TamperBed {
     /// Loads the program with `cfg`.
     pub fn new(cfg: &TamperConfig) -> Result<TamperBed> {
-        let mut b = ObjectBuilder::default();
-        b.name("nena_tamper").context("naming the BPF object")?;
-        let obj = b
-            .open_memory(TAMPER_OBJECT)
-            .context("opening the tamper object")?
-            .load()
-            .context("loading the tamper program (verifier)")?;
-        let bed = TamperBed { obj };
-        bed.map()?
+        let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let skel = load(storage)?;
+        skel.maps
+            .tamper
             .update(&0u32.to_ne_bytes(), &value(cfg, false), MapFlags::ANY)?;
-        Ok(bed)
-    }
-
-    fn map(&self) -> Result<libbpf_rs::Map<'_>> {
-        self.obj
-            .maps()
-            .find(|m| m.name() == "tamper")
-            .ok_or_else(|| anyhow!("no map tamper"))
+        Ok(TamperBed {
+            skel: Box::new(skel),
+        })
     }
 
     /// Runs the program on one Ethernet frame; returns the frame as it leaves.
     pub fn run(&self, frame: &[u8]) -> Result<Vec<u8>> {
-        let p = self
-            .obj
-            .progs_mut()
-            .find(|p| p.name() == "tc_tamper")
-            .ok_or_else(|| anyhow!("no tc_tamper"))?;
         let mut out = vec![0u8; frame.len() + 64];
         let input = libbpf_rs::ProgramInput {
             data_in: Some(frame),
@@ -285,7 +318,12 @@ impl TamperBed {
             repeat: 1,
             ..Default::default()
         };
-        let o = p.test_run(input).context("BPF_PROG_TEST_RUN")?;
+        let o = self
+            .skel
+            .progs
+            .tc_tamper
+            .test_run(input)
+            .context("BPF_PROG_TEST_RUN")?;
         if o.return_value != 0 {
             bail!(
                 "the tamper program returned {} (not TC_ACT_OK)",
@@ -298,7 +336,9 @@ impl TamperBed {
     /// What it did so far.
     pub fn record(&self) -> Result<TamperRecord> {
         let v = self
-            .map()?
+            .skel
+            .maps
+            .tamper
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
             .ok_or_else(|| anyhow!("the tamper map is empty"))?;
         Ok(record(&v)?.0)

@@ -185,6 +185,20 @@ impl Protector {
         }
     }
 
+    /// In place only: protects `src` into `dst` (of the same length) in one pass, as a
+    /// copy followed by [`Protector::seal`] would, without the copy.
+    ///
+    /// # Panics
+    /// If the session is not in place ([`Protector::is_in_place`]) or the lengths differ.
+    pub fn seal_from(&mut self, src: &[u8], dst: &mut [u8]) {
+        match &mut self.inner {
+            ProtectInner::Plain => dst.copy_from_slice(src),
+            ProtectInner::Kato(s) => s.scramble(src, dst),
+            ProtectInner::Stream(k) => k.apply_b2b(src, dst),
+            ProtectInner::Aead(_) => panic!("seal_from on a framed session"),
+        }
+    }
+
     /// The bytes that end this direction cleanly, to send before the transport's shutdown:
     /// the closing record for `aead`, nothing otherwise. Call it once.
     pub fn close(&mut self) -> Vec<u8> {

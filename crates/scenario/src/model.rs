@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use nena_lab::emulate::{format_duration, parse_duration, parse_ge_loss, parse_loss};
-use nena_lab::{Emulation, Link, LinkEmulation, Loss, Rate, RateTrace};
+use nena_lab::{Emulation, Link, LinkEmulation, Loss, PmMode, Rate, RateTrace};
 use serde::{de::Error as _, Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,6 +45,11 @@ pub struct LabSection {
     /// Keep segmentation offloads (default false: one MSS per packet, as on a real wire).
     #[serde(default)]
     pub offload: bool,
+    /// The client's path manager: "kernel" (default; the kernel adds the untrusted
+    /// subflow) or "userspace" (nena opens subflows itself and recovers them after an
+    /// outage; kernel MPTCP without nena then stays on one path).
+    #[serde(default)]
+    pub pm: PmMode,
 }
 
 /// `[links.trusted]`, `[links.untrusted]`, `[links.server]`.
@@ -223,6 +228,9 @@ pub struct RunSpec {
     /// Leave the events out of this run.
     #[serde(default)]
     pub no_events: bool,
+    /// The client's path manager for this run (default: `[lab] pm`).
+    #[serde(default)]
+    pub pm: Option<PmMode>,
     /// How many times to run it (each in a fresh lab); the summary gives the goodput's
     /// mean and sigma over the repetitions.
     #[serde(default = "one")]
@@ -417,6 +425,14 @@ impl Scenario {
                     _ => {}
                 },
                 Traffic::Mptcp => {}
+            }
+            if r.pm == Some(PmMode::Userspace) && r.traffic == Traffic::Mptcp
+                || r.pm.is_none() && self.lab.pm == PmMode::Userspace && r.traffic == Traffic::Mptcp
+            {
+                bail!(
+                    "runs[{i}] ({}): kernel MPTCP without nena needs pm = \"kernel\" (with the userspace path manager nothing opens its second subflow)",
+                    r.name
+                );
             }
             if r.traffic != Traffic::Tcp && r.link.is_some() {
                 bail!("runs[{i}] ({}): `link` is only for tcp runs", r.name);

@@ -140,10 +140,11 @@ pub fn run_scenario(
     Ok(summary)
 }
 
-fn lab_config(sc: &Scenario, prefix: String, opts: &RunOptions) -> Result<LabConfig> {
+fn lab_config(sc: &Scenario, r: &RunSpec, prefix: String, opts: &RunOptions) -> Result<LabConfig> {
     let base = &opts.base;
     Ok(LabConfig {
         prefix,
+        pm: r.pm.unwrap_or(sc.lab.pm),
         trusted_rate: sc.links.trusted.rate,
         untrusted_rate: sc.links.untrusted.rate,
         server_rate: sc.links.server.rate,
@@ -167,7 +168,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
         .prefix
         .clone()
         .unwrap_or_else(|| format!("sc{}", std::process::id()));
-    let guard = LabGuard::up(&lab_config(sc, prefix.clone(), opts)?)?;
+    let guard = LabGuard::up(&lab_config(sc, r, prefix.clone(), opts)?)?;
     let lab = Lab::open(&prefix)?;
     if let Some(cc) = &r.cc {
         set_cc(&lab, cc)?;

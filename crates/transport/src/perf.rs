@@ -74,19 +74,19 @@ async fn send_half<W: AsyncWrite + Unpin>(
         w.write_all(&chunk_header(len as u32))
             .await
             .context("sending perf data")?;
-        // The pattern goes straight into the writer's buffer (no copy of our own).
+        // The pattern goes from its own buffer into the writer's, protected on the way in
+        // (in place modes: one pass, no copy before the keystream or the scrambling).
         let mut left = len;
         while left > 0 {
-            let space = w.reserve().await.context("sending perf data")?;
-            let k = left.min(space.len());
-            let mut filled = 0;
-            while filled < k {
-                let n = (k - filled).min(pattern.len() - off);
-                space[filled..filled + n].copy_from_slice(&pattern[off..off + n]);
-                off = (off + n) % pattern.len();
-                filled += n;
+            let n = left.min(pattern.len() - off);
+            let k = w
+                .write(&pattern[off..off + n])
+                .await
+                .context("sending perf data")?;
+            if k == 0 {
+                bail!("sending perf data: the writer took nothing");
             }
-            w.commit(k);
+            off = (off + k) % pattern.len();
             left -= k;
             total += k as u64;
             counters.sent.fetch_add(k as u64, Ordering::Relaxed);

@@ -9,6 +9,8 @@
 //! [`SecureWriter::reserve`] / [`SecureWriter::commit`]: the caller fills the writer's own
 //! buffer (a file read lands there directly), and `commit` protects it in place: for `aead`
 //! the space is the payload of the record being built, so the record is sealed where it lies.
+//! `poll_write` in place protects the caller's bytes on their way into the buffer (one pass:
+//! the keystream or the scrambling reads the source and writes the buffer, no copy first).
 //! [`copy_in`] and [`copy_out`] move bytes between a plain stream and a session that way.
 //!
 //! **Cancel safety.** Bytes are protected exactly once, when the writer accepts them
@@ -635,8 +637,18 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
         ready!(this.poll_space(cx, 1))?;
         let n = this.space().min(src.len());
         let at = this.payload_at();
-        this.buf[at..at + n].copy_from_slice(&src[..n]);
-        this.accept(n);
+        match &mut this.prot {
+            // In place: protected on the way into the buffer, one pass over the bytes.
+            Some(p) if p.is_in_place() => {
+                p.seal_from(&src[..n], &mut this.buf[at..at + n]);
+                this.tail += n;
+                this.sent += n as u64;
+            }
+            _ => {
+                this.buf[at..at + n].copy_from_slice(&src[..n]);
+                this.accept(n);
+            }
+        }
         Poll::Ready(Ok(n))
     }
 

@@ -3,7 +3,7 @@
 //! mirror that tell the dispatchers which chain slot each hook runs.
 
 use super::host::{ensure_bpffs, ifindex, remove_pins};
-use super::object::{load_object, prog};
+use super::object::load_skel;
 use super::Policy;
 use crate::abi::{self, HookKey, Pod, NO_CHAIN};
 use anyhow::{anyhow, Context, Result};
@@ -25,13 +25,13 @@ impl Policy {
         let idx = ifindex(dev)?;
         ensure_bpffs()?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let obj = load_object(Some(dir))?;
-        let xdp = prog(&obj, "xdp_nena")?;
+        let mut storage = std::mem::MaybeUninit::uninit();
+        let skel = load_skel(&mut storage, Some(dir))?;
+        let xdp = &skel.progs.xdp_nena;
         Xdp::new(xdp.as_fd())
             .attach(idx as i32, XdpFlags::NONE)
             .with_context(|| format!("attaching XDP to {dev}"))?;
-        let tc = prog(&obj, "tc_nena")?;
-        let mut hook = TcHookBuilder::new(tc.as_fd())
+        let mut hook = TcHookBuilder::new(skel.progs.tc_nena.as_fd())
             .ifindex(idx as i32)
             .replace(true)
             .handle(TC_HANDLE)

@@ -83,6 +83,28 @@ impl FlowMaps {
         })
     }
 
+    pub(super) fn from_handles(v4: MapHandle, v6: MapHandle) -> FlowMaps {
+        FlowMaps { v4, v6 }
+    }
+
+    /// The map of `flow`'s family and its key there.
+    fn of(&self, flow: &abi::FlowKey) -> (&MapHandle, Vec<u8>) {
+        let (suffix, k) = flow.map_key();
+        (if suffix == "4" { &self.v4 } else { &self.v6 }, k)
+    }
+
+    /// The value bytes of `flow` (None: no entry).
+    pub(super) fn get(&self, flow: &abi::FlowKey) -> Result<Option<Vec<u8>>> {
+        let (m, k) = self.of(flow);
+        Ok(m.lookup(&k, MapFlags::ANY)?)
+    }
+
+    /// Set the value bytes of `flow`.
+    pub(super) fn set(&self, flow: &abi::FlowKey, v: &[u8]) -> Result<()> {
+        let (m, k) = self.of(flow);
+        Ok(m.update(&k, v, MapFlags::ANY)?)
+    }
+
     /// Every (flow, value bytes) of both maps.
     pub(super) fn entries(&self) -> Result<Vec<(abi::FlowKey, Vec<u8>)>> {
         let mut out = vec![];

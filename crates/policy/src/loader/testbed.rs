@@ -3,20 +3,50 @@
 
 use super::attach::write_hook;
 use super::chains::write_slot;
-use super::object::{load_object, load_object_bytes, map};
-use super::state::{read_stats, watch};
+use super::object::{load_object_bytes, load_skel, map};
+use super::state::{read_stats, watch, FlowMaps};
 use crate::abi::{self, Chain, HookKey, LinkStats, Pod, NO_CHAIN};
 use crate::events::Event;
+use crate::skel::nena::NenaSkel;
 use crate::spec::{ChainSpec, Hook};
 use anyhow::{anyhow, Context, Result};
-use libbpf_rs::{MapCore, MapFlags, Object};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, Object};
+use std::mem::MaybeUninit;
 use std::time::Duration;
 
 /// The programs loaded for BPF_PROG_TEST_RUN: not attached, not pinned. Chains are set for
 /// the loopback interface (index 1), which is the device test runs see.
 pub struct TestBed {
-    obj: Object,
+    loaded: Loaded,
+    maps: BedMaps,
     next_slot: u32,
+}
+
+/// What holds the programs loaded.
+enum Loaded {
+    /// This build, through its skeleton. The skeleton borrows the storage of its object
+    /// handle (one pointer), which is leaked so that the skeleton can live in the bed; the
+    /// BPF object itself is closed when the bed is dropped.
+    Skel(Box<NenaSkel<'static>>),
+    /// Another build (`with_object`), its maps and programs found by name.
+    Other(Object),
+}
+
+/// The maps the bed reads and writes, from the skeleton's fields or (another build) by name.
+struct BedMaps {
+    chains: MapHandle,
+    hooks: MapHandle,
+    /// None: an earlier build without the `hook_slots` mirror (it reads `hooks` only).
+    hook_slots: Option<MapHandle>,
+    stats: MapHandle,
+    events: MapHandle,
+    kept: FlowMaps,
+    metrics: FlowMaps,
+    wscale: FlowMaps,
+}
+
+fn handle<T: std::fmt::Debug>(m: &libbpf_rs::MapImpl<'_, T>) -> Result<MapHandle> {
+    MapHandle::try_from(m).context("duplicating a map's fd")
 }
 
 /// The outcome of one test run.
@@ -30,8 +60,24 @@ pub struct RunOut {
 
 impl TestBed {
     pub fn new() -> Result<TestBed> {
+        let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let skel = load_skel(storage, None)?;
+        let m = &skel.maps;
+        let flow =
+            |v4, v6| -> Result<FlowMaps> { Ok(FlowMaps::from_handles(handle(v4)?, handle(v6)?)) };
+        let maps = BedMaps {
+            chains: handle(&m.chains)?,
+            hooks: handle(&m.hooks)?,
+            hook_slots: Some(handle(&m.hook_slots)?),
+            stats: handle(&m.link_stats)?,
+            events: handle(&m.events)?,
+            kept: flow(&m.kept4, &m.kept6)?,
+            metrics: flow(&m.metrics4, &m.metrics6)?,
+            wscale: flow(&m.wscale4, &m.wscale6)?,
+        };
         Ok(TestBed {
-            obj: load_object(None)?,
+            loaded: Loaded::Skel(Box::new(skel)),
+            maps,
             next_slot: 0,
         })
     }
@@ -39,23 +85,36 @@ impl TestBed {
     /// A bed with another build of the programs (an object file of `bpf/`, as build.rs
     /// makes it): for comparing two builds side by side (`examples/ab.rs`).
     pub fn with_object(bytes: &[u8]) -> Result<TestBed> {
+        let obj = load_object_bytes(bytes)?;
+        let h = |name: &str| handle(&map(&obj, name)?);
+        let flow = |base: &str| -> Result<FlowMaps> {
+            Ok(FlowMaps::from_handles(
+                h(&format!("{base}4"))?,
+                h(&format!("{base}6"))?,
+            ))
+        };
+        let maps = BedMaps {
+            chains: h("chains")?,
+            hooks: h("hooks")?,
+            hook_slots: h("hook_slots").ok(),
+            stats: h("link_stats")?,
+            events: h("events")?,
+            kept: flow("kept")?,
+            metrics: flow("metrics")?,
+            wscale: flow("wscale")?,
+        };
         Ok(TestBed {
-            obj: load_object_bytes(bytes, None)?,
+            loaded: Loaded::Other(obj),
+            maps,
             next_slot: 0,
         })
     }
 
-    fn m(&self, name: &str) -> Result<libbpf_rs::Map<'_>> {
-        map(&self.obj, name)
-    }
-
-    /// The loopback device's hook gets `slot` (an earlier build loaded by `with_object`, to
-    /// be compared with this one, may have no `hook_slots`: it reads `hooks` only).
+    /// The loopback device's hook gets `slot`.
     fn write_hook(&self, hook: Hook, slot: u32) -> Result<()> {
-        let fast = self.m("hook_slots").ok();
         write_hook(
-            &self.m("hooks")?,
-            fast.as_ref().map(|m| m as &dyn MapCore),
+            &self.maps.hooks,
+            self.maps.hook_slots.as_ref().map(|m| m as &dyn MapCore),
             1,
             hook.abi(),
             slot,
@@ -68,8 +127,8 @@ impl TestBed {
         let slot = self.next_slot % abi::MAX_CHAINS;
         self.next_slot += 1;
         write_slot(
-            &self.m("chains")?,
-            &self.m("link_stats")?,
+            &self.maps.chains,
+            &self.maps.stats,
             slot,
             &chain.to_abi(self.next_slot),
         )?;
@@ -83,15 +142,6 @@ impl TestBed {
 
     /// Run the dispatcher of `hook` on a frame `repeat` times.
     pub fn run(&self, hook: Hook, frame: &[u8], repeat: u32) -> Result<RunOut> {
-        let name = match hook {
-            Hook::Ingress => "xdp_nena",
-            Hook::Egress => "tc_nena",
-        };
-        let p = self
-            .obj
-            .progs_mut()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| anyhow!("no {name}"))?;
         let mut out = vec![0u8; frame.len() + 256];
         let mut input = libbpf_rs::ProgramInput {
             data_in: Some(frame),
@@ -108,7 +158,23 @@ impl TestBed {
             input.context_in = Some(&mut ctx_in);
             input.context_out = Some(&mut ctx_out);
         }
-        let o = p.test_run(input).context("BPF_PROG_TEST_RUN")?;
+        let o = match &self.loaded {
+            Loaded::Skel(s) => match hook {
+                Hook::Ingress => s.progs.xdp_nena.test_run(input),
+                Hook::Egress => s.progs.tc_nena.test_run(input),
+            },
+            Loaded::Other(obj) => {
+                let name = match hook {
+                    Hook::Ingress => "xdp_nena",
+                    Hook::Egress => "tc_nena",
+                };
+                obj.progs_mut()
+                    .find(|p| p.name() == name)
+                    .ok_or_else(|| anyhow!("no {name}"))?
+                    .test_run(input)
+            }
+        }
+        .context("BPF_PROG_TEST_RUN")?;
         let mut data = o.data.map(|d| d.to_vec()).unwrap_or_default();
         if hook == Hook::Ingress {
             let meta = o
@@ -130,7 +196,7 @@ impl TestBed {
             ifindex: 1,
             hook: hook.abi(),
         };
-        let Some(v) = self.m("hooks")?.lookup(hk.as_bytes(), MapFlags::ANY)? else {
+        let Some(v) = self.maps.hooks.lookup(hk.as_bytes(), MapFlags::ANY)? else {
             return Ok(vec![]);
         };
         let slot = u32::from_bytes(&v).unwrap_or(NO_CHAIN);
@@ -139,51 +205,48 @@ impl TestBed {
         }
         let c = Chain::from_bytes(
             &self
-                .m("chains")?
+                .maps
+                .chains
                 .lookup(&slot.to_ne_bytes(), MapFlags::ANY)?
                 .unwrap_or_default(),
         )
         .ok_or_else(|| anyhow!("no chain"))?;
         (0..c.len)
-            .map(|i| read_stats(&self.m("link_stats")?, slot, i))
+            .map(|i| read_stats(&self.maps.stats, slot, i))
             .collect()
     }
 
     /// Events waiting in the ring buffer (does not block).
     pub fn drain_events(&self) -> Result<Vec<Event>> {
         let mut v = vec![];
-        watch(&self.m("events")?, Some(Duration::ZERO), |e| {
+        watch(&self.maps.events, Some(Duration::ZERO), |e| {
             v.push(e);
             true
         })?;
         Ok(v)
     }
 
-    /// The value of `flow` in the per-flow map `base` (`base4` or `base6`, by its family).
-    fn flow_value<T: Pod>(&self, base: &str, flow: &abi::FlowKey) -> Result<Option<T>> {
-        let (suffix, k) = flow.map_key();
-        Ok(self
-            .m(&format!("{base}{suffix}"))?
-            .lookup(&k, MapFlags::ANY)?
-            .and_then(|v| T::from_bytes(&v)))
-    }
-
     /// Kept ADD_ADDR options of a flow.
     pub fn kept(&self, flow: &abi::FlowKey) -> Result<Option<abi::Kept>> {
-        self.flow_value("kept", flow)
+        Ok(self
+            .maps
+            .kept
+            .get(flow)?
+            .and_then(|v| abi::Kept::from_bytes(&v)))
     }
 
     /// Metrics recorded for a flow.
     pub fn metrics(&self, flow: &abi::FlowKey) -> Result<Option<abi::Metrics>> {
-        self.flow_value("metrics", flow)
+        Ok(self
+            .maps
+            .metrics
+            .get(flow)?
+            .and_then(|v| abi::Metrics::from_bytes(&v)))
     }
 
     /// Set the window scale the dispatcher would have learnt from a SYN of `flow`.
     pub fn set_wscale(&self, flow: &abi::FlowKey, shift: u8) -> Result<()> {
         // offered, not yet settled by a SYN/ACK
-        let (suffix, k) = flow.map_key();
-        self.m(&format!("wscale{suffix}"))?
-            .update(&k, &[shift, 0xfe], MapFlags::ANY)?;
-        Ok(())
+        self.maps.wscale.set(flow, &[shift, 0xfe])
     }
 }

@@ -9,6 +9,8 @@
 #      recovered text beside the capture; the same attack on the aead capture recovers nothing
 #   5. the files verified on the server, the lab torn down
 #   6. the papers' codec overhead table with nena's own modes, measured here
+#   7. a kato session over both paths with the untrusted link lost for 2 s (`nena lab run
+#      scenarios/demo.toml`): its throughput per path over time, saved as a figure
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NENA=$PWD/target/release/nena
@@ -139,3 +141,9 @@ echo "   lab removed; captures and views kept in $OUT"
 
 hr "6. the papers' Table II with nena's own modes, measured on this machine (quick run)"
 "$NENA" bench codec --quick --no-check
+
+hr "7. kato over both paths, the untrusted link down from 4 s to 6 s (nena lab run scenarios/demo.toml)"
+"$NENA" lab run scenarios/demo.toml --out "$OUT/run" --prefix "$PREFIX" 2>/dev/null | sed 's/^/   /'
+cp "$OUT/run/kato/throughput.png" "$OUT/kato-throughput.png"
+cp "$OUT/run/kato/throughput.svg" "$OUT/kato-throughput.svg"
+echo "   figure: $OUT/kato-throughput.png (throughput per path over time; also .svg)"

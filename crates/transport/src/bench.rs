@@ -354,7 +354,14 @@ pub fn summarize(
 }
 
 /// A child process killed (and reaped) on drop.
-struct Server(Child);
+pub struct Server(Child);
+
+impl Server {
+    /// The server process's pid.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -363,7 +370,9 @@ impl Drop for Server {
     }
 }
 
-fn start_server(lab: &Lab, nena: &PathBuf, port: u16, dir: &std::path::Path) -> Result<Server> {
+/// Start `nena serve` in the lab's server host on `port` (every mode accepted, `plain`
+/// included), storing into `dir`, and wait until it listens. Killed when dropped.
+pub fn start_server(lab: &Lab, nena: &PathBuf, port: u16, dir: &std::path::Path) -> Result<Server> {
     let listen = format!("{}:{port}", lab.server_addr());
     let mut args = vec![
         "serve".to_string(),
@@ -724,29 +733,39 @@ pub fn run(opts: &BenchOptions, progress: impl FnMut(&str) + Send) -> Result<Ben
     let started = Instant::now();
     let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
     log::info!("lab {prefix} up in {:.1}s", started.elapsed().as_secs_f64());
+    let worker_prefix = prefix.clone();
+    let result =
+        with_lab_teardown_on_interrupt(&prefix, move || run_on(&worker_prefix, opts, progress));
+    drop(guard);
+    result
+}
+
+/// Run `work` on a worker thread while this thread waits for it or for Ctrl-C; on Ctrl-C
+/// the lab `prefix` is torn down (its servers and runs die with the namespaces) and the
+/// process exits with status 130.
+pub fn with_lab_teardown_on_interrupt<T: Send>(
+    prefix: &str,
+    work: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let worker_prefix = prefix.clone();
         s.spawn(move || {
-            let _ = tx.send(run_on(&worker_prefix, opts, progress));
+            let _ = tx.send(work());
         });
         rt.block_on(async {
             tokio::select! {
-                r = rx => r.unwrap_or_else(|_| Err(anyhow!("bench thread died"))),
+                r = rx => r.unwrap_or_else(|_| Err(anyhow!("the worker thread died"))),
                 _ = tokio::signal::ctrl_c() => {
-                    // Tear down now: the servers and perf runs die with the namespaces.
-                    let _ = Lab::down(&prefix);
+                    let _ = Lab::down(prefix);
                     eprintln!("nena: interrupted; lab {prefix} removed");
                     std::process::exit(130);
                 }
             }
         })
-    });
-    drop(guard);
-    result
+    })
 }
 
 /// The human table.

@@ -271,12 +271,33 @@ pub struct ClientRun {
 /// Connect from `local` (an address of the trusted path) to `remote` over MPTCP and run
 /// `req`. The subflows (payload bytes per local address) are read at the end.
 pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
-    let mut s = nena_mptcp::connect_ungated(local, remote, TIMEOUT)
+    let s = nena_mptcp::connect_ungated(local, remote, TIMEOUT)
         .with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
-    setup(&s)?;
     if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
         bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
     }
+    run_client(s, req)
+}
+
+/// The same exchange over one plain TCP connection from `local` (single-path TCP, the
+/// study's reference flow). The server end is [`serve_one`] on the same MPTCP listener
+/// (an MPTCP listener accepts plain TCP). `subflows` then holds nothing.
+pub fn client_tcp(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let s = Socket::new(
+        Domain::for_address(remote),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    s.bind(&SockAddr::from(local))
+        .with_context(|| format!("TCP: binding {local}"))?;
+    s.connect_timeout(&SockAddr::from(remote), TIMEOUT)
+        .with_context(|| format!("TCP: connecting to {remote} from {local}"))?;
+    run_client(s.into(), req)
+}
+
+fn run_client(mut s: TcpStream, req: Request) -> Result<ClientRun> {
+    setup(&s)?;
     s.write_all(&req.encode())
         .context("raw MPTCP: sending the request")?;
     exchange(s, req.amount, async |t| {

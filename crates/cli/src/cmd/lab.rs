@@ -35,6 +35,9 @@ pub enum LabCmd {
     CaptureStop(CaptureStopArgs),
     /// Run a command inside a host: `nena lab exec client -- ip addr`.
     Exec(ExecArgs),
+    /// Run a scenario file (links, events, traffic runs) end to end, each run in its own
+    /// lab, writing captures, socket samples, plots and DIR/summary.json.
+    Run(crate::cmd::scenario::RunArgs),
     /// The relay of the emulated links (started by `nena lab up`, stopped by `down`).
     #[command(hide = true)]
     Relay(Common),
@@ -378,6 +381,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Relay(a) => &a.prefix,
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => &a.common.prefix,
+        LabCmd::Run(a) => &a.prefix,
     };
     nena_lab::validate_prefix(prefix).map_err(Exit::usage)?;
     match c {
@@ -428,6 +432,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Relay(a) => Ok(nena_lab::emulate::relay_main(&a.prefix)?),
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => tamper(a),
+        LabCmd::Run(a) => crate::cmd::scenario::run(&a),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod lab;
 #[cfg(feature = "policy")]
 pub mod policy;
+pub mod scenario;
 pub mod trace;
 pub mod transfer;
 

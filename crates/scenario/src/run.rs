@@ -1,0 +1,503 @@
+//! Running a scenario: each run in a fresh lab (links as the scenario says), captures and
+//! socket samples started, the server end up, the events applied at their times on a
+//! thread of their own while the traffic runs on a thread in the client host, then
+//! everything stopped, the lab torn down (also on error: the guard) and the run's files
+//! written. The numbers are computed by `summary` from what was recorded.
+
+use crate::model::{Action, Direction, Event, RunSpec, Scenario, Traffic};
+use crate::sample::{Sample, Sampler};
+use crate::summary::{self, RunSummary};
+use anyhow::{anyhow, bail, Context, Result};
+use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabGuard, Link};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The server port of every run.
+const PORT: u16 = 5201;
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Where the files go (one directory per run, and `summary.json`).
+    pub out: PathBuf,
+    /// The nena executable (`nena serve` in the server host, the emulated links' relay).
+    pub nena: PathBuf,
+    /// The scenario's directory (trace files are relative to it).
+    pub base: PathBuf,
+    /// Lab prefix (default: one of this process).
+    pub prefix: Option<String>,
+    /// Only these runs (by name; empty: all).
+    pub only: Vec<String>,
+}
+
+/// What a whole scenario produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioSummary {
+    pub scenario: Scenario,
+    /// Per run (name): the goodput over its repetitions.
+    pub goodput: Vec<Goodput>,
+    pub kernel: String,
+    pub runs: Vec<RunSummary>,
+}
+
+/// A run's goodput over its repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goodput {
+    pub name: String,
+    pub mbit_s: summary::Stat,
+}
+
+/// An event as it happened.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Applied {
+    pub planned_s: f64,
+    pub applied_s: f64,
+    pub link: Link,
+    pub action: Action,
+}
+
+/// What the traffic reported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TrafficOutcome {
+    /// Payload bytes delivered (and checked: counts for tcp/mptcp, every byte for nena,
+    /// SHA-256 for send).
+    pub bytes: u64,
+    pub seconds: f64,
+    pub goodput_mbit_s: f64,
+    /// The negotiated nena mode (nena and send runs).
+    pub mode: Option<String>,
+    pub verified: bool,
+}
+
+/// Run every run of `sc` (read from `origin`), writing into `opts.out`.
+pub fn run_scenario(
+    sc: &Scenario,
+    opts: &RunOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<ScenarioSummary> {
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    for name in &opts.only {
+        if !sc.runs.iter().any(|r| &r.name == name) {
+            bail!("no run named {name:?} in the scenario");
+        }
+    }
+    let mut runs = Vec::new();
+    for r in &sc.runs {
+        if !opts.only.is_empty() && !opts.only.contains(&r.name) {
+            continue;
+        }
+        progress(&format!(
+            "run {}: {:?}{}, {}",
+            r.name,
+            r.traffic,
+            r.mode
+                .as_deref()
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default(),
+            match r.bytes {
+                Some(b) => format!("{b} bytes"),
+                None => nena_lab::emulate::format_duration(sc.run_time(r)),
+            }
+        ));
+        for rep in 1..=r.repeat {
+            let s = run_one(sc, r, rep, opts)
+                .with_context(|| format!("run {} (repetition {rep})", r.name))?;
+            progress(&format!("run {}: {}", s.label(), s.line()));
+            runs.push(s);
+        }
+    }
+    let goodput = sc
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|s| s.name == r.name)
+                .map(|s| s.outcome.goodput_mbit_s)
+                .collect();
+            summary::Stat::of(&v).map(|mbit_s| Goodput {
+                name: r.name.clone(),
+                mbit_s,
+            })
+        })
+        .collect();
+    let summary = ScenarioSummary {
+        scenario: sc.clone(),
+        goodput,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        runs,
+    };
+    let path = opts.out.join("summary.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&summary)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(summary)
+}
+
+fn lab_config(sc: &Scenario, r: &RunSpec, prefix: String, opts: &RunOptions) -> Result<LabConfig> {
+    let base = &opts.base;
+    Ok(LabConfig {
+        prefix,
+        pm: r.pm.unwrap_or(sc.lab.pm),
+        trusted_rate: sc.links.trusted.rate,
+        untrusted_rate: sc.links.untrusted.rate,
+        server_rate: sc.links.server.rate,
+        offload: sc.lab.offload,
+        trusted_emulation: sc.links.trusted.emulation(base)?,
+        untrusted_emulation: sc.links.untrusted.emulation(base)?,
+        server_emulation: sc.links.server.emulation(base)?,
+        relay_exe: Some(opts.nena.clone()),
+        ..LabConfig::default()
+    })
+}
+
+fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<RunSummary> {
+    let dir = if r.repeat > 1 {
+        opts.out.join(&r.name).join(format!("rep-{rep}"))
+    } else {
+        opts.out.join(&r.name)
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let prefix = opts
+        .prefix
+        .clone()
+        .unwrap_or_else(|| format!("sc{}", std::process::id()));
+    let guard = LabGuard::up(&lab_config(sc, r, prefix.clone(), opts)?)?;
+    let lab = Lab::open(&prefix)?;
+    if let Some(cc) = &r.cc {
+        set_cc(&lab, cc)?;
+    }
+    let mut captures = Vec::new();
+    let mut capture_files = Vec::new();
+    for &l in &sc.capture.links {
+        let file = dir.join(format!("{l}.pcap"));
+        let c = lab.capture_with(
+            l,
+            &file,
+            &CaptureOptions {
+                snaplen: Some(sc.capture.snaplen.unwrap_or(128)),
+                filter: Some("tcp".into()),
+                ..CaptureOptions::default()
+            },
+        )?;
+        captures.push(c);
+        capture_files.push(file);
+    }
+    let work = tempdir_in(&dir)?;
+    let time = sc.run_time(r);
+    let server = start_server(&lab, r, opts, &work)?;
+    let sending = match r.direction {
+        Direction::Up => Host::Client,
+        Direction::Down => Host::Server,
+    };
+    let sampler = {
+        let lab = Lab::open(&prefix)?;
+        Sampler::start(PORT, sc.sample.interval, move |f| lab.spawn_in(sending, f))
+    };
+    let t0 = Instant::now();
+    let events = if r.no_events {
+        EventThread::none()
+    } else {
+        EventThread::start(Lab::open(&prefix)?, sc.events.clone(), t0)
+    };
+    let traffic = run_traffic(&lab, r, time, &work, &server);
+    let applied = events.stop();
+    let samples = sampler.stop();
+    for c in captures {
+        c.stop()?;
+    }
+    let server_result = server.finish();
+    let _ = std::fs::remove_dir_all(&work);
+    drop(guard);
+    let outcome = traffic?;
+    server_result?;
+    let applied = applied?;
+    let samples: Vec<Sample> = samples?;
+    let s = summary::summarize(r, rep, sc, &outcome, &applied, &samples);
+    std::fs::write(dir.join("samples.json"), serde_json::to_vec(&samples)?)?;
+    std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&s)?)?;
+    crate::plots::sample_figures(&s, &samples, &dir)?;
+    crate::plots::capture_figures(&capture_files, &dir)?;
+    Ok(s)
+}
+
+fn set_cc(lab: &Lab, cc: &str) -> Result<()> {
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    if !avail.split_whitespace().any(|a| a == cc) {
+        bail!(
+            "congestion control {cc:?} is not available here (available: {})",
+            avail.trim()
+        );
+    }
+    for h in [Host::Client, Host::Server] {
+        let out = lab
+            .command(
+                h,
+                "sysctl",
+                ["-qw", &format!("net.ipv4.tcp_congestion_control={cc}")],
+            )
+            .output()
+            .context("running sysctl")?;
+        if !out.status.success() {
+            bail!(
+                "setting congestion control {cc} in the {h}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn tempdir_in(dir: &Path) -> Result<PathBuf> {
+    let w = dir.join(".work");
+    std::fs::create_dir_all(&w).with_context(|| format!("creating {}", w.display()))?;
+    Ok(w)
+}
+
+/// The server end of a run.
+enum ServerEnd {
+    Raw(std::thread::JoinHandle<Result<Result<nena_transport::raw_mptcp::Outcome>>>),
+    /// `nena serve`, killed when dropped.
+    Nena {
+        _server: nena_transport::bench::Server,
+    },
+}
+
+impl ServerEnd {
+    fn finish(self) -> Result<()> {
+        match self {
+            ServerEnd::Raw(t) => {
+                t.join()
+                    .map_err(|_| anyhow!("the server thread panicked"))???;
+                Ok(())
+            }
+            ServerEnd::Nena { .. } => Ok(()),
+        }
+    }
+}
+
+fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Result<ServerEnd> {
+    let addr = SocketAddr::new(lab.server_addr(), PORT);
+    match r.traffic {
+        Traffic::Tcp | Traffic::Mptcp => {
+            let l = lab
+                .run_in(Host::Server, || nena_mptcp::listen(addr))?
+                .with_context(|| format!("listening on {addr}"))?;
+            Ok(ServerEnd::Raw(lab.spawn_in(Host::Server, move || {
+                nena_transport::raw_mptcp::serve_one(&l)
+            })))
+        }
+        Traffic::Nena | Traffic::Send => {
+            let store = work.join("server");
+            std::fs::create_dir_all(&store)?;
+            Ok(ServerEnd::Nena {
+                _server: nena_transport::bench::start_server(lab, &opts.nena, PORT, &store)?,
+            })
+        }
+    }
+}
+
+fn run_traffic(
+    lab: &Lab,
+    r: &RunSpec,
+    time: Duration,
+    work: &Path,
+    _server: &ServerEnd,
+) -> Result<TrafficOutcome> {
+    use nena_transport::raw_mptcp::{self, Amount, Outcome, Request};
+    let remote = SocketAddr::new(lab.server_addr(), PORT);
+    match r.traffic {
+        Traffic::Tcp | Traffic::Mptcp => {
+            let req = Request {
+                direction: match r.direction {
+                    Direction::Up => raw_mptcp::Direction::Up,
+                    Direction::Down => raw_mptcp::Direction::Down,
+                },
+                amount: Amount::Time(time),
+                omit: None,
+            };
+            let link = r.link.unwrap_or(Link::Trusted);
+            let local = SocketAddr::new(lab.client_addr(link), 0);
+            let tcp = r.traffic == Traffic::Tcp;
+            let run = lab.run_in(Host::Client, move || {
+                if tcp {
+                    raw_mptcp::client_tcp(local, remote, req)
+                } else {
+                    raw_mptcp::client(local, remote, req)
+                }
+            })??;
+            let (bytes, seconds, mbit_s) = match run.outcome {
+                Outcome::Sent {
+                    bytes,
+                    seconds,
+                    mbit_s,
+                } => (bytes, seconds, mbit_s),
+                Outcome::Received { bytes } => {
+                    let s = time.as_secs_f64();
+                    (bytes, s, bytes as f64 * 8.0 / s / 1e6)
+                }
+            };
+            Ok(TrafficOutcome {
+                bytes,
+                seconds,
+                goodput_mbit_s: mbit_s,
+                mode: None,
+                verified: true,
+            })
+        }
+        Traffic::Nena => {
+            use nena_transport::client::{self, PerfParams};
+            let copts = client_options(remote, r)?;
+            let params = PerfParams {
+                up: r.direction == Direction::Up,
+                down: r.direction == Direction::Down,
+                bytes: None,
+                time,
+                interval: None,
+                omit: None,
+            };
+            let rep = lab.run_in(Host::Client, || {
+                client::block_on(client::perf(&copts, params, |_| {}))
+            })???;
+            let (bytes, mbit) = match r.direction {
+                Direction::Up => (rep.sent, rep.mbit_s_sent),
+                Direction::Down => (rep.received, rep.mbit_s_received),
+            };
+            Ok(TrafficOutcome {
+                bytes,
+                seconds: rep.seconds,
+                goodput_mbit_s: mbit,
+                mode: Some(rep.mode),
+                verified: rep.verified,
+            })
+        }
+        Traffic::Send => {
+            use nena_transport::client;
+            if r.direction == Direction::Down {
+                bail!("a send run goes up (client to server)");
+            }
+            let bytes = r.bytes.expect("checked: a send run has bytes");
+            let file = work.join("payload.bin");
+            write_payload(&file, bytes)?;
+            let copts = client_options(remote, r)?;
+            let rep = lab.run_in(Host::Client, || {
+                client::block_on(client::send(&copts, &file, "payload.bin", false))
+            })???;
+            Ok(TrafficOutcome {
+                bytes: rep.bytes,
+                seconds: rep.seconds,
+                goodput_mbit_s: rep.mbit_s,
+                mode: Some(rep.mode),
+                verified: rep.verified,
+            })
+        }
+    }
+}
+
+fn client_options(remote: SocketAddr, r: &RunSpec) -> Result<nena_transport::conn::ClientOptions> {
+    use nena_mptcp::{PathPolicy, PathSpec};
+    let mode = r
+        .nena_mode()
+        .ok_or_else(|| anyhow!("run {}: no nena mode", r.name))?;
+    Ok(nena_transport::conn::ClientOptions::new(
+        remote,
+        PathPolicy {
+            trusted: vec![PathSpec::Iface("trusted".into())],
+            untrusted: vec![PathSpec::Iface("untrusted".into())],
+        },
+        vec![mode],
+    ))
+}
+
+/// A file of text-like bytes (what the papers sent), `n` bytes long.
+fn write_payload(path: &Path, n: u64) -> Result<()> {
+    use std::io::Write;
+    let line = b"nena scenario payload: the quick brown fox jumps over the lazy dog 0123456789\n";
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(line.len() as u64) as usize;
+        f.write_all(&line[..k])?;
+        left -= k as u64;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+/// Applies the events at their times; stopped early when the traffic ends first.
+struct EventThread {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<Result<Vec<Applied>>>>,
+}
+
+impl EventThread {
+    fn none() -> EventThread {
+        EventThread {
+            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            thread: None,
+        }
+    }
+
+    fn start(lab: Lab, events: Vec<Event>, t0: Instant) -> EventThread {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut applied = Vec::new();
+            for e in events {
+                let (m, cv) = &*s;
+                let mut stopped = m.lock().map_err(|_| anyhow!("event lock poisoned"))?;
+                loop {
+                    if *stopped {
+                        return Ok(applied);
+                    }
+                    let now = t0.elapsed();
+                    if now >= e.at {
+                        break;
+                    }
+                    stopped = cv
+                        .wait_timeout(stopped, e.at - now)
+                        .map_err(|_| anyhow!("event lock poisoned"))?
+                        .0;
+                }
+                drop(stopped);
+                match e.action {
+                    Action::Down => lab.set_link(e.link, false)?,
+                    Action::Up => lab.set_link(e.link, true)?,
+                    Action::Rate => lab.set_rate(e.link, e.rate)?,
+                }
+                applied.push(Applied {
+                    planned_s: e.at.as_secs_f64(),
+                    applied_s: t0.elapsed().as_secs_f64(),
+                    link: e.link,
+                    action: e.action,
+                });
+            }
+            Ok(applied)
+        });
+        EventThread {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> Result<Vec<Applied>> {
+        let (m, cv) = &*self.stop;
+        if let Ok(mut g) = m.lock() {
+            *g = true;
+        }
+        cv.notify_all();
+        match self.thread.take() {
+            None => Ok(Vec::new()),
+            Some(t) => t.join().map_err(|_| anyhow!("the event thread panicked"))?,
+        }
+    }
+}

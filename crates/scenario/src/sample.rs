@@ -1,0 +1,259 @@
+//! Socket samples: every TCP socket of one host that talks to a given port, read through
+//! `sock_diag` netlink (what `ss -ti` reads) at a fixed interval, with its `tcp_info`
+//! (RTT, cwnd, bytes acknowledged and received, retransmissions) and congestion control.
+//! An MPTCP connection's subflows are TCP sockets, so one dump sees every subflow of every
+//! connection, whatever program owns them; a single-path TCP flow is one row.
+//!
+//! [`dump`] is one query (run it on a thread inside the host's namespace);
+//! [`Sampler`] repeats it on such a thread until stopped.
+
+use anyhow::{anyhow, bail, Context, Result};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_sock_diag::{
+    constants::*,
+    inet::{nlas::Nla, ExtensionFlags, InetRequest, SocketId, StateFlags},
+    SockDiagMessage,
+};
+use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr as NlAddr};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One TCP socket (one subflow) at one instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SocketSample {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// TCP state (1 established, ...).
+    pub state: u8,
+    /// Smoothed RTT and its variation, microseconds.
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    /// Congestion window in segments, and the segment size.
+    pub cwnd: u32,
+    pub mss: u32,
+    /// Bytes acknowledged by the peer (the kernel counts the SYN as one) / payload bytes
+    /// received / sent (retransmissions included).
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub total_retrans: u32,
+    /// The kernel's delivery-rate estimate, bytes per second.
+    pub delivery_rate: u64,
+    /// Congestion control in use (e.g. "cubic").
+    pub cc: Option<String>,
+}
+
+/// One dump, `t` seconds after the sampler started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub t: f64,
+    pub sockets: Vec<SocketSample>,
+}
+
+/// Which sockets a dump keeps: those whose local or remote port is `port` (listeners left
+/// out).
+pub fn dump(port: u16) -> Result<Vec<SocketSample>> {
+    let mut sock = Socket::new(NETLINK_SOCK_DIAG).context("opening a sock_diag socket")?;
+    sock.bind_auto().context("binding the sock_diag socket")?;
+    sock.connect(&NlAddr::new(0, 0))
+        .context("connecting the sock_diag socket")?;
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut states = StateFlags::all();
+    states.remove(StateFlags::LISTEN);
+    let mut msg = NetlinkMessage::new(
+        hdr,
+        SockDiagMessage::InetRequest(InetRequest {
+            family: AF_INET,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::INFO | ExtensionFlags::CONG,
+            states,
+            socket_id: SocketId::new_v4(),
+        })
+        .into(),
+    );
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf[..]);
+    sock.send(&buf, 0)
+        .context("sending the sock_diag request")?;
+
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 1 << 16];
+    loop {
+        let n = sock
+            .recv(&mut &mut rx[..], 0)
+            .context("reading the sock_diag answer")?;
+        if n == 0 {
+            bail!("sock_diag: the kernel closed the dump");
+        }
+        let mut off = 0;
+        while off < n {
+            let m = <NetlinkMessage<SockDiagMessage>>::deserialize(&rx[off..n])
+                .map_err(|e| anyhow!("sock_diag: an answer that does not parse: {e}"))?;
+            let len = m.header.length as usize;
+            match m.payload {
+                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::Error(e) => bail!("sock_diag: the kernel answered {e:?}"),
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+                    let id = &r.header.socket_id;
+                    if id.source_port != port && id.destination_port != port {
+                    } else if let Some(s) = socket_sample(&r) {
+                        out.push(s);
+                    }
+                }
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+}
+
+fn socket_sample(r: &netlink_packet_sock_diag::inet::InetResponse) -> Option<SocketSample> {
+    let id = &r.header.socket_id;
+    let mut info = None;
+    let mut cc = None;
+    for nla in &r.nlas {
+        match nla {
+            Nla::TcpInfo(i) => info = Some(i.clone()),
+            Nla::Congestion(c) => cc = Some(c.clone()),
+            _ => {}
+        }
+    }
+    let i = info?;
+    Some(SocketSample {
+        src: SocketAddr::new(id.source_address, id.source_port),
+        dst: SocketAddr::new(id.destination_address, id.destination_port),
+        state: r.header.state,
+        rtt_us: i.rtt,
+        rttvar_us: i.rttvar,
+        cwnd: i.snd_cwnd,
+        mss: i.snd_mss,
+        bytes_acked: i.bytes_acked,
+        bytes_received: i.bytes_received,
+        bytes_sent: i.bytes_sent,
+        total_retrans: i.total_retrans,
+        delivery_rate: i.delivery_rate,
+        cc,
+    })
+}
+
+/// Samples taken on a thread until [`Sampler::stop`].
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<Result<Vec<Sample>>>>>,
+}
+
+impl Sampler {
+    /// Start sampling sockets of `port` every `interval`; `spawn` runs the loop on a thread
+    /// inside the right namespace (`|f| lab.spawn_in(Host::Client, f)`; its outer result
+    /// is entering the namespace).
+    pub fn start<S>(port: u16, interval: Duration, spawn: S) -> Sampler
+    where
+        S: FnOnce(
+            Box<dyn FnOnce() -> Result<Vec<Sample>> + Send>,
+        ) -> std::thread::JoinHandle<Result<Result<Vec<Sample>>>>,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = spawn(Box::new(move || {
+            let t0 = Instant::now();
+            let mut samples = Vec::new();
+            let mut next = t0;
+            while !flag.load(Ordering::Relaxed) {
+                let t = t0.elapsed().as_secs_f64();
+                samples.push(Sample {
+                    t,
+                    sockets: dump(port)?,
+                });
+                next += interval;
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                } else {
+                    // Fell behind (a busy host): skip the missed ticks, keep the grid.
+                    while next <= now {
+                        next += interval;
+                    }
+                }
+            }
+            Ok(samples)
+        }));
+        Sampler {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop and return every sample.
+    pub fn stop(mut self) -> Result<Vec<Sample>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .expect("a running sampler")
+            .join()
+            .map_err(|_| anyhow!("the sampler thread panicked"))??
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A loopback TCP connection is seen with its addresses, RTT and the bytes it moved.
+    #[test]
+    fn a_dump_sees_a_connection_and_its_counters() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(&[7u8; 100_000]).unwrap();
+        let mut got = vec![0u8; 100_000];
+        s.read_exact(&mut got).unwrap();
+        // The ACKs of the last bytes may still be on their way.
+        let mut found = None;
+        for _ in 0..50 {
+            let d = dump(port).unwrap();
+            found = d
+                .into_iter()
+                .find(|x| x.src == c.local_addr().unwrap() && x.bytes_acked >= 100_000);
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let f = found.unwrap_or_else(|| {
+            panic!(
+                "no client socket with 100000 bytes acknowledged in {:?}",
+                dump(port)
+            )
+        });
+        assert_eq!(f.dst.port(), port);
+        assert_eq!(f.state, 1, "established");
+        assert!(f.rtt_us > 0 && f.cwnd > 0, "{f:?}");
+        assert!(f.cc.is_some(), "{f:?}");
+        // The server's end is there too, with what it received.
+        let d = dump(port).unwrap();
+        assert!(d
+            .iter()
+            .any(|x| x.src.port() == port && x.bytes_received == 100_000));
+    }
+}

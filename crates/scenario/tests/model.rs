@@ -1,0 +1,199 @@
+//! Scenario files: the shipped ones parse, and every kind of bad file gets one clear error
+//! (no panic), including random and mutated input.
+use nena_lab::Link;
+use nena_scenario::model::{Action, Traffic};
+use nena_scenario::Scenario;
+use proptest::prelude::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn shipped() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    let files = shipped();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in ["lte-aggregation.toml", "lte-outages.toml", "fig18.toml"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
+    }
+    for f in files {
+        Scenario::load(&f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display()));
+    }
+}
+
+#[test]
+fn the_outage_scenario_says_what_the_study_did() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/lte-outages.toml");
+    let s = Scenario::load(&p).unwrap();
+    assert_eq!(s.duration, Duration::from_secs(120));
+    let downs: Vec<Duration> = s
+        .events
+        .iter()
+        .filter(|e| e.action == Action::Down && e.link == Link::Untrusted)
+        .map(|e| e.at)
+        .collect();
+    assert_eq!(downs, [Duration::from_secs(16), Duration::from_secs(67)]);
+    assert_eq!(s.links.untrusted.alias.as_deref(), Some("ppp1"));
+    // Scaling shortens runs and events alike.
+    let q = s.scaled(0.25).unwrap();
+    assert_eq!(q.duration, Duration::from_secs(30));
+    assert_eq!(q.events[0].at, Duration::from_secs(4));
+    assert!(s.scaled(0.0).is_err() && s.scaled(1.5).is_err());
+}
+
+const OK: &str = r#"
+duration = "10s"
+[[runs]]
+name = "a"
+traffic = "mptcp"
+"#;
+
+fn err(text: &str) -> String {
+    match Scenario::parse(text, "t.toml") {
+        Ok(s) => panic!("accepted: {s:?}"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn a_minimal_scenario_has_defaults() {
+    let s = Scenario::parse(OK, "t").unwrap();
+    assert_eq!(s.runs[0].traffic, Traffic::Mptcp);
+    assert_eq!(s.sample.interval, Duration::from_millis(100));
+    assert!(s.events.is_empty() && s.capture.links.is_empty());
+}
+
+#[test]
+fn bad_scenarios_get_one_clear_error_each() {
+    let cases: &[(&str, &str)] = &[
+        (&format!("{OK}\nspeed = 3\n"), "unknown field `speed`"),
+        (
+            &format!("{OK}\n[links.trusted]\nrate = \"3mbit\"\nwidth = 1\n"),
+            "unknown field `width`",
+        ),
+        (
+            &format!(
+                "{OK}\n[[events]]\nat = \"5s\"\nlink = \"trusted\"\naction = \"down\"\n\
+                 [[events]]\nat = \"2s\"\nlink = \"trusted\"\naction = \"up\"\n"
+            ),
+            "comes before",
+        ),
+        (
+            &format!("{OK}\n[[events]]\nat = \"-2s\"\nlink = \"trusted\"\naction = \"down\"\n"),
+            "negative",
+        ),
+        (
+            &format!("{OK}\n[[events]]\nat = \"12s\"\nlink = \"trusted\"\naction = \"down\"\n"),
+            "not inside the run",
+        ),
+        (
+            &format!("{OK}\n[[events]]\nat = \"1s\"\nlink = \"wifi\"\naction = \"down\"\n"),
+            "wifi",
+        ),
+        (
+            &format!("{OK}\n[[events]]\nat = \"1s\"\nlink = \"trusted\"\naction = \"explode\"\n"),
+            "explode",
+        ),
+        (
+            &format!("{OK}\n[links.untrusted]\nloss = \"130%\"\n"),
+            "130%",
+        ),
+        (&format!("{OK}\n[links.untrusted]\nloss = \"-1%\"\n"), "-1%"),
+        (
+            &format!("{OK}\n[links.untrusted]\nloss = \"1%\"\nge_loss = \"0.01,0.5\"\n"),
+            "exclusive",
+        ),
+        (
+            &format!("{OK}\n[links.untrusted]\nrate = \"fast\"\n"),
+            "bad rate",
+        ),
+        (
+            &format!("{OK}\n[links.untrusted]\njitter = \"2ms\"\n"),
+            "jitter needs a delay",
+        ),
+        (
+            "duration = \"0s\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n",
+            "positive",
+        ),
+        (
+            "duration = \"ten\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n",
+            "invalid duration",
+        ),
+        ("duration = \"10s\"\n", "missing field `runs`"),
+        ("duration = \"10s\"\nruns = []\n", "at least one"),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"tcp\"\n",
+            "needs link",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"nena\"\n",
+            "needs a mode",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"nena\"\nmode = \"rot13\"\n",
+            "unknown mode",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"send\"\nmode = \"aead\"\n",
+            "needs bytes",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\nbytes = 5\n",
+            "only for send",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"../x\"\ntraffic = \"mptcp\"\n",
+            "use letters",
+        ),
+        (
+            &format!("{OK}\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n"),
+            "used twice",
+        ),
+        (
+            "duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\ncc = \"x; rm\"\n",
+            "congestion control",
+        ),
+        ("duration = \"10s\"\n[[runs]\n", "t.toml"),
+    ];
+    for (text, want) in cases {
+        let e = err(text);
+        assert!(e.contains(want), "{want:?} not in {e:?} for\n{text}");
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Random bytes never panic the parser.
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+        nena_scenario::fuzzing::scenario(&data);
+    }
+
+    /// A shipped scenario with bytes changed never panics the parser.
+    #[test]
+    fn mutated_scenarios_never_panic(at in 0usize..2000, byte in any::<u8>(), cut in 0usize..2000) {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/lte-outages.toml");
+        let mut data = std::fs::read(p).unwrap();
+        let i = at % data.len();
+        data[i] = byte;
+        data.truncate(cut.max(i + 1).min(data.len()));
+        nena_scenario::fuzzing::scenario(&data);
+    }
+}

@@ -54,6 +54,8 @@ pub struct Goodput {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Applied {
     pub planned_s: f64,
+    /// When the change began, and when it was complete (the link commands take a moment).
+    pub started_s: f64,
     pub applied_s: f64,
     pub link: Link,
     pub action: Action,
@@ -469,6 +471,7 @@ impl EventThread {
                         .0;
                 }
                 drop(stopped);
+                let started_s = t0.elapsed().as_secs_f64();
                 match e.action {
                     Action::Down => lab.set_link(e.link, false)?,
                     Action::Up => lab.set_link(e.link, true)?,
@@ -476,6 +479,7 @@ impl EventThread {
                 }
                 applied.push(Applied {
                     planned_s: e.at.as_secs_f64(),
+                    started_s,
                     applied_s: t0.elapsed().as_secs_f64(),
                     link: e.link,
                     action: e.action,

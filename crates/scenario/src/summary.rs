@@ -63,11 +63,14 @@ pub struct LinkSummary {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Outage {
     pub link: Link,
+    /// When the `down` command had completed.
     pub down_s: f64,
+    /// When the `up` command began.
     pub up_s: Option<f64>,
     /// Bytes acknowledged on the link while it was down (after a short grace).
     pub bytes_while_down: u64,
-    /// From the link coming up to the first sample with data acknowledged on it.
+    /// From the start of the link's `up` to the first sample with data acknowledged on it
+    /// (the command's own time, tens of milliseconds, included).
     pub recovered_after_s: Option<f64>,
 }
 
@@ -282,9 +285,10 @@ fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
         }
         let up = applied[i + 1..]
             .iter()
-            .find(|u| u.link == e.link && u.action == Action::Up)
-            .map(|u| u.applied_s);
-        let end = up.unwrap_or(f64::INFINITY);
+            .find(|u| u.link == e.link && u.action == Action::Up);
+        // Down from when the down command completed (plus the grace for what was in
+        // flight) until the up command began; data again is timed from that beginning.
+        let end = up.map_or(f64::INFINITY, |u| u.started_s);
         let bytes_while_down = d
             .rows
             .iter()
@@ -294,13 +298,13 @@ fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
         let recovered_after_s = up.and_then(|u| {
             d.rows
                 .iter()
-                .find(|(t, l, b, _)| *l == e.link && *t > u && *b > 0)
-                .map(|(t, ..)| t - u)
+                .find(|(t, l, b, _)| *l == e.link && *t > u.started_s && *b > 0)
+                .map(|(t, ..)| t - u.started_s)
         });
         out.push(Outage {
             link: e.link,
             down_s: e.applied_s,
-            up_s: up,
+            up_s: up.map(|u| u.started_s),
             bytes_while_down,
             recovered_after_s,
         });
@@ -377,13 +381,15 @@ mod tests {
         let applied = vec![
             Applied {
                 planned_s: 1.5,
+                started_s: 1.5,
                 applied_s: 1.5,
                 link: Link::Untrusted,
                 action: Action::Down,
             },
             Applied {
                 planned_s: 2.5,
-                applied_s: 2.5,
+                started_s: 2.5,
+                applied_s: 2.6,
                 link: Link::Untrusted,
                 action: Action::Up,
             },
@@ -419,6 +425,7 @@ mod tests {
             .collect();
         let applied = vec![Applied {
             planned_s: 0.5,
+            started_s: 0.5,
             applied_s: 0.5,
             link: Link::Untrusted,
             action: Action::Down,

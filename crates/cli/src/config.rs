@@ -153,13 +153,12 @@ fn tokens_from_file(
                     "{shown}: unknown key `{key}` (the keys are the long flags of `{cmd_path}`){hint}"
                 )
             })?;
-        if given.contains(arg.get_id().as_str()) {
-            continue; // the command line's flag wins
-        }
+        // Every key is checked, even one the command line overrides.
+        let mut toks: Vec<OsString> = Vec::new();
         let bad = |what: String| format!("{shown}: key `{key}`: {what}");
         match arg.get_action() {
             ArgAction::SetTrue => match value {
-                toml::Value::Boolean(true) => out.push(format!("--{key}").into()),
+                toml::Value::Boolean(true) => toks.push(format!("--{key}").into()),
                 toml::Value::Boolean(false) => {}
                 v => {
                     return Err(bad(format!(
@@ -171,7 +170,7 @@ fn tokens_from_file(
             ArgAction::Count => match value {
                 toml::Value::Integer(n) if (0..=255).contains(n) => {
                     for _ in 0..*n {
-                        out.push(format!("--{key}").into());
+                        toks.push(format!("--{key}").into());
                     }
                 }
                 v => return Err(bad(format!("a count from 0 to 255, not {v}"))),
@@ -191,10 +190,13 @@ fn tokens_from_file(
                     })?;
                     // The flag's own parser, so a bad value is reported against the file.
                     check_value(arg, &s).map_err(bad)?;
-                    out.push(format!("--{key}={s}").into());
+                    toks.push(format!("--{key}={s}").into());
                 }
             }
             _ => return Err(bad("cannot be set from a config file".to_string())),
+        }
+        if !given.contains(arg.get_id().as_str()) {
+            out.extend(toks); // else the command line's flag wins
         }
     }
     Ok(out)

@@ -299,7 +299,7 @@ mod tests {
             &["t", "run", "--listen", "b"],
         )
         .unwrap();
-        let tail: Vec<&str> = got[5..].iter().map(String::as_str).collect();
+        let tail: Vec<&str> = got[6..].iter().map(String::as_str).collect();
         assert_eq!(tail, ["--flag", "--many=x", "--many=y", "--n=3"]);
         let parsed = T::try_parse_from(&got).unwrap();
         match parsed {

@@ -6,7 +6,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 NENA := target/release/nena
 
-.PHONY: all deps build demo test unit lint fuzz bench clean
+.PHONY: all deps build demo test unit lint fuzz bench man clean
 
 all: build
 
@@ -43,6 +43,12 @@ bench: build
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
 	$(NENA) bench emulation
+
+# Man pages generated from the clap definitions the binary parses: out/man/nena.1 and one
+# page per subcommand (nena-serve.1, nena-proxy-server.1, ...). Read one with `man -l`.
+man:
+	$(CARGO) build --release -p nena
+	$(NENA) man --out-dir out/man
 
 clean:
 	$(CARGO) clean

@@ -2,9 +2,10 @@
 //! arguments here (one module per concern under `cmd/`) and calls into a library crate.
 
 mod cmd;
+mod config;
 mod exit;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// nena keeps Multipath TCP traffic private on paths you do not trust.
@@ -51,25 +52,34 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Policy(cmd::policy::PolicyCmd),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
+    Completions(cmd::host::CompletionsArgs),
+    /// Write the man pages: nena.1 and one per subcommand (what `make man` runs).
+    Man(cmd::host::ManArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // `--config FILE` (serve, proxy server, proxy client): the file's keys become flags
+    // before clap parses; flags on the command line win.
+    let expanded = match config::expand(&Cli::command(), std::env::args_os().collect()) {
+        Ok(e) => e,
+        Err(msg) => {
+            eprintln!("nena: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let parsed = Cli::command()
+        .try_get_matches_from(&expanded.argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         // A usage error: one line on stderr, status 2.
         Err(e) if e.use_stderr() => {
-            // clap's message spans lines (what is wrong, then usage and a hint); keep what is
-            // wrong, joined into one line.
-            let text = e.render().to_string();
-            let what: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
-                .collect();
-            let what = what.join(" ");
-            let what = what.trim_start_matches("error: ");
-            eprintln!("nena: {what} (see --help)");
+            let what = config::one_line(&e.render().to_string());
+            match &expanded.file {
+                Some(f) => eprintln!("nena: with --config {}: {what} (see --help)", f.display()),
+                None => eprintln!("nena: {what} (see --help)"),
+            }
             return ExitCode::from(2);
         }
         // --help and --version print to stdout and succeed.
@@ -93,6 +103,8 @@ fn main() -> ExitCode {
         Command::Attack(a) => cmd::attack::attack(a),
         #[cfg(feature = "policy")]
         Command::Policy(c) => cmd::policy::run(c),
+        Command::Completions(a) => cmd::host::completions(a, Cli::command()),
+        Command::Man(a) => cmd::host::man(a, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod attack;
 pub mod bench;
 pub mod codec;
+pub mod host;
 pub mod lab;
 #[cfg(feature = "policy")]
 pub mod policy;

@@ -200,6 +200,26 @@ impl ServerCommon {
     }
 }
 
+/// `--config FILE` of the long-running commands; the file is read before clap parses
+/// (crate::config), so this field only documents the flag and names the file in the log.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConfigFile {
+    /// Read options from FILE (TOML): the keys are this command's long flags without the
+    /// dashes, e.g. `listen = "0.0.0.0:4433"`, `mode = ["aead", "stream"]`,
+    /// `overwrite = true`. Flags on the command line override the file; an unknown key is
+    /// an error.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    fn log(&self) {
+        if let Some(f) = &self.config {
+            log::info!("options from {}", f.display());
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on (MPTCP).
@@ -231,6 +251,8 @@ pub struct ServeArgs {
     pub raw: bool,
     #[command(flatten)]
     pub common: ServerCommon,
+    #[command(flatten)]
+    pub config: ConfigFile,
 }
 
 #[derive(clap::Args, Debug)]
@@ -325,6 +347,8 @@ pub struct ProxyClientArgs {
     pub max_connecting: usize,
     #[command(flatten)]
     pub common: ClientCommon,
+    #[command(flatten)]
+    pub config: ConfigFile,
 }
 
 #[derive(clap::Args, Debug)]
@@ -337,6 +361,8 @@ pub struct ProxyServerArgs {
     pub forward: SocketAddr,
     #[command(flatten)]
     pub common: ServerCommon,
+    #[command(flatten)]
+    pub config: ConfigFile,
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> CmdResult {
@@ -370,6 +396,7 @@ fn check_client(c: &ClientCommon) -> CmdResult {
 }
 
 pub fn serve(a: ServeArgs) -> CmdResult {
+    a.config.log();
     let meta = std::fs::metadata(&a.dir)
         .map_err(|e| Exit::usage(anyhow!("--dir {}: {e}", a.dir.display())))?;
     if !meta.is_dir() {
@@ -530,6 +557,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
 pub fn proxy(c: ProxyCmd) -> CmdResult {
     match c {
         ProxyCmd::Client(a) => {
+            a.config.log();
             check_client(&a.common)?;
             if a.common.token_file.is_some() {
                 return Err(Exit::usage(anyhow!(
@@ -548,6 +576,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             }))??;
         }
         ProxyCmd::Server(a) => {
+            a.config.log();
             let limits = ProxyLimits {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,

@@ -518,7 +518,10 @@ impl std::str::FromStr for AllowRule {
                 "" => (c, None),
                 p => (
                     c,
-                    Some(p.strip_prefix(':').ok_or_else(|| bad("expected `:` after `]`"))?),
+                    Some(
+                        p.strip_prefix(':')
+                            .ok_or_else(|| bad("expected `:` after `]`"))?,
+                    ),
                 ),
             }
         } else if s.matches(':').count() == 1 {
@@ -791,8 +794,16 @@ mod tests {
             assert_eq!(r.len(), 10, "VER REP RSV ATYP(IPv4) ADDR PORT");
         };
         // BIND and UDP ASSOCIATE.
-        check(&[5, 2, 0, 1], SocksError::Command(2), Rep::CommandNotSupported);
-        check(&[5, 3, 0, 1], SocksError::Command(3), Rep::CommandNotSupported);
+        check(
+            &[5, 2, 0, 1],
+            SocksError::Command(2),
+            Rep::CommandNotSupported,
+        );
+        check(
+            &[5, 3, 0, 1],
+            SocksError::Command(3),
+            Rep::CommandNotSupported,
+        );
         // Unknown address types.
         check(
             &[5, 1, 0, 2, 1, 2],
@@ -805,7 +816,11 @@ mod tests {
             Rep::AddressTypeNotSupported,
         );
         check(&[5, 1, 7, 1], SocksError::Reserved(7), Rep::GeneralFailure);
-        check(&[5, 1, 0, 3, 0], SocksError::EmptyDomain, Rep::GeneralFailure);
+        check(
+            &[5, 1, 0, 3, 0],
+            SocksError::EmptyDomain,
+            Rep::GeneralFailure,
+        );
         check(
             &[5, 1, 0, 3, 2, b'a', b' ', 0, 80],
             SocksError::BadDomain,
@@ -923,7 +938,11 @@ mod tests {
             "198.18.3.2:8000".parse().unwrap(),
             "198.18.4.0/24".parse().unwrap(),
         ]);
-        let resolved = [sa("198.18.9.9:8000"), sa("198.18.3.2:8000"), sa("198.18.4.4:1")];
+        let resolved = [
+            sa("198.18.9.9:8000"),
+            sa("198.18.3.2:8000"),
+            sa("198.18.4.4:1"),
+        ];
         assert_eq!(list.filter(&resolved), resolved[1..].to_vec());
         assert!(AllowList::default().filter(&resolved).is_empty());
     }

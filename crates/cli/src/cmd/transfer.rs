@@ -549,8 +549,8 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             check_client(&a.common)?;
             if a.common.token_file.is_some() {
                 return Err(Exit::usage(anyhow!(
-                    "--token-file is for send, get and perf: the proxy carries no request; \
-                     the proxy server forwards only to its fixed --forward target"
+                    "--token-file is for send, get and perf: the proxy server's access control \
+                     is its --forward target or its --allow list"
                 )));
             }
             let opts = a.common.options(a.to, false)?;

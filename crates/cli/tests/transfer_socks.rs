@@ -263,6 +263,12 @@ fn socks5_through_both_proxies_with_allow_rules() {
         "{errors:?}\nproxy client: {}",
         pc.stderr()
     );
+    // Each went through the proxy server as its own request.
+    let connects = ps.stderr().matches("CONNECT 127.0.0.1:8007").count();
+    assert!(
+        connects >= SESSIONS - errors.len(),
+        "{connects} CONNECTs logged"
+    );
 }
 
 #[test]

@@ -70,10 +70,10 @@ impl Rep {
         use std::io::ErrorKind::*;
         match e.kind() {
             ConnectionRefused => Rep::ConnectionRefused,
-            NetworkUnreachable => Rep::NetworkUnreachable,
+            NetworkUnreachable | AddrNotAvailable => Rep::NetworkUnreachable,
             HostUnreachable | TimedOut => Rep::HostUnreachable,
             _ => match e.raw_os_error() {
-                Some(libc::ENETUNREACH) => Rep::NetworkUnreachable,
+                Some(libc::ENETUNREACH) | Some(libc::EADDRNOTAVAIL) => Rep::NetworkUnreachable,
                 Some(libc::EHOSTUNREACH) | Some(libc::ETIMEDOUT) => Rep::HostUnreachable,
                 Some(libc::ECONNREFUSED) => Rep::ConnectionRefused,
                 _ => Rep::GeneralFailure,
@@ -886,6 +886,9 @@ mod tests {
         assert_eq!(Rep::of_connect_error(&refused), Rep::ConnectionRefused);
         let unreach = std::io::Error::from_raw_os_error(libc::EHOSTUNREACH);
         assert_eq!(Rep::of_connect_error(&unreach), Rep::HostUnreachable);
+        // No source address of the destination's family (IPv6 off on the server).
+        let noaddr = std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL);
+        assert_eq!(Rep::of_connect_error(&noaddr), Rep::NetworkUnreachable);
     }
 
     fn sa(s: &str) -> SocketAddr {

@@ -10,6 +10,8 @@
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
+//! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
+//!   server's `--allow` list, sans-IO.
 //! - [`bench`]: `nena bench transfer`; [`raw_mptcp`]: its plain-MPTCP baseline.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -25,6 +27,7 @@ pub mod proxy;
 pub mod raw_mptcp;
 pub mod server;
 pub mod session;
+pub mod socks;
 pub mod stream;
 pub mod testing;
 pub mod wire;

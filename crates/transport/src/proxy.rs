@@ -14,13 +14,22 @@
 //! end of a test) ends the session cleanly, not as a failure (see [`bridge`]). When the
 //! nena side fails (an integrity failure, a truncated `aead` stream), the plain side is
 //! **reset**, not closed, so that the application sees an error instead of a short but
-//! seemingly complete stream. The proxy uses the nena handshake and then raw bytes: no
-//! application header, so a client cannot choose where the proxy server connects: every
-//! session goes to its one `--forward` target (no open relay). Each end logs, per session,
-//! the mode and the bytes per subflow.
+//! seemingly complete stream. With `--forward` the proxy uses the nena handshake and then raw
+//! bytes: no application header, so a client cannot choose where the proxy server connects:
+//! every session goes to its one `--forward` target. Each end logs, per session, the mode
+//! and the bytes per subflow.
+//!
+//! SOCKS5 (`--socks5` on the client, `--allow` on the server): the client speaks SOCKS5 to
+//! the application ([`crate::socks::Handshake`]), opens one nena session per CONNECT and
+//! sends the destination inside it ([`crate::wire::ConnectRequest`]); the server resolves it,
+//! connects only to addresses its `--allow` list permits and answers with a SOCKS reply code
+//! ([`crate::wire::ConnectReply`]), which the client passes on to the application. A server
+//! without `--forward` and without `--allow` refuses every request (never an open relay).
 
 use crate::conn::{self, AcceptOptions, ClientOptions};
+use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
+use crate::wire::{ConnectReply, ConnectRequest};
 use anyhow::{Context, Result};
 use nena_proto::SessionInfo;
 use std::net::SocketAddr;
@@ -29,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -284,10 +293,204 @@ where
     .await
 }
 
+/// What the proxy client's listener speaks.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// Plain TCP: every connection goes to the proxy server's `--forward` target.
+    Plain,
+    /// SOCKS5 (`--socks5`); with `users`, username/password is required (RFC 1929).
+    Socks5 { users: Option<Users> },
+}
+
+/// Where the proxy server sends its sessions.
+#[derive(Debug, Clone)]
+pub enum Egress {
+    /// Every session to this one target; no request is read (`--forward`).
+    Forward(SocketAddr),
+    /// Each session names its destination ([`ConnectRequest`]); only what the list permits is
+    /// connected (`--allow`; empty: nothing).
+    Allow(AllowList),
+}
+
+/// How long an application has for its SOCKS greeting and request.
+pub const SOCKS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads the application's SOCKS exchange up to its CONNECT request, answering as it goes;
+/// on a malformed exchange answers what the RFC says and fails.
+async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Target, Vec<u8>)> {
+    let mut hs = Handshake::new(users);
+    let mut buf = [0u8; 1024];
+    let exchange = async {
+        loop {
+            let n = plain.read(&mut buf).await?;
+            if n == 0 {
+                hs.eof()?;
+            }
+            match hs.feed(&buf[..n]) {
+                Ok(p) => {
+                    if !p.send.is_empty() {
+                        plain.write_all(&p.send).await?;
+                    }
+                    if let Some(t) = p.request {
+                        return Ok((t, p.leftover));
+                    }
+                }
+                Err(e) => {
+                    if let Some(r) = e.reply() {
+                        let _ = plain.write_all(&r).await;
+                    }
+                    return Err(anyhow::Error::new(e).context("SOCKS exchange"));
+                }
+            }
+        }
+    };
+    tokio::time::timeout(SOCKS_HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("SOCKS exchange: no request within {SOCKS_HANDSHAKE_TIMEOUT:?}")
+        })?
+}
+
+/// One SOCKS session of the proxy client: the exchange with the application, the nena
+/// session, the connect request, the reply passed on, then the relay.
+async fn socks_session(
+    mut plain: TcpStream,
+    users: Option<Users>,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+) -> Result<String> {
+    let (target, leftover) = socks_accept(&mut plain, users).await?;
+    let slot = connecting.acquire_owned().await?;
+    let opened = conn::connect(&opts, None).await;
+    drop(slot);
+    let mut c = match opened {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = plain
+                .write_all(&socks::reply(Rep::GeneralFailure, None))
+                .await;
+            return Err(e.context(format!("opening the nena session for {target}")));
+        }
+    };
+    let answer = async {
+        c.writer
+            .write_msg(
+                ConnectRequest {
+                    target: target.clone(),
+                }
+                .encode(),
+            )
+            .await?;
+        Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
+    };
+    let wait = opts.timeout + Duration::from_secs(5);
+    let answer = match tokio::time::timeout(wait, answer).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            let _ = plain
+                .write_all(&socks::reply(Rep::GeneralFailure, None))
+                .await;
+            return Err(e.context(format!(
+                "asking the proxy server for {target} (does it run with --allow rather than --forward?)"
+            )));
+        }
+        Err(_) => {
+            let _ = plain
+                .write_all(&socks::reply(Rep::GeneralFailure, None))
+                .await;
+            anyhow::bail!(
+                "the proxy server did not answer the request for {target} within {wait:?}"
+            );
+        }
+    };
+    if answer.code != Rep::Succeeded {
+        let _ = plain.write_all(&socks::reply(answer.code, None)).await;
+        let _ = c.writer.shutdown().await;
+        anyhow::bail!(
+            "{target}: the proxy server answered \"{}\" ({})",
+            answer.code,
+            answer.msg
+        );
+    }
+    plain.write_all(&socks::reply(Rep::Succeeded, None)).await?;
+    if !leftover.is_empty() {
+        c.writer.write_all(&leftover).await?;
+    }
+    log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
+    let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+    let split = crate::client::Paths::of(&c).describe();
+    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
+    Ok(format!(
+        "{target}: {}",
+        session_line(
+            b.up + leftover.len() as u64,
+            b.down,
+            b.plain_gone,
+            c.info,
+            &split
+        )
+    ))
+}
+
+/// Resolves `target` (domain names here, on the server) and connects to the first address
+/// the allow-list permits; a refusal is the SOCKS reply code and why.
+async fn connect_allowed(
+    allow: &AllowList,
+    target: &Target,
+    limit: Duration,
+) -> std::result::Result<TcpStream, (Rep, String)> {
+    let resolved: Vec<SocketAddr> = match &target.host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, target.port)],
+        Host::Domain(d) => {
+            match tokio::time::timeout(limit, tokio::net::lookup_host((d.as_str(), target.port)))
+                .await
+            {
+                Ok(Ok(a)) => a.collect(),
+                Ok(Err(e)) => {
+                    return Err((Rep::HostUnreachable, format!("cannot resolve {d}: {e}")))
+                }
+                Err(_) => return Err((Rep::HostUnreachable, format!("resolving {d} timed out"))),
+            }
+        }
+    };
+    let permitted = allow.filter(&resolved);
+    if permitted.is_empty() {
+        let list: Vec<String> = resolved.iter().map(|a| a.to_string()).collect();
+        return Err((
+            Rep::NotAllowed,
+            if resolved.is_empty() {
+                format!("{target} resolves to no address")
+            } else {
+                format!("{target} ({}) is not permitted by --allow", list.join(", "))
+            },
+        ));
+    }
+    let mut last = (Rep::HostUnreachable, String::new());
+    for addr in permitted {
+        match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = (Rep::of_connect_error(&e), format!("{addr}: {e}")),
+            Err(_) => last = (Rep::HostUnreachable, format!("{addr}: connect timed out")),
+        }
+    }
+    Err(last)
+}
+
 /// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to
 /// the proxy server at `opts.remote`.
 pub async fn run_client(
     listen: SocketAddr,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    run_client_with(listen, Entry::Plain, opts, limits, ready).await
+}
+
+/// `nena proxy client` with its [`Entry`]: plain TCP or SOCKS5.
+pub async fn run_client_with(
+    listen: SocketAddr,
+    entry: Entry,
     opts: ClientOptions,
     limits: ProxyLimits,
     ready: impl FnOnce(SocketAddr),
@@ -309,7 +512,11 @@ pub async fn run_client(
         move |plain, _peer| {
             let opts = opts.clone();
             let connecting = connecting.clone();
+            let entry = entry.clone();
             async move {
+                if let Entry::Socks5 { users } = entry {
+                    return socks_session(plain, users, opts, connecting).await;
+                }
                 let slot = connecting.acquire_owned().await?;
                 let mut c = conn::connect(&opts, None)
                     .await
@@ -337,6 +544,18 @@ pub async fn run_server(
     limits: ProxyLimits,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<()> {
+    run_server_with(listen, Egress::Forward(forward), accept, limits, ready).await
+}
+
+/// `nena proxy server` with its [`Egress`]: one `--forward` target, or requested
+/// destinations checked against `--allow`.
+pub async fn run_server_with(
+    listen: SocketAddr,
+    egress: Egress,
+    accept: AcceptOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<()> {
     conn::raise_nofile_limit();
     let listener = conn::listen(listen)?;
     ready(listener.local_addr()?);
@@ -350,18 +569,57 @@ pub async fn run_server(
         Arc::new(ProxyStats::default()),
         move |stream, peer| {
             let accept = accept.clone();
+            let egress = egress.clone();
             async move {
                 let mut c = conn::accept(stream, peer, &accept).await?;
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }
-                // The one target of this proxy (--forward): nothing the client sends can
-                // choose another.
-                let target =
-                    tokio::time::timeout(accept.handshake_timeout, TcpStream::connect(forward))
-                        .await
-                        .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
-                        .with_context(|| format!("cannot connect to {forward}"))?;
+                let limit = accept.handshake_timeout;
+                let target = match &egress {
+                    // The one target of this proxy (--forward): nothing the client sends can
+                    // choose another.
+                    Egress::Forward(forward) => {
+                        let forward = *forward;
+                        tokio::time::timeout(limit, TcpStream::connect(forward))
+                            .await
+                            .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
+                            .with_context(|| format!("cannot connect to {forward}"))?
+                    }
+                    Egress::Allow(allow) => {
+                        let req = tokio::time::timeout(limit, c.reader.read_connect_request())
+                            .await
+                            .map_err(|_| anyhow::anyhow!("no connect request within {limit:?}"))?
+                            .context(
+                                "reading the connect request (is the client a SOCKS proxy client?)",
+                            )?;
+                        match connect_allowed(allow, &req.target, limit).await {
+                            Ok(t) => {
+                                c.writer
+                                    .write_msg(
+                                        ConnectReply {
+                                            code: Rep::Succeeded,
+                                            msg: String::new(),
+                                        }
+                                        .encode(),
+                                    )
+                                    .await?;
+                                log::info!("{peer}: CONNECT {}", req.target);
+                                t
+                            }
+                            Err((code, msg)) => {
+                                let reply = ConnectReply {
+                                    code,
+                                    msg: msg.clone(),
+                                };
+                                let _ = c.writer.write_msg(reply.encode()).await;
+                                let _ = c.writer.shutdown().await;
+                                c.reader.discard(Duration::from_secs(2)).await;
+                                anyhow::bail!("CONNECT {} refused: {code} ({msg})", req.target);
+                            }
+                        }
+                    }
+                };
                 let relayed = relay(target, &mut c.reader, &mut c.writer).await;
                 let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
                 let b = relayed

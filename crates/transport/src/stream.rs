@@ -301,6 +301,18 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
     pub async fn read_reply(&mut self) -> Result<Reply, MsgError> {
         self.read_msg("reply", Reply::decode).await
     }
+
+    /// Read a connect request (the SOCKS proxy's destination).
+    pub async fn read_connect_request(&mut self) -> Result<crate::wire::ConnectRequest, MsgError> {
+        self.read_msg("connect request", crate::wire::ConnectRequest::decode)
+            .await
+    }
+
+    /// Read the answer to a connect request.
+    pub async fn read_connect_reply(&mut self) -> Result<crate::wire::ConnectReply, MsgError> {
+        self.read_msg("connect reply", crate::wire::ConnectReply::decode)
+            .await
+    }
 }
 
 /// `poll_read` on `inner` that fails with `TimedOut` after `idle` without data.

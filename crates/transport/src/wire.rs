@@ -31,6 +31,18 @@
 //! the sender's byte count (`u64`), followed by a final [`Reply`] in which the receiver states
 //! how many bytes it received and whether they matched the deterministic [`pattern`].
 //! A direction that carries no data is just the end marker.
+//!
+//! Connect (the SOCKS5 proxy, `nena proxy client --socks5` to `nena proxy server --allow`):
+//!
+//! ```text
+//! ConnectRequest  magic "nAP1" | op 4 | atyp u8 (1 IPv4, 3 domain, 4 IPv6)
+//!                 | addr (4 B | len u8 + name (1..=255 B, printable ASCII) | 16 B) | port u16
+//! ConnectReply    code u8 (SOCKS5 reply code, RFC 1928 section 6: 0 succeeded .. 8)
+//!                 | msg_len u8 | msg (UTF-8)
+//! ```
+//!
+//! After an ok reply both directions carry the application's raw bytes; after any other
+//! the server ends the session. A file server answers op 4 as an unknown op.
 
 use thiserror::Error;
 
@@ -74,6 +86,12 @@ pub enum WireError {
     EmptyToken,
     #[error("access token too long ({0} bytes, at most {MAX_TOKEN})")]
     TokenTooLong(usize),
+    #[error("not a connect request (op {0:#04x})")]
+    NotConnect(u8),
+    #[error("bad destination in the connect request: {0}")]
+    BadTarget(crate::socks::SocksError),
+    #[error("unknown connect reply code {0}")]
+    BadConnectCode(u8),
 }
 
 impl WireError {
@@ -556,10 +574,145 @@ impl<'a> PatternCheck<'a> {
     }
 }
 
+/// Op of a [`ConnectRequest`].
+pub const OP_CONNECT: u8 = 4;
+
+/// The proxy client asks the proxy server for a destination (SOCKS5 CONNECT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectRequest {
+    pub target: crate::socks::Target,
+}
+
+impl ConnectRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.push(OP_CONNECT);
+        self.target.encode_into(&mut out);
+        out
+    }
+
+    /// Decode from the start of `buf`: `Ok(None)` if more bytes are needed, otherwise the
+    /// request and how many bytes it used.
+    pub fn decode(buf: &[u8]) -> Result<Option<(ConnectRequest, usize)>, WireError> {
+        let m = buf.len().min(4);
+        if buf[..m] != MAGIC[..m] {
+            let mut got = [0u8; 4];
+            got[..m].copy_from_slice(&buf[..m]);
+            return Err(WireError::BadMagic(got));
+        }
+        let Some(&op) = buf.get(4) else {
+            return Ok(None);
+        };
+        if op != OP_CONNECT {
+            return Err(WireError::NotConnect(op));
+        }
+        match crate::socks::Target::decode(&buf[5..]) {
+            Ok(Some((target, used))) => Ok(Some((ConnectRequest { target }, 5 + used))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(WireError::BadTarget(e)),
+        }
+    }
+}
+
+/// The proxy server's answer to a [`ConnectRequest`]: a SOCKS5 reply code and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectReply {
+    pub code: crate::socks::Rep,
+    pub msg: String,
+}
+
+impl ConnectReply {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut msg = self.msg.clone();
+        truncate_utf8(&mut msg, 255);
+        let mut out = vec![self.code as u8, msg.len() as u8];
+        out.extend_from_slice(msg.as_bytes());
+        out
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Option<(ConnectReply, usize)>, WireError> {
+        let Some(&c) = buf.first() else {
+            return Ok(None);
+        };
+        let code = crate::socks::Rep::from_u8(c).ok_or(WireError::BadConnectCode(c))?;
+        let Some(&len) = buf.get(1) else {
+            return Ok(None);
+        };
+        let end = 2 + len as usize;
+        if buf.len() < end {
+            return Ok(None);
+        }
+        let msg = String::from_utf8_lossy(&buf[2..end]).into_owned();
+        Ok(Some((ConnectReply { code, msg }, end)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn connect_roundtrip_and_errors() {
+        use crate::socks::{Host, Rep, SocksError, Target};
+        for target in [
+            Target {
+                host: Host::Ip("198.18.3.2".parse().unwrap()),
+                port: 80,
+            },
+            Target {
+                host: Host::Ip("2001:db8::1".parse().unwrap()),
+                port: 443,
+            },
+            Target {
+                host: Host::Domain("srv.lab".into()),
+                port: 8000,
+            },
+        ] {
+            let req = ConnectRequest { target };
+            let enc = req.encode();
+            for cut in 0..enc.len() {
+                assert_eq!(ConnectRequest::decode(&enc[..cut]), Ok(None), "cut {cut}");
+            }
+            let mut tail = enc.clone();
+            tail.extend_from_slice(b"rest");
+            assert_eq!(ConnectRequest::decode(&tail), Ok(Some((req, enc.len()))));
+            // A file server sees op 4 as an unknown op (and answers "refused").
+            assert_eq!(RequestMsg::decode(&enc), Err(WireError::BadOp(4)));
+        }
+        assert_eq!(
+            ConnectRequest::decode(b"nAP1\x02\x00\x01a"),
+            Err(WireError::NotConnect(2))
+        );
+        assert_eq!(
+            ConnectRequest::decode(b"nAP1\x04\x07"),
+            Err(WireError::BadTarget(SocksError::AddressType(7)))
+        );
+        assert!(matches!(
+            ConnectRequest::decode(b"GET "),
+            Err(WireError::BadMagic(_))
+        ));
+        let r = ConnectReply {
+            code: Rep::NotAllowed,
+            msg: "198.18.9.9:80 is not in --allow".into(),
+        };
+        let enc = r.encode();
+        for cut in 0..enc.len() {
+            assert_eq!(ConnectReply::decode(&enc[..cut]), Ok(None));
+        }
+        assert_eq!(ConnectReply::decode(&enc), Ok(Some((r, enc.len()))));
+        assert_eq!(
+            ConnectReply::decode(&[9, 0]),
+            Err(WireError::BadConnectCode(9))
+        );
+        // Over-long messages are cut to 255 bytes on a char boundary.
+        let long = ConnectReply {
+            code: Rep::GeneralFailure,
+            msg: "é".repeat(200),
+        };
+        let (back, _) = ConnectReply::decode(&long.encode()).unwrap().unwrap();
+        assert_eq!(back.msg.len(), 254);
+    }
 
     fn all_requests() -> Vec<Request> {
         vec![
@@ -795,6 +948,8 @@ mod tests {
         fn request_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = RequestMsg::decode(&bytes);
             let _ = Reply::decode(&bytes);
+            let _ = ConnectRequest::decode(&bytes);
+            let _ = ConnectReply::decode(&bytes);
         }
     }
 

@@ -332,9 +332,19 @@ pub enum ProxyCmd {
 
 #[derive(clap::Args, Debug)]
 pub struct ProxyClientArgs {
-    /// Plain TCP address applications connect to.
+    /// Plain TCP address applications connect to (every connection goes to the proxy
+    /// server's --forward target).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr,
+          required_unless_present = "socks5", conflicts_with = "socks5")]
+    pub listen: Option<SocketAddr>,
+    /// Serve SOCKS5 (RFC 1928, CONNECT) on this address instead: each request becomes one
+    /// nena session, and the proxy server (run with --allow) connects to the destination.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub listen: SocketAddr,
+    pub socks5: Option<SocketAddr>,
+    /// Require SOCKS5 username/password (RFC 1929) from the users in FILE (`user:password`
+    /// per line).
+    #[arg(long, value_name = "FILE", requires = "socks5")]
+    pub socks_user_file: Option<PathBuf>,
     /// The `nena proxy server`.
     #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr)]
     pub to: SocketAddr,
@@ -356,9 +366,15 @@ pub struct ProxyServerArgs {
     /// Address to listen on for nena sessions (MPTCP).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub listen: SocketAddr,
-    /// Plain TCP target every session is forwarded to.
-    #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr)]
-    pub forward: SocketAddr,
+    /// Plain TCP target every session is forwarded to (for `proxy client --listen`).
+    #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr, conflicts_with = "allow")]
+    pub forward: Option<SocketAddr>,
+    /// For `proxy client --socks5`: connect to a requested destination only if this rule
+    /// permits it (repeatable; domain names are resolved here and the address is checked).
+    /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
+    /// Without --allow (and without --forward) every request is refused.
+    #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
+    pub allow: Vec<nena_transport::socks::AllowRule>,
     #[command(flatten)]
     pub common: ServerCommon,
     #[command(flatten)]
@@ -561,8 +577,8 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             check_client(&a.common)?;
             if a.common.token_file.is_some() {
                 return Err(Exit::usage(anyhow!(
-                    "--token-file is for send, get and perf: the proxy carries no request; \
-                     the proxy server forwards only to its fixed --forward target"
+                    "--token-file is for send, get and perf: the proxy server's access control \
+                     is its --forward target or its --allow list"
                 )));
             }
             let opts = a.common.options(a.to, false)?;
@@ -570,10 +586,33 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
             };
-            let what = format!("nena proxy client (offering {})", labels(&opts.modes));
-            client::block_on(proxy::run_client(a.listen, opts, limits, |addr| {
-                announce(&what, addr)
-            }))??;
+            let (listen, entry, kind) = match (a.listen, a.socks5) {
+                (Some(l), _) => (l, proxy::Entry::Plain, ""),
+                (None, Some(l)) => {
+                    let users = match &a.socks_user_file {
+                        None => None,
+                        Some(f) => {
+                            let text = std::fs::read_to_string(f).map_err(|e| {
+                                Exit::usage(anyhow!("cannot read {}: {e}", f.display()))
+                            })?;
+                            Some(
+                                nena_transport::socks::Users::parse(&text)
+                                    .map_err(|e| Exit::usage(anyhow!("{}: {e}", f.display())))?,
+                            )
+                        }
+                    };
+                    (l, proxy::Entry::Socks5 { users }, "SOCKS5, ")
+                }
+                (None, None) => unreachable!("clap requires --listen or --socks5"),
+            };
+            let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
+            client::block_on(proxy::run_client_with(
+                listen,
+                entry,
+                opts,
+                limits,
+                |addr| announce(&what, addr),
+            ))??;
         }
         ProxyCmd::Server(a) => {
             a.config.log();
@@ -582,10 +621,21 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_connecting: a.common.max_sessions,
             };
             let accept = a.common.accept(false);
+            let egress = match a.forward {
+                Some(f) => proxy::Egress::Forward(f),
+                None => {
+                    if a.allow.is_empty() {
+                        log::warn!(
+                            "no --forward and no --allow: every SOCKS request will be refused"
+                        );
+                    }
+                    proxy::Egress::Allow(nena_transport::socks::AllowList(a.allow.clone()))
+                }
+            };
             let what = format!("nena proxy server ({})", labels(&accept.modes));
-            client::block_on(proxy::run_server(
+            client::block_on(proxy::run_server_with(
                 a.listen,
-                a.forward,
+                egress,
                 accept,
                 limits,
                 |addr| announce(&what, addr),

@@ -4,9 +4,8 @@
 //! and the capture analysis of `nena analyze` (`trace.json` and its figures) when the run
 //! captured its links.
 
-use crate::model::Direction;
 use crate::sample::Sample;
-use crate::summary::{client_ip, RunSummary};
+use crate::summary::{deltas, RunSummary};
 use anyhow::{Context, Result};
 use nena_analyze::plot::time_series;
 use nena_lab::Link;
@@ -19,17 +18,6 @@ fn label(s: &RunSummary, l: Link) -> String {
         .and_then(|x| x.alias.clone())
         .map(|a| format!("{a} ({l})"))
         .unwrap_or_else(|| l.to_string())
-}
-
-/// The link of a sampled socket (the client's end decides).
-fn link_of(src: std::net::SocketAddr, dst: std::net::SocketAddr, d: Direction) -> Option<Link> {
-    let ip = match d {
-        Direction::Up => src.ip(),
-        Direction::Down => dst.ip(),
-    };
-    [Link::Trusted, Link::Untrusted]
-        .into_iter()
-        .find(|&l| client_ip(l) == ip)
 }
 
 /// Write `throughput`, `rtt` and `cwnd` (.png and .svg) into `dir`; returns the files.
@@ -53,29 +41,7 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         .map(|l| (label(s, l.link), l.series_mbit_s.clone()))
         .collect();
     if s.links.len() > 1 {
-        let n = s
-            .links
-            .iter()
-            .map(|l| l.series_mbit_s.len())
-            .max()
-            .unwrap_or(0);
-        let agg = (0..n)
-            .map(|i| {
-                let t = s
-                    .links
-                    .iter()
-                    .find_map(|l| l.series_mbit_s.get(i))
-                    .map_or(0.0, |p| p.0);
-                let v = s
-                    .links
-                    .iter()
-                    .filter_map(|l| l.series_mbit_s.get(i))
-                    .map(|p| p.1)
-                    .sum();
-                (t, v)
-            })
-            .collect();
-        th.push(("aggregate".into(), agg));
+        th.push(("aggregate".into(), s.aggregate_series_mbit_s.clone()));
     }
     put(
         "throughput",
@@ -89,28 +55,21 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
     // RTT and cwnd per socket, from the samples in which it moved data.
     let mut rtt: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut cwnd: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    let mut last = std::collections::HashMap::new();
-    for smp in samples {
-        for k in &smp.sockets {
-            let Some(l) = link_of(k.src, k.dst, s.direction) else {
-                continue;
-            };
-            let name = format!("{} :{}", label(s, l), k.src.port());
-            let prev = last.insert((k.src, k.dst), k.bytes_acked).unwrap_or(0);
-            let idx =
-                |v: &mut Vec<(String, Vec<(f64, f64)>)>| match v.iter().position(|x| x.0 == name) {
-                    Some(i) => i,
-                    None => {
-                        v.push((name.clone(), Vec::new()));
-                        v.len() - 1
-                    }
-                };
-            let i = idx(&mut cwnd);
-            cwnd[i].1.push((smp.t, k.cwnd as f64));
-            if k.bytes_acked > prev && k.rtt_us > 0 {
-                let i = idx(&mut rtt);
-                rtt[i].1.push((smp.t, k.rtt_us as f64 / 1000.0));
+    for row in &deltas(samples, s.direction).rows {
+        let name = format!("{} :{}", label(s, row.link), row.socket.0.port());
+        let idx = |v: &mut Vec<(String, Vec<(f64, f64)>)>| match v.iter().position(|x| x.0 == name)
+        {
+            Some(i) => i,
+            None => {
+                v.push((name.clone(), Vec::new()));
+                v.len() - 1
             }
+        };
+        let i = idx(&mut cwnd);
+        cwnd[i].1.push((row.t, row.cwnd as f64));
+        if let Some(ms) = row.rtt_ms {
+            let i = idx(&mut rtt);
+            rtt[i].1.push((row.t, ms));
         }
     }
     put(

@@ -88,6 +88,8 @@ pub struct RunSummary {
     pub links: Vec<LinkSummary>,
     /// Sum over the links per bin.
     pub aggregate_mbit_s: Option<Stat>,
+    /// The sum per bin, (end of bin in s, Mbit/s).
+    pub aggregate_series_mbit_s: Vec<(f64, f64)>,
     pub events: Vec<Applied>,
     pub outages: Vec<Outage>,
     pub samples: usize,
@@ -150,7 +152,7 @@ pub fn client_ip(link: Link) -> IpAddr {
 }
 
 /// Which link a socket of the sending host belongs to (by the client's address on it).
-fn link_of(src: SocketAddr, dst: SocketAddr, direction: Direction) -> Option<Link> {
+pub fn link_of(src: SocketAddr, dst: SocketAddr, direction: Direction) -> Option<Link> {
     let client = match direction {
         Direction::Up => src.ip(),
         Direction::Down => dst.ip(),
@@ -160,11 +162,23 @@ fn link_of(src: SocketAddr, dst: SocketAddr, direction: Direction) -> Option<Lin
         .find(|&l| client_ip(l) == client)
 }
 
-/// Per sample (from the second on): bytes acknowledged on each link since the previous
-/// sample, with the RTT of the link's sockets that moved data.
+/// One socket in one sample: what it had acknowledged since the previous sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    pub t: f64,
+    pub link: Link,
+    /// (local, remote) of the socket.
+    pub socket: (SocketAddr, SocketAddr),
+    pub bytes: u64,
+    /// Its smoothed RTT, when it moved data in the interval.
+    pub rtt_ms: Option<f64>,
+    pub cwnd: u32,
+}
+
+/// Per sample and socket on a link: bytes acknowledged since the previous sample, with the
+/// RTT of the sockets that moved data (what the summary and the figures are made of).
 pub struct Deltas {
-    /// (t, link, bytes, rtt_ms of a socket that moved data)
-    pub rows: Vec<(f64, Link, u64, Option<f64>)>,
+    pub rows: Vec<Row>,
     pub sockets: HashMap<Link, std::collections::BTreeSet<(SocketAddr, SocketAddr)>>,
     pub retrans: HashMap<Link, u64>,
 }
@@ -184,12 +198,14 @@ pub fn deltas(samples: &[Sample], direction: Direction) -> Deltas {
             let d = k.bytes_acked.saturating_sub(pb);
             *retrans.entry(l).or_default() += u64::from(k.total_retrans.saturating_sub(pr));
             last.insert((k.src, k.dst), (k.bytes_acked, k.total_retrans));
-            rows.push((
-                s.t,
-                l,
-                d,
-                (d > 0 && k.rtt_us > 0).then_some(k.rtt_us as f64 / 1000.0),
-            ));
+            rows.push(Row {
+                t: s.t,
+                link: l,
+                socket: (k.src, k.dst),
+                bytes: d,
+                rtt_ms: (d > 0 && k.rtt_us > 0).then_some(k.rtt_us as f64 / 1000.0),
+                cwnd: k.cwnd,
+            });
         }
     }
     Deltas {
@@ -219,17 +235,14 @@ pub fn summarize(
         let mut bins = vec![0u64; nbins];
         let mut rtts = Vec::new();
         let mut bytes = 0;
-        for &(t, link, b, rtt) in &d.rows {
-            if link != l {
-                continue;
-            }
-            bytes += b;
+        for row in d.rows.iter().filter(|r| r.link == l) {
+            bytes += row.bytes;
             // A delta belongs to the interval that ends at t.
-            let i = ((t - 1e-9) / BIN_S).floor().max(0.0) as usize;
+            let i = ((row.t - 1e-9) / BIN_S).floor().max(0.0) as usize;
             if i < nbins {
-                bins[i] += b;
+                bins[i] += row.bytes;
             }
-            rtts.extend(rtt);
+            rtts.extend(row.rtt_ms);
         }
         let series: Vec<(f64, f64)> = bins
             .iter()
@@ -270,6 +283,11 @@ pub fn summarize(
         } else {
             Stat::of(&agg)
         },
+        aggregate_series_mbit_s: agg
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((i + 1) as f64 * BIN_S, *v))
+            .collect(),
         links,
         events: applied.to_vec(),
         outages,
@@ -292,14 +310,14 @@ fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
         let bytes_while_down = d
             .rows
             .iter()
-            .filter(|(t, l, _, _)| *l == e.link && *t > e.applied_s + DOWN_GRACE_S && *t <= end)
-            .map(|r| r.2)
+            .filter(|r| r.link == e.link && r.t > e.applied_s + DOWN_GRACE_S && r.t <= end)
+            .map(|r| r.bytes)
             .sum();
         let recovered_after_s = up.and_then(|u| {
             d.rows
                 .iter()
-                .find(|(t, l, b, _)| *l == e.link && *t > u.started_s && *b > 0)
-                .map(|(t, ..)| t - u.started_s)
+                .find(|r| r.link == e.link && r.t > u.started_s && r.bytes > 0)
+                .map(|r| r.t - u.started_s)
         });
         out.push(Outage {
             link: e.link,

@@ -13,13 +13,7 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     let lab = lab();
     // Target: an echo server on the server host's loopback.
     let target: SocketAddr = "127.0.0.1:7300".parse().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let _echo = lab.spawn_in(Host::Server, move || {
-        testing::echo_server(target, Duration::from_secs(120), move || {
-            tx.send(()).unwrap()
-        })
-    });
-    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let _echo = echo_server(&lab, target);
 
     let listen = server(&lab, 7301);
     let ps = spawn_listening(

@@ -7,7 +7,6 @@
 mod transfer_common;
 
 use nena_lab::Host;
-use nena_transport::testing;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
@@ -108,15 +107,7 @@ fn socks5_through_both_proxies_with_allow_rules() {
 
     let _http = http_server(&lab, &dir);
     // An echo server for the concurrent sessions.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let _echo = lab.spawn_in(Host::Server, move || {
-        testing::echo_server(
-            "127.0.0.1:8007".parse().unwrap(),
-            Duration::from_secs(120),
-            move || tx.send(()).unwrap(),
-        )
-    });
-    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let _echo = echo_server(&lab, "127.0.0.1:8007".parse().unwrap());
     // Loopback of the server host, ports 8000-8010 only: the server's own address
     // (198.18.3.2) is outside the list.
     let listen = server(&lab, 7401);

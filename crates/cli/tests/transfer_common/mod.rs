@@ -11,6 +11,23 @@ use std::time::Duration;
 
 pub const NENA: &str = env!("CARGO_BIN_EXE_nena");
 
+/// An echo server on `target` in the lab's server host for two minutes; returns once it
+/// listens (the handle ends with it).
+pub fn echo_server(
+    lab: &Lab,
+    target: std::net::SocketAddr,
+) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<()>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = lab.spawn_in(Host::Server, move || {
+        nena_transport::testing::echo_server(target, Duration::from_secs(120), move || {
+            tx.send(()).unwrap()
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("the echo server listens within 5 s");
+    h
+}
+
 /// The client's path options in the lab.
 pub const PATHS: [&str; 4] = ["--trusted", "trusted", "--untrusted", "untrusted"];
 

@@ -124,6 +124,7 @@ impl Link {
             Link::GetConnect => r#"{ act = "get_connect" }"#,
             Link::GetSubflow => r#"{ act = "get_subflow" }"#,
             Link::Record => r#"{ act = "record" }"#,
+            Link::Drop => r#"{ act = "drop" }"#,
         }
     }
 
@@ -141,7 +142,7 @@ impl Link {
     }
 
     /// A frame the link skips (a selector: does not match), always timed in batches;
-    /// `None` for `record`, which acts on every packet.
+    /// `None` for `record` and `drop`, which act on every packet.
     pub fn skip_frame(self) -> Option<Frame> {
         Some(match self {
             Link::Subflow | Link::IpPair | Link::Src | Link::Dst => Frame::DssAckOtherFlow,
@@ -155,7 +156,7 @@ impl Link {
             Link::AddSubflow => Frame::DssAck,
             // not tail-called: no ADD_ADDR / MP_CAPABLE / MP_JOIN (chain.h, actor_wants)
             Link::BlkSubflow | Link::GetConnect | Link::GetSubflow => Frame::DssAck,
-            Link::Record => return None,
+            Link::Record | Link::Drop => return None,
         })
     }
 
@@ -943,7 +944,11 @@ mod tests {
     fn every_link_has_an_acting_frame_and_all_but_record_a_skipping_one() {
         for l in Link::ALL {
             assert_eq!(Link::from_name(l.name()), Some(l));
-            assert_eq!(l.skip_frame().is_none(), l == Link::Record, "{l:?}");
+            assert_eq!(
+                l.skip_frame().is_none(),
+                l == Link::Record || l == Link::Drop,
+                "{l:?}"
+            );
             // the actors that change the frame are timed in single runs, the others in batches
             let rewrites = matches!(
                 l,

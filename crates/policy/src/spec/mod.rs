@@ -24,7 +24,10 @@
 pub mod model;
 pub mod parse;
 
-pub use model::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField};
+pub use model::{
+    Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField, TenantMatch,
+    TenantSpec,
+};
 pub use parse::{parse, SpecError};
 
 #[cfg(test)]
@@ -211,7 +214,7 @@ links = [ { act = "get_connect" }, { act = "blk_subflow" } ]
         let e = line_err("x = 1\n");
         assert_eq!(
             (e.line, e.msg.as_str()),
-            (1, "unknown key `x` (known: `chain`)")
+            (1, "unknown key `x` (known: `chain`, `tenant`)")
         );
         let e = line_err(&format!("{base}  {{ act = \"record\"\n]\n"));
         assert!(!e.msg.contains('\n'), "one line: {e}");

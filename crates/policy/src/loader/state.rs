@@ -275,7 +275,13 @@ impl Policy {
     }
 
     /// One hook's chain (of the default or of a tenant) and its counters.
-    fn hook_status(&self, idx: u32, h: u32, tenant: Option<String>, slot: u32) -> Result<HookStatus> {
+    fn hook_status(
+        &self,
+        idx: u32,
+        h: u32,
+        tenant: Option<String>,
+        slot: u32,
+    ) -> Result<HookStatus> {
         let dev = ifname(idx);
         let hook = Hook::from_abi(h);
         let mut hs = HookStatus {

@@ -167,11 +167,13 @@ impl Policy {
         if all.get(&id) == Some(info) {
             return Ok(());
         }
-        if all
-            .iter()
-            .any(|(i, t)| *i != id && t.kind == info.kind && t.cgroup == info.cgroup && t.uid == info.uid)
-        {
-            bail!("tenant `{}`: another tenant has that cgroup or uid", info.name());
+        if all.iter().any(|(i, t)| {
+            *i != id && t.kind == info.kind && t.cgroup == info.cgroup && t.uid == info.uid
+        }) {
+            bail!(
+                "tenant `{}`: another tenant has that cgroup or uid",
+                info.name()
+            );
         }
         all.insert(id, *info);
         self.tenants

@@ -153,7 +153,11 @@ impl TestBed {
     /// Put `chain` on the loopback device's `hook` for tenant `tenant` (1..16), and turn
     /// tenancy on (as if `tenant` tenants were defined).
     pub fn set_tenant_chain(&mut self, hook: Hook, tenant: u32, chain: &ChainSpec) -> Result<()> {
-        let t = self.maps.tenants.as_ref().ok_or_else(|| anyhow!("no tenants in this build"))?;
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
         let slot = self.next_slot % abi::MAX_CHAINS;
         self.next_slot += 1;
         write_slot(
@@ -176,13 +180,21 @@ impl TestBed {
     /// The tenant the programs have for `flow` (as it leaves: egress direction), as if its
     /// first packet had left from that tenant's socket.
     pub fn set_flow_tenant(&self, flow: &abi::FlowKey, tenant: u32) -> Result<()> {
-        let t = self.maps.tenants.as_ref().ok_or_else(|| anyhow!("no tenants in this build"))?;
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
         t.flows.set(flow, &tenant.to_ne_bytes())
     }
 
     /// The tenant cached for `flow` (egress direction), if any.
     pub fn flow_tenant(&self, flow: &abi::FlowKey) -> Result<Option<u32>> {
-        let t = self.maps.tenants.as_ref().ok_or_else(|| anyhow!("no tenants in this build"))?;
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
         Ok(t.flows.get(flow)?.and_then(|v| u32::from_bytes(&v)))
     }
 

@@ -346,10 +346,7 @@ fn tenants(lines: &Lines, raw: &[Spanned<RawTenant>]) -> Result<Vec<TenantSpec>,
             (None, Some(u)) => {
                 let v = *u.get_ref();
                 if !(0..=i64::from(u32::MAX - 1)).contains(&v) {
-                    return Err(lines.err(
-                        u,
-                        format!("`uid` = {v} is not in 0..={}", u32::MAX - 1),
-                    ));
+                    return Err(lines.err(u, format!("`uid` = {v} is not in 0..={}", u32::MAX - 1)));
                 }
                 TenantMatch::Uid(v as u32)
             }

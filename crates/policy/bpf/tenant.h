@@ -3,9 +3,10 @@
  * chain instead of the hook's default one. A tenant is a cgroup (v2) or a uid.
  *
  * Egress (TC): the packet's socket tells: its cgroup v2 (bpf_skb_cgroup_id, then its
- * ancestors, the deepest tenant wins), else its uid (bpf_get_socket_uid). MPTCP subflow
- * sockets, joins included, carry the cgroup of the MPTCP socket (the kernel's
- * mptcp_attach_cgroup) and its uid (tested: tests/tenants.rs). The answer is kept per flow
+ * ancestors, the deepest tenant wins), else its uid. MPTCP subflow sockets, joins included,
+ * carry the cgroup of the MPTCP socket (the kernel's mptcp_attach_cgroup), but a join's own
+ * uid is 0: the uid is read from the MPTCP socket (bpf_skc_to_mptcp_sock), see socket_uid
+ * (both tested: tests/tenants.rs, crates/cli/tests/policy_tenants.rs). The answer is kept per flow
  * in an LRU map (`tenant_flows4/6`), computed again on every SYN and SYN/ACK (a 4-tuple
  * reused by another socket) and on a miss.
  * Ingress (XDP): no socket yet; the flow's tenant is what egress learnt for the reverse
@@ -59,6 +60,34 @@ struct {
 /* flow as seen at egress -> tenant (0: none) */
 FLOW_MAPS(tenant_flows, __u32, 65536)
 
+/* The one kernel-internal field the programs read: `sk_uid` of the MPTCP socket a subflow
+ * belongs to (CO-RE: its offset is relocated against the running kernel's BTF at load). */
+struct sock___nena {
+	struct {
+		__u32 val;
+	} sk_uid;
+} __attribute__((preserve_access_index));
+
+/* The uid a packet's socket belongs to (-1: no socket). A subflow of an MPTCP connection
+ * counts as its MPTCP socket's: the kernel creates join subflows itself (path manager), so
+ * their own sk_uid is 0 (measured on 6.18: tests/tenants.rs), while the MPTCP socket has the
+ * uid of the process that made it. */
+static __always_inline __u32 socket_uid(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return (__u32)-1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return (__u32)-1;
+	struct mptcp_sock *msk = bpf_skc_to_mptcp_sock(sk);
+	if (msk) {
+		struct sock___nena *s = (void *)msk;
+		return s->sk_uid.val;
+	}
+	return bpf_get_socket_uid(skb);
+}
+
 static __always_inline __u32 tenant_of_socket(struct __sk_buff *skb)
 {
 	__u32 *t;
@@ -80,9 +109,9 @@ static __always_inline __u32 tenant_of_socket(struct __sk_buff *skb)
 		if (found)
 			return found;
 	}
-	if (!skb->sk)
-		return 0; /* bpf_get_socket_uid would say overflowuid */
-	__u32 uid = bpf_get_socket_uid(skb);
+	__u32 uid = socket_uid(skb);
+	if (uid == (__u32)-1)
+		return 0;
 	t = bpf_map_lookup_elem(&tenant_uids, &uid);
 	return t ? *t : 0;
 }

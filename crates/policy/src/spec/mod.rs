@@ -386,4 +386,13 @@ links = [ { act = "rate_limit", window = 5000 } ]
         let e = line_err(&many);
         assert_eq!((e.line, e.msg.as_str()), (46, "at most 15 tenants"));
     }
+
+    /// The example with three tenants (crates/policy/examples/tenants.toml) stays valid.
+    #[test]
+    fn the_tenant_example_parses() {
+        let p = parse(include_str!("../../examples/tenants.toml")).unwrap();
+        assert_eq!(p.tenants.len(), 3);
+        assert_eq!(p.chains.len(), 5);
+        assert_eq!(p.chains.iter().filter(|c| c.tenant.is_none()).count(), 1);
+    }
 }

@@ -137,6 +137,70 @@ fn check_reports_the_line_of_an_error() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Tenants on the command line: `check` counts them; `load --tenant` refuses a tenant the
+/// file does not define, a tenant that is not loaded, and a cgroup that does not exist,
+/// each in one line with status 2, and applies nothing.
+#[test]
+fn tenant_errors_on_the_command_line() {
+    let mut ns = Ns::new();
+    let with = |who: &str| {
+        format!(
+            "[[tenant]]\nname = \"t\"\n{who}\n\n{}",
+            GOOD.replace("name = \"keys\"", "name = \"keys\"\ntenant = \"t\"")
+        )
+    };
+    let f = ns.file(&with("uid = 4242"));
+    let o = ns.policy(&["check", f.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        text(&o).0.contains("2 chain(s), 1 tenant(s), ok"),
+        "{:?}",
+        text(&o)
+    );
+    let o = ns.policy(&["attach", "--dev", "v0"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let one_line = |o: &std::process::Output, want: &str| {
+        let (_, err) = text(o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("nena: ") && err.contains(want), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    };
+    let o = ns.policy(&["load", f.to_str().unwrap(), "--tenant", "z"]);
+    one_line(&o, "no tenant `z` in the file");
+    let o = ns.policy(&["load", f.to_str().unwrap(), "--tenant", "t"]);
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("tenant `t` is not loaded"),
+        "{:?}",
+        text(&o)
+    );
+    let g = ns.file(&with("cgroup = \"/nena-no-such-cgroup-here\""));
+    let o = ns.policy(&["load", g.to_str().unwrap()]);
+    one_line(
+        &o,
+        "line 1: tenant `t`: no cgroup /nena-no-such-cgroup-here",
+    );
+    let o = ns.policy(&["show", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tenants"].as_array().map(Vec::len), Some(0), "{v}");
+    // loaded: show names the tenant and its chain
+    let o = ns.policy(&["load", f.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = ns.policy(&["show"]);
+    let out = text(&o).0;
+    assert!(out.contains("tenant t (id 1): uid 4242"), "{out}");
+    assert!(out.contains("v0 ingress tenant t: chain \"keys\""), "{out}");
+    let o = ns.policy(&["load", f.to_str().unwrap(), "--tenant", "t"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        text(&o).0.contains("loaded 1 chain(s) of tenant t"),
+        "{:?}",
+        text(&o)
+    );
+    let o = ns.policy(&["detach", "--dev", "v0"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
 #[test]
 fn attach_load_show_events_detach() {
     let mut ns = Ns::new();

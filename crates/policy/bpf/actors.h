@@ -402,6 +402,13 @@ static __always_inline int record_fam(void *ctx, const int tc, struct nena_ctx *
 }
 FAMILY_SPLIT(record)
 
+/* drop: the packet goes no further (a tenant kept off a path: its joins never leave). */
+static __always_inline int drop_body(void *ctx, const int tc, struct nena_ctx *c,
+				     const struct link *l)
+{
+	return NENA_DROP;
+}
+
 NENA_LINK(rate_limit)
 NENA_LINK(set_backup)
 NENA_LINK(blk_subflow)
@@ -409,5 +416,6 @@ NENA_LINK(add_subflow)
 NENA_LINK(get_connect)
 NENA_LINK(get_subflow)
 NENA_LINK(record)
+NENA_LINK(drop)
 
 #endif

@@ -4,11 +4,14 @@
  * scale of handshakes, fills the context, runs the leading selectors of the chain configured
  * for (interface, hook) and tail-calls the first actor that has to run. Headers are read
  * with ld() (bounds-checked; short frames and non-linear skbs go through the load helpers).
+ * With tenants defined, the chain is the packet's tenant's for that hook if it has one
+ * (tenant.h), else the hook's default chain.
  * Anything it does not understand passes untouched. */
 #ifndef NENA_DISPATCH_H
 #define NENA_DISPATCH_H
 
 #include "chain.h"
+#include "tenant.h"
 
 static long classify_cb(__u32 i, void *arg)
 {
@@ -210,6 +213,8 @@ static __always_inline int dispatch(void *ctx, const int tc, __u32 ifindex, int 
 			learn_wscale_xdp(ctx, &c, ws);
 	}
 
+	/* a tenant's own chain for this hook, if the packet has a tenant and it has one */
+	slot = tenant_slot(ctx, tc, &c, ifindex, slot);
 	if (slot >= NENA_MAX_CHAINS)
 		return VERDICT(tc);
 	struct chain *ch = bpf_map_lookup_elem(&chains, &slot);

@@ -10,6 +10,13 @@
 #define NENA_MAGIC 0x4e
 #define NENA_FAST_IFINDEX 1024 /* interfaces below this index: hook_slots (array), else hooks */
 
+/* tenants (a cgroup v2 or a uid, see tenant.h): ids 1 .. NENA_MAX_TENANTS - 1; 0 = no tenant.
+ * A tenant's chain of a hook is in `tenant_hooks`, keyed by struct hook_key with
+ * hook = NENA_HOOK_* | tenant << NENA_TENANT_SHIFT. */
+#define NENA_MAX_TENANTS 16
+#define NENA_TENANT_SHIFT 8
+#define NENA_CGROUP_DEPTH 16 /* cgroup levels looked at for a tenant (the socket's and its ancestors) */
+
 /* hooks */
 #define NENA_HOOK_XDP 0 /* ingress */
 #define NENA_HOOK_TC 1  /* egress */
@@ -29,6 +36,7 @@ enum nena_prog {
 	P_GET_CONNECT,
 	P_GET_SUBFLOW,
 	P_RECORD,
+	P_DROP,
 	P_COUNT,
 };
 
@@ -155,6 +163,19 @@ struct hook_key {
 	__u32 ifindex;
 	__u32 hook;
 };
+
+/* What user space knows of a tenant id (`tenants` array; the programs do not read it). */
+#define TENANT_FREE 0
+#define TENANT_CGROUP 1
+#define TENANT_UID 2
+struct tenant_info {
+	char name[24];
+	__u64 cgroup; /* cgroup v2 id (TENANT_CGROUP) */
+	__u32 uid;    /* TENANT_UID */
+	__u8 kind;    /* TENANT_* */
+	__u8 pad[3];
+	char what[64]; /* as the file gave it: the cgroup path, truncated */
+}; /* 104 bytes */
 
 struct link_stats {
 	__u64 runs;

@@ -15,6 +15,14 @@ pub const NO_CHAIN: u32 = 0xffff_ffff;
 /// Interfaces below this index have their hooks in the `hook_slots` array as well.
 pub const FAST_IFINDEX: u32 = 1024;
 
+/// Tenant ids are 1..MAX_TENANTS (0: no tenant).
+pub const MAX_TENANTS: u32 = 16;
+/// A tenant's chain of a hook: key of `tenant_hooks` = (ifindex, hook | tenant << TENANT_SHIFT).
+pub const TENANT_SHIFT: u32 = 8;
+pub const TENANT_FREE: u8 = 0;
+pub const TENANT_CGROUP: u8 = 1;
+pub const TENANT_UID: u8 = 2;
+
 pub const HOOK_XDP: u32 = 0;
 pub const HOOK_TC: u32 = 1;
 
@@ -50,11 +58,12 @@ pub enum Prog {
     GetConnect,
     GetSubflow,
     Record,
+    Drop,
 }
 
 impl Prog {
     /// Every program, in index order.
-    pub const ALL: [Prog; 13] = [
+    pub const ALL: [Prog; 14] = [
         Prog::Subflow,
         Prog::IpPair,
         Prog::Src,
@@ -68,6 +77,7 @@ impl Prog {
         Prog::GetConnect,
         Prog::GetSubflow,
         Prog::Record,
+        Prog::Drop,
     ];
 
     /// The name in chain files, in `show` and in the bench.
@@ -86,6 +96,7 @@ impl Prog {
             Prog::GetConnect => "get_connect",
             Prog::GetSubflow => "get_subflow",
             Prog::Record => "record",
+            Prog::Drop => "drop",
         }
     }
 
@@ -294,6 +305,56 @@ pub struct HookKey {
     pub hook: u32,
 }
 
+/// `struct tenant_info`: a tenant id's name and definition (the `tenants` array, read by user
+/// space only).
+#[repr(C)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
+pub struct TenantInfo {
+    pub name: [u8; 24],
+    pub cgroup: u64,
+    pub uid: u32,
+    pub kind: u8,
+    pub pad: [u8; 3],
+    pub what: [u8; 64],
+}
+
+impl Default for TenantInfo {
+    fn default() -> Self {
+        TenantInfo {
+            name: [0; 24],
+            cgroup: 0,
+            uid: 0,
+            kind: TENANT_FREE,
+            pad: [0; 3],
+            what: [0; 64],
+        }
+    }
+}
+
+fn c_string(b: &[u8]) -> String {
+    let end = b.iter().position(|b| *b == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+impl TenantInfo {
+    pub fn name(&self) -> String {
+        c_string(&self.name)
+    }
+    pub fn what(&self) -> String {
+        c_string(&self.what)
+    }
+}
+
 #[repr(C)]
 #[derive(
     Clone,
@@ -498,6 +559,8 @@ same_layout!(Link = c::link; prog => prog, kind => kind, op => op, new_rule => n
     negate => negate, pad => pad, args => a);
 same_layout!(Chain = c::chain; len => len, gen => r#gen, name => name, links => links);
 same_layout!(HookKey = c::hook_key; ifindex => ifindex, hook => hook);
+same_layout!(TenantInfo = c::tenant_info; name => name, cgroup => cgroup, uid => uid,
+    kind => kind, pad => pad, what => what);
 same_layout!(LinkStats = c::link_stats; runs => runs, hits => hits);
 same_layout!(KeptSlot = c::kept_slot; len => len, id => id, reannounced => reannounced,
     blocked => blocked, opt => opt);
@@ -593,7 +656,8 @@ mod tests {
         assert_eq!(Prog::from_name("record").map(Prog::index), Some(12));
         assert_eq!(Prog::from_index(5), Some(Prog::PacketType));
         assert!(Prog::RateLimit.is_actor() && !Prog::PacketType.is_actor());
-        assert_eq!(Prog::from_index(13), None);
+        assert_eq!(Prog::from_index(13), Some(Prog::Drop));
+        assert_eq!(Prog::from_index(14), None);
         assert_eq!(packet_type_bit("mp_prio"), Some(1 << 13));
     }
 
@@ -620,7 +684,12 @@ mod tests {
         );
         /// A C struct: its size and (member, offset) list, as Rust lays out its mirror.
         type Layout = (usize, Vec<(&'static str, usize)>);
-        let cases: [(&str, Layout); 9] = [
+        let cases: [(&str, Layout); 10] = [
+            (
+                "tenant_info",
+                fields!(TenantInfo; "name" => name, "cgroup" => cgroup, "uid" => uid,
+                "kind" => kind, "pad" => pad, "what" => what),
+            ),
             (
                 "flow_key",
                 fields!(FlowKey; "saddr" => saddr, "daddr" => daddr, "sport" => sport,

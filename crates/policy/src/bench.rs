@@ -1,4 +1,4 @@
-//! `nena bench policy`: per-packet cost of each selector and actor, on frames it acts on and
+//! `nena bench policy`: per-packet cost of each selector and actor (`drop` aside: it ends the packet), on frames it acts on and
 //! on frames it skips, and of chains of 2, 4 and 8 links that all act, with
 //! BPF_PROG_TEST_RUN; every figure also as a ratio to the dispatcher measured in the same run.
 //!
@@ -124,6 +124,7 @@ impl Link {
             Link::GetConnect => r#"{ act = "get_connect" }"#,
             Link::GetSubflow => r#"{ act = "get_subflow" }"#,
             Link::Record => r#"{ act = "record" }"#,
+            Link::Drop => r#"{ act = "drop" }"#,
         }
     }
 
@@ -141,7 +142,7 @@ impl Link {
     }
 
     /// A frame the link skips (a selector: does not match), always timed in batches;
-    /// `None` for `record`, which acts on every packet.
+    /// `None` for `record` and `drop`, which act on every packet.
     pub fn skip_frame(self) -> Option<Frame> {
         Some(match self {
             Link::Subflow | Link::IpPair | Link::Src | Link::Dst => Frame::DssAckOtherFlow,
@@ -155,7 +156,7 @@ impl Link {
             Link::AddSubflow => Frame::DssAck,
             // not tail-called: no ADD_ADDR / MP_CAPABLE / MP_JOIN (chain.h, actor_wants)
             Link::BlkSubflow | Link::GetConnect | Link::GetSubflow => Frame::DssAck,
-            Link::Record => return None,
+            Link::Record | Link::Drop => return None,
         })
     }
 
@@ -623,7 +624,9 @@ pub fn run(
             diffs: [vec![], vec![]],
         })
     };
-    for l in Link::ALL {
+    // `drop` is not timed: it ends every packet at once (no work to measure beside the
+    // dispatcher's), and a dropped frame is not the pass the other rows are timed against
+    for l in Link::ALL.into_iter().filter(|l| *l != Link::Drop) {
         let (frame, method) = l.act_frame();
         jobs.push(mk(
             l.name().into(),
@@ -943,7 +946,11 @@ mod tests {
     fn every_link_has_an_acting_frame_and_all_but_record_a_skipping_one() {
         for l in Link::ALL {
             assert_eq!(Link::from_name(l.name()), Some(l));
-            assert_eq!(l.skip_frame().is_none(), l == Link::Record, "{l:?}");
+            assert_eq!(
+                l.skip_frame().is_none(),
+                l == Link::Record || l == Link::Drop,
+                "{l:?}"
+            );
             // the actors that change the frame are timed in single runs, the others in batches
             let rewrites = matches!(
                 l,

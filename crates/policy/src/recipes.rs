@@ -21,6 +21,7 @@ fn chain(name: &str, dev: &str, hook: Hook, links: Vec<LinkSpec>) -> ChainSpec {
         hook,
         links,
         line: 0,
+        tenant: None,
     }
 }
 

@@ -843,3 +843,20 @@ fn per_flow_state_is_kept_apart_by_family() {
         assert_eq!((m6.pkts, m4.pkts), (2, 1), "{h:?}");
     }
 }
+
+#[test]
+fn drop_drops_at_both_hooks_but_not_a_malformed_packet() {
+    for h in HOOKS {
+        let b = bed(h, r#"{ act = "drop" }"#);
+        let o = b.run(h, &ack4().build(), 1).unwrap();
+        // XDP_DROP = 1, TC_ACT_SHOT = 2
+        assert_eq!(o.ret, if h == Hook::Ingress { 1 } else { 2 }, "{h:?}");
+        assert_eq!(hits(&b, h), [1]);
+        // options whose length lies: passed untouched, as by every actor
+        let mut bad = ack4().build();
+        let l4 = 14 + 20;
+        bad[l4 + 20 + 3] = 60; // the timestamps option (after two NOPs) claims 60 bytes
+        assert_eq!(run(&b, h, &bad), bad);
+        assert_eq!(hits(&b, h), [1]);
+    }
+}

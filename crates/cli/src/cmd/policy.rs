@@ -46,6 +46,10 @@ pub enum PolicyCmd {
     /// chain is wrong.
     Load {
         file: PathBuf,
+        /// Replace only this tenant's chains (and its cgroup or uid), from the file: the
+        /// default chains and the other tenants' are left as they are.
+        #[arg(long, value_name = "NAME")]
+        tenant: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -88,6 +92,15 @@ fn read_spec(file: &PathBuf) -> Result<spec::PolicySpec, Exit> {
     spec::parse(&text).map_err(|e| Exit::usage(anyhow::anyhow!("{}: {e}", file.display())))
 }
 
+/// ", 3 tenant(s)" when the file defines tenants.
+fn tenants_note(s: &spec::PolicySpec) -> String {
+    if s.tenants.is_empty() {
+        String::new()
+    } else {
+        format!(", {} tenant(s)", s.tenants.len())
+    }
+}
+
 pub fn run(c: PolicyCmd) -> CmdResult {
     match c {
         PolicyCmd::Attach { dev, common } => {
@@ -100,24 +113,61 @@ pub fn run(c: PolicyCmd) -> CmdResult {
             );
             Ok(())
         }
-        PolicyCmd::Load { file, common } => {
+        PolicyCmd::Load {
+            file,
+            tenant,
+            common,
+        } => {
             let s = read_spec(&file)?;
+            if let Some(t) = &tenant {
+                if s.tenant(t).is_none() {
+                    return Err(Exit::usage(anyhow::anyhow!(
+                        "{}: no tenant `{t}` in the file",
+                        file.display()
+                    )));
+                }
+            }
             let pin_dir = common.enter()?;
             let p = Policy::open(&pin_dir)?;
-            p.apply(&s).map_err(|e| {
-                // a device that is missing or not attached is the file's fault
+            let r = match &tenant {
+                None => p.apply(&s),
+                Some(t) => p.apply_tenant(&s, t),
+            };
+            r.map_err(|e| {
+                // a device that is missing or not attached, or a cgroup that does not
+                // exist, is the file's fault
                 if e.to_string().starts_with("line ") {
                     Exit::usage(anyhow::anyhow!("{}: {e:#}", file.display()))
                 } else {
                     e.into()
                 }
             })?;
-            println!("loaded {} chain(s) from {}", s.chains.len(), file.display());
+            match &tenant {
+                None => println!(
+                    "loaded {} chain(s){} from {}",
+                    s.chains.len(),
+                    tenants_note(&s),
+                    file.display()
+                ),
+                Some(t) => println!(
+                    "loaded {} chain(s) of tenant {t} from {} (other tenants untouched)",
+                    s.chains
+                        .iter()
+                        .filter(|c| c.tenant.as_deref() == Some(t.as_str()))
+                        .count(),
+                    file.display()
+                ),
+            }
             Ok(())
         }
         PolicyCmd::Check { file } => {
             let s = read_spec(&file)?;
-            println!("{}: {} chain(s), ok", file.display(), s.chains.len());
+            println!(
+                "{}: {} chain(s){}, ok",
+                file.display(),
+                s.chains.len(),
+                tenants_note(&s)
+            );
             Ok(())
         }
         PolicyCmd::Show { json, common } => {
@@ -136,12 +186,19 @@ pub fn run(c: PolicyCmd) -> CmdResult {
                 "TCP packets seen: ingress {} egress {}; malformed (passed untouched): ingress {} egress {}",
                 st.seen_ingress, st.seen_egress, st.malformed_ingress, st.malformed_egress
             );
+            for t in &st.tenants {
+                println!("tenant {} (id {}): {}", t.name, t.id, t.who);
+            }
             for h in &st.hooks {
+                let whose = match &h.tenant {
+                    Some(t) => format!(" tenant {t}"),
+                    None => String::new(),
+                };
                 match &h.chain {
-                    None => println!("{} {}: no chain", h.dev, h.hook.name()),
+                    None => println!("{} {}{whose}: no chain", h.dev, h.hook.name()),
                     Some(name) => {
                         println!(
-                            "{} {}: chain \"{}\" (slot {})",
+                            "{} {}{whose}: chain \"{}\" (slot {})",
                             h.dev,
                             h.hook.name(),
                             name,

@@ -93,6 +93,7 @@ impl Policy {
         if self.hooks.delete(owned.as_bytes()).is_ok() {
             remove_clsact_if_empty(idx)?;
         }
+        self.drop_tenant_hooks(idx)?;
         for h in [abi::HOOK_XDP, abi::HOOK_TC] {
             let _ = write_hook_slot(&self.hook_slots, idx, h, None);
             let _ = self.hooks.delete(

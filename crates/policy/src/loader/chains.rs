@@ -17,37 +17,43 @@ impl Policy {
     pub fn apply(&self, spec: &PolicySpec) -> Result<()> {
         let entries = self.hook_entries()?;
         let mut want: BTreeMap<(u32, u32), &ChainSpec> = BTreeMap::new();
+        let mut want_t: Vec<(&ChainSpec, u32, u32)> = vec![]; // tenant chains: (chain, ifindex, hook)
         for c in &spec.chains {
-            let at = if c.line > 0 {
-                format!("line {}: ", c.line)
+            let idx = self.check_attached(c, &entries)?;
+            if c.tenant.is_some() {
+                want_t.push((c, idx, c.hook.abi()));
             } else {
-                String::new()
-            };
-            let idx = ifindex(&c.dev).map_err(|e| anyhow!("{at}{e}"))?;
-            if !entries.contains_key(&(idx, c.hook.abi())) {
-                bail!(
-                    "{at}{} is not attached (run `nena policy attach --dev {}` first)",
-                    c.dev,
-                    c.dev
-                );
+                want.insert((idx, c.hook.abi()), c);
             }
-            want.insert((idx, c.hook.abi()), c);
         }
-        let used: HashSet<u32> = entries
-            .values()
-            .copied()
-            .filter(|s| *s != NO_CHAIN)
-            .collect();
-        let free: Vec<u32> = (0..abi::MAX_CHAINS).filter(|s| !used.contains(s)).collect();
-        if free.len() < want.len() {
-            bail!("{} chains asked, {} slots free", want.len(), free.len());
+        // tenants: ids kept by name, cgroups resolved (a missing cgroup fails here)
+        let ids = self.plan_tenants(&spec.tenants)?;
+        let free = self.free_slots()?;
+        if free.len() < want.len() + want_t.len() {
+            bail!(
+                "{} chains asked, {} slots free",
+                want.len() + want_t.len(),
+                free.len()
+            );
         }
         let gen = gen_now();
+        let mut free = free.into_iter();
         let mut new_slots = BTreeMap::new();
-        for ((key, c), slot) in want.iter().zip(free.iter()) {
-            self.write_slot(*slot, &c.to_abi(gen))?;
-            new_slots.insert(*key, *slot);
+        for (key, c) in &want {
+            let slot = free.next().expect("counted");
+            self.write_slot(slot, &c.to_abi(gen))?;
+            new_slots.insert(*key, slot);
         }
+        let mut new_tenant_slots = BTreeMap::new();
+        for (c, idx, hook) in &want_t {
+            let slot = free.next().expect("counted");
+            self.write_slot(slot, &c.to_abi(gen))?;
+            let t = ids[c.tenant.as_deref().expect("a tenant chain")].0;
+            new_tenant_slots.insert((*idx, *hook, t), slot);
+        }
+        // who the tenants are, then their chains, then the default chains
+        self.write_tenants(&ids)?;
+        self.swap_tenant_hooks(&new_tenant_slots, |_| true)?;
         // swap: one map update per hook, each atomic; roll back on failure
         let mut done: Vec<((u32, u32), u32)> = vec![];
         for (key, old) in &entries {
@@ -68,6 +74,82 @@ impl Policy {
         Ok(())
     }
 
+    /// Replace the chains of one tenant only, with those `spec` gives it (its hooks the file
+    /// does not name for it fall back to the default chain). The default chains, the other
+    /// tenants' chains and their counters are not touched, nor are their flows. The tenant
+    /// must be loaded already (by `apply`); its definition (cgroup or uid) is updated from
+    /// `spec` if it changed.
+    pub fn apply_tenant(&self, spec: &PolicySpec, name: &str) -> Result<()> {
+        let Some(ts) = spec.tenant(name) else {
+            let known: Vec<&str> = spec.tenants.iter().map(|t| t.name.as_str()).collect();
+            bail!(
+                "the file defines no tenant `{name}` (it defines: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            );
+        };
+        let loaded = self.loaded_tenants()?;
+        let Some((id, _)) = loaded.iter().find(|(_, t)| t.name() == name) else {
+            bail!("tenant `{name}` is not loaded (load the whole file first, without --tenant)");
+        };
+        let id = *id;
+        let entries = self.hook_entries()?;
+        let mut want_t: Vec<(&ChainSpec, u32, u32)> = vec![];
+        for c in spec
+            .chains
+            .iter()
+            .filter(|c| c.tenant.as_deref() == Some(name))
+        {
+            let idx = self.check_attached(c, &entries)?;
+            want_t.push((c, idx, c.hook.abi()));
+        }
+        let info = self.tenant_info(ts)?;
+        let free = self.free_slots()?;
+        if free.len() < want_t.len() {
+            bail!("{} chains asked, {} slots free", want_t.len(), free.len());
+        }
+        let gen = gen_now();
+        let mut new_tenant_slots = BTreeMap::new();
+        for ((c, idx, hook), slot) in want_t.iter().zip(free) {
+            self.write_slot(slot, &c.to_abi(gen))?;
+            new_tenant_slots.insert((*idx, *hook, id), slot);
+        }
+        self.update_tenant(id, &info)?;
+        self.swap_tenant_hooks(&new_tenant_slots, |t| t == id)?;
+        if want_t.iter().any(|(c, _, _)| has_set_backup(c)) {
+            self.forget_prio()?;
+        }
+        Ok(())
+    }
+
+    /// The device of chain `c` is attached (`entries`: the hooks); its index.
+    fn check_attached(&self, c: &ChainSpec, entries: &BTreeMap<(u32, u32), u32>) -> Result<u32> {
+        let at = if c.line > 0 {
+            format!("line {}: ", c.line)
+        } else {
+            String::new()
+        };
+        let idx = ifindex(&c.dev).map_err(|e| anyhow!("{at}{e}"))?;
+        if !entries.contains_key(&(idx, c.hook.abi())) {
+            bail!(
+                "{at}{} is not attached (run `nena policy attach --dev {}` first)",
+                c.dev,
+                c.dev
+            );
+        }
+        Ok(idx)
+    }
+
+    /// Chain slots no hook and no tenant uses, in order.
+    fn free_slots(&self) -> Result<Vec<u32>> {
+        let mut used: HashSet<u32> = self.hook_entries()?.values().copied().collect();
+        used.extend(self.tenant_hook_entries()?.values().copied());
+        Ok((0..abi::MAX_CHAINS).filter(|s| !used.contains(s)).collect())
+    }
+
     /// Set (or clear, with None) the chain of one hook of an attached device, leaving the
     /// others alone: the library call nena's transport uses.
     pub fn set_chain(&self, dev: &str, hook: Hook, chain: Option<&ChainSpec>) -> Result<()> {
@@ -84,9 +166,9 @@ impl Policy {
         let slot = match chain {
             None => NO_CHAIN,
             Some(c) => {
-                let used: HashSet<u32> = entries.values().copied().collect();
-                let slot = (0..abi::MAX_CHAINS)
-                    .find(|s| !used.contains(s))
+                let slot = *self
+                    .free_slots()?
+                    .first()
                     .ok_or_else(|| anyhow!("no free chain slot"))?;
                 self.write_slot(slot, &c.to_abi(gen_now()))?;
                 slot

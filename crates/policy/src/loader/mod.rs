@@ -8,6 +8,7 @@
 //! - [`attach`]: XDP and TC clsact attach/detach, the `hooks` hash and its array mirror.
 //! - [`chains`]: writing chains into slots, switching a hook's slot, rollback.
 //! - [`state`]: [`Policy`], the pinned maps, and what is read back (status, metrics, events).
+//! - [`tenants`]: tenants (cgroup or uid) in the maps, their chains, the per-flow cache.
 //! - [`testbed`]: [`TestBed`], the object run with BPF_PROG_TEST_RUN.
 
 pub mod attach;
@@ -15,6 +16,7 @@ pub mod chains;
 pub mod host;
 pub mod object;
 pub mod state;
+pub mod tenants;
 pub mod testbed;
 
 pub use attach::detach_hooks;
@@ -22,4 +24,5 @@ pub use host::{
     default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, DEFAULT_PIN_DIR,
 };
 pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status};
+pub use tenants::{cgroup2_root, cgroup_id, TenantStatus};
 pub use testbed::{RunOut, TestBed};

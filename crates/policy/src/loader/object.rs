@@ -66,6 +66,7 @@ pub(super) fn actor_progs<'a, 'o>(
         Prog::GetConnect => (&p.xdp_get_connect, &p.tc_get_connect),
         Prog::GetSubflow => (&p.xdp_get_subflow, &p.tc_get_subflow),
         Prog::Record => (&p.xdp_record, &p.tc_record),
+        Prog::Drop => (&p.xdp_drop, &p.tc_drop),
     })
 }
 

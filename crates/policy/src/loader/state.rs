@@ -25,6 +25,8 @@ pub struct HookStatus {
     pub dev: String,
     pub ifindex: u32,
     pub hook: Hook,
+    /// The tenant whose chain this is; None: the hook's default chain.
+    pub tenant: Option<String>,
     pub chain: Option<String>,
     pub slot: Option<u32>,
     pub links: Vec<LinkStatus>,
@@ -48,6 +50,7 @@ pub struct Status {
     pub malformed_egress: u64,
     pub kept_add_addr: Vec<KeptStatus>,
     pub subflows_recorded: usize,
+    pub tenants: Vec<super::tenants::TenantStatus>,
 }
 
 /// The pinned policy state: what `nena policy` and nena's transport drive.
@@ -62,6 +65,12 @@ pub struct Policy {
     pub(super) metrics: FlowMaps,
     pub(super) counters: MapHandle,
     pub(super) prio: FlowMaps,
+    pub(super) tenant_cfg: MapHandle,
+    pub(super) tenant_cgroups: MapHandle,
+    pub(super) tenant_uids: MapHandle,
+    pub(super) tenant_hooks: MapHandle,
+    pub(super) tenants: MapHandle,
+    pub(super) tenant_flows: FlowMaps,
 }
 
 /// A per-flow map of the BPF side: NAME4 (IPv4 flows, 12-byte keys) and NAME6 (IPv6 flows,
@@ -124,6 +133,20 @@ impl FlowMaps {
         self.v4.keys().count() + self.v6.keys().count()
     }
 
+    /// Keep the entries whose value bytes `keep` accepts, delete the others.
+    pub(super) fn retain(&self, keep: impl Fn(&[u8]) -> bool) {
+        for m in [&self.v4, &self.v6] {
+            let keys: Vec<Vec<u8>> = m.keys().collect();
+            for k in keys {
+                if let Ok(Some(v)) = m.lookup(&k, MapFlags::ANY) {
+                    if !keep(&v) {
+                        let _ = m.delete(&k);
+                    }
+                }
+            }
+        }
+    }
+
     pub(super) fn clear(&self) {
         for m in [&self.v4, &self.v6] {
             let keys: Vec<Vec<u8>> = m.keys().collect();
@@ -157,6 +180,12 @@ impl Policy {
             metrics: FlowMaps::open(dir, "metrics")?,
             counters: h("counters")?,
             prio: FlowMaps::open(dir, "prio")?,
+            tenant_cfg: h("tenant_cfg")?,
+            tenant_cgroups: h("tenant_cgroups")?,
+            tenant_uids: h("tenant_uids")?,
+            tenant_hooks: h("tenant_hooks")?,
+            tenants: h("tenants")?,
+            tenant_flows: FlowMaps::open(dir, "tenant_flows")?,
         })
     }
 
@@ -194,34 +223,16 @@ impl Policy {
     pub fn status(&self) -> Result<Status> {
         let mut hooks = vec![];
         for ((idx, h), slot) in self.hook_entries()? {
-            let dev = ifname(idx);
-            let hook = Hook::from_abi(h);
-            let mut hs = HookStatus {
-                dev: dev.clone(),
-                ifindex: idx,
-                hook,
-                chain: None,
-                slot: None,
-                links: vec![],
-            };
-            if slot != NO_CHAIN {
-                if let Some(v) = self.chains.lookup(&slot.to_ne_bytes(), MapFlags::ANY)? {
-                    let c =
-                        Chain::from_bytes(&v).ok_or_else(|| anyhow!("bad chain slot {slot}"))?;
-                    let spec = ChainSpec::from_abi(&c, &dev, hook);
-                    hs.chain = Some(spec.name.clone());
-                    hs.slot = Some(slot);
-                    for (i, l) in spec.links.iter().enumerate() {
-                        let s = read_stats(&self.stats, slot, i as u32)?;
-                        hs.links.push(LinkStatus {
-                            link: l.to_string(),
-                            runs: s.runs,
-                            hits: s.hits,
-                        });
-                    }
-                }
-            }
-            hooks.push(hs);
+            hooks.push(self.hook_status(idx, h, None, slot)?);
+        }
+        let names: BTreeMap<u32, String> = self
+            .loaded_tenants()?
+            .into_iter()
+            .map(|(id, t)| (id, t.name()))
+            .collect();
+        for ((idx, h, t), slot) in self.tenant_hook_entries()? {
+            let name = names.get(&t).cloned().unwrap_or_else(|| format!("#{t}"));
+            hooks.push(self.hook_status(idx, h, Some(name), slot)?);
         }
         let mut g = [0u64; 4];
         for (i, slot) in g.iter_mut().enumerate() {
@@ -259,7 +270,46 @@ impl Policy {
             malformed_egress: g[3],
             kept_add_addr: kept,
             subflows_recorded: self.metrics.len(),
+            tenants: self.tenant_status()?,
         })
+    }
+
+    /// One hook's chain (of the default or of a tenant) and its counters.
+    fn hook_status(
+        &self,
+        idx: u32,
+        h: u32,
+        tenant: Option<String>,
+        slot: u32,
+    ) -> Result<HookStatus> {
+        let dev = ifname(idx);
+        let hook = Hook::from_abi(h);
+        let mut hs = HookStatus {
+            dev: dev.clone(),
+            ifindex: idx,
+            hook,
+            tenant,
+            chain: None,
+            slot: None,
+            links: vec![],
+        };
+        if slot != NO_CHAIN {
+            if let Some(v) = self.chains.lookup(&slot.to_ne_bytes(), MapFlags::ANY)? {
+                let c = Chain::from_bytes(&v).ok_or_else(|| anyhow!("bad chain slot {slot}"))?;
+                let spec = ChainSpec::from_abi(&c, &dev, hook);
+                hs.chain = Some(spec.name.clone());
+                hs.slot = Some(slot);
+                for (i, l) in spec.links.iter().enumerate() {
+                    let s = read_stats(&self.stats, slot, i as u32)?;
+                    hs.links.push(LinkStatus {
+                        link: l.to_string(),
+                        runs: s.runs,
+                        hits: s.hits,
+                    });
+                }
+            }
+        }
+        Ok(hs)
     }
 
     /// Per-subflow metrics recorded by `record`.

@@ -43,6 +43,15 @@ struct BedMaps {
     kept: FlowMaps,
     metrics: FlowMaps,
     wscale: FlowMaps,
+    /// None: an earlier build without tenants.
+    tenants: Option<BedTenants>,
+}
+
+/// The tenant maps of the bed.
+struct BedTenants {
+    cfg: MapHandle,
+    hooks: MapHandle,
+    flows: FlowMaps,
 }
 
 fn handle<T: std::fmt::Debug>(m: &libbpf_rs::MapImpl<'_, T>) -> Result<MapHandle> {
@@ -74,6 +83,11 @@ impl TestBed {
             kept: flow(&m.kept4, &m.kept6)?,
             metrics: flow(&m.metrics4, &m.metrics6)?,
             wscale: flow(&m.wscale4, &m.wscale6)?,
+            tenants: Some(BedTenants {
+                cfg: handle(&m.tenant_cfg)?,
+                hooks: handle(&m.tenant_hooks)?,
+                flows: flow(&m.tenant_flows4, &m.tenant_flows6)?,
+            }),
         };
         Ok(TestBed {
             loaded: Loaded::Skel(Box::new(skel)),
@@ -102,6 +116,7 @@ impl TestBed {
             kept: flow("kept")?,
             metrics: flow("metrics")?,
             wscale: flow("wscale")?,
+            tenants: None,
         };
         Ok(TestBed {
             loaded: Loaded::Other(obj),
@@ -133,6 +148,74 @@ impl TestBed {
             &chain.to_abi(self.next_slot),
         )?;
         self.write_hook(hook, slot)
+    }
+
+    /// Put `chain` on the loopback device's `hook` for tenant `tenant` (1..16), and turn
+    /// tenancy on (as if `tenant` tenants were defined).
+    pub fn set_tenant_chain(&mut self, hook: Hook, tenant: u32, chain: &ChainSpec) -> Result<()> {
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
+        let slot = self.next_slot % abi::MAX_CHAINS;
+        self.next_slot += 1;
+        write_slot(
+            &self.maps.chains,
+            &self.maps.stats,
+            slot,
+            &chain.to_abi(self.next_slot),
+        )?;
+        t.cfg
+            .update(&0u32.to_ne_bytes(), &tenant.to_ne_bytes(), MapFlags::ANY)?;
+        let k = HookKey {
+            ifindex: 1,
+            hook: hook.abi() | (tenant << abi::TENANT_SHIFT),
+        };
+        t.hooks
+            .update(k.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)?;
+        Ok(())
+    }
+
+    /// The tenant the programs have for `flow` (as it leaves: egress direction), as if its
+    /// first packet had left from that tenant's socket.
+    pub fn set_flow_tenant(&self, flow: &abi::FlowKey, tenant: u32) -> Result<()> {
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
+        t.flows.set(flow, &tenant.to_ne_bytes())
+    }
+
+    /// The tenant cached for `flow` (egress direction), if any.
+    pub fn flow_tenant(&self, flow: &abi::FlowKey) -> Result<Option<u32>> {
+        let t = self
+            .maps
+            .tenants
+            .as_ref()
+            .ok_or_else(|| anyhow!("no tenants in this build"))?;
+        Ok(t.flows.get(flow)?.and_then(|v| u32::from_bytes(&v)))
+    }
+
+    /// Counters of the links of the chain in `slot`.
+    pub fn slot_stats(&self, slot: u32) -> Result<Vec<LinkStats>> {
+        let c = Chain::from_bytes(
+            &self
+                .maps
+                .chains
+                .lookup(&slot.to_ne_bytes(), MapFlags::ANY)?
+                .unwrap_or_default(),
+        )
+        .ok_or_else(|| anyhow!("no chain"))?;
+        (0..c.len)
+            .map(|i| read_stats(&self.maps.stats, slot, i))
+            .collect()
+    }
+
+    /// The slot the last `set_chain` / `set_tenant_chain` wrote.
+    pub fn last_slot(&self) -> u32 {
+        (self.next_slot + abi::MAX_CHAINS - 1) % abi::MAX_CHAINS
     }
 
     /// Attached, no chain.

@@ -24,13 +24,17 @@
 pub mod model;
 pub mod parse;
 
-pub use model::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField};
+pub use model::{
+    Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField, TenantMatch,
+    TenantSpec,
+};
 pub use parse::{parse, SpecError};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::abi;
+    use crate::spec::{TenantMatch, TenantSpec};
 
     const GOOD: &str = r#"
 # comment
@@ -211,9 +215,184 @@ links = [ { act = "get_connect" }, { act = "blk_subflow" } ]
         let e = line_err("x = 1\n");
         assert_eq!(
             (e.line, e.msg.as_str()),
-            (1, "unknown key `x` (known: `chain`)")
+            (1, "unknown key `x` (known: `chain`, `tenant`)")
         );
         let e = line_err(&format!("{base}  {{ act = \"record\"\n]\n"));
         assert!(!e.msg.contains('\n'), "one line: {e}");
+    }
+
+    const TENANTS: &str = r#"
+[[tenant]]
+name = "a"
+cgroup = "/nena//a/"
+
+[[tenant]]
+name = "b"
+uid = 1001
+
+[[chain]]
+name = "default"
+dev = "u0"
+hook = "egress"
+links = [ { act = "record" } ]
+
+[[chain]]
+name = "b-out"
+dev = "u0"
+hook = "egress"
+tenant = "b"
+links = [ { act = "drop" } ]
+
+[[chain]]
+name = "a-out"
+dev = "u0"
+hook = "egress"
+tenant = "a"
+links = [ { act = "rate_limit", window = 5000 } ]
+"#;
+
+    #[test]
+    fn tenants_parse_and_print_back() {
+        let p = parse(TENANTS).unwrap();
+        assert_eq!(
+            p.tenants,
+            vec![
+                TenantSpec {
+                    name: "a".into(),
+                    who: TenantMatch::Cgroup("/nena/a".into()),
+                    line: 2,
+                },
+                TenantSpec {
+                    name: "b".into(),
+                    who: TenantMatch::Uid(1001),
+                    line: 6,
+                },
+            ]
+        );
+        let t: Vec<Option<&str>> = p.chains.iter().map(|c| c.tenant.as_deref()).collect();
+        assert_eq!(t, [None, Some("b"), Some("a")]);
+        assert_eq!(p.chains[1].links, [LinkSpec::Act(Actor::Drop)]);
+        // printed back, the file parses to the same policy
+        let text: String = p
+            .tenants
+            .iter()
+            .map(|t| t.to_string())
+            .chain(p.chains.iter().map(|c| c.to_string()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let again = parse(&text).unwrap();
+        assert_eq!(again.tenants.len(), 2);
+        assert_eq!(
+            again.tenants.iter().map(|t| &t.who).collect::<Vec<_>>(),
+            p.tenants.iter().map(|t| &t.who).collect::<Vec<_>>()
+        );
+        for (a, b) in again.chains.iter().zip(&p.chains) {
+            assert_eq!((&a.tenant, &a.links), (&b.tenant, &b.links));
+        }
+        // a file without tenants has none, and its chains belong to no tenant
+        assert!(parse(GOOD).unwrap().tenants.is_empty());
+        assert!(parse(GOOD)
+            .unwrap()
+            .chains
+            .iter()
+            .all(|c| c.tenant.is_none()));
+    }
+
+    #[test]
+    fn tenant_errors_name_the_line() {
+        let chain = |tenant: &str| {
+            format!(
+                "[[chain]]\nname = \"c\"\ndev = \"v0\"\nhook = \"egress\"\ntenant = {tenant}\nlinks = [ {{ act = \"record\" }} ]\n"
+            )
+        };
+        let a = "[[tenant]]\nname = \"a\"\ncgroup = \"/x\"\n";
+        let cases: Vec<(String, usize, &str)> = vec![
+            (chain("\"z\""), 5, "unknown tenant `z` (the file defines no [[tenant]])"),
+            (format!("{a}{}", chain("\"z\"")), 8, "unknown tenant `z` (defined: a)"),
+            (format!("{a}{}", chain("3")), 8, "`tenant` must be a string, not integer `3`"),
+            (
+                "[[tenant]]\nname = \"a\"\n".into(),
+                1,
+                "tenant `a` needs `cgroup = \"/path\"` or `uid = N`",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\ncgroup = \"/x\"\nuid = 3\n".into(),
+                1,
+                "tenant `a` has `cgroup` and `uid`: give one of them",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\ncgroup = \"x/y\"\n".into(),
+                3,
+                "`cgroup` = \"x/y\": must be a path from the root of the cgroup v2 hierarchy",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\ncgroup = \"/x/../y\"\n".into(),
+                3,
+                "`cgroup` = \"/x/../y\": `.` and `..` are not allowed",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\nuid = -1\n".into(),
+                3,
+                "`uid` = -1 is not in 0..=4294967294",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\nuid = 4294967295\n".into(),
+                3,
+                "`uid` = 4294967295 is not in",
+            ),
+            (
+                "[[tenant]]\nname = \"\"\nuid = 1\n".into(),
+                2,
+                "tenant name `` must be 1 to 23 bytes",
+            ),
+            (
+                format!("{a}[[tenant]]\nname = \"a\"\nuid = 1\n"),
+                5,
+                "a second tenant `a` (the first is on line 1)",
+            ),
+            (
+                format!("{a}[[tenant]]\nname = \"b\"\ncgroup = \"/x/\"\n"),
+                4,
+                "tenant `b`: cgroup /x is tenant `a` already (line 1)",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\nuid = 1\ngid = 2\n".into(),
+                4,
+                "unknown key `gid` (known: `name`, `cgroup`, `uid`)",
+            ),
+            (
+                format!("{a}{}{}", chain("\"a\""), chain("\"a\"")),
+                10,
+                "a second chain of tenant `a` for v0 egress: one chain per interface, hook and tenant",
+            ),
+        ];
+        for (text, line, want) in cases {
+            let e = line_err(&text);
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.msg.starts_with(want), "{text}: {e}");
+            assert!(!e.msg.contains('\n'), "one line: {e}");
+        }
+        // the default chain and a tenant's chain on one hook are fine
+        parse(&format!(
+            "{a}{}{}",
+            chain("\"a\""),
+            chain("\"a\"").replace("tenant = \"a\"\n", "")
+        ))
+        .unwrap();
+        // at most 15 tenants
+        let many: String = (0..16)
+            .map(|i| format!("[[tenant]]\nname = \"t{i}\"\nuid = {i}\n"))
+            .collect();
+        let e = line_err(&many);
+        assert_eq!((e.line, e.msg.as_str()), (46, "at most 15 tenants"));
+    }
+
+    /// The example with three tenants (crates/policy/examples/tenants.toml) stays valid.
+    #[test]
+    fn the_tenant_example_parses() {
+        let p = parse(include_str!("../../examples/tenants.toml")).unwrap();
+        assert_eq!(p.tenants.len(), 3);
+        assert_eq!(p.chains.len(), 5);
+        assert_eq!(p.chains.iter().filter(|c| c.tenant.is_none()).count(), 1);
     }
 }

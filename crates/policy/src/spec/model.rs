@@ -183,6 +183,8 @@ pub enum Actor {
     GetConnect,
     GetSubflow,
     Record,
+    /// Drop the packet (and end the chain).
+    Drop,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,11 +201,61 @@ pub struct ChainSpec {
     pub links: Vec<LinkSpec>,
     /// Line of the `[[chain]]` in the file it came from (0 if built in code).
     pub line: usize,
+    /// The tenant whose chain this is (its packets run it instead of the hook's default
+    /// chain); None: the default chain of the hook.
+    pub tenant: Option<String>,
+}
+
+/// Who belongs to a tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TenantMatch {
+    /// The sockets of the processes in this cgroup (v2) or below it: a path in the cgroup
+    /// hierarchy, from its root (`/nena/a`, as `/proc/PID/cgroup` shows it).
+    Cgroup(String),
+    /// The sockets a process of this uid created.
+    Uid(u32),
+}
+
+impl fmt::Display for TenantMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TenantMatch::Cgroup(p) => write!(f, "cgroup {p}"),
+            TenantMatch::Uid(u) => write!(f, "uid {u}"),
+        }
+    }
+}
+
+/// A tenant: a name chains refer to, and who belongs to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantSpec {
+    pub name: String,
+    pub who: TenantMatch,
+    /// Line of the `[[tenant]]` in the file (0 if built in code).
+    pub line: usize,
+}
+
+/// The tenant in the file's own syntax.
+impl fmt::Display for TenantSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "[[tenant]]\nname = \"{}\"", self.name)?;
+        match &self.who {
+            TenantMatch::Cgroup(p) => writeln!(f, "cgroup = \"{p}\""),
+            TenantMatch::Uid(u) => writeln!(f, "uid = {u}"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PolicySpec {
     pub chains: Vec<ChainSpec>,
+    /// Tenants, in file order (their ids in the maps are given by the loader).
+    pub tenants: Vec<TenantSpec>,
+}
+
+impl PolicySpec {
+    pub fn tenant(&self, name: &str) -> Option<&TenantSpec> {
+        self.tenants.iter().find(|t| t.name == name)
+    }
 }
 
 fn addr16(a: &IpAddr) -> [u8; 16] {
@@ -311,6 +363,7 @@ impl LinkSpec {
                     Actor::GetConnect => Prog::GetConnect,
                     Actor::GetSubflow => Prog::GetSubflow,
                     Actor::Record => Prog::Record,
+                    Actor::Drop => Prog::Drop,
                 };
                 l.prog = prog.index();
             }
@@ -382,6 +435,7 @@ impl LinkSpec {
                 Prog::GetConnect => Actor::GetConnect,
                 Prog::GetSubflow => Actor::GetSubflow,
                 Prog::Record => Actor::Record,
+                Prog::Drop => Actor::Drop,
                 _ => return None,
             }))
         }
@@ -406,6 +460,7 @@ impl LinkSpec {
                 Actor::GetConnect => Prog::GetConnect,
                 Actor::GetSubflow => Prog::GetSubflow,
                 Actor::Record => Prog::Record,
+                Actor::Drop => Prog::Drop,
             },
         }
     }
@@ -525,6 +580,7 @@ impl ChainSpec {
             hook,
             links,
             line: 0,
+            tenant: None,
         }
     }
 }
@@ -534,11 +590,15 @@ impl fmt::Display for ChainSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "[[chain]]\nname = \"{}\"\ndev = \"{}\"\nhook = \"{}\"\nlinks = [",
+            "[[chain]]\nname = \"{}\"\ndev = \"{}\"\nhook = \"{}\"",
             self.name,
             self.dev,
             self.hook.name()
         )?;
+        if let Some(t) = &self.tenant {
+            writeln!(f, "tenant = \"{t}\"")?;
+        }
+        writeln!(f, "links = [")?;
         for l in &self.links {
             writeln!(f, "  {l},")?;
         }

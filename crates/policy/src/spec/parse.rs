@@ -4,7 +4,10 @@
 //! own errors (syntax, types, unknown keys) through the span the `toml` crate reports, the
 //! checks of this module through the spans of the values they look at.
 
-use super::model::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField};
+use super::model::{
+    Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Prefix, Selector, SeqField, TenantMatch,
+    TenantSpec,
+};
 use crate::abi::{self, Prog};
 use serde::Deserialize;
 use std::net::IpAddr;
@@ -23,6 +26,8 @@ pub struct SpecError {
 struct RawFile {
     #[serde(default)]
     chain: Vec<Spanned<RawChain>>,
+    #[serde(default)]
+    tenant: Vec<Spanned<RawTenant>>,
 }
 
 #[derive(Deserialize)]
@@ -31,8 +36,20 @@ struct RawChain {
     name: Spanned<String>,
     dev: Spanned<String>,
     hook: Spanned<Hook>,
+    tenant: Option<Spanned<String>>,
     links: Spanned<Vec<Spanned<RawLink>>>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    name: Spanned<String>,
+    cgroup: Option<Spanned<String>>,
+    uid: Option<Spanned<i64>>,
+}
+
+/// Tenant ids 1..MAX_TENANTS: this many tenants at most.
+pub const MAX_TENANTS: usize = abi::MAX_TENANTS as usize - 1;
 
 /// How a selector combines with the running match value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -84,7 +101,8 @@ fn keys_of(p: Prog) -> &'static [&'static str] {
         | Prog::AddSubflow
         | Prog::GetConnect
         | Prog::GetSubflow
-        | Prog::Record => &[],
+        | Prog::Record
+        | Prog::Drop => &[],
     }
 }
 
@@ -163,7 +181,10 @@ fn reword(msg: &str, key: Option<&str>) -> String {
         r.split_once(", expected one of ")
             .or_else(|| r.split_once(", expected "))
     }) {
-        return format!("unknown key {field} (known: {known})");
+        return format!(
+            "unknown key {field} (known: {})",
+            known.replace("` or `", "`, `")
+        );
     }
     if let Some(field) = msg.strip_prefix("missing field ") {
         return format!("{field} is missing");
@@ -184,6 +205,7 @@ pub fn parse(text: &str) -> Result<PolicySpec, SpecError> {
             msg: reword(e.message(), lines.key_before(s.start)),
         },
     })?;
+    let tenants = tenants(&lines, &raw.tenant)?;
     let mut chains: Vec<ChainSpec> = Vec::new();
     for rc in raw.chain {
         let cl = lines.of(rc.span().start);
@@ -218,11 +240,36 @@ pub fn parse(text: &str) -> Result<PolicySpec, SpecError> {
             .iter()
             .map(|l| link(&lines, l))
             .collect::<Result<Vec<_>, _>>()?;
-        if chains.iter().any(|c| c.dev == dev && c.hook == hook) {
+        let tenant = match &rc.tenant {
+            None => None,
+            Some(t) => {
+                let n = t.get_ref();
+                if !tenants.iter().any(|x| &x.name == n) {
+                    let known: Vec<&str> = tenants.iter().map(|x| x.name.as_str()).collect();
+                    return Err(lines.err(
+                        t,
+                        if known.is_empty() {
+                            format!("unknown tenant `{n}` (the file defines no [[tenant]])")
+                        } else {
+                            format!("unknown tenant `{n}` (defined: {})", known.join(", "))
+                        },
+                    ));
+                }
+                Some(n.clone())
+            }
+        };
+        if chains
+            .iter()
+            .any(|c| c.dev == dev && c.hook == hook && c.tenant == tenant)
+        {
+            let whose = match &tenant {
+                Some(t) => format!(" of tenant `{t}`"),
+                None => String::new(),
+            };
             return Err(SpecError {
                 line: cl,
                 msg: format!(
-                    "a second chain for {dev} {}: one chain per interface and hook",
+                    "a second chain{whose} for {dev} {}: one chain per interface, hook and tenant",
                     hook.name()
                 ),
             });
@@ -233,9 +280,95 @@ pub fn parse(text: &str) -> Result<PolicySpec, SpecError> {
             hook,
             links,
             line: cl,
+            tenant,
         });
     }
-    Ok(PolicySpec { chains })
+    Ok(PolicySpec { chains, tenants })
+}
+
+/// The `[[tenant]]` tables: a name (1 to 23 bytes, unique) and either `cgroup` (a path from
+/// the root of the cgroup v2 hierarchy) or `uid`, neither given twice.
+fn tenants(lines: &Lines, raw: &[Spanned<RawTenant>]) -> Result<Vec<TenantSpec>, SpecError> {
+    let mut out: Vec<TenantSpec> = Vec::new();
+    for rt in raw {
+        let line = lines.of(rt.span().start);
+        let t = rt.get_ref();
+        let name = t.name.get_ref().clone();
+        if name.is_empty() || name.len() > 23 {
+            return Err(lines.err(
+                &t.name,
+                format!("tenant name `{name}` must be 1 to 23 bytes"),
+            ));
+        }
+        if let Some(o) = out.iter().find(|o| o.name == name) {
+            return Err(lines.err(
+                &t.name,
+                format!("a second tenant `{name}` (the first is on line {})", o.line),
+            ));
+        }
+        let who = match (&t.cgroup, &t.uid) {
+            (Some(_), Some(_)) => {
+                return Err(lines.err(
+                    rt,
+                    format!("tenant `{name}` has `cgroup` and `uid`: give one of them"),
+                ))
+            }
+            (None, None) => {
+                return Err(lines.err(
+                    rt,
+                    format!("tenant `{name}` needs `cgroup = \"/path\"` or `uid = N`"),
+                ))
+            }
+            (Some(c), None) => {
+                let p = c.get_ref();
+                let bad = |why: &str| lines.err(c, format!("`cgroup` = \"{p}\": {why}"));
+                if !p.starts_with('/') {
+                    return Err(bad(
+                        "must be a path from the root of the cgroup v2 hierarchy, starting with `/`",
+                    ));
+                }
+                if p.split('/').any(|part| part == "." || part == "..") {
+                    return Err(bad("`.` and `..` are not allowed"));
+                }
+                if p.contains('\0') || p.len() > 4000 {
+                    return Err(bad("not a cgroup path"));
+                }
+                // one spelling per cgroup: no trailing or doubled slashes
+                let norm = format!(
+                    "/{}",
+                    p.split('/')
+                        .filter(|x| !x.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                );
+                TenantMatch::Cgroup(norm)
+            }
+            (None, Some(u)) => {
+                let v = *u.get_ref();
+                if !(0..=i64::from(u32::MAX - 1)).contains(&v) {
+                    return Err(lines.err(u, format!("`uid` = {v} is not in 0..={}", u32::MAX - 1)));
+                }
+                TenantMatch::Uid(v as u32)
+            }
+        };
+        if let Some(o) = out.iter().find(|o| o.who == who) {
+            return Err(SpecError {
+                line,
+                msg: format!(
+                    "tenant `{name}`: {who} is tenant `{}` already (line {})",
+                    o.name, o.line
+                ),
+            });
+        }
+        if out.len() == MAX_TENANTS {
+            return Err(SpecError {
+                line,
+                msg: format!("at most {MAX_TENANTS} tenants"),
+            });
+        }
+        out.push(TenantSpec { name, who, line });
+    }
+    Ok(out)
 }
 
 /// One link of the file into the model.
@@ -413,6 +546,7 @@ fn link(lines: &Lines, l: &Spanned<RawLink>) -> Result<LinkSpec, SpecError> {
         Prog::GetConnect => Actor::GetConnect,
         Prog::GetSubflow => Actor::GetSubflow,
         Prog::Record => Actor::Record,
+        Prog::Drop => Actor::Drop,
         _ => unreachable!("{prog} is an actor"),
     };
     Ok(LinkSpec::Act(act))

@@ -165,6 +165,11 @@ impl Net {
         })
     }
 
+    /// `ss -tneH` in a namespace (with each socket's uid, if not 0).
+    pub fn ss_e(&self, ns: &str) -> String {
+        self.sh(ns, "ss -tneH")
+    }
+
     /// `ss -tni` in a namespace.
     pub fn ss(&self, ns: &str) -> String {
         self.sh(ns, "ss -tniH")
@@ -177,6 +182,26 @@ impl Drop for Net {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
+}
+
+/// An MPTCP connection made on the calling thread (which must be in the right namespace),
+/// so that the socket gets this thread's credentials.
+pub fn connect_here(addr: &str) -> TcpStream {
+    let a: SocketAddr = addr.parse().unwrap();
+    let fd = mptcp_socket();
+    // SAFETY: fd is a new socket we own.
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    let sa = socket2_addr(&a);
+    // SAFETY: connect(2) with a sockaddr_in of the size given.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            &sa as *const _ as _,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        )
+    };
+    assert_eq!(r, 0, "connect {a}: {}", std::io::Error::last_os_error());
+    s
 }
 
 fn mptcp_socket() -> i32 {

@@ -7,6 +7,8 @@ pub mod host;
 pub mod lab;
 #[cfg(feature = "policy")]
 pub mod policy;
+#[cfg(feature = "policy")]
+pub mod run;
 pub mod scenario;
 pub mod trace;
 pub mod transfer;

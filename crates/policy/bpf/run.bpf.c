@@ -146,8 +146,10 @@ int nena_run_c6(struct bpf_sock_addr *ctx)
 	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
 	if (!cfg)
 		return 1;
-	__u32 a0 = ctx->user_ip6[0], a1 = ctx->user_ip6[1];
-	__u32 a2 = ctx->user_ip6[2], a3 = ctx->user_ip6[3];
+	__u32 a0 = *(volatile __u32 *)&ctx->user_ip6[0];
+	__u32 a1 = *(volatile __u32 *)&ctx->user_ip6[1];
+	__u32 a2 = *(volatile __u32 *)&ctx->user_ip6[2];
+	__u32 a3 = *(volatile __u32 *)&ctx->user_ip6[3];
 	int mapped = a0 == 0 && a1 == 0 && a2 == bpf_htonl(0xffff);
 	if (a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1))) {
 		count(1); /* :: or ::1 */
@@ -199,8 +201,11 @@ int nena_run_so(struct bpf_sock_ops *skops)
 		p.addr[11] = 0xff;
 		__builtin_memcpy(&p.addr[12], &l, 4);
 	} else {
-		__u32 l0 = skops->local_ip6[0], l1 = skops->local_ip6[1];
-		__u32 l2 = skops->local_ip6[2], l3 = skops->local_ip6[3];
+		/* one 32-bit load each: the verifier refuses the 64-bit load clang would merge */
+		__u32 l0 = *(volatile __u32 *)&skops->local_ip6[0];
+		__u32 l1 = *(volatile __u32 *)&skops->local_ip6[1];
+		__u32 l2 = *(volatile __u32 *)&skops->local_ip6[2];
+		__u32 l3 = *(volatile __u32 *)&skops->local_ip6[3];
 		__builtin_memcpy(&p.addr[0], &l0, 4);
 		__builtin_memcpy(&p.addr[4], &l1, 4);
 		__builtin_memcpy(&p.addr[8], &l2, 4);

@@ -271,6 +271,12 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 if fd < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                // CMD dies with nena, even if nena is killed with SIGKILL (its children
+                // do not: they stay in the cgroup).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    libc::close(fd);
+                    return Err(std::io::Error::last_os_error());
+                }
                 // "0": the writing process itself.
                 let n = libc::write(fd, b"0".as_ptr().cast(), 1);
                 let e = std::io::Error::last_os_error();
@@ -281,6 +287,11 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 Ok(())
             });
         }
+        // Before CMD starts: a signal from now on is passed on, not fatal to nena.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
         let mut child = command.spawn().map_err(|e| {
             anyhow::Error::new(CannotRun).context(format!(
                 "cannot run {}: {e}",
@@ -288,10 +299,6 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             ))
         })?;
         let pid = child.id().map(|p| p as i32);
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
         let status = tokio::select! {
             s = child.wait() => s?,
             sig = async {

@@ -306,3 +306,89 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
     assert!(err.contains("signal 15: passed on"), "{err}");
     assert_nothing_left(&err);
 }
+
+/// A python client: creates a plain `socket(AF_INET, SOCK_STREAM)`, connects to the MPTCP
+/// listener in the server host and prints its SO_PROTOCOL and MPTCP_INFO's flags (-1 when
+/// the socket has no MPTCP_INFO).
+const MPTCP_CLIENT: &str = "\
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+proto = s.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL)
+s.connect(('198.18.3.2', 8100))
+data = s.recv(100)
+try:
+    flags = struct.unpack_from('I', s.getsockopt(284, 1, 64), 8)[0]
+except OSError:
+    flags = -1
+print(proto, flags, data.decode().strip())
+";
+
+#[test]
+fn nena_run_mptcp_only_makes_the_cgroups_sockets_mptcp() {
+    let lab = lab();
+    // An MPTCP listener in the server host, answering every connection with one line.
+    let server = "\
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('198.18.3.2', 8100)); s.listen(8)
+while True:
+    c, _ = s.accept(); c.sendall(b'hello\\n'); c.close()
+";
+    let _srv = Killed(
+        lab.command(Host::Server, "python3", ["-c", server])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // Without nena run: a TCP socket (6), no MPTCP_INFO.
+    let out = lab
+        .command(Host::Client, "python3", ["-c", MPTCP_CLIENT])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6 -1 hello");
+    let child = lab
+        .command(
+            Host::Client,
+            NENA,
+            ["-v", "run", "--mptcp-only", "--", "python3", "-c", MPTCP_CLIENT],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `ip netns exec` execs nena: its cgroup is nena-run-<this pid>-<random>.
+    let prefix = format!("nena-run-{}-", child.id());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let left: Vec<String> = std::fs::read_dir(host_cgroup2())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "cgroups left: {left:?}\n{err}");
+    if err.contains("loading fmod_ret/update_socket_protocol") {
+        // This kernel refuses tracing programs (EPERM for any fentry/fmod_ret on the
+        // machine these tests were written on: lockdown "integrity" and a BPF LSM). The
+        // refusal must be one clear error line, exit 1, and nothing left behind (above).
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.lines().any(|l| l.starts_with("nena: loading fmod_ret")), "{err}");
+        eprintln!("SKIPPED the MPTCP check: the kernel refuses fmod_ret programs here: {err}");
+        return;
+    }
+    // Through nena run: the same code gets an MPTCP socket (262) whose peer answered
+    // MP_CAPABLE (MPTCP_INFO_FLAG_REMOTE_KEY_RECEIVED, bit 1; not fallen back, bit 0).
+    assert!(out.status.success(), "{err}");
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f[0], "262", "{line}\n{err}");
+    let flags: i64 = f[1].parse().unwrap();
+    assert!(flags >= 0 && flags & 2 == 2 && flags & 1 == 0, "{line}");
+    assert_eq!(f[2], "hello");
+    assert!(err.contains("sockets made MPTCP 1"), "{err}");
+    let (name, ids) = cgroup_and_progs(&err);
+    assert_eq!(ids.len(), 1);
+    assert!(!host_cgroup2().join(name).exists());
+}

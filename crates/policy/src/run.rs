@@ -149,9 +149,12 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     open.progs.nena_run_c6.set_autoload(redirect);
     open.progs.nena_run_so.set_autoload(redirect);
     open.progs.nena_run_mp.set_autoload(!redirect);
-    let skel = open
-        .load()
-        .context("loading the nena run programs (verifier)")?;
+    let skel = open.load().context(if redirect {
+        "loading the nena run programs (cgroup connect4/6, sockops)"
+    } else {
+        "loading fmod_ret/update_socket_protocol (a tracing program: the kernel needs BTF, \
+         the hook (6.6+) and must allow tracing programs; lockdown or a BPF LSM may refuse them)"
+    })?;
     skel.maps
         .run_cfg
         .update(&0u32.to_ne_bytes(), cfg.as_bytes(), MapFlags::ANY)

@@ -190,7 +190,10 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
             "{what}: {} bytes, not the file\n{err}",
             out.stdout.len()
         );
-        assert!(err.contains("connects redirected 1, handed to the proxy 1"), "{err}");
+        assert!(
+            err.contains("connects redirected 1, handed to the proxy 1"),
+            "{err}"
+        );
         assert_nothing_left(&err);
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -202,10 +205,17 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
         "the untrusted capture holds only {} bytes\n{logs}",
         pcap.len()
     );
-    assert_eq!(leaked_pieces(&pcap, &body), 0, "plaintext on the untrusted link");
+    assert_eq!(
+        leaked_pieces(&pcap, &body),
+        0,
+        "plaintext on the untrusted link"
+    );
     // The http server saw the proxy server (its own address), never the client's.
     let log = std::fs::read_to_string(&http_log).unwrap();
-    let gets: Vec<&str> = log.lines().filter(|l| l.contains("GET /blob.txt")).collect();
+    let gets: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("GET /blob.txt"))
+        .collect();
     assert_eq!(gets.len(), 2, "{log}");
     assert!(gets.iter().all(|l| l.starts_with("198.18.3.2 ")), "{log}");
     assert_eq!(ps.stderr().matches("CONNECT 198.18.3.2:8000").count(), 2);
@@ -232,7 +242,14 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
     let _ps = spawn_listening(
         &lab,
         Host::Server,
-        &["proxy", "server", "--listen", &listen, "--allow", "198.18.3.2:8000"],
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--allow",
+            "198.18.3.2:8000",
+        ],
     );
     // CMD exits 3.
     let mut args = session_args(&listen, "aead");
@@ -244,10 +261,7 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
 
     // CMD killed by SIGKILL, a child of it still running in the cgroup.
     let pidfile = dir.join("child.pid");
-    let script = format!(
-        "sleep 300 & echo $! > {}; kill -9 $$",
-        pidfile.display()
-    );
+    let script = format!("sleep 300 & echo $! > {}; kill -9 $$", pidfile.display());
     let mut args = session_args(&listen, "aead");
     args.extend_from_slice(&["sh", "-c", &script]);
     let out = nena_run(&lab, &args);
@@ -352,7 +366,15 @@ while True:
         .command(
             Host::Client,
             NENA,
-            ["-v", "run", "--mptcp-only", "--", "python3", "-c", MPTCP_CLIENT],
+            [
+                "-v",
+                "run",
+                "--mptcp-only",
+                "--",
+                "python3",
+                "-c",
+                MPTCP_CLIENT,
+            ],
         )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -374,7 +396,10 @@ while True:
         // machine these tests were written on: lockdown "integrity" and a BPF LSM). The
         // refusal must be one clear error line, exit 1, and nothing left behind (above).
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.lines().any(|l| l.starts_with("nena: loading fmod_ret")), "{err}");
+        assert!(
+            err.lines().any(|l| l.starts_with("nena: loading fmod_ret")),
+            "{err}"
+        );
         eprintln!("SKIPPED the MPTCP check: the kernel refuses fmod_ret programs here: {err}");
         return;
     }

@@ -418,3 +418,145 @@ fn socks5_username_and_password() {
     assert!(log.contains("wrong user name or password"), "{log}");
     assert!(log.contains("no acceptable authentication method"), "{log}");
 }
+
+/// IPv6 end to end: the lab is IPv4 only, so this test gives the server host's link an
+/// address of RFC 5180's benchmarking range (2001:2::/48, the IPv6 twin of 198.18.0.0/15)
+/// and nothing else; python's http.server listens there; curl asks the SOCKS proxy for the
+/// IPv6 literal and gets the file byte-exact; a hand-made request with ATYP 4 (IPv6) is
+/// answered "succeeded" on an allowed port and "not allowed" (0x02) on another.
+#[test]
+fn socks5_ipv6_destination_end_to_end() {
+    let lab = lab();
+    let ns = lab.netns(Host::Server);
+    for args in [
+        vec![
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.lo.disable_ipv6=0",
+        ],
+        vec![
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.eth0.disable_ipv6=0",
+        ],
+        vec![
+            "-n",
+            &ns,
+            "-6",
+            "addr",
+            "add",
+            "2001:2::2/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ],
+    ] {
+        let st = std::process::Command::new("ip")
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip {args:?}");
+    }
+    let dir = TempDir::new("socks6");
+    let body = random(1024 * 1024 + 5, 6);
+    std::fs::write(dir.join("blob.bin"), &body).unwrap();
+    let mut cmd = lab.command(
+        Host::Server,
+        "python3",
+        [
+            "-m",
+            "http.server",
+            "8000",
+            "--bind",
+            "2001:2::2",
+            "--directory",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _http = Killed(cmd.spawn().unwrap());
+    let up = lab
+        .run_in(Host::Server, || {
+            (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                TcpStream::connect("[2001:2::2]:8000").is_ok()
+            })
+        })
+        .unwrap();
+    assert!(up, "http.server on [2001:2::2]:8000 did not start");
+    let listen = server(&lab, 7431);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--allow",
+            "[2001:2::/48]:8000",
+        ],
+    );
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--socks5",
+        "127.0.0.1:1083",
+        "--to",
+        &listen,
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+    let out = curl(
+        &lab,
+        "socks5h://127.0.0.1:1083",
+        "http://[2001:2::2]:8000/blob.bin",
+    );
+    assert!(
+        out.status.success() && out.stdout == body,
+        "curl: {} ({} bytes)\n{}\nproxy client: {}\nproxy server: {}",
+        out.status,
+        out.stdout.len(),
+        String::from_utf8_lossy(&out.stderr),
+        pc.stderr(),
+        ps.stderr()
+    );
+    assert!(
+        ps.stderr().contains("CONNECT [2001:2::2]:8000"),
+        "{}",
+        ps.stderr()
+    );
+    let entry: SocketAddr = "127.0.0.1:1083".parse().unwrap();
+    let v6 = |port: u16| {
+        let mut r = vec![4];
+        r.extend_from_slice(&"2001:2::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        r.extend_from_slice(&port.to_be_bytes());
+        r
+    };
+    let (ok, refused) = lab
+        .run_in(Host::Client, move || {
+            let (ok, mut s) = socks_connect(entry, &v6(8000), false).unwrap();
+            // The connection works: an HTTP request through it is answered.
+            s.write_all(b"HEAD /blob.bin HTTP/1.0\r\n\r\n").unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).unwrap();
+            assert_eq!(
+                &head[..9],
+                b"HTTP/1.0 ",
+                "{:?}",
+                String::from_utf8_lossy(&head)
+            );
+            (ok, socks_connect(entry, &v6(22), false).unwrap().0)
+        })
+        .unwrap();
+    assert_eq!((ok, refused), (0x00, 0x02), "{}", ps.stderr());
+}

@@ -296,7 +296,6 @@ impl MptcpOnly {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,13 +85,7 @@ impl Cgroup {
                 let (src, dst, ty) = (cpath(Path::new("none"))?, cpath(&m)?, c"cgroup2");
                 // SAFETY: plain C strings; no data argument.
                 let r = unsafe {
-                    libc::mount(
-                        src.as_ptr(),
-                        dst.as_ptr(),
-                        ty.as_ptr(),
-                        0,
-                        std::ptr::null(),
-                    )
+                    libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null())
                 };
                 if r != 0 {
                     let e = std::io::Error::last_os_error();
@@ -344,9 +338,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
     cgroup.remove();
     match result {
         Ok(Ok(code)) => Ok(code),
-        Ok(Err(e)) if e.is::<CannotRun>() || e.root_cause().is::<CannotRun>() => {
-            Err(Exit { code: 127, error: e })
-        }
+        Ok(Err(e)) if e.is::<CannotRun>() || e.root_cause().is::<CannotRun>() => Err(Exit {
+            code: 127,
+            error: e,
+        }),
         Ok(Err(e)) => Err(Exit::from(e)),
         Err(e) => Err(Exit::from(e)),
     }

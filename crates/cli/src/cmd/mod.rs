@@ -6,6 +6,8 @@ pub mod codec;
 pub mod host;
 pub mod lab;
 #[cfg(feature = "policy")]
+pub mod mptcpize;
+#[cfg(feature = "policy")]
 pub mod policy;
 #[cfg(feature = "policy")]
 pub mod run;

@@ -3,7 +3,9 @@
 //! attached to that cgroup (nena-policy `run`) send its TCP connects to a proxy in this
 //! process, which asks the `nena proxy server --allow ..` at SERVER for each original
 //! destination exactly as the SOCKS path does (wire op 4). `--mptcp-only` instead makes the
-//! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session.
+//! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session: with the BPF hook
+//! fmod_ret/update_socket_protocol, or, where the kernel refuses tracing programs, through
+//! seccomp user notification (`mptcpize.rs`).
 //!
 //! Whatever ends CMD (its own exit, a signal) or this process (SIGINT, SIGTERM, SIGHUP:
 //! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`)
@@ -21,6 +23,7 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -160,6 +163,8 @@ impl Drop for Cgroup {
 enum Attached {
     Redirect(Arc<Redirect>),
     Mptcp(MptcpOnly),
+    /// `--mptcp-only` through seccomp (the kernel refused fmod_ret): sockets made MPTCP.
+    Seccomp(Arc<AtomicU64>),
 }
 
 impl Attached {
@@ -167,12 +172,17 @@ impl Attached {
         match self {
             Attached::Redirect(r) => r.prog_ids().to_vec(),
             Attached::Mptcp(m) => m.prog_ids().to_vec(),
+            Attached::Seccomp(_) => Vec::new(),
         }
     }
     fn stats(&self) -> nena_policy::run::RunStats {
         match self {
             Attached::Redirect(r) => r.stats(),
             Attached::Mptcp(m) => m.stats(),
+            Attached::Seccomp(n) => nena_policy::run::RunStats {
+                mptcp: n.load(Ordering::Relaxed),
+                ..Default::default()
+            },
         }
     }
 }
@@ -209,7 +219,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
     let cmd = a.cmd.clone();
     let result = nena_transport::client::block_on(async move {
         // The BPF programs and, with --via, the proxy they send connects to.
-        let (attached, proxy_task) = match opts {
+        let mut seccomp = None;
+        let (mut attached, proxy_task) = match opts {
             Some(opts) => {
                 let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
@@ -245,7 +256,18 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 ));
                 (Attached::Redirect(redirect), Some(task))
             }
-            None => (Attached::Mptcp(MptcpOnly::attach(&cgroup_dir)?), None),
+            None => match MptcpOnly::attach(&cgroup_dir) {
+                Ok(m) => (Attached::Mptcp(m), None),
+                Err(e) => {
+                    log::warn!(
+                        "{e:#}; making the sockets MPTCP through seccomp user notification \
+                         instead"
+                    );
+                    let (parent, child) = super::mptcpize::pair()?;
+                    seccomp = Some((parent, child));
+                    (Attached::Seccomp(Arc::new(AtomicU64::new(0))), None)
+                }
+            },
         };
         log::info!(
             "cgroup {} (programs {:?})",
@@ -258,7 +280,12 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         let procs = CString::new(cgroup_dir.join("cgroup.procs").as_os_str().as_bytes())?;
         let mut command = tokio::process::Command::new(&cmd[0]);
         command.args(&cmd[1..]).kill_on_drop(true);
-        // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec.
+        let (seccomp_parent, seccomp_child) = match seccomp {
+            Some((p, c)) => (Some(p), Some(c)),
+            None => (None, None),
+        };
+        // SAFETY: only async-signal-safe calls (open, write, close, prctl, seccomp, sendmsg)
+        // between fork and exec.
         unsafe {
             command.pre_exec(move || {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -278,6 +305,9 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 if n != 1 {
                     return Err(e);
                 }
+                if let Some(c) = &seccomp_child {
+                    c.install()?;
+                }
                 Ok(())
             });
         }
@@ -293,6 +323,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             ))
         })?;
         let pid = child.id().map(|p| p as i32);
+        if let Some(p) = seccomp_parent {
+            let listener = p.listener().context("the seccomp listener")?;
+            attached = Attached::Seccomp(super::mptcpize::serve(listener));
+        }
         let status = tokio::select! {
             s = child.wait() => s?,
             sig = async {

@@ -91,13 +91,7 @@ pub fn pair() -> std::io::Result<(ParentSide, ChildSide)> {
         filter: filter(),
         sock: c.as_raw_fd(),
     };
-    Ok((
-        ParentSide {
-            sock: p,
-            _child: c,
-        },
-        child,
-    ))
+    Ok((ParentSide { sock: p, _child: c }, child))
 }
 
 type CmsgBuf = [u64; 4];
@@ -239,7 +233,11 @@ pub fn serve(listener: OwnedFd) -> Arc<AtomicU64> {
                     0
                 },
             };
-            let r = libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+            let r = libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                &addfd,
+            );
             libc::close(s);
             if r >= 0 {
                 count.fetch_add(1, Ordering::Relaxed);

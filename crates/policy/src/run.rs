@@ -278,9 +278,15 @@ impl MptcpOnly {
             cgroup_id: cgroup_id(cgroup_dir)?,
             ..Default::default()
         };
-        Ok(MptcpOnly {
-            loaded: load(Which::Mptcp, cfg, -1)?,
-        })
+        // A kernel that refuses tracing programs is expected (the caller falls back): keep
+        // libbpf's own report of the refusal off stderr unless debugging.
+        let quiet = !log::log_enabled!(log::Level::Debug);
+        let prev = quiet.then(|| libbpf_rs::set_print(None));
+        let loaded = load(Which::Mptcp, cfg, -1);
+        if let Some(prev) = prev {
+            libbpf_rs::set_print(prev);
+        }
+        Ok(MptcpOnly { loaded: loaded? })
     }
 
     pub fn prog_ids(&self) -> &[u32] {

@@ -10,6 +10,7 @@ PKGS=(
   libssl-dev                                            # OpenSSL baselines in `nena bench codec`
   iproute2 tcpdump ethtool procps                       # the lab: namespaces, veth, qdiscs, captures
   tshark                                                # `nena analyze` is checked against it
+  curl ncat                                             # SOCKS5 clients of the proxy tests
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
 )
 

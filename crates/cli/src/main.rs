@@ -39,6 +39,10 @@ enum Command {
     /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
     #[command(subcommand)]
     Proxy(cmd::transfer::ProxyCmd),
+    /// Run a command whose TCP connections nena carries without it knowing (a cgroup and
+    /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.
+    #[cfg(feature = "policy")]
+    Run(cmd::run::RunArgs),
     /// The network-namespace lab: a client with a trusted and an untrusted path, and a server.
     #[command(subcommand)]
     Lab(cmd::lab::LabCmd),
@@ -97,6 +101,11 @@ fn main() -> ExitCode {
         Command::Get(a) => cmd::transfer::get(a),
         Command::Perf(a) => cmd::transfer::perf(a),
         Command::Proxy(c) => cmd::transfer::proxy(c),
+        #[cfg(feature = "policy")]
+        Command::Run(a) => match cmd::run::run(a) {
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
         Command::Analyze(a) => cmd::trace::analyze(a),

@@ -15,6 +15,7 @@
 //! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
 //! - [`abi`]: the layout shared with the C programs in `bpf/`, and [`abi::Prog`], the
 //!   selectors and actors.
+//! - [`run`]: `nena run`'s cgroup programs (TCP connects to the local proxy, or made MPTCP).
 //! - [`tamper`]: the lab's active attacker (one byte of one segment altered, checksum fixed).
 
 pub mod abi;
@@ -23,6 +24,7 @@ pub mod events;
 pub mod loader;
 pub mod packet;
 pub mod recipes;
+pub mod run;
 pub mod skel;
 pub mod spec;
 pub mod tamper;

@@ -20,3 +20,9 @@ pub mod nena {
 pub mod tamper {
     include!(concat!(env!("OUT_DIR"), "/tamper.skel.rs"));
 }
+
+/// `bpf/run.bpf.c`: `nena run`'s cgroup redirect (connect4/6, sockops) and mptcpize hook.
+#[allow(clippy::all, clippy::pedantic, unsafe_op_in_unsafe_fn, missing_docs)]
+pub mod run {
+    include!(concat!(env!("OUT_DIR"), "/run.skel.rs"));
+}

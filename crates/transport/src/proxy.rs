@@ -300,6 +300,20 @@ pub enum Entry {
     Plain,
     /// SOCKS5 (`--socks5`); with `users`, username/password is required (RFC 1929).
     Socks5 { users: Option<Users> },
+    /// Connections redirected to the listener by `nena run`'s BPF programs: each one's
+    /// original destination comes from the lookup, and is asked for as SOCKS does.
+    Redirected(OriginalDst),
+}
+
+/// The original destination of a redirected connection, by its client's address and port
+/// as the proxy accepted it (`nena run`: read, and removed, from its BPF map).
+#[derive(Clone)]
+pub struct OriginalDst(pub Arc<dyn Fn(SocketAddr) -> Option<SocketAddr> + Send + Sync>);
+
+impl std::fmt::Debug for OriginalDst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginalDst")
+    }
 }
 
 /// Where the proxy server sends its sessions.
@@ -351,25 +365,28 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
         })?
 }
 
-/// One SOCKS session of the proxy client: the exchange with the application, the nena
-/// session, the connect request, the reply passed on, then the relay.
-async fn socks_session(
-    mut plain: TcpStream,
-    users: Option<Users>,
-    opts: Arc<ClientOptions>,
-    connecting: Arc<Semaphore>,
-) -> Result<String> {
-    let (target, leftover) = socks_accept(&mut plain, users).await?;
-    let slot = connecting.acquire_owned().await?;
-    let opened = conn::connect(&opts, None).await;
+/// Opens a nena session and asks the proxy server for `target` (wire op 4). On failure, the
+/// SOCKS reply code the application is owed and why.
+async fn open_to(
+    target: &Target,
+    opts: &ClientOptions,
+    connecting: &Semaphore,
+) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+    let slot = connecting.acquire().await.map_err(|e| {
+        (
+            Rep::GeneralFailure,
+            anyhow::Error::new(e).context("the proxy is stopping"),
+        )
+    })?;
+    let opened = conn::connect(opts, None).await;
     drop(slot);
     let mut c = match opened {
         Ok(c) => c,
         Err(e) => {
-            let _ = plain
-                .write_all(&socks::reply(Rep::GeneralFailure, None))
-                .await;
-            return Err(e.context(format!("opening the nena session for {target}")));
+            return Err((
+                Rep::GeneralFailure,
+                e.context(format!("opening the nena session for {target}")),
+            ))
         }
     };
     let answer = async {
@@ -387,31 +404,52 @@ async fn socks_session(
     let answer = match tokio::time::timeout(wait, answer).await {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
-            let _ = plain
-                .write_all(&socks::reply(Rep::GeneralFailure, None))
-                .await;
-            return Err(e.context(format!(
-                "asking the proxy server for {target} (does it run with --allow rather than --forward?)"
-            )));
+            return Err((
+                Rep::GeneralFailure,
+                e.context(format!(
+                    "asking the proxy server for {target} (does it run with --allow rather than --forward?)"
+                )),
+            ));
         }
         Err(_) => {
-            let _ = plain
-                .write_all(&socks::reply(Rep::GeneralFailure, None))
-                .await;
-            anyhow::bail!(
-                "the proxy server did not answer the request for {target} within {wait:?}"
-            );
+            return Err((
+                Rep::GeneralFailure,
+                anyhow::anyhow!(
+                    "the proxy server did not answer the request for {target} within {wait:?}"
+                ),
+            ));
         }
     };
     if answer.code != Rep::Succeeded {
-        let _ = plain.write_all(&socks::reply(answer.code, None)).await;
         let _ = c.writer.shutdown().await;
-        anyhow::bail!(
-            "{target}: the proxy server answered \"{}\" ({})",
+        return Err((
             answer.code,
-            answer.msg
-        );
+            anyhow::anyhow!(
+                "{target}: the proxy server answered \"{}\" ({})",
+                answer.code,
+                answer.msg
+            ),
+        ));
     }
+    Ok(c)
+}
+
+/// One SOCKS session of the proxy client: the exchange with the application, the nena
+/// session, the connect request, the reply passed on, then the relay.
+async fn socks_session(
+    mut plain: TcpStream,
+    users: Option<Users>,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+) -> Result<String> {
+    let (target, leftover) = socks_accept(&mut plain, users).await?;
+    let mut c = match open_to(&target, &opts, &connecting).await {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.write_all(&socks::reply(code, None)).await;
+            return Err(e);
+        }
+    };
     plain.write_all(&socks::reply(Rep::Succeeded, None)).await?;
     if !leftover.is_empty() {
         c.writer.write_all(&leftover).await?;
@@ -429,6 +467,44 @@ async fn socks_session(
             c.info,
             &split
         )
+    ))
+}
+
+/// One redirected connection (`nena run`): its original destination from `lookup`, asked
+/// for exactly as a SOCKS request is; a refusal resets the application's connection (it is
+/// already established, to the proxy: a reset is the closest to "refused" it can see).
+async fn redirected_session(
+    plain: TcpStream,
+    peer: SocketAddr,
+    lookup: OriginalDst,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+) -> Result<String> {
+    let Some(dst) = (lookup.0)(peer) else {
+        let _ = plain.set_zero_linger();
+        anyhow::bail!(
+            "no original destination recorded for {peer} (a connection from outside the \
+             cgroup?); reset"
+        );
+    };
+    let target = Target {
+        host: Host::Ip(dst.ip()),
+        port: dst.port(),
+    };
+    let mut c = match open_to(&target, &opts, &connecting).await {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.set_zero_linger();
+            return Err(e.context(format!("{code}; the application's connection is reset")));
+        }
+    };
+    log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
+    let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+    let split = crate::client::Paths::of(&c).describe();
+    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
+    Ok(format!(
+        "{target}: {}",
+        session_line(b.up, b.down, b.plain_gone, c.info, &split)
     ))
 }
 
@@ -500,22 +576,62 @@ pub async fn run_client_with(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     ready(listener.local_addr()?);
+    serve_client(vec![listener], entry, opts, limits).await
+}
+
+/// The proxy client on listeners already bound (`nena run` binds its own first, to tell
+/// its BPF programs where they are); sessions on all of them share the limits.
+pub async fn serve_client(
+    listeners: Vec<TcpListener>,
+    entry: Entry,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+) -> Result<()> {
+    conn::raise_nofile_limit();
     let opts = Arc::new(ClientOptions {
         buffer: PROXY_BUF,
         ..opts
     });
     let connecting = Arc::new(Semaphore::new(limits.max_connecting.max(1)));
+    let mut loops = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let opts = opts.clone();
+        let connecting = connecting.clone();
+        let entry = entry.clone();
+        let limits = limits.clone();
+        loops.spawn(async move { client_loop(listener, entry, opts, connecting, &limits).await });
+    }
+    // Every listener until interrupted; the first failure stops them all.
+    while let Some(r) = loops.join_next().await {
+        r.context("a proxy listener's task panicked")??;
+    }
+    Ok(())
+}
+
+async fn client_loop(
+    listener: TcpListener,
+    entry: Entry,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    limits: &ProxyLimits,
+) -> Result<()> {
     accept_loop(
         listener,
-        &limits,
+        limits,
         Arc::new(ProxyStats::default()),
-        move |plain, _peer| {
+        move |plain, peer| {
             let opts = opts.clone();
             let connecting = connecting.clone();
             let entry = entry.clone();
             async move {
-                if let Entry::Socks5 { users } = entry {
-                    return socks_session(plain, users, opts, connecting).await;
+                match entry {
+                    Entry::Socks5 { users } => {
+                        return socks_session(plain, users, opts, connecting).await
+                    }
+                    Entry::Redirected(lookup) => {
+                        return redirected_session(plain, peer, lookup, opts, connecting).await
+                    }
+                    Entry::Plain => {}
                 }
                 let slot = connecting.acquire_owned().await?;
                 let mut c = conn::connect(&opts, None)

@@ -6,7 +6,11 @@ pub mod codec;
 pub mod host;
 pub mod lab;
 #[cfg(feature = "policy")]
+pub mod mptcpize;
+#[cfg(feature = "policy")]
 pub mod policy;
+#[cfg(feature = "policy")]
+pub mod run;
 pub mod scenario;
 pub mod trace;
 pub mod transfer;

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// A socket address: `IP:PORT` or `HOST:PORT` (resolved once).
-fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
         .map_err(|e| format!("`{s}` is not ADDR:PORT ({e})"))?
         .next()
@@ -138,7 +138,7 @@ pub struct ClientCommon {
 }
 
 impl ClientCommon {
-    fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
+    pub(crate) fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
         let token = match &self.token_file {
             Some(_) if raw => {
                 return Err(Exit::usage(anyhow!(
@@ -402,7 +402,7 @@ fn labels(modes: &[Mode]) -> String {
         .join(", ")
 }
 
-fn check_client(c: &ClientCommon) -> CmdResult {
+pub(crate) fn check_client(c: &ClientCommon) -> CmdResult {
     if c.trusted.is_empty() {
         return Err(Exit::usage(anyhow!(
             "no trusted path: give --trusted ADDR|IFACE (the handshake must leave from a trusted address)"

@@ -1,0 +1,394 @@
+//! `nena run [--via SERVER:PORT --trusted ..] -- CMD [ARGS...]`: CMD's TCP connections are
+//! carried by nena without CMD knowing. CMD runs in a cgroup (v2) of its own; BPF programs
+//! attached to that cgroup (nena-policy `run`) send its TCP connects to a proxy in this
+//! process, which asks the `nena proxy server --allow ..` at SERVER for each original
+//! destination exactly as the SOCKS path does (wire op 4). `--mptcp-only` instead makes the
+//! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session: with the BPF hook
+//! fmod_ret/update_socket_protocol, or, where the kernel refuses tracing programs, through
+//! seccomp user notification (`mptcpize.rs`).
+//!
+//! Whatever ends CMD (its own exit, a signal) or this process (SIGINT, SIGTERM, SIGHUP:
+//! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`)
+//! and removed, with the links (nothing is pinned: the links die with this process even on
+//! SIGKILL; the cgroup directory then stays, empty). `nena run` exits with CMD's status
+//! (128 + N when a signal N ended it).
+
+use super::transfer::{check_client, parse_addr, ClientCommon};
+use crate::exit::Exit;
+use anyhow::{anyhow, Context};
+use nena_policy::run::{MptcpOnly, Redirect};
+use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
+use std::ffi::{CString, OsString};
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The `nena proxy server` (run with --allow) that connects to CMD's destinations.
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr,
+          required_unless_present = "mptcp_only", conflicts_with = "mptcp_only")]
+    pub via: Option<SocketAddr>,
+    /// No nena session: the cgroup's TCP sockets just become MPTCP (like mptcpize).
+    #[arg(long)]
+    pub mptcp_only: bool,
+    /// Sessions carried at once.
+    #[arg(long, default_value = "4096")]
+    pub max_sessions: usize,
+    /// nena sessions being opened at once.
+    #[arg(long, default_value = "64")]
+    pub max_connecting: usize,
+    #[command(flatten)]
+    pub common: ClientCommon,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+/// How long CMD has to end after nena passed it a signal, before its cgroup is killed.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The cgroup of one `nena run`: created under the cgroup2 mount (mounted by us on a
+/// temporary directory if the mount namespace has none, as under `ip netns exec`), killed
+/// and removed on drop.
+struct Cgroup {
+    dir: PathBuf,
+    mounted: Option<PathBuf>,
+}
+
+/// The cgroup2 mount point of this mount namespace, from /proc/self/mountinfo.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        left.split_whitespace().nth(4).map(PathBuf::from)
+    })
+}
+
+fn cpath(p: &Path) -> anyhow::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("{}: NUL in path", p.display()))
+}
+
+impl Cgroup {
+    fn create() -> anyhow::Result<Cgroup> {
+        let pid = std::process::id();
+        let (root, mounted) = match cgroup2_mount() {
+            Some(r) => (r, None),
+            None => {
+                let m = std::env::temp_dir().join(format!("nena-run-cgroup2-{pid}"));
+                std::fs::create_dir_all(&m)
+                    .with_context(|| format!("cannot create {}", m.display()))?;
+                let (src, dst, ty) = (cpath(Path::new("none"))?, cpath(&m)?, c"cgroup2");
+                // SAFETY: plain C strings; no data argument.
+                let r = unsafe {
+                    libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null())
+                };
+                if r != 0 {
+                    let e = std::io::Error::last_os_error();
+                    let _ = std::fs::remove_dir(&m);
+                    return Err(anyhow!(
+                        "no cgroup2 file system here and mounting one on {} failed: {e}",
+                        m.display()
+                    ));
+                }
+                (m.clone(), Some(m))
+            }
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!("nena-run-{pid}-{nanos:08x}");
+        let dir = root.join(&name);
+        let cg = Cgroup {
+            dir: dir.clone(),
+            mounted,
+        };
+        std::fs::create_dir(&dir)
+            .with_context(|| format!("cannot create the cgroup {}", dir.display()))?;
+        Ok(cg)
+    }
+
+    fn populated(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.events"))
+            .map(|s| s.lines().any(|l| l == "populated 1"))
+            .unwrap_or(false)
+    }
+
+    /// Kill every process left in the cgroup and remove it.
+    fn remove(&mut self) {
+        if !self.dir.exists() {
+            return;
+        }
+        if self.populated() {
+            if let Err(e) = std::fs::write(self.dir.join("cgroup.kill"), "1") {
+                log::warn!("cannot kill what is left in {}: {e}", self.dir.display());
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => break,
+                Err(e) if Instant::now() > deadline => {
+                    log::warn!("cannot remove the cgroup {}: {e}", self.dir.display());
+                    break;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        if let Some(m) = self.mounted.take() {
+            if let Ok(c) = cpath(&m) {
+                // SAFETY: a C string.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+            let _ = std::fs::remove_dir(&m);
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The BPF side, kept until CMD ended.
+enum Attached {
+    Redirect(Arc<Redirect>),
+    Mptcp(MptcpOnly),
+    /// `--mptcp-only` through seccomp (the kernel refused fmod_ret): sockets made MPTCP.
+    Seccomp(Arc<AtomicU64>),
+}
+
+impl Attached {
+    fn prog_ids(&self) -> Vec<u32> {
+        match self {
+            Attached::Redirect(r) => r.prog_ids().to_vec(),
+            Attached::Mptcp(m) => m.prog_ids().to_vec(),
+            Attached::Seccomp(_) => Vec::new(),
+        }
+    }
+    fn stats(&self) -> nena_policy::run::RunStats {
+        match self {
+            Attached::Redirect(r) => r.stats(),
+            Attached::Mptcp(m) => m.stats(),
+            Attached::Seccomp(n) => nena_policy::run::RunStats {
+                mptcp: n.load(Ordering::Relaxed),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+fn status_code(s: std::process::ExitStatus) -> u8 {
+    match (s.code(), s.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        _ => 1,
+    }
+}
+
+/// `nena run`: CMD's exit status, or why it could not run.
+pub fn run(a: RunArgs) -> Result<u8, Exit> {
+    if !a.mptcp_only {
+        check_client(&a.common)?;
+        if a.common.token_file.is_some() {
+            return Err(Exit::usage(anyhow!(
+                "--token-file is for send, get and perf: the proxy server's access control is \
+                 its --allow list"
+            )));
+        }
+    }
+    let opts = match a.via {
+        Some(via) => Some(a.common.options(via, false)?),
+        None => None,
+    };
+    let mut cgroup = Cgroup::create().map_err(Exit::from)?;
+    let cgroup_dir = cgroup.dir.clone();
+    let limits = ProxyLimits {
+        max_sessions: a.max_sessions,
+        max_connecting: a.max_connecting,
+    };
+    let cmd = a.cmd.clone();
+    let result = nena_transport::client::block_on(async move {
+        // The BPF programs and, with --via, the proxy they send connects to.
+        let mut seccomp = None;
+        let (mut attached, proxy_task) = match opts {
+            Some(opts) => {
+                let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .context("cannot listen on 127.0.0.1")?;
+                let v6 = match tokio::net::TcpListener::bind("[::1]:0").await {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        log::info!("no IPv6 proxy listener (::1: {e}): IPv6 connects are refused");
+                        None
+                    }
+                };
+                let a4 = v4.local_addr()?;
+                let a6 = v6.as_ref().map(|l| l.local_addr()).transpose()?;
+                let file = std::fs::File::open(&cgroup_dir)
+                    .with_context(|| format!("cannot open {}", cgroup_dir.display()))?;
+                let redirect = Arc::new(Redirect::attach(&file, Some(a4), a6)?);
+                let lookup = {
+                    let r = redirect.clone();
+                    OriginalDst(Arc::new(move |peer| r.take(peer)))
+                };
+                let mut listeners = vec![v4];
+                listeners.extend(v6);
+                log::info!(
+                    "proxy on {a4}{} for the cgroup, to {}",
+                    a6.map(|a| format!(" and {a}")).unwrap_or_default(),
+                    opts.remote
+                );
+                let task = tokio::spawn(proxy::serve_client(
+                    listeners,
+                    proxy::Entry::Redirected(lookup),
+                    opts,
+                    limits,
+                ));
+                (Attached::Redirect(redirect), Some(task))
+            }
+            None => match MptcpOnly::attach(&cgroup_dir) {
+                Ok(m) => (Attached::Mptcp(m), None),
+                Err(e) => {
+                    log::warn!(
+                        "{e:#}; making the sockets MPTCP through seccomp user notification \
+                         instead"
+                    );
+                    let (parent, child) = super::mptcpize::pair()?;
+                    seccomp = Some((parent, child));
+                    (Attached::Seccomp(Arc::new(AtomicU64::new(0))), None)
+                }
+            },
+        };
+        log::info!(
+            "cgroup {} (programs {:?})",
+            cgroup_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            attached.prog_ids()
+        );
+        let procs = CString::new(cgroup_dir.join("cgroup.procs").as_os_str().as_bytes())?;
+        let mut command = tokio::process::Command::new(&cmd[0]);
+        command.args(&cmd[1..]).kill_on_drop(true);
+        let (seccomp_parent, seccomp_child) = match seccomp {
+            Some((p, c)) => (Some(p), Some(c)),
+            None => (None, None),
+        };
+        // SAFETY: only async-signal-safe calls (open, write, close, prctl, seccomp, sendmsg)
+        // between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // CMD dies with nena, even if nena is killed with SIGKILL (its children
+                // do not: they stay in the cgroup).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    libc::close(fd);
+                    return Err(std::io::Error::last_os_error());
+                }
+                // "0": the writing process itself.
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                if n != 1 {
+                    return Err(e);
+                }
+                if let Some(c) = &seccomp_child {
+                    c.install()?;
+                }
+                Ok(())
+            });
+        }
+        // Before CMD starts: a signal from now on is passed on, not fatal to nena.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut child = command.spawn().map_err(|e| {
+            anyhow::Error::new(CannotRun).context(format!(
+                "cannot run {}: {e}",
+                std::path::Path::new(&cmd[0]).display()
+            ))
+        })?;
+        let pid = child.id().map(|p| p as i32);
+        if let Some(p) = seccomp_parent {
+            let listener = p.listener().context("the seccomp listener")?;
+            attached = Attached::Seccomp(super::mptcpize::serve(listener));
+        }
+        let status = tokio::select! {
+            s = child.wait() => s?,
+            sig = async {
+                tokio::select! {
+                    _ = term.recv() => libc::SIGTERM,
+                    _ = int.recv() => libc::SIGINT,
+                    _ = hup.recv() => libc::SIGHUP,
+                }
+            } => {
+                log::info!("signal {sig}: passed on to {}", std::path::Path::new(&cmd[0]).display());
+                if let Some(p) = pid {
+                    // SAFETY: a signal to our own child, which has not been reaped yet.
+                    unsafe { libc::kill(p, sig) };
+                }
+                match tokio::time::timeout(GRACE, child.wait()).await {
+                    Ok(s) => s?,
+                    Err(_) => {
+                        log::warn!("still running {GRACE:?} after the signal: killed");
+                        child.kill().await?;
+                        child.wait().await?
+                    }
+                }
+            }
+        };
+        let stats = attached.stats();
+        if let Some(t) = proxy_task {
+            t.abort();
+            let _ = t.await;
+        }
+        log::info!(
+            "{} ended ({status}); connects redirected {}, handed to the proxy {}, left alone {}, \
+             refused {}; sockets made MPTCP {}",
+            std::path::Path::new(&cmd[0]).display(),
+            stats.redirected,
+            stats.handed,
+            stats.local,
+            stats.refused,
+            stats.mptcp
+        );
+        drop(attached);
+        Ok::<_, anyhow::Error>(status_code(status))
+    });
+    cgroup.remove();
+    match result {
+        Ok(Ok(code)) => Ok(code),
+        Ok(Err(e)) if e.is::<CannotRun>() || e.root_cause().is::<CannotRun>() => Err(Exit {
+            code: 127,
+            error: e,
+        }),
+        Ok(Err(e)) => Err(Exit::from(e)),
+        Err(e) => Err(Exit::from(e)),
+    }
+}
+
+/// CMD could not be started (exit status 127, as a shell says).
+#[derive(Debug)]
+struct CannotRun;
+
+impl std::fmt::Display for CannotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the command could not be started")
+    }
+}
+
+impl std::error::Error for CannotRun {}

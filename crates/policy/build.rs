@@ -1,5 +1,5 @@
 //! Compiles the eBPF programs in `bpf/` with clang into the objects that the loaders embed,
-//! and generates their libbpf-cargo skeletons (`nena.skel.rs`, `tamper.skel.rs` in OUT_DIR:
+//! and generates their libbpf-cargo skeletons (`nena.skel.rs`, `tamper.skel.rs`, `mpc.skel.rs` in OUT_DIR:
 //! one typed field per map and program, and the C types of the object's BTF).
 //! The programs use only UAPI types (`bpf/uapi.h`: `struct __sk_buff`, `xdp_md`, IP and TCP
 //! headers), from the system's UAPI headers (Debian's linux-libc-dev), so the build needs
@@ -50,5 +50,18 @@ fn main() {
         ])
         .build_and_generate(out.join("tamper.skel.rs"))
         .expect("compiling bpf/tamper.bpf.c with clang and generating its skeleton");
+    // The papers' negotiation (`--mode kato-mpc`): its own small object.
+    libbpf_cargo::SkeletonBuilder::new()
+        .source("bpf/mpc.bpf.c")
+        .obj(out.join("mpc.bpf.o"))
+        .reference_obj(true)
+        .clang_args([
+            format!("-I/usr/include/{multiarch}"),
+            "-Ibpf".to_string(),
+            "-Wall".to_string(),
+            "-mcpu=v3".to_string(),
+        ])
+        .build_and_generate(out.join("mpc.skel.rs"))
+        .expect("compiling bpf/mpc.bpf.c with clang and generating its skeleton");
     println!("cargo:rerun-if-changed=bpf");
 }

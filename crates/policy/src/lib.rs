@@ -16,11 +16,13 @@
 //! - [`abi`]: the layout shared with the C programs in `bpf/`, and [`abi::Prog`], the
 //!   selectors and actors.
 //! - [`tamper`]: the lab's active attacker (one byte of one segment altered, checksum fixed).
+//! - [`mpc`]: the papers' negotiation for `--mode kato-mpc` (marks on SYN and SYN-ACK, MPTCP keys).
 
 pub mod abi;
 pub mod bench;
 pub mod events;
 pub mod loader;
+pub mod mpc;
 pub mod packet;
 pub mod recipes;
 pub mod skel;

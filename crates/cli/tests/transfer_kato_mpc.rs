@@ -396,3 +396,55 @@ fn kato_mpc_without_the_clients_programs_is_plain_on_both_sides_and_serve_cleans
         "programs left after SIGTERM"
     );
 }
+
+#[test]
+fn kato_mpc_through_the_proxies_echoes_byte_exact() {
+    let lab = lab();
+    let target: std::net::SocketAddr = "127.0.0.1:7210".parse().unwrap();
+    let _echo = echo_server(&lab, target);
+    let listen = server(&lab, 7211);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7210",
+            "--mode",
+            "kato-mpc",
+        ],
+    );
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7212",
+        "--to",
+        &listen,
+        "--mode",
+        "kato-mpc",
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+    let entry: std::net::SocketAddr = "127.0.0.1:7212".parse().unwrap();
+    let report = lab
+        .run_in(Host::Client, move || {
+            nena_transport::testing::load(entry, 20, 64 * 1024, Duration::from_secs(60))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        report.verified,
+        20,
+        "{report:?}\nproxy client: {}\nproxy server: {}",
+        pc.stderr(),
+        ps.stderr()
+    );
+    let log = ps.wait_stderr("mode kato-mpc", Duration::from_secs(5));
+    assert!(!log.contains("not negotiated"), "{log}");
+    assert!(!pc.stderr().contains("not negotiated"), "{}", pc.stderr());
+}

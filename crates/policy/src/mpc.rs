@@ -21,10 +21,12 @@ use std::time::{Duration, Instant};
 use zerocopy::{FromBytes, IntoBytes};
 
 /// tc filter handle and priority of the mpc programs (apart from the policy dispatcher's
-/// and the tamper program's). A lower priority number runs first: the marks are added
-/// before any policy program sees the packet.
+/// and the tamper program's). A lower priority number runs first: 0x30 is ahead of the
+/// policy dispatcher (0x4e), which ends the filter chain with its verdict, so the marks are
+/// added (and the keys recorded) before a policy program sees the packet; the mpc programs
+/// themselves return TC_ACT_UNSPEC, so the filters after them still run.
 const HANDLE: u32 = 0x6d70;
-const PRIORITY: u32 = 0x6d70;
+const PRIORITY: u32 = 0x30;
 
 /// Which end of a connection a port belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -181,7 +181,32 @@ struct Outcome {
 }
 
 fn connect_with(method: MpcMethod, server_attached: bool, port: u16) -> Outcome {
+    connect_with_policy(method, server_attached, port, false)
+}
+
+/// [`connect_with`], with nena's policy dispatcher also attached to the client's first
+/// path (and the server's) when `policy`.
+fn connect_with_policy(
+    method: MpcMethod,
+    server_attached: bool,
+    port: u16,
+    policy: bool,
+) -> Outcome {
     let net = Net::new();
+    let pins = (Pins::new(), Pins::new());
+    let policies = policy.then(|| {
+        let (pc, ps) = (pins.0.path().to_path_buf(), pins.1.path().to_path_buf());
+        (
+            net.in_ns(&net.c, move || {
+                nena_policy::Policy::attach(&pc, "c1").map_err(|e| format!("{e:#}"))
+            })
+            .expect("policy attach (client)"),
+            net.in_ns(&net.s, move || {
+                nena_policy::Policy::attach(&ps, "s1").map_err(|e| format!("{e:#}"))
+            })
+            .expect("policy attach (server)"),
+        )
+    });
     let cap_file =
         std::env::temp_dir().join(format!("nena-mpc-{}-{port}.pcap", std::process::id()));
     let mut cap = std::process::Command::new("ip")
@@ -260,6 +285,16 @@ fn connect_with(method: MpcMethod, server_attached: bool, port: u16) -> Outcome 
     if let Some(g) = sg {
         net.in_ns(&net.s, move || g.detach().map_err(|e| format!("{e:#}")))
             .expect("detaching");
+    }
+    if let Some((pc, ps)) = policies {
+        net.in_ns(&net.c, move || {
+            pc.detach("c1").map_err(|e| format!("{e:#}"))
+        })
+        .expect("policy detach");
+        net.in_ns(&net.s, move || {
+            ps.detach("s1").map_err(|e| format!("{e:#}"))
+        })
+        .expect("policy detach");
     }
     let c_ns = net.c.clone();
     assert_eq!(
@@ -368,4 +403,20 @@ fn a_server_without_the_programs_gives_no_consent() {
     let c = o.client.unwrap();
     assert!(c.requested && !c.consented, "{c:?}");
     assert!(c.has_keys());
+}
+
+#[test]
+fn the_marks_are_added_ahead_of_nenas_policy_dispatcher() {
+    let _s = serial();
+    // The dispatcher ends the tc filter chain with its verdict: the mpc programs must run
+    // before it, on both ends.
+    let o = connect_with_policy(MpcMethod::Option, true, 4494, true);
+    assert!(!o.client_fallback && !o.server_fallback);
+    let (c, s) = (o.client.unwrap(), o.server.unwrap());
+    assert!(
+        c.requested && c.consented && s.requested && s.consented,
+        "{c:?} {s:?}"
+    );
+    assert!(c.has_keys() && s.has_keys());
+    assert_eq!(c.local_key, s.remote_key);
 }

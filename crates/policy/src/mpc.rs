@@ -269,9 +269,21 @@ fn read_port(m: &MapHandle, port: u16) -> Result<Option<Port>> {
         .and_then(|v| Port::read_from_bytes(&v).ok()))
 }
 
+/// The network namespace of the calling thread (inode of its `ns/net`), if readable.
+fn netns_id() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .ok()
+        .map(|m| m.ino())
+}
+
 /// The programs attached to one interface for one port, for as long as the guard lives.
 pub struct MpcGuard {
     dev: String,
+    /// The network namespace it was attached in: released only from there (a guard
+    /// dropped on another thread, e.g. a test's after a panic, leaves the filters to the
+    /// namespace's deletion instead of touching an interface of the same index elsewhere).
+    netns: Option<u64>,
     idx: u32,
     port: u16,
     ports: MapHandle,
@@ -350,6 +362,7 @@ impl MpcGuard {
             .context("registering the port with the mpc program")?;
         Ok(MpcGuard {
             dev: dev.to_string(),
+            netns: netns_id(),
             idx,
             port,
             ports,
@@ -404,6 +417,13 @@ impl MpcGuard {
             return Ok(());
         }
         self.released = true;
+        if netns_id() != self.netns {
+            bail!(
+                "the mpc programs on {} were attached in another network namespace: left \
+                 for it (they go with it)",
+                self.dev
+            );
+        }
         match read_port(&self.ports, self.port)? {
             Some(mut p) if p.users > 1 => {
                 p.users -= 1;

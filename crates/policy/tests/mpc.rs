@@ -229,6 +229,8 @@ fn connect_with_policy(
         .expect("tcpdump");
     // Until tcpdump says it listens (its file exists earlier than that).
     let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    // Killed and its file removed even if the test fails on the way.
+    let mut cap = Tcpdump(cap, cap_file.clone());
     let mut line = String::new();
     use std::io::BufRead;
     while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
@@ -275,10 +277,10 @@ fn connect_with_policy(
     drop((c, s, l));
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(cap.id() as i32, libc::SIGINT) };
-    let _ = cap.wait();
+    unsafe { libc::kill(cap.0.id() as i32, libc::SIGINT) };
+    let _ = cap.0.wait();
     let pcap = std::fs::read(&cap_file).unwrap_or_default();
-    let _ = std::fs::remove_file(&cap_file);
+    drop(cap);
     // The guards detach in their namespaces.
     net.in_ns(&net.c, move || cg.detach().map_err(|e| format!("{e:#}")))
         .expect("detaching");
@@ -310,6 +312,17 @@ fn connect_with_policy(
         client_token,
         server_token,
         pcap,
+    }
+}
+
+/// tcpdump, killed (and its file removed) on drop.
+struct Tcpdump(std::process::Child, std::path::PathBuf);
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 

@@ -31,20 +31,22 @@ fn interfaces_of(ip: IpAddr) -> anyhow::Result<Vec<String>> {
         if ifa.ifa_addr.is_null() {
             continue;
         }
-        // SAFETY: ifa_name is a NUL-terminated string; ifa_addr points to a sockaddr whose
-        // family says which struct it is.
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
         let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
             .to_string_lossy()
             .into_owned();
+        // SAFETY: ifa_addr is non-null (checked) and points to a sockaddr.
         let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
         let addr: Option<IpAddr> = match family {
             libc::AF_INET => {
+                // SAFETY: the family says it is a sockaddr_in.
                 let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
                 Some(IpAddr::from(
                     u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
                 ))
             }
             libc::AF_INET6 => {
+                // SAFETY: the family says it is a sockaddr_in6.
                 let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
                 Some(IpAddr::from(sin6.sin6_addr.s6_addr))
             }
@@ -66,6 +68,7 @@ fn interfaces_of(ip: IpAddr) -> anyhow::Result<Vec<String>> {
 }
 
 /// SIGTERM becomes SIGINT, which the tools stop on cleanly (guards dropped).
+#[cfg(feature = "policy")]
 fn sigterm_as_sigint() {
     extern "C" fn on_term(_: libc::c_int) {
         // SAFETY: kill and getpid are async-signal-safe.

@@ -1,11 +1,11 @@
 //! Compiles the eBPF programs in `bpf/` with clang into the objects that the loaders embed,
-//! and generates their libbpf-cargo skeletons (`nena.skel.rs`, `tamper.skel.rs`, `run.skel.rs` in OUT_DIR:
+//! and generates their libbpf-cargo skeletons (`NAME.skel.rs` in OUT_DIR for each object below:
 //! one typed field per map and program, and the C types of the object's BTF).
 //! The programs use only UAPI types (`bpf/uapi.h`: `struct __sk_buff`, `xdp_md`, IP and TCP
 //! headers), from the system's UAPI headers (Debian's linux-libc-dev), so the build needs
 //! neither the build host's kernel BTF nor bpftool, and gives the same object everywhere.
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
@@ -22,46 +22,35 @@ fn main() {
     };
     let asm_include = format!("-I/usr/include/{multiarch}");
 
-    let obj = out.join("nena.bpf.o");
-    libbpf_cargo::SkeletonBuilder::new()
-        .source("bpf/nena.bpf.c")
-        .obj(&obj)
-        // the skeleton include_bytes!()s the object instead of spelling it as a literal
-        .reference_obj(true)
-        .clang_args([
-            asm_include.clone(),
-            "-Ibpf".to_string(),
-            "-Wall".to_string(),
-            "-Wno-unused-function".to_string(),
-            "-mcpu=v3".to_string(),
-        ])
-        .build_and_generate(out.join("nena.skel.rs"))
-        .expect("compiling bpf/nena.bpf.c with clang and generating its skeleton");
+    // The policy chains (dispatcher, actors, selectors).
+    skeleton(&out, "nena", &asm_include, &["-Wno-unused-function"]);
     // The attack simulator of the lab (`nena lab tamper`): its own small object.
-    libbpf_cargo::SkeletonBuilder::new()
-        .source("bpf/tamper.bpf.c")
-        .obj(out.join("tamper.bpf.o"))
-        .reference_obj(true)
-        .clang_args([
-            asm_include.clone(),
-            "-Ibpf".to_string(),
-            "-Wall".to_string(),
-            "-mcpu=v3".to_string(),
-        ])
-        .build_and_generate(out.join("tamper.skel.rs"))
-        .expect("compiling bpf/tamper.bpf.c with clang and generating its skeleton");
+    skeleton(&out, "tamper", &asm_include, &[]);
     // `nena run`: the cgroup connect/sockops redirect and the mptcpize hook.
-    libbpf_cargo::SkeletonBuilder::new()
-        .source("bpf/run.bpf.c")
-        .obj(out.join("run.bpf.o"))
-        .reference_obj(true)
-        .clang_args([
-            asm_include.clone(),
-            "-Ibpf".to_string(),
-            "-Wall".to_string(),
-            "-mcpu=v3".to_string(),
-        ])
-        .build_and_generate(out.join("run.skel.rs"))
-        .expect("compiling bpf/run.bpf.c with clang and generating its skeleton");
+    skeleton(&out, "run", &asm_include, &[]);
+    // The papers' negotiation (`--mode kato-mpc`): marks and MPTCP keys.
+    skeleton(&out, "mpc", &asm_include, &[]);
     println!("cargo:rerun-if-changed=bpf");
+}
+
+/// Compiles `bpf/NAME.bpf.c` into `OUT_DIR/NAME.bpf.o` and generates `OUT_DIR/NAME.skel.rs`
+/// (the skeleton include_bytes!()s the object instead of spelling it as a literal).
+fn skeleton(out: &Path, name: &str, asm_include: &str, extra: &[&str]) {
+    let mut args = vec![
+        asm_include.to_string(),
+        "-Ibpf".to_string(),
+        "-Wall".to_string(),
+        "-mcpu=v3".to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let source = format!("bpf/{name}.bpf.c");
+    libbpf_cargo::SkeletonBuilder::new()
+        .source(&source)
+        .obj(out.join(format!("{name}.bpf.o")))
+        .reference_obj(true)
+        .clang_args(args)
+        .build_and_generate(out.join(format!("{name}.skel.rs")))
+        .unwrap_or_else(|e| {
+            panic!("compiling {source} with clang and generating its skeleton: {e}")
+        });
 }

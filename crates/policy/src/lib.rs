@@ -17,11 +17,13 @@
 //!   selectors and actors.
 //! - [`run`]: `nena run`'s cgroup programs (TCP connects to the local proxy, or made MPTCP).
 //! - [`tamper`]: the lab's active attacker (one byte of one segment altered, checksum fixed).
+//! - [`mpc`]: the papers' negotiation for `--mode kato-mpc` (marks on SYN and SYN-ACK, MPTCP keys).
 
 pub mod abi;
 pub mod bench;
 pub mod events;
 pub mod loader;
+pub mod mpc;
 pub mod packet;
 pub mod recipes;
 pub mod run;

@@ -89,6 +89,11 @@ impl ClientHandshake {
         if cfg.offer.len() > wire::MAX_OFFERS {
             return Err(HandshakeError::Config("the client offers too many modes"));
         }
+        if cfg.offer.contains(&Mode::KatoMpc) {
+            return Err(HandshakeError::Config(
+                "kato-mpc is negotiated on the SYN, not in a hello; it cannot be offered",
+            ));
+        }
         for (i, m) in cfg.offer.iter().enumerate() {
             if cfg.offer[..i].contains(m) {
                 return Err(HandshakeError::Config("the client offers a mode twice"));
@@ -136,7 +141,7 @@ impl ClientHandshake {
             body.push(m.wire_id());
             body.push(m.key_material_len() as u8);
             match m {
-                Mode::Plain => {}
+                Mode::Plain | Mode::KatoMpc => {}
                 Mode::Kato => body.extend_from_slice(&kato),
                 Mode::Stream | Mode::Aead => {
                     let ks = key_share.as_ref().expect("made for crypto offers");

@@ -10,6 +10,10 @@
 //! chosen mode's [`Session`]. Wire format, key schedule, state machines and failure cases:
 //! docs/PROTOCOL.md; what each mode protects against: docs/THREAT-MODEL.md.
 //!
+//! `kato-mpc` ([`mpc`]) has no hello: the papers' negotiation on the SYN and SYN-ACK (by
+//! nena's BPF programs), the keys from MPTCP's; [`mpc::decide`] turns what the programs saw
+//! into a kato session or a plain one, alike on both sides.
+//!
 //! What the I/O layer (the transport) must do around it:
 //! - client: write [`ClientHandshake::first_flight`] first, on the trusted subflow only,
 //!   and write nothing else until `read` returns `Done`; no untrusted subflow may carry
@@ -51,6 +55,7 @@ mod exchange;
 pub mod fuzzing;
 pub mod keys;
 mod mode;
+pub mod mpc;
 pub mod record;
 mod server;
 mod session;
@@ -61,6 +66,7 @@ pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
 pub use error::{HandshakeError, RejectReason, Rejected, SessionError};
 pub use exchange::{exchange, exchange_in, Exchange};
 pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
+pub use mpc::{MpcDecision, MpcKeys, MpcObservation};
 pub use record::Opened;
 pub use server::{ServerConfig, ServerHandshake, SERVER_ENTROPY_LEN};
 pub use session::{Protector, Role, Session, SessionInfo, Unprotector};

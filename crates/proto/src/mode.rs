@@ -25,10 +25,18 @@ pub enum Mode {
     /// Authenticated records (AES-128-GCM or ChaCha20-Poly1305) of at most 16 KiB, with a
     /// closing record: confidentiality, integrity, and truncation detected.
     Aead,
+    /// The papers' own negotiation of kato: no in-band hello; the request and consent ride
+    /// on the SYN and SYN-ACK (an RFC 6994 experimental TCP option added by nena's BPF
+    /// programs) and each direction's key is that side's MPTCP key, read from the handshake
+    /// packets (see [`crate::mpc`]). Scrambles from the first data byte, or is plain on both
+    /// sides when either side did not take part. Never offered in a hello.
+    #[serde(rename = "kato-mpc")]
+    KatoMpc,
 }
 
 impl Mode {
-    /// Every mode this build knows, most protective first.
+    /// Every mode negotiated in band (in a hello), most protective first. [`Mode::KatoMpc`]
+    /// is negotiated out of band and is not one of them.
     pub const ALL: &'static [Mode] = &[Mode::Aead, Mode::Stream, Mode::Kato, Mode::Plain];
 
     /// What a client offers unless told otherwise: the cryptographic modes only, so that
@@ -45,6 +53,7 @@ impl Mode {
             Mode::Kato => "kato",
             Mode::Stream => "stream",
             Mode::Aead => "aead",
+            Mode::KatoMpc => "kato-mpc",
         }
     }
 
@@ -56,20 +65,26 @@ impl Mode {
             Mode::Kato => "kato (the papers' obfuscation, not encryption)",
             Mode::Stream => "stream (encrypted, no integrity)",
             Mode::Aead => "aead (encrypted and authenticated)",
+            Mode::KatoMpc => {
+                "kato-mpc (the papers' obfuscation with their own negotiation, not encryption)"
+            }
         }
     }
 
-    /// The one-byte id of this mode on the wire (see docs/PROTOCOL.md).
+    /// The one-byte id of this mode on the wire (see docs/PROTOCOL.md). `kato-mpc`'s id,
+    /// 0x05, is reserved (no in-band mode takes it) but never sent: it has no hello.
     pub fn wire_id(self) -> u8 {
         match self {
             Mode::Plain => 0x01,
             Mode::Kato => 0x02,
             Mode::Stream => 0x03,
             Mode::Aead => 0x04,
+            Mode::KatoMpc => 0x05,
         }
     }
 
-    /// The mode with this wire id, if this build knows it.
+    /// The in-band mode with this wire id, if this build knows it (0x05, kato-mpc, is not
+    /// negotiable in a hello: a hello offering it offers an unknown mode).
     pub fn from_wire_id(id: u8) -> Option<Mode> {
         match id {
             0x01 => Some(Mode::Plain),
@@ -83,7 +98,7 @@ impl Mode {
     /// Length of the key material block this mode carries in the client hello.
     pub fn key_material_len(self) -> usize {
         match self {
-            Mode::Plain => 0,
+            Mode::Plain | Mode::KatoMpc => 0,
             // 8-byte client-to-server key followed by 8-byte server-to-client key.
             Mode::Kato => 2 * KATO_KEY_LEN,
             // X25519 share, r_c, preferred suite, key update interval (log2).
@@ -94,6 +109,11 @@ impl Mode {
     /// Whether this mode is cryptographic (keys from the X25519 key agreement).
     pub fn is_cryptographic(self) -> bool {
         matches!(self, Mode::Stream | Mode::Aead)
+    }
+
+    /// Whether this mode is negotiated in a hello (all but `kato-mpc`).
+    pub fn is_in_band(self) -> bool {
+        !matches!(self, Mode::KatoMpc)
     }
 
     /// Whether this mode changes the bytes at all.
@@ -117,7 +137,7 @@ impl fmt::Display for Mode {
 
 /// A mode name that is not one of [`Mode::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {0:?} (known modes: aead, stream, kato, plain)")]
+#[error("unknown mode {0:?} (known modes: aead, stream, kato, plain, kato-mpc)")]
 pub struct ParseModeError(pub String);
 
 impl FromStr for Mode {
@@ -126,6 +146,7 @@ impl FromStr for Mode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Mode::ALL
             .iter()
+            .chain(&[Mode::KatoMpc])
             .copied()
             .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| ParseModeError(s.to_string()))
@@ -163,8 +184,14 @@ mod tests {
         let e = "aes".parse::<Mode>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown mode \"aes\" (known modes: aead, stream, kato, plain)"
+            "unknown mode \"aes\" (known modes: aead, stream, kato, plain, kato-mpc)"
         );
+        assert_eq!("kato-mpc".parse::<Mode>().unwrap(), Mode::KatoMpc);
+        assert_eq!(Mode::KatoMpc.wire_id(), 0x05);
+        assert_eq!(Mode::from_wire_id(0x05), None, "not negotiable in a hello");
+        assert!(!Mode::ALL.contains(&Mode::KatoMpc) && !Mode::KatoMpc.is_in_band());
+        assert!(Mode::KatoMpc.is_protected() && !Mode::KatoMpc.is_cryptographic());
+        assert!(Mode::KatoMpc.label().contains("not encryption"));
         assert_eq!(Mode::from_wire_id(0), None);
         assert_eq!(Mode::from_wire_id(5), None);
         assert_eq!(Mode::Kato.key_material_len(), 16);
@@ -185,6 +212,10 @@ mod tests {
             Mode::Plain
         );
         assert!(serde_json::from_str::<Mode>(r#""aes""#).is_err());
+        assert_eq!(
+            serde_json::to_string(&Mode::KatoMpc).unwrap(),
+            r#""kato-mpc""#
+        );
     }
 
     #[test]

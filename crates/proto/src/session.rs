@@ -462,6 +462,12 @@ impl Session {
         self.tx.info.mode
     }
 
+    /// Reports the session as `mode` (kato-mpc: kato's protection, negotiated otherwise).
+    pub(crate) fn set_mode(&mut self, mode: Mode) {
+        self.tx.info.mode = mode;
+        self.rx.info.mode = mode;
+    }
+
     /// The negotiated mode and cipher.
     pub fn info(&self) -> SessionInfo {
         self.tx.info

@@ -116,6 +116,9 @@ pub struct TransferReport {
     pub mode_label: String,
     pub setup_ms: f64,
     pub paths: Paths,
+    /// `--mode kato-mpc`: whether both sides agreed (scrambled) or why it is plain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kato_mpc: Option<conn::MpcOutcome>,
 }
 
 impl TransferReport {
@@ -187,6 +190,7 @@ fn transfer_report(
         mode_label: mode_of(c).2,
         setup_ms: c.setup.as_secs_f64() * 1e3,
         paths: Paths::of(c),
+        kato_mpc: c.mpc.clone(),
     })
 }
 
@@ -382,6 +386,9 @@ pub struct PerfReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_epochs: Option<KeyEpochs>,
     pub paths: Paths,
+    /// `--mode kato-mpc`: whether both sides agreed (scrambled) or why it is plain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kato_mpc: Option<conn::MpcOutcome>,
 }
 
 impl PerfReport {
@@ -509,6 +516,7 @@ pub async fn perf(
                 received: r,
             }),
         paths: Paths::of(&c),
+        kato_mpc: c.mpc.clone(),
     })
 }
 

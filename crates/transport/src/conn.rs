@@ -3,6 +3,11 @@
 //! after its data-level ACK, then the server's answer) and the server side (accept, refuse
 //! fallback unless allowed, handshake with a deadline).
 //!
+//! A *kato-mpc* connection has no in-band handshake either: the papers' negotiation rides on
+//! the SYN and SYN-ACK (nena's BPF programs, attached by the command line, which hands the
+//! transport an [`MpcLookup`] to read what they recorded); [`mpc_session`] turns that into a
+//! kato session keyed by the MPTCP keys, or a plain one on both sides.
+//!
 //! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
 //! caller's first message as the first flight and no protection. It exists only as the
 //! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).
@@ -26,6 +31,89 @@ use tokio::net::TcpStream;
 pub type Reader = SecureReader<OwnedReadHalf>;
 /// A session's writer over a tokio TCP stream.
 pub type Writer = SecureWriter<OwnedWriteHalf>;
+
+/// What nena's kato-mpc programs recorded about one connection (nena-policy's `mpc`
+/// module; the transport does not load BPF itself).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpcSeen {
+    pub requested: bool,
+    pub consented: bool,
+    pub local_key: Option<[u8; 8]>,
+    pub remote_key: Option<[u8; 8]>,
+}
+
+/// Reads the record of the connection whose first subflow is (local, remote), waiting
+/// briefly for its keys; `Ok(None)`: the programs saw no such connection.
+type MpcLookupFn =
+    dyn Fn(SocketAddr, SocketAddr) -> Result<Option<MpcSeen>> + Send + Sync + 'static;
+
+/// The kato-mpc programs' records, as the command line that attached them reads them.
+#[derive(Clone)]
+pub struct MpcLookup(pub std::sync::Arc<MpcLookupFn>);
+
+impl std::fmt::Debug for MpcLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MpcLookup(..)")
+    }
+}
+
+/// How a kato-mpc connection came out, for reports: `None` in other modes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MpcOutcome {
+    /// Scrambling (both sides agreed) or plain on both sides.
+    pub scrambled: bool,
+    /// Why it is plain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plain_because: Option<String>,
+}
+
+impl MpcOutcome {
+    /// The line the tools print when kato-mpc was not negotiated (None: it was).
+    pub fn warning(&self) -> Option<String> {
+        self.plain_because.as_ref().map(|r| {
+            format!("kato-mpc not negotiated ({r}): this connection is plain on both sides")
+        })
+    }
+}
+
+/// The session of a kato-mpc connection on `fd`, from what the programs recorded (`lookup`
+/// None: no programs on this side, so no request or consent). Errors close the connection:
+/// both sides agreed but this one cannot scramble as the other will.
+pub fn mpc_session(
+    role: nena_proto::Role,
+    fd: BorrowedFd<'_>,
+    local: SocketAddr,
+    remote: SocketAddr,
+    lookup: Option<&MpcLookup>,
+) -> Result<(nena_proto::Session, MpcOutcome)> {
+    use nena_proto::mpc::{decide, MpcDecision, MpcObservation};
+    let fallback = nena_mptcp::is_fallback(fd).unwrap_or(false);
+    let seen = match (lookup, fallback) {
+        (Some(l), false) => (l.0)(local, remote)?,
+        _ => None,
+    };
+    let obs = MpcObservation {
+        fallback,
+        seen: seen.is_some(),
+        requested: seen.is_some_and(|s| s.requested),
+        consented: seen.is_some_and(|s| s.consented),
+        local_key: seen.and_then(|s| s.local_key),
+        remote_key: seen.and_then(|s| s.remote_key),
+        socket_token: nena_mptcp::info(fd).ok().map(|i| i.token),
+    };
+    let d = decide(role, &obs).map_err(|e| anyhow!("{e}; closing the connection"))?;
+    let outcome = match &d {
+        MpcDecision::Scramble(_) => MpcOutcome {
+            scrambled: true,
+            plain_because: None,
+        },
+        MpcDecision::Plain(r) => MpcOutcome {
+            scrambled: false,
+            plain_because: Some(r.describe(role).to_string()),
+        },
+    };
+    Ok((nena_proto::Session::from_decision(role, &d), outcome))
+}
 
 /// How a client connects.
 #[derive(Debug, Clone)]
@@ -55,6 +143,8 @@ pub struct ClientOptions {
     /// Re-create a subflow after its link's outage (userspace PM; `--no-recovery` turns it
     /// off). See nena-mptcp's `recovery` module.
     pub recover: bool,
+    /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
+    pub mpc: Option<MpcLookup>,
 }
 
 impl ClientOptions {
@@ -74,6 +164,7 @@ impl ClientOptions {
             buffer: crate::stream::BULK_BUF,
             token: None,
             recover: true,
+            mpc: None,
         }
     }
 }
@@ -88,6 +179,8 @@ pub struct ClientConn {
     pub info: Option<SessionInfo>,
     /// Time from connect() to the session being ready.
     pub setup: Duration,
+    /// kato-mpc: whether it scrambles, or why not.
+    pub mpc: Option<MpcOutcome>,
 }
 
 impl ClientConn {
@@ -129,8 +222,65 @@ fn is_unverifiable(e: &anyhow::Error) -> bool {
         .is_some_and(nena_mptcp::MptcpError::is_unverifiable)
 }
 
+/// Whether the options ask for kato-mpc (alone: it cannot be combined with in-band modes).
+fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
+    if !modes.contains(&Mode::KatoMpc) {
+        return Ok(false);
+    }
+    if modes.len() > 1 {
+        bail!("kato-mpc is negotiated on the SYN, without a hello: it cannot be combined with other modes");
+    }
+    Ok(true)
+}
+
+/// A kato-mpc client: connect, no hello; the first subflow's handshake carried the request
+/// (our programs) and the consent (the server's), and both MPTCP keys.
+async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn> {
+    let mopts = ConnectOptions {
+        policy: opts.policy.clone(),
+        allow_fallback: opts.allow_fallback,
+        timeout: opts.timeout,
+    };
+    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
+    client.before_first_flight()?;
+    let (local, remote) = (client.stream.local_addr()?, client.stream.peer_addr()?);
+    let (session, outcome) = mpc_session(
+        nena_proto::Role::Client,
+        client.stream.as_fd(),
+        local,
+        remote,
+        opts.mpc.as_ref(),
+    )?;
+    if let Some(w) = outcome.warning() {
+        log::warn!("{w}");
+    }
+    // No first flight: the keys crossed in MP_CAPABLE on the trusted first subflow; the
+    // untrusted paths may carry data from the first byte, scrambled (or plain, as agreed).
+    client.gate_mut().set_recovery(opts.recover);
+    client.after_first_flight(0, opts.timeout).await?;
+    let (stream, gate) = client.into_parts();
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let info = Some(session.info());
+    let (reader, writer) = secure_pair_with(Some(session), Vec::new(), r, w, opts.buffer);
+    Ok(ClientConn {
+        reader,
+        writer,
+        gate,
+        info,
+        setup: start.elapsed(),
+        mpc: Some(outcome),
+    })
+}
+
 async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
     let start = Instant::now();
+    if !opts.raw && is_kato_mpc(&opts.modes)? {
+        if raw_first.is_some() {
+            bail!("internal: a kato-mpc connection has no first message of its own");
+        }
+        return connect_kato_mpc(opts, start).await;
+    }
     let hs = if opts.raw {
         None
     } else {
@@ -210,6 +360,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         gate,
         info,
         setup: start.elapsed(),
+        mpc: None,
     })
 }
 
@@ -253,6 +404,8 @@ pub struct AcceptOptions {
     pub handshake_timeout: Duration,
     /// Buffer per direction of a session.
     pub buffer: usize,
+    /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
+    pub mpc: Option<MpcLookup>,
 }
 
 /// An accepted server session.
@@ -262,6 +415,8 @@ pub struct ServerConn {
     /// Negotiated mode and cipher; `None` for a raw connection.
     pub info: Option<SessionInfo>,
     pub peer: SocketAddr,
+    /// kato-mpc: whether it scrambles, or why not.
+    pub mpc: Option<MpcOutcome>,
 }
 
 impl ServerConn {
@@ -299,6 +454,31 @@ pub async fn accept(
             writer,
             info: None,
             peer,
+            mpc: None,
+        });
+    }
+    if is_kato_mpc(&opts.modes)? {
+        let fd = r.as_ref().as_fd();
+        let local = r.as_ref().local_addr()?;
+        let remote = r.as_ref().peer_addr()?;
+        let (session, outcome) = mpc_session(
+            nena_proto::Role::Server,
+            fd,
+            local,
+            remote,
+            opts.mpc.as_ref(),
+        )?;
+        if let Some(w) = outcome.warning() {
+            log::warn!("{peer}: {w}");
+        }
+        let info = Some(session.info());
+        let (reader, writer) = secure_pair_with(Some(session), Vec::new(), r, w, opts.buffer);
+        return Ok(ServerConn {
+            reader,
+            writer,
+            info,
+            peer,
+            mpc: Some(outcome),
         });
     }
     let cfg = ServerConfig::accepting(&opts.modes);
@@ -311,6 +491,7 @@ pub async fn accept(
         writer,
         info,
         peer,
+        mpc: None,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod codec;
 pub mod host;
 pub mod lab;
+pub mod mpc;
 #[cfg(feature = "policy")]
 pub mod mptcpize;
 #[cfg(feature = "policy")]

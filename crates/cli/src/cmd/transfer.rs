@@ -102,9 +102,15 @@ pub struct ClientCommon {
     /// Protection mode, or a comma-separated preference list: aead (encrypted and
     /// authenticated), stream (encrypted, no integrity, zero expansion), kato (the papers'
     /// obfuscation, not encryption), plain (unprotected). Offering kato or plain beside a
-    /// cryptographic mode is safe: the server's choice is authenticated.
+    /// cryptographic mode is safe: the server's choice is authenticated. kato-mpc (alone):
+    /// the papers' scrambling with their own negotiation, on the SYN, keys from MPTCP's
+    /// (attaches BPF programs to the trusted interfaces while it runs; plain on both sides
+    /// if the server does not agree).
     #[arg(long, default_value = "aead,stream", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
+    /// Testing only: --mode kato-mpc without attaching the programs (this side never asks).
+    #[arg(long, hide = true)]
+    pub debug_mpc_off: bool,
     /// The cipher of aead and stream: aes-128 (AES-128-GCM / -CTR) or chacha20
     /// (ChaCha20-Poly1305 / ChaCha20). Default: aes-128 where the CPU has AES instructions.
     #[arg(long, value_parser = parse_suite, value_name = "aes-128|chacha20")]
@@ -138,6 +144,27 @@ pub struct ClientCommon {
 }
 
 impl ClientCommon {
+    /// `--mode kato-mpc`: the programs on the trusted interfaces, and their lookup.
+    fn attach_mpc(&self, opts: &mut ClientOptions) -> Result<Option<super::mpc::Attached>, Exit> {
+        if opts.raw || !opts.modes.contains(&Mode::KatoMpc) {
+            return Ok(None);
+        }
+        if opts.modes.len() > 1 {
+            return Err(Exit::usage(anyhow!(
+                "--mode kato-mpc cannot be combined with other modes (it has no hello)"
+            )));
+        }
+        Ok(
+            match super::mpc::attach_client(&self.trusted, opts.remote, self.debug_mpc_off)? {
+                Some((a, l)) => {
+                    opts.mpc = Some(l);
+                    Some(a)
+                }
+                None => None,
+            },
+        )
+    }
+
     pub(crate) fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
         let token = match &self.token_file {
             Some(_) if raw => {
@@ -174,9 +201,14 @@ impl ClientCommon {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerCommon {
     /// Accepted modes, most preferred first (comma-separated or repeated): aead, stream,
-    /// kato (the papers' obfuscation, not encryption), plain (only when named).
+    /// kato (the papers' obfuscation, not encryption), plain (only when named); or kato-mpc
+    /// alone (the papers' negotiation on the SYN: attaches BPF programs to the listening
+    /// address's interfaces while it runs; no hello).
     #[arg(long, default_value = "aead,stream,kato", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
+    /// Testing only: --mode kato-mpc without attaching the programs (this side never agrees).
+    #[arg(long, hide = true)]
+    pub debug_mpc_off: bool,
     /// Accept clients whose connection fell back to plain TCP.
     #[arg(long)]
     pub allow_fallback: bool,
@@ -196,7 +228,33 @@ impl ServerCommon {
             raw,
             handshake_timeout: self.handshake_timeout,
             buffer: nena_transport::stream::BULK_BUF,
+            mpc: None,
         }
+    }
+
+    /// `--mode kato-mpc`: the programs on the interfaces of `listen`, and their lookup.
+    fn attach_mpc(
+        &self,
+        accept: &mut AcceptOptions,
+        listen: SocketAddr,
+    ) -> Result<Option<super::mpc::Attached>, Exit> {
+        if !accept.modes.contains(&Mode::KatoMpc) {
+            return Ok(None);
+        }
+        if accept.modes.len() > 1 {
+            return Err(Exit::usage(anyhow!(
+                "--mode kato-mpc cannot be combined with other modes (it has no hello)"
+            )));
+        }
+        Ok(
+            match super::mpc::attach_server(listen, self.debug_mpc_off)? {
+                Some((a, l)) => {
+                    accept.mpc = Some(l);
+                    Some(a)
+                }
+                None => None,
+            },
+        )
     }
 }
 
@@ -447,9 +505,15 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     if token.is_some() {
         rules.push("access token required".to_string());
     }
+    let mut accept = a.common.accept(a.raw);
+    let _mpc = if a.raw {
+        None
+    } else {
+        a.common.attach_mpc(&mut accept, a.listen)?
+    };
     let opts = ServeOptions {
         listen: a.listen,
-        accept: a.common.accept(a.raw),
+        accept,
         session: SessionConfig {
             files: FileServerConfig {
                 overwrite: a.overwrite,
@@ -502,7 +566,8 @@ pub fn send(a: SendArgs) -> CmdResult {
         }
         Err(e) => return Err(Exit::usage(anyhow!("{}: {e}", a.file.display()))),
     }
-    let opts = a.common.options(a.to, false)?;
+    let mut opts = a.common.options(a.to, false)?;
+    let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, show))?;
     if a.common.json {
@@ -522,7 +587,8 @@ pub fn get(a: GetArgs) -> CmdResult {
         Some(p) => p.clone(),
         None => PathBuf::from(&a.name),
     };
-    let opts = a.common.options(a.from, false)?;
+    let mut opts = a.common.options(a.from, false)?;
+    let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let report =
         client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, show))?;
@@ -555,7 +621,8 @@ pub fn perf(a: PerfArgs) -> CmdResult {
             return Err(Exit::usage(anyhow!("--omit must be shorter than --time")));
         }
     }
-    let opts = a.common.options(a.to, a.raw)?;
+    let mut opts = a.common.options(a.to, a.raw)?;
+    let _mpc = a.common.attach_mpc(&mut opts)?;
     let json = a.common.json;
     let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {
         if !json {
@@ -581,7 +648,8 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                      is its --forward target or its --allow list"
                 )));
             }
-            let opts = a.common.options(a.to, false)?;
+            let mut opts = a.common.options(a.to, false)?;
+            let _mpc = a.common.attach_mpc(&mut opts)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
@@ -620,7 +688,8 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,
             };
-            let accept = a.common.accept(false);
+            let mut accept = a.common.accept(false);
+            let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
             let egress = match a.forward {
                 Some(f) => proxy::Egress::Forward(f),
                 None => {

@@ -89,6 +89,22 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// SIGTERM, then wait (up to 10 s) for the process to exit.
+    pub fn terminate(&mut self) {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the process did not exit within 10 s of SIGTERM");
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();

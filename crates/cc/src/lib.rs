@@ -15,7 +15,7 @@
 pub mod loader;
 pub mod model;
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The four algorithms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,31 +72,18 @@ impl std::fmt::Display for Algo {
 /// MPTCP socket the kernel applies it to every current and future subflow). Any name the
 /// kernel knows works (`reno`, `cubic`, `nena_lia`, ...); an unknown one is an error that
 /// names it and the available ones.
-pub fn set_congestion(sock: &impl AsRawFd, name: &str) -> anyhow::Result<()> {
+pub fn set_congestion(sock: &impl AsFd, name: &str) -> anyhow::Result<()> {
     if name.is_empty() || name.len() > 15 {
         anyhow::bail!("congestion control name {name:?}: must be 1 to 15 characters");
     }
-    // SAFETY: valid fd, pointer and length of a live buffer.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            anyhow::bail!(
-                "congestion control {name:?} is not available (available: {}; `nena cc load` adds nena_lia, nena_olia, nena_balia, nena_ewtcp)",
-                loader::available().unwrap_or_default().join(" ")
-            );
-        }
-        anyhow::bail!("setting congestion control {name:?}: {e}");
+    match nena_mptcp::set_congestion(sock.as_fd(), name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => anyhow::bail!(
+            "congestion control {name:?} is not available (available: {}; `nena cc load` adds nena_lia, nena_olia, nena_balia, nena_ewtcp)",
+            loader::available().unwrap_or_default().join(" ")
+        ),
+        Err(e) => anyhow::bail!("setting congestion control {name:?}: {e}"),
     }
-    Ok(())
 }
 
 /// The congestion control a socket uses (`getsockopt(TCP_CONGESTION)`).
@@ -114,7 +101,10 @@ pub fn congestion(sock: &impl AsRawFd) -> anyhow::Result<String> {
         )
     };
     if rc != 0 {
-        anyhow::bail!("reading TCP_CONGESTION: {}", std::io::Error::last_os_error());
+        anyhow::bail!(
+            "reading TCP_CONGESTION: {}",
+            std::io::Error::last_os_error()
+        );
     }
     let s = &buf[..len as usize];
     let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());

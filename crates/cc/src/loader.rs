@@ -23,7 +23,9 @@ pub fn available() -> Result<Vec<String>> {
 
 /// Is `name` registered with the kernel?
 pub fn is_registered(name: &str) -> bool {
-    available().map(|a| a.iter().any(|n| n == name)).unwrap_or(false)
+    available()
+        .map(|a| a.iter().any(|n| n == name))
+        .unwrap_or(false)
 }
 
 /// One algorithm's state.
@@ -66,7 +68,10 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
         std::fs::remove_file(&pin).with_context(|| format!("removing stale {}", pin.display()))?;
     }
     std::fs::create_dir_all(root).with_context(|| {
-        format!("creating {} (is the BPF filesystem mounted at /sys/fs/bpf?)", root.display())
+        format!(
+            "creating {} (is the BPF filesystem mounted at /sys/fs/bpf?)",
+            root.display()
+        )
     })?;
     let open = libbpf_rs::ObjectBuilder::default()
         .open_memory(algo.object())
@@ -81,7 +86,10 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
     let mut link = match map.attach_struct_ops() {
         Ok(l) => l,
         Err(e) if is_registered(algo.name()) => {
-            bail!("{} is already loaded (registered while loading): {e}", algo.name())
+            bail!(
+                "{} is already loaded (registered while loading): {e}",
+                algo.name()
+            )
         }
         Err(e) => return Err(e).with_context(|| format!("registering {}", algo.name())),
     };
@@ -145,7 +153,10 @@ impl Loaded {
     /// Load `algo` with its pin under `root`.
     pub fn new(algo: Algo, root: &Path) -> Result<Loaded> {
         load(algo, root)?;
-        Ok(Loaded { algo, root: root.to_path_buf() })
+        Ok(Loaded {
+            algo,
+            root: root.to_path_buf(),
+        })
     }
     /// The algorithm.
     pub fn algo(&self) -> Algo {

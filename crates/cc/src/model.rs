@@ -79,8 +79,17 @@ fn rel_rtts(subs: &[Subflow]) -> impl Iterator<Item = u64> + '_ {
 
 /// cc.h `sums_of`.
 pub fn sums(subs: &[Subflow], me: usize) -> Sums {
-    let mut out = Sums { q_best: 1024, q_me: 1024, ..Sums::default() };
-    for (i, (s, q)) in subs.iter().zip(rel_rtts(subs)).take(MAX_SUBFLOWS).enumerate() {
+    let mut out = Sums {
+        q_best: 1024,
+        q_me: 1024,
+        ..Sums::default()
+    };
+    for (i, (s, q)) in subs
+        .iter()
+        .zip(rel_rtts(subs))
+        .take(MAX_SUBFLOWS)
+        .enumerate()
+    {
         let c = s.cwnd as u64;
         let a = (c << 26) / q;
         let b = (c << 36) / (q * q);
@@ -224,7 +233,13 @@ pub fn cong_avoid_ai(mut cwnd: u32, mut cnt: u32, w: u32, acked: u32, clamp: u32
 }
 
 /// cc.h `cong_avoid_frac`: the signed accumulator of OLIA and BALIA. Returns (cwnd, acc).
-pub fn cong_avoid_frac(mut cwnd: u32, mut acc: i64, inc: i64, acked: u32, clamp: u32) -> (u32, i64) {
+pub fn cong_avoid_frac(
+    mut cwnd: u32,
+    mut acc: i64,
+    inc: i64,
+    acked: u32,
+    clamp: u32,
+) -> (u32, i64) {
     let one = 1i64 << FRAC_SHIFT;
     acc += inc * acked as i64;
     if acc >= one {
@@ -377,7 +392,10 @@ mod tests {
         for (subs, me) in cases() {
             let want = 1.0 / reference::ewtcp(&subs, me);
             let got = ewtcp_w(&subs, me) as f64;
-            assert!((got - want).abs() <= 1.0 + 0.002 * want, "{subs:?}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1.0 + 0.002 * want,
+                "{subs:?}: {got} vs {want}"
+            );
         }
     }
 
@@ -388,13 +406,22 @@ mod tests {
             // loss intervals: some equal (ties), some different
             let subs: Vec<Subflow> = subs
                 .iter()
-                .map(|s| s.with_l(if rng.range(0, 3) == 0 { 500 } else { rng.range(0, 100_000) as u64 }))
+                .map(|s| {
+                    s.with_l(if rng.range(0, 3) == 0 {
+                        500
+                    } else {
+                        rng.range(0, 100_000) as u64
+                    })
+                })
                 .collect();
             let want = reference::olia(&subs, me);
             let got = frac(olia_inc(&subs, me));
             // absolute error: the 2^-20 quantum and the 2^16 scale of a_i, b_i
             let tol = 1e-5 + 0.01 * want.abs();
-            assert!((got - want).abs() <= tol, "{subs:?} me {me}: {got} against {want}");
+            assert!(
+                (got - want).abs() <= tol,
+                "{subs:?} me {me}: {got} against {want}"
+            );
         }
     }
 
@@ -408,7 +435,10 @@ mod tests {
         ];
         assert!(olia_inc(&subs, 1) > 0);
         let base0 = coupled_term(&sums(&subs, 0), 1024) as i64;
-        assert!(olia_inc(&subs, 0) < base0, "the largest window gets less than its base");
+        assert!(
+            olia_inc(&subs, 0) < base0,
+            "the largest window gets less than its base"
+        );
     }
 
     #[test]
@@ -416,11 +446,17 @@ mod tests {
         for (subs, me) in cases() {
             let want = reference::balia(&subs, me);
             let got = frac(balia_inc(&subs, me));
-            assert!((got - want).abs() <= 1e-5 + 0.01 * want, "{subs:?} me {me}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-5 + 0.01 * want,
+                "{subs:?} me {me}: {got} vs {want}"
+            );
             let want = reference::balia_after_loss(&subs, me).max(2.0);
             let got = balia_ssthresh(&subs, me) as f64;
             // relative RTTs carry 10 fractional bits: alpha, and so the cut, within 0.5%
-            assert!((got - want).abs() <= 1.0 + 0.005 * want, "{subs:?}: ssthresh {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1.0 + 0.005 * want,
+                "{subs:?}: ssthresh {got} vs {want}"
+            );
         }
         // One subflow: alpha = 1, BALIA is Reno (1/w per ACK, halve on loss).
         let one = [Subflow::new(64, 5000)];
@@ -447,16 +483,20 @@ mod tests {
                 .map(|i| Subflow::new(fixed[i].0, rtts[i]).with_l(since[i].max(prev[i])))
                 .collect();
             let fview: Vec<Subflow> = (0..2)
-                .map(|i| Subflow::new(float[i].round() as u32, rtts[i]).with_l(since[i].max(prev[i])))
+                .map(|i| {
+                    Subflow::new(float[i].round() as u32, rtts[i]).with_l(since[i].max(prev[i]))
+                })
                 .collect();
             step(&view, p, &mut fixed[p]);
             float[p] += exact(&fview, p);
             since[p] += 1;
             if ack % 20_000 == 19_999 {
                 for i in 0..2 {
-                    let v: Vec<Subflow> = (0..2).map(|k| Subflow::new(fixed[k].0, rtts[k])).collect();
-                    let fv: Vec<Subflow> =
-                        (0..2).map(|k| Subflow::new(float[k].round() as u32, rtts[k])).collect();
+                    let v: Vec<Subflow> =
+                        (0..2).map(|k| Subflow::new(fixed[k].0, rtts[k])).collect();
+                    let fv: Vec<Subflow> = (0..2)
+                        .map(|k| Subflow::new(float[k].round() as u32, rtts[k]))
+                        .collect();
                     fixed[i] = (loss(&v, i), 0, 0);
                     float[i] = loss(&fv, i) as f64;
                     prev[i] = since[i];
@@ -466,7 +506,10 @@ mod tests {
         }
         for i in 0..2 {
             let (got, want) = (fixed[i].0 as f64, float[i]);
-            assert!((got - want).abs() <= 1.0 + 0.03 * want, "path {i}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1.0 + 0.03 * want,
+                "path {i}: {got} vs {want}"
+            );
         }
     }
 

@@ -376,3 +376,23 @@ mod tests {
         assert!(describe(c.as_fd()).contains("plain TCP"));
     }
 }
+
+/// `setsockopt(TCP_CONGESTION)`: on an MPTCP socket the kernel applies it to every subflow.
+/// ENOENT: no congestion control of that name is registered.
+pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    // SAFETY: valid fd; pointer and length of a live buffer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

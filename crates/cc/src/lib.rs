@@ -9,9 +9,11 @@
 //!   tested against each paper's formula.
 //! - [`loader`]: load (the struct_ops link pinned under `/sys/fs/bpf/nena-cc/NAME`, so it
 //!   outlives the command), unload, show; [`loader::Loaded`] unloads in Drop (tests).
+//! - [`fairness`]: the shared-bottleneck and disjoint-paths experiments in the lab.
 //! - [`set_congestion`]: `TCP_CONGESTION` on a socket (on an MPTCP socket the kernel applies
 //!   it to every subflow).
 
+pub mod fairness;
 pub mod loader;
 pub mod model;
 

@@ -191,21 +191,17 @@ fn run(lab: &Lab, cc: &str, tcp_cc: Option<&str>, seconds: f64, port: u16) -> Re
     let stop = Arc::new(AtomicBool::new(false));
     let ml = listener(lab, true, port)?;
     let mut sinks = vec![sink(lab, ml, m.clone())];
-    let mut senders = vec![];
     let src = lab.client_addr(Link::Trusted);
+    let dst = SocketAddr::new(lab.server_addr(), port);
+    // Both flows start together (connects a few milliseconds apart): a head start for
+    // either flow left its advantage visible for well over 10 s in trials here.
+    let mut senders = vec![sender(lab, true, src, dst, cc, stop.clone())?];
     if let Some(tcp_cc) = tcp_cc {
-        // The TCP flow first, and the MPTCP connection half a second later: a flow that
-        // starts while the other's slow start fills the queue can lose its first segments
-        // and sit out seconds of RTO back-off (seen once here: the TCP flow at 3 Mbit/s of
-        // 20 for the whole run), which would measure the start, not the algorithm.
         let tl = listener(lab, false, port + 1)?;
         sinks.push(sink(lab, tl, t.clone()));
         let dst = SocketAddr::new(lab.server_addr(), port + 1);
         senders.push(sender(lab, false, src, dst, tcp_cc, stop.clone())?);
-        std::thread::sleep(Duration::from_millis(500));
     }
-    let dst = SocketAddr::new(lab.server_addr(), port);
-    senders.push(sender(lab, true, src, dst, cc, stop.clone())?);
     let samples = sample(&m, &t, seconds);
     stop.store(true, Ordering::Relaxed);
     for s in senders {

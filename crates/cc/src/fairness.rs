@@ -168,24 +168,51 @@ fn listener(lab: &Lab, mptcp: bool, port: u16) -> Result<TcpListener> {
     })?
 }
 
-/// Sample the counters every 100 ms for `seconds`.
-fn sample(m: &AtomicU64, t: &AtomicU64, seconds: f64) -> Samples {
+/// Sample the counters every 100 ms for `seconds`, and the MPTCP connection's subflows
+/// (`ss -tin` in the client host, to `port`).
+fn sample(
+    lab: &Lab,
+    port: u16,
+    m: &AtomicU64,
+    t: &AtomicU64,
+    seconds: f64,
+) -> Result<(Samples, Vec<CwndSample>)> {
     let t0 = Instant::now();
     let mut out = Samples::default();
+    let mut cw = Vec::new();
+    let filter = format!("dport = :{port}");
     loop {
         let e = t0.elapsed().as_secs_f64();
         out.points
             .push((e, m.load(Ordering::Relaxed), t.load(Ordering::Relaxed)));
         if e >= seconds {
-            return out;
+            return Ok((out, cw));
         }
+        let o = lab
+            .command(
+                Host::Client,
+                "ss",
+                ["-tin", "state", "established", &filter],
+            )
+            .output()
+            .context("running ss")?;
+        cw.push(CwndSample {
+            t: t0.elapsed().as_secs_f64(),
+            subflows: parse_ss(&String::from_utf8_lossy(&o.stdout)),
+        });
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// Run the MPTCP connection (`cc`) and, when `tcp_cc` is given, the TCP flow over the
 /// trusted link at once for `seconds`; the counters' samples.
-fn run(lab: &Lab, cc: &str, tcp_cc: Option<&str>, seconds: f64, port: u16) -> Result<Samples> {
+fn run(
+    lab: &Lab,
+    cc: &str,
+    tcp_cc: Option<&str>,
+    seconds: f64,
+    port: u16,
+) -> Result<(Samples, Vec<CwndSample>)> {
     let m = Arc::new(AtomicU64::new(0));
     let t = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -202,7 +229,7 @@ fn run(lab: &Lab, cc: &str, tcp_cc: Option<&str>, seconds: f64, port: u16) -> Re
         let dst = SocketAddr::new(lab.server_addr(), port + 1);
         senders.push(sender(lab, false, src, dst, tcp_cc, stop.clone())?);
     }
-    let samples = sample(&m, &t, seconds);
+    let samples = sample(lab, port, &m, &t, seconds);
     stop.store(true, Ordering::Relaxed);
     for s in senders {
         s.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
@@ -210,10 +237,11 @@ fn run(lab: &Lab, cc: &str, tcp_cc: Option<&str>, seconds: f64, port: u16) -> Re
     for s in sinks {
         s.join().map_err(|_| anyhow::anyhow!("sink panicked"))??;
     }
-    Ok(samples)
+    samples
 }
 
-/// The shared-bottleneck run: its samples and the shares after `warmup` seconds. The lab
+/// The shared-bottleneck run: the shares after `warmup` seconds, the counters' samples and
+/// the MPTCP subflows' cwnd trace. The lab
 /// must have a rate on its server link (the shared bottleneck) and the kernel path manager
 /// with the untrusted endpoint (the lab's default), so the MPTCP connection has two subflows.
 pub fn shared_bottleneck(
@@ -223,15 +251,15 @@ pub fn shared_bottleneck(
     seconds: f64,
     warmup: f64,
     port: u16,
-) -> Result<(Share, Samples)> {
+) -> Result<(Share, Samples, Vec<CwndSample>)> {
     if warmup >= seconds {
         bail!("warm-up {warmup} s must be shorter than the run ({seconds} s)");
     }
-    let s = run(lab, cc, Some(tcp_cc), seconds, port)?;
+    let (s, cw) = run(lab, cc, Some(tcp_cc), seconds, port)?;
     let share = s
         .share(warmup, seconds)
         .context("the TCP flow moved no data in the measurement window")?;
-    Ok((share, s))
+    Ok((share, s, cw))
 }
 
 /// The disjoint-paths run: MPTCP goodput (Mbit/s) after `warmup` seconds, and its samples.
@@ -245,7 +273,7 @@ pub fn disjoint_paths(
     if warmup >= seconds {
         bail!("warm-up {warmup} s must be shorter than the run ({seconds} s)");
     }
-    let s = run(lab, cc, None, seconds, port)?;
+    let (s, _) = run(lab, cc, None, seconds, port)?;
     let g = s.goodput(warmup, seconds).context("no samples")?;
     Ok((g, s))
 }
@@ -296,5 +324,152 @@ mod tests {
         assert!(samples(100, 0, 5).share(1.0, 5.0).is_none());
         assert!(samples(100, 10, 5).share(5.0, 5.0).is_none());
         assert!((samples(125, 0, 5).goodput(1.0, 5.0).unwrap() - 0.01).abs() < 1e-9);
+    }
+}
+
+/// One `ss -tin` sample of the subflows of one connection: per subflow (cwnd, ssthresh,
+/// smoothed RTT in ms), in `ss`'s order, at `t` seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CwndSample {
+    /// Seconds since the start.
+    pub t: f64,
+    /// (cwnd, ssthresh, rtt_ms) per subflow; ssthresh 0 when `ss` shows none (initial).
+    pub subflows: Vec<(u32, u32, f64)>,
+}
+
+/// Parse `ss -tin` output: every socket's info line with `cwnd:` (ssthresh and rtt if shown).
+pub fn parse_ss(text: &str) -> Vec<(u32, u32, f64)> {
+    text.lines()
+        .filter(|l| l.starts_with(char::is_whitespace) && l.contains(" cwnd:"))
+        .map(|l| {
+            let mut cwnd = 0;
+            let mut ssthresh = 0;
+            let mut rtt = 0.0;
+            for w in l.split_whitespace() {
+                if let Some(v) = w.strip_prefix("cwnd:") {
+                    cwnd = v.parse().unwrap_or(0);
+                } else if let Some(v) = w.strip_prefix("ssthresh:") {
+                    ssthresh = v.parse().unwrap_or(0);
+                } else if let Some(v) = w.strip_prefix("rtt:") {
+                    rtt = v
+                        .split('/')
+                        .next()
+                        .and_then(|x| x.parse().ok())
+                        .unwrap_or(0.0);
+                }
+            }
+            (cwnd, ssthresh, rtt)
+        })
+        .collect()
+}
+
+/// The growth of the connection's total cwnd in congestion avoidance, in packets per RTT:
+/// over consecutive samples (same number of subflows) in which no subflow's cwnd fell and
+/// every subflow was out of slow start (cwnd >= ssthresh > 0), the sum of the total's
+/// increases over the sum of the elapsed RTTs (elapsed time / mean smoothed RTT). What the
+/// algorithms predict for n subflows of equal RTT and window w each: Reno n (1 per
+/// subflow), EWTCP sqrt(n) (alpha = 1/sqrt(n) per subflow), LIA, OLIA and BALIA 1/n (each
+/// subflow gets 1/(n^2 w) per ACK, w ACKs per RTT: 1/n^2 per subflow). Returns
+/// (packets per RTT, RTTs counted), None without a usable interval.
+pub fn ca_growth_per_rtt(samples: &[CwndSample]) -> Option<(f64, f64)> {
+    let mut grew = 0.0;
+    let mut rtts = 0.0;
+    for w in samples.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.subflows.len() != b.subflows.len() || a.subflows.is_empty() {
+            continue;
+        }
+        let steady = a
+            .subflows
+            .iter()
+            .zip(&b.subflows)
+            .all(|(x, y)| y.0 >= x.0 && x.1 > 0 && x.0 >= x.1 && y.0 >= y.1 && x.2 > 0.0);
+        if !steady {
+            continue;
+        }
+        let rtt_ms = a.subflows.iter().map(|s| s.2).sum::<f64>() / a.subflows.len() as f64;
+        let sum = |s: &CwndSample| s.subflows.iter().map(|x| x.0 as f64).sum::<f64>();
+        grew += sum(b) - sum(a);
+        rtts += (b.t - a.t) * 1000.0 / rtt_ms;
+    }
+    (rtts > 0.0).then(|| (grew / rtts, rtts))
+}
+
+/// A lab trace: one MPTCP connection (`cc`) alone, bulk upload for `seconds`, its
+/// subflows' cwnd, ssthresh and RTT read with `ss -tin` in the client host every 100 ms.
+pub fn cwnd_trace(lab: &Lab, cc: &str, seconds: f64, port: u16) -> Result<Vec<CwndSample>> {
+    let m = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ml = listener(lab, true, port)?;
+    let sk = sink(lab, ml, m.clone());
+    let src = lab.client_addr(Link::Trusted);
+    let dst = SocketAddr::new(lab.server_addr(), port);
+    let snd = sender(lab, true, src, dst, cc, stop.clone())?;
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    let filter = format!("dport = :{port}");
+    while t0.elapsed().as_secs_f64() < seconds {
+        let o = lab
+            .command(
+                Host::Client,
+                "ss",
+                ["-tin", "state", "established", &filter],
+            )
+            .output()
+            .context("running ss")?;
+        out.push(CwndSample {
+            t: t0.elapsed().as_secs_f64(),
+            subflows: parse_ss(&String::from_utf8_lossy(&o.stdout)),
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    snd.join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    sk.join().map_err(|_| anyhow::anyhow!("sink panicked"))??;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::*;
+
+    #[test]
+    fn ss_lines_are_parsed() {
+        let text = "ESTAB 0 0 198.18.1.2:4000 198.18.3.2:6400\n\
+             \t reno wscale:7,7 rto:250 rtt:45.268/1.027 mss:1448 cwnd:22 ssthresh:13 bytes_sent:1\n\
+             ESTAB 0 0 198.18.2.2:4001 198.18.3.2:6400\n\
+             \t nena_lia rtt:40.5/2 cwnd:10\n";
+        assert_eq!(parse_ss(text), vec![(22, 13, 45.268), (10, 0, 40.5)]);
+    }
+
+    #[test]
+    fn growth_counts_only_congestion_avoidance_without_losses() {
+        let s = |t: f64, a: u32, b: u32| CwndSample {
+            t,
+            subflows: vec![(a, 10, 50.0), (b, 10, 50.0)],
+        };
+        // 0.5 s = 10 RTTs of 50 ms: +5 packets in total, then a loss (b halves), then +5.
+        let v = vec![
+            s(0.0, 20, 20),
+            s(0.5, 23, 22),
+            s(0.6, 23, 11),
+            s(1.1, 26, 13),
+        ];
+        let (g, rtts) = ca_growth_per_rtt(&v).unwrap();
+        assert!((rtts - 20.0).abs() < 1e-9, "{rtts}");
+        assert!((g - 0.5).abs() < 1e-9, "{g}");
+        // slow start (cwnd below ssthresh) is left out
+        let ss = vec![
+            CwndSample {
+                t: 0.0,
+                subflows: vec![(4, 100, 50.0)],
+            },
+            CwndSample {
+                t: 0.1,
+                subflows: vec![(8, 100, 50.0)],
+            },
+        ];
+        assert_eq!(ca_growth_per_rtt(&ss), None);
     }
 }

@@ -96,4 +96,5 @@ struct tcp_congestion_ops nena_balia = {
 	.cong_avoid = (void *)balia_cong_avoid,
 	.undo_cwnd = (void *)balia_undo_cwnd,
 	.name = "nena_balia",
+	.flags = NENA_CC_FLAGS,
 };

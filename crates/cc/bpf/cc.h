@@ -84,7 +84,13 @@ struct tcp_congestion_ops {
 	__u32 (*undo_cwnd)(struct sock *sk);
 	void (*init)(struct sock *sk);
 	char name[16];
+	__u32 flags;
 };
+
+/* TCP_CONG_NON_RESTRICTED: a network namespace other than the initial one may make it its
+ * default (net.ipv4.tcp_congestion_control; the scenarios set it per host), and it is in
+ * tcp_allowed_congestion_control (unprivileged sockets may choose it). */
+#define NENA_CC_FLAGS 0x1
 
 /* One subflow as the arithmetic sees it. */
 struct sub {

@@ -59,4 +59,5 @@ struct tcp_congestion_ops nena_ewtcp = {
 	.cong_avoid = (void *)ewtcp_cong_avoid,
 	.undo_cwnd = (void *)ewtcp_undo_cwnd,
 	.name = "nena_ewtcp",
+	.flags = NENA_CC_FLAGS,
 };

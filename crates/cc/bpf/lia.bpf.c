@@ -74,4 +74,5 @@ struct tcp_congestion_ops nena_lia = {
 	.cong_avoid = (void *)lia_cong_avoid,
 	.undo_cwnd = (void *)lia_undo_cwnd,
 	.name = "nena_lia",
+	.flags = NENA_CC_FLAGS,
 };

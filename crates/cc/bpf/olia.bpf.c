@@ -137,4 +137,5 @@ struct tcp_congestion_ops nena_olia = {
 	.cong_avoid = (void *)olia_cong_avoid,
 	.undo_cwnd = (void *)olia_undo_cwnd,
 	.name = "nena_olia",
+	.flags = NENA_CC_FLAGS,
 };

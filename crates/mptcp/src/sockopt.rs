@@ -1,6 +1,7 @@
 //! Reading MPTCP state from a socket: fallback detection (`MPTCP_INFO`), connection-level
 //! counters ([`ConnInfo`]) and per-subflow addresses and byte counters ([`SubflowInfo`],
-//! from `MPTCP_FULL_INFO`, or `MPTCP_TCPINFO` + `MPTCP_SUBFLOW_ADDRS` on kernels < 6.5).
+//! from `MPTCP_FULL_INFO`, or `MPTCP_TCPINFO` + `MPTCP_SUBFLOW_ADDRS` on kernels < 6.5);
+//! and the one option nena sets on it: its congestion control ([`set_congestion`]).
 
 use crate::uapi::*;
 use serde::Serialize;

@@ -183,8 +183,20 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
     }
     let guard = LabGuard::up(&lab_config(sc, r, prefix.clone(), opts)?)?;
     let lab = Lab::open(&prefix)?;
+    // The run's congestion control on every MPTCP socket this process opens for it (the
+    // client of mptcp, nena and send runs), and as the hosts' default where the kernel
+    // allows it: a namespace other than the initial one may only make a non-restricted
+    // one its default (cubic, for one, is not here). Without that default, only a run
+    // whose sender is an MPTCP socket of this process can use it.
+    nena_mptcp::set_congestion_control(r.cc.as_deref());
+    let _reset = ResetCc;
     if let Some(cc) = &r.cc {
-        set_cc(&lab, cc)?;
+        if let Err(e) = set_cc(&lab, cc) {
+            if r.traffic == Traffic::Tcp || r.direction == Direction::Down {
+                return Err(e);
+            }
+            log::info!("{e:#}; set on the run's MPTCP sockets instead");
+        }
     }
     let mut captures = Vec::new();
     let mut capture_files = Vec::new();
@@ -255,6 +267,14 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
     crate::plots::sample_figures(&s, &samples, &dir)?;
     crate::plots::capture_figures(&capture_files, &dir)?;
     Ok(s)
+}
+
+/// Clears the process-wide congestion control of MPTCP sockets when the run ends.
+struct ResetCc;
+impl Drop for ResetCc {
+    fn drop(&mut self) {
+        nena_mptcp::set_congestion_control(None);
+    }
 }
 
 /// A nena congestion control (`nena_*`) that this run loaded with `nena cc load`; unloaded

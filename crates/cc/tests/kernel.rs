@@ -141,12 +141,11 @@ fn each_algorithm_grows_the_total_window_as_its_rule_says() {
         c.server_rate = Some(Rate::mbit(20));
         c.offload = false;
     });
-    let mut port = 6500;
     let mut got = Vec::new();
-    for cc in ["reno", "nena_lia", "nena_olia", "nena_balia", "nena_ewtcp"] {
+    let ccs = ["reno", "nena_lia", "nena_olia", "nena_balia", "nena_ewtcp"];
+    for (port, cc) in (6500..).zip(ccs) {
         let _g = Algo::parse(cc).map(|a| loader::Loaded::new(a, &root).expect("load"));
         let trace = fairness::cwnd_trace(&lab, cc, 7.0, port).expect("trace");
-        port += 1;
         let (g, rtts) = fairness::ca_growth_per_rtt(&trace).expect("some congestion avoidance");
         eprintln!("{cc}: {g:.2} packets per RTT over {rtts:.0} RTTs");
         got.push((cc, g, rtts));

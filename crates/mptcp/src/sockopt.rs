@@ -360,24 +360,6 @@ pub fn describe(fd: BorrowedFd<'_>) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsFd;
-
-    /// A plain TCP loopback socket is reported as fallback, and info()/subflows() refuse it.
-    #[test]
-    fn plain_tcp_is_fallback() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        assert!(is_fallback(c.as_fd()).unwrap());
-        assert!(info(c.as_fd()).is_err());
-        assert!(subflows(c.as_fd()).is_err());
-        assert!(describe(c.as_fd()).contains("plain TCP"));
-    }
-}
-
 /// `setsockopt(TCP_CONGESTION)`: on an MPTCP socket the kernel applies it to every subflow.
 /// ENOENT: no congestion control of that name is registered.
 pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
@@ -395,5 +377,23 @@ pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    /// A plain TCP loopback socket is reported as fallback, and info()/subflows() refuse it.
+    #[test]
+    fn plain_tcp_is_fallback() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        assert!(is_fallback(c.as_fd()).unwrap());
+        assert!(info(c.as_fd()).is_err());
+        assert!(subflows(c.as_fd()).is_err());
+        assert!(describe(c.as_fd()).contains("plain TCP"));
     }
 }

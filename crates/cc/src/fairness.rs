@@ -365,7 +365,8 @@ pub fn parse_ss(text: &str) -> Vec<(u32, u32, f64)> {
 
 /// The growth of the connection's total cwnd in congestion avoidance, in packets per RTT:
 /// over consecutive samples (same number of subflows) in which no subflow's cwnd fell and
-/// every subflow was out of slow start (cwnd >= ssthresh > 0), the sum of the total's
+/// every subflow was out of slow start (cwnd >= ssthresh > 0) and grew by at most one
+/// packet per elapsed RTT plus one (no undo jump), the sum of the total's
 /// increases over the sum of the elapsed RTTs (elapsed time / mean smoothed RTT). What the
 /// algorithms predict for n subflows of equal RTT and window w each: Reno n (1 per
 /// subflow), EWTCP sqrt(n) (alpha = 1/sqrt(n) per subflow), LIA, OLIA and BALIA 1/n (each
@@ -379,15 +380,22 @@ pub fn ca_growth_per_rtt(samples: &[CwndSample]) -> Option<(f64, f64)> {
         if a.subflows.len() != b.subflows.len() || a.subflows.is_empty() {
             continue;
         }
-        let steady = a
-            .subflows
-            .iter()
-            .zip(&b.subflows)
-            .all(|(x, y)| y.0 >= x.0 && x.1 > 0 && x.0 >= x.1 && y.0 >= y.1 && x.2 > 0.0);
+        let rtt_ms = a.subflows.iter().map(|s| s.2).sum::<f64>() / a.subflows.len() as f64;
+        // Congestion avoidance adds at most one packet per RTT to a subflow (Reno, the most
+        // any of these does): a larger step is not growth but an undo of a reduction (cwnd
+        // back to its value before a spurious loss) or the end of a recovery; left out.
+        let most = 1.0 + (b.t - a.t) * 1000.0 / rtt_ms.max(1e-3);
+        let steady = a.subflows.iter().zip(&b.subflows).all(|(x, y)| {
+            y.0 >= x.0
+                && x.1 > 0
+                && x.0 >= x.1
+                && y.0 >= y.1
+                && x.2 > 0.0
+                && (y.0 - x.0) as f64 <= most
+        });
         if !steady {
             continue;
         }
-        let rtt_ms = a.subflows.iter().map(|s| s.2).sum::<f64>() / a.subflows.len() as f64;
         let sum = |s: &CwndSample| s.subflows.iter().map(|x| x.0 as f64).sum::<f64>();
         grew += sum(b) - sum(a);
         rtts += (b.t - a.t) * 1000.0 / rtt_ms;
@@ -459,6 +467,13 @@ mod trace_tests {
         let (g, rtts) = ca_growth_per_rtt(&v).unwrap();
         assert!((rtts - 20.0).abs() < 1e-9, "{rtts}");
         assert!((g - 0.5).abs() < 1e-9, "{g}");
+        // an undo (cwnd back up by 12 in 100 ms) is left out
+        let undo = vec![s(0.0, 20, 20), s(0.1, 32, 20), s(0.6, 35, 22)];
+        let (g, rtts) = ca_growth_per_rtt(&undo).unwrap();
+        assert!(
+            (rtts - 10.0).abs() < 1e-9 && (g - 0.5).abs() < 1e-9,
+            "{g} over {rtts}"
+        );
         // slow start (cwnd below ssthresh) is left out
         let ss = vec![
             CwndSample {

@@ -84,12 +84,13 @@ fn every_subflow_runs_the_algorithm_set_on_the_mptcp_socket() {
 ///
 /// The share varies a lot from run to run here (AIMD flows at a drop-tail queue; which flow
 /// loses first shapes the next seconds): in 12 single runs of 8-14 s, LIA took 0.55-1.72x
-/// the TCP flow's goodput and uncoupled reno 0.85-2.22x, and pooled over two rounds LIA
-/// 0.65x and 1.42x, reno 1.85x and 1.25x. So the share is checked against 1.5x (the goal,
-/// 1.2x, plus that spread; the 30 s scenario runs in docs/EXPERIMENTS.md measure the goal
-/// itself), and reno exceeding LIA is checked on the growth, which is steady: reno grows
-/// about 2 packets per RTT (1 per subflow), LIA about 0.75 (between 1/2 and 1, by RFC
-/// 6356's rule). The test fails if the coupling stops working (LIA then grows as reno) or
+/// the TCP flow's goodput and uncoupled reno 0.85-2.22x; pooled over this test's two
+/// rounds, in four runs, LIA 0.65-1.42x and reno 0.78-1.85x (once reno below LIA). So the
+/// share is checked against 1.5x (the goal, 1.2x, plus that spread; the 30 s scenario runs
+/// with three repetitions in docs/EXPERIMENTS.md measure the goal itself: LIA 0.68x), and
+/// reno exceeding LIA is checked on the growth, which is steady: reno grows 1.86-1.89
+/// packets per RTT (1 per subflow), LIA 0.65-0.72 (between 1/2 and 1, by RFC 6356's
+/// rule). The test fails if the coupling stops working (LIA then grows as reno) or
 /// if LIA takes half again the TCP flow's share.
 #[test]
 fn lia_shares_a_bottleneck_with_tcp_where_uncoupled_reno_takes_more() {

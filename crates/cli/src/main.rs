@@ -56,6 +56,10 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Policy(cmd::policy::PolicyCmd),
+    /// Coupled congestion controls for MPTCP (LIA, OLIA, BALIA, EWTCP) as BPF struct_ops.
+    #[cfg(feature = "cc")]
+    #[command(subcommand)]
+    Cc(cmd::cc::CcCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
     Completions(cmd::host::CompletionsArgs),
     /// Write the man pages: nena.1 and one per subcommand (what `make man` runs).
@@ -112,6 +116,8 @@ fn main() -> ExitCode {
         Command::Attack(a) => cmd::attack::attack(a),
         #[cfg(feature = "policy")]
         Command::Policy(c) => cmd::policy::run(c),
+        #[cfg(feature = "cc")]
+        Command::Cc(c) => cmd::cc::run(c),
         Command::Completions(a) => cmd::host::completions(a, Cli::command()),
         Command::Man(a) => cmd::host::man(a, Cli::command()),
     };

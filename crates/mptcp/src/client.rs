@@ -13,8 +13,34 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
+/// The congestion control every MPTCP socket of this process gets (`--cc NAME` of the
+/// transfer tools; `None`: the namespace's default, net.ipv4.tcp_congestion_control).
+static CONGESTION: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// Set (or clear) the congestion control of every MPTCP socket this process opens from now
+/// on: clients, listeners (their accepted connections inherit it) and the bare sockets of
+/// the benchmarks. It is applied with `setsockopt(TCP_CONGESTION)` on the MPTCP socket,
+/// which the kernel applies to every subflow. Check the name first (`set_congestion` reports an unknown one as ENOENT).
+pub fn set_congestion_control(name: Option<&str>) {
+    *CONGESTION.write().unwrap_or_else(|e| e.into_inner()) = name.map(str::to_string);
+}
+
 fn mptcp_socket(domain: Domain) -> Result<Socket, MptcpError> {
-    Socket::new(domain, Type::STREAM, Some(Protocol::MPTCP)).map_err(MptcpError::from_socket_error)
+    let s = Socket::new(domain, Type::STREAM, Some(Protocol::MPTCP))
+        .map_err(MptcpError::from_socket_error)?;
+    if let Some(cc) = CONGESTION
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_deref()
+    {
+        sockopt::set_congestion(s.as_fd(), cc).map_err(|e| {
+            MptcpError::Io(io::Error::new(
+                e.kind(),
+                format!("congestion control {cc:?}: {e}"),
+            ))
+        })?;
+    }
+    Ok(s)
 }
 
 /// A listening MPTCP socket (`IPPROTO_MPTCP`, `SO_REUSEADDR`, backlog 1024). Plain-TCP

@@ -112,13 +112,15 @@ pub mod recovery;
 mod sockopt;
 pub mod uapi;
 
-pub use client::{connect, connect_ungated, listen, Client, ConnectOptions};
+pub use client::{
+    connect, connect_ungated, listen, set_congestion_control, Client, ConnectOptions,
+};
 pub use gate::{
     connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,
     ReleaseReport, Verdict,
 };
 pub use path::{PathPolicy, PathSpec, PathSpecError, PolicyError, ResolvedPolicy, Trust};
-pub use sockopt::{describe, info, is_fallback, subflows, ConnInfo, SubflowInfo};
+pub use sockopt::{describe, info, is_fallback, set_congestion, subflows, ConnInfo, SubflowInfo};
 
 use serde::Serialize;
 use std::io;

@@ -1,6 +1,7 @@
 //! Reading MPTCP state from a socket: fallback detection (`MPTCP_INFO`), connection-level
 //! counters ([`ConnInfo`]) and per-subflow addresses and byte counters ([`SubflowInfo`],
-//! from `MPTCP_FULL_INFO`, or `MPTCP_TCPINFO` + `MPTCP_SUBFLOW_ADDRS` on kernels < 6.5).
+//! from `MPTCP_FULL_INFO`, or `MPTCP_TCPINFO` + `MPTCP_SUBFLOW_ADDRS` on kernels < 6.5);
+//! and the one option nena sets on it: its congestion control ([`set_congestion`]).
 
 use crate::uapi::*;
 use serde::Serialize;
@@ -357,6 +358,26 @@ pub fn describe(fd: BorrowedFd<'_>) -> String {
         }
     }
     s
+}
+
+/// `setsockopt(TCP_CONGESTION)`: on an MPTCP socket the kernel applies it to every subflow.
+/// ENOENT: no congestion control of that name is registered.
+pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    // SAFETY: valid fd; pointer and length of a live buffer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]

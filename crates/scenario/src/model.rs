@@ -235,6 +235,30 @@ pub struct RunSpec {
     /// mean and sigma over the repetitions.
     #[serde(default = "one")]
     pub repeat: u32,
+    /// A single-path TCP flow that runs beside this run's traffic, from the client over
+    /// its own link to the server, for the fairness experiments: `competing = { link =
+    /// "trusted", cc = "reno" }`. The summary gives its goodput and this run's share
+    /// against it.
+    #[serde(default)]
+    pub competing: Option<Competing>,
+}
+
+/// A competing TCP flow (`competing = { ... }` of a run).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Competing {
+    /// The client's link it leaves from (default trusted).
+    #[serde(default)]
+    pub link: Option<Link>,
+    /// Its congestion control, set on its socket alone (default: the run's `cc`, or the
+    /// host's default).
+    #[serde(default)]
+    pub cc: Option<String>,
+}
+
+/// A congestion control name as the kernel takes it (TCP_CONGESTION: at most 15 bytes).
+fn valid_cc(cc: &str) -> bool {
+    !cc.is_empty() && cc.len() <= 15 && cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn one() -> u32 {
@@ -455,8 +479,24 @@ impl Scenario {
                 _ => {}
             }
             if let Some(cc) = &r.cc {
-                if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                if !valid_cc(cc) {
                     bail!("runs[{i}] ({}): bad congestion control name {cc:?}", r.name);
+                }
+            }
+            if let Some(c) = &r.competing {
+                if r.direction != Direction::Up {
+                    bail!(
+                        "runs[{i}] ({}): a competing flow goes up (client to server), as the run must",
+                        r.name
+                    );
+                }
+                if c.link == Some(Link::Server) {
+                    bail!("runs[{i}] ({}): a competing flow leaves from a client link (trusted or untrusted)", r.name);
+                }
+                if let Some(cc) = &c.cc {
+                    if !valid_cc(cc) {
+                        bail!("runs[{i}] ({}): bad congestion control name {cc:?} of the competing flow", r.name);
+                    }
                 }
             }
         }

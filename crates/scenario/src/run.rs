@@ -170,10 +170,33 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
         .prefix
         .clone()
         .unwrap_or_else(|| format!("sc{}", std::process::id()));
+    // nena's BPF congestion controls, loaded for the run when not loaded already (and
+    // unloaded after it by the guards); before the lab, which needs none of them.
+    let mut _loaded = Vec::new();
+    for cc in
+        r.cc.iter()
+            .chain(r.competing.iter().filter_map(|c| c.cc.as_ref()))
+    {
+        if let Some(g) = CcLoaded::ensure(&opts.nena, cc)? {
+            _loaded.push(g);
+        }
+    }
     let guard = LabGuard::up(&lab_config(sc, r, prefix.clone(), opts)?)?;
     let lab = Lab::open(&prefix)?;
+    // The run's congestion control on every MPTCP socket this process opens for it (the
+    // client of mptcp, nena and send runs), and as the hosts' default where the kernel
+    // allows it: a namespace other than the initial one may only make a non-restricted
+    // one its default (cubic, for one, is not here). Without that default, only a run
+    // whose sender is an MPTCP socket of this process can use it.
+    nena_mptcp::set_congestion_control(r.cc.as_deref());
+    let _reset = ResetCc;
     if let Some(cc) = &r.cc {
-        set_cc(&lab, cc)?;
+        if let Err(e) = set_cc(&lab, cc) {
+            if r.traffic == Traffic::Tcp || r.direction == Direction::Down {
+                return Err(e);
+            }
+            log::info!("{e:#}; set on the run's MPTCP sockets instead");
+        }
     }
     let mut captures = Vec::new();
     let mut capture_files = Vec::new();
@@ -202,6 +225,17 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
         let lab = Lab::open(&prefix)?;
         Sampler::start(PORT, sc.sample.interval, move |f| lab.spawn_in(sending, f))
     };
+    // The competing flow starts half a second before the run's traffic: a flow that starts
+    // while the other's slow start fills the bottleneck's queue can lose its first segments
+    // and sit out seconds of RTO back-off, which would measure the start, not the sharing.
+    let competing = match &r.competing {
+        Some(c) => {
+            let f = Competitor::start(&lab, c, r.cc.as_deref(), time + Duration::from_millis(500))?;
+            std::thread::sleep(Duration::from_millis(500));
+            Some(f)
+        }
+        None => None,
+    };
     let t0 = Instant::now();
     let events = if r.no_events {
         EventThread::none()
@@ -209,6 +243,7 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
         EventThread::start(Lab::open(&prefix)?, sc.events.clone(), t0)
     };
     let traffic = run_traffic(&lab, r, time, &work, &server);
+    let competing = competing.map(Competitor::finish);
     let applied = events.stop();
     let samples = sampler.stop();
     for c in captures {
@@ -221,12 +256,179 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
     server_result?;
     let applied = applied?;
     let samples: Vec<Sample> = samples?;
-    let s = summary::summarize(r, rep, sc, &outcome, &applied, &samples);
+    let mut s = summary::summarize(r, rep, sc, &outcome, &applied, &samples);
+    if let Some(c) = competing {
+        let mut c = c?;
+        c.share = summary::share(outcome.goodput_mbit_s, c.goodput_mbit_s);
+        s.competing = Some(c);
+    }
     std::fs::write(dir.join("samples.json"), serde_json::to_vec(&samples)?)?;
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&s)?)?;
     crate::plots::sample_figures(&s, &samples, &dir)?;
     crate::plots::capture_figures(&capture_files, &dir)?;
     Ok(s)
+}
+
+/// Clears the process-wide congestion control of MPTCP sockets when the run ends.
+struct ResetCc;
+impl Drop for ResetCc {
+    fn drop(&mut self) {
+        nena_mptcp::set_congestion_control(None);
+    }
+}
+
+/// A nena congestion control (`nena_*`) that this run loaded with `nena cc load`; unloaded
+/// with `nena cc unload` when dropped.
+struct CcLoaded {
+    nena: PathBuf,
+    name: String,
+}
+
+fn registered(cc: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|a| a == cc)
+}
+
+impl CcLoaded {
+    /// Load `cc` if it is one of nena's and not registered yet.
+    fn ensure(nena: &Path, cc: &str) -> Result<Option<CcLoaded>> {
+        if !cc.starts_with("nena_") || registered(cc) {
+            return Ok(None);
+        }
+        let out = std::process::Command::new(nena)
+            .args(["cc", "load", cc])
+            .output()
+            .with_context(|| format!("running {} cc load {cc}", nena.display()))?;
+        if !out.status.success() {
+            bail!(
+                "loading congestion control {cc}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(Some(CcLoaded {
+            nena: nena.to_path_buf(),
+            name: cc.to_string(),
+        }))
+    }
+}
+
+impl Drop for CcLoaded {
+    fn drop(&mut self) {
+        match std::process::Command::new(&self.nena)
+            .args(["cc", "unload", &self.name])
+            .output()
+        {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => log::warn!(
+                "unloading {}: {}",
+                self.name,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => log::warn!("unloading {}: {e}", self.name),
+        }
+    }
+}
+
+/// A competing single-path TCP flow: a byte-counting sink at PORT + 1 in the server host,
+/// a bulk sender from the client's link with its own congestion control.
+struct Competitor {
+    link: Link,
+    cc: Option<String>,
+    sender: std::thread::JoinHandle<Result<Result<()>>>,
+    sink: std::thread::JoinHandle<Result<(u64, f64)>>,
+}
+
+impl Competitor {
+    fn start(
+        lab: &Lab,
+        c: &crate::model::Competing,
+        run_cc: Option<&str>,
+        time: Duration,
+    ) -> Result<Competitor> {
+        use std::io::{Read, Write};
+        let link = c.link.unwrap_or(Link::Trusted);
+        let cc = c.cc.clone().or_else(|| run_cc.map(str::to_string));
+        let dst = SocketAddr::new(lab.server_addr(), PORT + 1);
+        let l = lab
+            .run_in(Host::Server, move || std::net::TcpListener::bind(dst))?
+            .with_context(|| format!("listening on {dst}"))?;
+        let sink = std::thread::spawn(move || -> Result<(u64, f64)> {
+            let (mut s, _) = l.accept().context("the competing flow's accept")?;
+            let t0 = Instant::now();
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut n = 0u64;
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => return Ok((n, t0.elapsed().as_secs_f64())),
+                    Ok(k) => n += k as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("the competing flow's sink"),
+                }
+            }
+        });
+        let src = SocketAddr::new(lab.client_addr(link), 0);
+        let cc2 = cc.clone();
+        let sender = lab.spawn_in(Host::Client, move || -> Result<()> {
+            use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+            let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+            if let Some(cc) = &cc2 {
+                nena_mptcp::set_congestion(std::os::fd::AsFd::as_fd(&s), cc)
+                    .with_context(|| format!("congestion control {cc} of the competing flow"))?;
+            }
+            s.bind(&SockAddr::from(src))?;
+            s.connect_timeout(&SockAddr::from(dst), Duration::from_secs(5))
+                .with_context(|| format!("the competing flow's connect to {dst}"))?;
+            let mut s: std::net::TcpStream = s.into();
+            s.set_write_timeout(Some(Duration::from_millis(200)))?;
+            let buf = vec![0x5au8; 256 * 1024];
+            let end = Instant::now() + time;
+            while Instant::now() < end {
+                match s.write(&buf) {
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock
+                                | std::io::ErrorKind::TimedOut
+                                | std::io::ErrorKind::Interrupted
+                        ) => {}
+                    Err(e) => return Err(e).context("the competing flow's send"),
+                }
+            }
+            s.shutdown(std::net::Shutdown::Both)?;
+            Ok(())
+        });
+        Ok(Competitor {
+            link,
+            cc,
+            sender,
+            sink,
+        })
+    }
+
+    fn finish(self) -> Result<summary::CompetingOutcome> {
+        self.sender
+            .join()
+            .map_err(|_| anyhow!("the competing sender panicked"))???;
+        let (bytes, seconds) = self
+            .sink
+            .join()
+            .map_err(|_| anyhow!("the competing sink panicked"))??;
+        Ok(summary::CompetingOutcome {
+            link: self.link,
+            cc: self.cc,
+            bytes,
+            seconds,
+            goodput_mbit_s: if seconds > 0.0 {
+                bytes as f64 * 8.0 / seconds / 1e6
+            } else {
+                0.0
+            },
+            share: None,
+        })
+    }
 }
 
 fn set_cc(lab: &Lab, cc: &str) -> Result<()> {

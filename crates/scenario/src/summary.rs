@@ -95,6 +95,27 @@ pub struct RunSummary {
     pub samples: usize,
     /// How many repetitions the run has.
     pub repeat: u32,
+    /// The competing TCP flow, when the run has one (set by the runner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub competing: Option<CompetingOutcome>,
+}
+
+/// What a competing TCP flow carried.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompetingOutcome {
+    pub link: Link,
+    pub cc: Option<String>,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub goodput_mbit_s: f64,
+    /// The run's goodput over the competing flow's ([`share`]).
+    pub share: Option<f64>,
+}
+
+/// The run's share against a competing flow: its goodput over the flow's (None if the
+/// flow carried nothing).
+pub fn share(run_mbit_s: f64, competing_mbit_s: f64) -> Option<f64> {
+    (competing_mbit_s > 0.0).then(|| run_mbit_s / competing_mbit_s)
 }
 
 impl RunSummary {
@@ -130,6 +151,19 @@ impl RunSummary {
                     r.sigma
                 );
             }
+        }
+        if let Some(c) = &self.competing {
+            s += &format!(
+                "; competing TCP ({}{}) {:.2} Mbit/s, share {}",
+                c.link,
+                c.cc.as_deref()
+                    .map(|x| format!(", {x}"))
+                    .unwrap_or_default(),
+                c.goodput_mbit_s,
+                c.share
+                    .map(|x| format!("{x:.2}x"))
+                    .unwrap_or_else(|| "-".into())
+            );
         }
         for o in &self.outages {
             s += &format!(
@@ -270,6 +304,7 @@ pub fn summarize(
     }
     let outages = outages(applied, &d);
     RunSummary {
+        competing: None,
         name: r.name.clone(),
         rep,
         repeat: r.repeat,
@@ -454,6 +489,12 @@ mod tests {
         assert_eq!(o[0].bytes_while_down, 12_000);
         assert_eq!(o[0].up_s, None);
         assert_eq!(o[0].recovered_after_s, None);
+    }
+
+    #[test]
+    fn share_is_the_goodput_ratio() {
+        assert_eq!(share(10.0, 5.0), Some(2.0));
+        assert_eq!(share(3.0, 0.0), None);
     }
 
     #[test]

@@ -197,3 +197,28 @@ proptest! {
         nena_scenario::fuzzing::scenario(&data);
     }
 }
+
+#[test]
+fn a_competing_flow_is_parsed_and_checked() {
+    let s = Scenario::parse(
+        &format!("{OK}cc = \"nena_lia\"\ncompeting = {{ link = \"untrusted\", cc = \"reno\" }}\n"),
+        "t",
+    )
+    .unwrap();
+    let c = s.runs[0].competing.as_ref().expect("competing");
+    assert_eq!(c.link, Some(nena_lab::Link::Untrusted));
+    assert_eq!(c.cc.as_deref(), Some("reno"));
+    for (text, want) in [
+        ("competing = { cc = \"re no\" }\n", "of the competing flow"),
+        (
+            "competing = { cc = \"a_much_too_long_name\" }\n",
+            "of the competing flow",
+        ),
+        ("competing = { link = \"server\" }\n", "client link"),
+        ("competing = { speed = 1 }\n", "unknown field `speed`"),
+        ("direction = \"down\"\ncompeting = {}\n", "goes up"),
+    ] {
+        let e = err(&format!("{OK}{text}"));
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}

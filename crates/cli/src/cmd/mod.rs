@@ -2,6 +2,8 @@
 pub mod analyze;
 pub mod attack;
 pub mod bench;
+#[cfg(feature = "cc")]
+pub mod cc;
 pub mod codec;
 pub mod host;
 pub mod lab;

@@ -141,6 +141,33 @@ pub struct ClientCommon {
     /// by default nena does, within a round trip of the link being usable again).
     #[arg(long)]
     pub no_recovery: bool,
+    /// Congestion control of this command's MPTCP sockets (every subflow): a name the
+    /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
+    /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+}
+
+/// `--cc NAME`: check that the kernel has it (one line naming the available ones if not),
+/// then have every MPTCP socket of this process use it.
+fn apply_cc(cc: &Option<String>) -> Result<(), Exit> {
+    let Some(name) = cc else { return Ok(()) };
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    let avail: Vec<&str> = avail.split_whitespace().collect();
+    // `lia` for `nena_lia`, as `nena cc load` takes them.
+    let full = if avail.contains(&name.as_str()) {
+        name.clone()
+    } else if avail.contains(&format!("nena_{name}").as_str()) {
+        format!("nena_{name}")
+    } else {
+        return Err(Exit::usage(anyhow!(
+            "--cc {name}: no congestion control of that name is registered (available: {}; `nena cc load lia|olia|balia|ewtcp` adds nena's)",
+            avail.join(" ")
+        )));
+    };
+    nena_mptcp::set_congestion_control(Some(&full));
+    Ok(())
 }
 
 impl ClientCommon {
@@ -166,6 +193,7 @@ impl ClientCommon {
     }
 
     pub(crate) fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
+        apply_cc(&self.cc)?;
         let token = match &self.token_file {
             Some(_) if raw => {
                 return Err(Exit::usage(anyhow!(
@@ -218,18 +246,24 @@ pub struct ServerCommon {
     /// Seconds a client has to complete the nena handshake.
     #[arg(long, default_value = "10", value_parser = parse_secs)]
     pub handshake_timeout: Duration,
+    /// Congestion control of this command's MPTCP sockets (every subflow): a name the
+    /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
+    /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
 }
 
 impl ServerCommon {
-    fn accept(&self, raw: bool) -> AcceptOptions {
-        AcceptOptions {
+    fn accept(&self, raw: bool) -> Result<AcceptOptions, Exit> {
+        apply_cc(&self.cc)?;
+        Ok(AcceptOptions {
             modes: dedup(self.mode.concat()),
             allow_fallback: self.allow_fallback,
             raw,
             handshake_timeout: self.handshake_timeout,
             buffer: nena_transport::stream::BULK_BUF,
             mpc: None,
-        }
+        })
     }
 
     /// `--mode kato-mpc`: the programs on the interfaces of `listen`, and their lookup.
@@ -505,7 +539,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     if token.is_some() {
         rules.push("access token required".to_string());
     }
-    let mut accept = a.common.accept(a.raw);
+    let mut accept = a.common.accept(a.raw)?;
     let _mpc = if a.raw {
         None
     } else {
@@ -688,7 +722,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,
             };
-            let mut accept = a.common.accept(false);
+            let mut accept = a.common.accept(false)?;
             let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
             let egress = match a.forward {
                 Some(f) => proxy::Egress::Forward(f),

@@ -1,0 +1,132 @@
+//! Coupled congestion control for MPTCP on upstream Linux, as BPF `tcp_congestion_ops`
+//! (struct_ops): RFC 6356 LIA (`nena_lia`), OLIA (`nena_olia`), BALIA (`nena_balia`) and the
+//! LTE study's EWTCP (`nena_ewtcp`). Each program reaches the other subflows of its MPTCP
+//! connection through `icsk_ulp_data` -> `mptcp_subflow_context` -> `conn` -> `conn_list`
+//! (bounded walk, unlocked snapshot reads; `bpf/cc.h`). Slow start and loss recovery are
+//! Reno's.
+//!
+//! - [`model`]: the increase rules as pure functions in the programs' fixed-point arithmetic,
+//!   tested against each paper's formula.
+//! - [`loader`]: load (the struct_ops link pinned under `/sys/fs/bpf/nena-cc/NAME`, so it
+//!   outlives the command), unload, show; [`loader::Loaded`] unloads in Drop (tests).
+//! - [`fairness`]: the shared-bottleneck and disjoint-paths experiments in the lab.
+//! - [`set_congestion`]: `TCP_CONGESTION` on a socket (on an MPTCP socket the kernel applies
+//!   it to every subflow).
+
+pub mod fairness;
+pub mod loader;
+pub mod model;
+
+use std::os::fd::{AsFd, AsRawFd};
+
+/// The four algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algo {
+    /// RFC 6356 Linked Increases.
+    Lia,
+    /// Opportunistic Linked Increases (Khalili et al.).
+    Olia,
+    /// Balanced Linked Adaptation (Peng et al.).
+    Balia,
+    /// Equally-Weighted TCP (the LTE study's Algorithm 2).
+    Ewtcp,
+}
+
+impl Algo {
+    /// Every algorithm, in the order `all` loads them.
+    pub const ALL: [Algo; 4] = [Algo::Lia, Algo::Olia, Algo::Balia, Algo::Ewtcp];
+
+    /// The name the kernel registers (TCP_CONGESTION, `ip route ... congctl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Lia => "nena_lia",
+            Algo::Olia => "nena_olia",
+            Algo::Balia => "nena_balia",
+            Algo::Ewtcp => "nena_ewtcp",
+        }
+    }
+
+    /// `lia` or `nena_lia` (any case) -> Algo.
+    pub fn parse(s: &str) -> Option<Algo> {
+        let l = s.to_ascii_lowercase();
+        let short = l.strip_prefix("nena_").unwrap_or(&l);
+        Algo::ALL.into_iter().find(|a| &a.name()[5..] == short)
+    }
+
+    /// The compiled BPF object of this algorithm.
+    pub(crate) fn object(self) -> &'static [u8] {
+        match self {
+            Algo::Lia => include_bytes!(concat!(env!("OUT_DIR"), "/lia.bpf.o")),
+            Algo::Olia => include_bytes!(concat!(env!("OUT_DIR"), "/olia.bpf.o")),
+            Algo::Balia => include_bytes!(concat!(env!("OUT_DIR"), "/balia.bpf.o")),
+            Algo::Ewtcp => include_bytes!(concat!(env!("OUT_DIR"), "/ewtcp.bpf.o")),
+        }
+    }
+}
+
+impl std::fmt::Display for Algo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Set the congestion control of a TCP or MPTCP socket (`setsockopt(TCP_CONGESTION)`; on an
+/// MPTCP socket the kernel applies it to every current and future subflow). Any name the
+/// kernel knows works (`reno`, `cubic`, `nena_lia`, ...); an unknown one is an error that
+/// names it and the available ones.
+pub fn set_congestion(sock: &impl AsFd, name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.len() > 15 {
+        anyhow::bail!("congestion control name {name:?}: must be 1 to 15 characters");
+    }
+    match nena_mptcp::set_congestion(sock.as_fd(), name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => anyhow::bail!(
+            "congestion control {name:?} is not available (available: {}; `nena cc load` adds nena_lia, nena_olia, nena_balia, nena_ewtcp)",
+            loader::available().unwrap_or_default().join(" ")
+        ),
+        Err(e) => anyhow::bail!("setting congestion control {name:?}: {e}"),
+    }
+}
+
+/// The congestion control a socket uses (`getsockopt(TCP_CONGESTION)`).
+pub fn congestion(sock: &impl AsRawFd) -> anyhow::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: valid fd; buf and len describe a live buffer.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        anyhow::bail!(
+            "reading TCP_CONGESTION: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let s = &buf[..len as usize];
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_fit_the_kernels_limit() {
+        for a in Algo::ALL {
+            assert!(a.name().len() <= 15);
+            assert_eq!(Algo::parse(a.name()), Some(a));
+            assert_eq!(Algo::parse(&a.name()[5..]), Some(a));
+            assert_eq!(Algo::parse(&a.name().to_uppercase()), Some(a));
+        }
+        assert_eq!(Algo::parse("cubic"), None);
+        assert_eq!(Algo::parse("nena_"), None);
+        assert_eq!(Algo::parse(""), None);
+    }
+}

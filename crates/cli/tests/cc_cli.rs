@@ -1,0 +1,182 @@
+//! `nena cc load|unload|show` and `--cc NAME` end to end (root, BPF struct_ops, a lab of
+//! network namespaces): each algorithm loaded, used by `nena serve` and `nena send`/`get`
+//! over both paths of the lab with the file byte-exact, then unloaded with nothing left
+//! (no pin under /sys/fs/bpf/nena-cc, the name gone from tcp_available_congestion_control).
+//! A second load of a loaded name and unknown names are refused with one line.
+//!
+//! The congestion control names are global to the kernel, so the tests of this binary take
+//! turns (LOCK), and every test unloads in Drop ([`Unload`]) even when it fails.
+mod transfer_common;
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Mutex;
+use transfer_common::*;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+const PIN_ROOT: &str = "/sys/fs/bpf/nena-cc";
+
+fn nena(args: &[&str]) -> Output {
+    std::process::Command::new(NENA)
+        .args(args)
+        .output()
+        .expect("run nena")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn registered(name: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap()
+        .split_whitespace()
+        .any(|n| n == name)
+}
+
+/// Unloads every nena congestion control when dropped (a failed test leaves none).
+struct Unload;
+impl Drop for Unload {
+    fn drop(&mut self) {
+        let o = nena(&["cc", "unload", "all"]);
+        if !o.status.success() {
+            eprintln!("nena cc unload all: {}", stderr(&o));
+        }
+    }
+}
+
+fn assert_nothing_left(name: &str) {
+    assert!(!registered(name), "{name} still registered after unload");
+    assert!(
+        !Path::new(PIN_ROOT).join(name).exists(),
+        "{name}'s pin is still under {PIN_ROOT}"
+    );
+}
+
+#[test]
+fn a_second_load_and_unknown_names_are_refused_with_one_line() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _u = Unload;
+    let o = nena(&["cc", "load", "vegas"]);
+    assert_eq!(o.status.code(), Some(2), "unknown name: {}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown congestion control `vegas`"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = nena(&["cc", "load", "lia"]);
+    assert!(o.status.success(), "load lia: {}", stderr(&o));
+    assert!(registered("nena_lia"));
+    assert!(Path::new(PIN_ROOT).join("nena_lia").exists());
+
+    let o = nena(&["cc", "load", "nena_lia"]);
+    assert_eq!(o.status.code(), Some(1), "second load: {}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nena_lia is already loaded"),
+        "{}",
+        stderr(&o)
+    );
+    // ... and the first one is untouched.
+    assert!(registered("nena_lia"));
+
+    let o = nena(&["cc", "show", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lia = v["nena"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "nena_lia")
+        .unwrap();
+    assert_eq!(lia["registered"], true);
+    assert_eq!(lia["pin"], format!("{PIN_ROOT}/nena_lia"));
+    assert!(v["available"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n == "nena_lia"));
+
+    let o = nena(&["cc", "unload", "lia"]);
+    assert!(o.status.success(), "unload: {}", stderr(&o));
+    assert_nothing_left("nena_lia");
+    let o = nena(&["cc", "unload", "lia"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "unload of what is not loaded: {}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1);
+}
+
+#[test]
+fn an_unregistered_cc_is_refused_by_the_transfer_tools() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _u = Unload;
+    // nena_olia is not loaded: refused before any connection, one line, status 2.
+    let o = nena(&[
+        "perf",
+        "--to",
+        "198.18.3.2:9",
+        "--trusted",
+        "198.18.1.2",
+        "--cc",
+        "olia",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--cc olia: no congestion control of that name"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _u = Unload;
+    let lab = lab_with(|c| {
+        c.trusted_rate = Some(nena_lab::Rate::mbit(100));
+        c.untrusted_rate = Some(nena_lab::Rate::mbit(100));
+    });
+    let data = random(6 << 20, 13);
+    for (i, name) in ["lia", "olia", "balia", "ewtcp"].into_iter().enumerate() {
+        let full = format!("nena_{name}");
+        let o = nena(&["cc", "load", name]);
+        assert!(o.status.success(), "load {name}: {}", stderr(&o));
+        assert!(registered(&full));
+        let srv = TempDir::new("ccsrv");
+        let cli = TempDir::new("cccli");
+        let port = 7200 + i as u16;
+        let _s = serve(&lab, port, srv.path(), &["--cc", &full]);
+        let to = server(&lab, port);
+        let file = cli.join("f.bin");
+        std::fs::write(&file, &data).unwrap();
+        let f = file.display().to_string();
+        let mut args = vec!["send", &f, "--to", &to, "--cc", name, "--json"];
+        args.extend_from_slice(&PATHS);
+        let report = client_json(&lab, &args);
+        assert_eq!(
+            std::fs::read(srv.join("f.bin")).unwrap(),
+            data,
+            "{name}: upload"
+        );
+        let (t, u) = bytes_by_trust(&report);
+        assert!(t > 0 && u > 0, "{name}: both paths carried data ({t}, {u})");
+        let back = cli.join("back.bin").display().to_string();
+        let mut args = vec!["get", "f.bin", "--from", &to, "--out", &back, "--cc", &full];
+        args.extend_from_slice(&PATHS);
+        let o = client(&lab, &args);
+        assert!(o.status.success(), "{name}: get: {}", stderr(&o));
+        assert_eq!(std::fs::read(&back).unwrap(), data, "{name}: download");
+        drop(_s);
+        let o = nena(&["cc", "unload", name]);
+        assert!(o.status.success(), "unload {name}: {}", stderr(&o));
+        assert_nothing_left(&full);
+    }
+}

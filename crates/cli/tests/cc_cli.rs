@@ -180,3 +180,64 @@ fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
         assert_nothing_left(&full);
     }
 }
+
+/// `nena lab run` loads a nena congestion control its run names and unloads it after the
+/// run; interrupted (Ctrl-C) in the middle of the run, it still unloads it, and removes
+/// its lab: nothing registered, no pin, no namespace left.
+#[test]
+fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _u = Unload;
+    assert!(
+        !registered("nena_lia"),
+        "nena_lia is loaded before the test: it cannot tell who unloads it"
+    );
+    let dir = TempDir::new("cc-interrupt");
+    let file = dir.join("interrupt.toml");
+    std::fs::write(
+        &file,
+        "duration = \"30s\"\n[[runs]]\nname = \"lia\"\ntraffic = \"mptcp\"\ncc = \"nena_lia\"\n",
+    )
+    .unwrap();
+    let prefix = nena_lab::unique_prefix();
+    let mut child = std::process::Command::new(NENA)
+        .args(["lab", "run", file.to_str().unwrap(), "--out"])
+        .arg(dir.join("out"))
+        .args(["--prefix", &prefix])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn nena lab run");
+    // wait until the run has loaded its congestion control and its lab is up
+    let t0 = std::time::Instant::now();
+    while !(registered("nena_lia") && nena_lab::Lab::is_up(&prefix)) {
+        if t0.elapsed() > std::time::Duration::from_secs(20) || child.try_wait().unwrap().is_some()
+        {
+            let _ = child.kill();
+            let _ = nena(&["lab", "down", "--prefix", &prefix]);
+            panic!("the run did not load nena_lia and bring its lab up within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet
+    assert_eq!(
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) },
+        0,
+        "kill SIGINT"
+    );
+    let out = child.wait_with_output().expect("wait for nena lab run");
+    let lab_left = nena_lab::Lab::is_up(&prefix);
+    if lab_left {
+        let _ = nena(&["lab", "down", "--prefix", &prefix]);
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "exit status after SIGINT; stderr: {}",
+        stderr(&out)
+    );
+    assert!(!lab_left, "the interrupted run left its lab {prefix}");
+    assert_nothing_left("nena_lia");
+}

@@ -278,10 +278,36 @@ impl Drop for ResetCc {
 }
 
 /// A nena congestion control (`nena_*`) that this run loaded with `nena cc load`; unloaded
-/// with `nena cc unload` when dropped.
+/// with `nena cc unload` when dropped (or by [`unload_after_interrupt`]).
 struct CcLoaded {
     nena: PathBuf,
     name: String,
+}
+
+/// The congestion controls loaded by runs in progress, for [`unload_after_interrupt`].
+static LOADED: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn cc_unload(nena: &Path, name: &str) {
+    match std::process::Command::new(nena)
+        .args(["cc", "unload", name])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => log::warn!(
+            "unloading {name}: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => log::warn!("unloading {name}: {e}"),
+    }
+}
+
+/// Unloads every congestion control a run in progress loaded: for an interrupted scenario
+/// (Ctrl-C ends the process without dropping the runs' guards).
+pub fn unload_after_interrupt() {
+    let loaded = std::mem::take(&mut *LOADED.lock().unwrap_or_else(|e| e.into_inner()));
+    for (nena, name) in loaded {
+        cc_unload(&nena, &name);
+    }
 }
 
 fn registered(cc: &str) -> bool {
@@ -307,6 +333,10 @@ impl CcLoaded {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
+        LOADED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((nena.to_path_buf(), cc.to_string()));
         Ok(Some(CcLoaded {
             nena: nena.to_path_buf(),
             name: cc.to_string(),
@@ -316,17 +346,12 @@ impl CcLoaded {
 
 impl Drop for CcLoaded {
     fn drop(&mut self) {
-        match std::process::Command::new(&self.nena)
-            .args(["cc", "unload", &self.name])
-            .output()
-        {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => log::warn!(
-                "unloading {}: {}",
-                self.name,
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-            Err(e) => log::warn!("unloading {}: {e}", self.name),
+        let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        // not in the list: already unloaded after an interrupt
+        if let Some(i) = loaded.iter().position(|(_, n)| *n == self.name) {
+            loaded.swap_remove(i);
+            drop(loaded);
+            cc_unload(&self.nena, &self.name);
         }
     }
 }

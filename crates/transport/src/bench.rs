@@ -747,6 +747,16 @@ pub fn with_lab_teardown_on_interrupt<T: Send>(
     prefix: &str,
     work: impl FnOnce() -> Result<T> + Send,
 ) -> Result<T> {
+    with_teardown_on_interrupt(prefix, || {}, work)
+}
+
+/// [`with_lab_teardown_on_interrupt`], and `also` run after the lab is removed on Ctrl-C
+/// (for what the work set up beside the lab: the scenario runner's congestion controls).
+pub fn with_teardown_on_interrupt<T: Send>(
+    prefix: &str,
+    also: impl FnOnce(),
+    work: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -760,6 +770,7 @@ pub fn with_lab_teardown_on_interrupt<T: Send>(
                 r = rx => r.unwrap_or_else(|_| Err(anyhow!("the worker thread died"))),
                 _ = tokio::signal::ctrl_c() => {
                     let _ = Lab::down(prefix);
+                    also();
                     eprintln!("nena: interrupted; lab {prefix} removed");
                     std::process::exit(130);
                 }

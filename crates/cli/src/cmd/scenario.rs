@@ -45,10 +45,11 @@ pub fn run(a: &RunArgs) -> CmdResult {
             a.prefix
         )));
     }
-    let summary: ScenarioSummary =
-        nena_transport::bench::with_lab_teardown_on_interrupt(&a.prefix, || {
-            run_scenario(&sc, &opts, |l| eprintln!("{l}"))
-        })?;
+    let summary: ScenarioSummary = nena_transport::bench::with_teardown_on_interrupt(
+        &a.prefix,
+        nena_scenario::run::unload_after_interrupt,
+        || run_scenario(&sc, &opts, |l| eprintln!("{l}")),
+    )?;
     if a.json {
         println!(
             "{}",

@@ -13,52 +13,9 @@ use nena_lab::{Host, Link, Rate};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use transfer_common::*;
-
-/// A child process killed on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// python's http.server on 0.0.0.0:8000 of the server host, serving `dir`, its log (the
-/// clients' addresses) in `log`.
-fn http_server(lab: &nena_lab::Lab, dir: &TempDir, log: &std::path::Path) -> Killed {
-    let mut cmd = lab.command(
-        Host::Server,
-        "python3",
-        [
-            "-u",
-            "-m",
-            "http.server",
-            "8000",
-            "--bind",
-            "0.0.0.0",
-            "--directory",
-            dir.path().to_str().unwrap(),
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
-    let http = Killed(cmd.spawn().expect("python3 -m http.server"));
-    let up = lab
-        .run_in(Host::Server, || {
-            (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(50));
-                std::net::TcpStream::connect("127.0.0.1:8000").is_ok()
-            })
-        })
-        .unwrap();
-    assert!(up, "http.server did not start");
-    http
-}
 
 /// `nena -v run ARGS` in the client host to completion.
 fn nena_run(lab: &nena_lab::Lab, args: &[&str]) -> std::process::Output {
@@ -154,7 +111,7 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     let body = text(1_500_000, 7);
     std::fs::write(dir.join("blob.txt"), &body).unwrap();
     let http_log = dir.join("http.log");
-    let _http = http_server(&lab, &dir, &http_log);
+    let _http = http_server(&lab, &dir, Some(&http_log));
     let listen = server(&lab, 7601);
     let ps = spawn_listening(
         &lab,

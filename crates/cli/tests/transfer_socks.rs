@@ -10,7 +10,7 @@ mod transfer_common;
 use nena_lab::Host;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 use transfer_common::*;
 
@@ -26,16 +26,6 @@ fn raise_nofile_limit() {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
-    }
-}
-
-/// A child process killed on drop (the http server).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -64,38 +54,6 @@ fn socks_connect(proxy: SocketAddr, req: &[u8], raw: bool) -> std::io::Result<(u
     Ok((head[1], s))
 }
 
-/// python's http.server on every IPv4 address of the server host, serving
-/// `dir`; waits until it accepts connections.
-fn http_server(lab: &nena_lab::Lab, dir: &TempDir) -> Killed {
-    let mut cmd = lab.command(
-        Host::Server,
-        "python3",
-        [
-            "-m",
-            "http.server",
-            "8000",
-            "--bind",
-            "0.0.0.0",
-            "--directory",
-            dir.path().to_str().unwrap(),
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let http = Killed(cmd.spawn().expect("python3 -m http.server"));
-    let up = lab
-        .run_in(Host::Server, || {
-            (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(50));
-                TcpStream::connect("127.0.0.1:8000").is_ok()
-            })
-        })
-        .unwrap();
-    assert!(up, "http.server did not start");
-    http
-}
-
 /// `curl -sS URL` through the SOCKS proxy `proxy` (a `--proxy` URL) in the client host.
 fn curl(lab: &nena_lab::Lab, proxy: &str, url: &str) -> std::process::Output {
     lab.command(
@@ -121,7 +79,7 @@ fn socks5_through_both_proxies_with_allow_rules() {
     let body = random(3 * 1024 * 1024 + 17, 42);
     std::fs::write(dir.join("blob.bin"), &body).unwrap();
 
-    let _http = http_server(&lab, &dir);
+    let _http = http_server(&lab, &dir, None);
     // An echo server for the concurrent sessions.
     let _echo = echo_server(&lab, "127.0.0.1:8007".parse().unwrap());
     // Loopback of the server host, ports 8000-8010 only: the server's own address
@@ -369,7 +327,7 @@ fn socks5_username_and_password() {
     std::fs::write(dir.join("users"), "# SOCKS users\nalice:s3cret pass\n").unwrap();
     let page = b"<p>hello through nena</p>\n".repeat(1000);
     std::fs::write(dir.join("page.html"), &page).unwrap();
-    let _http = http_server(&lab, &dir);
+    let _http = http_server(&lab, &dir, None);
     let listen = server(&lab, 7421);
     let _ps = spawn_listening(
         &lab,

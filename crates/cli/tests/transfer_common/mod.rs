@@ -272,3 +272,49 @@ pub fn bytes_by_trust(report: &serde_json::Value) -> (u64, u64) {
     }
     (t, u)
 }
+
+/// A child process killed (and reaped) on drop.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// python's http.server on 0.0.0.0:8000 of the server host, serving `dir`; its log (the
+/// clients' addresses, unbuffered) in `log` when given. Returns once it accepts connections.
+pub fn http_server(lab: &Lab, dir: &TempDir, log: Option<&Path>) -> Killed {
+    let mut cmd = lab.command(
+        Host::Server,
+        "python3",
+        [
+            "-u",
+            "-m",
+            "http.server",
+            "8000",
+            "--bind",
+            "0.0.0.0",
+            "--directory",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            None => Stdio::null(),
+        });
+    let http = Killed(cmd.spawn().expect("python3 -m http.server"));
+    let up = lab
+        .run_in(Host::Server, || {
+            (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                std::net::TcpStream::connect("127.0.0.1:8000").is_ok()
+            })
+        })
+        .unwrap();
+    assert!(up, "http.server did not start");
+    http
+}

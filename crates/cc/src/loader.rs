@@ -13,12 +13,11 @@ use std::time::{Duration, Instant};
 
 /// Where `nena cc load` pins each algorithm's link.
 pub const PIN_ROOT: &str = "/sys/fs/bpf/nena-cc";
-const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+const AVAILABLE: &str = nena_mptcp::AVAILABLE_CONGESTION_CONTROLS;
 
 /// The congestion controls the kernel has registered (its own and BPF ones).
 pub fn available() -> Result<Vec<String>> {
-    let s = std::fs::read_to_string(AVAILABLE).with_context(|| format!("reading {AVAILABLE}"))?;
-    Ok(s.split_whitespace().map(str::to_string).collect())
+    nena_mptcp::available_congestion_controls().with_context(|| format!("reading {AVAILABLE}"))
 }
 
 /// Is `name` registered with the kernel?

@@ -25,6 +25,18 @@ pub fn set_congestion_control(name: Option<&str>) {
     *CONGESTION.write().unwrap_or_else(|e| e.into_inner()) = name.map(str::to_string);
 }
 
+/// Where the kernel lists the congestion controls it has registered (its own and BPF ones).
+pub const AVAILABLE_CONGESTION_CONTROLS: &str =
+    "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// The congestion controls the kernel has registered, in its order.
+pub fn available_congestion_controls() -> io::Result<Vec<String>> {
+    Ok(std::fs::read_to_string(AVAILABLE_CONGESTION_CONTROLS)?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect())
+}
+
 fn mptcp_socket(domain: Domain) -> Result<Socket, MptcpError> {
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::MPTCP))
         .map_err(MptcpError::from_socket_error)?;

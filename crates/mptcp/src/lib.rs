@@ -112,6 +112,7 @@ pub mod recovery;
 mod sockopt;
 pub mod uapi;
 
+pub use client::{available_congestion_controls, AVAILABLE_CONGESTION_CONTROLS};
 pub use client::{
     connect, connect_ungated, listen, set_congestion_control, Client, ConnectOptions,
 };

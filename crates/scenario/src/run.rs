@@ -311,9 +311,9 @@ pub fn unload_after_interrupt() {
 }
 
 fn registered(cc: &str) -> bool {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+    nena_mptcp::available_congestion_controls()
         .unwrap_or_default()
-        .split_whitespace()
+        .iter()
         .any(|a| a == cc)
 }
 
@@ -457,12 +457,12 @@ impl Competitor {
 }
 
 fn set_cc(lab: &Lab, cc: &str) -> Result<()> {
-    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
-    if !avail.split_whitespace().any(|a| a == cc) {
+    if !registered(cc) {
         bail!(
             "congestion control {cc:?} is not available here (available: {})",
-            avail.trim()
+            nena_mptcp::available_congestion_controls()
+                .unwrap_or_default()
+                .join(" ")
         );
     }
     for h in [Host::Client, Host::Server] {

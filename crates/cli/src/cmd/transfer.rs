@@ -152,13 +152,11 @@ pub struct ClientCommon {
 /// then have every MPTCP socket of this process use it.
 fn apply_cc(cc: &Option<String>) -> Result<(), Exit> {
     let Some(name) = cc else { return Ok(()) };
-    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
-    let avail: Vec<&str> = avail.split_whitespace().collect();
+    let avail = nena_mptcp::available_congestion_controls().unwrap_or_default();
     // `lia` for `nena_lia`, as `nena cc load` takes them.
-    let full = if avail.contains(&name.as_str()) {
+    let full = if avail.contains(name) {
         name.clone()
-    } else if avail.contains(&format!("nena_{name}").as_str()) {
+    } else if avail.contains(&format!("nena_{name}")) {
         format!("nena_{name}")
     } else {
         return Err(Exit::usage(anyhow!(

@@ -241,3 +241,63 @@ fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
     assert!(!lab_left, "the interrupted run left its lab {prefix}");
     assert_nothing_left("nena_lia");
 }
+
+/// Issue 13's shared-bottleneck check, on the shipped scenario (scenarios/fairness-shared.toml,
+/// shortened with `--scale`): its `lia` and `reno` runs, each an MPTCP connection of two
+/// subflows beside one reno TCP flow through the 20 Mbit/s server link, each repeated in a
+/// fresh lab. Pooled over the repetitions (the MPTCP connections' goodputs over the TCP
+/// flows'), LIA's share must be within the goal (at most 1.2x the TCP flow's) and uncoupled
+/// reno's must exceed it by a clear margin, in the same test, so the check fails if the
+/// coupling stops working (LIA then takes what reno takes) or if the lab stops letting
+/// uncoupled subflows take more. The runner loads nena_lia for its run and unloads it.
+#[test]
+fn shared_bottleneck_lia_within_the_goal_where_uncoupled_reno_takes_more() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _u = Unload;
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/fairness-shared.toml"
+    );
+    let dir = TempDir::new("cc-fairness");
+    let prefix = nena_lab::unique_prefix();
+    let out = std::process::Command::new(NENA)
+        .args(["lab", "run", scenario, "--only", "lia", "--only", "reno"])
+        .args(["--scale", "0.5", "--json", "--prefix", &prefix, "--out"])
+        .arg(dir.join("out"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run nena lab run");
+    if nena_lab::Lab::is_up(&prefix) {
+        let _ = nena(&["lab", "down", "--prefix", &prefix]);
+        panic!("the scenario left its lab {prefix}");
+    }
+    assert!(out.status.success(), "nena lab run: {}", stderr(&out));
+    assert_nothing_left("nena_lia");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+    let pooled = |name: &str| {
+        let (mut mptcp, mut tcp, mut each) = (0.0, 0.0, vec![]);
+        for r in v["runs"].as_array().unwrap() {
+            if r["name"] != name {
+                continue;
+            }
+            let c = &r["competing"];
+            // pooled as the ratio of the mean goodputs over the repetitions
+            mptcp += r["outcome"]["goodput_mbit_s"].as_f64().unwrap();
+            tcp += c["goodput_mbit_s"].as_f64().unwrap();
+            each.push(c["share"].as_f64().unwrap());
+        }
+        assert_eq!(each.len(), 3, "{name}: three repetitions");
+        (mptcp / tcp, each)
+    };
+    let (lia, lia_each) = pooled("lia");
+    let (reno, reno_each) = pooled("reno");
+    eprintln!("pooled share: lia {lia:.2} {lia_each:.2?}, reno {reno:.2} {reno_each:.2?}");
+    assert!(
+        lia <= 1.2,
+        "LIA takes {lia:.2}x the TCP flow's goodput (goal: within 1.2x)"
+    );
+    assert!(
+        reno > 1.3 * lia,
+        "uncoupled reno takes {reno:.2}x, LIA {lia:.2}x: the coupling shows no effect"
+    );
+}

@@ -195,3 +195,65 @@ fn bad_scenario_files_are_refused_with_one_line() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `subflows = 1` keeps a kernel-MPTCP run on its first subflow (the trusted link), where
+/// the default run of the same scenario has a subflow on each link: the control of the
+/// fairness experiment (scenarios/fairness-shared.toml, `mptcp-1sf`).
+#[test]
+fn one_subflow_runs_stay_on_the_trusted_link() {
+    let prefix = nena_lab::unique_prefix().replace("nt", "ns");
+    let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());
+    let file = c.1.path().join("one.toml");
+    std::fs::write(
+        &file,
+        "duration = \"3s\"\n\
+         [[runs]]\nname = \"one\"\ntraffic = \"mptcp\"\nsubflows = 1\n\
+         [[runs]]\nname = \"two\"\ntraffic = \"mptcp\"\n",
+    )
+    .unwrap();
+    let out = c.1.path().join("out");
+    let o = nena(&[
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--prefix",
+        &prefix,
+        "--json",
+    ]);
+    assert!(
+        o.status.success(),
+        "nena lab run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let links = |i: usize| -> Vec<(String, u64, u64)> {
+        v["runs"][i]["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["bytes"].as_u64().unwrap() > 0)
+            .map(|l| {
+                (
+                    l["link"].as_str().unwrap().to_string(),
+                    l["subflows"].as_u64().unwrap(),
+                    l["bytes"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let one = links(0);
+    assert_eq!(
+        one.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),
+        [("trusted", 1)],
+        "subflows = 1: {one:?}"
+    );
+    let two = links(1);
+    assert_eq!(
+        two.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),
+        [("trusted", 1), ("untrusted", 1)],
+        "the default: {two:?}"
+    );
+    assert_eq!(namespaces_with(&prefix), 0, "the run left its lab behind");
+}

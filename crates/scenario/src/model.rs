@@ -241,6 +241,12 @@ pub struct RunSpec {
     /// against it.
     #[serde(default)]
     pub competing: Option<Competing>,
+    /// For `mptcp`: `subflows = 1` keeps the connection on its first subflow (the trusted
+    /// link): the run's lab gets the userspace path manager, which opens no other. The
+    /// single-subflow control of the fairness experiment. Default: the kernel path
+    /// manager's two subflows.
+    #[serde(default)]
+    pub subflows: Option<u32>,
 }
 
 /// A competing TCP flow (`competing = { ... }` of a run).
@@ -450,11 +456,27 @@ impl Scenario {
                 },
                 Traffic::Mptcp => {}
             }
-            if r.pm == Some(PmMode::Userspace) && r.traffic == Traffic::Mptcp
-                || r.pm.is_none() && self.lab.pm == PmMode::Userspace && r.traffic == Traffic::Mptcp
-            {
+            if let Some(n) = r.subflows {
+                if r.traffic != Traffic::Mptcp {
+                    bail!("runs[{i}] ({}): `subflows` is only for mptcp runs", r.name);
+                }
+                if n != 1 {
+                    bail!(
+                        "runs[{i}] ({}): subflows = {n}: only 1 can be asked for (two, over both links, is the default)",
+                        r.name
+                    );
+                }
+                if r.pm == Some(PmMode::Kernel) {
+                    bail!(
+                        "runs[{i}] ({}): subflows = 1 runs with the userspace path manager; leave out pm = \"kernel\"",
+                        r.name
+                    );
+                }
+            }
+            let userspace = r.pm.unwrap_or(self.lab.pm) == PmMode::Userspace;
+            if userspace && r.traffic == Traffic::Mptcp && r.subflows != Some(1) {
                 bail!(
-                    "runs[{i}] ({}): kernel MPTCP without nena needs pm = \"kernel\" (with the userspace path manager nothing opens its second subflow)",
+                    "runs[{i}] ({}): kernel MPTCP without nena needs pm = \"kernel\" (with the userspace path manager nothing opens its second subflow; subflows = 1 says that is meant)",
                     r.name
                 );
             }

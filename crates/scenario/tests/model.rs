@@ -222,3 +222,25 @@ fn a_competing_flow_is_parsed_and_checked() {
         assert!(e.contains(want), "{text}: {e}");
     }
 }
+
+#[test]
+fn one_subflow_is_parsed_and_checked() {
+    let s = Scenario::parse(&format!("{OK}subflows = 1\n"), "t").unwrap();
+    assert_eq!(s.runs[0].subflows, Some(1));
+    assert_eq!(s.runs[0].pm, None, "the runner picks the path manager");
+    for (text, want) in [
+        ("subflows = 2\n", "only 1 can be asked for"),
+        ("subflows = 0\n", "only 1 can be asked for"),
+        ("subflows = 1\npm = \"kernel\"\n", "leave out pm"),
+        ("pm = \"userspace\"\n", "subflows = 1 says that is meant"),
+    ] {
+        let e = err(&format!("{OK}{text}"));
+        assert!(e.contains(want), "{text}: {e}");
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
+    let e = err("duration = \"10s\"\n[[runs]]\nname = \"a\"\ntraffic = \"tcp\"\nlink = \"trusted\"\nsubflows = 1\n");
+    assert!(e.contains("only for mptcp runs"), "{e}");
+    // With the userspace path manager asked for explicitly, one subflow is what it gives.
+    let s = Scenario::parse(&format!("{OK}subflows = 1\npm = \"userspace\"\n"), "t").unwrap();
+    assert_eq!(s.runs[0].subflows, Some(1));
+}

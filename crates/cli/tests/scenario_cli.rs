@@ -39,6 +39,29 @@ fn namespaces_with(prefix: &str) -> usize {
         .count()
 }
 
+/// `nena lab run FILE --out OUT --prefix PREFIX --json EXTRA...`, which must succeed; its
+/// summary.
+fn lab_run(file: &str, out: &std::path::Path, prefix: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "lab",
+        "run",
+        file,
+        "--out",
+        out.to_str().unwrap(),
+        "--prefix",
+        prefix,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = nena(&args);
+    assert!(
+        o.status.success(),
+        "nena lab run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// The study's measurement 3 at a fifth of its length (24 s; the untrusted "ppp1" link down
 /// 2 s at 3.2 s and at 13.4 s) with nena's default mode: the session survives, every byte
 /// is verified, ppp1 carries nothing while down and carries data again within 2 s of each
@@ -48,26 +71,12 @@ fn lte_outages_shortened_survive_and_recover_within_two_seconds() {
     let prefix = nena_lab::unique_prefix().replace("nt", "ns");
     let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());
     let out = c.1.path().join("out");
-    let o = nena(&[
-        "lab",
-        "run",
+    let v = lab_run(
         &scenario("lte-outages.toml"),
-        "--out",
-        out.to_str().unwrap(),
-        "--scale",
-        "0.2",
-        "--only",
-        "nena-aead",
-        "--prefix",
+        &out,
         &prefix,
-        "--json",
-    ]);
-    assert!(
-        o.status.success(),
-        "nena lab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+        &["--scale", "0.2", "--only", "nena-aead"],
     );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let written: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v, written, "--json prints what summary.json holds");
@@ -212,22 +221,7 @@ fn one_subflow_runs_stay_on_the_trusted_link() {
     )
     .unwrap();
     let out = c.1.path().join("out");
-    let o = nena(&[
-        "lab",
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--prefix",
-        &prefix,
-        "--json",
-    ]);
-    assert!(
-        o.status.success(),
-        "nena lab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = lab_run(file.to_str().unwrap(), &out, &prefix, &[]);
     let links = |i: usize| -> Vec<(String, u64, u64)> {
         v["runs"][i]["links"]
             .as_array()

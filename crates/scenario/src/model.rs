@@ -276,6 +276,16 @@ impl RunSpec {
     pub fn nena_mode(&self) -> Option<nena_proto::Mode> {
         self.mode.as_deref().and_then(|m| m.parse().ok())
     }
+
+    /// The client's path manager for this run, `default` being `[lab] pm`: the userspace
+    /// one for `subflows = 1` (it opens no second subflow), else the run's own or the default.
+    pub fn path_manager(&self, default: PmMode) -> PmMode {
+        if self.subflows == Some(1) {
+            PmMode::Userspace
+        } else {
+            self.pm.unwrap_or(default)
+        }
+    }
 }
 
 /// `[capture]`.
@@ -473,8 +483,10 @@ impl Scenario {
                     );
                 }
             }
-            let userspace = r.pm.unwrap_or(self.lab.pm) == PmMode::Userspace;
-            if userspace && r.traffic == Traffic::Mptcp && r.subflows != Some(1) {
+            if r.traffic == Traffic::Mptcp
+                && r.subflows != Some(1)
+                && r.path_manager(self.lab.pm) == PmMode::Userspace
+            {
                 bail!(
                     "runs[{i}] ({}): kernel MPTCP without nena needs pm = \"kernel\" (with the userspace path manager nothing opens its second subflow; subflows = 1 says that is meant)",
                     r.name

@@ -8,7 +8,7 @@ use crate::model::{Action, Direction, Event, RunSpec, Scenario, Traffic};
 use crate::sample::{Sample, Sampler};
 use crate::summary::{self, RunSummary};
 use anyhow::{anyhow, bail, Context, Result};
-use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabGuard, Link, PmMode};
+use nena_lab::{CaptureOptions, Host, Lab, LabConfig, LabGuard, Link};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -146,11 +146,7 @@ fn lab_config(sc: &Scenario, r: &RunSpec, prefix: String, opts: &RunOptions) -> 
     let base = &opts.base;
     Ok(LabConfig {
         prefix,
-        pm: if r.subflows == Some(1) {
-            PmMode::Userspace
-        } else {
-            r.pm.unwrap_or(sc.lab.pm)
-        },
+        pm: r.path_manager(sc.lab.pm),
         trusted_rate: sc.links.trusted.rate,
         untrusted_rate: sc.links.untrusted.rate,
         server_rate: sc.links.server.rate,

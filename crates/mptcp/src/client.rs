@@ -4,12 +4,12 @@
 //! preparation and the checks after connect with it ([`prepare`], [`Pending::finish`]).
 
 use crate::gate::{Gate, GateMachine, ReleaseReport};
-use crate::path::{PathPolicy, PolicyError, ResolvedPolicy};
+use crate::path::{LocalIface, PathPolicy, PolicyError, ResolvedPolicy};
 use crate::pm::{Endpoint, PmEvents, PmSocket};
 use crate::{sockopt, MptcpError, PmKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
@@ -110,6 +110,8 @@ pub struct Client {
 /// Everything of a connection but its socket, between [`prepare`] and connect().
 pub(crate) struct Pending {
     remote: SocketAddr,
+    /// The trusted interface the initial subflow is bound to.
+    iface: LocalIface,
     policy: ResolvedPolicy,
     pm: PmKind,
     pm_sock: Option<PmSocket>,
@@ -136,6 +138,15 @@ pub(crate) fn prepare(
             join(policy.trusted.iter())
         ))
     })?;
+    // A path is an interface: the initial subflow (the MP_CAPABLE handshake, the first
+    // flight) is bound to the trusted address's interface, whatever the routes say.
+    let iface = policy.iface(source).cloned().ok_or_else(|| {
+        MptcpError::Policy(format!(
+            "the trusted address {source} is held by no interface of this host: name the \
+             trusted interface with --trusted IFACE, or add the address to it"
+        ))
+    })?;
+    check_trusted_route(remote.ip(), source, &iface)?;
     let pm = crate::pm_kind()?;
     // Open the netlink socket now, in the namespace the connection lives in (the gate may be
     // used later from another thread). Userspace PM needs it; in-kernel PM only reads the
@@ -160,12 +171,20 @@ pub(crate) fn prepare(
         }
     };
     let sock = mptcp_socket(Domain::for_address(remote))?;
+    // SO_BINDTODEVICE on the MPTCP socket binds its initial subflow (and the MPTCP socket)
+    // to the device; an unprivileged process may do it on a socket not bound yet (Linux 5.7).
+    sock.bind_device(Some(iface.name.as_bytes())).map_err(|e| {
+        MptcpError::Policy(format!(
+            "cannot bind the connection to the trusted interface {iface}: {e}"
+        ))
+    })?;
     sock.bind(&SockAddr::from(SocketAddr::new(source, 0)))
         .map_err(|e| MptcpError::Policy(format!("cannot bind to trusted address {source}: {e}")))?;
     Ok((
         sock,
         Pending {
             remote,
+            iface,
             policy,
             pm,
             pm_sock,
@@ -184,6 +203,19 @@ impl Pending {
         conn: BorrowedFd<'_>,
         allow_fallback: bool,
     ) -> Result<Gate, MptcpError> {
+        // The initial subflow leaves by the trusted interface: read the binding back.
+        let bound = socket2::SockRef::from(&conn).device()?;
+        if bound.as_deref() != Some(self.iface.name.as_bytes()) {
+            return Err(MptcpError::Policy(format!(
+                "the connection to {} is bound to {} instead of the trusted interface {}; refusing it",
+                self.remote,
+                bound.map_or("no interface".into(), |b| format!(
+                    "`{}`",
+                    String::from_utf8_lossy(&b)
+                )),
+                self.iface
+            )));
+        }
         let fallback = sockopt::is_fallback(conn)?;
         if fallback {
             if !allow_fallback {
@@ -216,6 +248,38 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
     let stream: TcpStream = sock.into();
     let gate = pending.finish(stream.as_fd(), opts.allow_fallback)?;
     Ok(Client { stream, gate })
+}
+
+/// Fail closed, with the route and the fix, when the trusted interface has no route to
+/// `remote` (a host whose only default route leaves by the untrusted link): bound to its
+/// interface the connection could not leave, and the kernel would only find out after
+/// seconds of unanswered neighbour requests. A lookup that cannot be made is no reason to
+/// refuse: the binding holds either way.
+fn check_trusted_route(
+    remote: IpAddr,
+    source: IpAddr,
+    iface: &LocalIface,
+) -> Result<(), MptcpError> {
+    match crate::route::lookup(remote, Some(iface.index)) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            let host = match crate::route::lookup(remote, None) {
+                Ok(Some(r)) => format!("this host's route to it is `{}`", r.describe()),
+                _ => "this host has no route to it at all".to_string(),
+            };
+            Err(MptcpError::Policy(format!(
+                "no route to {remote} through the trusted interface {iface} ({source}); {host}, \
+                 and nena never lets the handshake leave by another interface: add a route \
+                 through {iface}, e.g. `ip route add {remote} via GATEWAY dev {}` or a default \
+                 route on it with its own metric",
+                iface.name
+            )))
+        }
+        Err(e) => {
+            log::debug!("route lookup towards {remote} through {iface}: {e}");
+            Ok(())
+        }
+    }
 }
 
 fn join<T: std::fmt::Display>(it: impl Iterator<Item = T>) -> String {

@@ -105,10 +105,12 @@
 //! refuses fallback connections ([`check_fallback`]).
 
 mod client;
+pub mod diag;
 pub mod gate;
 pub mod path;
 pub mod pm;
 pub mod recovery;
+pub mod route;
 mod sockopt;
 pub mod uapi;
 

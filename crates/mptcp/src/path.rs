@@ -1,10 +1,17 @@
 //! Trusted / untrusted local paths: `--trusted ADDR|IFACE` and `--untrusted ADDR|IFACE`
-//! specifications ([`PathSpec`], [`PathPolicy`]), their resolution to local addresses in the
-//! current network namespace ([`ResolvedPolicy`]) and the classification of a subflow's
-//! local address ([`Trust`]). An address in neither list counts as untrusted.
+//! specifications ([`PathSpec`], [`PathPolicy`]), their resolution to local addresses and
+//! the interfaces that hold them in the current network namespace ([`ResolvedPolicy`],
+//! [`LocalIface`]) and the classification of a subflow's local address ([`Trust`]). An
+//! address in neither list counts as untrusted.
+//!
+//! A path is an interface, not an address: routing alone may send a packet from the trusted
+//! address out of the untrusted interface (a host without source-based rules whose default
+//! route leaves by the untrusted link). So every policy address keeps the interface it
+//! belongs to, and the connection code binds each subflow to it (`SO_BINDTODEVICE` for the
+//! initial subflow, the interface index on `SUBFLOW_CREATE`).
 
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -93,13 +100,37 @@ impl Trust {
     pub fn is_trusted(self) -> bool {
         self == Trust::Trusted
     }
+    /// How the tools name it to a person (`unlisted` in JSON).
+    pub fn label(self) -> &'static str {
+        match self {
+            Trust::Trusted => "trusted",
+            Trust::Untrusted => "untrusted",
+            Trust::Unlisted => "not named by --trusted or --untrusted, counted as untrusted",
+        }
+    }
 }
 
-/// A policy turned into concrete local addresses of the current network namespace.
+/// A local interface: its name and index in the current network namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct LocalIface {
+    pub name: String,
+    pub index: u32,
+}
+
+impl fmt::Display for LocalIface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.name)
+    }
+}
+
+/// A policy turned into concrete local addresses of the current network namespace, each
+/// with the interface that holds it (`ifaces`; an address given literally that no
+/// interface holds has no entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ResolvedPolicy {
     pub trusted: BTreeSet<IpAddr>,
     pub untrusted: BTreeSet<IpAddr>,
+    pub ifaces: BTreeMap<IpAddr, LocalIface>,
 }
 
 /// Policy resolution failures.
@@ -115,6 +146,23 @@ pub enum PolicyError {
     Conflict(IpAddr),
     #[error("cannot list local addresses: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "the address {addr} is held by two interfaces, `{a}` and `{b}`: name the interface instead"
+    )]
+    AmbiguousAddr { addr: IpAddr, a: String, b: String },
+}
+
+/// The interface of this network namespace that holds `addr`, if one does (an IPv4-mapped
+/// IPv6 address is looked up as IPv4).
+pub fn iface_of(addr: IpAddr) -> std::io::Result<Option<LocalIface>> {
+    let want = canonical(addr);
+    Ok(local_addresses()?
+        .into_iter()
+        .find(|(_, a)| canonical(*a) == want)
+        .and_then(|(name, _)| {
+            let index = nix::net::if_::if_nametoindex(name.as_str()).ok()?;
+            Some(LocalIface { name, index })
+        }))
 }
 
 /// The addresses of every interface of the current network namespace, with their names.
@@ -173,7 +221,56 @@ impl PathPolicy {
         };
         let trusted = expand(&self.trusted)?;
         let untrusted = expand(&self.untrusted)?;
-        ResolvedPolicy::new(trusted, untrusted)
+        // Each policy address's interface: the one it was named by, else the one holding it.
+        let mut ifaces = BTreeMap::new();
+        for spec in self.trusted.iter().chain(&self.untrusted) {
+            if let PathSpec::Iface(name) = spec {
+                let index = nix::net::if_::if_nametoindex(name.as_str())
+                    .map_err(|_| PolicyError::NoSuchIface(name.clone()))?;
+                for (n, a) in locals.iter().filter(|(n, _)| n == name) {
+                    ifaces.insert(
+                        *a,
+                        LocalIface {
+                            name: n.clone(),
+                            index,
+                        },
+                    );
+                }
+            }
+        }
+        for addr in trusted.iter().chain(&untrusted) {
+            if ifaces.contains_key(addr) {
+                continue;
+            }
+            let holders: Vec<&String> = locals
+                .iter()
+                .filter(|(_, a)| canonical(*a) == canonical(*addr))
+                .map(|(n, _)| n)
+                .collect();
+            if let [a, b, ..] = holders.as_slice() {
+                if a != b {
+                    return Err(PolicyError::AmbiguousAddr {
+                        addr: *addr,
+                        a: a.to_string(),
+                        b: b.to_string(),
+                    });
+                }
+            }
+            if let Some(name) = holders.first() {
+                if let Ok(index) = nix::net::if_::if_nametoindex(name.as_str()) {
+                    ifaces.insert(
+                        *addr,
+                        LocalIface {
+                            name: name.to_string(),
+                            index,
+                        },
+                    );
+                }
+            }
+        }
+        let mut r = ResolvedPolicy::new(trusted, untrusted)?;
+        r.ifaces = ifaces;
+        Ok(r)
     }
 }
 
@@ -186,7 +283,26 @@ impl ResolvedPolicy {
         if let Some(a) = trusted.intersection(&untrusted).next() {
             return Err(PolicyError::Conflict(*a));
         }
-        Ok(ResolvedPolicy { trusted, untrusted })
+        Ok(ResolvedPolicy {
+            trusted,
+            untrusted,
+            ifaces: BTreeMap::new(),
+        })
+    }
+
+    /// The interface that holds the policy address `addr` (None for an address no
+    /// interface holds, or one outside the policy).
+    pub fn iface(&self, addr: IpAddr) -> Option<&LocalIface> {
+        let addr = canonical(addr);
+        self.ifaces
+            .iter()
+            .find(|(a, _)| canonical(**a) == addr)
+            .map(|(_, i)| i)
+    }
+
+    /// The trusted interfaces (by index).
+    pub fn trusted_ifaces(&self) -> BTreeSet<&LocalIface> {
+        self.trusted.iter().filter_map(|a| self.iface(*a)).collect()
     }
 
     /// Trust of a local address; IPv4-mapped IPv6 addresses are compared as IPv4.
@@ -312,7 +428,24 @@ mod tests {
             untrusted: vec![],
         };
         let r = p.resolve().unwrap();
-        assert!(r.trusted.contains(&"127.0.0.1".parse::<IpAddr>().unwrap()));
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(r.trusted.contains(&lo));
+        assert_eq!(r.iface(lo).map(|i| i.name.as_str()), Some("lo"));
+        assert_eq!(r.trusted_ifaces().len(), 1);
+        // an address given literally gets the interface that holds it
+        let p = PathPolicy {
+            trusted: vec![PathSpec::Addr(lo)],
+            untrusted: vec![],
+        };
+        let r = p.resolve().unwrap();
+        assert_eq!(r.iface(lo).map(|i| i.name.as_str()), Some("lo"));
+        assert_eq!(
+            iface_of(lo).unwrap().map(|i| i.name),
+            Some("lo".to_string())
+        );
+        // an address no interface holds has none
+        let far: IpAddr = "198.18.250.250".parse().unwrap();
+        assert_eq!(iface_of(far).unwrap(), None);
         let p = PathPolicy {
             trusted: vec![PathSpec::Iface("nonexist0".into())],
             untrusted: vec![],

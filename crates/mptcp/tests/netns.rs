@@ -618,7 +618,7 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
             let token = info(fd).unwrap().token;
             let mut rogue = PmSocket::open().unwrap();
             rogue
-                .subflow_create(token, UNTRUSTED.parse().unwrap(), server_addr())
+                .subflow_create(token, UNTRUSTED.parse().unwrap(), None, server_addr())
                 .unwrap();
             let sf = loop {
                 let found = c
@@ -798,7 +798,7 @@ fn async_gate_refuses_an_untrusted_subflow_closed_during_the_first_flight() {
                     }
                     let token = info(fd.as_fd()).unwrap().token;
                     let mut pm = PmSocket::open().unwrap();
-                    pm.subflow_create(token, UNTRUSTED.parse().unwrap(), server_addr())
+                    pm.subflow_create(token, UNTRUSTED.parse().unwrap(), None, server_addr())
                         .unwrap();
                     let sf = subflows(fd.as_fd())
                         .unwrap()

@@ -87,6 +87,7 @@ fn set_backup_policy_vs_netlink_latency() {
         pm.subflow_create(
             token,
             CLIENT2.parse().unwrap(),
+            None,
             "198.18.100.2:5201".parse().unwrap(),
         )
         .is_ok()

@@ -61,7 +61,7 @@ impl Paths {
                 format!(
                     "{} ({}) acked {} recv {}",
                     s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
-                    format!("{:?}", s.trust).to_lowercase(),
+                    s.trust.label(),
                     human(s.subflow.bytes_acked),
                     human(s.subflow.bytes_received)
                 )

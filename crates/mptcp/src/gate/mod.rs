@@ -226,6 +226,9 @@ impl Gate {
     /// address is not trusted exists already, and records the data-level baseline.
     pub fn before_first_flight(&mut self) -> Result<(), MptcpError> {
         if self.machine.stage() == Stage::Connected {
+            if self.pm() == PmKind::Kernel && !self.is_fallback() {
+                self.close_premature()?;
+            }
             self.discard_events();
             let snap = self.snapshot()?;
             self.machine.before_first_flight(&snap)?;
@@ -234,6 +237,59 @@ impl Gate {
         }
         self.settle();
         Ok(())
+    }
+
+    /// In-kernel PM: close every subflow from a non-trusted local address that exists before
+    /// the first flight is written. The kernel opens them by itself as soon as the
+    /// connection is fully established, which an ADD_ADDR from the server (a server with a
+    /// `signal` endpoint) makes it before the client has written anything; the default
+    /// scheduler, or a retransmission after a loss on the trusted path, could then put the
+    /// first flight on them. Nothing has been written yet, so closing them loses nothing;
+    /// the in-kernel PM does not open them again, so such a connection stays on its trusted
+    /// subflows (the userspace PM has no such subflows to close: nena opens them itself
+    /// after the first flight). Closing needs `CAP_NET_ADMIN` (`sock_diag` SOCK_DESTROY):
+    /// without it the gate refuses, as before.
+    fn close_premature(&mut self) -> Result<(), MptcpError> {
+        const TCP_CLOSE: u8 = 7;
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let premature: Vec<SubflowInfo> = sockopt::subflows(self.fd())?
+                .into_iter()
+                .filter(|s| !self.machine.trust(s.local).is_trusted() && s.state != TCP_CLOSE)
+                .collect();
+            if premature.is_empty() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                // still listed: let the machine refuse (it names the subflow)
+                return Ok(());
+            }
+            for sf in &premature {
+                let (Some(local), Some(remote)) = (sf.local, sf.remote) else {
+                    continue;
+                };
+                match crate::diag::destroy(local, remote) {
+                    Ok(_) => log::info!(
+                        "closed the subflow {local} -> {remote} that the in-kernel path manager \
+                         opened before the first flight (the server announced an address, or the \
+                         connection was fully established early); the in-kernel path manager does \
+                         not reopen it, so this connection stays on its trusted path (the \
+                         userspace path manager, net.mptcp.path_manager=userspace, opens the \
+                         untrusted paths after the first flight instead)"
+                    ),
+                    Err(e) => {
+                        return Err(MptcpError::Policy(format!(
+                            "trusted-path-first: the in-kernel path manager opened the subflow \
+                             {local} -> {remote} before the first flight was sent, and nena cannot \
+                             close it ({e}; closing a subflow needs CAP_NET_ADMIN); refusing the \
+                             connection. Run with CAP_NET_ADMIN, or use the userspace path manager \
+                             (sysctl net.mptcp.path_manager=userspace)"
+                        )));
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// One step of the wait: read, feed, decide. True once the first flight is acked and
@@ -315,7 +371,8 @@ impl Gate {
             }
             let pm = self.pm_sock.as_mut().expect("opened above");
             for addr in open {
-                match pm.subflow_create(snap.conn.token, addr, self.machine.remote()) {
+                let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
+                match pm.subflow_create(snap.conn.token, addr, ifindex, self.machine.remote()) {
                     Ok(()) => report.created.push(addr),
                     Err(e) => {
                         log::warn!("could not open a subflow from {addr}: {e}");
@@ -333,6 +390,9 @@ impl Gate {
                     .filter_map(|e| e.addr)
                     .filter(|a| a.is_ipv4() == v4)
                     .collect();
+                for line in endpoint_notes(eps, self.machine.policy(), v4) {
+                    log::warn!("{line}");
+                }
                 if report.kernel_endpoints.is_empty() {
                     log::warn!(
                         "the in-kernel path manager has no `subflow` endpoint: the connection \
@@ -368,6 +428,48 @@ impl Gate {
             subflows,
         })
     }
+}
+
+/// What the in-kernel path manager's `subflow` endpoints (of the remote's family) will do
+/// that the user did not ask for, one line each: an endpoint whose address `--untrusted`
+/// (or `--trusted`) does not name carries data all the same, and one without `dev` (or
+/// with another interface than the one that holds its address) leaves by whatever
+/// interface routing picks. Pure: for the release report and its tests.
+pub fn endpoint_notes(eps: &[Endpoint], policy: &ResolvedPolicy, v4: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in eps.iter().filter(|e| e.is_subflow()) {
+        let Some(addr) = e.addr.filter(|a| a.is_ipv4() == v4) else {
+            continue;
+        };
+        let trust = policy.classify(addr);
+        if trust == Trust::Unlisted {
+            out.push(format!(
+                "the in-kernel path manager's endpoint {addr} (id {}) is named by neither \
+                 --trusted nor --untrusted, yet it will carry this connection's data (protected, \
+                 after the first flight): name it with --untrusted {addr}, or remove it with \
+                 `ip mptcp endpoint delete id {}`",
+                e.id, e.id
+            ));
+            continue;
+        }
+        let want = policy.iface(addr);
+        if e.ifindex <= 0 {
+            out.push(format!(
+                "the in-kernel path manager's endpoint {addr} (id {}) has no `dev`: routing, not \
+                 nena, picks the interface its subflow leaves by; re-add it with `dev {}`",
+                e.id,
+                want.map_or("IFACE", |i| i.name.as_str())
+            ));
+        } else if let Some(w) = want.filter(|w| w.index as i32 != e.ifindex) {
+            out.push(format!(
+                "the in-kernel path manager's endpoint {addr} (id {}) is bound to interface index \
+                 {}, not to {w} which holds the address: its subflow leaves by that other \
+                 interface",
+                e.id, e.ifindex
+            ));
+        }
+    }
+    out
 }
 
 /// The pause between two looks at the data-level ACK, which raises no event: it starts
@@ -407,6 +509,59 @@ impl Default for Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::LocalIface;
+
+    fn ep(id: u8, addr: &str, ifindex: i32) -> Endpoint {
+        Endpoint {
+            id,
+            addr: Some(addr.parse().unwrap()),
+            port: 0,
+            flags: crate::pm::MPTCP_PM_ADDR_FLAG_SUBFLOW,
+            ifindex,
+        }
+    }
+
+    /// Endpoints the user did not name, without `dev`, or on another interface than the
+    /// one holding their address each get their line; a named, bound one gets none.
+    #[test]
+    fn endpoint_notes_name_what_the_user_did_not_ask_for() {
+        let t: IpAddr = "198.18.1.2".parse().unwrap();
+        let u: IpAddr = "198.18.2.2".parse().unwrap();
+        let mut p = ResolvedPolicy::new([t].into(), [u].into()).unwrap();
+        p.ifaces.insert(
+            t,
+            LocalIface {
+                name: "trusted".into(),
+                index: 2,
+            },
+        );
+        p.ifaces.insert(
+            u,
+            LocalIface {
+                name: "untrusted".into(),
+                index: 3,
+            },
+        );
+        assert!(endpoint_notes(&[ep(1, "198.18.2.2", 3)], &p, true).is_empty());
+        let n = endpoint_notes(&[ep(1, "198.18.2.2", 0)], &p, true);
+        assert_eq!(n.len(), 1);
+        assert!(
+            n[0].contains("has no `dev`") && n[0].contains("dev untrusted"),
+            "{n:?}"
+        );
+        let n = endpoint_notes(&[ep(1, "198.18.2.2", 2)], &p, true);
+        assert!(n[0].contains("not to `untrusted`"), "{n:?}");
+        let n = endpoint_notes(&[ep(4, "198.18.9.2", 5)], &p, true);
+        assert!(
+            n[0].contains("neither --trusted nor --untrusted") && n[0].contains("id 4"),
+            "{n:?}"
+        );
+        // another family, or a signal-only endpoint: nothing to say for this connection
+        assert!(endpoint_notes(&[ep(4, "198.18.9.2", 5)], &p, false).is_empty());
+        let mut sig = ep(4, "198.18.9.2", 5);
+        sig.flags = 1;
+        assert!(endpoint_notes(&[sig], &p, true).is_empty());
+    }
 
     #[test]
     fn backoff_doubles_to_its_bound_and_resets() {

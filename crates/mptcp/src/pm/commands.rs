@@ -217,14 +217,20 @@ impl PmSocket {
 
     /// Userspace PM: open a new subflow of connection `token` from `local` to `remote`
     /// (`MPTCP_PM_CMD_SUBFLOW_CREATE`). The kernel picks the local port and address id.
+    /// With `ifindex` the subflow is bound to that interface (`MPTCP_PM_ADDR_ATTR_IF_IDX`):
+    /// it leaves by it whatever the routes say; without, routing picks the interface.
     pub fn subflow_create(
         &mut self,
         token: u32,
         local: IpAddr,
+        ifindex: Option<u32>,
         remote: SocketAddr,
     ) -> Result<(), PmError> {
         let mut l = addr_nest(local, 0);
         l.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW));
+        if let Some(i) = ifindex {
+            l.push(AddrAttr::IfIdx(i as i32));
+        }
         let attrs = vec![
             PmAttr::Token(token),
             PmAttr::Addr(l),

@@ -426,8 +426,10 @@ impl Service {
                 Command::CreateSubflow { local, remote } => {
                     let result = if routed.contains(&local) {
                         log::info!("subflow recovery: opening a subflow from {local} to {remote}");
+                        // bound to the interface that holds the address (paths are interfaces)
+                        let ifindex = crate::path::iface_of(local).ok().flatten().map(|i| i.index);
                         self.pm
-                            .subflow_create(token, local, remote)
+                            .subflow_create(token, local, ifindex, remote)
                             .map_err(|e| e.to_string())
                     } else {
                         Err(format!("no route from {local} to {remote} yet"))

@@ -328,3 +328,57 @@ fn no_route_through_the_trusted_interface_fails_closed_and_says_how_to_fix_it() 
     }
     assert!(std::fs::read_dir(srv.path()).unwrap().next().is_none());
 }
+
+/// Leaving out `--untrusted` with the in-kernel PM: its endpoint on the untrusted link still
+/// carries data (the kernel opens it), and the user is told so in one line with the fix.
+#[test]
+fn an_endpoint_the_user_did_not_name_is_said_in_one_line() {
+    let lab = lab_pm(PmMode::Kernel);
+    let srv = TempDir::new("un");
+    let cli = TempDir::new("unc");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let to = server(&lab, 7000);
+    let f = cli.join("f.bin");
+    std::fs::write(&f, random(200_000, 5)).unwrap();
+    let out = client(
+        &lab,
+        &[
+            "send",
+            f.to_str().unwrap(),
+            "--to",
+            &to,
+            "--trusted",
+            "trusted",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("named by neither --trusted nor --untrusted"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("198.18.2.2") && lines[0].contains("--untrusted 198.18.2.2"));
+    // Named, it is quiet.
+    let out = client(
+        &lab,
+        &[
+            "send",
+            f.to_str().unwrap(),
+            "--name",
+            "g",
+            "--to",
+            &to,
+            "--trusted",
+            "trusted",
+            "--untrusted",
+            "untrusted",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("named by neither"));
+}

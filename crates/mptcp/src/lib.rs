@@ -33,16 +33,24 @@
 //! [`MptcpError::Refused`]; [`MptcpError::is_unverifiable`] tells a first flight that could
 //! not be verified (lost events: retrying with a new connection is safe) from a broken rule.
 //!
-//! 1. **Handshake — by construction, both PM modes.** [`connect`] binds the socket to a
-//!    trusted address of the remote's family before `connect()`, so the MP_CAPABLE
-//!    handshake (which carries both MPTCP keys in clear) runs on the initial subflow from
-//!    that address (the host's routing must send that source address over the trusted
-//!    interface, as the lab's policy routing does). After connect it re-reads the subflow
-//!    list and fails if the initial subflow's local address is not trusted
-//!    ([`Refusal::InitialNotTrusted`]).
-//! 2. **Before the first flight — checked, fail closed.** [`Gate::before_first_flight`]
-//!    refuses if any subflow with a non-trusted local address exists
-//!    ([`Refusal::UntrustedBeforeFirstFlight`]).
+//! 1. **Handshake — by construction, both PM modes.** [`connect`] binds the socket to the
+//!    trusted interface (`SO_BINDTODEVICE`) and to a trusted address of it of the remote's
+//!    family before `connect()`, so the MP_CAPABLE handshake (which carries both MPTCP keys
+//!    in clear) runs on the initial subflow out of that interface, whatever the routes say
+//!    (a host without source-based rules whose default route leaves by the untrusted link
+//!    included). Before connecting it checks that the routing table has an entry to the
+//!    server through that interface ([`route::lookup`]) and fails closed, naming the host's
+//!    route and the fix, when it has none. After connect it reads the binding back, re-reads
+//!    the subflow list and fails if the initial subflow's local address is not trusted
+//!    ([`Refusal::InitialNotTrusted`]). Subflows nena opens later are bound to their
+//!    address's interface (the interface index on `SUBFLOW_CREATE`).
+//! 2. **Before the first flight — checked, fail closed.** In-kernel PM: subflows from a
+//!    non-trusted address that exist already (a server's ADD_ADDR makes the client fully
+//!    established before it wrote anything) are closed ([`diag::destroy`], `SOCK_DESTROY`,
+//!    needs CAP_NET_ADMIN; nothing was written, nothing is lost; the kernel does not reopen
+//!    them). [`Gate::before_first_flight`] then refuses if any subflow with a non-trusted
+//!    local address still exists ([`Refusal::UntrustedBeforeFirstFlight`]); without
+//!    CAP_NET_ADMIN a connection with such a subflow is refused.
 //! 3. **First flight.** The caller writes it; the gate reads `MPTCP_INFO` until
 //!    `mptcpi_bytes_acked` covers it (data-level ACK from the peer; `snd_una` on kernels
 //!    < 6.5), and on every look reads `MPTCP_FULL_INFO` after it and refuses if a subflow

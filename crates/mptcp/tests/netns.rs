@@ -624,7 +624,7 @@ fn bad_policies_are_refused_before_connecting() {
         o.policy.trusted = vec!["198.18.2.2".parse().unwrap()];
         let e = connect(server_addr(), &o).unwrap_err();
         assert!(e.to_string().contains("both trusted and untrusted"), "{e}");
-        // An address not configured here cannot be bound.
+        // An address no interface here holds has no interface to bind the connection to.
         o.policy = PathPolicy {
             trusted: vec!["198.18.9.9".parse().unwrap()],
             untrusted: vec![],
@@ -632,7 +632,7 @@ fn bad_policies_are_refused_before_connecting() {
         let e = connect(server_addr(), &o).unwrap_err();
         assert!(
             e.to_string()
-                .contains("cannot bind to trusted address 198.18.9.9"),
+                .contains("the trusted address 198.18.9.9 is held by no interface"),
             "{e}"
         );
     })

@@ -477,6 +477,7 @@ def run(args):
               "sessions": 0, "ok": 0, "misplaced": [], "errors": 0, "error_samples": [],
               "captures": []}
     server = None
+    cap = None
     try:
         n = setup(p, args.pm, args.checksum, not args.no_offload, args.delay_confirm,
                   args.confirm_ip_len)
@@ -514,6 +515,7 @@ def run(args):
             # clients are done, so every server handler has reported or is closing.
             if cap:
                 stop_capture(cap)
+                cap = None
             new = [e for e in server_events[seen:] if e["event"] != "listening"]
             mis = [dict(e, round=r) for e in new if e["event"] == "misplaced"]
             mis += [dict(m, round=r) for m in cr["misplaced"]]
@@ -525,9 +527,9 @@ def run(args):
             report["errors"] += len(cr["errors"]) + len(errs)
             report["error_samples"] = (report["error_samples"] + cr["errors"][:3]
                                        + [e["error"] for e in errs[:3]])[:20]
-            if cap and (mis or errs or cr["errors"] or args.keep_captures):
+            if not args.no_capture and (mis or errs or cr["errors"] or args.keep_captures):
                 report["captures"].append(pcap)
-            elif cap:
+            elif not args.no_capture:
                 os.unlink(pcap)
             print(f"round {r}: {cr['ok']}/{args.conns} ok, {len(mis)} misplaced, "
                   f"{len(cr['errors']) + len(errs)} errors, {time.time() - t0:.0f} s",
@@ -537,6 +539,8 @@ def run(args):
                                     "server": delta(before["s"], after["s"])}
         report["seconds"] = round(time.time() - t0, 1)
     finally:
+        if cap is not None:
+            stop_capture(cap)  # a process left in a namespace would keep it alive
         if server is not None:
             server.kill()
             server.wait()

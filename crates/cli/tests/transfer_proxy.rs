@@ -11,6 +11,7 @@ use transfer_common::*;
 #[test]
 fn thousand_concurrent_proxy_sessions_all_verify() {
     let lab = lab();
+    let _captures = captures_if_asked(&lab);
     // Target: an echo server on the server host's loopback.
     let target: SocketAddr = "127.0.0.1:7300".parse().unwrap();
     let _echo = echo_server(&lab, target);
@@ -50,52 +51,68 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");
     let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
-    // The one failure allowed is a kernel defect that aead catches (crates/transport/README.md,
-    // "A kernel defect aead catches"): rarely (7 of 80 runs of this test, so about one
-    // session in 10,000), this kernel's MPTCP receive path places the first record that
-    // arrives on a newly joined subflow at the data sequence number of the client's
-    // confirmation before it, 41 bytes early; aead refuses the record and that session
-    // aborts. Such an abort must name the integrity failure, deliver no wrong byte, and stay
-    // rare; every other session verifies.
-    let aborts = ps_log
+    // No session may fail, not even by aead's integrity check: the "kernel defect" once
+    // tolerated here (one session in about 10,000 aborted with its first record 41 bytes
+    // early) was not reproduced, neither by plain MPTCP sockets nor by this test in 60 runs
+    // (docs/KERNEL-41-BYTES.md). Set NENA_TEST_CAPTURE_DIR to capture the links.
+    let aborts: Vec<&str> = ps_log
         .lines()
+        .chain(pc_log.lines())
         .filter(|l| l.contains("integrity check failed"))
-        .count();
-    assert!(aborts <= 3, "{aborts} integrity aborts\n{ps_log}");
+        .collect();
+    assert!(aborts.is_empty(), "integrity aborts: {aborts:#?}");
     assert!(
-        report.errors.iter().all(|e| !e.contains("echo differs")),
-        "wrong bytes reached the application: {report:?}"
+        report.errors.is_empty(),
+        "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
     );
-    // All other sessions had carried data end to end while every one of them was open.
-    assert!(
-        report.open_at_once + aborts >= 1000,
+    // Every session had carried data end to end while all of them were open.
+    assert_eq!(
+        report.open_at_once, 1000,
         "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
     );
     assert_eq!(
-        report.verified + aborts,
-        1000,
+        report.verified, 1000,
         "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
     );
-    if aborts > 0 {
-        eprintln!("{aborts} session(s) aborted by aead's integrity check (the kernel defect)");
-    }
     // Neither proxy logged another failed session (a connect retried because nena-mptcp could
     // not verify the first flight under the burst is allowed: it is a new connection).
     let failures = |log: &str| -> Vec<String> {
         log.lines()
-            .filter(|l| {
-                l.contains("WARN")
-                    && !l.contains("retrying with a new connection")
-                    && !l.contains("integrity check failed")
-            })
+            .filter(|l| l.contains("WARN") && !l.contains("retrying with a new connection"))
             .map(str::to_string)
             .collect()
     };
-    // A session aborted by the server's integrity check fails on the client too.
-    assert!(failures(&pc_log).len() <= aborts, "{pc_log}");
+    assert!(failures(&pc_log).is_empty(), "{pc_log}");
     // Each retried connect was dropped by the client, which the server may log once.
     let retries = pc_log.matches("retrying with a new connection").count();
     assert!(failures(&ps_log).len() <= retries, "{ps_log}");
+}
+
+/// With `NENA_TEST_CAPTURE_DIR` set: captures of the three links (first 200 bytes of every
+/// TCP packet, enough for the MPTCP options) into that directory, stopped when dropped. For
+/// investigating a failure (docs/KERNEL-41-BYTES.md); off by default.
+fn captures_if_asked(lab: &nena_lab::Lab) -> Vec<nena_lab::Capture> {
+    let Some(dir) = std::env::var_os("NENA_TEST_CAPTURE_DIR") else {
+        return Vec::new();
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = nena_lab::CaptureOptions {
+        snaplen: Some(200),
+        filter: Some("tcp".into()),
+        ..Default::default()
+    };
+    [
+        (nena_lab::Link::Server, "server"),
+        (nena_lab::Link::Trusted, "trusted"),
+        (nena_lab::Link::Untrusted, "untrusted"),
+    ]
+    .into_iter()
+    .map(|(link, name)| {
+        lab.capture_with(link, &dir.join(format!("{name}.pcap")), &opts)
+            .unwrap()
+    })
+    .collect()
 }
 
 /// What the plain TCP target of [`clean_ends_through_both_proxies`] saw on one connection.

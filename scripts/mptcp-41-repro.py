@@ -203,6 +203,61 @@ async def serve(port, timeout):
         asyncio.ensure_future(handle(c, peer))
 
 
+def serve_threads(port, timeout):
+    """The server as one blocking thread per connection (recv with MSG_WAITALL), so that the
+    application sits in recvmsg on many connections while their data arrives."""
+    import threading
+    raise_nofile()
+    threading.stack_size(256 * 1024)
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((SERVER, port))
+    ls.listen(4096)
+    lock = threading.Lock()
+
+    def say(obj):
+        with lock:
+            emit(obj)
+
+    def exact(c, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = c.recv(n - len(buf), socket.MSG_WAITALL)
+            if not chunk:
+                raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def handle(c, peer):
+        seed = None
+        try:
+            c.settimeout(timeout)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = exact(c, HELLO)
+            seed = int.from_bytes(hello[:8], "big")
+            up, down = up_stream(seed), down_stream(seed)
+            bad = misplacements(hello, up, 0)
+            c.sendall(down[:ANSWER])
+            bad += misplacements(exact(c, CONFIRM + RECORD0), up, HELLO)
+            if bad:
+                say({"event": "misplaced", "dir": "client->server", "seed": seed,
+                     "peer": f"{peer[0]}:{peer[1]}", "t": time.time(), "runs": bad})
+            c.sendall(down[ANSWER:])
+            c.shutdown(socket.SHUT_WR)
+            while c.recv(65536):
+                pass
+        except Exception as e:  # noqa: BLE001 - reported, the server goes on
+            say({"event": "error", "seed": seed, "peer": f"{peer[0]}:{peer[1]}",
+                 "error": f"{type(e).__name__}: {e}"})
+        finally:
+            c.close()
+
+    emit({"event": "listening", "port": port})
+    while True:
+        c, peer = ls.accept()
+        threading.Thread(target=handle, args=(c, peer), daemon=True).start()
+
+
 # ---------------------------------------------------------------- client (in its namespace)
 
 class Genl:
@@ -473,6 +528,7 @@ def run(args):
     report = {"kernel": os.uname().release, "pm": args.pm, "checksum": args.checksum,
               "wait_join": args.wait_join, "gap_us": args.gap_us,
               "force_join": args.force_join, "delay_confirm": args.delay_confirm,
+              "server_threads": args.server_threads,
               "offload": not args.no_offload, "conns": args.conns, "rounds": 0,
               "sessions": 0, "ok": 0, "misplaced": [], "errors": 0, "error_samples": [],
               "captures": []}
@@ -483,7 +539,8 @@ def run(args):
                   args.confirm_ip_len)
         before = {h: mptcp_counters(n[h]) for h in ("c", "s")}
         server = subprocess.Popen(["ip", "netns", "exec", n["s"], sys.executable, me, "server",
-                                   "--port", str(args.port), "--timeout", str(args.timeout)],
+                                   "--port", str(args.port), "--timeout", str(args.timeout)]
+                                  + (["--threads"] if args.server_threads else []),
                                   stdout=subprocess.PIPE, text=True)
         first = json.loads(server.stdout.readline())
         assert first["event"] == "listening", first
@@ -573,6 +630,9 @@ def main():
                         "rate (ifb + u32 + mirred), so record 0 arrives first")
     r.add_argument("--confirm-ip-len", type=int, default=121,
                    help="IP total length of a 41-byte packet (121 here; 125 with checksums)")
+    r.add_argument("--server-threads", action="store_true",
+                   help="server: one blocking thread per connection (recv MSG_WAITALL) "
+                        "instead of one asyncio loop")
     r.add_argument("--gap-us", type=int, default=0,
                    help="pause between the 41 B and record 0 (nena: about 600 us)")
     r.add_argument("--keep-captures", action="store_true",
@@ -582,6 +642,7 @@ def main():
     r.add_argument("--timeout", type=float, default=30)
     r.add_argument("--out", default="/tmp/k41")
     s = sub.add_parser("server")
+    s.add_argument("--threads", action="store_true")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--timeout", type=float, default=30)
     c = sub.add_parser("client")
@@ -605,7 +666,10 @@ def main():
             print(f"error: {e}", file=sys.stderr)
             sys.exit(1)
     elif a.cmd == "server":
-        asyncio.run(serve(a.port, a.timeout))
+        if a.threads:
+            serve_threads(a.port, a.timeout)
+        else:
+            asyncio.run(serve(a.port, a.timeout))
     else:
         asyncio.run(client_round(a))
 

@@ -160,9 +160,16 @@ def emit(obj):
 
 # ---------------------------------------------------------------- server (in its namespace)
 
-async def serve(port, timeout):
+async def serve(port, timeout, like_nena=False):
     raise_nofile()
     loop = asyncio.get_running_loop()
+    if like_nena:
+        # nena's proxy server connects to its target (here a listener that takes the
+        # connection and holds it) between its answer and its first read of the session.
+        async def hold(r, w):
+            await r.read()
+            w.close()
+        target = await asyncio.start_server(hold, "127.0.0.1", port + 1, backlog=4096)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((SERVER, port))
@@ -174,13 +181,28 @@ async def serve(port, timeout):
         seed = None
         try:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if like_nena:
+                c.getsockopt(SOL_MPTCP, MPTCP_INFO, 96)  # nena's fallback check at accept
             hello = await recv_exact(loop, c, HELLO, timeout)
             seed = int.from_bytes(hello[:8], "big")
             up = up_stream(seed)
             bad = misplacements(hello, up, 0)
             down = down_stream(seed)
             await loop.sock_sendall(c, down[:ANSWER])
-            rest = await recv_exact(loop, c, CONFIRM + RECORD0, timeout)
+            tw = None
+            if like_nena:
+                _, tw = await asyncio.open_connection("127.0.0.1", port + 1)
+                buf = bytearray()  # reads of up to 64 KiB, as nena's reader
+                while len(buf) < CONFIRM + RECORD0:
+                    chunk = await asyncio.wait_for(loop.sock_recv(c, 65536), timeout)
+                    if not chunk:
+                        raise ConnectionError(f"EOF after {len(buf)} bytes")
+                    buf += chunk
+                rest = bytes(buf)
+            else:
+                rest = await recv_exact(loop, c, CONFIRM + RECORD0, timeout)
+            if tw is not None:
+                tw.close()
             bad += misplacements(rest, up, HELLO)
             if bad:
                 emit({"event": "misplaced", "dir": "client->server", "seed": seed,
@@ -528,7 +550,7 @@ def run(args):
     report = {"kernel": os.uname().release, "pm": args.pm, "checksum": args.checksum,
               "wait_join": args.wait_join, "gap_us": args.gap_us,
               "force_join": args.force_join, "delay_confirm": args.delay_confirm,
-              "server_threads": args.server_threads,
+              "server_threads": args.server_threads, "server_like_nena": args.server_like_nena,
               "offload": not args.no_offload, "conns": args.conns, "rounds": 0,
               "sessions": 0, "ok": 0, "misplaced": [], "errors": 0, "error_samples": [],
               "captures": []}
@@ -540,7 +562,8 @@ def run(args):
         before = {h: mptcp_counters(n[h]) for h in ("c", "s")}
         server = subprocess.Popen(["ip", "netns", "exec", n["s"], sys.executable, me, "server",
                                    "--port", str(args.port), "--timeout", str(args.timeout)]
-                                  + (["--threads"] if args.server_threads else []),
+                                  + (["--threads"] if args.server_threads else [])
+                                  + (["--like-nena"] if args.server_like_nena else []),
                                   stdout=subprocess.PIPE, text=True)
         first = json.loads(server.stdout.readline())
         assert first["event"] == "listening", first
@@ -633,6 +656,9 @@ def main():
     r.add_argument("--server-threads", action="store_true",
                    help="server: one blocking thread per connection (recv MSG_WAITALL) "
                         "instead of one asyncio loop")
+    r.add_argument("--server-like-nena", action="store_true",
+                   help="server: MPTCP_INFO read at accept, a TCP connect to a local target "
+                        "between the answer and the first read, reads of up to 64 KiB")
     r.add_argument("--gap-us", type=int, default=0,
                    help="pause between the 41 B and record 0 (nena: about 600 us)")
     r.add_argument("--keep-captures", action="store_true",
@@ -643,6 +669,7 @@ def main():
     r.add_argument("--out", default="/tmp/k41")
     s = sub.add_parser("server")
     s.add_argument("--threads", action="store_true")
+    s.add_argument("--like-nena", action="store_true")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--timeout", type=float, default=30)
     c = sub.add_parser("client")
@@ -669,7 +696,7 @@ def main():
         if a.threads:
             serve_threads(a.port, a.timeout)
         else:
-            asyncio.run(serve(a.port, a.timeout))
+            asyncio.run(serve(a.port, a.timeout, a.like_nena))
     else:
         asyncio.run(client_round(a))
 

@@ -68,6 +68,9 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
                 .all(|l| l.contains("(record 0 of the peer's stream")),
         "integrity aborts other than the kernel's misplaced record 0: {aborts:#?}"
     );
+    for a in &aborts {
+        eprintln!("tolerated (docs/KERNEL-41-BYTES.md): {a}");
+    }
     let aborts = aborts.len();
     assert!(
         report.errors.iter().all(|e| !e.contains("echo differs")),

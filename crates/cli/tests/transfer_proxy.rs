@@ -52,7 +52,7 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     assert_eq!(report.concurrent, 1000, "{report:?}");
     let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
     // The one failure tolerated is the receiving kernel's misplaced record 0
-    // (docs/KERNEL-41-BYTES.md): rarely (once in 63 runs on 2026-11-23, 7 in 80 before), the
+    // (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80 before), the
     // server's MPTCP puts record 0 of a newly joined subflow 41 bytes early although its
     // mapping on the wire is right (server-side capture); aead refuses it and that session
     // aborts. Such an abort must name record 0, deliver no wrong byte and stay rare; every

@@ -11,6 +11,7 @@ use transfer_common::*;
 #[test]
 fn thousand_concurrent_proxy_sessions_all_verify() {
     let lab = lab();
+    let _captures = captures_if_asked(&lab);
     // Target: an echo server on the server host's loopback.
     let target: SocketAddr = "127.0.0.1:7300".parse().unwrap();
     let _echo = echo_server(&lab, target);
@@ -50,18 +51,27 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");
     let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
-    // The one failure allowed is a kernel defect that aead catches (crates/transport/README.md,
-    // "A kernel defect aead catches"): rarely (7 of 80 runs of this test, so about one
-    // session in 10,000), this kernel's MPTCP receive path places the first record that
-    // arrives on a newly joined subflow at the data sequence number of the client's
-    // confirmation before it, 41 bytes early; aead refuses the record and that session
-    // aborts. Such an abort must name the integrity failure, deliver no wrong byte, and stay
-    // rare; every other session verifies.
-    let aborts = ps_log
+    // The one failure tolerated is the receiving kernel's misplaced record 0
+    // (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80 before), the
+    // server's MPTCP puts record 0 of a newly joined subflow 41 bytes early although its
+    // mapping on the wire is right (server-side capture); aead refuses it and that session
+    // aborts. Such an abort must name record 0, deliver no wrong byte and stay rare; every
+    // other session verifies. NENA_TEST_CAPTURE_DIR=DIR captures the three links.
+    let aborts: Vec<&str> = ps_log
         .lines()
         .filter(|l| l.contains("integrity check failed"))
-        .count();
-    assert!(aborts <= 3, "{aborts} integrity aborts\n{ps_log}");
+        .collect();
+    assert!(
+        aborts.len() <= 3
+            && aborts
+                .iter()
+                .all(|l| l.contains("(record 0 of the peer's stream")),
+        "integrity aborts other than the kernel's misplaced record 0: {aborts:#?}"
+    );
+    for a in &aborts {
+        eprintln!("tolerated (docs/KERNEL-41-BYTES.md): {a}");
+    }
+    let aborts = aborts.len();
     assert!(
         report.errors.iter().all(|e| !e.contains("echo differs")),
         "wrong bytes reached the application: {report:?}"
@@ -76,9 +86,6 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         1000,
         "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
     );
-    if aborts > 0 {
-        eprintln!("{aborts} session(s) aborted by aead's integrity check (the kernel defect)");
-    }
     // Neither proxy logged another failed session (a connect retried because nena-mptcp could
     // not verify the first flight under the burst is allowed: it is a new connection).
     let failures = |log: &str| -> Vec<String> {
@@ -96,6 +103,33 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     // Each retried connect was dropped by the client, which the server may log once.
     let retries = pc_log.matches("retrying with a new connection").count();
     assert!(failures(&ps_log).len() <= retries, "{ps_log}");
+}
+
+/// With `NENA_TEST_CAPTURE_DIR` set: captures of the three links (first 200 bytes of every
+/// TCP packet, enough for the MPTCP options) into that directory, stopped when dropped. For
+/// investigating a failure (docs/KERNEL-41-BYTES.md); off by default.
+fn captures_if_asked(lab: &nena_lab::Lab) -> Vec<nena_lab::Capture> {
+    let Some(dir) = std::env::var_os("NENA_TEST_CAPTURE_DIR") else {
+        return Vec::new();
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = nena_lab::CaptureOptions {
+        snaplen: Some(200),
+        filter: Some("tcp".into()),
+        ..Default::default()
+    };
+    [
+        (nena_lab::Link::Server, "server"),
+        (nena_lab::Link::Trusted, "trusted"),
+        (nena_lab::Link::Untrusted, "untrusted"),
+    ]
+    .into_iter()
+    .map(|(link, name)| {
+        lab.capture_with(link, &dir.join(format!("{name}.pcap")), &opts)
+            .unwrap()
+    })
+    .collect()
 }
 
 /// What the plain TCP target of [`clean_ends_through_both_proxies`] saw on one connection.

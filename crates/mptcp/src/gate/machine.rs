@@ -206,6 +206,10 @@ enum Phase {
         /// Local addresses of untrusted subflows established during the first flight (an
         /// event without one cannot be matched; the counter check covers that subflow).
         established: Vec<SocketAddr>,
+        /// Local addresses of untrusted subflows some snapshot of the first flight listed:
+        /// one missing from a later snapshot was closed, and its counters went with it
+        /// (what refuses it when no path-manager event can: without CAP_NET_ADMIN).
+        seen: Vec<SocketAddr>,
     },
     Acked,
     Released,
@@ -331,6 +335,7 @@ impl GateMachine {
             base_acked: snap.conn.bytes_acked,
             base_una: snap.conn.snd_una,
             established: Vec::new(),
+            seen: Vec::new(),
         };
         Ok(Verdict::Proceed)
     }
@@ -367,16 +372,11 @@ impl GateMachine {
     /// is accounted for (still listed, so its counters were checked; a closed one has
     /// refused already); [`Verdict::Wait`] before.
     pub fn poll_first_flight(&mut self, len: u64, snap: &Snapshot) -> Result<Verdict, Refusal> {
-        let (base_acked, base_una, established) = match &self.phase {
-            Phase::FirstFlight {
-                base_acked,
-                base_una,
-                established,
-                ..
-            } => (*base_acked, *base_una, established),
+        match &self.phase {
+            Phase::FirstFlight { .. } => {}
             Phase::Acked | Phase::Released => return Ok(Verdict::Proceed),
             _ => return self.out_of_order("call before_first_flight first"),
-        };
+        }
         if let Some(sf) = snap
             .subflows
             .iter()
@@ -384,6 +384,34 @@ impl GateMachine {
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
+        let now: Vec<SocketAddr> = snap
+            .subflows
+            .iter()
+            .filter(|s| !self.trusted(s.local))
+            .filter_map(|s| s.local)
+            .collect();
+        if let Phase::FirstFlight { seen, .. } = &self.phase {
+            if let Some(gone) = seen.iter().find(|l| !now.iter().any(|a| same(*a, **l))) {
+                let local = Some(*gone);
+                return self.refuse(Refusal::UntrustedClosed { local });
+            }
+        }
+        if let Phase::FirstFlight { seen, .. } = &mut self.phase {
+            for a in now {
+                if !seen.iter().any(|l| same(*l, a)) {
+                    seen.push(a);
+                }
+            }
+        }
+        let (base_acked, base_una, established) = match &self.phase {
+            Phase::FirstFlight {
+                base_acked,
+                base_una,
+                established,
+                ..
+            } => (*base_acked, *base_una, established),
+            _ => unreachable!("checked above"),
+        };
         let acked = match (snap.conn.bytes_acked, base_acked) {
             (Some(now), Some(base)) => now.saturating_sub(base),
             _ => snap.conn.snd_una.wrapping_sub(base_una),
@@ -685,6 +713,30 @@ mod tests {
                 local: sa(U, 40001)
             })
         );
+    }
+
+    #[test]
+    fn untrusted_subflow_gone_from_a_later_snapshot_is_refused_without_events() {
+        let mut m = in_flight(PmKind::Kernel);
+        let with = snap(0, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 0)]);
+        assert_eq!(
+            m.poll_first_flight(1200, &with).unwrap(),
+            Verdict::Wait { acked: 0 }
+        );
+        // The next look does not list it: it was closed, what it carried is unknown.
+        let without = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        let r = m.poll_first_flight(1200, &without).unwrap_err();
+        assert_eq!(
+            r,
+            Refusal::UntrustedClosed {
+                local: sa(U, 40001)
+            }
+        );
+        // Listed in both looks, with nothing sent: the first flight proceeds.
+        let mut m = in_flight(PmKind::Kernel);
+        m.poll_first_flight(1200, &with).unwrap();
+        let acked = snap(1200, vec![sf(T, 40000, 1200, 0), sf(U, 40001, 0, 0)]);
+        assert_eq!(m.poll_first_flight(1200, &acked).unwrap(), Verdict::Proceed);
     }
 
     #[test]

@@ -251,25 +251,38 @@ impl Gate {
     /// without it the gate refuses, as before.
     fn close_premature(&mut self) -> Result<(), MptcpError> {
         const TCP_CLOSE: u8 = 7;
-        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        // A closed subflow stays listed until the MPTCP worker unlinks it: wait for that, so
+        // that the gate's own check sees no subflow but trusted ones.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
         loop {
             let premature: Vec<SubflowInfo> = sockopt::subflows(self.fd())?
                 .into_iter()
-                .filter(|s| !self.machine.trust(s.local).is_trusted() && s.state != TCP_CLOSE)
+                .filter(|s| !self.machine.trust(s.local).is_trusted())
                 .collect();
             if premature.is_empty() {
                 return Ok(());
             }
             if std::time::Instant::now() > deadline {
                 // still listed: let the machine refuse (it names the subflow)
+                log::warn!(
+                    "subflows still listed 3 s after closing them: {:?}",
+                    premature
+                        .iter()
+                        .map(|s| (s.local, s.remote, s.state))
+                        .collect::<Vec<_>>()
+                );
                 return Ok(());
             }
-            for sf in &premature {
+            for sf in premature.iter().filter(|s| s.state != TCP_CLOSE) {
                 let (Some(local), Some(remote)) = (sf.local, sf.remote) else {
                     continue;
                 };
                 match crate::diag::destroy(local, remote) {
-                    Ok(_) => log::info!(
+                    Ok(false) => log::debug!(
+                        "no TCP socket {local} -> {remote} to close (state {})",
+                        sf.state
+                    ),
+                    Ok(true) => log::info!(
                         "closed the subflow {local} -> {remote} that the in-kernel path manager \
                          opened before the first flight (the server announced an address, or the \
                          connection was fully established early); the in-kernel path manager does \

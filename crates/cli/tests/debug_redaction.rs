@@ -13,7 +13,6 @@ mod transfer_common;
 
 use nena_testkit::{assert_debug_hides, TEST_KEY_BYTES as K};
 use std::fmt::Debug;
-use transfer_common::NENA;
 
 fn hides(v: &impl Debug, keys: &[&[u8]], what: &str) {
     for shown in [format!("{v:?}"), format!("{v:#?}")] {
@@ -103,7 +102,7 @@ fn default_build_has_no_first_flight_dump() {
             "--debug-dump-first-flight",
             "/tmp/nena-never-written.hex",
         ]);
-        let out = std::process::Command::new(NENA)
+        let out = std::process::Command::new(transfer_common::NENA)
             .args(&args)
             .output()
             .unwrap();

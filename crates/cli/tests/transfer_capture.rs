@@ -144,7 +144,7 @@ fn capture_check(mode: &str) {
     std::fs::write(&known, text(300_000, 42)).unwrap();
     std::fs::copy(&known, srv.join("served.txt")).unwrap();
     #[cfg(feature = "debug-dump")]
-    let hellos = cli.join("hellos.hex");
+    let dump_path = cli.join("hellos.hex");
     let cap_u = cli.join("untrusted.pcap");
     let cap_t = cli.join("trusted.pcap");
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
@@ -153,7 +153,7 @@ fn capture_check(mode: &str) {
     // 100 connections, 10 at a time: 50 sends and 50 gets of the known text.
     let known_s = known.display().to_string();
     #[cfg(feature = "debug-dump")]
-    let hellos_s = hellos.display().to_string();
+    let hellos_s = dump_path.display().to_string();
     let mut reports = Vec::new();
     for batch in 0..10 {
         let mut children = Vec::new();
@@ -305,7 +305,7 @@ fn capture_check(mode: &str) {
     // With `debug-dump`: what each client says it sent is in the trusted capture whole.
     #[cfg(feature = "debug-dump")]
     {
-        let dumped: Vec<Vec<u8>> = std::fs::read_to_string(&hellos)
+        let dumped: Vec<Vec<u8>> = std::fs::read_to_string(&dump_path)
             .unwrap()
             .lines()
             .map(unhex)

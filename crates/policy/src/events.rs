@@ -37,13 +37,34 @@ pub fn flow_string(fk: &FlowKey) -> String {
     format!("{s} -> {d}")
 }
 
-/// A key with what follows from it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// A key with what follows from it. The events' JSON carries the key (the tool's purpose:
+/// what an observer of the path reads in clear); its `Debug` does not.
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
 pub struct KeyInfo {
     /// The 64-bit key, hex.
     pub key: String,
     pub token: String,
     pub idsn: u64,
+}
+
+impl std::fmt::Debug for KeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyInfo")
+            .field("key", &Redacted)
+            .field("token", &self.token)
+            .field("idsn", &self.idsn)
+            .finish()
+    }
+}
+
+/// Stands for a key in `Debug` output.
+#[derive(Clone, Copy)]
+pub struct Redacted;
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
 }
 
 impl KeyInfo {

@@ -110,12 +110,11 @@ struct FlowKey {
 crate::abi::same_layout!(FlowKey = types::mpc_flow_key; v6 => v6, pad => pad,
     lport => lport, rport => rport, laddr => laddr, raddr => raddr);
 
-/// `struct mpc_flow`.
+/// `struct mpc_flow`. No `Debug`: it holds both MPTCP keys.
 #[repr(C)]
 #[derive(
     Clone,
     Copy,
-    Debug,
     Default,
     zerocopy::FromBytes,
     zerocopy::IntoBytes,
@@ -131,8 +130,9 @@ struct Flow {
 crate::abi::same_layout!(Flow = types::mpc_flow; flags => flags, pad => pad,
     local_key => local_key, remote_key => remote_key);
 
-/// What the programs recorded about one connection (its first subflow).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the programs recorded about one connection (its first subflow). `Debug` shows
+/// whether each key was seen, never the key.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct FlowRecord {
     /// The SYN carried the request (the client added it, or the server saw it).
     pub requested: bool,
@@ -146,6 +146,20 @@ pub struct FlowRecord {
     pub local_key: Option<[u8; 8]>,
     /// The peer's MPTCP key, as on the wire, once seen.
     pub remote_key: Option<[u8; 8]>,
+}
+
+impl std::fmt::Debug for FlowRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seen = |k: &Option<[u8; 8]>| k.map(|_| crate::events::Redacted);
+        f.debug_struct("FlowRecord")
+            .field("requested", &self.requested)
+            .field("consented", &self.consented)
+            .field("mark_failed", &self.mark_failed)
+            .field("mptcp_syn", &self.mptcp_syn)
+            .field("local_key", &seen(&self.local_key))
+            .field("remote_key", &seen(&self.remote_key))
+            .finish()
+    }
 }
 
 impl FlowRecord {

@@ -102,7 +102,13 @@ pub fn cpu_has_aes() -> bool {
     }
 }
 
-type Aes128Ctr = ctr::Ctr32BE<aes::Aes128>;
+/// AES-128 in counter mode over the 128-bit block `iv (12 bytes) || counter (4 bytes)`.
+/// RustCrypto's 64-bit big-endian counter flavour over `iv[8..12] || 0u32` gives exactly
+/// that block for the 2^32 block numbers of an epoch (no carry reaches the IV below 2^32),
+/// and, unlike `Ctr32BE`, also produces the block numbered 0xffff_ffff: `Ctr32BE` counts
+/// only 2^32 - 1 blocks before refusing, so a full 2^36-byte epoch ended in
+/// `StreamCipherError` 16 bytes short of its end (the 64 GiB crash of issue 19).
+type Aes128Ctr = ctr::Ctr64BE<aes::Aes128>;
 
 enum KeystreamCipher {
     Aes(Box<Aes128Ctr>),
@@ -124,8 +130,11 @@ pub struct Keystream {
 }
 
 impl Keystream {
-    /// Largest epoch: 2^36 bytes (2^32 AES blocks: the 32-bit counter never wraps, and the
-    /// CTR distinguishing advantage stays near 2^-64; ChaCha20's counter allows 2^38 bytes).
+    /// Largest epoch: 2^36 bytes (2^32 AES blocks, numbered 0..=0xffff_ffff: the 32-bit
+    /// block number of the counter block never wraps, and the CTR distinguishing advantage
+    /// stays near 2^-64; ChaCha20's 32-bit block counter (RFC 8439) would allow 2^38 - 64
+    /// bytes, and an epoch uses 2^30 of its blocks). Tested at its end:
+    /// `limits_tests::keystream_across_each_epoch_end`.
     pub const MAX_EPOCH_LOG2: u8 = 36;
     /// Smallest epoch the protocol allows (for tests that force key updates).
     pub const MIN_EPOCH_LOG2: u8 = 8;
@@ -189,7 +198,8 @@ impl Keystream {
                 KeystreamCipher::Aes(c) => c.apply_keystream_b2b(s_now, d_now),
                 KeystreamCipher::ChaCha(c) => c.apply_keystream_b2b(s_now, d_now),
             };
-            // within an epoch the counter cannot run out (see MAX_EPOCH_LOG2)
+            // Within an epoch the counter cannot run out (see MAX_EPOCH_LOG2 and Aes128Ctr;
+            // the boundary is tested in limits_tests).
             done.expect("keystream within its epoch");
             self.offset += n as u64;
             (src, dst) = (s_rest, d_rest);
@@ -217,6 +227,26 @@ impl Keystream {
                 self.cipher = Self::epoch_cipher(self.suite, &self.secret);
             }
         }
+    }
+
+    /// The keystream of [`Keystream::new`] moved to byte `offset` without processing the
+    /// bytes before it (the secret of `offset`'s epoch, the cipher seeked within it): lets
+    /// tests reach the end of a 2^36-byte epoch at once.
+    #[cfg(test)]
+    fn at_offset(suite: Suite, first: TrafficSecret, epoch_log2: u8, offset: u64) -> Keystream {
+        use ctr::cipher::StreamCipherSeek;
+        let mut k = Keystream::new(suite, first, epoch_log2);
+        for _ in 0..offset >> epoch_log2 {
+            k.secret = k.secret.next();
+        }
+        k.cipher = Self::epoch_cipher(suite, &k.secret);
+        let within = offset & ((1u64 << epoch_log2) - 1);
+        match &mut k.cipher {
+            KeystreamCipher::Aes(c) => c.seek(within),
+            KeystreamCipher::ChaCha(c) => c.seek(within),
+        }
+        k.offset = offset;
+        k
     }
 
     /// Position within the current epoch, for tests: the cipher's own counter.
@@ -358,6 +388,10 @@ impl fmt::Debug for RecordCipher {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+#[path = "cipher_limits_tests.rs"]
+mod limits_tests;
 
 #[cfg(test)]
 mod tests {

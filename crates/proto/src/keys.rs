@@ -126,7 +126,7 @@ fn prk_of(secret: &[u8; SECRET_LEN]) -> hkdf::Prk {
 
 /// One direction's traffic secret; zeroized when dropped, never printed.
 #[derive(Clone)]
-pub struct TrafficSecret(Zeroizing<[u8; SECRET_LEN]>);
+pub struct TrafficSecret(pub(crate) Zeroizing<[u8; SECRET_LEN]>);
 
 impl TrafficSecret {
     /// The secret of the next key epoch (`Expand-Label(secret, "ku", "", 32)`).

@@ -61,6 +61,9 @@ mod server;
 mod session;
 pub mod wire;
 
+#[cfg(test)]
+mod redaction_tests;
+
 pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
 pub use error::{HandshakeError, RejectReason, Rejected, SessionError};

@@ -58,8 +58,9 @@ impl MpcKeys {
 }
 
 /// What one side knows of its connection when the socket is ready (client: connect()
-/// returned; server: accept() returned).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// returned; server: accept() returned). Its `Debug` shows each key's MPTCP token, never
+/// the key.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct MpcObservation {
     /// The connection fell back to plain TCP (no MPTCP keys exist).
     pub fallback: bool,
@@ -75,6 +76,29 @@ pub struct MpcObservation {
     pub remote_key: Option<MptcpKey>,
     /// The socket's MPTCP token (`mptcpi_token`), if the kernel reports it.
     pub socket_token: Option<u32>,
+}
+
+impl std::fmt::Debug for MpcObservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpcObservation")
+            .field("fallback", &self.fallback)
+            .field("seen", &self.seen)
+            .field("requested", &self.requested)
+            .field("consented", &self.consented)
+            .field("local_key", &self.local_key.as_ref().map(KeyByToken))
+            .field("remote_key", &self.remote_key.as_ref().map(KeyByToken))
+            .field("socket_token", &self.socket_token)
+            .finish()
+    }
+}
+
+/// `Debug` of an MPTCP key that shows its token (public: it crosses in MP_JOIN), not the key.
+pub struct KeyByToken<'a>(pub &'a MptcpKey);
+
+impl std::fmt::Debug for KeyByToken<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "key(token {:#010x})", mptcp_token(self.0))
+    }
 }
 
 /// Why a kato-mpc connection is plain (on both sides).

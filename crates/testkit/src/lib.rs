@@ -6,6 +6,7 @@
 //! * [`Prng`]: a small deterministic generator (xorshift64*) for test data; not for secrets.
 //! * [`median`], [`percentile`]: order statistics of measurements.
 //! * [`hex`] / [`unhex`]: lower-case hex encoding and its strict inverse.
+//! * [`assert_debug_hides`]: a `Debug` rendering shows no byte of a key (issue 19).
 //!
 //! No dependencies: every crate of the workspace may use it, also outside `#[cfg(test)]`
 //! (the benchmarks use its medians).
@@ -204,5 +205,77 @@ mod tests {
             skip_line("nena-codec", "fast::tests::t", "no AVX-512\nhere"),
             "nena-test: SKIPPED nena-codec fast::tests::t: no AVX-512 here\n"
         );
+    }
+}
+
+/// Key bytes for [`assert_debug_hides`]: every byte above 15, so that its hex and decimal
+/// renderings have at least two digits and cannot hide in other numbers.
+pub const TEST_KEY_BYTES: [u8; 32] = [
+    0xa7, 0x3c, 0xe1, 0x5b, 0x92, 0xd4, 0x68, 0xf0, 0x1e, 0xb9, 0x47, 0xc2, 0x85, 0x3f, 0xda, 0x76,
+    0x29, 0xee, 0x91, 0x58, 0xcb, 0x34, 0xaf, 0x63, 0xf7, 0x12, 0x8d, 0xb0, 0x4a, 0xe5, 0x9c, 0x71,
+];
+
+/// Panics if `rendered` (a `{:?}` or `{:#?}` of a value built from `key`) shows `key`: its
+/// hex (lower or upper case, any 3 bytes in a row, with or without separators such as
+/// `", 0x"` or `", "`), or its decimal bytes as `Debug` prints arrays (any 3 in a row, on
+/// one line or one per line as `{:#?}` puts them). `what` names the value in the message.
+pub fn assert_debug_hides(rendered: &str, key: &[u8], what: &str) {
+    // Only digits and letters matter: drop every separator, then look for runs.
+    let squeezed: String = rendered
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    // Decimal: the numbers in the text, in order.
+    let numbers: Vec<u64> = rendered
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty() && s.len() <= 3)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    for w in key.windows(3) {
+        let h = hex(w);
+        assert!(
+            !squeezed.contains(&h),
+            "{what}: the Debug output shows key bytes {h} (hex):\n{rendered}"
+        );
+        // `0xa7, 0x3c` squeezes to "0xa70x3c": look for that shape too.
+        let prefixed: String = w.iter().map(|b| format!("0x{b:02x}")).collect();
+        assert!(
+            !squeezed.contains(&prefixed),
+            "{what}: the Debug output shows key bytes {h} (0x hex):\n{rendered}"
+        );
+        let dec: Vec<u64> = w.iter().map(|&b| b as u64).collect();
+        assert!(
+            !numbers.windows(3).any(|n| n == dec.as_slice()),
+            "{what}: the Debug output shows key bytes {dec:?} (decimal):\n{rendered}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod debug_hides_tests {
+    use super::*;
+
+    /// The check itself catches every rendering `Debug` gives a key.
+    #[test]
+    fn catches_every_rendering_of_key_bytes() {
+        let k = &TEST_KEY_BYTES[..8];
+        let arr: [u8; 8] = k.try_into().unwrap();
+        for shown in [
+            format!("{arr:?}"),
+            format!("{arr:#?}"),
+            format!("{arr:x?}"),
+            format!("{arr:#x?}"),
+            format!("{arr:02X?}"),
+            format!("{:?}", Some(arr)),
+            format!("key: {}", hex(k)),
+            format!("key: {}", hex(k).to_uppercase()),
+            format!("{:?}", k.to_vec()),
+            format!("{:016x}", u64::from_be_bytes(arr)),
+        ] {
+            let r = std::panic::catch_unwind(|| assert_debug_hides(&shown, k, "t"));
+            assert!(r.is_err(), "not caught: {shown}");
+        }
+        assert_debug_hides("MpcKeys { .. } [redacted] token 0x1234abcd", k, "t");
     }
 }

@@ -32,8 +32,10 @@ pub const MIN_TOKEN: usize = 16;
 /// Reads an access token from `path` (`--token-file`, the same file on both sides): its
 /// content with leading and trailing whitespace (a final newline) removed, 16..=255 bytes.
 pub fn load_token(path: &std::path::Path) -> anyhow::Result<AccessToken> {
-    let raw =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
+    // The file's bytes are wiped when dropped, as the token is (wire::AccessToken).
+    let raw = zeroize::Zeroizing::new(
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?,
+    );
     token_from_file_bytes(&raw).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))
 }
 

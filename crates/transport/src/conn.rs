@@ -18,10 +18,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport, SubflowInfo};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig, SessionInfo, Suite};
 use serde::Serialize;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -33,13 +31,25 @@ pub type Reader = SecureReader<OwnedReadHalf>;
 pub type Writer = SecureWriter<OwnedWriteHalf>;
 
 /// What nena's kato-mpc programs recorded about one connection (nena-policy's `mpc`
-/// module; the transport does not load BPF itself).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// module; the transport does not load BPF itself). `Debug` shows the keys' tokens only.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct MpcSeen {
     pub requested: bool,
     pub consented: bool,
     pub local_key: Option<[u8; 8]>,
     pub remote_key: Option<[u8; 8]>,
+}
+
+impl std::fmt::Debug for MpcSeen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use nena_proto::mpc::KeyByToken;
+        f.debug_struct("MpcSeen")
+            .field("requested", &self.requested)
+            .field("consented", &self.consented)
+            .field("local_key", &self.local_key.as_ref().map(KeyByToken))
+            .field("remote_key", &self.remote_key.as_ref().map(KeyByToken))
+            .finish()
+    }
 }
 
 /// Reads the record of the connection whose first subflow is (local, remote), waiting
@@ -134,8 +144,9 @@ pub struct ClientOptions {
     /// No nena handshake (benchmark baseline only).
     pub raw: bool,
     /// Testing aid: append the hex of every hello (first flight) to this file. The hello
-    /// holds the session keys: never use this outside tests.
-    pub dump_first_flight: Option<PathBuf>,
+    /// holds the session keys: only in builds with the non-default `debug-dump` feature.
+    #[cfg(feature = "debug-dump")]
+    pub dump_first_flight: Option<std::path::PathBuf>,
     /// Buffer per direction of the session ([`crate::stream::BULK_BUF`] for files and perf).
     pub buffer: usize,
     /// Access token sent with the request, inside the session (`--token-file`).
@@ -160,6 +171,7 @@ impl ClientOptions {
             allow_fallback: false,
             timeout: Duration::from_secs(10),
             raw: false,
+            #[cfg(feature = "debug-dump")]
             dump_first_flight: None,
             buffer: crate::stream::BULK_BUF,
             token: None,
@@ -303,7 +315,9 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
             "internal: a raw connection needs its first message, a nena one must not have one"
         ),
     };
+    #[cfg(feature = "debug-dump")]
     if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
+        use std::io::Write;
         let mut line: String = first.iter().map(|b| format!("{b:02x}")).collect();
         line.push('\n');
         // One write() per line: concurrent clients may append to the same file.

@@ -429,6 +429,13 @@ impl std::fmt::Debug for AccessToken {
     }
 }
 
+impl Drop for AccessToken {
+    /// Wipes the token (docs/THREAT-MODEL.md, "Keys in memory").
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
 fn push_name(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(&(name.len() as u16).to_be_bytes());
     out.extend_from_slice(name.as_bytes());

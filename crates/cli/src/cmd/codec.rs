@@ -22,7 +22,7 @@ pub enum CodecCmd {
     Descramble(CodecArgs),
 }
 
-#[derive(Args, Debug)]
+#[derive(Args)]
 pub struct CodecArgs {
     /// The key: exactly 16 hex digits, the 8 key bytes in order (the first pair becomes
     /// window byte 56).
@@ -35,6 +35,16 @@ pub struct CodecArgs {
         default_value = "fast"
     )]
     imp: String,
+}
+
+impl std::fmt::Debug for CodecArgs {
+    /// Never the key (issue 19).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodecArgs")
+            .field("key", &"[redacted]")
+            .field("imp", &self.imp)
+            .finish()
+    }
 }
 
 pub fn run(c: CodecCmd) -> CmdResult {
@@ -105,6 +115,22 @@ mod tests {
             buf[..n].copy_from_slice(&self.0[..n]);
             self.0 = &self.0[n..];
             Ok(n)
+        }
+    }
+
+    /// `nena codec`'s arguments (the kato key in hex) never show the key in `Debug`.
+    #[test]
+    fn codec_args_debug_hides_the_key() {
+        let key = &nena_testkit::TEST_KEY_BYTES[..8];
+        let args = CodecArgs {
+            key: nena_testkit::hex(key),
+            imp: "fast".into(),
+        };
+        for cmd in [CodecCmd::Scramble(args)] {
+            for shown in [format!("{cmd:?}"), format!("{cmd:#?}")] {
+                nena_testkit::assert_debug_hides(&shown, key, "CodecCmd");
+                assert!(shown.contains("[redacted]"), "{shown}");
+            }
         }
     }
 

@@ -130,7 +130,9 @@ pub struct ClientCommon {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Testing only: append each hello (it holds the session keys!) in hex to FILE.
+    /// Testing only: append each hello (it holds the session keys!) in hex to FILE. Only in
+    /// builds with the non-default cargo feature `debug-dump`.
+    #[cfg(feature = "debug-dump")]
     #[arg(long, hide = true, value_name = "FILE")]
     pub debug_dump_first_flight: Option<PathBuf>,
     /// Send the access token in FILE with the request (the server's --token-file; it
@@ -209,6 +211,7 @@ impl ClientCommon {
             allow_fallback: self.allow_fallback,
             timeout: self.timeout,
             raw,
+            #[cfg(feature = "debug-dump")]
             dump_first_flight: self.debug_dump_first_flight.clone(),
             recover: !self.no_recovery,
             ..ClientOptions::new(

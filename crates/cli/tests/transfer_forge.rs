@@ -238,9 +238,26 @@ fn forge_uploads(modes: &[&str]) -> (Vec<u8>, Vec<(String, Output, Vec<u8>)>) {
     (forged, out)
 }
 
-/// On the old format (an unkeyed SHA-256 trailer) the forgery IS stored under the client's
-/// name: the attacker rewrote the file's end and the trailer consistently.
+/// The trailer is a MAC keyed from the session: the forger rewrote the file's end and, as
+/// it would for an unkeyed SHA-256, the trailer; the server refuses, stores nothing under the
+/// name, and the client is told.
 #[test]
+fn a_forged_file_and_trailer_are_refused() {
+    let (_, outcomes) = forge_uploads(&["stream", "kato"]);
+    for (mode, out, stored) in outcomes {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: the forged upload succeeded");
+        assert!(stored.is_empty(), "{mode}: a forged file was stored");
+        assert!(err.contains("trailer MAC mismatch"), "{mode}: {err}");
+    }
+}
+
+/// The demonstration on the old format (an unkeyed SHA-256 trailer): run against a build of
+/// the commit before the keyed trailer, it asserts that the forgery IS stored under the
+/// client's name. Not run by default (today's build refuses it); how it was run and what it
+/// printed: docs/THREAT-MODEL.md, "Altered files".
+#[test]
+#[ignore]
 fn old_format_stores_the_forgery() {
     let (forged, outcomes) = forge_uploads(&["stream", "kato"]);
     for (mode, out, stored) in outcomes {

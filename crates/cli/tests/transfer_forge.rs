@@ -210,7 +210,11 @@ fn forge_lab() -> nena_lab::LabGuard {
 }
 
 /// The uploads the forger attacked completely, per mode: (mode, client output, name).
-fn forge_uploads(modes: &[&str]) -> (Vec<u8>, Vec<(String, Output, Vec<u8>)>) {
+/// One attacked upload: its mode, the client's output, and what the server stored under the
+/// name (empty: nothing).
+type Outcome = (String, Output, Vec<u8>);
+
+fn forge_uploads(modes: &[&str]) -> (Vec<u8>, Vec<Outcome>) {
     let lab = forge_lab();
     let srv = TempDir::new("forge-srv");
     let cli = TempDir::new("forge-cli");

@@ -26,6 +26,8 @@ fn main() {
     skeleton(&out, "nena", &asm_include, &["-Wno-unused-function"]);
     // The attack simulator of the lab (`nena lab tamper`): its own small object.
     skeleton(&out, "tamper", &asm_include, &[]);
+    // Its smart attacker (`nena lab forge`): a pattern XORed at a data sequence number.
+    skeleton(&out, "forge", &asm_include, &[]);
     // `nena run`: the cgroup connect/sockops redirect and the mptcpize hook.
     skeleton(&out, "run", &asm_include, &[]);
     // The papers' negotiation (`--mode kato-mpc`): marks and MPTCP keys.

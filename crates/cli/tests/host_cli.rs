@@ -266,7 +266,7 @@ fn serve_config_file_is_the_flags_and_the_command_line_wins() {
     );
     let conf = conf.to_str().unwrap();
     // From the file alone: it listens where the file says, stores in its dir, and accepts
-    // only its modes (the client offers aead,stream and gets stream).
+    // only its modes (the client names stream, which a default client never offers).
     {
         let (_srv, addr) = start(&["serve", "--config", conf]);
         assert_eq!(addr, format!("127.0.0.1:{port}").parse().unwrap());
@@ -283,6 +283,8 @@ fn serve_config_file_is_the_flags_and_the_command_line_wins() {
             &addr.to_string(),
             "--trusted",
             "127.0.0.1",
+            "--mode",
+            "stream",
             "--no-progress",
         ]);
         assert!(out.status.success(), "{}", text(&out.stderr));

@@ -22,6 +22,7 @@
 pub mod abi;
 pub mod bench;
 pub mod events;
+pub mod forge;
 pub mod loader;
 pub mod mpc;
 pub mod packet;

@@ -21,6 +21,12 @@ pub mod tamper {
     include!(concat!(env!("OUT_DIR"), "/tamper.skel.rs"));
 }
 
+/// `bpf/forge.bpf.c`: the lab's smart attacker (a pattern XORed at a data sequence number).
+#[allow(clippy::all, clippy::pedantic, unsafe_op_in_unsafe_fn, missing_docs)]
+pub mod forge {
+    include!(concat!(env!("OUT_DIR"), "/forge.skel.rs"));
+}
+
 /// `bpf/run.bpf.c`: `nena run`'s cgroup redirect (connect4/6, sockops) and mptcpize hook.
 #[allow(clippy::all, clippy::pedantic, unsafe_op_in_unsafe_fn, missing_docs)]
 pub mod run {

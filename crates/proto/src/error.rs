@@ -19,9 +19,10 @@ pub enum HandshakeError {
     UnsupportedVersion { ours: u8, theirs: u8 },
     /// The client offers no mode the server accepts.
     #[error(
-        "no common mode: the client offers {}, the server accepts {}",
+        "no common mode: the client offers {}, the server accepts {}{}",
         offer_text(offered, unknown),
-        ModeList(accepted)
+        ModeList(accepted),
+        unoffered_hint(offered, accepted)
     )]
     NoCommonMode {
         /// The client's offer of modes this side knows.
@@ -73,6 +74,24 @@ pub enum HandshakeError {
     /// X25519 with the peer's share gives zero: the share is a low-order point.
     #[error("the peer's X25519 key share is a low-order point (the shared secret would be zero)")]
     ZeroSharedSecret,
+}
+
+/// For a client that did not offer what the server accepts: the flag that would offer it
+/// (modes without integrity are offered only when named).
+fn unoffered_hint(offered: &[Mode], accepted: &[Mode]) -> String {
+    let missing: Vec<&str> = accepted
+        .iter()
+        .filter(|m| !offered.contains(m))
+        .map(|m| m.name())
+        .collect();
+    if offered.is_empty() || missing.is_empty() {
+        return String::new();
+    }
+    format!(
+        " (to allow {} pass --mode {}; modes without integrity are offered only when named)",
+        missing.join(" or "),
+        missing.join(",")
+    )
 }
 
 /// `[plain]`, `[plain] and modes unknown to this server (ids 0x42)`, or
@@ -242,7 +261,7 @@ mod tests {
             ),
             (
                 HandshakeError::NoCommonMode { offered: vec![Mode::Plain], unknown: vec![], accepted: vec![Mode::Kato] },
-                "no common mode: the client offers [plain], the server accepts [kato]",
+                "no common mode: the client offers [plain], the server accepts [kato] (to allow kato pass --mode kato; modes without integrity are offered only when named)",
             ),
             (
                 HandshakeError::NoCommonMode { offered: vec![], unknown: vec![0x42, 0x7f], accepted: vec![Mode::Kato] },
@@ -250,7 +269,7 @@ mod tests {
             ),
             (
                 HandshakeError::NoCommonMode { offered: vec![Mode::Plain], unknown: vec![0x05], accepted: vec![Mode::Kato] },
-                "no common mode: the client offers [plain] and modes unknown to this server (ids 0x05), the server accepts [kato]",
+                "no common mode: the client offers [plain] and modes unknown to this server (ids 0x05), the server accepts [kato] (to allow kato pass --mode kato; modes without integrity are offered only when named)",
             ),
             (
                 HandshakeError::ClosedEarly { received: 0 },

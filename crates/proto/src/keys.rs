@@ -158,6 +158,40 @@ impl fmt::Debug for TrafficSecret {
     }
 }
 
+/// Length of the key of the application messages' MAC ([`app_mac_key`]).
+pub const APP_MAC_KEY_LEN: usize = 32;
+
+/// One direction's key of the application-layer MAC (file trailers, connect requests;
+/// [`crate::appmac`]): `Expand-Label(secret_0, "app mac", "", 32)` of that direction's first
+/// traffic secret. The label keeps it apart from every key and IV of the same secret.
+pub fn app_mac_key(secret: &TrafficSecret) -> Zeroizing<[u8; APP_MAC_KEY_LEN]> {
+    let mut k = Zeroizing::new([0u8; APP_MAC_KEY_LEN]);
+    expand_label(&prk_of(&secret.0), "app mac", &[], &mut k[..]);
+    k
+}
+
+/// The application MAC keys of a kato session (kato, kato-mpc), from its two 8-byte
+/// scrambling keys: `prk = HKDF-Extract(salt = "nena1 kato app mac", c2s || s2c)`, then
+/// `Expand-Label(prk, "c2s app mac" | "s2c app mac", "", 32)`. Only as secret as those keys,
+/// which cross the trusted path in clear (docs/THREAT-MODEL.md). Returns (c2s, s2c).
+pub fn kato_app_mac_keys(
+    c2s: &[u8; 8],
+    s2c: &[u8; 8],
+) -> (
+    Zeroizing<[u8; APP_MAC_KEY_LEN]>,
+    Zeroizing<[u8; APP_MAC_KEY_LEN]>,
+) {
+    let mut ikm = Zeroizing::new([0u8; 16]);
+    ikm[..8].copy_from_slice(c2s);
+    ikm[8..].copy_from_slice(s2c);
+    let prk = hkdf_extract(b"nena1 kato app mac", &ikm[..]);
+    let mut a = Zeroizing::new([0u8; APP_MAC_KEY_LEN]);
+    let mut b = Zeroizing::new([0u8; APP_MAC_KEY_LEN]);
+    expand_label(&prk, "c2s app mac", &[], &mut a[..]);
+    expand_label(&prk, "s2c app mac", &[], &mut b[..]);
+    (a, b)
+}
+
 /// Everything the handshake derives from `dh`, `r_c` and the transcript.
 pub struct Schedule {
     prk: hkdf::Prk,
@@ -349,6 +383,23 @@ mod tests {
         let mut b = [0u8; 16];
         hkdf_expand(&prk, &[&info], &mut b);
         assert_eq!(a, b);
+    }
+
+    /// The kato application MAC keys for the scrambling keys 00..07 and 08..0f (values
+    /// computed independently with Python's hmac module; also in docs/PROTOCOL.md).
+    #[test]
+    fn kato_app_mac_keys_known_answer() {
+        let c2s: [u8; 8] = std::array::from_fn(|i| i as u8);
+        let s2c: [u8; 8] = std::array::from_fn(|i| 8 + i as u8);
+        let (a, b) = kato_app_mac_keys(&c2s, &s2c);
+        assert_eq!(
+            a.to_vec(),
+            unhex("22ea4e98487ee105006e9e8cb0f4766aada956caf371356fb5de30b4e71060eb")
+        );
+        assert_eq!(
+            b.to_vec(),
+            unhex("a2ceaf758f954c4cdc06528fed5632ecbe8b77ae4e0ef5be655d40dac614612f")
+        );
     }
 
     #[test]

@@ -48,6 +48,7 @@
 //! assert_eq!(&wire[consumed..][plain], b"hello");
 //! ```
 
+pub mod appmac;
 mod cipher;
 mod client;
 mod error;

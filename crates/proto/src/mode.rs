@@ -39,9 +39,11 @@ impl Mode {
     /// is negotiated out of band and is not one of them.
     pub const ALL: &'static [Mode] = &[Mode::Aead, Mode::Stream, Mode::Kato, Mode::Plain];
 
-    /// What a client offers unless told otherwise: the cryptographic modes only, so that
-    /// the answer is always authenticated (no downgrade to kato by an attacker on the way).
-    pub const DEFAULT_OFFER: &'static [Mode] = &[Mode::Aead, Mode::Stream];
+    /// What a client offers unless told otherwise: `aead` alone, the one mode with
+    /// integrity, so that no server preference can move a default client to a mode without
+    /// it (stream, kato and plain are offered only when named; the answer is authenticated
+    /// whatever it is, as the offer carries a key share).
+    pub const DEFAULT_OFFER: &'static [Mode] = &[Mode::Aead];
 
     /// What a server accepts unless told otherwise (plain only when named).
     pub const DEFAULT_ACCEPT: &'static [Mode] = &[Mode::Aead, Mode::Stream, Mode::Kato];

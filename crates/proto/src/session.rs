@@ -14,7 +14,7 @@
 
 use crate::cipher::{Keystream, RecordCipher, Suite};
 use crate::error::SessionError;
-use crate::keys::{tags_equal, TrafficSecret, TAG_LEN};
+use crate::keys::{tags_equal, TrafficSecret, APP_MAC_KEY_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::record::{self, Opened, RecordOpener, RecordSealer};
 use crate::wire;
@@ -96,7 +96,12 @@ impl Drop for Keys {
 pub struct Protector {
     info: SessionInfo,
     inner: ProtectInner,
+    /// This direction's application MAC key (None: plain, no key).
+    app_mac: Option<AppMacKey>,
 }
+
+/// One direction's application MAC key ([`crate::appmac`]); zeroized when dropped.
+type AppMacKey = zeroize::Zeroizing<[u8; APP_MAC_KEY_LEN]>;
 
 enum ProtectInner {
     Plain,
@@ -112,6 +117,8 @@ pub struct Unprotector {
     confirm: Option<[u8; TAG_LEN]>,
     failed: bool,
     inner: UnprotectInner,
+    /// The peer's direction's application MAC key (None: plain, no key).
+    app_mac: Option<AppMacKey>,
 }
 
 enum UnprotectInner {
@@ -122,6 +129,12 @@ enum UnprotectInner {
 }
 
 impl Protector {
+    /// The key of this direction's application MAC ([`crate::appmac`]): None in plain mode,
+    /// which has no key.
+    pub fn app_mac_key(&self) -> Option<&[u8; APP_MAC_KEY_LEN]> {
+        self.app_mac.as_deref()
+    }
+
     /// The session's mode and cipher.
     pub fn info(&self) -> SessionInfo {
         self.info
@@ -223,6 +236,11 @@ impl Protector {
 }
 
 impl Unprotector {
+    /// The key of the peer's application MAC ([`crate::appmac`]): None in plain mode.
+    pub fn app_mac_key(&self) -> Option<&[u8; APP_MAC_KEY_LEN]> {
+        self.app_mac.as_deref()
+    }
+
     /// The session's mode and cipher.
     pub fn info(&self) -> SessionInfo {
         self.info
@@ -376,6 +394,19 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn new(role: Role, keys: Keys) -> Session {
+        // The application MAC keys, (c2s, s2c), then ours and the peer's.
+        let macs = match &keys {
+            Keys::Plain => None,
+            Keys::Kato { c2s, s2c } => Some(crate::keys::kato_app_mac_keys(c2s, s2c)),
+            Keys::Crypto { c2s, s2c, .. } => {
+                Some((crate::keys::app_mac_key(c2s), crate::keys::app_mac_key(s2c)))
+            }
+        };
+        let (out_mac, in_mac) = match (macs, role) {
+            (None, _) => (None, None),
+            (Some((c, s)), Role::Client) => (Some(c), Some(s)),
+            (Some((c, s)), Role::Server) => (Some(s), Some(c)),
+        };
         let (info, tx, rx, confirm) = match &keys {
             Keys::Plain => (
                 SessionInfo {
@@ -447,12 +478,17 @@ impl Session {
         };
         Session {
             role,
-            tx: Protector { info, inner: tx },
+            tx: Protector {
+                info,
+                inner: tx,
+                app_mac: out_mac,
+            },
             rx: Unprotector {
                 info,
                 confirm,
                 failed: false,
                 inner: rx,
+                app_mac: in_mac,
             },
         }
     }

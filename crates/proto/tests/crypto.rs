@@ -422,6 +422,12 @@ fn transcript_to_keys_vectors_match_protocol_md() {
         ("c2s key 0", hex(&key)),
         ("c2s iv 0", hex(&iv)),
         ("c2s traffic secret 1", hex(c2s.next().expose())),
+        ("c2s app mac key", hex(&keys::app_mac_key(&c2s)[..])),
+        ("trailer of a PUT of \"nena\" as \"f\"", {
+            let mut m = nena_proto::appmac::AppMac::file(Some(&keys::app_mac_key(&c2s)), 1, "f", 4);
+            m.update(b"nena");
+            hex(&m.finish())
+        }),
         ("first c2s record of \"nena\"", hex(&record)),
     ];
     let doc = include_str!("../../../docs/PROTOCOL.md");

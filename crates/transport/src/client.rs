@@ -125,7 +125,7 @@ impl TransferReport {
     /// The final human line.
     pub fn line(&self) -> String {
         format!(
-            "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, SHA-256 verified, mode {}, {}",
+            "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, verified end to end, mode {}, {}",
             self.op,
             self.name,
             if self.op == "send" {

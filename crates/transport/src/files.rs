@@ -1,8 +1,12 @@
 //! File transfer over a session: both ends of PUT (`nena send`) and GET (`nena get`).
 //!
-//! The data receiver always writes into a hidden temporary file next to the destination and
-//! moves it into place only after the SHA-256 trailer matched, so a partial file never
-//! looks complete; on any error the temporary file is removed. Without `overwrite` the final
+//! The data is followed by a 32-byte trailer: the session's application MAC
+//! ([`nena_proto::appmac`], keyed per session and direction in aead, stream, kato and
+//! kato-mpc) over the op, the name, the size and the bytes; in plain mode, which has no key,
+//! a SHA-256 of the same (integrity against accidents, no authenticity). The data receiver
+//! always writes into a hidden temporary file next to the destination and moves it into place
+//! only after the trailer matched, so a partial or forged file never looks complete; on any
+//! error the temporary file is removed. Without `overwrite` the final
 //! step is a hard link, which fails atomically if the name exists (no race between check and
 //! rename); with it, a rename.
 //!
@@ -15,6 +19,7 @@ use crate::names::check_name;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
+use nena_proto::appmac::AppMac;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,17 +84,37 @@ impl Drop for TempFile {
     }
 }
 
-/// Receive `size` bytes and the SHA-256 trailer into `file`. Returns whether the digest
-/// matched, and the digest of the received bytes.
+/// Context of a request that got no answer: a server of application protocol 1 closes
+/// without one on a version-2 request.
+const OLD_SERVER_HINT: &str = "waiting for the server's answer (a server older than nena's \
+     application protocol 2 closes here without one: upgrade it)";
+
+/// Op byte of a transfer in its trailer's input.
+const OP_PUT: u8 = 1;
+const OP_GET: u8 = 2;
+
+/// Why a trailer did not match, for both ends' messages: keyed or not.
+fn mismatch(keyed: bool) -> &'static str {
+    if keyed {
+        "trailer MAC mismatch (the data or its trailer was altered on the way)"
+    } else {
+        "SHA-256 mismatch (plain mode: no key, an integrity check only)"
+    }
+}
+
+/// Receive `size` bytes and the trailer (`mac`'s tag) into `file`. Returns whether the
+/// trailer matched, and the SHA-256 of the received bytes (for the report).
 async fn recv_data<R: AsyncRead + Unpin>(
     r: &mut SecureReader<R>,
     file: &mut tokio::fs::File,
     size: u64,
     progress: Option<Progress<'_>>,
+    mut mac: AppMac,
 ) -> Result<(bool, [u8; 32])> {
     let mut hasher = Sha256::new();
     let got = copy_out(r, file, size, |chunk| {
         hasher.update(chunk);
+        mac.update(chunk);
         if let Some(p) = progress {
             p(chunk.len() as u64);
         }
@@ -102,23 +127,26 @@ async fn recv_data<R: AsyncRead + Unpin>(
     let mut trailer = [0u8; TRAILER_LEN];
     r.read_exact(&mut trailer)
         .await
-        .context("receiving the SHA-256 trailer")?;
+        .context("receiving the trailer")?;
     file.flush().await?;
     file.sync_all().await.context("syncing the file")?;
     let digest: [u8; 32] = hasher.finalize().into();
-    Ok((digest == trailer, digest))
+    Ok((mac.verify(&trailer), digest))
 }
 
-/// Send `size` bytes of `file` and the SHA-256 trailer. Returns the digest.
+/// Send `size` bytes of `file` and the trailer (`mac`'s tag). Returns the SHA-256 of the
+/// bytes (for the report).
 async fn send_data<W: AsyncWrite + Unpin>(
     w: &mut SecureWriter<W>,
     file: &mut tokio::fs::File,
     size: u64,
     progress: Option<Progress<'_>>,
+    mut mac: AppMac,
 ) -> Result<[u8; 32]> {
     let mut hasher = Sha256::new();
     let sent = copy_in(file, w, size, |chunk| {
         hasher.update(chunk);
+        mac.update(chunk);
         if let Some(p) = progress {
             p(chunk.len() as u64);
         }
@@ -129,10 +157,10 @@ async fn send_data<W: AsyncWrite + Unpin>(
         bail!("the file shrank while it was being sent ({sent} of {size} bytes)");
     }
     let digest: [u8; 32] = hasher.finalize().into();
-    w.write_all(&digest)
+    w.write_all(&mac.finish())
         .await
-        .context("sending the SHA-256 trailer")?;
-    w.flush().await.context("sending the SHA-256 trailer")?;
+        .context("sending the trailer")?;
+    w.flush().await.context("sending the trailer")?;
     Ok(digest)
 }
 
@@ -186,14 +214,12 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     )
     .await
     .context("sending the request")?;
-    let reply = r
-        .read_reply()
-        .await
-        .context("waiting for the server's answer")?;
+    let reply = r.read_reply().await.context(OLD_SERVER_HINT)?;
     if !reply.is_ok() {
         bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
     }
-    let digest = send_data(w, &mut file, size, progress).await?;
+    let mac = AppMac::file(w.app_mac_key(), OP_PUT, name, size);
+    let digest = send_data(w, &mut file, size, progress, mac).await?;
     let fin = r
         .read_reply()
         .await
@@ -237,23 +263,22 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     )
     .await
     .context("sending the request")?;
-    let reply = r
-        .read_reply()
-        .await
-        .context("waiting for the server's answer")?;
+    let reply = r.read_reply().await.context(OLD_SERVER_HINT)?;
     if !reply.is_ok() {
         bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
     }
     let size = reply.size;
     on_size(size);
     let (tmp, mut file) = TempFile::create(&dir).await?;
-    let (ok, digest) = recv_data(r, &mut file, size, progress).await?;
+    let mac = AppMac::file(r.app_mac_key(), OP_GET, name, size);
+    let keyed = mac.is_keyed();
+    let (ok, digest) = recv_data(r, &mut file, size, progress, mac).await?;
     drop(file);
     if !ok {
         let _ = w
-            .write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch").encode())
+            .write_msg(Reply::err(Status::Corrupt, mismatch(keyed)).encode())
             .await;
-        bail!("{name:?}: SHA-256 of the received data does not match the server's; file discarded");
+        bail!("{name:?}: {}; file discarded", mismatch(keyed));
     }
     tmp.commit(dest, overwrite)
         .await
@@ -373,7 +398,9 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     w.write_msg(Reply::ok(0).encode()).await?;
-    let (ok, _) = match recv_data(r, &mut file, size, None).await {
+    let mac = AppMac::file(r.app_mac_key(), OP_PUT, name, size);
+    let keyed = mac.is_keyed();
+    let (ok, _) = match recv_data(r, &mut file, size, None, mac).await {
         Ok(x) => x,
         Err(e) => {
             // The protected stream failed (an integrity failure, a bad confirmation): the
@@ -388,14 +415,16 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     drop(file);
     if !ok {
-        w.write_msg(Reply::err(Status::Corrupt, "SHA-256 mismatch, file discarded").encode())
+        let why = mismatch(keyed);
+        w.write_msg(Reply::err(Status::Corrupt, format!("{why}, file discarded")).encode())
             .await?;
-        bail!("{name:?}: SHA-256 mismatch, discarded");
+        bail!("{name:?}: {why}, discarded");
     }
+    let check = if keyed { "MAC" } else { "SHA-256" };
     match tmp.commit(&dest, cfg.overwrite).await {
         Ok(()) => {
             w.write_msg(Reply::ok(size).encode()).await?;
-            Ok(format!("stored {name} ({size} bytes, SHA-256 verified)"))
+            Ok(format!("stored {name} ({size} bytes, {check} verified)"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             w.write_msg(Reply::err(Status::Exists, format!("{name} appeared meanwhile")).encode())
@@ -453,7 +482,8 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     w.write_msg(Reply::ok(size).encode()).await?;
-    send_data(w, &mut file, size, None).await?;
+    let mac = AppMac::file(w.app_mac_key(), OP_GET, name, size);
+    send_data(w, &mut file, size, None, mac).await?;
     let fin = r
         .read_reply()
         .await

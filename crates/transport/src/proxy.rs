@@ -395,7 +395,7 @@ async fn open_to(
                 ConnectRequest {
                     target: target.clone(),
                 }
-                .encode(),
+                .encode_tagged(c.writer.app_mac_key()),
             )
             .await?;
         Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
@@ -705,10 +705,24 @@ pub async fn run_server_with(
                     Egress::Allow(allow) => {
                         let req = tokio::time::timeout(limit, c.reader.read_connect_request())
                             .await
-                            .map_err(|_| anyhow::anyhow!("no connect request within {limit:?}"))?
-                            .context(
-                                "reading the connect request (is the client a SOCKS proxy client?)",
-                            )?;
+                            .map_err(|_| anyhow::anyhow!("no connect request within {limit:?}"))?;
+                        // An altered request (its tag) or a version-1 client: told why, and
+                        // nothing is connected.
+                        if let Err(crate::stream::MsgError::Wire(
+                            e @ (crate::wire::WireError::BadConnectTag
+                            | crate::wire::WireError::OldVersion),
+                        )) = &req
+                        {
+                            let reply = ConnectReply {
+                                code: Rep::NotAllowed,
+                                msg: e.to_string(),
+                            };
+                            let _ = c.writer.write_msg(reply.encode()).await;
+                            let _ = c.writer.shutdown().await;
+                        }
+                        let req = req.context(
+                            "reading the connect request (is the client a SOCKS proxy client?)",
+                        )?;
                         match connect_allowed(allow, &req.target, limit).await {
                             Ok(t) => {
                                 c.writer

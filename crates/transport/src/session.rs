@@ -48,7 +48,10 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Some(Status::BadName)
             } else if matches!(
                 e,
-                WireError::BadOp(_) | WireError::BadFlags(_) | WireError::EmptyToken
+                WireError::BadOp(_)
+                    | WireError::BadFlags(_)
+                    | WireError::EmptyToken
+                    | WireError::OldVersion
             ) {
                 Some(Status::Refused)
             } else {
@@ -569,9 +572,9 @@ mod tests {
             .encode(),
             Request::Get { name: long }.encode(),
             // Not UTF-8.
-            b"nAP1\x02\x00\x02\xff\xfe".to_vec(),
+            b"nAP2\x02\x00\x02\xff\xfe".to_vec(),
             // Length 0xffff (the name itself never comes).
-            b"nAP1\x01\xff\xff".to_vec(),
+            b"nAP2\x01\xff\xff".to_vec(),
         ];
         for raw in cases {
             let (mut r, mut w, server) = connect(srv, false);
@@ -584,7 +587,7 @@ mod tests {
         }
         // An unknown operation is refused with a reason, too.
         let (mut r, mut w, server) = connect(srv, false);
-        w.write_msg(b"nAP1\x09".to_vec()).await.unwrap();
+        w.write_msg(b"nAP2\x09".to_vec()).await.unwrap();
         let reply = r.read_reply().await.unwrap();
         assert_eq!(reply.status, Status::Refused);
         assert!(

@@ -302,10 +302,20 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         self.read_msg("reply", Reply::decode).await
     }
 
-    /// Read a connect request (the SOCKS proxy's destination).
+    /// Read a connect request (the SOCKS proxy's destination) and check its tag (the
+    /// peer's application MAC): an altered request is an error, never a request.
     pub async fn read_connect_request(&mut self) -> Result<crate::wire::ConnectRequest, MsgError> {
-        self.read_msg("connect request", crate::wire::ConnectRequest::decode)
-            .await
+        let key = self.app_mac_key().copied().map(zeroize::Zeroizing::new);
+        self.read_msg("connect request", |b| {
+            crate::wire::ConnectRequest::decode_tagged(b, key.as_deref())
+        })
+        .await
+    }
+
+    /// The key of the peer's application MAC (file trailers, connect requests): None in
+    /// plain mode or without a session.
+    pub fn app_mac_key(&self) -> Option<&[u8; 32]> {
+        self.unprot.as_ref().and_then(|u| u.app_mac_key())
     }
 
     /// Read the answer to a connect request.
@@ -435,6 +445,14 @@ pub struct SecureWriter<W> {
     /// The closing record has been queued (`aead`) or nothing needs one.
     closed: bool,
     sent: u64,
+}
+
+impl<W> SecureWriter<W> {
+    /// The key of this direction's application MAC (file trailers, connect requests): None
+    /// in plain mode or without a session.
+    pub fn app_mac_key(&self) -> Option<&[u8; 32]> {
+        self.prot.as_ref().and_then(|p| p.app_mac_key())
+    }
 }
 
 impl<W: AsyncWrite + Unpin> SecureWriter<W> {

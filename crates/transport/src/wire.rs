@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! Request  (client -> server, once, first bytes of the session)
-//!   magic "nAP1" (4) | op u8 | [token_len u8 | token]  if op bit 7 (0x80) is set
+//!   magic "nAP2" (4) | op u8 | [token_len u8 | token]  if op bit 7 (0x80) is set
 //!                            | op-specific fields (op & 0x7f):
 //!   op 1 PUT   : name_len u16 | name (UTF-8, <= 255 B) | size u64
 //!   op 2 GET   : name_len u16 | name
@@ -35,7 +35,7 @@
 //! Connect (the SOCKS5 proxy, `nena proxy client --socks5` to `nena proxy server --allow`):
 //!
 //! ```text
-//! ConnectRequest  magic "nAP1" | op 4 | atyp u8 (1 IPv4, 3 domain, 4 IPv6)
+//! ConnectRequest  magic "nAP2" | op 4 | atyp u8 (1 IPv4, 3 domain, 4 IPv6)
 //!                 | addr (4 B | len u8 + name (1..=255 B, printable ASCII) | 16 B) | port u16
 //! ConnectReply    code u8 (SOCKS5 reply code, RFC 1928 section 6: 0 succeeded .. 8)
 //!                 | msg_len u8 | msg (UTF-8)
@@ -47,14 +47,18 @@
 use thiserror::Error;
 
 /// First bytes of every request.
-pub const MAGIC: [u8; 4] = *b"nAP1";
+pub const MAGIC: [u8; 4] = *b"nAP2";
+/// The magic of version 1 (an unkeyed SHA-256 trailer, an untagged connect request): refused
+/// with [`WireError::OldVersion`], never read as version 2.
+pub const MAGIC_V1: [u8; 4] = *b"nAP1";
 /// Longest file name accepted on the wire (bytes).
 pub const MAX_NAME: usize = 255;
 /// Longest message in a [`Reply`] (bytes).
 pub const MAX_MSG: usize = 1024;
 /// Largest perf chunk payload.
 pub const MAX_CHUNK: u32 = 1 << 20;
-/// Length of the SHA-256 trailer.
+/// Length of the trailer of a file (its MAC, [`nena_proto::appmac`]) and of a connect
+/// request's tag.
 pub const TRAILER_LEN: usize = 32;
 /// Length of an encoded reply without its message.
 const REPLY_FIXED: usize = 1 + 8 + 2;
@@ -66,8 +70,12 @@ pub const MAX_TOKEN: usize = 255;
 /// A protocol violation by the peer.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum WireError {
-    #[error("peer does not speak the nena application protocol (its first bytes were {}, expected 6e 41 50 31 \"nAP1\")", hex_text(.0))]
+    #[error("peer does not speak the nena application protocol (its first bytes were {}, expected 6e 41 50 32 \"nAP2\")", hex_text(.0))]
     BadMagic([u8; 4]),
+    #[error("the peer speaks version 1 of the nena application protocol (\"nAP1\": unkeyed file trailers, untagged connect requests); this build speaks version 2 (\"nAP2\"): upgrade the older side")]
+    OldVersion,
+    #[error("the connect request's tag does not match: the request was altered on the way (refused before connecting anywhere)")]
+    BadConnectTag,
     #[error("unknown request operation {0}")]
     BadOp(u8),
     #[error("file name too long ({0} bytes, at most {MAX_NAME})")]
@@ -99,6 +107,23 @@ impl WireError {
     pub fn is_bad_name(&self) -> bool {
         matches!(self, WireError::NameTooLong(_) | WireError::NameNotUtf8)
     }
+}
+
+/// Checks the magic at the start of `buf` (as much of it as has arrived).
+fn check_magic(buf: &[u8]) -> Result<(), WireError> {
+    let m = buf.len().min(4);
+    if buf[..m] == MAGIC[..m] {
+        return Ok(());
+    }
+    if m == 4 && buf[..4] == MAGIC_V1 {
+        return Err(WireError::OldVersion);
+    }
+    if buf[..m] == MAGIC_V1[..m] {
+        return Ok(()); // "nAP" so far: the next byte decides
+    }
+    let mut got = [0u8; 4];
+    got[..m].copy_from_slice(&buf[..m]);
+    Err(WireError::BadMagic(got))
 }
 
 /// `3a 3a 3a 3a "::::"`: bytes in hex, and as text when they are printable ASCII.
@@ -317,12 +342,7 @@ impl RequestMsg {
     /// otherwise the request and how many bytes it used. Errors as soon as the bytes seen
     /// so far cannot start a valid request.
     pub fn decode(buf: &[u8]) -> Result<Option<(RequestMsg, usize)>, WireError> {
-        let m = buf.len().min(4);
-        if buf[..m] != MAGIC[..m] {
-            let mut got = [0u8; 4];
-            got[..m].copy_from_slice(&buf[..m]);
-            return Err(WireError::BadMagic(got));
-        }
+        check_magic(buf)?;
         if buf.len() < 5 {
             return Ok(None);
         }
@@ -601,12 +621,7 @@ impl ConnectRequest {
     /// Decode from the start of `buf`: `Ok(None)` if more bytes are needed, otherwise the
     /// request and how many bytes it used.
     pub fn decode(buf: &[u8]) -> Result<Option<(ConnectRequest, usize)>, WireError> {
-        let m = buf.len().min(4);
-        if buf[..m] != MAGIC[..m] {
-            let mut got = [0u8; 4];
-            got[..m].copy_from_slice(&buf[..m]);
-            return Err(WireError::BadMagic(got));
-        }
+        check_magic(buf)?;
         let Some(&op) = buf.get(4) else {
             return Ok(None);
         };
@@ -618,6 +633,39 @@ impl ConnectRequest {
             Ok(None) => Ok(None),
             Err(e) => Err(WireError::BadTarget(e)),
         }
+    }
+
+    /// The request followed by its tag: the session's application MAC of this direction
+    /// (`key`, the client-to-server one) over the request (plain mode: no key, a SHA-256).
+    pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Vec<u8> {
+        let mut out = self.encode();
+        let tag = nena_proto::appmac::message_tag(key, nena_proto::appmac::CONNECT_CONTEXT, &out);
+        out.extend_from_slice(&tag);
+        out
+    }
+
+    /// [`ConnectRequest::decode`] of a tagged request: the request is returned only once its
+    /// tag arrived and matched (`key`: the client-to-server application MAC key), so a proxy
+    /// server never acts on a destination an attacker rewrote on the way.
+    pub fn decode_tagged(
+        buf: &[u8],
+        key: Option<&[u8; 32]>,
+    ) -> Result<Option<(ConnectRequest, usize)>, WireError> {
+        let Some((req, used)) = ConnectRequest::decode(buf)? else {
+            return Ok(None);
+        };
+        let Some(tag) = buf.get(used..used + TRAILER_LEN) else {
+            return Ok(None);
+        };
+        let mac = nena_proto::appmac::AppMac::new(
+            key,
+            nena_proto::appmac::CONNECT_CONTEXT,
+            &[&buf[..used]],
+        );
+        if !mac.verify(tag) {
+            return Err(WireError::BadConnectTag);
+        }
+        Ok(Some((req, used + TRAILER_LEN)))
     }
 }
 
@@ -659,6 +707,85 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The connect request's tag (issue 19, item 5): the request travels after the
+    /// handshake, protected by the mode, on any path (the untrusted subflow joins once the
+    /// first flight is acknowledged), so in stream or kato an attacker there can XOR a new
+    /// destination into it. The tag is checked before the request is returned: a rewritten
+    /// destination (the attacker XORs the difference into the known plaintext) is refused,
+    /// and so is a request under another session's key or one without its tag.
+    #[test]
+    fn a_rewritten_connect_request_is_refused() {
+        use crate::socks::{Host, Target};
+        let key = [0x5au8; 32];
+        let req = ConnectRequest {
+            target: Target {
+                host: Host::Ip("198.18.3.2".parse().unwrap()),
+                port: 80,
+            },
+        };
+        let enc = req.encode_tagged(Some(&key));
+        for cut in 0..enc.len() {
+            assert_eq!(
+                ConnectRequest::decode_tagged(&enc[..cut], Some(&key)),
+                Ok(None)
+            );
+        }
+        assert_eq!(
+            ConnectRequest::decode_tagged(&enc, Some(&key)),
+            Ok(Some((req.clone(), enc.len())))
+        );
+        // 198.18.3.2:80 -> 198.18.9.9:80, the address at its fixed offset (magic, op, atyp).
+        let mut forged = enc.clone();
+        for (i, (a, b)) in [198u8, 18, 3, 2].iter().zip([198u8, 18, 9, 9]).enumerate() {
+            forged[6 + i] ^= a ^ b;
+        }
+        assert_eq!(
+            ConnectRequest::decode(&forged)
+                .unwrap()
+                .unwrap()
+                .0
+                .target
+                .to_string(),
+            "198.18.9.9:80"
+        );
+        assert_eq!(
+            ConnectRequest::decode_tagged(&forged, Some(&key)),
+            Err(WireError::BadConnectTag)
+        );
+        // Another key (another session or direction), or no key at all.
+        assert_eq!(
+            ConnectRequest::decode_tagged(&enc, Some(&[0x5bu8; 32])),
+            Err(WireError::BadConnectTag)
+        );
+        assert_eq!(
+            ConnectRequest::decode_tagged(&enc, None),
+            Err(WireError::BadConnectTag)
+        );
+        // plain (no key): a SHA-256 that catches accidents only.
+        let plain = req.encode_tagged(None);
+        assert!(ConnectRequest::decode_tagged(&plain, None)
+            .unwrap()
+            .is_some());
+    }
+
+    /// A version-1 peer ("nAP1": unkeyed trailers, untagged connect requests) is told so, in
+    /// both kinds of request, never read as version 2.
+    #[test]
+    fn version_1_requests_are_refused_clearly() {
+        assert_eq!(
+            RequestMsg::decode(b"nAP1\x01\x00\x01a"),
+            Err(WireError::OldVersion)
+        );
+        assert_eq!(
+            ConnectRequest::decode(b"nAP1\x04\x01"),
+            Err(WireError::OldVersion)
+        );
+        assert_eq!(RequestMsg::decode(b"nAP"), Ok(None));
+        assert!(WireError::OldVersion
+            .to_string()
+            .contains("upgrade the older side"));
+    }
+
     #[test]
     fn connect_roundtrip_and_errors() {
         use crate::socks::{Host, Rep, SocksError, Target};
@@ -688,11 +815,11 @@ mod tests {
             assert_eq!(RequestMsg::decode(&enc), Err(WireError::BadOp(4)));
         }
         assert_eq!(
-            ConnectRequest::decode(b"nAP1\x02\x00\x01a"),
+            ConnectRequest::decode(b"nAP2\x02\x00\x01a"),
             Err(WireError::NotConnect(2))
         );
         assert_eq!(
-            ConnectRequest::decode(b"nAP1\x04\x07"),
+            ConnectRequest::decode(b"nAP2\x04\x07"),
             Err(WireError::BadTarget(SocksError::AddressType(7)))
         );
         assert!(matches!(
@@ -781,12 +908,12 @@ mod tests {
         // The bytes of the original protocol: old clients and new servers agree.
         assert_eq!(
             Request::Get { name: "ab".into() }.encode(),
-            b"nAP1\x02\x00\x02ab".to_vec()
+            b"nAP2\x02\x00\x02ab".to_vec()
         );
         let t = AccessToken::new(b"tok".to_vec()).unwrap();
         assert_eq!(
             Request::Get { name: "ab".into() }.encode_with(Some(&t)),
-            b"nAP1\x82\x03tok\x00\x02ab".to_vec()
+            b"nAP2\x82\x03tok\x00\x02ab".to_vec()
         );
     }
 
@@ -823,31 +950,31 @@ mod tests {
             RequestMsg::decode(b"nX"),
             Err(WireError::BadMagic(*b"nX\0\0"))
         );
-        assert_eq!(RequestMsg::decode(b"nAP1\x09"), Err(WireError::BadOp(9)));
+        assert_eq!(RequestMsg::decode(b"nAP2\x09"), Err(WireError::BadOp(9)));
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x89\x01"),
+            RequestMsg::decode(b"nAP2\x89\x01"),
             Err(WireError::BadOp(0x89))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x81\x00"),
+            RequestMsg::decode(b"nAP2\x81\x00"),
             Err(WireError::EmptyToken)
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x01\x01\x00"),
+            RequestMsg::decode(b"nAP2\x01\x01\x00"),
             Err(WireError::NameTooLong(256))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x01\xff\xff"),
+            RequestMsg::decode(b"nAP2\x01\xff\xff"),
             Err(WireError::NameTooLong(0xffff))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x02\x00\x01\xff"),
+            RequestMsg::decode(b"nAP2\x02\x00\x01\xff"),
             Err(WireError::NameNotUtf8)
         );
         assert!(WireError::NameNotUtf8.is_bad_name() && WireError::NameTooLong(300).is_bad_name());
         assert!(!WireError::BadOp(9).is_bad_name());
         assert_eq!(
-            RequestMsg::decode(b"nAP1\x03\x04"),
+            RequestMsg::decode(b"nAP2\x03\x04"),
             Err(WireError::BadFlags(4))
         );
     }
@@ -858,7 +985,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "peer does not speak the nena application protocol (its first bytes were \
-             3a 3a 3a 3a \"::::\", expected 6e 41 50 31 \"nAP1\")"
+             3a 3a 3a 3a \"::::\", expected 6e 41 50 32 \"nAP2\")"
         );
         let e = RequestMsg::decode(&[0x16, 0x03, 0x01, 0x00]).unwrap_err();
         assert!(

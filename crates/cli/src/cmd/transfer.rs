@@ -101,12 +101,14 @@ pub struct ClientCommon {
     pub untrusted: Vec<PathSpec>,
     /// Protection mode, or a comma-separated preference list: aead (encrypted and
     /// authenticated), stream (encrypted, no integrity, zero expansion), kato (the papers'
-    /// obfuscation, not encryption), plain (unprotected). Offering kato or plain beside a
-    /// cryptographic mode is safe: the server's choice is authenticated. kato-mpc (alone):
+    /// obfuscation, not encryption), plain (unprotected). The default offers aead alone, so a
+    /// server can never move this client to a mode without integrity; stream, kato and plain
+    /// are offered only when named. Offering kato or plain beside a cryptographic mode is
+    /// safe: the server's choice is authenticated. kato-mpc (alone):
     /// the papers' scrambling with their own negotiation, on the SYN, keys from MPTCP's
     /// (attaches BPF programs to the trusted interfaces while it runs; plain on both sides
     /// if the server does not agree).
-    #[arg(long, default_value = "aead,stream", value_parser = parse_modes)]
+    #[arg(long, default_value = "aead", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
     /// Testing only: --mode kato-mpc without attaching the programs (this side never asks).
     #[arg(long, hide = true)]

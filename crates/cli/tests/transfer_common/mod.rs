@@ -69,6 +69,10 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// The process id (`ip netns exec` executes nena in its own place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
     /// Everything the process wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()

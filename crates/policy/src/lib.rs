@@ -24,6 +24,7 @@ pub mod bench;
 pub mod events;
 pub mod loader;
 pub mod mpc;
+pub mod mpc_strip;
 pub mod packet;
 pub mod recipes;
 pub mod run;

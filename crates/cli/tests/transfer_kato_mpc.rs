@@ -9,8 +9,8 @@
 //! text crosses either link; with --allow-plain on both, plain on both sides, said so; a SYN
 //! flood toward the server during connections that wait in its accept queue does not cost a
 //! connection its keys; the programs are gone when the tools exit (also on SIGTERM).
-mod transfer_common;
 mod kato_mpc_fail_closed;
+mod transfer_common;
 
 use nena_lab::{Host, Link};
 use std::path::Path;
@@ -400,7 +400,11 @@ fn kato_mpc_without_the_clients_programs_is_refused_by_the_server_and_serve_clea
     ];
     a.extend_from_slice(&PATHS);
     let o = client(&lab, &a);
-    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(!Path::new(&out).exists(), "nothing received");
     s.wait_stderr(
         "kato-mpc refused: the client did not ask",

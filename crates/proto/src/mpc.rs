@@ -302,7 +302,10 @@ mod tests {
         c.consented = false;
         let d = decide(Role::Client, &c).unwrap();
         let line = d.refusal(Role::Client, false).expect("refused");
-        assert!(line.starts_with("kato-mpc refused: the server did not agree"), "{line}");
+        assert!(
+            line.starts_with("kato-mpc refused: the server did not agree"),
+            "{line}"
+        );
         assert!(line.contains("nothing was sent") && line.contains("--allow-plain"));
         assert!(!line.contains('\n'));
         assert_eq!(d.refusal(Role::Client, true), None);

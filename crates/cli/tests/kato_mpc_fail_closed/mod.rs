@@ -176,7 +176,10 @@ fn kato_mpc_with_the_consent_stripped_on_the_trusted_path_is_refused() {
     cu.stop().unwrap();
     ct.stop().unwrap();
     let (stripped, seen) = box_.finish();
-    assert!(stripped >= 4 && stripped == seen, "the box stripped {stripped} of {seen}");
+    assert!(
+        stripped >= 4 && stripped == seen,
+        "the box stripped {stripped} of {seen}"
+    );
     // Neither link carried any of the text (no 16-byte run, and not the 40-byte needle).
     for cap in [&cap_t, &cap_u] {
         let (runs, _) = runs_found(cap, &known);
@@ -311,6 +314,46 @@ fn server_stats(lab: &nena_lab::Lab) -> [u64; 8] {
         .expect("the server's programs")
 }
 
+/// A kato-mpc connection from the client's trusted address that negotiates (the client's
+/// programs, attached here) and then sends nothing: it holds the server's only session slot
+/// until closed. Returns its descriptor (close it to release the slot).
+fn holder(lab: &nena_lab::Lab, to: std::net::SocketAddrV4) -> i32 {
+    lab.run_in(Host::Client, move || {
+        // SAFETY: socket calls on a descriptor we own; the caller closes it.
+        unsafe {
+            let fd = libc::socket(
+                libc::AF_INET,
+                libc::SOCK_STREAM,
+                262, /* IPPROTO_MPTCP */
+            );
+            assert!(fd >= 0, "MPTCP socket: {}", std::io::Error::last_os_error());
+            let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: port.to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(ip).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            let local = sin("198.18.1.2".parse().unwrap(), 0);
+            assert_eq!(
+                libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            let remote = sin(*to.ip(), to.port());
+            assert_eq!(
+                libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len),
+                0,
+                "connect: {}",
+                std::io::Error::last_os_error()
+            );
+            fd
+        }
+    })
+    .unwrap()
+}
+
 #[test]
 fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     const CLIENTS: usize = 6;
@@ -318,8 +361,8 @@ fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     let lab = lab();
     let srv = TempDir::new("mpcf");
     let cli = TempDir::new("mpcfc");
-    // One session at a time: the other connections wait in the accept queue, their
-    // handshakes long done, while the flood goes on.
+    // One session at a time, held by an idle connection: the real connections wait in the
+    // accept queue, their handshakes done, while the flood goes on.
     let s = serve(
         &lab,
         7230,
@@ -328,22 +371,37 @@ fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     );
     let to = server(&lab, 7230);
     let dst: std::net::SocketAddrV4 = to.parse().unwrap();
+    let guard = lab
+        .run_in(Host::Client, move || {
+            nena_policy::mpc::MpcGuard::attach(
+                "trusted",
+                dst.port(),
+                nena_policy::mpc::MpcRole::Client,
+                nena_policy::mpc::MpcMethod::Option,
+            )
+        })
+        .unwrap()
+        .expect("the client's programs");
+    let base = server_stats(&lab);
+    let hold = holder(&lab, dst);
     let stop = Arc::new(AtomicBool::new(false));
     let flood = {
         let stop = stop.clone();
         lab.spawn_in(Host::Router, move || {
-            syn_flood(dst, 3_000_000, Duration::from_secs(40), &stop)
+            syn_flood(dst, 3_000_000, Duration::from_secs(60), &stop)
         })
     };
-    // Flooding: wait until the server's program has seen a full handshake map of SYNs.
-    let before = server_stats(&lab);
-    let t0 = std::time::Instant::now();
-    while server_stats(&lab)[2] < before[2] + LRU {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the flood does not arrive");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let start = server_stats(&lab);
-    let files: Vec<Vec<u8>> = (0..CLIENTS).map(|i| random(1_500_000, 100 + i as u64)).collect();
+    let wait = |what: &str, f: &dyn Fn([u64; 8]) -> bool| {
+        let t0 = std::time::Instant::now();
+        while !f(server_stats(&lab)) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let files: Vec<Vec<u8>> = (0..CLIENTS)
+        .map(|i| random(1_000_000, 100 + i as u64))
+        .collect();
+    let mut at_connect = [0u64; 8];
     let outs: Vec<std::process::Output> = std::thread::scope(|sc| {
         let hs: Vec<_> = files
             .iter()
@@ -355,34 +413,55 @@ fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
                 sc.spawn(move || {
                     let ps = p.display().to_string();
                     let mut a = vec![
-                        "send", &ps, "--to", to, "--mode", "kato-mpc", "--json", "--timeout",
-                        "30",
+                        "send",
+                        &ps,
+                        "--to",
+                        to,
+                        "--mode",
+                        "kato-mpc",
+                        "--json",
+                        "--timeout",
+                        "60",
                     ];
                     a.extend_from_slice(&PATHS);
                     client(lab, &a)
                 })
             })
             .collect();
+        // All handshakes done (the holder's and the six: their completing ACKs recorded),
+        // none accepted yet; then three handshake maps' worth of flood before the holder
+        // lets go.
+        wait("the handshakes", &|st| {
+            st[4] >= base[4] + 1 + CLIENTS as u64
+        });
+        at_connect = server_stats(&lab);
+        wait("the flood", &|st| st[2] >= at_connect[2] + 3 * LRU);
+        // SAFETY: closing the holder's descriptor, ours.
+        unsafe { libc::close(hold) };
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let end = server_stats(&lab);
     stop.store(true, Ordering::Relaxed);
     let sent = flood.join().unwrap().unwrap().expect("raw socket");
-    let seen = end[2] - start[2];
+    lab.run_in(Host::Client, move || guard.detach())
+        .unwrap()
+        .unwrap();
+    let seen = end[2] - at_connect[2];
     eprintln!(
-        "flood: {sent} SYNs sent; {seen} requests seen by the server during the {CLIENTS} \
-         transfers; completing ACKs refused {}; server stderr:\n{}",
-        end[7] - start[7],
+        "flood: {sent} SYNs sent; {seen} requests seen by the server between the handshakes \
+         and the end of the {CLIENTS} transfers; completing ACKs refused {}; server stderr:\n{}",
+        end[7] - base[7],
         s.stderr()
     );
-    // The flood was on through the transfers and pushed more SYNs through the server's
-    // handshake map than it holds, several times over ...
-    assert!(seen > 2 * LRU, "only {seen} SYNs during the transfers");
-    assert!(sent <= 3_000_000);
-    // ... and every real connection got its keys: scrambled, byte-exact.
+    assert!(seen >= 3 * LRU && sent <= 3_000_000);
+    // Every real connection kept its keys through the flood: scrambled, byte-exact.
     for (i, o) in outs.iter().enumerate() {
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "client {i}: {err}\nserver: {}", s.stderr());
+        assert!(
+            o.status.success(),
+            "client {i}: {err}\nserver: {}",
+            s.stderr()
+        );
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(r["kato_mpc"]["scrambled"], true, "{r}");
         assert_eq!(

@@ -4,8 +4,12 @@
 //! MP_CAPABLE valid and no malformed packet or MPTCP expert warning; no nena hello byte and
 //! no 16-byte plaintext run on the untrusted link; each direction scrambled with its
 //! sender's MPTCP key (different per direction and per connection: found in the capture);
-//! a server or a client without the programs gives plain on both sides, and both say so;
-//! the programs are gone when the tools exit (also on SIGTERM).
+//! without the server's or the client's programs, or with the consent removed on the trusted
+//! path by a box there (`tc_mpc_strip` on the router), both sides refuse, and nothing of the
+//! text crosses either link; with --allow-plain on both, plain on both sides, said so; a SYN
+//! flood toward the server during connections that wait in its accept queue does not cost a
+//! connection its keys; the programs are gone when the tools exit (also on SIGTERM).
+mod kato_mpc_fail_closed;
 mod transfer_common;
 
 use nena_lab::{Host, Link};
@@ -315,15 +319,16 @@ fn kato_mpc_transfers_are_scrambled_from_the_first_byte_with_the_mptcp_keys() {
 }
 
 #[test]
-fn kato_mpc_without_the_servers_programs_is_plain_on_both_sides() {
+fn kato_mpc_without_the_servers_programs_is_refused_unless_both_allow_plain() {
     let lab = lab();
     let srv = TempDir::new("mpcn");
     let cli = TempDir::new("mpcnc");
+    // A server without the programs never agrees; it serves plain only with --allow-plain.
     let s = serve(
         &lab,
         7201,
         srv.path(),
-        &["--mode", "kato-mpc", "--debug-mpc-off"],
+        &["--mode", "kato-mpc", "--debug-mpc-off", "--allow-plain"],
     );
     assert_eq!(programs_in(&lab, Host::Server), "", "nothing attached");
     let to = server(&lab, 7201);
@@ -335,6 +340,18 @@ fn kato_mpc_without_the_servers_programs_is_plain_on_both_sides() {
         "send", &known_s, "--to", &to, "--json", "--mode", "kato-mpc",
     ];
     a.extend_from_slice(&PATHS);
+    // By default the client refuses: one line, non-zero exit, nothing stored.
+    let o = client(&lab, &a);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("kato-mpc refused: the server did not agree"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!srv.join("k.txt").exists(), "nothing stored");
+    // With --allow-plain: plain on both sides, said so.
+    a.push("--allow-plain");
     let (r, err) = run_json(&lab, &a);
     // Byte-exact: the server did not descramble what the client sent in clear.
     assert_eq!(std::fs::read(srv.join("k.txt")).unwrap(), file);
@@ -358,7 +375,7 @@ fn kato_mpc_without_the_servers_programs_is_plain_on_both_sides() {
 }
 
 #[test]
-fn kato_mpc_without_the_clients_programs_is_plain_on_both_sides_and_serve_cleans_up() {
+fn kato_mpc_without_the_clients_programs_is_refused_by_the_server_and_serve_cleans_up() {
     let lab = lab();
     let srv = TempDir::new("mpcx");
     let cli = TempDir::new("mpcxc");
@@ -366,6 +383,8 @@ fn kato_mpc_without_the_clients_programs_is_plain_on_both_sides_and_serve_cleans
     let to = server(&lab, 7202);
     std::fs::write(srv.join("f.txt"), text(100_000, 9)).unwrap();
     let out = cli.join("f.txt").display().to_string();
+    // A client that does not ask (and allows plain on its side): the server, which does
+    // not allow plain, closes the connection unread and says why.
     let mut a = vec![
         "get",
         "f.txt",
@@ -377,16 +396,20 @@ fn kato_mpc_without_the_clients_programs_is_plain_on_both_sides_and_serve_cleans
         "--mode",
         "kato-mpc",
         "--debug-mpc-off",
+        "--allow-plain",
     ];
     a.extend_from_slice(&PATHS);
-    let (r, err) = run_json(&lab, &a);
-    assert_eq!(
-        std::fs::read(&out).unwrap(),
-        std::fs::read(srv.join("f.txt")).unwrap()
+    let o = client(&lab, &a);
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
-    assert_eq!(r["mode"], "plain", "{r}");
-    assert!(err.contains("kato-mpc not negotiated"), "{err}");
-    s.wait_stderr("client did not ask", Duration::from_secs(5));
+    assert!(!Path::new(&out).exists(), "nothing received");
+    s.wait_stderr(
+        "kato-mpc refused: the client did not ask",
+        Duration::from_secs(5),
+    );
     // SIGTERM: serve stops and takes its programs with it.
     assert!(programs_in(&lab, Host::Server).contains("tc_mpc"));
     s.terminate();

@@ -17,11 +17,23 @@
  *        in place, TCP checksum fixed. Linux refuses an MP_CAPABLE whose bits D-G are set
  *        (it treats the SYN as plain TCP: the connection falls back), so this method exists
  *        only for the test that shows it (docs/PROTOCOL.md, "kato-mpc").
+ *      client egress third ACK: "I saw your consent"     (the confirmation; only then)
  *  - records, per connection (the 4-tuple of the first subflow, seen from this host), what
  *    was asked and agreed and both MPTCP keys as they cross in clear: the SYN-ACK carries the
  *    server's key, the third ACK (or the first data segment) both keys. User space reads
- *    the record of its socket (`flows`), checks the token (SHA-256 of the local key against
+ *    the record of its socket, checks the token (SHA-256 of the local key against
  *    MPTCP_INFO's mptcpi_token) and derives the scrambling keys.
+ *
+ * Two maps hold the records. `flows` (an LRU) holds the handshake in progress: the client's
+ * own connections, and on the server what each MP_CAPABLE SYN asked (which the SYN-ACK's
+ * consent needs, microseconds later). Anyone can send SYNs, so a SYN flood can push a
+ * server's entries out of it; the server therefore does not decide from it. Its decision
+ * is in `established` (a plain hash, no eviction): an entry is made only from the ACK that
+ * completes a handshake the kernel knows, checked here before the stack sees it: a request
+ * socket for its 4-tuple whose SYN-ACK sequence number the ACK acknowledges, or, under SYN
+ * cookies, a valid cookie (bpf_tcp_check_syncookie). A spoofed SYN cannot reach that
+ * point, and a forged ACK does not pass the check. User space deletes the entry when it has
+ * read it, and sweeps entries older than a minute (handshakes never accepted).
  *
  * The program never drops or delays a packet; it returns TC_ACT_UNSPEC so that other filters
  * on the hook (nena's policy dispatcher) still run. IPv4 and IPv6 without extension headers.
@@ -29,6 +41,7 @@
 #include "uapi.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #define TC_ACT_UNSPEC (-1)
 #define ETH_HLEN 14
@@ -59,6 +72,11 @@
 #define F_MPC_SYN 0x10      /* the SYN carried MP_CAPABLE */
 #define F_MPC_SYNACK 0x20   /* the SYN-ACK carried MP_CAPABLE */
 #define F_MARK_FAILED 0x40  /* a mark could not be added (no room, EOL, helper error) */
+#define F_CONFIRMED 0x80    /* the third ACK carried the confirmation (added here or seen here) */
+
+/* mpc_port.flags */
+#define PORT_NO_VERIFY 0x01 /* BPF_PROG_TEST_RUN only: no socket to check the ACK against */
+
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -67,7 +85,7 @@ struct mpc_port {
 	__u32 role;   /* MPC_ROLE_* */
 	__u32 method; /* MPC_METHOD_* */
 	__u32 users;  /* user space: processes using this entry */
-	__u32 pad;
+	__u32 flags;  /* PORT_* */
 };
 
 /* A connection's first subflow, seen from this host (ports and addresses in network order;
@@ -86,6 +104,7 @@ struct mpc_flow {
 	__u32 pad;
 	__u8 local_key[8];  /* as on the wire (big-endian), as the papers' code copies it */
 	__u8 remote_key[8];
+	__u64 born;         /* bpf_ktime_get_ns() when made (CLOCK_MONOTONIC) */
 };
 
 struct {
@@ -95,6 +114,7 @@ struct {
 	__type(value, struct mpc_port);
 } ports SEC(".maps");
 
+/* Handshakes in progress (see the top: a SYN flood can evict these). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -102,8 +122,19 @@ struct {
 	__type(value, struct mpc_flow);
 } flows SEC(".maps");
 
+/* Server: connections whose handshake completed (checked against the kernel's request
+ * socket or SYN cookie); never evicted: full means new entries fail (counted, and the
+ * connection is refused), not that old ones go. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mpc_flow_key);
+	__type(value, struct mpc_flow);
+} established SEC(".maps");
+
 /* Counters: 0 requests added, 1 consents added, 2 requests seen, 3 consents seen,
- * 4 keys recorded, 5 marks that failed. */
+ * 4 keys recorded, 5 marks that failed, 6 confirmations added or seen, 7 completing ACKs
+ * refused (no request socket or cookie they complete) or not recorded (map full). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 8);
@@ -122,6 +153,7 @@ static __always_inline void count(__u32 i)
 struct opts {
 	__s32 mpc_at;   /* offset of MP_CAPABLE from the TCP header, -1: none */
 	__u32 mpc_len;
+	__s32 mark_at;  /* offset of our experimental option from the TCP header, -1: none */
 	__u8 marked;    /* our experimental option is there */
 	__u8 eol;       /* an EOL ends the options early */
 };
@@ -160,8 +192,10 @@ static long scan_step(__u32 idx, void *data)
 		s->o.mpc_len = len;
 	}
 	if (kind == TCPOPT_EXP && len == 4 && s->buf[(i + 2) & 0x3f] == (MPC_EXID >> 8) &&
-	    s->buf[(i + 3) & 0x3f] == (MPC_EXID & 0xff))
+	    s->buf[(i + 3) & 0x3f] == (MPC_EXID & 0xff)) {
 		s->o.marked = 1;
+		s->o.mark_at = 20 + i;
+	}
 	s->i = i + len;
 	return 0;
 }
@@ -174,6 +208,7 @@ static __always_inline void parse_opts(struct __sk_buff *skb, __u32 tcp_at, __u3
 
 	o->mpc_at = -1;
 	o->mpc_len = 0;
+	o->mark_at = -1;
 	o->marked = 0;
 	o->eol = 0;
 	if (n == 0 || n > 40)
@@ -182,6 +217,7 @@ static __always_inline void parse_opts(struct __sk_buff *skb, __u32 tcp_at, __u3
 		return;
 	s.n = n;
 	s.o.mpc_at = -1;
+	s.o.mark_at = -1;
 	bpf_loop(40, scan_step, &s, 0);
 	*o = s.o;
 }
@@ -195,6 +231,7 @@ struct pkt {
 	__u32 doff;
 	__u8 flags;
 	__u16 sport, dport; /* network order */
+	__u32 ack_seq;      /* network order */
 	__u8 saddr[16] __attribute__((aligned(8)));
 	__u8 daddr[16] __attribute__((aligned(8)));
 };
@@ -240,6 +277,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	p->flags = ((__u8 *)&th)[13];
 	p->sport = th.source;
 	p->dport = th.dest;
+	p->ack_seq = th.ack_seq;
 	return 0;
 }
 
@@ -332,6 +370,130 @@ static __always_inline int has_flag(struct __sk_buff *skb, struct pkt *p, struct
 	return (f & MPC_FLAG_BIT) != 0;
 }
 
+/* A tuple for bpf_skc_lookup_tcp, from a packet arriving here (source = the peer). */
+static __always_inline __u32 tuple_of(struct pkt *p, struct bpf_sock_tuple *t)
+{
+	if (p->v6) {
+		__builtin_memcpy(t->ipv6.saddr, p->saddr, 16);
+		__builtin_memcpy(t->ipv6.daddr, p->daddr, 16);
+		t->ipv6.sport = p->sport;
+		t->ipv6.dport = p->dport;
+		return sizeof(t->ipv6);
+	}
+	__builtin_memcpy(&t->ipv4.saddr, p->saddr, 4);
+	__builtin_memcpy(&t->ipv4.daddr, p->daddr, 4);
+	t->ipv4.sport = p->sport;
+	t->ipv4.dport = p->dport;
+	return sizeof(t->ipv4);
+}
+
+/* Scratch space to read a request socket into (one per CPU). */
+struct req_buf {
+	__u8 bytes[1024];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct req_buf);
+} req_scratch SEC(".maps");
+
+/* The one kernel-internal field read here: the SYN-ACK's sequence number of a request
+ * socket (CO-RE: relocated against the running kernel's BTF at load). */
+struct tcp_request_sock___nena {
+	__u32 snt_isn;
+} __attribute__((preserve_access_index));
+
+/* Whether this ACK completes a handshake the kernel knows: a request socket whose SYN-ACK
+ * it acknowledges, or a valid SYN cookie of the listener. 1: yes; 2: the socket is
+ * established already (a later segment: nothing to record); 0: no. */
+static __always_inline int completes_handshake(struct __sk_buff *skb, struct pkt *p)
+{
+	struct bpf_sock_tuple t = {};
+	__u32 tlen = tuple_of(p, &t);
+	struct bpf_sock *sk = bpf_skc_lookup_tcp(skb, &t, tlen, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	int ok = 0;
+	if (sk->state == BPF_TCP_NEW_SYN_RECV) {
+		/* (bpf_skc_to_tcp_request_sock refuses an MPTCP subflow's request socket, whose
+		 * sk_prot is MPTCP's override of tcp_prot: the field is read with
+		 * bpf_probe_read_kernel
+		 * through a per-CPU buffer: no arithmetic on a socket pointer is allowed) */
+		__u32 zero = 0;
+		__u32 off = bpf_core_field_offset(struct tcp_request_sock___nena, snt_isn);
+		struct req_buf *b = bpf_map_lookup_elem(&req_scratch, &zero);
+		if (b && off <= sizeof(b->bytes) - 4 &&
+		    bpf_probe_read_kernel(b->bytes, (off & 0x3ff) + 4, sk) == 0) {
+			__u32 isn;
+			__builtin_memcpy(&isn, &b->bytes[off & 0x3ff], 4);
+			if (isn == bpf_ntohl(p->ack_seq) - 1)
+				ok = 1;
+		}
+	} else if (sk->state == BPF_TCP_LISTEN) {
+		/* no request socket: a SYN cookie, if the listener sent cookies lately */
+		__u8 ip[40] = {};
+		struct tcphdr th;
+		__u32 iplen = p->v6 ? 40 : 20;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, ip, iplen) == 0 &&
+		    bpf_skb_load_bytes(skb, p->tcp_at, &th, sizeof(th)) == 0 &&
+		    bpf_tcp_check_syncookie(sk, ip, iplen, &th, sizeof(th)) == 0)
+			ok = 1;
+	} else if (sk->state != BPF_TCP_CLOSE) {
+		ok = 2;
+	}
+	bpf_sk_release(sk);
+	return ok;
+}
+
+/* Server ingress, a non-SYN MP_CAPABLE packet with both keys: the completing ACK (or the
+ * first data segment if that ACK was lost). Recorded in `established` if it completes a
+ * handshake the kernel knows; a later one (the socket established) changes nothing. */
+static __always_inline void record_established(struct __sk_buff *skb, struct pkt *p,
+					       struct opts *o, struct mpc_flow_key *k,
+					       __u32 port_flags)
+{
+	if (o->mpc_len < 20)
+		return;
+	__u8 keys[16];
+	if (bpf_skb_load_bytes(skb, p->tcp_at + (__u32)o->mpc_at + 4, keys, 16))
+		return;
+	if (!(port_flags & PORT_NO_VERIFY)) {
+		int c = completes_handshake(skb, p);
+		if (c == 2)
+			return;
+		if (c == 0) {
+			count(7);
+			return;
+		}
+	} else if (bpf_map_lookup_elem(&established, k)) {
+		return; /* (test runs: the first one counts) */
+	}
+	struct mpc_flow nf = {};
+	nf.born = bpf_ktime_get_ns();
+	__builtin_memcpy(nf.remote_key, keys, 8);
+	__builtin_memcpy(nf.local_key, keys + 8, 8);
+	nf.flags = F_MPC_SYN | F_MPC_SYNACK | F_LOCAL_KEY | F_REMOTE_KEY;
+	/* The confirmation says the client asked and saw the consent (which only this host's
+	 * egress adds, and only after a request): the handshake record is not needed, and may
+	 * be gone (a SYN flood). Without it, what the handshake record says, for the reason. */
+	if (o->marked) {
+		nf.flags |= F_REQUESTED | F_CONSENTED | F_CONFIRMED;
+		count(6);
+	} else {
+		struct mpc_flow *f = bpf_map_lookup_elem(&flows, k);
+		if (f)
+			nf.flags |= f->flags & (F_REQUESTED | F_CONSENTED | F_MARK_FAILED);
+	}
+	/* BPF_ANY: a live handshake on a 4-tuple whose old entry was never read replaces it */
+	if (bpf_map_update_elem(&established, k, &nf, BPF_ANY)) {
+		count(7);
+		return;
+	}
+	count(4);
+}
+
 static __always_inline int mpc(struct __sk_buff *skb, const int egress)
 {
 	struct pkt p = {};
@@ -348,7 +510,7 @@ static __always_inline int mpc(struct __sk_buff *skb, const int egress)
 		if (!cfg || cfg->role != MPC_ROLE_CLIENT)
 			return TC_ACT_UNSPEC;
 	}
-	__u32 role = cfg->role, method = cfg->method;
+	__u32 role = cfg->role, method = cfg->method, port_flags = cfg->flags;
 	parse_opts(skb, p.tcp_at, p.doff, &o);
 	if (o.mpc_at < 0)
 		return TC_ACT_UNSPEC; /* not an MP_CAPABLE packet: nothing to do */
@@ -367,6 +529,7 @@ static __always_inline int mpc(struct __sk_buff *skb, const int egress)
 		/* a SYN (or its retransmission) starts the record afresh */
 		struct mpc_flow nf = {};
 		nf.flags = F_MPC_SYN;
+		nf.born = bpf_ktime_get_ns();
 		if (egress && role == MPC_ROLE_CLIENT) {
 			int r = method == MPC_METHOD_FLAG ? set_flag(skb, &p, &o) : add_option(skb, &p);
 			if (r) {
@@ -388,6 +551,10 @@ static __always_inline int mpc(struct __sk_buff *skb, const int egress)
 		return TC_ACT_UNSPEC;
 	}
 
+	if (!syn && !egress && role == MPC_ROLE_SERVER) {
+		record_established(skb, &p, &o, &k, port_flags);
+		return TC_ACT_UNSPEC;
+	}
 	f = bpf_map_lookup_elem(&flows, &k);
 	if (!f)
 		return TC_ACT_UNSPEC;
@@ -423,22 +590,31 @@ static __always_inline int mpc(struct __sk_buff *skb, const int egress)
 	}
 
 	/* the third ACK or the first data segment: both keys, the sender's first */
-	if (o.mpc_len < 20 || (f->flags & (F_LOCAL_KEY | F_REMOTE_KEY)) == (F_LOCAL_KEY | F_REMOTE_KEY))
+	if (o.mpc_len < 20)
 		return TC_ACT_UNSPEC;
 	__u8 keys[16];
 	if (bpf_skb_load_bytes(skb, key_at, keys, 16))
 		return TC_ACT_UNSPEC;
 	if (egress && role == MPC_ROLE_CLIENT) {
+		if ((f->flags & (F_LOCAL_KEY | F_REMOTE_KEY)) == (F_LOCAL_KEY | F_REMOTE_KEY))
+			return TC_ACT_UNSPEC;
 		__builtin_memcpy(f->local_key, keys, 8);
 		__builtin_memcpy(f->remote_key, keys + 8, 8);
-	} else if (!egress && role == MPC_ROLE_SERVER) {
-		__builtin_memcpy(f->remote_key, keys, 8);
-		__builtin_memcpy(f->local_key, keys + 8, 8);
-	} else {
-		return TC_ACT_UNSPEC;
+		__u32 add = F_LOCAL_KEY | F_REMOTE_KEY;
+		/* The confirmation: only on a bare ACK (the third ACK), only after a consent. */
+		if ((f->flags & F_CONSENTED) && !(f->flags & F_CONFIRMED) &&
+		    p.total == p.ip_hl + p.doff) {
+			if (method == MPC_METHOD_OPTION && add_option(skb, &p) == 0) {
+				add |= F_CONFIRMED;
+				count(6);
+			} else {
+				add |= F_MARK_FAILED;
+				count(5);
+			}
+		}
+		__sync_fetch_and_or(&f->flags, add);
+		count(4);
 	}
-	__sync_fetch_and_or(&f->flags, F_LOCAL_KEY | F_REMOTE_KEY);
-	count(4);
 	return TC_ACT_UNSPEC;
 }
 
@@ -452,4 +628,68 @@ SEC("tc")
 int tc_mpc_ingress(struct __sk_buff *skb)
 {
 	return mpc(skb, 0);
+}
+
+/* tc_mpc_strip: the lab's box on the trusted path that removes nena's option (for the tests
+ * that show kato-mpc failing closed; never attached by the tools). On the packets `which`
+ * names, of the port `port` (either end; 0: any), it overwrites the option (kind 253, ExID
+ * MPC_EXID) with four NOPs, as option-normalising middleboxes do, and fixes the TCP
+ * checksum; everything else passes unchanged. */
+#define STRIP_SYN 0x01
+#define STRIP_SYNACK 0x02
+#define STRIP_ACK 0x04
+
+struct strip_state {
+	__u32 which;    /* STRIP_* */
+	__u16 port;     /* host order, 0: any */
+	__u16 pad;
+	__u64 stripped; /* options overwritten */
+	__u64 seen;     /* marked packets of the kinds in `which` */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct strip_state);
+} strip SEC(".maps");
+
+SEC("tc")
+int tc_mpc_strip(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct strip_state *st = bpf_map_lookup_elem(&strip, &zero);
+	struct pkt p = {};
+	struct opts o;
+
+	if (!st || parse(skb, &p))
+		return TC_ACT_UNSPEC;
+	if (st->port && bpf_ntohs(p.sport) != st->port && bpf_ntohs(p.dport) != st->port)
+		return TC_ACT_UNSPEC;
+	__u32 kind = (p.flags & TCPF_SYN) ? ((p.flags & TCPF_ACK) ? STRIP_SYNACK : STRIP_SYN)
+					  : STRIP_ACK;
+	if (!(st->which & kind))
+		return TC_ACT_UNSPEC;
+	parse_opts(skb, p.tcp_at, p.doff, &o);
+	if (!o.marked || o.mark_at < 0)
+		return TC_ACT_UNSPEC;
+	__sync_fetch_and_add(&st->seen, 1);
+	if (o.mark_at & 1)
+		return TC_ACT_UNSPEC; /* the checksum words pair differently: left (counted) */
+	__u32 at = p.tcp_at + (__u32)o.mark_at;
+	__u8 old[4];
+	__u8 nops[4] = {TCPOPT_NOP, TCPOPT_NOP, TCPOPT_NOP, TCPOPT_NOP};
+	if (bpf_skb_load_bytes(skb, at, old, 4))
+		return TC_ACT_UNSPEC;
+	__u16 o1, o2, n1, n2;
+	__builtin_memcpy(&o1, old, 2);
+	__builtin_memcpy(&o2, old + 2, 2);
+	__builtin_memcpy(&n1, nops, 2);
+	__builtin_memcpy(&n2, nops + 2, 2);
+	if (bpf_skb_store_bytes(skb, at, nops, 4, 0) ||
+	    bpf_l4_csum_replace(skb, p.tcp_at + 16, o1, n1, 2) ||
+	    bpf_l4_csum_replace(skb, p.tcp_at + 16, o2, n2, 2))
+		return TC_ACT_UNSPEC;
+	__sync_fetch_and_add(&st->stripped, 1);
+	return TC_ACT_UNSPEC;
 }

@@ -25,6 +25,7 @@ pub mod events;
 pub mod forge;
 pub mod loader;
 pub mod mpc;
+pub mod mpc_strip;
 pub mod packet;
 pub mod recipes;
 pub mod run;

@@ -2,7 +2,10 @@
 //! programs (egress and ingress of the interface that carries a connection's first subflow)
 //! that mark the request on the client's SYN and the consent on the server's SYN-ACK (an
 //! RFC 6994 experimental option, or for the kernel probe the MP_CAPABLE flag bit D), and
-//! record per connection what was marked and both MPTCP keys as they cross in clear.
+//! record per connection what was marked and both MPTCP keys as they cross in clear. The
+//! client's program also confirms, on its third ACK, that it saw the consent; a server
+//! records a connection only from the ACK that completes a handshake its kernel knows, in a
+//! map no SYN flood can evict (`established`: see `bpf/mpc.bpf.c`).
 //!
 //! [`MpcGuard::attach`] attaches the programs (or joins the ones another nena process in the
 //! same network namespace attached there), registers a port, and on drop unregisters it and
@@ -64,6 +67,11 @@ const F_LOCAL_KEY: u32 = 0x04;
 const F_REMOTE_KEY: u32 = 0x08;
 const F_MPC_SYN: u32 = 0x10;
 const F_MARK_FAILED: u32 = 0x40;
+const F_CONFIRMED: u32 = 0x80;
+/// `mpc_port.flags`: BPF_PROG_TEST_RUN only (no socket to check a completing ACK against).
+const PORT_NO_VERIFY: u32 = 0x01;
+/// A server's `established` entry not read after this long is a handshake nobody accepted.
+const STALE: Duration = Duration::from_secs(60);
 
 /// `struct mpc_port`.
 #[repr(C)]
@@ -81,10 +89,10 @@ struct Port {
     role: u32,
     method: u32,
     users: u32,
-    pad: u32,
+    flags: u32,
 }
 crate::abi::same_layout!(Port = types::mpc_port; role => role, method => method,
-    users => users, pad => pad);
+    users => users, flags => flags);
 
 /// `struct mpc_flow_key`.
 #[repr(C)]
@@ -126,9 +134,10 @@ struct Flow {
     pad: u32,
     local_key: [u8; 8],
     remote_key: [u8; 8],
+    born: u64,
 }
 crate::abi::same_layout!(Flow = types::mpc_flow; flags => flags, pad => pad,
-    local_key => local_key, remote_key => remote_key);
+    local_key => local_key, remote_key => remote_key, born => born);
 
 /// What the programs recorded about one connection (its first subflow). `Debug` shows
 /// whether each key was seen, never the key.
@@ -138,6 +147,9 @@ pub struct FlowRecord {
     pub requested: bool,
     /// The SYN-ACK carried the consent (the server added it, or the client saw it).
     pub consented: bool,
+    /// The third ACK carried the confirmation that the client saw the consent (the client
+    /// added it, or the server saw it on the ACK that completed the handshake).
+    pub confirmed: bool,
     /// A mark could not be added (no option space, or a helper failed).
     pub mark_failed: bool,
     /// The SYN carried MP_CAPABLE.
@@ -154,6 +166,7 @@ impl std::fmt::Debug for FlowRecord {
         f.debug_struct("FlowRecord")
             .field("requested", &self.requested)
             .field("consented", &self.consented)
+            .field("confirmed", &self.confirmed)
             .field("mark_failed", &self.mark_failed)
             .field("mptcp_syn", &self.mptcp_syn)
             .field("local_key", &seen(&self.local_key))
@@ -167,6 +180,7 @@ impl FlowRecord {
         FlowRecord {
             requested: f.flags & F_REQUESTED != 0,
             consented: f.flags & F_CONSENTED != 0,
+            confirmed: f.flags & F_CONFIRMED != 0,
             mark_failed: f.flags & F_MARK_FAILED != 0,
             mptcp_syn: f.flags & F_MPC_SYN != 0,
             local_key: (f.flags & F_LOCAL_KEY != 0).then_some(f.local_key),
@@ -178,6 +192,37 @@ impl FlowRecord {
     pub fn has_keys(&self) -> bool {
         self.local_key.is_some() && self.remote_key.is_some()
     }
+}
+
+/// A server's record of (local, remote): the completed handshake's (`established`) if there
+/// is one, else the handshake's in progress (`flows`); a client's: its `flows` record.
+fn read_flow(
+    flows: &dyn MapCore,
+    established: &dyn MapCore,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> Result<Option<FlowRecord>> {
+    let k = flow_key(local, remote)?;
+    for m in [established, flows] {
+        if let Some(f) = m
+            .lookup(k.as_bytes(), MapFlags::ANY)?
+            .and_then(|v| Flow::read_from_bytes(&v).ok())
+        {
+            return Ok(Some(FlowRecord::from_flow(&f)));
+        }
+    }
+    Ok(None)
+}
+
+/// CLOCK_MONOTONIC in ns (bpf_ktime_get_ns's clock).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn flow_key(local: SocketAddr, remote: SocketAddr) -> Result<FlowKey> {
@@ -218,7 +263,7 @@ fn addr4(v: std::net::Ipv4Addr) -> [u8; 16] {
 }
 
 /// Open and load the object through its skeleton, into `storage`.
-fn load(storage: &mut MaybeUninit<OpenObject>) -> Result<MpcSkel<'_>> {
+pub(crate) fn load(storage: &mut MaybeUninit<OpenObject>) -> Result<MpcSkel<'_>> {
     let mut b = MpcSkelBuilder::default();
     b.obj_builder
         .name("nena_mpc")
@@ -242,9 +287,16 @@ fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::
         })
 }
 
-/// The maps `ports` and `flows` of the egress program attached to the interface `idx`
-/// (None: none attached).
-fn attached_maps(idx: u32) -> Result<Option<(MapHandle, MapHandle)>> {
+/// The maps of one attached pair of programs.
+struct Maps {
+    ports: MapHandle,
+    flows: MapHandle,
+    established: MapHandle,
+}
+
+/// The maps `ports`, `flows` and `established` of the egress program attached to the
+/// interface `idx` (None: none attached).
+fn attached_maps(idx: u32) -> Result<Option<Maps>> {
     if !crate::tc::has_clsact(idx).unwrap_or(true) {
         return Ok(None); // (a query would make libbpf complain of the missing qdisc)
     }
@@ -263,18 +315,34 @@ fn attached_maps(idx: u32) -> Result<Option<(MapHandle, MapHandle)>> {
             info.name
         );
     }
-    let (mut ports, mut flows) = (None, None);
-    for mid in info.map_ids {
+    // `established` is the ingress program's alone (the compiler drops it from egress).
+    let mut map_ids = info.map_ids;
+    if let Ok(iid) = hook(dummy.as_fd(), idx, true).query() {
+        let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
+        if let Some(i) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == iid)
+        {
+            map_ids.extend(i.map_ids);
+        }
+    }
+    let (mut ports, mut flows, mut established) = (None, None, None);
+    map_ids.sort_unstable();
+    map_ids.dedup();
+    for mid in map_ids {
         let m = MapHandle::from_map_id(mid).context("opening an mpc map")?;
         match m.name().to_string_lossy().as_ref() {
             "ports" => ports = Some(m),
             "flows" => flows = Some(m),
+            "established" => established = Some(m),
             _ => {}
         }
     }
-    match (ports, flows) {
-        (Some(p), Some(f)) => Ok(Some((p, f))),
-        _ => bail!("the mpc program on interface {idx} lacks its maps"),
+    match (ports, flows, established) {
+        (Some(ports), Some(flows), Some(established)) => Ok(Some(Maps {
+            ports,
+            flows,
+            established,
+        })),
+        _ => bail!("the mpc program on interface {idx} lacks its maps (another nena version's?)"),
     }
 }
 
@@ -302,6 +370,9 @@ pub struct MpcGuard {
     port: u16,
     ports: MapHandle,
     flows: MapHandle,
+    established: MapHandle,
+    /// When [`MpcGuard::forget`] last swept `established` of stale entries (ns, monotonic).
+    swept: std::sync::atomic::AtomicU64,
     released: bool,
 }
 
@@ -332,9 +403,13 @@ impl MpcGuard {
                 MpcMethod::FlagBit => METHOD_FLAG,
             },
             users: 1,
-            pad: 0,
+            flags: 0,
         };
-        let (ports, flows) = match attached_maps(idx)? {
+        let Maps {
+            ports,
+            flows,
+            established,
+        } = match attached_maps(idx)? {
             Some(maps) => maps,
             None => {
                 let mut storage = MaybeUninit::uninit();
@@ -381,6 +456,8 @@ impl MpcGuard {
             port,
             ports,
             flows,
+            established,
+            swept: std::sync::atomic::AtomicU64::new(monotonic_ns()),
             released: false,
         })
     }
@@ -393,12 +470,7 @@ impl MpcGuard {
     /// The record of the connection whose first subflow is `local` - `remote` (None: the
     /// programs saw no MP_CAPABLE SYN of it).
     pub fn flow(&self, local: SocketAddr, remote: SocketAddr) -> Result<Option<FlowRecord>> {
-        let k = flow_key(local, remote)?;
-        Ok(self
-            .flows
-            .lookup(k.as_bytes(), MapFlags::ANY)?
-            .and_then(|v| Flow::read_from_bytes(&v).ok())
-            .map(|f| FlowRecord::from_flow(&f)))
+        read_flow(&self.flows, &self.established, local, remote)
     }
 
     /// [`MpcGuard::flow`], waiting up to `wait` for both keys (a third ACK lost on the way
@@ -419,10 +491,42 @@ impl MpcGuard {
         }
     }
 
-    /// Forgets one connection's record.
+    /// Forgets one connection's record; at most every 10 s, also the server's records of
+    /// handshakes nobody read within [`STALE`] (connections never accepted).
     pub fn forget(&self, local: SocketAddr, remote: SocketAddr) {
         if let Ok(k) = flow_key(local, remote) {
             let _ = self.flows.delete(k.as_bytes());
+            let _ = self.established.delete(k.as_bytes());
+        }
+        use std::sync::atomic::Ordering;
+        let now = monotonic_ns();
+        let last = self.swept.load(Ordering::Relaxed);
+        if now.saturating_sub(last) > 10_000_000_000
+            && self
+                .swept
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.sweep(now);
+        }
+    }
+
+    /// Deletes the `established` entries older than [`STALE`].
+    fn sweep(&self, now: u64) {
+        let stale: Vec<Vec<u8>> = self
+            .established
+            .keys()
+            .filter(|k| {
+                self.established
+                    .lookup(k, MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| Flow::read_from_bytes(&v).ok())
+                    .is_some_and(|f| now.saturating_sub(f.born) > STALE.as_nanos() as u64)
+            })
+            .collect();
+        for k in stale {
+            let _ = self.established.delete(&k);
         }
     }
 
@@ -499,8 +603,9 @@ pub fn attached(dev: &str) -> Result<(bool, bool)> {
 }
 
 /// Counters of the programs on `dev`: requests added, consents added, requests seen,
-/// consents seen, keys recorded, marks failed (None: nothing attached).
-pub fn stats(dev: &str) -> Result<Option<[u64; 6]>> {
+/// consents seen, keys recorded, marks failed, confirmations added or seen, completing
+/// ACKs refused or not recorded (None: nothing attached).
+pub fn stats(dev: &str) -> Result<Option<[u64; 8]>> {
     let idx = crate::loader::ifindex(dev)?;
     if !crate::tc::has_clsact(idx).unwrap_or(true) {
         return Ok(None);
@@ -517,7 +622,7 @@ pub fn stats(dev: &str) -> Result<Option<[u64; 6]>> {
     for mid in info.map_ids {
         let m = MapHandle::from_map_id(mid)?;
         if m.name().to_string_lossy() == "stats" {
-            let mut out = [0u64; 6];
+            let mut out = [0u64; 8];
             for (i, o) in out.iter_mut().enumerate() {
                 if let Some(v) = m.lookup(&(i as u32).to_ne_bytes(), MapFlags::ANY)? {
                     *o = u64::from_ne_bytes(v[..8].try_into()?);
@@ -535,8 +640,19 @@ pub struct MpcBed {
 }
 
 impl MpcBed {
-    /// Loads the programs with `port` registered in `role` with `method`.
+    /// Loads the programs with `port` registered in `role` with `method`. A server's
+    /// completing ACK is recorded without the socket check (no socket exists here).
     pub fn new(port: u16, role: MpcRole, method: MpcMethod) -> Result<MpcBed> {
+        Self::build(port, role, method, PORT_NO_VERIFY)
+    }
+
+    /// [`MpcBed::new`], with the server's check of a completing ACK against the kernel's
+    /// sockets (of the calling thread's network namespace) as when attached.
+    pub fn verifying(port: u16, role: MpcRole, method: MpcMethod) -> Result<MpcBed> {
+        Self::build(port, role, method, 0)
+    }
+
+    fn build(port: u16, role: MpcRole, method: MpcMethod, flags: u32) -> Result<MpcBed> {
         let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
         let skel = load(storage)?;
         let v = Port {
@@ -551,7 +667,7 @@ impl MpcBed {
                 METHOD_FLAG
             },
             users: 1,
-            pad: 0,
+            flags,
         };
         skel.maps
             .ports
@@ -588,14 +704,12 @@ impl MpcBed {
 
     /// The record of one connection.
     pub fn flow(&self, local: SocketAddr, remote: SocketAddr) -> Result<Option<FlowRecord>> {
-        let k = flow_key(local, remote)?;
-        Ok(self
-            .skel
-            .maps
-            .flows
-            .lookup(k.as_bytes(), MapFlags::ANY)?
-            .and_then(|v| Flow::read_from_bytes(&v).ok())
-            .map(|f| FlowRecord::from_flow(&f)))
+        read_flow(
+            &self.skel.maps.flows,
+            &self.skel.maps.established,
+            local,
+            remote,
+        )
     }
 }
 
@@ -638,9 +752,14 @@ mod tests {
             pad: 0,
             local_key: [1; 8],
             remote_key: [2; 8],
+            born: 0,
         };
         let r = FlowRecord::from_flow(&f);
-        assert!(r.requested && r.consented && !r.mark_failed);
+        assert!(r.requested && r.consented && !r.mark_failed && !r.confirmed);
+        assert!(
+            !format!("{r:?}").contains("1, 1"),
+            "no key bytes in Debug: {r:?}"
+        );
         assert_eq!(r.local_key, Some([1; 8]));
         assert_eq!(r.remote_key, None);
         assert!(!r.has_keys());

@@ -94,24 +94,71 @@ fn option_marks_and_keys_under_test_run() {
         let r = client.flow(cl, sl).unwrap().unwrap();
         assert!(r.consented);
         assert_eq!(r.remote_key, Some(ks.to_be_bytes()));
-        // The third ACK: both keys, the client's first.
+        // The third ACK: both keys, the client's first; the client confirms on it that it
+        // saw the consent (the ACK grows by the option, checksums fixed).
         let ack = Tcp::new(c, s, 40001, 4433)
             .flags(TCP_ACK)
             .opt(&mp::capable(&[kc, ks]))
             .build();
-        assert_eq!(
-            client.run(&ack, true).unwrap(),
-            ack,
-            "the ACK is not changed"
-        );
-        assert_eq!(server.run(&ack, false).unwrap(), ack);
+        let ack_out = client.run(&ack, true).unwrap();
+        assert_eq!(ack_out.len(), ack.len() + 4, "{c}: the confirmation");
+        assert!(exp_opt(&ack_out) && packet::checksums_ok(&ack_out));
+        assert_eq!(server.run(&ack_out, false).unwrap(), ack_out);
         let rc = client.flow(cl, sl).unwrap().unwrap();
         let rs = server.flow(sl, cl).unwrap().unwrap();
+        assert!(rc.confirmed && rs.confirmed, "{rc:?} {rs:?}");
+        assert!(rs.requested && rs.consented);
         assert_eq!(rc.local_key, Some(kc.to_be_bytes()));
         assert_eq!(rc.remote_key, Some(ks.to_be_bytes()));
         assert_eq!(rs.local_key, rc.remote_key);
         assert_eq!(rs.remote_key, rc.local_key);
+        // The same ACK without the confirmation (stripped on the way): recorded, with the
+        // keys, but not confirmed.
+        let other = MpcBed::new(4433, MpcRole::Server, MpcMethod::Option).unwrap();
+        assert_eq!(other.run(&ack, false).unwrap(), ack);
+        let ro = other.flow(sl, cl).unwrap().unwrap();
+        assert!(!ro.confirmed && ro.has_keys(), "{ro:?}");
     }
+}
+
+#[test]
+fn no_confirmation_without_a_consent_and_no_record_without_a_handshake() {
+    let client = MpcBed::new(4433, MpcRole::Client, MpcMethod::Option)
+        .expect("loading the mpc programs (root and BPF needed)");
+    let syn = Tcp::new(C, S, 40005, 4433)
+        .flags(TCP_SYN)
+        .opt(&syn_opts())
+        .build();
+    client.run(&syn, true).unwrap();
+    // A SYN-ACK without the consent: the third ACK leaves unchanged, unconfirmed.
+    let synack = Tcp::new(S, C, 4433, 40005)
+        .flags(TCP_SYN | TCP_ACK)
+        .opt(&mp::capable(&[9]))
+        .build();
+    client.run(&synack, false).unwrap();
+    let ack = Tcp::new(C, S, 40005, 4433)
+        .flags(TCP_ACK)
+        .opt(&mp::capable(&[8, 9]))
+        .build();
+    assert_eq!(client.run(&ack, true).unwrap(), ack);
+    let r = client.flow(sa(C, 40005), sa(S, 4433)).unwrap().unwrap();
+    assert!(
+        r.requested && !r.consented && !r.confirmed && r.has_keys(),
+        "{r:?}"
+    );
+    // A server checking completing ACKs against its kernel's sockets: a confirmed ACK that
+    // completes no handshake here (a forged one) is not recorded.
+    let server = MpcBed::verifying(4433, MpcRole::Server, MpcMethod::Option).unwrap();
+    let forged = Tcp::new(C, S, 40005, 4433)
+        .flags(TCP_ACK)
+        .opt(&[&mp::capable(&[8, 9])[..], &[253, 4, 0x4e, 0x45]].concat())
+        .build();
+    assert!(exp_opt(&forged));
+    assert_eq!(server.run(&forged, false).unwrap(), forged);
+    assert!(
+        server.flow(sa(S, 4433), sa(C, 40005)).unwrap().is_none(),
+        "a forged completing ACK made a record"
+    );
 }
 
 #[test]
@@ -382,6 +429,9 @@ fn the_option_keeps_mptcp_and_both_ends_record_the_same_keys() {
     assert!(!o.client_fallback && !o.server_fallback, "MPTCP kept");
     let (c, s) = (o.client.unwrap(), o.server.unwrap());
     assert!(c.requested && c.consented && s.requested && s.consented);
+    // The client confirmed on its third ACK; the server recorded the connection from that
+    // ACK, checked against its kernel's request socket.
+    assert!(c.confirmed && s.confirmed, "{c:?} {s:?}");
     assert!(c.has_keys() && s.has_keys(), "{c:?} {s:?}");
     assert_eq!(c.local_key, s.remote_key);
     assert_eq!(c.remote_key, s.local_key);

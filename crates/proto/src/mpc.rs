@@ -70,6 +70,10 @@ pub struct MpcObservation {
     pub requested: bool,
     /// The SYN-ACK carried the consent (the server's program added it; the client's saw it).
     pub consented: bool,
+    /// The third ACK carried the client's confirmation that it saw the consent (the
+    /// client's program added it; the server's saw it on the ACK that completed the
+    /// handshake).
+    pub confirmed: bool,
     /// This side's MPTCP key, if seen.
     pub local_key: Option<MptcpKey>,
     /// The peer's MPTCP key, if seen.
@@ -109,9 +113,13 @@ pub enum PlainReason {
     /// Client: the SYN could not be marked (no option space; or the programs did not see
     /// it). Server: the client did not ask.
     NotRequested,
-    /// Client: the server did not agree (no nena kato-mpc programs there). Server: its
-    /// SYN-ACK could not be marked.
+    /// Client: the server did not agree (no nena kato-mpc programs there, or a box on the
+    /// path removed the consent). Server: its SYN-ACK could not be marked.
     NotConsented,
+    /// Client: its third ACK could not carry the confirmation. Server: the completing ACK
+    /// did not carry it (the client did not see the consent, or the mark was removed on the
+    /// way, or that ACK was lost and a data segment completed the handshake).
+    NotConfirmed,
 }
 
 impl PlainReason {
@@ -125,6 +133,12 @@ impl PlainReason {
                 "the server did not agree (no kato-mpc on its side)"
             }
             (PlainReason::NotConsented, Role::Server) => "the SYN-ACK could not carry the consent",
+            (PlainReason::NotConfirmed, Role::Client) => {
+                "the third ACK could not carry the confirmation"
+            }
+            (PlainReason::NotConfirmed, Role::Server) => {
+                "the client did not confirm the consent (it did not see it)"
+            }
         }
     }
 }
@@ -136,6 +150,27 @@ pub enum MpcDecision {
     Scramble(MpcKeys),
     /// Plain on both sides, and why.
     Plain(PlainReason),
+}
+
+impl MpcDecision {
+    /// The one line a side prints when it refuses a plain decision (None: it scrambles, or
+    /// `allow_plain`). Nothing has been sent on the connection when a client refuses.
+    pub fn refusal(&self, role: Role, allow_plain: bool) -> Option<String> {
+        match self {
+            MpcDecision::Plain(r) if !allow_plain => Some(match role {
+                Role::Client => format!(
+                    "kato-mpc refused: {}; nothing was sent (--allow-plain sends in the clear)",
+                    r.describe(role)
+                ),
+                Role::Server => format!(
+                    "kato-mpc refused: {}; connection closed unread (--allow-plain serves \
+                     such clients in the clear)",
+                    r.describe(role)
+                ),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Both sides agreed but this side cannot scramble as the other will: the connection must
@@ -154,10 +189,13 @@ pub enum MpcError {
 }
 
 /// Decides one connection (see the module's documentation). Plain unless the SYN carried
-/// the request *and* the SYN-ACK the consent: each side sees both marks (one it added, one
-/// it received), so both decide alike. Once both agreed, missing keys or a token that does
-/// not match are errors (the caller closes the connection) rather than plain, since the
-/// peer will scramble.
+/// the request, the SYN-ACK the consent *and* the third ACK the confirmation: each side
+/// sees all three marks (the ones it added, the ones it received), so both decide alike,
+/// and a consent removed on the way leaves both plain (the client does not confirm what it
+/// did not see). Once all three crossed, missing keys or a token that does not match are
+/// errors (the caller closes the connection) rather than plain, since the peer will
+/// scramble. Plain is a decision, not a permission: the caller refuses it unless the user
+/// allowed it ([`MpcDecision::refusal`]).
 pub fn decide(role: Role, o: &MpcObservation) -> Result<MpcDecision, MpcError> {
     if o.fallback {
         return Ok(MpcDecision::Plain(PlainReason::Fallback));
@@ -167,6 +205,9 @@ pub fn decide(role: Role, o: &MpcObservation) -> Result<MpcDecision, MpcError> {
     }
     if !o.consented {
         return Ok(MpcDecision::Plain(PlainReason::NotConsented));
+    }
+    if !o.confirmed {
+        return Ok(MpcDecision::Plain(PlainReason::NotConfirmed));
     }
     let (Some(local), Some(remote)) = (o.local_key, o.remote_key) else {
         return Err(MpcError::NoKeys);
@@ -228,6 +269,7 @@ mod tests {
             seen: true,
             requested: true,
             consented: true,
+            confirmed: true,
             local_key: Some(local),
             remote_key: Some(remote),
             socket_token: Some(mptcp_token(&local)),
@@ -266,6 +308,7 @@ mod tests {
                 PlainReason::NotConsented,
             ),
             (|o| o.requested = false, PlainReason::NotRequested),
+            (|o| o.confirmed = false, PlainReason::NotConfirmed),
             (|o| o.fallback = true, PlainReason::Fallback),
         ] {
             let mut c = agreed(KC, KS);
@@ -275,6 +318,30 @@ mod tests {
             assert_eq!(decide(Role::Client, &c), Ok(MpcDecision::Plain(want)));
             assert_eq!(decide(Role::Server, &s), Ok(MpcDecision::Plain(want)));
         }
+    }
+
+    #[test]
+    fn plain_is_refused_unless_allowed_and_scrambling_never_is() {
+        let mut c = agreed(KC, KS);
+        c.consented = false;
+        let d = decide(Role::Client, &c).unwrap();
+        let line = d.refusal(Role::Client, false).expect("refused");
+        assert!(
+            line.starts_with("kato-mpc refused: the server did not agree"),
+            "{line}"
+        );
+        assert!(line.contains("nothing was sent") && line.contains("--allow-plain"));
+        assert!(!line.contains('\n'));
+        assert_eq!(d.refusal(Role::Client, true), None);
+        let mut s = agreed(KS, KC);
+        s.confirmed = false;
+        let d = decide(Role::Server, &s).unwrap();
+        assert!(d
+            .refusal(Role::Server, false)
+            .unwrap()
+            .contains("did not confirm"));
+        let ok = decide(Role::Client, &agreed(KC, KS)).unwrap();
+        assert_eq!(ok.refusal(Role::Client, false), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! A *kato-mpc* connection has no in-band handshake either: the papers' negotiation rides on
 //! the SYN and SYN-ACK (nena's BPF programs, attached by the command line, which hands the
 //! transport an [`MpcLookup`] to read what they recorded); [`mpc_session`] turns that into a
-//! kato session keyed by the MPTCP keys, or a plain one on both sides.
+//! kato session keyed by the MPTCP keys; without all three marks (request, consent,
+//! confirmation) each side refuses the connection before a byte of data is written or read,
+//! unless its user allowed plain (`allow_plain`: then plain on both sides, said so).
 //!
 //! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
 //! caller's first message as the first flight and no protection. It exists only as the
@@ -36,6 +38,7 @@ pub type Writer = SecureWriter<OwnedWriteHalf>;
 pub struct MpcSeen {
     pub requested: bool,
     pub consented: bool,
+    pub confirmed: bool,
     pub local_key: Option<[u8; 8]>,
     pub remote_key: Option<[u8; 8]>,
 }
@@ -88,13 +91,15 @@ impl MpcOutcome {
 
 /// The session of a kato-mpc connection on `fd`, from what the programs recorded (`lookup`
 /// None: no programs on this side, so no request or consent). Errors close the connection:
-/// both sides agreed but this one cannot scramble as the other will.
+/// both sides agreed but this one cannot scramble as the other will; or the connection
+/// would be plain and `allow_plain` is false (fail closed: the caller has written nothing).
 pub fn mpc_session(
     role: nena_proto::Role,
     fd: BorrowedFd<'_>,
     local: SocketAddr,
     remote: SocketAddr,
     lookup: Option<&MpcLookup>,
+    allow_plain: bool,
 ) -> Result<(nena_proto::Session, MpcOutcome)> {
     use nena_proto::mpc::{decide, MpcDecision, MpcObservation};
     let fallback = nena_mptcp::is_fallback(fd).unwrap_or(false);
@@ -107,11 +112,15 @@ pub fn mpc_session(
         seen: seen.is_some(),
         requested: seen.is_some_and(|s| s.requested),
         consented: seen.is_some_and(|s| s.consented),
+        confirmed: seen.is_some_and(|s| s.confirmed),
         local_key: seen.and_then(|s| s.local_key),
         remote_key: seen.and_then(|s| s.remote_key),
         socket_token: nena_mptcp::info(fd).ok().map(|i| i.token),
     };
     let d = decide(role, &obs).map_err(|e| anyhow!("{e}; closing the connection"))?;
+    if let Some(line) = d.refusal(role, allow_plain) {
+        bail!("{line}");
+    }
     let outcome = match &d {
         MpcDecision::Scramble(_) => MpcOutcome {
             scrambled: true,
@@ -156,6 +165,9 @@ pub struct ClientOptions {
     pub recover: bool,
     /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
     pub mpc: Option<MpcLookup>,
+    /// `--mode kato-mpc`: send in the clear when the negotiation did not complete (by
+    /// default such a connection is refused before a byte is sent).
+    pub allow_plain: bool,
 }
 
 impl ClientOptions {
@@ -177,6 +189,7 @@ impl ClientOptions {
             token: None,
             recover: true,
             mpc: None,
+            allow_plain: false,
         }
     }
 }
@@ -262,9 +275,10 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         local,
         remote,
         opts.mpc.as_ref(),
+        opts.allow_plain,
     )?;
     if let Some(w) = outcome.warning() {
-        log::warn!("{w}");
+        log::warn!("{w} (--allow-plain)");
     }
     // No first flight: the keys crossed in MP_CAPABLE on the trusted first subflow; the
     // untrusted paths may carry data from the first byte, scrambled (or plain, as agreed).
@@ -420,6 +434,9 @@ pub struct AcceptOptions {
     pub buffer: usize,
     /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
     pub mpc: Option<MpcLookup>,
+    /// `--mode kato-mpc`: serve in the clear a connection whose negotiation did not
+    /// complete (by default it is closed unread).
+    pub allow_plain: bool,
 }
 
 /// An accepted server session.
@@ -481,9 +498,10 @@ pub async fn accept(
             local,
             remote,
             opts.mpc.as_ref(),
+            opts.allow_plain,
         )?;
         if let Some(w) = outcome.warning() {
-            log::warn!("{peer}: {w}");
+            log::warn!("{peer}: {w} (--allow-plain)");
         }
         let info = Some(session.info());
         let (reader, writer) = secure_pair_with(Some(session), Vec::new(), r, w, opts.buffer);

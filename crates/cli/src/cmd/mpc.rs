@@ -139,6 +139,7 @@ fn attach(
                     let seen = nena_transport::conn::MpcSeen {
                         requested: r.requested,
                         consented: r.consented,
+                        confirmed: r.confirmed,
                         local_key: r.local_key,
                         remote_key: r.remote_key,
                     };

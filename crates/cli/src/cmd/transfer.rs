@@ -106,13 +106,19 @@ pub struct ClientCommon {
     /// are offered only when named. Offering kato or plain beside a cryptographic mode is
     /// safe: the server's choice is authenticated. kato-mpc (alone):
     /// the papers' scrambling with their own negotiation, on the SYN, keys from MPTCP's
-    /// (attaches BPF programs to the trusted interfaces while it runs; plain on both sides
-    /// if the server does not agree).
+    /// (attaches BPF programs to the trusted interfaces while it runs; refused if the
+    /// server does not agree, unless --allow-plain).
     #[arg(long, default_value = "aead", value_parser = parse_modes)]
     pub mode: Vec<Vec<Mode>>,
     /// Testing only: --mode kato-mpc without attaching the programs (this side never asks).
     #[arg(long, hide = true)]
     pub debug_mpc_off: bool,
+    /// --mode kato-mpc: if the negotiation does not complete (the server did not agree, or
+    /// a box on the path removed a mark), send in the clear instead of refusing. WARNING:
+    /// every byte then crosses every path, untrusted ones included, readable by anyone on
+    /// them; by default such a connection is refused before a byte is sent.
+    #[arg(long)]
+    pub allow_plain: bool,
     /// The cipher of aead and stream: aes-128 (AES-128-GCM / -CTR) or chacha20
     /// (ChaCha20-Poly1305 / ChaCha20). Default: aes-128 where the CPU has AES instructions.
     #[arg(long, value_parser = parse_suite, value_name = "aes-128|chacha20")]
@@ -216,6 +222,7 @@ impl ClientCommon {
             #[cfg(feature = "debug-dump")]
             dump_first_flight: self.debug_dump_first_flight.clone(),
             recover: !self.no_recovery,
+            allow_plain: self.allow_plain,
             ..ClientOptions::new(
                 remote,
                 PathPolicy {
@@ -240,6 +247,11 @@ pub struct ServerCommon {
     /// Testing only: --mode kato-mpc without attaching the programs (this side never agrees).
     #[arg(long, hide = true)]
     pub debug_mpc_off: bool,
+    /// --mode kato-mpc: serve in the clear a client whose negotiation did not complete (it
+    /// did not ask, or did not confirm the consent). WARNING: its bytes then cross every
+    /// path in the clear; by default such a connection is closed unread.
+    #[arg(long)]
+    pub allow_plain: bool,
     /// Accept clients whose connection fell back to plain TCP.
     #[arg(long)]
     pub allow_fallback: bool,
@@ -266,6 +278,7 @@ impl ServerCommon {
             handshake_timeout: self.handshake_timeout,
             buffer: nena_transport::stream::BULK_BUF,
             mpc: None,
+            allow_plain: self.allow_plain,
         })
     }
 

@@ -32,6 +32,7 @@ fn policy_records_and_events_hide_mptcp_keys() {
     let r = nena_policy::mpc::FlowRecord {
         requested: true,
         consented: true,
+        confirmed: true,
         mark_failed: false,
         mptcp_syn: true,
         local_key: Some(local),
@@ -69,6 +70,7 @@ fn transport_types_hide_keys_and_tokens() {
     let seen = nena_transport::conn::MpcSeen {
         requested: true,
         consented: true,
+        confirmed: true,
         local_key: Some(local),
         remote_key: Some(remote),
     };

@@ -89,6 +89,7 @@ impl std::fmt::Debug for MpcObservation {
             .field("seen", &self.seen)
             .field("requested", &self.requested)
             .field("consented", &self.consented)
+            .field("confirmed", &self.confirmed)
             .field("local_key", &self.local_key.as_ref().map(KeyByToken))
             .field("remote_key", &self.remote_key.as_ref().map(KeyByToken))
             .field("socket_token", &self.socket_token)

@@ -164,6 +164,7 @@ fn mpc_types_hide_the_mptcp_keys() {
         seen: true,
         requested: true,
         consented: true,
+        confirmed: true,
         local_key: Some(local),
         remote_key: Some(remote),
         socket_token: Some(mpc::mptcp_token(&local)),

@@ -49,6 +49,7 @@ impl std::fmt::Debug for MpcSeen {
         f.debug_struct("MpcSeen")
             .field("requested", &self.requested)
             .field("consented", &self.consented)
+            .field("confirmed", &self.confirmed)
             .field("local_key", &self.local_key.as_ref().map(KeyByToken))
             .field("remote_key", &self.remote_key.as_ref().map(KeyByToken))
             .finish()

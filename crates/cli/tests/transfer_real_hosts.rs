@@ -165,9 +165,11 @@ fn untrusted_bytes(o: &Outcome) -> u64 {
     o.reports.iter().map(|r| bytes_by_trust(r).1).sum()
 }
 
+/// The untrusted link carried data (the property; how much of it is a matter of the
+/// scheduler and the CPU on unshaped links, so only "well beyond the handshake's ACKs").
 fn assert_untrusted_carried(o: &Outcome) {
     let u = untrusted_bytes(o);
-    assert!(u > 500_000, "the untrusted link carried {u} B");
+    assert!(u > 64 * 1024, "the untrusted link carried {u} B");
 }
 
 /// A laptop-routed client against a server that announces a second address or not. The

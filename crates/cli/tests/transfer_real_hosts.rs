@@ -11,7 +11,7 @@
 //! without any route to the server (refused before anything is sent, with the fix named).
 mod transfer_common;
 
-use nena_lab::{Host, Lab, LabGuard, Link, PmMode};
+use nena_lab::{Host, Lab, LabGuard, Link, PmMode, Rate};
 use std::path::Path;
 use transfer_common::*;
 
@@ -54,8 +54,14 @@ fn sh(lab: &Lab, host: Host, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Both links shaped to 50 Mbit/s, so the scheduler's split follows the links (on
+/// unshaped veth the CPU sets the pace and the untrusted share varies widely).
 fn lab_pm(pm: PmMode) -> LabGuard {
-    lab_with(|c| c.pm = pm)
+    lab_with(|c| {
+        c.pm = pm;
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+    })
 }
 
 /// The header every nena hello starts with (magic, version, type 1).

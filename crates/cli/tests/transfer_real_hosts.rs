@@ -178,16 +178,23 @@ fn assert_untrusted_carried(o: &Outcome) {
     assert!(u > 64 * 1024, "the untrusted link carried {u} B");
 }
 
-/// A laptop-routed client against a server that announces a second address or not. The
-/// untrusted link must carry data unless the in-kernel PM met an announcing server (nena
-/// closes the subflows it opened before the first flight, and the kernel does not reopen
-/// them).
-fn laptop(pm: PmMode, announce: bool) {
+/// A lab whose client is routed like a laptop (both default routes), its server announcing
+/// a second address or not.
+fn laptop_lab(pm: PmMode, announce: bool) -> LabGuard {
     let lab = lab_pm(pm);
     laptop_routes(&lab, true);
     if announce {
         server_announces(&lab);
     }
+    lab
+}
+
+/// A laptop-routed client against a server that announces a second address or not. The
+/// untrusted link must carry data unless the in-kernel PM met an announcing server (nena
+/// closes the subflows it opened before the first flight, and the kernel does not reopen
+/// them).
+fn laptop(pm: PmMode, announce: bool) {
+    let lab = laptop_lab(pm, announce);
     let o = transfers(&lab, 3);
     check_trusted_first(&o);
     if pm == PmMode::Userspace || !announce {
@@ -221,14 +228,10 @@ fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_l
 /// The first data segments on the trusted link are dropped (netfilter in the client, on
 /// its way out of `trusted`): the first flight is sent again, on the trusted link only.
 fn first_flight_lost(pm: PmMode, announce: bool) {
-    let lab = lab_pm(pm);
-    laptop_routes(&lab, true);
-    if announce {
-        server_announces(&lab);
-    }
+    let lab = laptop_lab(pm, announce);
     // Data-bearing packets to the server's port leaving by `trusted`, until 600 bytes of
-    // them were dropped: the hello and its first retransmissions of each connection...
-    // of the first connection only (the quota is shared), as a lossy start would.
+    // them were dropped: the first connection's hello and its first retransmissions (the
+    // quota is one for the whole rule), as a lossy start would.
     sh(
         &lab,
         Host::Client,

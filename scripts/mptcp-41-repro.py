@@ -225,9 +225,13 @@ async def serve(port, timeout, like_nena=False):
         asyncio.ensure_future(handle(c, peer))
 
 
-def serve_threads(port, timeout):
+def serve_threads(port, timeout, hold_lock=False):
     """The server as one blocking thread per connection (recv with MSG_WAITALL), so that the
-    application sits in recvmsg on many connections while their data arrives."""
+    application sits in recvmsg on many connections while their data arrives. With
+    `hold_lock`, a second thread per connection calls setsockopt(TCP_NODELAY) in a loop from
+    the answer until the whole upload is read: each call owns the connection's socket lock
+    (lock_sock), so the join's third ACK and its first data often arrive while the lock is
+    owned, as when a busy server thread is preempted inside a socket call."""
     import threading
     raise_nofile()
     threading.stack_size(256 * 1024)
@@ -260,7 +264,20 @@ def serve_threads(port, timeout):
             up, down = up_stream(seed), down_stream(seed)
             bad = misplacements(hello, up, 0)
             c.sendall(down[:ANSWER])
-            bad += misplacements(exact(c, CONFIRM + RECORD0), up, HELLO)
+            done = threading.Event()
+            if hold_lock:
+                def locker():
+                    while not done.is_set():
+                        try:
+                            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        except OSError:
+                            return
+                threading.Thread(target=locker, daemon=True).start()
+            try:
+                rest = exact(c, CONFIRM + RECORD0)
+            finally:
+                done.set()
+            bad += misplacements(rest, up, HELLO)
             if bad:
                 say({"event": "misplaced", "dir": "client->server", "seed": seed,
                      "peer": f"{peer[0]}:{peer[1]}", "t": time.time(), "runs": bad})
@@ -550,7 +567,8 @@ def run(args):
     report = {"kernel": os.uname().release, "pm": args.pm, "checksum": args.checksum,
               "wait_join": args.wait_join, "gap_us": args.gap_us,
               "force_join": args.force_join, "delay_confirm": args.delay_confirm,
-              "server_threads": args.server_threads, "server_like_nena": args.server_like_nena,
+              "server_threads": args.server_threads, "hold_lock": args.hold_lock,
+              "server_like_nena": args.server_like_nena,
               "offload": not args.no_offload, "conns": args.conns, "rounds": 0,
               "sessions": 0, "ok": 0, "misplaced": [], "errors": 0, "error_samples": [],
               "captures": []}
@@ -563,6 +581,7 @@ def run(args):
         server = subprocess.Popen(["ip", "netns", "exec", n["s"], sys.executable, me, "server",
                                    "--port", str(args.port), "--timeout", str(args.timeout)]
                                   + (["--threads"] if args.server_threads else [])
+                                  + (["--hold-lock"] if args.hold_lock else [])
                                   + (["--like-nena"] if args.server_like_nena else []),
                                   stdout=subprocess.PIPE, text=True)
         first = json.loads(server.stdout.readline())
@@ -656,6 +675,10 @@ def main():
     r.add_argument("--server-threads", action="store_true",
                    help="server: one blocking thread per connection (recv MSG_WAITALL) "
                         "instead of one asyncio loop")
+    r.add_argument("--hold-lock", action="store_true",
+                   help="(with --server-threads) a thread per connection keeps calling "
+                        "setsockopt(TCP_NODELAY) from the answer until the upload is read, "
+                        "so the socket lock is often owned when the join comes up")
     r.add_argument("--server-like-nena", action="store_true",
                    help="server: MPTCP_INFO read at accept, a TCP connect to a local target "
                         "between the answer and the first read, reads of up to 64 KiB")
@@ -669,6 +692,7 @@ def main():
     r.add_argument("--out", default="/tmp/k41")
     s = sub.add_parser("server")
     s.add_argument("--threads", action="store_true")
+    s.add_argument("--hold-lock", action="store_true")
     s.add_argument("--like-nena", action="store_true")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--timeout", type=float, default=30)
@@ -694,7 +718,7 @@ def main():
             sys.exit(1)
     elif a.cmd == "server":
         if a.threads:
-            serve_threads(a.port, a.timeout)
+            serve_threads(a.port, a.timeout, a.hold_lock)
         else:
             asyncio.run(serve(a.port, a.timeout, a.like_nena))
     else:

@@ -162,4 +162,20 @@ mod tests {
         assert_eq!(r.oif, Some(lo));
         assert_eq!(r.dev().as_deref(), Some("lo"));
     }
+
+    /// The same lookup in IPv6 (`::1`, no packet sent): the request and the answer's
+    /// attributes are the family's own. Skipped where the host has IPv6 disabled.
+    #[test]
+    fn loopback_routes_through_lo_in_ipv6() {
+        if std::fs::read_to_string("/proc/sys/net/ipv6/conf/lo/disable_ipv6")
+            .map_or(true, |v| v.trim() != "0")
+        {
+            eprintln!("skipped: IPv6 disabled on lo");
+            return;
+        }
+        let lo = nix::net::if_::if_nametoindex("lo").unwrap();
+        let r = lookup("::1".parse().unwrap(), Some(lo)).unwrap().unwrap();
+        assert_eq!(r.oif, Some(lo));
+        assert_eq!(r.dev().as_deref(), Some("lo"));
+    }
 }

@@ -119,7 +119,6 @@ pub mod path;
 pub mod pm;
 pub mod recovery;
 pub mod route;
-pub mod settle;
 mod sockopt;
 pub mod uapi;
 

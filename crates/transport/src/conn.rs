@@ -381,14 +381,6 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         }
         None => (None, Vec::new()),
     };
-    if session.is_some() {
-        // Before the first record: see nena_mptcp::settle (docs/KERNEL-41-BYTES.md).
-        let fd = r.as_ref().as_fd();
-        match nena_mptcp::settle::settle_before_join_data(fd, SETTLE_BOUND).await {
-            Ok(s) => log::debug!("before the first record: {s:?}"),
-            Err(e) => log::debug!("before the first record: MPTCP_INFO unreadable: {e}"),
-        }
-    }
     let info = session.as_ref().map(|s| s.info());
     let (reader, writer) = secure_pair_with(session, leftover, r, w, opts.buffer);
     Ok(ClientConn {
@@ -400,10 +392,6 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         mpc: None,
     })
 }
-
-/// How long a client waits for its handshake's data-level ACK before the first record when a
-/// fresh subflow could carry it ([`nena_mptcp::settle`]); past it, it goes on.
-const SETTLE_BOUND: Duration = Duration::from_secs(1);
 
 /// What the peer sent before we wrote anything, as printable text (None: nothing).
 fn spoke_first(fd: BorrowedFd<'_>) -> Option<String> {

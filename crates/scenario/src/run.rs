@@ -495,7 +495,7 @@ enum ServerEnd {
     Raw(std::thread::JoinHandle<Result<Result<nena_transport::raw_mptcp::Outcome>>>),
     /// `nena serve`, killed when dropped.
     Nena {
-        _server: nena_transport::bench::Server,
+        _server: nena_lab::NenaServer,
     },
 }
 
@@ -527,7 +527,7 @@ fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Resul
             let store = work.join("server");
             std::fs::create_dir_all(&store)?;
             Ok(ServerEnd::Nena {
-                _server: nena_transport::bench::start_server(lab, &opts.nena, PORT, &store)?,
+                _server: nena_lab::start_nena_serve(lab, &opts.nena, PORT, &store)?,
             })
         }
     }

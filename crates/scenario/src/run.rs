@@ -617,7 +617,7 @@ fn run_traffic(
             write_payload(&file, bytes)?;
             let copts = client_options(remote, r)?;
             let rep = lab.run_in(Host::Client, || {
-                client::block_on(client::send(&copts, &file, "payload.bin", false))
+                client::block_on(client::send(&copts, &file, "payload.bin", &()))
             })???;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,

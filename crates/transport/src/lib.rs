@@ -14,6 +14,7 @@
 //!   server's `--allow` list, sans-IO.
 //! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
 //!   `transfer`) and of the scenario runner.
+//! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 pub mod access;
@@ -30,6 +31,7 @@ pub mod session;
 pub mod socks;
 pub mod stream;
 pub mod testing;
+pub mod units;
 pub mod wire;
 
 pub use stream::{SecureReader, SecureWriter};

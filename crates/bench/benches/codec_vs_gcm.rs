@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nena_bench::ciphers::{self, CipherSubject};
-use nena_bench::codec_table::MSG_LEN;
+use nena_bench::codec::MSG_LEN;
 use nena_bench::kato::KatoSubject;
 use nena_bench::subject::Subject;
 use nena_codec::Impl;

@@ -1,18 +1,39 @@
-//! nena-bench: the benchmarks behind `nena bench ...`. A small measurement harness
-//! (`harness`), the codec overhead table of issue 2 (`codec_table`, the papers' Table II
-//! with OpenSSL baselines and memcpy, plus the papers' own Figure 14 C code in `paper_c`),
-//! the comparison of crypto primitives from ring, aws-lc-rs, RustCrypto and OpenSSL
-//! (`primitives`, run by the `primitives` example), and a progress indicator for terminals.
+//! nena-bench: every benchmark behind `nena bench ...`, one module per concern.
+//!
+//! - [`transfer`]: `nena bench transfer`, goodput and CPU per GB of plain MPTCP and nena in
+//!   each mode over the lab's two paths.
+//! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
+//! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
+//!   selector, actor and chain.
+//! - [`codec`] (feature `openssl`): `nena bench codec`, the codec overhead table of issue 2
+//!   (the papers' Table II with OpenSSL baselines and memcpy, plus the papers' own Figure 14
+//!   C code in [`paper_c`]), and [`primitives`], the comparison of crypto primitives from
+//!   ring, aws-lc-rs, RustCrypto and OpenSSL (run by the `primitives` example); the codec
+//!   table's subjects are [`ciphers`], [`kato`], [`session`] and [`subject`].
+//! - [`harness`]: a small measurement harness; [`progress`]: a progress indicator for
+//!   terminals.
 
+#[cfg(feature = "openssl")]
 pub mod ciphers;
-pub mod codec_table;
+#[cfg(feature = "openssl")]
+pub mod codec;
+pub mod emulation;
 pub mod harness;
+#[cfg(feature = "openssl")]
 pub mod kato;
+#[cfg(feature = "openssl")]
 pub mod paper_c;
+#[cfg(feature = "policy")]
+pub mod policy;
+#[cfg(feature = "openssl")]
 pub mod primitives;
 pub mod progress;
+#[cfg(feature = "openssl")]
 pub mod session;
+#[cfg(feature = "openssl")]
 pub mod subject;
+pub mod transfer;
 
-pub use codec_table::{render_text, run as run_codec, CodecBenchConfig, Report, NAMES};
+#[cfg(feature = "openssl")]
+pub use codec::{render_text, run as run_codec, CodecBenchConfig, Report, NAMES};
 pub use harness::{HarnessConfig, Stats};

@@ -1,6 +1,7 @@
 //! How a subcommand fails: a one-line message on stderr and an exit status.
 //! Status 2 is for bad input (usage, syntax, and the codec's I/O errors, as its issue asks);
-//! status 1 for an operation that was attempted and failed.
+//! status 1 for an operation that was attempted and failed; status 130 for a run that Ctrl-C
+//! ended after its lab was torn down ([`nena_lab::Interrupted`]).
 
 use std::process::ExitCode;
 
@@ -32,6 +33,11 @@ impl Exit {
 
 impl From<anyhow::Error> for Exit {
     fn from(error: anyhow::Error) -> Self {
-        Exit { code: 1, error }
+        let code = if error.downcast_ref::<nena_lab::Interrupted>().is_some() {
+            130
+        } else {
+            1
+        };
+        Exit { code, error }
     }
 }

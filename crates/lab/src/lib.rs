@@ -21,16 +21,20 @@
 //! process), `config` (how a lab is built), `state` (what it remembers between commands),
 //! `build` (namespaces, links, routes, MPTCP settings, rates with iproute2), `guard`
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
-//! commands and code inside a namespace); the operations on a running lab are here.
+//! commands and code inside a namespace), `serve` (`nena serve` in the server host:
+//! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
+//! [`with_teardown_on_interrupt`], [`Interrupted`]); the operations on a running lab are here.
 
 mod build;
 mod capture;
 mod config;
 pub mod emulate;
 mod guard;
+mod interrupt;
 mod netns;
 mod rate;
 mod run;
+mod serve;
 mod state;
 mod status;
 mod topology;
@@ -41,7 +45,9 @@ pub use emulate::{
     Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
 };
 pub use guard::LabGuard;
+pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
 pub use rate::{Rate, RateParseError};
+pub use serve::{start_nena_serve, NenaServer};
 pub use state::state_dir;
 pub use status::{HostStatus, LabStatus, LinkStatus, MptcpStatus};
 pub use topology::{End, Host, Link, SERVER_ADDR};

@@ -10,9 +10,8 @@
 //! - [`loader`]: host plumbing, the object and its pins, attach/detach, chains, state
 //!   ([`Policy`]: apply, status, events), and the BPF_PROG_TEST_RUN bed ([`TestBed`]).
 //! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
-//! - [`packet`]: crafted frames for tests and the benchmark.
+//! - [`packet`]: crafted frames for tests and the benchmark (nena-bench's `policy`).
 //! - [`recipes`]: ready-made chains for nena's transport (hold an untrusted path, ...).
-//! - [`bench`]: per-packet cost of each link and of chains (`nena bench policy`).
 //! - [`abi`]: the layout shared with the C programs in `bpf/`, and [`abi::Prog`], the
 //!   selectors and actors.
 //! - [`run`]: `nena run`'s cgroup programs (TCP connects to the local proxy, or made MPTCP).
@@ -20,7 +19,6 @@
 //! - [`mpc`]: the papers' negotiation for `--mode kato-mpc` (marks on SYN and SYN-ACK, MPTCP keys).
 
 pub mod abi;
-pub mod bench;
 pub mod events;
 pub mod forge;
 pub mod loader;

@@ -759,32 +759,6 @@ fn window_scale_settled_by_the_handshake() {
     assert_eq!(out, syn2.reply().window(65535).build());
 }
 
-/// `bench::compare` of two beds with the same programs: both sides ran the chain, and the
-/// ratio is near 1 (a swapped, dropped or mis-paired side would show).
-#[test]
-fn compare_two_builds_side_by_side() {
-    let mut a = TestBed::with_object(nena_policy::BPF_OBJECT).unwrap();
-    let mut b = TestBed::new().unwrap();
-    let (ma, mb, ratio) = nena_policy::bench::compare(
-        &mut a,
-        &mut b,
-        Hook::Egress,
-        &["subflow", "record"],
-        31,
-        200,
-    )
-    .unwrap();
-    assert!(ma > 0.0 && mb > 0.0, "{ma} {mb}");
-    assert!((0.5..2.0).contains(&ratio), "same programs, ratio {ratio}");
-    for bed in [&a, &b] {
-        let stats = bed.stats(Hook::Egress).unwrap();
-        assert_eq!(stats.len(), 2);
-        assert!(stats.iter().all(|s| s.runs >= 31 * 200), "{stats:?}");
-    }
-    // an object that is not one fails cleanly
-    assert!(TestBed::with_object(b"not an ELF object").is_err());
-}
-
 /// An actor with nothing to do for a packet's type is not even tail-called (chain.h,
 /// actor_wants): the chain goes on past it, and `show` still counts it as run, without a hit.
 /// The same chain on a packet the actor wants reaches it and it acts.

@@ -495,7 +495,7 @@ enum ServerEnd {
     Raw(std::thread::JoinHandle<Result<Result<nena_transport::raw_mptcp::Outcome>>>),
     /// `nena serve`, killed when dropped.
     Nena {
-        _server: nena_transport::bench::Server,
+        _server: nena_lab::NenaServer,
     },
 }
 
@@ -527,7 +527,7 @@ fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Resul
             let store = work.join("server");
             std::fs::create_dir_all(&store)?;
             Ok(ServerEnd::Nena {
-                _server: nena_transport::bench::start_server(lab, &opts.nena, PORT, &store)?,
+                _server: nena_lab::start_nena_serve(lab, &opts.nena, PORT, &store)?,
             })
         }
     }
@@ -617,7 +617,7 @@ fn run_traffic(
             write_payload(&file, bytes)?;
             let copts = client_options(remote, r)?;
             let rep = lab.run_in(Host::Client, || {
-                client::block_on(client::send(&copts, &file, "payload.bin", false))
+                client::block_on(client::send(&copts, &file, "payload.bin", &()))
             })???;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,

@@ -5,7 +5,7 @@
 //! only sends it; the order of the checks is [`Limits::admit`] first (nothing about files is
 //! revealed to a client without the token), then the name, then [`check_size`].
 
-use crate::client::human;
+use crate::units::human;
 use crate::wire::{AccessToken, Reply, Request, RequestMsg, Status};
 use std::sync::{Arc, Mutex};
 

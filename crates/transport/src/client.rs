@@ -5,12 +5,11 @@
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
 use crate::files::{self, Progress};
 use crate::perf::{self, Counters, Limit, Sample};
+use crate::units::human;
 use crate::wire::{PerfRequest, Request};
 use anyhow::{bail, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use nena_mptcp::{ClassifiedSubflow, PathReport};
 use serde::Serialize;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -80,22 +79,6 @@ impl Paths {
     }
 }
 
-/// Bytes in a human unit.
-pub fn human(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
-}
-
 /// Report of `nena send` / `nena get`.
 #[derive(Debug, Clone, Serialize)]
 pub struct TransferReport {
@@ -121,39 +104,24 @@ pub struct TransferReport {
     pub kato_mpc: Option<conn::MpcOutcome>,
 }
 
-impl TransferReport {
-    /// The final human line.
-    pub fn line(&self) -> String {
-        format!(
-            "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, verified end to end, mode {}, {}",
-            self.op,
-            self.name,
-            if self.op == "send" {
-                "sent"
-            } else {
-                "received"
-            },
-            human(self.bytes),
-            self.seconds,
-            self.mbit_s,
-            self.mode_label,
-            self.paths.describe()
-        )
-    }
+/// What a file transfer reports as it goes (the CLI's progress bar; `()` for nothing). Called
+/// from the transfer's task: `start` once the session is up, `size` when the file's size is
+/// known, `advance` for every chunk moved, `finish` when the transfer ended (verified or
+/// not) before its report or error is returned; not `finish` when the transfer is dropped
+/// (Ctrl-C).
+pub trait TransferProgress: Sync {
+    /// The session is up; the transfer begins.
+    fn start(&self) {}
+    /// The file's size in bytes.
+    fn size(&self, _bytes: u64) {}
+    /// `n` more bytes moved.
+    fn advance(&self, _n: u64) {}
+    /// The transfer ended.
+    fn finish(&self) {}
 }
 
-/// A progress bar when `show` and stderr is a terminal.
-pub fn progress_bar(show: bool) -> Option<ProgressBar> {
-    if !show || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let pb = ProgressBar::new(0);
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    Some(pb)
-}
+/// No progress shown.
+impl TransferProgress for () {}
 
 /// (mode name, cipher, label) of a connection; "raw" for the benchmark baseline.
 fn mode_of(c: &ClientConn) -> (String, Option<&'static str>, String) {
@@ -163,18 +131,16 @@ fn mode_of(c: &ClientConn) -> (String, Option<&'static str>, String) {
     }
 }
 
-/// The end of `send` and `get`: clear the progress bar, then report the verified transfer
-/// (or pass its error on).
+/// The end of `send` and `get`: finish the progress, then report the verified transfer (or
+/// pass its error on).
 fn transfer_report(
     op: &'static str,
     out: Result<files::FileOutcome>,
-    pb: Option<ProgressBar>,
+    progress: &dyn TransferProgress,
     start: Instant,
     c: &ClientConn,
 ) -> Result<TransferReport> {
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    progress.finish();
     let out = out?;
     let seconds = start.elapsed().as_secs_f64();
     Ok(TransferReport {
@@ -199,35 +165,27 @@ pub async fn send(
     opts: &ClientOptions,
     path: &Path,
     name: &str,
-    show_progress: bool,
+    progress: &dyn TransferProgress,
 ) -> Result<TransferReport> {
     if opts.raw {
         bail!("file transfer needs a nena session (raw is for perf baselines only)");
     }
     let mut c = conn::connect(opts, None).await?;
-    let pb = progress_bar(show_progress);
-    let tick = |n: u64| {
-        if let Some(pb) = &pb {
-            pb.inc(n)
-        }
-    };
+    progress.start();
+    let tick = |n: u64| progress.advance(n);
     let start = Instant::now();
-    let progress: Option<Progress<'_>> = Some(&tick);
+    let ticks: Option<Progress<'_>> = Some(&tick);
     let out = files::client_put(
         &mut c.reader,
         &mut c.writer,
         path,
         name,
         opts.token.as_ref(),
-        progress,
-        |size| {
-            if let Some(pb) = &pb {
-                pb.set_length(size)
-            }
-        },
+        ticks,
+        |size| progress.size(size),
     )
     .await;
-    transfer_report("send", out, pb, start, &c)
+    transfer_report("send", out, progress, start, &c)
 }
 
 /// `nena get`: fetch `name` into `dest`.
@@ -236,18 +194,14 @@ pub async fn get(
     name: &str,
     dest: &Path,
     overwrite: bool,
-    show_progress: bool,
+    progress: &dyn TransferProgress,
 ) -> Result<TransferReport> {
     if opts.raw {
         bail!("file transfer needs a nena session (raw is for perf baselines only)");
     }
     let mut c = conn::connect(opts, None).await?;
-    let pb = progress_bar(show_progress);
-    let tick = |n: u64| {
-        if let Some(pb) = &pb {
-            pb.inc(n)
-        }
-    };
+    progress.start();
+    let tick = |n: u64| progress.advance(n);
     let start = Instant::now();
     let out = files::client_get(
         &mut c.reader,
@@ -257,14 +211,10 @@ pub async fn get(
         overwrite,
         opts.token.as_ref(),
         Some(&tick),
-        |size| {
-            if let Some(pb) = &pb {
-                pb.set_length(size)
-            }
-        },
+        |size| progress.size(size),
     )
     .await;
-    transfer_report("get", out, pb, start, &c)
+    transfer_report("get", out, progress, start, &c)
 }
 
 /// What `nena perf` runs.
@@ -326,33 +276,6 @@ pub fn subflow_deltas(prev: &[SubflowBytes], cur: &[SubflowBytes]) -> Vec<Subflo
         .collect()
 }
 
-impl IntervalReport {
-    pub fn line(&self) -> String {
-        let sf: Vec<String> = self
-            .subflows_interval
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} {}/{}",
-                    s.local.map_or("?".into(), |a| a.ip().to_string()),
-                    human(s.acked),
-                    human(s.received)
-                )
-            })
-            .collect();
-        format!(
-            "[{:6.2}-{:6.2}s] sent {:>10} {:8.1} Mbit/s  received {:>10} {:8.1} Mbit/s  subflows acked/recv: {}",
-            self.sample.t - self.sample.secs,
-            self.sample.t,
-            human(self.sample.sent),
-            self.mbit_s_sent,
-            human(self.sample.received),
-            self.mbit_s_received,
-            sf.join(", ")
-        )
-    }
-}
-
 /// Key epochs begun per direction of a session.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct KeyEpochs {
@@ -389,24 +312,6 @@ pub struct PerfReport {
     /// `--mode kato-mpc`: whether both sides agreed (scrambled) or why it is plain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kato_mpc: Option<conn::MpcOutcome>,
-}
-
-impl PerfReport {
-    pub fn line(&self) -> String {
-        format!(
-            "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s{}, all bytes verified; {}",
-            self.mode_label,
-            human(self.sent),
-            self.mbit_s_sent,
-            human(self.received),
-            self.mbit_s_received,
-            self.seconds,
-            self.omitted
-                .map(|m| format!(" (goodput after the first {:.2}s)", m.t))
-                .unwrap_or_default(),
-            self.paths.describe()
-        )
-    }
 }
 
 /// `nena perf`: a throughput test against `nena serve` (or `nena serve --raw` with `opts.raw`).
@@ -568,8 +473,10 @@ mod tests {
         }
     }
 
+    /// The interval's bytes per subflow are acknowledged bytes (the line that shows them is
+    /// the CLI's: crates/cli/src/cmd/report.rs).
     #[test]
-    fn interval_lines_show_each_interval_and_acknowledged_bytes() {
+    fn interval_deltas_count_each_interval_and_acknowledged_bytes() {
         let t1 = vec![sb("198.18.1.2:40000", 1 << 20, 10)];
         let t2 = vec![
             sb("198.18.1.2:40000", 3 << 20, 30),
@@ -579,24 +486,6 @@ mod tests {
         assert_eq!((d[0].acked, d[0].received), (2 << 20, 20));
         // A subflow that appeared in the interval counts from zero.
         assert_eq!((d[1].acked, d[1].received), (1 << 20, 5));
-        let r = IntervalReport {
-            sample: Sample {
-                t: 2.0,
-                secs: 1.0,
-                sent: 3 << 20,
-                received: 0,
-                unix: 0.0,
-            },
-            mbit_s_sent: 25.2,
-            mbit_s_received: 0.0,
-            subflows: t2.clone(),
-            subflows_interval: d,
-        };
-        let line = r.line();
-        assert!(
-            line.ends_with("subflows acked/recv: 198.18.1.2 2.0 MiB/20 B, 198.18.2.2 1.0 MiB/5 B"),
-            "{line}"
-        );
         // A counter that went back (a subflow replaced by one with the same addresses) is
         // not a negative number.
         assert_eq!(subflow_deltas(&t2, &t1)[0].acked, 0);

@@ -565,8 +565,8 @@ pub fn describe_split(subflows: &[SubflowBytes]) -> String {
             format!(
                 "{} acked {} recv {}",
                 s.remote.map_or("?".into(), |a| a.to_string()),
-                crate::client::human(s.bytes_acked),
-                crate::client::human(s.bytes_received)
+                crate::units::human(s.bytes_acked),
+                crate::units::human(s.bytes_received)
             )
         })
         .collect();

@@ -12,11 +12,12 @@
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
 //!   server's `--allow` list, sans-IO.
-//! - [`bench`]: `nena bench transfer`; [`raw_mptcp`]: its plain-MPTCP baseline.
+//! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
+//!   `transfer`) and of the scenario runner.
+//! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 pub mod access;
-pub mod bench;
 pub mod client;
 pub mod conn;
 pub mod files;
@@ -30,6 +31,7 @@ pub mod session;
 pub mod socks;
 pub mod stream;
 pub mod testing;
+pub mod units;
 pub mod wire;
 
 pub use stream::{SecureReader, SecureWriter};

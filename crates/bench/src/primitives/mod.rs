@@ -12,7 +12,7 @@
 pub mod aead;
 pub mod keystream;
 
-use crate::codec_table::{cpu_model, pin_to_core};
+use crate::codec::{cpu_model, pin_to_core};
 use crate::harness::{self, HarnessConfig, Job, Stats};
 use aead::{AeadAlg, AeadImpl};
 use anyhow::{ensure, Context, Result};

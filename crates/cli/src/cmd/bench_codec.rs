@@ -3,7 +3,7 @@
 //! targets (ratios between rows of the same run) checked: exit status 1 when one fails.
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use nena_bench::codec_table::{self, CodecBenchConfig, Target};
+use nena_bench::codec::{self, CodecBenchConfig, Target};
 use nena_bench::progress::Progress;
 use nena_bench::HarnessConfig;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub fn run(a: Args) -> CmdResult {
         .validate()
         .map_err(|e| Exit::usage(anyhow!("--samples: {e}")))?;
     if let Some(c) = a.core {
-        let cores = codec_table::available_cores();
+        let cores = codec::available_cores();
         if !cores.contains(&c) {
             return Err(Exit::usage(anyhow!(
                 "--core {c}: no such core (available: {cores:?})"
@@ -68,7 +68,7 @@ pub fn run(a: Args) -> CmdResult {
     };
 
     let progress = Progress::stderr_if_tty("bench codec");
-    let report = codec_table::run(&cfg, &mut |d, t| progress.update(d, t));
+    let report = codec::run(&cfg, &mut |d, t| progress.update(d, t));
     progress.finish();
     let report = report?;
 
@@ -76,7 +76,7 @@ pub fn run(a: Args) -> CmdResult {
         let s = serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?;
         println!("{s}");
     } else {
-        print!("{}", codec_table::render_text(&report));
+        print!("{}", codec::render_text(&report));
     }
     check(&report.targets, a.no_check)
 }
@@ -101,7 +101,7 @@ fn check(targets: &[Target], no_check: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_bench::codec_table::{targets, Row};
+    use nena_bench::codec::{targets, Row};
 
     fn row(name: &str, us: f64, bulk: f64) -> Row {
         Row {

@@ -1,9 +1,9 @@
 //! `nena bench emulation`: the link emulator's fidelity (RTT against the configured delay at
 //! UDP loads up to 200 Mbit/s, the relay's CPU per Mbit/s, loss against the binomial 99%
-//! interval), targets checked (see nena_lab::emulate::bench).
+//! interval), targets checked (see nena_bench::emulation).
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use nena_lab::emulate::bench::{self, BenchOptions};
+use nena_bench::emulation::{self as bench, BenchOptions};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]

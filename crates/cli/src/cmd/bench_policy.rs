@@ -1,9 +1,9 @@
 //! `nena bench policy`: per-packet cost of each eBPF selector and actor, acting and
 //! skipping, and of chains whose links all act, as ns and as ratios to the dispatcher of the
-//! same run (BPF_PROG_TEST_RUN; method in `nena_policy::bench`, figures in
+//! same run (BPF_PROG_TEST_RUN; method in `nena_bench::policy`, figures in
 //! docs/BENCHMARKS.md).
 use crate::exit::{CmdResult, Exit};
-use nena_policy::bench::{BenchReport, Figure, Measure};
+use nena_bench::policy::{BenchReport, Figure, Measure};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -31,7 +31,7 @@ pub fn run(a: Args) -> CmdResult {
         )));
     }
     let quiet = a.json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let r = nena_policy::bench::run(a.repeat, a.batches, a.singles, |n| {
+    let r = nena_bench::policy::run(a.repeat, a.batches, a.singles, |n| {
         if !quiet {
             eprint!("\rmeasuring: {n:<20}");
         }
@@ -133,7 +133,7 @@ fn check(r: &BenchReport, no_check: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_policy::bench::{check as verdict, BenchEntry, Frame, Kind, Method};
+    use nena_bench::policy::{check as verdict, BenchEntry, Frame, Kind, Method};
 
     fn entry(name: &str, kind: Kind, ns: f64) -> BenchEntry {
         let f = |ns: f64| Figure {

@@ -1,9 +1,9 @@
 //! `nena bench transfer`: goodput and CPU per GB of plain MPTCP (a raw MPTCP sender and
 //! receiver) and nena in every mode over the lab's two paths, every run required to be
-//! multipath, targets checked (see nena_transport::bench).
+//! multipath, targets checked (see nena_bench::transfer).
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use nena_transport::bench::{self, BenchOptions, BenchReport};
+use nena_bench::transfer::{self as bench, BenchOptions, BenchReport};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -101,7 +101,7 @@ pub fn run(a: Args) -> CmdResult {
         nena,
     };
     let json = a.json;
-    let report = bench::run(&opts, |line| {
+    let report = bench::run(&opts, move |line| {
         if !json {
             eprintln!("{line}");
         }
@@ -142,7 +142,7 @@ fn check(report: &BenchReport, no_check: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_transport::bench::{summarize, Run, SettingResult, Variant};
+    use nena_bench::transfer::{summarize, Run, SettingResult, Variant};
 
     fn report(multipath: bool) -> BenchReport {
         let runs: Vec<Run> = Variant::ALL

@@ -12,6 +12,7 @@ pub mod mpc;
 pub mod mptcpize;
 #[cfg(feature = "policy")]
 pub mod policy;
+pub mod report;
 #[cfg(feature = "policy")]
 pub mod run;
 pub mod scenario;

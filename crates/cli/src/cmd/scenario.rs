@@ -45,10 +45,10 @@ pub fn run(a: &RunArgs) -> CmdResult {
             a.prefix
         )));
     }
-    let summary: ScenarioSummary = nena_transport::bench::with_teardown_on_interrupt(
+    let summary: ScenarioSummary = nena_lab::with_teardown_on_interrupt(
         &a.prefix,
         nena_scenario::run::unload_after_interrupt,
-        || run_scenario(&sc, &opts, |l| eprintln!("{l}")),
+        move || run_scenario(&sc, &opts, |l| eprintln!("{l}")),
     )?;
     if a.json {
         println!(

@@ -1,5 +1,6 @@
 //! `nena serve|send|get|perf|proxy`: argument parsing and output; the work is in
 //! nena-transport.
+use crate::cmd::report::{self, Bar};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use clap::Subcommand;
@@ -550,7 +551,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         Access::ReadWrite => {}
     }
     if let Some(m) = a.max_file_size {
-        rules.push(format!("files up to {}", client::human(m)));
+        rules.push(format!("files up to {}", nena_transport::units::human(m)));
     }
     if token.is_some() {
         rules.push("access token required".to_string());
@@ -619,11 +620,12 @@ pub fn send(a: SendArgs) -> CmdResult {
     let mut opts = a.common.options(a.to, false)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
-    let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, show))?;
+    let bar = Bar::new(show);
+    let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, &bar))?;
     if a.common.json {
         print_json(&report)
     } else {
-        println!("{}", report.line());
+        println!("{}", report::transfer_line(&report));
         Ok(())
     }
 }
@@ -640,12 +642,13 @@ pub fn get(a: GetArgs) -> CmdResult {
     let mut opts = a.common.options(a.from, false)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
+    let bar = Bar::new(show);
     let report =
-        client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, show))?;
+        client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, &bar))?;
     if a.common.json {
         print_json(&report)
     } else {
-        println!("{} -> {}", report.line(), dest.display());
+        println!("{} -> {}", report::transfer_line(&report), dest.display());
         Ok(())
     }
 }
@@ -676,13 +679,13 @@ pub fn perf(a: PerfArgs) -> CmdResult {
     let json = a.common.json;
     let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {
         if !json {
-            println!("{}", iv.line());
+            println!("{}", report::interval_line(iv));
         }
     }))?;
     if json {
         print_json(&report)
     } else {
-        println!("{}", report.line());
+        println!("{}", report::perf_line(&report));
         Ok(())
     }
 }

@@ -8,7 +8,6 @@
 //! drop it or deliver it at a given time. Parsers for the command line and trace files are in
 //! `parse`. Which direction is which: [`Direction`].
 
-pub mod bench;
 mod model;
 mod parse;
 pub(crate) mod relay;
@@ -17,7 +16,7 @@ pub use model::{DropCause, LinkModel, Verdict, OPPORTUNITY_BYTES, QUEUE_LIMIT};
 pub use parse::{
     format_duration, parse_duration, parse_ge_loss, parse_loss, parse_outage, EmulationParseError,
 };
-pub use relay::{relay_main, TapLink};
+pub use relay::{realtime, relay_main, TapLink};
 
 use crate::Rate;
 use serde::{Deserialize, Serialize};

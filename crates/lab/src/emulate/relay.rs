@@ -297,7 +297,7 @@ fn pump(
 /// would add to every frame's delay. A pump blocks in ppoll between frames, so it cannot
 /// starve the host (and the kernel's RT throttling caps RT threads at 95% of a CPU anyway).
 /// Without the privilege it stays at normal priority (with a warning).
-pub(crate) fn realtime() {
+pub fn realtime() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler on the calling thread with an initialised parameter.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {

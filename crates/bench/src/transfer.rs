@@ -7,7 +7,7 @@
 //! and starts `nena serve` (every mode accepted) in the server host. Every run's client end
 //! runs in this process, on a thread inside the client host's namespace, and hands back a
 //! typed report: `client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
-//! sender/receiver of [`crate::raw_mptcp`] (no nena handshake, no gate, no framing, no
+//! sender/receiver of [`nena_transport::raw_mptcp`] (no nena handshake, no gate, no framing, no
 //! pattern fill or compare: bytes written from a static buffer, counted, the count checked
 //! end to end), with its server end on a thread in the server host. Variants are
 //! interleaved within every repetition (the order rotates so no variant always runs
@@ -18,11 +18,12 @@
 //! the untrusted path carried at least [`MIN_PATH_SHARE`] of its bytes), or the verdict fails.
 
 use anyhow::{anyhow, bail, Context, Result};
-use nena_lab::{Host, Lab, LabConfig, LabGuard, Link, Rate};
+use nena_lab::{
+    start_nena_serve, with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate,
+};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A variant of the bench.
@@ -353,59 +354,6 @@ pub fn summarize(
     (stats, kato, targets)
 }
 
-/// A child process killed (and reaped) on drop.
-pub struct Server(Child);
-
-impl Server {
-    /// The server process's pid.
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `nena serve` in the lab's server host on `port` (every mode accepted, `plain`
-/// included), storing into `dir`, and wait until it listens. Killed when dropped.
-pub fn start_server(lab: &Lab, nena: &PathBuf, port: u16, dir: &std::path::Path) -> Result<Server> {
-    let listen = format!("{}:{port}", lab.server_addr());
-    let mut args = vec![
-        "serve".to_string(),
-        "--listen".into(),
-        listen,
-        "--dir".into(),
-        dir.display().to_string(),
-    ];
-    args.extend(["--mode".into(), "aead,stream,kato,plain".into()]);
-    let mut cmd = lab.command(Host::Server, nena, &args);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut child = cmd.spawn().context("starting nena serve in the lab")?;
-    // Wait for its "listening on" line.
-    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(out).lines();
-        if let Some(Ok(l)) = lines.next() {
-            let _ = tx.send(l);
-        }
-        for _ in lines {}
-    });
-    let server = Server(child);
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(l) if l.contains("listening on") => Ok(server),
-        Ok(l) => bail!("nena serve said {l:?} instead of listening"),
-        Err(_) => bail!("nena serve did not start listening within 10s"),
-    }
-}
-
 /// User + system CPU seconds of this process (every thread, ended ones included).
 fn self_cpu() -> f64 {
     // SAFETY: getrusage fills the struct it is given.
@@ -446,9 +394,9 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
 
 /// One nena run: `client::perf` on a thread in the client host, typed report back.
 fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
-    use crate::client::{self, PerfParams};
-    use crate::conn::ClientOptions;
     use nena_mptcp::{PathPolicy, PathSpec, Trust};
+    use nena_transport::client::{self, PerfParams};
+    use nena_transport::conn::ClientOptions;
     let mode = variant.mode().expect("a nena variant");
     let copts = ClientOptions::new(
         SocketAddr::new(lab.server_addr(), PORT_NENA),
@@ -516,7 +464,7 @@ struct Ends {
 /// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
 /// host, its client end on a thread in the client host, both typed.
 fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> Result<Ends> {
-    use crate::raw_mptcp::{self, Amount, Direction, Outcome, Request};
+    use nena_transport::raw_mptcp::{self, Amount, Direction, Outcome, Request};
     let req = Request {
         direction: if opts.reverse {
             Direction::Down
@@ -648,8 +596,8 @@ pub fn run_on(
     let lab = Lab::open(prefix)?;
     let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
     std::fs::create_dir_all(&dir)?;
-    let srv = start_server(&lab, &opts.nena, PORT_NENA, &dir)?;
-    let server_pid = srv.0.id();
+    let srv = start_nena_serve(&lab, &opts.nena, PORT_NENA, &dir)?;
+    let server_pid = srv.pid();
     let raw_addr = SocketAddr::new(lab.server_addr(), PORT_RAW);
     let listener = lab
         .run_in(Host::Server, || nena_mptcp::listen(raw_addr))?
@@ -723,8 +671,12 @@ pub fn run_on(
 }
 
 /// Bring up a lab, run the bench, tear the lab down (also on Ctrl-C: the bench runs on a
-/// worker thread while this thread waits for it or for the signal).
-pub fn run(opts: &BenchOptions, progress: impl FnMut(&str) + Send) -> Result<BenchReport> {
+/// worker thread while this thread waits for it or for the signal, and then returns
+/// [`nena_lab::Interrupted`] at once, for the caller to exit on).
+pub fn run(
+    opts: &BenchOptions,
+    progress: impl FnMut(&str) + Send + 'static,
+) -> Result<BenchReport> {
     let prefix = format!("nb{}", std::process::id());
     let cfg = LabConfig {
         verify: true,
@@ -734,49 +686,12 @@ pub fn run(opts: &BenchOptions, progress: impl FnMut(&str) + Send) -> Result<Ben
     let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
     log::info!("lab {prefix} up in {:.1}s", started.elapsed().as_secs_f64());
     let worker_prefix = prefix.clone();
-    let result =
-        with_lab_teardown_on_interrupt(&prefix, move || run_on(&worker_prefix, opts, progress));
+    let worker_opts = opts.clone();
+    let result = with_lab_teardown_on_interrupt(&prefix, move || {
+        run_on(&worker_prefix, &worker_opts, progress)
+    });
     drop(guard);
     result
-}
-
-/// Run `work` on a worker thread while this thread waits for it or for Ctrl-C; on Ctrl-C
-/// the lab `prefix` is torn down (its servers and runs die with the namespaces) and the
-/// process exits with status 130.
-pub fn with_lab_teardown_on_interrupt<T: Send>(
-    prefix: &str,
-    work: impl FnOnce() -> Result<T> + Send,
-) -> Result<T> {
-    with_teardown_on_interrupt(prefix, || {}, work)
-}
-
-/// [`with_lab_teardown_on_interrupt`], and `also` run after the lab is removed on Ctrl-C
-/// (for what the work set up beside the lab: the scenario runner's congestion controls).
-pub fn with_teardown_on_interrupt<T: Send>(
-    prefix: &str,
-    also: impl FnOnce(),
-    work: impl FnOnce() -> Result<T> + Send,
-) -> Result<T> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    std::thread::scope(|s| {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        s.spawn(move || {
-            let _ = tx.send(work());
-        });
-        rt.block_on(async {
-            tokio::select! {
-                r = rx => r.unwrap_or_else(|_| Err(anyhow!("the worker thread died"))),
-                _ = tokio::signal::ctrl_c() => {
-                    let _ = Lab::down(prefix);
-                    also();
-                    eprintln!("nena: interrupted; lab {prefix} removed");
-                    std::process::exit(130);
-                }
-            }
-        })
-    })
 }
 
 /// The human table.

@@ -1,18 +1,19 @@
 //! Two builds of the BPF programs side by side, for changes too small to see through the
 //! host's noise in two separate bench runs:
-//! `cargo run --release -p nena-policy --example ab -- OLD.bpf.o [ingress|egress] LINK...`
+//! `cargo run --release -p nena-bench --example policy_ab -- OLD.bpf.o [ingress|egress] LINK...`
 //! (OLD.bpf.o: a copy of `target/release/build/nena-policy-*/out/nena.bpf.o` from before the
 //! change; the other side is this build). Prints the median ratio new/old twice, with the
 //! builds loaded in either order (where a build's maps and code land in memory shifts a
 //! comparison by a few percent), their geometric mean, and a control: the old build against a
 //! second copy of itself, which shows how large that placement effect was in this run.
-use nena_policy::{bench, Hook, TestBed};
+use nena_bench::policy as bench;
+use nena_policy::{Hook, TestBed};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (old, rest) = args
         .split_first()
-        .ok_or_else(|| anyhow::anyhow!("usage: ab OLD.bpf.o [ingress|egress] LINK..."))?;
+        .ok_or_else(|| anyhow::anyhow!("usage: policy_ab OLD.bpf.o [ingress|egress] LINK..."))?;
     let (hook, links) = match rest.first().map(String::as_str) {
         Some("egress") => (Hook::Egress, &rest[1..]),
         Some("ingress") => (Hook::Ingress, &rest[1..]),

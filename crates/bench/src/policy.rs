@@ -27,15 +27,15 @@
 //! negative difference (the link costs less than the run-to-run noise) is reported as it is
 //! and flagged `noise`.
 
-use crate::packet::{mp, Tcp};
-use crate::spec::{self, ChainSpec, Hook};
-use crate::TestBed;
 use anyhow::{bail, Result};
+use nena_policy::packet::{mp, Tcp};
+use nena_policy::spec::{self, ChainSpec, Hook};
+use nena_policy::TestBed;
 use serde::Serialize;
 
 /// A selector or actor, as the bench uses it: the programs themselves ([`Prog`]), reported
 /// by their chain-file names.
-pub use crate::abi::Prog as Link;
+pub use nena_policy::abi::Prog as Link;
 
 /// What a link is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -89,9 +89,25 @@ pub enum Frame {
     Chain8,
 }
 
-impl Link {
+/// What the bench knows of each link: its role, its chain-file text, the frames it acts on
+/// and skips (a trait because [`Link`] is nena-policy's type).
+pub trait BenchLink: Copy {
     /// Selector or actor.
-    pub fn role(self) -> Kind {
+    fn role(self) -> Kind;
+    /// The link in chain-file syntax. The selectors match the bench's own frames (addresses
+    /// 198.18.100.1 -> .2, any port but `subflow`'s, data ACKs up to 100000).
+    fn spec(self) -> &'static str;
+    /// A frame the link acts on (a selector: matches), and how that is timed.
+    fn act_frame(self) -> (Frame, Method);
+    /// A frame the link skips (a selector: does not match), always timed in batches;
+    /// `None` for `record` and `drop`, which act on every packet.
+    fn skip_frame(self) -> Option<Frame>;
+    /// Reports an event per acting run (the ring buffer must be drained between batches).
+    fn emits_events(self) -> bool;
+}
+
+impl BenchLink for Link {
+    fn role(self) -> Kind {
         match self {
             Link::Subflow
             | Link::IpPair
@@ -103,8 +119,6 @@ impl Link {
         }
     }
 
-    /// The link in chain-file syntax. The selectors match the bench's own frames (addresses
-    /// 198.18.100.1 -> .2, any port but `subflow`'s, data ACKs up to 100000).
     fn spec(self) -> &'static str {
         match self {
             Link::Subflow => {
@@ -128,8 +142,7 @@ impl Link {
         }
     }
 
-    /// A frame the link acts on (a selector: matches), and how that is timed.
-    pub fn act_frame(self) -> (Frame, Method) {
+    fn act_frame(self) -> (Frame, Method) {
         match self {
             Link::RateLimit => (Frame::DssAckWideWindow, Method::Single),
             Link::SetBackup => (Frame::NewSubflowAck, Method::Single),
@@ -141,9 +154,7 @@ impl Link {
         }
     }
 
-    /// A frame the link skips (a selector: does not match), always timed in batches;
-    /// `None` for `record` and `drop`, which act on every packet.
-    pub fn skip_frame(self) -> Option<Frame> {
+    fn skip_frame(self) -> Option<Frame> {
         Some(match self {
             Link::Subflow | Link::IpPair | Link::Src | Link::Dst => Frame::DssAckOtherFlow,
             Link::Sequence => Frame::DssAckOtherSeq,
@@ -160,7 +171,6 @@ impl Link {
         })
     }
 
-    /// Reports an event per acting run (the ring buffer must be drained between batches).
     fn emits_events(self) -> bool {
         matches!(self, Link::GetConnect | Link::GetSubflow)
     }
@@ -382,7 +392,7 @@ fn add_addr_ack(sport: u16, dport: u16) -> Tcp {
 
 fn join_syn(sport: u16, dport: u16) -> Tcp {
     Tcp::new(SRC, DST, sport, dport)
-        .flags(crate::packet::TCP_SYN)
+        .flags(nena_policy::packet::TCP_SYN)
         .opt(&mp::join_syn(false, 2, 0xa1b2c3d4, 0x01020304))
 }
 
@@ -411,7 +421,7 @@ fn frame(f: Frame, flows: &mut Flows) -> Vec<u8> {
             .build(),
         Frame::DssAckOtherFlow => ack("198.18.200.1", "198.18.200.2", 40001, 5301).build(),
         Frame::CapableSyn => Tcp::new(SRC, DST, 40002, 5201)
-            .flags(crate::packet::TCP_SYN)
+            .flags(nena_policy::packet::TCP_SYN)
             .opt(&mp::capable(&[]))
             .build(),
         Frame::JoinSyn => join_syn(40003, 5201).build(),
@@ -557,13 +567,13 @@ fn handshake(bed: &mut TestBed) -> Result<()> {
     for h in [Hook::Ingress, Hook::Egress] {
         bed.clear_chain(h)?;
         let syn = Tcp::new(SRC, DST, BENCH_PORT, 5201)
-            .flags(crate::packet::TCP_SYN)
+            .flags(nena_policy::packet::TCP_SYN)
             .opt(&[1, 3, 3, 7]);
         bed.run(h, &syn.build(), 1)?;
         bed.run(
             h,
             &syn.reply()
-                .flags(crate::packet::TCP_SYN | crate::packet::TCP_ACK)
+                .flags(nena_policy::packet::TCP_SYN | nena_policy::packet::TCP_ACK)
                 .opt(&[1, 3, 3, 7])
                 .build(),
             1,

@@ -1,6 +1,6 @@
-//! The policy benchmark without the CLI: `cargo run --release -p nena-policy --example bench`.
+//! The policy benchmark without the CLI: `cargo run --release -p nena-bench --example policy`.
 fn main() -> anyhow::Result<()> {
-    let r = nena_policy::bench::run(2000, 31, 4, |_| {})?;
+    let r = nena_bench::policy::run(2000, 31, 4, |_| {})?;
     for e in &r.results {
         println!(
             "{:<12} act {:>8.1} {:>8.1} skip {:?}",

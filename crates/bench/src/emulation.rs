@@ -4,8 +4,11 @@
 //! no queue builds: what is measured is the relay's own added latency), the relay's CPU per
 //! Mbit/s of that load, and a loss rate against the binomial 99% interval.
 
-use crate::{unique_prefix, Direction, Emulation, LabConfig, LabGuard, Link, LinkEmulation, Loss};
 use anyhow::{Context, Result};
+use nena_lab::emulate::realtime;
+use nena_lab::{
+    unique_prefix, Direction, Emulation, LabConfig, LabGuard, Link, LinkEmulation, Loss,
+};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
@@ -152,8 +155,8 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let configured = 2.0 * opts.delay.as_secs_f64() * 1e3;
 
     // the UDP sink on the server, counting IP bytes
-    let sink = lab.run_in(crate::Host::Server, || {
-        UdpSocket::bind((crate::SERVER_ADDR, 0))
+    let sink = lab.run_in(nena_lab::Host::Server, || {
+        UdpSocket::bind((nena_lab::SERVER_ADDR, 0))
     })??;
     // A large buffer (SO_RCVBUFFORCE, as root): a sink stalled by a busy host must not drop
     // what the link delivered, or the loss measured would be the host's.
@@ -178,7 +181,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let sink_t = {
         let (stop, bytes, count) = (stop_all.clone(), bytes.clone(), count.clone());
         std::thread::spawn(move || {
-            super::relay::realtime();
+            realtime();
             let mut b = [0u8; 2048];
             while !stop.load(Ordering::Relaxed) {
                 if let Ok(n) = sink.recv(&mut b) {
@@ -197,7 +200,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         while let Ok((mut e, _)) = l.accept() {
             let _ = e.set_nodelay(true);
             std::thread::spawn(move || {
-                super::relay::realtime();
+                realtime();
                 let mut b = [0u8; 1];
                 while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
             });
@@ -209,7 +212,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     for &mbit in &opts.loads_mbit {
         progress(&format!("RTT at {mbit} Mbit/s of UDP load"));
         let stop = Arc::new(AtomicBool::new(false));
-        let c = lab.run_in(crate::Host::Client, move || UdpSocket::bind((src, 0)))??;
+        let c = lab.run_in(nena_lab::Host::Client, move || UdpSocket::bind((src, 0)))??;
         let sender = {
             let stop = stop.clone();
             std::thread::spawn(move || paced_sender(c, dst, mbit, stop))
@@ -228,7 +231,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         // would add its wait for a CPU to the RTT (the relay is what is measured)
         std::thread::scope(|sc| {
             sc.spawn(|| -> Result<()> {
-                super::relay::realtime();
+                realtime();
                 for _ in 0..opts.samples {
                     let t = Instant::now();
                     let mut b = [7u8; 1];
@@ -281,7 +284,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             ..Emulation::default()
         },
     )?;
-    let c = lab.run_in(crate::Host::Client, move || UdpSocket::bind((src, 0)))??;
+    let c = lab.run_in(nena_lab::Host::Client, move || UdpSocket::bind((src, 0)))??;
     let before = count.load(Ordering::Relaxed);
     let start = Instant::now();
     for i in 0..opts.loss_datagrams {

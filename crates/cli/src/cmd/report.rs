@@ -1,0 +1,161 @@
+//! How `nena send|get|perf` show their work: the progress bar of a file transfer (on stderr,
+//! only on a terminal) and the one-line reports (`.line()` of a report, formerly in
+//! nena-transport's `client`).
+use indicatif::{ProgressBar, ProgressStyle};
+use nena_transport::client::{IntervalReport, PerfReport, TransferProgress, TransferReport};
+use nena_transport::units::human;
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+/// A progress bar of a file transfer, when `show` and stderr is a terminal: drawn from the
+/// moment the session is up, cleared when the transfer ends (left as it is when Ctrl-C
+/// drops the transfer).
+pub struct Bar {
+    show: bool,
+    pb: OnceLock<ProgressBar>,
+}
+
+impl Bar {
+    pub fn new(show: bool) -> Self {
+        Bar {
+            show,
+            pb: OnceLock::new(),
+        }
+    }
+}
+
+impl TransferProgress for Bar {
+    fn start(&self) {
+        if !self.show || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let _ = self.pb.set(pb);
+    }
+
+    fn size(&self, bytes: u64) {
+        if let Some(pb) = self.pb.get() {
+            pb.set_length(bytes)
+        }
+    }
+
+    fn advance(&self, n: u64) {
+        if let Some(pb) = self.pb.get() {
+            pb.inc(n)
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(pb) = self.pb.get() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// The final line of `nena send` / `nena get`.
+pub fn transfer_line(r: &TransferReport) -> String {
+    format!(
+        "{} {} {}: {} in {:.2}s, {:.1} Mbit/s, verified end to end, mode {}, {}",
+        r.op,
+        r.name,
+        if r.op == "send" { "sent" } else { "received" },
+        human(r.bytes),
+        r.seconds,
+        r.mbit_s,
+        r.mode_label,
+        r.paths.describe()
+    )
+}
+
+/// One interval line of `nena perf`.
+pub fn interval_line(r: &IntervalReport) -> String {
+    let sf: Vec<String> = r
+        .subflows_interval
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}/{}",
+                s.local.map_or("?".into(), |a| a.ip().to_string()),
+                human(s.acked),
+                human(s.received)
+            )
+        })
+        .collect();
+    format!(
+        "[{:6.2}-{:6.2}s] sent {:>10} {:8.1} Mbit/s  received {:>10} {:8.1} Mbit/s  subflows acked/recv: {}",
+        r.sample.t - r.sample.secs,
+        r.sample.t,
+        human(r.sample.sent),
+        r.mbit_s_sent,
+        human(r.sample.received),
+        r.mbit_s_received,
+        sf.join(", ")
+    )
+}
+
+/// The final line of `nena perf`.
+pub fn perf_line(r: &PerfReport) -> String {
+    format!(
+        "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s{}, all bytes verified; {}",
+        r.mode_label,
+        human(r.sent),
+        r.mbit_s_sent,
+        human(r.received),
+        r.mbit_s_received,
+        r.seconds,
+        r.omitted
+            .map(|m| format!(" (goodput after the first {:.2}s)", m.t))
+            .unwrap_or_default(),
+        r.paths.describe()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nena_transport::client::subflow_deltas;
+    use nena_transport::conn::SubflowBytes;
+    use nena_transport::perf::Sample;
+
+    fn sb(local: &str, acked: u64, received: u64) -> SubflowBytes {
+        SubflowBytes {
+            local: Some(local.parse().unwrap()),
+            remote: Some("198.18.3.2:7000".parse().unwrap()),
+            bytes_sent: acked * 2, // what a dropping rate limiter makes of it
+            bytes_acked: acked,
+            bytes_received: received,
+        }
+    }
+
+    #[test]
+    fn interval_lines_show_each_interval_and_acknowledged_bytes() {
+        let t1 = vec![sb("198.18.1.2:40000", 1 << 20, 10)];
+        let t2 = vec![
+            sb("198.18.1.2:40000", 3 << 20, 30),
+            sb("198.18.2.2:40001", 1 << 20, 5),
+        ];
+        let d = subflow_deltas(&t1, &t2);
+        let r = IntervalReport {
+            sample: Sample {
+                t: 2.0,
+                secs: 1.0,
+                sent: 3 << 20,
+                received: 0,
+                unix: 0.0,
+            },
+            mbit_s_sent: 25.2,
+            mbit_s_received: 0.0,
+            subflows: t2.clone(),
+            subflows_interval: d,
+        };
+        let line = interval_line(&r);
+        assert!(
+            line.ends_with("subflows acked/recv: 198.18.1.2 2.0 MiB/20 B, 198.18.2.2 1.0 MiB/5 B"),
+            "{line}"
+        );
+    }
+}

@@ -308,7 +308,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         }
         return connect_kato_mpc(opts, start).await;
     }
-    let hs = if opts.raw {
+    let mut hs = if opts.raw {
         None
     } else {
         let mut cfg = ClientConfig::offering(&opts.modes);
@@ -368,9 +368,23 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         .await
         .context("writing the first flight")?;
     client.gate_mut().set_recovery(opts.recover);
-    client
-        .after_first_flight(first.len() as u64, timeout)
-        .await?;
+    if let Err(e) = client.after_first_flight(first.len() as u64, timeout).await {
+        // A server that refuses the hello answers and closes the connection, which also
+        // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for that
+        // close. Say the server's reason when it sent one: its answer is only read (into a
+        // handshake whose reply goes nowhere), nothing more is written.
+        if let Some(h) = hs.as_mut() {
+            let (mut r, _) = client.stream.split();
+            let mut nowhere = tokio::io::sink();
+            let answer = client_finish(h, &mut r, &mut nowhere, Duration::from_millis(300)).await;
+            if let Err(why) = answer {
+                if why.downcast_ref::<nena_proto::HandshakeError>().is_some() {
+                    return Err(why);
+                }
+            }
+        }
+        return Err(e.into());
+    }
     let (stream, gate) = client.into_parts();
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();

@@ -371,7 +371,8 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     if let Err(e) = client.after_first_flight(first.len() as u64, timeout).await {
         // A server that refuses the hello answers and closes the connection, which also
         // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for that
-        // close. Say the server's reason when it sent one: its answer is only read (into a
+        // close. Say the server's reason first when it sent one, and the gate's refusal
+        // after it (it may also be a real violation): the answer is only read (into a
         // handshake whose reply goes nowhere), nothing more is written.
         if let Some(h) = hs.as_mut() {
             let (mut r, _) = client.stream.split();
@@ -379,7 +380,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
             let answer = client_finish(h, &mut r, &mut nowhere, Duration::from_millis(300)).await;
             if let Err(why) = answer {
                 if why.downcast_ref::<nena_proto::HandshakeError>().is_some() {
-                    return Err(why);
+                    return Err(anyhow!("{why}; and the connection was refused here: {e}"));
                 }
             }
         }

@@ -416,8 +416,8 @@ fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -
     };
     let s0 = process_cpu(server_pid);
     let report = lab.run_in(Host::Client, || {
-        client::block_on(client::perf(&copts, params, |_| {}))
-    })???;
+        tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+    })??;
     let server_cpu = process_cpu(server_pid) - s0;
     if report.mode != mode.to_string() {
         bail!("{variant}: the server chose {} instead", report.mode);
@@ -482,7 +482,7 @@ fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> 
     let untrusted_ip = lab.client_addr(Link::Untrusted);
     let l = listener.try_clone()?;
     let server = lab.spawn_in(Host::Server, move || raw_mptcp::serve_one(&l));
-    let client = lab.run_in(Host::Client, || raw_mptcp::client(local, remote, req))?;
+    let client = lab.run_in(Host::Client, || raw_mptcp::client(local, remote, req, None))?;
     let server = server
         .join()
         .map_err(|_| anyhow!("the raw MPTCP server thread panicked"))???;
@@ -600,7 +600,7 @@ pub fn run_on(
     let server_pid = srv.pid();
     let raw_addr = SocketAddr::new(lab.server_addr(), PORT_RAW);
     let listener = lab
-        .run_in(Host::Server, || nena_mptcp::listen(raw_addr))?
+        .run_in(Host::Server, || nena_mptcp::listen(raw_addr, None))?
         .with_context(|| format!("listening on {raw_addr} for the plain-MPTCP baseline"))?;
     let mut results = Vec::new();
     for setting in &opts.settings {

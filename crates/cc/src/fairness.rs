@@ -104,7 +104,7 @@ fn sender(
 fn listener(lab: &Lab, port: u16) -> Result<TcpListener> {
     let addr = SocketAddr::new(lab.server_addr(), port);
     lab.run_in(Host::Server, move || -> Result<TcpListener> {
-        Ok(nena_mptcp::listen(addr)?)
+        Ok(nena_mptcp::listen(addr, None)?)
     })?
 }
 

@@ -17,7 +17,7 @@ pub mod fairness;
 pub mod loader;
 pub mod model;
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 /// The four algorithms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,28 +89,8 @@ pub fn set_congestion(sock: &impl AsFd, name: &str) -> anyhow::Result<()> {
 }
 
 /// The congestion control a socket uses (`getsockopt(TCP_CONGESTION)`).
-pub fn congestion(sock: &impl AsRawFd) -> anyhow::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: valid fd; buf and len describe a live buffer.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        anyhow::bail!(
-            "reading TCP_CONGESTION: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    let s = &buf[..len as usize];
-    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+pub fn congestion(sock: &impl AsFd) -> anyhow::Result<String> {
+    nena_mptcp::congestion(sock.as_fd()).map_err(|e| anyhow::anyhow!("reading TCP_CONGESTION: {e}"))
 }
 
 #[cfg(test)]

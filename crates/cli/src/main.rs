@@ -4,6 +4,7 @@
 mod cmd;
 mod config;
 mod exit;
+mod runtime;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;

@@ -168,6 +168,16 @@ fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
         );
         let (t, u) = bytes_by_trust(&report);
         assert!(t > 0 && u > 0, "{name}: both paths carried data ({t}, {u})");
+        // The connection used it (read back from the socket), and the report says so.
+        assert_eq!(
+            report["paths"]["congestion"],
+            full.as_str(),
+            "{name}: {report}"
+        );
+        assert_eq!(
+            report["paths"]["path_manager"], "kernel",
+            "{name}: {report}"
+        );
         let back = cli.join("back.bin").display().to_string();
         let mut args = vec!["get", "f.bin", "--from", &to, "--out", &back, "--cc", &full];
         args.extend_from_slice(&PATHS);

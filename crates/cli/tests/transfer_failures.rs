@@ -53,7 +53,7 @@ fn fake_server(lab: &nena_lab::Lab, port: u16, banner: &'static [u8], conns: usi
     let addr = SocketAddr::new(lab.server_addr(), port);
     let (tx, rx) = std::sync::mpsc::channel();
     lab.spawn_in(Host::Server, move || {
-        let l = nena_mptcp::listen(addr).unwrap();
+        let l = nena_mptcp::listen(addr, None).unwrap();
         tx.send(()).unwrap();
         for _ in 0..conns {
             let (mut s, _) = l.accept().unwrap();
@@ -125,6 +125,7 @@ fn peers_that_are_not_nena_get_a_clear_error() {
             },
             allow_fallback: false,
             timeout: Duration::from_secs(5),
+            congestion: None,
         };
         let c = nena_mptcp::connect(addr, &opts).unwrap();
         (&c.stream)

@@ -283,43 +283,44 @@ fn hostile_file_names_are_refused() {
     let srv_addr = lab.server_addr();
     let statuses = lab
         .run_in(Host::Client, move || {
-            nena_transport::client::block_on(async move {
-                let mut out = Vec::new();
-                for name in [
-                    "../escape",
-                    "/etc/passwd",
-                    "..",
-                    ".hidden",
-                    "x\0y",
-                    "\x1b[2J",
-                    "",
-                ] {
-                    let opts = ClientOptions {
-                        timeout: Duration::from_secs(5),
-                        ..ClientOptions::new(
-                            std::net::SocketAddr::new(srv_addr, 7000),
-                            nena_mptcp::PathPolicy {
-                                trusted: vec!["trusted".parse().unwrap()],
-                                untrusted: vec!["untrusted".parse().unwrap()],
-                            },
-                            vec![nena_proto::Mode::Aead],
-                        )
-                    };
-                    let mut c = conn::connect(&opts, None).await.unwrap();
-                    let req = if out.len() % 2 == 0 {
-                        Request::Put {
-                            name: name.into(),
-                            size: 5,
-                        }
-                    } else {
-                        Request::Get { name: name.into() }
-                    };
-                    c.writer.write_msg(req.encode()).await.unwrap();
-                    out.push(c.reader.read_reply().await.unwrap().status);
-                }
-                out
-            })
-            .unwrap()
+            tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(async move {
+                    let mut out = Vec::new();
+                    for name in [
+                        "../escape",
+                        "/etc/passwd",
+                        "..",
+                        ".hidden",
+                        "x\0y",
+                        "\x1b[2J",
+                        "",
+                    ] {
+                        let opts = ClientOptions {
+                            timeout: Duration::from_secs(5),
+                            ..ClientOptions::new(
+                                std::net::SocketAddr::new(srv_addr, 7000),
+                                nena_mptcp::PathPolicy {
+                                    trusted: vec!["trusted".parse().unwrap()],
+                                    untrusted: vec!["untrusted".parse().unwrap()],
+                                },
+                                vec![nena_proto::Mode::Aead],
+                            )
+                        };
+                        let mut c = conn::connect(&opts, None).await.unwrap();
+                        let req = if out.len() % 2 == 0 {
+                            Request::Put {
+                                name: name.into(),
+                                size: 5,
+                            }
+                        } else {
+                            Request::Get { name: name.into() }
+                        };
+                        c.writer.write_msg(req.encode()).await.unwrap();
+                        out.push(c.reader.read_reply().await.unwrap().status);
+                    }
+                    out
+                })
         })
         .unwrap();
     assert!(

@@ -13,18 +13,6 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-/// The congestion control every MPTCP socket of this process gets (`--cc NAME` of the
-/// transfer tools; `None`: the namespace's default, net.ipv4.tcp_congestion_control).
-static CONGESTION: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
-
-/// Set (or clear) the congestion control of every MPTCP socket this process opens from now
-/// on: clients, listeners (their accepted connections inherit it) and the bare sockets of
-/// the benchmarks. It is applied with `setsockopt(TCP_CONGESTION)` on the MPTCP socket,
-/// which the kernel applies to every subflow. Check the name first (`set_congestion` reports an unknown one as ENOENT).
-pub fn set_congestion_control(name: Option<&str>) {
-    *CONGESTION.write().unwrap_or_else(|e| e.into_inner()) = name.map(str::to_string);
-}
-
 /// Where the kernel lists the congestion controls it has registered (its own and BPF ones).
 pub const AVAILABLE_CONGESTION_CONTROLS: &str =
     "/proc/sys/net/ipv4/tcp_available_congestion_control";
@@ -37,14 +25,14 @@ pub fn available_congestion_controls() -> io::Result<Vec<String>> {
         .collect())
 }
 
-fn mptcp_socket(domain: Domain) -> Result<Socket, MptcpError> {
+/// An MPTCP socket with congestion control `congestion` (`None`: the namespace's default,
+/// net.ipv4.tcp_congestion_control). It is set with `setsockopt(TCP_CONGESTION)` on the MPTCP
+/// socket, which the kernel applies to every subflow; a listener's accepted connections
+/// inherit it. An unknown name fails here (ENOENT), before anything is sent.
+fn mptcp_socket(domain: Domain, congestion: Option<&str>) -> Result<Socket, MptcpError> {
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::MPTCP))
         .map_err(MptcpError::from_socket_error)?;
-    if let Some(cc) = CONGESTION
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_deref()
-    {
+    if let Some(cc) = congestion {
         sockopt::set_congestion(s.as_fd(), cc).map_err(|e| {
             MptcpError::Io(io::Error::new(
                 e.kind(),
@@ -55,11 +43,12 @@ fn mptcp_socket(domain: Domain) -> Result<Socket, MptcpError> {
     Ok(s)
 }
 
-/// A listening MPTCP socket (`IPPROTO_MPTCP`, `SO_REUSEADDR`, backlog 1024). Plain-TCP
-/// clients are still accepted (as fallback connections): check them with
+/// A listening MPTCP socket (`IPPROTO_MPTCP`, `SO_REUSEADDR`, backlog 1024) whose accepted
+/// connections use congestion control `congestion` (`None`: the namespace's default).
+/// Plain-TCP clients are still accepted (as fallback connections): check them with
 /// [`check_fallback`](crate::check_fallback).
-pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let s = mptcp_socket(Domain::for_address(addr)).map_err(io::Error::from)?;
+pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> io::Result<TcpListener> {
+    let s = mptcp_socket(Domain::for_address(addr), congestion).map_err(io::Error::from)?;
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(addr))?;
     s.listen(1024)?;
@@ -73,8 +62,9 @@ pub fn connect_ungated(
     local: SocketAddr,
     remote: SocketAddr,
     timeout: Duration,
+    congestion: Option<&str>,
 ) -> io::Result<TcpStream> {
-    let s = mptcp_socket(Domain::for_address(remote)).map_err(io::Error::from)?;
+    let s = mptcp_socket(Domain::for_address(remote), congestion).map_err(io::Error::from)?;
     s.bind(&SockAddr::from(local))?;
     s.connect_timeout(&SockAddr::from(remote), timeout)?;
     Ok(s.into())
@@ -88,6 +78,8 @@ pub struct ConnectOptions {
     pub allow_fallback: bool,
     /// Bound on connect() and on the wait for the first flight's data-level ACK.
     pub timeout: Duration,
+    /// Congestion control of every subflow (`--cc NAME`; `None`: the namespace's default).
+    pub congestion: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -96,6 +88,7 @@ impl Default for ConnectOptions {
             policy: PathPolicy::default(),
             allow_fallback: false,
             timeout: Duration::from_secs(10),
+            congestion: None,
         }
     }
 }
@@ -170,7 +163,7 @@ pub(crate) fn prepare(
             None
         }
     };
-    let sock = mptcp_socket(Domain::for_address(remote))?;
+    let sock = mptcp_socket(Domain::for_address(remote), opts.congestion.as_deref())?;
     // SO_BINDTODEVICE on the MPTCP socket binds its initial subflow (and the MPTCP socket)
     // to the device; an unprivileged process may do it on a socket not bound yet (Linux 5.7).
     sock.bind_device(Some(iface.name.as_bytes())).map_err(|e| {

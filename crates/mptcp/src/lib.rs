@@ -123,15 +123,15 @@ mod sockopt;
 pub mod uapi;
 
 pub use client::{available_congestion_controls, AVAILABLE_CONGESTION_CONTROLS};
-pub use client::{
-    connect, connect_ungated, listen, set_congestion_control, Client, ConnectOptions,
-};
+pub use client::{connect, connect_ungated, listen, Client, ConnectOptions};
 pub use gate::{
     connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,
     ReleaseReport, Verdict,
 };
 pub use path::{PathPolicy, PathSpec, PathSpecError, PolicyError, ResolvedPolicy, Trust};
-pub use sockopt::{describe, info, is_fallback, set_congestion, subflows, ConnInfo, SubflowInfo};
+pub use sockopt::{
+    congestion, describe, info, is_fallback, set_congestion, subflows, ConnInfo, SubflowInfo,
+};
 
 use serde::Serialize;
 use std::io;

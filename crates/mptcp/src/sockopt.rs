@@ -380,6 +380,29 @@ pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
     }
 }
 
+/// `getsockopt(TCP_CONGESTION)`: the congestion control of a TCP socket, or of every subflow
+/// of an MPTCP socket.
+pub fn congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: valid fd; buf and len describe a live buffer.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let s = &buf[..(len as usize).min(buf.len())];
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

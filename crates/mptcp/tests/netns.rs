@@ -55,6 +55,7 @@ fn opts() -> ConnectOptions {
         },
         allow_fallback: false,
         timeout: Duration::from_secs(5),
+        congestion: None,
     }
 }
 
@@ -85,7 +86,7 @@ fn serve_on(
         let l = if plain_tcp {
             plain_listener(addr)
         } else {
-            listen(addr).unwrap()
+            listen(addr, None).unwrap()
         };
         tx.send(()).unwrap();
         let (mut s, _) = l.accept().unwrap();
@@ -604,7 +605,7 @@ fn mptcp_disabled_is_reported_clearly() {
         assert!(e.to_string().contains("net.mptcp.enabled"));
         let e = connect(server_addr(), &opts()).unwrap_err();
         assert!(matches!(e, MptcpError::Disabled), "{e}");
-        let e = listen("198.18.1.2:6000".parse().unwrap()).unwrap_err();
+        let e = listen("198.18.1.2:6000".parse().unwrap(), None).unwrap_err();
         assert!(e.to_string().contains("net.mptcp.enabled"), "{e}");
     })
     .unwrap();

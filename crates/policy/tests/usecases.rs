@@ -365,7 +365,7 @@ fn small_flow_path_manager() {
     net.sh_s("tc qdisc add dev sf root tbf rate 50mbit burst 32kb latency 100ms");
     net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 100ms");
     let l = net.in_ns(&net.s.clone(), || {
-        nena_mptcp::listen("198.18.104.2:5301".parse().unwrap()).unwrap()
+        nena_mptcp::listen("198.18.104.2:5301".parse().unwrap(), None).unwrap()
     });
     serve_each(l, small);
     let addr = "198.18.104.2:5301";
@@ -448,7 +448,7 @@ fn ecf_like_scheduler_through_rate_limit() {
     net.sh_s("tc qdisc add dev sf root tbf rate 20mbit burst 32kb latency 300ms");
     net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 300ms");
     let l = net.in_ns(&net.s.clone(), || {
-        nena_mptcp::listen("198.18.106.2:5401".parse().unwrap()).unwrap()
+        nena_mptcp::listen("198.18.106.2:5401".parse().unwrap(), None).unwrap()
     });
     serve_each(l, 400_000_000);
     let addr = "198.18.106.2:5401";

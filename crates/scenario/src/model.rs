@@ -596,9 +596,9 @@ fn opt_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>,
     }
     match N::deserialize(d)? {
         N::Int(n) => Ok(Some(n)),
-        N::Text(s) => s
-            .parse::<bytesize::ByteSize>()
-            .map(|b| Some(b.as_u64()))
+        // The command line's parser: "100M" is 100 MiB here too.
+        N::Text(s) => nena_transport::units::parse_bytes(&s)
+            .map(Some)
             .map_err(|e| D::Error::custom(format!("bad size {s:?}: {e}"))),
     }
 }

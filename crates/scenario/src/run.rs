@@ -183,13 +183,12 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
     }
     let guard = LabGuard::up(&lab_config(sc, r, prefix.clone(), opts)?)?;
     let lab = Lab::open(&prefix)?;
-    // The run's congestion control on every MPTCP socket this process opens for it (the
-    // client of mptcp, nena and send runs), and as the hosts' default where the kernel
-    // allows it: a namespace other than the initial one may only make a non-restricted
-    // one its default (cubic, for one, is not here). Without that default, only a run
-    // whose sender is an MPTCP socket of this process can use it.
-    nena_mptcp::set_congestion_control(r.cc.as_deref());
-    let _reset = ResetCc;
+    // The run's congestion control goes on every MPTCP socket this process opens for it (the
+    // listener and client of mptcp runs, the client of nena and send runs: their options
+    // carry it), and becomes the hosts' default where the kernel allows it: a namespace other
+    // than the initial one may only make a non-restricted one its default (cubic, for one,
+    // is not here). Without that default, only a run whose sender is an MPTCP socket of this
+    // process can use it.
     if let Some(cc) = &r.cc {
         if let Err(e) = set_cc(&lab, cc) {
             if r.traffic == Traffic::Tcp || r.direction == Direction::Down {
@@ -267,14 +266,6 @@ fn run_one(sc: &Scenario, r: &RunSpec, rep: u32, opts: &RunOptions) -> Result<Ru
     crate::plots::sample_figures(&s, &samples, &dir)?;
     crate::plots::capture_figures(&capture_files, &dir)?;
     Ok(s)
-}
-
-/// Clears the process-wide congestion control of MPTCP sockets when the run ends.
-struct ResetCc;
-impl Drop for ResetCc {
-    fn drop(&mut self) {
-        nena_mptcp::set_congestion_control(None);
-    }
 }
 
 /// A nena congestion control (`nena_*`) that this run loaded with `nena cc load`; unloaded
@@ -516,8 +507,11 @@ fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Resul
     let addr = SocketAddr::new(lab.server_addr(), PORT);
     match r.traffic {
         Traffic::Tcp | Traffic::Mptcp => {
+            let cc = r.cc.clone();
             let l = lab
-                .run_in(Host::Server, || nena_mptcp::listen(addr))?
+                .run_in(Host::Server, move || {
+                    nena_mptcp::listen(addr, cc.as_deref())
+                })?
                 .with_context(|| format!("listening on {addr}"))?;
             Ok(ServerEnd::Raw(lab.spawn_in(Host::Server, move || {
                 nena_transport::raw_mptcp::serve_one(&l)
@@ -555,11 +549,12 @@ fn run_traffic(
             let link = r.link.unwrap_or(Link::Trusted);
             let local = SocketAddr::new(lab.client_addr(link), 0);
             let tcp = r.traffic == Traffic::Tcp;
+            let cc = r.cc.clone();
             let run = lab.run_in(Host::Client, move || {
                 if tcp {
                     raw_mptcp::client_tcp(local, remote, req)
                 } else {
-                    raw_mptcp::client(local, remote, req)
+                    raw_mptcp::client(local, remote, req, cc.as_deref())
                 }
             })??;
             let (bytes, seconds, mbit_s) = match run.outcome {
@@ -593,8 +588,8 @@ fn run_traffic(
                 omit: None,
             };
             let rep = lab.run_in(Host::Client, || {
-                client::block_on(client::perf(&copts, params, |_| {}))
-            })???;
+                tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+            })??;
             let (bytes, mbit) = match r.direction {
                 Direction::Up => (rep.sent, rep.mbit_s_sent),
                 Direction::Down => (rep.received, rep.mbit_s_received),
@@ -617,8 +612,13 @@ fn run_traffic(
             write_payload(&file, bytes)?;
             let copts = client_options(remote, r)?;
             let rep = lab.run_in(Host::Client, || {
-                client::block_on(client::send(&copts, &file, "payload.bin", &()))
-            })???;
+                tokio::runtime::Runtime::new()?.block_on(client::send(
+                    &copts,
+                    &file,
+                    "payload.bin",
+                    &(),
+                ))
+            })??;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,
                 seconds: rep.seconds,
@@ -635,14 +635,17 @@ fn client_options(remote: SocketAddr, r: &RunSpec) -> Result<nena_transport::con
     let mode = r
         .nena_mode()
         .ok_or_else(|| anyhow!("run {}: no nena mode", r.name))?;
-    Ok(nena_transport::conn::ClientOptions::new(
-        remote,
-        PathPolicy {
-            trusted: vec![PathSpec::Iface("trusted".into())],
-            untrusted: vec![PathSpec::Iface("untrusted".into())],
-        },
-        vec![mode],
-    ))
+    Ok(nena_transport::conn::ClientOptions {
+        congestion: r.cc.clone(),
+        ..nena_transport::conn::ClientOptions::new(
+            remote,
+            PathPolicy {
+                trusted: vec![PathSpec::Iface("trusted".into())],
+                untrusted: vec![PathSpec::Iface("untrusted".into())],
+            },
+            vec![mode],
+        )
+    })
 }
 
 /// A file of text-like bytes (what the papers sent), `n` bytes long.

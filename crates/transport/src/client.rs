@@ -20,6 +20,11 @@ pub struct Paths {
     pub mptcp: bool,
     /// At least two subflows carried payload.
     pub multipath: bool,
+    /// The path manager of the client's namespace (`kernel` or `userspace`).
+    pub path_manager: nena_mptcp::PmKind,
+    /// The congestion control of the subflows (`--cc`, or the namespace's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
     pub subflows: Vec<ClassifiedSubflow>,
 }
 
@@ -30,16 +35,22 @@ impl Paths {
             Some(PathReport {
                 mptcp,
                 multipath,
+                pm,
+                congestion,
                 subflows,
                 ..
             }) => Paths {
                 mptcp,
                 multipath,
+                path_manager: pm,
+                congestion,
                 subflows,
             },
             None => Paths {
                 mptcp: !c.gate.is_fallback(),
                 multipath: false,
+                path_manager: c.gate.pm(),
+                congestion: nena_mptcp::congestion(c.gate.fd()).ok(),
                 subflows: vec![],
             },
         }
@@ -48,8 +59,24 @@ impl Paths {
     /// `multipath over 2 subflow(s): 198.18.1.2 (trusted) acked 12.3 MiB recv 1.0 KiB, ...`.
     /// Per subflow: the bytes the peer acknowledged (what crossed; a subflow's "sent" also
     /// counts segments a local rate limiter dropped and retransmissions) and the bytes
-    /// received.
+    /// received. Then the congestion control and the path manager.
     pub fn describe(&self) -> String {
+        format!("{}; {}", self.describe_subflows(), self.describe_control())
+    }
+
+    /// `congestion control cubic, in-kernel path manager`.
+    pub fn describe_control(&self) -> String {
+        format!(
+            "congestion control {}, {} path manager",
+            self.congestion.as_deref().unwrap_or("unknown"),
+            match self.path_manager {
+                nena_mptcp::PmKind::Kernel => "in-kernel",
+                nena_mptcp::PmKind::Userspace => "userspace",
+            }
+        )
+    }
+
+    fn describe_subflows(&self) -> String {
         if !self.mptcp {
             return "plain TCP (MPTCP fell back)".into();
         }
@@ -437,26 +464,6 @@ fn unacked(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
     } else {
         n.max(0) as u64
     }
-}
-
-/// Like [`block_on`], but Ctrl-C cancels the future (so its temporary files are removed)
-/// and is reported as an error.
-pub fn block_on_interruptible<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    block_on(async move {
-        tokio::select! {
-            r = f => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-        }
-    })?
-}
-
-/// Run a future on a fresh multi-threaded runtime (2 workers: the machine has 2 cores).
-pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    Ok(rt.block_on(f))
 }
 
 #[cfg(test)]

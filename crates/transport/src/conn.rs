@@ -164,6 +164,8 @@ pub struct ClientOptions {
     /// Re-create a subflow after its link's outage (userspace PM; `--no-recovery` turns it
     /// off). See nena-mptcp's `recovery` module.
     pub recover: bool,
+    /// Congestion control of every subflow (`--cc NAME`; `None`: the namespace's default).
+    pub congestion: Option<String>,
     /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
     pub mpc: Option<MpcLookup>,
     /// `--mode kato-mpc`: send in the clear when the negotiation did not complete (by
@@ -189,6 +191,7 @@ impl ClientOptions {
             buffer: crate::stream::BULK_BUF,
             token: None,
             recover: true,
+            congestion: None,
             mpc: None,
             allow_plain: false,
         }
@@ -266,6 +269,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         policy: opts.policy.clone(),
         allow_fallback: opts.allow_fallback,
         timeout: opts.timeout,
+        congestion: opts.congestion.clone(),
     };
     let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
     client.before_first_flight()?;
@@ -346,6 +350,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         policy: opts.policy.clone(),
         allow_fallback: opts.allow_fallback,
         timeout: opts.timeout,
+        congestion: opts.congestion.clone(),
     };
     let timeout = opts.timeout;
     // connect() and the first-flight gate, on readiness (no thread blocks).
@@ -453,6 +458,9 @@ pub struct AcceptOptions {
     /// `--mode kato-mpc`: serve in the clear a connection whose negotiation did not
     /// complete (by default it is closed unread).
     pub allow_plain: bool,
+    /// Congestion control of the listener, which its connections inherit (`--cc NAME`;
+    /// `None`: the namespace's default).
+    pub congestion: Option<String>,
 }
 
 /// An accepted server session.
@@ -472,10 +480,11 @@ impl ServerConn {
     }
 }
 
-/// Open an MPTCP listener for tokio.
-pub fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
+/// Open an MPTCP listener for tokio, its connections with congestion control `congestion`.
+pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> Result<tokio::net::TcpListener> {
     nena_mptcp::check_enabled()?;
-    let l = nena_mptcp::listen(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    let l =
+        nena_mptcp::listen(addr, congestion).with_context(|| format!("cannot listen on {addr}"))?;
     l.set_nonblocking(true)?;
     Ok(tokio::net::TcpListener::from_std(l)?)
 }

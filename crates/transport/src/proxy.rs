@@ -673,7 +673,7 @@ pub async fn run_server_with(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<()> {
     conn::raise_nofile_limit();
-    let listener = conn::listen(listen)?;
+    let listener = conn::listen(listen, accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
     let accept = Arc::new(AcceptOptions {
         buffer: PROXY_BUF,

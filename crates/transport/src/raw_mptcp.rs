@@ -268,10 +268,16 @@ pub struct ClientRun {
     pub subflows: Vec<crate::conn::SubflowBytes>,
 }
 
-/// Connect from `local` (an address of the trusted path) to `remote` over MPTCP and run
-/// `req`. The subflows (payload bytes per local address) are read at the end.
-pub fn client(local: SocketAddr, remote: SocketAddr, req: Request) -> Result<ClientRun> {
-    let s = nena_mptcp::connect_ungated(local, remote, TIMEOUT)
+/// Connect from `local` (an address of the trusted path) to `remote` over MPTCP, with
+/// congestion control `congestion` (`None`: the namespace's default), and run `req`. The
+/// subflows (payload bytes per local address) are read at the end.
+pub fn client(
+    local: SocketAddr,
+    remote: SocketAddr,
+    req: Request,
+    congestion: Option<&str>,
+) -> Result<ClientRun> {
+    let s = nena_mptcp::connect_ungated(local, remote, TIMEOUT, congestion)
         .with_context(|| format!("raw MPTCP: connecting to {remote}"))?;
     if nena_mptcp::is_fallback(std::os::fd::AsFd::as_fd(&s))? {
         bail!("raw MPTCP: the connection to {remote} fell back to plain TCP");
@@ -344,7 +350,7 @@ mod tests {
     /// both directions, the count checked, goodput positive.
     #[test]
     fn a_raw_exchange_counts_every_byte_both_ways() {
-        let l = match nena_mptcp::listen("127.0.0.1:0".parse().unwrap()) {
+        let l = match nena_mptcp::listen("127.0.0.1:0".parse().unwrap(), None) {
             Ok(l) => l,
             Err(e) => panic!("MPTCP listen on loopback: {e}"),
         };
@@ -364,6 +370,7 @@ mod tests {
                         amount,
                         omit: None,
                     },
+                    None,
                 )
                 .unwrap();
                 let s = h.join().unwrap().unwrap();

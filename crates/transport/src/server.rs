@@ -29,7 +29,7 @@ pub struct ServeOptions {
 /// once the listener is open.
 pub async fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     conn::raise_nofile_limit();
-    let listener = conn::listen(opts.listen)?;
+    let listener = conn::listen(opts.listen, opts.accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
     let opts = Arc::new(opts);
     let max_sessions = opts.max_sessions;

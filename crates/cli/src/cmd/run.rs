@@ -217,7 +217,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         max_connecting: a.max_connecting,
     };
     let cmd = a.cmd.clone();
-    let result = nena_transport::client::block_on(async move {
+    let result = crate::runtime::block_on(async move {
         // The BPF programs and, with --via, the proxy they send connects to.
         let mut seccomp = None;
         let (mut attached, proxy_task) = match opts {

@@ -49,25 +49,9 @@ fn parse_suite(s: &str) -> Result<Suite, String> {
     }
 }
 
-/// A byte count: `1000`, `64K`, `100M`, `1G`, `2T` (binary units; `KiB`/`MiB`/`GiB`/`TiB` too).
-pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a byte count (e.g. 1000, 64K, 100M, 1G)"))?;
-    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" | "kb" => 1 << 10,
-        "m" | "mib" | "mb" => 1 << 20,
-        "g" | "gib" | "gb" => 1 << 30,
-        "t" | "tib" | "tb" => 1 << 40,
-        _ => return Err(format!("unknown unit in `{s}` (use K, M, G or T)")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
+/// A byte count (`64K`, `100M`, `1G`: binary units): the one parser of sizes, shared with
+/// scenario files.
+pub(crate) use nena_transport::units::parse_bytes;
 
 /// Seconds, fractional allowed, > 0.
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -159,10 +143,10 @@ pub struct ClientCommon {
     pub cc: Option<String>,
 }
 
-/// `--cc NAME`: check that the kernel has it (one line naming the available ones if not),
-/// then have every MPTCP socket of this process use it.
-fn apply_cc(cc: &Option<String>) -> Result<(), Exit> {
-    let Some(name) = cc else { return Ok(()) };
+/// `--cc NAME`: check that the kernel has it (one line naming the available ones if not)
+/// and return the name the kernel knows it by, for the connect or accept options.
+fn resolve_cc(cc: &Option<String>) -> Result<Option<String>, Exit> {
+    let Some(name) = cc else { return Ok(None) };
     let avail = nena_mptcp::available_congestion_controls().unwrap_or_default();
     // `lia` for `nena_lia`, as `nena cc load` takes them.
     let full = if avail.contains(name) {
@@ -175,8 +159,7 @@ fn apply_cc(cc: &Option<String>) -> Result<(), Exit> {
             avail.join(" ")
         )));
     };
-    nena_mptcp::set_congestion_control(Some(&full));
-    Ok(())
+    Ok(Some(full))
 }
 
 impl ClientCommon {
@@ -202,7 +185,7 @@ impl ClientCommon {
     }
 
     pub(crate) fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
-        apply_cc(&self.cc)?;
+        let congestion = resolve_cc(&self.cc)?;
         let token = match &self.token_file {
             Some(_) if raw => {
                 return Err(Exit::usage(anyhow!(
@@ -224,6 +207,7 @@ impl ClientCommon {
             dump_first_flight: self.debug_dump_first_flight.clone(),
             recover: !self.no_recovery,
             allow_plain: self.allow_plain,
+            congestion,
             ..ClientOptions::new(
                 remote,
                 PathPolicy {
@@ -271,8 +255,9 @@ pub struct ServerCommon {
 
 impl ServerCommon {
     fn accept(&self, raw: bool) -> Result<AcceptOptions, Exit> {
-        apply_cc(&self.cc)?;
+        let congestion = resolve_cc(&self.cc)?;
         Ok(AcceptOptions {
+            congestion,
             modes: dedup(self.mode.concat()),
             allow_fallback: self.allow_fallback,
             raw,
@@ -586,7 +571,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     } else {
         format!("nena serve ({}{rules})", labels(&opts.accept.modes))
     };
-    client::block_on(server::serve(opts, |addr| announce(&what, addr)))??;
+    crate::runtime::block_on(server::serve(opts, |addr| announce(&what, addr)))??;
     Ok(())
 }
 
@@ -621,7 +606,7 @@ pub fn send(a: SendArgs) -> CmdResult {
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
-    let report = client::block_on_interruptible(client::send(&opts, &a.file, &name, &bar))?;
+    let report = crate::runtime::block_on_interruptible(client::send(&opts, &a.file, &name, &bar))?;
     if a.common.json {
         print_json(&report)
     } else {
@@ -643,8 +628,13 @@ pub fn get(a: GetArgs) -> CmdResult {
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
-    let report =
-        client::block_on_interruptible(client::get(&opts, &a.name, &dest, a.overwrite, &bar))?;
+    let report = crate::runtime::block_on_interruptible(client::get(
+        &opts,
+        &a.name,
+        &dest,
+        a.overwrite,
+        &bar,
+    ))?;
     if a.common.json {
         print_json(&report)
     } else {
@@ -677,7 +667,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
     let mut opts = a.common.options(a.to, a.raw)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let json = a.common.json;
-    let report = client::block_on_interruptible(client::perf(&opts, params, |iv| {
+    let report = crate::runtime::block_on_interruptible(client::perf(&opts, params, |iv| {
         if !json {
             println!("{}", report::interval_line(iv));
         }
@@ -727,7 +717,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 (None, None) => unreachable!("clap requires --listen or --socks5"),
             };
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
-            client::block_on(proxy::run_client_with(
+            crate::runtime::block_on(proxy::run_client_with(
                 listen,
                 entry,
                 opts,
@@ -755,7 +745,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 }
             };
             let what = format!("nena proxy server ({})", labels(&accept.modes));
-            client::block_on(proxy::run_server_with(
+            crate::runtime::block_on(proxy::run_server_with(
                 a.listen,
                 egress,
                 accept,
@@ -772,15 +762,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn byte_counts_and_modes() {
-        assert_eq!(parse_bytes("0"), Ok(0));
-        assert_eq!(parse_bytes("64K"), Ok(65536));
-        assert_eq!(parse_bytes("100M"), Ok(100 << 20));
-        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
-        assert!(parse_bytes("12x").is_err());
-        assert!(parse_bytes("M").is_err());
-        assert!(parse_bytes("99999999999999999999G").is_err());
+    fn modes_suites_and_seconds() {
         assert_eq!(parse_modes("kato,plain"), Ok(vec![Mode::Kato, Mode::Plain]));
         assert_eq!(
             parse_modes("aead,stream,aead"),

@@ -46,6 +46,9 @@ pub struct PathReport {
     /// At least two subflows carried payload (either direction).
     pub multipath: bool,
     pub pm: PmKind,
+    /// The congestion control of the connection's subflows (`getsockopt(TCP_CONGESTION)`
+    /// on the MPTCP socket); `None` where the kernel does not say.
+    pub congestion: Option<String>,
     pub conn: Option<ConnInfo>,
     pub subflows: Vec<ClassifiedSubflow>,
 }
@@ -424,6 +427,7 @@ impl Gate {
                 mptcp: false,
                 multipath: false,
                 pm: self.pm(),
+                congestion: sockopt::congestion(self.fd()).ok(),
                 conn: None,
                 subflows: vec![],
             });
@@ -437,6 +441,7 @@ impl Gate {
             mptcp: true,
             multipath: carrying >= 2,
             pm: self.pm(),
+            congestion: sockopt::congestion(self.fd()).ok(),
             conn: Some(sockopt::info(self.fd())?),
             subflows,
         })

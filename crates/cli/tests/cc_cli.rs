@@ -181,6 +181,27 @@ fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
     }
 }
 
+/// Whether a connection to port 5201 (a scenario run's server) in the client host of lab
+/// `prefix` has carried 100 kB (acknowledged, or received: either direction).
+fn carries_data(prefix: &str) -> bool {
+    let Ok(ss) = std::process::Command::new("ip")
+        .args(["netns", "exec", &format!("{prefix}-client")])
+        .args(["ss", "-Htin", "state", "established", "dport", "=", ":5201"])
+        .output()
+    else {
+        return false;
+    };
+    String::from_utf8_lossy(&ss.stdout)
+        .split_whitespace()
+        .filter_map(|w| {
+            w.strip_prefix("bytes_acked:")
+                .or_else(|| w.strip_prefix("bytes_received:"))?
+                .parse::<u64>()
+                .ok()
+        })
+        .any(|n| n > 100_000)
+}
+
 /// `nena lab run` loads a nena congestion control its run names and unloads it after the
 /// run; interrupted (Ctrl-C) in the middle of the run, it still unloads it, and removes
 /// its lab: nothing registered, no pin, no namespace left.
@@ -209,18 +230,19 @@ fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn nena lab run");
-    // wait until the run has loaded its congestion control and its lab is up
+    // wait until the run has loaded its congestion control, its lab is up and its traffic
+    // runs (data acknowledged on a connection to the runs' server port, 5201)
     let t0 = std::time::Instant::now();
-    while !(registered("nena_lia") && nena_lab::Lab::is_up(&prefix)) {
+    while !(registered("nena_lia") && nena_lab::Lab::is_up(&prefix) && carries_data(&prefix)) {
         if t0.elapsed() > std::time::Duration::from_secs(20) || child.try_wait().unwrap().is_some()
         {
             let _ = child.kill();
             let _ = nena(&["lab", "down", "--prefix", &prefix]);
-            panic!("the run did not load nena_lia and bring its lab up within 20 s");
+            panic!("the run did not load nena_lia, bring its lab up and carry data within 20 s");
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+
     // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet
     assert_eq!(
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) },

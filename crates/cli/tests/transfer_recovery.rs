@@ -76,7 +76,10 @@ fn subscribed(pid: u32) -> bool {
     };
     t.lines().skip(1).any(|l| {
         let c: Vec<&str> = l.split_whitespace().collect();
-        c.len() > 3 && c[1] == "16" && c[2] == pid.to_string() && c[3].trim_start_matches('0') != ""
+        c.len() > 3
+            && c[1] == "16"
+            && c[2] == pid.to_string()
+            && !c[3].trim_start_matches('0').is_empty()
     })
 }
 

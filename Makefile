@@ -37,12 +37,15 @@ fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Every benchmark, with its targets checked (each exits 1 on a missed target). Long: the
-# transfer bench runs 9 repetitions of 10 s per variant and setting.
+# transfer bench runs 9 repetitions of 10 s per variant and setting, the fairness bench six
+# 30 s runs. Statistical claims live here; `make test` checks the same code deterministically.
 bench: build
 	$(NENA) bench codec
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
 	$(NENA) bench emulation
+	$(NENA) bench rate-limit
+	$(NENA) bench fairness
 
 # Man pages generated from the clap definitions the binary parses: out/man/nena.1 and one
 # page per subcommand (nena-serve.1, nena-proxy-server.1, ...). Read one with `man -l`.

@@ -3,8 +3,11 @@
 //! - [`transfer`]: `nena bench transfer`, goodput and CPU per GB of plain MPTCP and nena in
 //!   each mode over the lab's two paths.
 //! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
+//! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
+//!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
 //! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
-//!   selector, actor and chain.
+//!   selector, actor and chain; [`rate_limit`] (feature `policy`): `nena bench rate-limit`,
+//!   whether the `rate_limit` actor holds its rate on a delayed path.
 //! - [`codec`] (feature `openssl`): `nena bench codec`, the codec overhead table of issue 2
 //!   (the papers' Table II with OpenSSL baselines and memcpy, plus the papers' own Figure 14
 //!   C code in [`paper_c`]), and [`primitives`], the comparison of crypto primitives from
@@ -18,6 +21,7 @@ pub mod ciphers;
 #[cfg(feature = "openssl")]
 pub mod codec;
 pub mod emulation;
+pub mod fairness;
 pub mod harness;
 #[cfg(feature = "openssl")]
 pub mod kato;
@@ -28,6 +32,8 @@ pub mod policy;
 #[cfg(feature = "openssl")]
 pub mod primitives;
 pub mod progress;
+#[cfg(feature = "policy")]
+pub mod rate_limit;
 #[cfg(feature = "openssl")]
 pub mod session;
 #[cfg(feature = "openssl")]

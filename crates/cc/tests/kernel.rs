@@ -1,7 +1,8 @@
 //! The congestion controls in the kernel (root, BPF struct_ops, a lab of network
 //! namespaces): every subflow of an MPTCP connection runs the algorithm set on its socket,
 //! and each algorithm's growth of the total window per RTT on a lab trace. (Issue 13's
-//! shared-bottleneck share is checked on the scenario itself, in crates/cli/tests/cc_cli.rs.)
+//! shared-bottleneck share is a benchmark with a verdict, `nena bench fairness`; the
+//! scenario itself runs in crates/cli/tests/cc_cli.rs.)
 //! Pins go under a directory of this process; the names are global to the kernel, so the
 //! tests take turns (LOCK) and unload in Drop ([`loader::Loaded`]).
 use nena_cc::{fairness, loader, Algo};
@@ -51,16 +52,23 @@ fn every_subflow_runs_the_algorithm_set_on_the_mptcp_socket() {
     for algo in Algo::ALL {
         let loaded = loader::Loaded::new(algo, &root).expect("load");
         assert!(loader::is_registered(algo.name()));
-        // A 2 s bulk run; look at the subflows half-way.
+        // A 2 s bulk run; look at the subflows once both are established (while it runs).
         let lab2 = lab.clone();
         let h = std::thread::spawn(move || {
             fairness::disjoint_paths(&lab2, algo.name(), 2.0, 1.0, 6100)
         });
-        std::thread::sleep(Duration::from_millis(1200));
-        let ccs = subflow_ccs(&lab, 6100);
+        let mut ccs = vec![];
+        nena_testkit::wait_until(
+            &format!("{algo}: two established subflows to port 6100 in `ss` during the run"),
+            Duration::from_secs(10),
+            || {
+                ccs = subflow_ccs(&lab, 6100);
+                ccs.len() >= 2 || h.is_finished()
+            },
+        );
         let (goodput, _) = h.join().unwrap().expect("run");
         assert!(goodput > 1.0, "{algo}: data moved ({goodput} Mbit/s)");
-        assert_eq!(ccs.len(), 2, "{algo}: two subflows: {ccs:?}");
+        assert_eq!(ccs.len(), 2, "{algo}: two subflows while it ran: {ccs:?}");
         assert!(
             ccs.iter().all(|c| c == algo.name()),
             "{algo}: subflows run {ccs:?}"

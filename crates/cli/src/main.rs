@@ -26,7 +26,8 @@ enum Command {
     /// Scramble or descramble standard input with the papers' byte scrambling.
     #[command(subcommand)]
     Codec(cmd::codec::CodecCmd),
-    /// Benchmarks: the codec overhead table, transfer goodput, policy cost.
+    /// Benchmarks with verdicts: the codec overhead table, transfer goodput, policy cost, the
+    /// emulator's fidelity, rate_limit's rate, the coupled congestion control's share.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCmd),
     /// Serve files and perf tests over nena on MPTCP.

@@ -180,8 +180,21 @@ fn analyze_matches_tshark_and_finds_the_forced_reinjections() {
     let mut cmd = lab.command(Host::Client, NENA, &args);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    let mut child = cmd.spawn().unwrap();
+    // The untrusted path carries the transfer (1 MiB of the 12 acknowledged on it) before
+    // its link goes down for 1.5 s.
+    nena_testkit::wait_until(
+        "1 MiB acknowledged on the untrusted subflow (198.18.2.2)",
+        Duration::from_secs(10),
+        || {
+            acked_from(&lab, "198.18.2.2", 7000) >= 1 << 20
+                || matches!(child.try_wait(), Ok(Some(_)))
+        },
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the transfer ended before the link went down"
+    );
     lab.set_link(Link::Untrusted, false).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     lab.set_link(Link::Untrusted, true).unwrap();

@@ -356,7 +356,7 @@ fn three_tenants_each_get_their_rule_and_one_changes_alone() {
             },
         )
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // (capture_with returns once tcpdump says it listens)
 
     let start = now();
     let time = RUN_S.to_string();

@@ -29,7 +29,17 @@ fn untrusted_link_down_mid_transfer_completes_and_verifies() {
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    // The untrusted path carries the transfer (2 MiB of the 40 acknowledged on it) before its link
+    // goes down.
+    let mut acked = 0;
+    nena_testkit::wait_until(
+        "2 MiB acknowledged on the untrusted subflow (198.18.2.2)",
+        Duration::from_secs(10),
+        || {
+            acked = acked_from(&lab, "198.18.2.2", 7000);
+            acked >= 2 << 20 || matches!(child.try_wait(), Ok(Some(_)))
+        },
+    );
     // The transfer must still be running when the link goes down, or the test proves nothing.
     assert!(
         child.try_wait().unwrap().is_none(),

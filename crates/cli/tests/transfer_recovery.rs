@@ -44,8 +44,14 @@ impl Monitor {
                 sink.lock().unwrap().push((unix_now(), l));
             }
         });
-        // Let it subscribe before anything happens.
-        std::thread::sleep(Duration::from_millis(300));
+        // It prints nothing until an event comes: wait until it has joined the events'
+        // multicast group (`ip netns exec` runs it in its own place, so the pid is its own).
+        let pid = child.id();
+        nena_testkit::wait_until(
+            "`ip mptcp monitor` to subscribe to the MPTCP events",
+            Duration::from_secs(5),
+            || subscribed(pid),
+        );
         Monitor { child, lines }
     }
     fn lines(&self) -> Vec<(f64, String)> {
@@ -58,6 +64,23 @@ impl Drop for Monitor {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether process `pid` has a generic netlink socket (protocol 16) of its own port id in a
+/// multicast group: `/proc/PID/net/netlink` (of its network namespace), whose `Groups`
+/// column is the socket's first 32 groups (`ip mptcp monitor` joins `mptcp_pm_events` after
+/// resolving it; its port id is its pid).
+fn subscribed(pid: u32) -> bool {
+    let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/net/netlink")) else {
+        return false;
+    };
+    t.lines().skip(1).any(|l| {
+        let c: Vec<&str> = l.split_whitespace().collect();
+        c.len() > 3
+            && c[1] == "16"
+            && c[2] == pid.to_string()
+            && !c[3].trim_start_matches('0').is_empty()
+    })
 }
 
 /// The value of `key=` in a monitor line.
@@ -95,18 +118,44 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         .stderr(Stdio::piped());
     let start = Instant::now();
     let perf = cmd.spawn().expect("spawn nena perf");
-    // Two outages of 2 s: at 2 s and at 5.5 s of the 9 s run.
-    let mut outages = Vec::new();
-    for at in [2.0, 5.5] {
-        let wait = Duration::from_secs_f64(at).saturating_sub(start.elapsed());
-        std::thread::sleep(wait);
+    // Two outages of 2 s in the 9 s run, each once an untrusted subflow carries data: the
+    // first after the gate released the path, the second after the first recovery.
+    let mut outages: Vec<(f64, f64)> = Vec::new();
+    for i in 0..2 {
+        let after = outages.last().map_or(0.0, |o| o.1 - 0.05);
+        let sport = nena_testkit::wait_for(
+            &format!("outage {i}: an untrusted subflow established (after the last return)"),
+            Duration::from_secs(4),
+            || {
+                monitor.lines().iter().rev().find_map(|(t, l)| {
+                    (l.contains("SF_ESTABLISHED")
+                        && field(l, "saddr4") == Some(UNTRUSTED)
+                        && *t > after)
+                        .then(|| field(l, "sport").map(str::to_string))
+                        .flatten()
+                })
+            },
+        );
+        nena_testkit::wait_until(
+            &format!(
+                "outage {i}: 64 KiB acknowledged on the untrusted subflow {UNTRUSTED}:{sport}"
+            ),
+            Duration::from_secs(3),
+            || acked_from(&lab, &format!("{UNTRUSTED}:{sport}"), 7600) >= 64 << 10,
+        );
         let down = unix_now();
         lab.set_link(Link::Untrusted, false).unwrap();
+        // The outage itself lasts 2 s (the LTE study's disconnections).
         std::thread::sleep(Duration::from_secs(2));
         lab.set_link(Link::Untrusted, true).unwrap();
         // `set_link` returns once both ends are up and the routes are back.
         outages.push((down, unix_now()));
     }
+    assert!(
+        start.elapsed() < Duration::from_secs(7),
+        "the second outage ended {:?} into the 9 s run: too late to see the recovery",
+        start.elapsed()
+    );
     let out = perf.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "perf failed: {stderr}");

@@ -319,7 +319,17 @@ while True:
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    nena_testkit::wait_until(
+        "the MPTCP listener on 198.18.3.2:8100",
+        Duration::from_secs(10),
+        || {
+            let ss = lab
+                .command(Host::Server, "ss", ["-Hltn", "src", "198.18.3.2:8100"])
+                .output()
+                .unwrap();
+            !ss.stdout.is_empty()
+        },
+    );
     // Without nena run: a TCP socket (6), no MPTCP_INFO.
     let out = lab
         .command(Host::Client, "python3", ["-c", MPTCP_CLIENT])

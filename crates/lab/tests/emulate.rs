@@ -132,7 +132,9 @@ fn udp_client(lab: &Lab, link: Link) -> UdpSocket {
         .unwrap()
 }
 
-/// Send `n` datagrams `gap` apart; how many arrived (after a settling wait).
+/// Send `n` datagrams `gap` apart (paced); how many arrived. It returns as soon as all `n`
+/// have arrived; otherwise once none has arrived for 300 ms (that some were dropped can
+/// only be seen as nothing more coming: the links here have at most 15 ms of delay).
 fn udp_count(c: &UdpSocket, dst: SocketAddr, got: &AtomicU64, n: u64, gap: Duration) -> u64 {
     let before = got.load(Ordering::Relaxed);
     let start = Instant::now();
@@ -143,8 +145,35 @@ fn udp_count(c: &UdpSocket, dst: SocketAddr, got: &AtomicU64, n: u64, gap: Durat
             std::thread::sleep(w);
         }
     }
-    std::thread::sleep(ms(300));
-    got.load(Ordering::Relaxed) - before
+    let (mut last, mut since) = (got.load(Ordering::Relaxed), Instant::now());
+    while last - before < n && since.elapsed() < ms(300) {
+        std::thread::sleep(ms(5));
+        let now = got.load(Ordering::Relaxed);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    last - before
+}
+
+/// Wait until a datagram crosses the link again (an outage ended): one probe every 10 ms
+/// until the sink's count moves; panics after `timeout`. Returns when it came through.
+fn wait_link_back(
+    c: &UdpSocket,
+    dst: SocketAddr,
+    got: &AtomicU64,
+    timeout: Duration,
+    what: &str,
+) -> Instant {
+    let before = got.load(Ordering::Relaxed);
+    nena_testkit::wait_until(what, timeout, || {
+        if got.load(Ordering::Relaxed) > before {
+            return true;
+        }
+        let _ = c.send_to(&[0u8; 200], dst);
+        false
+    });
+    Instant::now()
 }
 
 #[test]
@@ -250,7 +279,19 @@ fn outage_drops_everything_and_the_link_comes_back() {
         0,
         "during the outage from up"
     );
-    std::thread::sleep((applied + ms(1600)).saturating_duration_since(Instant::now()));
+    let back = wait_link_back(
+        &c,
+        dst,
+        &got,
+        ms(3000),
+        "the link to carry again after its 1.5 s outage from `up`",
+    );
+    // The outage counts from the relay's start, just before `up` returned.
+    assert!(
+        back.duration_since(applied) <= ms(2000),
+        "the 1.5 s outage lasted {:?} after up",
+        back.duration_since(applied)
+    );
     assert_eq!(udp_count(&c, dst, &got, 100, gap), 100, "before the outage");
     // A new outage list at run time counts from the call (an identical list would keep its
     // old time 0: see docs/LAB.md).
@@ -266,8 +307,22 @@ fn outage_drops_everything_and_the_link_comes_back() {
         },
     )
     .unwrap();
+    let set = Instant::now();
     assert_eq!(udp_count(&c, dst, &got, 300, gap), 0, "during the outage");
-    std::thread::sleep(ms(800));
+    let back = wait_link_back(
+        &c,
+        dst,
+        &got,
+        ms(3000),
+        "the link to carry again after its 1.4 s outage",
+    );
+    let lasted = back.duration_since(set);
+    assert!(
+        // from the call (which returns just after the relay took the list) to the first
+        // probe through: 1.4 s, and a probe's 10 ms
+        lasted >= ms(1300) && lasted <= ms(2000),
+        "the 1.4 s outage set at run time lasted {lasted:?}"
+    );
     assert_eq!(udp_count(&c, dst, &got, 100, gap), 100, "after the outage");
     // TCP still works over the link afterwards
     lab.check_path(Link::Untrusted, Duration::from_secs(3))

@@ -310,7 +310,13 @@ fn down_cleans_a_half_built_lab_with_leftover_processes() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // `ip netns exec` enters the namespace, then executes sleep in its own place
+    let pid = sleeper.id();
+    nena_testkit::wait_until(
+        "the sleeper to run inside the client namespace",
+        Duration::from_secs(5),
+        || std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep"),
+    );
     let st = Lab::status(&prefix).unwrap();
     assert!(st.partial && !st.up);
     assert!(Lab::open(&prefix).is_err());

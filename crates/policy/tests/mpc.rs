@@ -284,7 +284,6 @@ fn connect_with_policy(
         line.clear();
     }
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    std::thread::sleep(Duration::from_millis(200));
     let cg = net.in_ns(&net.c, move || {
         MpcGuard::attach("c1", port, MpcRole::Client, method).map_err(|e| format!("{e:#}"))
     });

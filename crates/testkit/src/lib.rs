@@ -7,11 +7,15 @@
 //! * [`median`], [`percentile`]: order statistics of measurements.
 //! * [`hex`] / [`unhex`]: lower-case hex encoding and its strict inverse.
 //! * [`assert_debug_hides`]: a `Debug` rendering shows no byte of a key (issue 19).
+//! * [`wait_for`] / [`wait_until`]: a test waits for an event (a line, a socket, a file, a
+//!   counter), polled against a deadline that fails the test naming what never happened,
+//!   instead of sleeping for a time it hopes is long enough.
 //!
 //! No dependencies: every crate of the workspace may use it, also outside `#[cfg(test)]`
 //! (the benchmarks use its medians).
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 /// The marker `scripts/check-tests-ran.sh` looks for at the start of a line.
 pub const SKIP_MARKER: &str = "nena-test: SKIPPED";
@@ -59,6 +63,35 @@ fn skip_line(krate: &str, name: &str, reason: &str) -> String {
         "{SKIP_MARKER} {krate} {name}: {}\n",
         reason.replace('\n', " ")
     )
+}
+
+/// How often [`wait_for`] and [`wait_until`] look.
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// Polls `f` every [`POLL`] until it gives `Some`, and returns that; panics with
+/// `timed out after T waiting for WHAT` once `timeout` has passed (`f` is asked one last
+/// time at the deadline). For events a test must wait for: a process's first output line, a
+/// socket that listens, a file that appears, a counter that reaches a value.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(POLL.min(deadline - now));
+    }
+}
+
+/// [`wait_for`] with a condition: returns once `f` is true, or panics after `timeout`
+/// naming `what`. Returns the time it waited.
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    wait_for(what, timeout, || f().then_some(()));
+    start.elapsed()
 }
 
 /// Deterministic test data (xorshift64*). The same seed always gives the same bytes, on
@@ -196,6 +229,23 @@ mod tests {
         assert_eq!(unhex(""), Some(vec![]));
         let b = random_bytes(9, 300);
         assert_eq!(unhex(&hex(&b)).unwrap(), b);
+    }
+
+    #[test]
+    fn wait_for_returns_the_value_once_it_comes() {
+        let mut n = 0;
+        let v = wait_for("n to reach 3", Duration::from_secs(5), || {
+            n += 1;
+            (n >= 3).then_some(n * 10)
+        });
+        assert_eq!(v, 30);
+        assert!(wait_until("true", Duration::ZERO, || true) < Duration::from_secs(1));
+    }
+
+    #[test]
+    #[should_panic(expected = "waiting for the flag")]
+    fn wait_for_fails_naming_the_event_at_the_deadline() {
+        wait_until("the flag", Duration::from_millis(30), || false);
     }
 
     #[test]

@@ -176,6 +176,32 @@ pub fn server(lab: &Lab, port: u16) -> String {
     format!("{}:{port}", lab.server_addr())
 }
 
+/// Bytes the peer acknowledged on the client's established TCP sockets (MPTCP subflows)
+/// from `src` to the server's `port`, as `ss -tin` shows them (`bytes_acked:`), summed.
+pub fn acked_from(lab: &Lab, src: &str, port: u16) -> u64 {
+    let out = lab
+        .command(
+            Host::Client,
+            "ss",
+            [
+                "-tin",
+                "state",
+                "established",
+                "src",
+                src,
+                "dport",
+                "=",
+                &format!(":{port}"),
+            ],
+        )
+        .output()
+        .expect("ss");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("bytes_acked:")?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Run a client command that must succeed and print JSON; returns the JSON.
 pub fn client_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
     let out = client(lab, args);

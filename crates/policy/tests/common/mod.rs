@@ -334,20 +334,31 @@ pub struct Capture {
 impl Capture {
     pub fn start(ns: &str, dev: &str) -> Capture {
         let file = std::env::temp_dir().join(format!("nena-policy-{ns}-{dev}.pcap"));
-        let child = std::process::Command::new("ip")
+        let mut child = std::process::Command::new("ip")
             .args(["netns", "exec", ns, "tcpdump", "-U", "-n", "-i", dev, "-w"])
             .arg(&file)
             .arg("tcp")
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("tcpdump");
-        let f = file.clone();
-        assert!(
-            wait_until(Duration::from_secs(5), || f.exists()),
-            "tcpdump did not start"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-        Capture { child, file }
+        // Until tcpdump says it listens (its file exists earlier than that); then its
+        // stderr is drained so that it never blocks on a full pipe.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if l.contains("listening on") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        // (killed by Drop if it never does)
+        let c = Capture { child, file };
+        if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+            panic!("tcpdump in {ns} on {dev} did not say `listening on` within 5 s");
+        }
+        c
     }
     pub fn frames(&mut self) -> Vec<Vec<u8>> {
         self.timed_frames().into_iter().map(|(_, f)| f).collect()

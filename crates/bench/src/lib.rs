@@ -14,6 +14,8 @@
 //!   terminals.
 
 #[cfg(feature = "openssl")]
+mod bytes;
+#[cfg(feature = "openssl")]
 pub mod ciphers;
 #[cfg(feature = "openssl")]
 pub mod codec;

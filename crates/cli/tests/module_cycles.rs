@@ -158,13 +158,16 @@ fn strip_test_items(toks: Vec<(Tok, usize)>) -> Vec<(Tok, usize)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < toks.len() {
-        if !is(&toks[i..], &["#", "[", "cfg", "(", "test", ")", "]"]) {
+        let test_item = is(&toks[i..], &["#", "[", "cfg", "(", "test", ")", "]"]);
+        // A macro's body: its paths mean something only where it is expanded.
+        let macro_def = is(&toks[i..], &["macro_rules", "!"]);
+        if !test_item && !macro_def {
             out.push(toks[i].clone());
             i += 1;
             continue;
         }
         // Skip to the end of the item: its first `;` or its `{...}` at nesting depth 0.
-        i += 7;
+        i += if test_item { 7 } else { 3 };
         let mut depth = 0i32;
         while i < toks.len() {
             match toks[i].0 {

@@ -5,6 +5,10 @@
 
 use serde::Serialize;
 
+/// TCP option kind of MPTCP (defined here, the parser `mptcp` builds on; `mptcp`
+/// re-exports it).
+pub const KIND_MPTCP: u8 = 30;
+
 /// A DSS mapping: `len` bytes of the subflow from relative sequence number `ssn` carry the
 /// data stream from `dsn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,7 +53,7 @@ fn be(b: &[u8]) -> u64 {
 
 /// Parses a DSS option (`opt` is the whole option: kind, length, subtype and flags first).
 pub fn parse_dss(opt: &[u8]) -> Option<Dss> {
-    if opt.len() < 4 || opt[0] != crate::mptcp::KIND_MPTCP || opt[2] >> 4 != 2 {
+    if opt.len() < 4 || opt[0] != KIND_MPTCP || opt[2] >> 4 != 2 {
         return None;
     }
     let flags = opt[3];
@@ -96,7 +100,7 @@ pub fn parse_dss(opt: &[u8]) -> Option<Dss> {
 
 /// Parses an MP_JOIN option (the SYN form of 12 bytes carries the token).
 pub fn parse_join(opt: &[u8]) -> Option<Join> {
-    if opt.len() < 4 || opt[0] != crate::mptcp::KIND_MPTCP || opt[2] >> 4 != 1 {
+    if opt.len() < 4 || opt[0] != KIND_MPTCP || opt[2] >> 4 != 1 {
         return None;
     }
     Some(Join {

@@ -4,8 +4,7 @@
 
 use serde::Serialize;
 
-/// TCP option kind of MPTCP.
-pub const KIND_MPTCP: u8 = 30;
+pub use crate::dss::KIND_MPTCP;
 
 /// The MPTCP option subtypes (upper nibble of the third option byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -17,6 +17,8 @@
 //!   terminals.
 
 #[cfg(feature = "openssl")]
+mod bytes;
+#[cfg(feature = "openssl")]
 pub mod ciphers;
 #[cfg(feature = "openssl")]
 pub mod codec;

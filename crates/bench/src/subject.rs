@@ -55,7 +55,7 @@ impl Subject for MemcpySubject {
     }
 
     fn verify(&mut self, len: usize) -> Result<()> {
-        let msg = crate::ciphers::test_bytes(3, len);
+        let msg = crate::bytes::test_bytes(3, len);
         let mut buf = msg.clone();
         self.mid[..len].fill(0);
         self.round_trip(&mut buf)?;

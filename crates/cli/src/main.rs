@@ -49,9 +49,9 @@ enum Command {
     #[command(subcommand)]
     Lab(cmd::lab::LabCmd),
     /// Show what an eavesdropper sees in a capture.
-    Eavesdrop(cmd::analyze::EavesdropArgs),
+    Eavesdrop(cmd::eavesdrop::EavesdropArgs),
     /// Subflows, throughput, RTT, reinjections and outages over captures (tcptrace/mptcptrace).
-    Analyze(cmd::trace::AnalyzeArgs),
+    Analyze(cmd::analyze::AnalyzeArgs),
     /// Known-plaintext attack on the papers' scrambling (kato) in a capture of one path.
     Attack(cmd::attack::AttackArgs),
     /// eBPF policy chains (selectors and actors at XDP/TC).
@@ -113,8 +113,8 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Lab(c) => cmd::lab::run(c),
-        Command::Eavesdrop(a) => cmd::analyze::eavesdrop(a),
-        Command::Analyze(a) => cmd::trace::analyze(a),
+        Command::Eavesdrop(a) => cmd::eavesdrop::eavesdrop(a),
+        Command::Analyze(a) => cmd::analyze::analyze(a),
         Command::Attack(a) => cmd::attack::attack(a),
         #[cfg(feature = "policy")]
         Command::Policy(c) => cmd::policy::run(c),

@@ -1,7 +1,7 @@
 //! `nena bench codec`: the JSON report has the 16 rows with positive figures, the five
 //! targets are ratios recomputed here from the rows of the same report (finite, positive,
 //! the verdict consistent with them), and bad options are usage errors. Whether a missed
-//! target exits 1 is unit-tested on synthetic figures (`cmd/bench_codec.rs`): a quick run on
+//! target exits 1 is unit-tested on synthetic figures (`cmd/bench/codec.rs`): a quick run on
 //! a shared host cannot be made to miss or meet a target on demand.
 
 use std::process::Command;

@@ -261,7 +261,7 @@ fn attach_load_show_events_detach() {
 /// the actors that rewrite frames timed in single runs, chains whose links all act, every
 /// figure at both hooks with its ratio to the dispatcher of the same run, and the verdict
 /// consistent with the figures. (Whether a missed target exits 1 is unit-tested on synthetic
-/// figures in `cmd/bench_policy.rs`: this short run on a shared host may meet or miss them.)
+/// figures in `cmd/bench/policy.rs`: this short run on a shared host may meet or miss them.)
 #[test]
 fn bench_policy_json() {
     let o = nena()

@@ -2,7 +2,7 @@
 //! settings (plain MPTCP: the raw sender/receiver), every run multipath with the untrusted
 //! share reported, statistics and targets in the JSON consistent with the runs, and the lab
 //! gone afterwards. The goodput and CPU verdicts are reported, not required (1-second runs
-//! on a shared host); that a missed target exits 1 is unit-tested in `cmd/bench_transfer.rs`.
+//! on a shared host); that a missed target exits 1 is unit-tested in `cmd/bench/transfer.rs`.
 mod transfer_common;
 
 use transfer_common::NENA;

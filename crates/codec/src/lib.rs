@@ -52,14 +52,15 @@ mod fast;
 pub mod fuzzing;
 mod revised;
 mod straight;
+mod window;
 
 pub use buffer::{AlignedBuf, BUF_ALIGN};
+use window::Dir;
+pub use window::WINDOW;
 
 use std::fmt;
 use std::str::FromStr;
 
-/// Size of the scrambling window in bytes.
-pub const WINDOW: usize = 64;
 /// Size of a key in bytes.
 pub const KEY_LEN: usize = 8;
 /// A key: the 8 bytes that become window bytes 56..64 (in this order).
@@ -241,13 +242,6 @@ impl Engine {
             Engine::Fast { st, backend } => backend.run_in_place(dir, st, buf),
         }
     }
-}
-
-/// Direction of the transformation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dir {
-    Scramble,
-    Descramble,
 }
 
 /// The sending side: scrambles a byte stream, keeping its window across calls.

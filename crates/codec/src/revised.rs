@@ -2,7 +2,7 @@
 //! ring buffer with the index of its newest byte, and `xor` (the papers' `sXor`/`rXor`) is
 //! the XOR of all window bytes, updated with the byte that leaves and the byte that enters.
 
-use crate::{Dir, WINDOW};
+use crate::window::{Dir, WINDOW};
 
 #[derive(Clone)]
 pub(crate) struct State {

@@ -1,7 +1,7 @@
 //! The papers' straightforward implementation: for every byte, XOR all 64 window bytes,
 //! then shift the window by one and append the plaintext byte.
 
-use crate::{Dir, WINDOW};
+use crate::window::{Dir, WINDOW};
 
 /// The window, oldest byte first.
 #[derive(Clone)]

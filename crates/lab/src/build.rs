@@ -33,8 +33,8 @@ impl Lab {
     pub(crate) fn build(&self, cfg: &LabConfig, generation: u64) -> Result<Option<u32>> {
         // 0. a relay of an earlier build goes (it holds the TAP devices of the old links)
         let recorded = self.load().ok().and_then(|s| s.relay_pid);
-        crate::terminate(
-            &crate::relay_pids(&self.prefix, recorded),
+        crate::process::terminate(
+            &crate::process::relay_pids(&self.prefix, recorded),
             Duration::from_secs(2),
         );
         // 1. namespaces with loopback up
@@ -223,7 +223,7 @@ impl Lab {
                 );
             }
             if Instant::now() > deadline {
-                crate::terminate(&[pid], Duration::from_secs(1));
+                crate::process::terminate(&[pid], Duration::from_secs(1));
                 bail!("the relay did not open the TAP devices within 5 s");
             }
             std::thread::sleep(Duration::from_millis(5));

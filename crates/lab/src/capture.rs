@@ -371,7 +371,7 @@ pub(crate) fn records(state_dir: &Path) -> Vec<(PathBuf, CaptureRecord)> {
 /// Whether `pid` is a live (non-zombie) tcpdump process.
 pub(crate) fn is_live_tcpdump(pid: u32) -> bool {
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    comm.trim() == "tcpdump" && crate::process_alive(pid)
+    comm.trim() == "tcpdump" && crate::process::process_alive(pid)
 }
 
 #[cfg(test)]

@@ -30,8 +30,10 @@ mod capture;
 mod config;
 pub mod emulate;
 mod guard;
+mod handle;
 mod interrupt;
 mod netns;
+mod process;
 mod rate;
 mod run;
 mod serve;
@@ -45,6 +47,7 @@ pub use emulate::{
     Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
 };
 pub use guard::LabGuard;
+pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
 pub use rate::{Rate, RateParseError};
 pub use serve::{start_nena_serve, NenaServer};
@@ -55,11 +58,12 @@ pub use topology::{End, Host, Link, SERVER_ADDR};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use process::{netns_pids, relay_pids, terminate};
 use run::{ip, netns_exec, run, run_tolerant};
 use state::State;
 use std::fs;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -73,86 +77,6 @@ pub fn unique_prefix() -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// A handle on a lab that is up. Dropping it does NOT tear the lab down (see [`LabGuard`]).
-#[derive(Debug, Clone)]
-pub struct Lab {
-    prefix: String,
-    state_dir: PathBuf,
-}
-
-/// Whether a process exists and is not a zombie.
-pub(crate) fn process_alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // state is the field after the parenthesised comm
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
-}
-
-/// Terminate processes: SIGTERM, wait up to `grace`, then SIGKILL. Never signals ourselves.
-pub(crate) fn terminate(pids: &[u32], grace: Duration) {
-    let me = std::process::id();
-    let pids: Vec<u32> = pids.iter().copied().filter(|&p| p != me && p > 1).collect();
-    for &p in &pids {
-        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && pids.iter().any(|&p| process_alive(p)) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for &p in &pids {
-        if process_alive(p) {
-            log::warn!("lab: process {p} ignored SIGTERM; killing it");
-            let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
-        }
-    }
-}
-
-fn netns_pids(ns: &str) -> Result<Vec<u32>> {
-    let out = run(ip(None, &["netns", "pids", ns]))?;
-    Ok(out
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect())
-}
-
-/// Whether a process's command line is the relay of lab `prefix` (`... relay --prefix P`).
-fn is_relay_of(pid: u32, prefix: &str) -> bool {
-    let Ok(b) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = b.split(|&c| c == 0).collect();
-    args.contains(&&b"relay"[..])
-        && args
-            .windows(2)
-            .any(|w| w[0] == b"--prefix" && w[1] == prefix.as_bytes())
-}
-
-/// The relay processes of lab `prefix`: the recorded pid if it is one, and any other found
-/// by scanning /proc (a relay left by a crash).
-pub(crate) fn relay_pids(prefix: &str, recorded: Option<u32>) -> Vec<u32> {
-    let mut pids: Vec<u32> = recorded
-        .into_iter()
-        .filter(|&p| process_alive(p) && is_relay_of(p, prefix))
-        .collect();
-    if let Ok(rd) = fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            if let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-                if !pids.contains(&p) && process_alive(p) && is_relay_of(p, prefix) {
-                    pids.push(p);
-                }
-            }
-        }
-    }
-    pids.retain(|&p| p != std::process::id());
-    pids
 }
 
 impl Lab {

@@ -9,7 +9,7 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HandshakeError {
     /// The peer's first bytes are not nena's magic: it speaks another protocol.
-    #[error("peer does not speak nena (its first bytes were {}, expected {})", Hex(got), Hex(&crate::wire::MAGIC))]
+    #[error("peer does not speak nena (its first bytes were {}, expected {})", Hex(got), Hex(&crate::magic::MAGIC))]
     NotNena {
         /// The peer's bytes up to and including the first one that differs from the magic.
         got: Vec<u8>,

@@ -55,6 +55,7 @@ mod error;
 mod exchange;
 pub mod fuzzing;
 pub mod keys;
+mod magic;
 mod mode;
 pub mod mpc;
 pub mod record;

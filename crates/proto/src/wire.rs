@@ -15,12 +15,7 @@
 
 use crate::error::HandshakeError;
 
-/// The first bytes of every nena handshake message. 0x8b is a UTF-8 continuation
-/// byte, so no text protocol (HTTP, SMTP, SSH banners ...) starts with it, and it
-/// differs from the first byte of TLS (0x16).
-pub const MAGIC: [u8; 5] = [0x8b, b'N', b'E', b'N', b'A'];
-/// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+pub use crate::magic::{MAGIC, VERSION};
 /// Length of the fixed header.
 pub const HEADER_LEN: usize = 9;
 /// Largest client hello (header included) a server accepts.

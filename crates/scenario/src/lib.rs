@@ -7,11 +7,13 @@
 //! `run.json`, the captures, `trace.json` and plots, and `DIR/summary.json`.
 //!
 //! Modules: `model` (the file, parsed and checked, no I/O), `sample` (sock_diag
-//! samples), `summary` (the numbers, pure), `run` (the lab, traffic, events), `plots`
+//! samples), `record` (what a run recorded: events as applied, the traffic's outcome),
+//! `summary` (the numbers, pure: data in, data out), `run` (the lab, traffic, events), `plots`
 //! (figures from the samples, and the captures analysed as `nena analyze` does).
 
 pub mod model;
 pub mod plots;
+pub mod record;
 pub mod run;
 pub mod sample;
 pub mod summary;

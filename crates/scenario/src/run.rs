@@ -5,6 +5,7 @@
 //! written. The numbers are computed by `summary` from what was recorded.
 
 use crate::model::{Action, Direction, Event, RunSpec, Scenario, Traffic};
+use crate::record::{Applied, TrafficOutcome};
 use crate::sample::{Sample, Sampler};
 use crate::summary::{self, RunSummary};
 use anyhow::{anyhow, bail, Context, Result};
@@ -48,30 +49,6 @@ pub struct ScenarioSummary {
 pub struct Goodput {
     pub name: String,
     pub mbit_s: summary::Stat,
-}
-
-/// An event as it happened.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Applied {
-    pub planned_s: f64,
-    /// When the change began, and when it was complete (the link commands take a moment).
-    pub started_s: f64,
-    pub applied_s: f64,
-    pub link: Link,
-    pub action: Action,
-}
-
-/// What the traffic reported.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TrafficOutcome {
-    /// Payload bytes delivered (and checked: counts for tcp/mptcp, every byte for nena,
-    /// SHA-256 for send).
-    pub bytes: u64,
-    pub seconds: f64,
-    pub goodput_mbit_s: f64,
-    /// The negotiated nena mode (nena and send runs).
-    pub mode: Option<String>,
-    pub verified: bool,
 }
 
 /// Run every run of `sc` (read from `origin`), writing into `opts.out`.

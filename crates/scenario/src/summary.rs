@@ -5,7 +5,7 @@
 //! it was down and how long after it came back it carried data again.
 
 use crate::model::{Action, Direction, RunSpec, Scenario, Traffic};
-use crate::run::{Applied, TrafficOutcome};
+use crate::record::{Applied, TrafficOutcome};
 use crate::sample::Sample;
 use nena_lab::Link;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 //! RustCrypto (`aes-gcm`, `chacha20poly1305`); and the check that every candidate seals to
 //! the same bytes and tag as OpenSSL and rejects what it should.
 
-use super::{Lib, Made};
+use super::library::{Lib, Made};
 use anyhow::{anyhow, ensure, Context, Result};
 use openssl::cipher::Cipher;
 use openssl::cipher_ctx::CipherCtx;
@@ -278,7 +278,9 @@ mod aws_lc {
     use super::*;
 
     pub fn make(_: AeadAlg, _: &[u8]) -> Result<Made<Box<dyn AeadImpl>>> {
-        Ok(Made::Unavailable(super::super::NEEDS_FEATURE.into()))
+        Ok(Made::Unavailable(
+            super::super::library::NEEDS_FEATURE.into(),
+        ))
     }
 }
 
@@ -341,7 +343,9 @@ mod rust_crypto {
     use super::*;
 
     pub fn make(_: AeadAlg, _: &[u8]) -> Result<Made<Box<dyn AeadImpl>>> {
-        Ok(Made::Unavailable(super::super::NEEDS_FEATURE.into()))
+        Ok(Made::Unavailable(
+            super::super::library::NEEDS_FEATURE.into(),
+        ))
     }
 }
 

@@ -10,7 +10,7 @@
 //! `nonce (12 bytes) || block number (u32, big-endian)` from block 0; ChaCha20 is RFC 8439
 //! with a 96-bit nonce and a 32-bit block counter from 0.
 
-use super::{Lib, Made};
+use super::library::{Lib, Made};
 use anyhow::{anyhow, bail, ensure, Result};
 use openssl::cipher::Cipher;
 use openssl::cipher_ctx::CipherCtx;
@@ -340,11 +340,15 @@ mod aws_lc {
     use super::*;
 
     pub fn make_ctr(_: &[u8], _: &[u8; NONCE_LEN]) -> Result<Made<Box<dyn KeystreamImpl>>> {
-        Ok(Made::Unavailable(super::super::NEEDS_FEATURE.into()))
+        Ok(Made::Unavailable(
+            super::super::library::NEEDS_FEATURE.into(),
+        ))
     }
 
     pub fn make_chacha_ffi(_: &[u8], _: &[u8; NONCE_LEN]) -> Result<Made<Box<dyn KeystreamImpl>>> {
-        Ok(Made::Unavailable(super::super::NEEDS_FEATURE.into()))
+        Ok(Made::Unavailable(
+            super::super::library::NEEDS_FEATURE.into(),
+        ))
     }
 }
 
@@ -439,7 +443,9 @@ mod rust_crypto {
         _: &[u8],
         _: &[u8; NONCE_LEN],
     ) -> Result<Made<Box<dyn KeystreamImpl>>> {
-        Ok(Made::Unavailable(super::super::NEEDS_FEATURE.into()))
+        Ok(Made::Unavailable(
+            super::super::library::NEEDS_FEATURE.into(),
+        ))
     }
 }
 

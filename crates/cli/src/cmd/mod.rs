@@ -5,6 +5,7 @@ pub mod bench;
 #[cfg(feature = "cc")]
 pub mod cc;
 pub mod codec;
+pub mod eavesdrop;
 pub mod host;
 pub mod lab;
 pub mod mpc;
@@ -15,8 +16,6 @@ pub mod policy;
 pub mod report;
 #[cfg(feature = "policy")]
 pub mod run;
-pub mod scenario;
-pub mod trace;
 pub mod transfer;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.

@@ -9,8 +9,8 @@
 //! `t-1` of word `i` of the previous block, so it is one shift and one OR away.
 //! Scrambling rebuilds `Q` from the window in the state; descrambling keeps `Q` there.
 
-use super::State;
-use crate::WINDOW;
+use super::state::State;
+use crate::window::WINDOW;
 use std::ptr;
 
 /// Broadcasts a byte value `v` (0..=255) to all 8 bytes of a word: `v * BCAST`.

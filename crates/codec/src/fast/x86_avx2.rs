@@ -5,7 +5,7 @@
 //! A partial last vector goes through a zero-padded stack buffer. The state (see the parent
 //! module) is read and written as three 32-byte vectors at bytes 32..128.
 
-use super::{Backend, State};
+use super::state::{Backend, State};
 use std::arch::x86_64::*;
 use std::ptr;
 

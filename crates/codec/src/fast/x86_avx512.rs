@@ -34,7 +34,7 @@
 //! A partial last vector uses masked loads and stores, which never touch the bytes outside
 //! the mask.
 
-use super::{Backend, State};
+use super::state::{Backend, State};
 use std::arch::x86_64::*;
 
 pub(super) static BACKEND: Backend = Backend {

@@ -6,22 +6,21 @@
 //! descriptors (`relay`, run as its own process: `nena lab relay`). The relay asks a
 //! [`LinkModel`] (sans-IO, deterministic for a seed, in `model`) what to do with each frame:
 //! drop it or deliver it at a given time. Parsers for the command line and trace files are in
-//! `parse`. Which direction is which: [`Direction`].
+//! `parse` and `values`. Which direction is which: [`Direction`].
 
 mod model;
 mod parse;
 pub(crate) mod relay;
+mod values;
 
 pub use model::{DropCause, LinkModel, Verdict, OPPORTUNITY_BYTES, QUEUE_LIMIT};
-pub use parse::{
-    format_duration, parse_duration, parse_ge_loss, parse_loss, parse_outage, EmulationParseError,
-};
+pub use parse::{parse_ge_loss, parse_loss, parse_outage};
 pub use relay::{realtime, relay_main, TapLink};
+pub use values::{format_duration, parse_duration, EmulationParseError};
 
 use crate::Rate;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::path::Path;
 use std::time::Duration;
 
 /// Which way frames travel on a link. For the trusted and untrusted links `ToRouter` is the
@@ -192,19 +191,6 @@ pub enum RateTrace {
 }
 
 impl RateTrace {
-    /// Read a trace file: CSV (`time_s,rate` lines) or mahimahi (one integer per line).
-    pub fn from_file(path: &Path) -> Result<RateTrace, EmulationParseError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            EmulationParseError(format!("cannot read trace file {}: {e}", path.display()))
-        })?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        parse::parse_trace(&name, &text)
-            .map_err(|e| EmulationParseError(format!("trace file {}: {e}", path.display())))
-    }
-
     pub fn name(&self) -> &str {
         match self {
             RateTrace::Rates { name, .. } | RateTrace::Deliveries { name, .. } => name,

@@ -23,6 +23,6 @@ pub use attach::detach_hooks;
 pub use host::{
     default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, DEFAULT_PIN_DIR,
 };
-pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status};
-pub use tenants::{cgroup2_root, cgroup_id, TenantStatus};
+pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status, TenantStatus};
+pub use tenants::{cgroup2_root, cgroup_id};
 pub use testbed::{RunOut, TestBed};

@@ -50,7 +50,18 @@ pub struct Status {
     pub malformed_egress: u64,
     pub kept_add_addr: Vec<KeptStatus>,
     pub subflows_recorded: usize,
-    pub tenants: Vec<super::tenants::TenantStatus>,
+    pub tenants: Vec<TenantStatus>,
+}
+
+/// One tenant as `show` reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TenantStatus {
+    pub name: String,
+    pub id: u32,
+    /// `cgroup /path` or `uid N`, as the file gave it.
+    pub who: String,
+    /// The cgroup's id (its inode), for a cgroup tenant.
+    pub cgroup_id: Option<u64>,
 }
 
 /// The pinned policy state: what `nena policy` and nena's transport drive.

@@ -4,24 +4,13 @@
 //! tenants change. A tenant's cgroup is given as a path in the cgroup v2 hierarchy and
 //! resolved here to its id (the inode number of its directory in the cgroup2 mount).
 
-use super::Policy;
+use super::state::{Policy, TenantStatus};
 use crate::abi::{self, HookKey, Pod, TenantInfo};
 use crate::spec::{TenantMatch, TenantSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-
-/// One tenant as `show` reports it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct TenantStatus {
-    pub name: String,
-    pub id: u32,
-    /// `cgroup /path` or `uid N`, as the file gave it.
-    pub who: String,
-    /// The cgroup's id (its inode), for a cgroup tenant.
-    pub cgroup_id: Option<u64>,
-}
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
 /// on a hybrid host), from /proc/self/mountinfo.

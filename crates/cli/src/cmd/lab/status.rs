@@ -1,0 +1,134 @@
+//! `nena lab status`: hosts, links, addresses, rates, link state, MPTCP settings and
+//! captures, as a table or JSON.
+use super::args::Common;
+use crate::exit::CmdResult;
+use clap::Args;
+use nena_lab::{Direction, Lab, LabStatus, Rate};
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Show the lab's status, as a table or JSON.
+pub(super) fn status(a: StatusArgs) -> CmdResult {
+    let st = Lab::status(&a.common.prefix)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&st).map_err(anyhow::Error::from)?
+        );
+    } else {
+        print!("{}", render_status(&st));
+    }
+    Ok(())
+}
+
+/// The human-readable status.
+pub fn render_status(st: &LabStatus) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let state = if st.up {
+        "up"
+    } else if st.partial {
+        "partially built (run `nena lab down` to clean up)"
+    } else {
+        "down"
+    };
+    let _ = writeln!(o, "lab `{}`: {state}", st.prefix);
+    for h in &st.hosts {
+        let _ = writeln!(
+            o,
+            "  {:<7} netns {}{}",
+            h.host.name(),
+            h.netns,
+            if h.exists { "" } else { " (missing)" }
+        );
+    }
+    if st.up {
+        let _ = writeln!(o, "links:");
+        for l in &st.links {
+            let show = |r: Option<Rate>| {
+                r.map(|r| r.to_string())
+                    .unwrap_or_else(|| "unlimited".into())
+            };
+            let rate = match (l.rate, l.router_rate) {
+                (None, None) => "no rate limit".to_string(),
+                (Some(a), Some(b)) if a == b => format!("rate {a}"),
+                (a, b) => format!("rate {} out, {} in", show(a), show(b)),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<9} {} {} {} <-> router {} {}  {}  {rate}{}",
+                l.link.name(),
+                l.edge_host.name(),
+                l.edge_iface,
+                l.edge_addr,
+                l.router_iface,
+                l.router_addr,
+                if !l.exists {
+                    "MISSING"
+                } else if l.up {
+                    "up"
+                } else {
+                    "DOWN"
+                },
+                if l.gso == Some(false) && l.kind.as_deref() != Some("tap") {
+                    "  offloads off"
+                } else {
+                    ""
+                },
+            );
+            if let Some(e) = &l.emulation {
+                for d in Direction::BOTH {
+                    let _ = writeln!(o, "            {d:<11} {}", e.get(d));
+                }
+            }
+        }
+    }
+    if let Some(m) = &st.mptcp {
+        let _ = writeln!(
+            o,
+            "mptcp: client {}, server {}, path manager {}",
+            if m.client_enabled {
+                "enabled"
+            } else {
+                "DISABLED"
+            },
+            if m.server_enabled {
+                "enabled"
+            } else {
+                "DISABLED"
+            },
+            m.pm.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+        );
+        if m.client_endpoints.is_empty() {
+            let _ = writeln!(o, "  client endpoints: none");
+        }
+        for e in &m.client_endpoints {
+            let _ = writeln!(o, "  client endpoint: {e}");
+        }
+        let _ = writeln!(
+            o,
+            "  limits: client {}; server {}",
+            m.client_limits, m.server_limits
+        );
+    }
+    if let Some(p) = st.relay_pid {
+        let _ = writeln!(o, "relay: pid {p} (TAP pairs of the emulated links)");
+    }
+    for c in &st.captures {
+        let _ = writeln!(
+            o,
+            "capture: tcpdump {} on the {} link -> {}",
+            c.pid,
+            c.link,
+            c.file.display()
+        );
+    }
+    o
+}

@@ -1,0 +1,197 @@
+//! `nena lab up`: build the lab (or reconcile an existing one) with the rates, path manager
+//! and link emulation asked for, then show its status.
+use super::args::{
+    parse_dur, parse_ge_arg, parse_loss_arg, parse_outage_arg, parse_pm, parse_rate,
+    parse_trace_arg, Common,
+};
+use super::status::render_status;
+use crate::exit::CmdResult;
+use clap::Args;
+use nena_lab::{Emulation, Lab, LabConfig, LinkEmulation, Loss, Outage, PmMode, Rate, RateTrace};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// MPTCP path manager of the client: kernel (endpoint for 198.18.2.2) or userspace.
+    #[arg(long, default_value = "kernel", value_parser = parse_pm)]
+    pub pm: PmMode,
+    /// Rate limit of the trusted link, both directions (e.g. 100mbit).
+    #[arg(long, value_parser = parse_rate)]
+    pub trusted_rate: Option<Rate>,
+    /// Rate limit of the untrusted link, both directions (e.g. 20mbit).
+    #[arg(long, value_parser = parse_rate)]
+    pub untrusted_rate: Option<Rate>,
+    /// Rate limit of the router-server link, both directions.
+    #[arg(long, value_parser = parse_rate)]
+    pub server_rate: Option<Rate>,
+    /// Skip the TCP reachability check after building.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Turn off TSO/GSO on the links: packets of at most one MSS, as on a real wire
+    /// (captures then look like the papers' figures; throughput is lower).
+    #[arg(long)]
+    pub no_offload: bool,
+    /// Print the resulting status as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// One-way delay on the trusted link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_delay: Option<Duration>,
+    /// Jitter on the trusted link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_jitter: Option<Duration>,
+    /// Random loss on the trusted link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "trusted_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the trusted link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_ge_loss: Option<Loss>,
+    /// Rate trace of the trusted link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub trusted_trace: Option<RateTrace>,
+    /// Outage of the trusted link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub trusted_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the trusted link.
+    #[arg(long, help_heading = "Emulation")]
+    pub trusted_reorder: bool,
+    /// One-way delay on the untrusted link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_delay: Option<Duration>,
+    /// Jitter on the untrusted link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_jitter: Option<Duration>,
+    /// Random loss on the untrusted link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "untrusted_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the untrusted link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_ge_loss: Option<Loss>,
+    /// Rate trace of the untrusted link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub untrusted_trace: Option<RateTrace>,
+    /// Outage of the untrusted link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub untrusted_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the untrusted link.
+    #[arg(long, help_heading = "Emulation")]
+    pub untrusted_reorder: bool,
+    /// One-way delay on the router-server link, each direction (e.g. 20ms). Any emulation flag makes
+    /// the link a TAP pair with the lab's relay instead of a veth pair.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_delay: Option<Duration>,
+    /// Jitter on the router-server link: each frame's delay is drawn uniformly in delay ± jitter.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_jitter: Option<Duration>,
+    /// Random loss on the router-server link, each direction (5% or 0.05).
+    #[arg(long, value_parser = parse_loss_arg, conflicts_with = "server_ge_loss", allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_loss: Option<Loss>,
+    /// Gilbert-Elliott loss on the router-server link: p,r[,1-h[,1-k]] (e.g. 1%,30%).
+    #[arg(long, value_parser = parse_ge_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_ge_loss: Option<Loss>,
+    /// Rate trace of the router-server link: CSV `time_s,rate` or a mahimahi delivery trace.
+    #[arg(long, value_parser = parse_trace_arg, help_heading = "Emulation")]
+    pub server_trace: Option<RateTrace>,
+    /// Outage of the router-server link, START+DURATION from `up` (e.g. 16s+5s); repeatable.
+    #[arg(long, value_parser = parse_outage_arg, allow_hyphen_values = true, help_heading = "Emulation")]
+    pub server_outage: Vec<Outage>,
+    /// Let jitter reorder frames on the router-server link.
+    #[arg(long, help_heading = "Emulation")]
+    pub server_reorder: bool,
+}
+
+/// The emulation the `--X-...` flags of `up` ask for on one link (`None`: no flag given).
+#[allow(clippy::too_many_arguments)]
+fn link_emulation(
+    delay: Option<Duration>,
+    jitter: Option<Duration>,
+    loss: Option<Loss>,
+    ge: Option<Loss>,
+    trace: Option<RateTrace>,
+    outages: Vec<Outage>,
+    reorder: bool,
+) -> Option<LinkEmulation> {
+    if delay.is_none()
+        && jitter.is_none()
+        && loss.is_none()
+        && ge.is_none()
+        && trace.is_none()
+        && outages.is_empty()
+        && !reorder
+    {
+        return None;
+    }
+    Some(LinkEmulation::both(Emulation {
+        delay: delay.unwrap_or_default(),
+        jitter: jitter.unwrap_or_default(),
+        loss: ge.or(loss).unwrap_or_default(),
+        trace,
+        outages,
+        reorder,
+        seed: None,
+    }))
+}
+
+pub(super) fn up(a: UpArgs) -> CmdResult {
+    let cfg = LabConfig {
+        prefix: a.common.prefix.clone(),
+        pm: a.pm,
+        trusted_rate: a.trusted_rate,
+        untrusted_rate: a.untrusted_rate,
+        server_rate: a.server_rate,
+        verify: !a.no_verify,
+        offload: !a.no_offload,
+        trusted_emulation: link_emulation(
+            a.trusted_delay,
+            a.trusted_jitter,
+            a.trusted_loss,
+            a.trusted_ge_loss,
+            a.trusted_trace,
+            a.trusted_outage,
+            a.trusted_reorder,
+        ),
+        untrusted_emulation: link_emulation(
+            a.untrusted_delay,
+            a.untrusted_jitter,
+            a.untrusted_loss,
+            a.untrusted_ge_loss,
+            a.untrusted_trace,
+            a.untrusted_outage,
+            a.untrusted_reorder,
+        ),
+        server_emulation: link_emulation(
+            a.server_delay,
+            a.server_jitter,
+            a.server_loss,
+            a.server_ge_loss,
+            a.server_trace,
+            a.server_outage,
+            a.server_reorder,
+        ),
+        relay_exe: None,
+    };
+    let was_up = Lab::is_up(&cfg.prefix);
+    Lab::up(&cfg)?;
+    let st = Lab::status(&cfg.prefix)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&st).map_err(anyhow::Error::from)?
+        );
+    } else {
+        if was_up {
+            println!(
+                "lab `{}` was already up; reconciled it with the requested settings",
+                cfg.prefix
+            );
+        } else {
+            println!("lab `{}` is up", cfg.prefix);
+        }
+        print!("{}", render_status(&st));
+    }
+    Ok(())
+}

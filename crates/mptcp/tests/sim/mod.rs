@@ -469,8 +469,16 @@ pub struct RecWorld {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecAct {
     LinkDown(IpAddr),
+    /// The link is back, with its route.
     LinkUp(IpAddr),
+    /// The link is back, its route not yet.
+    LinkUpNoRoute(IpAddr),
+    /// The route is back (rtnetlink reports a change).
     RouteUp(IpAddr),
+    /// Some route or address changed elsewhere (a wake-up only).
+    RoutesChanged,
+    /// The peer resets the established subflow of this address (if any).
+    ResetPath(IpAddr),
     /// A SYN from this port completes (if its link is still up).
     Established(SocketAddr),
     /// The kernel reports a subflow closed.
@@ -575,9 +583,19 @@ impl RecWorld {
                 out.push(RecoveryEvent::LinkDown { addr });
             }
             RecAct::LinkUp(addr) => {
-                // The route comes with the address unless scripted separately.
-                self.links.get_mut(&addr).unwrap().0 = true;
+                *self.links.get_mut(&addr).unwrap() = (true, true);
                 out.push(RecoveryEvent::LinkUp { addr });
+            }
+            RecAct::LinkUpNoRoute(addr) => {
+                *self.links.get_mut(&addr).unwrap() = (true, false);
+                out.push(RecoveryEvent::LinkUp { addr });
+            }
+            RecAct::RoutesChanged => out.push(RecoveryEvent::RoutesChanged),
+            RecAct::ResetPath(addr) => {
+                if let Some(i) = self.subflows.iter().position(|s| s.1 && s.0.ip() == addr) {
+                    let l = self.subflows.remove(i).0;
+                    out.push(RecoveryEvent::SubflowClosed { local: l });
+                }
             }
             RecAct::RouteUp(addr) => {
                 self.links.get_mut(&addr).unwrap().1 = true;

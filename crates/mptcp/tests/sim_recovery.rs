@@ -239,8 +239,8 @@ enum Happening {
 }
 
 /// Every subset of six happenings of the untrusted path, in every order, 300 ms apart
-/// (longer than the first wait, shorter than the second), with joins answered at once or
-/// after one or two ignored: the invariants of recovery hold at every step:
+/// (longer than the first wait, shorter than the second), with joins answered in one RTT
+/// or after one or two ignored, or answered slower than the first wait: the invariants of recovery hold at every step:
 /// * nothing is asked after the connection closed, and no timer is left;
 /// * never a create while the link is down, and a create is made at the very moment the
 ///   link returns to a path without a subflow;
@@ -259,9 +259,12 @@ fn every_interleaving_of_outage_return_route_reset_and_close() {
     ];
     let mut runs = 0;
     for seq in arrangements(&all) {
-        for unanswered in 0..3 {
+        for (unanswered, rtt) in [(0, 20), (1, 20), (2, 20), (0, 280), (1, 280)] {
             let mut w = world();
             w.unanswered.insert(ip(U), unanswered);
+            // 280 ms: a join answered after the first wait ran out, so a second is asked
+            // for, and both complete.
+            w.rtt = rtt * MS;
             let mut m = recovery(&mut w, &[U, T], RecoveryConfig::default());
             let at = |i: usize| SEC + i as Micros * 300 * MS;
             // The link state over time, from the schedule (true: up).
@@ -296,7 +299,7 @@ fn every_interleaving_of_outage_return_route_reset_and_close() {
                 let l = link.iter().rev().find(|l| l.0 <= t).unwrap();
                 (l.1, l.2)
             };
-            let ctx = format!("{seq:?} unanswered {unanswered}: {:?}", w.log);
+            let ctx = format!("{seq:?} unanswered {unanswered} rtt {rtt}: {:?}", w.log);
             assert_eq!(commands_on(&w, T), 0, "{ctx}");
             for (t, a) in w.creates() {
                 assert_eq!(a, ip(U));
@@ -344,8 +347,35 @@ fn every_interleaving_of_outage_return_route_reset_and_close() {
             runs += 1;
         }
     }
-    // 1 957 arrangements of six happenings, three join behaviours.
-    assert_eq!(runs, 3 * 1_957);
+    // 1 957 arrangements of six happenings, five join behaviours.
+    assert_eq!(runs, 5 * 1_957);
+}
+
+/// A join answered after the first wait ran out: a second was asked for and completes too;
+/// the extra one is destroyed the moment it is reported, leaving one subflow.
+#[test]
+fn a_slow_join_and_its_retry_both_completing_leave_one_subflow() {
+    let mut w = world();
+    w.rtt = 300 * MS;
+    let mut m = recovery(&mut w, &[U, T], RecoveryConfig::default());
+    let up = 2 * SEC;
+    w.at(SEC, RecAct::LinkDown(ip(U)))
+        .at(up, RecAct::LinkUp(ip(U)));
+    w.run(&mut m, up + 30 * SEC);
+    assert_eq!(create_times(&w, U, up), [0, 250]);
+    let destroys: Vec<(Micros, std::net::SocketAddr)> = w
+        .log
+        .iter()
+        .filter_map(|(t, c)| match c {
+            Command::DestroySubflow { local, .. } => Some((*t, *local)),
+            _ => None,
+        })
+        .collect();
+    // The stale one at the return; the second join when it completes (250 + 300 ms).
+    assert_eq!(destroys.len(), 2, "{:?}", w.log);
+    assert_eq!(destroys[1].0, up + 550 * MS);
+    assert_recovered(&w, &m, U);
+    assert_ne!(w.live(U)[0], destroys[1].1);
 }
 
 /// Addresses the gate did not release are never touched, whatever happens to them.

@@ -288,6 +288,31 @@ fn every_interleaving_of_join_ack_close_and_loss() {
     assert!(released > 0 && refused > 0 && timeouts > 0);
 }
 
+/// A join opened and closed again before the first flight is written (the in-kernel PM's
+/// premature subflow that the driver closes, or one reset at once) whose SUB_CLOSED is read
+/// only after the first flight started: its counters cannot be checked any more, so the gate
+/// refuses (fail-closed, `UntrustedClosed`), while the same close read before the first
+/// flight is forgotten with the queue. Pinned so that a change of this trade-off is seen.
+#[test]
+fn a_late_close_event_of_a_join_gone_before_the_first_flight_refuses() {
+    let t = Timing::default();
+    for (close_read, want) in [
+        (t.flight, release(PmKind::Kernel, false)),
+        (t.flight + 1, Outcome::Refused(gone())),
+        (t.flight + 29 * MS, Outcome::Refused(gone())),
+    ] {
+        let mut w = World::new(Kernel::default());
+        w.at(t.connect + 100, join())
+            .at(t.connect + 200, established())
+            .at(t.connect + 300, Act::Unlist(1))
+            .at(close_read, closed())
+            .at(t.flight + 30 * MS, Act::Ack(t.len));
+        let r = drive(gate(PmKind::Kernel), w, t);
+        assert!(!r.violated);
+        assert_eq!(r.outcome, want, "close read at {close_read}");
+    }
+}
+
 /// ACKs arriving late, up to and past the deadline; a lost ACK and the retransmission;
 /// partial ACKs that never complete; the peer's first bytes waking the driver at once.
 #[test]

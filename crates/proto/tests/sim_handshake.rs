@@ -86,6 +86,7 @@ fn every_mode_completes_through_every_segmenting() {
         assert_eq!(modes.len(), 1, "one mode per offer and acceptance");
     }
     assert!(runs > 1_500, "{runs}");
+    eprintln!("{runs} segmentings");
 }
 
 /// The connection dropped at every byte of either direction, with whole segments and with
@@ -197,6 +198,7 @@ fn dropped_at_every_byte_of_either_direction() {
     assert!(seen.contains("ClosedEarly|ClosedEarly"), "{seen:?}");
     assert!(seen.contains("ClosedEarly|Truncated"), "{seen:?}");
     assert!(runs > 20_000, "{runs}");
+    eprintln!("{runs} dropped connections");
 }
 
 fn kind(e: &End) -> &'static str {

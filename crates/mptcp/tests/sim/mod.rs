@@ -694,7 +694,7 @@ pub fn permutations<X: Clone>(items: &[X]) -> Vec<Vec<X>> {
         }
         for i in 0..k {
             go(k - 1, a, out);
-            let j = if k % 2 == 0 { i } else { 0 };
+            let j = if k.is_multiple_of(2) { i } else { 0 };
             a.swap(j, k - 1);
         }
     }

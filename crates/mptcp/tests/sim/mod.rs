@@ -104,6 +104,9 @@ pub struct Kernel {
     /// listed untrusted subflow this long after the outage began (MPTCP-level
     /// retransmission).
     pub reinject_after: Option<Micros>,
+    /// A kernel before 6.5: no `mptcpi_bytes_acked`, only `snd_una`, here starting a
+    /// little before the 64-bit wrap.
+    pub no_bytes_acked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -297,10 +300,18 @@ impl World {
     /// What `MPTCP_INFO` and `MPTCP_FULL_INFO` report now.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            conn: ConnSnapshot {
-                token: TOKEN,
-                bytes_acked: Some(self.base + self.acked),
-                snd_una: self.base + self.acked + 1,
+            conn: if self.kernel.no_bytes_acked {
+                ConnSnapshot {
+                    token: TOKEN,
+                    bytes_acked: None,
+                    snd_una: (u64::MAX - 600).wrapping_add(self.acked),
+                }
+            } else {
+                ConnSnapshot {
+                    token: TOKEN,
+                    bytes_acked: Some(self.base + self.acked),
+                    snd_una: self.base + self.acked + 1,
+                }
             },
             subflows: self
                 .subflows

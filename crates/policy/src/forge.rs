@@ -163,6 +163,7 @@ pub fn attach(dev: &str, ingress: bool, port: u16) -> Result<()> {
         bail!("the port must not be 0");
     }
     let idx = crate::loader::ifindex(dev)?;
+    let _lock = crate::tc::lock()?;
     let mut storage = MaybeUninit::uninit();
     let skel = load(&mut storage)?;
     let created = !crate::tc::has_clsact(idx).unwrap_or(true);
@@ -244,6 +245,7 @@ pub fn show(dev: &str, ingress: bool) -> Result<Option<ForgeRecord>> {
 /// Detaches the program from `dev` (and the clsact qdisc if attaching made it and nothing
 /// else uses it). Returns its last record, or None if nothing was attached.
 pub fn remove(dev: &str, ingress: bool) -> Result<Option<ForgeRecord>> {
+    let _lock = crate::tc::lock()?;
     let Some(m) = attached_map(dev, ingress)? else {
         return Ok(None);
     };
@@ -253,11 +255,8 @@ pub fn remove(dev: &str, ingress: bool) -> Result<Option<ForgeRecord>> {
     hook(dummy.as_fd(), idx, ingress)
         .detach()
         .with_context(|| format!("detaching the forge program from {dev}"))?;
-    if owns && crate::tc::clsact_filters(idx)? == 0 {
-        let mut q = TcHookBuilder::new(dummy.as_fd())
-            .ifindex(idx as i32)
-            .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
-        let _ = q.destroy();
+    if owns {
+        crate::tc::remove_clsact_if_empty(idx)?;
     }
     Ok(Some(rec))
 }

@@ -393,6 +393,8 @@ impl MpcGuard {
             bail!("port 0 cannot be negotiated");
         }
         let idx = crate::loader::ifindex(dev)?;
+        // Other nena processes attach, register and leave on this interface too.
+        let _lock = crate::tc::lock()?;
         let value = Port {
             role: match role {
                 MpcRole::Client => ROLE_CLIENT,
@@ -542,6 +544,7 @@ impl MpcGuard {
                 self.dev
             );
         }
+        let _lock = crate::tc::lock()?;
         match read_port(&self.ports, self.port)? {
             Some(mut p) if p.users > 1 => {
                 p.users -= 1;
@@ -565,11 +568,8 @@ impl MpcGuard {
         let dummy = std::fs::File::open("/dev/null")?;
         let e1 = hook(dummy.as_fd(), self.idx, false).detach();
         let e2 = hook(dummy.as_fd(), self.idx, true).detach();
-        if owns && crate::tc::clsact_filters(self.idx).unwrap_or(1) == 0 {
-            let mut q = TcHookBuilder::new(dummy.as_fd())
-                .ifindex(self.idx as i32)
-                .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
-            let _ = q.destroy();
+        if owns {
+            let _ = crate::tc::remove_clsact_if_empty(self.idx);
         }
         e1.and(e2)
             .with_context(|| format!("detaching the mpc programs from {}", self.dev))

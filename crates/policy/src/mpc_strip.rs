@@ -84,6 +84,7 @@ impl StripGuard {
             bail!("strip: no packet kind chosen");
         }
         let idx = crate::loader::ifindex(dev)?;
+        let _lock = crate::tc::lock()?;
         let storage: &'static mut MaybeUninit<OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
         let skel = crate::mpc::load(storage)?;
@@ -142,13 +143,11 @@ impl StripGuard {
                 self.dev
             );
         }
+        let _lock = crate::tc::lock()?;
         let dummy = std::fs::File::open("/dev/null")?;
         let r = hook(dummy.as_fd(), idx, self.ingress).detach();
-        if self.created_clsact && crate::tc::clsact_filters(idx).unwrap_or(1) == 0 {
-            let mut q = TcHookBuilder::new(dummy.as_fd())
-                .ifindex(idx as i32)
-                .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
-            let _ = q.destroy();
+        if self.created_clsact {
+            let _ = crate::tc::remove_clsact_if_empty(idx);
         }
         r.with_context(|| format!("detaching the strip program from {}", self.dev))
     }

@@ -189,6 +189,7 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
         bail!("the mask must not be 0 (it would change nothing)");
     }
     let idx = crate::loader::ifindex(dev)?;
+    let _lock = crate::tc::lock()?;
     // Replacing an earlier tamper: keep its note of who created the clsact qdisc.
     let earlier_owned = attached_map(dev, ingress)
         .ok()
@@ -265,6 +266,7 @@ pub fn show(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
 /// Detaches the tamper program from `dev` (and the clsact qdisc if attaching made it and
 /// nothing else uses it). Returns the last record, or None if nothing was attached.
 pub fn remove(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
+    let _lock = crate::tc::lock()?;
     let Some(m) = attached_map(dev, ingress)? else {
         return Ok(None);
     };
@@ -280,11 +282,8 @@ pub fn remove(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
     hook(dummy.as_fd(), idx, ingress)
         .detach()
         .with_context(|| format!("detaching the tamper program from {dev}"))?;
-    if owns && crate::tc::clsact_filters(idx)? == 0 {
-        let mut q = TcHookBuilder::new(dummy.as_fd())
-            .ifindex(idx as i32)
-            .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
-        let _ = q.destroy();
+    if owns {
+        crate::tc::remove_clsact_if_empty(idx)?;
     }
     Ok(rec)
 }

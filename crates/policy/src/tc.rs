@@ -9,6 +9,7 @@ use netlink_packet_core::{
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcHeader, TcMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use std::os::fd::AsFd;
 
 fn open() -> Result<Socket> {
     let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
@@ -119,5 +120,46 @@ fn dump(
                 _ => {}
             }
         }
+    }
+}
+
+/// An exclusive lock, among nena's processes, on the traffic-control state of the current
+/// network namespace: held while a process reads and changes what it shares with others
+/// there (the mpc programs' port registrations and users, whether a clsact qdisc may go).
+/// Without it two processes attaching or detaching at once lose each other's
+/// registrations, and the last to leave can take the programs (and the qdisc) from under
+/// one still running. An `flock` on the namespace itself (its nsfs inode): nothing on
+/// disk to leave behind, one lock per namespace, and a process that dies lets go.
+#[derive(Debug)]
+pub struct NamespaceLock {
+    _ns: std::fs::File,
+}
+
+/// Takes the [`NamespaceLock`] of the calling thread's network namespace, blocking until no
+/// other process (or thread) holds it. Not reentrant: take it once per operation.
+pub fn lock() -> Result<NamespaceLock> {
+    let ns = std::fs::File::open("/proc/thread-self/ns/net")
+        .context("opening the network namespace to lock it")?;
+    ns.lock()
+        .context("locking the network namespace's traffic-control state")?;
+    Ok(NamespaceLock { _ns: ns })
+}
+
+/// Removes the clsact qdisc of device `idx` if no filter is left on it (for a caller that
+/// created it and took its own filter off; another tool's filters keep it in place). Call
+/// it holding the [`lock`], or another nena process may be attaching to it.
+pub fn remove_clsact_if_empty(idx: u32) -> Result<()> {
+    if clsact_filters(idx)? > 0 {
+        return Ok(());
+    }
+    let dummy = std::fs::File::open("/dev/null")?;
+    let mut h = libbpf_rs::TcHookBuilder::new(dummy.as_fd())
+        .ifindex(idx as i32)
+        .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
+    match h.destroy() {
+        Ok(()) => Ok(()),
+        // gone already (removed by hand, or the device went away)
+        Err(e) if matches!(e.kind(), libbpf_rs::ErrorKind::NotFound) => Ok(()),
+        Err(e) => Err(anyhow!(e).context("removing the clsact qdisc nena created")),
     }
 }

@@ -482,3 +482,70 @@ fn the_marks_are_added_ahead_of_nenas_policy_dispatcher() {
     assert!(c.has_keys() && s.has_keys());
     assert_eq!(c.local_key, s.remote_key);
 }
+
+/// Many nena processes attach to one interface and leave it at once (six `nena send
+/// --mode kato-mpc` beside a server's guard): every registration is counted under the
+/// namespace's lock, so none of them takes the programs from under another. Before the
+/// lock, two attaches could read the same users count and write the same next one, and
+/// the last leaver then found no user left while one still ran (CI: "Parent Qdisc
+/// doesn't exists" on the detach of the guard that had stayed).
+#[test]
+fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
+    let _s = serial();
+    let net = Net::new();
+    const PORT: u16 = 7311;
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 80;
+    let holder = net
+        .in_ns(&net.c, || {
+            MpcGuard::attach("c1", PORT, MpcRole::Client, MpcMethod::Option)
+                .map_err(|e| format!("{e:#}"))
+        })
+        .expect("the guard that stays");
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let net = &net;
+                sc.spawn(move || {
+                    // Half on the holder's port, half on ports of their own.
+                    let port = if t % 2 == 0 { PORT } else { PORT + t as u16 };
+                    net.in_ns(&net.c, move || {
+                        for round in 0..ROUNDS {
+                            let g =
+                                MpcGuard::attach("c1", port, MpcRole::Client, MpcMethod::Option)
+                                    .map_err(|e| format!("thread {t} round {round}: {e:#}"))?;
+                            let on = nena_policy::mpc::attached("c1").map_err(|e| e.to_string())?;
+                            if on != (true, true) {
+                                return Err(format!("thread {t} round {round}: attached {on:?}"));
+                            }
+                            g.detach()
+                                .map_err(|e| format!("thread {t} round {round} detach: {e:#}"))?;
+                            // The holder is still registered: its programs are there.
+                            let on = nena_policy::mpc::attached("c1").map_err(|e| e.to_string())?;
+                            if on != (true, true) {
+                                return Err(format!(
+                                    "thread {t} round {round}: after a detach, attached {on:?} \
+                                     while the holder stays"
+                                ));
+                            }
+                        }
+                        Ok::<(), String>(())
+                    })
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap().unwrap();
+        }
+    });
+    net.in_ns(&net.c, move || {
+        holder.detach().map_err(|e| format!("{e:#}"))
+    })
+    .expect("the holder's detach, last");
+    let c_ns = net.c.clone();
+    assert_eq!(
+        net.in_ns(&c_ns, || nena_policy::mpc::attached("c1").unwrap()),
+        (false, false),
+        "the last one out took the programs"
+    );
+}

@@ -23,6 +23,9 @@ impl Policy {
     /// `dev`: XDP for ingress, TC clsact for egress. Both hooks start with no chain.
     pub fn attach(dir: &Path, dev: &str) -> Result<Policy> {
         let idx = ifindex(dev)?;
+        // whether this call creates clsact, and the filters on it, are shared with other
+        // nena processes on this namespace (the mpc programs)
+        let _lock = crate::tc::lock()?;
         ensure_bpffs()?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut storage = std::mem::MaybeUninit::uninit();
@@ -85,13 +88,14 @@ impl Policy {
     /// Returns true if that happened.
     pub fn detach(self, dev: &str) -> Result<bool> {
         let idx = ifindex(dev)?;
+        let _lock = crate::tc::lock()?;
         detach_hooks(idx)?;
         let owned = HookKey {
             ifindex: idx,
             hook: CLSACT_OWNED,
         };
         if self.hooks.delete(owned.as_bytes()).is_ok() {
-            remove_clsact_if_empty(idx)?;
+            crate::tc::remove_clsact_if_empty(idx)?;
         }
         self.drop_tenant_hooks(idx)?;
         for h in [abi::HOOK_XDP, abi::HOOK_TC] {
@@ -174,22 +178,4 @@ pub fn detach_hooks(idx: u32) -> Result<()> {
         .hook(libbpf_rs::TC_EGRESS);
     let _ = h.detach(); // absent already: fine
     Ok(())
-}
-
-/// Remove the clsact qdisc of device `idx` if no filter is left on it (nena created it and
-/// took its own filter off; another tool's filters keep it in place).
-fn remove_clsact_if_empty(idx: u32) -> Result<()> {
-    if crate::tc::clsact_filters(idx)? > 0 {
-        return Ok(());
-    }
-    let dummy = std::fs::File::open("/dev/null")?;
-    let mut h = TcHookBuilder::new(dummy.as_fd())
-        .ifindex(idx as i32)
-        .hook(libbpf_rs::TC_INGRESS | libbpf_rs::TC_EGRESS);
-    match h.destroy() {
-        Ok(()) => Ok(()),
-        // gone already (removed by hand, or the device went away)
-        Err(e) if matches!(e.kind(), libbpf_rs::ErrorKind::NotFound) => Ok(()),
-        Err(e) => Err(anyhow!(e).context("removing the clsact qdisc nena created")),
-    }
 }

@@ -1,6 +1,6 @@
 //! Lab drivers for the congestion controls' kernel tests (crates/lab): a bulk MPTCP sender
 //! in the client host, a byte-counting sink in the server host, the sink's counter and the
-//! subflows' `ss -tin` sampled every 100 ms.
+//! subflows' TCP_INFO (nena-mptcp's sock_diag sampler) every 100 ms.
 //!
 //! - [`disjoint_paths`]: one MPTCP connection over the lab's two links: its goodput.
 //! - [`cwnd_trace`] and [`ca_growth_per_rtt`]: the subflows' total cwnd over time, and its
@@ -12,6 +12,7 @@
 //! constructed samples; the drivers only move bytes and read clocks.
 use anyhow::{bail, Context, Result};
 use nena_lab::{Host, Lab, Link};
+use nena_mptcp::sample::{Sample, Sampler};
 use serde::Serialize;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{Read, Write};
@@ -109,8 +110,8 @@ fn listener(lab: &Lab, port: u16) -> Result<TcpListener> {
 }
 
 /// Run the MPTCP connection (`cc`, from the trusted address; the kernel path manager adds
-/// the untrusted subflow) for `seconds`: the sink's counter and the subflows' `ss -tin`,
-/// every 100 ms.
+/// the untrusted subflow) for `seconds`: the sink's counter, and the subflows' TCP_INFO
+/// (nena-mptcp's sock_diag sampler in the client host), every 100 ms.
 fn run(lab: &Lab, cc: &str, seconds: f64, port: u16) -> Result<(Samples, Vec<CwndSample>)> {
     let m = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -119,36 +120,24 @@ fn run(lab: &Lab, cc: &str, seconds: f64, port: u16) -> Result<(Samples, Vec<Cwn
     let dst = SocketAddr::new(lab.server_addr(), port);
     let snd = sender(lab, src, dst, cc, stop.clone())?;
     let t0 = Instant::now();
-    let (mut counts, mut cw) = (Samples::default(), Vec::new());
-    let filter = format!("dport = :{port}");
-    let sampled = loop {
+    let sampler = Sampler::start(port, Duration::from_millis(100), |f| {
+        lab.spawn_in(Host::Client, f)
+    });
+    let mut counts = Samples::default();
+    loop {
         let e = t0.elapsed().as_secs_f64();
         counts.points.push((e, m.load(Ordering::Relaxed)));
         if e >= seconds {
-            break Ok(());
+            break;
         }
-        let o = match lab
-            .command(
-                Host::Client,
-                "ss",
-                ["-tin", "state", "established", &filter],
-            )
-            .output()
-        {
-            Ok(o) => o,
-            Err(e) => break Err(anyhow::Error::from(e).context("running ss")),
-        };
-        cw.push(CwndSample {
-            t: t0.elapsed().as_secs_f64(),
-            subflows: parse_ss(&String::from_utf8_lossy(&o.stdout)),
-        });
         std::thread::sleep(Duration::from_millis(100));
-    };
+    }
+    let sampled = sampler.stop();
     stop.store(true, Ordering::Relaxed);
     snd.join()
         .map_err(|_| anyhow::anyhow!("sender panicked"))??;
     sk.join().map_err(|_| anyhow::anyhow!("sink panicked"))??;
-    sampled.map(|()| (counts, cw))
+    Ok((counts, cwnd_samples(&sampled?, port)))
 }
 
 /// The disjoint-paths run: MPTCP goodput (Mbit/s) after `warmup` seconds, and its samples.
@@ -187,41 +176,41 @@ mod tests {
     }
 }
 
-/// One `ss -tin` sample of the subflows of one connection: per subflow (cwnd, ssthresh,
-/// smoothed RTT in ms), in `ss`'s order, at `t` seconds.
+/// One sample of the subflows of one connection: per subflow (cwnd, ssthresh, smoothed
+/// RTT in ms), ordered by local address, at `t` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CwndSample {
     /// Seconds since the start.
     pub t: f64,
-    /// (cwnd, ssthresh, rtt_ms) per subflow; ssthresh 0 when `ss` shows none (initial).
+    /// (cwnd, ssthresh, rtt_ms) per subflow; ssthresh 0 while it is the initial one.
     pub subflows: Vec<(u32, u32, f64)>,
 }
 
-/// Parse `ss -tin` output: every socket's info line with `cwnd:` (ssthresh and rtt if shown).
-pub fn parse_ss(text: &str) -> Vec<(u32, u32, f64)> {
-    text.lines()
-        .filter(|l| l.starts_with(char::is_whitespace) && l.contains(" cwnd:"))
-        .map(|l| {
-            let mut cwnd = 0;
-            let mut ssthresh = 0;
-            let mut rtt = 0.0;
-            for w in l.split_whitespace() {
-                if let Some(v) = w.strip_prefix("cwnd:") {
-                    cwnd = v.parse().unwrap_or(0);
-                } else if let Some(v) = w.strip_prefix("ssthresh:") {
-                    ssthresh = v.parse().unwrap_or(0);
-                } else if let Some(v) = w.strip_prefix("rtt:") {
-                    rtt = v
-                        .split('/')
-                        .next()
-                        .and_then(|x| x.parse().ok())
-                        .unwrap_or(0.0);
-                }
+/// The client's established subflows toward `port`, per sample, ordered by local address
+/// (so that consecutive samples pair the same subflows).
+pub fn cwnd_samples(samples: &[Sample], port: u16) -> Vec<CwndSample> {
+    samples
+        .iter()
+        .map(|s| {
+            let mut socks: Vec<_> = s
+                .sockets
+                .iter()
+                .filter(|x| x.dst.port() == port && x.state == TCP_ESTABLISHED)
+                .collect();
+            socks.sort_by_key(|x| (x.src, x.dst));
+            CwndSample {
+                t: s.t,
+                subflows: socks
+                    .iter()
+                    .map(|x| (x.cwnd, x.ssthresh.unwrap_or(0), x.rtt_us as f64 / 1000.0))
+                    .collect(),
             }
-            (cwnd, ssthresh, rtt)
         })
         .collect()
 }
+
+/// TCP_ESTABLISHED.
+const TCP_ESTABLISHED: u8 = 1;
 
 /// The growth of the connection's total cwnd in congestion avoidance, in packets per RTT:
 /// over consecutive samples (same number of subflows) in which no subflow's cwnd fell and
@@ -264,7 +253,7 @@ pub fn ca_growth_per_rtt(samples: &[CwndSample]) -> Option<(f64, f64)> {
 }
 
 /// A lab trace: one MPTCP connection (`cc`) alone, bulk upload for `seconds`, its
-/// subflows' cwnd, ssthresh and RTT read with `ss -tin` in the client host every 100 ms.
+/// subflows' cwnd, ssthresh and RTT read in the client host every 100 ms.
 pub fn cwnd_trace(lab: &Lab, cc: &str, seconds: f64, port: u16) -> Result<Vec<CwndSample>> {
     Ok(run(lab, cc, seconds, port)?.1)
 }
@@ -274,12 +263,49 @@ mod trace_tests {
     use super::*;
 
     #[test]
-    fn ss_lines_are_parsed() {
-        let text = "ESTAB 0 0 198.18.1.2:4000 198.18.3.2:6400\n\
-             \t reno wscale:7,7 rto:250 rtt:45.268/1.027 mss:1448 cwnd:22 ssthresh:13 bytes_sent:1\n\
-             ESTAB 0 0 198.18.2.2:4001 198.18.3.2:6400\n\
-             \t nena_lia rtt:40.5/2 cwnd:10\n";
-        assert_eq!(parse_ss(text), vec![(22, 13, 45.268), (10, 0, 40.5)]);
+    fn samples_keep_the_established_subflows_toward_the_port_in_address_order() {
+        use nena_mptcp::sample::SocketSample;
+        let sock = |src: &str, dst: &str, state, cwnd, ssthresh, rtt_us| SocketSample {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            state,
+            rtt_us,
+            rttvar_us: 0,
+            cwnd,
+            mss: 1448,
+            ssthresh,
+            bytes_acked: 0,
+            bytes_received: 0,
+            bytes_sent: 0,
+            total_retrans: 0,
+            delivery_rate: 0,
+            cc: None,
+        };
+        let s = Sample {
+            t: 0.5,
+            sockets: vec![
+                sock("198.18.2.2:4001", "198.18.3.2:6400", 1, 10, None, 40_500),
+                sock(
+                    "198.18.1.2:4000",
+                    "198.18.3.2:6400",
+                    1,
+                    22,
+                    Some(13),
+                    45_268,
+                ),
+                // the server's end, a closing subflow, another port: left out
+                sock("198.18.3.2:6400", "198.18.1.2:4000", 1, 9, None, 1),
+                sock("198.18.1.2:4002", "198.18.3.2:6400", 7, 9, None, 1),
+                sock("198.18.1.2:4003", "198.18.3.2:6401", 1, 9, None, 1),
+            ],
+        };
+        assert_eq!(
+            cwnd_samples(&[s], 6400),
+            vec![CwndSample {
+                t: 0.5,
+                subflows: vec![(22, 13, 45.268), (10, 0, 40.5)],
+            }]
+        );
     }
 
     #[test]

@@ -23,22 +23,16 @@ fn lab(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
     LabGuard::up(&cfg).expect("lab up")
 }
 
-/// `ss -tin` in the client host: the congestion control of every TCP socket to `port`
-/// (the subflows of an MPTCP connection are TCP sockets there).
+/// The congestion control of every established TCP socket to `port` in the client host
+/// (the subflows of an MPTCP connection are TCP sockets there), read with nena-mptcp's
+/// sock_diag sampler.
 fn subflow_ccs(lab: &nena_lab::Lab, port: u16) -> Vec<String> {
-    let out = lab
-        .command(
-            Host::Client,
-            "ss",
-            ["-tin", "state", "established", &format!("dport = :{port}")],
-        )
-        .output()
-        .expect("ss");
-    let text = String::from_utf8_lossy(&out.stdout);
-    // Each socket: an address line, then an info line starting with the cc name.
-    text.lines()
-        .filter(|l| l.starts_with(char::is_whitespace) && l.contains("cwnd:"))
-        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+    lab.run_in(Host::Client, move || nena_mptcp::sample::dump(port))
+        .expect("entering the client host")
+        .expect("sock_diag dump")
+        .into_iter()
+        .filter(|s| s.dst.port() == port && s.state == 1)
+        .map(|s| s.cc.unwrap_or_default())
         .collect()
 }
 

@@ -119,6 +119,7 @@ pub mod path;
 pub mod pm;
 pub mod recovery;
 pub mod route;
+pub mod sample;
 mod sockopt;
 pub mod uapi;
 

@@ -7,7 +7,7 @@
 //! `run.json`, the captures, `trace.json` and plots, and `DIR/summary.json`.
 //!
 //! Modules: `model` (the file, parsed and checked, no I/O), `sample` (sock_diag
-//! samples), `record` (what a run recorded: events as applied, the traffic's outcome),
+//! samples, nena-mptcp's), `record` (what a run recorded: events as applied, the traffic's outcome),
 //! `summary` (the numbers, pure: data in, data out), `run` (the lab, traffic, events), `plots`
 //! (figures from the samples, and the captures analysed as `nena analyze` does).
 
@@ -15,7 +15,8 @@ pub mod model;
 pub mod plots;
 pub mod record;
 pub mod run;
-pub mod sample;
+/// The socket samples (nena's one TCP_INFO sampler, in nena-mptcp).
+pub use nena_mptcp::sample;
 pub mod summary;
 
 pub use model::Scenario;

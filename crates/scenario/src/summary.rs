@@ -379,6 +379,7 @@ mod tests {
             rttvar_us: 0,
             cwnd: 10,
             mss: 1448,
+            ssthresh: None,
             bytes_acked: acked,
             bytes_received: 0,
             bytes_sent: acked,

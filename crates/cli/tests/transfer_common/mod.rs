@@ -177,28 +177,22 @@ pub fn server(lab: &Lab, port: u16) -> String {
 }
 
 /// Bytes the peer acknowledged on the client's established TCP sockets (MPTCP subflows)
-/// from `src` to the server's `port`, as `ss -tin` shows them (`bytes_acked:`), summed.
+/// from `src` (an address, or an address and port) to the server's `port`, summed
+/// (nena-mptcp's sock_diag sampler; the kernel counts each SYN as one byte acknowledged).
 pub fn acked_from(lab: &Lab, src: &str, port: u16) -> u64 {
-    let out = lab
-        .command(
-            Host::Client,
-            "ss",
-            [
-                "-tin",
-                "state",
-                "established",
-                "src",
-                src,
-                "dport",
-                "=",
-                &format!(":{port}"),
-            ],
-        )
-        .output()
-        .expect("ss");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("bytes_acked:")?.parse::<u64>().ok())
+    let from: Box<dyn Fn(std::net::SocketAddr) -> bool> = match src.parse() {
+        Ok(sa) => Box::new(move |a| a == sa),
+        Err(_) => {
+            let ip: std::net::IpAddr = src.parse().expect("an address, or address:port");
+            Box::new(move |a| a.ip() == ip)
+        }
+    };
+    lab.run_in(Host::Client, move || nena_mptcp::sample::dump(port))
+        .expect("entering the client host")
+        .expect("sock_diag dump")
+        .into_iter()
+        .filter(|s| from(s.src) && s.dst.port() == port && s.state == 1)
+        .map(|s| s.bytes_acked)
         .sum()
 }
 

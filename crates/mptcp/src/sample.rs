@@ -5,9 +5,9 @@
 //! connection, whatever program owns them; a single-path TCP flow is one row.
 //!
 //! [`dump`] is one query (run it on a thread inside the host's namespace);
-//! [`Sampler`] repeats it on such a thread until stopped.
+//! [`Sampler`] repeats it on such a thread until stopped. nena's one TCP_INFO sampler: the
+//! scenario runner's per-subflow series and the congestion-control traces both read it.
 
-use anyhow::{anyhow, bail, Context, Result};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
@@ -18,6 +18,7 @@ use netlink_packet_sock_diag::{
 };
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr as NlAddr};
 use serde::{Deserialize, Serialize};
+use std::io::{self, Result};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,6 +37,9 @@ pub struct SocketSample {
     /// Congestion window in segments, and the segment size.
     pub cwnd: u32,
     pub mss: u32,
+    /// Slow-start threshold in segments; None while it is the initial "infinite" one
+    /// (what `ss` leaves out: 0xFFFF or more).
+    pub ssthresh: Option<u32>,
     /// Bytes acknowledged by the peer (the kernel counts the SYN as one) / payload bytes
     /// received / sent (retransmissions included).
     pub bytes_acked: u64,
@@ -58,10 +62,11 @@ pub struct Sample {
 /// Which sockets a dump keeps: those whose local or remote port is `port` (listeners left
 /// out).
 pub fn dump(port: u16) -> Result<Vec<SocketSample>> {
-    let mut sock = Socket::new(NETLINK_SOCK_DIAG).context("opening a sock_diag socket")?;
-    sock.bind_auto().context("binding the sock_diag socket")?;
+    let mut sock = Socket::new(NETLINK_SOCK_DIAG).map_err(ctx("opening a sock_diag socket"))?;
+    sock.bind_auto()
+        .map_err(ctx("binding the sock_diag socket"))?;
     sock.connect(&NlAddr::new(0, 0))
-        .context("connecting the sock_diag socket")?;
+        .map_err(ctx("connecting the sock_diag socket"))?;
     let mut hdr = NetlinkHeader::default();
     hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
     let mut states = StateFlags::all();
@@ -81,25 +86,34 @@ pub fn dump(port: u16) -> Result<Vec<SocketSample>> {
     let mut buf = vec![0; msg.buffer_len()];
     msg.serialize(&mut buf[..]);
     sock.send(&buf, 0)
-        .context("sending the sock_diag request")?;
+        .map_err(ctx("sending the sock_diag request"))?;
 
     let mut out = Vec::new();
     let mut rx = vec![0u8; 1 << 16];
     loop {
         let n = sock
             .recv(&mut &mut rx[..], 0)
-            .context("reading the sock_diag answer")?;
+            .map_err(ctx("reading the sock_diag answer"))?;
         if n == 0 {
-            bail!("sock_diag: the kernel closed the dump");
+            return Err(io::Error::other("sock_diag: the kernel closed the dump"));
         }
         let mut off = 0;
         while off < n {
-            let m = <NetlinkMessage<SockDiagMessage>>::deserialize(&rx[off..n])
-                .map_err(|e| anyhow!("sock_diag: an answer that does not parse: {e}"))?;
+            let m = <NetlinkMessage<SockDiagMessage>>::deserialize(&rx[off..n]).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("sock_diag: an answer that does not parse: {e}"),
+                )
+            })?;
             let len = m.header.length as usize;
             match m.payload {
                 NetlinkPayload::Done(_) => return Ok(out),
-                NetlinkPayload::Error(e) => bail!("sock_diag: the kernel answered {e:?}"),
+                NetlinkPayload::Error(e) => {
+                    return Err(match e.code {
+                        Some(c) => io::Error::from_raw_os_error(-c.get()),
+                        None => io::Error::other("sock_diag: an acknowledgement instead of a dump"),
+                    })
+                }
                 NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
                     let id = &r.header.socket_id;
                     if id.source_port != port && id.destination_port != port {
@@ -137,6 +151,7 @@ fn socket_sample(r: &netlink_packet_sock_diag::inet::InetResponse) -> Option<Soc
         rttvar_us: i.rttvar,
         cwnd: i.snd_cwnd,
         mss: i.snd_mss,
+        ssthresh: (i.snd_ssthresh < 0xFFFF).then_some(i.snd_ssthresh),
         bytes_acked: i.bytes_acked,
         bytes_received: i.bytes_received,
         bytes_sent: i.bytes_sent,
@@ -146,21 +161,28 @@ fn socket_sample(r: &netlink_packet_sock_diag::inet::InetResponse) -> Option<Soc
     })
 }
 
-/// Samples taken on a thread until [`Sampler::stop`].
-pub struct Sampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<Result<Vec<Sample>>>>>,
+/// An error of `what` with the OS error's text after it.
+fn ctx(what: &'static str) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-impl Sampler {
+/// The thread of a [`Sampler`]: its outer result is entering the namespace (`E`, whatever
+/// the spawner reports), the inner one the sampling.
+type SamplerThread<E> = std::thread::JoinHandle<std::result::Result<Result<Vec<Sample>>, E>>;
+
+/// Samples taken on a thread until [`Sampler::stop`].
+pub struct Sampler<E> {
+    stop: Arc<AtomicBool>,
+    thread: Option<SamplerThread<E>>,
+}
+
+impl<E: std::fmt::Display> Sampler<E> {
     /// Start sampling sockets of `port` every `interval`; `spawn` runs the loop on a thread
     /// inside the right namespace (`|f| lab.spawn_in(Host::Client, f)`; its outer result
     /// is entering the namespace).
-    pub fn start<S>(port: u16, interval: Duration, spawn: S) -> Sampler
+    pub fn start<S>(port: u16, interval: Duration, spawn: S) -> Sampler<E>
     where
-        S: FnOnce(
-            Box<dyn FnOnce() -> Result<Vec<Sample>> + Send>,
-        ) -> std::thread::JoinHandle<Result<Result<Vec<Sample>>>>,
+        S: FnOnce(Box<dyn FnOnce() -> Result<Vec<Sample>> + Send>) -> SamplerThread<E>,
     {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -200,11 +222,12 @@ impl Sampler {
             .take()
             .expect("a running sampler")
             .join()
-            .map_err(|_| anyhow!("the sampler thread panicked"))??
+            .map_err(|_| io::Error::other("the sampler thread panicked"))?
+            .map_err(|e| io::Error::other(format!("the sampler's namespace: {e}")))?
     }
 }
 
-impl Drop for Sampler {
+impl<E> Drop for Sampler<E> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {

@@ -1,5 +1,7 @@
 //! Compiles the four congestion controls in `bpf/` (one object each: `lia`, `olia`,
-//! `balia`, `ewtcp`) with clang into OUT_DIR; `src/loader.rs` embeds the objects. The
+//! `balia`, `ewtcp`) with clang into OUT_DIR and generates their libbpf-cargo skeletons
+//! (`NAME.skel.rs`, the loader convention of crates/policy: a typed field per map, so a
+//! struct_ops renamed in C is a compile error, not a failed look-up by string). The
 //! programs use a checked-in minimal set of kernel types marked preserve_access_index
 //! (`bpf/cc.h`), relocated against the running kernel's BTF when loaded, so the build needs
 //! neither bpftool nor the build host's /sys/kernel/btf/vmlinux.
@@ -22,14 +24,17 @@ fn main() {
         libbpf_cargo::SkeletonBuilder::new()
             .source(format!("bpf/{algo}.bpf.c"))
             .obj(out.join(format!("{algo}.bpf.o")))
+            .reference_obj(true)
             .clang_args([
                 format!("-I/usr/include/{multiarch}"),
                 "-Ibpf".to_string(),
                 "-Wall".to_string(),
                 "-mcpu=v3".to_string(),
             ])
-            .build()
-            .unwrap_or_else(|e| panic!("compiling bpf/{algo}.bpf.c with clang: {e}"));
+            .build_and_generate(out.join(format!("{algo}.skel.rs")))
+            .unwrap_or_else(|e| {
+                panic!("compiling bpf/{algo}.bpf.c with clang and generating its skeleton: {e}")
+            });
     }
     println!("cargo:rerun-if-changed=bpf");
 }

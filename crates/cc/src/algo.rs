@@ -33,16 +33,6 @@ impl Algo {
         let short = l.strip_prefix("nena_").unwrap_or(&l);
         Algo::ALL.into_iter().find(|a| &a.name()[5..] == short)
     }
-
-    /// The compiled BPF object of this algorithm.
-    pub(crate) fn object(self) -> &'static [u8] {
-        match self {
-            Algo::Lia => include_bytes!(concat!(env!("OUT_DIR"), "/lia.bpf.o")),
-            Algo::Olia => include_bytes!(concat!(env!("OUT_DIR"), "/olia.bpf.o")),
-            Algo::Balia => include_bytes!(concat!(env!("OUT_DIR"), "/balia.bpf.o")),
-            Algo::Ewtcp => include_bytes!(concat!(env!("OUT_DIR"), "/ewtcp.bpf.o")),
-        }
-    }
 }
 
 impl std::fmt::Display for Algo {

@@ -17,6 +17,7 @@ mod algo;
 pub mod fairness;
 pub mod loader;
 pub mod model;
+mod skel;
 
 pub use algo::Algo;
 

@@ -1,13 +1,14 @@
-//! Loading and unloading the congestion controls: each algorithm's object is opened from the
-//! bytes embedded at build time, loaded (the verifier checks it), and its struct_ops map
+//! Loading and unloading the congestion controls: each algorithm's object is opened through
+//! its generated skeleton (crate `skel`, the bytes embedded at build time), loaded (the verifier checks it), and its struct_ops map
 //! attached as a BPF link, which registers the name with the kernel's TCP. The link is
 //! pinned at `ROOT/NAME` (default [`PIN_ROOT`]), so the congestion control outlives the
 //! process that loaded it; removing the pin drops the link and unregisters the name.
 //! Sockets that still use it keep working (the kernel holds the ops until they close).
-use crate::Algo;
+use crate::{skel, Algo};
 use anyhow::{bail, Context, Result};
-use libbpf_rs::MapCore;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use serde::Serialize;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -72,17 +73,7 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
             root.display()
         )
     })?;
-    let open = libbpf_rs::ObjectBuilder::default()
-        .open_memory(algo.object())
-        .with_context(|| format!("opening the {} object", algo.name()))?;
-    let mut obj = open
-        .load()
-        .with_context(|| format!("loading {} (verifier; are you root?)", algo.name()))?;
-    let mut map = obj
-        .maps_mut()
-        .find(|m| m.name() == algo.name())
-        .with_context(|| format!("no struct_ops map {} in its object", algo.name()))?;
-    let mut link = match map.attach_struct_ops() {
+    let mut link = match attach(algo)? {
         Ok(l) => l,
         Err(e) if is_registered(algo.name()) => {
             bail!(
@@ -99,6 +90,29 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
         bail!("{} was attached but is not in {AVAILABLE}", algo.name());
     }
     Ok(pin)
+}
+
+/// Open and load `algo`'s skeleton (the verifier checks it) and attach its struct_ops
+/// map (registering the name): the outer result is loading, the inner one attaching.
+fn attach(algo: Algo) -> Result<libbpf_rs::Result<libbpf_rs::Link>> {
+    macro_rules! attach {
+        ($builder:ty, $map:ident) => {{
+            let mut storage = MaybeUninit::uninit();
+            let open = <$builder>::default()
+                .open(&mut storage)
+                .with_context(|| format!("opening the {} object", algo.name()))?;
+            let mut skel = open
+                .load()
+                .with_context(|| format!("loading {} (verifier; are you root?)", algo.name()))?;
+            Ok(skel.maps.$map.attach_struct_ops())
+        }};
+    }
+    match algo {
+        Algo::Lia => attach!(skel::lia::LiaSkelBuilder, nena_lia),
+        Algo::Olia => attach!(skel::olia::OliaSkelBuilder, nena_olia),
+        Algo::Balia => attach!(skel::balia::BaliaSkelBuilder, nena_balia),
+        Algo::Ewtcp => attach!(skel::ewtcp::EwtcpSkelBuilder, nena_ewtcp),
+    }
 }
 
 /// Unload `algo`: remove its pin under `root` and wait (up to 5 s) until the kernel has

@@ -72,6 +72,12 @@ fn tamper_and_a_multipath_upload_on_emulated_links() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // libbpf's raw lines stay off a user's terminal (issue 22: "Parent Qdisc doesn't exists")
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("libbpf:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut args = vec!["send", &file_s, "--name", "altered", "--to", &to, "--json"];
     args.extend_from_slice(&PATHS);
     let sent = client(&lab, &args);
@@ -87,6 +93,11 @@ fn tamper_and_a_multipath_upload_on_emulated_links() {
         ])
         .output()
         .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&rec.stderr).contains("libbpf:"),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
     let rec: serde_json::Value = serde_json::from_slice(&rec.stdout).unwrap();
     assert_eq!(rec["fired"], true, "nothing altered on the TAP link: {rec}");
     assert!(!sent.status.success(), "the altered upload succeeded");

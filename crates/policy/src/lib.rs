@@ -21,6 +21,7 @@
 pub mod abi;
 pub mod events;
 pub mod forge;
+pub mod libbpf_log;
 pub mod loader;
 pub mod mpc;
 pub mod mpc_strip;

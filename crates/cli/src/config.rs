@@ -234,13 +234,23 @@ fn scalar(v: &toml::Value) -> Option<String> {
 /// clap's message spans lines (what is wrong, then usage and a hint); keep what is wrong,
 /// joined into one line.
 pub fn one_line(text: &str) -> String {
-    let what: Vec<&str> = text
+    let what: Vec<String> = text
         .lines()
         .map(str::trim)
         .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .filter(|l| !l.is_empty())
+        // clap's "did you mean" ("tip: a similar subcommand exists: 'send'") is kept, as
+        // "; a similar ..."; its other tips (quoting, `--`) are left to --help
+        .filter_map(|l| match l.strip_prefix("tip:") {
+            Some(t) if t.contains("similar") => Some(format!(";{t}")),
+            Some(_) => None,
+            None => Some(l.to_string()),
+        })
         .collect();
-    what.join(" ").trim_start_matches("error: ").to_string()
+    what.join(" ")
+        .replace(" ;", ";")
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 #[cfg(test)]

@@ -546,3 +546,15 @@ fn systemd_analyze_verifies_the_units() {
         assert!(report.contains("Overall exposure level"), "{report}");
     }
 }
+
+/// A mistyped subcommand or flag gets clap's "did you mean", still on one line.
+#[test]
+fn a_typo_is_told_the_command_it_resembles() {
+    let e = refused(&["sned", "f", "--to", "198.18.3.2:7000"]);
+    assert!(
+        e.contains("unrecognized subcommand 'sned'") && e.contains("'send'"),
+        "{e}"
+    );
+    let e = refused(&["send", "f", "--to", "198.18.3.2:7000", "--trustd", "x"]);
+    assert!(e.contains("'--trustd'") && e.contains("'--trusted'"), "{e}");
+}

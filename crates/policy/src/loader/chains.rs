@@ -5,13 +5,12 @@
 
 use super::commit::commit;
 use super::error::LoadError;
-use super::host::{ifindex, HostResolver};
+use super::host::ifindex;
 use super::keys::DevHook;
 use super::plan::{plan, plan_set_chain, plan_tenant};
+use super::tenants::HostResolver;
 use super::Policy;
-use crate::abi::{self, Chain, LinkStats, Pod};
 use crate::spec::{ChainSpec, Hook, PolicySpec};
-use libbpf_rs::{MapCore, MapFlags};
 
 impl Policy {
     /// Replace the whole policy: every chain of `spec` is checked first (devices exist and are
@@ -72,34 +71,4 @@ fn gen_now() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u32)
         .unwrap_or(0)
-}
-
-fn ncpu() -> Result<usize, LoadError> {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    if let Some(n) = N.get() {
-        return Ok(*n);
-    }
-    let n = libbpf_rs::num_possible_cpus().map_err(LoadError::map("counting the CPUs"))?;
-    Ok(*N.get_or_init(|| n))
-}
-
-/// Write chain `c` into `slot`, the counters of the links it uses reset first.
-pub(super) fn write_slot(
-    chains: &dyn MapCore,
-    stats: &dyn MapCore,
-    slot: u32,
-    c: &Chain,
-) -> Result<(), LoadError> {
-    let ncpu = ncpu()?;
-    let zero = vec![LinkStats::default().as_bytes().to_vec(); ncpu];
-    // the counters of the links this chain uses start from zero (the others are not read)
-    for i in 0..c.len.min(abi::MAX_LINKS as u32) {
-        let k = slot * abi::MAX_LINKS as u32 + i;
-        stats
-            .update_percpu(&k.to_ne_bytes(), &zero, MapFlags::ANY)
-            .map_err(LoadError::map("resetting a chain's counters"))?;
-    }
-    chains
-        .update(&slot.to_ne_bytes(), c.as_bytes(), MapFlags::ANY)
-        .map_err(LoadError::map("writing a chain"))
 }

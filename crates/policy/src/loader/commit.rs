@@ -6,12 +6,11 @@
 //! plan starts from.
 
 use super::attach::write_hook;
-use super::chains::write_slot;
 use super::error::LoadError;
 use super::keys::Who;
 use super::plan::{Current, Flows, Op, Plan};
 use super::Policy;
-use crate::abi::Pod;
+use crate::abi::{self, Chain, LinkStats, Pod};
 use libbpf_rs::{MapCore, MapFlags};
 
 /// Where a commit writes: one op at a time.
@@ -145,4 +144,34 @@ impl Policy {
             .map_err(LoadError::map("reading the maps"))?
             .and_then(|v| u32::from_bytes(&v)))
     }
+}
+
+fn ncpu() -> Result<usize, LoadError> {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(n) = N.get() {
+        return Ok(*n);
+    }
+    let n = libbpf_rs::num_possible_cpus().map_err(LoadError::map("counting the CPUs"))?;
+    Ok(*N.get_or_init(|| n))
+}
+
+/// Write chain `c` into `slot`, the counters of the links it uses reset first.
+pub(super) fn write_slot(
+    chains: &dyn MapCore,
+    stats: &dyn MapCore,
+    slot: u32,
+    c: &Chain,
+) -> Result<(), LoadError> {
+    let ncpu = ncpu()?;
+    let zero = vec![LinkStats::default().as_bytes().to_vec(); ncpu];
+    // the counters of the links this chain uses start from zero (the others are not read)
+    for i in 0..c.len.min(abi::MAX_LINKS as u32) {
+        let k = slot * abi::MAX_LINKS as u32 + i;
+        stats
+            .update_percpu(&k.to_ne_bytes(), &zero, MapFlags::ANY)
+            .map_err(LoadError::map("resetting a chain's counters"))?;
+    }
+    chains
+        .update(&slot.to_ne_bytes(), c.as_bytes(), MapFlags::ANY)
+        .map_err(LoadError::map("writing a chain"))
 }

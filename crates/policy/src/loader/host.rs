@@ -122,19 +122,3 @@ pub fn remove_pins(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
-
-/// The host's names, for a plan: interfaces of the calling thread's namespace, cgroups of
-/// the cgroup v2 hierarchy.
-pub struct HostResolver;
-
-impl super::plan::Resolve for HostResolver {
-    fn ifindex(&self, dev: &str) -> std::result::Result<u32, String> {
-        ifindex(dev).map_err(|e| e.to_string())
-    }
-    fn ifname(&self, idx: u32) -> String {
-        ifname(idx)
-    }
-    fn cgroup_id(&self, path: &str) -> std::result::Result<u64, String> {
-        super::tenants::cgroup_id(path).map_err(|e| e.to_string())
-    }
-}

@@ -31,11 +31,10 @@ pub use attach::detach_hooks;
 pub use commit::{commit, Target};
 pub use error::{LoadError, SpecFault};
 pub use host::{
-    default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, HostResolver,
-    DEFAULT_PIN_DIR,
+    default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, DEFAULT_PIN_DIR,
 };
 pub use keys::{DevHook, TenantHook, Who};
 pub use plan::{plan, plan_set_chain, plan_tenant, Current, Op, Plan, Resolve};
 pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status, TenantStatus};
-pub use tenants::{cgroup2_root, cgroup_id};
+pub use tenants::{cgroup2_root, cgroup_id, HostResolver};
 pub use testbed::{RunOut, TestBed};

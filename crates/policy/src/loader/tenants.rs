@@ -2,7 +2,9 @@
 //! `tenant_cfg`), the tenants' chains (`tenant_hooks`, keyed by interface, hook and tenant),
 //! and the per-flow tenant cache the programs keep (`tenant_flows4/6`), cleared when the
 //! tenants change. A tenant's cgroup is given as a path in the cgroup v2 hierarchy and
-//! resolved here to its id (the inode number of its directory in the cgroup2 mount).
+//! resolved to its id (the inode number of its directory in the cgroup2 mount) by
+//! [`HostResolver`], the host's names for a [`super::plan`]. The writes are planned in
+//! `plan.rs` and performed by `commit.rs`.
 
 use super::commit::commit;
 use super::error::LoadError;
@@ -108,5 +110,21 @@ impl Policy {
             .into_iter()
             .filter_map(|(f, v)| u32::from_bytes(&v).map(|t| (f, t)))
             .collect())
+    }
+}
+
+/// The host's names, for a plan: interfaces of the calling thread's namespace, cgroups of
+/// the cgroup v2 hierarchy.
+pub struct HostResolver;
+
+impl super::plan::Resolve for HostResolver {
+    fn ifindex(&self, dev: &str) -> std::result::Result<u32, String> {
+        super::host::ifindex(dev).map_err(|e| e.to_string())
+    }
+    fn ifname(&self, idx: u32) -> String {
+        super::host::ifname(idx)
+    }
+    fn cgroup_id(&self, path: &str) -> std::result::Result<u64, String> {
+        cgroup_id(path).map_err(|e| e.to_string())
     }
 }

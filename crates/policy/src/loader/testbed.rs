@@ -2,7 +2,7 @@
 //! and not pinned, for the program tests and the benchmark.
 
 use super::attach::write_hook;
-use super::chains::write_slot;
+use super::commit::write_slot;
 use super::keys::{DevHook, TenantHook};
 use super::object::{load_object_bytes, load_skel, map};
 use super::state::{read_stats, watch, FlowMaps};

@@ -176,7 +176,7 @@ pub fn hex(b: &[u8]) -> String {
 /// The bytes of a hex string (either case, no separators, even length); `None` otherwise.
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let val = |c: u8| match c {

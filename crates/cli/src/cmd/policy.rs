@@ -3,6 +3,7 @@
 use crate::exit::{CmdResult, Exit};
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use nena_policy::loader::LoadError;
 use nena_policy::{spec, Policy};
 use std::io::Write;
 use std::path::PathBuf;
@@ -133,14 +134,11 @@ pub fn run(c: PolicyCmd) -> CmdResult {
                 None => p.apply(&s),
                 Some(t) => p.apply_tenant(&s, t),
             };
-            r.map_err(|e| {
+            r.map_err(|e| match e {
                 // a device that is missing or not attached, or a cgroup that does not
                 // exist, is the file's fault
-                if e.to_string().starts_with("line ") {
-                    Exit::usage(anyhow::anyhow!("{}: {e:#}", file.display()))
-                } else {
-                    e.into()
-                }
+                LoadError::Spec { .. } => Exit::usage(anyhow::anyhow!("{}: {e}", file.display())),
+                e => anyhow::Error::from(e).into(),
             })?;
             match &tenant {
                 None => println!(

@@ -2,10 +2,13 @@
 //! clsact qdisc when nena created it), and the `hooks` hash with its `hook_slots` array
 //! mirror that tell the dispatchers which chain slot each hook runs.
 
+use super::error::LoadError;
 use super::host::{ensure_bpffs, ifindex, remove_pins};
+use super::keys::DevHook;
 use super::object::load_skel;
 use super::Policy;
-use crate::abi::{self, HookKey, Pod, NO_CHAIN};
+use crate::abi::{HookKey, Pod, NO_CHAIN};
+use crate::spec::Hook;
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, TcHookBuilder, Xdp, XdpFlags};
 use std::os::fd::AsFd;
@@ -65,11 +68,9 @@ impl Policy {
                 .update(k.as_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
                 .context("recording the clsact qdisc nena created")?;
         }
-        for h in [abi::HOOK_XDP, abi::HOOK_TC] {
-            let k = HookKey {
-                ifindex: idx,
-                hook: h,
-            };
+        for h in [Hook::Ingress, Hook::Egress] {
+            let key = DevHook::new(idx, h);
+            let k = key.to_abi();
             // keep the chain if this device was attached already
             let _ = p
                 .hooks
@@ -79,7 +80,7 @@ impl Policy {
                 .lookup(k.as_bytes(), MapFlags::ANY)?
                 .and_then(|v| u32::from_bytes(&v))
                 .unwrap_or(NO_CHAIN);
-            write_hook_slot(&p.hook_slots, idx, h, Some(slot))?;
+            write_hook_slot(&p.hook_slots, key, Some(slot))?;
         }
         Ok(p)
     }
@@ -98,15 +99,10 @@ impl Policy {
             crate::tc::remove_clsact_if_empty(idx)?;
         }
         self.drop_tenant_hooks(idx)?;
-        for h in [abi::HOOK_XDP, abi::HOOK_TC] {
-            let _ = write_hook_slot(&self.hook_slots, idx, h, None);
-            let _ = self.hooks.delete(
-                HookKey {
-                    ifindex: idx,
-                    hook: h,
-                }
-                .as_bytes(),
-            );
+        for h in [Hook::Ingress, Hook::Egress] {
+            let key = DevHook::new(idx, h);
+            let _ = write_hook_slot(&self.hook_slots, key, None);
+            let _ = self.hooks.delete(key.to_abi().as_bytes());
         }
         if self.hook_entries()?.is_empty() {
             let dir = self.dir.clone();
@@ -123,15 +119,15 @@ impl Policy {
 pub(super) fn write_hook(
     hooks: &dyn MapCore,
     fast: Option<&dyn MapCore>,
-    idx: u32,
-    hook: u32,
+    key: DevHook,
     slot: u32,
     flags: MapFlags,
-) -> Result<()> {
-    let hk = HookKey { ifindex: idx, hook };
-    hooks.update(hk.as_bytes(), &slot.to_ne_bytes(), flags)?;
+) -> Result<(), LoadError> {
+    hooks
+        .update(key.to_abi().as_bytes(), &slot.to_ne_bytes(), flags)
+        .map_err(LoadError::map("switching a hook's chain"))?;
     match fast {
-        Some(f) => write_hook_slot(f, idx, hook, Some(slot)),
+        Some(f) => write_hook_slot(f, key, Some(slot)),
         None => Ok(()),
     }
 }
@@ -139,21 +135,17 @@ pub(super) fn write_hook(
 /// Mirror a hook's entry of the `hooks` hash into the `hook_slots` array, which the
 /// dispatcher reads for interfaces below FAST_IFINDEX: None = not attached (0), else the
 /// chain slot + 1 (NO_CHAIN as itself).
-fn write_hook_slot(fast: &dyn MapCore, idx: u32, hook: u32, slot: Option<u32>) -> Result<()> {
-    if idx >= abi::FAST_IFINDEX {
+fn write_hook_slot(fast: &dyn MapCore, key: DevHook, slot: Option<u32>) -> Result<(), LoadError> {
+    let Some(i) = key.fast_index() else {
         return Ok(());
-    }
+    };
     let v = match slot {
         None => 0,
         Some(NO_CHAIN) => NO_CHAIN,
         Some(s) => s + 1,
     };
-    fast.update(
-        &(idx * 2 + hook).to_ne_bytes(),
-        &v.to_ne_bytes(),
-        MapFlags::ANY,
-    )
-    .context("updating hook_slots")
+    fast.update(&i.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
+        .map_err(LoadError::map("updating hook_slots"))
 }
 
 /// Detach nena's XDP program and TC filter from an interface (other programs are left).

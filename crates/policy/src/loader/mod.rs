@@ -6,23 +6,35 @@
 //! - [`host`]: BPF filesystem, pin directories, network namespaces, interface indices.
 //! - [`object`]: the BPF object: open, reuse pinned maps, load, pin, fill the jump tables.
 //! - [`attach`]: XDP and TC clsact attach/detach, the `hooks` hash and its array mirror.
-//! - [`chains`]: writing chains into slots, switching a hook's slot, rollback.
+//! - [`chains`]: `apply`, `apply_tenant`, `set_chain`: each a plan, then a commit.
+//! - [`plan`]: what a load writes, computed without BPF from the file and the maps' state.
+//! - [`commit`]: a plan's writes in a safe order, undone if one fails.
+//! - [`keys`]: typed keys of the maps ([`DevHook`], [`TenantHook`], [`Who`]).
+//! - [`error`]: [`LoadError`], why a load failed (the file's fault carries its line).
 //! - [`state`]: [`Policy`], the pinned maps, and what is read back (status, metrics, events).
 //! - [`tenants`]: tenants (cgroup or uid) in the maps, their chains, the per-flow cache.
 //! - [`testbed`]: [`TestBed`], the object run with BPF_PROG_TEST_RUN.
 
 pub mod attach;
 pub mod chains;
+pub mod commit;
+pub mod error;
 pub mod host;
+pub mod keys;
 pub mod object;
+pub mod plan;
 pub mod state;
 pub mod tenants;
 pub mod testbed;
 
 pub use attach::detach_hooks;
+pub use commit::{commit, Target};
+pub use error::{LoadError, SpecFault};
 pub use host::{
     default_pin_dir, ensure_bpffs, enter_netns, ifindex, ifname, remove_pins, DEFAULT_PIN_DIR,
 };
+pub use keys::{DevHook, TenantHook, Who};
+pub use plan::{plan, plan_set_chain, plan_tenant, Current, Op, Plan, Resolve};
 pub use state::{HookStatus, KeptStatus, LinkStatus, Policy, Status, TenantStatus};
-pub use tenants::{cgroup2_root, cgroup_id};
+pub use tenants::{cgroup2_root, cgroup_id, HostResolver};
 pub use testbed::{RunOut, TestBed};

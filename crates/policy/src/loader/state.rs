@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::error::LoadError;
 use super::host::ifname;
+use super::keys::DevHook;
 
 /// One selector's or actor's counters in a chain.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -204,20 +206,20 @@ impl Policy {
         &self.dir
     }
 
-    pub(super) fn hook_entries(&self) -> Result<BTreeMap<(u32, u32), u32>> {
+    /// The attached hooks and their chain slots (NO_CHAIN: none).
+    pub(super) fn hook_entries(&self) -> Result<BTreeMap<DevHook, u32>, LoadError> {
         let mut out = BTreeMap::new();
         for k in self.hooks.keys() {
-            let Some(hk) = HookKey::from_bytes(&k) else {
+            // a marker such as CLSACT_OWNED is not a hook
+            let Some(key) = HookKey::from_bytes(&k).and_then(DevHook::from_abi) else {
                 continue;
             };
-            if hk.hook != abi::HOOK_XDP && hk.hook != abi::HOOK_TC {
-                continue; // a marker such as CLSACT_OWNED, not a hook
-            }
-            if let Some(v) = self.hooks.lookup(&k, MapFlags::ANY)? {
-                out.insert(
-                    (hk.ifindex, hk.hook),
-                    u32::from_bytes(&v).unwrap_or(NO_CHAIN),
-                );
+            if let Some(v) = self
+                .hooks
+                .lookup(&k, MapFlags::ANY)
+                .map_err(LoadError::map("reading the hooks"))?
+            {
+                out.insert(key, u32::from_bytes(&v).unwrap_or(NO_CHAIN));
             }
         }
         Ok(out)
@@ -225,7 +227,7 @@ impl Policy {
 
     /// Devices attached (by index).
     pub fn attached(&self) -> Result<Vec<u32>> {
-        let mut v: Vec<u32> = self.hook_entries()?.keys().map(|(i, _)| *i).collect();
+        let mut v: Vec<u32> = self.hook_entries()?.keys().map(|k| k.ifindex).collect();
         v.dedup();
         Ok(v)
     }
@@ -233,17 +235,18 @@ impl Policy {
     /// Chains, counters and what each link matched, per attached hook.
     pub fn status(&self) -> Result<Status> {
         let mut hooks = vec![];
-        for ((idx, h), slot) in self.hook_entries()? {
-            hooks.push(self.hook_status(idx, h, None, slot)?);
+        for (k, slot) in self.hook_entries()? {
+            hooks.push(self.hook_status(k, None, slot)?);
         }
         let names: BTreeMap<u32, String> = self
             .loaded_tenants()?
             .into_iter()
             .map(|(id, t)| (id, t.name()))
             .collect();
-        for ((idx, h, t), slot) in self.tenant_hook_entries()? {
+        for (k, slot) in self.tenant_hook_entries()? {
+            let t = k.tenant;
             let name = names.get(&t).cloned().unwrap_or_else(|| format!("#{t}"));
-            hooks.push(self.hook_status(idx, h, Some(name), slot)?);
+            hooks.push(self.hook_status(k.at, Some(name), slot)?);
         }
         let mut g = [0u64; 4];
         for (i, slot) in g.iter_mut().enumerate() {
@@ -286,15 +289,9 @@ impl Policy {
     }
 
     /// One hook's chain (of the default or of a tenant) and its counters.
-    fn hook_status(
-        &self,
-        idx: u32,
-        h: u32,
-        tenant: Option<String>,
-        slot: u32,
-    ) -> Result<HookStatus> {
+    fn hook_status(&self, at: DevHook, tenant: Option<String>, slot: u32) -> Result<HookStatus> {
+        let (idx, hook) = (at.ifindex, at.hook);
         let dev = ifname(idx);
-        let hook = Hook::from_abi(h);
         let mut hs = HookStatus {
             dev: dev.clone(),
             ifindex: idx,

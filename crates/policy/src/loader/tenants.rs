@@ -2,14 +2,19 @@
 //! `tenant_cfg`), the tenants' chains (`tenant_hooks`, keyed by interface, hook and tenant),
 //! and the per-flow tenant cache the programs keep (`tenant_flows4/6`), cleared when the
 //! tenants change. A tenant's cgroup is given as a path in the cgroup v2 hierarchy and
-//! resolved here to its id (the inode number of its directory in the cgroup2 mount).
+//! resolved to its id (the inode number of its directory in the cgroup2 mount) by
+//! [`HostResolver`], the host's names for a [`super::plan`]. The writes are planned in
+//! `plan.rs` and performed by `commit.rs`.
 
+use super::commit::commit;
+use super::error::LoadError;
+use super::keys::TenantHook;
+use super::plan::plan_drop_device;
 use super::state::{Policy, TenantStatus};
 use crate::abi::{self, HookKey, Pod, TenantInfo};
-use crate::spec::{TenantMatch, TenantSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
@@ -41,40 +46,16 @@ pub fn cgroup_id(path: &str) -> Result<u64> {
     Ok(m.ino())
 }
 
-fn c_copy(dst: &mut [u8], s: &str) {
-    let n = s.len().min(dst.len() - 1);
-    dst[..n].copy_from_slice(&s.as_bytes()[..n]);
-}
-
 impl Policy {
-    /// A tenant's map form (its cgroup resolved: it must exist).
-    pub(super) fn tenant_info(&self, t: &TenantSpec) -> Result<TenantInfo> {
-        let at = if t.line > 0 {
-            format!("line {}: ", t.line)
-        } else {
-            String::new()
-        };
-        let mut i = TenantInfo::default();
-        c_copy(&mut i.name, &t.name);
-        match &t.who {
-            TenantMatch::Cgroup(p) => {
-                i.kind = abi::TENANT_CGROUP;
-                i.cgroup = cgroup_id(p).map_err(|e| anyhow!("{at}tenant `{}`: {e}", t.name))?;
-                c_copy(&mut i.what, p);
-            }
-            TenantMatch::Uid(u) => {
-                i.kind = abi::TENANT_UID;
-                i.uid = *u;
-            }
-        }
-        Ok(i)
-    }
-
     /// The tenants loaded: (id, what the map holds), ids 1.., in order.
-    pub fn loaded_tenants(&self) -> Result<Vec<(u32, TenantInfo)>> {
+    pub fn loaded_tenants(&self) -> Result<Vec<(u32, TenantInfo)>, LoadError> {
         let mut v = vec![];
         for id in 1..abi::MAX_TENANTS {
-            if let Some(b) = self.tenants.lookup(&id.to_ne_bytes(), MapFlags::ANY)? {
+            let b = self
+                .tenants
+                .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+                .map_err(LoadError::map("reading the tenants"))?;
+            if let Some(b) = b {
                 if let Some(t) = TenantInfo::from_bytes(&b) {
                     if t.kind != abi::TENANT_FREE {
                         v.push((id, t));
@@ -85,185 +66,23 @@ impl Policy {
         Ok(v)
     }
 
-    /// Ids for the tenants of a file: a tenant loaded already keeps its id (so the flows the
-    /// programs know stay right), a new one takes the lowest id left. Every cgroup is
-    /// resolved here, before anything is written.
-    pub(super) fn plan_tenants(
-        &self,
-        tenants: &[TenantSpec],
-    ) -> Result<HashMap<String, (u32, TenantInfo)>> {
-        let loaded = self.loaded_tenants()?;
-        let mut out: HashMap<String, (u32, TenantInfo)> = HashMap::new();
-        let mut taken: Vec<u32> = vec![];
-        for t in tenants {
-            if let Some((id, _)) = loaded.iter().find(|(_, l)| l.name() == t.name) {
-                taken.push(*id);
-            }
-        }
-        for t in tenants {
-            let info = self.tenant_info(t)?;
-            let id = match loaded.iter().find(|(_, l)| l.name() == t.name) {
-                Some((id, _)) => *id,
-                None => {
-                    let id = (1..abi::MAX_TENANTS)
-                        .find(|i| !taken.contains(i))
-                        .ok_or_else(|| anyhow!("no tenant id left"))?;
-                    taken.push(id);
-                    id
-                }
-            };
-            out.insert(t.name.clone(), (id, info));
-        }
-        Ok(out)
-    }
-
-    /// Make the maps hold exactly the tenants `plan` gives (ids and definitions). If any
-    /// tenant's definition changed, the per-flow tenant cache is cleared (the programs fill
-    /// it again at the next packet each flow sends).
-    pub(super) fn write_tenants(&self, plan: &HashMap<String, (u32, TenantInfo)>) -> Result<()> {
-        let old: BTreeMap<u32, TenantInfo> = self.loaded_tenants()?.into_iter().collect();
-        let new: BTreeMap<u32, TenantInfo> = plan.values().map(|(i, t)| (*i, *t)).collect();
-        let mut changed = false;
-        for id in 1..abi::MAX_TENANTS {
-            let o = old.get(&id);
-            let n = new.get(&id);
-            if o != n {
-                changed = true;
-                let v = n.copied().unwrap_or_default();
-                self.tenants
-                    .update(&id.to_ne_bytes(), v.as_bytes(), MapFlags::ANY)
-                    .context("writing the tenants")?;
-            }
-        }
-        self.sync_who(&new)?;
-        self.tenant_cfg
-            .update(
-                &0u32.to_ne_bytes(),
-                &(new.len() as u32).to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .context("writing tenant_cfg")?;
-        if changed {
-            self.tenant_flows.clear();
-        }
-        Ok(())
-    }
-
-    /// Update one tenant's definition (its id stays). If it changed, the flows cached as
-    /// this tenant's or as no tenant's are forgotten (the others' stay).
-    pub(super) fn update_tenant(&self, id: u32, info: &TenantInfo) -> Result<()> {
-        let mut all: BTreeMap<u32, TenantInfo> = self.loaded_tenants()?.into_iter().collect();
-        if all.get(&id) == Some(info) {
-            return Ok(());
-        }
-        if all.iter().any(|(i, t)| {
-            *i != id && t.kind == info.kind && t.cgroup == info.cgroup && t.uid == info.uid
-        }) {
-            bail!(
-                "tenant `{}`: another tenant has that cgroup or uid",
-                info.name()
-            );
-        }
-        all.insert(id, *info);
-        self.tenants
-            .update(&id.to_ne_bytes(), info.as_bytes(), MapFlags::ANY)
-            .context("writing the tenants")?;
-        self.sync_who(&all)?;
-        self.tenant_flows
-            .retain(|v| !matches!(u32::from_bytes(v), Some(t) if t == id || t == 0));
-        Ok(())
-    }
-
-    /// `tenant_cgroups` and `tenant_uids` as `all` says: new entries first, stale ones after.
-    fn sync_who(&self, all: &BTreeMap<u32, TenantInfo>) -> Result<()> {
-        let mut cg: BTreeMap<Vec<u8>, u32> = BTreeMap::new();
-        let mut uid: BTreeMap<Vec<u8>, u32> = BTreeMap::new();
-        for (id, t) in all {
-            match t.kind {
-                abi::TENANT_CGROUP => {
-                    cg.insert(t.cgroup.to_ne_bytes().to_vec(), *id);
-                }
-                abi::TENANT_UID => {
-                    uid.insert(t.uid.to_ne_bytes().to_vec(), *id);
-                }
-                _ => {}
-            }
-        }
-        for (m, want) in [(&self.tenant_cgroups, &cg), (&self.tenant_uids, &uid)] {
-            for (k, id) in want {
-                m.update(k, &id.to_ne_bytes(), MapFlags::ANY)
-                    .context("writing a tenant's cgroup or uid")?;
-            }
-            let stale: Vec<Vec<u8>> = m.keys().filter(|k| !want.contains_key(k)).collect();
-            for k in stale {
-                let _ = m.delete(&k);
-            }
-        }
-        Ok(())
-    }
-
-    /// The tenants' chains: (ifindex, hook, tenant id) -> slot.
-    pub fn tenant_hook_entries(&self) -> Result<BTreeMap<(u32, u32, u32), u32>> {
+    /// The tenants' chains: (device, hook, tenant id) -> slot.
+    pub fn tenant_hook_entries(&self) -> Result<BTreeMap<TenantHook, u32>, LoadError> {
         let mut out = BTreeMap::new();
         for k in self.tenant_hooks.keys() {
-            let Some(hk) = HookKey::from_bytes(&k) else {
+            let Some(key) = HookKey::from_bytes(&k).and_then(TenantHook::from_abi) else {
                 continue;
             };
-            if let Some(v) = self.tenant_hooks.lookup(&k, MapFlags::ANY)? {
-                if let Some(slot) = u32::from_bytes(&v) {
-                    out.insert(
-                        (
-                            hk.ifindex,
-                            hk.hook & ((1 << abi::TENANT_SHIFT) - 1),
-                            hk.hook >> abi::TENANT_SHIFT,
-                        ),
-                        slot,
-                    );
-                }
+            if let Some(slot) = self.read_u32(&self.tenant_hooks, &k)? {
+                out.insert(key, slot);
             }
         }
         Ok(out)
-    }
-
-    /// Point the tenants' hooks at `new` (each an atomic map update) and remove the entries
-    /// of the tenants `scope` selects that `new` does not have (those hooks fall back to the
-    /// default chain). Entries of tenants outside `scope` are not touched.
-    pub(super) fn swap_tenant_hooks(
-        &self,
-        new: &BTreeMap<(u32, u32, u32), u32>,
-        scope: impl Fn(u32) -> bool,
-    ) -> Result<()> {
-        let key = |(idx, hook, t): (u32, u32, u32)| {
-            HookKey {
-                ifindex: idx,
-                hook: hook | (t << abi::TENANT_SHIFT),
-            }
-            .as_bytes()
-            .to_vec()
-        };
-        for (k, slot) in new {
-            self.tenant_hooks
-                .update(&key(*k), &slot.to_ne_bytes(), MapFlags::ANY)
-                .context("switching a tenant's chain")?;
-        }
-        for k in self.tenant_hook_entries()?.keys() {
-            if scope(k.2) && !new.contains_key(k) {
-                self.tenant_hooks
-                    .delete(&key(*k))
-                    .context("removing a tenant's chain")?;
-            }
-        }
-        Ok(())
     }
 
     /// Forget the tenants' chains of device `idx` (detach).
-    pub(super) fn drop_tenant_hooks(&self, idx: u32) -> Result<()> {
-        let keep: BTreeMap<(u32, u32, u32), u32> = self
-            .tenant_hook_entries()?
-            .into_iter()
-            .filter(|(k, _)| k.0 != idx)
-            .collect();
-        self.swap_tenant_hooks(&keep, |_| true)
+    pub(super) fn drop_tenant_hooks(&self, idx: u32) -> Result<(), LoadError> {
+        commit(&plan_drop_device(idx, &self.current()?), self)
     }
 
     /// The tenants, for `show`.
@@ -291,5 +110,21 @@ impl Policy {
             .into_iter()
             .filter_map(|(f, v)| u32::from_bytes(&v).map(|t| (f, t)))
             .collect())
+    }
+}
+
+/// The host's names, for a plan: interfaces of the calling thread's namespace, cgroups of
+/// the cgroup v2 hierarchy.
+pub struct HostResolver;
+
+impl super::plan::Resolve for HostResolver {
+    fn ifindex(&self, dev: &str) -> std::result::Result<u32, String> {
+        super::host::ifindex(dev).map_err(|e| e.to_string())
+    }
+    fn ifname(&self, idx: u32) -> String {
+        super::host::ifname(idx)
+    }
+    fn cgroup_id(&self, path: &str) -> std::result::Result<u64, String> {
+        cgroup_id(path).map_err(|e| e.to_string())
     }
 }

@@ -2,10 +2,11 @@
 //! and not pinned, for the program tests and the benchmark.
 
 use super::attach::write_hook;
-use super::chains::write_slot;
+use super::commit::write_slot;
+use super::keys::{DevHook, TenantHook};
 use super::object::{load_object_bytes, load_skel, map};
 use super::state::{read_stats, watch, FlowMaps};
-use crate::abi::{self, Chain, HookKey, LinkStats, Pod, NO_CHAIN};
+use crate::abi::{self, Chain, LinkStats, Pod, NO_CHAIN};
 use crate::events::Event;
 use crate::skel::nena::NenaSkel;
 use crate::spec::{ChainSpec, Hook};
@@ -130,11 +131,11 @@ impl TestBed {
         write_hook(
             &self.maps.hooks,
             self.maps.hook_slots.as_ref().map(|m| m as &dyn MapCore),
-            1,
-            hook.abi(),
+            DevHook::new(1, hook),
             slot,
             MapFlags::ANY,
-        )
+        )?;
+        Ok(())
     }
 
     /// Put `chain` on the loopback device's `hook` (a new slot each time; swapped in).
@@ -168,10 +169,7 @@ impl TestBed {
         )?;
         t.cfg
             .update(&0u32.to_ne_bytes(), &tenant.to_ne_bytes(), MapFlags::ANY)?;
-        let k = HookKey {
-            ifindex: 1,
-            hook: hook.abi() | (tenant << abi::TENANT_SHIFT),
-        };
+        let k = TenantHook::new(DevHook::new(1, hook), tenant).to_abi();
         t.hooks
             .update(k.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)?;
         Ok(())
@@ -275,10 +273,7 @@ impl TestBed {
 
     /// Counters of the links of the chain on `hook` (runs, hits per link).
     pub fn stats(&self, hook: Hook) -> Result<Vec<LinkStats>> {
-        let hk = HookKey {
-            ifindex: 1,
-            hook: hook.abi(),
-        };
+        let hk = DevHook::new(1, hook).to_abi();
         let Some(v) = self.maps.hooks.lookup(hk.as_bytes(), MapFlags::ANY)? else {
             return Ok(vec![]);
         };

@@ -5,8 +5,10 @@ use crate::abi::{self, Chain, FlowKey, Link, Pod, Prog};
 use std::fmt;
 use std::net::IpAddr;
 
-/// Which hook a chain runs at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// Which hook a chain runs at; ordered as the ABI numbers them (ingress, XDP, first).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Hook {
     /// XDP, packets arriving on the interface.

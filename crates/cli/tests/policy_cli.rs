@@ -178,7 +178,12 @@ fn tenant_errors_on_the_command_line() {
     let o = ns.policy(&["load", g.to_str().unwrap()]);
     one_line(
         &o,
-        "line 1: tenant `t`: no cgroup /nena-no-such-cgroup-here",
+        "line 1: tenant `t`: no cgroup /nena-no-such-cgroup-here (make it: mkdir -p /",
+    );
+    assert!(
+        text(&o).1.contains("nena-no-such-cgroup-here;"),
+        "{:?}",
+        text(&o)
     );
     let o = ns.policy(&["show", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -38,8 +38,14 @@ pub fn cgroup2_root() -> Result<PathBuf> {
 pub fn cgroup_id(path: &str) -> Result<u64> {
     use std::os::unix::fs::MetadataExt;
     let dir = cgroup2_root()?.join(path.trim_start_matches('/'));
-    let m = std::fs::metadata(&dir)
-        .map_err(|e| anyhow!("no cgroup {path} ({}: {e})", dir.display()))?;
+    let m = std::fs::metadata(&dir).map_err(|e| match e.kind() {
+        // the usual case, a cgroup not made yet: say how to make it
+        std::io::ErrorKind::NotFound => anyhow!(
+            "no cgroup {path} (make it: mkdir -p {}; a process joins it by writing its pid to cgroup.procs there)",
+            dir.display()
+        ),
+        _ => anyhow!("no cgroup {path} ({}: {e})", dir.display()),
+    })?;
     if !m.is_dir() {
         bail!("no cgroup {path} ({} is not a directory)", dir.display());
     }

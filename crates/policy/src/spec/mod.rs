@@ -394,5 +394,13 @@ links = [ { act = "rate_limit", window = 5000 } ]
         assert_eq!(p.tenants.len(), 3);
         assert_eq!(p.chains.len(), 5);
         assert_eq!(p.chains.iter().filter(|c| c.tenant.is_none()).count(), 1);
+        // the default chain on untrusted egress reports joins: an MPTCP connection whose
+        // first subflow is trusted never sends a handshake (get_connect) out of that interface
+        let default = p.chains.iter().find(|c| c.tenant.is_none()).unwrap();
+        assert_eq!(
+            (default.dev.as_str(), default.hook),
+            ("untrusted", Hook::Egress)
+        );
+        assert_eq!(default.links, [LinkSpec::Act(Actor::GetSubflow)]);
     }
 }

@@ -195,7 +195,7 @@ pub fn cwnd_samples(samples: &[Sample], port: u16) -> Vec<CwndSample> {
             let mut socks: Vec<_> = s
                 .sockets
                 .iter()
-                .filter(|x| x.dst.port() == port && x.state == TCP_ESTABLISHED)
+                .filter(|x| x.is_established_to(port))
                 .collect();
             socks.sort_by_key(|x| (x.src, x.dst));
             CwndSample {
@@ -208,9 +208,6 @@ pub fn cwnd_samples(samples: &[Sample], port: u16) -> Vec<CwndSample> {
         })
         .collect()
 }
-
-/// TCP_ESTABLISHED.
-const TCP_ESTABLISHED: u8 = 1;
 
 /// The growth of the connection's total cwnd in congestion avoidance, in packets per RTT:
 /// over consecutive samples (same number of subflows) in which no subflow's cwnd fell and

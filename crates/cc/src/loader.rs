@@ -1,9 +1,10 @@
 //! Loading and unloading the congestion controls: each algorithm's object is opened through
-//! its generated skeleton (crate `skel`, the bytes embedded at build time), loaded (the verifier checks it), and its struct_ops map
-//! attached as a BPF link, which registers the name with the kernel's TCP. The link is
-//! pinned at `ROOT/NAME` (default [`PIN_ROOT`]), so the congestion control outlives the
-//! process that loaded it; removing the pin drops the link and unregisters the name.
-//! Sockets that still use it keep working (the kernel holds the ops until they close).
+//! its generated skeleton (module `skel`, the bytes embedded at build time), loaded (the
+//! verifier checks it), and its struct_ops map attached as a BPF link, which registers the
+//! name with the kernel's TCP. The link is pinned at `ROOT/NAME` (default [`PIN_ROOT`]), so
+//! the congestion control outlives the process that loaded it; removing the pin drops the
+//! link and unregisters the name. Sockets that still use it keep working (the kernel holds
+//! the ops until they close).
 use crate::{skel, Algo};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -57,6 +58,16 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
                 &algo.name()[5..]
             );
         }
+        if let Some(other) = pinned_elsewhere(algo.name(), root) {
+            bail!(
+                "{} is already registered by a link pinned at {} (another root than {}); \
+                 `rm {}` unloads it",
+                algo.name(),
+                other.display(),
+                root.display(),
+                other.display()
+            );
+        }
         bail!(
             "a congestion control named {} is already registered, not by nena (no pin at {})",
             algo.name(),
@@ -90,6 +101,19 @@ pub fn load(algo: Algo, root: &Path) -> Result<PathBuf> {
         bail!("{} was attached but is not in {AVAILABLE}", algo.name());
     }
     Ok(pin)
+}
+
+/// A pin of `name` in another nena root than `root` (a directory `/sys/fs/bpf/nena-cc*`,
+/// such as a test's per-process root), which would explain a registered name without a pin
+/// at `root`.
+fn pinned_elsewhere(name: &str, root: &Path) -> Option<PathBuf> {
+    let bpffs = Path::new(PIN_ROOT).parent()?;
+    std::fs::read_dir(bpffs)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("nena-cc"))
+        .map(|e| e.path().join(name))
+        .find(|p| p.parent() != Some(root) && p.exists())
 }
 
 /// Open and load `algo`'s skeleton (the verifier checks it) and attach its struct_ops

@@ -13,8 +13,35 @@ use std::time::Duration;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// This process's pin root. The first call removes the roots left by dead test processes
+/// ([`reclaim_dead_roots`]).
 fn pin_root() -> PathBuf {
+    static RECLAIM: std::sync::Once = std::sync::Once::new();
+    RECLAIM.call_once(reclaim_dead_roots);
     PathBuf::from(format!("/sys/fs/bpf/nena-cc-test{}", std::process::id()))
+}
+
+/// Remove the pin roots (`/sys/fs/bpf/nena-cc-test<pid>`) of test processes that died
+/// without unloading (SIGKILL skips Drop): their pins would keep the names registered, and
+/// every later load of those names (here, `nena cc load`) would be refused.
+fn reclaim_dead_roots() {
+    let roots = std::fs::read_dir("/sys/fs/bpf")
+        .into_iter()
+        .flatten()
+        .flatten();
+    for dir in roots {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("nena-cc-test")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+            eprintln!("removing {name}, the pin root of test process {pid}, which is gone");
+            std::fs::remove_dir_all(dir.path()).expect("removing a dead test's pin root");
+        }
+    }
 }
 
 fn lab(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
@@ -31,7 +58,7 @@ fn subflow_ccs(lab: &nena_lab::Lab, port: u16) -> Vec<String> {
         .expect("entering the client host")
         .expect("sock_diag dump")
         .into_iter()
-        .filter(|s| s.dst.port() == port && s.state == 1)
+        .filter(|s| s.is_established_to(port))
         .map(|s| s.cc.unwrap_or_default())
         .collect()
 }
@@ -116,4 +143,44 @@ fn each_algorithm_grows_the_total_window_as_its_rule_says() {
             "{cc}: {g:.2} packets per RTT, expected {lo}..{hi}"
         );
     }
+}
+
+/// A test process killed while an algorithm was loaded leaves its pin root: a load in
+/// another root is refused with a line naming that pin, and the next test process removes
+/// the root of the dead one, which unregisters the name.
+#[test]
+fn a_dead_test_processs_pins_are_named_and_reclaimed() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // Our root first: its first call reclaims dead roots, which must not happen before
+    // the dead process's root below exists.
+    let ours = pin_root();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let dead_root = PathBuf::from(format!("/sys/fs/bpf/nena-cc-test{dead}"));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Remove(dead_root.clone());
+    let algo = Algo::Ewtcp;
+    loader::load(algo, &dead_root).expect("load into the dead process's root");
+    let err = match loader::Loaded::new(algo, &ours) {
+        Ok(_) => panic!("{algo} loaded in a second root while registered from the first"),
+        Err(e) => e.to_string(),
+    };
+    let pin = loader::pin_path(&dead_root, algo);
+    assert!(
+        err.contains(&format!("pinned at {}", pin.display())) && err.contains("rm "),
+        "{err}"
+    );
+    reclaim_dead_roots();
+    assert!(!dead_root.exists());
+    nena_testkit::wait_until(
+        "nena_ewtcp unregistered once its pin is gone",
+        Duration::from_secs(5),
+        || !loader::is_registered(algo.name()),
+    );
 }

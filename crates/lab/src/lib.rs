@@ -69,14 +69,59 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A short prefix unique to this process and call, for tests running in parallel
-/// (`nt<pid><n>`; namespace names stay short).
+/// (`nt<pid>x<n>`; namespace names stay short). The first call of a process also removes the
+/// labs of test processes that died without tearing theirs down (killed, or the machine's
+/// session ended under them): [`reclaim_dead_test_labs`].
 pub fn unique_prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
+    static RECLAIM: std::sync::Once = std::sync::Once::new();
+    RECLAIM.call_once(|| {
+        for (prefix, e) in reclaim_dead_test_labs() {
+            eprintln!("nena-lab: removing the lab {prefix} of a dead test process failed: {e:#}");
+        }
+    });
     format!(
         "nt{}x{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// The pid in a test lab's namespace name (`nt<pid>x<n>-<host>`, from [`unique_prefix`]) and
+/// the lab's prefix, or None for any other name.
+fn test_lab_of(netns: &str) -> Option<(u32, &str)> {
+    let prefix = netns.rsplit_once('-')?.0;
+    let (pid, n) = prefix.strip_prefix("nt")?.split_once('x')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((pid.parse().ok()?, prefix))
+}
+
+/// Tear down every test lab (a [`unique_prefix`] name) whose process no longer runs: a test
+/// binary killed with SIGKILL cannot run its [`LabGuard`]'s drop, and its namespaces would
+/// stay. Labs of live processes are left alone. Returns the labs that could not be removed.
+pub fn reclaim_dead_test_labs() -> Vec<(String, anyhow::Error)> {
+    let Ok(dir) = fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    let mut dead: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (pid, prefix) = test_lab_of(&name)?;
+            let gone = matches!(
+                kill(Pid::from_raw(pid as i32), None),
+                Err(nix::errno::Errno::ESRCH)
+            );
+            gone.then(|| prefix.to_string())
+        })
+        .collect();
+    dead.sort();
+    dead.dedup();
+    dead.into_iter()
+        .filter_map(|p| Lab::down(&p).err().map(|e| (p, e)))
+        .collect()
 }
 
 impl Lab {

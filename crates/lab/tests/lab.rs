@@ -388,3 +388,49 @@ fn offloads_off_gives_wire_sized_segments() {
     drop(lab);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A test process killed with SIGKILL cannot tear its lab down; the next test process
+/// removes it (`unique_prefix`'s first call runs `reclaim_dead_test_labs`), and leaves
+/// alone the labs of processes that still run.
+#[test]
+fn labs_of_dead_test_processes_are_reclaimed_and_live_ones_kept() {
+    // A pid that ran and is gone (reaped): its "lab" is three bare namespaces.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let dead_prefix = format!("nt{dead}x0");
+    let live_prefix = format!("nt{}x9999", std::process::id());
+    let names: Vec<String> = ["client", "router", "server"]
+        .iter()
+        .map(|h| format!("{dead_prefix}-{h}"))
+        .chain([format!("{live_prefix}-client")])
+        .collect();
+    struct Remove(Vec<String>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for n in &self.0 {
+                if Path::new("/run/netns").join(n).exists() {
+                    let _ = Command::new("ip").args(["netns", "del", n]).status();
+                }
+            }
+        }
+    }
+    let _cleanup = Remove(names.clone());
+    for n in &names {
+        let st = Command::new("ip")
+            .args(["netns", "add", n])
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip netns add {n}");
+    }
+    let failed = reclaim_dead_test_labs();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_gone(&dead_prefix);
+    assert!(
+        namespaces()
+            .split_whitespace()
+            .any(|w| w == format!("{live_prefix}-client")),
+        "the lab of a live process was removed: {}",
+        namespaces()
+    );
+}

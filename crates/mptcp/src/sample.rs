@@ -52,6 +52,14 @@ pub struct SocketSample {
     pub cc: Option<String>,
 }
 
+impl SocketSample {
+    /// An established socket whose peer listens on `port`: a subflow of the connecting side
+    /// (the dump also holds the listening side's ends when both are in one host).
+    pub fn is_established_to(&self, port: u16) -> bool {
+        self.state == TCP_ESTABLISHED && self.dst.port() == port
+    }
+}
+
 /// One dump, `t` seconds after the sampler started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {

@@ -7,8 +7,8 @@
 //! `run.json`, the captures, `trace.json` and plots, and `DIR/summary.json`.
 //!
 //! Modules: `model` (the file, parsed and checked, no I/O), `sample` (sock_diag
-//! samples, nena-mptcp's), `record` (what a run recorded: events as applied, the traffic's outcome),
-//! `summary` (the numbers, pure: data in, data out), `run` (the lab, traffic, events), `plots`
+//! samples, nena-mptcp's), `record` (what a run recorded: events as applied, the traffic's
+//! outcome), `summary` (the numbers, pure: data in, data out), `run` (the lab, traffic, events), `plots`
 //! (figures from the samples, and the captures analysed as `nena analyze` does).
 
 pub mod model;

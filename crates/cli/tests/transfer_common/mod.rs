@@ -191,7 +191,7 @@ pub fn acked_from(lab: &Lab, src: &str, port: u16) -> u64 {
         .expect("entering the client host")
         .expect("sock_diag dump")
         .into_iter()
-        .filter(|s| from(s.src) && s.dst.port() == port && s.state == 1)
+        .filter(|s| from(s.src) && s.is_established_to(port))
         .map(|s| s.bytes_acked)
         .sum()
 }

@@ -31,6 +31,8 @@ pub struct BenchOptions {
     /// Loss probability for the loss check, and datagrams sent.
     pub loss: f64,
     pub loss_datagrams: u64,
+    /// How long the idle relay's CPU is watched.
+    pub idle: Duration,
 }
 
 impl Default for BenchOptions {
@@ -42,6 +44,7 @@ impl Default for BenchOptions {
             samples: 150,
             loss: 0.05,
             loss_datagrams: 20_000,
+            idle: Duration::from_secs(10),
         }
     }
 }
@@ -80,16 +83,31 @@ pub struct LossResult {
     pub within_target: bool,
 }
 
+/// The relay of an idle lab: no frame for longer than its keep-awake linger.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleResult {
+    /// How long it was watched, seconds.
+    pub secs: f64,
+    /// The relay's CPU (every thread, the keep-awake ones included) as a fraction of one CPU.
+    pub relay_cpu: f64,
+    /// The first ping-pong after the idle time (the relay's threads wake for it), ms.
+    pub first_rtt_ms: f64,
+    /// relay_cpu <= 1% of a CPU.
+    pub within_target: bool,
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
     pub delay_ms: f64,
+    pub idle: IdleResult,
     pub loads: Vec<LoadResult>,
     pub loss: LossResult,
     pub ok: bool,
 }
 
-fn relay_cpu_ticks(pid: u32) -> u64 {
+/// CPU ticks of the relay's threads: the frame-moving ones, or (`all`) every thread.
+fn relay_cpu_ticks(pid: u32, all: bool) -> u64 {
     let mut t = 0;
     let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
@@ -97,7 +115,7 @@ fn relay_cpu_ticks(pid: u32) -> u64 {
     for e in rd.flatten() {
         let p = e.path();
         let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
-        if comm.trim() == "keep-awake" {
+        if !all && comm.trim() == "keep-awake" {
             continue;
         }
         let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
@@ -207,8 +225,37 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         }
     });
 
-    let mut loads = Vec::new();
     let tck = ticks_per_sec();
+    let idle = {
+        progress(&format!(
+            "the idle relay's CPU over {:.0} s",
+            opts.idle.as_secs_f64()
+        ));
+        // Past the lab's own frames: its path checks at `up`, and the ARP probe each
+        // neighbour sends 5 s later (delay_first_probe_time) to confirm the entry they made.
+        std::thread::sleep(Duration::from_secs(6) + nena_lab::emulate::AWAKE_LINGER);
+        let (cpu0, t0) = (relay_cpu_ticks(pid, true), Instant::now());
+        std::thread::sleep(opts.idle);
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = (relay_cpu_ticks(pid, true) - cpu0) as f64 / tck / secs;
+        let mut s = lab.connect(Link::Trusted, echo_dst, Duration::from_secs(5))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        // The connection's handshake woke the relay; let it fall asleep again.
+        std::thread::sleep(nena_lab::emulate::AWAKE_LINGER + Duration::from_millis(500));
+        let t = Instant::now();
+        let mut b = [7u8; 1];
+        s.write_all(&b)?;
+        s.read_exact(&mut b)
+            .context("ping-pong over the emulated link")?;
+        IdleResult {
+            secs,
+            relay_cpu: cpu,
+            first_rtt_ms: t.elapsed().as_secs_f64() * 1e3,
+            within_target: cpu <= 0.01,
+        }
+    };
+    let mut loads = Vec::new();
     for &mbit in &opts.loads_mbit {
         progress(&format!("RTT at {mbit} Mbit/s of UDP load"));
         let stop = Arc::new(AtomicBool::new(false));
@@ -220,7 +267,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         std::thread::sleep(Duration::from_millis(300));
         let (b0, cpu0, t0) = (
             bytes.load(Ordering::Relaxed),
-            relay_cpu_ticks(pid),
+            relay_cpu_ticks(pid, false),
             Instant::now(),
         );
         let mut s = lab.connect(Link::Trusted, echo_dst, Duration::from_secs(5))?;
@@ -247,7 +294,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             .map_err(|_| anyhow::anyhow!("the ping-pong thread panicked"))?
         })?;
         let secs = t0.elapsed().as_secs_f64();
-        let (b1, cpu1) = (bytes.load(Ordering::Relaxed), relay_cpu_ticks(pid));
+        let (b1, cpu1) = (bytes.load(Ordering::Relaxed), relay_cpu_ticks(pid, false));
         stop.store(true, Ordering::Relaxed);
         let _ = sender.join();
         v.sort_by(|a, b| a.total_cmp(b));
@@ -310,9 +357,10 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         interval,
         within_target: (lost as f64) >= interval.0 && (lost as f64) <= interval.1,
     };
-    let ok = loss.within_target && loads.iter().all(|l| l.within_target);
+    let ok = idle.within_target && loss.within_target && loads.iter().all(|l| l.within_target);
     Ok(BenchReport {
         delay_ms: opts.delay.as_secs_f64() * 1e3,
+        idle,
         loads,
         loss,
         ok,

@@ -15,7 +15,7 @@ mod values;
 
 pub use model::{DropCause, LinkModel, Verdict, OPPORTUNITY_BYTES, QUEUE_LIMIT};
 pub use parse::{parse_ge_loss, parse_loss, parse_outage};
-pub use relay::{realtime, relay_main, TapLink};
+pub use relay::{realtime, relay_main, TapLink, AWAKE_LINGER};
 pub use values::{format_duration, parse_duration, EmulationParseError};
 
 use crate::Rate;

@@ -9,20 +9,28 @@
 //! device goes away, or when the lab's router namespace is gone.
 //!
 //! Timing: on these VMs an idle vCPU halts and waking it overshoots sleeps by milliseconds;
-//! one spinning thread per CPU at SCHED_IDLE (named `keep-awake`) keeps the vCPUs from halting
-//! while taking only cycles nothing else wants (the policy tests' delay line measured 90th
-//! percentile sleep overshoot 2-4 ms without, 0.14 ms with them). Timer slack is 1 ns, and
-//! the pumps run at SCHED_FIFO priority 10 so that other work on a busy host does not hold
-//! frames back (measured here at load 8: RTT 55 ms for 30 ms configured without it).
+//! while frames cross the relay, one spinning thread per CPU at SCHED_IDLE (named
+//! `keep-awake`) keeps the vCPUs from halting while taking only cycles nothing else wants
+//! (the policy tests' delay line measured 90th percentile sleep overshoot 2-4 ms without,
+//! 0.14 ms with them). Timer slack is 1 ns, and the pumps run at SCHED_FIFO priority 10 so
+//! that other work on a busy host does not hold frames back (measured here at load 8: RTT
+//! 55 ms for 30 ms configured without it).
+//!
+//! Idle, the relay sleeps: a pump with no frame queued blocks in `ppoll` on its TAP device
+//! and an eventfd (the control thread's "the emulation changed" or "stop") with no timeout,
+//! and the keep-awake threads park once no frame has crossed for [`AWAKE_LINGER`]; the first
+//! frame after that wakes them ([`Awake`]). `nena bench emulation` measures both: the idle
+//! relay's CPU and the delay at 0-200 Mbit/s.
 
 use super::{Direction, LinkEmulation, LinkModel, Verdict};
 use crate::{netns, state_dir, Link};
 use anyhow::{bail, Context, Result};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,10 +127,114 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// A direction's emulation as the control thread last set it.
+/// A direction's emulation as the control thread last set it, and the eventfd that wakes
+/// its pump when it changes (or when the relay stops).
 struct Shared {
     version: AtomicU64,
+    /// The version the pump last applied.
+    applied: AtomicU64,
     em: Mutex<super::Emulation>,
+    wake: EventFd,
+}
+
+impl Shared {
+    fn new(em: super::Emulation) -> Result<Shared> {
+        Ok(Shared {
+            version: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+            em: Mutex::new(em),
+            wake: EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+                .context("eventfd for a relay pump")?,
+        })
+    }
+
+    /// Set a new emulation; the pump applies it before it reads another frame.
+    fn set(&self, em: super::Emulation) {
+        *self.em.lock().unwrap_or_else(|e| e.into_inner()) = em;
+        self.version.fetch_add(1, Ordering::SeqCst);
+        self.poke();
+    }
+
+    /// Has the pump applied the last change?
+    fn applied(&self) -> bool {
+        self.applied.load(Ordering::SeqCst) == self.version.load(Ordering::SeqCst)
+    }
+
+    /// Wake the pump (a change, or a stop flag it should look at).
+    fn poke(&self) {
+        let _ = self.wake.write(1);
+    }
+}
+
+/// How long the keep-awake threads keep spinning after the last frame left the relay: long
+/// enough to cover the gaps of a flow (a ping every few ms, ACK clocking), short enough that
+/// an isolated frame (an ARP probe) costs little. Measured with `nena bench emulation`
+/// (docs/BENCHMARKS.md).
+pub const AWAKE_LINGER: Duration = Duration::from_millis(100);
+
+/// The keep-awake threads and until when frames are in the relay: pumps call
+/// [`Awake::frame`] with each frame's departure time, which wakes the parked threads; they
+/// park again [`AWAKE_LINGER`] after the last departure (so a frame waiting out a long delay
+/// keeps them spinning until it leaves).
+struct Awake {
+    epoch: Instant,
+    busy_until_ns: AtomicU64,
+    spinning: AtomicBool,
+    stop: Arc<AtomicBool>,
+    threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
+}
+
+impl Awake {
+    fn new(epoch: Instant, stop: Arc<AtomicBool>) -> Arc<Awake> {
+        Arc::new(Awake {
+            epoch,
+            busy_until_ns: AtomicU64::new(0),
+            spinning: AtomicBool::new(false),
+            stop,
+            threads: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// A frame is in the relay until `leaves` (since the epoch; its arrival when dropped).
+    fn frame(&self, leaves: Duration) {
+        self.busy_until_ns
+            .fetch_max(leaves.as_nanos() as u64, Ordering::Relaxed);
+        if !self.spinning.swap(true, Ordering::SeqCst) {
+            self.unpark();
+        }
+    }
+
+    fn unpark(&self) {
+        for t in self.threads.get().into_iter().flatten() {
+            t.unpark();
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_nanos(self.busy_until_ns.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// The body of one keep-awake thread.
+    fn keep_awake(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            if !self.spinning.load(Ordering::SeqCst) {
+                std::thread::park();
+                continue;
+            }
+            for _ in 0..1000 {
+                std::hint::spin_loop();
+            }
+            if self.idle_for() > AWAKE_LINGER {
+                self.spinning.store(false, Ordering::SeqCst);
+                // A frame between the check and the store set `spinning` to true again, or
+                // sees it false and unparks us: either way no wake-up is lost.
+                if self.idle_for() <= AWAKE_LINGER {
+                    self.spinning.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
 }
 
 /// The relay process's main: runs until stopped. `prefix` names the lab.
@@ -141,6 +253,7 @@ pub fn relay_main(prefix: &str) -> Result<()> {
     let mut shared: Vec<(Link, Direction, Arc<Shared>)> = Vec::new();
     let mut threads = Vec::new();
     let alive = Arc::new(AtomicBool::new(true));
+    let awake = Awake::new(epoch, Arc::new(AtomicBool::new(false)));
     for (link, le) in &control.links {
         let [edge, router] = link.ends();
         let e = open_tap(&format!("{prefix}-{}", edge.host.name()), edge.iface)?;
@@ -150,10 +263,7 @@ pub fn relay_main(prefix: &str) -> Result<()> {
             (Direction::FromRouter, r.try_clone()?, e.try_clone()?),
         ] {
             let em = le.get(dir_).clone();
-            let sh = Arc::new(Shared {
-                version: AtomicU64::new(0),
-                em: Mutex::new(em.clone()),
-            });
+            let sh = Arc::new(Shared::new(em.clone())?);
             shared.push((*link, dir_, sh.clone()));
             let seed = em.seed.unwrap_or_else(|| {
                 std::time::SystemTime::now()
@@ -173,16 +283,17 @@ pub fn relay_main(prefix: &str) -> Result<()> {
                 }
             );
             let alive = alive.clone();
+            let awake = awake.clone();
             threads.push(std::thread::Builder::new().name(name).spawn(move || {
                 realtime();
-                if let Err(e) = pump(from, to, model, &sh, epoch, &NEVER) {
+                if let Err(e) = pump(from, to, model, &sh, &awake, &NEVER) {
                     log::warn!("relay: {e:#}");
                 }
                 alive.store(false, Ordering::SeqCst);
             })?);
         }
     }
-    keep_awake(Arc::new(AtomicBool::new(false)));
+    keep_awake(&awake);
     // Stay in the router's namespace so that `ip netns pids` (and `nena lab down`) see us.
     let _ = netns::enter_current_thread(&format!("{prefix}-router"));
     std::fs::write(dir.join(ACK), control.generation.to_string())?;
@@ -202,12 +313,17 @@ pub fn relay_main(prefix: &str) -> Result<()> {
                 Ok(c) => {
                     for (link, d, sh) in &shared {
                         if let Some((_, le)) = c.links.iter().find(|(l, _)| l == link) {
-                            *sh.em.lock().unwrap_or_else(|e| e.into_inner()) = le.get(*d).clone();
-                            sh.version.fetch_add(1, Ordering::SeqCst);
+                            sh.set(le.get(*d).clone());
                         }
                     }
-                    // The pumps pick the change up within their 5 ms poll.
-                    std::thread::sleep(Duration::from_millis(10));
+                    // Acknowledge once every pump has applied its change (woken by its
+                    // eventfd, it does so before reading another frame).
+                    let t0 = Instant::now();
+                    while shared.iter().any(|(_, _, sh)| !sh.applied())
+                        && t0.elapsed() < Duration::from_secs(1)
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     let _ = std::fs::write(dir.join(ACK), c.generation.to_string());
                 }
                 Err(e) => log::warn!("relay: reload: {e:#}"),
@@ -217,42 +333,62 @@ pub fn relay_main(prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// Move frames from `from` to `to` through the model until an fd fails.
+/// Move frames from `from` to `to` through the model until an fd fails or `stop` is set
+/// (and the pump woken through `sh`). With no frame queued it sleeps until a frame or a
+/// wake-up comes; with frames queued, until the first one is due.
 fn pump(
     mut from: File,
     mut to: File,
     mut model: LinkModel,
     sh: &Shared,
-    epoch: Instant,
+    awake: &Awake,
     stop: &AtomicBool,
 ) -> Result<()> {
+    let epoch = awake.epoch;
     let mut queue: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
     let mut buf = vec![0u8; 65536];
     let mut seen = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    let mut counter = [0u8; 8];
+    loop {
+        let now = epoch.elapsed();
+        let wait = queue.front().map(|(at, _)| at.saturating_sub(now));
+        let mut fds = [
+            libc::pollfd {
+                fd: from.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sh.wake.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = wait.map(|w| libc::timespec {
+            tv_sec: w.as_secs() as _,
+            tv_nsec: w.subsec_nanos() as _,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: two valid pollfds, a valid timespec or null (no timeout), no signal mask
+        // change.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        if r > 0 && fds[1].revents & libc::POLLIN != 0 {
+            // Clear the eventfd (non-blocking; a concurrent poke leaves it readable again).
+            // SAFETY: reading 8 bytes into an 8-byte buffer from an eventfd we own.
+            unsafe { libc::read(fds[1].fd, counter.as_mut_ptr().cast(), 8) };
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let v = sh.version.load(Ordering::SeqCst);
         if v != seen {
             seen = v;
             let em = sh.em.lock().unwrap_or_else(|e| e.into_inner()).clone();
             model.update(em, epoch.elapsed());
+            sh.applied.store(v, Ordering::SeqCst);
         }
-        let now = epoch.elapsed();
-        let wait = queue.front().map_or(Duration::from_millis(5), |(at, _)| {
-            at.saturating_sub(now).min(Duration::from_millis(5))
-        });
-        let mut p = libc::pollfd {
-            fd: from.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: wait.as_secs() as _,
-            tv_nsec: wait.subsec_nanos() as _,
-        };
-        // SAFETY: one valid pollfd, a valid timespec, no signal mask change.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-        if r > 0 {
-            if p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        if r > 0 && fds[0].revents != 0 {
+            if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
                 bail!("tap fd closed");
             }
             for _ in 0..256 {
@@ -260,7 +396,12 @@ fn pump(
                     Ok(0) => break,
                     Ok(n) => {
                         let now = epoch.elapsed();
-                        if let Verdict::Deliver(at) = model.on_frame(now, n) {
+                        let verdict = model.on_frame(now, n);
+                        awake.frame(match verdict {
+                            Verdict::Deliver(at) => at,
+                            Verdict::Drop(_) => now,
+                        });
+                        if let Verdict::Deliver(at) = verdict {
                             let frame = buf[..n].to_vec();
                             if queue.back().is_none_or(|(b, _)| *b <= at) {
                                 queue.push_back((at, frame));
@@ -289,7 +430,6 @@ fn pump(
             }
         }
     }
-    Ok(())
 }
 
 /// Run the calling thread at SCHED_FIFO priority 10: on a loaded host (other builds) a
@@ -308,12 +448,13 @@ pub fn realtime() {
     }
 }
 
-/// One spinning thread per CPU at SCHED_IDLE (see the module comment).
-fn keep_awake(stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+/// One thread per CPU at SCHED_IDLE that spins while frames cross (see the module comment
+/// and [`Awake`]).
+fn keep_awake(awake: &Arc<Awake>) -> Vec<std::thread::JoinHandle<()>> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut v = Vec::new();
     for cpu in 0..cpus {
-        let stop = stop.clone();
+        let awake = awake.clone();
         let t = std::thread::Builder::new()
             .name("keep-awake".into())
             .spawn(move || {
@@ -325,14 +466,15 @@ fn keep_awake(stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
                     libc::CPU_SET(cpu, &mut set);
                     libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
                 }
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..1000 {
-                        std::hint::spin_loop();
-                    }
-                }
+                awake.keep_awake();
             });
         v.extend(t.ok());
     }
+    let _ = awake
+        .threads
+        .set(v.iter().map(|h| h.thread().clone()).collect());
+    // A frame may have come before the handles were known.
+    awake.unpark();
     v
 }
 
@@ -342,6 +484,8 @@ fn keep_awake(stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
 /// it is dropped); addresses and routes are the caller's. `ToRouter` is `a` → `b`.
 pub struct TapLink {
     stop: Arc<AtomicBool>,
+    shared: Vec<Arc<Shared>>,
+    awake: Arc<Awake>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -356,8 +500,9 @@ impl TapLink {
         let a = open_tap(a_ns, a_tap)?;
         let b = open_tap(b_ns, b_tap)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let epoch = Instant::now();
+        let awake = Awake::new(Instant::now(), stop.clone());
         let mut threads = Vec::new();
+        let mut shared = Vec::new();
         for (i, (d, from, to)) in [
             (Direction::ToRouter, a.try_clone()?, b.try_clone()?),
             (Direction::FromRouter, b, a),
@@ -366,31 +511,42 @@ impl TapLink {
         .enumerate()
         {
             let e = em.get(d).clone();
-            let sh = Shared {
-                version: AtomicU64::new(0),
-                em: Mutex::new(e.clone()),
-            };
-            let model = LinkModel::new(e.clone(), e.seed.unwrap_or(i as u64 + 1), epoch.elapsed());
-            let stop = stop.clone();
+            let sh = Arc::new(Shared::new(e.clone())?);
+            shared.push(sh.clone());
+            let model = LinkModel::new(
+                e.clone(),
+                e.seed.unwrap_or(i as u64 + 1),
+                awake.epoch.elapsed(),
+            );
+            let (stop, awake) = (stop.clone(), awake.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("taplink-{i}"))
                     .spawn(move || {
                         realtime();
-                        if let Err(e) = pump(from, to, model, &sh, epoch, &stop) {
+                        if let Err(e) = pump(from, to, model, &sh, &awake, &stop) {
                             log::warn!("tap link: {e:#}");
                         }
                     })?,
             );
         }
-        threads.extend(keep_awake(stop.clone()));
-        Ok(TapLink { stop, threads })
+        threads.extend(keep_awake(&awake));
+        Ok(TapLink {
+            stop,
+            shared,
+            awake,
+            threads,
+        })
     }
 }
 
 impl Drop for TapLink {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::SeqCst);
+        for sh in &self.shared {
+            sh.poke();
+        }
+        self.awake.unpark();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -1,6 +1,6 @@
-//! `nena bench emulation`: the link emulator's fidelity (RTT against the configured delay at
-//! UDP loads up to 200 Mbit/s, the relay's CPU per Mbit/s, loss against the binomial 99%
-//! interval), targets checked (see nena_bench::emulation).
+//! `nena bench emulation`: the link emulator's fidelity and cost (the idle relay's CPU, RTT
+//! against the configured delay at UDP loads up to 200 Mbit/s, the relay's CPU per Mbit/s,
+//! loss against the binomial 99% interval), targets checked (see nena_bench::emulation).
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use nena_bench::emulation::{self as bench, BenchOptions};
@@ -50,6 +50,15 @@ pub fn run(a: Args) -> CmdResult {
              TCP ping-pong RTT while UDP load crosses the relay",
             r.delay_ms,
             2.0 * r.delay_ms
+        );
+        let i = &r.idle;
+        println!(
+            "idle relay: {:.2}% of a CPU over {:.0} s (target <= 1%: {}); first RTT after idling \
+             {:.2} ms",
+            i.relay_cpu * 100.0,
+            i.secs,
+            if i.within_target { "ok" } else { "MISSED" },
+            i.first_rtt_ms
         );
         println!(
             "{:>8} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>14}  target",

@@ -214,4 +214,16 @@ fn bad_limits_and_token_files_are_usage_errors() {
         assert_eq!(code, Some(2), "nena {args:?}: {err}");
         assert!(err.contains(needle), "nena {args:?}: {err}");
     }
+    // ... and the proxy client's help does not offer what it refuses; send's does.
+    let help = |cmd: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_nena"))
+            .args(cmd)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{cmd:?} --help");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert!(!help(&["proxy", "client"]).contains("--token-file"));
+    assert!(help(&["send"]).contains("--token-file"));
 }

@@ -385,4 +385,12 @@ while True:
         assert_eq!(ids.len(), 1, "{err}");
     }
     assert!(!host_cgroup2().join(name).exists());
+    // Without -v, whichever road it took, it says nothing (no warning for a working path).
+    let out = lab
+        .command(Host::Client, NENA, ["run", "--mptcp-only", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }

@@ -259,10 +259,14 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             None => match MptcpOnly::attach(&cgroup_dir) {
                 Ok(m) => (Attached::Mptcp(m), None),
                 Err(e) => {
-                    log::warn!(
-                        "{e:#}; making the sockets MPTCP through seccomp user notification \
-                         instead"
+                    // Not a warning: seccomp gives the same result (every socket of CMD's is
+                    // MPTCP, `sockets made MPTCP N` at the end), only by another road.
+                    log::info!(
+                        "making the sockets MPTCP through seccomp user notification (the \
+                         kernel refused the fmod_ret program: {})",
+                        e.root_cause()
                     );
+                    log::debug!("fmod_ret: {e:#}");
                     let (parent, child) = super::mptcpize::pair()?;
                     seccomp = Some((parent, child));
                     (Attached::Seccomp(Arc::new(AtomicU64::new(0))), None)

@@ -422,4 +422,25 @@ fn default_pins_are_per_namespace() {
         assert!(o.status.success(), "{:?}", text(&o));
     }
     assert!(!std::path::Path::new(&da).exists() && !std::path::Path::new(&db).exists());
+    // Under `ip netns exec` (a private /sys without the BPF filesystem) attach refuses, saying
+    // why and what to do, and leaves the device as it was.
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", &a.name, env!("CARGO_BIN_EXE_nena")])
+        .args(["policy", "attach", "--dev", "v0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("--netns NAME"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let stdout = |cmd: &str, args: &[&str]| {
+        let o = std::process::Command::new(cmd)
+            .args(["-n", &a.name])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(!stdout("ip", &["link", "show", "dev", "v0"]).contains("xdp"));
+    assert!(!stdout("tc", &["qdisc", "show", "dev", "v0"]).contains("clsact"));
 }

@@ -25,13 +25,24 @@ pub fn default_pin_dir() -> PathBuf {
 }
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
-/// Mount the BPF filesystem on /sys/fs/bpf if it is not mounted yet.
+/// Mount the BPF filesystem on /sys/fs/bpf if it is not mounted yet. Refuses (fails closed)
+/// where a mount would be private to this command: in a mount namespace of its own, not its
+/// init's, as `ip netns exec` makes (with a fresh /sys). The pins would vanish when the
+/// command ends and the next command would find no policy, while the programs stayed
+/// attached.
 pub fn ensure_bpffs() -> Result<()> {
     let path = c"/sys/fs/bpf";
     // SAFETY: statfs on a NUL-terminated path into a zeroed struct.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statfs(path.as_ptr(), &mut st) } == 0 && st.f_type as i64 == BPF_FS_MAGIC {
         return Ok(());
+    }
+    if private_mount_namespace() {
+        bail!(
+            "/sys/fs/bpf is not mounted in this command's own mount namespace (as under `ip \
+             netns exec`): pins made here would vanish when it ends; run nena outside it with \
+             --netns NAME instead"
+        );
     }
     // SAFETY: plain mount(2) with static NUL-terminated strings.
     let r = unsafe {
@@ -50,6 +61,25 @@ pub fn ensure_bpffs() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether this process's mount namespace differs from its parent's (or, where that cannot
+/// be read, from pid 1's): it was started in mounts of its own (`ip netns exec`, which execs
+/// the command, `unshare -m`, a sandboxed systemd unit), so what it mounts dies with it. A
+/// command started from a shell in the same namespace, also in a container, is not flagged.
+fn private_mount_namespace() -> bool {
+    let Ok(ours) = std::fs::read_link("/proc/self/ns/mnt") else {
+        return false;
+    };
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    [
+        format!("/proc/{parent}/ns/mnt"),
+        "/proc/1/ns/mnt".to_string(),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_link(p).ok())
+    .is_some_and(|other| other != ours)
 }
 
 pub(super) fn pin_name(map_name: &str) -> String {

@@ -10,13 +10,15 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output> {
     Ok(tokio::runtime::Runtime::new()?.block_on(f))
 }
 
-/// Like [`block_on`], but Ctrl-C cancels the future (so its temporary files are removed)
-/// and is reported as an error.
+/// Like [`block_on`], but SIGINT (Ctrl-C) or SIGTERM cancels the future (so its temporary
+/// files are removed and its connection closed) and is reported as an error naming it.
 pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
     block_on(async move {
         tokio::select! {
             r = f => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+            sig = nena_transport::stop::interrupted() => {
+                Err(anyhow::anyhow!("interrupted ({})", sig?))
+            }
         }
     })?
 }

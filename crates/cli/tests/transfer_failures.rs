@@ -308,3 +308,118 @@ fn an_error_names_its_cause_once() {
     assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
     assert!(err.contains(&format!("cannot connect to {to}")), "{err}");
 }
+
+/// The `.nena-*.part` files in `dir`, with their sizes.
+fn partial_files(dir: &std::path::Path) -> Vec<(String, u64)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        .map(|e| {
+            let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+            (e.file_name().to_string_lossy().into_owned(), len)
+        })
+        .collect()
+}
+
+/// Start `nena send FILE` to the server at `port` and wait until the server's partial file
+/// holds `at_least` bytes (the upload is under way).
+fn upload_under_way(
+    lab: &nena_lab::Lab,
+    port: u16,
+    file: &std::path::Path,
+    srv: &std::path::Path,
+    at_least: u64,
+) -> std::process::Child {
+    let (f, to) = (file.display().to_string(), server(lab, port));
+    let mut args = vec!["send", &f, "--to", &to];
+    args.extend_from_slice(&PATHS);
+    let mut child = lab
+        .command(Host::Client, NENA, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    nena_testkit::wait_until(
+        &format!("a partial file of {at_least} bytes in the server's directory"),
+        Duration::from_secs(20),
+        || {
+            partial_files(srv).iter().any(|(_, n)| *n >= at_least)
+                || matches!(child.try_wait(), Ok(Some(_)))
+        },
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the upload ended before the server was stopped"
+    );
+    child
+}
+
+/// Issue 22 item 1 for `nena serve`: SIGTERM in the middle of an upload. With the default
+/// grace (0) the upload is aborted at once: the client is told "server shutting down" and
+/// exits within seconds (it used to hang 60 s, then print "Broken pipe"), the server exits 0
+/// and leaves no partial file. A partial file a killed server left behind is removed when
+/// the next one starts. With `--grace 30` the upload in progress finishes and verifies
+/// before the server exits.
+#[test]
+fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
+    // 2 x 20 Mbit/s: 40 MiB take about 8 s.
+    let lab = lab_with(|c| {
+        c.trusted_rate = Some(Rate::mbit(20));
+        c.untrusted_rate = Some(Rate::mbit(20));
+    });
+    let srv = TempDir::new("stop");
+    let cli = TempDir::new("stopc");
+    let stale = srv.join(".nena-0123456789abcdef.part");
+    let f = std::fs::File::create(&stale).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(600))
+        .unwrap();
+    drop(f);
+    let mut s = serve(&lab, 7010, srv.path(), &[]);
+    assert!(
+        !stale.exists(),
+        "a killed server's partial file is removed at start"
+    );
+    let big = cli.join("big");
+    std::fs::write(&big, random(40 << 20, 21)).unwrap();
+    let child = upload_under_way(&lab, 7010, &big, srv.path(), 2 << 20);
+    let t0 = std::time::Instant::now();
+    let status = s.terminate();
+    assert!(
+        status.success(),
+        "serve after SIGTERM: {status:?}; {}",
+        s.stderr()
+    );
+    let out = child.wait_with_output().unwrap();
+    let waited = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("server shutting down"), "{err}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the client took {waited:?} to stop"
+    );
+    assert_eq!(partial_files(srv.path()), vec![], "{}", s.stderr());
+    assert!(!srv.join("big").exists());
+
+    // With a grace period the upload in progress completes.
+    let mut s = serve(&lab, 7011, srv.path(), &["--grace", "30"]);
+    let data = random(12 << 20, 22);
+    let mid = cli.join("mid");
+    std::fs::write(&mid, &data).unwrap();
+    let child = upload_under_way(&lab, 7011, &mid, srv.path(), 1 << 20);
+    let status = s.terminate();
+    assert!(
+        status.success(),
+        "serve after SIGTERM: {status:?}; {}",
+        s.stderr()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(srv.join("mid")).unwrap(), data);
+    assert_eq!(partial_files(srv.path()), vec![]);
+}

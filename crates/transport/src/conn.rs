@@ -609,29 +609,31 @@ pub fn raw_fd(r: &Reader) -> i32 {
     r.get_ref().as_ref().as_raw_fd()
 }
 
-/// Accept connections on `listener` until Ctrl-C, running `session` for each on its own
-/// task, with at most `max_sessions` running at once (further connections wait in the
-/// listen backlog). An accept error (EMFILE and friends) is logged and retried after a short
-/// pause instead of spinning. The server and both proxy ends use this loop.
+/// Accept connections on `listener` until SIGINT (Ctrl-C) or SIGTERM, running `session` for
+/// each on its own task, with at most `max_sessions` running at once (further connections
+/// wait in the listen backlog). An accept error (EMFILE and friends) is logged and retried
+/// after a short pause instead of spinning. The server and both proxy ends use this loop.
+/// Returns the sessions still running, to wait for ([`Sessions::all_done`]) or to drop.
 pub async fn accept_until_interrupted<F, Fut>(
     listener: &tokio::net::TcpListener,
     max_sessions: usize,
     session: F,
-) -> Result<()>
+) -> Result<Sessions>
 where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max_sessions.max(1)));
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let max = u32::try_from(max_sessions.max(1)).unwrap_or(u32::MAX >> 3);
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max as usize));
+    let stop = crate::stop::interrupted();
+    tokio::pin!(stop);
     loop {
         let permit = sem.clone().acquire_owned().await?;
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = &mut ctrl_c => {
-                log::info!("interrupted; stopping");
-                return Ok(());
+            sig = &mut stop => {
+                log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
+                return Ok(Sessions { sem, max });
             }
         };
         let (stream, peer) = match accepted {
@@ -647,6 +649,25 @@ where
             let _permit = permit;
             fut.await;
         });
+    }
+}
+
+/// The sessions an accept loop started: each holds one of `max` permits until it ends.
+#[derive(Debug)]
+pub struct Sessions {
+    sem: std::sync::Arc<tokio::sync::Semaphore>,
+    max: u32,
+}
+
+impl Sessions {
+    /// How many are still running.
+    pub fn running(&self) -> usize {
+        (self.max as usize).saturating_sub(self.sem.available_permits())
+    }
+
+    /// Completes when every session has ended.
+    pub async fn all_done(&self) {
+        let _ = self.sem.acquire_many(self.max).await;
     }
 }
 

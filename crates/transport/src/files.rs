@@ -76,6 +76,33 @@ impl TempFile {
     }
 }
 
+/// Remove the partial files (`.nena-*.part`, [`TempFile`]) in `dir` not modified for
+/// `older_than`: left by a server that was killed (a live upload writes to its file all the
+/// time). Returns how many were removed.
+pub fn remove_stale_parts(dir: &Path, older_than: std::time::Duration) -> std::io::Result<usize> {
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(".nena-") && name.ends_with(".part")) {
+            continue;
+        }
+        let meta = entry.metadata()?;
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if meta.is_file() && age > older_than {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 impl Drop for TempFile {
     fn drop(&mut self) {
         if self.armed {
@@ -83,6 +110,10 @@ impl Drop for TempFile {
         }
     }
 }
+
+/// What a server that stops tells a client whose upload it aborts (with
+/// [`Status::ShuttingDown`]).
+pub const SHUTTING_DOWN: &str = "the upload was discarded; send it again later";
 
 /// Context of a request that got no answer: a server of application protocol 1 closes
 /// without one on a version-2 request.
@@ -219,7 +250,37 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
     }
     let mac = AppMac::file(w.app_mac_key(), OP_PUT, name, size);
-    let digest = send_data(w, &mut file, size, progress, mac).await?;
+    // While the data goes out, the server says nothing, unless it stops the upload (it is
+    // shutting down, or the stream failed on its side): then its reply ends the upload at
+    // once. Waiting for it only peeks (nothing is consumed), and `biased` lets a finished
+    // send win: the verdict cannot come before the last byte has left.
+    let sent = tokio::select! {
+        biased;
+        d = send_data(w, &mut file, size, progress, mac) => d,
+        early = peek(r) => {
+            if !early.context("waiting for the server during the upload")? {
+                bail!("the server closed the connection during the upload of {name:?}");
+            }
+            let reply = r.read_reply().await.context("reading the server's answer")?;
+            bail!("server stopped the upload of {name:?}: {}: {}", reply.status, reply.msg);
+        }
+    };
+    let digest = match sent {
+        Ok(d) => d,
+        Err(e) => {
+            // The server may have said why before it closed.
+            if let Ok(Ok(reply)) = tokio::time::timeout(WHY_FAILED, r.read_reply()).await {
+                if !reply.is_ok() {
+                    bail!(
+                        "server stopped the upload of {name:?}: {}: {}",
+                        reply.status,
+                        reply.msg
+                    );
+                }
+            }
+            return Err(e);
+        }
+    };
     let fin = r
         .read_reply()
         .await
@@ -232,6 +293,15 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         bytes: size,
         sha256: hex(&digest),
     })
+}
+
+/// How long a client whose upload failed waits for the server's reason.
+const WHY_FAILED: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Completes when `r` has bytes to read (true) or its stream ended (false), consuming none.
+async fn peek<R: AsyncRead + Unpin>(r: &mut SecureReader<R>) -> std::io::Result<bool> {
+    use tokio::io::AsyncBufReadExt;
+    r.fill_buf().await.map(|b| !b.is_empty())
 }
 
 /// Client side of GET: fetch `name` into `dest`. Ok only when the digest matched and the
@@ -317,6 +387,9 @@ pub struct FileServerConfig {
     pub max_file_size: Option<u64>,
     /// Space promised to the uploads in progress (shared by all sessions).
     pub space: Arc<SpaceLedger>,
+    /// Fires when the server stops after its grace period: an upload still receiving is
+    /// told `server shutting down` and its partial file removed.
+    pub stop: crate::stop::StopSignal,
 }
 
 impl FileServerConfig {
@@ -327,6 +400,7 @@ impl FileServerConfig {
             overwrite: false,
             max_file_size: None,
             space: Arc::default(),
+            stop: crate::stop::StopSignal::never(),
         }
     }
 }
@@ -400,7 +474,16 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w.write_msg(Reply::ok(0).encode()).await?;
     let mac = AppMac::file(r.app_mac_key(), OP_PUT, name, size);
     let keyed = mac.is_keyed();
-    let (ok, _) = match recv_data(r, &mut file, size, None, mac).await {
+    let received = tokio::select! {
+        x = recv_data(r, &mut file, size, None, mac) => x,
+        () = cfg.stop.stopped() => {
+            let _ = w
+                .write_msg(Reply::err(Status::ShuttingDown, SHUTTING_DOWN).encode())
+                .await;
+            bail!("{name:?}: server shutting down: {SHUTTING_DOWN}");
+        }
+    };
+    let (ok, _) = match received {
         Ok(x) => x,
         Err(e) => {
             // The protected stream failed (an integrity failure, a bad confirmation): the
@@ -494,4 +577,44 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     Ok(format!(
         "served {name} ({size} bytes, verified by the client)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn stale_partial_files_go_and_fresh_ones_and_other_files_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = SystemTime::now() - Duration::from_secs(600);
+        let make = |name: &str, modified: Option<SystemTime>| {
+            let f = std::fs::File::create(dir.path().join(name)).unwrap();
+            if let Some(t) = modified {
+                f.set_modified(t).unwrap();
+            }
+        };
+        make(".nena-00aa.part", Some(old)); // a killed server's: removed
+        make(".nena-11bb.part", None); // an upload in progress: kept
+        make("report.part", Some(old)); // not ours: kept
+        make(".nena-22cc.tmp", Some(old)); // not ours: kept
+        make("data.bin", Some(old));
+        let n = remove_stale_parts(dir.path(), Duration::from_secs(120)).unwrap();
+        assert_eq!(n, 1);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".nena-11bb.part",
+                ".nena-22cc.tmp",
+                "data.bin",
+                "report.part"
+            ]
+        );
+        assert!(remove_stale_parts(&dir.path().join("missing"), Duration::ZERO).is_err());
+    }
 }

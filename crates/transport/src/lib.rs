@@ -10,6 +10,7 @@
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
+//! - [`stop`]: stopping a server cleanly (SIGINT/SIGTERM, the grace period's end).
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
 //!   server's `--allow` list, sans-IO.
 //! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
@@ -29,6 +30,7 @@ pub mod raw_mptcp;
 pub mod server;
 pub mod session;
 pub mod socks;
+pub mod stop;
 pub mod stream;
 pub mod testing;
 pub mod units;

@@ -15,6 +15,10 @@ pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 /// How long a failed session's remaining input is read and dropped before the socket closes.
 pub const DRAIN_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long the sessions aborted at the end of the grace period get to tell their clients
+/// (the reply `server shutting down`) before the server exits anyway.
+pub const ABORT_NOTICE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Everything `nena serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -23,21 +27,58 @@ pub struct ServeOptions {
     pub session: SessionConfig,
     /// Sessions served at once.
     pub max_sessions: usize,
+    /// After SIGTERM/SIGINT, how long the sessions in progress may go on before they are
+    /// aborted (an upload is told `server shutting down` and its partial file removed).
+    pub grace: std::time::Duration,
 }
 
-/// Serve until the future is dropped or Ctrl-C. `ready` is called with the bound address
-/// once the listener is open.
-pub async fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+/// Serve until SIGINT or SIGTERM (or the future is dropped). `ready` is called with the
+/// bound address once the listener is open. On a signal: no new sessions; the running ones
+/// get `opts.grace` to finish; then those left are aborted (uploads are told why and their
+/// partial files removed) and, [`ABORT_NOTICE`] later, the function returns.
+pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     conn::raise_nofile_limit();
     let listener = conn::listen(opts.listen, opts.accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
+    let (switch, signal) = crate::stop::stop_pair();
+    opts.session.files.stop = signal;
     let opts = Arc::new(opts);
     let max_sessions = opts.max_sessions;
-    conn::accept_until_interrupted(&listener, max_sessions, |stream, peer| {
+    let sessions = conn::accept_until_interrupted(&listener, max_sessions, |stream, peer| {
         let opts = opts.clone();
         async move { handle(stream, peer, &opts).await }
     })
-    .await
+    .await?;
+    drop(listener);
+    if sessions.running() > 0 {
+        log::info!(
+            "{} session(s) in progress: {:?} to finish",
+            sessions.running(),
+            opts.grace
+        );
+    }
+    // A second signal during the grace period cuts it short.
+    let finished = tokio::select! {
+        r = tokio::time::timeout(opts.grace, sessions.all_done()) => r.is_ok(),
+        sig = crate::stop::interrupted() => {
+            log::info!("{}: not waiting any longer", sig?);
+            false
+        }
+    };
+    if !finished {
+        let after = if opts.grace.is_zero() {
+            String::new()
+        } else {
+            format!(" after the {:?} grace period", opts.grace)
+        };
+        log::warn!(
+            "aborting {} session(s) still running{after}",
+            sessions.running()
+        );
+        switch.stop();
+        let _ = tokio::time::timeout(ABORT_NOTICE, sessions.all_done()).await;
+    }
+    Ok(())
 }
 
 async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOptions) {

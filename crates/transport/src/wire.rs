@@ -182,6 +182,9 @@ pub enum Status {
     TooLarge = 8,
     /// The announced file does not fit in the free space of the server's directory.
     NoSpace = 9,
+    /// The server is stopping (SIGTERM, Ctrl-C) and aborted this request after its grace
+    /// period; an upload in progress was discarded.
+    ShuttingDown = 10,
 }
 
 impl Status {
@@ -197,6 +200,7 @@ impl Status {
             7 => Status::AccessDenied,
             8 => Status::TooLarge,
             9 => Status::NoSpace,
+            10 => Status::ShuttingDown,
             other => return Err(WireError::BadStatus(other)),
         })
     }
@@ -215,6 +219,7 @@ impl std::fmt::Display for Status {
             Status::AccessDenied => "access denied",
             Status::TooLarge => "file too large",
             Status::NoSpace => "not enough space",
+            Status::ShuttingDown => "server shutting down",
         };
         f.write_str(s)
     }
@@ -1000,6 +1005,7 @@ mod tests {
             (Status::AccessDenied, "access denied"),
             (Status::TooLarge, "file too large"),
             (Status::NoSpace, "not enough space"),
+            (Status::ShuttingDown, "server shutting down"),
         ] {
             let r = Reply::err(st, "why");
             let enc = r.encode();
@@ -1020,7 +1026,7 @@ mod tests {
             assert_eq!(Reply::decode(&enc[..cut]), Ok(None));
         }
         assert_eq!(Reply::decode(&enc), Ok(Some((r, enc.len()))));
-        assert_eq!(Reply::decode(&[10]), Err(WireError::BadStatus(10)));
+        assert_eq!(Reply::decode(&[11]), Err(WireError::BadStatus(11)));
         let mut long = vec![0u8; 9];
         long.extend_from_slice(&2000u16.to_be_bytes());
         assert_eq!(Reply::decode(&long), Err(WireError::MsgTooLong(2000)));

@@ -64,6 +64,13 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+fn parse_grace(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_secs(s)
+}
+
 fn dedup(v: Vec<Mode>) -> Vec<Mode> {
     let mut out: Vec<Mode> = Vec::new();
     for m in v {
@@ -343,6 +350,11 @@ pub struct ServeArgs {
     /// (the plain-MPTCP column of `nena bench transfer`; use `nena perf --raw`).
     #[arg(long)]
     pub raw: bool,
+    /// On SIGTERM or Ctrl-C, let the transfers in progress go on for up to SECS seconds
+    /// before aborting them (an aborted upload is told "server shutting down" and its
+    /// partial file removed). Default 0: abort at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
+    pub grace: Duration,
     #[command(flatten)]
     pub common: ServerCommon,
     #[command(flatten)]
@@ -544,6 +556,20 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     if token.is_some() {
         rules.push("access token required".to_string());
     }
+    // Partial files of an earlier run that was killed (SIGKILL, a crash): no live session
+    // leaves its .part untouched this long (an idle upload is dropped after IDLE_TIMEOUT).
+    let stale_after = 2 * nena_transport::server::IDLE_TIMEOUT;
+    match nena_transport::files::remove_stale_parts(&a.dir, stale_after) {
+        Ok(0) => {}
+        Ok(n) => log::info!(
+            "removed {n} partial file(s) older than {stale_after:?} from {}",
+            a.dir.display()
+        ),
+        Err(e) => log::warn!(
+            "cannot look for stale partial files in {}: {e}",
+            a.dir.display()
+        ),
+    }
     let mut accept = a.common.accept(a.raw)?;
     let _mpc = if a.raw {
         None
@@ -563,6 +589,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
             limits: Limits { access, token },
         },
         max_sessions: a.common.max_sessions,
+        grace: a.grace,
     };
     let rules = if rules.is_empty() {
         String::new()

@@ -94,14 +94,14 @@ impl Proc {
 }
 
 impl Proc {
-    /// SIGTERM, then wait (up to 10 s) for the process to exit.
-    pub fn terminate(&mut self) {
+    /// SIGTERM, then wait (up to 10 s) for the process to exit; its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
         // SAFETY: signalling our own child by its pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -1,0 +1,89 @@
+//! Stopping a server cleanly: the signals that ask for it ([`interrupted`]: SIGINT or
+//! SIGTERM) and the switch that tells its sessions the grace period is over ([`stop_pair`]:
+//! a [`StopSwitch`] the server keeps, a [`StopSignal`] each session waits on).
+
+use tokio::sync::watch;
+
+/// The server's half: [`StopSwitch::stop`] tells every session to abort now.
+#[derive(Debug)]
+pub struct StopSwitch(watch::Sender<bool>);
+
+/// A session's half: [`StopSignal::stopped`] completes once the server has been told to stop
+/// and its grace period is over. Cloned into every session.
+#[derive(Debug, Clone)]
+pub struct StopSignal(watch::Receiver<bool>);
+
+/// A connected switch and signal.
+pub fn stop_pair() -> (StopSwitch, StopSignal) {
+    let (tx, rx) = watch::channel(false);
+    (StopSwitch(tx), StopSignal(rx))
+}
+
+impl StopSwitch {
+    /// Tell every session to stop.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl StopSignal {
+    /// A signal that never fires (a server without a stop switch, tests).
+    pub fn never() -> StopSignal {
+        stop_pair().1
+    }
+
+    /// Completes when the server stops; never, if its switch is gone without stopping.
+    pub async fn stopped(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Default for StopSignal {
+    fn default() -> StopSignal {
+        StopSignal::never()
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM (`kill`, systemd's stop), with the signal's name.
+/// Fails only if the handlers cannot be installed.
+pub async fn interrupted() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_signal_fires_once_stopped_and_never_without_a_switch() {
+        let (switch, signal) = stop_pair();
+        let waiter = tokio::spawn({
+            let s = signal.clone();
+            async move { s.stopped().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        switch.stop();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("stopped() completes after stop()")
+            .unwrap();
+        // A signal whose switch was dropped without stopping stays pending.
+        let lone = StopSignal::never();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), lone.stopped())
+                .await
+                .is_err()
+        );
+    }
+}

@@ -37,7 +37,7 @@ fn reclaim_dead_roots() {
         else {
             continue;
         };
-        if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        if nena_lab::process_is_gone(pid) {
             eprintln!("removing {name}, the pin root of test process {pid}, which is gone");
             std::fs::remove_dir_all(dir.path()).expect("removing a dead test's pin root");
         }

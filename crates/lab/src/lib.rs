@@ -98,6 +98,15 @@ fn test_lab_of(netns: &str) -> Option<(u32, &str)> {
     Some((pid.parse().ok()?, prefix))
 }
 
+/// Whether no process `pid` runs (any more): what tells a dead test's leftovers (its lab
+/// here, its pins elsewhere) from a live one's.
+pub fn process_is_gone(pid: u32) -> bool {
+    matches!(
+        kill(Pid::from_raw(pid as i32), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
 /// Tear down every test lab (a [`unique_prefix`] name) whose process no longer runs: a test
 /// binary killed with SIGKILL cannot run its [`LabGuard`]'s drop, and its namespaces would
 /// stay. Labs of live processes are left alone. Returns the labs that could not be removed.
@@ -110,11 +119,7 @@ pub fn reclaim_dead_test_labs() -> Vec<(String, anyhow::Error)> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let (pid, prefix) = test_lab_of(&name)?;
-            let gone = matches!(
-                kill(Pid::from_raw(pid as i32), None),
-                Err(nix::errno::Errno::ESRCH)
-            );
-            gone.then(|| prefix.to_string())
+            process_is_gone(pid).then(|| prefix.to_string())
         })
         .collect();
     dead.sort();

@@ -262,7 +262,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 bail!("the server closed the connection during the upload of {name:?}");
             }
             let reply = r.read_reply().await.context("reading the server's answer")?;
-            bail!("server stopped the upload of {name:?}: {}: {}", reply.status, reply.msg);
+            return Err(stopped_by_server(name, &reply));
         }
     };
     let digest = match sent {
@@ -271,11 +271,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             // The server may have said why before it closed.
             if let Ok(Ok(reply)) = tokio::time::timeout(WHY_FAILED, r.read_reply()).await {
                 if !reply.is_ok() {
-                    bail!(
-                        "server stopped the upload of {name:?}: {}: {}",
-                        reply.status,
-                        reply.msg
-                    );
+                    return Err(stopped_by_server(name, &reply));
                 }
             }
             return Err(e);
@@ -293,6 +289,15 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         bytes: size,
         sha256: hex(&digest),
     })
+}
+
+/// The error of an upload the server ended with `reply` before it was complete.
+fn stopped_by_server(name: &str, reply: &Reply) -> anyhow::Error {
+    anyhow!(
+        "server stopped the upload of {name:?}: {}: {}",
+        reply.status,
+        reply.msg
+    )
 }
 
 /// How long a client whose upload failed waits for the server's reason.

@@ -115,7 +115,6 @@ fn open_tap(ns: &str, name: &str) -> Result<File> {
     })?
 }
 
-static NEVER: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -175,24 +174,36 @@ pub const AWAKE_LINGER: Duration = Duration::from_millis(100);
 /// The keep-awake threads and until when frames are in the relay: pumps call
 /// [`Awake::frame`] with each frame's departure time, which wakes the parked threads; they
 /// park again [`AWAKE_LINGER`] after the last departure (so a frame waiting out a long delay
-/// keeps them spinning until it leaves).
+/// keeps them spinning until it leaves). It also holds the one stop flag of the pumps and
+/// keep-awake threads ([`Awake::stop`]; the relay process never sets it, it exits).
 struct Awake {
     epoch: Instant,
     busy_until_ns: AtomicU64,
     spinning: AtomicBool,
-    stop: Arc<AtomicBool>,
+    stop: AtomicBool,
     threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
 }
 
 impl Awake {
-    fn new(epoch: Instant, stop: Arc<AtomicBool>) -> Arc<Awake> {
+    fn new(epoch: Instant) -> Arc<Awake> {
         Arc::new(Awake {
             epoch,
             busy_until_ns: AtomicU64::new(0),
             spinning: AtomicBool::new(false),
-            stop,
+            stop: AtomicBool::new(false),
             threads: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Stop the keep-awake threads (unparked to see it) and the pumps (which see it once
+    /// woken through their [`Shared::poke`]).
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     /// A frame is in the relay until `leaves` (since the epoch; its arrival when dropped).
@@ -217,7 +228,7 @@ impl Awake {
 
     /// The body of one keep-awake thread.
     fn keep_awake(&self) {
-        while !self.stop.load(Ordering::Relaxed) {
+        while !self.stopped() {
             if !self.spinning.load(Ordering::SeqCst) {
                 std::thread::park();
                 continue;
@@ -253,7 +264,7 @@ pub fn relay_main(prefix: &str) -> Result<()> {
     let mut shared: Vec<(Link, Direction, Arc<Shared>)> = Vec::new();
     let mut threads = Vec::new();
     let alive = Arc::new(AtomicBool::new(true));
-    let awake = Awake::new(epoch, Arc::new(AtomicBool::new(false)));
+    let awake = Awake::new(epoch);
     for (link, le) in &control.links {
         let [edge, router] = link.ends();
         let e = open_tap(&format!("{prefix}-{}", edge.host.name()), edge.iface)?;
@@ -286,7 +297,7 @@ pub fn relay_main(prefix: &str) -> Result<()> {
             let awake = awake.clone();
             threads.push(std::thread::Builder::new().name(name).spawn(move || {
                 realtime();
-                if let Err(e) = pump(from, to, model, &sh, &awake, &NEVER) {
+                if let Err(e) = pump(from, to, model, &sh, &awake) {
                     log::warn!("relay: {e:#}");
                 }
                 alive.store(false, Ordering::SeqCst);
@@ -333,8 +344,8 @@ pub fn relay_main(prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// Move frames from `from` to `to` through the model until an fd fails or `stop` is set
-/// (and the pump woken through `sh`). With no frame queued it sleeps until a frame or a
+/// Move frames from `from` to `to` through the model until an fd fails or `awake` is
+/// stopped (and the pump woken through `sh`). With no frame queued it sleeps until a frame or a
 /// wake-up comes; with frames queued, until the first one is due.
 fn pump(
     mut from: File,
@@ -342,7 +353,6 @@ fn pump(
     mut model: LinkModel,
     sh: &Shared,
     awake: &Awake,
-    stop: &AtomicBool,
 ) -> Result<()> {
     let epoch = awake.epoch;
     let mut queue: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
@@ -377,7 +387,7 @@ fn pump(
             // SAFETY: reading 8 bytes into an 8-byte buffer from an eventfd we own.
             unsafe { libc::read(fds[1].fd, counter.as_mut_ptr().cast(), 8) };
         }
-        if stop.load(Ordering::Relaxed) {
+        if awake.stopped() {
             return Ok(());
         }
         let v = sh.version.load(Ordering::SeqCst);
@@ -483,7 +493,6 @@ fn keep_awake(awake: &Arc<Awake>) -> Vec<std::thread::JoinHandle<()>> {
 /// policy tests' delay lines). The devices are created here (not persistent: they go when
 /// it is dropped); addresses and routes are the caller's. `ToRouter` is `a` → `b`.
 pub struct TapLink {
-    stop: Arc<AtomicBool>,
     shared: Vec<Arc<Shared>>,
     awake: Arc<Awake>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -499,8 +508,7 @@ impl TapLink {
     ) -> Result<TapLink> {
         let a = open_tap(a_ns, a_tap)?;
         let b = open_tap(b_ns, b_tap)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let awake = Awake::new(Instant::now(), stop.clone());
+        let awake = Awake::new(Instant::now());
         let mut threads = Vec::new();
         let mut shared = Vec::new();
         for (i, (d, from, to)) in [
@@ -518,13 +526,13 @@ impl TapLink {
                 e.seed.unwrap_or(i as u64 + 1),
                 awake.epoch.elapsed(),
             );
-            let (stop, awake) = (stop.clone(), awake.clone());
+            let awake = awake.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("taplink-{i}"))
                     .spawn(move || {
                         realtime();
-                        if let Err(e) = pump(from, to, model, &sh, &awake, &stop) {
+                        if let Err(e) = pump(from, to, model, &sh, &awake) {
                             log::warn!("tap link: {e:#}");
                         }
                     })?,
@@ -532,7 +540,6 @@ impl TapLink {
         }
         threads.extend(keep_awake(&awake));
         Ok(TapLink {
-            stop,
             shared,
             awake,
             threads,
@@ -542,11 +549,10 @@ impl TapLink {
 
 impl Drop for TapLink {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.awake.stop();
         for sh in &self.shared {
             sh.poke();
         }
-        self.awake.unpark();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -26,8 +26,8 @@ pub fn default_pin_dir() -> PathBuf {
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 /// Mount the BPF filesystem on /sys/fs/bpf if it is not mounted yet. Refuses (fails closed)
-/// where a mount would be private to this command: in a mount namespace of its own, not its
-/// init's, as `ip netns exec` makes (with a fresh /sys). The pins would vanish when the
+/// where a mount would be private to this command: in a mount namespace other than its
+/// parent's ([`private_mount_namespace`]), as `ip netns exec` makes (with a fresh /sys). The pins would vanish when the
 /// command ends and the next command would find no policy, while the programs stayed
 /// attached.
 pub fn ensure_bpffs() -> Result<()> {

@@ -102,6 +102,122 @@ pub struct AttackResult {
     pub bytes_recovered: u64,
     pub bytes_recovered_off_link: u64,
     pub bytes_guessed: u64,
+    /// What the captured bytes show without any crib (see [`Structure`]).
+    pub structure: Structure,
+}
+
+/// Fewest bytes on which [`Structure`] judges (8 expected per byte value).
+pub const STRUCTURE_MIN_BYTES: u64 = 2048;
+
+/// What the captured bytes show without a crib: whether the bytes, and the differences of
+/// consecutive bytes `D[i] = out[i] ^ out[i-1]`, look uniformly random.
+///
+/// Cipher output (`stream`, `aead`) is uniform in both. Kato makes `D[i] = b[i] ^ b[i-65]`,
+/// as far from uniform as the plaintext is (text, headers, most binaries), and over text
+/// its bytes keep one top bit per run: such a capture is not cipher output, whatever the
+/// cribs found. Kato over already-random plaintext (compressed or encrypted files) is
+/// uniform in both too: then the capture alone cannot tell kato from a cipher. The test is Pearson's chi-square over the 256 byte values (255 degrees
+/// of freedom), called non-uniform beyond [`CHI2_LIMIT`] (mean + 10 standard deviations).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Structure {
+    /// Bytes the test ran on (the `D` test has one fewer per run).
+    pub bytes: u64,
+    /// Shannon entropy of the byte values, bits per byte (8.0 for uniform).
+    pub entropy_bytes: f64,
+    /// Shannon entropy of `D`, bits per byte.
+    pub entropy_differences: f64,
+    pub chi2_bytes: f64,
+    pub chi2_differences: f64,
+    pub verdict: Verdict,
+}
+
+/// Pearson's chi-square beyond which 256 byte counts are called non-uniform: 255 degrees of
+/// freedom, mean 255, standard deviation sqrt(510); ten of them above the mean.
+pub const CHI2_LIMIT: f64 = 255.0 + 10.0 * 22.583_179_581_272_43;
+
+/// [`Structure`]'s reading of a capture.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Fewer than [`STRUCTURE_MIN_BYTES`] bytes: no reading.
+    TooFewBytes,
+    /// The bytes or their differences are far from random: not cipher output. Mode
+    /// `plain`, or kato over structured plaintext (kato over text keeps the top bit of
+    /// every byte of a run; its differences are the plaintext's at lag 65).
+    Structured,
+    /// Both look random: a cipher, or kato over random plaintext.
+    Random,
+}
+
+impl Verdict {
+    /// One sentence for a person.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Verdict::TooFewBytes => "too few bytes captured to tell how they were protected",
+            Verdict::Structured => {
+                "the captured bytes are far from random, which stream and aead output never \
+                 is: this is plain or kato, and NOT safe; only these cribs missed (66 bytes \
+                 known anywhere in a kato run read the whole run)"
+            }
+            Verdict::Random => {
+                "the captured bytes and their differences look random, as stream and aead \
+                 give, and as kato gives over already-random data (compressed or encrypted \
+                 files): this capture alone does not tell which"
+            }
+        }
+    }
+}
+
+fn counts_stats(counts: &[u64; 256]) -> (f64, f64) {
+    let n: u64 = counts.iter().sum();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let nf = n as f64;
+    let expected = nf / 256.0;
+    let mut chi2 = 0.0;
+    let mut h = 0.0;
+    for &c in counts {
+        let c = c as f64;
+        chi2 += (c - expected) * (c - expected) / expected;
+        if c > 0.0 {
+            let p = c / nf;
+            h -= p * p.log2();
+        }
+    }
+    (h, chi2)
+}
+
+/// [`Structure`] of every run of `capture`.
+pub fn structure(capture: &DataCapture) -> Structure {
+    let mut bytes = [0u64; 256];
+    let mut diffs = [0u64; 256];
+    for run in capture.streams.iter().flat_map(|s| &s.runs) {
+        for &b in &run.bytes {
+            bytes[b as usize] += 1;
+        }
+        for w in run.bytes.windows(2) {
+            diffs[(w[0] ^ w[1]) as usize] += 1;
+        }
+    }
+    let n: u64 = bytes.iter().sum();
+    let (entropy_bytes, chi2_bytes) = counts_stats(&bytes);
+    let (entropy_differences, chi2_differences) = counts_stats(&diffs);
+    let verdict = if n < STRUCTURE_MIN_BYTES {
+        Verdict::TooFewBytes
+    } else if chi2_bytes > CHI2_LIMIT || chi2_differences > CHI2_LIMIT {
+        Verdict::Structured
+    } else {
+        Verdict::Random
+    };
+    Structure {
+        bytes: n,
+        entropy_bytes,
+        entropy_differences,
+        chi2_bytes,
+        chi2_differences,
+        verdict,
+    }
 }
 
 /// Options of [`attack`].
@@ -201,6 +317,7 @@ pub fn attack(
         bytes_recovered: 0,
         bytes_recovered_off_link: 0,
         bytes_guessed: 0,
+        structure: structure(capture),
     };
     for s in &capture.streams {
         let mut sr = StreamResult {
@@ -458,6 +575,47 @@ mod tests {
             unplaced: vec![],
             warnings: vec![],
         }
+    }
+
+    fn random(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    fn one_run(bytes: Vec<u8>) -> DataCapture {
+        capture(vec![Run { dsn: 0, bytes }])
+    }
+
+    #[test]
+    fn structure_tells_kato_over_text_from_cipher_output_without_a_crib() {
+        let p = text(20_000);
+        let kato = structure(&one_run(scrambled(&p)));
+        let plain = structure(&one_run(p.clone()));
+        // Cipher output: uniform bytes (what stream and aead put on the wire).
+        let cipher = structure(&one_run(random(20_000, 7)));
+        // Kato over random plaintext is as uniform as a cipher.
+        let kato_random = structure(&one_run(scrambled(&random(20_000, 9))));
+        assert_eq!(kato.verdict, Verdict::Structured, "{kato:?}");
+        assert_eq!(plain.verdict, Verdict::Structured, "{plain:?}");
+        assert_eq!(cipher.verdict, Verdict::Random, "{cipher:?}");
+        assert_eq!(kato_random.verdict, Verdict::Random, "{kato_random:?}");
+        assert!(cipher.entropy_bytes > 7.9 && cipher.entropy_differences > 7.9);
+        assert!(kato.entropy_differences < 7.0, "{kato:?}");
+        // Too little to judge.
+        let short = structure(&one_run(scrambled(&p[..1000])));
+        assert_eq!(short.verdict, Verdict::TooFewBytes);
+        assert_eq!(short.bytes, 1000);
+        // The attack reports it, cribs or none.
+        let r = attack(&one_run(scrambled(&p)), &[], AttackOptions::default());
+        assert_eq!(r.structure, kato);
+        assert_eq!(r.bytes_recovered, 0);
     }
 
     #[test]

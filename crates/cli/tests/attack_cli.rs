@@ -27,6 +27,20 @@ fn attack(cap: &Path, cribs: &Path, out: &Path) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// The attack's JSON and its report for people, from two runs.
+fn attack_both(cap: &Path, cribs: &Path, out: &Path) -> (serde_json::Value, String) {
+    let json = attack(cap, cribs, out);
+    let o = Command::new(NENA)
+        .args(["attack", cap.to_str().unwrap(), "--crib-file"])
+        .arg(cribs)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (json, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
 /// Where each 32-byte window of `text` starts (first occurrence).
 fn windows(text: &[u8]) -> HashMap<&[u8], usize> {
     let mut m = HashMap::new();
@@ -94,6 +108,19 @@ fn attack_recovers_a_kato_transfer() {
         .collect();
     let cribs_file = dir.join("cribs.txt");
     std::fs::write(&cribs_file, cribs).unwrap();
+    // 30 cribs of another text (what a user with the wrong guesses has).
+    let other = transfer_common::text(30 * 100, 7);
+    let wrong: String = other
+        .chunks(100)
+        .map(|c| {
+            format!(
+                "hex:{}\n",
+                c.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            )
+        })
+        .collect();
+    let wrong_cribs = dir.join("wrong-cribs.txt");
+    std::fs::write(&wrong_cribs, wrong).unwrap();
 
     for mode in ["kato", "aead"] {
         let cap = dir.join(&format!("untrusted-{mode}.pcap"));
@@ -112,6 +139,18 @@ fn attack_recovers_a_kato_transfer() {
             "{mode}: the untrusted path carried only {untrusted} bytes: {sent}"
         );
         let out = dir.join(&format!("recovered-{mode}.bin"));
+        // Cribs that are not in the text: nothing recovered, and the report must not read as
+        // "kato held" (the capture's structure tells kato from a cipher without a crib).
+        let (r, report) = attack_both(&cap, &wrong_cribs, &out);
+        assert_eq!(r["bytes_recovered"].as_u64(), Some(0), "{r:#}");
+        let verdict = r["structure"]["verdict"].as_str().unwrap().to_string();
+        if mode == "kato" {
+            assert_eq!(verdict, "structured", "{r:#}");
+            assert!(report.contains("NOT safe"), "{report}");
+        } else {
+            assert_eq!(verdict, "random", "{r:#}");
+            assert!(report.contains("does not tell which"), "{report}");
+        }
         let r = attack(&cap, &cribs_file, &out);
         let recovered = std::fs::read(&out).unwrap();
         let seen = r["bytes_seen"].as_u64().unwrap();

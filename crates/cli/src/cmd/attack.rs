@@ -213,12 +213,26 @@ fn report(
         )?;
     }
     if r.bytes_recovered == 0 && r.bytes_guessed == 0 {
+        let st = &r.structure;
         writeln!(
             w,
-            "no crib confirmed in any run: recovered 0 bytes ({}: the capture shows none of the \
-             kato scrambling's linearity that these cribs could use; stream and aead resist this attack)",
-            if r.bytes_seen == 0 { "no data stream in the capture" } else { "nothing matched" }
+            "no crib confirmed in any run: recovered 0 bytes{}",
+            if r.bytes_seen == 0 {
+                " (no data stream in the capture)"
+            } else {
+                ""
+            }
         )?;
+        if r.bytes_seen > 0 {
+            writeln!(
+                w,
+                "without cribs: {} (entropy of the bytes {:.2} bits/byte, of consecutive \
+                 differences {:.2}; cipher output gives 8.00 in both)",
+                st.verdict.explain(),
+                st.entropy_bytes,
+                st.entropy_differences
+            )?;
+        }
     } else {
         writeln!(
             w,

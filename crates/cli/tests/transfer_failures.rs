@@ -175,10 +175,17 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     lab.spawn_in(Host::Server, move || {
         let l = std::net::TcpListener::bind(addr).unwrap();
         tx.send(()).unwrap();
-        for _ in 0..2 {
+        // Two connections greet like an SMTP server, the third waits silently for a
+        // request, as an HTTP server does.
+        for i in 0..3 {
             if let Ok((mut s, _)) = l.accept() {
-                let _ = s.write_all(b"220 smtp.example ESMTP\r\n");
-                std::thread::sleep(Duration::from_millis(200));
+                if i < 2 {
+                    let _ = s.write_all(b"220 smtp.example ESMTP\r\n");
+                    std::thread::sleep(Duration::from_millis(200));
+                } else {
+                    let _ = std::io::Read::read(&mut s, &mut [0u8; 4096]);
+                    std::thread::sleep(Duration::from_secs(4));
+                }
             }
         }
     });
@@ -189,8 +196,11 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     let out = client(&lab, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    // The first line says what is likely (not a nena server) before the flag.
     assert!(
-        err.contains("fell back to plain TCP") && err.contains("--allow-fallback"),
+        err.contains(&format!("the server at {to} answered in plain TCP"))
+            && err.contains("not a nena server")
+            && err.contains("--allow-fallback"),
         "{err}"
     );
     // Allowed: the fallback is accepted and the next problem (not nena) is reported.
@@ -199,6 +209,14 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("does not speak nena"), "{err}");
+    // A server that waits silently: the handshake's deadline, and the same conclusion.
+    let out = client(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sent no nena answer") && err.contains("not a nena server"),
+        "{err}"
+    );
 
     // MPTCP disabled: both tools say so and refuse.
     for host in [Host::Client, Host::Server] {

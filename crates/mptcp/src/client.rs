@@ -212,7 +212,7 @@ impl Pending {
         let fallback = sockopt::is_fallback(conn)?;
         if fallback {
             if !allow_fallback {
-                return Err(MptcpError::Fallback);
+                return Err(MptcpError::ServerWithoutMptcp(self.remote));
             }
             log::warn!(
                 "connection to {} fell back to plain TCP (allowed by --allow-fallback)",

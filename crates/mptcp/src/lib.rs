@@ -2,7 +2,8 @@
 //!
 //! * [`listen`] / [`connect`] open `IPPROTO_MPTCP` sockets; [`check_enabled`] explains when
 //!   MPTCP is off in the current network namespace; a connection that fell back to plain TCP
-//!   is refused unless allowed ([`MptcpError::Fallback`], `--allow-fallback`).
+//!   is refused unless allowed ([`MptcpError::ServerWithoutMptcp`] on a client,
+//!   [`MptcpError::Fallback`] on a server, `--allow-fallback`).
 //! * [`is_fallback`], [`info`], [`subflows`], [`describe`] read the kernel's `MPTCP_INFO` and
 //!   `MPTCP_FULL_INFO` (per-subflow addresses and `tcp_info` byte counters), so nena can say
 //!   whether a connection is really multipath and what each subflow carried.
@@ -146,6 +147,10 @@ pub enum MptcpError {
     Disabled,
     #[error("this kernel has no MPTCP support ({0})")]
     Unsupported(String),
+    /// A client's connection that the server answered without MPTCP.
+    #[error("the server at {0} answered in plain TCP, not MPTCP: it is not a nena server, or MPTCP is off on its host, or a middlebox strips MPTCP options; nothing was sent (--allow-fallback accepts a single plain path, if a nena server is there)")]
+    ServerWithoutMptcp(SocketAddr),
+    /// An accepted connection that the client opened without MPTCP.
     #[error("connection fell back to plain TCP; pass --allow-fallback to accept")]
     Fallback,
     #[error("cannot connect to {remote}")]
@@ -282,6 +287,13 @@ mod tests {
             e.to_string(),
             "trusted-path-first violated: the subflow from 198.18.2.2:1234 exists before the \
              first flight is sent; refusing the connection"
+        );
+        let s = MptcpError::ServerWithoutMptcp("198.18.3.2:80".parse().unwrap()).to_string();
+        assert!(
+            s.starts_with("the server at 198.18.3.2:80 answered in plain TCP")
+                && s.contains("not a nena server")
+                && s.contains("nothing was sent"),
+            "{s}"
         );
         for e in [MptcpError::Disabled, MptcpError::Fallback, e] {
             assert!(!e.to_string().contains('\n'));

@@ -108,7 +108,7 @@ pub async fn client_finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .await
         .map_err(|_| {
             anyhow!(
-                "no nena answer from the server within {:.1}s: is it a nena server?",
+                "the server accepted the connection but sent no nena answer within {:.1} s: it is not a nena server (or one too busy to answer)",
                 timeout.as_secs_f64()
             )
         })?

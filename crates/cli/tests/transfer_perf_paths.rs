@@ -40,6 +40,17 @@ fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
     args.extend_from_slice(&PATHS);
     let r = client_json(&lab, &args);
     let sent = r["sent"].as_u64().unwrap();
+    // --time bounds the writing; the seconds until every byte was confirmed are reported
+    // apart (they include what was still in flight, and the verdicts' round trip).
+    let (written, confirmed) = (
+        r["send_seconds"].as_f64().unwrap(),
+        r["seconds"].as_f64().unwrap(),
+    );
+    assert!((4.0..5.0).contains(&written), "written until {written} s");
+    assert!(
+        confirmed >= written,
+        "confirmed at {confirmed} s, written until {written} s"
+    );
     let subflows = r["paths"]["subflows"].as_array().unwrap().clone();
     let acked: u64 = subflows
         .iter()
@@ -88,6 +99,10 @@ fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
         String::from_utf8_lossy(&out.stderr)
     );
     let last = text.lines().last().unwrap();
+    assert!(
+        last.contains("written until 3.") && last.contains("all confirmed by the peer at"),
+        "{last}"
+    );
     let words: Vec<&str> = last.split_whitespace().collect();
     let mut acked_text = 0.0;
     for (i, w) in words.iter().enumerate() {

@@ -320,7 +320,12 @@ pub struct PerfReport {
     pub mode_label: String,
     pub sent: u64,
     pub received: u64,
+    /// From the start of the data to the peer's verdict: every byte confirmed both ways.
     pub seconds: f64,
+    /// When the last byte was written (`--time` ends here, up to one chunk later).
+    pub send_seconds: f64,
+    /// When the peer's last byte arrived.
+    pub receive_seconds: f64,
     /// Goodput of the direction(s) that carried data, payload bytes only; with `--omit`,
     /// of what moved after `omitted` (the bytes and seconds above are the whole run's).
     pub mbit_s_sent: f64,
@@ -425,6 +430,8 @@ pub async fn perf(
         sent: outcome.sent,
         received: outcome.received,
         seconds: outcome.seconds,
+        send_seconds: outcome.send_seconds,
+        receive_seconds: outcome.receive_seconds,
         mbit_s_sent: perf::goodput(
             outcome.sent,
             outcome.seconds,

@@ -45,6 +45,10 @@ pub struct PerfOutcome {
     pub received: u64,
     /// From the start of the data phase to the peer's verdict.
     pub seconds: f64,
+    /// When this end wrote its last byte (its end marker flushed), since the start.
+    pub send_seconds: f64,
+    /// When this end read the peer's end marker (the last byte of the peer's data).
+    pub receive_seconds: f64,
 }
 
 async fn send_half<W: AsyncWrite + Unpin>(
@@ -146,9 +150,15 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<PerfOutcome> {
     let pattern = crate::wire::pattern();
     let start = Instant::now();
-    let (sent, (received, claimed, matched)) = tokio::try_join!(
-        send_half(w, limit, &pattern, counters, start),
-        recv_half(r, &pattern, counters)
+    let ((sent, send_seconds), (received, claimed, matched, receive_seconds)) = tokio::try_join!(
+        async {
+            let n = send_half(w, limit, &pattern, counters, start).await?;
+            Ok::<_, anyhow::Error>((n, start.elapsed().as_secs_f64()))
+        },
+        async {
+            let (n, claimed, matched) = recv_half(r, &pattern, counters).await?;
+            Ok((n, claimed, matched, start.elapsed().as_secs_f64()))
+        }
     )?;
     let verdict = if !matched {
         Reply::err(Status::Corrupt, "perf data did not match the pattern")
@@ -181,6 +191,8 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         sent,
         received,
         seconds,
+        send_seconds,
+        receive_seconds,
     })
 }
 

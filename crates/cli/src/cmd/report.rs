@@ -97,16 +97,32 @@ pub fn interval_line(r: &IntervalReport) -> String {
     )
 }
 
-/// The final line of `nena perf`.
+/// The final line of `nena perf`. Its seconds say what they time: `--time` bounds the
+/// writing; the goodput counts the seconds until the peer confirmed every byte (the data
+/// still in flight when writing stopped, and the verdicts' round trip).
 pub fn perf_line(r: &PerfReport) -> String {
+    let timing = match (r.sent > 0, r.received > 0) {
+        (true, false) => format!(
+            "written until {:.2}s, all confirmed by the peer at {:.2}s",
+            r.send_seconds, r.seconds
+        ),
+        (false, true) => format!(
+            "received until {:.2}s, verdicts exchanged at {:.2}s",
+            r.receive_seconds, r.seconds
+        ),
+        (true, true) => format!(
+            "written until {:.2}s, received until {:.2}s, all confirmed at {:.2}s",
+            r.send_seconds, r.receive_seconds, r.seconds
+        ),
+        (false, false) => format!("no data, verdicts exchanged at {:.2}s", r.seconds),
+    };
     format!(
-        "perf ({}): sent {} ({:.1} Mbit/s), received {} ({:.1} Mbit/s) in {:.2}s{}, all bytes verified; {}",
+        "perf ({}): sent {} and received {}; {timing}: {:.1} Mbit/s sent, {:.1} Mbit/s received{}; all bytes verified; {}",
         r.mode_label,
         human(r.sent),
-        r.mbit_s_sent,
         human(r.received),
+        r.mbit_s_sent,
         r.mbit_s_received,
-        r.seconds,
         r.omitted
             .map(|m| format!(" (goodput after the first {:.2}s)", m.t))
             .unwrap_or_default(),

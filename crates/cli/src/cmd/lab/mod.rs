@@ -40,7 +40,8 @@ pub enum LabCmd {
     /// Run a command inside a host: `nena lab exec client -- ip addr`.
     Exec(ExecArgs),
     /// Run a scenario file (links, events, traffic runs) end to end, each run in its own
-    /// lab, writing captures, socket samples, plots and DIR/summary.json.
+    /// lab, writing socket samples, plots, DIR/summary.json and the captures the
+    /// scenario's `[capture]` section names.
     Run(run::RunArgs),
     /// The relay of the emulated links (started by `nena lab up`, stopped by `down`).
     #[command(hide = true)]

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 pub struct RunArgs {
     /// The scenario (TOML), e.g. scenarios/lte-outages.toml.
     pub file: PathBuf,
-    /// Output directory: one directory per run (captures, samples.json, run.json, plots)
-    /// and summary.json.
+    /// Output directory: one directory per run (samples.json, run.json, plots, and a
+    /// LINK.pcap per link the scenario's `[capture]` names) and summary.json.
     #[arg(long)]
     pub out: PathBuf,
     /// Only the run(s) with this name (repeatable).
@@ -57,12 +57,34 @@ pub fn run(a: &RunArgs) -> CmdResult {
         );
     } else {
         print!("{}", table(&summary));
+        println!("{}", captures_line(&summary.scenario));
         println!("written: {}", a.out.join("summary.json").display());
     }
     if summary.runs.iter().any(|r| !r.outcome.verified) {
         return Err(anyhow::anyhow!("a run's data did not verify").into());
     }
     Ok(())
+}
+
+/// Which captures the runs wrote, or why there are none.
+fn captures_line(sc: &Scenario) -> String {
+    if sc.capture.links.is_empty() {
+        "captures: none (the scenario has no [capture] section; `links = [\"untrusted\"]` \
+         there captures that link in every run)"
+            .to_string()
+    } else {
+        let files: Vec<String> = sc
+            .capture
+            .links
+            .iter()
+            .map(|l| format!("{l}.pcap"))
+            .collect();
+        format!(
+            "captures: {} in each run's directory (first {} bytes of each packet)",
+            files.join(", "),
+            sc.capture.snaplen.unwrap_or(128)
+        )
+    }
 }
 
 /// The summary as the LTE study's tables: per run and link, throughput and RTT with sigma.
@@ -122,4 +144,39 @@ pub fn table(s: &ScenarioSummary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_captures_line_names_the_files_or_says_why_there_are_none() {
+        let none = Scenario::parse(
+            "duration = \"1s\"\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n",
+            "t",
+        )
+        .unwrap();
+        let l = captures_line(&none);
+        assert!(
+            l.starts_with("captures: none") && l.contains("[capture]"),
+            "{l}"
+        );
+        let two = Scenario::parse(
+            "duration = \"1s\"\n[capture]\nlinks = [\"trusted\", \"untrusted\"]\n[[runs]]\nname = \"a\"\ntraffic = \"mptcp\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            captures_line(&two),
+            "captures: trusted.pcap, untrusted.pcap in each run's directory (first 128 bytes of each packet)"
+        );
+        // The demo makes none, and --help no longer promises them unconditionally.
+        let demo = Scenario::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/demo.toml"
+        )))
+        .unwrap();
+        assert!(captures_line(&demo).starts_with("captures: none"));
+    }
 }

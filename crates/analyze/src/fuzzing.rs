@@ -44,7 +44,7 @@ pub fn pcap(data: &[u8]) {
 /// reinjection between two of the connection's subflows), and the table renders.
 pub fn trace(data: &[u8]) {
     let opts = crate::trace::TraceOptions {
-        bin: std::time::Duration::from_millis(100),
+        bin: Some(std::time::Duration::from_millis(100)),
         ..Default::default()
     };
     let Ok(r) = crate::trace::analyze_bytes(data, &opts) else {

@@ -181,15 +181,15 @@ fn plot_writes_png_and_svg_per_figure() {
                 .filter_map(|n| n.text())
                 .map(str::trim)
                 .collect();
-            // One legend entry per series, named after its subflow (connection 0 has no
-            // ACKs, hence no RTT series).
+            // One legend entry per series, named after its subflow: the capture it was read
+            // from (its path, with several captures), its client address (one server) and
+            // direction (connection 0 has no ACKs, hence no RTT series).
             let series: &[&str] = match stem {
                 "conn0-rtt" => &[],
-                s if s.starts_with("conn0") => &[
-                    "#0 198.18.1.2:40000 > 198.18.3.2:7000",
-                    "#1 198.18.2.2:40001 > 198.18.3.2:7000",
-                ],
-                _ => &["#0 198.18.1.2:40002 > 198.18.3.2:7000"],
+                s if s.starts_with("conn0") => {
+                    &["#0 a 198.18.1.2:40000 c2s", "#1 b 198.18.2.2:40001 c2s"]
+                }
+                _ => &["#0 tcp 198.18.1.2:40002 c2s"],
             };
             for name in series {
                 assert!(texts.contains(name), "{stem}: no legend {name}: {texts:?}");
@@ -204,9 +204,26 @@ fn plot_writes_png_and_svg_per_figure() {
             } else if stem == "conn0-rtt" {
                 assert_eq!(count("circle"), 0, "{stem}");
             } else {
-                // points; the legend marks are lines
+                // points, and a point per series in the legend
                 assert!(count("circle") >= 20, "{stem}: {} points", count("circle"));
-                assert!(drawn >= 2, "{stem}: {drawn} legend lines");
+            }
+            // The time axis spans the whole capture, and the legend is beside the plot,
+            // not on it: the first legend name starts in the right 40% of the figure.
+            if let Some(name) = series.first() {
+                let x_of = |t: &str| {
+                    doc.descendants()
+                        .find(|n| {
+                            n.tag_name().name() == "text" && n.text().map(str::trim) == Some(t)
+                        })
+                        .and_then(|n| n.attribute("x"))
+                        .and_then(|x| x.parse::<f64>().ok())
+                        .unwrap()
+                };
+                assert!(
+                    x_of(name) > 1024.0 * 0.6,
+                    "{stem}: legend at x {}",
+                    x_of(name)
+                );
             }
         }
     }

@@ -7,7 +7,7 @@
 use crate::sample::Sample;
 use crate::summary::{deltas, RunSummary};
 use anyhow::{Context, Result};
-use nena_analyze::plot::time_series;
+use nena_analyze::plot::{time_series, Frame};
 use nena_lab::Link;
 use std::path::{Path, PathBuf};
 
@@ -20,16 +20,71 @@ fn label(s: &RunSummary, l: Link) -> String {
         .unwrap_or_else(|| l.to_string())
 }
 
+/// The frame of a run's figures: from 0 to the last sample, the links' outages (from the
+/// scenario's events) shaded; the lines of `series` (name, link) on a link that went down
+/// are not joined across its outages (sampled values say nothing of the time between).
+pub fn run_frame(s: &RunSummary, samples: &[Sample], series: &[(String, Link)]) -> Frame {
+    let end = samples.iter().map(|x| x.t).fold(0f64, f64::max);
+    let mut links: Vec<String> = s.outages.iter().map(|o| label(s, o.link)).collect();
+    links.dedup();
+    Frame {
+        x_range: Some((0.0, end.max(1.0))),
+        bands: s
+            .outages
+            .iter()
+            .map(|o| (o.down_s, o.up_s.unwrap_or(end)))
+            .collect(),
+        band_label: format!("link down ({})", links.join(", ")),
+        break_series: series
+            .iter()
+            .filter(|(_, l)| s.outages.iter().any(|o| o.link == *l))
+            .map(|(n, _)| n.clone())
+            .collect(),
+    }
+}
+
+/// Legend names of the subflow sockets of `rows` (in order of appearance): the link's name,
+/// numbered with the time it first carried data when a link had several.
+fn socket_names(
+    s: &RunSummary,
+    rows: &[crate::summary::Row],
+) -> Vec<((Link, std::net::SocketAddr), String)> {
+    let mut first: Vec<((Link, std::net::SocketAddr), f64)> = Vec::new();
+    for r in rows {
+        let key = (r.link, r.socket.0);
+        if !first.iter().any(|(k, _)| *k == key) {
+            first.push((key, r.t));
+        }
+    }
+    first
+        .iter()
+        .map(|&((link, addr), t)| {
+            let same: Vec<_> = first.iter().filter(|((l, _), _)| *l == link).collect();
+            let name = if same.len() == 1 {
+                label(s, link)
+            } else {
+                let n = same.iter().position(|((_, a), _)| *a == addr).unwrap_or(0) + 1;
+                format!("{} #{n} (from {t:.1} s)", label(s, link))
+            };
+            ((link, addr), name)
+        })
+        .collect()
+}
+
 /// Write `throughput`, `rtt` and `cwnd` (.png and .svg) into `dir`; returns the files.
 pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    let mut put = |stem: &str, title: String, y: &str, series: Vec<(String, Vec<(f64, f64)>)>| {
+    let mut put = |stem: &str,
+                   title: String,
+                   y: &str,
+                   series: Vec<(String, Vec<(f64, f64)>)>,
+                   frame: &Frame| {
         if series.iter().all(|(_, v)| v.is_empty()) {
             return Ok::<(), anyhow::Error>(());
         }
         for ext in ["png", "svg"] {
             let p = dir.join(format!("{stem}.{ext}"));
-            time_series(&title, y, &series, &p)?;
+            time_series(&title, y, &series, frame, &p)?;
             files.push(p);
         }
         Ok(())
@@ -51,12 +106,20 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         ),
         "Mbit/s",
         th,
+        &run_frame(s, samples, &[]),
     )?;
     // RTT and cwnd per socket, from the samples in which it moved data.
     let mut rtt: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut cwnd: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for row in &deltas(samples, s.direction).rows {
-        let name = format!("{} :{}", label(s, row.link), row.socket.0.port());
+    let rows = deltas(samples, s.direction).rows;
+    let names = socket_names(s, &rows);
+    let on_links: Vec<(String, Link)> = names.iter().map(|((l, _), n)| (n.clone(), *l)).collect();
+    for row in &rows {
+        let name = names
+            .iter()
+            .find(|(k, _)| *k == (row.link, row.socket.0))
+            .map(|(_, n)| n.clone())
+            .unwrap_or_else(|| label(s, row.link));
         let idx = |v: &mut Vec<(String, Vec<(f64, f64)>)>| match v.iter().position(|x| x.0 == name)
         {
             Some(i) => i,
@@ -77,12 +140,14 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         format!("{}: smoothed RTT per subflow (TCP_INFO)", s.name),
         "ms",
         rtt,
+        &run_frame(s, samples, &on_links),
     )?;
     put(
         "cwnd",
         format!("{}: congestion window per subflow", s.name),
         "segments",
         cwnd,
+        &run_frame(s, samples, &on_links),
     )?;
     Ok(files)
 }

@@ -45,7 +45,7 @@ pub fn analyze_captures(paths: &[PathBuf], opts: &TraceOptions) -> Result<TraceR
     if paths.is_empty() {
         bail!("no capture given");
     }
-    if opts.bin.is_zero() {
+    if opts.bin.is_some_and(|b| b.is_zero()) {
         bail!("the bin width must be positive");
     }
     for p in paths {

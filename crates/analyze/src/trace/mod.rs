@@ -28,11 +28,11 @@ mod state;
 mod tracer;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 pub use driver::{analyze_bytes, analyze_captures};
 pub use report::{
-    CaptureInfo, Connection, DataDir, Outage, PerDir, Reinjection, RttStats, Subflow, TraceOptions,
-    TraceReport, MAX_BINS, MAX_EVENTS, MAX_POINTS,
+    auto_bin, CaptureInfo, Connection, DataDir, Outage, PerDir, Reinjection, RttStats, Subflow,
+    TraceOptions, TraceReport, AUTO_BINS, FINE_BIN, MAX_BINS, MAX_EVENTS, MAX_POINTS, NICE_BINS,
 };
 pub use tracer::Tracer;

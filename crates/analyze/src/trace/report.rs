@@ -14,11 +14,34 @@ pub const MAX_EVENTS: usize = 1_000;
 /// A throughput series is dense (zero bins included) up to this many bins.
 pub const MAX_BINS: u64 = 100_000;
 
+/// Resolution at which bytes are counted when the bin is chosen at the end
+/// ([`TraceOptions::bin`] `None`): every [`NICE_BINS`] width is a multiple of it.
+pub const FINE_BIN: f64 = 0.01;
+/// The bin widths [`auto_bin`] chooses from, seconds.
+pub const NICE_BINS: [f64; 17] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0,
+];
+/// Bins [`auto_bin`] aims at, at most, over a capture: enough for the shape of a transfer
+/// (a ramp, an outage), few enough that each bin holds many segments.
+pub const AUTO_BINS: f64 = 60.0;
+
+/// The bin width for a capture of `duration` seconds: the smallest of [`NICE_BINS`] that
+/// makes at most [`AUTO_BINS`] bins (a 2 s capture: 50 ms; 30 s: 500 ms; 10 min: 10 s).
+pub fn auto_bin(duration: f64) -> f64 {
+    NICE_BINS
+        .iter()
+        .copied()
+        .find(|b| duration / b <= AUTO_BINS)
+        .unwrap_or(NICE_BINS[NICE_BINS.len() - 1])
+}
+
 /// How to analyse.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceOptions {
-    /// Width of a throughput / RTT series bin.
-    pub bin: Duration,
+    /// Width of a throughput / RTT series bin; `None`: chosen from the capture's length
+    /// ([`auto_bin`]).
+    pub bin: Option<Duration>,
     /// A subflow or connection that sends nothing for more than this many smoothed RTTs
     /// while data is outstanding is in an outage ...
     pub outage_rtts: f64,
@@ -29,7 +52,7 @@ pub struct TraceOptions {
 impl Default for TraceOptions {
     fn default() -> Self {
         TraceOptions {
-            bin: Duration::from_secs(1),
+            bin: None,
             outage_rtts: 4.0,
             min_outage: Duration::from_millis(100),
         }
@@ -207,6 +230,8 @@ pub struct TraceReport {
     pub duration: f64,
     /// Bin width of the series, seconds.
     pub bin: f64,
+    /// Whether `bin` was chosen from the capture's length (no `--bin`).
+    pub bin_auto: bool,
     pub connections: Vec<Connection>,
     pub warnings: Vec<String>,
 }

@@ -6,8 +6,8 @@
 use super::dsn::{self, data_dir};
 use super::outages;
 use super::report::{
-    CaptureInfo, Connection, DataDir, PerDir, RttStats, Subflow, TraceOptions, TraceReport,
-    MAX_BINS,
+    auto_bin, CaptureInfo, Connection, DataDir, PerDir, RttStats, Subflow, TraceOptions,
+    TraceReport, FINE_BIN, MAX_BINS,
 };
 use super::rtt;
 use super::state::{ConnState, Out, SubState};
@@ -31,6 +31,12 @@ pub struct Tracer {
 }
 
 impl Tracer {
+    /// The width bytes are counted in while reading: the bin asked for, or [`FINE_BIN`]
+    /// when the bin is chosen at the end from the capture's length.
+    fn counting_bin(&self) -> f64 {
+        self.opts.bin.map_or(FINE_BIN, |b| b.as_secs_f64())
+    }
+
     pub fn new(opts: TraceOptions) -> Tracer {
         Tracer {
             opts,
@@ -175,7 +181,7 @@ impl Tracer {
         let end = off + seg.wire_len as i64;
         let len = seg.wire_len as u64;
         dir.payload += len;
-        let bin = (t / self.opts.bin.as_secs_f64()).max(0.0) as u64;
+        let bin = (t / self.counting_bin()).max(0.0) as u64;
         let dir = &mut self.subs[si].dirs[d];
         *dir.bins.entry(bin).or_default() += len;
         let max_end = dir.max_end.unwrap_or(i64::MIN);
@@ -280,7 +286,23 @@ impl Tracer {
             // finishing on another subflow is not an outage of this one.
             outages::check(&mut self.subs, &mut self.conns, &self.opts, si, now, false);
         }
-        let bin = self.opts.bin.as_secs_f64();
+        // Bytes were counted per `counting_bin`; the series are per `bin`, a multiple of it.
+        let counted = self.counting_bin();
+        let bin = self
+            .opts
+            .bin
+            .map_or_else(|| auto_bin(now), |b| b.as_secs_f64());
+        let factor = ((bin / counted).round() as u64).max(1);
+        let rebin = |bins: BTreeMap<u64, u64>| -> BTreeMap<u64, u64> {
+            if factor == 1 {
+                return bins;
+            }
+            let mut out = BTreeMap::new();
+            for (i, b) in bins {
+                *out.entry(i / factor).or_default() += b;
+            }
+            out
+        };
         // Dense from the first to the last bin with data (zeros between), or, when that
         // would exceed MAX_BINS, the bins with data only.
         let series = |bins: &BTreeMap<u64, u64>| -> Vec<(f64, f64)> {
@@ -337,7 +359,8 @@ impl Tracer {
                     outages: s.outages,
                     rtt_samples: Default::default(),
                 };
-                for (d, dir) in s.dirs.into_iter().enumerate() {
+                for (d, mut dir) in s.dirs.into_iter().enumerate() {
+                    dir.bins = rebin(std::mem::take(&mut dir.bins));
                     let cd = if s.reversed { 1 - d } else { d };
                     *sub.payload_bytes.get_mut(d) = dir.payload;
                     *sub.segments.get_mut(d) = dir.segments;
@@ -386,6 +409,7 @@ impl Tracer {
             start_epoch: self.t0.map_or(0.0, |t| t.as_secs_f64()),
             duration: now,
             bin,
+            bin_auto: self.opts.bin.is_none(),
             connections,
             warnings,
         }
@@ -403,7 +427,14 @@ mod tests {
         let (c, s) = addrs();
         let data = vec![7u8; 10_000];
         let pcap = craft::connection(c, s, &data, 1000);
-        let r = analyze_bytes(&pcap, &TraceOptions::default()).unwrap();
+        let r = analyze_bytes(
+            &pcap,
+            &TraceOptions {
+                bin: Some(std::time::Duration::from_secs(1)),
+                ..TraceOptions::default()
+            },
+        )
+        .unwrap();
         assert_eq!(r.connections.len(), 1);
         let conn = &r.connections[0];
         assert!(!conn.mptcp && conn.data.is_none());
@@ -434,5 +465,34 @@ mod tests {
             "10 kB in one 1 s bin: {total} Mbit/s"
         );
         assert!(sf.outages.is_empty(), "{:?}", sf.outages);
+    }
+
+    #[test]
+    fn the_bin_is_chosen_from_the_captures_length_and_keeps_every_byte() {
+        use crate::trace::{auto_bin, NICE_BINS};
+        for (d, want) in [
+            (0.023, 0.01),
+            (1.8, 0.05),
+            (2.0, 0.05),
+            (10.0, 0.2),
+            (30.0, 0.5),
+            (60.0, 1.0),
+            (600.0, 10.0),
+            (1e9, 1800.0),
+        ] {
+            assert_eq!(auto_bin(d), want, "{d} s");
+        }
+        // Every width is a whole number of counting bins (10 ms).
+        for b in NICE_BINS {
+            assert!(((b / 0.01).round() * 0.01 - b).abs() < 1e-9, "{b}");
+        }
+        let (c, s) = addrs();
+        let pcap = craft::connection(c, s, &vec![7u8; 10_000], 1000);
+        let r = analyze_bytes(&pcap, &TraceOptions::default()).unwrap();
+        assert!(r.bin_auto && r.bin == 0.01, "{}", r.bin);
+        let th = &r.connections[0].subflows[0].throughput.c2s;
+        assert_eq!(th.len(), 3, "23 ms in 10 ms bins: {th:?}");
+        let bytes: f64 = th.iter().map(|p| p.1 * r.bin * 1e6 / 8.0).sum();
+        assert!((bytes - 10_000.0).abs() < 1e-6, "{bytes}");
     }
 }

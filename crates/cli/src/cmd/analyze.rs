@@ -19,9 +19,10 @@ pub struct AnalyzeArgs {
     /// Write PNG and SVG figures (throughput, RTT, DSN sequence graph) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Width of the throughput and RTT series bins (e.g. 1s, 250ms).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub bin: Duration,
+    /// Width of the throughput and RTT series bins (e.g. 1s, 250ms). Default: from the
+    /// captures' length, at most 60 bins (a 2 s capture: 50ms; 30 s: 500ms; 10 min: 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub bin: Option<Duration>,
     /// An outage is a silence of more than N smoothed RTTs (and at least --min-outage)
     /// while data is outstanding.
     #[arg(long, value_name = "N", default_value_t = 4.0)]
@@ -117,10 +118,20 @@ pub fn table(r: &TraceReport) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{} capture(s), {:.3} s, {} connection(s)",
+        "{} capture(s), {:.3} s, {} connection(s); series in {} bins{}",
         r.captures.len(),
         r.duration,
-        r.connections.len()
+        r.connections.len(),
+        if r.bin < 1.0 {
+            format!("{} ms", (r.bin * 1e3).round())
+        } else {
+            format!("{} s", r.bin)
+        },
+        if r.bin_auto {
+            " (chosen from the length; --bin sets them)"
+        } else {
+            ""
+        }
     );
     for c in &r.captures {
         let _ = writeln!(

@@ -273,3 +273,132 @@ fn clean_ends_through_both_proxies() {
         }
     }
 }
+
+/// A plain target in the server host for one connection: reads until the client's end (or
+/// an error), then, after `answer_after`, answers `got N bytes` and closes. Reports how its
+/// read ended.
+fn slow_target(
+    lab: &nena_lab::Lab,
+    addr: SocketAddr,
+    answer_after: Duration,
+) -> std::sync::mpsc::Receiver<std::io::Result<usize>> {
+    use std::io::{Read, Write};
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = Vec::new();
+        let r = s.read_to_end(&mut got);
+        if r.is_ok() {
+            std::thread::sleep(answer_after);
+            let _ = s.write_all(format!("got {} bytes", got.len()).as_bytes());
+        }
+        let _ = tx.send(r);
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    rx
+}
+
+/// Stopping either proxy (SIGTERM, SIGINT) in the middle of a session: the proxy exits 0
+/// within a second of the signal (no --grace), and the session is reset on both sides, so
+/// that neither the application nor the target takes the cut stream for a complete one.
+/// With --grace, a session that ends within it is carried to its end first.
+#[test]
+fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
+    use std::io::{Read, Write};
+    let lab = lab();
+    for (round, (stopped, sig, grace)) in [
+        ("server", libc::SIGTERM, "0"),
+        ("client", libc::SIGINT, "0"),
+        ("client", libc::SIGTERM, "0"),
+        ("server", libc::SIGINT, "10"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = 7320 + 3 * round as u16;
+        let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        // With a grace period the target answers a second after the client's end: the
+        // session is still running when the signal comes.
+        let graceful = grace != "0";
+        let saw = slow_target(&lab, target, Duration::from_secs(1));
+        let listen = server(&lab, port + 1);
+        let target_s = target.to_string();
+        let server_grace = if stopped == "server" { grace } else { "0" };
+        let mut ps = spawn_listening(
+            &lab,
+            Host::Server,
+            &[
+                "-v",
+                "proxy",
+                "server",
+                "--listen",
+                &listen,
+                "--forward",
+                &target_s,
+                "--grace",
+                server_grace,
+            ],
+        );
+        let entry: SocketAddr = format!("127.0.0.1:{}", port + 2).parse().unwrap();
+        let entry_s = entry.to_string();
+        let mut args = vec![
+            "-v", "proxy", "client", "--listen", &entry_s, "--to", &listen,
+        ];
+        args.extend_from_slice(&PATHS);
+        let mut pc = spawn_listening(&lab, Host::Client, &args);
+        let payload = testing::session_payload(round, 1 << 20);
+        let len = payload.len();
+        let app = lab.spawn_in(Host::Client, move || {
+            let mut s = std::net::TcpStream::connect(entry).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(&payload).unwrap();
+            if graceful {
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+            }
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).map(|_| answer)
+        });
+        // The session is up on the server side (its mode logged) before the signal.
+        ps.wait_stderr("mode aead", Duration::from_secs(20));
+        let proc = if stopped == "server" {
+            &mut ps
+        } else {
+            &mut pc
+        };
+        let t0 = std::time::Instant::now();
+        let status = proc.stop_with(sig);
+        let took = t0.elapsed();
+        let log = proc.stderr();
+        assert!(
+            status.success(),
+            "proxy {stopped} after signal {sig}: {status}\n{log}"
+        );
+        let answer = app.join().unwrap().expect("the application thread ran in the lab");
+        if graceful {
+            assert!(
+                took < Duration::from_secs(5),
+                "{took:?} with a session of about 1 s"
+            );
+            assert_eq!(
+                answer.expect("the session finished within the grace period"),
+                format!("got {len} bytes").as_bytes()
+            );
+            assert!(log.contains("in progress"), "{log}");
+        } else {
+            assert!(
+                took < Duration::from_secs(1),
+                "{stopped} took {took:?} to exit\n{log}"
+            );
+            let err = answer.expect_err("a cut session must not end cleanly for the app");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+            let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+            let err = t.expect_err("a cut session must not end cleanly for the target");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+            assert!(log.contains("aborting 1 session"), "{log}");
+        }
+    }
+}

@@ -628,7 +628,14 @@ where
     let stop = crate::stop::interrupted();
     tokio::pin!(stop);
     loop {
-        let permit = sem.clone().acquire_owned().await?;
+        // Waiting for a free slot (all sessions running) watches the signals too.
+        let permit = tokio::select! {
+            p = sem.clone().acquire_owned() => p?,
+            sig = &mut stop => {
+                log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
+                return Ok(Sessions { sem, max });
+            }
+        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             sig = &mut stop => {
@@ -668,6 +675,45 @@ impl Sessions {
     /// Completes when every session has ended.
     pub async fn all_done(&self) {
         let _ = self.sem.acquire_many(self.max).await;
+    }
+
+    /// After the accept loop stopped: the running sessions get `grace` to end (a second
+    /// SIGINT/SIGTERM cuts it short); then `switch` tells those left to abort, and they get
+    /// `notice` to do so (tell their peers) before this returns. Returns how many were told.
+    pub async fn wind_down(
+        &self,
+        grace: Duration,
+        switch: &crate::stop::StopSwitch,
+        notice: Duration,
+    ) -> usize {
+        if self.running() > 0 {
+            log::info!(
+                "{} session(s) in progress: {grace:?} to finish",
+                self.running()
+            );
+        }
+        let finished = tokio::select! {
+            r = tokio::time::timeout(grace, self.all_done()) => r.is_ok(),
+            sig = crate::stop::interrupted() => {
+                if let Ok(sig) = sig {
+                    log::info!("{sig}: not waiting any longer");
+                }
+                false
+            }
+        };
+        if finished {
+            return 0;
+        }
+        let left = self.running();
+        let after = if grace.is_zero() {
+            String::new()
+        } else {
+            format!(" after the {grace:?} grace period")
+        };
+        log::warn!("aborting {left} session(s) still running{after}");
+        switch.stop();
+        let _ = tokio::time::timeout(notice, self.all_done()).await;
+        left
     }
 }
 

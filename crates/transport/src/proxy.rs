@@ -28,6 +28,7 @@
 
 use crate::conn::{self, AcceptOptions, ClientOptions};
 use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
+use crate::stop::StopSignal;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{ConnectReply, ConnectRequest};
 use anyhow::{Context, Result};
@@ -203,6 +204,7 @@ async fn relay<SR, SW>(
     plain: TcpStream,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
+    stop: &StopSignal,
 ) -> std::io::Result<Bridged>
 where
     SR: AsyncRead + Unpin,
@@ -210,7 +212,10 @@ where
 {
     plain.set_nodelay(true)?;
     let (mut pr, mut pw) = plain.into_split();
-    let result = bridge(&mut pr, &mut pw, sec_r, sec_w).await;
+    let result = tokio::select! {
+        r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
+        _ = stop.stopped() => Err(std::io::Error::other(ShuttingDown)),
+    };
     if result.is_err() {
         // SO_LINGER 0, then close the socket whole: a reset, which the application reads as
         // an error. (Dropping the write half alone would send a FIN first: a clean end.)
@@ -242,6 +247,42 @@ pub struct ProxyLimits {
     /// progress watches the kernel's MPTCP path-manager events, which grow with the number
     /// of connects in flight.
     pub max_connecting: usize,
+    /// After SIGTERM/SIGINT, how long the sessions in progress may go on; those left are
+    /// then reset on both sides (never closed cleanly: a peer must not take a cut stream
+    /// for a complete one).
+    pub grace: Duration,
+}
+
+/// How long the sessions aborted at the end of the grace period get to reset their sockets
+/// before the proxy exits anyway.
+pub const ABORT_NOTICE: Duration = Duration::from_millis(500);
+
+/// The error of a session aborted because the proxy is stopping.
+#[derive(Debug)]
+pub struct ShuttingDown;
+
+impl std::fmt::Display for ShuttingDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the proxy is shutting down: session reset on both sides")
+    }
+}
+
+impl std::error::Error for ShuttingDown {}
+
+/// Whether `e` is a session aborted by [`ShuttingDown`].
+fn is_shutting_down(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
+}
+
+/// After `relayed` ended in [`ShuttingDown`], the nena side is reset too (SO_LINGER 0 on
+/// close): the other proxy then resets its application's connection instead of ending it
+/// as if it were complete.
+fn reset_nena_if_stopped(relayed: &std::io::Result<Bridged>, fd: std::os::fd::BorrowedFd<'_>) {
+    if let Err(e) = relayed {
+        if is_shutting_down(e) {
+            let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
+        }
+    }
 }
 
 /// The log line of a finished proxy session: bytes each way, the mode, and how the nena
@@ -271,28 +312,32 @@ async fn accept_loop<F, Fut>(
     session: F,
 ) -> Result<()>
 where
-    F: Fn(TcpStream, SocketAddr) -> Fut,
+    F: Fn(TcpStream, SocketAddr, StopSignal) -> Fut,
     Fut: std::future::Future<Output = Result<String>> + Send + 'static,
 {
-    conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
-        let fut = session(stream, peer);
-        let stats = stats.clone();
-        async move {
-            match fut.await {
-                Ok(summary) => {
-                    stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
-                    log::info!("{peer}: {summary}");
-                }
-                Err(e) => {
-                    stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
-                    log::warn!("{peer}: {e:#}");
+    let (switch, signal) = crate::stop::stop_pair();
+    let sessions =
+        conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
+            let fut = session(stream, peer, signal.clone());
+            let stats = stats.clone();
+            async move {
+                match fut.await {
+                    Ok(summary) => {
+                        stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
+                        log::info!("{peer}: {summary}");
+                    }
+                    Err(e) => {
+                        stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
+                        log::warn!("{peer}: {e:#}");
+                    }
                 }
             }
-        }
-    })
-    .await?;
-    // The sessions still running end with the runtime (their sockets close); a grace
-    // period for proxies is issue 22's item 1, not built yet.
+        })
+        .await?;
+    drop(listener);
+    sessions
+        .wind_down(limits.grace, &switch, ABORT_NOTICE)
+        .await;
     Ok(())
 }
 
@@ -444,6 +489,7 @@ async fn socks_session(
     users: Option<Users>,
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
+    stop: StopSignal,
 ) -> Result<String> {
     let (target, leftover) = socks_accept(&mut plain, users).await?;
     let mut c = match open_to(&target, &opts, &connecting).await {
@@ -458,7 +504,8 @@ async fn socks_session(
         c.writer.write_all(&leftover).await?;
     }
     log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
-    let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    reset_nena_if_stopped(&relayed, c.gate.fd());
     let split = crate::client::Paths::of(&c).describe();
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
@@ -482,6 +529,7 @@ async fn redirected_session(
     lookup: OriginalDst,
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
+    stop: StopSignal,
 ) -> Result<String> {
     let Some(dst) = (lookup.0)(peer) else {
         let _ = plain.set_zero_linger();
@@ -502,7 +550,8 @@ async fn redirected_session(
         }
     };
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
-    let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    reset_nena_if_stopped(&relayed, c.gate.fd());
     let split = crate::client::Paths::of(&c).describe();
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
@@ -622,17 +671,18 @@ async fn client_loop(
         listener,
         limits,
         Arc::new(ProxyStats::default()),
-        move |plain, peer| {
+        move |plain, peer, stop| {
             let opts = opts.clone();
             let connecting = connecting.clone();
             let entry = entry.clone();
             async move {
                 match entry {
                     Entry::Socks5 { users } => {
-                        return socks_session(plain, users, opts, connecting).await
+                        return socks_session(plain, users, opts, connecting, stop).await
                     }
                     Entry::Redirected(lookup) => {
-                        return redirected_session(plain, peer, lookup, opts, connecting).await
+                        return redirected_session(plain, peer, lookup, opts, connecting, stop)
+                            .await
                     }
                     Entry::Plain => {}
                 }
@@ -644,7 +694,8 @@ async fn client_loop(
                 if let Some(i) = c.info {
                     log::info!("session to {}: mode {}", opts.remote, i.describe());
                 }
-                let relayed = relay(plain, &mut c.reader, &mut c.writer).await;
+                let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+                reset_nena_if_stopped(&relayed, c.gate.fd());
                 let split = crate::client::Paths::of(&c).describe();
                 let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
                 Ok(session_line(b.up, b.down, b.plain_gone, c.info, &split))
@@ -686,7 +737,7 @@ pub async fn run_server_with(
         listener,
         &limits,
         Arc::new(ProxyStats::default()),
-        move |stream, peer| {
+        move |stream, peer, stop| {
             let accept = accept.clone();
             let egress = egress.clone();
             async move {
@@ -753,7 +804,8 @@ pub async fn run_server_with(
                         }
                     }
                 };
-                let relayed = relay(target, &mut c.reader, &mut c.writer).await;
+                let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
+                reset_nena_if_stopped(&relayed, c.fd());
                 let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
                 let b = relayed
                     .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
@@ -851,7 +903,9 @@ mod tests {
             (got, end)
         });
         let (plain, _) = listener.accept().await.unwrap();
-        let err = relay(plain, &mut r, &mut sw).await.unwrap_err();
+        let err = relay(plain, &mut r, &mut sw, &StopSignal::never())
+            .await
+            .unwrap_err();
         assert!(
             err.to_string().contains("without its closing record"),
             "{err}"
@@ -890,7 +944,9 @@ mod tests {
         let (plain, _) = listener.accept().await.unwrap();
         app.write_all(b"request").await.unwrap();
         drop(app); // closed whole, nothing read
-        let b = relay(plain, &mut r, &mut w).await.expect("a clean end");
+        let b = relay(plain, &mut r, &mut w, &StopSignal::never())
+            .await
+            .expect("a clean end");
         assert!(b.plain_gone, "{b:?}");
         assert_eq!(b.up, 7);
         let (sent, got) = other.await.unwrap();

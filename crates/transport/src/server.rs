@@ -50,34 +50,7 @@ pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Re
     })
     .await?;
     drop(listener);
-    if sessions.running() > 0 {
-        log::info!(
-            "{} session(s) in progress: {:?} to finish",
-            sessions.running(),
-            opts.grace
-        );
-    }
-    // A second signal during the grace period cuts it short.
-    let finished = tokio::select! {
-        r = tokio::time::timeout(opts.grace, sessions.all_done()) => r.is_ok(),
-        sig = crate::stop::interrupted() => {
-            log::info!("{}: not waiting any longer", sig?);
-            false
-        }
-    };
-    if !finished {
-        let after = if opts.grace.is_zero() {
-            String::new()
-        } else {
-            format!(" after the {:?} grace period", opts.grace)
-        };
-        log::warn!(
-            "aborting {} session(s) still running{after}",
-            sessions.running()
-        );
-        switch.stop();
-        let _ = tokio::time::timeout(ABORT_NOTICE, sessions.all_done()).await;
-    }
+    sessions.wind_down(opts.grace, &switch, ABORT_NOTICE).await;
     Ok(())
 }
 

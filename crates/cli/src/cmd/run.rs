@@ -212,9 +212,11 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
     };
     let mut cgroup = Cgroup::create().map_err(Exit::from)?;
     let cgroup_dir = cgroup.dir.clone();
+    // The command has ended (or been stopped) when the proxy stops: nothing to wait for.
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,
         max_connecting: a.max_connecting,
+        grace: std::time::Duration::ZERO,
     };
     let cmd = a.cmd.clone();
     let result = crate::runtime::block_on(async move {

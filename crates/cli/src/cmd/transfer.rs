@@ -64,11 +64,12 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// Seconds of a grace period: 0 or more.
 fn parse_grace(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
+    match s.trim().parse::<f64>() {
+        Ok(v) if v == 0.0 => Ok(Duration::ZERO),
+        _ => parse_secs(s),
     }
-    parse_secs(s)
 }
 
 fn dedup(v: Vec<Mode>) -> Vec<Mode> {
@@ -464,6 +465,11 @@ pub struct ProxyClientArgs {
     /// do not count).
     #[arg(long, default_value = "64")]
     pub max_connecting: usize,
+    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
+    /// those left are then reset on both sides (an application sees an error, never a cut
+    /// stream that looks complete). Default 0: at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
+    pub grace: Duration,
     #[command(flatten)]
     pub common: ClientCommon,
     #[command(flatten)]
@@ -484,6 +490,11 @@ pub struct ProxyServerArgs {
     /// Without --allow (and without --forward) every request is refused.
     #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
     pub allow: Vec<nena_transport::socks::AllowRule>,
+    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
+    /// those left are then reset on both sides (an application sees an error, never a cut
+    /// stream that looks complete). Default 0: at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
+    pub grace: Duration,
     #[command(flatten)]
     pub common: ServerCommon,
     #[command(flatten)]
@@ -726,6 +737,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
+                grace: a.grace,
             };
             let (listen, entry, kind) = match (a.listen, a.socks5) {
                 (Some(l), _) => (l, proxy::Entry::Plain, ""),
@@ -760,6 +772,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             let limits = ProxyLimits {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,
+                grace: a.grace,
             };
             let mut accept = a.common.accept(false)?;
             let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;

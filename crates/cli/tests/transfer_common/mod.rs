@@ -96,8 +96,13 @@ impl Proc {
 impl Proc {
     /// SIGTERM, then wait (up to 10 s) for the process to exit; its exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Signal `sig`, then wait (up to 10 s) for the process to exit; its exit status.
+    pub fn stop_with(&mut self, sig: libc::c_int) -> std::process::ExitStatus {
         // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(self.child.id() as i32, sig) };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -71,13 +71,17 @@ pub struct Frame {
     /// either side of a band (a value sampled before a link's outage and one after it say
     /// nothing of the time between). Series of paths that stayed up are not listed.
     pub break_series: Vec<String>,
+    /// Lines of those series also break where consecutive points are farther apart than
+    /// this (seconds): a sampled value that stopped coming is not drawn as a slope.
+    pub max_gap: Option<f64>,
 }
 
 impl Frame {
     /// Whether the line of `series` between consecutive points at `a` and `b` must break.
     fn breaks(&self, series: &str, a: f64, b: f64) -> bool {
         self.break_series.iter().any(|n| n == series)
-            && self.bands.iter().any(|&(s, e)| s < b && e > a)
+            && (self.bands.iter().any(|&(s, e)| s < b && e > a)
+                || self.max_gap.is_some_and(|g| b - a > g))
     }
 }
 
@@ -433,6 +437,7 @@ pub fn figures(r: &TraceReport, ci: usize) -> (Vec<ConnFigure>, Frame) {
         bands,
         band_label: "outage (silent, data outstanding)".into(),
         break_series: Vec::new(),
+        max_gap: None,
     };
     (out, frame)
 }
@@ -482,6 +487,12 @@ mod tests {
             .map(|p| p.iter().map(|q| q.0).collect())
             .collect();
         assert_eq!(xs, [vec![0.0, 1.0, 2.0], vec![3.0], vec![4.0, 5.0]]);
+        // A gap in the samples breaks it too.
+        f.bands.clear();
+        f.max_gap = Some(1.5);
+        let gappy = [(0.0, 1.0), (1.0, 1.0), (4.0, 1.0), (5.0, 1.0)];
+        assert_eq!(line_pieces("a", &gappy, &f).len(), 2);
+        assert_eq!(line_pieces("b", &gappy, &f).len(), 1);
         let series = vec![("a".to_string(), vec![(0.2, 1.0), (1.5, 4.0)])];
         assert_eq!(ranges(&series, &Frame::default()), ((0.2, 1.5), 4.2));
         f.x_range = Some((0.0, 1.8));

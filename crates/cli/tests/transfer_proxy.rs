@@ -377,7 +377,10 @@ fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
             status.success(),
             "proxy {stopped} after signal {sig}: {status}\n{log}"
         );
-        let answer = app.join().unwrap().expect("the application thread ran in the lab");
+        let answer = app
+            .join()
+            .unwrap()
+            .expect("the application thread ran in the lab");
         if graceful {
             assert!(
                 took < Duration::from_secs(5),

@@ -22,7 +22,8 @@ fn label(s: &RunSummary, l: Link) -> String {
 
 /// The frame of a run's figures: from 0 to the last sample, the links' outages (from the
 /// scenario's events) shaded; the lines of `series` (name, link) on a link that went down
-/// are not joined across its outages (sampled values say nothing of the time between).
+/// are not joined across its outages, nor across 5 sample intervals without a sample
+/// (sampled values say nothing of the time between).
 pub fn run_frame(s: &RunSummary, samples: &[Sample], series: &[(String, Link)]) -> Frame {
     let end = samples.iter().map(|x| x.t).fold(0f64, f64::max);
     let mut links: Vec<String> = s.outages.iter().map(|o| label(s, o.link)).collect();
@@ -40,7 +41,18 @@ pub fn run_frame(s: &RunSummary, samples: &[Sample], series: &[(String, Link)]) 
             .filter(|(_, l)| s.outages.iter().any(|o| o.link == *l))
             .map(|(n, _)| n.clone())
             .collect(),
+        max_gap: Some(5.0 * sample_interval(samples)),
     }
+}
+
+/// The usual time between samples: the median step between distinct sample times.
+fn sample_interval(samples: &[Sample]) -> f64 {
+    let mut t: Vec<f64> = samples.iter().map(|x| x.t).collect();
+    t.sort_by(f64::total_cmp);
+    t.dedup();
+    let mut steps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    steps.sort_by(f64::total_cmp);
+    steps.get(steps.len() / 2).copied().unwrap_or(0.1)
 }
 
 /// Legend names of the subflow sockets of `rows` (in order of appearance): the link's name,

@@ -67,7 +67,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 /// Seconds of a grace period: 0 or more.
 fn parse_grace(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v == 0.0 => Ok(Duration::ZERO),
+        Ok(0.0) => Ok(Duration::ZERO),
         _ => parse_secs(s),
     }
 }

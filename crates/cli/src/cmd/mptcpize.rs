@@ -195,8 +195,24 @@ pub fn serve(listener: OwnedFd) -> Arc<AtomicU64> {
     let made = Arc::new(AtomicU64::new(0));
     let count = made.clone();
     std::thread::spawn(move || loop {
-        // SAFETY: ioctls on our listener with structs of the kernel's layout (libc's).
+        // SAFETY: poll and ioctls on our listener with structs of the kernel's layout (libc's).
         unsafe {
+            // Wait for a notification; POLLHUP: no process uses the filter any more (CMD and
+            // its children are gone), and RECV would fail at once, again and again (ENOENT).
+            let mut pfd = libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut pfd, 1, -1) < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return;
+            }
+            if pfd.revents & libc::POLLIN == 0 {
+                return;
+            }
             let mut req: libc::seccomp_notif = std::mem::zeroed();
             if libc::ioctl(
                 listener.as_raw_fd(),

@@ -49,6 +49,10 @@ pub fn run(args: &[&str]) -> String {
 pub struct Net {
     pub c: String,
     pub s: String,
+    /// A test-lab prefix (`nena_lab::unique_prefix`): the namespaces are `PREFIX-client` and
+    /// `PREFIX-server`, so a test process killed before its drop leaves nothing for long:
+    /// the next test process's first prefix tears them down (`reclaim_dead_test_labs`).
+    prefix: String,
 }
 
 pub const SERVER: &str = "198.18.100.2";
@@ -57,10 +61,11 @@ pub const CLIENT2: &str = "198.18.101.1";
 
 impl Net {
     pub fn new() -> Net {
-        let u = uniq();
+        let prefix = nena_lab::unique_prefix();
         let net = Net {
-            c: format!("plc{u}"),
-            s: format!("pls{u}"),
+            c: format!("{prefix}-client"),
+            s: format!("{prefix}-server"),
+            prefix,
         };
         run(&["ip", "netns", "add", &net.c]);
         run(&["ip", "netns", "add", &net.s]);
@@ -178,8 +183,9 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        for ns in [&self.c, &self.s] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        // As a lab goes down: processes left in the namespaces ended, then the namespaces.
+        if let Err(e) = nena_lab::Lab::down(&self.prefix) {
+            eprintln!("{e:#}");
         }
     }
 }

@@ -577,18 +577,6 @@ mod tests {
         }
     }
 
-    fn random(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
-
     fn one_run(bytes: Vec<u8>) -> DataCapture {
         capture(vec![Run { dsn: 0, bytes }])
     }
@@ -599,9 +587,9 @@ mod tests {
         let kato = structure(&one_run(scrambled(&p)));
         let plain = structure(&one_run(p.clone()));
         // Cipher output: uniform bytes (what stream and aead put on the wire).
-        let cipher = structure(&one_run(random(20_000, 7)));
+        let cipher = structure(&one_run(nena_testkit::random_bytes(7, 20_000)));
         // Kato over random plaintext is as uniform as a cipher.
-        let kato_random = structure(&one_run(scrambled(&random(20_000, 9))));
+        let kato_random = structure(&one_run(scrambled(&nena_testkit::random_bytes(9, 20_000))));
         assert_eq!(kato.verdict, Verdict::Structured, "{kato:?}");
         assert_eq!(plain.verdict, Verdict::Structured, "{plain:?}");
         assert_eq!(cipher.verdict, Verdict::Random, "{cipher:?}");

@@ -378,11 +378,7 @@ pub fn figures(r: &TraceReport, ci: usize) -> (Vec<ConnFigure>, Frame) {
             ));
         }
     }
-    let bin = if r.bin < 1.0 {
-        format!("{} ms", (r.bin * 1e3).round())
-    } else {
-        format!("{} s", r.bin)
-    };
+    let bin = crate::trace::bin_label(r.bin);
     out.push((
         format!("conn{ci}-throughput"),
         format!("{what} {ci}: throughput per subflow ({bin} bins)"),

@@ -174,6 +174,34 @@ fn recording_target(
     rx
 }
 
+/// `nena -v proxy server --listen LISTEN --forward TARGET SERVER_EXTRA...` in the server
+/// host and `nena -v proxy client --listen ENTRY --to LISTEN` over both paths in the client
+/// host, each returned once it listens.
+fn forwarding_proxies(
+    lab: &nena_lab::Lab,
+    listen: &str,
+    target: SocketAddr,
+    entry: SocketAddr,
+    server_extra: &[&str],
+) -> (Proc, Proc) {
+    let target = target.to_string();
+    let mut args = vec![
+        "-v",
+        "proxy",
+        "server",
+        "--listen",
+        listen,
+        "--forward",
+        &target,
+    ];
+    args.extend_from_slice(server_extra);
+    let ps = spawn_listening(lab, Host::Server, &args);
+    let entry = entry.to_string();
+    let mut args = vec!["-v", "proxy", "client", "--listen", &entry, "--to", listen];
+    args.extend_from_slice(&PATHS);
+    (ps, spawn_listening(lab, Host::Client, &args))
+}
+
 /// A plain TCP client and server through both proxies end cleanly on every side: the
 /// client's half-close reaches the target, the target's answer and end reach the client, and
 /// neither proxy warns. The proxies log the mode and the split across the paths. The bytes
@@ -186,31 +214,8 @@ fn clean_ends_through_both_proxies() {
     let target: SocketAddr = "127.0.0.1:7310".parse().unwrap();
     let saw = recording_target(&lab, target, 2);
     let listen = server(&lab, 7311);
-    let ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "-v",
-            "proxy",
-            "server",
-            "--listen",
-            &listen,
-            "--forward",
-            "127.0.0.1:7310",
-        ],
-    );
-    let mut args = vec![
-        "-v",
-        "proxy",
-        "client",
-        "--listen",
-        "127.0.0.1:7312",
-        "--to",
-        &listen,
-    ];
-    args.extend_from_slice(&PATHS);
-    let pc = spawn_listening(&lab, Host::Client, &args);
     let entry: SocketAddr = "127.0.0.1:7312".parse().unwrap();
+    let (ps, pc) = forwarding_proxies(&lab, &listen, target, entry, &[]);
 
     // 1. Half-close: send, end our side, read the whole answer.
     let mut request = b"CONNECT 198.18.3.2:22 HTTP/1.1\r\nHost: 198.18.3.2:22\r\n\r\n".to_vec();
@@ -326,30 +331,10 @@ fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
         let graceful = grace != "0";
         let saw = slow_target(&lab, target, Duration::from_secs(1));
         let listen = server(&lab, port + 1);
-        let target_s = target.to_string();
         let server_grace = if stopped == "server" { grace } else { "0" };
-        let mut ps = spawn_listening(
-            &lab,
-            Host::Server,
-            &[
-                "-v",
-                "proxy",
-                "server",
-                "--listen",
-                &listen,
-                "--forward",
-                &target_s,
-                "--grace",
-                server_grace,
-            ],
-        );
         let entry: SocketAddr = format!("127.0.0.1:{}", port + 2).parse().unwrap();
-        let entry_s = entry.to_string();
-        let mut args = vec![
-            "-v", "proxy", "client", "--listen", &entry_s, "--to", &listen,
-        ];
-        args.extend_from_slice(&PATHS);
-        let mut pc = spawn_listening(&lab, Host::Client, &args);
+        let (mut ps, mut pc) =
+            forwarding_proxies(&lab, &listen, target, entry, &["--grace", server_grace]);
         let payload = testing::session_payload(round, 1 << 20);
         let len = payload.len();
         let app = lab.spawn_in(Host::Client, move || {

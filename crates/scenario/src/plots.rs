@@ -26,8 +26,13 @@ fn label(s: &RunSummary, l: Link) -> String {
 /// (sampled values say nothing of the time between).
 pub fn run_frame(s: &RunSummary, samples: &[Sample], series: &[(String, Link)]) -> Frame {
     let end = samples.iter().map(|x| x.t).fold(0f64, f64::max);
-    let mut links: Vec<String> = s.outages.iter().map(|o| label(s, o.link)).collect();
-    links.dedup();
+    let mut links: Vec<String> = Vec::new();
+    for o in &s.outages {
+        let l = label(s, o.link);
+        if !links.contains(&l) {
+            links.push(l);
+        }
+    }
     Frame {
         x_range: Some((0.0, end.max(1.0))),
         bands: s
@@ -101,6 +106,12 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         }
         Ok(())
     };
+    // Subflow sockets by name; the frame of every figure (computed once).
+    let rows = deltas(samples, s.direction).rows;
+    let order = socket_names(s, &rows);
+    let on_links: Vec<(String, Link)> = order.iter().map(|((l, _), n)| (n.clone(), *l)).collect();
+    let names: std::collections::HashMap<_, _> = order.into_iter().collect();
+    let frame = run_frame(s, samples, &on_links);
     // Throughput per link and the sum.
     let mut th: Vec<(String, Vec<(f64, f64)>)> = s
         .links
@@ -118,21 +129,18 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         ),
         "Mbit/s",
         th,
-        &run_frame(s, samples, &[]),
+        &Frame {
+            // Binned throughput: its zeros during an outage are data, the line goes on.
+            break_series: Vec::new(),
+            ..frame.clone()
+        },
     )?;
     // RTT and cwnd per socket, from the samples in which it moved data.
     let mut rtt: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut cwnd: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    let rows = deltas(samples, s.direction).rows;
-    let names = socket_names(s, &rows);
-    let on_links: Vec<(String, Link)> = names.iter().map(|((l, _), n)| (n.clone(), *l)).collect();
     for row in &rows {
-        let name = names
-            .iter()
-            .find(|(k, _)| *k == (row.link, row.socket.0))
-            .map(|(_, n)| n.clone())
-            .unwrap_or_else(|| label(s, row.link));
-        let idx = |v: &mut Vec<(String, Vec<(f64, f64)>)>| match v.iter().position(|x| x.0 == name)
+        let name = &names[&(row.link, row.socket.0)];
+        let idx = |v: &mut Vec<(String, Vec<(f64, f64)>)>| match v.iter().position(|x| &x.0 == name)
         {
             Some(i) => i,
             None => {
@@ -152,14 +160,14 @@ pub fn sample_figures(s: &RunSummary, samples: &[Sample], dir: &Path) -> Result<
         format!("{}: smoothed RTT per subflow (TCP_INFO)", s.name),
         "ms",
         rtt,
-        &run_frame(s, samples, &on_links),
+        &frame,
     )?;
     put(
         "cwnd",
         format!("{}: congestion window per subflow", s.name),
         "segments",
         cwnd,
-        &run_frame(s, samples, &on_links),
+        &frame,
     )?;
     Ok(files)
 }

@@ -628,16 +628,14 @@ where
     let stop = crate::stop::interrupted();
     tokio::pin!(stop);
     loop {
-        // Waiting for a free slot (all sessions running) watches the signals too.
-        let permit = tokio::select! {
-            p = sem.clone().acquire_owned() => p?,
-            sig = &mut stop => {
-                log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
-                return Ok(Sessions { sem, max });
-            }
+        // A free slot, then a connection; the signals are watched through both waits (all
+        // sessions running must not make the loop deaf to them).
+        let next = async {
+            let permit = sem.clone().acquire_owned().await?;
+            Ok::<_, anyhow::Error>((permit, listener.accept().await))
         };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let (permit, accepted) = tokio::select! {
+            n = next => n?,
             sig = &mut stop => {
                 log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
                 return Ok(Sessions { sem, max });
@@ -679,13 +677,8 @@ impl Sessions {
 
     /// After the accept loop stopped: the running sessions get `grace` to end (a second
     /// SIGINT/SIGTERM cuts it short); then `switch` tells those left to abort, and they get
-    /// `notice` to do so (tell their peers) before this returns. Returns how many were told.
-    pub async fn wind_down(
-        &self,
-        grace: Duration,
-        switch: &crate::stop::StopSwitch,
-        notice: Duration,
-    ) -> usize {
+    /// [`ABORT_NOTICE`] to do so (tell or reset their peers) before this returns.
+    pub async fn wind_down(&self, grace: Duration, switch: &crate::stop::StopSwitch) {
         if self.running() > 0 {
             log::info!(
                 "{} session(s) in progress: {grace:?} to finish",
@@ -702,20 +695,26 @@ impl Sessions {
             }
         };
         if finished {
-            return 0;
+            return;
         }
-        let left = self.running();
         let after = if grace.is_zero() {
             String::new()
         } else {
             format!(" after the {grace:?} grace period")
         };
-        log::warn!("aborting {left} session(s) still running{after}");
+        log::warn!(
+            "aborting {} session(s) still running{after}",
+            self.running()
+        );
         switch.stop();
-        let _ = tokio::time::timeout(notice, self.all_done()).await;
-        left
+        let _ = tokio::time::timeout(ABORT_NOTICE, self.all_done()).await;
     }
 }
+
+/// How long the sessions aborted at the end of a grace period get to tell or reset their
+/// peers (`nena serve`: the reply `server shutting down`; the proxies: a reset) before the
+/// server or proxy exits anyway.
+pub const ABORT_NOTICE: Duration = Duration::from_millis(500);
 
 /// Raise the soft limit of open files to the hard limit (servers and proxies hold many).
 pub fn raise_nofile_limit() {

@@ -253,10 +253,6 @@ pub struct ProxyLimits {
     pub grace: Duration,
 }
 
-/// How long the sessions aborted at the end of the grace period get to reset their sockets
-/// before the proxy exits anyway.
-pub const ABORT_NOTICE: Duration = Duration::from_millis(500);
-
 /// The error of a session aborted because the proxy is stopping.
 #[derive(Debug)]
 pub struct ShuttingDown;
@@ -335,9 +331,7 @@ where
         })
         .await?;
     drop(listener);
-    sessions
-        .wind_down(limits.grace, &switch, ABORT_NOTICE)
-        .await;
+    sessions.wind_down(limits.grace, &switch).await;
     Ok(())
 }
 

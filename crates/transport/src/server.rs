@@ -15,10 +15,6 @@ pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 /// How long a failed session's remaining input is read and dropped before the socket closes.
 pub const DRAIN_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// How long the sessions aborted at the end of the grace period get to tell their clients
-/// (the reply `server shutting down`) before the server exits anyway.
-pub const ABORT_NOTICE: std::time::Duration = std::time::Duration::from_millis(500);
-
 /// Everything `nena serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -35,7 +31,7 @@ pub struct ServeOptions {
 /// Serve until SIGINT or SIGTERM (or the future is dropped). `ready` is called with the
 /// bound address once the listener is open. On a signal: no new sessions; the running ones
 /// get `opts.grace` to finish; then those left are aborted (uploads are told why and their
-/// partial files removed) and, [`ABORT_NOTICE`] later, the function returns.
+/// partial files removed) and, [`conn::ABORT_NOTICE`] later, the function returns.
 pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     conn::raise_nofile_limit();
     let listener = conn::listen(opts.listen, opts.accept.congestion.as_deref())?;
@@ -50,7 +46,7 @@ pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Re
     })
     .await?;
     drop(listener);
-    sessions.wind_down(opts.grace, &switch, ABORT_NOTICE).await;
+    sessions.wind_down(opts.grace, &switch).await;
     Ok(())
 }
 

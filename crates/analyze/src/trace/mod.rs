@@ -32,7 +32,8 @@ pub(crate) mod fixtures;
 
 pub use driver::{analyze_bytes, analyze_captures};
 pub use report::{
-    auto_bin, CaptureInfo, Connection, DataDir, Outage, PerDir, Reinjection, RttStats, Subflow,
-    TraceOptions, TraceReport, AUTO_BINS, FINE_BIN, MAX_BINS, MAX_EVENTS, MAX_POINTS, NICE_BINS,
+    auto_bin, bin_label, CaptureInfo, Connection, DataDir, Outage, PerDir, Reinjection, RttStats,
+    Subflow, TraceOptions, TraceReport, AUTO_BINS, FINE_BIN, MAX_BINS, MAX_EVENTS, MAX_POINTS,
+    NICE_BINS,
 };
 pub use tracer::Tracer;

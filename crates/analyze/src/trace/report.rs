@@ -36,6 +36,15 @@ pub fn auto_bin(duration: f64) -> f64 {
         .unwrap_or(NICE_BINS[NICE_BINS.len() - 1])
 }
 
+/// A bin width for people: `50 ms`, `2 s`.
+pub fn bin_label(bin: f64) -> String {
+    if bin < 1.0 {
+        format!("{} ms", (bin * 1e3).round())
+    } else {
+        format!("{bin} s")
+    }
+}
+
 /// How to analyse.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceOptions {

@@ -122,11 +122,7 @@ pub fn table(r: &TraceReport) -> String {
         r.captures.len(),
         r.duration,
         r.connections.len(),
-        if r.bin < 1.0 {
-            format!("{} ms", (r.bin * 1e3).round())
-        } else {
-            format!("{} s", r.bin)
-        },
+        nena_analyze::trace::bin_label(r.bin),
         if r.bin_auto {
             " (chosen from the length; --bin sets them)"
         } else {

@@ -270,15 +270,19 @@ fn is_shutting_down(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
 }
 
-/// After `relayed` ended in [`ShuttingDown`], the nena side is reset too (SO_LINGER 0 on
-/// close): the other proxy then resets its application's connection instead of ending it
-/// as if it were complete.
-fn reset_nena_if_stopped(relayed: &std::io::Result<Bridged>, fd: std::os::fd::BorrowedFd<'_>) {
-    if let Err(e) = relayed {
-        if is_shutting_down(e) {
-            let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
-        }
-    }
+/// Whether `relayed` ended in [`ShuttingDown`].
+fn stopped(relayed: &std::io::Result<Bridged>) -> bool {
+    relayed.as_ref().is_err_and(is_shutting_down)
+}
+
+/// Resets the nena side of a session the proxy abandons: SO_LINGER 0, and the write half
+/// given up without the shutdown its drop would do. That shutdown (a FIN, MPTCP's
+/// DATA_FIN) is a clean end for the other proxy, which in `stream` or `kato` mode would
+/// end its plain side as if the stream were complete; the reset comes when the socket's
+/// last descriptor closes, with the rest of the session.
+fn reset_nena(writer: conn::Writer, fd: std::os::fd::BorrowedFd<'_>) {
+    let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
+    writer.into_inner().forget();
 }
 
 /// The log line of a finished proxy session: bytes each way, the mode, and how the nena
@@ -499,8 +503,10 @@ async fn socks_session(
     }
     log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    reset_nena_if_stopped(&relayed, c.gate.fd());
     let split = crate::client::Paths::of(&c).describe();
+    if stopped(&relayed) {
+        reset_nena(c.writer, c.gate.fd());
+    }
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
         "{target}: {}",
@@ -545,8 +551,10 @@ async fn redirected_session(
     };
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    reset_nena_if_stopped(&relayed, c.gate.fd());
     let split = crate::client::Paths::of(&c).describe();
+    if stopped(&relayed) {
+        reset_nena(c.writer, c.gate.fd());
+    }
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
         "{target}: {}",
@@ -689,8 +697,10 @@ async fn client_loop(
                     log::info!("session to {}: mode {}", opts.remote, i.describe());
                 }
                 let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-                reset_nena_if_stopped(&relayed, c.gate.fd());
                 let split = crate::client::Paths::of(&c).describe();
+                if stopped(&relayed) {
+                    reset_nena(c.writer, c.gate.fd());
+                }
                 let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
                 Ok(session_line(b.up, b.down, b.plain_gone, c.info, &split))
             }
@@ -799,8 +809,13 @@ pub async fn run_server_with(
                     }
                 };
                 let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
-                reset_nena_if_stopped(&relayed, c.fd());
                 let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
+                if stopped(&relayed) {
+                    reset_nena(
+                        c.writer,
+                        std::os::fd::AsFd::as_fd(c.reader.get_ref().as_ref()),
+                    );
+                }
                 let b = relayed
                     .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
                 Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))

@@ -480,6 +480,12 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         &self.inner
     }
 
+    /// The underlying stream; whatever is still buffered is dropped (a session being
+    /// aborted).
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+
     /// The session's mode and cipher (`None` for a raw stream).
     pub fn info(&self) -> Option<SessionInfo> {
         self.prot.as_ref().map(|p| p.info())

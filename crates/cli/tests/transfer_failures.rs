@@ -440,4 +440,23 @@ fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
     );
     assert_eq!(std::fs::read(srv.join("mid")).unwrap(), data);
     assert_eq!(partial_files(srv.path()), vec![]);
+
+    // Every session slot busy (--max-sessions 1, taken by the upload): the accept loop,
+    // waiting for a free slot, still hears the signal (it used to wait for the upload's end,
+    // about 8 s here, before it noticed).
+    let mut s = serve(&lab, 7012, srv.path(), &["--max-sessions", "1"]);
+    let child = upload_under_way(&lab, 7012, &big, srv.path(), 2 << 20);
+    let t0 = std::time::Instant::now();
+    let status = s.terminate();
+    let took = t0.elapsed();
+    assert!(status.success(), "{status:?}; {}", s.stderr());
+    assert!(
+        took < Duration::from_secs(3),
+        "serve with every slot busy took {took:?} to stop:\n{}",
+        s.stderr()
+    );
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server shutting down"), "{err}");
+    assert_eq!(partial_files(srv.path()), vec![]);
 }

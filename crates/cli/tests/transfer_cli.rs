@@ -193,6 +193,21 @@ fn bad_limits_and_token_files_are_usage_errors() {
         (
             [
                 "proxy",
+                "server",
+                "--listen",
+                "198.18.3.2:7000",
+                "--forward",
+                "198.18.3.2:80",
+                "--token-file",
+                short_s,
+            ]
+            .map(String::from)
+            .to_vec(),
+            "at least 16",
+        ),
+        (
+            [
+                "proxy",
                 "client",
                 "--listen",
                 "127.0.0.1:7302",
@@ -201,11 +216,17 @@ fn bad_limits_and_token_files_are_usage_errors() {
                 "--trusted",
                 "198.18.1.2",
                 "--token-file",
-                good_s,
+                "/nonexistent/token",
             ]
             .map(String::from)
             .to_vec(),
-            "--token-file is for send, get and perf",
+            "/nonexistent/token",
+        ),
+        (
+            ["run", "--mptcp-only", "--token-file", good_s, "--", "true"]
+                .map(String::from)
+                .to_vec(),
+            "--token-file is for --via",
         ),
     ];
     for (args, needle) in &cases {
@@ -214,7 +235,7 @@ fn bad_limits_and_token_files_are_usage_errors() {
         assert_eq!(code, Some(2), "nena {args:?}: {err}");
         assert!(err.contains(needle), "nena {args:?}: {err}");
     }
-    // ... and the proxy client's help does not offer what it refuses; send's does.
+    // ... and every command that sends or takes a token offers it.
     let help = |cmd: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_nena"))
             .args(cmd)
@@ -224,6 +245,13 @@ fn bad_limits_and_token_files_are_usage_errors() {
         assert!(o.status.success(), "{cmd:?} --help");
         String::from_utf8(o.stdout).unwrap()
     };
-    assert!(!help(&["proxy", "client"]).contains("--token-file"));
-    assert!(help(&["send"]).contains("--token-file"));
+    for cmd in [
+        &["send"][..],
+        &["proxy", "client"],
+        &["proxy", "server"],
+        &["run"],
+        &["serve"],
+    ] {
+        assert!(help(cmd).contains("--token-file"), "{cmd:?}");
+    }
 }

@@ -401,3 +401,110 @@ fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
         }
     }
 }
+
+/// `--token-file` of the proxies (issue 22, item 3): the proxy server reads each session's
+/// open request and checks its access token before it connects anywhere. A proxy client
+/// without the token, or with another one, is refused: its application's connection is
+/// reset (never a clean, empty answer) and its log says why; the target's first and only
+/// connection is the session that had the token, whose bytes arrive exactly. A plain proxy
+/// client sent to an `--allow` server is told that server has no `--forward` target.
+#[test]
+fn the_proxy_server_checks_the_access_token_before_it_connects() {
+    use std::io::{Read, Write};
+    let lab = lab();
+    let dir = TempDir::new("proxy-token");
+    let token = dir.join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let other = dir.join("other");
+    std::fs::write(&other, "fedcba9876543210fedcba9876543210\n").unwrap();
+    let (token, other) = (token.to_str().unwrap(), other.to_str().unwrap());
+
+    let target: SocketAddr = "127.0.0.1:7340".parse().unwrap();
+    let saw = recording_target(&lab, target, 1);
+    let listen = server(&lab, 7341);
+    let entry = |port: u16| -> SocketAddr { format!("127.0.0.1:{port}").parse().unwrap() };
+    let (ps, without) = forwarding_proxies(
+        &lab,
+        &listen,
+        target,
+        entry(7342),
+        &["--token-file", token],
+        &[],
+    );
+    let client = |port: u16, to: &str, extra: &[&str]| {
+        let e = entry(port).to_string();
+        let mut args = vec!["-v", "proxy", "client", "--listen", &e, "--to", to];
+        args.extend_from_slice(&PATHS);
+        args.extend_from_slice(extra);
+        spawn_listening(&lab, Host::Client, &args)
+    };
+    let wrong = client(7343, &listen, &["--token-file", other]);
+    let right = client(7344, &listen, &["--token-file", token]);
+    // Another server, for SOCKS requests only.
+    let socks_listen = server(&lab, 7345);
+    let _socks_server = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &socks_listen,
+            "--allow",
+            "127.0.0.0/8",
+        ],
+    );
+    let misdirected = client(7346, &socks_listen, &[]);
+
+    // The application's exchange: send, end its side, read to the end; the first error.
+    let exchange = |port: u16, payload: Vec<u8>| -> std::io::Result<Vec<u8>> {
+        let entry = entry(port);
+        lab.run_in(Host::Client, move || {
+            let mut s = std::net::TcpStream::connect(entry)?;
+            s.set_read_timeout(Some(Duration::from_secs(20)))?;
+            s.write_all(&payload)?;
+            s.shutdown(std::net::Shutdown::Write)?;
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer)?;
+            Ok(answer)
+        })
+        .unwrap()
+    };
+    for (port, proc, why) in [
+        (7342, &without, "a valid access token is required"),
+        (7343, &wrong, "a valid access token is required"),
+        (7346, &misdirected, "has no --forward target"),
+    ] {
+        let e = exchange(port, b"GET / HTTP/1.0\r\n\r\n".to_vec())
+            .expect_err("a refused session must not look like a clean, empty answer");
+        use std::io::ErrorKind::*;
+        assert!(
+            matches!(e.kind(), ConnectionReset | NotConnected | BrokenPipe),
+            "{port}: {e}"
+        );
+        let log = proc.wait_stderr(why, Duration::from_secs(10));
+        assert!(log.contains("refused the session"), "{port}:\n{log}");
+    }
+    let payload = testing::session_payload(3, 1 << 20);
+    let answer = exchange(7344, payload.clone()).unwrap_or_else(|e| {
+        panic!(
+            "the session with the token: {e}\nproxy client:\n{}\nproxy server:\n{}",
+            right.stderr(),
+            ps.stderr()
+        )
+    });
+    assert_eq!(answer, format!("got {} bytes", payload.len()).as_bytes());
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert!(
+        t.received == payload,
+        "the target's first connection was not the session with the token ({} bytes)",
+        t.received.len()
+    );
+    // The two refusals (logged once the server stopped draining them), and no third.
+    let denied = "session refused: connection not allowed by ruleset (a valid access token";
+    ps.wait_stderr_n(denied, 2, Duration::from_secs(10));
+    let log = ps.wait_stderr("session done", Duration::from_secs(10));
+    assert_eq!(log.matches(denied).count(), 2, "{log}");
+}

@@ -92,8 +92,11 @@ fn leaked_pieces(capture: &[u8], body: &[u8]) -> usize {
         .count()
 }
 
-fn session_args<'a>(via: &'a str, mode: &'a str) -> Vec<&'a str> {
+fn session_args<'a>(via: &'a str, mode: &'a str, token: Option<&'a str>) -> Vec<&'a str> {
     let mut v = vec!["--via", via, "--mode", mode];
+    if let Some(t) = token {
+        v.extend_from_slice(&["--token-file", t]);
+    }
     v.extend_from_slice(&PATHS);
     v.push("--");
     v
@@ -112,6 +115,10 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     std::fs::write(dir.join("blob.txt"), &body).unwrap();
     let http_log = dir.join("http.log");
     let _http = http_server(&lab, &dir, Some(&http_log));
+    // The proxy server wants an access token: every run below sends it, but one.
+    let token = dir.join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let token = token.to_str().unwrap();
     let listen = server(&lab, 7601);
     let ps = spawn_listening(
         &lab,
@@ -126,6 +133,8 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
             "aead,stream,plain",
             "--allow",
             "198.18.3.2:8000",
+            "--token-file",
+            token,
         ],
     );
     let url = "http://198.18.3.2:8000/blob.txt";
@@ -135,9 +144,9 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
         "import urllib.request,sys; \
          sys.stdout.buffer.write(urllib.request.urlopen('{url}', timeout=30).read())"
     );
-    let mut curl = session_args(&listen, "aead");
+    let mut curl = session_args(&listen, "aead", Some(token));
     curl.extend_from_slice(&["curl", "-sS", "--max-time", "30", url]);
-    let mut py = session_args(&listen, "stream");
+    let mut py = session_args(&listen, "stream", Some(token));
     py.extend_from_slice(&["python3", "-c", &script]);
     let mut logs = String::new();
     for (what, args) in [("curl", &curl), ("urllib", &py)] {
@@ -184,11 +193,28 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     assert!(gets.iter().all(|l| l.starts_with("198.18.3.2 ")), "{log}");
     assert_eq!(ps.stderr().matches("CONNECT 198.18.3.2:8000").count(), 2);
 
+    // Without the token: refused before the proxy server connects anywhere; curl sees its
+    // connection reset, and nena run's log says why.
+    let mut args = session_args(&listen, "aead", None);
+    args.extend_from_slice(&["curl", "-sS", "--max-time", "30", url]);
+    let out = nena_run(&lab, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("a valid access token is required"), "{err}");
+    assert_nothing_left(&err);
+    let log = ps.wait_stderr("CONNECT 198.18.3.2:8000 refused", Duration::from_secs(10));
+    assert!(log.contains("a valid access token is required"), "{log}");
+    let connected = log
+        .lines()
+        .filter(|l| l.ends_with(": CONNECT 198.18.3.2:8000"))
+        .count();
+    assert_eq!(connected, 2, "{log}");
+
     // Control: the same fetch in `plain` mode puts the file on the untrusted link in clear,
     // and the check above finds it.
     let cap2 = dir.join("control.pcap");
     let capture = lab.capture(Link::Untrusted, &cap2).unwrap();
-    let mut plain = session_args(&listen, "plain");
+    let mut plain = session_args(&listen, "plain", Some(token));
     plain.extend_from_slice(&["curl", "-sS", "--max-time", "30", url]);
     let out = nena_run(&lab, &plain);
     assert!(out.status.success() && out.stdout == body);
@@ -216,7 +242,7 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
         ],
     );
     // CMD exits 3.
-    let mut args = session_args(&listen, "aead");
+    let mut args = session_args(&listen, "aead", None);
     args.extend_from_slice(&["sh", "-c", "exit 3"]);
     let out = nena_run(&lab, &args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -226,7 +252,7 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
     // CMD killed by SIGKILL, a child of it still running in the cgroup.
     let pidfile = dir.join("child.pid");
     let script = format!("sleep 300 & echo $! > {}; kill -9 $$", pidfile.display());
-    let mut args = session_args(&listen, "aead");
+    let mut args = session_args(&listen, "aead", None);
     args.extend_from_slice(&["sh", "-c", &script]);
     let out = nena_run(&lab, &args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -249,7 +275,7 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
     // nena run itself gets SIGTERM while CMD runs: CMD gets it too, nena exits with CMD's
     // status (143) and removes everything.
     let mut all = vec!["-v", "run"];
-    let mut args = session_args(&listen, "aead");
+    let mut args = session_args(&listen, "aead", None);
     args.extend_from_slice(&["sh", "-c", "echo started; exec sleep 300"]);
     all.extend_from_slice(&args);
     let mut child = lab

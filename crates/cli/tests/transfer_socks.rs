@@ -528,3 +528,116 @@ fn socks5_ipv6_destination_end_to_end() {
         .unwrap();
     assert_eq!((ok, refused), (0x00, 0x02), "{}", ps.stderr());
 }
+
+/// The proxy server's access token comes before its `--allow` rules (issue 22, item 3): a
+/// SOCKS client without the token, or with another one, gets 0x02 for a destination the
+/// rules permit, and its log says a token is required; with the token the same request
+/// succeeds and is echoed byte-exact. A SOCKS client sent to a `--forward` server gets 0x02
+/// and the reason (it used to be relayed to the forward target and fail as "general
+/// failure").
+#[test]
+fn the_access_token_comes_before_the_allow_rules() {
+    let lab = lab();
+    let dir = TempDir::new("socks-token");
+    let token = dir.join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let other = dir.join("other");
+    std::fs::write(&other, "fedcba9876543210fedcba9876543210\n").unwrap();
+    let (token, other) = (token.to_str().unwrap(), other.to_str().unwrap());
+    let _echo = echo_server(&lab, "127.0.0.1:8017".parse().unwrap());
+    let listen = server(&lab, 7431);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--allow",
+            "127.0.0.0/8",
+            "--token-file",
+            token,
+        ],
+    );
+    let forward_listen = server(&lab, 7432);
+    let _forward = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &forward_listen,
+            "--forward",
+            "127.0.0.1:8017",
+        ],
+    );
+    let client = |entry: &str, to: &str, extra: &[&str]| {
+        let mut args = vec!["-v", "proxy", "client", "--socks5", entry, "--to", to];
+        args.extend_from_slice(&PATHS);
+        args.extend_from_slice(extra);
+        spawn_listening(&lab, Host::Client, &args)
+    };
+    let without = client("127.0.0.1:1091", &listen, &[]);
+    let wrong = client("127.0.0.1:1092", &listen, &["--token-file", other]);
+    let right = client("127.0.0.1:1093", &listen, &["--token-file", token]);
+    let misdirected = client("127.0.0.1:1094", &forward_listen, &[]);
+
+    let payload = random(256 * 1024 + 3, 7);
+    let sent = payload.clone();
+    let (codes, echoed) = lab
+        .run_in(Host::Client, move || {
+            let req = v4([127, 0, 0, 1], 8017);
+            let codes: Vec<u8> = [1091, 1092, 1094]
+                .iter()
+                .map(|p| {
+                    let entry: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+                    socks_connect(entry, &req, false).unwrap().0
+                })
+                .collect();
+            let (code, mut s) =
+                socks_connect("127.0.0.1:1093".parse().unwrap(), &req, false).unwrap();
+            assert_eq!(code, 0, "the client with the token was refused");
+            s.write_all(&payload).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).unwrap();
+            (codes, back)
+        })
+        .unwrap();
+    assert_eq!(
+        codes,
+        vec![0x02, 0x02, 0x02],
+        "without, wrong, misdirected\nserver:\n{}",
+        ps.stderr()
+    );
+    assert!(
+        echoed == sent,
+        "echoed {} of {} bytes",
+        echoed.len(),
+        sent.len()
+    );
+    for p in [&without, &wrong] {
+        p.wait_stderr("a valid access token is required", Duration::from_secs(10));
+    }
+    misdirected.wait_stderr(
+        "forwards every session to its one --forward target",
+        Duration::from_secs(10),
+    );
+    // Both refusals were for the token, and only the session with it got as far as a
+    // connect.
+    ps.wait_stderr_n(
+        "CONNECT 127.0.0.1:8017 refused: connection not allowed by ruleset (a valid access token",
+        2,
+        Duration::from_secs(10),
+    );
+    let log = ps.wait_stderr("session done", Duration::from_secs(10));
+    let connected = log
+        .lines()
+        .filter(|l| l.ends_with(": CONNECT 127.0.0.1:8017"))
+        .count();
+    assert_eq!(connected, 1, "{log}");
+    assert!(right.stderr().contains("SOCKS CONNECT 127.0.0.1:8017"));
+}

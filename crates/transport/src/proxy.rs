@@ -30,7 +30,7 @@ use crate::conn::{self, AcceptOptions, ClientOptions};
 use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
 use crate::stop::StopSignal;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
-use crate::wire::{ConnectReply, ConnectRequest};
+use crate::wire::{AccessToken, ConnectReply, ConnectRequest};
 use anyhow::{Context, Result};
 use nena_proto::SessionInfo;
 use std::net::SocketAddr;
@@ -145,6 +145,27 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
+    bridge_after(plain_r, plain_w, sec_r, sec_w, false).await
+}
+
+/// [`bridge`]; with `reply_first`, the nena side's first bytes are the proxy server's
+/// [`ConnectReply`] to an open request already sent: it is read (and not passed on) before
+/// anything goes to the plain side, while the plain side's bytes already flow up (a
+/// `--forward` session costs no round trip for it). A refusal ends the session with
+/// [`Refused`].
+async fn bridge_after<PR, PW, SR, SW>(
+    plain_r: PR,
+    plain_w: PW,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+    reply_first: bool,
+) -> std::io::Result<Bridged>
+where
+    PR: AsyncRead + Unpin,
+    PW: AsyncWrite + Unpin,
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
     let (mut plain_r, mut plain_w) = (Tagged(plain_r), Tagged(plain_w));
     let up = async {
         let mut n = 0u64;
@@ -157,6 +178,18 @@ where
         Ok::<_, std::io::Error>((n, gone))
     };
     let down = async {
+        if reply_first {
+            let answer = sec_r.read_connect_reply().await.map_err(|e| match e {
+                crate::stream::MsgError::Io(e) => e,
+                crate::stream::MsgError::Wire(e) => std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("reading the proxy server's answer: {e}"),
+                ),
+            })?;
+            if answer.code != Rep::Succeeded {
+                return Err(std::io::Error::other(Refused(answer)));
+            }
+        }
         let mut n = 0u64;
         let copied = copy_out(sec_r, &mut plain_w, u64::MAX, |b| n += b.len() as u64).await;
         let gone = match copied {
@@ -210,10 +243,25 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
+    relay_after(plain, sec_r, sec_w, stop, false).await
+}
+
+/// [`relay`] through [`bridge_after`].
+async fn relay_after<SR, SW>(
+    plain: TcpStream,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+    stop: &StopSignal,
+    reply_first: bool,
+) -> std::io::Result<Bridged>
+where
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
     plain.set_nodelay(true)?;
     let (mut pr, mut pw) = plain.into_split();
     let result = tokio::select! {
-        r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
+        r = bridge_after(&mut pr, &mut pw, sec_r, sec_w, reply_first) => r,
         _ = stop.stopped() => Err(std::io::Error::other(ShuttingDown)),
     };
     if result.is_err() {
@@ -251,6 +299,10 @@ pub struct ProxyLimits {
     /// then reset on both sides (never closed cleanly: a peer must not take a cut stream
     /// for a complete one).
     pub grace: Duration,
+    /// Server end: the access token every session must open with (`--token-file`),
+    /// checked before anything is resolved or connected. (The client end sends
+    /// [`ClientOptions::token`].)
+    pub token: Option<AccessToken>,
 }
 
 /// The error of a session aborted because the proxy is stopping.
@@ -264,6 +316,22 @@ impl std::fmt::Display for ShuttingDown {
 }
 
 impl std::error::Error for ShuttingDown {}
+
+/// The proxy server refused a session it was asked to open (its [`ConnectReply`]).
+#[derive(Debug)]
+pub struct Refused(pub ConnectReply);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the proxy server refused the session: \"{}\" ({})",
+            self.0.code, self.0.msg
+        )
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// Whether `e` is a session aborted by [`ShuttingDown`].
 fn is_shutting_down(e: &std::io::Error) -> bool {
@@ -411,6 +479,23 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
         })?
 }
 
+/// Writes the session's [`ConnectRequest`] for `target` (`None`: the server's `--forward`
+/// target), with the client's access token when it has one, under the session's
+/// application MAC.
+async fn send_open(
+    c: &mut conn::ClientConn,
+    target: Option<&Target>,
+    opts: &ClientOptions,
+) -> std::io::Result<()> {
+    let req = ConnectRequest {
+        target: target.cloned(),
+        token: opts.token.clone(),
+    };
+    c.writer
+        .write_msg(req.encode_tagged(c.writer.app_mac_key()))
+        .await
+}
+
 /// Opens a nena session and asks the proxy server for `target` (wire op 4). On failure, the
 /// SOCKS reply code the application is owed and why.
 async fn open_to(
@@ -436,14 +521,7 @@ async fn open_to(
         }
     };
     let answer = async {
-        c.writer
-            .write_msg(
-                ConnectRequest {
-                    target: target.clone(),
-                }
-                .encode_tagged(c.writer.app_mac_key()),
-            )
-            .await?;
+        send_open(&mut c, Some(target), opts).await?;
         Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
     };
     let wait = opts.timeout + Duration::from_secs(5);
@@ -452,9 +530,7 @@ async fn open_to(
         Ok(Err(e)) => {
             return Err((
                 Rep::GeneralFailure,
-                e.context(format!(
-                    "asking the proxy server for {target} (does it run with --allow rather than --forward?)"
-                )),
+                e.context(format!("asking the proxy server for {target}")),
             ));
         }
         Err(_) => {
@@ -606,6 +682,99 @@ async fn connect_allowed(
     Err(last)
 }
 
+/// Why the proxy server does not open a session: the code and reason of its
+/// [`ConnectReply`], or no reply at all to a client that sent no open request it can read.
+enum Refusal {
+    /// The reply's code and reason, and what was refused for the log ("CONNECT dest" or
+    /// "session").
+    Reply(Rep, String, String),
+    Silent(anyhow::Error),
+}
+
+/// The proxy server's side of a session's opening: reads the client's [`ConnectRequest`],
+/// checks the access token first (nothing is resolved or connected for a client without
+/// it), then whether this server serves that kind of request, and connects. Returns the
+/// target's connection (the caller answers "succeeded").
+async fn admit(
+    c: &mut conn::ServerConn,
+    egress: &Egress,
+    token: Option<&AccessToken>,
+    limit: Duration,
+) -> std::result::Result<TcpStream, Refusal> {
+    let req = tokio::time::timeout(limit, c.reader.read_connect_request())
+        .await
+        .map_err(|_| Refusal::Silent(anyhow::anyhow!("no open request within {limit:?}")))?;
+    let req = match req {
+        Ok(r) => r,
+        // An altered request (its tag) or a version-1 client: told why, and nothing is
+        // connected.
+        Err(crate::stream::MsgError::Wire(
+            e @ (crate::wire::WireError::BadConnectTag | crate::wire::WireError::OldVersion),
+        )) => {
+            return Err(Refusal::Reply(
+                Rep::NotAllowed,
+                e.to_string(),
+                "session".into(),
+            ))
+        }
+        // Whatever else the client sent is not for us to answer: it may be an application's
+        // bytes from a proxy client older than the open request.
+        Err(e) => {
+            return Err(Refusal::Silent(anyhow::Error::new(e).context(
+                "reading the open request (a nena proxy client older than it, or not a proxy \
+                 client?)",
+            )))
+        }
+    };
+    let what = req
+        .target
+        .as_ref()
+        .map_or("session".to_string(), |t| format!("CONNECT {t}"));
+    let refuse = |code, msg: String| Refusal::Reply(code, msg, what.clone());
+    if let Some(t) = token {
+        if !t.admits(req.token.as_ref()) {
+            return Err(refuse(Rep::NotAllowed, crate::access::DENIED.to_string()));
+        }
+    }
+    match (egress, &req.target) {
+        // The one target of this proxy (--forward): nothing the client sends can choose
+        // another.
+        (Egress::Forward(forward), None) => {
+            match tokio::time::timeout(limit, TcpStream::connect(forward)).await {
+                Ok(Ok(s)) => Ok(s),
+                Ok(Err(e)) => Err(refuse(
+                    Rep::of_connect_error(&e),
+                    format!("cannot connect to {forward}: {e}"),
+                )),
+                Err(_) => Err(refuse(
+                    Rep::HostUnreachable,
+                    format!("connecting to {forward} timed out"),
+                )),
+            }
+        }
+        (Egress::Forward(_), Some(t)) => Err(refuse(
+            Rep::NotAllowed,
+            format!(
+                "this proxy server forwards every session to its one --forward target and \
+                 takes no request for {t} (it is for `nena proxy client --listen`)"
+            ),
+        )),
+        (Egress::Allow(allow), Some(t)) => {
+            let s = connect_allowed(allow, t, limit)
+                .await
+                .map_err(|(code, msg)| refuse(code, msg))?;
+            log::info!("{}: CONNECT {t}", c.peer);
+            Ok(s)
+        }
+        (Egress::Allow(_), None) => Err(refuse(
+            Rep::NotAllowed,
+            "this proxy server has no --forward target: it connects to what a SOCKS request \
+             names, within its --allow rules (it is for `nena proxy client --socks5`)"
+                .to_string(),
+        )),
+    }
+}
+
 /// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to
 /// the proxy server at `opts.remote`.
 pub async fn run_client(
@@ -696,7 +865,12 @@ async fn client_loop(
                 if let Some(i) = c.info {
                     log::info!("session to {}: mode {}", opts.remote, i.describe());
                 }
-                let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+                // The open request, then the application's bytes at once; the server's
+                // answer is read before its first byte goes to the application.
+                send_open(&mut c, None, &opts)
+                    .await
+                    .context("sending the open request")?;
+                let relayed = relay_after(plain, &mut c.reader, &mut c.writer, &stop, true).await;
                 let split = crate::client::Paths::of(&c).describe();
                 if stopped(&relayed) {
                     reset_nena(c.writer, c.gate.fd());
@@ -737,6 +911,7 @@ pub async fn run_server_with(
         buffer: PROXY_BUF,
         ..accept
     });
+    let token = limits.token.clone();
     accept_loop(
         listener,
         &limits,
@@ -744,70 +919,36 @@ pub async fn run_server_with(
         move |stream, peer, stop| {
             let accept = accept.clone();
             let egress = egress.clone();
+            let token = token.clone();
             async move {
                 let mut c = conn::accept(stream, peer, &accept).await?;
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }
-                let limit = accept.handshake_timeout;
-                let target = match &egress {
-                    // The one target of this proxy (--forward): nothing the client sends can
-                    // choose another.
-                    Egress::Forward(forward) => {
-                        let forward = *forward;
-                        tokio::time::timeout(limit, TcpStream::connect(forward))
-                            .await
-                            .map_err(|_| anyhow::anyhow!("connecting to {forward} timed out"))?
-                            .with_context(|| format!("cannot connect to {forward}"))?
-                    }
-                    Egress::Allow(allow) => {
-                        let req = tokio::time::timeout(limit, c.reader.read_connect_request())
-                            .await
-                            .map_err(|_| anyhow::anyhow!("no connect request within {limit:?}"))?;
-                        // An altered request (its tag) or a version-1 client: told why, and
-                        // nothing is connected.
-                        if let Err(crate::stream::MsgError::Wire(
-                            e @ (crate::wire::WireError::BadConnectTag
-                            | crate::wire::WireError::OldVersion),
-                        )) = &req
-                        {
+                let target =
+                    match admit(&mut c, &egress, token.as_ref(), accept.handshake_timeout).await {
+                        Ok(t) => t,
+                        Err(Refusal::Silent(e)) => return Err(e),
+                        Err(Refusal::Reply(code, msg, what)) => {
                             let reply = ConnectReply {
-                                code: Rep::NotAllowed,
-                                msg: e.to_string(),
+                                code,
+                                msg: msg.clone(),
                             };
                             let _ = c.writer.write_msg(reply.encode()).await;
                             let _ = c.writer.shutdown().await;
+                            c.reader.discard(Duration::from_secs(2)).await;
+                            anyhow::bail!("{what} refused: {code} ({msg})");
                         }
-                        let req = req.context(
-                            "reading the connect request (is the client a SOCKS proxy client?)",
-                        )?;
-                        match connect_allowed(allow, &req.target, limit).await {
-                            Ok(t) => {
-                                c.writer
-                                    .write_msg(
-                                        ConnectReply {
-                                            code: Rep::Succeeded,
-                                            msg: String::new(),
-                                        }
-                                        .encode(),
-                                    )
-                                    .await?;
-                                log::info!("{peer}: CONNECT {}", req.target);
-                                t
-                            }
-                            Err((code, msg)) => {
-                                let reply = ConnectReply {
-                                    code,
-                                    msg: msg.clone(),
-                                };
-                                let _ = c.writer.write_msg(reply.encode()).await;
-                                let _ = c.writer.shutdown().await;
-                                c.reader.discard(Duration::from_secs(2)).await;
-                                anyhow::bail!("CONNECT {} refused: {code} ({msg})", req.target);
-                            }
+                    };
+                c.writer
+                    .write_msg(
+                        ConnectReply {
+                            code: Rep::Succeeded,
+                            msg: String::new(),
                         }
-                    }
-                };
+                        .encode(),
+                    )
+                    .await?;
                 let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
                 let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
                 if stopped(&relayed) {

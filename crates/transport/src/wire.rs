@@ -32,17 +32,25 @@
 //! how many bytes it received and whether they matched the deterministic [`pattern`].
 //! A direction that carries no data is just the end marker.
 //!
-//! Connect (the SOCKS5 proxy, `nena proxy client --socks5` to `nena proxy server --allow`):
+//! Proxy sessions (`nena proxy client` / `nena run` to `nena proxy server`) open with a
+//! [`ConnectRequest`]: op 4 names a destination (SOCKS5 CONNECT, `nena run`; the server
+//! checks it against `--allow`), op 5 asks for the server's one `--forward` target. Either
+//! carries the access token the same way a file request does (op bit 7), and a 32-byte tag
+//! (the application MAC) follows:
 //!
 //! ```text
-//! ConnectRequest  magic "nAP2" | op 4 | atyp u8 (1 IPv4, 3 domain, 4 IPv6)
-//!                 | addr (4 B | len u8 + name (1..=255 B, printable ASCII) | 16 B) | port u16
+//! ConnectRequest  magic "nAP2" | op 4 or 5 [| 0x80] | [token_len u8 | token]
+//!                 | op 4 only: atyp u8 (1 IPv4, 3 domain, 4 IPv6)
+//!                   | addr (4 B | len u8 + name (1..=255 B, printable ASCII) | 16 B) | port u16
+//!                 | tag (32)
 //! ConnectReply    code u8 (SOCKS5 reply code, RFC 1928 section 6: 0 succeeded .. 8)
 //!                 | msg_len u8 | msg (UTF-8)
 //! ```
 //!
 //! After an ok reply both directions carry the application's raw bytes; after any other
-//! the server ends the session. A file server answers op 4 as an unknown op.
+//! the server ends the session. A `--forward` client sends the application's bytes right
+//! after its request and reads the reply before passing anything on (no round trip of its
+//! own). A file server answers ops 4 and 5 as unknown ops.
 
 use thiserror::Error;
 
@@ -311,14 +319,7 @@ impl Request {
             Request::Get { .. } => 2,
             Request::Perf(_) => 3,
         };
-        match token {
-            Some(t) => {
-                out.push(op | OP_TOKEN);
-                out.push(t.0.len() as u8);
-                out.extend_from_slice(&t.0);
-            }
-            None => out.push(op),
-        }
+        push_op(&mut out, op, token);
         match self {
             Request::Put { name, size } => {
                 push_name(&mut out, name);
@@ -355,23 +356,8 @@ impl RequestMsg {
         if !(1..=3).contains(&op) {
             return Err(WireError::BadOp(buf[4]));
         }
-        let mut at = 5;
-        let token = if buf[4] & OP_TOKEN != 0 {
-            let Some(&len) = buf.get(at) else {
-                return Ok(None);
-            };
-            if len == 0 {
-                return Err(WireError::EmptyToken);
-            }
-            let end = at + 1 + len as usize;
-            if buf.len() < end {
-                return Ok(None);
-            }
-            let t = AccessToken(buf[at + 1..end].to_vec());
-            at = end;
-            Some(t)
-        } else {
-            None
+        let Some((token, at)) = take_token(buf)? else {
+            return Ok(None);
         };
         let rest = &buf[at..];
         type Decoded = Result<Option<(RequestMsg, usize)>, WireError>;
@@ -459,6 +445,38 @@ impl Drop for AccessToken {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.0);
     }
+}
+
+/// The op byte (bit 7 set when a token follows) and the token: `[len u8 | token]`.
+fn push_op(out: &mut Vec<u8>, op: u8, token: Option<&AccessToken>) {
+    match token {
+        Some(t) => {
+            out.push(op | OP_TOKEN);
+            out.push(t.0.len() as u8);
+            out.extend_from_slice(&t.0);
+        }
+        None => out.push(op),
+    }
+}
+
+/// The token after the op byte at `buf[4]` (when its bit 7 is set) and where the op's own
+/// fields start; `Ok(None)` if more bytes are needed.
+fn take_token(buf: &[u8]) -> Result<Option<(Option<AccessToken>, usize)>, WireError> {
+    let at = 5;
+    if buf[4] & OP_TOKEN == 0 {
+        return Ok(Some((None, at)));
+    }
+    let Some(&len) = buf.get(at) else {
+        return Ok(None);
+    };
+    if len == 0 {
+        return Err(WireError::EmptyToken);
+    }
+    let end = at + 1 + len as usize;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    Ok(Some((Some(AccessToken(buf[at + 1..end].to_vec())), end)))
 }
 
 fn push_name(out: &mut Vec<u8>, name: &str) {
@@ -606,20 +624,41 @@ impl<'a> PatternCheck<'a> {
     }
 }
 
-/// Op of a [`ConnectRequest`].
+/// Op of a [`ConnectRequest`] naming its destination (SOCKS5 CONNECT, `nena run`).
 pub const OP_CONNECT: u8 = 4;
+/// Op of a [`ConnectRequest`] for the proxy server's one `--forward` target.
+pub const OP_FORWARD: u8 = 5;
 
-/// The proxy client asks the proxy server for a destination (SOCKS5 CONNECT).
+/// How every proxy session opens: the proxy client asks the proxy server for a destination
+/// (SOCKS5 CONNECT, `nena run`) or for its `--forward` target, with the access token when it
+/// has one (`--token-file`). The server answers with a [`ConnectReply`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
-    pub target: crate::socks::Target,
+    /// `None`: the proxy server's `--forward` target (op 5).
+    pub target: Option<crate::socks::Target>,
+    pub token: Option<AccessToken>,
 }
 
 impl ConnectRequest {
+    /// A request for `target` without a token.
+    pub fn to(target: crate::socks::Target) -> Self {
+        ConnectRequest {
+            target: Some(target),
+            token: None,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        out.push(OP_CONNECT);
-        self.target.encode_into(&mut out);
+        let op = if self.target.is_some() {
+            OP_CONNECT
+        } else {
+            OP_FORWARD
+        };
+        push_op(&mut out, op, self.token.as_ref());
+        if let Some(t) = &self.target {
+            t.encode_into(&mut out);
+        }
         out
     }
 
@@ -630,18 +669,39 @@ impl ConnectRequest {
         let Some(&op) = buf.get(4) else {
             return Ok(None);
         };
-        if op != OP_CONNECT {
-            return Err(WireError::NotConnect(op));
+        let forward = match op & !OP_TOKEN {
+            OP_CONNECT => false,
+            OP_FORWARD => true,
+            _ => return Err(WireError::NotConnect(op)),
+        };
+        let Some((token, at)) = take_token(buf)? else {
+            return Ok(None);
+        };
+        if forward {
+            return Ok(Some((
+                ConnectRequest {
+                    target: None,
+                    token,
+                },
+                at,
+            )));
         }
-        match crate::socks::Target::decode(&buf[5..]) {
-            Ok(Some((target, used))) => Ok(Some((ConnectRequest { target }, 5 + used))),
+        match crate::socks::Target::decode(&buf[at..]) {
+            Ok(Some((target, used))) => Ok(Some((
+                ConnectRequest {
+                    target: Some(target),
+                    token,
+                },
+                at + used,
+            ))),
             Ok(None) => Ok(None),
             Err(e) => Err(WireError::BadTarget(e)),
         }
     }
 
     /// The request followed by its tag: the session's application MAC of this direction
-    /// (`key`, the client-to-server one) over the request (plain mode: no key, a SHA-256).
+    /// (`key`, the client-to-server one) over the request, token included (plain mode: no
+    /// key, a SHA-256).
     pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Vec<u8> {
         let mut out = self.encode();
         let tag = nena_proto::appmac::message_tag(key, nena_proto::appmac::CONNECT_CONTEXT, &out);
@@ -707,6 +767,79 @@ impl ConnectReply {
     }
 }
 
+/// Checks for the fuzz target `app_wire` (fuzz/fuzz_targets/app_wire.rs), also run on
+/// stable by this module's property tests: what a peer sends inside a session is decoded
+/// without a panic, every decoder either waits, errs, or takes a prefix of its input, what
+/// it takes re-encodes to exactly those bytes, and no shorter prefix already decodes.
+pub mod fuzzing {
+    use super::*;
+
+    /// Feed `data` to every decoder of the application protocol.
+    pub fn app_messages(data: &[u8]) {
+        if let Ok(Some((m, used))) = RequestMsg::decode(data) {
+            assert_eq!(
+                m.request.encode_with(m.token.as_ref()),
+                data[..used],
+                "a request re-encodes to the bytes it came from"
+            );
+            shortest(data, used, |b| RequestMsg::decode(b).map(|o| o.is_some()));
+        }
+        if let Ok(Some((r, used))) = ConnectRequest::decode(data) {
+            assert_eq!(r.encode(), data[..used], "a connect request re-encodes");
+            shortest(data, used, |b| {
+                ConnectRequest::decode(b).map(|o| o.is_some())
+            });
+            // Under its own tag it decodes the same; under another key never.
+            let key = [0x42u8; 32];
+            let mut tagged = r.encode_tagged(Some(&key));
+            assert_eq!(
+                ConnectRequest::decode_tagged(&tagged, Some(&key)),
+                Ok(Some((r.clone(), used + TRAILER_LEN)))
+            );
+            assert_eq!(
+                ConnectRequest::decode_tagged(&tagged, Some(&[0x43u8; 32])),
+                Err(WireError::BadConnectTag)
+            );
+            let last = tagged.len() - 1;
+            tagged[last] ^= 1;
+            assert_eq!(
+                ConnectRequest::decode_tagged(&tagged, Some(&key)),
+                Err(WireError::BadConnectTag)
+            );
+        }
+        let _ = ConnectRequest::decode_tagged(data, None);
+        if let Ok(Some((_, used))) = Reply::decode(data) {
+            assert!(used <= data.len());
+        }
+        if let Ok(Some((_, used))) = ConnectReply::decode(data) {
+            assert!(used <= data.len());
+        }
+        // A perf stream: every step takes at least one byte and never more than given.
+        let mut dec = ChunkDecoder::new();
+        let mut rest = data;
+        while !rest.is_empty() && !dec.is_done() {
+            match dec.next(rest) {
+                Ok((n, _)) => {
+                    assert!(n >= 1 && n <= rest.len());
+                    rest = &rest[n..];
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// No prefix of `data[..used]` shorter than `used` is a whole message yet.
+    fn shortest(data: &[u8], used: usize, whole: impl Fn(&[u8]) -> Result<bool, WireError>) {
+        for cut in 0..used {
+            assert_ne!(
+                whole(&data[..cut]),
+                Ok(true),
+                "decoded from {cut} of {used} bytes"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,12 +855,10 @@ mod tests {
     fn a_rewritten_connect_request_is_refused() {
         use crate::socks::{Host, Target};
         let key = [0x5au8; 32];
-        let req = ConnectRequest {
-            target: Target {
-                host: Host::Ip("198.18.3.2".parse().unwrap()),
-                port: 80,
-            },
-        };
+        let req = ConnectRequest::to(Target {
+            host: Host::Ip("198.18.3.2".parse().unwrap()),
+            port: 80,
+        });
         let enc = req.encode_tagged(Some(&key));
         for cut in 0..enc.len() {
             assert_eq!(
@@ -750,6 +881,7 @@ mod tests {
                 .unwrap()
                 .0
                 .target
+                .unwrap()
                 .to_string(),
             "198.18.9.9:80"
         );
@@ -771,6 +903,87 @@ mod tests {
         assert!(ConnectRequest::decode_tagged(&plain, None)
             .unwrap()
             .is_some());
+    }
+
+    /// The open request of a `--forward` session (op 5) and the access token of either kind:
+    /// each decodes back from every split, the token sits inside the tagged bytes (a
+    /// rewritten token byte, or a token added or removed on the way, breaks the tag), and
+    /// neither kind is taken for the other or for a file request.
+    #[test]
+    fn forward_requests_and_tokens_roundtrip_under_the_tag() {
+        use crate::socks::{Host, Target};
+        let key = [0x33u8; 32];
+        let token = AccessToken::new(b"0123456789abcdef-token".to_vec()).unwrap();
+        let target = Target {
+            host: Host::Domain("srv.lab".into()),
+            port: 8000,
+        };
+        for req in [
+            ConnectRequest {
+                target: None,
+                token: None,
+            },
+            ConnectRequest {
+                target: None,
+                token: Some(token.clone()),
+            },
+            ConnectRequest {
+                target: Some(target.clone()),
+                token: Some(token.clone()),
+            },
+        ] {
+            let enc = req.encode_tagged(Some(&key));
+            for cut in 0..enc.len() {
+                assert_eq!(
+                    ConnectRequest::decode_tagged(&enc[..cut], Some(&key)),
+                    Ok(None),
+                    "{req:?} cut {cut}"
+                );
+            }
+            let mut more = enc.clone();
+            more.extend_from_slice(b"application bytes");
+            assert_eq!(
+                ConnectRequest::decode_tagged(&more, Some(&key)),
+                Ok(Some((req.clone(), enc.len())))
+            );
+            assert!(matches!(RequestMsg::decode(&enc), Err(WireError::BadOp(_))));
+            if let Some(t) = &req.token {
+                // A token byte rewritten on the way (stream or kato: XOR into the known
+                // offsets) is refused, not compared.
+                let mut forged = enc.clone();
+                forged[6] ^= 0x01;
+                assert_eq!(
+                    ConnectRequest::decode_tagged(&forged, Some(&key)),
+                    Err(WireError::BadConnectTag)
+                );
+                assert!(t.admits(req.token.as_ref()));
+            }
+        }
+        // The op decides the kind: 4 with a target, 5 without one, with bit 7 for the token.
+        let fwd = ConnectRequest {
+            target: None,
+            token: Some(token.clone()),
+        }
+        .encode();
+        assert_eq!(fwd[4], OP_FORWARD | OP_TOKEN);
+        assert_eq!(
+            ConnectRequest::decode(b"nAP2\x05"),
+            Ok(Some((
+                ConnectRequest {
+                    target: None,
+                    token: None
+                },
+                5
+            )))
+        );
+        assert_eq!(
+            ConnectRequest::decode(b"nAP2\x85\x00"),
+            Err(WireError::EmptyToken)
+        );
+        assert_eq!(
+            ConnectRequest::decode(b"nAP2\x06"),
+            Err(WireError::NotConnect(6))
+        );
     }
 
     /// A version-1 peer ("nAP1": unkeyed trailers, untagged connect requests) is told so, in
@@ -808,7 +1021,7 @@ mod tests {
                 port: 8000,
             },
         ] {
-            let req = ConnectRequest { target };
+            let req = ConnectRequest::to(target);
             let enc = req.encode();
             for cut in 0..enc.len() {
                 assert_eq!(ConnectRequest::decode(&enc[..cut]), Ok(None), "cut {cut}");
@@ -1082,6 +1295,24 @@ mod tests {
             prop_assert_eq!(data, payloads.concat());
             prop_assert_eq!(total as usize, payloads.iter().map(Vec::len).sum::<usize>());
             prop_assert_eq!(used, len);
+        }
+
+        #[test]
+        fn fuzz_body_on_random_input(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+            fuzzing::app_messages(&data);
+        }
+
+        /// Near-valid input: the magic, an op of each kind (with and without the token
+        /// bit), then anything.
+        #[test]
+        fn fuzz_body_on_near_valid_input(
+            op in prop_oneof![1u8..=5, Just(0x81u8), Just(0x83u8), Just(0x84u8), Just(0x85u8), any::<u8>()],
+            tail in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut data = MAGIC.to_vec();
+            data.push(op);
+            data.extend_from_slice(&tail);
+            fuzzing::app_messages(&data);
         }
 
         #[test]

@@ -199,12 +199,10 @@ fn status_code(s: std::process::ExitStatus) -> u8 {
 pub fn run(a: RunArgs) -> Result<u8, Exit> {
     if !a.mptcp_only {
         check_client(&a.common)?;
-        if a.common.token_file.is_some() {
-            return Err(Exit::usage(anyhow!(
-                "--token-file is for send, get and perf: the proxy server's access control is \
-                 its --allow list"
-            )));
-        }
+    } else if a.common.token_file.is_some() {
+        return Err(Exit::usage(anyhow!(
+            "--token-file is for --via: with --mptcp-only no nena session carries it"
+        )));
     }
     let opts = match a.via {
         Some(via) => Some(a.common.options(via, false)?),
@@ -217,6 +215,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         max_sessions: a.max_sessions,
         max_connecting: a.max_connecting,
         grace: std::time::Duration::ZERO,
+        token: None,
     };
     let cmd = a.cmd.clone();
     let result = crate::runtime::block_on(async move {

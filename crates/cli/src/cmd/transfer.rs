@@ -136,8 +136,9 @@ pub struct ClientCommon {
     #[cfg(feature = "debug-dump")]
     #[arg(long, hide = true, value_name = "FILE")]
     pub debug_dump_first_flight: Option<PathBuf>,
-    /// Send the access token in FILE with the request (the server's --token-file; it
-    /// travels inside the session, protected by its mode).
+    /// Send the access token in FILE with every request, or at the start of every proxy
+    /// session (the server's --token-file; it travels inside the session, protected by its
+    /// mode).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Do not re-create a subflow after its link comes back from an outage (userspace PM;
@@ -432,9 +433,6 @@ pub struct PerfArgs {
 #[derive(Subcommand, Debug)]
 pub enum ProxyCmd {
     /// Accept plain TCP and carry it over nena/MPTCP to a `nena proxy server`.
-    // --token-file is shared with send/get/perf, but the proxies carry no token yet: not
-    // offered in this command's help (and refused with a line saying so when given).
-    #[command(mut_arg("token_file", |a| a.hide(true)))]
     Client(ProxyClientArgs),
     /// Accept nena/MPTCP from `nena proxy client` and forward it as plain TCP.
     Server(ProxyServerArgs),
@@ -490,6 +488,11 @@ pub struct ProxyServerArgs {
     /// Without --allow (and without --forward) every request is refused.
     #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
     pub allow: Vec<nena_transport::socks::AllowRule>,
+    /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)
+    /// at the start of every session, before anything is resolved or connected; proxy
+    /// clients and `nena run` pass the same file with --token-file.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
     /// those left are then reset on both sides (an application sees an error, never a cut
     /// stream that looks complete). Default 0: at once.
@@ -726,18 +729,13 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
         ProxyCmd::Client(a) => {
             a.config.log();
             check_client(&a.common)?;
-            if a.common.token_file.is_some() {
-                return Err(Exit::usage(anyhow!(
-                    "--token-file is for send, get and perf: the proxy server's access control \
-                     is its --forward target or its --allow list"
-                )));
-            }
             let mut opts = a.common.options(a.to, false)?;
             let _mpc = a.common.attach_mpc(&mut opts)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
                 grace: a.grace,
+                token: None,
             };
             let (listen, entry, kind) = match (a.listen, a.socks5) {
                 (Some(l), _) => (l, proxy::Entry::Plain, ""),
@@ -773,6 +771,10 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_sessions: a.common.max_sessions,
                 max_connecting: a.common.max_sessions,
                 grace: a.grace,
+                token: match &a.token_file {
+                    Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
+                    None => None,
+                },
             };
             let mut accept = a.common.accept(false)?;
             let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;

@@ -79,14 +79,18 @@ impl Proc {
     }
     /// Wait until stderr contains `needle` (or panic after `timeout`).
     pub fn wait_stderr(&self, needle: &str, timeout: Duration) -> String {
+        self.wait_stderr_n(needle, 1, timeout)
+    }
+    /// Wait until stderr contains `needle` at least `n` times (or panic after `timeout`).
+    pub fn wait_stderr_n(&self, needle: &str, n: usize, timeout: Duration) -> String {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let s = self.stderr();
-            if s.contains(needle) {
+            if s.matches(needle).count() >= n {
                 return s;
             }
             if std::time::Instant::now() > deadline {
-                panic!("server stderr never contained {needle:?}:\n{s}");
+                panic!("stderr never contained {needle:?} {n} times:\n{s}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -13,6 +13,7 @@ PKGS=(
   curl ncat                                             # SOCKS5 clients of the proxy tests
   nftables                                              # tests drop a lossy start's first segments
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
+  prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)
 )
 
 missing=()
@@ -25,7 +26,14 @@ if ((${#missing[@]})); then
   # tshark: do not ask whether non-root users may capture (no setuid dumpcap).
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
+  # No package's service is started by the install (prometheus would listen on :9090 in
+  # the host): a policy-rc.d that denies starts, for this install only, unless one exists.
+  own_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
 # Rust: stable toolchain with clippy and rustfmt (rustup is on the machine).

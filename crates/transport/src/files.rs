@@ -14,7 +14,7 @@
 //! `--max-file-size` and the free space of DIR (`statvfs`, minus what concurrent uploads were
 //! promised; see [`crate::access`]), so a client cannot make it accept more than fits.
 
-use crate::access::SpaceLedger;
+use crate::access::{ErrorReply, SpaceLedger};
 use crate::names::check_name;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
@@ -435,7 +435,9 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     if let Err(e) = check_name(name) {
         w.write_msg(Reply::err(Status::BadName, e.to_string()).encode())
             .await?;
-        bail!("refused file name {name:?}: {e}");
+        return Err(
+            ErrorReply::new(Status::BadName, format!("refused file name {name:?}: {e}")).into(),
+        );
     }
     let dest = cfg.dir.join(name);
     if !cfg.overwrite && tokio::fs::symlink_metadata(&dest).await.is_ok() {
@@ -447,7 +449,7 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .encode(),
         )
         .await?;
-        bail!("refused {name:?}: exists");
+        return Err(ErrorReply::new(Status::Exists, format!("refused {name:?}: exists")).into());
     }
     // The size: within the limit, and it fits beside the uploads in progress. The
     // reservation lasts until this function returns.
@@ -465,7 +467,8 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Ok(r) => r,
         Err(reply) => {
             w.write_msg(reply.encode()).await?;
-            bail!("refused {name:?}: {}: {}", reply.status, reply.msg);
+            let log = format!("refused {name:?}: {}: {}", reply.status, reply.msg);
+            return Err(ErrorReply::new(reply.status, log).into());
         }
     };
     let (tmp, mut file) = match TempFile::create(&cfg.dir).await {
@@ -485,7 +488,8 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             let _ = w
                 .write_msg(Reply::err(Status::ShuttingDown, SHUTTING_DOWN).encode())
                 .await;
-            bail!("{name:?}: server shutting down: {SHUTTING_DOWN}");
+            let log = format!("{name:?}: server shutting down: {SHUTTING_DOWN}");
+            return Err(ErrorReply::new(Status::ShuttingDown, log).into());
         }
     };
     let (ok, _) = match received {
@@ -506,7 +510,7 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let why = mismatch(keyed);
         w.write_msg(Reply::err(Status::Corrupt, format!("{why}, file discarded")).encode())
             .await?;
-        bail!("{name:?}: {why}, discarded");
+        return Err(ErrorReply::new(Status::Corrupt, format!("{name:?}: {why}, discarded")).into());
     }
     let check = if keyed { "MAC" } else { "SHA-256" };
     match tmp.commit(&dest, cfg.overwrite).await {
@@ -537,7 +541,9 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     if let Err(e) = check_name(name) {
         w.write_msg(Reply::err(Status::BadName, e.to_string()).encode())
             .await?;
-        bail!("refused file name {name:?}: {e}");
+        return Err(
+            ErrorReply::new(Status::BadName, format!("refused file name {name:?}: {e}")).into(),
+        );
     }
     let path = cfg.dir.join(name);
     let opened = async {
@@ -566,7 +572,7 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             };
             w.write_msg(Reply::err(status, format!("{name}: {e}")).encode())
                 .await?;
-            bail!("GET {name:?}: {e}");
+            return Err(ErrorReply::new(status, format!("GET {name:?}: {e}")).into());
         }
     };
     w.write_msg(Reply::ok(size).encode()).await?;

@@ -21,8 +21,10 @@
 pub mod access;
 pub mod client;
 pub mod conn;
+pub mod ends;
 pub mod files;
 pub mod handshake;
+pub mod metrics;
 pub mod names;
 pub mod perf;
 pub mod proxy;

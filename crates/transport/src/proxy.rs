@@ -27,6 +27,8 @@
 //! without `--forward` and without `--allow` refuses every request (never an open relay).
 
 use crate::conn::{self, AcceptOptions, ClientOptions};
+pub use crate::ends::{Refused, Refusing, ShuttingDown};
+use crate::metrics::{HandshakeFailed, Metrics, Tally, Wire};
 use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
 use crate::stop::StopSignal;
 use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter, PROXY_BUF};
@@ -303,35 +305,9 @@ pub struct ProxyLimits {
     /// checked before anything is resolved or connected. (The client end sends
     /// [`ClientOptions::token`].)
     pub token: Option<AccessToken>,
+    /// Counters for `--metrics` (None: none kept).
+    pub metrics: Option<Arc<Metrics>>,
 }
-
-/// The error of a session aborted because the proxy is stopping.
-#[derive(Debug)]
-pub struct ShuttingDown;
-
-impl std::fmt::Display for ShuttingDown {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the proxy is shutting down: session reset on both sides")
-    }
-}
-
-impl std::error::Error for ShuttingDown {}
-
-/// The proxy server refused a session it was asked to open (its [`ConnectReply`]).
-#[derive(Debug)]
-pub struct Refused(pub ConnectReply);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the proxy server refused the session: \"{}\" ({})",
-            self.0.code, self.0.msg
-        )
-    }
-}
-
-impl std::error::Error for Refused {}
 
 /// Whether `e` is a session aborted by [`ShuttingDown`].
 fn is_shutting_down(e: &std::io::Error) -> bool {
@@ -380,16 +356,19 @@ async fn accept_loop<F, Fut>(
     session: F,
 ) -> Result<()>
 where
-    F: Fn(TcpStream, SocketAddr, StopSignal) -> Fut,
+    F: Fn(TcpStream, SocketAddr, StopSignal, Tally) -> Fut,
     Fut: std::future::Future<Output = Result<String>> + Send + 'static,
 {
     let (switch, signal) = crate::stop::stop_pair();
     let sessions =
         conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
-            let fut = session(stream, peer, signal.clone());
+            let tally = Tally::begin(limits.metrics.as_ref());
+            let fut = session(stream, peer, signal.clone(), tally.clone());
             let stats = stats.clone();
             async move {
-                match fut.await {
+                let ended = fut.await;
+                tally.finish(&ended);
+                match ended {
                     Ok(summary) => {
                         stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
                         log::info!("{peer}: {summary}");
@@ -502,6 +481,7 @@ async fn open_to(
     target: &Target,
     opts: &ClientOptions,
     connecting: &Semaphore,
+    tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
     let slot = connecting.acquire().await.map_err(|e| {
         (
@@ -520,6 +500,7 @@ async fn open_to(
             ))
         }
     };
+    tally.handshake(c.setup, c.info);
     let answer = async {
         send_open(&mut c, Some(target), opts).await?;
         Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
@@ -544,13 +525,10 @@ async fn open_to(
     };
     if answer.code != Rep::Succeeded {
         let _ = c.writer.shutdown().await;
+        let code = answer.code;
         return Err((
-            answer.code,
-            anyhow::anyhow!(
-                "{target}: the proxy server answered \"{}\" ({})",
-                answer.code,
-                answer.msg
-            ),
+            code,
+            anyhow::Error::new(Refused(answer)).context(target.to_string()),
         ));
     }
     Ok(c)
@@ -564,9 +542,10 @@ async fn socks_session(
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
     stop: StopSignal,
+    tally: Tally,
 ) -> Result<String> {
     let (target, leftover) = socks_accept(&mut plain, users).await?;
-    let mut c = match open_to(&target, &opts, &connecting).await {
+    let mut c = match open_to(&target, &opts, &connecting, &tally).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.write_all(&socks::reply(code, None)).await;
@@ -580,6 +559,7 @@ async fn socks_session(
     log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
     let split = crate::client::Paths::of(&c).describe();
+    tally.wire(Wire::of_client(&c));
     if stopped(&relayed) {
         reset_nena(c.writer, c.gate.fd());
     }
@@ -606,6 +586,7 @@ async fn redirected_session(
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
     stop: StopSignal,
+    tally: Tally,
 ) -> Result<String> {
     let Some(dst) = (lookup.0)(peer) else {
         let _ = plain.set_zero_linger();
@@ -618,7 +599,7 @@ async fn redirected_session(
         host: Host::Ip(dst.ip()),
         port: dst.port(),
     };
-    let mut c = match open_to(&target, &opts, &connecting).await {
+    let mut c = match open_to(&target, &opts, &connecting, &tally).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
@@ -628,6 +609,7 @@ async fn redirected_session(
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
     let split = crate::client::Paths::of(&c).describe();
+    tally.wire(Wire::of_client(&c));
     if stopped(&relayed) {
         reset_nena(c.writer, c.gate.fd());
     }
@@ -842,18 +824,20 @@ async fn client_loop(
         listener,
         limits,
         Arc::new(ProxyStats::default()),
-        move |plain, peer, stop| {
+        move |plain, peer, stop, tally| {
             let opts = opts.clone();
             let connecting = connecting.clone();
             let entry = entry.clone();
             async move {
                 match entry {
                     Entry::Socks5 { users } => {
-                        return socks_session(plain, users, opts, connecting, stop).await
+                        return socks_session(plain, users, opts, connecting, stop, tally).await
                     }
                     Entry::Redirected(lookup) => {
-                        return redirected_session(plain, peer, lookup, opts, connecting, stop)
-                            .await
+                        return redirected_session(
+                            plain, peer, lookup, opts, connecting, stop, tally,
+                        )
+                        .await
                     }
                     Entry::Plain => {}
                 }
@@ -862,6 +846,7 @@ async fn client_loop(
                     .await
                     .context("opening the nena session")?;
                 drop(slot);
+                tally.handshake(c.setup, c.info);
                 if let Some(i) = c.info {
                     log::info!("session to {}: mode {}", opts.remote, i.describe());
                 }
@@ -872,6 +857,7 @@ async fn client_loop(
                     .context("sending the open request")?;
                 let relayed = relay_after(plain, &mut c.reader, &mut c.writer, &stop, true).await;
                 let split = crate::client::Paths::of(&c).describe();
+                tally.wire(Wire::of_client(&c));
                 if stopped(&relayed) {
                     reset_nena(c.writer, c.gate.fd());
                 }
@@ -916,12 +902,16 @@ pub async fn run_server_with(
         listener,
         &limits,
         Arc::new(ProxyStats::default()),
-        move |stream, peer, stop| {
+        move |stream, peer, stop, tally| {
             let accept = accept.clone();
             let egress = egress.clone();
             let token = token.clone();
             async move {
-                let mut c = conn::accept(stream, peer, &accept).await?;
+                let start = std::time::Instant::now();
+                let mut c = conn::accept(stream, peer, &accept)
+                    .await
+                    .context(HandshakeFailed)?;
+                tally.handshake(start.elapsed(), c.info);
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }
@@ -937,7 +927,7 @@ pub async fn run_server_with(
                             let _ = c.writer.write_msg(reply.encode()).await;
                             let _ = c.writer.shutdown().await;
                             c.reader.discard(Duration::from_secs(2)).await;
-                            anyhow::bail!("{what} refused: {code} ({msg})");
+                            return Err(Refusing { code, msg, what }.into());
                         }
                     };
                 c.writer
@@ -951,6 +941,7 @@ pub async fn run_server_with(
                     .await?;
                 let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
                 let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
+                tally.wire(Wire::of_server_socket(c.fd()));
                 if stopped(&relayed) {
                     reset_nena(
                         c.writer,

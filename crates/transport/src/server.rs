@@ -3,6 +3,7 @@
 //! semaphore bounds how many run at once (the listen backlog holds the rest).
 
 use crate::conn::{self, AcceptOptions};
+use crate::metrics::{HandshakeFailed, Metrics, Tally, Wire};
 use crate::session::{serve_request, SessionConfig};
 use anyhow::Result;
 use std::net::SocketAddr;
@@ -26,6 +27,8 @@ pub struct ServeOptions {
     /// After SIGTERM/SIGINT, how long the sessions in progress may go on before they are
     /// aborted (an upload is told `server shutting down` and its partial file removed).
     pub grace: std::time::Duration,
+    /// Counters for `--metrics` (None: none kept).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// Serve until SIGINT or SIGTERM (or the future is dropped). `ready` is called with the
@@ -51,17 +54,23 @@ pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Re
 }
 
 async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOptions) {
+    let tally = Tally::begin(opts.metrics.as_ref());
+    let start = std::time::Instant::now();
     let mut c = match conn::accept(stream, peer, &opts.accept).await {
         Ok(c) => c,
         Err(e) => {
             log::warn!("{peer}: {e:#}");
+            tally.finish::<()>(&Err(e.context(HandshakeFailed)));
             return;
         }
     };
+    tally.handshake(start.elapsed(), c.info);
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
     let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
+    tally.wire(Wire::of_server_socket(c.fd()));
+    tally.finish(&result);
     match result {
         Ok(summary) => {
             log::info!("{peer}: {mode}: {summary}; subflows: [{split}]");

@@ -5,7 +5,7 @@
 //! that are not this protocol at all get no answer. Generic over the streams, so it is tested
 //! without a network.
 
-use crate::access::Limits;
+use crate::access::{ErrorReply, Limits};
 use crate::files::{server_get, server_put, FileServerConfig};
 use crate::perf::{self, Counters, Limit};
 use crate::stream::{MsgError, SecureReader, SecureWriter};
@@ -59,6 +59,8 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             };
             if let Some(st) = status {
                 w.write_msg(Reply::err(st, e.to_string()).encode()).await?;
+                let log = format!("reading the request: protocol error: {e}");
+                return Err(ErrorReply::new(st, log).into());
             }
             return Err(MsgError::Wire(e)).context("reading the request");
         }
@@ -66,7 +68,8 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     if let Err(reply) = cfg.limits.admit(&msg) {
         w.write_msg(reply.encode()).await?;
-        anyhow::bail!("refused a request: {}: {}", reply.status, reply.msg);
+        let log = format!("refused a request: {}: {}", reply.status, reply.msg);
+        return Err(ErrorReply::new(reply.status, log).into());
     }
     match msg.request {
         Request::Put { .. } | Request::Get { .. } if cfg.perf_only => {
@@ -74,7 +77,11 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Reply::err(Status::Refused, "this listener serves perf tests only").encode(),
             )
             .await?;
-            anyhow::bail!("refused a file request on a perf-only listener")
+            Err(ErrorReply::new(
+                Status::Refused,
+                "refused a file request on a perf-only listener",
+            )
+            .into())
         }
         Request::Put { name, size } => server_put(r, w, &cfg.files, &name, size).await,
         Request::Get { name } => server_get(r, w, &cfg.files, &name).await,

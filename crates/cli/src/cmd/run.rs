@@ -216,6 +216,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         max_connecting: a.max_connecting,
         grace: std::time::Duration::ZERO,
         token: None,
+        metrics: None,
     };
     let cmd = a.cmd.clone();
     let result = crate::runtime::block_on(async move {

@@ -10,12 +10,14 @@ use nena_transport::access::{self, Access, Limits};
 use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::files::FileServerConfig;
+use nena_transport::metrics::{self, Metrics, Role};
 use nena_transport::proxy::{self, ProxyLimits};
 use nena_transport::server::{self, ServeOptions};
 use nena_transport::session::SessionConfig;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A socket address: `IP:PORT` or `HOST:PORT` (resolved once).
@@ -260,6 +262,11 @@ pub struct ServerCommon {
     /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// Serve OpenMetrics text (sessions by mode and outcome, bytes per path, refusals,
+    /// integrity failures, subflow events, handshake times) at http://ADDR:PORT/metrics
+    /// for Prometheus (docs/OPERATIONS.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub metrics: Option<SocketAddr>,
 }
 
 impl ServerCommon {
@@ -468,6 +475,9 @@ pub struct ProxyClientArgs {
     /// stream that looks complete). Default 0: at once.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
     pub grace: Duration,
+    /// Serve OpenMetrics text at http://ADDR:PORT/metrics (docs/OPERATIONS.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub common: ClientCommon,
     #[command(flatten)]
@@ -590,6 +600,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     } else {
         a.common.attach_mpc(&mut accept, a.listen)?
     };
+    let counters = counters(a.common.metrics, Role::Serve);
     let opts = ServeOptions {
         listen: a.listen,
         accept,
@@ -604,6 +615,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         },
         max_sessions: a.common.max_sessions,
         grace: a.grace,
+        metrics: counters.as_ref().map(|c| c.1.clone()),
     };
     let rules = if rules.is_empty() {
         String::new()
@@ -615,8 +627,39 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     } else {
         format!("nena serve ({}{rules})", labels(&opts.accept.modes))
     };
-    crate::runtime::block_on(server::serve(opts, |addr| announce(&what, addr)))??;
+    crate::runtime::block_on(async {
+        let at = start_metrics(&counters).await?;
+        server::serve(opts, |addr| announce_with(&what, addr, at)).await
+    })??;
     Ok(())
+}
+
+/// `--metrics ADDR:PORT`: where to serve them, and the counters of a command in `role`.
+fn counters(addr: Option<SocketAddr>, role: Role) -> Option<(SocketAddr, Arc<Metrics>)> {
+    addr.map(|a| (a, Metrics::new(role)))
+}
+
+/// Opens the metrics endpoint on the command's runtime (before its own listener, so that
+/// a scraper can rely on it once the command says it listens); its address.
+async fn start_metrics(
+    counters: &Option<(SocketAddr, Arc<Metrics>)>,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let Some((addr, m)) = counters else {
+        return Ok(None);
+    };
+    let listener = metrics::bind(*addr).await?;
+    let at = listener.local_addr()?;
+    tokio::spawn(metrics::serve(listener, m.clone()));
+    Ok(Some(at))
+}
+
+/// The startup line, then where the metrics are served (if they are).
+fn announce_with(what: &str, addr: SocketAddr, metrics: Option<SocketAddr>) {
+    announce(what, addr);
+    if let Some(m) = metrics {
+        println!("metrics (OpenMetrics) at http://{m}/metrics");
+        let _ = std::io::stdout().flush();
+    }
 }
 
 pub fn send(a: SendArgs) -> CmdResult {
@@ -736,6 +779,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 max_connecting: a.max_connecting,
                 grace: a.grace,
                 token: None,
+                metrics: None,
             };
             let (listen, entry, kind) = match (a.listen, a.socks5) {
                 (Some(l), _) => (l, proxy::Entry::Plain, ""),
@@ -757,13 +801,18 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 (None, None) => unreachable!("clap requires --listen or --socks5"),
             };
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
-            crate::runtime::block_on(proxy::run_client_with(
-                listen,
-                entry,
-                opts,
-                limits,
-                |addr| announce(&what, addr),
-            ))??;
+            let counters = counters(a.metrics, Role::ProxyClient);
+            let limits = ProxyLimits {
+                metrics: counters.as_ref().map(|c| c.1.clone()),
+                ..limits
+            };
+            crate::runtime::block_on(async {
+                let at = start_metrics(&counters).await?;
+                proxy::run_client_with(listen, entry, opts, limits, |addr| {
+                    announce_with(&what, addr, at)
+                })
+                .await
+            })??;
         }
         ProxyCmd::Server(a) => {
             a.config.log();
@@ -775,6 +824,12 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                     Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
                     None => None,
                 },
+                metrics: None,
+            };
+            let counters = counters(a.common.metrics, Role::ProxyServer);
+            let limits = ProxyLimits {
+                metrics: counters.as_ref().map(|c| c.1.clone()),
+                ..limits
             };
             let mut accept = a.common.accept(false)?;
             let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
@@ -790,13 +845,13 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 }
             };
             let what = format!("nena proxy server ({})", labels(&accept.modes));
-            crate::runtime::block_on(proxy::run_server_with(
-                a.listen,
-                egress,
-                accept,
-                limits,
-                |addr| announce(&what, addr),
-            ))??;
+            crate::runtime::block_on(async {
+                let at = start_metrics(&counters).await?;
+                proxy::run_server_with(a.listen, egress, accept, limits, |addr| {
+                    announce_with(&what, addr, at)
+                })
+                .await
+            })??;
         }
     }
     Ok(())

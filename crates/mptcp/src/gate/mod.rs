@@ -136,6 +136,11 @@ impl Gate {
         self.recover = on;
     }
 
+    /// Subflows re-created after a link outage so far (0 without recovery).
+    pub fn recoveries(&self) -> u64 {
+        self.recovery.as_ref().map_or(0, |r| r.recovered())
+    }
+
     /// The connection is registered for subflow recovery (userspace PM, released, on).
     pub fn recovering(&self) -> bool {
         self.recovery.is_some()

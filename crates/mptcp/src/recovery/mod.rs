@@ -57,6 +57,7 @@ enum Change {
         id: u64,
         token: u32,
         machine: RecoveryMachine,
+        recovered: Arc<AtomicU64>,
     },
     Remove {
         id: u64,
@@ -77,6 +78,15 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct RecoveryHandle {
     id: u64,
     shared: Arc<Shared>,
+    recovered: Arc<AtomicU64>,
+}
+
+impl RecoveryHandle {
+    /// Subflows the service re-created for this connection so far (each accepted
+    /// `SUBFLOW_CREATE` after an outage).
+    pub fn recovered(&self) -> u64 {
+        self.recovered.load(Ordering::Relaxed)
+    }
 }
 
 impl std::fmt::Debug for RecoveryHandle {
@@ -128,9 +138,19 @@ pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, 
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // Pushed under the services lock: a service that is about to stop for want of work
     // (see `Service::retire`) sees it, or this registration finds no service and starts one.
-    shared.push(Change::Add { id, token, machine });
+    let recovered = Arc::new(AtomicU64::new(0));
+    shared.push(Change::Add {
+        id,
+        token,
+        machine,
+        recovered: recovered.clone(),
+    });
     drop(map);
-    Ok(RecoveryHandle { id, shared })
+    Ok(RecoveryHandle {
+        id,
+        shared,
+        recovered,
+    })
 }
 
 /// Subscribe (in the calling thread's namespace, so that nothing is missed from now on) and
@@ -181,6 +201,7 @@ fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
 struct Conn {
     token: u32,
     machine: RecoveryMachine,
+    recovered: Arc<AtomicU64>,
 }
 
 struct Service {
@@ -257,8 +278,20 @@ impl Service {
             let mut fresh = Vec::new();
             for c in changes {
                 match c {
-                    Change::Add { id, token, machine } => {
-                        self.conns.insert(id, Conn { token, machine });
+                    Change::Add {
+                        id,
+                        token,
+                        machine,
+                        recovered,
+                    } => {
+                        self.conns.insert(
+                            id,
+                            Conn {
+                                token,
+                                machine,
+                                recovered,
+                            },
+                        );
                         fresh.push(id);
                     }
                     Change::Remove { id } => {
@@ -434,6 +467,11 @@ impl Service {
                     } else {
                         Err(format!("no route from {local} to {remote} yet"))
                     };
+                    if result.is_ok() {
+                        if let Some(c) = self.conns.get(&id) {
+                            c.recovered.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     if let Err(e) = result {
                         log::debug!("subflow recovery: {e}");
                         let now = Instant::now();

@@ -237,15 +237,21 @@ fn socks5_through_both_proxies_with_allow_rules() {
                 .map(|i| {
                     let barrier = barrier.clone();
                     std::thread::spawn(move || -> Result<(), String> {
-                        let (code, mut s) = socks_connect(entry, &v4([127, 0, 0, 1], 8007), false)
-                            .map_err(|e| format!("session {i}: {e}"))?;
-                        if code != 0 {
-                            return Err(format!("session {i}: reply {code}"));
-                        }
                         let msg = random(16 * 1024, i as u64);
-                        s.write_all(&msg).map_err(|e| e.to_string())?;
-                        // All open at once before any ends.
+                        let opened = (|| {
+                            let (code, mut s) =
+                                socks_connect(entry, &v4([127, 0, 0, 1], 8007), false)
+                                    .map_err(|e| format!("session {i}: {e}"))?;
+                            if code != 0 {
+                                return Err(format!("session {i}: reply {code}"));
+                            }
+                            s.write_all(&msg).map_err(|e| e.to_string())?;
+                            Ok(s)
+                        })();
+                        // All open at once before any ends; a session that failed to open
+                        // still arrives here, or the others would wait for it forever.
                         barrier.wait();
+                        let mut s = opened?;
                         s.shutdown(std::net::Shutdown::Write)
                             .map_err(|e| e.to_string())?;
                         let mut back = Vec::new();

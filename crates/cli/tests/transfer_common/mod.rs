@@ -11,7 +11,8 @@ use std::time::Duration;
 
 pub const NENA: &str = env!("CARGO_BIN_EXE_nena");
 
-/// An echo server on `target` in the lab's server host for two minutes; returns once it
+/// An echo server on `target` in the lab's server host for ten minutes (longer than a test
+/// takes on a loaded machine; it ends with the test process at the latest); returns once it
 /// listens (the handle ends with it).
 pub fn echo_server(
     lab: &Lab,
@@ -19,7 +20,7 @@ pub fn echo_server(
 ) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<()>>> {
     let (tx, rx) = std::sync::mpsc::channel();
     let h = lab.spawn_in(Host::Server, move || {
-        nena_transport::testing::echo_server(target, Duration::from_secs(120), move || {
+        nena_transport::testing::echo_server(target, Duration::from_secs(600), move || {
             tx.send(()).unwrap()
         })
     });

@@ -7,7 +7,6 @@
 mod transfer_common;
 
 use nena_lab::Host;
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use transfer_common::*;
@@ -87,11 +86,8 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
     let lab = lab();
     let dir = TempDir::new("metrics");
     let files = TempDir::new("metrics-files");
-    let token = dir.join("token");
-    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-    let bad = dir.join("bad");
-    std::fs::write(&bad, "fedcba9876543210fedcba9876543210\n").unwrap();
-    let (token, bad) = (token.to_str().unwrap(), bad.to_str().unwrap());
+    let (token, bad) = token_files(&dir);
+    let (token, bad) = (token.as_str(), bad.as_str());
 
     let srv = serve(
         &lab,
@@ -144,49 +140,34 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
 
     // The workload. Uploads: three of known sizes with the token, two with another token;
     // a download of a file that is not there.
+    let to = server(&lab, 7701);
+    let send = |file: &std::path::Path, name: &str, token: &str| {
+        let mut args = vec![
+            "send",
+            file.to_str().unwrap(),
+            "--name",
+            name,
+            "--to",
+            &to,
+            "--token-file",
+            token,
+        ];
+        args.extend_from_slice(&PATHS);
+        client(&lab, &args)
+    };
     let sizes = [1_000_000usize, 2_345_678, 17];
     for (i, n) in sizes.iter().enumerate() {
         let f = dir.join(&format!("up{i}"));
         std::fs::write(&f, random(*n, i as u64)).unwrap();
-        let out = client(
-            &lab,
-            &[
-                "send",
-                f.to_str().unwrap(),
-                "--to",
-                &server(&lab, 7701),
-                "--token-file",
-                token,
-                "--trusted",
-                "trusted",
-                "--untrusted",
-                "untrusted",
-            ],
-        );
+        let out = send(&f, &format!("up{i}"), token);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let f = dir.join("up0");
     for name in ["a", "b"] {
-        let out = client(
-            &lab,
-            &[
-                "send",
-                f.to_str().unwrap(),
-                "--name",
-                name,
-                "--to",
-                &server(&lab, 7701),
-                "--token-file",
-                bad,
-                "--trusted",
-                "trusted",
-            ],
-        );
-        assert!(!out.status.success());
+        assert!(!send(&dir.join("up0"), name, bad).status.success());
     }
     let out = client(
         &lab,
@@ -196,7 +177,7 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
             "-o",
             dir.join("got").to_str().unwrap(),
             "--from",
-            &server(&lab, 7701),
+            &to,
             "--token-file",
             token,
             "--trusted",
@@ -209,17 +190,7 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
     for i in 0..4u64 {
         let payload = random(200_000, 100 + i);
         let sent = payload.clone();
-        let back = lab
-            .run_in(Host::Client, move || {
-                let mut s = std::net::TcpStream::connect(entry).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                s.write_all(&payload).unwrap();
-                s.shutdown(std::net::Shutdown::Write).unwrap();
-                let mut back = Vec::new();
-                s.read_to_end(&mut back).map(|_| back)
-            })
-            .unwrap()
-            .expect("an echoed session");
+        let back = exchange(&lab, entry, payload).expect("an echoed session");
         assert!(back == sent, "session {i}: echo differs");
     }
     ps.wait_stderr_n("session done", 4, Duration::from_secs(10));

@@ -211,7 +211,7 @@ fn forwarding_proxies(
 /// them verbatim (the proxy server is no relay a client can point elsewhere).
 #[test]
 fn clean_ends_through_both_proxies() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let lab = lab();
     let target: SocketAddr = "127.0.0.1:7310".parse().unwrap();
     let saw = recording_target(&lab, target, 2);
@@ -223,17 +223,7 @@ fn clean_ends_through_both_proxies() {
     let mut request = b"CONNECT 198.18.3.2:22 HTTP/1.1\r\nHost: 198.18.3.2:22\r\n\r\n".to_vec();
     request.extend(testing::session_payload(1, 3 << 20));
     let sent = request.clone();
-    let answer = lab
-        .run_in(Host::Client, move || {
-            let mut s = std::net::TcpStream::connect(entry).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            s.write_all(&request).unwrap();
-            s.shutdown(std::net::Shutdown::Write).unwrap();
-            let mut answer = Vec::new();
-            s.read_to_end(&mut answer).map(|_| answer)
-        })
-        .unwrap()
-        .expect("the client's end must be clean");
+    let answer = exchange(&lab, entry, request).expect("the client's end must be clean");
     assert_eq!(answer, format!("got {} bytes", sent.len()).as_bytes());
     let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(t.error.is_none(), "target: {:?}", t.error);
@@ -410,14 +400,10 @@ fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
 /// client sent to an `--allow` server is told that server has no `--forward` target.
 #[test]
 fn the_proxy_server_checks_the_access_token_before_it_connects() {
-    use std::io::{Read, Write};
     let lab = lab();
     let dir = TempDir::new("proxy-token");
-    let token = dir.join("token");
-    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-    let other = dir.join("other");
-    std::fs::write(&other, "fedcba9876543210fedcba9876543210\n").unwrap();
-    let (token, other) = (token.to_str().unwrap(), other.to_str().unwrap());
+    let (token, other) = token_files(&dir);
+    let (token, other) = (token.as_str(), other.as_str());
 
     let target: SocketAddr = "127.0.0.1:7340".parse().unwrap();
     let saw = recording_target(&lab, target, 1);
@@ -457,26 +443,12 @@ fn the_proxy_server_checks_the_access_token_before_it_connects() {
     );
     let misdirected = client(7346, &socks_listen, &[]);
 
-    // The application's exchange: send, end its side, read to the end; the first error.
-    let exchange = |port: u16, payload: Vec<u8>| -> std::io::Result<Vec<u8>> {
-        let entry = entry(port);
-        lab.run_in(Host::Client, move || {
-            let mut s = std::net::TcpStream::connect(entry)?;
-            s.set_read_timeout(Some(Duration::from_secs(20)))?;
-            s.write_all(&payload)?;
-            s.shutdown(std::net::Shutdown::Write)?;
-            let mut answer = Vec::new();
-            s.read_to_end(&mut answer)?;
-            Ok(answer)
-        })
-        .unwrap()
-    };
     for (port, proc, why) in [
         (7342, &without, "a valid access token is required"),
         (7343, &wrong, "a valid access token is required"),
         (7346, &misdirected, "has no --forward target"),
     ] {
-        let e = exchange(port, b"GET / HTTP/1.0\r\n\r\n".to_vec())
+        let e = exchange(&lab, entry(port), b"GET / HTTP/1.0\r\n\r\n".to_vec())
             .expect_err("a refused session must not look like a clean, empty answer");
         use std::io::ErrorKind::*;
         assert!(
@@ -487,7 +459,7 @@ fn the_proxy_server_checks_the_access_token_before_it_connects() {
         assert!(log.contains("refused the session"), "{port}:\n{log}");
     }
     let payload = testing::session_payload(3, 1 << 20);
-    let answer = exchange(7344, payload.clone()).unwrap_or_else(|e| {
+    let answer = exchange(&lab, entry(7344), payload.clone()).unwrap_or_else(|e| {
         panic!(
             "the session with the token: {e}\nproxy client:\n{}\nproxy server:\n{}",
             right.stderr(),

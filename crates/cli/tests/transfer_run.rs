@@ -116,9 +116,8 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     let http_log = dir.join("http.log");
     let _http = http_server(&lab, &dir, Some(&http_log));
     // The proxy server wants an access token: every run below sends it, but one.
-    let token = dir.join("token");
-    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-    let token = token.to_str().unwrap();
+    let (token, _) = token_files(&dir);
+    let token = token.as_str();
     let listen = server(&lab, 7601);
     let ps = spawn_listening(
         &lab,

@@ -545,11 +545,8 @@ fn socks5_ipv6_destination_end_to_end() {
 fn the_access_token_comes_before_the_allow_rules() {
     let lab = lab();
     let dir = TempDir::new("socks-token");
-    let token = dir.join("token");
-    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-    let other = dir.join("other");
-    std::fs::write(&other, "fedcba9876543210fedcba9876543210\n").unwrap();
-    let (token, other) = (token.to_str().unwrap(), other.to_str().unwrap());
+    let (token, other) = token_files(&dir);
+    let (token, other) = (token.as_str(), other.as_str());
     let _echo = echo_server(&lab, "127.0.0.1:8017".parse().unwrap());
     let listen = server(&lab, 7431);
     let ps = spawn_listening(

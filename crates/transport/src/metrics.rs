@@ -206,53 +206,53 @@ pub struct Wire {
 }
 
 impl Wire {
-    /// The server's view of a session's socket: each subflow by its local address.
-    pub fn of_server_socket(fd: std::os::fd::BorrowedFd<'_>) -> Wire {
-        let subflows = crate::conn::subflow_bytes(fd);
-        let total = nena_mptcp::info(fd).map_or(subflows.len() as u64, |i| i.subflows as u64);
-        let mut paths: Vec<(String, u64, u64)> = Vec::new();
-        for s in &subflows {
+    /// The server's view of a session: each subflow (as [`crate::conn::subflow_bytes`]
+    /// read them) by its local address; `fd` for the count of subflows ever created.
+    pub fn of_server(
+        subflows: &[crate::conn::SubflowBytes],
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Wire {
+        let named = subflows.iter().map(|s| {
             let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
-            match paths.iter_mut().find(|p| p.0 == name) {
-                Some(p) => {
-                    p.1 += s.bytes_acked;
-                    p.2 += s.bytes_received;
-                }
-                None => paths.push((name, s.bytes_acked, s.bytes_received)),
-            }
-        }
-        Wire {
-            paths,
-            joins: total.saturating_sub(1),
-            closes: total.saturating_sub(subflows.len() as u64),
-            recoveries: 0,
-        }
+            (name, s.bytes_acked, s.bytes_received)
+        });
+        Wire::of_subflows(named, fd, 0)
     }
 
-    /// The client's view: each subflow by its trust class.
-    pub fn of_client(c: &crate::conn::ClientConn) -> Wire {
-        let p = crate::client::Paths::of(c);
-        let total = c
-            .paths()
-            .and_then(|r| r.conn)
-            .map_or(p.subflows.len() as u64, |i| i.subflows as u64);
-        let mut paths: Vec<(String, u64, u64)> = Vec::new();
-        for s in &p.subflows {
+    /// The client's view: each subflow of `paths` (the report it logs) by its trust class.
+    pub fn of_client(paths: &crate::client::Paths, c: &crate::conn::ClientConn) -> Wire {
+        let named = paths.subflows.iter().map(|s| {
             let name = s.trust.label().to_string();
-            let (acked, recv) = (s.subflow.bytes_acked, s.subflow.bytes_received);
-            match paths.iter_mut().find(|x| x.0 == name) {
-                Some(x) => {
-                    x.1 += acked;
-                    x.2 += recv;
+            (name, s.subflow.bytes_acked, s.subflow.bytes_received)
+        });
+        Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries())
+    }
+
+    /// The subflows present at the end, each `(path, acked, received)`, summed per path;
+    /// joins and closes from the number of subflows the connection ever had (MPTCP_INFO).
+    fn of_subflows(
+        named: impl Iterator<Item = (String, u64, u64)>,
+        fd: std::os::fd::BorrowedFd<'_>,
+        recoveries: u64,
+    ) -> Wire {
+        let mut paths: Vec<(String, u64, u64)> = Vec::new();
+        let mut present = 0u64;
+        for (name, acked, received) in named {
+            present += 1;
+            match paths.iter_mut().find(|p| p.0 == name) {
+                Some(p) => {
+                    p.1 += acked;
+                    p.2 += received;
                 }
-                None => paths.push((name, acked, recv)),
+                None => paths.push((name, acked, received)),
             }
         }
+        let total = nena_mptcp::info(fd).map_or(present, |i| u64::from(i.subflows));
         Wire {
             paths,
             joins: total.saturating_sub(1),
-            closes: total.saturating_sub(p.subflows.len() as u64),
-            recoveries: c.gate.recoveries(),
+            closes: total.saturating_sub(present),
+            recoveries,
         }
     }
 }

@@ -558,8 +558,9 @@ async fn socks_session(
     }
     log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    let split = crate::client::Paths::of(&c).describe();
-    tally.wire(Wire::of_client(&c));
+    let paths = crate::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
     if stopped(&relayed) {
         reset_nena(c.writer, c.gate.fd());
     }
@@ -608,8 +609,9 @@ async fn redirected_session(
     };
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
     let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    let split = crate::client::Paths::of(&c).describe();
-    tally.wire(Wire::of_client(&c));
+    let paths = crate::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
     if stopped(&relayed) {
         reset_nena(c.writer, c.gate.fd());
     }
@@ -856,8 +858,9 @@ async fn client_loop(
                     .await
                     .context("sending the open request")?;
                 let relayed = relay_after(plain, &mut c.reader, &mut c.writer, &stop, true).await;
-                let split = crate::client::Paths::of(&c).describe();
-                tally.wire(Wire::of_client(&c));
+                let paths = crate::client::Paths::of(&c);
+                let split = paths.describe();
+                tally.wire(Wire::of_client(&paths, &c));
                 if stopped(&relayed) {
                     reset_nena(c.writer, c.gate.fd());
                 }
@@ -940,8 +943,9 @@ pub async fn run_server_with(
                     )
                     .await?;
                 let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
-                let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
-                tally.wire(Wire::of_server_socket(c.fd()));
+                let subflows = conn::subflow_bytes(c.fd());
+                let split = conn::describe_split(&subflows);
+                tally.wire(Wire::of_server(&subflows, c.fd()));
                 if stopped(&relayed) {
                     reset_nena(
                         c.writer,

@@ -68,8 +68,9 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
-    let split = conn::describe_split(&conn::subflow_bytes(c.fd()));
-    tally.wire(Wire::of_server_socket(c.fd()));
+    let subflows = conn::subflow_bytes(c.fd());
+    let split = conn::describe_split(&subflows);
+    tally.wire(Wire::of_server(&subflows, c.fd()));
     tally.finish(&result);
     match result {
         Ok(summary) => {

@@ -29,6 +29,40 @@ pub fn echo_server(
     h
 }
 
+/// Two access-token files in `dir` (`--token-file`): the token the server is given, and
+/// another one of the same length; their paths.
+pub fn token_files(dir: &TempDir) -> (String, String) {
+    let write = |name: &str, token: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, token).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    (
+        write("token", "0123456789abcdef0123456789abcdef\n"),
+        write("other-token", "fedcba9876543210fedcba9876543210\n"),
+    )
+}
+
+/// An application's exchange through a proxy entry in the client host: connect to `entry`,
+/// send `payload`, end its side, read the answer to the end. The first error of any step.
+pub fn exchange(
+    lab: &Lab,
+    entry: std::net::SocketAddr,
+    payload: Vec<u8>,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    lab.run_in(Host::Client, move || {
+        let mut s = std::net::TcpStream::connect(entry)?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        s.write_all(&payload)?;
+        s.shutdown(std::net::Shutdown::Write)?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer)?;
+        Ok(answer)
+    })
+    .expect("entering the client host")
+}
+
 /// The client's path options in the lab.
 pub const PATHS: [&str; 4] = ["--trusted", "trusted", "--untrusted", "untrusted"];
 

@@ -6,7 +6,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 NENA := target/release/nena
 
-.PHONY: all deps build demo test unit lint fuzz bench man clean
+.PHONY: all deps build demo test unit lint fuzz bench man deb clean
 
 all: build
 
@@ -52,6 +52,11 @@ bench: build
 man:
 	$(CARGO) build --release -p nena
 	$(NENA) man --out-dir out/man
+
+# The Debian package: target/debian/nena_VERSION-1_ARCH.deb (binary, man pages, completions,
+# systemd units installed disabled, example configs in /etc/nena). `dpkg -i` it.
+deb: deps
+	@bash scripts/build-deb.sh
 
 clean:
 	$(CARGO) clean

@@ -14,6 +14,7 @@ PKGS=(
   nftables                                              # tests drop a lossy start's first segments
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
   prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)
+  debootstrap systemd-container                         # the package test: a clean Debian root, booted under systemd-nspawn
 )
 
 missing=()
@@ -43,6 +44,13 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "install-deps: cargo not found (install rustup)" >&2; exit 1; }
 if command -v rustup >/dev/null 2>&1; then
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+fi
+
+# cargo-deb builds the Debian package (`make deb`, scripts/build-deb.sh); pinned, from crates.io.
+CARGO_DEB_VERSION=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -qxF "cargo-deb $CARGO_DEB_VERSION"; then
+  echo "install-deps: installing cargo-deb $CARGO_DEB_VERSION" >&2
+  cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION"
 fi
 
 # Kernel settings the lab and transport rely on.

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 /// nena keeps Multipath TCP traffic private on paths you do not trust.
 #[derive(Parser, Debug)]
-#[command(name = "nena", version, about, long_about = None, propagate_version = true)]
+#[command(name = "nena", version = env!("NENA_VERSION"), about, long_about = None, propagate_version = true)]
 struct Cli {
     /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]

@@ -454,7 +454,7 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
         let exec = get("ExecStart");
         assert_eq!(exec.len(), 1, "{unit}");
         let argv: Vec<&str> = exec[0].split_whitespace().collect();
-        assert_eq!(argv[0], "/usr/local/bin/nena", "{unit}");
+        assert_eq!(argv[0], "/usr/bin/nena", "{unit}");
         let n = argv.len();
         assert_eq!(argv[n - 2], "--config", "{unit}");
         assert_eq!(argv[n - 1], format!("/etc/nena/{conf}"), "{unit}");
@@ -503,7 +503,7 @@ fn systemd_analyze_verifies_the_units() {
         // The unit as installed, with the binary and config at this checkout's paths (verify
         // checks that ExecStart's binary exists and is executable).
         let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
-        let body = body.replace("/usr/local/bin/nena", NENA).replace(
+        let body = body.replace("/usr/bin/nena", NENA).replace(
             &format!("/etc/nena/{conf}"),
             &format!("{ROOT}/contrib/config/{conf}"),
         );

@@ -169,7 +169,9 @@ impl Lab {
                 ))?;
             }
         }
-        // 8. the relay of the emulated links
+        // 8. the fleet behind the router's balancer (`--servers N`), or none
+        self.build_fleet(cfg.servers, &[])?;
+        // 9. the relay of the emulated links
         self.start_relay(cfg, generation)
     }
 

@@ -76,6 +76,14 @@ pub struct LabConfig {
     /// own executable (the `nena` binary). Tests pass the built binary.
     #[serde(default)]
     pub relay_exe: Option<PathBuf>,
+    /// Servers: 1 is the classic `server` host; 2 to 8 add a fleet `<prefix>-s1..sN` that
+    /// shares one address behind the router's nftables balancer (see `fleet`).
+    #[serde(default = "one")]
+    pub servers: u8,
+}
+
+fn one() -> u8 {
+    1
 }
 
 fn yes() -> bool {
@@ -96,6 +104,7 @@ impl Default for LabConfig {
             untrusted_emulation: None,
             server_emulation: None,
             relay_exe: None,
+            servers: 1,
         }
     }
 }

@@ -23,12 +23,15 @@
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
 //! commands and code inside a namespace), `serve` (`nena serve` in the server host:
 //! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
-//! [`with_teardown_on_interrupt`], [`Interrupted`]); the operations on a running lab are here.
+//! [`with_teardown_on_interrupt`], [`Interrupted`]), `fleet` (`--servers N`: server hosts
+//! sharing one address behind the router's nftables balancer); the operations on a running
+//! lab are here.
 
 mod build;
 mod capture;
 mod config;
 pub mod emulate;
+mod fleet;
 mod guard;
 mod handle;
 mod interrupt;
@@ -46,13 +49,14 @@ pub use config::{validate_prefix, LabConfig, PmMode};
 pub use emulate::{
     Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
 };
+pub use fleet::{validate_servers, FleetServer, FLEET_ADDR, FLEET_JOIN_PORT_BASE, MAX_FLEET};
 pub use guard::LabGuard;
 pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
 pub use rate::{Rate, RateParseError};
 pub use serve::{start_nena_serve, NenaServer};
 pub use state::state_dir;
-pub use status::{HostStatus, LabStatus, LinkStatus, MptcpStatus};
+pub use status::{FleetStatus, HostStatus, LabStatus, LinkStatus, MptcpStatus};
 pub use topology::{End, Host, Link, SERVER_ADDR};
 
 use anyhow::{bail, Context, Result};
@@ -136,6 +140,7 @@ impl Lab {
             links_down: Vec::new(),
             relay_pid: None,
             generation: 0,
+            fleet_out: Vec::new(),
         })
     }
 
@@ -180,6 +185,7 @@ impl Lab {
             links_down: Vec::new(),
             relay_pid,
             generation,
+            fleet_out: Vec::new(),
         };
         lab.save(&st)?;
         if cfg.verify {
@@ -250,8 +256,9 @@ impl Lab {
             .collect();
         terminate(&recorded, Duration::from_secs(3));
         let mut errors = Vec::new();
-        for h in Host::ALL {
-            let ns = format!("{prefix}-{}", h.name());
+        let fleet = fleet::existing(prefix).into_iter().map(|(_, ns)| ns);
+        let hosts = Host::ALL.iter().map(|h| format!("{prefix}-{}", h.name()));
+        for ns in hosts.chain(fleet) {
             if !netns::netns_exists(&ns) {
                 continue;
             }

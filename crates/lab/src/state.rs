@@ -24,6 +24,9 @@ pub(crate) struct State {
     /// The generation of the last `emulation.json` written.
     #[serde(default)]
     pub(crate) generation: u64,
+    /// Fleet servers taken out of the balancer ([`Lab::set_fleet_member`]).
+    #[serde(default)]
+    pub(crate) fleet_out: Vec<u8>,
 }
 
 impl Lab {

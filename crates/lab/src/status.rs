@@ -22,6 +22,18 @@ pub struct LabStatus {
     pub captures: Vec<CaptureRecord>,
     /// The relay process of the emulated links, when running.
     pub relay_pid: Option<u32>,
+    /// The server fleet behind the router's balancer (`--servers N`; empty without one).
+    pub fleet: Vec<FleetStatus>,
+}
+
+/// One server of the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetStatus {
+    #[serde(flatten)]
+    pub server: crate::FleetServer,
+    pub exists: bool,
+    /// Whether the balancer gives it new connections.
+    pub member: bool,
 }
 
 /// One host (namespace).
@@ -236,5 +248,16 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         mptcp,
         captures,
         relay_pid: lab.relay_pid(),
+        fleet: {
+            let out = lab.fleet_out();
+            lab.fleet()
+                .into_iter()
+                .map(|s| FleetStatus {
+                    exists: crate::netns::netns_exists(&s.netns),
+                    member: !out.contains(&s.index),
+                    server: s,
+                })
+                .collect()
+        },
     })
 }

@@ -162,7 +162,11 @@ impl Drop for Proc {
 
 /// Start `nena ARGS` in `host` and wait for its "listening on" line.
 pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
-    let mut cmd = lab.command(host, NENA, args);
+    spawn_listening_cmd(lab.command(host, NENA, args), args)
+}
+
+/// Start `cmd` (nena `args` in some host) and wait for its "listening on" line.
+pub fn spawn_listening_cmd(mut cmd: Command, args: &[&str]) -> Proc {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

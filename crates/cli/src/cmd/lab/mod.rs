@@ -15,6 +15,21 @@ mod tamper;
 mod up;
 
 use args::Common;
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("member").required(true).args(["out", "in"])))]
+pub struct FleetArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// The fleet server, 1 to N.
+    pub server: u8,
+    /// Take it out of the balancer.
+    #[arg(long)]
+    pub out: bool,
+    /// Put it back.
+    #[arg(long = "in")]
+    pub r#in: bool,
+}
 use capture::{CaptureArgs, CaptureStopArgs};
 use exec::ExecArgs;
 use set::SetArgs;
@@ -39,6 +54,9 @@ pub enum LabCmd {
     CaptureStop(CaptureStopArgs),
     /// Run a command inside a host: `nena lab exec client -- ip addr`.
     Exec(ExecArgs),
+    /// Take a fleet server out of the router's balancer (`--out`: no new connection goes to
+    /// it, those it has go on) or put it back (`--in`).
+    Fleet(FleetArgs),
     /// Run a scenario file (links, events, traffic runs) end to end, each run in its own
     /// lab, writing socket samples, plots, DIR/summary.json and the captures the
     /// scenario's `[capture]` section names.
@@ -61,6 +79,7 @@ pub fn run(c: LabCmd) -> CmdResult {
         LabCmd::Capture(a) => &a.common.prefix,
         LabCmd::CaptureStop(a) => &a.common.prefix,
         LabCmd::Exec(a) => &a.common.prefix,
+        LabCmd::Fleet(a) => &a.common.prefix,
         LabCmd::Relay(a) => &a.prefix,
         #[cfg(feature = "policy")]
         LabCmd::Tamper(a) => &a.common.prefix,
@@ -75,6 +94,17 @@ pub fn run(c: LabCmd) -> CmdResult {
             Ok(())
         }
         LabCmd::Status(a) => status::status(a),
+        LabCmd::Fleet(a) => {
+            let lab = Lab::open(&a.common.prefix)?;
+            lab.set_fleet_member(a.server, a.r#in)?;
+            println!(
+                "fleet server s{} is {} the balancer of lab `{}`",
+                a.server,
+                if a.r#in { "in" } else { "out of" },
+                a.common.prefix
+            );
+            Ok(())
+        }
         LabCmd::Set(a) => set::set(a),
         LabCmd::Capture(a) => capture::capture(a),
         LabCmd::CaptureStop(a) => capture::stop(a),

@@ -90,6 +90,35 @@ pub fn render_status(st: &LabStatus) -> String {
             }
         }
     }
+    if !st.fleet.is_empty() {
+        let _ = writeln!(
+            o,
+            "fleet: {} servers share {} (nftables on the router: a 4-tuple hash picks the \
+             server of a new connection; each server announces its own join port)",
+            st.fleet.len(),
+            nena_lab::FLEET_ADDR,
+        );
+        for s in &st.fleet {
+            let _ = writeln!(
+                o,
+                "  s{:<2} netns {}  {} <-> router {} {}  joins at {}:{}{}",
+                s.server.index,
+                s.server.netns,
+                s.server.addr,
+                s.server.router_iface,
+                s.server.router_addr,
+                nena_lab::FLEET_ADDR,
+                s.server.join_port,
+                if !s.exists {
+                    "  MISSING"
+                } else if !s.member {
+                    "  out of the balancer"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
     if let Some(m) = &st.mptcp {
         let _ = writeln!(
             o,

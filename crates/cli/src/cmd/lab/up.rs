@@ -33,6 +33,12 @@ pub struct UpArgs {
     /// (captures then look like the papers' figures; throughput is lower).
     #[arg(long)]
     pub no_offload: bool,
+    /// Servers: 1 (the classic `server` host), or 2 to 8 for a fleet `<prefix>-s1..sN`
+    /// sharing 198.18.4.2 behind an nftables balancer on the router (a 4-tuple hash per new
+    /// connection; each server announces its own join port, 4460+i, and denies joins to the
+    /// shared address). See docs/DEPLOY.md.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub servers: u8,
     /// Print the resulting status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -173,6 +179,7 @@ pub(super) fn up(a: UpArgs) -> CmdResult {
             a.server_reorder,
         ),
         relay_exe: None,
+        servers: a.servers,
     };
     let was_up = Lab::is_up(&cfg.prefix);
     Lab::up(&cfg)?;

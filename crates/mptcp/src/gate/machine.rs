@@ -108,6 +108,27 @@ impl PathEvent {
     }
 }
 
+/// Where subflows nena opens (userspace PM) go: the first address the peer announced of the
+/// connection's family (ADD_ADDR; announced without a port, it keeps the connection's
+/// port), else the address and port the connection went to. A server behind a balancer
+/// announces its own address or port and denies joins to the shared one
+/// (`net.mptcp.allow_join_initial_addr_port=0`): a join there would be balanced to a random
+/// server (docs/DEPLOY.md). Pure, for the gate and its tests.
+pub fn join_target(remote: SocketAddr, announced: &[SocketAddr]) -> SocketAddr {
+    announced
+        .iter()
+        .find(|a| a.is_ipv4() == remote.is_ipv4())
+        .map(|a| {
+            let port = if a.port() == 0 {
+                remote.port()
+            } else {
+                a.port()
+            };
+            SocketAddr::new(a.ip(), port)
+        })
+        .unwrap_or(remote)
+}
+
 /// What the caller may do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -510,6 +531,24 @@ impl GateMachine {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn joins_go_to_the_address_the_peer_announced_of_the_connections_family() {
+        let remote: SocketAddr = "198.18.4.2:7300".parse().unwrap();
+        // Nothing announced: the connection's own address and port.
+        assert_eq!(join_target(remote, &[]), remote);
+        // A fleet server's join port.
+        let fleet: SocketAddr = "198.18.4.2:4462".parse().unwrap();
+        assert_eq!(join_target(remote, &[fleet]), fleet);
+        // Announced without a port: the connection's port; another family is skipped.
+        let v6: SocketAddr = "[2001:db8::1]:4462".parse().unwrap();
+        let bare: SocketAddr = "198.18.5.2:0".parse().unwrap();
+        assert_eq!(
+            join_target(remote, &[v6, bare]),
+            "198.18.5.2:7300".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(join_target(remote, &[v6]), remote);
+    }
     use super::*;
     use proptest::prelude::*;
 

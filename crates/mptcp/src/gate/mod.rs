@@ -17,7 +17,8 @@ pub mod machine;
 
 pub use asynchronous::{connect_async, AsyncClient};
 pub use machine::{
-    ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, Stage, SubflowSnapshot, Verdict,
+    join_target, ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, Stage, SubflowSnapshot,
+    Verdict,
 };
 
 use crate::path::{ResolvedPolicy, Trust};
@@ -83,6 +84,11 @@ pub struct Gate {
     recover: bool,
     /// The connection's registration with the recovery service (dropped with the gate).
     recovery: Option<RecoveryHandle>,
+    /// The connection's local token (path-manager events carry it); 0 for a fallback.
+    token: u32,
+    /// Addresses the peer announced (`MPTCP_EVENT_ANNOUNCED`) while the subscription ran:
+    /// where subflows nena opens go ([`join_target`]).
+    announced: Vec<SocketAddr>,
 }
 
 impl Gate {
@@ -102,8 +108,11 @@ impl Gate {
             events,
             recover: true,
             recovery: None,
+            token: 0,
+            announced: Vec::new(),
         };
         let snap = gate.snapshot()?;
+        gate.token = snap.conn.token;
         gate.machine.connected(&snap)?;
         Ok(gate)
     }
@@ -196,7 +205,10 @@ impl Gate {
             return Ok(());
         };
         let batch: Vec<PathEvent> = match ev.drain() {
-            Ok(v) => v.iter().filter_map(PathEvent::from_pm).collect(),
+            Ok(v) => {
+                self.note_announced(&v);
+                v.iter().filter_map(PathEvent::from_pm).collect()
+            }
             Err(e) => {
                 log::debug!("mptcp_pm events: {e}");
                 vec![PathEvent::Lost]
@@ -215,8 +227,23 @@ impl Gate {
             // A read reports an overrun once and stops; the queue behind it is read next.
             for _ in 0..4 {
                 match ev.drain() {
-                    Ok(_) => break,
+                    Ok(v) => {
+                        self.note_announced(&v);
+                        break;
+                    }
                     Err(e) => log::debug!("mptcp_pm events before the first flight: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Keep the addresses the peer announced for this connection (a server's ADD_ADDR
+    /// arrives right after the handshake, before the first flight).
+    fn note_announced(&mut self, events: &[crate::pm::PmEvent]) {
+        for e in events {
+            if e.kind == crate::pm::MPTCP_EVENT_ANNOUNCED && e.token == Some(self.token) {
+                if let Some(a) = e.remote.filter(|a| !self.announced.contains(a)) {
+                    self.announced.push(a);
                 }
             }
         }
@@ -380,7 +407,8 @@ impl Gate {
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
                 .collect();
-            let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
+            let m =
+                RecoveryMachine::new(self.join_target(), &paths, &now, RecoveryConfig::default());
             match crate::recovery::register(snap.conn.token, m) {
                 Ok(h) => self.recovery = Some(h),
                 Err(e) => log::warn!("no subflow recovery for this connection: {e}"),
@@ -390,10 +418,14 @@ impl Gate {
             if self.pm_sock.is_none() {
                 self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
             }
+            let target = self.join_target();
+            if target != self.remote() {
+                log::info!("joining {target}, the address the server announced");
+            }
             let pm = self.pm_sock.as_mut().expect("opened above");
             for addr in open {
                 let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
-                match pm.subflow_create(snap.conn.token, addr, ifindex, self.machine.remote()) {
+                match pm.subflow_create(snap.conn.token, addr, ifindex, target) {
                     Ok(()) => report.created.push(addr),
                     Err(e) => {
                         log::warn!("could not open a subflow from {addr}: {e}");
@@ -423,6 +455,11 @@ impl Gate {
             }
         }
         Ok(report)
+    }
+
+    /// Where the subflows nena opens go: [`join_target`] of what the peer announced.
+    pub fn join_target(&self) -> SocketAddr {
+        join_target(self.remote(), &self.announced)
     }
 
     /// What the connection is now.

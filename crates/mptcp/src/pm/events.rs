@@ -20,6 +20,9 @@ pub const MPTCP_PM_EV_GRP_NAME: &str = "mptcp_pm_events";
 pub const MPTCP_EVENT_CREATED: u8 = 1;
 pub const MPTCP_EVENT_ESTABLISHED: u8 = 2;
 pub const MPTCP_EVENT_CLOSED: u8 = 3;
+/// The peer announced an address (ADD_ADDR): `remote` is that address, with the port it
+/// announced (0: none, the connection's own port).
+pub const MPTCP_EVENT_ANNOUNCED: u8 = 6;
 pub const MPTCP_EVENT_SUB_ESTABLISHED: u8 = 10;
 pub const MPTCP_EVENT_SUB_CLOSED: u8 = 11;
 pub const MPTCP_EVENT_SUB_PRIORITY: u8 = 13;

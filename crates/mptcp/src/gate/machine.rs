@@ -108,13 +108,18 @@ impl PathEvent {
     }
 }
 
-/// Where subflows nena opens (userspace PM) go: the first address the peer announced of the
-/// connection's family (ADD_ADDR; announced without a port, it keeps the connection's
-/// port), else the address and port the connection went to. A server behind a balancer
-/// announces its own address or port and denies joins to the shared one
+/// Where subflows nena opens (userspace PM) go: the address and port the connection went
+/// to, unless the peer denies joins there (the C flag of MP_CAPABLE, `deny_initial`): then
+/// the first address it announced of the connection's family (ADD_ADDR; announced without
+/// a port, it keeps the connection's port). A server behind a balancer announces its own
+/// address or port and denies joins to the shared one
 /// (`net.mptcp.allow_join_initial_addr_port=0`): a join there would be balanced to a random
-/// server (docs/DEPLOY.md). Pure, for the gate and its tests.
-pub fn join_target(remote: SocketAddr, announced: &[SocketAddr]) -> SocketAddr {
+/// server (docs/DEPLOY.md). A server that announces a second address without denying the
+/// first may listen on the first only, so joins stay there. Pure, for the gate and tests.
+pub fn join_target(remote: SocketAddr, announced: &[SocketAddr], deny_initial: bool) -> SocketAddr {
+    if !deny_initial {
+        return remote;
+    }
     announced
         .iter()
         .find(|a| a.is_ipv4() == remote.is_ipv4())
@@ -536,18 +541,19 @@ mod tests {
     fn joins_go_to_the_address_the_peer_announced_of_the_connections_family() {
         let remote: SocketAddr = "198.18.4.2:7300".parse().unwrap();
         // Nothing announced: the connection's own address and port.
-        assert_eq!(join_target(remote, &[]), remote);
-        // A fleet server's join port.
+        assert_eq!(join_target(remote, &[], true), remote);
+        // A fleet server's join port, when the initial address is denied; not otherwise.
         let fleet: SocketAddr = "198.18.4.2:4462".parse().unwrap();
-        assert_eq!(join_target(remote, &[fleet]), fleet);
+        assert_eq!(join_target(remote, &[fleet], true), fleet);
+        assert_eq!(join_target(remote, &[fleet], false), remote);
         // Announced without a port: the connection's port; another family is skipped.
         let v6: SocketAddr = "[2001:db8::1]:4462".parse().unwrap();
         let bare: SocketAddr = "198.18.5.2:0".parse().unwrap();
         assert_eq!(
-            join_target(remote, &[v6, bare]),
+            join_target(remote, &[v6, bare], true),
             "198.18.5.2:7300".parse::<SocketAddr>().unwrap()
         );
-        assert_eq!(join_target(remote, &[v6]), remote);
+        assert_eq!(join_target(remote, &[v6], true), remote);
     }
     use super::*;
     use proptest::prelude::*;

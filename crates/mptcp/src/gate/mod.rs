@@ -86,9 +86,11 @@ pub struct Gate {
     recovery: Option<RecoveryHandle>,
     /// The connection's local token (path-manager events carry it); 0 for a fallback.
     token: u32,
-    /// Addresses the peer announced (`MPTCP_EVENT_ANNOUNCED`) while the subscription ran:
-    /// where subflows nena opens go ([`join_target`]).
+    /// Addresses the peer announced (`MPTCP_EVENT_ANNOUNCED`) while the subscription ran,
+    /// and whether it denies joins to the initial address (the C flag, from the created or
+    /// established event): where subflows nena opens go ([`join_target`]).
     announced: Vec<SocketAddr>,
+    deny_initial: bool,
 }
 
 impl Gate {
@@ -110,6 +112,7 @@ impl Gate {
             recovery: None,
             token: 0,
             announced: Vec::new(),
+            deny_initial: false,
         };
         let snap = gate.snapshot()?;
         gate.token = snap.conn.token;
@@ -237,14 +240,29 @@ impl Gate {
         }
     }
 
-    /// Keep the addresses the peer announced for this connection (a server's ADD_ADDR
-    /// arrives right after the handshake, before the first flight).
+    /// Keep what the peer said of joins to this connection: the addresses it announced (a
+    /// server's ADD_ADDR arrives right after the handshake, before the first flight) and
+    /// whether it denies joins to the initial address.
     fn note_announced(&mut self, events: &[crate::pm::PmEvent]) {
-        for e in events {
-            if e.kind == crate::pm::MPTCP_EVENT_ANNOUNCED && e.token == Some(self.token) {
-                if let Some(a) = e.remote.filter(|a| !self.announced.contains(a)) {
-                    self.announced.push(a);
+        use crate::pm::{
+            MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CREATED, MPTCP_EVENT_ESTABLISHED,
+            MPTCP_PM_EV_FLAG_DENY_JOIN_ID0,
+        };
+        for e in events.iter().filter(|e| e.token == Some(self.token)) {
+            match e.kind {
+                MPTCP_EVENT_ANNOUNCED => {
+                    if let Some(a) = e.remote.filter(|a| !self.announced.contains(a)) {
+                        self.announced.push(a);
+                    }
                 }
+                MPTCP_EVENT_CREATED | MPTCP_EVENT_ESTABLISHED => {
+                    if e.flags
+                        .is_some_and(|f| f & MPTCP_PM_EV_FLAG_DENY_JOIN_ID0 != 0)
+                    {
+                        self.deny_initial = true;
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -459,7 +477,7 @@ impl Gate {
 
     /// Where the subflows nena opens go: [`join_target`] of what the peer announced.
     pub fn join_target(&self) -> SocketAddr {
-        join_target(self.remote(), &self.announced)
+        join_target(self.remote(), &self.announced, self.deny_initial)
     }
 
     /// What the connection is now.

@@ -36,6 +36,12 @@ const MPTCP_ATTR_DADDR6: u16 = 8;
 const MPTCP_ATTR_SPORT: u16 = 9;
 const MPTCP_ATTR_DPORT: u16 = 10;
 const MPTCP_ATTR_BACKUP: u16 = 11;
+const MPTCP_ATTR_FLAGS: u16 = 13;
+
+/// `MPTCP_ATTR_FLAGS` of `MPTCP_EVENT_CREATED`/`ESTABLISHED`: the peer set the C flag of
+/// MP_CAPABLE, it accepts no join to the address and port the connection went to (a server
+/// with `net.mptcp.allow_join_initial_addr_port=0`, behind a balancer).
+pub const MPTCP_PM_EV_FLAG_DENY_JOIN_ID0: u16 = 1 << 0;
 
 /// One path-manager event (`MPTCP_EVENT_*`), with the attributes nena uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -46,6 +52,8 @@ pub struct PmEvent {
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
     pub backup: Option<bool>,
+    /// `MPTCP_PM_EV_FLAG_*` (created and established events).
+    pub flags: Option<u16>,
 }
 
 /// The body of an event message: its generic-netlink command is the event type.
@@ -72,6 +80,7 @@ impl ParseableParametrized<[u8], GenlHeader> for EventMessage {
                 MPTCP_ATTR_SPORT => sport = u16::from_be_bytes(fixed(v)?),
                 MPTCP_ATTR_DPORT => dport = u16::from_be_bytes(fixed(v)?),
                 MPTCP_ATTR_BACKUP => ev.backup = Some(fixed::<1>(v)?[0] != 0),
+                MPTCP_ATTR_FLAGS => ev.flags = Some(u16::from_ne_bytes(fixed(v)?)),
                 _ => {}
             }
         }
@@ -212,6 +221,10 @@ mod tests {
             DefaultNla::new(MPTCP_ATTR_DADDR4, vec![198, 18, 3, 2]),
             DefaultNla::new(MPTCP_ATTR_DPORT, 5000u16.to_be_bytes().to_vec()),
             DefaultNla::new(MPTCP_ATTR_BACKUP, vec![1]),
+            DefaultNla::new(
+                MPTCP_ATTR_FLAGS,
+                MPTCP_PM_EV_FLAG_DENY_JOIN_ID0.to_ne_bytes().to_vec(),
+            ),
         ];
         let body_len = attrs.as_slice().buffer_len();
         let total = 16 + 4 + body_len;
@@ -237,5 +250,6 @@ mod tests {
         assert_eq!(e.local, Some("198.18.2.2:40000".parse().unwrap()));
         assert_eq!(e.remote, Some("198.18.3.2:5000".parse().unwrap()));
         assert_eq!(e.backup, Some(true));
+        assert_eq!(e.flags, Some(MPTCP_PM_EV_FLAG_DENY_JOIN_ID0));
     }
 }

@@ -1051,6 +1051,7 @@ mod tests {
             local: sa(U, 1),
             remote: None,
             backup: None,
+            flags: None,
         };
         assert_eq!(
             PathEvent::from_pm(&e),

@@ -249,18 +249,17 @@ impl Gate {
             MPTCP_PM_EV_FLAG_DENY_JOIN_ID0,
         };
         for e in events.iter().filter(|e| e.token == Some(self.token)) {
+            let denies = e
+                .flags
+                .is_some_and(|f| f & MPTCP_PM_EV_FLAG_DENY_JOIN_ID0 != 0);
             match e.kind {
                 MPTCP_EVENT_ANNOUNCED => {
                     if let Some(a) = e.remote.filter(|a| !self.announced.contains(a)) {
                         self.announced.push(a);
                     }
                 }
-                MPTCP_EVENT_CREATED | MPTCP_EVENT_ESTABLISHED => {
-                    if e.flags
-                        .is_some_and(|f| f & MPTCP_PM_EV_FLAG_DENY_JOIN_ID0 != 0)
-                    {
-                        self.deny_initial = true;
-                    }
+                MPTCP_EVENT_CREATED | MPTCP_EVENT_ESTABLISHED if denies => {
+                    self.deny_initial = true;
                 }
                 _ => {}
             }

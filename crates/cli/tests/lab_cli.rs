@@ -321,3 +321,95 @@ fn bad_input_and_missing_labs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid lab prefix"));
 }
+
+/// `nena lab up --servers 3`: the fleet's hosts, its balancer in `status` (text and JSON),
+/// `fleet N --out/--in`, bad fleet input, and `down` removing the fleet's namespaces too.
+#[test]
+fn a_fleet_comes_up_is_drained_and_goes_down() {
+    let g = Down::new();
+    let p = g.prefix.as_str();
+    let text = ok(&["lab", "up", "--prefix", p, "--servers", "3", "--no-verify"]);
+    assert!(text.contains("fleet: 3 servers share 198.18.4.2"), "{text}");
+    assert!(text.contains("joins at 198.18.4.2:4462"), "{text}");
+    for i in 1..=3 {
+        assert!(
+            namespaces_of(p).contains(&format!("{p}-s{i}")),
+            "{:?}",
+            namespaces_of(p)
+        );
+    }
+    // The router's balancer, as loaded.
+    let rules = ok(&[
+        "lab",
+        "exec",
+        "--prefix",
+        p,
+        "router",
+        "--",
+        "nft",
+        "list",
+        "table",
+        "ip",
+        "nena_fleet",
+    ]);
+    assert!(
+        rules.contains("jhash ip saddr . tcp sport . ip daddr . tcp dport mod 3"),
+        "{rules}"
+    );
+
+    let said = ok(&["lab", "fleet", "--prefix", p, "2", "--out"]);
+    assert!(said.contains("s2 is out of the balancer"), "{said}");
+    let st: serde_json::Value =
+        serde_json::from_str(&ok(&["lab", "status", "--prefix", p, "--json"])).unwrap();
+    let members: Vec<bool> = st["fleet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["member"].as_bool().unwrap())
+        .collect();
+    assert_eq!(members, [true, false, true], "{st}");
+    let rules = ok(&[
+        "lab",
+        "exec",
+        "--prefix",
+        p,
+        "router",
+        "--",
+        "nft",
+        "list",
+        "table",
+        "ip",
+        "nena_fleet",
+    ]);
+    assert!(
+        rules.contains("mod 2 seed 0x6e656e61 map { 0 : 0x00000001, 1 : 0x00000003 }"),
+        "{rules}"
+    );
+    ok(&["lab", "fleet", "--prefix", p, "2", "--in"]);
+    assert!(ok(&["lab", "status", "--prefix", p]).contains("s2  netns"));
+
+    // Bad input: one line, status 2 (usage) or 1 (no such server).
+    let out = nena(&["lab", "up", "--prefix", p, "--servers", "9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--servers"));
+    let out = nena(&["lab", "fleet", "--prefix", p, "4", "--out"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no fleet server 4"));
+    let out = nena(&["lab", "fleet", "--prefix", p, "1"]);
+    assert_eq!(out.status.code(), Some(2), "--out or --in is required");
+
+    // Back to one server: the fleet goes; then down leaves nothing.
+    ok(&["lab", "up", "--prefix", p, "--no-verify"]);
+    let fleet_ns = |n: &String| {
+        n.strip_prefix(&format!("{p}-s"))
+            .is_some_and(|i| i.parse::<u8>().is_ok())
+    };
+    assert!(
+        !namespaces_of(p).iter().any(fleet_ns),
+        "{:?}",
+        namespaces_of(p)
+    );
+    ok(&["lab", "up", "--prefix", p, "--servers", "2", "--no-verify"]);
+    ok(&["lab", "down", "--prefix", p]);
+    assert!(namespaces_of(p).is_empty(), "{:?}", namespaces_of(p));
+}

@@ -35,6 +35,14 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The value of `Key:` in a `/proc/PID/status` text, trimmed.
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(str::trim)
+}
+
 /// `chroot ROOT ARGS...`.
 fn chroot(root: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("chroot");
@@ -135,14 +143,8 @@ impl Booted {
             std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
                 let pid: u32 = e.file_name().to_str()?.parse().ok()?;
                 let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-                let field = |k: &str| {
-                    status
-                        .lines()
-                        .find_map(|l| l.strip_prefix(k))
-                        .map(|v| v.trim().to_string())
-                };
-                let ppid: u32 = field("PPid:")?.parse().ok()?;
-                let nspid = field("NSpid:")?;
+                let ppid: u32 = status_field(&status, "PPid:")?.parse().ok()?;
+                let nspid = status_field(&status, "NSpid:")?;
                 (ppid == parent && nspid.split_whitespace().last() == Some("1")).then_some(pid)
             })
         })
@@ -446,11 +448,10 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         init,
         &["cat", &format!("/proc/{}/status", pid.trim())],
     ));
+    // The first value (Uid: lists real, effective, saved and filesystem ids).
     let field = |k: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(|v| v.split_whitespace().next().unwrap_or_default().to_string())
+        status_field(&status, k)
+            .and_then(|v| v.split_whitespace().next())
             .unwrap_or_default()
     };
     assert_ne!(field("Uid:"), "0", "{status}");

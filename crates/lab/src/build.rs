@@ -2,7 +2,7 @@
 //! relay process for emulated links) and addresses, policy routing (each client address
 //! leaves by its own link), MPTCP settings and endpoints, rate limits.
 
-use crate::netns;
+use crate::hostns::{host_netns, mptcp_limits, sysctl_in};
 use crate::run::{ip, probe, run, run_tolerant, tc};
 use crate::{Host, Lab, LabConfig, Link, PmMode, Rate};
 use anyhow::{bail, Context, Result};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 impl Lab {
     pub(crate) fn sysctl(&self, host: Host, key: &str, value: &str) -> Result<()> {
-        run(self.command(host, "sysctl", ["-q", "-w", &format!("{key}={value}")])).map(|_| ())
+        sysctl_in(&self.netns(host), key, value)
     }
 
     /// What kind of device `iface` is in `ns`: `veth`, `tap`, another kind, or `None` if
@@ -37,17 +37,9 @@ impl Lab {
             &crate::process::relay_pids(&self.prefix, recorded),
             Duration::from_secs(2),
         );
-        // 1. namespaces with loopback up
+        // 1. namespaces with loopback up, IPv4 only
         for h in Host::ALL {
-            let ns = self.netns(h);
-            if !netns::netns_exists(&ns) {
-                run(ip(None, &["netns", "add", &ns]))?;
-            }
-            run(ip(Some(&ns), &["link", "set", "dev", "lo", "up"]))?;
-            // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) in captures
-            for k in ["all", "default"] {
-                self.sysctl(h, &format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
-            }
+            host_netns(&self.netns(h))?;
         }
         // 2. veth pairs, addresses, links up
         for link in Link::ALL {
@@ -120,18 +112,7 @@ impl Lab {
         self.apply_routes()?;
         // 5. MPTCP limits and endpoints
         for h in [Host::Client, Host::Server] {
-            run(ip(
-                Some(&self.netns(h)),
-                &[
-                    "mptcp",
-                    "limits",
-                    "set",
-                    "subflow",
-                    "2",
-                    "add_addr_accepted",
-                    "2",
-                ],
-            ))?;
+            mptcp_limits(&self.netns(h))?;
         }
         let client = self.netns(Host::Client);
         run(ip(Some(&client), &["mptcp", "endpoint", "flush"]))?;

@@ -17,8 +17,9 @@
 //! connections it has keep their conntrack mark and go on. The classic `server` host stays
 //! as it is. Nothing here parses MPTCP: the balancer sees TCP 4-tuples only.
 
+use crate::hostns::{host_netns, mptcp_limits, sysctl_in};
 use crate::run::{ip, run, run_tolerant};
-use crate::{netns, Lab};
+use crate::Lab;
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -152,11 +153,6 @@ impl Lab {
         c
     }
 
-    /// Run `f` on a thread inside fleet server `index`.
-    pub fn run_in_fleet<T: Send, F: FnOnce() -> T + Send>(&self, index: u8, f: F) -> Result<T> {
-        netns::run_in(&FleetServer::new(&self.prefix, index).netns, f)
-    }
-
     /// Take fleet server `index` out of the balancer (`member = false`: no new connection
     /// goes to it, those it has go on) or put it back.
     pub fn set_fleet_member(&self, index: u8, member: bool) -> Result<()> {
@@ -224,10 +220,7 @@ impl Lab {
         for i in 1..=n {
             let s = FleetServer::new(&self.prefix, i);
             let ns = s.netns.as_str();
-            if !netns::netns_exists(ns) {
-                run(ip(None, &["netns", "add", ns]))?;
-            }
-            run(ip(Some(ns), &["link", "set", "dev", "lo", "up"]))?;
+            host_netns(ns)?;
             if !crate::run::probe(ip(Some(ns), &["link", "show", "dev", "eth0"]))? {
                 run_tolerant(
                     ip(Some(&router), &["link", "del", "dev", &s.router_iface]),
@@ -270,28 +263,9 @@ impl Lab {
                 Some(ns),
                 &["route", "replace", "default", "via", &gw, "dev", "eth0"],
             ))?;
-            let sysctl = |k: &str, v: &str| -> Result<()> {
-                let mut c = crate::run::netns_exec(ns, "sysctl");
-                c.args(["-q", "-w", &format!("{k}={v}")]);
-                run(c).map(|_| ())
-            };
-            for k in ["all", "default"] {
-                sysctl(&format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
-            }
-            sysctl("net.mptcp.enabled", "1")?;
-            sysctl("net.mptcp.allow_join_initial_addr_port", "0")?;
-            run(ip(
-                Some(ns),
-                &[
-                    "mptcp",
-                    "limits",
-                    "set",
-                    "subflow",
-                    "2",
-                    "add_addr_accepted",
-                    "2",
-                ],
-            ))?;
+            sysctl_in(ns, "net.mptcp.enabled", "1")?;
+            sysctl_in(ns, "net.mptcp.allow_join_initial_addr_port", "0")?;
+            mptcp_limits(ns)?;
             run(ip(Some(ns), &["mptcp", "endpoint", "flush"]))?;
             run(ip(
                 Some(ns),

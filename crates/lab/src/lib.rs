@@ -23,7 +23,7 @@
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
 //! commands and code inside a namespace), `serve` (`nena serve` in the server host:
 //! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
-//! [`with_teardown_on_interrupt`], [`Interrupted`]), `fleet` (`--servers N`: server hosts
+//! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `fleet` (`--servers N`: server hosts
 //! sharing one address behind the router's nftables balancer); the operations on a running
 //! lab are here.
 
@@ -34,6 +34,7 @@ pub mod emulate;
 mod fleet;
 mod guard;
 mod handle;
+mod hostns;
 mod interrupt;
 mod netns;
 mod process;

@@ -476,3 +476,144 @@ fn with_the_userspace_path_manager_nena_joins_the_port_its_server_announced() {
         "the untrusted path carried data on every server: {carried:?} ({load:?})"
     );
 }
+
+/// Packets the client dropped with the ADD_ADDR rule of [`hold_announcements`].
+fn dropped_announcements(lab: &Lab) -> u64 {
+    let out = lab
+        .command(
+            Host::Client,
+            "nft",
+            ["--json", "list", "table", "inet", "nena_test_addaddr"],
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text_of(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["packets"].as_u64())
+        .sum()
+}
+
+/// The client drops every packet carrying an ADD_ADDR (MPTCP option subtype 3) until the
+/// table is deleted; the servers resend an unanswered one after 1 s
+/// (`net.mptcp.add_addr_timeout`), so their announcement reaches nena late, after it has
+/// released the untrusted path.
+fn hold_announcements(lab: &Lab) {
+    for s in lab.fleet() {
+        let st = lab
+            .fleet_command(s.index, "sysctl", ["-qw", "net.mptcp.add_addr_timeout=1"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let mut nft = lab.command(Host::Client, "nft", ["-f", "-"]);
+    nft.stdin(Stdio::piped());
+    let mut child = nft.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"table inet nena_test_addaddr {\n chain input {\n  type filter hook input priority 0;\n  \
+              tcp option mptcp subtype 3 counter drop\n }\n}\n",
+        )
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft rule");
+}
+
+/// `nena perf` through the fleet's shared address for `secs` seconds, verbose; its
+/// stdout (the JSON report) and stderr (the log) go to `tag`.json and `tag`.log in `tmp`.
+fn perf_cmd(lab: &Lab, tmp: &TempDir, tag: &str, secs: &str, extra: &[&str]) -> Killed {
+    let to = shared();
+    let mut args = vec!["-v", "perf", "--to", &to, "--time", secs, "--interval", "0"];
+    args.extend_from_slice(&PATHS);
+    args.extend_from_slice(extra);
+    args.push("--json");
+    let file = |ext: &str| std::fs::File::create(tmp.join(&format!("{tag}.{ext}"))).unwrap();
+    let mut c = lab.command(Host::Client, NENA, &args);
+    c.stdin(Stdio::null())
+        .stdout(file("json"))
+        .stderr(file("log"));
+    Killed(c.spawn().unwrap())
+}
+
+/// Waits for a [`perf_cmd`]: its report and its log; panics (with the log) if it failed.
+fn finish(mut p: Killed, tmp: &TempDir, tag: &str) -> (Value, String) {
+    let status = p.0.wait().unwrap();
+    let log = std::fs::read_to_string(tmp.join(&format!("{tag}.log"))).unwrap();
+    assert!(status.success(), "nena perf failed: {log}");
+    let json = std::fs::read(tmp.join(&format!("{tag}.json"))).unwrap();
+    (serde_json::from_slice(&json).unwrap(), log)
+}
+
+/// A server whose announcement comes after nena released the untrusted path (lost once on
+/// the way, resent after `add_addr_timeout`) is joined where it announced, once it does:
+/// the gate does not join the shared address it was told not to (the C flag), and the
+/// recovery service opens the untrusted subflow to the announced port. Without recovery
+/// the connection stays on its trusted path and the log says why.
+#[test]
+fn a_late_announcement_is_joined_when_it_comes() {
+    let lab = lab_with(|c| {
+        c.servers = 2;
+        c.pm = nena_lab::PmMode::Userspace;
+    });
+    let tmp = TempDir::new("fleet-late");
+    let dirs = fleet_dirs(&tmp);
+    let _servers = serve_fleet(&lab, &dirs, &[]);
+    hold_announcements(&lab);
+
+    // Without recovery: nothing to wait with, so no untrusted subflow at all.
+    let (v, log) = finish(
+        perf_cmd(&lab, &tmp, "once", "1", &["--no-recovery"]),
+        &tmp,
+        "once",
+    );
+    assert!(
+        log.contains("without subflow recovery nena does not wait for one"),
+        "{log}"
+    );
+    assert_eq!(untrusted(&v), vec![], "{v}");
+    assert_eq!(joined_server(&v), None);
+
+    let before = dropped_announcements(&lab);
+    assert!(before >= 1, "the first run's ADD_ADDR was dropped");
+    let run = perf_cmd(&lab, &tmp, "late", "4", &[]);
+    // Its server's ADD_ADDR dropped (the handshake and release are done by then, within
+    // the first milliseconds), then let the resent one through.
+    nena_testkit::wait_until(
+        "the second run's ADD_ADDR dropped at the client",
+        Duration::from_secs(10),
+        || dropped_announcements(&lab) > before,
+    );
+    let st = lab
+        .command(
+            Host::Client,
+            "nft",
+            ["delete", "table", "inet", "nena_test_addaddr"],
+        )
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (v, log) = finish(run, &tmp, "late");
+    assert!(
+        log.contains("has announced no other address yet"),
+        "the release came before the announcement: {log}"
+    );
+    assert!(
+        log.contains("the address the server announced"),
+        "the recovery service opened the join: {log}"
+    );
+    let joins = untrusted(&v);
+    assert_eq!(joins.len(), 1, "{v}");
+    let (remote, sent) = &joins[0];
+    assert_ne!(remote, &shared(), "{v}");
+    assert!(*sent > 0, "the late join carried data: {v}");
+    let i = joined_server(&v).expect("joined a fleet port");
+    assert!(i == 1 || i == 2, "{v}");
+}

@@ -61,6 +61,10 @@ pub struct ReleaseReport {
     pub created: Vec<IpAddr>,
     /// Userspace PM: local addresses whose SUBFLOW_CREATE failed, with the reason.
     pub failed: Vec<(IpAddr, String)>,
+    /// Userspace PM: local addresses whose subflow the recovery service opens once the peer
+    /// announces an address to join: it denies joins to the one it was reached at (the C
+    /// flag) and had announced none at the release.
+    pub awaiting: Vec<IpAddr>,
     /// In-kernel PM: the `subflow` endpoints (of the remote's family) the kernel opens
     /// subflows from, as listed when connecting; empty means the connection stays single-path.
     pub kernel_endpoints: Vec<IpAddr>,
@@ -268,9 +272,27 @@ impl Gate {
 
     /// Drop the subscription once the first flight is settled (acked or refused): events
     /// no longer matter, and every connection of the namespace would keep queueing them.
+    /// A peer that denies joins to its initial address and has announced nothing yet keeps
+    /// it until the release: its announcement may come after the first flight's ACK.
     fn settle(&mut self) {
-        if !matches!(self.machine.stage(), Stage::FirstFlight | Stage::Connected) {
+        let keep = match self.machine.stage() {
+            Stage::FirstFlight | Stage::Connected => true,
+            Stage::Acked => self.pm() == PmKind::Userspace && self.join_target().is_none(),
+            _ => false,
+        };
+        if !keep {
             self.events = None;
+        }
+    }
+
+    /// Read the queued events for announcements only (after the first flight, when nothing
+    /// else in them matters any more).
+    fn read_announcements(&mut self) {
+        if let Some(ev) = self.events.as_mut() {
+            match ev.drain() {
+                Ok(v) => self.note_announced(&v),
+                Err(e) => log::debug!("mptcp_pm events at the release: {e}"),
+            }
         }
     }
 
@@ -405,6 +427,8 @@ impl Gate {
         } else {
             Snapshot::default()
         };
+        // Announced since the last poll (the subscription is still there only if needed).
+        self.read_announcements();
         let open = match self.machine.release(&snap)? {
             Verdict::Release { open } => open,
             other => {
@@ -413,41 +437,75 @@ impl Gate {
                 ))))
             }
         };
-        self.settle();
         let mut report = ReleaseReport::default();
         if !first || self.is_fallback() {
+            self.settle();
             return Ok(report);
         }
+        let target = self.join_target();
         // Register for recovery before any subflow is requested, so their events are seen.
         if let (true, Some(paths)) = (self.recover, self.machine.recovery_paths()) {
             let now: Vec<_> = sockopt::subflows(self.fd())?
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
                 .collect();
-            let m =
-                RecoveryMachine::new(self.join_target(), &paths, &now, RecoveryConfig::default());
+            let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
+            let m = if target.is_some() {
+                m
+            } else {
+                m.awaiting_announcement()
+            };
             match crate::recovery::register(snap.conn.token, m) {
                 Ok(h) => self.recovery = Some(h),
                 Err(e) => log::warn!("no subflow recovery for this connection: {e}"),
             }
         }
+        if target.is_none() {
+            // What was announced before the registration is in this subscription; what is
+            // announced after it reaches the recovery service.
+            self.read_announcements();
+            if let (Some(h), Some(t)) = (&self.recovery, self.join_target()) {
+                h.announce(t);
+            }
+        }
+        self.settle();
         if !open.is_empty() {
-            if self.pm_sock.is_none() {
-                self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
-            }
-            let target = self.join_target();
-            if target != self.remote() {
-                log::info!("joining {target}, the address the server announced");
-            }
-            let pm = self.pm_sock.as_mut().expect("opened above");
-            for addr in open {
-                let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
-                match pm.subflow_create(snap.conn.token, addr, ifindex, target) {
-                    Ok(()) => report.created.push(addr),
-                    Err(e) => {
-                        log::warn!("could not open a subflow from {addr}: {e}");
-                        report.failed.push((addr, e.to_string()));
+            match (target, &self.recovery) {
+                (Some(target), _) => {
+                    if target != self.remote() {
+                        log::info!("joining {target}, the address the server announced");
                     }
+                    if self.pm_sock.is_none() {
+                        self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
+                    }
+                    let pm = self.pm_sock.as_mut().expect("opened above");
+                    for addr in open {
+                        let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
+                        match pm.subflow_create(snap.conn.token, addr, ifindex, target) {
+                            Ok(()) => report.created.push(addr),
+                            Err(e) => {
+                                log::warn!("could not open a subflow from {addr}: {e}");
+                                report.failed.push((addr, e.to_string()));
+                            }
+                        }
+                    }
+                }
+                (None, Some(_)) => {
+                    log::info!(
+                        "the server denies joins to {} and has announced no other address yet: \
+                         the untrusted subflows open when it does",
+                        self.remote()
+                    );
+                    report.awaiting = open;
+                }
+                (None, None) => {
+                    let why = format!(
+                        "the server denies joins to {} and has announced no other address; \
+                         without subflow recovery nena does not wait for one",
+                        self.remote()
+                    );
+                    log::warn!("no untrusted subflow: {why}");
+                    report.failed = open.into_iter().map(|a| (a, why.clone())).collect();
                 }
             }
         }
@@ -474,8 +532,9 @@ impl Gate {
         Ok(report)
     }
 
-    /// Where the subflows nena opens go: [`join_target`] of what the peer announced.
-    pub fn join_target(&self) -> SocketAddr {
+    /// Where the subflows nena opens go: [`join_target`] of what the peer announced
+    /// (`None`: it denies joins to the initial address and has announced no other yet).
+    pub fn join_target(&self) -> Option<SocketAddr> {
         join_target(self.remote(), &self.announced, self.deny_initial)
     }
 

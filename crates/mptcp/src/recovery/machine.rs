@@ -23,6 +23,11 @@
 //!   link is up (reset by the peer, ...) is replaced after the wait too. At most one subflow
 //!   per path is kept: an extra one established (two attempts that both succeeded) is
 //!   destroyed.
+//! * A peer that denies joins to the address it was reached at (the C flag) and has not
+//!   announced another yet leaves the machine without a target
+//!   ([`awaiting_announcement`](RecoveryMachine::awaiting_announcement)): nothing is tried
+//!   until an [`Announced`](RecoveryEvent::Announced) address gives one, and then every
+//!   path without a subflow is opened to it at once. Later announcements change nothing.
 //! * When the connection closes the machine is done: it answers nothing any more.
 
 use std::net::{IpAddr, SocketAddr};
@@ -68,6 +73,9 @@ pub enum RecoveryEvent {
     /// Routes or addresses changed (rtnetlink): a create refused for want of a route may
     /// succeed now, so a retry that is waiting is made at once.
     RoutesChanged,
+    /// `MPTCP_EVENT_ANNOUNCED` of this connection: the peer announced `remote` (port 0:
+    /// no port given).
+    Announced { remote: SocketAddr },
 }
 
 /// What the driver must do.
@@ -108,7 +116,12 @@ struct Path {
 
 impl Path {
     /// One attempt: close the stale subflows, open a new one, wait for it until `now + wait`.
-    fn attempt(&mut self, remote: SocketAddr, now: Instant, out: &mut Vec<Command>) {
+    /// Without a target (the peer announced nothing to join yet) nothing is tried.
+    fn attempt(&mut self, remote: Option<SocketAddr>, now: Instant, out: &mut Vec<Command>) {
+        let Some(remote) = remote else {
+            self.attempt = Attempt::Idle;
+            return;
+        };
         out.extend(
             self.stale
                 .iter()
@@ -127,7 +140,11 @@ impl Path {
 /// Recovery of the subflows of one connection (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct RecoveryMachine {
-    remote: SocketAddr,
+    /// The address and port the connection went to.
+    initial: SocketAddr,
+    /// Where new subflows go ([`join_target`](crate::gate::join_target)); `None` while the
+    /// peer denies joins to `initial` and has announced nothing else.
+    target: Option<SocketAddr>,
     paths: Vec<Path>,
     cfg: RecoveryConfig,
     closed: bool,
@@ -156,7 +173,8 @@ impl RecoveryMachine {
         cfg: RecoveryConfig,
     ) -> Self {
         let mut m = RecoveryMachine {
-            remote,
+            initial: remote,
+            target: Some(remote),
             paths: Vec::new(),
             cfg,
             closed: false,
@@ -181,6 +199,18 @@ impl RecoveryMachine {
             }
         }
         m
+    }
+
+    /// The same machine for a peer that denies joins to `remote` and has announced nothing
+    /// yet: it opens the paths once an address is [`Announced`](RecoveryEvent::Announced).
+    pub fn awaiting_announcement(mut self) -> Self {
+        self.target = None;
+        self
+    }
+
+    /// Where new subflows go; `None` while waiting for an announcement.
+    pub fn target(&self) -> Option<SocketAddr> {
+        self.target
     }
 
     /// The local addresses this machine recovers.
@@ -218,7 +248,7 @@ impl RecoveryMachine {
         if self.closed {
             return Vec::new();
         }
-        let remote = self.remote;
+        let remote = self.target;
         let cfg = self.cfg;
         let mut out = Vec::new();
         match ev {
@@ -288,6 +318,17 @@ impl RecoveryMachine {
                     }
                 }
             }
+            RecoveryEvent::Announced { remote: announced } => {
+                if self.target.is_none() {
+                    self.target = crate::gate::join_target(self.initial, &[announced], true);
+                    for p in &mut self.paths {
+                        if p.link_up && p.live.is_empty() {
+                            p.wait = cfg.first_wait;
+                            p.attempt(self.target, now, &mut out);
+                        }
+                    }
+                }
+            }
             RecoveryEvent::CreateFailed { addr } => {
                 if let Some(p) = self.path_mut(addr) {
                     if p.link_up && p.live.is_empty() {
@@ -306,7 +347,7 @@ impl RecoveryMachine {
         if self.closed {
             return out;
         }
-        let remote = self.remote;
+        let remote = self.target;
         let max = self.cfg.max_wait;
         for p in &mut self.paths {
             let due = match p.attempt {
@@ -657,6 +698,83 @@ mod tests {
             m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0).len(),
             2,
             "destroy the stale subflow and create a new one"
+        );
+    }
+
+    #[test]
+    fn without_a_target_nothing_is_tried_until_the_peer_announces_one() {
+        let t0 = Instant::now();
+        // Released, the trusted path has its initial subflow, the untrusted one none yet:
+        // the peer denies joins to REMOTE and has announced nothing.
+        let mut m = RecoveryMachine::new(
+            sa(REMOTE),
+            &[ip(U), ip(T)],
+            &[(sa("198.18.1.2:40000"), sa(REMOTE))],
+            RecoveryConfig::default(),
+        )
+        .awaiting_announcement();
+        assert_eq!(m.target(), None);
+        // Nothing to join: no timer, no link or route event makes an attempt.
+        assert_eq!(m.next_deadline(), None);
+        assert!(m.poll(t0 + Duration::from_secs(60)).is_empty());
+        for ev in [
+            RecoveryEvent::LinkDown { addr: ip(U) },
+            RecoveryEvent::LinkUp { addr: ip(U) },
+            RecoveryEvent::RoutesChanged,
+        ] {
+            assert!(m.on_event(ev, t0).is_empty(), "{ev:?}");
+        }
+        // Another family gives no target; an IPv4 address with a port does, and the path
+        // without a subflow is opened to it at once (the trusted one keeps its subflow).
+        let v6 = sa("[2001:db8::1]:4461");
+        assert!(m
+            .on_event(RecoveryEvent::Announced { remote: v6 }, t0)
+            .is_empty());
+        let join = sa("198.18.4.2:4461");
+        assert_eq!(
+            m.on_event(RecoveryEvent::Announced { remote: join }, t0),
+            vec![Command::CreateSubflow {
+                local: ip(U),
+                remote: join
+            }]
+        );
+        assert_eq!(m.target(), Some(join));
+        // A later announcement does not move the target; recovery goes on to it.
+        let other = sa("198.18.5.2:4462");
+        assert!(m
+            .on_event(RecoveryEvent::Announced { remote: other }, t0)
+            .is_empty());
+        assert_eq!(
+            m.poll(t0 + ms(250)),
+            vec![Command::CreateSubflow {
+                local: ip(U),
+                remote: join
+            }],
+            "unanswered: asked again after the first wait"
+        );
+    }
+
+    #[test]
+    fn a_machine_with_a_target_ignores_announcements() {
+        let t0 = Instant::now();
+        let mut m = released();
+        let ev = RecoveryEvent::Announced {
+            remote: sa("198.18.4.2:4461"),
+        };
+        assert!(m.on_event(ev, t0).is_empty());
+        assert_eq!(m.target(), Some(sa(REMOTE)));
+        assert!(m
+            .on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0)
+            .is_empty());
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0),
+            vec![
+                Command::DestroySubflow {
+                    local: sa("198.18.2.2:40001"),
+                    remote: sa(REMOTE)
+                },
+                create(U)
+            ]
         );
     }
 }

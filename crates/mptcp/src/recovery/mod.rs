@@ -3,7 +3,7 @@
 //! namespace (started by the first connection that needs it) that serves every registered
 //! connection of the process in that namespace. It
 //! * listens to the `mptcp_pm_events` group (subflow established / closed, connection
-//!   closed) and to rtnetlink link and address notifications (as a wake-up only: on each it
+//!   closed, an address the peer announced) and to rtnetlink link and address notifications (as a wake-up only: on each it
 //!   re-reads which local addresses are usable, i.e. present on an interface that is up and
 //!   has carrier, with `getifaddrs`, and also does so every second);
 //! * feeds both to the machines of the connections (by token and local address);
@@ -22,7 +22,7 @@ pub mod machine;
 pub use machine::{Command, RecoveryConfig, RecoveryEvent, RecoveryMachine};
 
 use crate::pm::{
-    PmEvent, PmEvents, PmSocket, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
+    PmEvent, PmEvents, PmSocket, MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
     MPTCP_EVENT_SUB_ESTABLISHED,
 };
 use crate::MptcpError;
@@ -62,6 +62,11 @@ enum Change {
     Remove {
         id: u64,
     },
+    /// The owner saw the peer announce `remote` (in events queued before the registration).
+    Announced {
+        id: u64,
+        remote: SocketAddr,
+    },
 }
 
 struct Shared {
@@ -86,6 +91,15 @@ impl RecoveryHandle {
     /// `SUBFLOW_CREATE` after an outage).
     pub fn recovered(&self) -> u64 {
         self.recovered.load(Ordering::Relaxed)
+    }
+
+    /// Tell the connection's machine of an address the peer announced before the
+    /// registration (the service sees only what is announced after it).
+    pub fn announce(&self, remote: SocketAddr) {
+        self.shared.push(Change::Announced {
+            id: self.id,
+            remote,
+        });
     }
 }
 
@@ -297,6 +311,9 @@ impl Service {
                     Change::Remove { id } => {
                         self.conns.remove(&id);
                     }
+                    Change::Announced { id, remote } => {
+                        self.on_announced(id, remote, now);
+                    }
                 }
             }
             for ev in &events {
@@ -385,15 +402,15 @@ impl Service {
             }
             (MPTCP_EVENT_SUB_CLOSED, Some(local), _) => RecoveryEvent::SubflowClosed { local },
             (MPTCP_EVENT_CLOSED, _, _) => RecoveryEvent::ConnectionClosed,
+            (MPTCP_EVENT_ANNOUNCED, _, Some(remote)) => {
+                for id in self.ids_of(token) {
+                    self.on_announced(id, remote, now);
+                }
+                return;
+            }
             _ => return,
         };
-        let ids: Vec<u64> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.token == token)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
+        for id in self.ids_of(token) {
             let cmds = self.conns.get_mut(&id).unwrap().machine.on_event(rev, now);
             self.execute(id, cmds);
         }
@@ -438,7 +455,35 @@ impl Service {
     /// Carry out a machine's commands. An attempt (the closes of a path's stale subflows and
     /// the create after them) is made only if a route from the path's address to the remote
     /// exists; otherwise it is reported to the machine as a refused create.
+    fn ids_of(&self, token: u32) -> Vec<u64> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| c.token == token)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The peer announced `remote`: a machine waiting for a target opens its paths to it
+    /// (first subflows, not recoveries: not counted).
+    fn on_announced(&mut self, id: u64, remote: SocketAddr, now: Instant) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let cmds = c.machine.on_event(RecoveryEvent::Announced { remote }, now);
+        if !cmds.is_empty() {
+            log::info!(
+                "opening the untrusted subflows to {remote}, the address the server announced"
+            );
+        }
+        self.carry_out(id, cmds, false);
+    }
+
+    /// Carry out a machine's commands; creates accepted count as recoveries.
     fn execute(&mut self, id: u64, cmds: Vec<Command>) {
+        self.carry_out(id, cmds, true);
+    }
+
+    fn carry_out(&mut self, id: u64, cmds: Vec<Command>, recovery: bool) {
         let Some(token) = self.conns.get(&id).map(|c| c.token) else {
             return;
         };
@@ -467,7 +512,7 @@ impl Service {
                     } else {
                         Err(format!("no route from {local} to {remote} yet"))
                     };
-                    if result.is_ok() {
+                    if result.is_ok() && recovery {
                         if let Some(c) = self.conns.get(&id) {
                             c.recovered.fetch_add(1, Ordering::Relaxed);
                         }

@@ -25,10 +25,7 @@ fn untrusted_link_down_mid_transfer_completes_and_verifies() {
     let to = server(&lab, 7000);
     let mut args = vec!["send", &src_s, "--to", &to, "--json", "--timeout", "10"];
     args.extend_from_slice(&PATHS);
-    let mut cmd = lab.command(Host::Client, NENA, &args);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = nena_piped(&lab, &args);
     // The untrusted path carries the transfer (2 MiB of the 40 acknowledged on it) before its link
     // goes down.
     let mut acked = 0;
@@ -327,6 +324,24 @@ fn an_error_names_its_cause_once() {
     assert!(err.contains(&format!("cannot connect to {to}")), "{err}");
 }
 
+/// `nena ARGS` on the client, its stdout and stderr piped.
+fn nena_piped(lab: &nena_lab::Lab, args: &[&str]) -> std::process::Child {
+    lab.command(Host::Client, NENA, args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A lab with both links at 20 Mbit/s: 40 MiB take about 8 s, time to stop a server
+/// in the middle.
+fn slow_lab() -> nena_lab::LabGuard {
+    lab_with(|c| {
+        c.trusted_rate = Some(Rate::mbit(20));
+        c.untrusted_rate = Some(Rate::mbit(20));
+    })
+}
+
 /// The `.nena-*.part` files in `dir`, with their sizes.
 fn partial_files(dir: &std::path::Path) -> Vec<(String, u64)> {
     std::fs::read_dir(dir)
@@ -352,12 +367,7 @@ fn upload_under_way(
     let (f, to) = (file.display().to_string(), server(lab, port));
     let mut args = vec!["send", &f, "--to", &to];
     args.extend_from_slice(&PATHS);
-    let mut child = lab
-        .command(Host::Client, NENA, &args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = nena_piped(lab, &args);
     nena_testkit::wait_until(
         &format!("a partial file of {at_least} bytes in the server's directory"),
         Duration::from_secs(20),
@@ -381,11 +391,7 @@ fn upload_under_way(
 /// before the server exits.
 #[test]
 fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
-    // 2 x 20 Mbit/s: 40 MiB take about 8 s.
-    let lab = lab_with(|c| {
-        c.trusted_rate = Some(Rate::mbit(20));
-        c.untrusted_rate = Some(Rate::mbit(20));
-    });
+    let lab = slow_lab();
     let srv = TempDir::new("stop");
     let cli = TempDir::new("stopc");
     let stale = srv.join(".nena-0123456789abcdef.part");
@@ -459,4 +465,81 @@ fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server shutting down"), "{err}");
     assert_eq!(partial_files(srv.path()), vec![]);
+}
+
+/// SIGTERM on `nena serve` in the middle of a download and of a perf test (`aead`): the
+/// server gives each session up with the abort record, so the client says at once why
+/// ("the peer aborted the session: it is shutting down") and exits non-zero; the download
+/// leaves no partial file at the client.
+#[test]
+fn sigterm_on_serve_tells_the_downloader_and_the_perf_client_why() {
+    use std::io::BufRead;
+    let lab = slow_lab();
+    let srv = TempDir::new("stopget");
+    let cli = TempDir::new("stopgetc");
+    std::fs::write(srv.join("big"), random(40 << 20, 23)).unwrap();
+    let told = "the peer aborted the session: it is shutting down";
+
+    let mut s = serve(&lab, 7014, srv.path(), &[]);
+    let (from, out) = (server(&lab, 7014), cli.path().display().to_string());
+    let mut args = vec![
+        "get",
+        "big",
+        "--from",
+        &from,
+        "--out",
+        &out,
+        "--no-progress",
+    ];
+    args.extend_from_slice(&PATHS);
+    let mut child = nena_piped(&lab, &args);
+    nena_testkit::wait_until(
+        "a partial download of 2 MiB at the client",
+        Duration::from_secs(20),
+        || {
+            partial_files(cli.path()).iter().any(|(_, n)| *n >= 2 << 20)
+                || matches!(child.try_wait(), Ok(Some(_)))
+        },
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the download ended early"
+    );
+    assert!(s.terminate().success(), "{}", s.stderr());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(told), "{err}");
+    assert_eq!(partial_files(cli.path()), vec![]);
+    assert!(!cli.join("big").exists());
+    assert!(
+        s.stderr()
+            .contains("server shutting down (the client was told)"),
+        "{}",
+        s.stderr()
+    );
+
+    let mut s = serve(&lab, 7015, srv.path(), &[]);
+    let to = server(&lab, 7015);
+    let mut args = vec!["perf", "--to", &to, "--reverse", "--time", "30"];
+    args.extend_from_slice(&PATHS);
+    let mut child = nena_piped(&lab, &args);
+    // The first interval report: the test is under way.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next());
+        for _ in lines {}
+    });
+    let first = rx.recv_timeout(Duration::from_secs(20));
+    assert!(
+        matches!(first, Ok(Some(Ok(_)))),
+        "no interval report: {first:?}"
+    );
+    assert!(s.terminate().success(), "{}", s.stderr());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(told), "{err}");
 }

@@ -145,9 +145,48 @@ pub enum SessionError {
     /// The connection ended before the client's key confirmation.
     #[error("the client closed the connection before its key confirmation")]
     ConfirmMissing,
+    /// The peer gave the session up and said why (`aead`'s abort record; authenticated, so
+    /// nobody on the path can forge one).
+    #[error("the peer aborted the session: {reason}")]
+    PeerAborted { reason: AbortReason },
     /// Used after an earlier failure.
     #[error("the protected stream already failed")]
     Failed,
+}
+
+/// Why a peer aborted an `aead` session (the abort record's code).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AbortReason {
+    /// The peer is stopping (SIGTERM, SIGINT) and its grace period is over.
+    ShuttingDown,
+    /// A code this version does not know.
+    Other(u8),
+}
+
+impl AbortReason {
+    pub fn code(self) -> u8 {
+        match self {
+            AbortReason::ShuttingDown => 1,
+            AbortReason::Other(c) => c,
+        }
+    }
+
+    pub fn from_code(c: u8) -> AbortReason {
+        match c {
+            1 => AbortReason::ShuttingDown,
+            c => AbortReason::Other(c),
+        }
+    }
+}
+
+impl std::fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AbortReason::ShuttingDown => f.write_str("it is shutting down"),
+            AbortReason::Other(c) => write!(f, "reason code {c}"),
+        }
+    }
 }
 
 /// A reason code in the server's reject message.

@@ -68,7 +68,7 @@ mod redaction_tests;
 
 pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
-pub use error::{HandshakeError, RejectReason, Rejected, SessionError};
+pub use error::{AbortReason, HandshakeError, RejectReason, Rejected, SessionError};
 pub use exchange::{exchange, exchange_in, Exchange};
 pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
 pub use mpc::{MpcDecision, MpcKeys, MpcObservation};

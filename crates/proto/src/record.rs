@@ -5,6 +5,8 @@
 //! record = type u8 | length u16 (of what follows) | ciphertext | tag (16)
 //!   type 0x17 data:  1..=16384 payload bytes
 //!   type 0x15 close: no payload: the sender's direction ends here (truncation is detected)
+//!   type 0x16 abort: 1 payload byte, a reason code: the sender gives the session up (no
+//!                    clean end) and says why
 //! additional data = the 3 header bytes; nonce = epoch IV xor record number (RFC 8446 5.3)
 //! ```
 //!
@@ -12,13 +14,15 @@
 //! ends the direction: nothing of a record that fails reaches the application.
 
 use crate::cipher::{RecordCipher, AEAD_TAG_LEN};
-use crate::error::SessionError;
+use crate::error::{AbortReason, SessionError};
 use std::ops::Range;
 
 /// Record type of application data.
 pub const TYPE_DATA: u8 = 0x17;
 /// Record type of the closing record.
 pub const TYPE_CLOSE: u8 = 0x15;
+/// Record type of the abort record (a reason code, then the sender's direction ends).
+pub const TYPE_ABORT: u8 = 0x16;
 /// Length of a record header.
 pub const HEADER_LEN: usize = 3;
 /// Most payload bytes in one record (16 KiB, as TLS).
@@ -27,6 +31,8 @@ pub const MAX_PAYLOAD: usize = 16 * 1024;
 pub const MAX_RECORD: usize = HEADER_LEN + MAX_PAYLOAD + AEAD_TAG_LEN;
 /// Length of the closing record.
 pub const CLOSE_LEN: usize = HEADER_LEN + AEAD_TAG_LEN;
+/// Length of the abort record.
+pub const ABORT_LEN: usize = HEADER_LEN + 1 + AEAD_TAG_LEN;
 
 /// What [`RecordOpener::open`] (and the session's `open`) found at the start of its input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +89,18 @@ impl RecordSealer {
         n
     }
 
-    /// Whether the closing record was sealed.
+    /// Writes an abort record carrying `reason` into `out` and returns its length
+    /// ([`ABORT_LEN`]). Like the closing record it ends the direction, but the reader takes
+    /// it as the session's failure, with the reason ([`SessionError::PeerAborted`]).
+    pub fn abort(&mut self, reason: AbortReason, out: &mut [u8; ABORT_LEN]) -> usize {
+        assert!(!self.closed, "aborting a closed direction");
+        out[HEADER_LEN] = reason.code();
+        let n = self.seal_typed(TYPE_ABORT, out, 1);
+        self.closed = true;
+        n
+    }
+
+    /// Whether the closing (or abort) record was sealed.
     pub fn is_closed(&self) -> bool {
         self.closed
     }
@@ -166,6 +183,8 @@ impl RecordOpener {
             TYPE_DATA => return Err(fail("impossible record length")),
             TYPE_CLOSE if len == AEAD_TAG_LEN => {}
             TYPE_CLOSE => return Err(fail("impossible closing record length")),
+            TYPE_ABORT if len == 1 + AEAD_TAG_LEN => {}
+            TYPE_ABORT => return Err(fail("impossible abort record length")),
             _ => return Err(fail("unknown record type")),
         }
         let total = HEADER_LEN + len;
@@ -177,6 +196,12 @@ impl RecordOpener {
             .cipher
             .open(hdr, &mut rest[..len])
             .map_err(|_| fail("the record does not authenticate"))?;
+        if ty == TYPE_ABORT {
+            debug_assert_eq!(n, 1);
+            return Err(SessionError::PeerAborted {
+                reason: AbortReason::from_code(rest[0]),
+            });
+        }
         Ok(if ty == TYPE_CLOSE {
             Opened::Close { consumed: total }
         } else {
@@ -299,6 +324,66 @@ mod tests {
             // The direction is dead from now on.
             assert_eq!(rx.open(&mut rec.clone()), Err(SessionError::Failed));
         }
+    }
+
+    #[test]
+    fn an_abort_record_ends_the_direction_with_its_reason_and_cannot_be_forged() {
+        let (mut tx, mut rx) = pair(23);
+        let mut data = seal(&mut tx, b"x");
+        let mut abort = [0u8; ABORT_LEN];
+        assert_eq!(tx.abort(AbortReason::ShuttingDown, &mut abort), ABORT_LEN);
+        assert!(tx.is_closed());
+        assert_eq!(&abort[..3], &[TYPE_ABORT, 0, 17]);
+        assert!(matches!(rx.open(&mut data), Ok(Opened::Data { .. })));
+        let mut part = abort;
+        assert_eq!(
+            rx.open(&mut part[..ABORT_LEN - 1]),
+            Ok(Opened::NeedMore { total: ABORT_LEN })
+        );
+        let mut whole = abort;
+        let err = rx.open(&mut whole).unwrap_err();
+        assert_eq!(
+            err,
+            SessionError::PeerAborted {
+                reason: AbortReason::ShuttingDown
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "the peer aborted the session: it is shutting down"
+        );
+        // Nothing after it is read, and it is not a clean end.
+        assert_eq!(rx.open(&mut data.clone()), Err(SessionError::Failed));
+        assert_eq!(rx.eof(), Err(SessionError::Failed));
+        // A data record of one byte retyped as an abort, or an abort with another reason
+        // byte, does not authenticate: nobody on the path can end a session with a reason.
+        let (mut tx, _) = pair(23);
+        let mut one = seal(&mut tx, b"\x01");
+        one[0] = TYPE_ABORT;
+        let (_, mut rx) = pair(23);
+        assert!(rx
+            .open(&mut one)
+            .unwrap_err()
+            .to_string()
+            .starts_with("integrity check failed"));
+        for i in 0..ABORT_LEN {
+            let (_, mut rx) = pair(23);
+            let mut bad = abort;
+            bad[i] ^= 0x01;
+            match rx.open(&mut bad) {
+                Ok(Opened::NeedMore { .. }) => {}
+                Err(SessionError::Integrity { .. }) => {}
+                other => panic!("byte {i} of an abort record altered: {other:?}"),
+            }
+        }
+        // An unknown code is passed on as a number.
+        let (mut tx, mut rx) = pair(23);
+        let mut abort = [0u8; ABORT_LEN];
+        tx.abort(AbortReason::Other(9), &mut abort);
+        assert_eq!(
+            rx.open(&mut abort).unwrap_err().to_string(),
+            "the peer aborted the session: reason code 9"
+        );
     }
 
     #[test]

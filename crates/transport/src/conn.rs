@@ -712,7 +712,8 @@ impl Sessions {
 }
 
 /// How long the sessions aborted at the end of a grace period get to tell or reset their
-/// peers (`nena serve`: the reply `server shutting down`; the proxies: a reset) before the
+/// peers (`nena serve`: the reply `server shutting down`, or in `aead` the abort record; the
+/// proxies: in `aead` the abort record, then a reset) before the
 /// server or proxy exits anyway.
 pub const ABORT_NOTICE: Duration = Duration::from_millis(500);
 

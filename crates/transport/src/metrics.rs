@@ -106,6 +106,7 @@ impl Outcome {
                 Integrity { .. } | AfterClose | Truncated { .. } | ClientConfirm(_) => {
                     Outcome::Integrity
                 }
+                PeerAborted { .. } => Outcome::Aborted,
                 _ => Outcome::Failed,
             };
         }

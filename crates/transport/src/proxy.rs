@@ -319,13 +319,42 @@ fn stopped(relayed: &std::io::Result<Bridged>) -> bool {
     relayed.as_ref().is_err_and(is_shutting_down)
 }
 
-/// Resets the nena side of a session the proxy abandons: SO_LINGER 0, and the write half
-/// given up without the shutdown its drop would do. That shutdown (a FIN, MPTCP's
-/// DATA_FIN) is a clean end for the other proxy, which in `stream` or `kato` mode would
-/// end its plain side as if the stream were complete; the reset comes when the socket's
-/// last descriptor closes, with the rest of the session.
-fn reset_nena(writer: conn::Writer, fd: std::os::fd::BorrowedFd<'_>) {
-    let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
+/// How long a session aborted by a stopping proxy waits for the other proxy to take its
+/// abort notice (within the [`conn::ABORT_NOTICE`] the proxy gives all of them).
+const TELL_PEER: Duration = Duration::from_millis(400);
+
+/// Ends the nena side of a session the stopping proxy abandons, never cleanly (a clean end
+/// would let the other proxy, in `stream` or `kato` mode, end its plain side as if the
+/// stream were complete). `aead`: the abort record tells the other proxy why (it logs "the
+/// peer aborted the session: it is shutting down" and resets its application's
+/// connection); the peer's bytes are read and dropped until it closes, at most
+/// [`TELL_PEER`], so that the reset below cannot discard the notice. The other modes have
+/// no room for a message: the reset alone. The reset is SO_LINGER 0 with the write half
+/// given up without the shutdown its drop would do; it comes when the socket's last
+/// descriptor closes, with the rest of the session.
+async fn abort_nena<R: AsyncRead + Unpin>(reader: &mut SecureReader<R>, mut writer: conn::Writer) {
+    let told = tokio::time::timeout(TELL_PEER, async {
+        if !writer
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap_or(false)
+        {
+            return false;
+        }
+        let mut sink = tokio::io::sink();
+        let _ = copy_out(reader, &mut sink, u64::MAX, |_| {}).await;
+        true
+    })
+    .await;
+    log::debug!(
+        "session aborted; the peer {}",
+        match told {
+            Ok(true) => "was told why and closed",
+            Ok(false) => "cannot be told why in this mode: reset",
+            Err(_) => "was told why but did not close in time: reset",
+        }
+    );
+    let _ = socket2::SockRef::from(writer.get_ref().as_ref()).set_linger(Some(Duration::ZERO));
     writer.into_inner().forget();
 }
 
@@ -562,7 +591,7 @@ async fn socks_session(
     let split = paths.describe();
     tally.wire(Wire::of_client(&paths, &c));
     if stopped(&relayed) {
-        reset_nena(c.writer, c.gate.fd());
+        abort_nena(&mut c.reader, c.writer).await;
     }
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
@@ -613,7 +642,7 @@ async fn redirected_session(
     let split = paths.describe();
     tally.wire(Wire::of_client(&paths, &c));
     if stopped(&relayed) {
-        reset_nena(c.writer, c.gate.fd());
+        abort_nena(&mut c.reader, c.writer).await;
     }
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
@@ -862,7 +891,7 @@ async fn client_loop(
                 let split = paths.describe();
                 tally.wire(Wire::of_client(&paths, &c));
                 if stopped(&relayed) {
-                    reset_nena(c.writer, c.gate.fd());
+                    abort_nena(&mut c.reader, c.writer).await;
                 }
                 let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
                 Ok(session_line(b.up, b.down, b.plain_gone, c.info, &split))
@@ -947,10 +976,7 @@ pub async fn run_server_with(
                 let split = conn::describe_split(&subflows);
                 tally.wire(Wire::of_server(&subflows, c.fd()));
                 if stopped(&relayed) {
-                    reset_nena(
-                        c.writer,
-                        std::os::fd::AsFd::as_fd(c.reader.get_ref().as_ref()),
-                    );
+                    abort_nena(&mut c.reader, c.writer).await;
                 }
                 let b = relayed
                     .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;

@@ -84,7 +84,13 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .into())
         }
         Request::Put { name, size } => server_put(r, w, &cfg.files, &name, size).await,
-        Request::Get { name } => server_get(r, w, &cfg.files, &name).await,
+        Request::Get { name } => {
+            let stop = cfg.files.stop.clone();
+            tokio::select! {
+                x = server_get(r, w, &cfg.files, &name) => x,
+                () = stop.stopped() => Err(stopped_mid_session(w, &format!("GET {name:?}")).await),
+            }
+        }
         Request::Perf(p) => {
             let millis = Duration::from_millis(p.millis as u64);
             if p.bytes == 0 && millis > MAX_PERF {
@@ -99,7 +105,11 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 (true, b) => Limit::Bytes(b),
             };
             let c = Counters::default();
-            let o = perf::run(r, w, limit, &c).await?;
+            let stop = cfg.files.stop.clone();
+            let o = tokio::select! {
+                x = perf::run(r, w, limit, &c) => x?,
+                () = stop.stopped() => return Err(stopped_mid_session(w, "perf test").await),
+            };
             Ok(format!(
                 "perf: received {} B, sent {} B in {:.2}s ({:.1} Mbit/s total)",
                 o.received,
@@ -109,6 +119,30 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             ))
         }
     }
+}
+
+/// A download or perf test the stopping server abandons: `aead` tells the client why (the
+/// abort record: its reader fails with "the peer aborted the session: it is shutting
+/// down"); the other modes have no room for a message once data flows, and the client sees
+/// the stream end without its trailer or count. Counted as aborted.
+async fn stopped_mid_session<W: AsyncWrite + Unpin>(
+    w: &mut SecureWriter<W>,
+    what: &str,
+) -> anyhow::Error {
+    let told = w
+        .abort(nena_proto::AbortReason::ShuttingDown)
+        .await
+        .unwrap_or(false);
+    let how = if told {
+        "the client was told"
+    } else {
+        "this mode cannot tell the client why"
+    };
+    ErrorReply::new(
+        Status::ShuttingDown,
+        format!("{what}: server shutting down ({how})"),
+    )
+    .into()
 }
 
 #[cfg(test)]

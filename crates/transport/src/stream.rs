@@ -717,6 +717,34 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> SecureWriter<W> {
+    /// Gives the session up and tells the peer why, where the mode can (`aead`: what is
+    /// buffered, then the abort record, then the transport's shutdown; the peer's reader
+    /// fails with [`nena_proto::SessionError::PeerAborted`]). Returns false, writing
+    /// nothing, in the modes that have no room for a message (stream, kato, plain) or once
+    /// the direction has ended: the caller resets the connection instead.
+    pub async fn abort(&mut self, reason: nena_proto::AbortReason) -> io::Result<bool> {
+        if self.closed {
+            return Ok(false);
+        }
+        self.seal_open_record_if_framed();
+        let Some(record) = self.prot.as_mut().and_then(|p| p.abort(reason)) else {
+            return Ok(false);
+        };
+        self.closed = true;
+        std::future::poll_fn(|cx| {
+            if self.buf.len() - self.tail < record.len() {
+                ready!(self.poll_drain(cx))?;
+            }
+            Poll::Ready(Ok::<_, io::Error>(()))
+        })
+        .await?;
+        self.buf[self.tail..self.tail + record.len()].copy_from_slice(&record);
+        self.tail += record.len();
+        std::future::poll_fn(|cx| self.poll_drain(cx)).await?;
+        self.inner.shutdown().await?;
+        Ok(true)
+    }
+
     fn seal_open_record_if_framed(&mut self) {
         if self.fill > 0 {
             self.seal_open_record();

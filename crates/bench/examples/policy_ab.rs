@@ -1,13 +1,13 @@
 //! Two builds of the BPF programs side by side, for changes too small to see through the
 //! host's noise in two separate bench runs:
 //! `cargo run --release -p nena-bench --example policy_ab -- OLD.bpf.o [ingress|egress] LINK...`
-//! (OLD.bpf.o: a copy of `target/release/build/nena-policy-*/out/nena.bpf.o` from before the
+//! (OLD.bpf.o: a copy of `target/release/build/nena-bpf-*/out/nena.bpf.o` from before the
 //! change; the other side is this build). Prints the median ratio new/old twice, with the
 //! builds loaded in either order (where a build's maps and code land in memory shifts a
 //! comparison by a few percent), their geometric mean, and a control: the old build against a
 //! second copy of itself, which shows how large that placement effect was in this run.
 use nena_bench::policy as bench;
-use nena_policy::{Hook, TestBed};
+use nena_bpf::{Hook, TestBed};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

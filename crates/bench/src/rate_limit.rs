@@ -12,13 +12,13 @@
 //! and the next is configured with that. The first attempt within the tolerance passes.
 //! The download without a limit is measured first, for scale.
 //!
-//! `make test` keeps the deterministic part (crates/policy/tests/netns.rs,
+//! `make test` keeps the deterministic part (crates/bpf/tests/netns.rs,
 //! `rate_limit_caps_the_window_at_rate_times_rtt`): the window in the chain is rate x RTT,
 //! and the capped flow stays far below the unlimited one.
 
 use anyhow::{bail, Context, Result};
+use nena_bpf::{chains::spec, Policy};
 use nena_lab::{unique_prefix, Emulation, Host, Lab, LabConfig, LabGuard, Link, LinkEmulation};
-use nena_policy::{spec, Policy};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -95,7 +95,7 @@ struct Pins(PathBuf);
 
 impl Drop for Pins {
     fn drop(&mut self) {
-        let _ = nena_policy::loader::remove_pins(&self.0);
+        let _ = nena_bpf::chains::loader::remove_pins(&self.0);
     }
 }
 

@@ -1,13 +1,13 @@
 //! The policy benchmark's own checks that need root and BPF (BPF_PROG_TEST_RUN, no
 //! network).
 
-use nena_policy::{Hook, TestBed};
+use nena_bpf::{Hook, TestBed};
 
 /// `bench::compare` of two beds with the same programs: both sides ran the chain, and the
 /// ratio is near 1 (a swapped, dropped or mis-paired side would show).
 #[test]
 fn compare_two_builds_side_by_side() {
-    let mut a = TestBed::with_object(nena_policy::BPF_OBJECT).unwrap();
+    let mut a = TestBed::with_object(nena_bpf::BPF_OBJECT).unwrap();
     let mut b = TestBed::new().unwrap();
     let (ma, mb, ratio) = nena_bench::policy::compare(
         &mut a,

@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     // libbpf's raw lines only with -v (nena says what failed in one line of its own)
     #[cfg(feature = "policy")]
-    nena_policy::libbpf_log::route_to_log();
+    nena_bpf::libbpf_log::route_to_log();
     let result = match cli.command {
         Command::Codec(c) => cmd::codec::run(c),
         Command::Bench(c) => cmd::bench::run(c),

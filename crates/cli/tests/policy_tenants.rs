@@ -40,7 +40,7 @@ struct Cgroups {
 
 impl Cgroups {
     fn new(tag: &str) -> Cgroups {
-        let root = nena_policy::loader::cgroup2_root().expect("a cgroup v2 hierarchy");
+        let root = nena_bpf::chains::loader::cgroup2_root().expect("a cgroup v2 hierarchy");
         let parent = format!("hten-{tag}-{}", std::process::id());
         for t in TENANTS {
             std::fs::create_dir_all(root.join(&parent).join(t)).unwrap();
@@ -110,7 +110,7 @@ impl Pol {
 impl Drop for Pol {
     fn drop(&mut self) {
         let _ = self.cmd(&["detach", "--dev", "untrusted"]);
-        let _ = nena_policy::loader::remove_pins(&self.pins);
+        let _ = nena_bpf::chains::loader::remove_pins(&self.pins);
     }
 }
 
@@ -414,7 +414,7 @@ fn three_tenants_each_get_their_rule_and_one_changes_alone() {
     let segs = segments(&cap_file);
 
     // --- the policy's own view: which flows it gave to which tenant ---
-    let p = nena_policy::Policy::open(&pol.pins).unwrap();
+    let p = nena_bpf::Policy::open(&pol.pins).unwrap();
     let ids: BTreeMap<String, u32> = p
         .tenant_status()
         .unwrap()

@@ -1,4 +1,4 @@
-//! The smart attacker on the untrusted path (issue 19, item 4): `nena_policy::forge`, a TC
+//! The smart attacker on the untrusted path (issue 19, item 4): `nena_bpf::attack::forge`, a TC
 //! program on the router's untrusted interface, XORs a chosen change into an upload *and*
 //! the matching change into its trailer. It knows the file (so the SHA-256 of the original and
 //! of its forgery), and it is told where the file lies in the client's session stream (the
@@ -12,8 +12,8 @@
 //! altered) and is repeated with a new name.
 mod transfer_common;
 
+use nena_bpf::attack::forge::{self, ForgeRecord};
 use nena_lab::Host;
-use nena_policy::forge::{self, ForgeRecord};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::process::{Output, Stdio};

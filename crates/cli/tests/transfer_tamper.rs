@@ -174,7 +174,7 @@ fn exactly_one_byte_changes_where_the_record_says() {
         let ingress = toward == "server";
         let id = lab
             .run_in(Host::Router, move || {
-                nena_policy::tamper::attached_prog_id("untrusted", ingress)
+                nena_bpf::attack::tamper::attached_prog_id("untrusted", ingress)
             })
             .unwrap()
             .unwrap()

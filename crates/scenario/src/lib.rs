@@ -11,6 +11,7 @@
 //! outcome), `summary` (the numbers, pure: data in, data out), `run` (the lab, traffic, events), `plots`
 //! (figures from the samples, and the captures analysed as `nena analyze` does).
 
+pub mod fairness;
 pub mod model;
 pub mod plots;
 pub mod record;

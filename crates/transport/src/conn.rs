@@ -32,7 +32,7 @@ pub type Reader = SecureReader<OwnedReadHalf>;
 /// A session's writer over a tokio TCP stream.
 pub type Writer = SecureWriter<OwnedWriteHalf>;
 
-/// What nena's kato-mpc programs recorded about one connection (nena-policy's `mpc`
+/// What nena's kato-mpc programs recorded about one connection (nena-bpf's `mpc`
 /// module; the transport does not load BPF itself). `Debug` shows the keys' tokens only.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct MpcSeen {

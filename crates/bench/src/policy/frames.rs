@@ -2,7 +2,7 @@
 //! ACK, ADD_ADDR, MP_JOIN SYNs, chain-8's frame, and fresh subflows for single runs.
 
 use super::links::Frame;
-use nena_policy::packet::{mp, Tcp};
+use nena_bpf::chains::packet::{mp, Tcp};
 
 pub(super) const SRC: &str = "198.18.100.1";
 pub(super) const DST: &str = "198.18.100.2";
@@ -27,7 +27,7 @@ pub(super) fn add_addr_ack(sport: u16, dport: u16) -> Tcp {
 
 fn join_syn(sport: u16, dport: u16) -> Tcp {
     Tcp::new(SRC, DST, sport, dport)
-        .flags(nena_policy::packet::TCP_SYN)
+        .flags(nena_bpf::chains::packet::TCP_SYN)
         .opt(&mp::join_syn(false, 2, 0xa1b2c3d4, 0x01020304))
 }
 
@@ -56,7 +56,7 @@ pub(super) fn frame(f: Frame, flows: &mut Flows) -> Vec<u8> {
             .build(),
         Frame::DssAckOtherFlow => ack("198.18.200.1", "198.18.200.2", 40001, 5301).build(),
         Frame::CapableSyn => Tcp::new(SRC, DST, 40002, 5201)
-            .flags(nena_policy::packet::TCP_SYN)
+            .flags(nena_bpf::chains::packet::TCP_SYN)
             .opt(&mp::capable(&[]))
             .build(),
         Frame::JoinSyn => join_syn(40003, 5201).build(),

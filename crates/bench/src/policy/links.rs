@@ -1,4 +1,4 @@
-//! The links the bench times (nena-policy's programs) and what it knows of each: its role,
+//! The links the bench times (nena-bpf's policy chains) and what it knows of each: its role,
 //! its chain-file name, the frames it acts on and skips and how it is timed; and the chains
 //! of 2, 4 and 8 links.
 
@@ -6,7 +6,7 @@ use serde::Serialize;
 
 /// A selector or actor, as the bench uses it: the programs themselves ([`Prog`]), reported
 /// by their chain-file names.
-pub use nena_policy::abi::Prog as Link;
+pub use nena_bpf::chains::abi::Prog as Link;
 
 /// What a link is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -61,7 +61,7 @@ pub enum Frame {
 }
 
 /// What the bench knows of each link: its role, its chain-file text, the frames it acts on
-/// and skips (a trait because [`Link`] is nena-policy's type).
+/// and skips (a trait because [`Link`] is nena-bpf's type).
 pub trait BenchLink: Copy {
     /// Selector or actor.
     fn role(self) -> Kind;
@@ -194,7 +194,7 @@ pub fn chains() -> Vec<(&'static str, Vec<Link>, Frame, Method)> {
 mod tests {
     use super::*;
     use crate::policy::measure::chain_of;
-    use nena_policy::spec::Hook;
+    use nena_bpf::chains::spec::Hook;
 
     #[test]
     fn every_link_has_an_acting_frame_and_all_but_record_a_skipping_one() {

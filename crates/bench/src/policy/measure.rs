@@ -5,9 +5,9 @@
 use super::frames::{add_addr_ack, frame, Flows, BENCH_PORT, DST, KEPT_PORT, SRC};
 use super::links::{BenchLink, Frame, Link, Method};
 use anyhow::{bail, Result};
-use nena_policy::packet::Tcp;
-use nena_policy::spec::{self, ChainSpec, Hook};
-use nena_policy::TestBed;
+use nena_bpf::chains::packet::Tcp;
+use nena_bpf::chains::spec::{self, ChainSpec, Hook};
+use nena_bpf::TestBed;
 
 pub(super) fn chain_of(hook: Hook, links: &[Link]) -> Result<ChainSpec> {
     let links: Vec<&str> = links.iter().map(|l| l.spec()).collect();
@@ -124,13 +124,13 @@ pub(super) fn handshake(bed: &mut TestBed) -> Result<()> {
     for h in [Hook::Ingress, Hook::Egress] {
         bed.clear_chain(h)?;
         let syn = Tcp::new(SRC, DST, BENCH_PORT, 5201)
-            .flags(nena_policy::packet::TCP_SYN)
+            .flags(nena_bpf::chains::packet::TCP_SYN)
             .opt(&[1, 3, 3, 7]);
         bed.run(h, &syn.build(), 1)?;
         bed.run(
             h,
             &syn.reply()
-                .flags(nena_policy::packet::TCP_SYN | nena_policy::packet::TCP_ACK)
+                .flags(nena_bpf::chains::packet::TCP_SYN | nena_bpf::chains::packet::TCP_ACK)
                 .opt(&[1, 3, 3, 7])
                 .build(),
             1,

@@ -6,8 +6,8 @@ use super::links::{chains, BenchLink, Frame, Kind, Link, Method};
 use super::measure::{batch_pair, chain_of, handshake, median, single_pair, Expect};
 use super::report::{check, BenchEntry, BenchReport, Figure, Measure};
 use anyhow::Result;
-use nena_policy::spec::{ChainSpec, Hook};
-use nena_policy::TestBed;
+use nena_bpf::chains::spec::{ChainSpec, Hook};
+use nena_bpf::TestBed;
 
 /// One figure being measured.
 struct Job {

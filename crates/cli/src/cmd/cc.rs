@@ -1,11 +1,11 @@
 //! `nena cc load|unload|show`: nena's coupled congestion controls for MPTCP (LIA, OLIA,
-//! BALIA, EWTCP as BPF struct_ops, crate nena-cc), loaded so that they outlive the command
+//! BALIA, EWTCP as BPF struct_ops, nena-bpf's room `cc`), loaded so that they outlive the command
 //! (the link pinned under /sys/fs/bpf/nena-cc) and used with `--cc NAME`, TCP_CONGESTION or
 //! `ip route ... congctl NAME`.
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use clap::Subcommand;
-use nena_cc::{loader, Algo};
+use nena_bpf::cc::{loader, Algo};
 use std::path::Path;
 
 #[derive(Subcommand, Debug)]

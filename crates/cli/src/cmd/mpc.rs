@@ -1,5 +1,5 @@
 //! `--mode kato-mpc` for the tools (`serve`, `send`, `get`, `perf`, `proxy`): attach nena's
-//! negotiation programs (nena-policy's `mpc`) to the interfaces the command uses for as
+//! negotiation programs (nena-bpf's `mpc`) to the interfaces the command uses for as
 //! long as it runs, and hand the transport a lookup of what they recorded. The returned
 //! [`Attached`] detaches them when dropped, which happens on a normal exit, on an error, and
 //! on SIGINT or SIGTERM (SIGTERM is turned into SIGINT, which the tools already stop on).
@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 /// The programs attached for one command; detached when dropped.
 pub struct Attached {
     #[cfg(feature = "policy")]
-    _guards: std::sync::Arc<Vec<nena_policy::mpc::MpcGuard>>,
+    _guards: std::sync::Arc<Vec<nena_bpf::mpc::MpcGuard>>,
 }
 
 /// The local interfaces that own `ip` (all with an address of its family when it is
@@ -109,10 +109,10 @@ fn client_interfaces(trusted: &[PathSpec]) -> anyhow::Result<Vec<String>> {
 fn attach(
     devs: &[String],
     port: u16,
-    role: nena_policy::mpc::MpcRole,
+    role: nena_bpf::mpc::MpcRole,
 ) -> anyhow::Result<(Attached, MpcLookup)> {
     use anyhow::Context;
-    use nena_policy::mpc::{MpcGuard, MpcMethod};
+    use nena_bpf::mpc::{MpcGuard, MpcMethod};
     use std::time::Duration;
     let mut guards = Vec::new();
     for d in devs {
@@ -194,7 +194,7 @@ fn attach_for(
     port: u16,
     server: bool,
 ) -> anyhow::Result<Option<(Attached, MpcLookup)>> {
-    use nena_policy::mpc::MpcRole;
+    use nena_bpf::mpc::MpcRole;
     let role = if server {
         MpcRole::Server
     } else {

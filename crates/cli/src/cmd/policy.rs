@@ -1,10 +1,10 @@
 //! `nena policy ...`: eBPF policy chains (selectors and actors at XDP ingress / TC egress).
-//! A thin layer over `nena_policy::Policy`; the file format is in docs/POLICY.md.
+//! A thin layer over `nena_bpf::Policy`; the file format is in docs/POLICY.md.
 use crate::exit::{CmdResult, Exit};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use nena_policy::loader::LoadError;
-use nena_policy::{spec, Policy};
+use nena_bpf::chains::loader::LoadError;
+use nena_bpf::{chains::spec, Policy};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,12 +25,12 @@ impl Common {
     /// Enter the namespace (if any) and return the pin directory to use there.
     fn enter(&self) -> Result<PathBuf, Exit> {
         if let Some(n) = &self.netns {
-            nena_policy::loader::enter_netns(n).map_err(Exit::usage)?;
+            nena_bpf::chains::loader::enter_netns(n).map_err(Exit::usage)?;
         }
         Ok(self
             .pin_dir
             .clone()
-            .unwrap_or_else(nena_policy::loader::default_pin_dir))
+            .unwrap_or_else(nena_bpf::chains::loader::default_pin_dir))
     }
 }
 
@@ -106,7 +106,7 @@ pub fn run(c: PolicyCmd) -> CmdResult {
     match c {
         PolicyCmd::Attach { dev, common } => {
             let pin_dir = common.enter()?;
-            nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
+            nena_bpf::chains::loader::ifindex(&dev).map_err(Exit::usage)?;
             Policy::attach(&pin_dir, &dev)?;
             println!(
                 "attached to {dev} (maps pinned under {})",
@@ -263,7 +263,7 @@ pub fn run(c: PolicyCmd) -> CmdResult {
         }
         PolicyCmd::Detach { dev, common } => {
             let pin_dir = common.enter()?;
-            nena_policy::loader::ifindex(&dev).map_err(Exit::usage)?;
+            nena_bpf::chains::loader::ifindex(&dev).map_err(Exit::usage)?;
             match Policy::open(&pin_dir) {
                 Ok(p) => {
                     let last = p.detach(&dev)?;
@@ -274,7 +274,9 @@ pub fn run(c: PolicyCmd) -> CmdResult {
                 }
                 Err(_) => {
                     // no pinned state: still take our hooks off the device
-                    nena_policy::loader::detach_hooks(nena_policy::loader::ifindex(&dev)?)?;
+                    nena_bpf::chains::loader::detach_hooks(nena_bpf::chains::loader::ifindex(
+                        &dev,
+                    )?)?;
                     println!("detached from {dev} (no pinned state)");
                 }
             }

@@ -1,6 +1,6 @@
 //! `nena run [--via SERVER:PORT --trusted ..] -- CMD [ARGS...]`: CMD's TCP connections are
 //! carried by nena without CMD knowing. CMD runs in a cgroup (v2) of its own; BPF programs
-//! attached to that cgroup (nena-policy `run`) send its TCP connects to a proxy in this
+//! attached to that cgroup (nena-bpf's `run`) send its TCP connects to a proxy in this
 //! process, which asks the `nena proxy server --allow ..` at SERVER for each original
 //! destination exactly as the SOCKS path does (wire op 4). `--mptcp-only` instead makes the
 //! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session: with the BPF hook
@@ -16,7 +16,7 @@
 use super::transfer::{check_client, parse_addr, ClientCommon};
 use crate::exit::Exit;
 use anyhow::{anyhow, Context};
-use nena_policy::run::{MptcpOnly, Redirect};
+use nena_bpf::run::{MptcpOnly, Redirect};
 use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
 use std::ffi::{CString, OsString};
 use std::net::SocketAddr;
@@ -175,11 +175,11 @@ impl Attached {
             Attached::Seccomp(_) => Vec::new(),
         }
     }
-    fn stats(&self) -> nena_policy::run::RunStats {
+    fn stats(&self) -> nena_bpf::run::RunStats {
         match self {
             Attached::Redirect(r) => r.stats(),
             Attached::Mptcp(m) => m.stats(),
-            Attached::Seccomp(n) => nena_policy::run::RunStats {
+            Attached::Seccomp(n) => nena_bpf::run::RunStats {
                 mptcp: n.load(Ordering::Relaxed),
                 ..Default::default()
             },

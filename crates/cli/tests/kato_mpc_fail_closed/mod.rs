@@ -8,7 +8,7 @@
 //! keys: each is scrambled and byte-exact.
 
 use super::*;
-use nena_policy::mpc_strip::{StripGuard, STRIP_SYNACK};
+use nena_bpf::mpc::strip::{StripGuard, STRIP_SYNACK};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
@@ -309,7 +309,7 @@ fn tcp_checksum(src: &[u8], dst: &[u8], seg: &[u8]) -> u16 {
 
 /// The server's mpc counters (requests seen, keys recorded, completing ACKs refused).
 fn server_stats(lab: &nena_lab::Lab) -> [u64; 8] {
-    lab.run_in(Host::Server, || nena_policy::mpc::stats("eth0").unwrap())
+    lab.run_in(Host::Server, || nena_bpf::mpc::stats("eth0").unwrap())
         .unwrap()
         .expect("the server's programs")
 }
@@ -357,7 +357,7 @@ fn holder(lab: &nena_lab::Lab, to: std::net::SocketAddrV4) -> i32 {
 #[test]
 fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     const CLIENTS: usize = 6;
-    const LRU: u64 = 16384; // the handshake map's size (bpf/mpc.bpf.c `flows`)
+    const LRU: u64 = 16384; // the handshake map's size (bpf/mpc/mpc.bpf.c `flows`)
     let lab = lab();
     let srv = TempDir::new("mpcf");
     let cli = TempDir::new("mpcfc");
@@ -373,11 +373,11 @@ fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     let dst: std::net::SocketAddrV4 = to.parse().unwrap();
     let guard = lab
         .run_in(Host::Client, move || {
-            nena_policy::mpc::MpcGuard::attach(
+            nena_bpf::mpc::MpcGuard::attach(
                 "trusted",
                 dst.port(),
-                nena_policy::mpc::MpcRole::Client,
-                nena_policy::mpc::MpcMethod::Option,
+                nena_bpf::mpc::MpcRole::Client,
+                nena_bpf::mpc::MpcMethod::Option,
             )
         })
         .unwrap()

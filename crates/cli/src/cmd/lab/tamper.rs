@@ -1,5 +1,5 @@
 //! `nena lab tamper LINK`: an active attacker on one link who flips one payload byte of
-//! one TCP segment, keeping the checksum valid (nena-policy's `tamper` TC program).
+//! one TCP segment, keeping the checksum valid (nena-bpf's `attack::tamper` TC program).
 use super::args::{parse_link, Common};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
@@ -60,7 +60,7 @@ fn parse_mask(s: &str) -> Result<u8, String> {
 }
 
 pub(super) fn tamper(a: TamperArgs) -> CmdResult {
-    use nena_policy::tamper::{self, TamperConfig, TamperRecord};
+    use nena_bpf::attack::tamper::{self, TamperConfig, TamperRecord};
     let lab = Lab::open(&a.common.prefix)?;
     let end = a.link.router();
     // Toward the server: packets arriving at the router from the client (ingress); toward

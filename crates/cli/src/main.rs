@@ -40,7 +40,7 @@ enum Command {
     Perf(cmd::transfer::PerfArgs),
     /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
     #[command(subcommand)]
-    Proxy(cmd::transfer::ProxyCmd),
+    Proxy(cmd::proxy::ProxyCmd),
     /// Run a command whose TCP connections nena carries without it knowing (a cgroup and
     /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.
     #[cfg(feature = "policy")]
@@ -109,7 +109,7 @@ fn main() -> ExitCode {
         Command::Send(a) => cmd::transfer::send(a),
         Command::Get(a) => cmd::transfer::get(a),
         Command::Perf(a) => cmd::transfer::perf(a),
-        Command::Proxy(c) => cmd::transfer::proxy(c),
+        Command::Proxy(c) => cmd::proxy::proxy(c),
         #[cfg(feature = "policy")]
         Command::Run(a) => match cmd::run::run(a) {
             Ok(code) => return ExitCode::from(code),

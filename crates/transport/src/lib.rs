@@ -9,7 +9,8 @@
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
-//! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`.
+//! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`;
+//!   [`bridge`]: how a proxy session carries bytes between TCP and nena, and how it ends.
 //! - [`stop`]: stopping a server cleanly (SIGINT/SIGTERM, the grace period's end).
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
 //!   server's `--allow` list, sans-IO.
@@ -19,6 +20,7 @@
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 pub mod access;
+pub mod bridge;
 pub mod client;
 pub mod conn;
 pub mod ends;

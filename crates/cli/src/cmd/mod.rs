@@ -13,6 +13,7 @@ pub mod mpc;
 pub mod mptcpize;
 #[cfg(feature = "policy")]
 pub mod policy;
+pub mod proxy;
 pub mod report;
 #[cfg(feature = "policy")]
 pub mod run;

@@ -1,9 +1,9 @@
-//! `nena serve|send|get|perf|proxy`: argument parsing and output; the work is in
-//! nena-transport.
+//! `nena serve|send|get|perf`: argument parsing and output; the work is in nena-transport.
+//! What `nena proxy` shares with them (client and server options, parsers, metrics) is
+//! here too.
 use crate::cmd::report::{self, Bar};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use clap::Subcommand;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, Suite};
 use nena_transport::access::{self, Access, Limits};
@@ -11,7 +11,6 @@ use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::files::FileServerConfig;
 use nena_transport::metrics::{self, Metrics, Role};
-use nena_transport::proxy::{self, ProxyLimits};
 use nena_transport::server::{self, ServeOptions};
 use nena_transport::session::SessionConfig;
 use std::io::Write;
@@ -67,7 +66,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 }
 
 /// Seconds of a grace period: 0 or more.
-fn parse_grace(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_grace(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
         Ok(0.0) => Ok(Duration::ZERO),
         _ => parse_secs(s),
@@ -175,7 +174,10 @@ fn resolve_cc(cc: &Option<String>) -> Result<Option<String>, Exit> {
 
 impl ClientCommon {
     /// `--mode kato-mpc`: the programs on the trusted interfaces, and their lookup.
-    fn attach_mpc(&self, opts: &mut ClientOptions) -> Result<Option<super::mpc::Attached>, Exit> {
+    pub(super) fn attach_mpc(
+        &self,
+        opts: &mut ClientOptions,
+    ) -> Result<Option<super::mpc::Attached>, Exit> {
         if opts.raw || !opts.modes.contains(&Mode::KatoMpc) {
             return Ok(None);
         }
@@ -270,7 +272,7 @@ pub struct ServerCommon {
 }
 
 impl ServerCommon {
-    fn accept(&self, raw: bool) -> Result<AcceptOptions, Exit> {
+    pub(super) fn accept(&self, raw: bool) -> Result<AcceptOptions, Exit> {
         let congestion = resolve_cc(&self.cc)?;
         Ok(AcceptOptions {
             congestion,
@@ -285,7 +287,7 @@ impl ServerCommon {
     }
 
     /// `--mode kato-mpc`: the programs on the interfaces of `listen`, and their lookup.
-    fn attach_mpc(
+    pub(super) fn attach_mpc(
         &self,
         accept: &mut AcceptOptions,
         listen: SocketAddr,
@@ -323,7 +325,7 @@ pub struct ConfigFile {
 }
 
 impl ConfigFile {
-    fn log(&self) {
+    pub(super) fn log(&self) {
         if let Some(f) = &self.config {
             log::info!("options from {}", f.display());
         }
@@ -437,83 +439,6 @@ pub struct PerfArgs {
     pub common: ClientCommon,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum ProxyCmd {
-    /// Accept plain TCP and carry it over nena/MPTCP to a `nena proxy server`.
-    Client(ProxyClientArgs),
-    /// Accept nena/MPTCP from `nena proxy client` and forward it as plain TCP.
-    Server(ProxyServerArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ProxyClientArgs {
-    /// Plain TCP address applications connect to (every connection goes to the proxy
-    /// server's --forward target).
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr,
-          required_unless_present = "socks5", conflicts_with = "socks5")]
-    pub listen: Option<SocketAddr>,
-    /// Serve SOCKS5 (RFC 1928, CONNECT) on this address instead: each request becomes one
-    /// nena session, and the proxy server (run with --allow) connects to the destination.
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub socks5: Option<SocketAddr>,
-    /// Require SOCKS5 username/password (RFC 1929) from the users in FILE (`user:password`
-    /// per line).
-    #[arg(long, value_name = "FILE", requires = "socks5")]
-    pub socks_user_file: Option<PathBuf>,
-    /// The `nena proxy server`.
-    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr)]
-    pub to: SocketAddr,
-    /// Sessions carried at once (more wait in the listen backlog).
-    #[arg(long, default_value = "4096")]
-    pub max_sessions: usize,
-    /// nena sessions being opened at once (bursts of connects queue up; open sessions
-    /// do not count).
-    #[arg(long, default_value = "64")]
-    pub max_connecting: usize,
-    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
-    /// those left are then reset on both sides (an application sees an error, never a cut
-    /// stream that looks complete). Default 0: at once.
-    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
-    pub grace: Duration,
-    /// Serve OpenMetrics text at http://ADDR:PORT/metrics (docs/OPERATIONS.md).
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub metrics: Option<SocketAddr>,
-    #[command(flatten)]
-    pub common: ClientCommon,
-    #[command(flatten)]
-    pub config: ConfigFile,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ProxyServerArgs {
-    /// Address to listen on for nena sessions (MPTCP).
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub listen: SocketAddr,
-    /// Plain TCP target every session is forwarded to (for `proxy client --listen`).
-    #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr, conflicts_with = "allow")]
-    pub forward: Option<SocketAddr>,
-    /// For `proxy client --socks5`: connect to a requested destination only if this rule
-    /// permits it (repeatable; domain names are resolved here and the address is checked).
-    /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
-    /// Without --allow (and without --forward) every request is refused.
-    #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
-    pub allow: Vec<nena_transport::socks::AllowRule>,
-    /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)
-    /// at the start of every session, before anything is resolved or connected; proxy
-    /// clients and `nena run` pass the same file with --token-file.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
-    /// those left are then reset on both sides (an application sees an error, never a cut
-    /// stream that looks complete). Default 0: at once.
-    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
-    pub grace: Duration,
-    #[command(flatten)]
-    pub common: ServerCommon,
-    #[command(flatten)]
-    pub config: ConfigFile,
-}
-
 fn print_json<T: serde::Serialize>(v: &T) -> CmdResult {
     let s = serde_json::to_string(v).map_err(|e| Exit::from(anyhow!(e)))?;
     println!("{s}");
@@ -527,7 +452,7 @@ fn announce(what: &str, addr: SocketAddr) {
 
 /// The modes as people read them, for the startup line: `aead (encrypted and authenticated),
 /// kato (the papers' obfuscation, not encryption)`.
-fn labels(modes: &[Mode]) -> String {
+pub(super) fn labels(modes: &[Mode]) -> String {
     modes
         .iter()
         .map(|m| m.label())
@@ -635,13 +560,13 @@ pub fn serve(a: ServeArgs) -> CmdResult {
 }
 
 /// `--metrics ADDR:PORT`: where to serve them, and the counters of a command in `role`.
-fn counters(addr: Option<SocketAddr>, role: Role) -> Option<(SocketAddr, Arc<Metrics>)> {
+pub(super) fn counters(addr: Option<SocketAddr>, role: Role) -> Option<(SocketAddr, Arc<Metrics>)> {
     addr.map(|a| (a, Metrics::new(role)))
 }
 
 /// Opens the metrics endpoint on the command's runtime (before its own listener, so that
 /// a scraper can rely on it once the command says it listens); its address.
-async fn start_metrics(
+pub(super) async fn start_metrics(
     counters: &Option<(SocketAddr, Arc<Metrics>)>,
 ) -> anyhow::Result<Option<SocketAddr>> {
     let Some((addr, m)) = counters else {
@@ -654,7 +579,7 @@ async fn start_metrics(
 }
 
 /// The startup line, then where the metrics are served (if they are).
-fn announce_with(what: &str, addr: SocketAddr, metrics: Option<SocketAddr>) {
+pub(super) fn announce_with(what: &str, addr: SocketAddr, metrics: Option<SocketAddr>) {
     announce(what, addr);
     if let Some(m) = metrics {
         println!("metrics (OpenMetrics) at http://{m}/metrics");
@@ -765,96 +690,6 @@ pub fn perf(a: PerfArgs) -> CmdResult {
         println!("{}", report::perf_line(&report));
         Ok(())
     }
-}
-
-pub fn proxy(c: ProxyCmd) -> CmdResult {
-    match c {
-        ProxyCmd::Client(a) => {
-            a.config.log();
-            check_client(&a.common)?;
-            let mut opts = a.common.options(a.to, false)?;
-            let _mpc = a.common.attach_mpc(&mut opts)?;
-            let limits = ProxyLimits {
-                max_sessions: a.max_sessions,
-                max_connecting: a.max_connecting,
-                grace: a.grace,
-                token: None,
-                metrics: None,
-            };
-            let (listen, entry, kind) = match (a.listen, a.socks5) {
-                (Some(l), _) => (l, proxy::Entry::Plain, ""),
-                (None, Some(l)) => {
-                    let users = match &a.socks_user_file {
-                        None => None,
-                        Some(f) => {
-                            let text = std::fs::read_to_string(f).map_err(|e| {
-                                Exit::usage(anyhow!("cannot read {}: {e}", f.display()))
-                            })?;
-                            Some(
-                                nena_transport::socks::Users::parse(&text)
-                                    .map_err(|e| Exit::usage(anyhow!("{}: {e}", f.display())))?,
-                            )
-                        }
-                    };
-                    (l, proxy::Entry::Socks5 { users }, "SOCKS5, ")
-                }
-                (None, None) => unreachable!("clap requires --listen or --socks5"),
-            };
-            let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
-            let counters = counters(a.metrics, Role::ProxyClient);
-            let limits = ProxyLimits {
-                metrics: counters.as_ref().map(|c| c.1.clone()),
-                ..limits
-            };
-            crate::runtime::block_on(async {
-                let at = start_metrics(&counters).await?;
-                proxy::run_client_with(listen, entry, opts, limits, |addr| {
-                    announce_with(&what, addr, at)
-                })
-                .await
-            })??;
-        }
-        ProxyCmd::Server(a) => {
-            a.config.log();
-            let limits = ProxyLimits {
-                max_sessions: a.common.max_sessions,
-                max_connecting: a.common.max_sessions,
-                grace: a.grace,
-                token: match &a.token_file {
-                    Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
-                    None => None,
-                },
-                metrics: None,
-            };
-            let counters = counters(a.common.metrics, Role::ProxyServer);
-            let limits = ProxyLimits {
-                metrics: counters.as_ref().map(|c| c.1.clone()),
-                ..limits
-            };
-            let mut accept = a.common.accept(false)?;
-            let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
-            let egress = match a.forward {
-                Some(f) => proxy::Egress::Forward(f),
-                None => {
-                    if a.allow.is_empty() {
-                        log::warn!(
-                            "no --forward and no --allow: every SOCKS request will be refused"
-                        );
-                    }
-                    proxy::Egress::Allow(nena_transport::socks::AllowList(a.allow.clone()))
-                }
-            };
-            let what = format!("nena proxy server ({})", labels(&accept.modes));
-            crate::runtime::block_on(async {
-                let at = start_metrics(&counters).await?;
-                proxy::run_server_with(a.listen, egress, accept, limits, |addr| {
-                    announce_with(&what, addr, at)
-                })
-                .await
-            })??;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

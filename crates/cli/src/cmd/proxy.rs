@@ -1,0 +1,183 @@
+//! `nena proxy client|server`: argument parsing and output; the work is in
+//! nena-transport's `proxy`. The options the proxies share with the transfer tools are in
+//! [`super::transfer`].
+use super::transfer::{
+    announce_with, check_client, counters, labels, parse_addr, parse_grace, start_metrics,
+    ClientCommon, ConfigFile, ServerCommon,
+};
+use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
+use clap::Subcommand;
+use nena_transport::access;
+use nena_transport::metrics::Role;
+use nena_transport::proxy::{self, ProxyLimits};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Subcommand, Debug)]
+pub enum ProxyCmd {
+    /// Accept plain TCP and carry it over nena/MPTCP to a `nena proxy server`.
+    Client(ProxyClientArgs),
+    /// Accept nena/MPTCP from `nena proxy client` and forward it as plain TCP.
+    Server(ProxyServerArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProxyClientArgs {
+    /// Plain TCP address applications connect to (every connection goes to the proxy
+    /// server's --forward target).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr,
+          required_unless_present = "socks5", conflicts_with = "socks5")]
+    pub listen: Option<SocketAddr>,
+    /// Serve SOCKS5 (RFC 1928, CONNECT) on this address instead: each request becomes one
+    /// nena session, and the proxy server (run with --allow) connects to the destination.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub socks5: Option<SocketAddr>,
+    /// Require SOCKS5 username/password (RFC 1929) from the users in FILE (`user:password`
+    /// per line).
+    #[arg(long, value_name = "FILE", requires = "socks5")]
+    pub socks_user_file: Option<PathBuf>,
+    /// The `nena proxy server`.
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr)]
+    pub to: SocketAddr,
+    /// Sessions carried at once (more wait in the listen backlog).
+    #[arg(long, default_value = "4096")]
+    pub max_sessions: usize,
+    /// nena sessions being opened at once (bursts of connects queue up; open sessions
+    /// do not count).
+    #[arg(long, default_value = "64")]
+    pub max_connecting: usize,
+    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
+    /// those left are then reset on both sides (an application sees an error, never a cut
+    /// stream that looks complete). Default 0: at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
+    pub grace: Duration,
+    /// Serve OpenMetrics text at http://ADDR:PORT/metrics (docs/OPERATIONS.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    pub common: ClientCommon,
+    #[command(flatten)]
+    pub config: ConfigFile,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProxyServerArgs {
+    /// Address to listen on for nena sessions (MPTCP).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub listen: SocketAddr,
+    /// Plain TCP target every session is forwarded to (for `proxy client --listen`).
+    #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr, conflicts_with = "allow")]
+    pub forward: Option<SocketAddr>,
+    /// For `proxy client --socks5`: connect to a requested destination only if this rule
+    /// permits it (repeatable; domain names are resolved here and the address is checked).
+    /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
+    /// Without --allow (and without --forward) every request is refused.
+    #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
+    pub allow: Vec<nena_transport::socks::AllowRule>,
+    /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)
+    /// at the start of every session, before anything is resolved or connected; proxy
+    /// clients and `nena run` pass the same file with --token-file.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
+    /// those left are then reset on both sides (an application sees an error, never a cut
+    /// stream that looks complete). Default 0: at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
+    pub grace: Duration,
+    #[command(flatten)]
+    pub common: ServerCommon,
+    #[command(flatten)]
+    pub config: ConfigFile,
+}
+
+pub fn proxy(c: ProxyCmd) -> CmdResult {
+    match c {
+        ProxyCmd::Client(a) => {
+            a.config.log();
+            check_client(&a.common)?;
+            let mut opts = a.common.options(a.to, false)?;
+            let _mpc = a.common.attach_mpc(&mut opts)?;
+            let limits = ProxyLimits {
+                max_sessions: a.max_sessions,
+                max_connecting: a.max_connecting,
+                grace: a.grace,
+                token: None,
+                metrics: None,
+            };
+            let (listen, entry, kind) = match (a.listen, a.socks5) {
+                (Some(l), _) => (l, proxy::Entry::Plain, ""),
+                (None, Some(l)) => {
+                    let users = match &a.socks_user_file {
+                        None => None,
+                        Some(f) => {
+                            let text = std::fs::read_to_string(f).map_err(|e| {
+                                Exit::usage(anyhow!("cannot read {}: {e}", f.display()))
+                            })?;
+                            Some(
+                                nena_transport::socks::Users::parse(&text)
+                                    .map_err(|e| Exit::usage(anyhow!("{}: {e}", f.display())))?,
+                            )
+                        }
+                    };
+                    (l, proxy::Entry::Socks5 { users }, "SOCKS5, ")
+                }
+                (None, None) => unreachable!("clap requires --listen or --socks5"),
+            };
+            let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
+            let counters = counters(a.metrics, Role::ProxyClient);
+            let limits = ProxyLimits {
+                metrics: counters.as_ref().map(|c| c.1.clone()),
+                ..limits
+            };
+            crate::runtime::block_on(async {
+                let at = start_metrics(&counters).await?;
+                proxy::run_client_with(listen, entry, opts, limits, |addr| {
+                    announce_with(&what, addr, at)
+                })
+                .await
+            })??;
+        }
+        ProxyCmd::Server(a) => {
+            a.config.log();
+            let limits = ProxyLimits {
+                max_sessions: a.common.max_sessions,
+                max_connecting: a.common.max_sessions,
+                grace: a.grace,
+                token: match &a.token_file {
+                    Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
+                    None => None,
+                },
+                metrics: None,
+            };
+            let counters = counters(a.common.metrics, Role::ProxyServer);
+            let limits = ProxyLimits {
+                metrics: counters.as_ref().map(|c| c.1.clone()),
+                ..limits
+            };
+            let mut accept = a.common.accept(false)?;
+            let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
+            let egress = match a.forward {
+                Some(f) => proxy::Egress::Forward(f),
+                None => {
+                    if a.allow.is_empty() {
+                        log::warn!(
+                            "no --forward and no --allow: every SOCKS request will be refused"
+                        );
+                    }
+                    proxy::Egress::Allow(nena_transport::socks::AllowList(a.allow.clone()))
+                }
+            };
+            let what = format!("nena proxy server ({})", labels(&accept.modes));
+            crate::runtime::block_on(async {
+                let at = start_metrics(&counters).await?;
+                proxy::run_server_with(a.listen, egress, accept, limits, |addr| {
+                    announce_with(&what, addr, at)
+                })
+                .await
+            })??;
+        }
+    }
+    Ok(())
+}

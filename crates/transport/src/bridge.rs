@@ -1,0 +1,300 @@
+//! How a proxy session carries bytes between a plain TCP stream (the application or the
+//! target) and a nena session, and how it ends: [`bridge`] relays both directions with
+//! half-closes passed on; [`relay`] does it over a TCP stream and resets that stream when
+//! the session fails or the proxy stops; [`abort_nena`] ends the nena side of a session a
+//! stopping proxy abandons (the abort record in `aead`, then a reset). Used by the proxy
+//! client and server in [`crate::proxy`].
+
+use crate::conn;
+use crate::ends::{Refused, ShuttingDown};
+use crate::socks::Rep;
+use crate::stop::StopSignal;
+use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long a session keeps reading (and dropping) what the other proxy still sends after
+/// the plain side went away, waiting for that direction's clean end, before it aborts.
+pub const DRAIN_AFTER_PLAIN_RESET: Duration = Duration::from_secs(5);
+
+/// How a bridged session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bridged {
+    /// Bytes plain -> nena.
+    pub up: u64,
+    /// Bytes nena -> plain.
+    pub down: u64,
+    /// The plain peer reset or closed its socket under data still due to it (an
+    /// application that closes without reading the rest, as iperf3 does at the end of a
+    /// test). Not a failure of the proxy: the nena session still ended cleanly.
+    pub plain_gone: bool,
+}
+
+/// An error of the plain side's own socket (not of the nena session), tagged so the bridge
+/// can tell who failed.
+#[derive(Debug)]
+struct PlainSide(std::io::Error);
+
+impl std::fmt::Display for PlainSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for PlainSide {}
+
+fn tag(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), PlainSide(e))
+}
+
+/// The plain peer is gone (reset, or closed under our writes): the application's choice,
+/// handled as an end, not as a failure of the session.
+fn plain_peer_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    e.get_ref().is_some_and(|i| i.is::<PlainSide>())
+        && matches!(
+            e.kind(),
+            ConnectionReset | BrokenPipe | NotConnected | ConnectionAborted
+        )
+}
+
+/// A plain stream whose errors are tagged [`PlainSide`].
+struct Tagged<T>(T);
+
+impl<T: AsyncRead + Unpin> AsyncRead for Tagged<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf).map_err(tag)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Tagged<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf).map_err(tag)
+    }
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx).map_err(tag)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx).map_err(tag)
+    }
+}
+
+/// Relays both directions between a plain stream and a nena session until both ended.
+///
+/// Each direction ends the way it ended on its source: a clean end (FIN, or `aead`'s closing
+/// record) is passed on as a clean end (half-close), so either side may keep sending after
+/// the other finished. When the plain peer goes away (a reset, or writes to a socket it
+/// closed), that is the application's end, not a failure: the nena direction toward it is
+/// read to its clean end and dropped (for at most [`DRAIN_AFTER_PLAIN_RESET`]) and the other
+/// is ended cleanly, so the other proxy sees clean ends too. Any other error (the nena
+/// session failed: an integrity failure, a truncated `aead` stream) ends the session with
+/// that error; [`relay`] then resets the plain TCP side.
+pub async fn bridge<PR, PW, SR, SW>(
+    plain_r: PR,
+    plain_w: PW,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+) -> std::io::Result<Bridged>
+where
+    PR: AsyncRead + Unpin,
+    PW: AsyncWrite + Unpin,
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    bridge_after(plain_r, plain_w, sec_r, sec_w, false).await
+}
+
+/// [`bridge`]; with `reply_first`, the nena side's first bytes are the proxy server's
+/// [`ConnectReply`] to an open request already sent: it is read (and not passed on) before
+/// anything goes to the plain side, while the plain side's bytes already flow up (a
+/// `--forward` session costs no round trip for it). A refusal ends the session with
+/// [`Refused`].
+async fn bridge_after<PR, PW, SR, SW>(
+    plain_r: PR,
+    plain_w: PW,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+    reply_first: bool,
+) -> std::io::Result<Bridged>
+where
+    PR: AsyncRead + Unpin,
+    PW: AsyncWrite + Unpin,
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    let (mut plain_r, mut plain_w) = (Tagged(plain_r), Tagged(plain_w));
+    let up = async {
+        let mut n = 0u64;
+        let gone = match copy_in(&mut plain_r, sec_w, u64::MAX, |b| n += b.len() as u64).await {
+            Ok(_) => false,
+            Err(e) if plain_peer_gone(&e) => true,
+            Err(e) => return Err(e),
+        };
+        sec_w.shutdown().await?;
+        Ok::<_, std::io::Error>((n, gone))
+    };
+    let down = async {
+        if reply_first {
+            let answer = sec_r.read_connect_reply().await.map_err(|e| match e {
+                crate::stream::MsgError::Io(e) => e,
+                crate::stream::MsgError::Wire(e) => std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("reading the proxy server's answer: {e}"),
+                ),
+            })?;
+            if answer.code != Rep::Succeeded {
+                return Err(std::io::Error::other(Refused(answer)));
+            }
+        }
+        let mut n = 0u64;
+        let copied = copy_out(sec_r, &mut plain_w, u64::MAX, |b| n += b.len() as u64).await;
+        let gone = match copied {
+            Ok(_) => match plain_w.shutdown().await {
+                Ok(()) => false,
+                Err(e) if plain_peer_gone(&e) => true,
+                Err(e) => return Err(e),
+            },
+            Err(e) if plain_peer_gone(&e) => {
+                // Nobody reads any more: take the rest off the session up to its clean end
+                // (it is still checked), and drop it.
+                let mut sink = tokio::io::sink();
+                let rest = copy_out(sec_r, &mut sink, u64::MAX, |_| {});
+                match tokio::time::timeout(DRAIN_AFTER_PLAIN_RESET, rest).await {
+                    Ok(r) => {
+                        r?;
+                    }
+                    Err(_) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "the plain side went away ({e}) and the other proxy kept \
+                                 sending for {}s; aborting",
+                                DRAIN_AFTER_PLAIN_RESET.as_secs()
+                            ),
+                        ))
+                    }
+                }
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        Ok::<_, std::io::Error>((n, gone))
+    };
+    let ((up, gone_up), (down, gone_down)) = tokio::try_join!(up, down)?;
+    Ok(Bridged {
+        up,
+        down,
+        plain_gone: gone_up || gone_down,
+    })
+}
+
+/// [`bridge`] over a plain TCP connection: on failure the TCP side is reset (RST).
+pub(crate) async fn relay<SR, SW>(
+    plain: TcpStream,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+    stop: &StopSignal,
+) -> std::io::Result<Bridged>
+where
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    relay_after(plain, sec_r, sec_w, stop, false).await
+}
+
+/// [`relay`] through [`bridge_after`].
+pub(crate) async fn relay_after<SR, SW>(
+    plain: TcpStream,
+    sec_r: &mut SecureReader<SR>,
+    sec_w: &mut SecureWriter<SW>,
+    stop: &StopSignal,
+    reply_first: bool,
+) -> std::io::Result<Bridged>
+where
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    plain.set_nodelay(true)?;
+    let (mut pr, mut pw) = plain.into_split();
+    let result = tokio::select! {
+        r = bridge_after(&mut pr, &mut pw, sec_r, sec_w, reply_first) => r,
+        _ = stop.stopped() => Err(std::io::Error::other(ShuttingDown)),
+    };
+    if result.is_err() {
+        // SO_LINGER 0, then close the socket whole: a reset, which the application reads as
+        // an error. (Dropping the write half alone would send a FIN first: a clean end.)
+        if let Ok(tcp) = pr.reunite(pw) {
+            let _ = tcp.set_zero_linger();
+        }
+    }
+    result
+}
+
+/// Whether `e` is a session aborted by [`ShuttingDown`].
+fn is_shutting_down(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
+}
+
+/// Whether `relayed` ended in [`ShuttingDown`].
+pub(crate) fn stopped(relayed: &std::io::Result<Bridged>) -> bool {
+    relayed.as_ref().is_err_and(is_shutting_down)
+}
+
+/// How long a session aborted by a stopping proxy waits for the other proxy to take its
+/// abort notice (within the [`conn::ABORT_NOTICE`] the proxy gives all of them).
+const TELL_PEER: Duration = Duration::from_millis(400);
+
+/// Ends the nena side of a session the stopping proxy abandons, never cleanly (a clean end
+/// would let the other proxy, in `stream` or `kato` mode, end its plain side as if the
+/// stream were complete). `aead`: the abort record tells the other proxy why (it logs "the
+/// peer aborted the session: it is shutting down" and resets its application's
+/// connection); the peer's bytes are read and dropped until it closes, at most
+/// [`TELL_PEER`], so that the reset below cannot discard the notice. The other modes have
+/// no room for a message: the reset alone. The reset is SO_LINGER 0 with the write half
+/// given up without the shutdown its drop would do; it comes when the socket's last
+/// descriptor closes, with the rest of the session.
+pub(crate) async fn abort_nena<R: AsyncRead + Unpin>(
+    reader: &mut SecureReader<R>,
+    mut writer: conn::Writer,
+) {
+    let told = tokio::time::timeout(TELL_PEER, async {
+        if !writer
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap_or(false)
+        {
+            return false;
+        }
+        let mut sink = tokio::io::sink();
+        let _ = copy_out(reader, &mut sink, u64::MAX, |_| {}).await;
+        true
+    })
+    .await;
+    log::debug!(
+        "session aborted; the peer {}",
+        match told {
+            Ok(true) => "was told why and closed",
+            Ok(false) => "cannot be told why in this mode: reset",
+            Err(_) => "was told why but did not close in time: reset",
+        }
+    );
+    let _ = socket2::SockRef::from(writer.get_ref().as_ref()).set_linger(Some(Duration::ZERO));
+    writer.into_inner().forget();
+}

@@ -449,6 +449,8 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
         assert_eq!(get("CapabilityBoundingSet"), [""], "{unit}");
         assert_eq!(get("AmbientCapabilities"), [""], "{unit}");
         assert_eq!(get("StateDirectory").len(), 1, "{unit}: StateDirectory");
+        // Sessions are logged (one info line each), not only problems.
+        assert_eq!(get("Environment"), ["RUST_LOG=info"], "{unit}");
 
         // ExecStart: the installed binary, a subcommand, --config /etc/nena/CONF.
         let exec = get("ExecStart");

@@ -484,6 +484,10 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         "the stored file differs from the one sent"
     );
     assert!(out_text(&out).contains("aead"), "{}", out_text(&out));
+    // The unit logs sessions (RUST_LOG=info): the upload's line is in the journal.
+    nena_testkit::wait_until("the upload logged", Duration::from_secs(10), || {
+        journal().contains("stored letter.txt")
+    });
 
     // 6. `systemctl stop`: the server ends on SIGTERM, with status 0.
     ok(&mut inside(

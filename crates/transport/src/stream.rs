@@ -888,6 +888,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_abort_delivers_what_came_before_then_its_reason() {
+        let (mut w, mut r) = pipe(Mode::Aead, 1 << 16).await;
+        // Buffered, not yet flushed: the abort sends it first.
+        w.write_all(b"half of the file").await.unwrap();
+        assert!(w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        assert!(
+            w.write_all(b"more").await.is_err(),
+            "nothing after the abort"
+        );
+        assert!(!w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        let mut got = Vec::new();
+        let err = r.read_to_end(&mut got).await.unwrap_err();
+        assert_eq!(got, b"half of the file");
+        assert!(
+            err.to_string()
+                .contains("the peer aborted the session: it is shutting down"),
+            "{err}"
+        );
+        // Stream mode has no room for a reason: nothing is written, the caller resets.
+        let (mut w, mut r) = pipe(Mode::Stream, 1 << 16).await;
+        w.write_all(b"abc").await.unwrap();
+        w.flush().await.unwrap();
+        assert!(!w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        drop(w);
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"abc");
+    }
+
+    #[tokio::test]
     async fn an_altered_record_aborts_and_delivers_nothing_of_it() {
         let (w, r) = pipe(Mode::Aead, 1 << 20).await;
         let (mut w, mut r) = (w, r);

@@ -225,17 +225,18 @@ impl Protector {
         }
     }
 
-    /// The bytes that give this direction up and tell the peer why: `aead`'s abort record;
-    /// `None` in the other modes, which have no room for a message (the caller resets the
-    /// connection instead). Nothing can be sealed afterwards.
-    pub fn abort(&mut self, reason: crate::AbortReason) -> Option<Vec<u8>> {
+    /// The bytes that give this direction up and tell the peer why, to send before the
+    /// transport's shutdown: `aead`'s abort record; nothing in the other modes, which have
+    /// no room for a message (the caller resets the connection instead). Call it once, in
+    /// place of [`Protector::close`].
+    pub fn abort(&mut self, reason: crate::AbortReason) -> Vec<u8> {
         match &mut self.inner {
             ProtectInner::Aead(r) if !r.is_closed() => {
                 let mut out = [0u8; record::ABORT_LEN];
                 let n = r.abort(reason, &mut out);
-                Some(out[..n].to_vec())
+                out[..n].to_vec()
             }
-            _ => None,
+            _ => Vec::new(),
         }
     }
 

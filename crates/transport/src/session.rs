@@ -85,10 +85,9 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
         Request::Put { name, size } => server_put(r, w, &cfg.files, &name, size).await,
         Request::Get { name } => {
-            let stop = cfg.files.stop.clone();
             tokio::select! {
                 x = server_get(r, w, &cfg.files, &name) => x,
-                () = stop.stopped() => Err(stopped_mid_session(w, &format!("GET {name:?}")).await),
+                () = cfg.files.stop.stopped() => Err(stopped_mid_session(w, &format!("GET {name:?}")).await),
             }
         }
         Request::Perf(p) => {
@@ -105,10 +104,9 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 (true, b) => Limit::Bytes(b),
             };
             let c = Counters::default();
-            let stop = cfg.files.stop.clone();
             let o = tokio::select! {
                 x = perf::run(r, w, limit, &c) => x?,
-                () = stop.stopped() => return Err(stopped_mid_session(w, "perf test").await),
+                () = cfg.files.stop.stopped() => return Err(stopped_mid_session(w, "perf test").await),
             };
             Ok(format!(
                 "perf: received {} B, sent {} B in {:.2}s ({:.1} Mbit/s total)",

@@ -442,8 +442,11 @@ pub struct SecureWriter<W> {
     tail: usize,
     /// Payload bytes in the record being built (`aead` only).
     fill: usize,
-    /// The closing record has been queued (`aead`) or nothing needs one.
+    /// The closing (or abort) record has been queued (`aead`) or nothing needs one.
     closed: bool,
+    /// [`SecureWriter::abort`]: the shutdown ends the direction with the abort record and
+    /// this reason instead of the closing record.
+    aborting: Option<nena_proto::AbortReason>,
     sent: u64,
 }
 
@@ -471,6 +474,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             tail: 0,
             fill: 0,
             closed: false,
+            aborting: None,
             sent: 0,
         }
     }
@@ -700,14 +704,19 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
         if !this.closed {
             this.seal_open_record_if_framed();
             let (h, t, _) = this.framing();
-            if this.buf.len() - this.tail < h + t {
-                // Room for the closing record first: it is made only once.
+            // The last record: the closing one (no payload), or the abort one (a reason byte).
+            let last_len = h + t + usize::from(this.aborting.is_some());
+            if this.buf.len() - this.tail < last_len {
+                // Room for the last record first: it is made only once.
                 ready!(this.poll_drain(cx))?;
             }
             if let Some(p) = this.prot.as_mut() {
-                let close = p.close();
-                this.buf[this.tail..this.tail + close.len()].copy_from_slice(&close);
-                this.tail += close.len();
+                let last = match this.aborting {
+                    Some(reason) => p.abort(reason),
+                    None => p.close(),
+                };
+                this.buf[this.tail..this.tail + last.len()].copy_from_slice(&last);
+                this.tail += last.len();
             }
             this.closed = true;
         }
@@ -723,25 +732,13 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     /// nothing, in the modes that have no room for a message (stream, kato, plain) or once
     /// the direction has ended: the caller resets the connection instead.
     pub async fn abort(&mut self, reason: nena_proto::AbortReason) -> io::Result<bool> {
-        if self.closed {
+        let framed = self.prot.as_ref().is_some_and(|p| !p.is_in_place());
+        if self.closed || !framed {
             return Ok(false);
         }
-        self.seal_open_record_if_framed();
-        let Some(record) = self.prot.as_mut().and_then(|p| p.abort(reason)) else {
-            return Ok(false);
-        };
-        self.closed = true;
-        std::future::poll_fn(|cx| {
-            if self.buf.len() - self.tail < record.len() {
-                ready!(self.poll_drain(cx))?;
-            }
-            Poll::Ready(Ok::<_, io::Error>(()))
-        })
-        .await?;
-        self.buf[self.tail..self.tail + record.len()].copy_from_slice(&record);
-        self.tail += record.len();
-        std::future::poll_fn(|cx| self.poll_drain(cx)).await?;
-        self.inner.shutdown().await?;
+        // The shutdown's own path, with the abort record in place of the closing one.
+        self.aborting = Some(reason);
+        self.shutdown().await?;
         Ok(true)
     }
 

@@ -3,9 +3,10 @@
 //! namespace (started by the first connection that needs it) that serves every registered
 //! connection of the process in that namespace. It
 //! * listens to the `mptcp_pm_events` group (subflow established / closed, connection
-//!   closed, an address the peer announced) and to rtnetlink link and address notifications (as a wake-up only: on each it
-//!   re-reads which local addresses are usable, i.e. present on an interface that is up and
-//!   has carrier, with `getifaddrs`, and also does so every second);
+//!   closed, an address the peer announced) and to rtnetlink link and address
+//!   notifications (as a wake-up only: on each it re-reads which local addresses are
+//!   usable, i.e. present on an interface that is up and has carrier, with `getifaddrs`,
+//!   and also does so every second);
 //! * feeds both to the machines of the connections (by token and local address);
 //! * carries out their commands with `SUBFLOW_CREATE` / `SUBFLOW_DESTROY`, and reports a
 //!   refused create back to the machine.
@@ -452,9 +453,7 @@ impl Service {
         self.usable = usable;
     }
 
-    /// Carry out a machine's commands. An attempt (the closes of a path's stale subflows and
-    /// the create after them) is made only if a route from the path's address to the remote
-    /// exists; otherwise it is reported to the machine as a refused create.
+    /// The registrations of connection `token`.
     fn ids_of(&self, token: u32) -> Vec<u64> {
         self.conns
             .iter()
@@ -478,11 +477,15 @@ impl Service {
         self.carry_out(id, cmds, false);
     }
 
-    /// Carry out a machine's commands; creates accepted count as recoveries.
+    /// [`Service::carry_out`], counting accepted creates as recoveries.
     fn execute(&mut self, id: u64, cmds: Vec<Command>) {
         self.carry_out(id, cmds, true);
     }
 
+    /// Carry out a machine's commands. An attempt (the closes of a path's stale subflows and
+    /// the create after them) is made only if a route from the path's address to the remote
+    /// exists; otherwise it is reported to the machine as a refused create. With `recovery`,
+    /// each accepted create counts as a recovery.
     fn carry_out(&mut self, id: u64, cmds: Vec<Command>, recovery: bool) {
         let Some(token) = self.conns.get(&id).map(|c| c.token) else {
             return;

@@ -9,7 +9,7 @@
 //!
 //! Single runs vary (AIMD flows at a drop-tail queue), so this is a measurement with a
 //! verdict, not a test: `make test` keeps the deterministic part of the same code
-//! (crates/cli/tests/cc_cli.rs, `shared_bottleneck_scenario_runs_lia_and_reno_beside_a_tcp_flow`):
+//! (crates/cli/tests/cli/cc_cli.rs, `shared_bottleneck_scenario_runs_lia_and_reno_beside_a_tcp_flow`):
 //! the runs complete with nena_lia loaded and unloaded, both flows carry data, the shares
 //! are the goodputs' ratios and the goodputs fit in the bottleneck.
 

@@ -2,7 +2,7 @@
 //! namespaces): every subflow of an MPTCP connection runs the algorithm set on its socket,
 //! and each algorithm's growth of the total window per RTT on a lab trace. (Issue 13's
 //! shared-bottleneck share is a benchmark with a verdict, `nena bench fairness`; the
-//! scenario itself runs in crates/cli/tests/cc_cli.rs.)
+//! scenario itself runs in crates/cli/tests/cli/cc_cli.rs.)
 //! Pins go under a directory of this process; the names are global to the kernel, so the
 //! tests take turns (LOCK) and unload in Drop ([`loader::Loaded`]).
 use nena_bpf::cc::{loader, Algo};

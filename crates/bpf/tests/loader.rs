@@ -32,7 +32,7 @@ fn a_commit_that_fails_midway_on_the_maps_is_rolled_back() {
     let net = Net::new();
     let pins = Pins::new();
     let d = pins.path().to_path_buf();
-    net.in_ns(&net.c.clone(), move || {
+    net.in_ns(&net.client.clone(), move || {
         let p = Policy::attach(&d, "c1").unwrap();
         Policy::attach(&d, "c2").unwrap();
         let first = spec::parse(&file(&[("c1", "egress"), ("c2", "egress")])).unwrap();

@@ -244,11 +244,11 @@ fn connect_with_policy(
     let policies = policy.then(|| {
         let (pc, ps) = (pins.0.path().to_path_buf(), pins.1.path().to_path_buf());
         (
-            net.in_ns(&net.c, move || {
+            net.in_ns(&net.client, move || {
                 nena_bpf::Policy::attach(&pc, "c1").map_err(|e| format!("{e:#}"))
             })
             .expect("policy attach (client)"),
-            net.in_ns(&net.s, move || {
+            net.in_ns(&net.server, move || {
                 nena_bpf::Policy::attach(&ps, "s1").map_err(|e| format!("{e:#}"))
             })
             .expect("policy attach (server)"),
@@ -260,7 +260,7 @@ fn connect_with_policy(
         .args([
             "netns",
             "exec",
-            &net.c,
+            &net.client,
             "tcpdump",
             "-U",
             "--immediate-mode",
@@ -284,13 +284,13 @@ fn connect_with_policy(
         line.clear();
     }
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let cg = net.in_ns(&net.c, move || {
+    let cg = net.in_ns(&net.client, move || {
         MpcGuard::attach("c1", port, MpcRole::Client, method).map_err(|e| format!("{e:#}"))
     });
     let cg = cg.expect("attaching in the client namespace");
     let sg = if server_attached {
         Some(
-            net.in_ns(&net.s, move || {
+            net.in_ns(&net.server, move || {
                 MpcGuard::attach("s1", port, MpcRole::Server, method).map_err(|e| format!("{e:#}"))
             })
             .expect("attaching in the server namespace"),
@@ -298,8 +298,8 @@ fn connect_with_policy(
     } else {
         None
     };
-    let l = net.listen(&net.s, &format!("{SERVER}:{port}"));
-    let c = net.connect(&net.c, &format!("{SERVER}:{port}"));
+    let l = net.listen(&net.server, &format!("{SERVER}:{port}"));
+    let c = net.connect(&net.client, &format!("{SERVER}:{port}"));
     let (s, _) = l.accept().unwrap();
     // Some data both ways (the keys may ride on the first data segment).
     use std::io::{Read, Write};
@@ -328,23 +328,27 @@ fn connect_with_policy(
     let pcap = std::fs::read(&cap_file).unwrap_or_default();
     drop(cap);
     // The guards detach in their namespaces.
-    net.in_ns(&net.c, move || cg.detach().map_err(|e| format!("{e:#}")))
-        .expect("detaching");
+    net.in_ns(&net.client, move || {
+        cg.detach().map_err(|e| format!("{e:#}"))
+    })
+    .expect("detaching");
     if let Some(g) = sg {
-        net.in_ns(&net.s, move || g.detach().map_err(|e| format!("{e:#}")))
-            .expect("detaching");
+        net.in_ns(&net.server, move || {
+            g.detach().map_err(|e| format!("{e:#}"))
+        })
+        .expect("detaching");
     }
     if let Some((pc, ps)) = policies {
-        net.in_ns(&net.c, move || {
+        net.in_ns(&net.client, move || {
             pc.detach("c1").map_err(|e| format!("{e:#}"))
         })
         .expect("policy detach");
-        net.in_ns(&net.s, move || {
+        net.in_ns(&net.server, move || {
             ps.detach("s1").map_err(|e| format!("{e:#}"))
         })
         .expect("policy detach");
     }
-    let c_ns = net.c.clone();
+    let c_ns = net.client.clone();
     assert_eq!(
         net.in_ns(&c_ns, || nena_bpf::mpc::attached("c1").unwrap()),
         (false, false),
@@ -497,7 +501,7 @@ fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
     const THREADS: usize = 8;
     const ROUNDS: usize = 80;
     let holder = net
-        .in_ns(&net.c, || {
+        .in_ns(&net.client, || {
             MpcGuard::attach("c1", PORT, MpcRole::Client, MpcMethod::Option)
                 .map_err(|e| format!("{e:#}"))
         })
@@ -509,7 +513,7 @@ fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
                 sc.spawn(move || {
                     // Half on the holder's port, half on ports of their own.
                     let port = if t % 2 == 0 { PORT } else { PORT + t as u16 };
-                    net.in_ns(&net.c, move || {
+                    net.in_ns(&net.client, move || {
                         for round in 0..ROUNDS {
                             let g =
                                 MpcGuard::attach("c1", port, MpcRole::Client, MpcMethod::Option)
@@ -538,11 +542,11 @@ fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
             h.join().unwrap().unwrap();
         }
     });
-    net.in_ns(&net.c, move || {
+    net.in_ns(&net.client, move || {
         holder.detach().map_err(|e| format!("{e:#}"))
     })
     .expect("the holder's detach, last");
-    let c_ns = net.c.clone();
+    let c_ns = net.client.clone();
     assert_eq!(
         net.in_ns(&c_ns, || nena_bpf::mpc::attached("c1").unwrap()),
         (false, false),

@@ -59,28 +59,28 @@ fn set_backup_is_seen_by_the_peer() {
     let net = Net::new();
     let pins = Pins::new();
     net.sh_c("ip mptcp endpoint add 198.18.101.1 dev c2 subflow");
-    let _p = attach(&net, &net.c.clone(), pins.path(), "c2");
+    let _p = attach(&net, &net.client.clone(), pins.path(), "c2");
     load(
         &net,
-        &net.c.clone(),
+        &net.client.clone(),
         pins.path(),
         &[("c2", "egress", r#"{ act = "set_backup", backup = true }"#)],
     );
-    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let l = net.listen(&net.server, "198.18.100.2:5201");
     let srv = serve_bytes(l, 50_000_000);
-    let mut c = net.connect(&net.c, "198.18.100.2:5201");
+    let mut c = net.connect(&net.client, "198.18.100.2:5201");
     read_for(&mut c, Duration::from_millis(300));
-    let ok = wait_until(Duration::from_secs(3), || {
-        subflow_flags(&net.ss(&net.s), "198.18.101.1").is_some_and(|f| f.contains('B'))
+    let ok = nena_testkit::poll_until(Duration::from_secs(3), || {
+        subflow_flags(&net.ss(&net.server), "198.18.101.1").is_some_and(|f| f.contains('B'))
     });
-    let ss = net.ss(&net.s);
+    let ss = net.ss(&net.server);
     assert!(ok, "the server does not see subflow 2 as backup:\n{ss}");
     // the first subflow is untouched, and the client did not mark anything itself
     assert!(
         !subflow_flags(&ss, "198.18.100.1").unwrap().contains('B'),
         "{ss}"
     );
-    assert!(!subflow_flags(&net.ss(&net.c), "198.18.100.2")
+    assert!(!subflow_flags(&net.ss(&net.client), "198.18.100.2")
         .unwrap_or_default()
         .contains('b'));
     let st = Policy::open(pins.path()).unwrap().status().unwrap();
@@ -100,7 +100,7 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
     let net = Net::new();
     let pins = Pins::new();
     net.sh_s("ip mptcp endpoint add 198.18.101.2 dev s2 signal");
-    let s = net.s.clone();
+    let s = net.server.clone();
     let _p = attach(&net, &s, pins.path(), "s1");
     load(
         &net,
@@ -108,9 +108,9 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
         pins.path(),
         &[("s1", "egress", r#"{ act = "blk_subflow" }"#)],
     );
-    let l = net.listen(&net.s, "0.0.0.0:5201");
+    let l = net.listen(&net.server, "0.0.0.0:5201");
     let sink = sink(l);
-    let c = net.connect(&net.c, "198.18.100.2:5201");
+    let c = net.connect(&net.client, "198.18.100.2:5201");
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let mut c2 = c.try_clone().unwrap();
@@ -124,7 +124,7 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
         }
     });
     // the announcement is blocked and kept
-    let kept = wait_until(Duration::from_secs(3), || {
+    let kept = nena_testkit::poll_until(Duration::from_secs(3), || {
         Policy::open(pins.path())
             .unwrap()
             .status()
@@ -135,24 +135,24 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
     });
     assert!(kept, "no ADD_ADDR was blocked");
     std::thread::sleep(Duration::from_millis(700));
-    let ss = net.ss(&net.c);
+    let ss = net.ss(&net.client);
     assert_eq!(
         count_remote(&ss, SERVER2),
         0,
         "a subflow to the blocked address exists:\n{ss}"
     );
     // re-announce: the client creates the subflow; the connection went on all along
-    let mut cap = Capture::start(&net.c.clone(), "c1");
+    let mut cap = Capture::start(&net.client.clone(), "c1");
     load(
         &net,
         &s,
         pins.path(),
         &[("s1", "egress", r#"{ act = "add_subflow" }"#)],
     );
-    let joined = wait_until(Duration::from_secs(5), || {
-        count_remote(&net.ss(&net.c), SERVER2) == 1
+    let joined = nena_testkit::poll_until(Duration::from_secs(5), || {
+        count_remote(&net.ss(&net.client), SERVER2) == 1
     });
-    let ss = net.ss(&net.c);
+    let ss = net.ss(&net.client);
     let st = Policy::open(pins.path()).unwrap().status().unwrap();
     let mib = net.sh_c("nstat -a | grep -E 'MPTcp|Csum|PAWS|Drop' || true");
     if !joined {
@@ -186,7 +186,7 @@ fn get_connect_keys_match_the_capture() {
     let _one = serial();
     let net = Net::new();
     let pins = Pins::new();
-    let c = net.c.clone();
+    let c = net.client.clone();
     let p = attach(&net, &c, pins.path(), "c1");
     load(
         &net,
@@ -198,9 +198,9 @@ fn get_connect_keys_match_the_capture() {
         ],
     );
     let mut cap = Capture::start(&c, "c1");
-    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let l = net.listen(&net.server, "198.18.100.2:5201");
     let srv = serve_bytes(l, 50_000_000); // still running when ss looks
-    let mut s = net.connect(&net.c, "198.18.100.2:5201");
+    let mut s = net.connect(&net.client, "198.18.100.2:5201");
     read_for(&mut s, Duration::from_millis(300));
     let mut events = vec![];
     p.watch_events(Some(Duration::from_millis(500)), |e| {
@@ -208,7 +208,7 @@ fn get_connect_keys_match_the_capture() {
         true
     })
     .unwrap();
-    let ss = net.ss(&net.c);
+    let ss = net.ss(&net.client);
     drop(s);
     let _ = srv.join();
     let frames = cap.frames();
@@ -275,7 +275,7 @@ fn rate_limit_caps_the_senders_window() {
     let _one = serial();
     let net = Net::new();
     let pins = Pins::new();
-    let s = net.s.clone();
+    let s = net.server.clone();
     let _p = attach(&net, &s, pins.path(), "s1");
     // the server sends; the ACKs it sees are capped at 20000 bytes
     load(
@@ -284,12 +284,12 @@ fn rate_limit_caps_the_senders_window() {
         pins.path(),
         &[("s1", "ingress", r#"{ act = "rate_limit", window = 20000 }"#)],
     );
-    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let l = net.listen(&net.server, "198.18.100.2:5201");
     let srv = serve_bytes(l, 20_000_000);
-    let mut c = net.connect(&net.c, "198.18.100.2:5201");
+    let mut c = net.connect(&net.client, "198.18.100.2:5201");
     let n = read_for(&mut c, Duration::from_millis(500));
     assert!(n > 0);
-    let ss = net.ss(&net.s);
+    let ss = net.ss(&net.server);
     let wnd: u64 = ss
         .split_whitespace()
         .find_map(|w| w.strip_prefix("snd_wnd:"))
@@ -320,16 +320,16 @@ fn rate_limit_caps_the_window_at_rate_times_rtt() {
         "198.18.102.2/24",
         Duration::from_millis(25),
     );
-    let s = net.s.clone();
+    let s = net.server.clone();
     let _p = attach(&net, &s, pins.path(), "st");
     let target = 8_000_000f64;
     let rtt_us = 50_000u64;
     // The same download, without a chain, then with rate_limit: bit/s after a warm-up.
     let download = |port: u16| {
         let addr = format!("198.18.102.2:{port}");
-        let l = net.listen(&net.s, &addr);
+        let l = net.listen(&net.server, &addr);
         let srv = serve_bytes(l, 100_000_000);
-        let mut c = net.connect(&net.c, &addr);
+        let mut c = net.connect(&net.client, &addr);
         read_for(&mut c, Duration::from_millis(1000)); // slow start and the first windows
         let t = std::time::Instant::now();
         let n = read_for(&mut c, Duration::from_millis(2000));
@@ -407,7 +407,7 @@ fn record_measures_a_real_transfer() {
         "198.18.103.2/24",
         Duration::from_millis(5),
     );
-    let c = net.c.clone();
+    let c = net.client.clone();
     let p = attach(&net, &c, pins.path(), "cr");
     load(
         &net,
@@ -418,9 +418,9 @@ fn record_measures_a_real_transfer() {
             ("cr", "ingress", r#"{ act = "record" }"#),
         ],
     );
-    let l = net.listen(&net.s, "198.18.103.2:5204");
+    let l = net.listen(&net.server, "198.18.103.2:5204");
     let srv = serve_bytes(l, 3_000_000);
-    let mut conn = net.connect(&net.c, "198.18.103.2:5204");
+    let mut conn = net.connect(&net.client, "198.18.103.2:5204");
     let mut got = 0;
     let t = std::time::Instant::now();
     while got < 3_000_000 && t.elapsed() < Duration::from_secs(10) {
@@ -471,7 +471,7 @@ fn record_measures_a_real_transfer() {
 fn detach_removes_only_the_clsact_it_created() {
     let _one = serial();
     let net = Net::new();
-    let c = net.c.clone();
+    let c = net.client.clone();
     let has_clsact = |net: &Net| net.sh_c("tc qdisc show dev c2").contains("clsact");
     let cycle = |net: &Net, pins: &Pins| {
         let p = attach(net, &c, pins.path(), "c2");
@@ -520,10 +520,10 @@ fn chains_run_on_an_interface_with_a_large_index() {
     let pins = Pins::new();
     net.sh_c(&format!(
         "ip link add cbig index 3000 type veth peer name sbig netns {} && ip addr add 198.18.110.1/24 dev cbig && ip link set cbig up",
-        net.s
+        net.server
     ));
     net.sh_s("ip addr add 198.18.110.2/24 dev sbig && ip link set sbig up");
-    let c = net.c.clone();
+    let c = net.client.clone();
     let idx = net.in_ns(&c, || nena_bpf::chains::loader::ifindex("cbig").unwrap());
     assert!(idx >= 1024, "ifindex {idx}");
     let policy = attach(&net, &c, pins.path(), "cbig");

@@ -107,7 +107,7 @@ fn a_flows_tenant_picks_its_chain_and_no_rule_means_the_default() {
 
 /// `uid:N` of the client's subflow sockets in `ss -tne` (none: uid 0), by local address.
 fn subflow_uids(net: &Net) -> Vec<(String, Option<u32>)> {
-    net.ss_e(&net.c)
+    net.ss_e(&net.client)
         .lines()
         .filter(|l| l.contains(":5300"))
         .map(|l| {
@@ -127,7 +127,7 @@ fn a_uid_tenant_covers_the_join_subflow_too() {
     let net = Net::new();
     net.sh_c("ip mptcp endpoint add 198.18.101.1 dev c2 subflow");
     let pins = Pins::new();
-    let c1 = net.in_ns(&net.c.clone(), {
+    let c1 = net.in_ns(&net.client.clone(), {
         let d = pins.path().to_path_buf();
         move || {
             let p = Policy::attach(&d, "c1").unwrap();
@@ -169,10 +169,10 @@ links = [ { act = "record" } ]
             p
         }
     });
-    let l = net.listen(&net.s, "198.18.100.2:5300");
+    let l = net.listen(&net.server, "198.18.100.2:5300");
     let sink_t = sink(l);
     // the socket of uid 4242: the fsuid of this thread when it is created (sock_alloc)
-    let mut s = net.in_ns(&net.c.clone(), || {
+    let mut s = net.in_ns(&net.client.clone(), || {
         // SAFETY: setfsuid changes this thread's filesystem uid only.
         unsafe { libc::setfsuid(4242) };
         let s = std::panic::catch_unwind(|| connect_here("198.18.100.2:5300"));
@@ -181,7 +181,7 @@ links = [ { act = "record" } ]
     });
     let chunk = vec![1u8; 16 * 1024];
     assert!(
-        wait_until(Duration::from_secs(5), || {
+        nena_testkit::poll_until(Duration::from_secs(5), || {
             s.write_all(&chunk).unwrap();
             subflow_uids(&net).len() >= 2
         }),
@@ -208,10 +208,10 @@ links = [ { act = "record" } ]
     sink_t.join().unwrap().unwrap();
 
     // a connection of uid 0: the default chains
-    let l = net.listen(&net.s, "198.18.100.2:5300");
+    let l = net.listen(&net.server, "198.18.100.2:5300");
     let sink_t = sink(l);
-    let mut s = net.connect(&net.c, "198.18.100.2:5300");
-    assert!(wait_until(Duration::from_secs(5), || {
+    let mut s = net.connect(&net.client, "198.18.100.2:5300");
+    assert!(nena_testkit::poll_until(Duration::from_secs(5), || {
         s.write_all(&chunk).unwrap();
         subflow_uids(&net).len() >= 2
     }));
@@ -222,7 +222,7 @@ links = [ { act = "record" } ]
 
     // (interface names resolve in the namespace that asks)
     let dir = c1.dir().to_path_buf();
-    let st = net.in_ns(&net.c.clone(), move || {
+    let st = net.in_ns(&net.client.clone(), move || {
         Policy::open(&dir).unwrap().status().unwrap()
     });
     let runs = |dev: &str, tenant: Option<&str>| -> u64 {
@@ -252,7 +252,7 @@ links = [ { act = "record" } ]
     let flows = c1.tenant_flows().unwrap();
     assert!(flows.iter().any(|(_, t)| *t == 1) && flows.iter().any(|(_, t)| *t == 0));
     let dir = c1.dir().to_path_buf();
-    net.in_ns(&net.c.clone(), move || {
+    net.in_ns(&net.client.clone(), move || {
         let p = Policy::open(&dir).unwrap();
         p.detach("c1").unwrap();
         let p = Policy::open(&dir).unwrap();

@@ -73,16 +73,16 @@ fn set_backup_policy_vs_netlink_latency() {
             "tc qdisc add dev {d} root tbf rate 50mbit burst 16kb latency 20ms"
         ));
     }
-    let c = net.c.clone();
+    let c = net.client.clone();
     let p2 = pins.path().to_path_buf();
     let policy = net.in_ns(&c, move || Policy::attach(&p2, "c2").unwrap());
-    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let l = net.listen(&net.server, "198.18.100.2:5201");
     let srv = serve_bytes(l, 2_000_000_000);
-    let mut conn = net.connect(&net.c, "198.18.100.2:5201");
+    let mut conn = net.connect(&net.client, "198.18.100.2:5201");
     read_for(&mut conn, Duration::from_millis(50)); // fully established first
     let token = nena_mptcp::info(conn.as_fd()).unwrap().token;
     let mut pm = net.in_ns(&c, PmSocket::open).unwrap();
-    let created = wait_until(Duration::from_secs(2), || {
+    let created = nena_testkit::poll_until(Duration::from_secs(2), || {
         read_for(&mut conn, Duration::from_millis(10));
         pm.subflow_create(
             token,
@@ -94,7 +94,7 @@ fn set_backup_policy_vs_netlink_latency() {
     });
     assert!(created, "SUBFLOW_CREATE failed");
     let mut local2 = None;
-    assert!(wait_until(Duration::from_secs(3), || {
+    assert!(nena_testkit::poll_until(Duration::from_secs(3), || {
         read_for(&mut conn, Duration::from_millis(20));
         local2 = nena_mptcp::subflows(conn.as_fd())
             .unwrap()
@@ -189,7 +189,7 @@ fn set_backup_policy_vs_netlink_latency() {
         }
     }
     assert!(!wire_pol.is_empty(), "the policy's MP_PRIO was never seen");
-    let ss = net.ss(&net.s);
+    let ss = net.ss(&net.server);
     println!(
         "{{\"use_case\": 4, \"trials\": {trials}, \"policy_seen\": {}, \"netlink_call_us\": {:.1}, \"policy_call_us\": {:.1}, \"netlink_to_wire_us\": {:.1}, \"policy_to_wire_us\": {:.1}}}",
         wire_pol.len(),
@@ -213,7 +213,7 @@ fn trusted_path_first() {
     let _one = serial(); // they measure time: one at a time
     let net = Net::new();
     let pins = Pins::new();
-    let c = net.c.clone();
+    let c = net.client.clone();
     net.sh_c("ip mptcp endpoint add 198.18.101.1 dev c2 subflow");
     let p2 = pins.path().to_path_buf();
     let policy = net.in_ns(&c, move || Policy::attach(&p2, "c2").unwrap());
@@ -230,9 +230,9 @@ fn trusted_path_first() {
         )
         .unwrap();
     let mut cap = Capture::start(&c, "c2");
-    let l = net.listen(&net.s, "198.18.100.2:5201");
+    let l = net.listen(&net.server, "198.18.100.2:5201");
     let srv = serve_bytes(l, 400_000_000);
-    let mut conn = net.connect(&net.c, "198.18.100.2:5201");
+    let mut conn = net.connect(&net.client, "198.18.100.2:5201");
     let t_start = SystemTime::now();
     // read until N bytes arrived (and so were acknowledged) and the untrusted subflow exists
     let mut got = 0;
@@ -298,7 +298,7 @@ fn serve_each(l: std::net::TcpListener, size: usize) {
 fn fct(net: &Net, addr: &str, size: usize) -> f64 {
     use std::io::Read;
     let t = Instant::now();
-    let mut c = net.connect(&net.c, addr);
+    let mut c = net.connect(&net.client, addr);
     let mut buf = vec![0u8; 65536];
     let mut got = 0;
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -364,13 +364,13 @@ fn small_flow_path_manager() {
     let _paths = two_paths(&net, 104, 105, 101);
     net.sh_s("tc qdisc add dev sf root tbf rate 50mbit burst 32kb latency 100ms");
     net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 100ms");
-    let l = net.in_ns(&net.s.clone(), || {
+    let l = net.in_ns(&net.server.clone(), || {
         nena_mptcp::listen("198.18.104.2:5301".parse().unwrap(), None).unwrap()
     });
     serve_each(l, small);
     let addr = "198.18.104.2:5301";
     fct(&net, addr, small); // warm up (ARP, routes)
-    let c = net.c.clone();
+    let c = net.client.clone();
     let mut cap = Capture::start(&c, "cs");
     let mut default = vec![];
     for _ in 0..runs {
@@ -419,7 +419,7 @@ fn small_flow_path_manager() {
 
 /// Download goodput (bit/s) over `d`, after `warm` of warm-up, on a fresh connection.
 fn goodput(net: &Net, addr: &str, warm: Duration, d: Duration) -> f64 {
-    let mut c = net.connect(&net.c, addr);
+    let mut c = net.connect(&net.client, addr);
     read_for(&mut c, warm);
     let t = Instant::now();
     let n = read_for(&mut c, d);
@@ -447,7 +447,7 @@ fn ecf_like_scheduler_through_rate_limit() {
     net.sh_s("sysctl -qw net.ipv4.tcp_congestion_control=reno");
     net.sh_s("tc qdisc add dev sf root tbf rate 20mbit burst 32kb latency 300ms");
     net.sh_s("tc qdisc add dev ss root tbf rate 10mbit burst 32kb latency 300ms");
-    let l = net.in_ns(&net.s.clone(), || {
+    let l = net.in_ns(&net.server.clone(), || {
         nena_mptcp::listen("198.18.106.2:5401".parse().unwrap(), None).unwrap()
     });
     serve_each(l, 400_000_000);
@@ -457,7 +457,7 @@ fn ecf_like_scheduler_through_rate_limit() {
     let base_rtt_us = ping_rtts(&net, "198.18.107.2:5409", 9)[0].as_secs_f64() * 1e6;
     let (warm, span) = (Duration::from_millis(1500), Duration::from_secs(4));
     let default = goodput(&net, addr, warm, span);
-    let s = net.s.clone();
+    let s = net.server.clone();
     let slow_rate = 10_000_000u64;
     let factor: f64 = std::env::var("UC3_FACTOR")
         .ok()

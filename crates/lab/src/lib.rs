@@ -23,7 +23,8 @@
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
 //! commands and code inside a namespace), `serve` (`nena serve` in the server host:
 //! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
-//! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `fleet` (`--servers N`: server hosts
+//! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `pair` ([`Pair`]: two hosts joined directly by
+//! two paths, for tests of programs on one end's interfaces), `fleet` (`--servers N`: server hosts
 //! sharing one address behind the router's nftables balancer); the operations on a running
 //! lab are here.
 
@@ -37,6 +38,7 @@ mod handle;
 mod hostns;
 mod interrupt;
 mod netns;
+mod pair;
 mod process;
 mod rate;
 mod run;
@@ -54,6 +56,7 @@ pub use fleet::{validate_servers, FleetServer, FLEET_ADDR, FLEET_JOIN_PORT_BASE,
 pub use guard::LabGuard;
 pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
+pub use pair::{mptcp_socket, Pair, PairPath, PAIR_PATHS};
 pub use rate::{Rate, RateParseError};
 pub use serve::{start_nena_serve, NenaServer};
 pub use state::state_dir;

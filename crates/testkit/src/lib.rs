@@ -65,7 +65,7 @@ fn skip_line(krate: &str, name: &str, reason: &str) -> String {
     )
 }
 
-/// How often [`wait_for`] and [`wait_until`] look.
+/// How often [`wait_for`], [`wait_until`] and [`poll_until`] look.
 pub const POLL: Duration = Duration::from_millis(10);
 
 /// Polls `f` every [`POLL`] until it gives `Some`, and returns that; panics with
@@ -81,6 +81,23 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         let now = Instant::now();
         if now >= deadline {
             panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(POLL.min(deadline - now));
+    }
+}
+
+/// Polls `f` every [`POLL`] until it is true (returns true) or `timeout` has passed (asks it
+/// one last time, returns its answer). For waits whose failure the test reports itself, with
+/// what it then finds (a socket table, counters).
+pub fn poll_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return f();
         }
         std::thread::sleep(POLL.min(deadline - now));
     }

@@ -3,7 +3,7 @@
 //! encoding (all are u64 on the wire), and a `stream` session carries more than 4 GiB
 //! through `copy_in`/`copy_out` (the file transfer's data path) with every count exact: a
 //! u32 anywhere in the sizes, offsets or counters would wrap here. (Past 2^36, the key
-//! epoch: crates/cli/tests/transfer_stream_64g.rs in the lab.)
+//! epoch: crates/cli/tests/cli/transfer_stream_64g.rs in the lab.)
 
 use nena_proto::{exchange_in, Mode};
 use nena_transport::handshake::secure_pair_with;

@@ -4,7 +4,7 @@
 //! [`crate::mpc::EXID`]) with four NOPs on the packets it is told (SYN, SYN-ACK, other ACKs)
 //! and fixes the TCP checksum, as option-normalising middleboxes on cellular paths do. The
 //! tools never attach it: it exists for the tests that show kato-mpc failing closed
-//! (`crates/cli/tests/transfer_kato_mpc.rs`). Nothing is pinned; dropping the guard detaches
+//! (`crates/cli/tests/cli/transfer_kato_mpc.rs`). Nothing is pinned; dropping the guard detaches
 //! it (and the clsact qdisc if attaching created it and no other filter is left).
 
 use crate::skel::mpc::MpcSkel;

@@ -1,10 +1,10 @@
-//! Test helpers: two network namespaces joined by two veth paths, MPTCP sockets created in a
-//! namespace, a unique pin directory; everything removed on drop, even when a test fails.
+//! Test helpers: nena-lab's two hosts joined by two veth paths ([`Net`]) with panicking
+//! conveniences, a unique pin directory, captures, a delayed path; everything removed on
+//! drop, even when a test fails.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -42,151 +42,58 @@ pub fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Client `c` and server `s`:
-///   path 1: c1 198.18.100.1/24 <-> s1 198.18.100.2/24
-///   path 2: c2 198.18.101.1/24 <-> s2 198.18.101.2/24
-/// The client reaches 198.18.100.2 over path 2 from 198.18.101.1 (policy routing).
-pub struct Net {
-    pub c: String,
-    pub s: String,
-    /// A test-lab prefix (`nena_lab::unique_prefix`): the namespaces are `PREFIX-client` and
-    /// `PREFIX-server`, so a test process killed before its drop leaves nothing for long:
-    /// the next test process's first prefix tears them down (`reclaim_dead_test_labs`).
-    prefix: String,
-}
+/// The tests' two hosts: nena-lab's [`Pair`](nena_lab::Pair) (client `c1`/`c2`
+/// 198.18.100.1 and 198.18.101.1, server `s1`/`s2` 198.18.100.2 and 198.18.101.2).
+pub type Net = nena_lab::Pair;
 
 pub const SERVER: &str = "198.18.100.2";
 pub const SERVER2: &str = "198.18.101.2";
 pub const CLIENT2: &str = "198.18.101.1";
 
-impl Net {
-    pub fn new() -> Net {
-        let prefix = nena_lab::unique_prefix();
-        let net = Net {
-            c: format!("{prefix}-client"),
-            s: format!("{prefix}-server"),
-            prefix,
-        };
-        run(&["ip", "netns", "add", &net.c]);
-        run(&["ip", "netns", "add", &net.s]);
-        for (i, (ca, sa)) in [
-            ("198.18.100.1", "198.18.100.2"),
-            ("198.18.101.1", "198.18.101.2"),
-        ]
-        .iter()
-        .enumerate()
-        {
-            let (cd, sd) = (format!("c{}", i + 1), format!("s{}", i + 1));
-            run(&[
-                "ip", "link", "add", &cd, "netns", &net.c, "type", "veth", "peer", "name", &sd,
-                "netns", &net.s,
-            ]);
-            net.sh_c(&format!(
-                "ip addr add {ca}/24 dev {cd} && ip link set {cd} up"
-            ));
-            net.sh_s(&format!(
-                "ip addr add {sa}/24 dev {sd} && ip link set {sd} up"
-            ));
-        }
-        for ns in [&net.c, &net.s] {
-            net.sh(ns, "ip link set lo up && sysctl -qw net.mptcp.enabled=1 && ip mptcp limits set subflow 2 add_addr_accepted 2");
-        }
-        net.sh_c("ip route add 198.18.100.2/32 dev c2 table 100 && ip rule add from 198.18.101.1 table 100");
-        net
-    }
-
-    pub fn sh(&self, ns: &str, cmd: &str) -> String {
-        run(&["ip", "netns", "exec", ns, "sh", "-c", cmd])
-    }
-    pub fn sh_c(&self, cmd: &str) -> String {
-        self.sh(&self.c, cmd)
-    }
-    pub fn sh_s(&self, cmd: &str) -> String {
-        self.sh(&self.s, cmd)
-    }
-
-    /// Run `f` on a thread that has entered namespace `ns`.
-    pub fn in_ns<T: Send + 'static>(&self, ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/run/netns/{ns}");
-        std::thread::spawn(move || {
-            let fd = std::fs::File::open(&path).expect("netns file");
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on this thread only, with a valid namespace fd.
-            let r = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("thread in netns")
-    }
-
-    /// An MPTCP listener in `ns`.
-    pub fn listen(&self, ns: &str, addr: &str) -> TcpListener {
-        let a: SocketAddr = addr.parse().unwrap();
-        self.in_ns(ns, move || {
-            let fd = mptcp_socket();
-            let l = unsafe { TcpListener::from_raw_fd(fd) };
-            let sa = socket2_addr(&a);
-            let one: libc::c_int = 1;
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_REUSEADDR,
-                    &one as *const _ as _,
-                    4,
-                );
-                assert_eq!(
-                    libc::bind(
-                        fd,
-                        &sa as *const _ as _,
-                        std::mem::size_of::<libc::sockaddr_in>() as u32
-                    ),
-                    0,
-                    "bind"
-                );
-                assert_eq!(libc::listen(fd, 16), 0, "listen");
-            }
-            l
-        })
-    }
-
-    /// An MPTCP connection from `ns`.
-    pub fn connect(&self, ns: &str, addr: &str) -> TcpStream {
-        let a: SocketAddr = addr.parse().unwrap();
-        self.in_ns(ns, move || {
-            let fd = mptcp_socket();
-            let s = unsafe { TcpStream::from_raw_fd(fd) };
-            let sa = socket2_addr(&a);
-            let r = unsafe {
-                libc::connect(
-                    fd,
-                    &sa as *const _ as _,
-                    std::mem::size_of::<libc::sockaddr_in>() as u32,
-                )
-            };
-            assert_eq!(r, 0, "connect {a}: {}", std::io::Error::last_os_error());
-            s
-        })
-    }
-
+/// The pair's operations as tests use them: a failure panics with the error.
+pub trait NetExt {
+    fn new() -> Self;
+    fn sh(&self, ns: &str, cmd: &str) -> String;
+    fn sh_c(&self, cmd: &str) -> String;
+    fn sh_s(&self, cmd: &str) -> String;
+    fn in_ns<T: Send>(&self, ns: &str, f: impl FnOnce() -> T + Send) -> T;
+    fn listen(&self, ns: &str, addr: &str) -> TcpListener;
+    fn connect(&self, ns: &str, addr: &str) -> TcpStream;
     /// `ss -tneH` in a namespace (with each socket's uid, if not 0).
-    pub fn ss_e(&self, ns: &str) -> String {
-        self.sh(ns, "ss -tneH")
-    }
-
-    /// `ss -tni` in a namespace.
-    pub fn ss(&self, ns: &str) -> String {
-        self.sh(ns, "ss -tniH")
-    }
+    fn ss_e(&self, ns: &str) -> String;
+    /// `ss -tniH` in a namespace.
+    fn ss(&self, ns: &str) -> String;
 }
 
-impl Drop for Net {
-    fn drop(&mut self) {
-        // As a lab goes down: processes left in the namespaces ended, then the namespaces.
-        if let Err(e) = nena_lab::Lab::down(&self.prefix) {
-            eprintln!("{e:#}");
-        }
+impl NetExt for Net {
+    fn new() -> Net {
+        nena_lab::Pair::up().expect("the two hosts and their paths")
+    }
+    fn sh(&self, ns: &str, cmd: &str) -> String {
+        self.shell(ns, cmd).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+    fn sh_c(&self, cmd: &str) -> String {
+        self.sh(&self.client, cmd)
+    }
+    fn sh_s(&self, cmd: &str) -> String {
+        self.sh(&self.server, cmd)
+    }
+    fn in_ns<T: Send>(&self, ns: &str, f: impl FnOnce() -> T + Send) -> T {
+        self.run_in(ns, f).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+    fn listen(&self, ns: &str, addr: &str) -> TcpListener {
+        self.mptcp_listener(ns, addr.parse().unwrap())
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+    fn connect(&self, ns: &str, addr: &str) -> TcpStream {
+        self.mptcp_connect(ns, addr.parse().unwrap())
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+    fn ss_e(&self, ns: &str) -> String {
+        self.sh(ns, "ss -tneH")
+    }
+    fn ss(&self, ns: &str) -> String {
+        self.sh(ns, "ss -tniH")
     }
 }
 
@@ -194,41 +101,10 @@ impl Drop for Net {
 /// so that the socket gets this thread's credentials.
 pub fn connect_here(addr: &str) -> TcpStream {
     let a: SocketAddr = addr.parse().unwrap();
-    let fd = mptcp_socket();
-    // SAFETY: fd is a new socket we own.
-    let s = unsafe { TcpStream::from_raw_fd(fd) };
-    let sa = socket2_addr(&a);
-    // SAFETY: connect(2) with a sockaddr_in of the size given.
-    let r = unsafe {
-        libc::connect(
-            fd,
-            &sa as *const _ as _,
-            std::mem::size_of::<libc::sockaddr_in>() as u32,
-        )
-    };
-    assert_eq!(r, 0, "connect {a}: {}", std::io::Error::last_os_error());
-    s
-}
-
-fn mptcp_socket() -> i32 {
-    // SAFETY: plain socket(2).
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 262) };
-    assert!(fd >= 0, "MPTCP socket: {}", std::io::Error::last_os_error());
-    fd
-}
-
-fn socket2_addr(a: &SocketAddr) -> libc::sockaddr_in {
-    let SocketAddr::V4(v4) = a else {
-        panic!("IPv4 only here")
-    };
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as u16,
-        sin_port: v4.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(v4.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    }
+    let s = nena_lab::mptcp_socket(a).expect("an MPTCP socket");
+    s.connect(&a.into())
+        .unwrap_or_else(|e| panic!("connect {a}: {e}"));
+    s.into()
 }
 
 /// A unique pin directory under /sys/fs/bpf, removed on drop.
@@ -297,13 +173,17 @@ pub fn read_for(s: &mut TcpStream, d: Duration) -> u64 {
 /// Round-trip times of `n` one-byte ping-pongs over plain TCP from the client namespace to an
 /// echo server bound to `addr` in the server namespace (an idle path's RTT), sorted.
 pub fn ping_rtts(net: &Net, addr: &'static str, n: usize) -> Vec<Duration> {
-    let echo = net.in_ns(&net.s.clone(), move || TcpListener::bind(addr).unwrap());
+    let echo = net.in_ns(&net.server.clone(), move || {
+        TcpListener::bind(addr).unwrap()
+    });
     let echo_t = std::thread::spawn(move || {
         let (mut e, _) = echo.accept().unwrap();
         let mut b = [0u8; 1];
         while e.read_exact(&mut b).is_ok() && e.write_all(&b).is_ok() {}
     });
-    let mut pc = net.in_ns(&net.c.clone(), move || TcpStream::connect(addr).unwrap());
+    let mut pc = net.in_ns(&net.client.clone(), move || {
+        TcpStream::connect(addr).unwrap()
+    });
     pc.set_nodelay(true).unwrap();
     let mut rtts = vec![];
     for _ in 0..n {
@@ -317,18 +197,6 @@ pub fn ping_rtts(net: &Net, addr: &'static str, n: usize) -> Vec<Duration> {
     let _ = echo_t.join();
     rtts.sort();
     rtts
-}
-
-/// Wait until `f` is true, polling, for at most `d`.
-pub fn wait_until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }
 
 /// tcpdump in a namespace, to a pcap file; stopped (by pid) on drop.
@@ -415,9 +283,9 @@ impl DelayLink {
         delay: Duration,
     ) -> DelayLink {
         let link = nena_lab::emulate::TapLink::new(
-            &net.c,
+            &net.client,
             ctap,
-            &net.s,
+            &net.server,
             stap,
             nena_lab::LinkEmulation::both(nena_lab::Emulation {
                 delay,

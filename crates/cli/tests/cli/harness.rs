@@ -1,0 +1,407 @@
+//! Shared helpers of the CLI's integration tests: `nena` on this host, a lab per test,
+//! `nena` processes inside its hosts (killed on drop) and their output, echo servers,
+//! exchanges through a proxy, scratch directories.
+#![allow(dead_code)]
+
+use nena_lab::{unique_prefix, Host, Lab, LabConfig, LabGuard};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const NENA: &str = env!("CARGO_BIN_EXE_nena");
+
+/// `nena ARGS` on this host (no lab), stdin closed; its output.
+pub fn nena(args: &[&str]) -> Output {
+    nena_cmd()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nena")
+}
+
+/// A `nena` command on this host, to be given arguments, environment and stdio.
+pub fn nena_cmd() -> Command {
+    Command::new(NENA)
+}
+
+/// An echo server on `target` in the lab's server host for ten minutes (longer than a test
+/// takes on a loaded machine; it ends with the test process at the latest); returns once it
+/// listens (the handle ends with it).
+pub fn echo_server(
+    lab: &Lab,
+    target: std::net::SocketAddr,
+) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<()>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = lab.spawn_in(Host::Server, move || {
+        nena_transport::testing::echo_server(target, Duration::from_secs(600), move || {
+            tx.send(()).unwrap()
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("the echo server listens within 5 s");
+    h
+}
+
+/// Two access-token files in `dir` (`--token-file`): the token the server is given, and
+/// another one of the same length; their paths.
+pub fn token_files(dir: &TempDir) -> (String, String) {
+    let write = |name: &str, token: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, token).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    (
+        write("token", "0123456789abcdef0123456789abcdef\n"),
+        write("other-token", "fedcba9876543210fedcba9876543210\n"),
+    )
+}
+
+/// An application's exchange through a proxy entry in the client host: connect to `entry`,
+/// send `payload`, end its side, read the answer to the end. The first error of any step.
+pub fn exchange(
+    lab: &Lab,
+    entry: std::net::SocketAddr,
+    payload: Vec<u8>,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    lab.run_in(Host::Client, move || {
+        let mut s = std::net::TcpStream::connect(entry)?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        s.write_all(&payload)?;
+        s.shutdown(std::net::Shutdown::Write)?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer)?;
+        Ok(answer)
+    })
+    .expect("entering the client host")
+}
+
+/// The client's path options in the lab.
+pub const PATHS: [&str; 4] = ["--trusted", "trusted", "--untrusted", "untrusted"];
+
+/// A lab with a unique prefix, torn down on drop.
+pub fn lab() -> LabGuard {
+    lab_with(|_| {})
+}
+
+pub fn lab_with(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
+    let mut cfg = LabConfig::with_prefix(unique_prefix());
+    f(&mut cfg);
+    LabGuard::up(&cfg).expect("lab up")
+}
+
+/// A scratch directory (tempfile), removed on drop; its name says which test made it.
+pub struct TempDir(tempfile::TempDir);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("nena-t-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.path().join(p)
+    }
+}
+
+/// A `nena` server process in a lab host: killed on drop; its stderr is collected.
+pub struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    /// The process id (`ip netns exec` executes nena in its own place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    /// Everything the process wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+    /// Wait until stderr contains `needle` (or panic after `timeout`).
+    pub fn wait_stderr(&self, needle: &str, timeout: Duration) -> String {
+        self.wait_stderr_n(needle, 1, timeout)
+    }
+    /// Wait until stderr contains `needle` at least `n` times (or panic after `timeout`).
+    pub fn wait_stderr_n(&self, needle: &str, n: usize, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let s = self.stderr();
+            if s.matches(needle).count() >= n {
+                return s;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("stderr never contained {needle:?} {n} times:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Proc {
+    /// SIGTERM, then wait (up to 10 s) for the process to exit; its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Signal `sig`, then wait (up to 10 s) for the process to exit; its exit status.
+    pub fn stop_with(&mut self, sig: libc::c_int) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the process did not exit within 10 s of SIGTERM");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `nena ARGS` in `host` and wait for its "listening on" line.
+pub fn spawn_listening(lab: &Lab, host: Host, args: &[&str]) -> Proc {
+    spawn_listening_cmd(lab.command(host, NENA, args), args)
+}
+
+/// Start `cmd` (nena `args` in some host) and wait for its "listening on" line.
+pub fn spawn_listening_cmd(mut cmd: Command, args: &[&str]) -> Proc {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nena");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut err = child.stderr.take().unwrap();
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(out).lines();
+        if let Some(Ok(l)) = lines.next() {
+            let _ = tx.send(l);
+        }
+        for _ in lines {}
+    });
+    let p = Proc { child, stderr };
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) if l.contains("listening on") => p,
+        other => panic!(
+            "nena {args:?} did not start: {other:?}; stderr: {}",
+            p.stderr()
+        ),
+    }
+}
+
+/// `nena serve -v --listen 198.18.3.2:PORT --dir DIR EXTRA...` in the server host.
+pub fn serve(lab: &Lab, port: u16, dir: &Path, extra: &[&str]) -> Proc {
+    let listen = format!("{}:{port}", lab.server_addr());
+    let dir = dir.display().to_string();
+    let mut args = vec!["-v", "serve", "--listen", &listen, "--dir", &dir];
+    args.extend_from_slice(extra);
+    spawn_listening(lab, Host::Server, &args)
+}
+
+/// Run `nena ARGS` in the client host to completion.
+pub fn client(lab: &Lab, args: &[&str]) -> Output {
+    let mut cmd: Command = lab.command(Host::Client, NENA, args);
+    cmd.stdin(Stdio::null()).output().expect("run nena")
+}
+
+/// `host:port` of the lab server.
+pub fn server(lab: &Lab, port: u16) -> String {
+    format!("{}:{port}", lab.server_addr())
+}
+
+/// Bytes the peer acknowledged on the client's established TCP sockets (MPTCP subflows)
+/// from `src` (an address, or an address and port) to the server's `port`, summed
+/// (nena-mptcp's sock_diag sampler; the kernel counts each SYN as one byte acknowledged).
+pub fn acked_from(lab: &Lab, src: &str, port: u16) -> u64 {
+    let from: Box<dyn Fn(std::net::SocketAddr) -> bool> = match src.parse() {
+        Ok(sa) => Box::new(move |a| a == sa),
+        Err(_) => {
+            let ip: std::net::IpAddr = src.parse().expect("an address, or address:port");
+            Box::new(move |a| a.ip() == ip)
+        }
+    };
+    lab.run_in(Host::Client, move || nena_mptcp::sample::dump(port))
+        .expect("entering the client host")
+        .expect("sock_diag dump")
+        .into_iter()
+        .filter(|s| from(s.src) && s.is_established_to(port))
+        .map(|s| s.bytes_acked)
+        .sum()
+}
+
+/// Run a client command that must succeed and print JSON; returns the JSON.
+pub fn client_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let out = client(lab, args);
+    assert!(
+        out.status.success(),
+        "nena {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "nena {args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Deterministic text-like content (words from a PRNG): no long runs of equal bytes.
+pub fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "multipath",
+        "subflow",
+        "trusted",
+        "untrusted",
+        "scramble",
+        "window",
+        "kernel",
+        "socket",
+        "attacker",
+        "capture",
+        "path",
+        "key",
+        "data",
+        "the",
+        "of",
+        "and",
+        "a",
+        "to",
+        "in",
+        "is",
+        "network",
+        "packet",
+        "segment",
+        "byte",
+        "stream",
+        "secret",
+        "sharing",
+        "throughput",
+    ];
+    let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
+        out.push(match x % 11 {
+            0 => b'\n',
+            _ => b' ',
+        });
+        if x % 7 < 1 {
+            out.extend_from_slice(format!("{} ", x % 100_000).as_bytes());
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// Pseudo-random bytes.
+pub fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Bytes per subflow trust from a report's `paths.subflows`: (trusted, untrusted) payload
+/// bytes, both directions.
+pub fn bytes_by_trust(report: &serde_json::Value) -> (u64, u64) {
+    let mut t = 0;
+    let mut u = 0;
+    for s in report["paths"]["subflows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let b = s["bytes_sent"].as_u64().unwrap_or(0) + s["bytes_received"].as_u64().unwrap_or(0);
+        if s["trust"] == "trusted" {
+            t += b;
+        } else {
+            u += b;
+        }
+    }
+    (t, u)
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// python's http.server on 0.0.0.0:8000 of the server host, serving `dir`; its log (the
+/// clients' addresses, unbuffered) in `log` when given. Returns once it accepts connections.
+pub fn http_server(lab: &Lab, dir: &TempDir, log: Option<&Path>) -> Killed {
+    let mut cmd = lab.command(
+        Host::Server,
+        "python3",
+        [
+            "-u",
+            "-m",
+            "http.server",
+            "8000",
+            "--bind",
+            "0.0.0.0",
+            "--directory",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            None => Stdio::null(),
+        });
+    let http = Killed(cmd.spawn().expect("python3 -m http.server"));
+    let up = lab
+        .run_in(Host::Server, || {
+            (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                std::net::TcpStream::connect("127.0.0.1:8000").is_ok()
+            })
+        })
+        .unwrap();
+    assert!(up, "http.server did not start");
+    http
+}

@@ -1,0 +1,555 @@
+//! nena fits the host like other network daemons: shell completions and man pages generated
+//! from the clap definitions, `--config FILE` for the long-running commands (keys = long
+//! flags, the command line wins, unknown keys and bad values refused in one line), and the
+//! systemd units in contrib/systemd with the example configs in contrib/config.
+//! The servers here listen on 127.0.0.1 only, on ephemeral ports.
+use crate::harness::nena;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const NENA: &str = env!("CARGO_BIN_EXE_nena");
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The subcommands listed in `nena ARGS --help` (none: an empty list).
+fn listed(args: &[&str]) -> Vec<String> {
+    let mut a = args.to_vec();
+    a.push("--help");
+    let out = nena(&a);
+    assert!(out.status.success(), "{a:?}");
+    let help = text(&out.stdout);
+    let Some(section) = help.split("Commands:").nth(1) else {
+        return Vec::new();
+    };
+    section
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// The top-level subcommands, from the binary's own `--help`.
+fn subcommands() -> Vec<String> {
+    let list = listed(&[]);
+    for want in ["serve", "proxy", "lab", "completions", "man"] {
+        assert!(list.iter().any(|s| s == want), "{want} not in {list:?}");
+    }
+    list
+}
+
+fn man_pages(dir: &Path) -> BTreeSet<String> {
+    let out = nena(&["man", "--out-dir", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn completions_for_every_shell_name_every_subcommand() {
+    // Every subcommand and every subcommand of one, from the binary's --help.
+    let mut words: BTreeSet<String> = BTreeSet::new();
+    for sub in subcommands() {
+        words.extend(listed(&[&sub]));
+        words.insert(sub);
+    }
+    assert!(
+        words.contains("server") && words.contains("capture-stop"),
+        "{words:?}"
+    );
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = nena(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.len() > 1000, "{shell}: {} bytes", script.len());
+        let missing: Vec<&String> = words
+            .iter()
+            .filter(|w| {
+                !script
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                    .any(|t| t == w.as_str())
+            })
+            .collect();
+        assert!(missing.is_empty(), "{shell} completions lack {missing:?}");
+        // The config flag is completed too (fish writes it `-l config`).
+        assert!(
+            script.contains("--config") || script.contains("-l config"),
+            "{shell}: no --config"
+        );
+    }
+    let out = nena(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Problems groff finds in a page with all warnings on: its stderr (empty when clean), or
+/// None without groff.
+fn groff_warnings(page: &Path) -> Option<String> {
+    let out = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .arg(page)
+        .output()
+        .ok()?;
+    let mut w = text(&out.stderr);
+    if !out.status.success() {
+        w.push_str(&format!(" (exit {:?})", out.status.code()));
+    }
+    Some(w)
+}
+
+#[test]
+fn man_pages_one_per_subcommand_and_groff_accepts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = man_pages(dir.path());
+    assert!(pages.contains("nena.1"), "{pages:?}");
+    for sub in subcommands() {
+        assert!(
+            pages.contains(&format!("nena-{sub}.1")),
+            "no page for {sub}"
+        );
+    }
+    for p in ["nena-serve.1", "nena-proxy-server.1", "nena-proxy-client.1"] {
+        assert!(pages.contains(p), "no {p}: {pages:?}");
+    }
+    // The checker catches a broken page (so a clean result means something).
+    let bad = dir.path().join("broken.roff");
+    std::fs::write(&bad, ".TH X 1\n.SH NAME\n.nosuchmacro x\n").unwrap();
+    let have_groff = match groff_warnings(&bad) {
+        Some(w) => {
+            assert!(w.contains("nosuchmacro"), "groff missed a bad macro: {w:?}");
+            true
+        }
+        None => false,
+    };
+    for p in &pages {
+        let path = dir.path().join(p);
+        let roff = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            roff.starts_with(".ie") || roff.contains("\n.TH "),
+            "{p}: no .TH"
+        );
+        assert!(
+            roff.contains(".SH NAME") && roff.contains(".SH SYNOPSIS"),
+            "{p}"
+        );
+        if have_groff {
+            let w = groff_warnings(&path).unwrap();
+            assert!(w.is_empty(), "groff on {p}: {w}");
+        }
+    }
+    // What a reader sees: the config flag and its help in nena-serve(1).
+    let serve = std::fs::read_to_string(dir.path().join("nena-serve.1")).unwrap();
+    assert!(
+        serve.contains("config") && serve.contains("TOML"),
+        "{serve}"
+    );
+    let out = Command::new("man")
+        .arg("-l")
+        .arg(dir.path().join("nena-serve.1"))
+        .env("MANWIDTH", "100")
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .output();
+    if let Ok(out) = out {
+        assert!(out.status.success(), "man -l: {}", text(&out.stderr));
+        let page = text(&out.stdout);
+        assert!(
+            page.contains("nena-serve") && page.contains("--listen"),
+            "{page}"
+        );
+    }
+}
+
+/// A free port on 127.0.0.1 (bound, then released for the server to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `nena ARGS` and return it with the address of its "listening on" line.
+fn start(args: &[&str]) -> (Running, SocketAddr) {
+    let mut child = Command::new(NENA)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nena");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(out).lines();
+        if let Some(Ok(l)) = lines.next() {
+            let _ = tx.send(l);
+        }
+        for _ in lines {}
+    });
+    let line = rx.recv_timeout(Duration::from_secs(10));
+    let mut running = Running(child);
+    let addr = match &line {
+        Ok(l) if l.contains("listening on ") => l
+            .rsplit("listening on ")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap(),
+        _ => {
+            let _ = running.0.kill();
+            let _ = running.0.wait();
+            let mut err = String::new();
+            if let Some(mut e) = running.0.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("nena {args:?} did not start: {line:?}; stderr: {err}");
+        }
+    };
+    (running, addr)
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn serve_config_file_is_the_flags_and_the_command_line_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let port = free_port();
+    let conf = write(
+        tmp.path(),
+        "serve.toml",
+        &format!(
+            "listen = \"127.0.0.1:{port}\"\ndir = \"{}\"\nmode = [\"stream\"]\nmax-sessions = 8\n",
+            store.display()
+        ),
+    );
+    let conf = conf.to_str().unwrap();
+    // From the file alone: it listens where the file says, stores in its dir, and accepts
+    // only its modes (the client names stream, which a default client never offers).
+    {
+        let (_srv, addr) = start(&["serve", "--config", conf]);
+        assert_eq!(addr, format!("127.0.0.1:{port}").parse().unwrap());
+        TcpStream::connect(addr).expect("connect where the file says");
+        let payload = write(
+            tmp.path(),
+            "hello.txt",
+            "a file sent to the configured dir\n",
+        );
+        let out = nena(&[
+            "send",
+            payload.to_str().unwrap(),
+            "--to",
+            &addr.to_string(),
+            "--trusted",
+            "127.0.0.1",
+            "--mode",
+            "stream",
+            "--no-progress",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("mode stream"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert_eq!(
+            std::fs::read(store.join("hello.txt")).unwrap(),
+            std::fs::read(&payload).unwrap()
+        );
+    }
+    // The command line's --listen and --mode override the file's.
+    let other = free_port();
+    let listen = format!("127.0.0.1:{other}");
+    let (_srv, addr) = start(&[
+        "serve", "--config", conf, "--listen", &listen, "--mode", "aead",
+    ]);
+    assert_eq!(addr.port(), other);
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the file's port is not used when --listen is given"
+    );
+    let payload = write(tmp.path(), "two.txt", "second\n");
+    let out = nena(&[
+        "send",
+        payload.to_str().unwrap(),
+        "--to",
+        &addr.to_string(),
+        "--trusted",
+        "127.0.0.1",
+        "--no-progress",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("mode aead"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(store.join("two.txt").exists());
+}
+
+/// Run `nena ARGS`, expect exit 2 and exactly one line on stderr; return it.
+fn refused(args: &[&str]) -> String {
+    let out = nena(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn config_unknown_keys_and_bad_values_are_one_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().display().to_string();
+    let base = format!("listen = \"127.0.0.1:0\"\ndir = \"{dir}\"\n");
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("unknown.toml", &["serve"], "listn = \"127.0.0.1:1\"\n"),
+        ("snake.toml", &["serve"], "max_sessions = 3\n"),
+        ("badport.toml", &["serve"], "handshake-timeout = \"soon\"\n"),
+        ("badaddr.toml", &["proxy", "client"], "to = \"nowhere\"\n"),
+        (
+            "list.toml",
+            &["serve"],
+            "max-file-size = [\"1G\", \"2G\"]\n",
+        ),
+        ("switch.toml", &["serve"], "overwrite = \"yes\"\n"),
+        ("syntax.toml", &["serve"], "mode = [\"aead\"\n"),
+    ];
+    for (name, cmd, extra) in cases {
+        // The proxy client has no --dir: its file gives only --listen beside the case's key.
+        let body = if cmd[0] == "proxy" {
+            format!("listen = \"127.0.0.1:0\"\n{extra}")
+        } else {
+            format!("{base}{extra}")
+        };
+        let f = write(tmp.path(), name, &body);
+        let mut args: Vec<&str> = cmd.to_vec();
+        args.extend(["--config", f.to_str().unwrap()]);
+        let err = refused(&args);
+        assert!(err.contains(name), "{err}");
+        let key = extra.split([' ', '=']).next().unwrap();
+        if *name != "syntax.toml" {
+            assert!(
+                err.contains(&format!("`{key}`")),
+                "{err} does not name {key}"
+            );
+        } else {
+            assert!(err.contains(" line "), "{err}");
+        }
+    }
+    let err = refused(&["serve", "--config", "/nonexistent/nena.toml"]);
+    assert!(err.contains("/nonexistent/nena.toml"), "{err}");
+    // A key another command has is unknown to this one.
+    let f = write(
+        tmp.path(),
+        "forward.toml",
+        &format!("{base}forward = \"127.0.0.1:1\"\n"),
+    );
+    let err = refused(&["serve", "--config", f.to_str().unwrap()]);
+    assert!(err.contains("unknown key `forward`"), "{err}");
+    // A bad value in the file is refused even when the command line overrides that key.
+    let f = write(
+        tmp.path(),
+        "bad-over.toml",
+        &format!("{base}max-sessions = -1\n"),
+    );
+    let err = refused(&[
+        "serve",
+        "--config",
+        f.to_str().unwrap(),
+        "--max-sessions",
+        "5",
+    ]);
+    assert!(err.contains("`max-sessions`"), "{err}");
+}
+
+/// `KEY=VALUE` lines of a unit's section (comments and blank lines left out).
+fn unit_keys(unit: &str) -> Vec<(String, String)> {
+    unit.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+const UNITS: [(&str, &str); 2] = [
+    ("nena-serve.service", "serve.toml"),
+    ("nena-proxy-server.service", "proxy-server.toml"),
+];
+
+#[test]
+fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (unit, conf) in UNITS {
+        let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
+        let keys = unit_keys(&body);
+        let get = |k: &str| -> Vec<&str> {
+            keys.iter()
+                .filter(|(kk, _)| kk == k)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        for (k, v) in [
+            ("DynamicUser", "yes"),
+            ("ProtectSystem", "strict"),
+            ("ProtectHome", "yes"),
+            ("PrivateTmp", "yes"),
+            ("NoNewPrivileges", "yes"),
+            (
+                "RestrictAddressFamilies",
+                "AF_INET AF_INET6 AF_NETLINK AF_UNIX",
+            ),
+            ("SystemCallFilter", "@system-service"),
+        ] {
+            assert_eq!(get(k), [v], "{unit}: {k}");
+        }
+        // No capability at all (a port below 1024 would need CAP_NET_BIND_SERVICE only).
+        assert_eq!(get("CapabilityBoundingSet"), [""], "{unit}");
+        assert_eq!(get("AmbientCapabilities"), [""], "{unit}");
+        assert_eq!(get("StateDirectory").len(), 1, "{unit}: StateDirectory");
+        // Sessions are logged (one info line each), not only problems.
+        assert_eq!(get("Environment"), ["RUST_LOG=info"], "{unit}");
+
+        // ExecStart: the installed binary, a subcommand, --config /etc/nena/CONF.
+        let exec = get("ExecStart");
+        assert_eq!(exec.len(), 1, "{unit}");
+        let argv: Vec<&str> = exec[0].split_whitespace().collect();
+        assert_eq!(argv[0], "/usr/bin/nena", "{unit}");
+        let n = argv.len();
+        assert_eq!(argv[n - 2], "--config", "{unit}");
+        assert_eq!(argv[n - 1], format!("/etc/nena/{conf}"), "{unit}");
+        // Run the same command with the example config: every key is accepted (the listen
+        // address and the directory are moved to a free port and a temporary directory
+        // by flags, which checks the file's values and then overrides them).
+        let example = format!("{ROOT}/contrib/config/{conf}");
+        let mut args: Vec<String> = argv[1..n - 2].iter().map(|s| s.to_string()).collect();
+        args.extend(["--config".into(), example.clone()]);
+        args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        if argv[1] == "serve" {
+            args.extend(["--dir".into(), tmp.path().display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (_srv, addr) = start(&args);
+        assert_eq!(addr.ip().to_string(), "127.0.0.1");
+    }
+    // The proxy client's example config is accepted the same way.
+    let example = format!("{ROOT}/contrib/config/proxy-client.toml");
+    let (_c, addr) = start(&[
+        "proxy",
+        "client",
+        "--config",
+        &example,
+        "--listen",
+        "127.0.0.1:0",
+        "--trusted",
+        "127.0.0.1",
+        "--untrusted",
+        "127.0.0.1",
+    ]);
+    assert_eq!(addr.ip().to_string(), "127.0.0.1");
+}
+
+#[test]
+fn systemd_analyze_verifies_the_units() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nena_testkit::skip!("systemd-analyze is not installed");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (unit, conf) in UNITS {
+        // The unit as installed, with the binary and config at this checkout's paths (verify
+        // checks that ExecStart's binary exists and is executable).
+        let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
+        let body = body.replace("/usr/bin/nena", NENA).replace(
+            &format!("/etc/nena/{conf}"),
+            &format!("{ROOT}/contrib/config/{conf}"),
+        );
+        let path = tmp.path().join(unit);
+        std::fs::write(&path, &body).unwrap();
+        let out = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(
+            out.status.success() && err.trim().is_empty(),
+            "{unit}: {err}"
+        );
+        // The checker is not blind: a misspelt key is reported.
+        let typo = tmp.path().join(format!("typo-{unit}"));
+        std::fs::write(&typo, body.replace("ProtectHome=yes", "ProtectHome=yess")).unwrap();
+        let out = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&typo)
+            .output()
+            .unwrap();
+        assert!(
+            text(&out.stderr).contains("yess") || !out.status.success(),
+            "verify missed a bad value"
+        );
+        // systemd's own exposure score: 1.7 ("OK") for both when written; fail above 2.5.
+        let out = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--threshold=25", "--no-pager"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let report = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{unit}: exposure above 2.5: {}",
+            report.lines().last().unwrap_or_default()
+        );
+        assert!(report.contains("Overall exposure level"), "{report}");
+    }
+}
+
+/// A mistyped subcommand or flag gets clap's "did you mean", still on one line.
+#[test]
+fn a_typo_is_told_the_command_it_resembles() {
+    let e = refused(&["sned", "f", "--to", "198.18.3.2:7000"]);
+    assert!(
+        e.contains("unrecognized subcommand 'sned'") && e.contains("'send'"),
+        "{e}"
+    );
+    let e = refused(&["send", "f", "--to", "198.18.3.2:7000", "--trustd", "x"]);
+    assert!(e.contains("'--trustd'") && e.contains("'--trusted'"), "{e}");
+}

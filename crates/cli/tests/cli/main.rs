@@ -1,0 +1,54 @@
+//! The `nena` command's integration tests, in one test binary (one link, one harness):
+//! each module is one command or concern, driven through the built `nena` executable,
+//! most of them in a lab of network namespaces (root). Shared helpers are in [`harness`].
+//! Run one module with `cargo test --release -p nena --test cli MODULE::`.
+
+mod harness;
+
+mod analyze_cli;
+mod analyze_lab;
+mod architecture;
+mod attack_cli;
+#[cfg(feature = "openssl")]
+mod bench_codec_cli;
+#[cfg(feature = "cc")]
+mod cc_cli;
+mod codec_cli;
+#[cfg(feature = "policy")]
+mod debug_redaction;
+mod default_offer;
+mod docs;
+mod eavesdrop_cli;
+mod host_cli;
+mod lab_cli;
+mod lab_emulation_cli;
+#[cfg(feature = "policy")]
+mod lab_emulation_policy;
+mod module_cycles;
+mod package_deb;
+#[cfg(feature = "policy")]
+mod policy_cli;
+#[cfg(feature = "policy")]
+mod policy_tenants;
+mod scenario_cli;
+mod transfer_bench;
+mod transfer_capture;
+mod transfer_cli;
+mod transfer_failures;
+mod transfer_files;
+mod transfer_fleet;
+#[cfg(feature = "policy")]
+mod transfer_forge;
+#[cfg(feature = "policy")]
+mod transfer_kato_mpc;
+mod transfer_limits;
+mod transfer_metrics;
+mod transfer_perf_paths;
+mod transfer_proxy;
+mod transfer_real_hosts;
+mod transfer_recovery;
+mod transfer_run;
+mod transfer_socks;
+mod transfer_stream_64g;
+#[cfg(feature = "policy")]
+mod transfer_tamper;

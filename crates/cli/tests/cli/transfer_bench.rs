@@ -1,0 +1,119 @@
+//! `nena bench transfer` end to end, shortened (root): its own lab, every variant in both
+//! settings (plain MPTCP: the raw sender/receiver), every run multipath with the untrusted
+//! share reported, statistics and targets in the JSON consistent with the runs, and the lab
+//! gone afterwards. The goodput and CPU verdicts are reported, not required (1-second runs
+//! on a shared host); that a missed target exits 1 is unit-tested in `cmd/bench/transfer.rs`.
+
+use crate::harness::NENA;
+
+#[test]
+fn bench_transfer_runs_all_variants_and_cleans_up() {
+    let child = std::process::Command::new(NENA)
+        .args([
+            "bench",
+            "transfer",
+            "--reps",
+            "1",
+            "--time",
+            "1",
+            "--no-check",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bench names its lab after its process id.
+    let lab_ns = format!("/run/netns/nb{}-client", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A fifth of each 1 s run is left out of its goodput by default.
+    assert_eq!(r["omitted_seconds"], 0.2);
+    let settings = r["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 2);
+    let mut medians = Vec::new();
+    for s in settings {
+        let vs = s["variants"].as_array().unwrap();
+        let names: Vec<&str> = vs.iter().map(|v| v["variant"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "plain MPTCP",
+                "nena plain",
+                "nena kato",
+                "nena stream",
+                "nena aead"
+            ]
+        );
+        for v in vs {
+            assert_eq!(v["runs"], 1);
+            assert!(v["median_mbit_s"].as_f64().unwrap() > 1.0, "{v}");
+            assert_eq!(v["multipath_runs"], 1, "not multipath: {v}");
+            let share = v["untrusted_share"].as_f64().unwrap();
+            assert!((0.01..=0.99).contains(&share), "{v}");
+        }
+        let runs = s["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 5);
+        for r in runs {
+            // the share in the statistics is the runs' own
+            let (t, u) = (
+                r["trusted_bytes"].as_u64().unwrap(),
+                r["untrusted_bytes"].as_u64().unwrap(),
+            );
+            let v = vs.iter().find(|v| v["variant"] == r["variant"]).unwrap();
+            let share = u as f64 / (t + u) as f64;
+            assert!(
+                (v["untrusted_share"].as_f64().unwrap() - share).abs() < 1e-9,
+                "{r}"
+            );
+            // the payload crossed the subflows: at least the bytes the run counted
+            assert!(t + u >= r["bytes"].as_u64().unwrap(), "{r}");
+            assert!(r["cpu_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        assert_eq!(vs[0]["ratio"], 1.0);
+        let kato = vs[2]["ratio"].as_f64().unwrap();
+        assert!((s["kato_ratio"].as_f64().unwrap() - kato).abs() < 1e-9);
+        // The targets: every run multipath (required here), kato's goodput everywhere; the
+        // crypto modes' goodput where the links set the pace, their CPU per GB where the CPU
+        // does; each consistent with its figure.
+        let targets = s["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 4, "{targets:?}");
+        assert!(targets[0]["name"].as_str().unwrap().contains("multipath"));
+        assert_eq!(targets[0]["pass"], true, "{targets:?}");
+        assert_eq!(targets[1]["pass"], kato >= 0.97);
+        let limited = s["setting"]["trusted_rate"].is_u64();
+        for (t, v) in targets[2..].iter().zip(&vs[3..]) {
+            let value = t["value"].as_f64().unwrap();
+            let limit = t["limit"].as_f64().unwrap();
+            if limited {
+                assert!((value - v["ratio"].as_f64().unwrap()).abs() < 1e-9, "{t}");
+                assert_eq!(t["pass"], value >= limit);
+            } else {
+                let cpu = v["median_cpu_s_per_gb"].as_f64().unwrap()
+                    / vs[0]["median_cpu_s_per_gb"].as_f64().unwrap();
+                assert!((value - cpu).abs() < 1e-9, "{t}");
+                assert_eq!(t["pass"], value <= limit);
+            }
+        }
+        let all = targets.iter().all(|t| t["pass"] == true);
+        assert_eq!(s["pass"], all);
+        medians.push(vs[0]["median_mbit_s"].as_f64().unwrap());
+    }
+    // The rate limits hold (100 + 20 Mbit/s), and the unlimited veth is much faster.
+    assert!(
+        medians[1] < 125.0,
+        "100/20 Mbit/s setting ran at {} Mbit/s",
+        medians[1]
+    );
+    assert!(medians[0] > 2.0 * medians[1], "{medians:?}");
+    // The bench's lab is gone.
+    assert!(
+        !std::path::Path::new(&lab_ns).exists(),
+        "{lab_ns} left behind"
+    );
+}

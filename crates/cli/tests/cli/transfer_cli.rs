@@ -1,0 +1,256 @@
+//! Bad input to the transfer tools: exit status 2 and one clear line, before any network
+//! activity (no lab needed).
+
+use crate::harness::NENA;
+
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(NENA)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let dir = std::env::temp_dir();
+    let dir_s = dir.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "send",
+                "/nonexistent/file",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "/nonexistent/file",
+        ),
+        (
+            &[
+                "send",
+                dir_s,
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "not a regular file",
+        ),
+        (
+            &["get", "x", "--from", "198.18.3.2:7000"],
+            "no trusted path",
+        ),
+        (
+            &[
+                "get",
+                "../x",
+                "--from",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "single path component",
+        ),
+        (
+            &[
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--mode",
+                "aes",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "unknown mode",
+        ),
+        (
+            &[
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--bytes",
+                "12x",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "unit",
+        ),
+        (
+            &[
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--bytes",
+                "0",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "more than 0",
+        ),
+        (
+            &["perf", "--to", "nowhere", "--trusted", "198.18.1.2"],
+            "ADDR:PORT",
+        ),
+        (
+            &["perf", "--to", "198.18.3.2:7000", "--trusted", "bad/iface"],
+            "invalid path",
+        ),
+        (
+            &[
+                "serve",
+                "--listen",
+                "198.18.3.2:7000",
+                "--dir",
+                "/nonexistent/dir",
+            ],
+            "/nonexistent/dir",
+        ),
+        (&["bench", "transfer", "--reps", "0"], "--reps"),
+        (
+            &["bench", "transfer", "--time", "3", "--omit", "3"],
+            "--omit",
+        ),
+        (
+            &[
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--time",
+                "2",
+                "--omit",
+                "2",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "--omit",
+        ),
+        (
+            &["bench", "transfer", "--setting", "wifi"],
+            "unknown setting",
+        ),
+    ];
+    for (args, needle) in cases {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "nena {args:?}: {err}");
+        assert!(err.contains(needle), "nena {args:?}: {err}");
+    }
+}
+
+#[test]
+fn bad_limits_and_token_files_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "tooshort\n").unwrap();
+    let short_s = short.to_str().unwrap();
+    let good = dir.path().join("good");
+    std::fs::write(&good, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let good_s = good.to_str().unwrap();
+    let listen = ["serve", "--listen", "198.18.3.2:7000", "--dir", dir_s];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        listen
+            .iter()
+            .chain(extra.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--read-only", "--write-only"]), "--write-only"),
+        (with(&["--max-file-size", "12x"]), "unit"),
+        (
+            [with(&["--token-file"]), vec![short_s.to_string()]].concat(),
+            "at least 16",
+        ),
+        (
+            [with(&["--token-file"]), vec!["/nonexistent/token".into()]].concat(),
+            "/nonexistent/token",
+        ),
+        (
+            [with(&["--raw", "--token-file"]), vec![good_s.to_string()]].concat(),
+            "in the clear",
+        ),
+        (
+            [
+                "perf",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+                "--raw",
+                "--token-file",
+                good_s,
+            ]
+            .map(String::from)
+            .to_vec(),
+            "in the clear",
+        ),
+        (
+            [
+                "proxy",
+                "server",
+                "--listen",
+                "198.18.3.2:7000",
+                "--forward",
+                "198.18.3.2:80",
+                "--token-file",
+                short_s,
+            ]
+            .map(String::from)
+            .to_vec(),
+            "at least 16",
+        ),
+        (
+            [
+                "proxy",
+                "client",
+                "--listen",
+                "127.0.0.1:7302",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+                "--token-file",
+                "/nonexistent/token",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "/nonexistent/token",
+        ),
+        (
+            ["run", "--mptcp-only", "--token-file", good_s, "--", "true"]
+                .map(String::from)
+                .to_vec(),
+            "--token-file is for --via",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "nena {args:?}: {err}");
+        assert!(err.contains(needle), "nena {args:?}: {err}");
+    }
+    // ... and every command that sends or takes a token offers it.
+    let help = |cmd: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_nena"))
+            .args(cmd)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{cmd:?} --help");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for cmd in [
+        &["send"][..],
+        &["proxy", "client"],
+        &["proxy", "server"],
+        &["run"],
+        &["serve"],
+    ] {
+        assert!(help(cmd).contains("--token-file"), "{cmd:?}");
+    }
+}

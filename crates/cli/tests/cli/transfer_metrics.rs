@@ -1,0 +1,287 @@
+//! `--metrics` (issue 22, item 4) scraped by a real Prometheus (Debian's `prometheus`,
+//! installed by scripts/install-deps.sh) in the lab: `nena serve`, `nena proxy server` and
+//! `nena proxy client` each expose OpenMetrics text; a known workload runs (uploads of known
+//! sizes, refusals of two causes, proxy sessions echoed byte-exact); the test then asks
+//! Prometheus's query API, until it has scraped the final values, for counters that must
+//! equal the workload's.
+
+use crate::harness::*;
+use nena_lab::Host;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Prometheus in the server host (its loopback), scraping `targets` every 200 ms; returns
+/// once its `/-/ready` answers 200.
+fn prometheus(lab: &nena_lab::Lab, dir: &TempDir, targets: &[&str]) -> Killed {
+    let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+    let config = format!(
+        "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\n\
+         scrape_configs:\n  - job_name: nena\n    static_configs:\n      - targets: [{}]\n",
+        list.join(", ")
+    );
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(&cfg, config).unwrap();
+    let data = dir.join("tsdb");
+    let child = lab
+        .command(
+            Host::Server,
+            "prometheus",
+            [
+                &format!("--config.file={}", cfg.display()),
+                &format!("--storage.tsdb.path={}", data.display()),
+                "--web.listen-address=127.0.0.1:9090",
+                "--log.level=warn",
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .expect("prometheus (Debian package `prometheus`, scripts/install-deps.sh)");
+    let p = Killed(child);
+    nena_testkit::wait_until("prometheus ready", Duration::from_secs(30), || {
+        get(lab, "http://127.0.0.1:9090/-/ready").is_some_and(|b| b.contains("Ready"))
+    });
+    p
+}
+
+/// `curl -s URL` in the server host: the body of a 2xx answer.
+fn get(lab: &nena_lab::Lab, url: &str) -> Option<String> {
+    let out = lab
+        .command(Host::Server, "curl", ["-sf", "--max-time", "5", url])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The value of an instant PromQL query that yields one sample (None: no sample yet).
+fn query(lab: &nena_lab::Lab, promql: &str) -> Option<f64> {
+    let out = lab
+        .command(
+            Host::Server,
+            "curl",
+            [
+                "-sf",
+                "--max-time",
+                "5",
+                "http://127.0.0.1:9090/api/v1/query",
+                "--data-urlencode",
+                &format!("query={promql}"),
+            ],
+        )
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    assert_eq!(v["status"], "success", "{promql}: {v}");
+    let r = v["data"]["result"].as_array()?;
+    assert!(r.len() <= 1, "{promql}: more than one series: {v}");
+    r.first()?["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn prometheus_scrapes_the_counters_of_a_known_workload() {
+    let lab = lab();
+    let dir = TempDir::new("metrics");
+    let files = TempDir::new("metrics-files");
+    let (token, bad) = token_files(&dir);
+    let (token, bad) = (token.as_str(), bad.as_str());
+
+    let srv = serve(
+        &lab,
+        7701,
+        files.path(),
+        &["--token-file", token, "--metrics", "127.0.0.1:9464"],
+    );
+    let echo: SocketAddr = "127.0.0.1:7702".parse().unwrap();
+    let _echo = echo_server(&lab, echo);
+    let listen = server(&lab, 7703);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7702",
+            "--metrics",
+            "127.0.0.1:9465",
+        ],
+    );
+    // The proxy client's endpoint on its trusted address, so that Prometheus in the server
+    // host reaches it over the lab's router.
+    let mut args = vec![
+        "-v",
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7704",
+        "--to",
+        &listen,
+        "--metrics",
+        "198.18.1.2:9466",
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+    for p in [&srv, &ps, &pc] {
+        // The startup line names the endpoint (it listens before the command does).
+        assert!(!p.stderr().contains("cannot listen"), "{}", p.stderr());
+    }
+    let _prom = prometheus(
+        &lab,
+        &dir,
+        &["127.0.0.1:9464", "127.0.0.1:9465", "198.18.1.2:9466"],
+    );
+
+    // The workload. Uploads: three of known sizes with the token, two with another token;
+    // a download of a file that is not there.
+    let to = server(&lab, 7701);
+    let send = |file: &std::path::Path, name: &str, token: &str| {
+        let mut args = vec![
+            "send",
+            file.to_str().unwrap(),
+            "--name",
+            name,
+            "--to",
+            &to,
+            "--token-file",
+            token,
+        ];
+        args.extend_from_slice(&PATHS);
+        client(&lab, &args)
+    };
+    let sizes = [1_000_000usize, 2_345_678, 17];
+    for (i, n) in sizes.iter().enumerate() {
+        let f = dir.join(&format!("up{i}"));
+        std::fs::write(&f, random(*n, i as u64)).unwrap();
+        let out = send(&f, &format!("up{i}"), token);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for name in ["a", "b"] {
+        assert!(!send(&dir.join("up0"), name, bad).status.success());
+    }
+    let out = client(
+        &lab,
+        &[
+            "get",
+            "not-there",
+            "-o",
+            dir.join("got").to_str().unwrap(),
+            "--from",
+            &to,
+            "--token-file",
+            token,
+            "--trusted",
+            "trusted",
+        ],
+    );
+    assert!(!out.status.success());
+    // Four proxy sessions, each echoed byte-exact.
+    let entry: SocketAddr = "127.0.0.1:7704".parse().unwrap();
+    for i in 0..4u64 {
+        let payload = random(200_000, 100 + i);
+        let sent = payload.clone();
+        let back = exchange(&lab, entry, payload).expect("an echoed session");
+        assert!(back == sent, "session {i}: echo differs");
+    }
+    ps.wait_stderr_n("session done", 4, Duration::from_secs(10));
+    pc.wait_stderr_n("session done", 4, Duration::from_secs(10));
+
+    // What Prometheus must hold once it scraped the end of the workload: each value is
+    // waited for (scrapes come every 200 ms), and a wrong one fails after 30 s with what
+    // it read.
+    let uploaded: usize = sizes.iter().sum();
+    let expect = |promql: &str, ok: &dyn Fn(f64) -> bool, what: &str| {
+        let start = Instant::now();
+        let mut last = None;
+        while start.elapsed() < Duration::from_secs(30) {
+            last = query(&lab, promql);
+            if last.is_some_and(ok) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "{promql}: {last:?}, expected {what}\nserve:\n{}",
+            srv.stderr()
+        );
+    };
+    let eq = |n: f64| move |v: f64| v == n;
+    expect(
+        r#"sum(nena_sessions_total{role="serve",outcome="ok"})"#,
+        &eq(3.0),
+        "3 uploads",
+    );
+    expect(
+        r#"nena_refusals_total{role="serve",cause="access_denied"}"#,
+        &eq(2.0),
+        "2 wrong tokens",
+    );
+    expect(
+        r#"nena_refusals_total{role="serve",cause="not_found"}"#,
+        &eq(1.0),
+        "1 missing file",
+    );
+    expect(
+        r#"sum(nena_sessions_total{role="serve",outcome="refused"})"#,
+        &eq(3.0),
+        "3 refusals",
+    );
+    expect(
+        r#"nena_handshake_seconds_count{role="serve"}"#,
+        &eq(6.0),
+        "6 handshakes",
+    );
+    expect(
+        r#"nena_integrity_failures_total{role="serve"}"#,
+        &eq(0.0),
+        "no integrity failure",
+    );
+    expect(
+        r#"nena_sessions_active{role="serve"}"#,
+        &eq(0.0),
+        "nothing in progress",
+    );
+    // The server received the uploads (three files, two refused uploads send no data, the
+    // requests, each record's 16-byte tag and framing): at least the files, at most 1%
+    // and 64 KiB more.
+    let min = uploaded as f64;
+    let max = min * 1.01 + 65536.0;
+    expect(
+        r#"sum(nena_bytes_total{role="serve",direction="received"})"#,
+        &move |v| v >= min && v <= max,
+        &format!("{min}..{max} bytes"),
+    );
+    // The proxies: four sessions each, no refusal, and the client's bytes by trust class
+    // (both paths were offered; every session sent at least its 200,000 bytes in total).
+    for role in ["proxy_server", "proxy_client"] {
+        expect(
+            &format!(r#"sum(nena_sessions_total{{role="{role}",outcome="ok"}})"#),
+            &eq(4.0),
+            "4 sessions",
+        );
+        expect(
+            &format!(r#"sum(nena_sessions_total{{role="{role}"}})"#),
+            &eq(4.0),
+            "no other outcome",
+        );
+    }
+    expect(
+        r#"sum(nena_bytes_total{role="proxy_client",direction="sent"})"#,
+        &|v| v >= 800_000.0,
+        "the 4 x 200,000 bytes sent",
+    );
+    expect(
+        r#"sum(nena_bytes_total{role="proxy_client",path=~"trusted|untrusted",direction="sent"})"#,
+        &|v| v >= 800_000.0,
+        "every byte on a named path",
+    );
+}

@@ -1,0 +1,492 @@
+//! `nena proxy client` / `nena proxy server` through the lab (root): 1,000 concurrent
+//! sessions, each echoed byte-exact through both proxies with half-close.
+
+use crate::harness::*;
+use nena_lab::Host;
+use nena_transport::testing;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[test]
+fn thousand_concurrent_proxy_sessions_all_verify() {
+    let lab = lab();
+    let _captures = captures_if_asked(&lab);
+    // Target: an echo server on the server host's loopback.
+    let target: SocketAddr = "127.0.0.1:7300".parse().unwrap();
+    let _echo = echo_server(&lab, target);
+
+    let listen = server(&lab, 7301);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7300",
+        ],
+    );
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7302",
+        "--to",
+        &listen,
+        "--timeout",
+        "30",
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+
+    let entry: SocketAddr = "127.0.0.1:7302".parse().unwrap();
+    let report = lab
+        .run_in(Host::Client, move || {
+            testing::load(entry, 1000, 16 * 1024, Duration::from_secs(90))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.concurrent, 1000, "{report:?}");
+    let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
+    // The one failure tolerated is the receiving kernel's misplaced record 0
+    // (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80 before), the
+    // server's MPTCP puts record 0 of a newly joined subflow 41 bytes early although its
+    // mapping on the wire is right (server-side capture); aead refuses it and that session
+    // aborts. Such an abort must name record 0, deliver no wrong byte and stay rare; every
+    // other session verifies. NENA_TEST_CAPTURE_DIR=DIR captures the three links.
+    let aborts: Vec<&str> = ps_log
+        .lines()
+        .filter(|l| l.contains("integrity check failed"))
+        .collect();
+    assert!(
+        aborts.len() <= 3
+            && aborts
+                .iter()
+                .all(|l| l.contains("(record 0 of the peer's stream")),
+        "integrity aborts other than the kernel's misplaced record 0: {aborts:#?}"
+    );
+    for a in &aborts {
+        eprintln!("tolerated (docs/KERNEL-41-BYTES.md): {a}");
+    }
+    let aborts = aborts.len();
+    assert!(
+        report.errors.iter().all(|e| !e.contains("echo differs")),
+        "wrong bytes reached the application: {report:?}"
+    );
+    // All other sessions had carried data end to end while every one of them was open.
+    assert!(
+        report.open_at_once + aborts >= 1000,
+        "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
+    );
+    assert_eq!(
+        report.verified + aborts,
+        1000,
+        "{report:?}\nproxy client: {pc_log}\nproxy server: {ps_log}"
+    );
+    // Neither proxy logged another failed session (a connect retried because nena-mptcp could
+    // not verify the first flight under the burst is allowed: it is a new connection).
+    let failures = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| {
+                l.contains("WARN")
+                    && !l.contains("retrying with a new connection")
+                    && !l.contains("integrity check failed")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    // A session aborted by the server's integrity check fails on the client too.
+    assert!(failures(&pc_log).len() <= aborts, "{pc_log}");
+    // Each retried connect was dropped by the client, which the server may log once.
+    let retries = pc_log.matches("retrying with a new connection").count();
+    assert!(failures(&ps_log).len() <= retries, "{ps_log}");
+}
+
+/// With `NENA_TEST_CAPTURE_DIR` set: captures of the three links (first 200 bytes of every
+/// TCP packet, enough for the MPTCP options) into that directory, stopped when dropped. For
+/// investigating a failure (docs/KERNEL-41-BYTES.md); off by default.
+fn captures_if_asked(lab: &nena_lab::Lab) -> Vec<nena_lab::Capture> {
+    let Some(dir) = std::env::var_os("NENA_TEST_CAPTURE_DIR") else {
+        return Vec::new();
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = nena_lab::CaptureOptions {
+        snaplen: Some(200),
+        filter: Some("tcp".into()),
+        ..Default::default()
+    };
+    [
+        (nena_lab::Link::Server, "server"),
+        (nena_lab::Link::Trusted, "trusted"),
+        (nena_lab::Link::Untrusted, "untrusted"),
+    ]
+    .into_iter()
+    .map(|(link, name)| {
+        lab.capture_with(link, &dir.join(format!("{name}.pcap")), &opts)
+            .unwrap()
+    })
+    .collect()
+}
+
+/// What the plain TCP target of [`clean_ends_through_both_proxies`] saw on one connection.
+#[derive(Debug)]
+struct TargetSaw {
+    received: Vec<u8>,
+    /// An error on the target's socket (a reset where a clean end was due).
+    error: Option<String>,
+}
+
+/// A plain TCP target in the server host: per connection, reads everything until the
+/// client's end, answers `got N bytes`, closes its side and reports what it saw.
+fn recording_target(
+    lab: &nena_lab::Lab,
+    addr: SocketAddr,
+    conns: usize,
+) -> std::sync::mpsc::Receiver<TargetSaw> {
+    use std::io::{Read, Write};
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        ready_tx.send(()).unwrap();
+        for _ in 0..conns {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut received = Vec::new();
+            let mut error = s.read_to_end(&mut received).err().map(|e| e.to_string());
+            if error.is_none() {
+                let answer = format!("got {} bytes", received.len());
+                if let Err(e) = s.write_all(answer.as_bytes()) {
+                    error = Some(e.to_string());
+                }
+                if let Err(e) = s.shutdown(std::net::Shutdown::Write) {
+                    error.get_or_insert(e.to_string());
+                }
+            }
+            tx.send(TargetSaw { received, error }).unwrap();
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    rx
+}
+
+/// `nena -v proxy server --listen LISTEN --forward TARGET SERVER_EXTRA...` in the server
+/// host and `nena -v proxy client --listen ENTRY --to LISTEN CLIENT_EXTRA...` over both
+/// paths in the client host, each returned once it listens.
+fn forwarding_proxies(
+    lab: &nena_lab::Lab,
+    listen: &str,
+    target: SocketAddr,
+    entry: SocketAddr,
+    server_extra: &[&str],
+    client_extra: &[&str],
+) -> (Proc, Proc) {
+    let target = target.to_string();
+    let mut args = vec![
+        "-v",
+        "proxy",
+        "server",
+        "--listen",
+        listen,
+        "--forward",
+        &target,
+    ];
+    args.extend_from_slice(server_extra);
+    let ps = spawn_listening(lab, Host::Server, &args);
+    let entry = entry.to_string();
+    let mut args = vec!["-v", "proxy", "client", "--listen", &entry, "--to", listen];
+    args.extend_from_slice(&PATHS);
+    args.extend_from_slice(client_extra);
+    (ps, spawn_listening(lab, Host::Client, &args))
+}
+
+/// A plain TCP client and server through both proxies end cleanly on every side: the
+/// client's half-close reaches the target, the target's answer and end reach the client, and
+/// neither proxy warns. The proxies log the mode and the split across the paths. The bytes
+/// the client sends look like an HTTP CONNECT to another host: the target at --forward gets
+/// them verbatim (the proxy server is no relay a client can point elsewhere).
+#[test]
+fn clean_ends_through_both_proxies() {
+    use std::io::Write;
+    let lab = lab();
+    let target: SocketAddr = "127.0.0.1:7310".parse().unwrap();
+    let saw = recording_target(&lab, target, 2);
+    let listen = server(&lab, 7311);
+    let entry: SocketAddr = "127.0.0.1:7312".parse().unwrap();
+    let (ps, pc) = forwarding_proxies(&lab, &listen, target, entry, &[], &[]);
+
+    // 1. Half-close: send, end our side, read the whole answer.
+    let mut request = b"CONNECT 198.18.3.2:22 HTTP/1.1\r\nHost: 198.18.3.2:22\r\n\r\n".to_vec();
+    request.extend(testing::session_payload(1, 3 << 20));
+    let sent = request.clone();
+    let answer = exchange(&lab, entry, request).expect("the client's end must be clean");
+    assert_eq!(answer, format!("got {} bytes", sent.len()).as_bytes());
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert!(
+        t.received == sent,
+        "the target got other bytes than the client sent"
+    );
+
+    // 2. As iperf3 ends a data stream: send, then close the socket whole without reading
+    //    (the answer comes to a closed socket).
+    let payload = testing::session_payload(2, 4 << 20);
+    let len = payload.len();
+    lab.run_in(Host::Client, move || {
+        let mut s = std::net::TcpStream::connect(entry).unwrap();
+        s.write_all(&payload).unwrap();
+        drop(s);
+    })
+    .unwrap();
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert_eq!(t.received.len(), len);
+
+    // Both sessions done on both proxies, with mode and split, and no warning anywhere.
+    let done = |p: &Proc| -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = p.stderr();
+            if log.matches("session done").count() >= 2 || std::time::Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let pcl = done(&pc);
+    let psl = done(&ps);
+    for (name, log) in [("proxy client", &pcl), ("proxy server", &psl)] {
+        assert_eq!(log.matches("session done").count(), 2, "{name}:\n{log}");
+        assert!(!log.contains("WARN"), "{name} warned:\n{log}");
+        for line in log.lines().filter(|l| l.contains("session done")) {
+            assert!(
+                line.contains("mode aead") && line.contains("subflows:") && line.contains("acked"),
+                "{name}: {line}"
+            );
+        }
+    }
+}
+
+/// A plain target in the server host for one connection: reads until the client's end (or
+/// an error), then, after `answer_after`, answers `got N bytes` and closes. Reports how its
+/// read ended.
+fn slow_target(
+    lab: &nena_lab::Lab,
+    addr: SocketAddr,
+    answer_after: Duration,
+) -> std::sync::mpsc::Receiver<std::io::Result<usize>> {
+    use std::io::{Read, Write};
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lab.spawn_in(Host::Server, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = Vec::new();
+        let r = s.read_to_end(&mut got);
+        if r.is_ok() {
+            std::thread::sleep(answer_after);
+            let _ = s.write_all(format!("got {} bytes", got.len()).as_bytes());
+        }
+        let _ = tx.send(r);
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    rx
+}
+
+/// Stopping either proxy (SIGTERM, SIGINT) in the middle of a session: the proxy exits 0
+/// within a second of the signal (no --grace), and the session is reset on both sides, so
+/// that neither the application nor the target takes the cut stream for a complete one; in
+/// `aead` the other proxy is told why first (its log: "the peer aborted the session: it is
+/// shutting down"). With --grace, a session that ends within it is carried to its end first.
+#[test]
+fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
+    use std::io::{Read, Write};
+    let lab = lab();
+    // In `stream` mode a clean close of the nena side would end the other proxy's plain side
+    // cleanly too (no closing record to miss, as `aead` has): only the reset of the nena
+    // socket keeps the cut from looking complete there.
+    for (round, (stopped, sig, grace, mode)) in [
+        ("server", libc::SIGTERM, "0", "stream"),
+        ("client", libc::SIGINT, "0", "aead"),
+        ("client", libc::SIGTERM, "0", "stream"),
+        ("server", libc::SIGINT, "10", "aead"),
+        ("server", libc::SIGTERM, "0", "aead"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = 7320 + 3 * round as u16;
+        let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        // With a grace period the target answers a second after the client's end: the
+        // session is still running when the signal comes.
+        let graceful = grace != "0";
+        let saw = slow_target(&lab, target, Duration::from_secs(1));
+        let listen = server(&lab, port + 1);
+        let server_grace = if stopped == "server" { grace } else { "0" };
+        let entry: SocketAddr = format!("127.0.0.1:{}", port + 2).parse().unwrap();
+        let (mut ps, mut pc) = forwarding_proxies(
+            &lab,
+            &listen,
+            target,
+            entry,
+            &["--grace", server_grace],
+            &["--mode", mode],
+        );
+        let payload = testing::session_payload(round, 1 << 20);
+        let len = payload.len();
+        let app = lab.spawn_in(Host::Client, move || {
+            let mut s = std::net::TcpStream::connect(entry).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(&payload).unwrap();
+            if graceful {
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+            }
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).map(|_| answer)
+        });
+        // The session is up on the server side (its mode logged) before the signal.
+        ps.wait_stderr(&format!("mode {mode}"), Duration::from_secs(20));
+        let proc = if stopped == "server" {
+            &mut ps
+        } else {
+            &mut pc
+        };
+        let t0 = std::time::Instant::now();
+        let status = proc.stop_with(sig);
+        let took = t0.elapsed();
+        let log = proc.stderr();
+        assert!(
+            status.success(),
+            "proxy {stopped} after signal {sig}: {status}\n{log}"
+        );
+        let answer = app
+            .join()
+            .unwrap()
+            .expect("the application thread ran in the lab");
+        if graceful {
+            assert!(
+                took < Duration::from_secs(5),
+                "{took:?} with a session of about 1 s"
+            );
+            assert_eq!(
+                answer.expect("the session finished within the grace period"),
+                format!("got {len} bytes").as_bytes()
+            );
+            assert!(log.contains("in progress"), "{log}");
+        } else {
+            assert!(
+                took < Duration::from_secs(1),
+                "{stopped} took {took:?} to exit\n{log}"
+            );
+            let err = answer.expect_err("a cut session must not end cleanly for the app");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+            let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+            let err = t.expect_err("a cut session must not end cleanly for the target");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+            assert!(log.contains("aborting 1 session"), "{log}");
+            // aead tells the other proxy why, in an authenticated abort record; stream has
+            // no room for a message: the reset alone.
+            if mode == "aead" {
+                let other = if stopped == "server" { &pc } else { &ps };
+                other.wait_stderr(
+                    "the peer aborted the session: it is shutting down",
+                    Duration::from_secs(10),
+                );
+            }
+        }
+    }
+}
+
+/// `--token-file` of the proxies (issue 22, item 3): the proxy server reads each session's
+/// open request and checks its access token before it connects anywhere. A proxy client
+/// without the token, or with another one, is refused: its application's connection is
+/// reset (never a clean, empty answer) and its log says why; the target's first and only
+/// connection is the session that had the token, whose bytes arrive exactly. A plain proxy
+/// client sent to an `--allow` server is told that server has no `--forward` target.
+#[test]
+fn the_proxy_server_checks_the_access_token_before_it_connects() {
+    let lab = lab();
+    let dir = TempDir::new("proxy-token");
+    let (token, other) = token_files(&dir);
+    let (token, other) = (token.as_str(), other.as_str());
+
+    let target: SocketAddr = "127.0.0.1:7340".parse().unwrap();
+    let saw = recording_target(&lab, target, 1);
+    let listen = server(&lab, 7341);
+    let entry = |port: u16| -> SocketAddr { format!("127.0.0.1:{port}").parse().unwrap() };
+    let (ps, without) = forwarding_proxies(
+        &lab,
+        &listen,
+        target,
+        entry(7342),
+        &["--token-file", token],
+        &[],
+    );
+    let client = |port: u16, to: &str, extra: &[&str]| {
+        let e = entry(port).to_string();
+        let mut args = vec!["-v", "proxy", "client", "--listen", &e, "--to", to];
+        args.extend_from_slice(&PATHS);
+        args.extend_from_slice(extra);
+        spawn_listening(&lab, Host::Client, &args)
+    };
+    let wrong = client(7343, &listen, &["--token-file", other]);
+    let right = client(7344, &listen, &["--token-file", token]);
+    // Another server, for SOCKS requests only.
+    let socks_listen = server(&lab, 7345);
+    let _socks_server = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &socks_listen,
+            "--allow",
+            "127.0.0.0/8",
+        ],
+    );
+    let misdirected = client(7346, &socks_listen, &[]);
+
+    for (port, proc, why) in [
+        (7342, &without, "a valid access token is required"),
+        (7343, &wrong, "a valid access token is required"),
+        (7346, &misdirected, "has no --forward target"),
+    ] {
+        let e = exchange(&lab, entry(port), b"GET / HTTP/1.0\r\n\r\n".to_vec())
+            .expect_err("a refused session must not look like a clean, empty answer");
+        use std::io::ErrorKind::*;
+        assert!(
+            matches!(e.kind(), ConnectionReset | NotConnected | BrokenPipe),
+            "{port}: {e}"
+        );
+        let log = proc.wait_stderr(why, Duration::from_secs(10));
+        assert!(log.contains("refused the session"), "{port}:\n{log}");
+    }
+    let payload = testing::session_payload(3, 1 << 20);
+    let answer = exchange(&lab, entry(7344), payload.clone()).unwrap_or_else(|e| {
+        panic!(
+            "the session with the token: {e}\nproxy client:\n{}\nproxy server:\n{}",
+            right.stderr(),
+            ps.stderr()
+        )
+    });
+    assert_eq!(answer, format!("got {} bytes", payload.len()).as_bytes());
+    let t = saw.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(t.error.is_none(), "target: {:?}", t.error);
+    assert!(
+        t.received == payload,
+        "the target's first connection was not the session with the token ({} bytes)",
+        t.received.len()
+    );
+    // The two refusals (logged once the server stopped draining them), and no third.
+    let denied = "session refused: connection not allowed by ruleset (a valid access token";
+    ps.wait_stderr_n(denied, 2, Duration::from_secs(10));
+    let log = ps.wait_stderr("session done", Duration::from_secs(10));
+    assert_eq!(log.matches(denied).count(), 2, "{log}");
+}

@@ -1,0 +1,381 @@
+//! Trusted-path-first on hosts that are not the lab (root): the lab's client normally has
+//! source-based rules that send each address out of its own link; a laptop on a public WLAN
+//! has none, and its default route often leaves by the untrusted link. Each test here takes
+//! those rules away and puts the default route on the untrusted link (with a second default
+//! route on the trusted link, of a worse metric, as NetworkManager installs for two links),
+//! then checks with captures of both client links that no byte of nena's handshake, no
+//! MP_CAPABLE key and no plaintext run crosses the untrusted link, that files arrive
+//! byte-exact, and (userspace PM) that the untrusted link then carries data. Variants: a
+//! server that announces a second address (`signal` endpoint, ADD_ADDR), both path
+//! managers, the first data segments on the trusted link dropped, and a trusted link
+//! without any route to the server (refused before anything is sent, with the fix named).
+
+use crate::harness::*;
+use nena_lab::{Host, Lab, LabGuard, Link, PmMode, Rate};
+use std::path::Path;
+
+/// The client as a laptop: no source-based rules, the default route on the untrusted link
+/// (metric 100) and, unless `trusted_default` is false, one on the trusted link (metric 200).
+fn laptop_routes(lab: &Lab, trusted_default: bool) {
+    let mut script = String::from(
+        "set -e; ip rule del pref 1101; ip rule del pref 1102; \
+         ip route del default; ip route add default via 198.18.2.1 dev untrusted metric 100;",
+    );
+    if trusted_default {
+        script += " ip route add default via 198.18.1.1 dev trusted metric 200;";
+    }
+    sh(lab, Host::Client, &script);
+    let rules = sh(lab, Host::Client, "ip rule show");
+    assert!(!rules.contains("lookup 101"), "{rules}");
+    let route = sh(lab, Host::Client, "ip route get 198.18.3.2");
+    assert!(
+        route.contains("dev untrusted"),
+        "the host's own route: {route}"
+    );
+}
+
+/// The server announces a second address (198.18.3.3, `signal` endpoint).
+fn server_announces(lab: &Lab) {
+    sh(
+        lab,
+        Host::Server,
+        "set -e; ip addr add 198.18.3.3/24 dev eth0; ip mptcp endpoint add 198.18.3.3 dev eth0 signal",
+    );
+}
+
+fn sh(lab: &Lab, host: Host, script: &str) -> String {
+    let out = lab.command(host, "sh", ["-c", script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Both links shaped to 50 Mbit/s, so the scheduler's split follows the links (on
+/// unshaped veth the CPU sets the pace and the untrusted share varies widely).
+fn lab_pm(pm: PmMode) -> LabGuard {
+    lab_with(|c| {
+        c.pm = pm;
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+    })
+}
+
+/// The header every nena hello starts with (magic, version, type 1).
+fn hello_header() -> Vec<u8> {
+    let mut h = nena_proto::wire::MAGIC.to_vec();
+    h.extend_from_slice(&[nena_proto::wire::VERSION, 1]);
+    h
+}
+
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(NENA)
+        .args(["eavesdrop", cap.to_str().unwrap(), "--known"])
+        .arg(known)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `rounds` sends and gets of a random file with both client links captured; returns the
+/// JSON reports and what each capture holds.
+struct Outcome {
+    reports: Vec<serde_json::Value>,
+    untrusted_raw: Vec<u8>,
+    trusted_raw: Vec<u8>,
+    untrusted_view: serde_json::Value,
+}
+
+fn transfers(lab: &Lab, rounds: usize) -> Outcome {
+    let srv = TempDir::new("rh");
+    let cli = TempDir::new("rhc");
+    let _s = serve(lab, 7000, srv.path(), &[]);
+    let to = server(lab, 7000);
+    let known = cli.join("known.bin");
+    let data = random(1_500_000, 19);
+    std::fs::write(&known, &data).unwrap();
+    std::fs::copy(&known, srv.join("served.bin")).unwrap();
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+    let known_s = known.display().to_string();
+    let mut reports = Vec::new();
+    for i in 0..rounds {
+        let name = format!("up{i}");
+        let out = cli.join(&format!("down{i}")).display().to_string();
+        for args in [
+            vec!["send", known_s.as_str(), "--name", &name, "--to", &to],
+            vec!["get", "served.bin", "--out", &out, "--from", &to],
+        ] {
+            let mut a = args.clone();
+            a.push("--json");
+            a.extend_from_slice(&PATHS);
+            reports.push(client_json(lab, &a));
+        }
+        assert!(
+            std::fs::read(srv.join(&name)).unwrap() == data,
+            "{name} differs"
+        );
+        assert!(std::fs::read(&out).unwrap() == data, "{out} differs");
+    }
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    Outcome {
+        reports,
+        untrusted_view: eavesdrop(&cap_u, &known),
+        untrusted_raw: std::fs::read(&cap_u).unwrap(),
+        trusted_raw: std::fs::read(&cap_t).unwrap(),
+    }
+}
+
+/// What must hold on every host: every hello crossed the trusted link and none the
+/// untrusted one, no MPTCP key and no plaintext run on the untrusted link, every
+/// connection aead.
+fn check_trusted_first(o: &Outcome) {
+    let h = hello_header();
+    assert_eq!(
+        count(&o.untrusted_raw, &h),
+        0,
+        "a nena hello crossed the untrusted link"
+    );
+    assert!(
+        count(&o.trusted_raw, &h) >= o.reports.len(),
+        "{} hellos on the trusted link for {} connections",
+        count(&o.trusted_raw, &h),
+        o.reports.len()
+    );
+    for f in o.untrusted_view["flows"].as_array().unwrap() {
+        assert!(
+            f["mptcp_keys"].as_array().unwrap().is_empty(),
+            "MPTCP key on the untrusted link: {f}"
+        );
+    }
+    assert_eq!(o.untrusted_view["known"]["runs_found"], 0);
+    assert!(o.reports.iter().all(|r| r["mode"] == "aead"));
+}
+
+fn untrusted_bytes(o: &Outcome) -> u64 {
+    o.reports.iter().map(|r| bytes_by_trust(r).1).sum()
+}
+
+/// The untrusted link carried data (the property; how much of it is a matter of the
+/// scheduler and the CPU on unshaped links, so only "well beyond the handshake's ACKs").
+fn assert_untrusted_carried(o: &Outcome) {
+    let u = untrusted_bytes(o);
+    assert!(u > 64 * 1024, "the untrusted link carried {u} B");
+}
+
+/// A lab whose client is routed like a laptop (both default routes), its server announcing
+/// a second address or not.
+fn laptop_lab(pm: PmMode, announce: bool) -> LabGuard {
+    let lab = lab_pm(pm);
+    laptop_routes(&lab, true);
+    if announce {
+        server_announces(&lab);
+    }
+    lab
+}
+
+/// A laptop-routed client against a server that announces a second address or not. The
+/// untrusted link must carry data unless the in-kernel PM met an announcing server (nena
+/// closes the subflows it opened before the first flight, and the kernel does not reopen
+/// them).
+fn laptop(pm: PmMode, announce: bool) {
+    let lab = laptop_lab(pm, announce);
+    let o = transfers(&lab, 3);
+    check_trusted_first(&o);
+    if pm == PmMode::Userspace || !announce {
+        assert_untrusted_carried(&o);
+    }
+}
+
+#[test]
+fn laptop_routes_userspace_pm_keep_the_handshake_on_the_trusted_link() {
+    laptop(PmMode::Userspace, false);
+}
+
+#[test]
+fn laptop_routes_kernel_pm_keep_the_handshake_on_the_trusted_link() {
+    laptop(PmMode::Kernel, false);
+}
+
+#[test]
+fn signal_server_userspace_pm_connects_and_uses_both_links() {
+    laptop(PmMode::Userspace, true);
+}
+
+/// The in-kernel PM opens subflows as soon as the server's ADD_ADDR arrives, which may be
+/// before the first flight: nena closes them (the kernel does not reopen them), so the
+/// connection works and the hello never crosses the untrusted link.
+#[test]
+fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link() {
+    laptop(PmMode::Kernel, true);
+}
+
+/// The first data segments on the trusted link are dropped (netfilter in the client, on
+/// its way out of `trusted`): the first flight is sent again, on the trusted link only.
+fn first_flight_lost(pm: PmMode, announce: bool) {
+    let lab = laptop_lab(pm, announce);
+    // Data-bearing packets to the server's port leaving by `trusted`, until 600 bytes of
+    // them were dropped: the first connection's hello and its first retransmissions (the
+    // quota is one for the whole rule), as a lossy start would.
+    sh(
+        &lab,
+        Host::Client,
+        "nft add table inet nena_loss && \
+         nft add chain inet nena_loss out '{ type filter hook output priority 0; }' && \
+         nft add rule inet nena_loss out oifname trusted tcp dport 7000 ip length '>' 120 \
+         quota until 600 bytes counter drop",
+    );
+    let o = transfers(&lab, 1);
+    let rules = sh(&lab, Host::Client, "nft list table inet nena_loss");
+    let dropped: u64 = rules
+        .split("packets ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(dropped >= 1, "nothing was dropped: {rules}");
+    check_trusted_first(&o);
+    if pm == PmMode::Userspace {
+        assert_untrusted_carried(&o);
+    }
+}
+
+#[test]
+fn first_flight_lost_userspace_pm() {
+    first_flight_lost(PmMode::Userspace, false);
+}
+
+#[test]
+fn first_flight_lost_kernel_pm() {
+    first_flight_lost(PmMode::Kernel, false);
+}
+
+#[test]
+fn first_flight_lost_signal_server_userspace_pm() {
+    first_flight_lost(PmMode::Userspace, true);
+}
+
+#[test]
+fn first_flight_lost_signal_server_kernel_pm() {
+    first_flight_lost(PmMode::Kernel, true);
+}
+
+/// No route to the server through the trusted interface: refused before anything is sent,
+/// whether the trusted path is named by interface or by address, with one line naming the
+/// interface, the host's route and the fix; nothing of the connection on either link.
+#[test]
+fn no_route_through_the_trusted_interface_fails_closed_and_says_how_to_fix_it() {
+    let lab = lab_pm(PmMode::Kernel);
+    laptop_routes(&lab, false);
+    let srv = TempDir::new("nr");
+    let cli = TempDir::new("nrc");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let to = server(&lab, 7000);
+    let f = cli.join("f.bin");
+    std::fs::write(&f, random(10_000, 3)).unwrap();
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+    for trusted in ["trusted", "198.18.1.2"] {
+        let out = client(
+            &lab,
+            &[
+                "send",
+                f.to_str().unwrap(),
+                "--to",
+                &to,
+                "--trusted",
+                trusted,
+                "--untrusted",
+                "untrusted",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        for want in [
+            "no route to 198.18.3.2 through the trusted interface `trusted`",
+            "default via 198.18.2.1 dev untrusted",
+            "ip route add 198.18.3.2 via GATEWAY dev trusted",
+        ] {
+            assert!(err.contains(want), "{want:?} not in: {err}");
+        }
+    }
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    for cap in [&cap_u, &cap_t] {
+        let raw = std::fs::read(cap).unwrap();
+        assert_eq!(count(&raw, &hello_header()), 0);
+        let v = eavesdrop(cap, &f);
+        assert_eq!(v["payload_bytes"], 0, "{}: {v}", cap.display());
+    }
+    assert!(std::fs::read_dir(srv.path()).unwrap().next().is_none());
+}
+
+/// Leaving out `--untrusted` with the in-kernel PM: its endpoint on the untrusted link still
+/// carries data (the kernel opens it), and the user is told so in one line with the fix.
+#[test]
+fn an_endpoint_the_user_did_not_name_is_said_in_one_line() {
+    let lab = lab_pm(PmMode::Kernel);
+    let srv = TempDir::new("un");
+    let cli = TempDir::new("unc");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let to = server(&lab, 7000);
+    let f = cli.join("f.bin");
+    std::fs::write(&f, random(200_000, 5)).unwrap();
+    let out = client(
+        &lab,
+        &[
+            "send",
+            f.to_str().unwrap(),
+            "--to",
+            &to,
+            "--trusted",
+            "trusted",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("named by neither --trusted nor --untrusted"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("198.18.2.2") && lines[0].contains("--untrusted 198.18.2.2"));
+    // Named, it is quiet.
+    let out = client(
+        &lab,
+        &[
+            "send",
+            f.to_str().unwrap(),
+            "--name",
+            "g",
+            "--to",
+            &to,
+            "--trusted",
+            "trusted",
+            "--untrusted",
+            "untrusted",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("named by neither"));
+}

@@ -46,6 +46,7 @@ bench: build
 	$(NENA) bench emulation
 	$(NENA) bench rate-limit
 	$(NENA) bench fairness
+	$(NENA) bench sessions --at-most-the-limit
 
 # Man pages generated from the clap definitions the binary parses: out/man/nena.1 and one
 # page per subcommand (nena-serve.1, nena-proxy-server.1, ...). Read one with `man -l`.

@@ -3,6 +3,8 @@
 //! - [`transfer`]: `nena bench transfer`, goodput and CPU per GB of plain MPTCP and nena in
 //!   each mode over the lab's two paths.
 //! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
+//! - [`sessions`]: `nena bench sessions`, many concurrent SOCKS5 sessions through one proxy
+//!   pair: memory per idle session and the time to open one more under that load.
 //! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
 //!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
 //! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
@@ -38,6 +40,7 @@ pub mod progress;
 pub mod rate_limit;
 #[cfg(feature = "openssl")]
 pub mod session;
+pub mod sessions;
 #[cfg(feature = "openssl")]
 pub mod subject;
 pub mod transfer;

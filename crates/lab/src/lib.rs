@@ -58,7 +58,7 @@ pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
 pub use pair::{mptcp_socket, Pair, PairPath, PAIR_PATHS};
 pub use rate::{Rate, RateParseError};
-pub use serve::{start_nena_serve, NenaServer};
+pub use serve::{start_nena, start_nena_serve, NenaServer};
 pub use state::state_dir;
 pub use status::{FleetStatus, HostStatus, LabStatus, LinkStatus, MptcpStatus};
 pub use topology::{End, Host, Link, SERVER_ADDR};

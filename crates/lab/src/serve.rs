@@ -1,5 +1,6 @@
-//! `nena serve` in the lab's server host, for the runs that measure nena (the transfer
-//! benchmark, the scenario runner): started, waited for until it listens, killed when dropped.
+//! `nena serve` (or another listening nena command) in a lab host, for the runs that
+//! measure nena (the transfer and sessions benchmarks, the scenario runner): started, waited
+//! for until it listens, killed when dropped.
 
 use crate::{Host, Lab};
 use anyhow::{anyhow, bail, Context, Result};
@@ -37,11 +38,33 @@ pub fn start_nena_serve(lab: &Lab, nena: &Path, port: u16, dir: &Path) -> Result
         dir.display().to_string(),
     ];
     args.extend(["--mode".into(), "aead,stream,kato,plain".into()]);
-    let mut cmd = lab.command(Host::Server, nena, &args);
-    cmd.stdin(Stdio::null())
+    start_nena(lab, Host::Server, nena, &args, &[])
+}
+
+/// Start `nena ARGS` (a command that prints "listening on ..." as its first line: `serve`,
+/// `proxy server`, `proxy client`) in `host` with the environment `env` added, and wait
+/// until it listens. Its standard error is this process's. Killed when dropped.
+pub fn start_nena(
+    lab: &Lab,
+    host: Host,
+    nena: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Result<NenaServer> {
+    let what = args
+        .iter()
+        .take_while(|a| !a.starts_with('-'))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = lab.command(host, nena, args);
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let mut child = cmd.spawn().context("starting nena serve in the lab")?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting nena {what} in the lab"))?;
     // Wait for its "listening on" line.
     let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -56,7 +79,7 @@ pub fn start_nena_serve(lab: &Lab, nena: &Path, port: u16, dir: &Path) -> Result
     let server = NenaServer(child);
     match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(l) if l.contains("listening on") => Ok(server),
-        Ok(l) => bail!("nena serve said {l:?} instead of listening"),
-        Err(_) => bail!("nena serve did not start listening within 10s"),
+        Ok(l) => bail!("nena {what} said {l:?} instead of listening"),
+        Err(_) => bail!("nena {what} did not start listening within 10s"),
     }
 }

@@ -11,6 +11,7 @@ mod architecture;
 mod attack_cli;
 #[cfg(feature = "openssl")]
 mod bench_codec_cli;
+mod bench_sessions;
 #[cfg(feature = "cc")]
 mod cc_cli;
 mod codec_cli;

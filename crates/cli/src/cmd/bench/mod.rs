@@ -10,6 +10,7 @@ mod fairness;
 mod policy;
 #[cfg(feature = "policy")]
 mod rate_limit;
+mod sessions;
 mod transfer;
 
 #[derive(Subcommand, Debug)]
@@ -25,6 +26,9 @@ pub enum BenchCmd {
     /// Issue 13's shared bottleneck: LIA within 1.2x a TCP flow's goodput, uncoupled reno
     /// above 1.3x LIA's (the shipped scenario, three repetitions per run).
     Fairness(fairness::Args),
+    /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
+    /// the time to open one more under that load.
+    Sessions(sessions::Args),
     /// Per-packet cost of each eBPF selector, actor and chain.
     #[cfg(feature = "policy")]
     Policy(policy::Args),
@@ -40,6 +44,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Transfer(a) => transfer::run(a),
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
+        BenchCmd::Sessions(a) => sessions::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),
         #[cfg(feature = "policy")]

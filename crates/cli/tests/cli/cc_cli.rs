@@ -5,15 +5,30 @@
 //! A second load of a loaded name and unknown names are refused with one line.
 //!
 //! The congestion control names are global to the kernel, so the tests of this module take
-//! turns (LOCK), and every test unloads in Drop ([`Unload`]) even when it fails.
-use crate::harness::nena;
-
+//! turns ([`turn`]), and every test unloads in Drop ([`Unload`]) even when it fails. A test
+//! process killed mid-test (no Drop) leaves its registration pinned; the first turn of the
+//! next process unloads what it finds, and says so.
 use crate::harness::*;
 use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
 
 static LOCK: Mutex<()> = Mutex::new(());
+
+/// This test's turn with the kernel's congestion control names. The first turn of the
+/// process first unloads nena's controls left pinned by a test process that was killed.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    static RECLAIM: std::sync::Once = std::sync::Once::new();
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    RECLAIM.call_once(|| {
+        let left = std::fs::read_dir(PIN_ROOT).map_or(0, |d| d.count());
+        if left > 0 {
+            eprintln!("cc_cli: {left} pins left under {PIN_ROOT} by an earlier test process; unloading them");
+            drop(Unload);
+        }
+    });
+    guard
+}
 
 const PIN_ROOT: &str = "/sys/fs/bpf/nena-cc";
 
@@ -49,7 +64,7 @@ fn assert_nothing_left(name: &str) {
 
 #[test]
 fn a_second_load_and_unknown_names_are_refused_with_one_line() {
-    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _l = turn();
     let _u = Unload;
     let o = nena(&["cc", "load", "vegas"]);
     assert_eq!(o.status.code(), Some(2), "unknown name: {}", stderr(&o));
@@ -108,7 +123,7 @@ fn a_second_load_and_unknown_names_are_refused_with_one_line() {
 
 #[test]
 fn an_unregistered_cc_is_refused_by_the_transfer_tools() {
-    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _l = turn();
     let _u = Unload;
     // nena_olia is not loaded: refused before any connection, one line, status 2.
     let o = nena(&[
@@ -131,7 +146,7 @@ fn an_unregistered_cc_is_refused_by_the_transfer_tools() {
 
 #[test]
 fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
-    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _l = turn();
     let _u = Unload;
     let lab = lab_with(|c| {
         c.trusted_rate = Some(nena_lab::Rate::mbit(100));
@@ -210,7 +225,7 @@ fn carries_data(prefix: &str) -> bool {
 /// its lab: nothing registered, no pin, no namespace left.
 #[test]
 fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
-    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _l = turn();
     let _u = Unload;
     assert!(
         !registered("nena_lia"),
@@ -277,7 +292,7 @@ fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
 /// with the runs: that verdict is a benchmark, `nena bench fairness`.
 #[test]
 fn shared_bottleneck_scenario_runs_lia_and_reno_beside_a_tcp_flow() {
-    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _l = turn();
     let _u = Unload;
     let scenario = concat!(
         env!("CARGO_MANIFEST_DIR"),

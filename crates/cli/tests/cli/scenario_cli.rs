@@ -220,7 +220,7 @@ fn one_subflow_runs_stay_on_the_trusted_link() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|l| l["bytes"].as_u64().unwrap() > 0)
+            .filter(|l| l["subflows"].as_u64().unwrap() > 0)
             .map(|l| {
                 (
                     l["link"].as_str().unwrap().to_string(),
@@ -230,12 +230,15 @@ fn one_subflow_runs_stay_on_the_trusted_link() {
             })
             .collect()
     };
+    // Which links have a subflow (not which carried bytes: on bare veth a CPU-bound run
+    // may leave the second subflow idle, as the kernel's scheduler fills the first).
     let one = links(0);
     assert_eq!(
         one.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),
         [("trusted", 1)],
         "subflows = 1: {one:?}"
     );
+    assert!(one[0].2 > 0, "subflows = 1 carried nothing: {one:?}");
     let two = links(1);
     assert_eq!(
         two.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),

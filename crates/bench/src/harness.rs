@@ -103,6 +103,16 @@ fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
+/// The median of `v` (sorted in place; the mean of the middle two for an even count), NaN
+/// for no values.
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    quantile_sorted(v, 0.5)
+}
+
 /// Summarise per-iteration times (ns). Panics on an empty slice or NaN (a harness bug).
 pub fn summarize(per_iter_ns: &[f64], iters_per_sample: u64) -> Stats {
     assert!(!per_iter_ns.is_empty(), "no samples to summarise");

@@ -15,8 +15,8 @@
 //!   C code in [`paper_c`]), and [`primitives`], the comparison of crypto primitives from
 //!   ring, aws-lc-rs, RustCrypto and OpenSSL (run by the `primitives` example); the codec
 //!   table's subjects are [`ciphers`], [`kato`], [`session`] and [`subject`].
-//! - [`harness`]: a small measurement harness; [`progress`]: a progress indicator for
-//!   terminals.
+//! - [`harness`]: a small measurement harness (and the median the benches share); [`host`]:
+//!   what a report says about the machine; [`progress`]: a progress indicator for terminals.
 
 #[cfg(feature = "openssl")]
 mod bytes;
@@ -27,6 +27,7 @@ pub mod codec;
 pub mod emulation;
 pub mod fairness;
 pub mod harness;
+pub mod host;
 #[cfg(feature = "openssl")]
 pub mod kato;
 #[cfg(feature = "openssl")]

@@ -26,6 +26,8 @@
 //! echo's: the bench refuses a count the host's descriptor limit cannot take, before anything
 //! starts, naming the most it can.
 
+use crate::harness::median;
+use crate::host::{kernel, loadavg};
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{start_nena, with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard};
@@ -357,10 +359,7 @@ fn run_on(
         open_ok,
         exact_ok,
         pass: memory_ok && open_ok && exact_ok,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        kernel: kernel(),
         loadavg_start,
         loadavg_end: loadavg(),
     })
@@ -389,6 +388,7 @@ fn footprint(pid: u32) -> Result<Footprint> {
 
 /// The host's TCP socket memory (`mem` of the TCP line of /proc/net/sockstat, in pages), KiB.
 fn tcp_mem_kib() -> u64 {
+    // SAFETY: sysconf has no preconditions.
     let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(1) as u64 / 1024;
     std::fs::read_to_string("/proc/net/sockstat")
         .ok()
@@ -599,21 +599,7 @@ async fn round_trip(s: &mut TcpStream, payload: &[u8]) -> Result<()> {
 
 fn median_ms(v: &[Duration]) -> f64 {
     let mut ms: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    ms.sort_by(f64::total_cmp);
-    match ms.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => ms[n / 2],
-        n => (ms[n / 2 - 1] + ms[n / 2]) / 2.0,
-    }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
+    median(&mut ms)
 }
 
 /// The human table.

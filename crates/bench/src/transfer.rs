@@ -17,6 +17,8 @@
 //! the receiver's confirmation. Every run must have been multipath (both the trusted and
 //! the untrusted path carried at least [`MIN_PATH_SHARE`] of its bytes), or the verdict fails.
 
+use crate::harness::median;
+use crate::host::{cpu_model, kernel, loadavg};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{
     start_nena_serve, with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate,
@@ -229,19 +231,6 @@ pub struct BenchReport {
     /// the unlimited setting, which is CPU-bound).
     pub loadavg_start: String,
     pub loadavg_end: String,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// Median, min, max and ratios of the runs of one setting, and its targets: every run of
@@ -568,23 +557,6 @@ fn run_one(
     })
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn first_line(path: &str, key: &str) -> String {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default()
-}
-
 /// Run the whole bench on a lab whose guard the caller holds (so that Ctrl-C in the caller
 /// tears it down). `progress` gets one line per run.
 pub fn run_on(
@@ -660,11 +632,8 @@ pub fn run_on(
         target_ratio: opts.target,
         pass: results.iter().all(|r| r.pass),
         settings: results,
-        cpu: first_line("/proc/cpuinfo", "model name"),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        cpu: cpu_model(),
+        kernel: kernel(),
         loadavg_start,
         loadavg_end: loadavg(),
     })

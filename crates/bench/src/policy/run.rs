@@ -5,6 +5,7 @@ use super::frames::{chain8_frame, frame, Flows};
 use super::links::{chains, BenchLink, Frame, Kind, Link, Method};
 use super::measure::{batch_pair, chain_of, handshake, median, single_pair, Expect};
 use super::report::{check, BenchEntry, BenchReport, Figure, Measure};
+use crate::host::loadavg;
 use anyhow::Result;
 use nena_bpf::chains::spec::{ChainSpec, Hook};
 use nena_bpf::TestBed;
@@ -25,12 +26,6 @@ struct Job {
 }
 
 const HOOKS: [Hook; 2] = [Hook::Ingress, Hook::Egress];
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
 
 /// Run the benchmark: `repeat` runs per batch, `batches` rounds; each round takes one pair
 /// of batches of every batch figure and `singles_per_round` single pairs of every single

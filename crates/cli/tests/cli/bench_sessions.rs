@@ -5,13 +5,12 @@
 //! are reported, not required here (a short run on a shared host; `make bench` runs the
 //! full count). A count the open-file limit cannot take is refused before any lab exists.
 
-use crate::harness::{nena, NENA};
+use crate::harness::{bench_json, nena};
 
 #[test]
 fn sixty_sessions_are_carried_byte_exact_with_their_descriptors_counted() {
-    let child = std::process::Command::new(NENA)
-        .args([
-            "bench",
+    let (r, lab_ns) = bench_json(
+        &[
             "sessions",
             "--sessions",
             "60",
@@ -19,20 +18,9 @@ fn sixty_sessions_are_carried_byte_exact_with_their_descriptors_counted() {
             "3",
             "--no-check",
             "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The bench names its lab after its process id.
-    let lab_ns = format!("/run/netns/ns{}-client", child.id());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        "ns",
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["asked"], 60);
     assert_eq!(r["sessions"], 60);
     assert_eq!(r["opened"], 60, "{r}");
@@ -74,10 +62,7 @@ fn sixty_sessions_are_carried_byte_exact_with_their_descriptors_counted() {
         r["pass"],
         memory && r["open_ok"] == true && r["exact_ok"] == true
     );
-    assert!(
-        !std::path::Path::new(&lab_ns).exists(),
-        "{lab_ns} left behind"
-    );
+    assert!(!lab_ns.exists(), "{} left behind", lab_ns.display());
 }
 
 #[test]

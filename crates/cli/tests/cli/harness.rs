@@ -26,6 +26,27 @@ pub fn nena_cmd() -> Command {
     Command::new(NENA)
 }
 
+/// `nena bench ARGS` (with `--json`) on this host, which must succeed: its report, and the
+/// client namespace of the lab it built, which it names `PREFIX<its pid>` (for checking
+/// that the lab is gone).
+pub fn bench_json(args: &[&str], lab_prefix: &str) -> (serde_json::Value, PathBuf) {
+    let child = nena_cmd()
+        .arg("bench")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lab_ns = PathBuf::from(format!("/run/netns/{lab_prefix}{}-client", child.id()));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (serde_json::from_slice(&out.stdout).unwrap(), lab_ns)
+}
+
 /// An echo server on `target` in the lab's server host for ten minutes (longer than a test
 /// takes on a loaded machine; it ends with the test process at the latest); returns once it
 /// listens (the handle ends with it).

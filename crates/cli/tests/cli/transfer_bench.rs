@@ -4,13 +4,12 @@
 //! gone afterwards. The goodput and CPU verdicts are reported, not required (1-second runs
 //! on a shared host); that a missed target exits 1 is unit-tested in `cmd/bench/transfer.rs`.
 
-use crate::harness::NENA;
+use crate::harness::bench_json;
 
 #[test]
 fn bench_transfer_runs_all_variants_and_cleans_up() {
-    let child = std::process::Command::new(NENA)
-        .args([
-            "bench",
+    let (r, lab_ns) = bench_json(
+        &[
             "transfer",
             "--reps",
             "1",
@@ -18,20 +17,9 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
             "1",
             "--no-check",
             "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The bench names its lab after its process id.
-    let lab_ns = format!("/run/netns/nb{}-client", child.id());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        "nb",
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // A fifth of each 1 s run is left out of its goodput by default.
     assert_eq!(r["omitted_seconds"], 0.2);
     let settings = r["settings"].as_array().unwrap();
@@ -112,8 +100,5 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
     );
     assert!(medians[0] > 2.0 * medians[1], "{medians:?}");
     // The bench's lab is gone.
-    assert!(
-        !std::path::Path::new(&lab_ns).exists(),
-        "{lab_ns} left behind"
-    );
+    assert!(!lab_ns.exists(), "{} left behind", lab_ns.display());
 }

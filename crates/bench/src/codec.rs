@@ -273,17 +273,9 @@ pub fn definitions() -> Vec<String> {
     ]
 }
 
-/// The CPU model from /proc/cpuinfo.
+/// The CPU model from /proc/cpuinfo, or "unknown CPU".
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
+    crate::host::cpu_model().unwrap_or_else(|| "unknown CPU".into())
 }
 
 /// The ids of the cores this process may run on.

@@ -8,16 +8,14 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// The CPU's model name (`/proc/cpuinfo`), empty if unreadable.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default()
+/// The CPU's model name (`/proc/cpuinfo`), if it says one.
+pub fn cpu_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
 }
 
 /// The kernel release (`/proc/sys/kernel/osrelease`), empty if unreadable.

@@ -632,7 +632,7 @@ pub fn run_on(
         target_ratio: opts.target,
         pass: results.iter().all(|r| r.pass),
         settings: results,
-        cpu: cpu_model(),
+        cpu: cpu_model().unwrap_or_default(),
         kernel: kernel(),
         loadavg_start,
         loadavg_end: loadavg(),

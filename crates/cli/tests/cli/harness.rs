@@ -190,9 +190,23 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Kills the process; when a test is failing, shows what it wrote on stderr (a server's
+    /// side of the story: the failing test sees only its client's).
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let err = self.stderr();
+            let tail: Vec<&str> = err.lines().rev().take(40).collect();
+            eprintln!(
+                "--- stderr of pid {} (last {} lines) ---",
+                self.child.id(),
+                tail.len()
+            );
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! nena-bench: every benchmark behind `nena bench ...`, one module per concern.
 //!
 //! - [`transfer`]: `nena bench transfer`, goodput and CPU per GB of plain MPTCP and nena in
-//!   each mode over the lab's two paths.
+//!   each mode over the lab's two paths; [`overhead`]: what each mode costs there beyond raw
+//!   MPTCP and its primitive (the primitives timed in the same run).
+//! - [`aggregation`]: `nena bench aggregation`, nena's transfers over two link-bound paths
+//!   against the bare kernel's MPTCP and against what the links allow.
 //! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
 //! - [`sessions`]: `nena bench sessions`, many concurrent SOCKS5 sessions through one proxy
 //!   pair: memory per idle session and the time to open one more under that load.
@@ -18,6 +21,7 @@
 //! - [`harness`]: a small measurement harness (and the median the benches share); [`host`]:
 //!   what a report says about the machine; [`progress`]: a progress indicator for terminals.
 
+pub mod aggregation;
 #[cfg(feature = "openssl")]
 mod bytes;
 #[cfg(feature = "openssl")]
@@ -30,6 +34,7 @@ pub mod harness;
 pub mod host;
 #[cfg(feature = "openssl")]
 pub mod kato;
+pub mod overhead;
 #[cfg(feature = "openssl")]
 pub mod paper_c;
 #[cfg(feature = "policy")]

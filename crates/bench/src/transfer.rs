@@ -210,6 +210,9 @@ pub struct SettingResult {
     pub kato_ratio: f64,
     pub targets: Vec<TargetCheck>,
     pub pass: bool,
+    /// Where the CPU sets the pace: each mode's CPU per GB beyond raw MPTCP's and its
+    /// primitive's ([`crate::overhead`]); empty in a link-limited setting.
+    pub beyond_the_primitive: Vec<crate::overhead::Overhead>,
     pub runs: Vec<Run>,
 }
 
@@ -605,13 +608,29 @@ pub fn run_on(
             }
         }
         let link_limited = setting.trusted_rate.is_some() || setting.untrusted_rate.is_some();
-        let (variants, kato_ratio, targets) = summarize(&runs, opts.target, link_limited);
+        let (variants, kato_ratio, mut targets) = summarize(&runs, opts.target, link_limited);
+        let beyond = if link_limited {
+            Vec::new()
+        } else {
+            // Timed now, in the same run, on this process's CPU clock.
+            let cpu = |v: Variant| {
+                variants
+                    .iter()
+                    .find(|s| s.variant == v)
+                    .map_or(f64::NAN, |s| s.median_cpu_s_per_gb)
+            };
+            let o = crate::overhead::overheads(cpu, nena_proto::Suite::preferred())
+                .context("timing the primitives")?;
+            targets.extend(crate::overhead::targets(&o));
+            o
+        };
         results.push(SettingResult {
             setting: setting.clone(),
             variants,
             kato_ratio,
             pass: targets.iter().all(|t| t.pass),
             targets,
+            beyond_the_primitive: beyond,
             runs,
         });
     }
@@ -712,6 +731,13 @@ pub fn table(r: &BenchReport) -> String {
                 v.median_cpu_s_per_gb
             );
         }
+    }
+    for set in r
+        .settings
+        .iter()
+        .filter(|s| !s.beyond_the_primitive.is_empty())
+    {
+        s += &crate::overhead::table(&set.setting.name, &set.beyond_the_primitive);
     }
     for set in &r.settings {
         for t in &set.targets {

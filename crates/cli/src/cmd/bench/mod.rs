@@ -2,6 +2,7 @@
 use crate::exit::CmdResult;
 use clap::Subcommand;
 
+mod aggregation;
 #[cfg(feature = "openssl")]
 mod codec;
 mod emulation;
@@ -20,6 +21,9 @@ pub enum BenchCmd {
     Codec(codec::Args),
     /// Goodput of plain MPTCP, nena plain and nena kato over the lab's two paths.
     Transfer(transfer::Args),
+    /// nena's transfers over two link-bound paths against the bare kernel's MPTCP and
+    /// against what the links allow (16 MiB each way, six rate and delay settings).
+    Aggregation(aggregation::Args),
     /// The link emulator's fidelity: RTT against the configured delay up to 200 Mbit/s, the
     /// relay's CPU per Mbit/s, loss against the binomial 99% interval.
     Emulation(emulation::Args),
@@ -42,6 +46,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         #[cfg(feature = "openssl")]
         BenchCmd::Codec(a) => codec::run(a),
         BenchCmd::Transfer(a) => transfer::run(a),
+        BenchCmd::Aggregation(a) => aggregation::run(a),
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
         BenchCmd::Sessions(a) => sessions::run(a),

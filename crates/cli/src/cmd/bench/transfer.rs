@@ -177,6 +177,7 @@ mod tests {
                 kato_ratio,
                 targets,
                 pass,
+                beyond_the_primitive: Vec::new(),
                 runs,
             }],
             pass,

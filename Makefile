@@ -43,6 +43,7 @@ bench: build
 	$(NENA) bench codec
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
+	$(NENA) bench aggregation
 	$(NENA) bench emulation
 	$(NENA) bench rate-limit
 	$(NENA) bench fairness

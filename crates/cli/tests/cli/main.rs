@@ -10,6 +10,7 @@ mod analyze_lab;
 mod architecture;
 mod attack_cli;
 #[cfg(feature = "openssl")]
+mod bench_aggregation;
 mod bench_codec_cli;
 mod bench_sessions;
 #[cfg(feature = "cc")]

@@ -262,7 +262,11 @@ impl Lab {
         let mut errors = Vec::new();
         let fleet = fleet::existing(prefix).into_iter().map(|(_, ns)| ns);
         let hosts = Host::ALL.iter().map(|h| format!("{prefix}-{}", h.name()));
-        for ns in hosts.chain(fleet) {
+        let names: Vec<String> = hosts.chain(fleet).collect();
+        // Tools of a `lab up` that was killed, still finishing a change: they go first, so
+        // that none of them creates a namespace after this looked.
+        terminate(&process::naming(&names), Duration::from_secs(2));
+        for ns in names {
             if !netns::netns_exists(&ns) {
                 continue;
             }

@@ -62,6 +62,35 @@ fn is_relay_of(pid: u32, prefix: &str) -> bool {
             .any(|w| w[0] == b"--prefix" && w[1] == prefix.as_bytes())
 }
 
+/// Processes whose command line names one of `names` as a whole argument (`ip netns add
+/// P-client`, `ip -n P-router ...`), other than this one: what a `lab up` that was killed
+/// may have left running (its tools die with it, but one still in a system call finishes
+/// that call first, and may create a namespace after a `lab down` looked).
+pub(crate) fn naming(names: &[String]) -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if p == me || !process_alive(p) {
+            continue;
+        }
+        let Ok(b) = fs::read(format!("/proc/{p}/cmdline")) else {
+            continue;
+        };
+        if b.split(|&c| c == 0)
+            .any(|a| names.iter().any(|n| n.as_bytes() == a))
+        {
+            pids.push(p);
+        }
+    }
+    pids
+}
+
 /// The relay processes of lab `prefix`: the recorded pid if it is one, and any other found
 /// by scanning /proc (a relay left by a crash).
 pub(crate) fn relay_pids(prefix: &str, recorded: Option<u32>) -> Vec<u32> {

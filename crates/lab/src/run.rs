@@ -21,11 +21,18 @@ fn output(mut cmd: Command) -> Result<(String, Output)> {
     // If nena dies while the tool runs (killed during `lab up`), the tool dies too instead of
     // finishing its change after a `lab down` has already looked (seen in CI: a namespace
     // created by an orphaned `ip netns add` survived the `down` that followed the kill).
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    // A parent that died between the fork and the prctl sends no signal: the child then
+    // finds itself adopted and does not run the tool.
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe; nothing else runs between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                return Err(std::io::Error::other("nena exited before the tool started"));
+            }
+            Ok(())
         });
     }
     let out = cmd.stdin(Stdio::null()).output().with_context(|| {

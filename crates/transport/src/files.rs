@@ -175,7 +175,16 @@ async fn send_data<W: AsyncWrite + Unpin>(
     mut mac: AppMac,
 ) -> Result<[u8; 32]> {
     let mut hasher = Sha256::new();
-    let sent = copy_in(file, w, size, |chunk| {
+    // Through a buffer of the writer's size: a `tokio::fs::File` read goes to the blocking
+    // pool and is pending until it is back, and a pending source makes the writer send what
+    // it holds (right for a socket that has nothing more yet, wrong for a file). Unbuffered,
+    // `aead` asked the file for one 16 KiB record at a time, so every record was a pool
+    // round trip and a socket write of its own: CPU spent on hand-offs, and writes so small
+    // that the kernel's scheduler kept them all on the first subflow. Buffered, the file is
+    // read 256 KiB at a time (the read of the next block overlapping the socket write of
+    // this one) and the writer fills whole records from memory.
+    let mut file = tokio::io::BufReader::with_capacity(crate::stream::BULK_BUF, file);
+    let sent = copy_in(&mut file, w, size, |chunk| {
         hasher.update(chunk);
         mac.update(chunk);
         if let Some(p) = progress {

@@ -637,4 +637,77 @@ mod tests {
         );
         assert!(remove_stale_parts(&dir.path().join("missing"), Duration::ZERO).is_err());
     }
+
+    /// A sink that records the size of every write it is offered.
+    struct Writes(Vec<usize>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.0.push(buf.len());
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A file goes to the socket in writes of the writer's buffer, not a record at a time:
+    /// a file read that is pending (tokio's files read on the blocking pool) must not make
+    /// `aead` send each 16 KiB record on its own (the kernel's scheduler then kept whole
+    /// 2 MB uploads on the first subflow).
+    #[tokio::test]
+    async fn an_aead_file_goes_out_in_large_writes() {
+        use crate::handshake::{client_finish, entropy, secure_pair, server_handshake};
+        use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
+        let (c, s) = tokio::io::duplex(64 * 1024);
+        let (mut cr, mut cw) = tokio::io::split(c);
+        let (mut sr, mut sw) = tokio::io::split(s);
+        let server = tokio::spawn(async move {
+            let cfg = ServerConfig::accepting(&[Mode::Aead]);
+            server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
+                .await
+                .map(|_| (sr, sw))
+        });
+        let mut hs =
+            ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy().unwrap())
+                .unwrap();
+        cw.write_all(hs.first_flight()).await.unwrap();
+        let (sess, left) = client_finish(&mut hs, &mut cr, &mut cw, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let _server_ends = server.await.unwrap().unwrap();
+        let (_r, mut w) = secure_pair(Some(sess), left, cr, Writes(Vec::new()));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let size = 2u64 << 20;
+        std::fs::write(&path, vec![0x5a; size as usize]).unwrap();
+        let mut file = tokio::fs::File::open(&path).await.unwrap();
+        let mac = AppMac::file(w.app_mac_key(), OP_PUT, "f.bin", size);
+        send_data(&mut w, &mut file, size, None, mac).await.unwrap();
+        let writes = &w.get_ref().0;
+        let total: usize = writes.iter().sum();
+        assert!(total as u64 > size, "{total} bytes written for {size}");
+        // 2 MiB in writes of about 256 KiB: 8 or 9 of them (and the trailer's). One write
+        // per record would be 128.
+        let small = writes.iter().filter(|&&n| n < 64 * 1024).count();
+        assert!(
+            writes.len() <= 12 && small <= 2,
+            "{} writes: {writes:?}",
+            writes.len()
+        );
+    }
 }

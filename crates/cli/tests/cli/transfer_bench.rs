@@ -70,12 +70,43 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
         // crypto modes' goodput where the links set the pace, their CPU per GB where the CPU
         // does; each consistent with its figure.
         let targets = s["targets"].as_array().unwrap();
-        assert_eq!(targets.len(), 4, "{targets:?}");
+        let limited = s["setting"]["trusted_rate"].is_u64();
+        let beyond = s["beyond_the_primitive"].as_array().unwrap();
+        // Where the CPU sets the pace, four more: each mode's CPU per GB beyond raw MPTCP
+        // and its primitive, consistent with the table (nena - raw - primitive - check).
+        if limited {
+            assert!(beyond.is_empty(), "{beyond:?}");
+            assert_eq!(targets.len(), 4, "{targets:?}");
+        } else {
+            assert_eq!(beyond.len(), 4, "{beyond:?}");
+            assert_eq!(targets.len(), 8, "{targets:?}");
+            let raw = vs[0]["median_cpu_s_per_gb"].as_f64().unwrap();
+            for ((b, v), t) in beyond.iter().zip(&vs[1..]).zip(&targets[4..]) {
+                let f = |k: &str| b[k].as_f64().unwrap();
+                assert_eq!(b["variant"], v["variant"], "{b}");
+                assert_eq!(
+                    f("cpu_s_per_gb"),
+                    v["median_cpu_s_per_gb"].as_f64().unwrap()
+                );
+                assert_eq!(f("raw_cpu_s_per_gb"), raw);
+                let left = f("cpu_s_per_gb") - raw - f("primitive_s_per_gb") - f("check_s_per_gb");
+                assert!((f("beyond_s_per_gb") - left).abs() < 1e-9, "{b}");
+                assert!((f("ratio") - left / raw).abs() < 1e-9, "{b}");
+                assert!(f("check_s_per_gb") > 0.0, "{b}");
+                // plain has no primitive; the others' was timed
+                assert_eq!(
+                    f("primitive_s_per_gb") == 0.0,
+                    v["variant"] == "nena plain",
+                    "{b}"
+                );
+                assert_eq!(t["value"].as_f64().unwrap(), f("ratio"), "{t}");
+                assert_eq!(t["pass"], f("ratio") <= 0.05, "{t}");
+            }
+        }
         assert!(targets[0]["name"].as_str().unwrap().contains("multipath"));
         assert_eq!(targets[0]["pass"], true, "{targets:?}");
         assert_eq!(targets[1]["pass"], kato >= 0.97);
-        let limited = s["setting"]["trusted_rate"].is_u64();
-        for (t, v) in targets[2..].iter().zip(&vs[3..]) {
+        for (t, v) in targets[2..4].iter().zip(&vs[3..]) {
             let value = t["value"].as_f64().unwrap();
             let limit = t["limit"].as_f64().unwrap();
             if limited {

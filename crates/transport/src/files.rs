@@ -16,7 +16,7 @@
 
 use crate::access::{ErrorReply, SpaceLedger};
 use crate::names::check_name;
-use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
+use crate::stream::{copy_in_bulk, copy_out, SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::appmac::AppMac;
@@ -175,16 +175,15 @@ async fn send_data<W: AsyncWrite + Unpin>(
     mut mac: AppMac,
 ) -> Result<[u8; 32]> {
     let mut hasher = Sha256::new();
-    // Through a buffer of the writer's size: a `tokio::fs::File` read goes to the blocking
-    // pool and is pending until it is back, and a pending source makes the writer send what
-    // it holds (right for a socket that has nothing more yet, wrong for a file). Unbuffered,
-    // `aead` asked the file for one 16 KiB record at a time, so every record was a pool
-    // round trip and a socket write of its own: CPU spent on hand-offs, and writes so small
-    // that the kernel's scheduler kept them all on the first subflow. Buffered, the file is
-    // read 256 KiB at a time (the read of the next block overlapping the socket write of
-    // this one) and the writer fills whole records from memory.
+    // A `tokio::fs::File` read goes to the blocking pool and is pending until it is back,
+    // and a pending source made the writer send what it held (right for a socket that has
+    // nothing more yet, wrong for a file): `aead`, which asks for one 16 KiB record at a
+    // time, sent every record in a socket write of its own after a pool round trip, and the
+    // kernel's scheduler kept them all on the first subflow. Now the file is read 256 KiB at
+    // a time, and while a read is pending the writer sends only when it holds half its
+    // buffer or more.
     let mut file = tokio::io::BufReader::with_capacity(crate::stream::BULK_BUF, file);
-    let sent = copy_in(&mut file, w, size, |chunk| {
+    let sent = copy_in_bulk(&mut file, w, size, |chunk| {
         hasher.update(chunk);
         mac.update(chunk);
         if let Some(p) = progress {
@@ -639,15 +638,15 @@ mod tests {
     }
 
     /// A sink that records the size of every write it is offered.
-    struct Writes(Vec<usize>);
+    struct Writes(Arc<std::sync::Mutex<Vec<usize>>>);
 
     impl AsyncWrite for Writes {
         fn poll_write(
-            mut self: std::pin::Pin<&mut Self>,
+            self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
             buf: &[u8],
         ) -> std::task::Poll<std::io::Result<usize>> {
-            self.0.push(buf.len());
+            self.0.lock().unwrap().push(buf.len());
             std::task::Poll::Ready(Ok(buf.len()))
         }
         fn poll_flush(
@@ -689,7 +688,8 @@ mod tests {
             .await
             .unwrap();
         let _server_ends = server.await.unwrap().unwrap();
-        let (_r, mut w) = secure_pair(Some(sess), left, cr, Writes(Vec::new()));
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (_r, mut w) = secure_pair(Some(sess), left, cr, Writes(log.clone()));
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.bin");
@@ -698,16 +698,48 @@ mod tests {
         let mut file = tokio::fs::File::open(&path).await.unwrap();
         let mac = AppMac::file(w.app_mac_key(), OP_PUT, "f.bin", size);
         send_data(&mut w, &mut file, size, None, mac).await.unwrap();
-        let writes = &w.get_ref().0;
-        let total: usize = writes.iter().sum();
-        assert!(total as u64 > size, "{total} bytes written for {size}");
-        // 2 MiB in writes of about 256 KiB: 8 or 9 of them (and the trailer's). One write
-        // per record would be 128.
-        let small = writes.iter().filter(|&&n| n < 64 * 1024).count();
-        assert!(
-            writes.len() <= 12 && small <= 2,
-            "{} writes: {writes:?}",
-            writes.len()
-        );
+        let check = |writes: &[usize]| {
+            let total: usize = writes.iter().sum();
+            assert!(total as u64 > size, "{total} bytes written for {size}");
+            // 2 MiB in writes of 128-256 KiB (and the last, with the trailer). One write
+            // per record would be 128 of them.
+            let small = writes.iter().filter(|&&n| n < 64 * 1024).count();
+            assert!(
+                writes.len() <= 20 && small <= 1,
+                "{} writes: {writes:?}",
+                writes.len()
+            );
+        };
+        check(&std::mem::take(&mut *log.lock().unwrap()));
+
+        // The same with a source that is pending before every read, whatever the host's
+        // load (a file's reads are pending or not depending on the blocking pool).
+        struct Slow(Vec<u8>, usize, bool);
+        impl AsyncRead for Slow {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let me = &mut *self;
+                me.2 = !me.2;
+                if me.2 {
+                    cx.waker().wake_by_ref();
+                    return std::task::Poll::Pending;
+                }
+                let n = buf.remaining().min(me.0.len() - me.1);
+                buf.put_slice(&me.0[me.1..me.1 + n]);
+                me.1 += n;
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        let mut src = Slow(vec![0x5a; size as usize], 0, false);
+        let moved = crate::stream::copy_in_bulk(&mut src, &mut w, size, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(moved, size);
+        w.write_all(&[0u8; TRAILER_LEN]).await.unwrap();
+        w.flush().await.unwrap();
+        check(&log.lock().unwrap());
     }
 }

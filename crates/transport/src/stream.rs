@@ -624,6 +624,33 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         max: u64,
         seen: &mut impl FnMut(&[u8]),
     ) -> io::Result<usize> {
+        self.fill(src, max, seen, 1).await
+    }
+
+    /// [`SecureWriter::fill_from`] for a source that is never idle, only slow at times (a
+    /// file, whose reads wait for tokio's blocking pool): while it is pending, what is
+    /// pending goes out only once it fills half the buffer, so that the socket gets large
+    /// writes (the kernel's scheduler spreads those over the subflows) and never one record
+    /// on its own.
+    pub async fn fill_from_bulk<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        src: &mut R,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+    ) -> io::Result<usize> {
+        let half = self.buf.len() / 2;
+        self.fill(src, max, seen, half).await
+    }
+
+    /// Fills from `src`; while `src` is pending, sends what is pending if it is at least
+    /// `flush_at` bytes (payload and sealed records).
+    async fn fill<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        src: &mut R,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+        flush_at: usize,
+    ) -> io::Result<usize> {
         std::future::poll_fn(|cx| {
             ready!(self.poll_space(cx, 1))?;
             let at = self.payload_at();
@@ -638,7 +665,8 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                 }
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 Poll::Pending => {
-                    if self.fill > 0 || self.head < self.tail {
+                    let pending = self.tail - self.head + self.fill;
+                    if pending > 0 && pending >= flush_at {
                         self.seal_open_record_if_framed();
                         if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
                             return Poll::Ready(Err(e));
@@ -763,6 +791,25 @@ pub async fn copy_in<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
     let mut moved = 0u64;
     while moved < limit {
         let n = w.fill_from(src, limit - moved, &mut seen).await?;
+        if n == 0 {
+            break;
+        }
+        moved += n as u64;
+    }
+    Ok(moved)
+}
+
+/// [`copy_in`] from a source that is never idle (a file): see
+/// [`SecureWriter::fill_from_bulk`].
+pub async fn copy_in_bulk<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
+    src: &mut R,
+    w: &mut SecureWriter<W>,
+    limit: u64,
+    mut seen: impl FnMut(&[u8]),
+) -> io::Result<u64> {
+    let mut moved = 0u64;
+    while moved < limit {
+        let n = w.fill_from_bulk(src, limit - moved, &mut seen).await?;
         if n == 0 {
             break;
         }

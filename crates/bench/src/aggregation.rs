@@ -19,13 +19,13 @@
 
 use crate::harness::median;
 use crate::host::{cpu_model, kernel, loadavg};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::lab_ends::{client_options, Servers};
+use anyhow::{bail, Context, Result};
 use nena_lab::{
-    start_nena_serve, with_lab_teardown_on_interrupt, Direction as LinkDirection, Emulation, Host,
-    Lab, LabConfig, LabGuard, Link, LinkEmulation, Rate,
+    with_lab_teardown_on_interrupt, Direction as LinkDirection, Emulation, Host, Lab, LabConfig,
+    LabGuard, Link, LinkEmulation, Rate,
 };
 use serde::Serialize;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -207,15 +207,10 @@ fn run_on(
 ) -> Result<AggregationReport> {
     let loadavg_start = loadavg();
     let lab = Lab::open(prefix)?;
-    let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
-    std::fs::create_dir_all(&dir)?;
-    let _cleanup = RemoveDir(dir.clone());
-    std::fs::write(dir.join(SERVED), pattern(opts.bytes))?;
-    let srv = start_nena_serve(&lab, &opts.nena, PORT_NENA, &dir)?;
-    let raw_addr = SocketAddr::new(lab.server_addr(), PORT_RAW);
-    let listener = lab
-        .run_in(Host::Server, || nena_mptcp::listen(raw_addr, None))?
-        .with_context(|| format!("listening on {raw_addr} for the kernel-MPTCP baseline"))?;
+    let servers = Servers::start(&lab, &opts.nena, PORT_NENA, PORT_RAW, |dir| {
+        Ok(std::fs::write(dir.join(SERVED), pattern(opts.bytes))?)
+    })?;
+    let dir = servers.dir();
     let upload = dir.join("upload.bin");
     std::fs::write(&upload, pattern(opts.bytes))?;
     let mut rows = Vec::new();
@@ -232,8 +227,8 @@ fn run_on(
                 };
                 for who in order {
                     let t = match who {
-                        "nena" => nena_transfer(&lab, way, &upload, &dir, opts.bytes),
-                        _ => kernel_transfer(&lab, way, &listener, opts.bytes),
+                        "nena" => nena_transfer(&lab, way, &upload, dir, opts.bytes),
+                        _ => kernel_transfer(&lab, way, &servers, opts.bytes),
                     }
                     .with_context(|| {
                         format!("{}, {}, {who}, rep {rep}", setting.name, way.name())
@@ -256,7 +251,7 @@ fn run_on(
             rows.push(row(setting, way, opts.bytes, transfers));
         }
     }
-    drop(srv);
+    drop(servers);
     Ok(AggregationReport {
         bytes: opts.bytes,
         reps: opts.reps,
@@ -297,15 +292,6 @@ pub fn row(setting: &Setting, way: Way, bytes: u64, transfers: Vec<Transfer>) ->
     }
 }
 
-/// Removes a directory when dropped.
-struct RemoveDir(PathBuf);
-
-impl Drop for RemoveDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `len` bytes that are not all alike (a file a transfer cannot shortcut).
 fn pattern(len: u64) -> Vec<u8> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -339,17 +325,9 @@ fn nena_transfer(
     dir: &std::path::Path,
     bytes: u64,
 ) -> Result<(f64, f64)> {
-    use nena_mptcp::{PathPolicy, PathSpec, Trust};
+    use nena_mptcp::Trust;
     use nena_transport::client;
-    use nena_transport::conn::ClientOptions;
-    let copts = ClientOptions::new(
-        SocketAddr::new(lab.server_addr(), PORT_NENA),
-        PathPolicy {
-            trusted: vec![PathSpec::Iface("trusted".into())],
-            untrusted: vec![PathSpec::Iface("untrusted".into())],
-        },
-        vec![nena_proto::Mode::Aead],
-    );
+    let copts = client_options(lab, PORT_NENA, nena_proto::Mode::Aead);
     let fetched = dir.join("fetched.bin");
     let (secs, report) = lab.run_in(Host::Client, || -> Result<_> {
         let rt = tokio::runtime::Runtime::new()?;
@@ -377,13 +355,8 @@ fn nena_transfer(
 }
 
 /// One bare kernel-MPTCP transfer: (seconds, share).
-fn kernel_transfer(
-    lab: &Lab,
-    way: Way,
-    listener: &std::net::TcpListener,
-    bytes: u64,
-) -> Result<(f64, f64)> {
-    use nena_transport::raw_mptcp::{self, Amount, Direction, Request};
+fn kernel_transfer(lab: &Lab, way: Way, servers: &Servers, bytes: u64) -> Result<(f64, f64)> {
+    use nena_transport::raw_mptcp::{Amount, Direction, Request};
     let req = Request {
         direction: match way {
             Way::Send => Direction::Up,
@@ -392,25 +365,12 @@ fn kernel_transfer(
         amount: Amount::Bytes(bytes),
         omit: None,
     };
-    let remote = SocketAddr::new(lab.server_addr(), PORT_RAW);
-    let local = SocketAddr::new(lab.client_addr(Link::Trusted), 0);
     let untrusted_ip = lab.client_addr(Link::Untrusted);
-    let l = listener.try_clone()?;
-    let server = lab.spawn_in(Host::Server, move || raw_mptcp::serve_one(&l));
-    let (secs, client) = lab.run_in(Host::Client, || {
-        let t0 = Instant::now();
-        let r = raw_mptcp::client(local, remote, req, None);
-        (t0.elapsed().as_secs_f64(), r)
-    })?;
-    let server = server
-        .join()
-        .map_err(|_| anyhow!("the kernel-MPTCP server thread panicked"))???;
-    let client = client?;
-    if client.outcome.bytes() != bytes || server.bytes() != bytes {
+    let (client, _, secs) = servers.raw_exchange(lab, req)?;
+    if client.outcome.bytes() != bytes {
         bail!(
-            "kernel MPTCP: the client counted {} bytes, the server {}, of {bytes}",
-            client.outcome.bytes(),
-            server.bytes()
+            "kernel MPTCP: both ends counted {} bytes, of {bytes}",
+            client.outcome.bytes()
         );
     }
     let s = share(client.subflows.iter().map(|s| {

@@ -18,6 +18,8 @@
 //!   C code in [`paper_c`]), and [`primitives`], the comparison of crypto primitives from
 //!   ring, aws-lc-rs, RustCrypto and OpenSSL (run by the `primitives` example); the codec
 //!   table's subjects are [`ciphers`], [`kato`], [`session`] and [`subject`].
+//! - [`lab_ends`]: the two ends the lab benches compare (`nena serve` and a bare
+//!   kernel-MPTCP listener), a nena client's options, one raw exchange.
 //! - [`harness`]: a small measurement harness (and the median the benches share); [`host`]:
 //!   what a report says about the machine; [`progress`]: a progress indicator for terminals.
 
@@ -34,6 +36,7 @@ pub mod harness;
 pub mod host;
 #[cfg(feature = "openssl")]
 pub mod kato;
+pub mod lab_ends;
 pub mod overhead;
 #[cfg(feature = "openssl")]
 pub mod paper_c;

@@ -19,10 +19,9 @@
 
 use crate::harness::median;
 use crate::host::{cpu_model, kernel, loadavg};
-use anyhow::{anyhow, bail, Context, Result};
-use nena_lab::{
-    start_nena_serve, with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate,
-};
+use crate::lab_ends::{client_options, Servers};
+use anyhow::{bail, Context, Result};
+use nena_lab::{with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -407,18 +406,10 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
 
 /// One nena run: `client::perf` on a thread in the client host, typed report back.
 fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
-    use nena_mptcp::{PathPolicy, PathSpec, Trust};
+    use nena_mptcp::Trust;
     use nena_transport::client::{self, PerfParams};
-    use nena_transport::conn::ClientOptions;
     let mode = variant.mode().expect("a nena variant");
-    let copts = ClientOptions::new(
-        SocketAddr::new(lab.server_addr(), PORT_NENA),
-        PathPolicy {
-            trusted: vec![PathSpec::Iface("trusted".into())],
-            untrusted: vec![PathSpec::Iface("untrusted".into())],
-        },
-        vec![mode],
-    );
+    let copts = client_options(lab, PORT_NENA, mode);
     let params = PerfParams {
         up: !opts.reverse,
         down: opts.reverse,
@@ -476,8 +467,8 @@ struct Ends {
 
 /// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
 /// host, its client end on a thread in the client host, both typed.
-fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> Result<Ends> {
-    use nena_transport::raw_mptcp::{self, Amount, Direction, Outcome, Request};
+fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
+    use nena_transport::raw_mptcp::{Amount, Direction, Outcome, Request};
     let req = Request {
         direction: if opts.reverse {
             Direction::Down
@@ -490,23 +481,8 @@ fn run_raw(lab: &Lab, opts: &BenchOptions, listener: &std::net::TcpListener) -> 
         },
         omit: opts.omit.filter(|_| opts.bytes.is_none()),
     };
-    let remote = SocketAddr::new(lab.server_addr(), PORT_RAW);
-    let local = SocketAddr::new(lab.client_addr(Link::Trusted), 0);
     let untrusted_ip = lab.client_addr(Link::Untrusted);
-    let l = listener.try_clone()?;
-    let server = lab.spawn_in(Host::Server, move || raw_mptcp::serve_one(&l));
-    let client = lab.run_in(Host::Client, || raw_mptcp::client(local, remote, req, None))?;
-    let server = server
-        .join()
-        .map_err(|_| anyhow!("the raw MPTCP server thread panicked"))???;
-    let client = client?;
-    if client.outcome.bytes() != server.bytes() {
-        bail!(
-            "plain MPTCP: the client counted {} bytes, the server {}",
-            client.outcome.bytes(),
-            server.bytes()
-        );
-    }
+    let (client, server, _) = servers.raw_exchange(lab, req)?;
     let (bytes, seconds, mbit_s) = match (&client.outcome, &server) {
         (
             Outcome::Sent {
@@ -552,13 +528,12 @@ fn run_one(
     opts: &BenchOptions,
     variant: Variant,
     rep: usize,
-    server_pid: u32,
-    listener: &std::net::TcpListener,
+    servers: &Servers,
 ) -> Result<Run> {
     let c0 = self_cpu();
     let e = match variant {
-        Variant::PlainMptcp => run_raw(lab, opts, listener)?,
-        _ => run_nena(lab, opts, variant, server_pid)?,
+        Variant::PlainMptcp => run_raw(lab, opts, servers)?,
+        _ => run_nena(lab, opts, variant, servers.nena.pid())?,
     };
     let cpu_s = (self_cpu() - c0) + e.other_cpu_s;
     let (trusted_bytes, untrusted_bytes, multipath) = path_split(&e.subflows);
@@ -590,25 +565,18 @@ pub fn run_on(
 ) -> Result<BenchReport> {
     let loadavg_start = loadavg();
     let lab = Lab::open(prefix)?;
-    let dir = std::env::temp_dir().join(format!("nena-bench-{prefix}"));
-    std::fs::create_dir_all(&dir)?;
-    let srv = start_nena_serve(&lab, &opts.nena, PORT_NENA, &dir)?;
-    let server_pid = srv.pid();
-    let raw_addr = SocketAddr::new(lab.server_addr(), PORT_RAW);
-    let listener = lab
-        .run_in(Host::Server, || nena_mptcp::listen(raw_addr, None))?
-        .with_context(|| format!("listening on {raw_addr} for the plain-MPTCP baseline"))?;
+    let servers = Servers::start(&lab, &opts.nena, PORT_NENA, PORT_RAW, |_| Ok(()))?;
     let mut results = Vec::new();
     for setting in &opts.settings {
         lab.set_rate(Link::Trusted, setting.trusted_rate.map(Rate))?;
         lab.set_rate(Link::Untrusted, setting.untrusted_rate.map(Rate))?;
         // One unmeasured warm-up run per setting.
-        run_one(&lab, opts, Variant::NenaKato, 0, server_pid, &listener).context("warm-up run")?;
+        run_one(&lab, opts, Variant::NenaKato, 0, &servers).context("warm-up run")?;
         let mut runs = Vec::new();
         for rep in 0..opts.reps {
             for k in 0..Variant::ALL.len() {
                 let variant = Variant::ALL[(rep + k) % Variant::ALL.len()];
-                let r = run_one(&lab, opts, variant, rep + 1, server_pid, &listener)
+                let r = run_one(&lab, opts, variant, rep + 1, &servers)
                     .with_context(|| format!("{}, {variant}, rep {}", setting.name, rep + 1))?;
                 let all = (r.trusted_bytes + r.untrusted_bytes).max(1) as f64;
                 progress(&format!(
@@ -663,7 +631,6 @@ pub fn run_on(
             runs,
         });
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(BenchReport {
         reps: opts.reps,
         bytes: opts.bytes,

@@ -627,21 +627,6 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         self.fill(src, max, seen, 1).await
     }
 
-    /// [`SecureWriter::fill_from`] for a source that is never idle, only slow at times (a
-    /// file, whose reads wait for tokio's blocking pool): while it is pending, what is
-    /// pending goes out only once it fills half the buffer, so that the socket gets large
-    /// writes (the kernel's scheduler spreads those over the subflows) and never one record
-    /// on its own.
-    pub async fn fill_from_bulk<R: AsyncRead + Unpin + ?Sized>(
-        &mut self,
-        src: &mut R,
-        max: u64,
-        seen: &mut impl FnMut(&[u8]),
-    ) -> io::Result<usize> {
-        let half = self.buf.len() / 2;
-        self.fill(src, max, seen, half).await
-    }
-
     /// Fills from `src`; while `src` is pending, sends what is pending if it is at least
     /// `flush_at` bytes (payload and sealed records).
     async fn fill<R: AsyncRead + Unpin + ?Sized>(
@@ -786,30 +771,37 @@ pub async fn copy_in<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
     src: &mut R,
     w: &mut SecureWriter<W>,
     limit: u64,
-    mut seen: impl FnMut(&[u8]),
+    seen: impl FnMut(&[u8]),
 ) -> io::Result<u64> {
-    let mut moved = 0u64;
-    while moved < limit {
-        let n = w.fill_from(src, limit - moved, &mut seen).await?;
-        if n == 0 {
-            break;
-        }
-        moved += n as u64;
-    }
-    Ok(moved)
+    copy_flushing_at(src, w, limit, seen, 1).await
 }
 
-/// [`copy_in`] from a source that is never idle (a file): see
-/// [`SecureWriter::fill_from_bulk`].
+/// [`copy_in`] from a source that is never idle, only slow at times (a file, whose reads
+/// wait for tokio's blocking pool): while it is pending, what is pending goes out only once
+/// it fills half the writer's buffer, so that the socket gets large writes (the kernel's
+/// scheduler spreads those over the subflows) and never one record on its own.
 pub async fn copy_in_bulk<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
     src: &mut R,
     w: &mut SecureWriter<W>,
     limit: u64,
+    seen: impl FnMut(&[u8]),
+) -> io::Result<u64> {
+    let half = w.buf.len() / 2;
+    copy_flushing_at(src, w, limit, seen, half).await
+}
+
+/// The loop of [`copy_in`] and [`copy_in_bulk`]: fills until `limit` or the end of `src`,
+/// sending what is pending while `src` is pending once it is `flush_at` bytes or more.
+async fn copy_flushing_at<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
+    src: &mut R,
+    w: &mut SecureWriter<W>,
+    limit: u64,
     mut seen: impl FnMut(&[u8]),
+    flush_at: usize,
 ) -> io::Result<u64> {
     let mut moved = 0u64;
     while moved < limit {
-        let n = w.fill_from_bulk(src, limit - moved, &mut seen).await?;
+        let n = w.fill(src, limit - moved, &mut seen, flush_at).await?;
         if n == 0 {
             break;
         }

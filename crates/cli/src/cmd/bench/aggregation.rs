@@ -49,16 +49,9 @@ pub fn run(a: Args) -> CmdResult {
         nena: std::env::current_exe().map_err(anyhow::Error::from)?,
     };
     let json = a.json;
-    let r = bench::run(&opts, move |s| {
-        if !json {
-            eprintln!("bench aggregation: {s}");
-        }
-    })?;
+    let r = bench::run(&opts, super::output::progress("aggregation", json))?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         print!("{}", bench::table(&r));
     }

@@ -34,16 +34,9 @@ pub fn run(a: Args) -> CmdResult {
         ..BenchOptions::default()
     };
     let json = a.json;
-    let r = bench::run(&opts, |s| {
-        if !json {
-            eprintln!("bench emulation: {s}");
-        }
-    })?;
+    let r = bench::run(&opts, super::output::progress("emulation", json))?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         println!(
             "Link emulator fidelity: trusted link {} ms each way (RTT {} ms configured), \

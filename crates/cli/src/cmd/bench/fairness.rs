@@ -46,19 +46,10 @@ pub fn run(a: Args) -> CmdResult {
     let r: FairnessReport = nena_lab::with_teardown_on_interrupt(
         &a.prefix,
         nena_scenario::run::unload_after_interrupt,
-        move || {
-            bench::run(&opts, |l| {
-                if !json {
-                    eprintln!("bench fairness: {l}");
-                }
-            })
-        },
+        move || bench::run(&opts, super::output::progress("fairness", json)),
     )?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         println!(
             "Shared 20 Mbit/s bottleneck (scenarios/fairness-shared.toml, runs x{}): an MPTCP \

@@ -7,6 +7,7 @@ mod aggregation;
 mod codec;
 mod emulation;
 mod fairness;
+mod output;
 #[cfg(feature = "policy")]
 mod policy;
 #[cfg(feature = "policy")]

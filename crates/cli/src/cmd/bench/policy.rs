@@ -40,10 +40,7 @@ pub fn run(a: Args) -> CmdResult {
         eprintln!("\r{:<32}", "");
     }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         print!("{}", table(&r));
     }

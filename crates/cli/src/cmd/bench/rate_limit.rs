@@ -47,16 +47,9 @@ pub fn run(a: Args) -> CmdResult {
         ..RateLimitOptions::default()
     };
     let json = a.json;
-    let r = bench::run(&opts, |s| {
-        if !json {
-            eprintln!("bench rate-limit: {s}");
-        }
-    })?;
+    let r = bench::run(&opts, super::output::progress("rate-limit", json))?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         println!(
             "rate_limit at {:.2} Mbit/s on a path of {} ms each way (idle RTT {:.2} ms); \

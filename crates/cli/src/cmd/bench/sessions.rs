@@ -61,16 +61,9 @@ pub fn run(a: Args) -> CmdResult {
         at_most_the_limit: a.at_most_the_limit,
     };
     let json = a.json;
-    let r = bench::run(&opts, move |s| {
-        if !json {
-            eprintln!("bench sessions: {s}");
-        }
-    })?;
+    let r = bench::run(&opts, super::output::progress("sessions", json))?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(anyhow::Error::from)?
-        );
+        super::output::print_json(&r)?;
     } else {
         print!("{}", bench::table(&r));
     }

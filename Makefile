@@ -6,7 +6,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 NENA := target/release/nena
 
-.PHONY: all deps build demo test unit lint fuzz bench man deb clean
+.PHONY: all deps build demo test unit lint fuzz bench peers man deb clean
 
 all: build
 
@@ -39,7 +39,7 @@ fuzz:
 # Every benchmark, with its targets checked (each exits 1 on a missed target). Long: the
 # transfer bench runs 9 repetitions of 10 s per variant and setting, the fairness bench six
 # 30 s runs. Statistical claims live here; `make test` checks the same code deterministically.
-bench: build
+bench: build peers
 	$(NENA) bench codec
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
@@ -48,6 +48,13 @@ bench: build
 	$(NENA) bench rate-limit
 	$(NENA) bench fairness
 	$(NENA) bench sessions --at-most-the-limit
+	$(NENA) bench peers $(PEERS)
+
+# The tunnels `nena bench peers` compares nena with, pinned (shadowsocks-rust built into
+# target/peers/bin, Debian's stunnel4): scripts/install-peers.sh.
+PEERS := --sslocal target/peers/bin/sslocal --ssserver target/peers/bin/ssserver
+peers: deps
+	@bash scripts/install-peers.sh
 
 # Man pages generated from the clap definitions the binary parses: out/man/nena.1 and one
 # page per subcommand (nena-serve.1, nena-proxy-server.1, ...). Read one with `man -l`.

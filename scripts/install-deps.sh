@@ -14,6 +14,7 @@ PKGS=(
   nftables                                              # tests drop a lossy start's first segments
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
   prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)
+  stunnel4 openssl                                      # the TLS 1.3 peer of `nena bench peers` (its test runs nena beside it)
   debootstrap systemd-container                         # the package test: a clean Debian root, booted under systemd-nspawn
 )
 

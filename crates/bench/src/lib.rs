@@ -5,6 +5,8 @@
 //!   MPTCP and its primitive (the primitives timed in the same run).
 //! - [`aggregation`]: `nena bench aggregation`, nena's transfers over two link-bound paths
 //!   against the bare kernel's MPTCP and against what the links allow.
+//! - [`peers`]: `nena bench peers`, nena's SOCKS5 proxy pair against shadowsocks-rust and
+//!   a TLS 1.3 tunnel (stunnel) over the same lab paths: goodput and CPU per GB of both ends.
 //! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
 //! - [`sessions`]: `nena bench sessions`, many concurrent SOCKS5 sessions through one proxy
 //!   pair: memory per idle session and the time to open one more under that load.
@@ -40,6 +42,7 @@ pub mod lab_ends;
 pub mod overhead;
 #[cfg(feature = "openssl")]
 pub mod paper_c;
+pub mod peers;
 #[cfg(feature = "policy")]
 pub mod policy;
 #[cfg(feature = "openssl")]

@@ -8,6 +8,7 @@ mod codec;
 mod emulation;
 mod fairness;
 mod output;
+mod peers;
 #[cfg(feature = "policy")]
 mod policy;
 #[cfg(feature = "policy")]
@@ -31,6 +32,9 @@ pub enum BenchCmd {
     /// Issue 13's shared bottleneck: LIA within 1.2x a TCP flow's goodput, uncoupled reno
     /// above 1.3x LIA's (the shipped scenario, three repetitions per run).
     Fairness(fairness::Args),
+    /// nena's SOCKS5 proxy pair against shadowsocks-rust and a TLS 1.3 tunnel (stunnel)
+    /// over the same lab paths: goodput and CPU per GB of both ends (`make peers` first).
+    Peers(peers::Args),
     /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
     /// the time to open one more under that load.
     Sessions(sessions::Args),
@@ -50,6 +54,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Aggregation(a) => aggregation::run(a),
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
+        BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Sessions(a) => sessions::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),

@@ -1,0 +1,519 @@
+//! The two ends of each tunnel the peers bench compares, in the lab: nena's SOCKS5 proxy
+//! pair, shadowsocks-rust's `sslocal`/`ssserver` (MPTCP by its own `--tcp-multipath`), and
+//! stunnel's TLS 1.3 tunnel (not MPTCP-aware: its sockets are made MPTCP by `nena run
+//! --mptcp-only`). Each end is started in its host with its output in a log file, waited
+//! for until its port listens (read from the host's /proc/net/tcp), and stopped when
+//! dropped (SIGTERM, so that `nena run` passes it on and removes its cgroup; SIGKILL after
+//! 5 s). Also: the CPU time of a process and its descendants.
+
+use super::variant::Variant;
+use anyhow::{anyhow, bail, Context, Result};
+use nena_lab::{Host, Lab};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The programs the bench runs.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// `nena` (the proxies, and `nena run --mptcp-only` for stunnel).
+    pub nena: PathBuf,
+    pub sslocal: PathBuf,
+    pub ssserver: PathBuf,
+    pub stunnel: PathBuf,
+}
+
+impl Programs {
+    /// The programs `variants` need, each checked to run (`--version`), so that a missing
+    /// peer is named before any lab comes up.
+    pub fn check(&self, variants: &[Variant]) -> Result<()> {
+        let mut need: Vec<(&Path, &str)> = Vec::new();
+        for v in variants {
+            match v {
+                Variant::Nena => {}
+                Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
+                    need.push((&self.sslocal, "sslocal"));
+                    need.push((&self.ssserver, "ssserver"));
+                }
+                Variant::Stunnel => need.push((&self.stunnel, "stunnel")),
+            }
+        }
+        for (p, name) in need {
+            if find_program(p).is_none() {
+                bail!(
+                    "{name} ({}) is not an executable file here; `make peers` installs the \
+                     pinned peers (scripts/install-peers.sh), or name yours with --{name}",
+                    p.display()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `program` as a file that can be run: itself when it names a path, else the first match
+/// on PATH.
+pub fn find_program(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() > 1 {
+        return runnable(program).then(|| program.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| runnable(p))
+}
+
+/// One end: a process in a lab host, with its output in `log`.
+pub struct Proc {
+    child: Child,
+    what: String,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(
+        lab: &Lab,
+        host: Host,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: PathBuf,
+        what: &str,
+    ) -> Result<Proc> {
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = lab
+            .command(host, program, args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {what} ({})", program.display()))?;
+        Ok(Proc {
+            child,
+            what: what.to_string(),
+            log,
+        })
+    }
+
+    /// The process's pid (`ip netns exec` execs the program: the same process).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the process has ended, with the end of its log.
+    pub fn check_running(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(8).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!(
+                "{} ended ({status}); its last lines:\n{}",
+                self.what,
+                tail.join("\n")
+            );
+        }
+        Ok(())
+    }
+
+    /// Wait until `addr` listens in `host` (or the process ends, or `timeout` passes).
+    fn wait_listening(&mut self, lab: &Lab, host: Host, addr: SocketAddrV4) -> Result<()> {
+        let timeout = Duration::from_secs(10);
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_running()?;
+            let tcp = lab.run_in(host, || {
+                std::fs::read_to_string("/proc/thread-self/net/tcp")
+            })??;
+            if listens(&tcp, addr) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not listen on {addr} within {timeout:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid, which is not reaped before the wait below.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether /proc/net/tcp text `tcp` has a socket in LISTEN on `addr` (or on 0.0.0.0 and
+/// its port).
+pub fn listens(tcp: &str, addr: SocketAddrV4) -> bool {
+    tcp.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(local), Some(state)) = (f.get(1), f.get(3)) else {
+            return false;
+        };
+        let Some((ip, port)) = local.split_once(':') else {
+            return false;
+        };
+        let (Ok(ip), Ok(port)) = (u32::from_str_radix(ip, 16), u16::from_str_radix(port, 16))
+        else {
+            return false;
+        };
+        // The address is the __be32 printed as a host-order number.
+        let ip = Ipv4Addr::from(ip.to_ne_bytes());
+        *state == "0A" && port == addr.port() && (ip == *addr.ip() || ip.is_unspecified())
+    })
+}
+
+/// A tunnel's two ends, the address the application connects to, and whether it speaks
+/// SOCKS5 there (else it forwards to the sink by itself).
+pub struct Pair {
+    pub variant: Variant,
+    pub client: Proc,
+    pub server: Proc,
+    pub entry: SocketAddrV4,
+    pub socks: bool,
+}
+
+/// Ports in the lab: the sink, then two per tunnel (server end, client entry).
+pub const SINK_PORT: u16 = 7410;
+fn ports(v: Variant) -> (u16, u16) {
+    let base = 7411 + 2 * Variant::ALL.iter().position(|x| *x == v).unwrap_or(0) as u16;
+    (base, base + 1)
+}
+
+/// The pre-shared password of the shadowsocks pairs (a bench lab's, nothing else's).
+const SS_PASSWORD: &str = "nena-bench-peers";
+/// The name in the stunnel pair's self-signed certificate.
+const TLS_NAME: &str = "nena-bench";
+
+/// Start `variant`'s pair in `lab`, forwarding to the sink on `sink`, with its files (logs,
+/// configuration, certificate) in `dir`.
+pub fn start(
+    variant: Variant,
+    lab: &Lab,
+    programs: &Programs,
+    dir: &Path,
+    sink: SocketAddrV4,
+) -> Result<Pair> {
+    let server_ip = *sink.ip();
+    let (server_port, entry_port) = ports(variant);
+    let server_addr = SocketAddrV4::new(server_ip, server_port);
+    let entry = SocketAddrV4::new(Ipv4Addr::LOCALHOST, entry_port);
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let log = |end: &str| dir.join(format!("{}-{end}.log", variant.file_stem()));
+    let quiet = [("RUST_LOG", "warn")];
+    let (server, client) = match variant {
+        Variant::Nena => {
+            let allow = format!("{server_ip}/32:{}", sink.port());
+            let server = Proc::spawn(
+                lab,
+                Host::Server,
+                &programs.nena,
+                &s(&[
+                    "proxy",
+                    "server",
+                    "--listen",
+                    &server_addr.to_string(),
+                    "--allow",
+                    &allow,
+                    "--mode",
+                    "aead",
+                ]),
+                &quiet,
+                log("server"),
+                "nena proxy server",
+            )?;
+            let client = Proc::spawn(
+                lab,
+                Host::Client,
+                &programs.nena,
+                &s(&[
+                    "proxy",
+                    "client",
+                    "--socks5",
+                    &entry.to_string(),
+                    "--to",
+                    &server_addr.to_string(),
+                    "--trusted",
+                    "trusted",
+                    "--untrusted",
+                    "untrusted",
+                    "--mode",
+                    "aead",
+                ]),
+                &quiet,
+                log("client"),
+                "nena proxy client",
+            )?;
+            (server, client)
+        }
+        Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
+            let cipher = variant.cipher();
+            let common = |listen_flag: &str, listen: &str| {
+                let mut a = s(&[listen_flag, listen]);
+                a.extend(s(&["-m", cipher, "-k", SS_PASSWORD, "--tcp-multipath"]));
+                a
+            };
+            let server = Proc::spawn(
+                lab,
+                Host::Server,
+                &programs.ssserver,
+                &common("-s", &server_addr.to_string()),
+                &[],
+                log("server"),
+                "ssserver",
+            )?;
+            let mut args = common("-b", &entry.to_string());
+            args.extend(s(&["-s", &server_addr.to_string()]));
+            let client = Proc::spawn(
+                lab,
+                Host::Client,
+                &programs.sslocal,
+                &args,
+                &[],
+                log("client"),
+                "sslocal",
+            )?;
+            (server, client)
+        }
+        Variant::Stunnel => {
+            let (cert, key) = self_signed(dir)?;
+            let server_conf = dir.join("stunnel-server.conf");
+            std::fs::write(
+                &server_conf,
+                stunnel_conf(
+                    false,
+                    server_addr,
+                    sink,
+                    &format!("cert = {}\nkey = {}\n", cert.display(), key.display()),
+                ),
+            )?;
+            let client_conf = dir.join("stunnel-client.conf");
+            std::fs::write(
+                &client_conf,
+                stunnel_conf(
+                    true,
+                    entry,
+                    server_addr,
+                    &format!(
+                        "verifyPeer = yes\nCAfile = {}\ncheckHost = {TLS_NAME}\n",
+                        cert.display()
+                    ),
+                ),
+            )?;
+            let run = |conf: &Path| {
+                let mut a = s(&["run", "--mptcp-only", "--"]);
+                a.push(programs.stunnel.display().to_string());
+                a.push(conf.display().to_string());
+                a
+            };
+            let server = Proc::spawn(
+                lab,
+                Host::Server,
+                &programs.nena,
+                &run(&server_conf),
+                &quiet,
+                log("server"),
+                "stunnel (server end, under nena run --mptcp-only)",
+            )?;
+            let client = Proc::spawn(
+                lab,
+                Host::Client,
+                &programs.nena,
+                &run(&client_conf),
+                &quiet,
+                log("client"),
+                "stunnel (client end, under nena run --mptcp-only)",
+            )?;
+            (server, client)
+        }
+    };
+    let mut pair = Pair {
+        variant,
+        client,
+        server,
+        entry,
+        socks: variant != Variant::Stunnel,
+    };
+    pair.server
+        .wait_listening(lab, Host::Server, server_addr)
+        .with_context(|| format!("starting {variant}"))?;
+    pair.client
+        .wait_listening(lab, Host::Client, entry)
+        .with_context(|| format!("starting {variant}"))?;
+    Ok(pair)
+}
+
+/// One stunnel service in the foreground: TLS 1.3 only, AES-128-GCM (the suite nena's aead
+/// mode uses on this hardware), errors only in its log.
+fn stunnel_conf(client: bool, accept: SocketAddrV4, connect: SocketAddrV4, tls: &str) -> String {
+    format!(
+        "foreground = yes\npid =\ndebug = 3\n\n[bench]\nclient = {}\naccept = {accept}\n\
+         connect = {connect}\nsslVersionMin = TLSv1.3\n\
+         ciphersuites = TLS_AES_128_GCM_SHA256\n{tls}",
+        if client { "yes" } else { "no" }
+    )
+}
+
+/// A self-signed P-256 certificate for [`TLS_NAME`] and its key, made by the `openssl`
+/// command in `dir`.
+fn self_signed(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let (cert, key) = (dir.join("stunnel-cert.pem"), dir.join("stunnel-key.pem"));
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", &format!("/CN={TLS_NAME}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{TLS_NAME}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdin(Stdio::null())
+        .output()
+        .context("running openssl to make the stunnel pair's certificate")?;
+    if !out.status.success() {
+        bail!(
+            "openssl req failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok((cert, key))
+}
+
+/// User + system CPU seconds of process `root` and every process descending from it (all
+/// their threads; children already reaped count in their parent's `cutime`, which this
+/// leaves out: the ends here do not fork per connection).
+pub fn tree_cpu(root: u32) -> Result<f64> {
+    let mut parent = HashMap::new();
+    let mut ticks = HashMap::new();
+    for e in std::fs::read_dir("/proc").context("listing /proc")? {
+        let Some(pid) = e?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // Processes may end while we read: skip what is gone.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((ppid, t)) = parse_stat(&stat) {
+            parent.insert(pid, ppid);
+            ticks.insert(pid, t);
+        }
+    }
+    if !ticks.contains_key(&root) {
+        return Err(anyhow!("process {root} is gone"));
+    }
+    let in_tree = |mut p: u32| loop {
+        if p == root {
+            return true;
+        }
+        match parent.get(&p) {
+            Some(&pp) if pp != p && pp != 0 => p = pp,
+            _ => return false,
+        }
+    };
+    let sum: u64 = ticks
+        .iter()
+        .filter(|(p, _)| in_tree(**p))
+        .map(|(_, t)| t)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok(sum as f64 / hz)
+}
+
+/// (ppid, utime + stime in clock ticks) of a /proc/PID/stat line.
+fn parse_stat(stat: &str) -> Option<(u32, u64)> {
+    // The command name is in parentheses and may hold spaces: fields count from its end.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state, ppid (field 4 of the line), ..., utime and stime (14, 15).
+    let ppid = f.get(1)?.parse().ok()?;
+    let t = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((ppid, t))
+}
+
+/// The address the application asks for (SOCKS5) or is forwarded to: the sink.
+pub fn sink_addr(lab: &Lab) -> Result<SocketAddrV4> {
+    match lab.server_addr() {
+        std::net::IpAddr::V4(ip) => Ok(SocketAddrV4::new(ip, SINK_PORT)),
+        std::net::IpAddr::V6(_) => bail!("the bench lab's server has no IPv4 address"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listening_socket_is_found_by_address_and_port_only_in_listen() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1CF4 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   1: 020312C6:1CF3 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   2: 00000000:1CF5 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   3: 0100007F:1CF6 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n";
+        let a = |ip: [u8; 4], port| SocketAddrV4::new(Ipv4Addr::from(ip), port);
+        // 0x1CF4 = 7412 on 127.0.0.1; 0x1CF3 = 7411 on 198.18.3.2 (bytes C6 12 03 02).
+        assert!(listens(tcp, a([127, 0, 0, 1], 7412)));
+        assert!(listens(tcp, a([198, 18, 3, 2], 7411)));
+        assert!(!listens(tcp, a([127, 0, 0, 1], 7411)), "wrong address");
+        // 0.0.0.0:7413 listens on every address.
+        assert!(listens(tcp, a([198, 18, 3, 2], 7413)));
+        // Established, not listening.
+        assert!(!listens(tcp, a([127, 0, 0, 1], 7414)));
+        assert!(!listens("", a([127, 0, 0, 1], 7412)));
+    }
+
+    #[test]
+    fn a_stat_line_gives_ppid_and_cpu_ticks_whatever_the_name() {
+        let line =
+            "4242 (stunnel (x) y) S 4200 4242 4200 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 1 1 1";
+        assert_eq!(parse_stat(line), Some((4200, 42)));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S"), None);
+    }
+
+    #[test]
+    fn this_process_tree_has_cpu_time_and_a_gone_process_is_an_error() {
+        // Burn a little CPU so the count is above zero at clock-tick resolution.
+        let t0 = Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < Duration::from_millis(50) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        assert!(tree_cpu(std::process::id()).unwrap() > 0.0);
+        assert!(tree_cpu(u32::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn each_variant_has_its_own_ports() {
+        let mut all: Vec<u16> = Variant::ALL
+            .iter()
+            .flat_map(|v| {
+                let (a, b) = ports(*v);
+                [a, b]
+            })
+            .collect();
+        all.push(SINK_PORT);
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n);
+    }
+}

@@ -1,0 +1,481 @@
+//! `nena bench peers`: nena's tunnel against the ones users run today to aggregate and
+//! encrypt links, the same bytes through each in the same lab (issue 21, item 1).
+//!
+//! The tunnels: nena's SOCKS5 proxy pair in `aead` (its default mode); shadowsocks-rust
+//! (`sslocal`/`ssserver`, the default of OpenMPTCProuter) with AES-128-GCM and with
+//! ChaCha20-Poly1305, MPTCP by its own `--tcp-multipath`; and stunnel's TLS 1.3 tunnel
+//! (AES-128-GCM), not MPTCP-aware, its sockets made MPTCP by `nena run --mptcp-only`. Every
+//! pair runs across the lab (client end in the client host, server end in the server
+//! host); the application and the sink ([`traffic`]) are the same for all of them.
+//!
+//! Per run, one transfer client to server of `bytes`: goodput from the first payload byte
+//! to the sink's count of them all, and the CPU seconds (user + system, every thread) of the
+//! tunnel's two ends over the run, per 10^9 payload bytes; the share of the client's bytes
+//! that left by the untrusted interface (every run must be multipath, or the verdict fails).
+//! Variants interleave within each repetition, the order rotating; medians over the
+//! repetitions. Settings: bare veth (the CPU sets the pace) and 100 + 20 Mbit/s (the
+//! links do). Verdicts per setting, ratios in the same run: nena's CPU per GB at most
+//! [`CPU_TARGET`] times the best peer's, nena's goodput at least the best peer's.
+
+mod ends;
+mod traffic;
+mod variant;
+
+pub use ends::{find_program, Programs};
+pub use variant::Variant;
+
+use crate::harness::median;
+use crate::host::{cpu_model, kernel, loadavg};
+use crate::transfer::MIN_PATH_SHARE;
+use anyhow::{bail, Context, Result};
+use nena_lab::{with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate};
+use serde::Serialize;
+use std::time::Duration;
+
+/// nena's CPU per GB may be at most this multiple of the best peer's.
+pub const CPU_TARGET: f64 = 0.8;
+/// nena's goodput must be at least this multiple of the best peer's.
+pub const GOODPUT_TARGET: f64 = 1.0;
+
+/// One network setting and the bytes of each of its transfers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Setting {
+    pub name: String,
+    pub trusted_mbit: Option<u64>,
+    pub untrusted_mbit: Option<u64>,
+    pub bytes: u64,
+}
+
+impl Setting {
+    /// Bare veth (256 MiB per transfer) and 100 + 20 Mbit/s (64 MiB: about 5 s). CPU time is
+    /// counted in clock ticks (10 ms per end): at these sizes one tick is 0.04 and 0.16 CPU
+    /// s/GB.
+    pub fn all() -> Vec<Setting> {
+        vec![
+            Setting {
+                name: "veth, unlimited".into(),
+                trusted_mbit: None,
+                untrusted_mbit: None,
+                bytes: 256 << 20,
+            },
+            Setting {
+                name: "100+20 Mbit/s".into(),
+                trusted_mbit: Some(100),
+                untrusted_mbit: Some(20),
+                bytes: 64 << 20,
+            },
+        ]
+    }
+}
+
+/// What the bench runs.
+#[derive(Debug, Clone)]
+pub struct PeersOptions {
+    pub reps: usize,
+    pub settings: Vec<Setting>,
+    pub variants: Vec<Variant>,
+    pub programs: Programs,
+}
+
+/// One transfer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub variant: Variant,
+    pub rep: usize,
+    pub bytes: u64,
+    /// From the first payload byte to the sink's count.
+    pub seconds: f64,
+    /// From before the connect (the tunnel's set-up included) to the sink's count.
+    pub total_seconds: f64,
+    pub mbit_s: f64,
+    /// CPU seconds of the client end and of the server end over the run.
+    pub client_cpu_s: f64,
+    pub server_cpu_s: f64,
+    /// (client + server CPU seconds) per 10^9 payload bytes.
+    pub cpu_s_per_gb: f64,
+    /// The untrusted interface's share of the bytes the client host sent.
+    pub untrusted_share: f64,
+    pub multipath: bool,
+}
+
+/// One tunnel's medians in one setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantStats {
+    pub variant: Variant,
+    pub median_mbit_s: f64,
+    pub median_cpu_s_per_gb: f64,
+    pub median_client_cpu_s_per_gb: f64,
+    pub median_server_cpu_s_per_gb: f64,
+    pub median_untrusted_share: f64,
+    pub multipath_runs: usize,
+    pub runs: usize,
+}
+
+/// One verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    pub name: String,
+    /// nena's figure over the best peer's.
+    pub value: f64,
+    pub limit: f64,
+    pub at_least: bool,
+    pub pass: bool,
+}
+
+/// One setting's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingResult {
+    pub setting: Setting,
+    pub variants: Vec<VariantStats>,
+    pub targets: Vec<TargetCheck>,
+    pub pass: bool,
+    pub runs: Vec<Run>,
+}
+
+/// The whole bench.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeersReport {
+    pub reps: usize,
+    pub settings: Vec<SettingResult>,
+    /// Every target of every setting met, and every run of nena multipath.
+    pub pass: bool,
+    pub cpu: String,
+    pub kernel: String,
+    pub loadavg_start: String,
+    pub loadavg_end: String,
+}
+
+/// Bring up a lab, run the bench in it, tear it down (also on Ctrl-C).
+pub fn run(
+    opts: &PeersOptions,
+    progress: impl FnMut(&str) + Send + 'static,
+) -> Result<PeersReport> {
+    if opts.reps == 0 || opts.variants.is_empty() || opts.settings.is_empty() {
+        bail!("the bench needs at least one repetition, tunnel and setting");
+    }
+    opts.programs.check(&opts.variants)?;
+    let prefix = format!("np{}", std::process::id());
+    let cfg = LabConfig {
+        verify: true,
+        ..LabConfig::with_prefix(&prefix)
+    };
+    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
+    let worker_prefix = prefix.clone();
+    let worker_opts = opts.clone();
+    let result = with_lab_teardown_on_interrupt(&prefix, move || {
+        run_on(&worker_prefix, &worker_opts, progress)
+    });
+    drop(guard);
+    result
+}
+
+/// The directory of the ends' logs and files, removed when dropped.
+struct WorkDir(std::path::PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_on(
+    prefix: &str,
+    opts: &PeersOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<PeersReport> {
+    let loadavg_start = loadavg();
+    let lab = Lab::open(prefix)?;
+    let dir = WorkDir(std::env::temp_dir().join(format!("nena-bench-peers-{prefix}")));
+    std::fs::create_dir_all(&dir.0)?;
+    let sink_addr = ends::sink_addr(&lab)?;
+    let _sink = traffic::Sink::start(&lab, sink_addr)?;
+    // Declared after the sink and the directory: the ends stop first.
+    let mut pairs = Vec::new();
+    for v in &opts.variants {
+        pairs.push(ends::start(*v, &lab, &opts.programs, &dir.0, sink_addr)?);
+    }
+    let mut results = Vec::new();
+    for setting in &opts.settings {
+        lab.set_rate(
+            Link::Trusted,
+            setting.trusted_mbit.map(|m| Rate(m * 1_000_000)),
+        )?;
+        lab.set_rate(
+            Link::Untrusted,
+            setting.untrusted_mbit.map(|m| Rate(m * 1_000_000)),
+        )?;
+        // Bound on one transfer: ten times what 10 Mbit/s would take, at least a minute.
+        let timeout = Duration::from_secs_f64((setting.bytes as f64 * 8.0 / 1e6).max(60.0));
+        // One unmeasured small transfer per tunnel first (connections, caches, TLS set-up).
+        for p in &mut pairs {
+            transfer(&lab, p, sink_addr, 1 << 20, timeout, 0)
+                .with_context(|| format!("{}, warm-up of {}", setting.name, p.variant))?;
+        }
+        let mut runs = Vec::new();
+        for rep in 0..opts.reps {
+            for k in 0..pairs.len() {
+                let i = (rep + k) % pairs.len();
+                let r = transfer(
+                    &lab,
+                    &mut pairs[i],
+                    sink_addr,
+                    setting.bytes,
+                    timeout,
+                    rep + 1,
+                )
+                .with_context(|| {
+                    format!("{}, {}, rep {}", setting.name, pairs[i].variant, rep + 1)
+                })?;
+                progress(&format!(
+                    "{:<16} rep {:>2}  {:<24} {:>8.1} Mbit/s  {:>6.2} CPU s/GB  {:>5.1}% untrusted",
+                    setting.name,
+                    rep + 1,
+                    r.variant,
+                    r.mbit_s,
+                    r.cpu_s_per_gb,
+                    r.untrusted_share * 100.0
+                ));
+                runs.push(r);
+            }
+        }
+        let (variants, targets) = summarize(&runs, &opts.variants);
+        results.push(SettingResult {
+            setting: setting.clone(),
+            pass: targets.iter().all(|t| t.pass),
+            variants,
+            targets,
+            runs,
+        });
+    }
+    Ok(PeersReport {
+        reps: opts.reps,
+        pass: results.iter().all(|r| r.pass),
+        settings: results,
+        cpu: cpu_model().unwrap_or_default(),
+        kernel: kernel(),
+        loadavg_start,
+        loadavg_end: loadavg(),
+    })
+}
+
+/// One measured transfer through `pair`.
+fn transfer(
+    lab: &Lab,
+    pair: &mut ends::Pair,
+    sink: std::net::SocketAddrV4,
+    bytes: u64,
+    timeout: Duration,
+    rep: usize,
+) -> Result<Run> {
+    pair.client.check_running()?;
+    pair.server.check_running()?;
+    let ifaces = ["trusted", "untrusted"];
+    let (client, server) = (pair.client.pid(), pair.server.pid());
+    let sent0 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
+    let (c0, s0) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
+    let t = traffic::send(lab, pair.entry, pair.socks, sink, bytes, timeout)?;
+    let (c1, s1) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
+    let sent1 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
+    let trusted = sent1[0].saturating_sub(sent0[0]) as f64;
+    let untrusted = sent1[1].saturating_sub(sent0[1]) as f64;
+    let all = (trusted + untrusted).max(1.0);
+    let (client_cpu_s, server_cpu_s) = (c1 - c0, s1 - s0);
+    Ok(Run {
+        variant: pair.variant,
+        rep,
+        bytes,
+        seconds: t.seconds,
+        total_seconds: t.total_seconds,
+        mbit_s: bytes as f64 * 8.0 / 1e6 / t.seconds.max(1e-9),
+        client_cpu_s,
+        server_cpu_s,
+        cpu_s_per_gb: (client_cpu_s + server_cpu_s) / (bytes as f64 / 1e9),
+        untrusted_share: untrusted / all,
+        multipath: trusted / all >= MIN_PATH_SHARE && untrusted / all >= MIN_PATH_SHARE,
+    })
+}
+
+/// Each tunnel's medians, and the verdicts: nena's CPU per GB against the best (least)
+/// peer's, nena's goodput against the best (most) peer's, every run of nena multipath.
+pub fn summarize(runs: &[Run], variants: &[Variant]) -> (Vec<VariantStats>, Vec<TargetCheck>) {
+    let stats: Vec<VariantStats> = variants
+        .iter()
+        .filter_map(|v| {
+            let mine: Vec<&Run> = runs.iter().filter(|r| r.variant == *v).collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let med = |f: &dyn Fn(&Run) -> f64| {
+                median(&mut mine.iter().map(|r| f(r)).collect::<Vec<_>>())
+            };
+            let per_gb = |s: f64, r: &Run| s / (r.bytes as f64 / 1e9);
+            Some(VariantStats {
+                variant: *v,
+                median_mbit_s: med(&|r| r.mbit_s),
+                median_cpu_s_per_gb: med(&|r| r.cpu_s_per_gb),
+                median_client_cpu_s_per_gb: med(&|r| per_gb(r.client_cpu_s, r)),
+                median_server_cpu_s_per_gb: med(&|r| per_gb(r.server_cpu_s, r)),
+                median_untrusted_share: med(&|r| r.untrusted_share),
+                multipath_runs: mine.iter().filter(|r| r.multipath).count(),
+                runs: mine.len(),
+            })
+        })
+        .collect();
+    let mut targets = Vec::new();
+    let Some(nena) = stats.iter().find(|s| s.variant == Variant::Nena) else {
+        return (stats, targets);
+    };
+    targets.push(TargetCheck {
+        name: "every nena run multipath".into(),
+        value: nena.multipath_runs as f64 / nena.runs.max(1) as f64,
+        limit: 1.0,
+        at_least: true,
+        pass: nena.multipath_runs == nena.runs,
+    });
+    let peers: Vec<&VariantStats> = stats
+        .iter()
+        .filter(|s| s.variant != Variant::Nena)
+        .collect();
+    let best_cpu = peers
+        .iter()
+        .min_by(|a, b| a.median_cpu_s_per_gb.total_cmp(&b.median_cpu_s_per_gb));
+    let best_goodput = peers
+        .iter()
+        .max_by(|a, b| a.median_mbit_s.total_cmp(&b.median_mbit_s));
+    if let Some(b) = best_cpu {
+        let value = nena.median_cpu_s_per_gb / b.median_cpu_s_per_gb.max(1e-12);
+        targets.push(TargetCheck {
+            name: format!(
+                "nena CPU per GB <= {CPU_TARGET}x the best peer's ({})",
+                b.variant
+            ),
+            value,
+            limit: CPU_TARGET,
+            at_least: false,
+            pass: value <= CPU_TARGET,
+        });
+    }
+    if let Some(b) = best_goodput {
+        let value = nena.median_mbit_s / b.median_mbit_s.max(1e-12);
+        targets.push(TargetCheck {
+            name: format!("nena goodput >= the best peer's ({})", b.variant),
+            value,
+            limit: GOODPUT_TARGET,
+            at_least: true,
+            pass: value >= GOODPUT_TARGET,
+        });
+    }
+    (stats, targets)
+}
+
+/// The human table.
+pub fn table(r: &PeersReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for st in &r.settings {
+        let _ = writeln!(
+            s,
+            "\n{}: {} MiB per transfer, client to server, medians of {}",
+            st.setting.name,
+            st.setting.bytes >> 20,
+            r.reps
+        );
+        let _ = writeln!(
+            s,
+            "  {:<24} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10}",
+            "tunnel", "Mbit/s", "CPU s/GB", "client", "server", "untrusted", "multipath"
+        );
+        for v in &st.variants {
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>10.1} {:>10.3} {:>8.3} {:>8.3} {:>9.1}% {:>6}/{}",
+                v.variant,
+                v.median_mbit_s,
+                v.median_cpu_s_per_gb,
+                v.median_client_cpu_s_per_gb,
+                v.median_server_cpu_s_per_gb,
+                v.median_untrusted_share * 100.0,
+                v.multipath_runs,
+                v.runs
+            );
+        }
+        for t in &st.targets {
+            let _ = writeln!(
+                s,
+                "  {} {}: {:.3} ({} {})",
+                if t.pass { "PASS" } else { "FAIL" },
+                t.name,
+                t.value,
+                if t.at_least { ">=" } else { "<=" },
+                t.limit
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{} ({}; {}; load {} -> {})",
+        if r.pass { "PASS" } else { "FAIL" },
+        r.cpu,
+        r.kernel,
+        r.loadavg_start.trim(),
+        r.loadavg_end.trim()
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(variant: Variant, mbit_s: f64, cpu_s_per_gb: f64, multipath: bool) -> Run {
+        Run {
+            variant,
+            rep: 1,
+            bytes: 1_000_000_000,
+            seconds: 8000.0 / mbit_s,
+            total_seconds: 8000.0 / mbit_s + 0.01,
+            mbit_s,
+            client_cpu_s: cpu_s_per_gb / 2.0,
+            server_cpu_s: cpu_s_per_gb / 2.0,
+            cpu_s_per_gb,
+            untrusted_share: 0.3,
+            multipath,
+        }
+    }
+
+    #[test]
+    fn verdicts_take_the_best_peer_for_each_figure() {
+        let runs = vec![
+            run(Variant::Nena, 900.0, 1.0, true),
+            run(Variant::Nena, 1000.0, 1.2, true),
+            run(Variant::Nena, 950.0, 1.1, true),
+            // The cheapest peer is not the fastest.
+            run(Variant::ShadowsocksAes, 800.0, 1.5, true),
+            run(Variant::Stunnel, 990.0, 2.0, true),
+        ];
+        let (stats, t) = summarize(&runs, &Variant::ALL);
+        assert_eq!(stats.len(), 3, "the chacha variant ran nothing");
+        assert_eq!(stats[0].median_mbit_s, 950.0);
+        assert_eq!(stats[0].median_cpu_s_per_gb, 1.1);
+        assert_eq!(t.len(), 3);
+        assert!(t[0].pass);
+        // CPU: 1.1 / 1.5 (shadowsocks) = 0.733 <= 0.8.
+        assert!((t[1].value - 1.1 / 1.5).abs() < 1e-9 && t[1].pass);
+        assert!(t[1].name.contains("shadowsocks"));
+        // Goodput: 950 / 990 (stunnel) < 1.
+        assert!((t[2].value - 950.0 / 990.0).abs() < 1e-9 && !t[2].pass);
+        assert!(t[2].name.contains("stunnel"));
+    }
+
+    #[test]
+    fn a_nena_run_on_one_path_fails_the_verdict() {
+        let runs = vec![
+            run(Variant::Nena, 1000.0, 1.0, true),
+            run(Variant::Nena, 1000.0, 1.0, false),
+            run(Variant::ShadowsocksAes, 500.0, 2.0, false),
+        ];
+        let (_, t) = summarize(&runs, &Variant::ALL);
+        assert!(!t[0].pass);
+        assert!(t[1].pass && t[2].pass);
+    }
+}

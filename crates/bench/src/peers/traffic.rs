@@ -1,0 +1,267 @@
+//! The application and the sink the peers bench moves bytes between, the same for every
+//! tunnel. The application, on a thread in the client host, connects to the tunnel's entry
+//! (a SOCKS5 CONNECT to the sink where the entry is a SOCKS5 proxy), sends an 8-byte length
+//! and then that many bytes, and waits for the sink's 8-byte count of what it received; the
+//! sink, in the server host, reads the length, then the bytes, and answers with its count.
+//! No half-close is needed (stunnel ends a connection on the first EOF). Also: the bytes
+//! each interface of a host sent, from its /proc/net/dev.
+
+use anyhow::{bail, Context, Result};
+use nena_lab::{Host, Lab};
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Bytes per write of the application and per read of the sink.
+const CHUNK: usize = 256 * 1024;
+
+/// The sink, serving in the server host until dropped.
+pub struct Sink {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<Result<()>>>>,
+}
+
+impl Sink {
+    /// Listen on `addr` in the server host (a kernel-MPTCP listener: it takes TCP too) and
+    /// serve every connection until dropped.
+    pub fn start(lab: &Lab, addr: SocketAddrV4) -> Result<Sink> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = lab.spawn_in(Host::Server, move || -> Result<()> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let std_listener = nena_mptcp::listen(addr.into(), None)
+                    .with_context(|| format!("the sink cannot listen on {addr}"));
+                let listener = match std_listener {
+                    Ok(l) => {
+                        l.set_nonblocking(true)?;
+                        TcpListener::from_std(l)?
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("{e:#}")));
+                        return Err(e);
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let serve = async {
+                    loop {
+                        let (s, peer) = listener.accept().await?;
+                        tokio::spawn(async move {
+                            if let Err(e) = serve_one(s).await {
+                                log::warn!("sink: the connection from {peer}: {e:#}");
+                            }
+                        });
+                    }
+                };
+                tokio::select! {
+                    r = serve => r,
+                    _ = stopped => Ok(()),
+                }
+            })
+        });
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(Sink {
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => bail!("{e}"),
+            Err(_) => bail!("the sink did not listen within 10 s"),
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn serve_one(mut s: TcpStream) -> Result<()> {
+    let want = s.read_u64().await.context("reading the length")?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut got = 0u64;
+    while got < want {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        got += n as u64;
+    }
+    s.write_u64(got).await?;
+    s.flush().await?;
+    Ok(())
+}
+
+/// One transfer as the application saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Transfer {
+    /// From the first payload byte written to the sink's count read.
+    pub seconds: f64,
+    /// From before the connect to the sink's count read (the tunnel's set-up included).
+    pub total_seconds: f64,
+}
+
+/// Send `bytes` through the tunnel entry `entry` (a SOCKS5 proxy when `socks`) to the sink
+/// at `sink`, on a thread in the client host; fails unless the sink counted them all.
+pub fn send(
+    lab: &Lab,
+    entry: SocketAddrV4,
+    socks: bool,
+    sink: SocketAddrV4,
+    bytes: u64,
+    timeout: Duration,
+) -> Result<Transfer> {
+    lab.run_in(Host::Client, move || -> Result<Transfer> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            tokio::time::timeout(timeout, send_in(entry, socks, sink, bytes))
+                .await
+                .with_context(|| format!("the transfer did not end within {timeout:?}"))?
+        })
+    })?
+}
+
+async fn send_in(
+    entry: SocketAddrV4,
+    socks: bool,
+    sink: SocketAddrV4,
+    bytes: u64,
+) -> Result<Transfer> {
+    let t0 = Instant::now();
+    let mut s = if socks {
+        crate::sessions::socks_connect(entry.into(), sink).await?
+    } else {
+        let s = TcpStream::connect(entry)
+            .await
+            .with_context(|| format!("connecting to the tunnel entry {entry}"))?;
+        s.set_nodelay(true)?;
+        s
+    };
+    let chunk = payload_chunk();
+    let t1 = Instant::now();
+    s.write_u64(bytes).await?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        s.write_all(&chunk[..n])
+            .await
+            .context("sending through the tunnel")?;
+        left -= n as u64;
+    }
+    let got = s
+        .read_u64()
+        .await
+        .context("reading the sink's count (the tunnel closed?)")?;
+    let end = Instant::now();
+    if got != bytes {
+        bail!("the sink received {got} bytes of {bytes}");
+    }
+    Ok(Transfer {
+        seconds: (end - t1).as_secs_f64(),
+        total_seconds: (end - t0).as_secs_f64(),
+    })
+}
+
+/// A chunk of bytes no cipher or compressor gains anything on: a fixed xorshift stream.
+fn payload_chunk() -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..CHUNK)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+/// Bytes sent by the interfaces `names` of `host` so far, in that order.
+pub fn sent_bytes(lab: &Lab, host: Host, names: &[&str]) -> Result<Vec<u64>> {
+    let dev = lab.run_in(host, || {
+        std::fs::read_to_string("/proc/thread-self/net/dev")
+    })??;
+    names
+        .iter()
+        .map(|n| {
+            tx_bytes(&dev, n).with_context(|| format!("no interface {n} in the {host:?} host"))
+        })
+        .collect()
+}
+
+/// The transmitted bytes of interface `name` in /proc/net/dev text `dev`.
+pub fn tx_bytes(dev: &str, name: &str) -> Option<u64> {
+    dev.lines().find_map(|l| {
+        let (iface, counters) = l.split_once(':')?;
+        if iface.trim() != name {
+            return None;
+        }
+        // rx: bytes packets errs drop fifo frame compressed multicast; then tx: bytes ...
+        counters.split_whitespace().nth(8)?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tx_bytes_of_an_interface_are_read_from_proc_net_dev() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0\n\
+trusted: 52345678  40000    0    0    0     0          0         0 987654321  70000    0    0    0     0       0          0\n\
+untrusted:  2000      20    0    0    0     0          0         0   3000      30    0    0    0     0       0          0\n";
+        assert_eq!(tx_bytes(dev, "trusted"), Some(987_654_321));
+        assert_eq!(tx_bytes(dev, "untrusted"), Some(3000));
+        assert_eq!(tx_bytes(dev, "lo"), Some(1000));
+        assert_eq!(tx_bytes(dev, "eth9"), None);
+        assert_eq!(
+            tx_bytes(dev, "trust"),
+            None,
+            "a prefix is not the interface"
+        );
+    }
+
+    #[test]
+    fn the_payload_is_not_compressible_and_is_the_same_every_time() {
+        let a = payload_chunk();
+        assert_eq!(a, payload_chunk());
+        let mut seen = [false; 256];
+        a.iter().for_each(|b| seen[*b as usize] = true);
+        assert!(seen.iter().all(|s| *s), "every byte value occurs");
+        assert!(a.windows(2).filter(|w| w[0] == w[1]).count() < CHUNK / 100);
+    }
+
+    #[test]
+    fn the_application_and_the_sink_agree_on_the_count_over_loopback() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = match l.local_addr().unwrap() {
+                std::net::SocketAddr::V4(a) => a,
+                _ => unreachable!(),
+            };
+            let server = tokio::spawn(async move {
+                let (s, _) = l.accept().await.unwrap();
+                serve_one(s).await
+            });
+            let bytes = 3 * CHUNK as u64 + 17;
+            let t = send_in(addr, false, addr, bytes).await.unwrap();
+            assert!(t.seconds > 0.0 && t.total_seconds >= t.seconds);
+            server.await.unwrap().unwrap();
+        });
+    }
+}

@@ -1,0 +1,103 @@
+//! `nena bench peers`: a peer that is not installed is named before any lab comes up; and,
+//! as root, the bench end to end against stunnel (installed by scripts/install-deps.sh;
+//! shadowsocks-rust is built only by `make peers`), shortened: one setting, one small
+//! transfer per tunnel, every figure of the JSON consistent with its runs and the lab gone
+//! afterwards. The verdicts are reported, not required here (`make bench` runs the full
+//! bench).
+
+use crate::harness::{bench_json, nena};
+
+#[test]
+fn a_peer_that_is_not_installed_is_named_before_any_lab() {
+    let o = nena(&[
+        "bench",
+        "peers",
+        "--sslocal",
+        "/nonexistent/sslocal",
+        "--peer",
+        "shadowsocks",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent/sslocal") && err.contains("make peers"),
+        "{err}"
+    );
+}
+
+#[test]
+fn filters_that_match_nothing_are_usage_errors() {
+    for (flag, value, names) in [
+        ("--peer", "wireguard", "stunnel TLS 1.3"),
+        ("--setting", "10+10", "100+20 Mbit/s"),
+    ] {
+        let o = nena(&["bench", "peers", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("matches none of") && err.contains(names),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs() {
+    let bytes: u64 = 2 << 20;
+    let (r, lab_ns) = bench_json(
+        &[
+            "peers",
+            "--peer",
+            "stunnel",
+            "--setting",
+            "100+20",
+            "--reps",
+            "1",
+            "--bytes",
+            "2M",
+            "--no-check",
+            "--json",
+        ],
+        "np",
+    );
+    assert!(!lab_ns.exists(), "the bench left its lab behind");
+    let settings = r["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 1, "{r}");
+    let s = &settings[0];
+    assert_eq!(s["setting"]["name"], "100+20 Mbit/s");
+    let runs = s["runs"].as_array().unwrap();
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|x| x["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nena aead", "stunnel TLS 1.3"], "{s}");
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    for run in runs {
+        assert_eq!(run["bytes"], bytes);
+        // 2 MiB at the 120 Mbit/s both links allow take at least 0.14 s.
+        assert!((0.13..60.0).contains(&f(run, "seconds")), "{run}");
+        assert!(f(run, "total_seconds") >= f(run, "seconds"));
+        let mbit = bytes as f64 * 8.0 / 1e6 / f(run, "seconds");
+        assert!((f(run, "mbit_s") - mbit).abs() < 1e-6 * mbit, "{run}");
+        let (c, sv) = (f(run, "client_cpu_s"), f(run, "server_cpu_s"));
+        assert!(c >= 0.0 && sv >= 0.0, "{run}");
+        let per_gb = (c + sv) / (bytes as f64 / 1e9);
+        assert!((f(run, "cpu_s_per_gb") - per_gb).abs() < 1e-9, "{run}");
+        assert!((0.0..=1.0).contains(&f(run, "untrusted_share")), "{run}");
+    }
+    // One run each: the medians are the runs' own figures.
+    for (v, run) in s["variants"].as_array().unwrap().iter().zip(runs) {
+        assert_eq!(v["variant"], run["variant"]);
+        assert_eq!(f(v, "median_mbit_s"), f(run, "mbit_s"));
+        assert_eq!(f(v, "median_cpu_s_per_gb"), f(run, "cpu_s_per_gb"));
+        assert_eq!(v["runs"], 1);
+    }
+    let t = s["targets"].as_array().unwrap();
+    assert_eq!(t.len(), 3, "{s}");
+    let (nena_run, tls_run) = (&runs[0], &runs[1]);
+    let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
+    assert!((f(&t[2], "value") - goodput).abs() < 1e-9, "{s}");
+    assert_eq!(t[2]["pass"], goodput >= 1.0);
+    assert_eq!(t[0]["pass"], nena_run["multipath"]);
+    assert_eq!(s["pass"], t.iter().all(|x| x["pass"] == true), "{s}");
+}

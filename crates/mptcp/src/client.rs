@@ -25,10 +25,29 @@ pub fn available_congestion_controls() -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// Where the namespace's default congestion control is (per network namespace).
+pub const DEFAULT_CONGESTION_CONTROL: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
+
+/// The congestion control nena's MPTCP sockets take instead of the namespace's default
+/// `ns_default` when none is named: cubic in place of BBR, none (keep the default) otherwise.
+///
+/// Why: the kernel's MPTCP scheduler gives the next bytes to the subflow whose queue drains
+/// first by its pacing rate, and BBR's pacing rate overshoots the path (its start-up, and
+/// every restart after the subflow went idle: 2.4 Gbit/s estimated on a 20 Mbit/s link). The
+/// scheduler then queues megabytes on the slow subflow while the fast one runs dry: in
+/// `nena bench peers --setting 100+20`, a trusted subflow of 100 Mbit/s sat idle for 0.2 s
+/// with 1.1 MB queued on the untrusted one, and transfers took up to 20% longer (see
+/// docs/BENCHMARKS.md, "Peers"). A name given by the user (`--cc bbr`) is always kept.
+pub fn preferred_congestion(ns_default: &str) -> Option<&'static str> {
+    ns_default.trim().starts_with("bbr").then_some("cubic")
+}
+
 /// An MPTCP socket with congestion control `congestion` (`None`: the namespace's default,
-/// net.ipv4.tcp_congestion_control). It is set with `setsockopt(TCP_CONGESTION)` on the MPTCP
-/// socket, which the kernel applies to every subflow; a listener's accepted connections
-/// inherit it. An unknown name fails here (ENOENT), before anything is sent.
+/// net.ipv4.tcp_congestion_control, unless [`preferred_congestion`] names another one and
+/// the kernel lets this process use it; else the default stays, said in the debug log). It
+/// is set with `setsockopt(TCP_CONGESTION)` on the MPTCP socket, which the kernel applies to
+/// every subflow; a listener's accepted connections inherit it. An unknown name fails here
+/// (ENOENT), before anything is sent.
 fn mptcp_socket(domain: Domain, congestion: Option<&str>) -> Result<Socket, MptcpError> {
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::MPTCP))
         .map_err(MptcpError::from_socket_error)?;
@@ -39,6 +58,15 @@ fn mptcp_socket(domain: Domain, congestion: Option<&str>) -> Result<Socket, Mptc
                 format!("congestion control {cc:?}: {e}"),
             ))
         })?;
+    } else if let Ok(default) = std::fs::read_to_string(DEFAULT_CONGESTION_CONTROL) {
+        if let Some(cc) = preferred_congestion(&default) {
+            if let Err(e) = sockopt::set_congestion(s.as_fd(), cc) {
+                log::debug!(
+                    "keeping the default congestion control {}: {cc} is not usable here ({e})",
+                    default.trim()
+                );
+            }
+        }
     }
     Ok(s)
 }
@@ -322,5 +350,19 @@ impl Client {
     /// See [`Gate::report`].
     pub fn report(&self) -> Result<crate::PathReport, MptcpError> {
         self.gate.report()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preferred_congestion;
+
+    #[test]
+    fn bbr_defaults_give_way_to_cubic_and_others_stay() {
+        assert_eq!(preferred_congestion("bbr\n"), Some("cubic"));
+        assert_eq!(preferred_congestion("bbr3"), Some("cubic"));
+        for keep in ["cubic\n", "reno", "nena_olia", ""] {
+            assert_eq!(preferred_congestion(keep), None, "{keep:?}");
+        }
     }
 }

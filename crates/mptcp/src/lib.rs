@@ -124,7 +124,10 @@ pub mod sample;
 mod sockopt;
 pub mod uapi;
 
-pub use client::{available_congestion_controls, AVAILABLE_CONGESTION_CONTROLS};
+pub use client::{
+    available_congestion_controls, preferred_congestion, AVAILABLE_CONGESTION_CONTROLS,
+    DEFAULT_CONGESTION_CONTROL,
+};
 pub use client::{connect, connect_ungated, listen, Client, ConnectOptions};
 pub use gate::{
     connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,

@@ -111,16 +111,26 @@ impl Proc {
     /// An error if the process has ended, with the end of its log.
     pub fn check_running(&mut self) -> Result<()> {
         if let Some(status) = self.child.try_wait()? {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(8).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             bail!(
                 "{} ended ({status}); its last lines:\n{}",
                 self.what,
-                tail.join("\n")
+                self.log_tail(8)
             );
         }
         Ok(())
+    }
+
+    /// The last `n` lines of the process's output so far (for an error that needs the
+    /// end's side of the story).
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(n).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    /// What the process is, for messages.
+    pub fn what(&self) -> &str {
+        &self.what
     }
 
     /// Wait until `addr` listens in `host` (or the process ends, or `timeout` passes).

@@ -273,7 +273,18 @@ fn transfer(
     let (client, server) = (pair.client.pid(), pair.server.pid());
     let sent0 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let (c0, s0) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
-    let t = traffic::send(lab, pair.entry, pair.socks, sink, bytes, timeout)?;
+    let t = traffic::send(lab, pair.entry, pair.socks, sink, bytes, timeout).map_err(|e| {
+        let ends = [&pair.client, &pair.server].map(|p| {
+            let tail = p.log_tail(6);
+            let tail = if tail.is_empty() {
+                "(nothing)".into()
+            } else {
+                tail
+            };
+            format!("\n{} said:\n{tail}", p.what())
+        });
+        e.context(ends.concat())
+    })?;
     let (c1, s1) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
     let sent1 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let trusted = sent1[0].saturating_sub(sent0[0]) as f64;

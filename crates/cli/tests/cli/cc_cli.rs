@@ -9,6 +9,7 @@
 //! process killed mid-test (no Drop) leaves its registration pinned; the first turn of the
 //! next process unloads what it finds, and says so.
 use crate::harness::*;
+use nena_lab::Host;
 use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
@@ -196,6 +197,44 @@ fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
         let o = nena(&["cc", "unload", name]);
         assert!(o.status.success(), "unload {name}: {}", stderr(&o));
         assert_nothing_left(&full);
+    }
+}
+
+/// In namespaces whose default is BBR, nena's MPTCP sockets take cubic unless `--cc` names
+/// one (the kernel's scheduler starves the fast subflow on BBR's pacing estimates: see
+/// `nena_mptcp::preferred_congestion`); `--cc bbr` keeps BBR. Read back from the sockets.
+#[test]
+fn a_bbr_default_gives_way_to_cubic_unless_named() {
+    if !registered("bbr") || !registered("cubic") {
+        // Both are built into the kernels nena supports; say loudly where they are not.
+        panic!(
+            "this kernel lacks bbr or cubic: {:?}",
+            nena_mptcp::available_congestion_controls()
+        );
+    }
+    let lab = lab();
+    for h in [Host::Client, Host::Server] {
+        let o = lab
+            .command(h, "sysctl", ["-qw", "net.ipv4.tcp_congestion_control=bbr"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "sysctl in the {h}: {}", stderr(&o));
+    }
+    let srv = TempDir::new("ccbbr");
+    let cli = TempDir::new("ccbbrcli");
+    let _s = serve(&lab, 7230, srv.path(), &["--overwrite"]);
+    let to = server(&lab, 7230);
+    let file = cli.join("f.bin");
+    std::fs::write(&file, random(1 << 20, 5)).unwrap();
+    let f = file.display().to_string();
+    for (cc, want) in [(None, "cubic"), (Some("bbr"), "bbr")] {
+        let mut args = vec!["send", &f, "--to", &to, "--json"];
+        if let Some(cc) = cc {
+            args.extend_from_slice(&["--cc", cc]);
+        }
+        args.extend_from_slice(&PATHS);
+        let report = client_json(&lab, &args);
+        assert_eq!(report["paths"]["congestion"], want, "--cc {cc:?}: {report}");
     }
 }
 

@@ -293,7 +293,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
     let info = Some(session.info());
-    let (reader, writer) = secure_pair_with(Some(session), Vec::new(), r, w, opts.buffer);
+    let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
     Ok(ClientConn {
         reader,
         writer,
@@ -402,7 +402,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         None => (None, Vec::new()),
     };
     let info = session.as_ref().map(|s| s.info());
-    let (reader, writer) = secure_pair_with(session, leftover, r, w, opts.buffer);
+    let (reader, writer) = socket_pair(session, leftover, r, w, opts.buffer);
     Ok(ClientConn {
         reader,
         writer,
@@ -504,7 +504,7 @@ pub async fn accept(
         bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
     }
     if opts.raw {
-        let (reader, writer) = secure_pair_with(None, Vec::new(), r, w, opts.buffer);
+        let (reader, writer) = socket_pair(None, Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
             reader,
             writer,
@@ -529,7 +529,7 @@ pub async fn accept(
             log::warn!("{peer}: {w} (--allow-plain)");
         }
         let info = Some(session.info());
-        let (reader, writer) = secure_pair_with(Some(session), Vec::new(), r, w, opts.buffer);
+        let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
             reader,
             writer,
@@ -542,7 +542,7 @@ pub async fn accept(
     let (session, leftover) =
         server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let info = Some(session.info());
-    let (reader, writer) = secure_pair_with(Some(session), leftover, r, w, opts.buffer);
+    let (reader, writer) = socket_pair(Some(session), leftover, r, w, opts.buffer);
     Ok(ServerConn {
         reader,
         writer,
@@ -602,6 +602,24 @@ pub fn subflow_bytes(fd: BorrowedFd<'_>) -> Vec<SubflowBytes> {
     nena_mptcp::subflows(fd)
         .map(|v| v.iter().map(SubflowBytes::from).collect())
         .unwrap_or_default()
+}
+
+/// [`secure_pair_with`] over the two halves of a connection's socket; a protected session's
+/// reader wakes on whole records ([`SecureReader::wake_on_whole_records`], `SO_RCVLOWAT`).
+fn socket_pair(
+    session: Option<nena_proto::Session>,
+    leftover: Vec<u8>,
+    r: OwnedReadHalf,
+    w: OwnedWriteHalf,
+    cap: usize,
+) -> (Reader, Writer) {
+    let fd = r.as_ref().as_raw_fd();
+    let (mut reader, writer) = secure_pair_with(session, leftover, r, w, cap);
+    if reader.info().is_some() {
+        // The reader owns the read half, so `fd` stays open for as long as it is used.
+        reader.wake_on_whole_records(move |n| crate::stream::set_rcvlowat(fd, n));
+    }
+    (reader, writer)
 }
 
 /// The raw descriptor of a session, for logs.

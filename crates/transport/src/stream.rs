@@ -66,6 +66,39 @@ pub struct SecureReader<R> {
     received: u64,
     idle: Option<Duration>,
     idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    low_water: Option<LowWater>,
+}
+
+/// Bytes of a record still to come from which the reader asks the socket to wake it only
+/// once they are all there ([`SecureReader::wake_on_whole_records`]); below it, a wake-up
+/// per packet costs too little to trade for a system call.
+pub const LOW_WATER_MIN: usize = 4096;
+
+/// How a reader sets its socket's receive low-water mark (`SO_RCVLOWAT`), and the mark set.
+struct LowWater {
+    set: Box<dyn Fn(usize) -> io::Result<()> + Send + Sync>,
+    current: usize,
+}
+
+/// `SO_RCVLOWAT` of socket `fd`, the least number of queued bytes that makes it readable
+/// (an end of stream or an error still does at once).
+pub fn set_rcvlowat(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid pointer to an int and its size; a closed fd fails with EBADF.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 impl<R: AsyncRead + Unpin> SecureReader<R> {
@@ -99,6 +132,43 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             received: 0,
             idle: None,
             idle_timer: None,
+            low_water: None,
+        }
+    }
+
+    /// Wake on whole records: while a record of [`LOW_WATER_MIN`] bytes or more is
+    /// incomplete, `set` raises the socket's receive low-water mark to what it still lacks
+    /// (and lowers it to 1 again before any other wait), so a record that arrives in many
+    /// packets costs one wake-up and one read instead of one per packet. `set` is called
+    /// before the read that may find the socket empty, never after it, so no arrival is
+    /// missed; a failing `set` turns this off for the rest of the stream.
+    pub fn wake_on_whole_records(
+        &mut self,
+        set: impl Fn(usize) -> io::Result<()> + Send + Sync + 'static,
+    ) {
+        self.low_water = Some(LowWater {
+            set: Box::new(set),
+            current: 1,
+        });
+    }
+
+    /// Set the low-water mark for the next wait: `missing` bytes of a record still to come.
+    fn low_water_for(&mut self, missing: usize) {
+        let Some(lw) = self.low_water.as_mut() else {
+            return;
+        };
+        let want = if missing >= LOW_WATER_MIN { missing } else { 1 };
+        if want == lw.current {
+            return;
+        }
+        match (lw.set)(want) {
+            Ok(()) => lw.current = want,
+            Err(e) => {
+                log::debug!("receive low-water mark {want}: {e}; waking per arrival instead");
+                // Try to leave the socket at 1; whatever the answer, stop adjusting.
+                let _ = (lw.set)(1);
+                self.low_water = None;
+            }
         }
     }
 
@@ -148,6 +218,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
 
     /// Reads from the socket into `dst`, with the idle timeout.
     fn poll_inner(&mut self, cx: &mut Context<'_>, dst: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.low_water_for(0);
         poll_read_idle(&mut self.inner, self.idle, &mut self.idle_timer, cx, dst)
     }
 
@@ -207,6 +278,9 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                 self.end -= self.start;
                 (self.start, self.unit_end) = (0, 0);
             }
+            // What the unit still lacks: the socket need not wake us before it is there.
+            let have = self.end - self.start;
+            self.low_water_for(if have > 0 { want.saturating_sub(have) } else { 0 });
             let end = self.end;
             let mut rb = ReadBuf::new(&mut self.buf[end..]);
             match poll_read_idle(
@@ -863,6 +937,73 @@ mod tests {
 
     fn data(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    /// Polls `fut` once: Some(output) if it is ready, None if it is pending.
+    async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+        std::future::poll_fn(|cx| match Pin::new(&mut *fut).poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Some(v)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_record_sets_the_low_water_mark_to_what_it_lacks_and_then_back_to_one()
+    {
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
+            ..
+        } = nena_proto::exchange_in(Mode::Aead);
+        // One sealed record of 8,000 bytes, as it goes on the wire.
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let mut w = SecureWriter::new(a, Some(cs.split().0));
+        let msg = data(8_000);
+        w.write_all(&msg).await.unwrap();
+        w.flush().await.unwrap();
+        let mut record = vec![0u8; 1 << 16];
+        let n = b.read(&mut record).await.unwrap();
+        record.truncate(n);
+        assert!(n > 8_000 && n < 8_000 + 100, "one record: {n} bytes");
+
+        let (mut c, d) = tokio::io::duplex(1 << 16);
+        let mut r = SecureReader::new(d, Some(ss.split().1), Vec::new());
+        let marks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        r.wake_on_whole_records({
+            let marks = marks.clone();
+            move |n| {
+                marks.lock().unwrap().push(n);
+                Ok(())
+            }
+        });
+        c.write_all(&confirm).await.unwrap();
+        c.write_all(&record[..1_000]).await.unwrap();
+        let mut got = vec![0u8; 1 << 16];
+        {
+            let mut read = Box::pin(r.read(&mut got));
+            assert!(poll_once(&mut read).await.is_none(), "a part of a record is not data");
+        }
+        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000], "what the record lacks");
+        c.write_all(&record[1_000..]).await.unwrap();
+        let k = r.read(&mut got).await.unwrap();
+        assert_eq!(&got[..k], &msg[..]);
+        {
+            let mut read = Box::pin(r.read(&mut got));
+            assert!(poll_once(&mut read).await.is_none(), "nothing more was sent");
+        }
+        // Before waiting with no record begun, the mark is back at 1: a small record that
+        // comes next wakes the reader.
+        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000, 1]);
+        w.write_all(b"ping").await.unwrap();
+        w.flush().await.unwrap();
+        let k = b.read(&mut record).await.unwrap();
+        c.write_all(&record[..k]).await.unwrap();
+        let k = r.read(&mut got).await.unwrap();
+        assert_eq!(&got[..k], b"ping");
+        // Below LOW_WATER_MIN nothing changes: no system call per small record.
+        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000, 1]);
     }
 
     #[tokio::test]

@@ -406,12 +406,13 @@ fn self_signed(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     Ok((cert, key))
 }
 
-/// User + system CPU seconds of process `root` and every process descending from it (all
-/// their threads; children already reaped count in their parent's `cutime`, which this
-/// leaves out: the ends here do not fork per connection).
+/// CPU seconds (user + system, to the nanosecond) of process `root` and every process
+/// descending from it, all their threads, ended ones included: each process's CPU-time
+/// clock (`clock_getcpuclockid`), not /proc's utime and stime, which count in 10 ms ticks
+/// (one tick is 0.16 s per GB of a 64 MiB transfer). Children already reaped are left out:
+/// the ends here do not fork per connection.
 pub fn tree_cpu(root: u32) -> Result<f64> {
     let mut parent = HashMap::new();
-    let mut ticks = HashMap::new();
     for e in std::fs::read_dir("/proc").context("listing /proc")? {
         let Some(pid) = e?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
@@ -420,13 +421,9 @@ pub fn tree_cpu(root: u32) -> Result<f64> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        if let Some((ppid, t)) = parse_stat(&stat) {
+        if let Some(ppid) = parse_ppid(&stat) {
             parent.insert(pid, ppid);
-            ticks.insert(pid, t);
         }
-    }
-    if !ticks.contains_key(&root) {
-        return Err(anyhow!("process {root} is gone"));
     }
     let in_tree = |mut p: u32| loop {
         if p == root {
@@ -437,25 +434,40 @@ pub fn tree_cpu(root: u32) -> Result<f64> {
             _ => return false,
         }
     };
-    let sum: u64 = ticks
-        .iter()
-        .filter(|(p, _)| in_tree(**p))
-        .map(|(_, t)| t)
+    let root_cpu = process_cpu(root).ok_or_else(|| anyhow!("process {root} is gone"))?;
+    let others: f64 = parent
+        .keys()
+        .filter(|p| **p != root && in_tree(**p))
+        .filter_map(|p| process_cpu(*p))
         .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok(sum as f64 / hz)
+    Ok(root_cpu + others)
 }
 
-/// (ppid, utime + stime in clock ticks) of a /proc/PID/stat line.
-fn parse_stat(stat: &str) -> Option<(u32, u64)> {
+/// CPU seconds process `pid` has used so far (every thread, ended ones included), or None
+/// when it is gone.
+fn process_cpu(pid: u32) -> Option<f64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a valid place for the clock id.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+/// The ppid of a /proc/PID/stat line.
+fn parse_ppid(stat: &str) -> Option<u32> {
     // The command name is in parentheses and may hold spaces: fields count from its end.
     let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state, ppid (field 4 of the line), ..., utime and stime (14, 15).
-    let ppid = f.get(1)?.parse().ok()?;
-    let t = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some((ppid, t))
+    // After the name: state, then ppid (field 4 of the line).
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The address the application asks for (SOCKS5) or is forwarded to: the sink.
@@ -490,24 +502,47 @@ mod tests {
     }
 
     #[test]
-    fn a_stat_line_gives_ppid_and_cpu_ticks_whatever_the_name() {
+    fn a_stat_line_gives_the_ppid_whatever_the_name() {
         let line =
             "4242 (stunnel (x) y) S 4200 4242 4200 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 1 1 1";
-        assert_eq!(parse_stat(line), Some((4200, 42)));
-        assert_eq!(parse_stat("garbage"), None);
-        assert_eq!(parse_stat("1 (x) S"), None);
+        assert_eq!(parse_ppid(line), Some(4200));
+        assert_eq!(parse_ppid("garbage"), None);
+        assert_eq!(parse_ppid("1 (x)"), None);
     }
 
-    #[test]
-    fn this_process_tree_has_cpu_time_and_a_gone_process_is_an_error() {
-        // Burn a little CPU so the count is above zero at clock-tick resolution.
-        let t0 = Instant::now();
+    /// Spin until this thread has used `d` of CPU (not of wall time: a loaded host may
+    /// preempt it).
+    fn burn(d: Duration) {
+        let thread_cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid timespec to write.
+            assert_eq!(
+                unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
+                0
+            );
+            Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        };
+        let t0 = thread_cpu();
         let mut x = 0u64;
-        while t0.elapsed() < Duration::from_millis(50) {
+        while thread_cpu() - t0 < d {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
-        assert!(tree_cpu(std::process::id()).unwrap() > 0.0);
+    }
+
+    #[test]
+    fn the_tree_cpu_counts_below_a_tick_and_ended_threads_and_a_gone_process_is_an_error() {
+        let me = std::process::id();
+        let before = tree_cpu(me).unwrap();
+        // 3 ms on a thread that ends: under one clock tick, and gone before the reading.
+        std::thread::spawn(|| burn(Duration::from_millis(3)))
+            .join()
+            .unwrap();
+        let after = tree_cpu(me).unwrap();
+        assert!(after - before >= 0.003, "{before} -> {after}");
         assert!(tree_cpu(u32::MAX - 1).is_err());
     }
 

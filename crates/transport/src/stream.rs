@@ -280,7 +280,11 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             }
             // What the unit still lacks: the socket need not wake us before it is there.
             let have = self.end - self.start;
-            self.low_water_for(if have > 0 { want.saturating_sub(have) } else { 0 });
+            self.low_water_for(if have > 0 {
+                want.saturating_sub(have)
+            } else {
+                0
+            });
             let end = self.end;
             let mut rb = ReadBuf::new(&mut self.buf[end..]);
             match poll_read_idle(
@@ -949,8 +953,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_incomplete_record_sets_the_low_water_mark_to_what_it_lacks_and_then_back_to_one()
-    {
+    async fn an_incomplete_record_sets_the_low_water_mark_to_what_it_lacks_and_then_back_to_one() {
         let nena_proto::Exchange {
             client: cs,
             server: ss,
@@ -983,15 +986,25 @@ mod tests {
         let mut got = vec![0u8; 1 << 16];
         {
             let mut read = Box::pin(r.read(&mut got));
-            assert!(poll_once(&mut read).await.is_none(), "a part of a record is not data");
+            assert!(
+                poll_once(&mut read).await.is_none(),
+                "a part of a record is not data"
+            );
         }
-        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000], "what the record lacks");
+        assert_eq!(
+            *marks.lock().unwrap(),
+            vec![n - 1_000],
+            "what the record lacks"
+        );
         c.write_all(&record[1_000..]).await.unwrap();
         let k = r.read(&mut got).await.unwrap();
         assert_eq!(&got[..k], &msg[..]);
         {
             let mut read = Box::pin(r.read(&mut got));
-            assert!(poll_once(&mut read).await.is_none(), "nothing more was sent");
+            assert!(
+                poll_once(&mut read).await.is_none(),
+                "nothing more was sent"
+            );
         }
         // Before waiting with no record begun, the mark is back at 1: a small record that
         // comes next wakes the reader.

@@ -149,6 +149,8 @@ pub struct ClientCommon {
     /// Congestion control of this command's MPTCP sockets (every subflow): a name the
     /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
     /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
+    /// Default: the namespace's, except that bbr gives way to cubic (the kernel's MPTCP
+    /// scheduler misjudges subflows on BBR's pacing rates; docs/BENCHMARKS.md, "Peers").
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
 }
@@ -262,6 +264,8 @@ pub struct ServerCommon {
     /// Congestion control of this command's MPTCP sockets (every subflow): a name the
     /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
     /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
+    /// Default: the namespace's, except that bbr gives way to cubic (the kernel's MPTCP
+    /// scheduler misjudges subflows on BBR's pacing rates; docs/BENCHMARKS.md, "Peers").
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// Serve OpenMetrics text (sessions by mode and outcome, bytes per path, refusals,

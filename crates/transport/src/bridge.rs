@@ -6,10 +6,11 @@
 //! client and server in [`crate::proxy`].
 
 use crate::conn;
+use crate::copy::{copy_in, copy_out};
 use crate::ends::{Refused, ShuttingDown};
 use crate::socks::Rep;
 use crate::stop::StopSignal;
-use crate::stream::{copy_in, copy_out, SecureReader, SecureWriter};
+use crate::stream::{SecureReader, SecureWriter};
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;

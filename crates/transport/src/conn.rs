@@ -617,7 +617,7 @@ fn socket_pair(
     let (mut reader, writer) = secure_pair_with(session, leftover, r, w, cap);
     if reader.info().is_some() {
         // The reader owns the read half, so `fd` stays open for as long as it is used.
-        reader.wake_on_whole_records(move |n| crate::stream::set_rcvlowat(fd, n));
+        reader.wake_on_whole_records(move |n| crate::low_water::set_rcvlowat(fd, n));
     }
     (reader, writer)
 }

@@ -15,8 +15,9 @@
 //! promised; see [`crate::access`]), so a client cannot make it accept more than fits.
 
 use crate::access::{ErrorReply, SpaceLedger};
+use crate::copy::{copy_in_bulk, copy_out};
 use crate::names::check_name;
-use crate::stream::{copy_in_bulk, copy_out, SecureReader, SecureWriter};
+use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::appmac::AppMac;
@@ -734,7 +735,7 @@ mod tests {
             }
         }
         let mut src = Slow(vec![0x5a; size as usize], 0, false);
-        let moved = crate::stream::copy_in_bulk(&mut src, &mut w, size, |_| {})
+        let moved = crate::copy::copy_in_bulk(&mut src, &mut w, size, |_| {})
             .await
             .unwrap();
         assert_eq!(moved, size);

@@ -24,6 +24,7 @@
 //! failure is an `InvalidData` error whose message starts with "integrity check failed", and
 //! no byte of the failing record is returned.
 
+use crate::low_water::LowWater;
 use crate::wire::{Reply, RequestMsg, WireError};
 use nena_codec::AlignedBuf;
 use nena_proto::{Opened, Protector, SessionError, SessionInfo, Unprotector};
@@ -69,38 +70,6 @@ pub struct SecureReader<R> {
     low_water: Option<LowWater>,
 }
 
-/// Bytes of a record still to come from which the reader asks the socket to wake it only
-/// once they are all there ([`SecureReader::wake_on_whole_records`]); below it, a wake-up
-/// per packet costs too little to trade for a system call.
-pub const LOW_WATER_MIN: usize = 4096;
-
-/// How a reader sets its socket's receive low-water mark (`SO_RCVLOWAT`), and the mark set.
-struct LowWater {
-    set: Box<dyn Fn(usize) -> io::Result<()> + Send + Sync>,
-    current: usize,
-}
-
-/// `SO_RCVLOWAT` of socket `fd`, the least number of queued bytes that makes it readable
-/// (an end of stream or an error still does at once).
-pub fn set_rcvlowat(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
-    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid pointer to an int and its size; a closed fd fails with EBADF.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 impl<R: AsyncRead + Unpin> SecureReader<R> {
     /// `leftover` are bytes read together with the handshake (still protected).
     pub fn new(inner: R, unprot: Option<Unprotector>, leftover: Vec<u8>) -> Self {
@@ -136,37 +105,19 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         }
     }
 
-    /// Wake on whole records: while a record of [`LOW_WATER_MIN`] bytes or more is
-    /// incomplete, `set` raises the socket's receive low-water mark to what it still lacks
-    /// (and lowers it to 1 again before any other wait), so a record that arrives in many
-    /// packets costs one wake-up and one read instead of one per packet. `set` is called
-    /// before the read that may find the socket empty, never after it, so no arrival is
-    /// missed; a failing `set` turns this off for the rest of the stream.
+    /// Wake on whole records: `set` sets the socket's receive low-water mark (`SO_RCVLOWAT`)
+    /// to what an incomplete record lacks before each wait ([`crate::low_water`]).
     pub fn wake_on_whole_records(
         &mut self,
         set: impl Fn(usize) -> io::Result<()> + Send + Sync + 'static,
     ) {
-        self.low_water = Some(LowWater {
-            set: Box::new(set),
-            current: 1,
-        });
+        self.low_water = Some(LowWater::new(set));
     }
 
     /// Set the low-water mark for the next wait: `missing` bytes of a record still to come.
     fn low_water_for(&mut self, missing: usize) {
-        let Some(lw) = self.low_water.as_mut() else {
-            return;
-        };
-        let want = if missing >= LOW_WATER_MIN { missing } else { 1 };
-        if want == lw.current {
-            return;
-        }
-        match (lw.set)(want) {
-            Ok(()) => lw.current = want,
-            Err(e) => {
-                log::debug!("receive low-water mark {want}: {e}; waking per arrival instead");
-                // Try to leave the socket at 1; whatever the answer, stop adjusting.
-                let _ = (lw.set)(1);
+        if let Some(lw) = self.low_water.as_mut() {
+            if !lw.wait_for(missing) {
                 self.low_water = None;
             }
         }
@@ -705,9 +656,14 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         self.fill(src, max, seen, 1).await
     }
 
+    /// Bytes the writer's buffer holds at most.
+    pub(crate) fn buffer_len(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Fills from `src`; while `src` is pending, sends what is pending if it is at least
     /// `flush_at` bytes (payload and sealed records).
-    async fn fill<R: AsyncRead + Unpin + ?Sized>(
+    pub(crate) async fn fill<R: AsyncRead + Unpin + ?Sized>(
         &mut self,
         src: &mut R,
         max: u64,
@@ -840,81 +796,10 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     }
 }
 
-/// Moves up to `limit` bytes from `src` into the session (read straight into the writer's
-/// buffer, see [`SecureWriter::fill_from`]), calling `seen` with each piece of plaintext
-/// before it is protected. Whenever `src` has nothing ready, what is pending is sent. Stops
-/// at the end of `src` or at `limit`; returns the bytes moved. The caller flushes or shuts
-/// down at the end.
-pub async fn copy_in<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
-    src: &mut R,
-    w: &mut SecureWriter<W>,
-    limit: u64,
-    seen: impl FnMut(&[u8]),
-) -> io::Result<u64> {
-    copy_flushing_at(src, w, limit, seen, 1).await
-}
-
-/// [`copy_in`] from a source that is never idle, only slow at times (a file, whose reads
-/// wait for tokio's blocking pool): while it is pending, what is pending goes out only once
-/// it fills half the writer's buffer, so that the socket gets large writes (the kernel's
-/// scheduler spreads those over the subflows) and never one record on its own.
-pub async fn copy_in_bulk<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
-    src: &mut R,
-    w: &mut SecureWriter<W>,
-    limit: u64,
-    seen: impl FnMut(&[u8]),
-) -> io::Result<u64> {
-    let half = w.buf.len() / 2;
-    copy_flushing_at(src, w, limit, seen, half).await
-}
-
-/// The loop of [`copy_in`] and [`copy_in_bulk`]: fills until `limit` or the end of `src`,
-/// sending what is pending while `src` is pending once it is `flush_at` bytes or more.
-async fn copy_flushing_at<R: AsyncRead + Unpin + ?Sized, W: AsyncWrite + Unpin>(
-    src: &mut R,
-    w: &mut SecureWriter<W>,
-    limit: u64,
-    mut seen: impl FnMut(&[u8]),
-    flush_at: usize,
-) -> io::Result<u64> {
-    let mut moved = 0u64;
-    while moved < limit {
-        let n = w.fill(src, limit - moved, &mut seen, flush_at).await?;
-        if n == 0 {
-            break;
-        }
-        moved += n as u64;
-    }
-    Ok(moved)
-}
-
-/// Moves up to `limit` bytes out of the session into `dst` (straight from the reader's
-/// buffer), calling `seen` with each piece. Stops at the session's clean end or at `limit`;
-/// returns the bytes moved. Does not flush `dst`.
-pub async fn copy_out<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + ?Sized>(
-    r: &mut SecureReader<R>,
-    dst: &mut W,
-    limit: u64,
-    mut seen: impl FnMut(&[u8]),
-) -> io::Result<u64> {
-    let mut moved = 0u64;
-    while moved < limit {
-        let avail = r.fill_buf().await?;
-        if avail.is_empty() {
-            break;
-        }
-        let n = (avail.len() as u64).min(limit - moved) as usize;
-        seen(&avail[..n]);
-        dst.write_all(&avail[..n]).await?;
-        r.consume(n);
-        moved += n as u64;
-    }
-    Ok(moved)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::copy::{copy_in, copy_out};
     use nena_proto::Mode;
     use tokio::io::{AsyncReadExt, DuplexStream};
 

@@ -20,10 +20,10 @@
 use crate::harness::median;
 use crate::host::{cpu_model, kernel, loadavg};
 use crate::lab_ends::{client_options, Servers};
+use crate::own_lab::in_own_lab;
 use anyhow::{bail, Context, Result};
 use nena_lab::{
-    with_lab_teardown_on_interrupt, Direction as LinkDirection, Emulation, Host, Lab, LabConfig,
-    LabGuard, Link, LinkEmulation, Rate,
+    Direction as LinkDirection, Emulation, Host, Lab, LabConfig, Link, LinkEmulation, Rate,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -173,14 +173,8 @@ pub fn run(
     for link in [Link::Trusted, Link::Untrusted] {
         cfg.set_link_emulation(link, Some(LinkEmulation::both(Emulation::default())));
     }
-    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
-    let worker_prefix = prefix.clone();
-    let worker_opts = opts.clone();
-    let result = with_lab_teardown_on_interrupt(&prefix, move || {
-        run_on(&worker_prefix, &worker_opts, progress)
-    });
-    drop(guard);
-    result
+    let opts = opts.clone();
+    in_own_lab(&cfg, move |prefix| run_on(prefix, &opts, progress))
 }
 
 fn apply(lab: &Lab, s: &Setting) -> Result<()> {
@@ -208,11 +202,14 @@ fn run_on(
     let loadavg_start = loadavg();
     let lab = Lab::open(prefix)?;
     let servers = Servers::start(&lab, &opts.nena, PORT_NENA, PORT_RAW, |dir| {
-        Ok(std::fs::write(dir.join(SERVED), pattern(opts.bytes))?)
+        Ok(std::fs::write(
+            dir.join(SERVED),
+            crate::bytes::incompressible(opts.bytes as usize),
+        )?)
     })?;
     let dir = servers.dir();
     let upload = dir.join("upload.bin");
-    std::fs::write(&upload, pattern(opts.bytes))?;
+    std::fs::write(&upload, crate::bytes::incompressible(opts.bytes as usize))?;
     let mut rows = Vec::new();
     for setting in &opts.settings {
         apply(&lab, setting).with_context(|| format!("setting {}", setting.name))?;
@@ -290,19 +287,6 @@ pub fn row(setting: &Setting, way: Way, bytes: u64, transfers: Vec<Transfer>) ->
         pass: kernel_ratio <= KERNEL_TARGET && bound_ratio <= 1.0,
         transfers,
     }
-}
-
-/// `len` bytes that are not all alike (a file a transfer cannot shortcut).
-fn pattern(len: u64) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
 }
 
 /// The untrusted share of subflow bytes `(local ip is untrusted, bytes)`.

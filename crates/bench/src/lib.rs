@@ -40,6 +40,7 @@ pub mod host;
 pub mod kato;
 pub mod lab_ends;
 pub mod overhead;
+pub mod own_lab;
 #[cfg(feature = "openssl")]
 pub mod paper_c;
 pub mod peers;

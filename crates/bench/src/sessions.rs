@@ -28,9 +28,10 @@
 
 use crate::harness::median;
 use crate::host::{kernel, loadavg};
+use crate::own_lab::in_own_lab;
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
-use nena_lab::{start_nena, with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard};
+use nena_lab::{start_nena, Host, Lab, LabConfig};
 use nena_transport::testing::{echo_server, session_payload};
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -219,19 +220,15 @@ pub fn run(
         verify: true,
         ..LabConfig::with_prefix(&prefix)
     };
-    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
-    let worker_prefix = prefix.clone();
     let worker_opts = SessionsOptions {
         sessions,
         ..opts.clone()
     };
     let asked = opts.sessions;
-    let result = with_lab_teardown_on_interrupt(&prefix, move || {
-        run_on(&worker_prefix, &worker_opts, limit, progress)
+    in_own_lab(&cfg, move |prefix| {
+        run_on(prefix, &worker_opts, limit, progress)
     })
-    .map(|r| SessionsReport { asked, ..r });
-    drop(guard);
-    result
+    .map(|r| SessionsReport { asked, ..r })
 }
 
 fn run_on(

@@ -20,12 +20,13 @@
 use crate::harness::median;
 use crate::host::{cpu_model, kernel, loadavg};
 use crate::lab_ends::{client_options, Servers};
+use crate::own_lab::in_own_lab;
 use anyhow::{bail, Context, Result};
-use nena_lab::{with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate};
+use nena_lab::{Host, Lab, LabConfig, Link, Rate};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A variant of the bench.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,12 +189,13 @@ pub struct VariantStats {
     pub median_cpu_s_per_gb: f64,
 }
 
-/// One checked target of a setting.
+/// One checked target of a setting (this bench's, and the peers bench's).
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetCheck {
     /// e.g. `nena aead goodput >= 99% of plain MPTCP`.
     pub name: String,
-    /// The measured ratio (to plain MPTCP, same setting, same run).
+    /// The measured ratio, to the reference of the same setting in the same run (plain
+    /// MPTCP here; the best peer in the peers bench).
     pub value: f64,
     pub limit: f64,
     /// `>=` (goodput, multipath runs) or `<=` (CPU per GB).
@@ -666,16 +668,8 @@ pub fn run(
         verify: true,
         ..LabConfig::with_prefix(&prefix)
     };
-    let started = Instant::now();
-    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
-    log::info!("lab {prefix} up in {:.1}s", started.elapsed().as_secs_f64());
-    let worker_prefix = prefix.clone();
-    let worker_opts = opts.clone();
-    let result = with_lab_teardown_on_interrupt(&prefix, move || {
-        run_on(&worker_prefix, &worker_opts, progress)
-    });
-    drop(guard);
-    result
+    let opts = opts.clone();
+    in_own_lab(&cfg, move |prefix| run_on(prefix, &opts, progress))
 }
 
 /// The human table.

@@ -26,9 +26,10 @@ pub use variant::Variant;
 
 use crate::harness::median;
 use crate::host::{cpu_model, kernel, loadavg};
-use crate::transfer::MIN_PATH_SHARE;
+use crate::own_lab::in_own_lab;
+use crate::transfer::{TargetCheck, MIN_PATH_SHARE};
 use anyhow::{bail, Context, Result};
-use nena_lab::{with_lab_teardown_on_interrupt, Host, Lab, LabConfig, LabGuard, Link, Rate};
+use nena_lab::{Host, Lab, LabConfig, Link, Rate};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -111,17 +112,6 @@ pub struct VariantStats {
     pub runs: usize,
 }
 
-/// One verdict.
-#[derive(Debug, Clone, Serialize)]
-pub struct TargetCheck {
-    pub name: String,
-    /// nena's figure over the best peer's.
-    pub value: f64,
-    pub limit: f64,
-    pub at_least: bool,
-    pub pass: bool,
-}
-
 /// One setting's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct SettingResult {
@@ -159,14 +149,8 @@ pub fn run(
         verify: true,
         ..LabConfig::with_prefix(&prefix)
     };
-    let guard = LabGuard::up(&cfg).context("bringing up the bench lab")?;
-    let worker_prefix = prefix.clone();
-    let worker_opts = opts.clone();
-    let result = with_lab_teardown_on_interrupt(&prefix, move || {
-        run_on(&worker_prefix, &worker_opts, progress)
-    });
-    drop(guard);
-    result
+    let opts = opts.clone();
+    in_own_lab(&cfg, move |prefix| run_on(prefix, &opts, progress))
 }
 
 /// The directory of the ends' logs and files, removed when dropped.

@@ -172,17 +172,9 @@ async fn send_in(
     })
 }
 
-/// A chunk of bytes no cipher or compressor gains anything on: a fixed xorshift stream.
+/// A chunk of bytes no cipher or compressor gains anything on.
 fn payload_chunk() -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..CHUNK)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    crate::bytes::incompressible(CHUNK)
 }
 
 /// Bytes sent by the interfaces `names` of `host` so far, in that order.

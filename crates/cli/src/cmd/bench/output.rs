@@ -1,5 +1,5 @@
 //! What the benches share in how they show their work: progress lines on standard error,
-//! and the report as JSON with `--json`.
+//! the report as JSON with `--json` or as a table, and the exit status of a missed target.
 use crate::exit::CmdResult;
 
 /// A bench's progress lines: each on standard error as `bench NAME: LINE`, none with
@@ -18,5 +18,26 @@ pub fn print_json<T: serde::Serialize>(report: &T) -> CmdResult {
         "{}",
         serde_json::to_string_pretty(report).map_err(anyhow::Error::from)?
     );
+    Ok(())
+}
+
+/// A bench's report: JSON with `--json`, else its `table`; then, when a target was missed
+/// (`pass` false) and `--no-check` was not given, the error `missed` (a non-zero exit).
+pub fn report<T: serde::Serialize>(
+    r: &T,
+    json: bool,
+    table: impl FnOnce(&T) -> String,
+    pass: bool,
+    no_check: bool,
+    missed: &str,
+) -> CmdResult {
+    if json {
+        print_json(r)?;
+    } else {
+        print!("{}", table(r));
+    }
+    if !pass && !no_check {
+        return Err(anyhow::anyhow!("{missed}").into());
+    }
     Ok(())
 }

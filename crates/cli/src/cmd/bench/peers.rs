@@ -88,13 +88,12 @@ pub fn run(a: Args) -> CmdResult {
     };
     let json = a.json;
     let r = bench::run(&opts, super::output::progress("peers", json))?;
-    if json {
-        super::output::print_json(&r)?;
-    } else {
-        print!("{}", bench::table(&r));
-    }
-    if !r.pass && !a.no_check {
-        return Err(anyhow!("a peers target was missed").into());
-    }
-    Ok(())
+    super::output::report(
+        &r,
+        json,
+        bench::table,
+        r.pass,
+        a.no_check,
+        "a peers target was missed",
+    )
 }

@@ -658,7 +658,7 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
             let t0 = Instant::now();
             // First DATA_ACK: the connection is fully established and accepts joins.
             while info(fd).unwrap().bytes_acked.unwrap() == 0 {
-                assert!(t0.elapsed() < Duration::from_secs(5));
+                assert!(t0.elapsed() < Duration::from_secs(15));
                 std::thread::sleep(Duration::from_millis(1));
             }
             let token = info(fd).unwrap().token;
@@ -666,6 +666,12 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
             rogue
                 .subflow_create(token, UNTRUSTED.parse().unwrap(), None, server_addr())
                 .unwrap();
+            // Keep first-flight bytes unsent until the rogue subflow has carried some: on a
+            // loaded host the join can complete after the 200 KB have all left on the
+            // trusted link, and the scheduler gives a new subflow only data not yet sent.
+            c.stream.set_nonblocking(true).unwrap();
+            let more = vec![FIRST_BYTE; 16 * 1024];
+            let mut written = 200_000u64;
             let sf = loop {
                 let found = c
                     .gate()
@@ -676,9 +682,15 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
                 if let Some(sf) = found {
                     break sf;
                 }
+                match (&c.stream).write(&more) {
+                    Ok(k) => written += k as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("first flight: {e}"),
+                }
                 assert!(
-                    t0.elapsed() < Duration::from_secs(5),
-                    "rogue subflow carried nothing"
+                    t0.elapsed() < Duration::from_secs(15),
+                    "rogue subflow carried nothing in 15 s: {:?}",
+                    c.gate().classified()
                 );
                 std::thread::sleep(Duration::from_millis(1));
             };
@@ -686,13 +698,13 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
                 .subflow_destroy(token, sf.subflow.local.unwrap(), sf.subflow.remote.unwrap())
                 .unwrap();
             while c.gate().classified().unwrap().len() > 1 {
-                assert!(t0.elapsed() < Duration::from_secs(5));
+                assert!(t0.elapsed() < Duration::from_secs(15));
                 std::thread::sleep(Duration::from_millis(1));
             }
             // The counters no longer show anything...
             c.gate_mut().check_untrusted_idle(false).unwrap();
             // ...but the gate saw the subflow go.
-            c.poll_first_flight_acked(200_000).unwrap_err()
+            c.poll_first_flight_acked(written).unwrap_err()
         })
         .unwrap();
     assert!(

@@ -43,6 +43,8 @@ bench: build peers
 	$(NENA) bench codec
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
+	$(NENA) bench transfer --reps 9 --setting veth --bytes 2M
+	$(NENA) bench transfer --reps 9 --setting veth --bytes 100M
 	$(NENA) bench aggregation
 	$(NENA) bench emulation
 	$(NENA) bench rate-limit

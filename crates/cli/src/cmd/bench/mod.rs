@@ -21,7 +21,8 @@ pub enum BenchCmd {
     /// The papers' Table II on this machine, with modern baselines.
     #[cfg(feature = "openssl")]
     Codec(codec::Args),
-    /// Goodput of plain MPTCP, nena plain and nena kato over the lab's two paths.
+    /// Goodput, CPU per GB and path split of raw MPTCP and nena in each mode (plain, kato,
+    /// stream, aead) over the lab's two paths.
     Transfer(transfer::Args),
     /// nena's transfers over two link-bound paths against the bare kernel's MPTCP and
     /// against what the links allow (16 MiB each way, six rate and delay settings).

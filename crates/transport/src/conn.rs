@@ -616,6 +616,9 @@ fn socket_pair(
     let fd = r.as_ref().as_raw_fd();
     let (mut reader, writer) = secure_pair_with(session, leftover, r, w, cap);
     if reader.info().is_some() {
+        if let Err(e) = crate::low_water::widen_receive_window(fd) {
+            log::debug!("receive window not widened: {e}");
+        }
         // The reader owns the read half, so `fd` stays open for as long as it is used.
         reader.wake_on_whole_records(move |n| crate::low_water::set_rcvlowat(fd, n));
     }

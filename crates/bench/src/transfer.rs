@@ -424,32 +424,6 @@ fn beyond_targets(o: &[crate::overhead::Overhead]) -> Vec<TargetCheck> {
         .collect()
 }
 
-/// User + system CPU seconds of this process (every thread, ended ones included).
-fn self_cpu() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
-    }
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
-}
-
-/// User + system CPU seconds of a running process (from /proc/PID/stat).
-fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which is in parentheses and may hold spaces).
-    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
 /// The trusted and untrusted payload bytes of a run's subflows, and whether both paths
 /// carried at least [`MIN_PATH_SHARE`] of them.
 pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
@@ -476,11 +450,11 @@ fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -
         interval: None,
         omit: opts.omit.filter(|_| opts.bytes.is_none()),
     };
-    let s0 = process_cpu(server_pid);
+    let s0 = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0);
     let report = lab.run_in(Host::Client, || {
         tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
     })??;
-    let server_cpu = process_cpu(server_pid) - s0;
+    let server_cpu = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0) - s0;
     if report.mode != mode.to_string() {
         bail!("{variant}: the server chose {} instead", report.mode);
     }
@@ -588,12 +562,12 @@ fn run_one(
     rep: usize,
     servers: &Servers,
 ) -> Result<Run> {
-    let c0 = self_cpu();
+    let c0 = crate::host::self_cpu_seconds();
     let e = match variant {
         Variant::PlainMptcp => run_raw(lab, opts, servers)?,
         _ => run_nena(lab, opts, variant, servers.nena.pid())?,
     };
-    let cpu_s = (self_cpu() - c0) + e.other_cpu_s;
+    let cpu_s = (crate::host::self_cpu_seconds() - c0) + e.other_cpu_s;
     let (trusted_bytes, untrusted_bytes, multipath) = path_split(&e.subflows);
     let (subflows, bytes) = (e.subflows, e.bytes);
     Ok(Run {

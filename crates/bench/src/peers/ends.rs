@@ -434,32 +434,14 @@ pub fn tree_cpu(root: u32) -> Result<f64> {
             _ => return false,
         }
     };
-    let root_cpu = process_cpu(root).ok_or_else(|| anyhow!("process {root} is gone"))?;
+    let root_cpu =
+        crate::host::process_cpu_seconds(root).ok_or_else(|| anyhow!("process {root} is gone"))?;
     let others: f64 = parent
         .keys()
         .filter(|p| **p != root && in_tree(**p))
-        .filter_map(|p| process_cpu(*p))
+        .filter_map(|p| crate::host::process_cpu_seconds(*p))
         .sum();
     Ok(root_cpu + others)
-}
-
-/// CPU seconds process `pid` has used so far (every thread, ended ones included), or None
-/// when it is gone.
-fn process_cpu(pid: u32) -> Option<f64> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: `clock` is a valid place for the clock id.
-    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
-        return None;
-    }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 /// The ppid of a /proc/PID/stat line.

@@ -223,6 +223,30 @@ pub struct TargetCheck {
     pub pass: bool,
 }
 
+impl TargetCheck {
+    /// A target met when `value >= limit`.
+    pub fn at_least(name: String, value: f64, limit: f64) -> Self {
+        TargetCheck {
+            name,
+            value,
+            limit,
+            at_least: true,
+            pass: value >= limit,
+        }
+    }
+
+    /// A target met when `value <= limit`.
+    pub fn at_most(name: String, value: f64, limit: f64) -> Self {
+        TargetCheck {
+            name,
+            value,
+            limit,
+            at_least: false,
+            pass: value <= limit,
+        }
+    }
+}
+
 /// Results of one setting.
 #[derive(Debug, Clone, Serialize)]
 pub struct SettingResult {
@@ -347,7 +371,7 @@ pub fn summarize(
             .all(|s| s.runs > 0 && s.multipath_runs == s.runs),
     }];
     if rates {
-        targets.push(at_least(
+        targets.push(TargetCheck::at_least(
             format!("nena kato goodput >= {:.0}% of plain MPTCP", target * 100.0),
             kato,
             target,
@@ -359,21 +383,16 @@ pub fn summarize(
         };
         for v in [Variant::NenaStream, Variant::NenaAead] {
             let name = format!("{v} goodput >= {:.0}% of plain MPTCP", goodput * 100.0);
-            targets.push(at_least(name, by(v).ratio, goodput));
+            targets.push(TargetCheck::at_least(name, by(v).ratio, goodput));
         }
     }
     if !link_limited {
         if rates {
             let base = stats[0].median_cpu_s_per_gb;
             for (v, limit) in CPU_TARGETS {
+                let name = format!("{v} CPU per GB <= {limit:.2} x plain MPTCP");
                 let r = by(v).median_cpu_s_per_gb / base;
-                targets.push(TargetCheck {
-                    name: format!("{v} CPU per GB <= {limit:.2} x plain MPTCP"),
-                    value: r,
-                    limit,
-                    at_least: false,
-                    pass: r <= limit,
-                });
+                targets.push(TargetCheck::at_most(name, r, limit));
             }
         }
         for s in stats.iter().filter(|s| s.variant.mode().is_some()) {
@@ -382,7 +401,7 @@ pub fn summarize(
                 s.variant,
                 UNTRUSTED_SHARE_TARGET * 100.0
             );
-            targets.push(at_least(
+            targets.push(TargetCheck::at_least(
                 name,
                 s.median_untrusted_share,
                 UNTRUSTED_SHARE_TARGET,
@@ -390,17 +409,6 @@ pub fn summarize(
         }
     }
     (stats, kato, targets)
-}
-
-/// A `>=` target.
-fn at_least(name: String, value: f64, limit: f64) -> TargetCheck {
-    TargetCheck {
-        name,
-        value,
-        limit,
-        at_least: true,
-        pass: value >= limit,
-    }
 }
 
 /// The target of each mode whose primitive was timed: what is left <= 5% of raw MPTCP's

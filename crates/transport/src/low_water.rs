@@ -4,7 +4,9 @@
 //! reader sets the mark before the read that may find the socket empty, never after it, so
 //! no arrival is missed, and lowers it to 1 before any wait with no record begun (a small
 //! record that comes next still wakes it); a mark the socket refuses turns this off.
-//! Used by [`crate::stream::SecureReader::wake_on_whole_records`].
+//! Used by [`crate::stream::SecureReader::wake_on_whole_records`]. Also here: the one raise
+//! of the mark at a session's start that lets its receive window open wide
+//! ([`widen_receive_window`]).
 
 use std::io;
 

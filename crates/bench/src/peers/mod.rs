@@ -339,26 +339,16 @@ pub fn summarize(runs: &[Run], variants: &[Variant]) -> (Vec<VariantStats>, Vec<
         .max_by(|a, b| a.median_mbit_s.total_cmp(&b.median_mbit_s));
     if let Some(b) = best_cpu {
         let value = nena.median_cpu_s_per_gb / b.median_cpu_s_per_gb.max(1e-12);
-        targets.push(TargetCheck {
-            name: format!(
-                "nena CPU per GB <= {CPU_TARGET}x the best peer's ({})",
-                b.variant
-            ),
-            value,
-            limit: CPU_TARGET,
-            at_least: false,
-            pass: value <= CPU_TARGET,
-        });
+        let name = format!(
+            "nena CPU per GB <= {CPU_TARGET}x the best peer's ({})",
+            b.variant
+        );
+        targets.push(TargetCheck::at_most(name, value, CPU_TARGET));
     }
     if let Some(b) = best_goodput {
         let value = nena.median_mbit_s / b.median_mbit_s.max(1e-12);
-        targets.push(TargetCheck {
-            name: format!("nena goodput >= the best peer's ({})", b.variant),
-            value,
-            limit: GOODPUT_TARGET,
-            at_least: true,
-            pass: value >= GOODPUT_TARGET,
-        });
+        let name = format!("nena goodput >= the best peer's ({})", b.variant);
+        targets.push(TargetCheck::at_least(name, value, GOODPUT_TARGET));
     }
     (stats, targets)
 }

@@ -154,12 +154,30 @@ pub enum SessionError {
     Failed,
 }
 
+impl SessionError {
+    /// Whether the peer's bytes arrived altered (a record, the end of the stream after its
+    /// closing record, or the key confirmation that does not check): what an abort record
+    /// with [`AbortReason::Altered`] tells the peer.
+    pub fn is_altered(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Integrity { .. }
+                | SessionError::AfterClose
+                | SessionError::ClientConfirm(_)
+        )
+    }
+}
+
 /// Why a peer aborted an `aead` session (the abort record's code).
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AbortReason {
     /// The peer is stopping (SIGTERM, SIGINT) and its grace period is over.
     ShuttingDown,
+    /// What the peer received of our direction failed its integrity check: altered on the
+    /// way, or corrupted by a receiving kernel (docs/KERNEL-41-BYTES.md: a new subflow's first
+    /// bytes misplaced). Nothing of it reached the peer's application.
+    Altered,
     /// A code this version does not know.
     Other(u8),
 }
@@ -168,6 +186,7 @@ impl AbortReason {
     pub fn code(self) -> u8 {
         match self {
             AbortReason::ShuttingDown => 1,
+            AbortReason::Altered => 2,
             AbortReason::Other(c) => c,
         }
     }
@@ -175,6 +194,7 @@ impl AbortReason {
     pub fn from_code(c: u8) -> AbortReason {
         match c {
             1 => AbortReason::ShuttingDown,
+            2 => AbortReason::Altered,
             c => AbortReason::Other(c),
         }
     }
@@ -184,6 +204,9 @@ impl std::fmt::Display for AbortReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AbortReason::ShuttingDown => f.write_str("it is shutting down"),
+            AbortReason::Altered => {
+                f.write_str("what it received from us failed its integrity check there")
+            }
             AbortReason::Other(c) => write!(f, "reason code {c}"),
         }
     }
@@ -356,6 +379,9 @@ mod tests {
     fn reason_codes_round_trip() {
         for c in 0..=255u8 {
             assert_eq!(RejectReason::from_code(c).code(), c);
+            assert_eq!(AbortReason::from_code(c).code(), c);
         }
+        assert_eq!(AbortReason::from_code(2), AbortReason::Altered);
+        assert!(AbortReason::Altered.to_string().contains("integrity check"));
     }
 }

@@ -14,7 +14,7 @@
 //! caller's first message as the first flight and no protection. It exists only as the
 //! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).
 
-use crate::handshake::{client_finish, entropy, secure_pair_with, server_handshake};
+use crate::handshake::{client_finish_held, entropy, secure_pair_with, server_handshake};
 use crate::stream::{SecureReader, SecureWriter};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport, SubflowInfo};
@@ -198,7 +198,9 @@ impl ClientOptions {
     }
 }
 
-/// An open client session.
+/// An open client session. In the crypto modes the client's key confirmation is still in
+/// `writer`'s buffer and leaves with its first write or flush: the server reads nothing of
+/// the session before it, so a flow writes (or flushes) before it waits to read.
 pub struct ClientConn {
     pub reader: Reader,
     pub writer: Writer,
@@ -381,8 +383,7 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         // handshake whose reply goes nowhere), nothing more is written.
         if let Some(h) = hs.as_mut() {
             let (mut r, _) = client.stream.split();
-            let mut nowhere = tokio::io::sink();
-            let answer = client_finish(h, &mut r, &mut nowhere, Duration::from_millis(300)).await;
+            let answer = client_finish_held(h, &mut r, Duration::from_millis(300)).await;
             if let Err(why) = answer {
                 if why.downcast_ref::<nena_proto::HandshakeError>().is_some() {
                     return Err(anyhow!("{why}; and the connection was refused here: {e}"));
@@ -393,16 +394,20 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     }
     let (stream, gate) = client.into_parts();
     stream.set_nodelay(true)?;
-    let (mut r, mut w) = stream.into_split();
-    let (session, leftover) = match hs {
+    let (mut r, w) = stream.into_split();
+    let (session, leftover, confirm) = match hs {
         Some(mut h) => {
-            let (s, left) = client_finish(&mut h, &mut r, &mut w, timeout).await?;
-            (Some(s), left)
+            let (s, left, confirm) = client_finish_held(&mut h, &mut r, timeout).await?;
+            (Some(s), left, confirm)
         }
-        None => (None, Vec::new()),
+        None => (None, Vec::new(), Vec::new()),
     };
     let info = session.as_ref().map(|s| s.info());
-    let (reader, writer) = socket_pair(session, leftover, r, w, opts.buffer);
+    let (reader, mut writer) = socket_pair(session, leftover, r, w, opts.buffer);
+    // The key confirmation leaves with the first record, in one write: no segment of its own
+    // for a new subflow's first data to follow (docs/KERNEL-41-BYTES.md). Every client flow
+    // writes (a request, an open request) before it waits for the server.
+    writer.queue_raw(&confirm);
     Ok(ClientConn {
         reader,
         writer,

@@ -204,14 +204,7 @@ async fn send_data<W: AsyncWrite + Unpin>(
     Ok(digest)
 }
 
-/// The session error (integrity, confirmation, truncation) behind an error, if any.
-pub fn session_failure(e: &anyhow::Error) -> Option<&nena_proto::SessionError> {
-    e.chain().find_map(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<nena_proto::SessionError>())
-    })
-}
+pub use crate::msg_error::session_failure;
 
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()

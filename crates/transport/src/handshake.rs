@@ -54,14 +54,19 @@ impl Side for ServerHandshake {
     }
 }
 
-/// Reads the peer's handshake message, writes what the state machine says (the server's
-/// answer, the client's key confirmation, or a refusal with its reason), and returns the
-/// session with the bytes read past the message (session data, still protected).
+/// What [`drive`] returns: the session, the bytes read past the peer's message (session
+/// data, still protected), and the bytes to send (the server's answer, the client's key
+/// confirmation; not yet written).
+type Driven = (Session, Vec<u8>, Vec<u8>);
+
+/// Reads the peer's handshake message and returns what the state machine says: the session,
+/// the bytes read past the message, and what to write (left to the caller). A refusal with
+/// its reason is written here, before the error is returned.
 async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     hs: &mut H,
     r: &mut R,
     w: &mut W,
-) -> Result<(Session, Vec<u8>)> {
+) -> Result<Driven> {
     let mut buf = [0u8; 1024];
     loop {
         let n = r
@@ -78,12 +83,7 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Ok(Progress::Done {
                     consumed,
                     value: (out, session),
-                }) => {
-                    w.write_all(&out)
-                        .await
-                        .context("writing the nena handshake")?;
-                    return Ok((session, input[consumed..].to_vec()));
-                }
+                }) => return Ok((session, input[consumed..].to_vec(), out)),
                 Err((reply, error)) => {
                     if let Some(reply) = reply {
                         let _ = w.write_all(&reply).await;
@@ -104,7 +104,22 @@ pub async fn client_finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w: &mut W,
     timeout: Duration,
 ) -> Result<(Session, Vec<u8>)> {
-    tokio::time::timeout(timeout, drive(hs, r, w))
+    let (session, leftover, confirm) = client_finish_held(hs, r, timeout).await?;
+    write_handshake(w, &confirm).await?;
+    Ok((session, leftover))
+}
+
+/// [`client_finish`] that leaves the key confirmation to the caller: it is returned (empty
+/// unless the mode is cryptographic), for the caller to send in front of its first record
+/// ([`crate::stream::SecureWriter::queue_raw`]), in one write with it. Nothing is written
+/// (the client sends no refusal).
+pub async fn client_finish_held<R: AsyncRead + Unpin>(
+    hs: &mut ClientHandshake,
+    r: &mut R,
+    timeout: Duration,
+) -> Result<(Session, Vec<u8>, Vec<u8>)> {
+    let mut nowhere = tokio::io::sink();
+    tokio::time::timeout(timeout, drive(hs, r, &mut nowhere))
         .await
         .map_err(|_| {
             anyhow!(
@@ -112,6 +127,11 @@ pub async fn client_finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 timeout.as_secs_f64()
             )
         })?
+}
+
+/// Writes a handshake message (the server's answer, the client's confirmation).
+async fn write_handshake<W: AsyncWrite + Unpin>(w: &mut W, out: &[u8]) -> Result<()> {
+    w.write_all(out).await.context("writing the nena handshake")
 }
 
 /// Runs the server side of the handshake: reads the hello, answers. On a refusal the reason
@@ -123,14 +143,17 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     timeout: Duration,
 ) -> Result<(Session, Vec<u8>)> {
     let mut hs = ServerHandshake::new(cfg, random()?);
-    tokio::time::timeout(timeout, drive(&mut hs, r, w))
-        .await
-        .map_err(|_| {
-            anyhow!(
-                "no complete nena hello within {:.1}s",
-                timeout.as_secs_f64()
-            )
-        })?
+    let answered = async {
+        let (session, leftover, answer) = drive(&mut hs, r, w).await?;
+        write_handshake(w, &answer).await?;
+        Ok((session, leftover))
+    };
+    tokio::time::timeout(timeout, answered).await.map_err(|_| {
+        anyhow!(
+            "no complete nena hello within {:.1}s",
+            timeout.as_secs_f64()
+        )
+    })?
 }
 
 /// Refuses a connection that fell back to plain TCP: reads the client's hello (within

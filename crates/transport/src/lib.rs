@@ -29,6 +29,7 @@ pub mod files;
 pub mod handshake;
 pub mod low_water;
 pub mod metrics;
+pub mod msg_error;
 pub mod names;
 pub mod perf;
 pub mod proxy;

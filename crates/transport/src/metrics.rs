@@ -270,6 +270,7 @@ pub struct Metrics {
     bytes: Family<BytesLabels, Counter>,
     subflows: Family<EventLabels, Counter>,
     handshake: Family<RoleLabels, Histogram>,
+    retried: Family<RoleLabels, Counter>,
 }
 
 impl Metrics {
@@ -317,6 +318,13 @@ impl Metrics {
             "Time from the connection to the end of the nena handshake",
             handshake.clone(),
         );
+        let retried = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "retried_openings",
+            "Proxy client: sessions opened again because the proxy server found the opening \
+             altered (an attacker on a path, or a receiving kernel's misplaced bytes)",
+            retried.clone(),
+        );
         let m = Metrics {
             role,
             registry,
@@ -327,10 +335,12 @@ impl Metrics {
             bytes,
             subflows,
             handshake,
+            retried,
         };
         // Every family shows up from the first scrape, at 0 where it has no labels yet.
         let _ = m.active.get_or_create(&m.role_labels());
         let _ = m.integrity.get_or_create(&m.role_labels());
+        let _ = m.retried.get_or_create(&m.role_labels());
         Arc::new(m)
     }
 
@@ -351,6 +361,11 @@ impl Metrics {
         self.handshake
             .get_or_create(&self.role_labels())
             .observe(d.as_secs_f64());
+    }
+
+    /// The proxy client opens a session again: the server found the opening altered.
+    pub fn retried_opening(&self) {
+        self.retried.get_or_create(&self.role_labels()).inc();
     }
 
     /// A session ended: `mode` (`aead`, ..., `none` before a handshake), how, and what it
@@ -461,6 +476,11 @@ impl Tally {
         });
     }
 
+    /// The session's opening is tried again ([`Metrics::retried_opening`]).
+    pub fn retried_opening(&self) {
+        self.with(|t| t.metrics.retried_opening());
+    }
+
     /// What the session did on the wire (read just before its socket closes).
     pub fn wire(&self, wire: Wire) {
         self.with(|t| t.wire = wire);
@@ -549,6 +569,10 @@ mod tests {
             text.contains("nena_integrity_failures_total{role=\"serve\"} 0"),
             "{text}"
         );
+        assert!(
+            text.contains("nena_retried_openings_total{role=\"serve\"} 0"),
+            "{text}"
+        );
         let active = m.begin();
         assert!(m
             .encode()
@@ -563,6 +587,7 @@ mod tests {
         m.end("aead", Outcome::Ok, &wire);
         m.end("aead", Outcome::Refused("access_denied"), &Wire::default());
         m.end("stream", Outcome::Integrity, &Wire::default());
+        m.retried_opening();
         drop(active);
         let text = m.encode();
         for line in [
@@ -572,6 +597,7 @@ mod tests {
             "nena_sessions_total{role=\"serve\",mode=\"stream\",outcome=\"integrity_failure\"} 1",
             "nena_refusals_total{role=\"serve\",cause=\"access_denied\"} 1",
             "nena_integrity_failures_total{role=\"serve\"} 1",
+            "nena_retried_openings_total{role=\"serve\"} 1",
             "nena_bytes_total{role=\"serve\",path=\"198.18.3.2\",direction=\"sent\"} 1000",
             "nena_bytes_total{role=\"serve\",path=\"198.18.3.2\",direction=\"received\"} 2000",
             "nena_subflow_events_total{role=\"serve\",event=\"join\"} 1",

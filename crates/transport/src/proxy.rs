@@ -36,7 +36,7 @@ use crate::stop::StopSignal;
 use crate::stream::PROXY_BUF;
 use crate::wire::{AccessToken, ConnectReply, ConnectRequest};
 use anyhow::{Context, Result};
-use nena_proto::SessionInfo;
+use nena_proto::{AbortReason, SessionError, SessionInfo};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -224,9 +224,48 @@ async fn send_open(
         .await
 }
 
+/// Sessions [`open_to`] opens at most for one application connection, when the proxy server
+/// found the open request altered.
+const OPEN_ATTEMPTS: usize = 3;
+
 /// Opens a nena session and asks the proxy server for `target` (wire op 4). On failure, the
-/// SOCKS reply code the application is owed and why.
+/// SOCKS reply code the application is owed and why. When the server tells us that the open
+/// request arrived altered ([`AbortReason::Altered`]: nothing was connected, and nothing of
+/// the application's has been sent), it tries again with a new session and new keys: a
+/// kernel that misplaces a new subflow's first bytes (docs/KERNEL-41-BYTES.md) costs the
+/// application nothing, and an attacker who alters the bytes gains nothing by it but the
+/// retries.
 async fn open_to(
+    target: &Target,
+    opts: &ClientOptions,
+    connecting: &Semaphore,
+    tally: &Tally,
+) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+    let mut attempt = 1;
+    loop {
+        match open_once(target, opts, connecting, tally).await {
+            Err((_, e)) if attempt < OPEN_ATTEMPTS && server_found_altered(&e) => {
+                attempt += 1;
+                tally.retried_opening();
+                log::warn!("{e:#}; trying again with a new session ({attempt} of {OPEN_ATTEMPTS})");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` is the proxy server's abort record saying that what we sent arrived altered.
+fn server_found_altered(e: &anyhow::Error) -> bool {
+    matches!(
+        crate::msg_error::session_failure(e),
+        Some(SessionError::PeerAborted {
+            reason: AbortReason::Altered
+        })
+    )
+}
+
+/// One attempt of [`open_to`].
+async fn open_once(
     target: &Target,
     opts: &ClientOptions,
     connecting: &Semaphore,
@@ -293,8 +332,10 @@ async fn socks_session(
     stop: StopSignal,
     tally: Tally,
 ) -> Result<String> {
-    let (target, leftover) = socks_accept(&mut plain, users).await?;
-    let mut c = match open_to(&target, &opts, &connecting, &tally).await {
+    // Boxed: the exchange and the opening are done before the session idles, and their
+    // state would otherwise stay allocated in every session's task for its whole life.
+    let (target, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
+    let mut c = match Box::pin(open_to(&target, &opts, &connecting, &tally)).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.write_all(&socks::reply(code, None)).await;
@@ -349,7 +390,7 @@ async fn redirected_session(
         host: Host::Ip(dst.ip()),
         port: dst.port(),
     };
-    let mut c = match open_to(&target, &opts, &connecting, &tally).await {
+    let mut c = match Box::pin(open_to(&target, &opts, &connecting, &tally)).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
@@ -422,6 +463,10 @@ enum Refusal {
     /// "session").
     Reply(Rep, String, String),
     Silent(anyhow::Error),
+    /// The open request arrived altered (it failed the session's integrity check): the
+    /// client is told so with an abort record ([`AbortReason::Altered`]), and may try again
+    /// with a new session.
+    Altered(anyhow::Error),
 }
 
 /// The proxy server's side of a session's opening: reads the client's [`ConnectRequest`],
@@ -448,6 +493,11 @@ async fn admit(
                 Rep::NotAllowed,
                 e.to_string(),
                 "session".into(),
+            ))
+        }
+        Err(e) if e.session_error().is_some_and(SessionError::is_altered) => {
+            return Err(Refusal::Altered(
+                anyhow::Error::new(e).context("reading the open request"),
             ))
         }
         // Whatever else the client sent is not for us to answer: it may be an application's
@@ -593,7 +643,7 @@ async fn client_loop(
                     Entry::Plain => {}
                 }
                 let slot = connecting.acquire_owned().await?;
-                let mut c = conn::connect(&opts, None)
+                let mut c = Box::pin(conn::connect(&opts, None))
                     .await
                     .context("opening the nena session")?;
                 drop(slot);
@@ -671,6 +721,13 @@ pub async fn run_server_with(
                     match admit(&mut c, &egress, token.as_ref(), accept.handshake_timeout).await {
                         Ok(t) => t,
                         Err(Refusal::Silent(e)) => return Err(e),
+                        Err(Refusal::Altered(e)) => {
+                            let told = c.writer.abort(AbortReason::Altered).await;
+                            if matches!(told, Ok(true)) {
+                                c.reader.discard(Duration::from_secs(2)).await;
+                            }
+                            return Err(e.context("the client was told and may retry"));
+                        }
                         Err(Refusal::Reply(code, msg, what)) => {
                             let reply = ConnectReply {
                                 code,

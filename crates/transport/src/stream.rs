@@ -25,6 +25,7 @@
 //! no byte of the failing record is returned.
 
 use crate::low_water::LowWater;
+pub use crate::msg_error::{session_error_of, MsgError};
 use crate::wire::{Reply, RequestMsg, WireError};
 use nena_codec::AlignedBuf;
 use nena_proto::{Opened, Protector, SessionError, SessionInfo, Unprotector};
@@ -440,23 +441,6 @@ impl<R: AsyncRead + Unpin> AsyncBufRead for SecureReader<R> {
     }
 }
 
-/// Reading a header message failed. Each variant prints its cause once: the message is the
-/// cause's own (`Io`) or names it and does not also chain it as a source (`Wire`), so that
-/// `{:#}` does not repeat it.
-#[derive(Debug, thiserror::Error)]
-pub enum MsgError {
-    #[error(transparent)]
-    Io(#[from] io::Error),
-    #[error("protocol error: {0}")]
-    Wire(WireError),
-}
-
-impl From<WireError> for MsgError {
-    fn from(e: WireError) -> Self {
-        MsgError::Wire(e)
-    }
-}
-
 /// The outgoing half: protects and writes.
 ///
 /// Its buffer holds `buf[head..tail]`, protected bytes not yet written to the socket, and
@@ -506,6 +490,20 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             aborting: None,
             sent: 0,
         }
+    }
+
+    /// Bytes to send before the session's own, as they are (the client's key confirmation):
+    /// they leave with the first write or flush, in one `write()` with what follows them.
+    ///
+    /// # Panics
+    /// If anything was written or buffered before, or `bytes` do not fit the buffer.
+    pub fn queue_raw(&mut self, bytes: &[u8]) {
+        assert!(
+            self.tail == 0 && self.fill == 0 && self.sent == 0,
+            "queue_raw after data"
+        );
+        self.buf[..bytes.len()].copy_from_slice(bytes);
+        self.tail = bytes.len();
     }
 
     /// The underlying stream.
@@ -1075,6 +1073,49 @@ mod tests {
             w.write_all(&msg[accepted..]).await.unwrap();
             w.shutdown().await.unwrap();
             assert_eq!(reader.await.unwrap().unwrap(), msg, "{mode}");
+        }
+    }
+
+    /// Records each `write()` it is given, whole.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The client's key confirmation queued in the writer leaves with the first message in
+    /// one write, in front of it, and the server opens both: what keeps a small segment of its
+    /// own from preceding a new subflow's first data (docs/KERNEL-41-BYTES.md).
+    #[tokio::test]
+    async fn a_queued_confirmation_leaves_with_the_first_record_in_one_write() {
+        for mode in [Mode::Aead, Mode::Stream, Mode::Kato] {
+            let x = nena_proto::exchange_in(mode);
+            let mut w = SecureWriter::new(Writes::default(), Some(x.client.split().0));
+            w.queue_raw(&x.confirm);
+            let msg = data(300);
+            w.write_msg(msg.clone()).await.unwrap();
+            let writes = &w.get_ref().0;
+            assert_eq!(writes.len(), 1, "{mode}: {} writes", writes.len());
+            assert!(writes[0].starts_with(&x.confirm), "{mode}");
+            assert!(writes[0].len() > x.confirm.len() + msg.len() - 1, "{mode}");
+            let mut r = SecureReader::new(&writes[0][..], Some(x.server.split().1), Vec::new());
+            let mut got = vec![0u8; msg.len()];
+            r.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, msg, "{mode}");
         }
     }
 

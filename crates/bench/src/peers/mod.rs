@@ -49,8 +49,8 @@ pub struct Setting {
 
 impl Setting {
     /// Bare veth (256 MiB per transfer) and 100 + 20 Mbit/s (64 MiB: about 5 s). CPU time is
-    /// counted in clock ticks (10 ms per end): at these sizes one tick is 0.04 and 0.16 CPU
-    /// s/GB.
+    /// read from each process's CPU-time clock in nanoseconds (`ends.rs`), so the short
+    /// link-bound runs are not rounded to clock ticks.
     pub fn all() -> Vec<Setting> {
         vec![
             Setting {

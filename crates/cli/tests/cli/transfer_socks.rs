@@ -30,7 +30,11 @@ fn raise_nofile_limit() {
 
 /// SOCKS5 by hand: greeting (no auth), then CONNECT with `req` (`ATYP ADDR PORT`, or a whole
 /// custom request when `raw` is set). Returns the reply code, or the error.
-fn socks_connect(proxy: SocketAddr, req: &[u8], raw: bool) -> std::io::Result<(u8, TcpStream)> {
+pub(crate) fn socks_connect(
+    proxy: SocketAddr,
+    req: &[u8],
+    raw: bool,
+) -> std::io::Result<(u8, TcpStream)> {
     let mut s = TcpStream::connect(proxy)?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     s.write_all(&[5, 1, 0])?;
@@ -64,7 +68,8 @@ fn curl(lab: &nena_lab::Lab, proxy: &str, url: &str) -> std::process::Output {
     .unwrap()
 }
 
-fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
+/// A SOCKS5 request's `ATYP ADDR PORT` for an IPv4 address.
+pub(crate) fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
     let mut r = vec![1];
     r.extend_from_slice(&ip);
     r.extend_from_slice(&port.to_be_bytes());
@@ -270,24 +275,25 @@ fn socks5_through_both_proxies_with_allow_rules() {
         })
         .unwrap();
     let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    // The failures tolerated are the kernel's misplaced record 0 that aead catches
-    // (docs/KERNEL-41-BYTES.md; see transfer_proxy.rs): at most 3 integrity aborts naming
-    // record 0, never a wrong byte.
+    // The kernel's misplaced record 0 (docs/KERNEL-41-BYTES.md; see transfer_proxy.rs) is
+    // caught by aead at the proxy server, which tells the client; the client opens a new
+    // session, so no application sees it: no error at all. The server's aborts must all be
+    // of that kind (record 0, the client told).
     let aborts: Vec<String> = ps
         .stderr()
         .lines()
-        .chain(pc.stderr().lines())
         .filter(|l| l.contains("integrity check failed"))
         .map(str::to_string)
         .collect();
     assert!(
         aborts
             .iter()
-            .all(|l| l.contains("(record 0 of the peer's stream")),
+            .all(|l| l.contains("(record 0 of the peer's stream")
+                && l.contains("the client was told and may retry")),
         "{aborts:#?}"
     );
     assert!(
-        errors.iter().all(|e| !e.contains("echo differs")) && errors.len() <= aborts.len().min(3),
+        errors.is_empty(),
         "{errors:?}\n{aborts:#?}\nproxy client: {}",
         pc.stderr()
     );

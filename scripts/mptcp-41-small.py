@@ -17,11 +17,15 @@ the wrong bytes came from.
 
   scripts/mptcp-41-small.py run [--prefix k41s] [--rounds 15] [--conns 6500]
       [--one-send] [--client-wait MS] [--server-lowat] [--server-wait MS]
+      [--then BYTES [--bundle]]
 
 Variants: --one-send, the client sends the 104 bytes with one send(); --client-wait MS, it
 waits MS milliseconds after the answer before its writes; --server-lowat, the server sets
 SO_RCVLOWAT to 1 MiB and back to 1 after its answer (as nena's servers do once);
---server-wait MS, the server waits MS milliseconds after its answer before reading.
+--server-wait MS, the server waits MS milliseconds after its answer before reading;
+--then BYTES, the client sends BYTES more with a further send() after the 104 (a `--forward`
+proxy client's first application record after its opening); --bundle, those BYTES go in the
+same send() as the 104 (one send of 104 + BYTES).
 
 exits 3 when a connection got bytes out of place, 0 when none did; it removes its
 namespaces at the end, also on failure or Ctrl-C. Needs root.
@@ -44,11 +48,23 @@ HELLO = bytes(range(78))
 ANSWER = bytes(range(100, 176))
 
 
-def upload(i):
-    """The 41-byte and the 63-byte writes of connection `i` (mod 65536)."""
+def upload(i, then=0):
+    """The 41-byte and the 63-byte writes of connection `i` (mod 65536), and the `then`
+    bytes that follow them."""
     a = bytes([(i * 7 + k) & 0xFF for k in range(41)])
     b = bytes([0x17]) + bytes([(i * 13 + k * 3) & 0xFF for k in range(62)])
-    return a, b
+    return a, b, _tail(then)[i % 251:i % 251 + then]
+
+
+_TAILS = {}
+
+
+def _tail(then):
+    """Bytes that differ at every offset (no 8-byte piece repeats), `then` + 251 of them."""
+    if then not in _TAILS:
+        _TAILS[then] = bytes([(k * 11 + (k >> 8) * 7 + (k >> 16)) & 0xFF
+                              for k in range(then + 251)])
+    return _TAILS[then]
 
 
 def where_from(got, want):
@@ -66,7 +82,7 @@ async def read_at_least(loop, s, n, have=b""):
     return have
 
 
-async def serve(port, lowat, wait_ms):
+async def serve(port, lowat, wait_ms, then):
     loop = asyncio.get_running_loop()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -88,12 +104,16 @@ async def serve(port, lowat, wait_ms):
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
             if wait_ms:
                 await asyncio.sleep(wait_ms / 1000)
-            rest = await read_at_least(loop, s, 104, got[80:])
-            a, b = upload(i)
-            ok = rest[:104] == a + b
+            n = 104 + then
+            rest = await read_at_least(loop, s, n, got[80:])
+            a, b, c = upload(i, then)
+            ok = rest[:n] == a + b + c
             if not ok:
-                print(json.dumps({"misplaced": i, "got": rest.hex(), "sent": (a + b).hex(),
-                                  "pieces_from": where_from(rest, a + b)}), flush=True)
+                bad = next(k for k in range(n) if k >= len(rest) or rest[k] != (a + b + c)[k])
+                print(json.dumps({"misplaced": i, "first_wrong_byte": bad,
+                                  "got": rest[:bad + 128].hex(), "sent": (a + b + c)[:bad + 128].hex(),
+                                  "pieces_from": where_from(rest[bad & ~7:bad + 128],
+                                                            a + b + c)}), flush=True)
             await loop.sock_sendall(s, b"K" if ok else b"X")
         except OSError as e:
             errors[0] += 1
@@ -129,7 +149,7 @@ async def connect(loop, s, addr):
         raise OSError(err, os.strerror(err))
 
 
-async def clients(port, conns, timeout, one_send, wait_ms):
+async def clients(port, conns, timeout, one_send, wait_ms, then, bundle):
     loop = asyncio.get_running_loop()
     tally = {"intact": 0, "misplaced": 0, "errors": 0}
 
@@ -142,14 +162,18 @@ async def clients(port, conns, timeout, one_send, wait_ms):
             await loop.sock_sendall(s, HELLO + i.to_bytes(2, "big"))
             if len(await read_at_least(loop, s, 76)) < 76:
                 raise OSError("the server closed before its answer")
-            a, b = upload(i)
+            a, b, c = upload(i, then)
             if wait_ms:
                 await asyncio.sleep(wait_ms / 1000)
-            if one_send:
+            if bundle:
+                await loop.sock_sendall(s, a + b + c)
+            elif one_send:
                 await loop.sock_sendall(s, a + b)
             else:
                 await loop.sock_sendall(s, a)
                 await loop.sock_sendall(s, b)
+            if c and not bundle:
+                await loop.sock_sendall(s, c)
             verdict = await loop.sock_recv(s, 1)
             tally["intact" if verdict == b"K" else "misplaced"] += 1
         except OSError:
@@ -174,7 +198,7 @@ def run(args):
     try:
         server = subprocess.Popen(
             ["ip", "netns", "exec", ns["s"], sys.executable, me, "server", "--port",
-             str(args.port), "--wait", str(args.server_wait)]
+             str(args.port), "--wait", str(args.server_wait), "--then", str(args.then)]
             + (["--lowat"] if args.server_lowat else []), stdout=subprocess.PIPE, text=True)
         if server.stdout.readline().strip() != "listening":
             raise SystemExit("the server did not start")
@@ -182,8 +206,10 @@ def run(args):
         for r in range(args.rounds):
             out = subprocess.run(
                 ["ip", "netns", "exec", ns["c"], sys.executable, me, "client", "--port",
-                 str(args.port), "--conns", str(args.conns), "--wait", str(args.client_wait)]
-                + (["--one-send"] if args.one_send else []),
+                 str(args.port), "--conns", str(args.conns), "--wait", str(args.client_wait),
+                 "--then", str(args.then)]
+                + (["--one-send"] if args.one_send else [])
+                + (["--bundle"] if args.bundle else []),
                 capture_output=True, text=True, check=True).stdout
             t = json.loads(out.strip().splitlines()[-1])
             for k in total:
@@ -197,7 +223,8 @@ def run(args):
                 if line.startswith("{"):
                     found.append(json.loads(line))
         k41.teardown(args.prefix)
-    variant = {"one_send": args.one_send, "client_wait_ms": args.client_wait,
+    variant = {"one_send": args.one_send, "then": args.then, "bundle": args.bundle,
+               "client_wait_ms": args.client_wait,
                "server_lowat": args.server_lowat, "server_wait_ms": args.server_wait}
     print(json.dumps({"kernel": os.uname().release, "variant": variant, "rounds": args.rounds,
                       "connections": args.rounds * args.conns, **total,
@@ -217,16 +244,21 @@ def main():
     r.add_argument("--client-wait", type=float, default=0, metavar="MS")
     r.add_argument("--server-lowat", action="store_true")
     r.add_argument("--server-wait", type=float, default=0, metavar="MS")
+    r.add_argument("--then", type=int, default=0, metavar="BYTES")
+    r.add_argument("--bundle", action="store_true")
     s = sub.add_parser("server")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--lowat", action="store_true")
     s.add_argument("--wait", type=float, default=0)
+    s.add_argument("--then", type=int, default=0)
     c = sub.add_parser("client")
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--conns", type=int, required=True)
     c.add_argument("--timeout", type=float, default=120)
     c.add_argument("--one-send", action="store_true")
     c.add_argument("--wait", type=float, default=0)
+    c.add_argument("--then", type=int, default=0)
+    c.add_argument("--bundle", action="store_true")
     a = p.parse_args()
     if a.cmd == "run" and a.conns > 65536:
         p.error("--conns is at most 65536 (the connection's number is two bytes)")
@@ -235,9 +267,9 @@ def main():
     if a.cmd == "run":
         sys.exit(run(a))
     if a.cmd == "server":
-        asyncio.run(serve(a.port, a.lowat, a.wait))
+        asyncio.run(serve(a.port, a.lowat, a.wait, a.then))
     else:
-        asyncio.run(clients(a.port, a.conns, a.timeout, a.one_send, a.wait))
+        asyncio.run(clients(a.port, a.conns, a.timeout, a.one_send, a.wait, a.then, a.bundle))
 
 
 if __name__ == "__main__":

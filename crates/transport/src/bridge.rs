@@ -7,8 +7,7 @@
 
 use crate::conn;
 use crate::copy::{copy_in, copy_out};
-use crate::ends::{Refused, ShuttingDown};
-use crate::socks::Rep;
+use crate::ends::ShuttingDown;
 use crate::stop::StopSignal;
 use crate::stream::{SecureReader, SecureWriter};
 use std::pin::Pin;
@@ -119,27 +118,6 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
-    bridge_after(plain_r, plain_w, sec_r, sec_w, false).await
-}
-
-/// [`bridge`]; with `reply_first`, the nena side's first bytes are the proxy server's
-/// [`ConnectReply`] to an open request already sent: it is read (and not passed on) before
-/// anything goes to the plain side, while the plain side's bytes already flow up (a
-/// `--forward` session costs no round trip for it). A refusal ends the session with
-/// [`Refused`].
-async fn bridge_after<PR, PW, SR, SW>(
-    plain_r: PR,
-    plain_w: PW,
-    sec_r: &mut SecureReader<SR>,
-    sec_w: &mut SecureWriter<SW>,
-    reply_first: bool,
-) -> std::io::Result<Bridged>
-where
-    PR: AsyncRead + Unpin,
-    PW: AsyncWrite + Unpin,
-    SR: AsyncRead + Unpin,
-    SW: AsyncWrite + Unpin,
-{
     let (mut plain_r, mut plain_w) = (Tagged(plain_r), Tagged(plain_w));
     let up = async {
         let mut n = 0u64;
@@ -152,18 +130,6 @@ where
         Ok::<_, std::io::Error>((n, gone))
     };
     let down = async {
-        if reply_first {
-            let answer = sec_r.read_connect_reply().await.map_err(|e| match e {
-                crate::stream::MsgError::Io(e) => e,
-                crate::stream::MsgError::Wire(e) => std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("reading the proxy server's answer: {e}"),
-                ),
-            })?;
-            if answer.code != Rep::Succeeded {
-                return Err(std::io::Error::other(Refused(answer)));
-            }
-        }
         let mut n = 0u64;
         let copied = copy_out(sec_r, &mut plain_w, u64::MAX, |b| n += b.len() as u64).await;
         let gone = match copied {
@@ -217,25 +183,10 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
-    relay_after(plain, sec_r, sec_w, stop, false).await
-}
-
-/// [`relay`] through [`bridge_after`].
-pub(crate) async fn relay_after<SR, SW>(
-    plain: TcpStream,
-    sec_r: &mut SecureReader<SR>,
-    sec_w: &mut SecureWriter<SW>,
-    stop: &StopSignal,
-    reply_first: bool,
-) -> std::io::Result<Bridged>
-where
-    SR: AsyncRead + Unpin,
-    SW: AsyncWrite + Unpin,
-{
     plain.set_nodelay(true)?;
     let (mut pr, mut pw) = plain.into_split();
     let result = tokio::select! {
-        r = bridge_after(&mut pr, &mut pw, sec_r, sec_w, reply_first) => r,
+        r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
         _ = stop.stopped() => Err(std::io::Error::other(ShuttingDown)),
     };
     if result.is_err() {

@@ -26,7 +26,7 @@
 //! ([`crate::wire::ConnectReply`]), which the client passes on to the application. A server
 //! without `--forward` and without `--allow` refuses every request (never an open relay).
 
-use crate::bridge::{abort_nena, relay, relay_after, stopped};
+use crate::bridge::{abort_nena, relay, stopped};
 pub use crate::bridge::{bridge, Bridged, DRAIN_AFTER_PLAIN_RESET};
 use crate::conn::{self, AcceptOptions, ClientOptions};
 pub use crate::ends::{Refused, Refusing, ShuttingDown};
@@ -209,45 +209,96 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
 
 /// Writes the session's [`ConnectRequest`] for `target` (`None`: the server's `--forward`
 /// target), with the client's access token when it has one, under the session's
-/// application MAC.
+/// application MAC, and `first` (the application's first bytes of a `--forward` session)
+/// behind it: with the key confirmation the writer holds, they leave in one `write()`, and
+/// in `aead` in one record (`first` is at most [`FIRST_FLIGHT`] bytes).
 async fn send_open(
     c: &mut conn::ClientConn,
     target: Option<&Target>,
+    first: &[u8],
     opts: &ClientOptions,
 ) -> std::io::Result<()> {
     let req = ConnectRequest {
         target: target.cloned(),
         token: opts.token.clone(),
     };
-    c.writer
-        .write_msg(req.encode_tagged(c.writer.app_mac_key()))
-        .await
+    let req = req.encode_tagged(c.writer.app_mac_key());
+    c.writer.write_all(&req).await?;
+    c.writer.write_all(first).await?;
+    c.writer.flush().await
 }
 
 /// Sessions [`open_to`] opens at most for one application connection, when the proxy server
-/// found the open request altered.
+/// found the opening altered.
 const OPEN_ATTEMPTS: usize = 3;
 
-/// Opens a nena session and asks the proxy server for `target` (wire op 4). On failure, the
-/// SOCKS reply code the application is owed and why. When the server tells us that the open
-/// request arrived altered ([`AbortReason::Altered`]: nothing was connected, and nothing of
-/// the application's has been sent), it tries again with a new session and new keys: a
-/// kernel that misplaces a new subflow's first bytes (docs/KERNEL-41-BYTES.md) costs the
-/// application nothing, and an attacker who alters the bytes gains nothing by it but the
-/// retries.
+/// The application's bytes a `--forward` opening carries at most: with the open request,
+/// one `aead` record.
+const FIRST_FLIGHT: usize = nena_proto::record::MAX_PAYLOAD - 1024;
+
+/// The application's first bytes of a `--forward` session: what it has sent by the time the
+/// first session is open, read once without waiting (at most [`FIRST_FLIGHT`] bytes), and
+/// sent with the open request of every attempt. Nothing else of the application's leaves
+/// before the server's reply, so a retried opening repeats all of it and nothing more.
+struct FirstFlight<'a> {
+    plain: &'a TcpStream,
+    bytes: Option<Vec<u8>>,
+}
+
+impl FirstFlight<'_> {
+    fn take(&mut self) -> std::io::Result<&[u8]> {
+        if self.bytes.is_none() {
+            let mut b = Vec::with_capacity(FIRST_FLIGHT);
+            while b.len() < FIRST_FLIGHT {
+                match self.plain.try_read_buf(&mut b) {
+                    // The application's end (read again, as the end, by the relay).
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            b.shrink_to_fit();
+            self.bytes = Some(b);
+        }
+        Ok(self.bytes.as_deref().unwrap_or_default())
+    }
+
+    fn len(&self) -> u64 {
+        self.bytes.as_ref().map_or(0, |b| b.len() as u64)
+    }
+}
+
+/// Opens a nena session and asks the proxy server for `target` (wire op 4; `None`: its
+/// `--forward` target, op 5, with the application's `first` bytes). On failure, the SOCKS
+/// reply code the application is owed and why. When the server tells us that the opening
+/// arrived altered ([`AbortReason::Altered`]: nothing was connected, and nothing of the
+/// application's beyond `first` has been sent), it tries again with a new session and new
+/// keys: a kernel that misplaces a new subflow's first bytes (docs/KERNEL-41-BYTES.md)
+/// costs the application nothing, and an attacker who alters the bytes gains nothing by it
+/// but the retries.
 async fn open_to(
-    target: &Target,
+    target: Option<&Target>,
+    mut first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
     let mut attempt = 1;
     loop {
-        match open_once(target, opts, connecting, tally).await {
+        match open_once(target, first.as_deref_mut(), opts, connecting, tally).await {
             Err((_, e)) if attempt < OPEN_ATTEMPTS && server_found_altered(&e) => {
                 attempt += 1;
                 tally.retried_opening();
-                log::warn!("{e:#}; trying again with a new session ({attempt} of {OPEN_ATTEMPTS})");
+                let again = match first.as_deref() {
+                    Some(f) if f.len() > 0 => {
+                        format!(", with the application's first {} bytes again", f.len())
+                    }
+                    _ => String::new(),
+                };
+                log::warn!(
+                    "{e:#}; trying again with a new session ({attempt} of {OPEN_ATTEMPTS}){again}"
+                );
             }
             other => return other,
         }
@@ -266,11 +317,13 @@ fn server_found_altered(e: &anyhow::Error) -> bool {
 
 /// One attempt of [`open_to`].
 async fn open_once(
-    target: &Target,
+    target: Option<&Target>,
+    first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+    let what = target.map_or_else(|| "the --forward target".to_string(), |t| t.to_string());
     let slot = connecting.acquire().await.map_err(|e| {
         (
             Rep::GeneralFailure,
@@ -284,13 +337,20 @@ async fn open_once(
         Err(e) => {
             return Err((
                 Rep::GeneralFailure,
-                e.context(format!("opening the nena session for {target}")),
+                e.context(format!("opening the nena session for {what}")),
             ))
         }
     };
     tally.handshake(c.setup, c.info);
+    if let (None, Some(i)) = (target, c.info) {
+        log::info!("session to {}: mode {}", opts.remote, i.describe());
+    }
     let answer = async {
-        send_open(&mut c, Some(target), opts).await?;
+        let first = match first {
+            Some(f) => f.take().context("reading the application's first bytes")?,
+            None => &[],
+        };
+        send_open(&mut c, target, first, opts).await?;
         Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
     };
     let wait = opts.timeout + Duration::from_secs(5);
@@ -299,14 +359,14 @@ async fn open_once(
         Ok(Err(e)) => {
             return Err((
                 Rep::GeneralFailure,
-                e.context(format!("asking the proxy server for {target}")),
+                e.context(format!("asking the proxy server for {what}")),
             ));
         }
         Err(_) => {
             return Err((
                 Rep::GeneralFailure,
                 anyhow::anyhow!(
-                    "the proxy server did not answer the request for {target} within {wait:?}"
+                    "the proxy server did not answer the request for {what} within {wait:?}"
                 ),
             ));
         }
@@ -314,10 +374,7 @@ async fn open_once(
     if answer.code != Rep::Succeeded {
         let _ = c.writer.shutdown().await;
         let code = answer.code;
-        return Err((
-            code,
-            anyhow::Error::new(Refused(answer)).context(target.to_string()),
-        ));
+        return Err((code, anyhow::Error::new(Refused(answer)).context(what)));
     }
     Ok(c)
 }
@@ -335,7 +392,7 @@ async fn socks_session(
     // Boxed: the exchange and the opening are done before the session idles, and their
     // state would otherwise stay allocated in every session's task for its whole life.
     let (target, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
-    let mut c = match Box::pin(open_to(&target, &opts, &connecting, &tally)).await {
+    let mut c = match Box::pin(open_to(Some(&target), None, &opts, &connecting, &tally)).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.write_all(&socks::reply(code, None)).await;
@@ -390,7 +447,7 @@ async fn redirected_session(
         host: Host::Ip(dst.ip()),
         port: dst.port(),
     };
-    let mut c = match Box::pin(open_to(&target, &opts, &connecting, &tally)).await {
+    let mut c = match Box::pin(open_to(Some(&target), None, &opts, &connecting, &tally)).await {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
@@ -632,43 +689,57 @@ async fn client_loop(
             async move {
                 match entry {
                     Entry::Socks5 { users } => {
-                        return socks_session(plain, users, opts, connecting, stop, tally).await
+                        socks_session(plain, users, opts, connecting, stop, tally).await
                     }
                     Entry::Redirected(lookup) => {
-                        return redirected_session(
-                            plain, peer, lookup, opts, connecting, stop, tally,
-                        )
-                        .await
+                        redirected_session(plain, peer, lookup, opts, connecting, stop, tally).await
                     }
-                    Entry::Plain => {}
+                    Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,
                 }
-                let slot = connecting.acquire_owned().await?;
-                let mut c = Box::pin(conn::connect(&opts, None))
-                    .await
-                    .context("opening the nena session")?;
-                drop(slot);
-                tally.handshake(c.setup, c.info);
-                if let Some(i) = c.info {
-                    log::info!("session to {}: mode {}", opts.remote, i.describe());
-                }
-                // The open request, then the application's bytes at once; the server's
-                // answer is read before its first byte goes to the application.
-                send_open(&mut c, None, &opts)
-                    .await
-                    .context("sending the open request")?;
-                let relayed = relay_after(plain, &mut c.reader, &mut c.writer, &stop, true).await;
-                let paths = crate::client::Paths::of(&c);
-                let split = paths.describe();
-                tally.wire(Wire::of_client(&paths, &c));
-                if stopped(&relayed) {
-                    abort_nena(&mut c.reader, c.writer).await;
-                }
-                let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
-                Ok(session_line(b.up, b.down, b.plain_gone, c.info, &split))
             }
         },
     )
     .await
+}
+
+/// One `--listen` connection of a `--forward` proxy client: the session's opening carries
+/// what the application has sent by then ([`FirstFlight`]), the rest follows the server's
+/// reply. A refusal or a failed opening resets the application's connection.
+async fn forward_session(
+    plain: TcpStream,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    stop: StopSignal,
+    tally: Tally,
+) -> Result<String> {
+    let mut first = FirstFlight {
+        plain: &plain,
+        bytes: None,
+    };
+    let opened = Box::pin(open_to(None, Some(&mut first), &opts, &connecting, &tally)).await;
+    let first = first.len();
+    let mut c = match opened {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.set_zero_linger();
+            return Err(e.context(format!("{code}; the application's connection is reset")));
+        }
+    };
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    let paths = crate::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
+    if stopped(&relayed) {
+        abort_nena(&mut c.reader, c.writer).await;
+    }
+    let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
+    Ok(session_line(
+        b.up + first,
+        b.down,
+        b.plain_gone,
+        c.info,
+        &split,
+    ))
 }
 
 /// `nena proxy server`: accept nena sessions on `listen`, carry each to `forward` over

@@ -50,24 +50,33 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");
     let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
-    // The one failure tolerated is the receiving kernel's misplaced record 0
-    // (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80 before), the
-    // server's MPTCP puts record 0 of a newly joined subflow 41 bytes early although its
-    // mapping on the wire is right (server-side capture); aead refuses it and that session
-    // aborts. Such an abort must name record 0, deliver no wrong byte and stay rare; every
-    // other session verifies. NENA_TEST_CAPTURE_DIR=DIR captures the three links.
+    // The one failure tolerated is the receiving kernel's misplaced first bytes of a new
+    // subflow (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80
+    // before), the server's MPTCP puts them 41 bytes early although their mapping on the wire
+    // is right (server-side capture), and aead refuses the record. In a session's opening
+    // (record 0: the open request and the application's first bytes) the server tells the
+    // client, which opens a new session: the application sees nothing. Later (not seen
+    // since the opening carries the first bytes) the session aborts: such an abort must
+    // deliver no wrong byte and stay rare; every other session verifies.
+    // NENA_TEST_CAPTURE_DIR=DIR captures the three links.
     let aborts: Vec<&str> = ps_log
         .lines()
         .filter(|l| l.contains("integrity check failed"))
         .collect();
+    let (retried, aborts): (Vec<&str>, Vec<&str>) = aborts
+        .into_iter()
+        .partition(|l| l.contains("the client was told and may retry"));
     assert!(
-        aborts.len() <= 3
-            && aborts
-                .iter()
-                .all(|l| l.contains("(record 0 of the peer's stream")),
-        "integrity aborts other than the kernel's misplaced record 0: {aborts:#?}"
+        retried
+            .iter()
+            .all(|l| l.contains("(record 0 of the peer's stream")),
+        "openings retried for another reason: {retried:#?}"
     );
-    for a in &aborts {
+    assert!(
+        aborts.len() <= 3 && aborts.iter().all(|l| l.contains(" of the peer's stream")),
+        "integrity aborts other than the kernel's misplaced bytes: {aborts:#?}"
+    );
+    for a in retried.iter().chain(&aborts) {
         eprintln!("tolerated (docs/KERNEL-41-BYTES.md): {a}");
     }
     let aborts = aborts.len();
@@ -93,6 +102,7 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
                 l.contains("WARN")
                     && !l.contains("retrying with a new connection")
                     && !l.contains("integrity check failed")
+                    && !l.contains("trying again with a new session")
             })
             .map(str::to_string)
             .collect()

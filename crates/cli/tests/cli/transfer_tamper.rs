@@ -245,12 +245,51 @@ fn perf_fails_when_one_received_byte_is_wrong() {
 /// The kernel bug of docs/KERNEL-41-BYTES.md (a new subflow's first bytes misplaced),
 /// made on purpose: one byte of a SOCKS session's opening is altered on the trusted link
 /// (the open request's record type, in the segment that carries the key confirmation and
-/// the open request together). The proxy server tells the client with an abort record ("altered"), the
-/// proxy client opens a new session, and the application gets its SOCKS success and its echo,
-/// byte-exact: it never learns of the first session.
+/// the open request together). The proxy server tells the client with an abort record
+/// ("altered"), the proxy client opens a new session, and the application gets its SOCKS
+/// success and its echo, byte-exact: it never learns of the first session.
 #[test]
 fn an_altered_session_opening_is_retried_unseen_by_the_application() {
     use crate::transfer_socks::{socks_connect, v4};
+    let entry: std::net::SocketAddr = "127.0.0.1:1080".parse().unwrap();
+    altered_opening_retried(
+        &["--allow", "127.0.0.0/8:8007"],
+        &["--socks5", "127.0.0.1:1080"],
+        move |sent| {
+            let (code, mut s) = socks_connect(entry, &v4([127, 0, 0, 1], 8007), false)?;
+            assert_eq!(code, 0, "SOCKS reply");
+            s.write_all(&sent)?;
+            Ok(s)
+        },
+    );
+}
+
+/// The same for a `--forward` session, whose opening carries the application's first bytes
+/// (written before the session is open, in the same record as the open request): the
+/// retried session sends them again, and the echo is byte-exact.
+#[test]
+fn an_altered_forward_opening_is_retried_with_the_applications_first_bytes() {
+    let entry: std::net::SocketAddr = "127.0.0.1:1081".parse().unwrap();
+    altered_opening_retried(
+        &["--forward", "127.0.0.1:8007"],
+        &["--listen", "127.0.0.1:1081"],
+        move |sent| {
+            let mut s = std::net::TcpStream::connect(entry)?;
+            s.write_all(&sent)?;
+            Ok(s)
+        },
+    );
+}
+
+/// The body of the two tests above: a proxy pair in `aead` (`egress`: the server's
+/// `--allow` or `--forward`; `entry`: the client's `--socks5` or `--listen`), one byte of
+/// the first opening altered on the trusted link, and an application (`open`: connects,
+/// writes the 20,000 bytes it is given and returns the connection) that must get its echo.
+fn altered_opening_retried(
+    egress: &[&str],
+    entry: &[&str],
+    open: impl FnOnce(Vec<u8>) -> std::io::Result<std::net::TcpStream> + Send + 'static,
+) {
     let lab = tamper_lab();
     let prefix = lab.prefix().to_string();
     // No second subflow: every byte of the opening crosses the trusted link, where the
@@ -262,25 +301,12 @@ fn an_altered_session_opening_is_retried_unseen_by_the_application() {
     assert!(flushed.status.success(), "{flushed:?}");
     let _echo = echo_server(&lab, "127.0.0.1:8007".parse().unwrap());
     let listen = server(&lab, 7401);
-    let ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "proxy",
-            "server",
-            "--listen",
-            &listen,
-            "--allow",
-            "127.0.0.0/8:8007",
-            "--mode",
-            "aead",
-        ],
-    );
+    let mut args = vec!["proxy", "server", "--listen", &listen, "--mode", "aead"];
+    args.extend_from_slice(egress);
+    let ps = spawn_listening(&lab, Host::Server, &args);
     let mut args = vec![
         "proxy",
         "client",
-        "--socks5",
-        "127.0.0.1:1080",
         "--to",
         &listen,
         "--mode",
@@ -288,6 +314,7 @@ fn an_altered_session_opening_is_retried_unseen_by_the_application() {
         "--metrics",
         "127.0.0.1:9470",
     ];
+    args.extend_from_slice(entry);
     args.extend_from_slice(&PATHS);
     let pc = spawn_listening(&lab, Host::Client, &args);
     // The hello (78 bytes with an aead offer alone) passes; the first segment after it (the
@@ -308,20 +335,18 @@ fn an_altered_session_opening_is_retried_unseen_by_the_application() {
     );
     let msg = random(20_000, 11);
     let sent = msg.clone();
-    let entry: std::net::SocketAddr = "127.0.0.1:1080".parse().unwrap();
-    let (code, echoed) = lab
+    let echoed = lab
         .run_in(Host::Client, move || {
-            let (code, mut s) = socks_connect(entry, &v4([127, 0, 0, 1], 8007), false)?;
-            s.write_all(&sent)?;
+            let mut s = open(sent)?;
             s.shutdown(std::net::Shutdown::Write)?;
             let mut back = Vec::new();
             s.read_to_end(&mut back)?;
-            Ok::<_, std::io::Error>((code, back))
+            Ok::<_, std::io::Error>(back)
         })
         .unwrap()
         .unwrap_or_else(|e| {
             panic!(
-                "the SOCKS exchange failed: {e}\nproxy client: {}\nproxy server: {}",
+                "the application's exchange failed: {e}\nproxy client: {}\nproxy server: {}",
                 pc.stderr(),
                 ps.stderr()
             )
@@ -338,8 +363,7 @@ fn an_altered_session_opening_is_retried_unseen_by_the_application() {
          session (2 of 3)",
         Duration::from_secs(10),
     );
-    // ... and the application saw a success and its bytes.
-    assert_eq!(code, 0, "SOCKS reply");
+    // ... and the application got its bytes back, every one.
     assert!(
         echoed == msg,
         "echo of {} bytes, not the message",

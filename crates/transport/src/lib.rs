@@ -33,6 +33,7 @@ pub mod msg_error;
 pub mod names;
 pub mod perf;
 pub mod proxy;
+mod proxy_open;
 pub mod raw_mptcp;
 pub mod server;
 pub mod session;

@@ -31,10 +31,11 @@ pub use crate::bridge::{bridge, Bridged, DRAIN_AFTER_PLAIN_RESET};
 use crate::conn::{self, AcceptOptions, ClientOptions};
 pub use crate::ends::{Refused, Refusing, ShuttingDown};
 use crate::metrics::{HandshakeFailed, Metrics, Tally, Wire};
+use crate::proxy_open::{open_to, FirstFlight};
 use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
 use crate::stop::StopSignal;
 use crate::stream::PROXY_BUF;
-use crate::wire::{AccessToken, ConnectReply, ConnectRequest};
+use crate::wire::{AccessToken, ConnectReply};
 use anyhow::{Context, Result};
 use nena_proto::{AbortReason, SessionError, SessionInfo};
 use std::net::SocketAddr;
@@ -205,178 +206,6 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
         .map_err(|_| {
             anyhow::anyhow!("SOCKS exchange: no request within {SOCKS_HANDSHAKE_TIMEOUT:?}")
         })?
-}
-
-/// Writes the session's [`ConnectRequest`] for `target` (`None`: the server's `--forward`
-/// target), with the client's access token when it has one, under the session's
-/// application MAC, and `first` (the application's first bytes of a `--forward` session)
-/// behind it: with the key confirmation the writer holds, they leave in one `write()`, and
-/// in `aead` in one record (`first` is at most [`FIRST_FLIGHT`] bytes).
-async fn send_open(
-    c: &mut conn::ClientConn,
-    target: Option<&Target>,
-    first: &[u8],
-    opts: &ClientOptions,
-) -> std::io::Result<()> {
-    let req = ConnectRequest {
-        target: target.cloned(),
-        token: opts.token.clone(),
-    };
-    let req = req.encode_tagged(c.writer.app_mac_key());
-    c.writer.write_all(&req).await?;
-    c.writer.write_all(first).await?;
-    c.writer.flush().await
-}
-
-/// Sessions [`open_to`] opens at most for one application connection, when the proxy server
-/// found the opening altered.
-const OPEN_ATTEMPTS: usize = 3;
-
-/// The application's bytes a `--forward` opening carries at most: with the open request,
-/// one `aead` record.
-const FIRST_FLIGHT: usize = nena_proto::record::MAX_PAYLOAD - 1024;
-
-/// The application's first bytes of a `--forward` session: what it has sent by the time the
-/// first session is open, read once without waiting (at most [`FIRST_FLIGHT`] bytes), and
-/// sent with the open request of every attempt. Nothing else of the application's leaves
-/// before the server's reply, so a retried opening repeats all of it and nothing more.
-struct FirstFlight<'a> {
-    plain: &'a TcpStream,
-    bytes: Option<Vec<u8>>,
-}
-
-impl FirstFlight<'_> {
-    fn take(&mut self) -> std::io::Result<&[u8]> {
-        if self.bytes.is_none() {
-            let mut b = Vec::with_capacity(FIRST_FLIGHT);
-            while b.len() < FIRST_FLIGHT {
-                match self.plain.try_read_buf(&mut b) {
-                    // The application's end (read again, as the end, by the relay).
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            b.shrink_to_fit();
-            self.bytes = Some(b);
-        }
-        Ok(self.bytes.as_deref().unwrap_or_default())
-    }
-
-    fn len(&self) -> u64 {
-        self.bytes.as_ref().map_or(0, |b| b.len() as u64)
-    }
-}
-
-/// Opens a nena session and asks the proxy server for `target` (wire op 4; `None`: its
-/// `--forward` target, op 5, with the application's `first` bytes). On failure, the SOCKS
-/// reply code the application is owed and why. When the server tells us that the opening
-/// arrived altered ([`AbortReason::Altered`]: nothing was connected, and nothing of the
-/// application's beyond `first` has been sent), it tries again with a new session and new
-/// keys: a kernel that misplaces a new subflow's first bytes (docs/KERNEL-41-BYTES.md)
-/// costs the application nothing, and an attacker who alters the bytes gains nothing by it
-/// but the retries.
-async fn open_to(
-    target: Option<&Target>,
-    mut first: Option<&mut FirstFlight<'_>>,
-    opts: &ClientOptions,
-    connecting: &Semaphore,
-    tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
-    let mut attempt = 1;
-    loop {
-        match open_once(target, first.as_deref_mut(), opts, connecting, tally).await {
-            Err((_, e)) if attempt < OPEN_ATTEMPTS && server_found_altered(&e) => {
-                attempt += 1;
-                tally.retried_opening();
-                let again = match first.as_deref() {
-                    Some(f) if f.len() > 0 => {
-                        format!(", with the application's first {} bytes again", f.len())
-                    }
-                    _ => String::new(),
-                };
-                log::warn!(
-                    "{e:#}; trying again with a new session ({attempt} of {OPEN_ATTEMPTS}){again}"
-                );
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether `e` is the proxy server's abort record saying that what we sent arrived altered.
-fn server_found_altered(e: &anyhow::Error) -> bool {
-    matches!(
-        crate::msg_error::session_failure(e),
-        Some(SessionError::PeerAborted {
-            reason: AbortReason::Altered
-        })
-    )
-}
-
-/// One attempt of [`open_to`].
-async fn open_once(
-    target: Option<&Target>,
-    first: Option<&mut FirstFlight<'_>>,
-    opts: &ClientOptions,
-    connecting: &Semaphore,
-    tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
-    let what = target.map_or_else(|| "the --forward target".to_string(), |t| t.to_string());
-    let slot = connecting.acquire().await.map_err(|e| {
-        (
-            Rep::GeneralFailure,
-            anyhow::Error::new(e).context("the proxy is stopping"),
-        )
-    })?;
-    let opened = conn::connect(opts, None).await;
-    drop(slot);
-    let mut c = match opened {
-        Ok(c) => c,
-        Err(e) => {
-            return Err((
-                Rep::GeneralFailure,
-                e.context(format!("opening the nena session for {what}")),
-            ))
-        }
-    };
-    tally.handshake(c.setup, c.info);
-    if let (None, Some(i)) = (target, c.info) {
-        log::info!("session to {}: mode {}", opts.remote, i.describe());
-    }
-    let answer = async {
-        let first = match first {
-            Some(f) => f.take().context("reading the application's first bytes")?,
-            None => &[],
-        };
-        send_open(&mut c, target, first, opts).await?;
-        Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
-    };
-    let wait = opts.timeout + Duration::from_secs(5);
-    let answer = match tokio::time::timeout(wait, answer).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => {
-            return Err((
-                Rep::GeneralFailure,
-                e.context(format!("asking the proxy server for {what}")),
-            ));
-        }
-        Err(_) => {
-            return Err((
-                Rep::GeneralFailure,
-                anyhow::anyhow!(
-                    "the proxy server did not answer the request for {what} within {wait:?}"
-                ),
-            ));
-        }
-    };
-    if answer.code != Rep::Succeeded {
-        let _ = c.writer.shutdown().await;
-        let code = answer.code;
-        return Err((code, anyhow::Error::new(Refused(answer)).context(what)));
-    }
-    Ok(c)
 }
 
 /// One SOCKS session of the proxy client: the exchange with the application, the nena
@@ -712,10 +541,7 @@ async fn forward_session(
     stop: StopSignal,
     tally: Tally,
 ) -> Result<String> {
-    let mut first = FirstFlight {
-        plain: &plain,
-        bytes: None,
-    };
+    let mut first = FirstFlight::new(&plain);
     let opened = Box::pin(open_to(None, Some(&mut first), &opts, &connecting, &tally)).await;
     let first = first.len();
     let mut c = match opened {

@@ -55,9 +55,9 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
     // before), the server's MPTCP puts them 41 bytes early although their mapping on the wire
     // is right (server-side capture), and aead refuses the record. In a session's opening
     // (record 0: the open request and the application's first bytes) the server tells the
-    // client, which opens a new session: the application sees nothing. Later (not seen
-    // since the opening carries the first bytes) the session aborts: such an abort must
-    // deliver no wrong byte and stay rare; every other session verifies.
+    // client, which opens a new session: the application sees nothing. Later (none in 60
+    // runs since the opening carries the first bytes) the session aborts: such an abort
+    // must deliver no wrong byte and stay rare; every other session verifies.
     // NENA_TEST_CAPTURE_DIR=DIR captures the three links.
     let aborts: Vec<&str> = ps_log
         .lines()

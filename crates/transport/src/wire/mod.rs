@@ -48,9 +48,10 @@
 //! ```
 //!
 //! After an ok reply both directions carry the application's raw bytes; after any other
-//! the server ends the session. A `--forward` client sends the application's bytes right
-//! after its request and reads the reply before passing anything on (no round trip of its
-//! own). A file server answers ops 4 and 5 as unknown ops.
+//! the server ends the session. A `--forward` client sends what the application has sent by
+//! then (at most one record's worth) right after its request, in the same write, and the
+//! rest after the reply, which it reads before passing anything on (a request-response
+//! application pays no round trip for it). A file server answers ops 4 and 5 as unknown ops.
 
 use thiserror::Error;
 

@@ -17,6 +17,8 @@
 //!    stays open: the median time against the idle median is the cost of the load to a new
 //!    session.
 //! 4. Every load session half-closes and must see the echo side close with nothing more.
+//! 5. Each proxy's counters from its `--metrics` endpoint ([`METRICS_PORT`]): the openings
+//!    the client retried and the server's integrity failures (context, in the report).
 //!
 //! Targets (ratios in one run): at most [`TARGET_KIB_PER_SESSION`] of resident memory per idle
 //! session on each side, a new session under load within [`TARGET_OPEN_RATIO`] times its idle
@@ -47,6 +49,9 @@ pub const ECHO_PORT: u16 = 7400;
 pub const PROXY_PORT: u16 = 7401;
 /// `nena proxy client`'s SOCKS5 port on the client host's loopback.
 pub const SOCKS_PORT: u16 = 7402;
+/// Each proxy's `--metrics` endpoint, on its host's loopback: the bench reads the retried
+/// openings and the integrity failures from it at the end.
+pub const METRICS_PORT: u16 = 7403;
 /// Descriptors a process needs beside those of its sessions (listeners, the runtime, stdio).
 pub const SPARE_FDS: u64 = 256;
 /// Descriptors per session in the client proxy: the application's connection, the MPTCP
@@ -131,6 +136,12 @@ pub struct SessionsReport {
     pub verified: usize,
     /// The first errors (at most 10).
     pub errors: Vec<String>,
+    /// Sessions the client proxy opened again because the server found the opening altered
+    /// (`nena_retried_openings_total`; docs/KERNEL-41-BYTES.md); `None`: not readable.
+    pub retried_openings: Option<u64>,
+    /// Sessions the server proxy ended on an integrity failure
+    /// (`nena_integrity_failures_total`); `None`: not readable.
+    pub server_integrity_failures: Option<u64>,
     /// Time to open the whole load.
     pub open_all_seconds: f64,
     pub client_proxy: Side,
@@ -259,6 +270,7 @@ fn run_on(
     let allow = format!("{server_ip}/32:{ECHO_PORT}");
     let socks = SocketAddr::from((Ipv4Addr::LOCALHOST, SOCKS_PORT));
     let quiet = [("RUST_LOG", "warn")];
+    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, METRICS_PORT)).to_string();
     let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let server = start_nena(
         &lab,
@@ -275,6 +287,8 @@ fn run_on(
             &opts.mode,
             "--max-sessions",
             &most,
+            "--metrics",
+            &metrics,
         ]),
         &quiet,
     )?;
@@ -297,6 +311,8 @@ fn run_on(
             &opts.mode,
             "--max-sessions",
             &most,
+            "--metrics",
+            &metrics,
         ]),
         &quiet,
     )?;
@@ -315,6 +331,16 @@ fn run_on(
             .block_on(measure(&run_opts, socks, echo, pids))
     })??;
 
+    // What the proxies counted, read before anything about the load is judged.
+    let mut counter = |host: Host, name: &'static str| {
+        lab.run_in(host, move || scrape_counter(METRICS_PORT, name))
+            .map_err(anyhow::Error::from)
+            .and_then(|r| r)
+            .map_err(|e| progress(&format!("reading {name} from the proxy: {e:#}")))
+            .ok()
+    };
+    let retried_openings = counter(Host::Client, "nena_retried_openings_total");
+    let server_integrity_failures = counter(Host::Server, "nena_integrity_failures_total");
     let per =
         |before: u64, after: u64| after.saturating_sub(before) as f64 / m.opened.max(1) as f64;
     let side = |i: usize| Side {
@@ -342,6 +368,8 @@ fn run_on(
         opened: m.opened,
         verified: m.verified,
         errors: m.errors,
+        retried_openings,
+        server_integrity_failures,
         open_all_seconds: m.open_all.as_secs_f64(),
         client_proxy,
         server_proxy,
@@ -360,6 +388,33 @@ fn run_on(
         loadavg_start,
         loadavg_end: loadavg(),
     })
+}
+
+/// The value of counter `name` (one series, or their sum) from a `--metrics` endpoint on
+/// this host's loopback at `port`.
+fn scrape_counter(port: u16, name: &str) -> Result<u64> {
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    counter_in(&text, name).ok_or_else(|| anyhow!("no {name} in the proxy's metrics"))
+}
+
+/// The sum of counter `name`'s series in a Prometheus text exposition.
+fn counter_in(text: &str, name: &str) -> Option<u64> {
+    let values: Vec<u64> = text
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// A process's resident memory and open descriptors.
@@ -652,6 +707,13 @@ pub fn table(r: &SessionsReport) -> String {
         "a new session (median of the probes): idle {:.2} ms, under load {:.2} ms: {:.2}x\n",
         r.idle_open_ms, r.loaded_open_ms, r.open_ratio
     );
+    let known = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
+    s += &format!(
+        "openings retried by the client proxy: {} (the server found them altered: \
+         docs/KERNEL-41-BYTES.md); integrity failures at the server proxy: {}\n",
+        known(r.retried_openings),
+        known(r.server_integrity_failures)
+    );
     let mark = |ok: bool| if ok { "ok" } else { "MISSED" };
     s += &format!(
         "verdicts: memory per idle session <= {:.0} KiB each side: {}; new session under load \
@@ -679,6 +741,19 @@ mod tests {
         let most = max_sessions_for(1_048_576) as u64;
         assert!(CLIENT_PROXY_FDS_PER_SESSION * most + SPARE_FDS <= 1_048_576);
         assert!(CLIENT_PROXY_FDS_PER_SESSION * (most + 1) + SPARE_FDS > 1_048_576);
+    }
+
+    #[test]
+    fn counters_are_read_from_the_exposition() {
+        let text = "# HELP nena_retried_openings_total Sessions opened again.\n\
+                    # TYPE nena_retried_openings_total counter\n\
+                    nena_retried_openings_total{role=\"proxy_client\"} 3\n\
+                    nena_retried_openings_total_created{role=\"proxy_client\"} 1.7e9\n\
+                    nena_integrity_failures_total{role=\"a\"} 1\n\
+                    nena_integrity_failures_total{role=\"b\"} 2\n";
+        assert_eq!(counter_in(text, "nena_retried_openings_total"), Some(3));
+        assert_eq!(counter_in(text, "nena_integrity_failures_total"), Some(3));
+        assert_eq!(counter_in(text, "nena_sessions_total"), None);
     }
 
     #[test]

@@ -334,7 +334,6 @@ fn run_on(
     // What the proxies counted, read before anything about the load is judged.
     let mut counter = |host: Host, name: &'static str| {
         lab.run_in(host, move || scrape_counter(METRICS_PORT, name))
-            .map_err(anyhow::Error::from)
             .and_then(|r| r)
             .map_err(|e| progress(&format!("reading {name} from the proxy: {e:#}")))
             .ok()

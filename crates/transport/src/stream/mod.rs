@@ -1,0 +1,415 @@
+//! The two halves of a nena session's byte stream as async streams: [`SecureReader`]
+//! (`AsyncRead` + `AsyncBufRead`) opens what the peer sent, [`SecureWriter`] (`AsyncWrite`)
+//! protects what we send. Every mode goes through the session's sans-IO
+//! [`Protector`]/[`Unprotector`] (nena-proto); a `None` one is a raw stream (the plain-MPTCP
+//! baseline of the benchmark).
+//!
+//! **Zero copy where the mode allows it.** In place (kato, stream, raw), `poll_read` reads
+//! straight into the caller's buffer and opens it there. The writer's fast path is
+//! [`SecureWriter::reserve`] / [`SecureWriter::commit`]: the caller fills the writer's own
+//! buffer (a file read lands there directly), and `commit` protects it in place: for `aead`
+//! the space is the payload of the record being built, so the record is sealed where it lies.
+//! `poll_write` in place protects the caller's bytes on their way into the buffer (one pass:
+//! the keystream or the scrambling reads the source and writes the buffer, no copy first).
+//! [`copy_in`] and [`copy_out`] move bytes between a plain stream and a session that way.
+//!
+//! **Cancel safety.** Bytes are protected exactly once, when the writer accepts them
+//! (`poll_write` returning `Ok(n)`, or `commit`), and they stay in the writer's buffer until
+//! the socket took them; a dropped write, flush or reserve future loses nothing and
+//! transforms nothing twice. Reads open a unit (in place, a record) in one synchronous step.
+//!
+//! **Ends.** `poll_shutdown` seals what is pending, sends the closing record (`aead`), flushes
+//! and half-closes. A reader reports end of stream only when the session says the end is
+//! clean: for `aead` after the peer's closing record, else an error (truncation). An integrity
+//! failure is an `InvalidData` error whose message starts with "integrity check failed", and
+//! no byte of the failing record is returned.
+
+mod reader;
+mod writer;
+
+pub use crate::msg_error::{session_error_of, MsgError};
+pub use reader::SecureReader;
+pub use writer::SecureWriter;
+use nena_proto::SessionError;
+use std::io;
+
+/// Buffer of one direction for bulk transfers (files, perf).
+pub const BULK_BUF: usize = 256 * 1024;
+/// Buffer of one proxy direction (many sessions at once; one record and change).
+pub const PROXY_BUF: usize = 64 * 1024;
+/// Longest header message ([`RequestMsg`] or [`Reply`]) we are willing to buffer.
+const MAX_HEADER: usize = 2048;
+
+/// An error of the protected stream as an `io::Error` (`InvalidData`, the session's message).
+fn session_error(e: SessionError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::copy::{copy_in, copy_out};
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+    use tokio::io::{AsyncWrite, AsyncWriteExt};
+    use nena_proto::Mode;
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// A session in `mode` over an in-memory pipe: (client writer, server reader), with the
+    /// client's confirmation already on its way.
+    async fn pipe(
+        mode: Mode,
+        cap: usize,
+    ) -> (SecureWriter<DuplexStream>, SecureReader<DuplexStream>) {
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
+            ..
+        } = nena_proto::exchange_in(mode);
+        let (a, b) = tokio::io::duplex(cap);
+        let mut a = a;
+        a.write_all(&confirm).await.unwrap();
+        (
+            SecureWriter::new(a, Some(cs.split().0)),
+            SecureReader::new(b, Some(ss.split().1), Vec::new()),
+        )
+    }
+
+    fn data(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    /// Polls `fut` once: Some(output) if it is ready, None if it is pending.
+    async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+        std::future::poll_fn(|cx| match Pin::new(&mut *fut).poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Some(v)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_record_sets_the_low_water_mark_to_what_it_lacks_and_then_back_to_one() {
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
+            ..
+        } = nena_proto::exchange_in(Mode::Aead);
+        // One sealed record of 8,000 bytes, as it goes on the wire.
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let mut w = SecureWriter::new(a, Some(cs.split().0));
+        let msg = data(8_000);
+        w.write_all(&msg).await.unwrap();
+        w.flush().await.unwrap();
+        let mut record = vec![0u8; 1 << 16];
+        let n = b.read(&mut record).await.unwrap();
+        record.truncate(n);
+        assert!(n > 8_000 && n < 8_000 + 100, "one record: {n} bytes");
+
+        let (mut c, d) = tokio::io::duplex(1 << 16);
+        let mut r = SecureReader::new(d, Some(ss.split().1), Vec::new());
+        let marks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        r.wake_on_whole_records({
+            let marks = marks.clone();
+            move |n| {
+                marks.lock().unwrap().push(n);
+                Ok(())
+            }
+        });
+        c.write_all(&confirm).await.unwrap();
+        c.write_all(&record[..1_000]).await.unwrap();
+        let mut got = vec![0u8; 1 << 16];
+        {
+            let mut read = Box::pin(r.read(&mut got));
+            assert!(
+                poll_once(&mut read).await.is_none(),
+                "a part of a record is not data"
+            );
+        }
+        assert_eq!(
+            *marks.lock().unwrap(),
+            vec![n - 1_000],
+            "what the record lacks"
+        );
+        c.write_all(&record[1_000..]).await.unwrap();
+        let k = r.read(&mut got).await.unwrap();
+        assert_eq!(&got[..k], &msg[..]);
+        {
+            let mut read = Box::pin(r.read(&mut got));
+            assert!(
+                poll_once(&mut read).await.is_none(),
+                "nothing more was sent"
+            );
+        }
+        // Before waiting with no record begun, the mark is back at 1: a small record that
+        // comes next wakes the reader.
+        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000, 1]);
+        w.write_all(b"ping").await.unwrap();
+        w.flush().await.unwrap();
+        let k = b.read(&mut record).await.unwrap();
+        c.write_all(&record[..k]).await.unwrap();
+        let k = r.read(&mut got).await.unwrap();
+        assert_eq!(&got[..k], b"ping");
+        // Below LOW_WATER_MIN nothing changes: no system call per small record.
+        assert_eq!(*marks.lock().unwrap(), vec![n - 1_000, 1]);
+    }
+
+    #[tokio::test]
+    async fn every_mode_through_every_api() {
+        for mode in Mode::ALL.iter().copied() {
+            let (mut w, mut r) = pipe(mode, 1 << 16).await;
+            let msg = data(300_001);
+            let sender = tokio::spawn({
+                let msg = msg.clone();
+                async move {
+                    // poll_write in odd pieces, then the reserve/commit path, then shutdown.
+                    for piece in msg[..100_000].chunks(4_099) {
+                        w.write_all(piece).await.unwrap();
+                    }
+                    let mut src = &msg[100_000..];
+                    copy_in(&mut src, &mut w, u64::MAX, |_| {}).await.unwrap();
+                    w.shutdown().await.unwrap();
+                    w.sent()
+                }
+            });
+            // read() into a small buffer, then fill_buf/consume through copy_out.
+            let mut got = vec![0u8; 50_000];
+            r.read_exact(&mut got).await.unwrap();
+            let mut rest = Vec::new();
+            copy_out(&mut r, &mut rest, u64::MAX, |_| {}).await.unwrap();
+            got.extend_from_slice(&rest);
+            assert_eq!(got, msg, "{mode}");
+            assert_eq!(sender.await.unwrap(), msg.len() as u64);
+            assert_eq!(
+                r.read(&mut [0u8; 10]).await.unwrap(),
+                0,
+                "{mode}: clean end"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn aead_truncation_is_an_error_not_an_end() {
+        let (mut w, mut r) = pipe(Mode::Aead, 1 << 16).await;
+        w.write_all(b"all of the file").await.unwrap();
+        w.flush().await.unwrap();
+        // The peer's socket closes without the closing record (a forged FIN).
+        let inner = w.inner;
+        drop(inner);
+        let mut got = Vec::new();
+        let err = r.read_to_end(&mut got).await.unwrap_err();
+        assert_eq!(got, b"all of the file", "what arrived intact is delivered");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            err.to_string().contains("without its closing record"),
+            "{err}"
+        );
+        // It stays failed.
+        assert!(r.read(&mut [0u8; 4]).await.is_err());
+        // In place modes have no closing record: the end is just the end.
+        let (w, mut r) = pipe(Mode::Stream, 1 << 16).await;
+        drop(w);
+        assert_eq!(r.read(&mut [0u8; 4]).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_abort_delivers_what_came_before_then_its_reason() {
+        let (mut w, mut r) = pipe(Mode::Aead, 1 << 16).await;
+        // Buffered, not yet flushed: the abort sends it first.
+        w.write_all(b"half of the file").await.unwrap();
+        assert!(w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        assert!(
+            w.write_all(b"more").await.is_err(),
+            "nothing after the abort"
+        );
+        assert!(!w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        let mut got = Vec::new();
+        let err = r.read_to_end(&mut got).await.unwrap_err();
+        assert_eq!(got, b"half of the file");
+        assert!(
+            err.to_string()
+                .contains("the peer aborted the session: it is shutting down"),
+            "{err}"
+        );
+        // Stream mode has no room for a reason: nothing is written, the caller resets.
+        let (mut w, mut r) = pipe(Mode::Stream, 1 << 16).await;
+        w.write_all(b"abc").await.unwrap();
+        w.flush().await.unwrap();
+        assert!(!w
+            .abort(nena_proto::AbortReason::ShuttingDown)
+            .await
+            .unwrap());
+        drop(w);
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"abc");
+    }
+
+    #[tokio::test]
+    async fn an_altered_record_aborts_and_delivers_nothing_of_it() {
+        let (w, r) = pipe(Mode::Aead, 1 << 20).await;
+        let (mut w, mut r) = (w, r);
+        w.write_all(&data(40_000)).await.unwrap();
+        w.flush().await.unwrap();
+        drop(w);
+        // Pull everything off the pipe, flip one byte in the second record, replay it.
+        let mut raw = Vec::new();
+        r.inner.read_to_end(&mut raw).await.unwrap();
+        let first = nena_proto::wire::CONFIRM_LEN + nena_proto::record::MAX_RECORD;
+        raw[first + 100] ^= 0x20;
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        a.write_all(&raw).await.unwrap();
+        drop(a);
+        let (_, ss_rx) = {
+            // A fresh server reader with the same keys as `r`.
+            let (_, r2) = pipe(Mode::Aead, 1024).await;
+            ((), r2.unprot)
+        };
+        let mut r2 = SecureReader::new(b, ss_rx, Vec::new());
+        let mut got = Vec::new();
+        let err = r2.read_to_end(&mut got).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("integrity check failed"),
+            "{err}"
+        );
+        assert_eq!(got, data(40_000)[..nena_proto::record::MAX_PAYLOAD]);
+    }
+
+    #[tokio::test]
+    async fn requests_and_data_share_the_stream() {
+        use crate::wire::Request;
+        for mode in [Mode::Kato, Mode::Aead] {
+            let (mut w, mut r) = pipe(mode, 1 << 16).await;
+            w.write_all(&Request::Get { name: "x".into() }.encode())
+                .await
+                .unwrap();
+            w.write_all(b"trailing data").await.unwrap();
+            w.shutdown().await.unwrap();
+            assert_eq!(
+                r.read_request().await.unwrap().request,
+                Request::Get { name: "x".into() }
+            );
+            let mut rest = Vec::new();
+            r.read_to_end(&mut rest).await.unwrap();
+            assert_eq!(rest, b"trailing data");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_write_loses_and_repeats_nothing() {
+        // A pipe of 1 KiB that nobody reads: writes block; cancel them mid-way.
+        for mode in [Mode::Stream, Mode::Aead, Mode::Kato] {
+            let (mut w, r) = pipe(mode, 1024).await;
+            let msg = data(600_000);
+            let mut accepted = 0usize;
+            for _ in 0..20 {
+                let fut = w.write(&msg[accepted..]);
+                match tokio::time::timeout(Duration::from_millis(5), fut).await {
+                    Ok(n) => accepted += n.unwrap(),
+                    Err(_) => break, // dropped while pending
+                }
+            }
+            assert!(accepted < msg.len());
+            // Now drain the other end while finishing the write from where it stopped.
+            let reader = tokio::spawn(async move {
+                let mut r = r;
+                let mut got = Vec::new();
+                r.read_to_end(&mut got).await.map(|_| got)
+            });
+            w.write_all(&msg[accepted..]).await.unwrap();
+            w.shutdown().await.unwrap();
+            assert_eq!(reader.await.unwrap().unwrap(), msg, "{mode}");
+        }
+    }
+
+    /// Records each `write()` it is given, whole.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The client's key confirmation queued in the writer leaves with the first message in
+    /// one write, in front of it, and the server opens both: what keeps a small segment of its
+    /// own from preceding a new subflow's first data (docs/KERNEL-41-BYTES.md).
+    #[tokio::test]
+    async fn a_queued_confirmation_leaves_with_the_first_record_in_one_write() {
+        for mode in [Mode::Aead, Mode::Stream, Mode::Kato] {
+            let x = nena_proto::exchange_in(mode);
+            let mut w = SecureWriter::new(Writes::default(), Some(x.client.split().0));
+            w.queue_raw(&x.confirm);
+            let msg = data(300);
+            w.write_msg(msg.clone()).await.unwrap();
+            let writes = &w.get_ref().0;
+            assert_eq!(writes.len(), 1, "{mode}: {} writes", writes.len());
+            assert!(writes[0].starts_with(&x.confirm), "{mode}");
+            assert!(writes[0].len() > x.confirm.len() + msg.len() - 1, "{mode}");
+            let mut r = SecureReader::new(&writes[0][..], Some(x.server.split().1), Vec::new());
+            let mut got = vec![0u8; msg.len()];
+            r.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, msg, "{mode}");
+        }
+    }
+
+    /// A request-response exchange through copy_in: each message goes out while the source
+    /// waits, without a flush by the caller (the proxy depends on it).
+    #[tokio::test]
+    async fn copy_in_sends_what_it_has_when_the_source_waits() {
+        for mode in [Mode::Aead, Mode::Stream] {
+            let (mut w, mut r) = pipe(mode, 1 << 16).await;
+            let (mut app, mut src) = tokio::io::duplex(1024);
+            let pump =
+                tokio::spawn(async move { copy_in(&mut src, &mut w, u64::MAX, |_| {}).await });
+            for i in 0..3u8 {
+                app.write_all(&[i; 10]).await.unwrap();
+                let mut got = [0u8; 10];
+                tokio::time::timeout(Duration::from_secs(5), r.read_exact(&mut got))
+                    .await
+                    .expect("the message must arrive while the source is idle")
+                    .unwrap();
+                assert_eq!(got, [i; 10]);
+            }
+            drop(app);
+            assert_eq!(pump.await.unwrap().unwrap(), 30);
+        }
+    }
+
+    #[tokio::test]
+    async fn idle_timeout_and_unread() {
+        let (a, _b) = tokio::io::duplex(1024);
+        let mut r = SecureReader::new(a, None, b"left".to_vec());
+        r.set_idle_timeout(Some(Duration::from_millis(50)));
+        let mut buf = [0u8; 16];
+        assert_eq!(r.read(&mut buf).await.unwrap(), 4);
+        assert_eq!(&buf[..4], b"left");
+        r.unread(b"ft");
+        assert_eq!(r.read(&mut buf).await.unwrap(), 2);
+        assert_eq!(r.received(), 4);
+        let err = r.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+}

@@ -1,0 +1,408 @@
+//! The incoming half of a session: [`SecureReader`] reads what the peer sent and opens it
+//! (see the parent module for zero copy, cancel safety and ends).
+
+use super::{session_error, BULK_BUF, MAX_HEADER};
+use crate::low_water::LowWater;
+use crate::msg_error::MsgError;
+use crate::wire::{Reply, RequestMsg, WireError};
+use nena_codec::AlignedBuf;
+use nena_proto::{Opened, SessionInfo, Unprotector};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, ReadBuf};
+
+/// The incoming half: reads and opens.
+pub struct SecureReader<R> {
+    pub(super) inner: R,
+    pub(super) unprot: Option<Unprotector>,
+    buf: AlignedBuf,
+    /// Input not yet opened: `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Plaintext of the unit being delivered: `buf[plain..plain_end]`; the unit's input ends
+    /// at `unit_end` (where `start` moves once the plaintext is consumed).
+    plain: usize,
+    plain_end: usize,
+    unit_end: usize,
+    /// Bytes given back by [`SecureReader::unread`], delivered first.
+    pushback: Vec<u8>,
+    eof: bool,
+    failed: Option<(io::ErrorKind, String)>,
+    received: u64,
+    idle: Option<Duration>,
+    idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    low_water: Option<LowWater>,
+}
+
+impl<R: AsyncRead + Unpin> SecureReader<R> {
+    /// `leftover` are bytes read together with the handshake (still protected).
+    pub fn new(inner: R, unprot: Option<Unprotector>, leftover: Vec<u8>) -> Self {
+        Self::with_capacity(inner, unprot, leftover, BULK_BUF)
+    }
+
+    /// Like [`SecureReader::new`] with a buffer of `cap` bytes (at least one record).
+    pub fn with_capacity(
+        inner: R,
+        unprot: Option<Unprotector>,
+        leftover: Vec<u8>,
+        cap: usize,
+    ) -> Self {
+        let need = unprot.as_ref().map_or(1, |u| u.max_unit());
+        let mut buf = AlignedBuf::new(cap.max(2 * need).max(leftover.len()));
+        buf[..leftover.len()].copy_from_slice(&leftover);
+        SecureReader {
+            inner,
+            unprot,
+            buf,
+            start: 0,
+            end: leftover.len(),
+            plain: 0,
+            plain_end: 0,
+            unit_end: 0,
+            pushback: Vec::new(),
+            eof: false,
+            failed: None,
+            received: 0,
+            idle: None,
+            idle_timer: None,
+            low_water: None,
+        }
+    }
+
+    /// Wake on whole records: `set` sets the socket's receive low-water mark (`SO_RCVLOWAT`)
+    /// to what an incomplete record lacks before each wait ([`crate::low_water`]).
+    pub fn wake_on_whole_records(
+        &mut self,
+        set: impl Fn(usize) -> io::Result<()> + Send + Sync + 'static,
+    ) {
+        self.low_water = Some(LowWater::new(set));
+    }
+
+    /// Set the low-water mark for the next wait: `missing` bytes of a record still to come.
+    fn low_water_for(&mut self, missing: usize) {
+        if let Some(lw) = self.low_water.as_mut() {
+            if !lw.wait_for(missing) {
+                self.low_water = None;
+            }
+        }
+    }
+
+    /// Fail a read that waits longer than `idle` for the peer (servers use it so a stalled
+    /// client cannot hold a session forever).
+    pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
+        self.idle = idle;
+        self.idle_timer = None;
+    }
+
+    /// The underlying stream.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    /// The session's mode and cipher (`None` for a raw stream).
+    pub fn info(&self) -> Option<SessionInfo> {
+        self.unprot.as_ref().map(|u| u.info())
+    }
+
+    /// Key epochs begun in this direction (crypto modes).
+    pub fn key_epochs(&self) -> Option<u64> {
+        self.unprot.as_ref().and_then(|u| u.key_epochs())
+    }
+
+    /// Payload bytes delivered so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Give back bytes that a caller consumed but that belong to the next reader of the
+    /// stream. They are delivered before anything else.
+    pub(super) fn unread(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.received -= data.len() as u64;
+        let mut merged = data.to_vec();
+        merged.extend_from_slice(&self.pushback);
+        self.pushback = merged;
+    }
+
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        self.failed = Some((e.kind(), e.to_string()));
+        e
+    }
+
+    /// Reads from the socket into `dst`, with the idle timeout.
+    fn poll_inner(&mut self, cx: &mut Context<'_>, dst: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.low_water_for(0);
+        poll_read_idle(&mut self.inner, self.idle, &mut self.idle_timer, cx, dst)
+    }
+
+    /// Makes plaintext available in `buf[plain..plain_end]` (empty at a clean end).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some((kind, msg)) = &self.failed {
+            return Poll::Ready(Err(io::Error::new(*kind, msg.clone())));
+        }
+        loop {
+            if self.plain < self.plain_end {
+                return Poll::Ready(Ok(()));
+            }
+            self.start = self.start.max(self.unit_end);
+            if self.start == self.end && self.start > 0 {
+                (self.start, self.end, self.unit_end) = (0, 0, 0);
+            }
+            let mut want = 1;
+            if self.start < self.end {
+                let input = &mut self.buf[self.start..self.end];
+                let opened = match self.unprot.as_mut() {
+                    None => Ok(Opened::Data {
+                        consumed: input.len(),
+                        plain: 0..input.len(),
+                    }),
+                    Some(u) => u.open(input),
+                };
+                match opened {
+                    Ok(Opened::Data { consumed, plain }) => {
+                        self.plain = self.start + plain.start;
+                        self.plain_end = self.start + plain.end;
+                        self.unit_end = self.start + consumed;
+                        continue;
+                    }
+                    Ok(Opened::Close { consumed }) => {
+                        self.start += consumed;
+                        self.unit_end = self.start;
+                        continue;
+                    }
+                    Ok(Opened::NeedMore { total }) => want = total,
+                    Err(e) => return Poll::Ready(Err(self.fail(session_error(e)))),
+                }
+            }
+            if self.eof {
+                let end = match self.unprot.as_ref().map(|u| u.eof()) {
+                    Some(Err(e)) => Err(session_error(e)),
+                    _ if self.start < self.end => Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer's stream ended in the middle of a record",
+                    )),
+                    _ => Ok(()),
+                };
+                return Poll::Ready(end.map_err(|e| self.fail(e)));
+            }
+            // Room for the rest of the unit: move the pending input to the front if needed.
+            if self.start + want > self.buf.len() || self.end == self.buf.len() {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                (self.start, self.unit_end) = (0, 0);
+            }
+            // What the unit still lacks: the socket need not wake us before it is there.
+            let have = self.end - self.start;
+            self.low_water_for(if have > 0 {
+                want.saturating_sub(have)
+            } else {
+                0
+            });
+            let end = self.end;
+            let mut rb = ReadBuf::new(&mut self.buf[end..]);
+            match poll_read_idle(
+                &mut self.inner,
+                self.idle,
+                &mut self.idle_timer,
+                cx,
+                &mut rb,
+            ) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(self.fail(e))),
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    if n == 0 {
+                        self.eof = true;
+                    }
+                    self.end += n;
+                }
+            }
+        }
+    }
+
+    /// Whether reads can go straight into the caller's buffer now.
+    fn direct(&self) -> bool {
+        self.pushback.is_empty()
+            && self.plain == self.plain_end
+            && self.start.max(self.unit_end) == self.end
+            && !self.eof
+            && self.failed.is_none()
+            && !matches!(&self.unprot, Some(u) if !u.is_in_place())
+    }
+
+    /// Reads one request or reply with `decode`; bytes read past it stay for the next read.
+    async fn read_msg<T>(
+        &mut self,
+        what: &str,
+        decode: impl Fn(&[u8]) -> Result<Option<(T, usize)>, WireError>,
+    ) -> Result<T, MsgError> {
+        let mut acc: Vec<u8> = Vec::with_capacity(256);
+        loop {
+            let avail = self.fill_buf().await?;
+            if avail.is_empty() {
+                return Err(MsgError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    if acc.is_empty() {
+                        format!("connection closed while waiting for the {what}")
+                    } else {
+                        format!("connection closed in the middle of the {what}")
+                    },
+                )));
+            }
+            let take = avail.len().min(MAX_HEADER + 1 - acc.len());
+            acc.extend_from_slice(&avail[..take]);
+            self.consume(take);
+            if let Some((msg, used)) = decode(&acc)? {
+                let rest = acc.split_off(used);
+                self.unread(&rest);
+                return Ok(msg);
+            }
+            if acc.len() > MAX_HEADER {
+                return Err(MsgError::Io(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{what} longer than {MAX_HEADER} bytes"),
+                )));
+            }
+        }
+    }
+
+    /// After a failure: reads and drops whatever the peer still sends, without opening it,
+    /// until it ends its side or `limit` passes. A server calls it after telling the client
+    /// why it stops, so that the client, still sending, gets to read that answer instead of
+    /// a reset (closing a socket with unread data resets the connection).
+    pub async fn discard(&mut self, limit: Duration) {
+        use tokio::io::AsyncReadExt;
+        let mut scratch = vec![0u8; 64 * 1024];
+        let _ = tokio::time::timeout(limit, async {
+            while let Ok(n) = self.inner.read(&mut scratch).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Read a request (with the access token it came with, if any).
+    pub async fn read_request(&mut self) -> Result<RequestMsg, MsgError> {
+        self.read_msg("request", RequestMsg::decode).await
+    }
+
+    /// Read a [`Reply`].
+    pub async fn read_reply(&mut self) -> Result<Reply, MsgError> {
+        self.read_msg("reply", Reply::decode).await
+    }
+
+    /// Read a connect request (the SOCKS proxy's destination) and check its tag (the
+    /// peer's application MAC): an altered request is an error, never a request.
+    pub async fn read_connect_request(&mut self) -> Result<crate::wire::ConnectRequest, MsgError> {
+        let key = self.app_mac_key().copied().map(zeroize::Zeroizing::new);
+        self.read_msg("connect request", |b| {
+            crate::wire::ConnectRequest::decode_tagged(b, key.as_deref())
+        })
+        .await
+    }
+
+    /// The key of the peer's application MAC (file trailers, connect requests): None in
+    /// plain mode or without a session.
+    pub fn app_mac_key(&self) -> Option<&[u8; 32]> {
+        self.unprot.as_ref().and_then(|u| u.app_mac_key())
+    }
+
+    /// Read the answer to a connect request.
+    pub async fn read_connect_reply(&mut self) -> Result<crate::wire::ConnectReply, MsgError> {
+        self.read_msg("connect reply", crate::wire::ConnectReply::decode)
+            .await
+    }
+}
+
+/// `poll_read` on `inner` that fails with `TimedOut` after `idle` without data.
+fn poll_read_idle<R: AsyncRead + Unpin>(
+    inner: &mut R,
+    idle: Option<Duration>,
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    cx: &mut Context<'_>,
+    dst: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    match Pin::new(inner).poll_read(cx, dst) {
+        Poll::Ready(r) => {
+            *timer = None;
+            Poll::Ready(r)
+        }
+        Poll::Pending => {
+            if let Some(d) = idle {
+                let t = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(d)));
+                if t.as_mut().poll(cx).is_ready() {
+                    *timer = None;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no data from the peer for {}s", d.as_secs_f64()),
+                    )));
+                }
+            }
+            Poll::Pending
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for SecureReader<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if dst.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        if this.direct() {
+            // Zero copy: read into the caller's buffer and open the new bytes in place.
+            let before = dst.filled().len();
+            ready!(this.poll_inner(cx, dst)).map_err(|e| this.fail(e))?;
+            let n = dst.filled().len() - before;
+            if n == 0 {
+                this.eof = true;
+                if let Some(Err(e)) = this.unprot.as_ref().map(|u| u.eof()) {
+                    return Poll::Ready(Err(this.fail(session_error(e))));
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(u) = this.unprot.as_mut() {
+                u.open_in_place(&mut dst.filled_mut()[before..]);
+            }
+            this.received += n as u64;
+            return Poll::Ready(Ok(()));
+        }
+        let avail = ready!(Pin::new(&mut *this).poll_fill_buf(cx))?;
+        let n = avail.len().min(dst.remaining());
+        dst.put_slice(&avail[..n]);
+        Pin::new(this).consume(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncBufRead for SecureReader<R> {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let this = self.get_mut();
+        if !this.pushback.is_empty() {
+            return Poll::Ready(Ok(&this.pushback));
+        }
+        ready!(this.poll_fill(cx))?;
+        Poll::Ready(Ok(&this.buf[this.plain..this.plain_end]))
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        let this = self.get_mut();
+        this.received += amt as u64;
+        if !this.pushback.is_empty() {
+            this.pushback.drain(..amt.min(this.pushback.len()));
+            return;
+        }
+        this.plain = (this.plain + amt).min(this.plain_end);
+    }
+}

@@ -1,0 +1,363 @@
+//! The outgoing half of a session: [`SecureWriter`] protects what we send and writes it
+//! (see the parent module for zero copy, cancel safety and ends).
+
+use super::BULK_BUF;
+use nena_codec::AlignedBuf;
+use nena_proto::{Protector, SessionInfo};
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// The outgoing half: protects and writes.
+///
+/// Its buffer holds `buf[head..tail]`, protected bytes not yet written to the socket, and
+/// after them the payload being gathered: `buf[open + header_len..open + header_len + fill]`
+/// (`aead`: the record being built; in place, bytes are protected as they are committed and
+/// join the protected region at once).
+pub struct SecureWriter<W> {
+    pub(super) inner: W,
+    prot: Option<Protector>,
+    buf: AlignedBuf,
+    head: usize,
+    tail: usize,
+    /// Payload bytes in the record being built (`aead` only).
+    fill: usize,
+    /// The closing (or abort) record has been queued (`aead`) or nothing needs one.
+    closed: bool,
+    /// [`SecureWriter::abort`]: the shutdown ends the direction with the abort record and
+    /// this reason instead of the closing record.
+    aborting: Option<nena_proto::AbortReason>,
+    sent: u64,
+}
+
+impl<W> SecureWriter<W> {
+    /// The key of this direction's application MAC (file trailers, connect requests): None
+    /// in plain mode or without a session.
+    pub fn app_mac_key(&self) -> Option<&[u8; 32]> {
+        self.prot.as_ref().and_then(|p| p.app_mac_key())
+    }
+}
+
+impl<W: AsyncWrite + Unpin> SecureWriter<W> {
+    pub fn new(inner: W, prot: Option<Protector>) -> Self {
+        Self::with_capacity(inner, prot, BULK_BUF)
+    }
+
+    /// Like [`SecureWriter::new`] with a buffer of `cap` bytes (at least two records).
+    pub fn with_capacity(inner: W, prot: Option<Protector>, cap: usize) -> Self {
+        let cap = cap.max(2 * nena_proto::record::MAX_RECORD);
+        SecureWriter {
+            inner,
+            prot,
+            buf: AlignedBuf::new(cap),
+            head: 0,
+            tail: 0,
+            fill: 0,
+            closed: false,
+            aborting: None,
+            sent: 0,
+        }
+    }
+
+    /// Bytes to send before the session's own, as they are (the client's key confirmation):
+    /// they leave with the first write or flush, in one `write()` with what follows them.
+    ///
+    /// # Panics
+    /// If anything was written or buffered before, or `bytes` do not fit the buffer.
+    pub fn queue_raw(&mut self, bytes: &[u8]) {
+        assert!(
+            self.tail == 0 && self.fill == 0 && self.sent == 0,
+            "queue_raw after data"
+        );
+        self.buf[..bytes.len()].copy_from_slice(bytes);
+        self.tail = bytes.len();
+    }
+
+    /// The underlying stream.
+    pub fn get_ref(&self) -> &W {
+        &self.inner
+    }
+
+    /// The underlying stream; whatever is still buffered is dropped (a session being
+    /// aborted).
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+
+    /// The session's mode and cipher (`None` for a raw stream).
+    pub fn info(&self) -> Option<SessionInfo> {
+        self.prot.as_ref().map(|p| p.info())
+    }
+
+    /// Key epochs begun in this direction (crypto modes).
+    pub fn key_epochs(&self) -> Option<u64> {
+        self.prot.as_ref().and_then(|p| p.key_epochs())
+    }
+
+    /// Payload bytes accepted so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    fn framing(&self) -> (usize, usize, usize) {
+        match &self.prot {
+            Some(p) => (
+                p.header_len(),
+                p.trailer_len(),
+                p.max_payload().unwrap_or(usize::MAX),
+            ),
+            None => (0, 0, usize::MAX),
+        }
+    }
+
+    /// Free payload space at the tail without moving anything. For `aead` a record is only
+    /// begun where a full one fits, so that records stay full (least expansion).
+    fn space(&self) -> usize {
+        let (h, t, max) = self.framing();
+        let cap = self.buf.len().saturating_sub(self.tail + h + t).min(max);
+        if max != usize::MAX && self.fill == 0 && cap < max {
+            return 0;
+        }
+        cap.saturating_sub(self.fill)
+    }
+
+    /// Seals the record being built (`aead`), if it holds anything.
+    fn seal_open_record(&mut self) {
+        if self.fill == 0 {
+            return;
+        }
+        let n = self
+            .prot
+            .as_mut()
+            .expect("only framed sessions gather records")
+            .seal(&mut self.buf[self.tail..], self.fill);
+        self.tail += n;
+        self.fill = 0;
+    }
+
+    /// Writes protected bytes to the socket until none are left.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.head < self.tail {
+            let n =
+                ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.head..self.tail]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.head += n;
+        }
+        if self.fill == 0 {
+            (self.head, self.tail) = (0, 0);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Makes payload space available (at least `min` bytes, or a whole record's worth).
+    fn poll_space(&mut self, cx: &mut Context<'_>, min: usize) -> Poll<io::Result<()>> {
+        if self.closed {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "write after shutdown",
+            )));
+        }
+        if self.space() >= min {
+            return Poll::Ready(Ok(()));
+        }
+        // The record being built is full (or cannot grow): seal it and write everything.
+        if self.prot.as_ref().is_some_and(|p| !p.is_in_place()) {
+            self.seal_open_record();
+        }
+        ready!(self.poll_drain(cx))?;
+        Poll::Ready(Ok(()))
+    }
+
+    fn payload_at(&self) -> usize {
+        let (h, _, _) = self.framing();
+        self.tail + h + self.fill
+    }
+
+    /// Protects the next `n` payload bytes (already in the buffer at [`Self::payload_at`]).
+    fn accept(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.sent += n as u64;
+        match &mut self.prot {
+            Some(p) if !p.is_in_place() => {
+                self.fill += n;
+                if self.fill == p.max_payload().unwrap_or(usize::MAX) {
+                    self.seal_open_record();
+                }
+            }
+            Some(p) => {
+                let at = self.tail;
+                p.seal(&mut self.buf[at..at + n], n);
+                self.tail += n;
+            }
+            None => self.tail += n,
+        }
+    }
+
+    /// The fast path: space in the writer's own buffer for the next payload bytes (at least
+    /// 1 byte, at most one record for `aead`). Fill a prefix of it and call
+    /// [`SecureWriter::commit`] with its length; the bytes are protected in place.
+    pub async fn reserve(&mut self) -> io::Result<&mut [u8]> {
+        std::future::poll_fn(|cx| self.poll_space(cx, 1)).await?;
+        let at = self.payload_at();
+        let n = self.space();
+        Ok(&mut self.buf[at..at + n])
+    }
+
+    /// Reads from `src` straight into the writer's buffer (at most `max` bytes, at least 1
+    /// unless `src` ended), shows the plaintext to `seen`, and protects it in place. While
+    /// `src` has nothing to give, what is pending goes out (a partial record is sealed), so
+    /// that interactive traffic is never held back: the behaviour of `tokio::io::copy`.
+    /// Returns the bytes moved (0: `src` ended).
+    pub async fn fill_from<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        src: &mut R,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+    ) -> io::Result<usize> {
+        self.fill(src, max, seen, 1).await
+    }
+
+    /// Bytes the writer's buffer holds at most.
+    pub(crate) fn buffer_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Fills from `src`; while `src` is pending, sends what is pending if it is at least
+    /// `flush_at` bytes (payload and sealed records).
+    pub(crate) async fn fill<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        src: &mut R,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+        flush_at: usize,
+    ) -> io::Result<usize> {
+        std::future::poll_fn(|cx| {
+            ready!(self.poll_space(cx, 1))?;
+            let at = self.payload_at();
+            let n = (self.space() as u64).min(max) as usize;
+            let mut rb = ReadBuf::new(&mut self.buf[at..at + n]);
+            match Pin::new(&mut *src).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let k = rb.filled().len();
+                    seen(&self.buf[at..at + k]);
+                    self.accept(k);
+                    Poll::Ready(Ok(k))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    let pending = self.tail - self.head + self.fill;
+                    if pending > 0 && pending >= flush_at {
+                        self.seal_open_record_if_framed();
+                        if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
+                            return Poll::Ready(Err(e));
+                        }
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Takes the first `n` bytes of the space [`SecureWriter::reserve`] gave as payload.
+    pub fn commit(&mut self, n: usize) {
+        assert!(n <= self.space(), "commit beyond the reserved space");
+        self.accept(n);
+    }
+
+    /// Writes a header message (encoded by the caller) and flushes it.
+    pub async fn write_msg(&mut self, msg: Vec<u8>) -> io::Result<()> {
+        self.write_all(&msg).await?;
+        self.flush().await
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        src: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if src.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        ready!(this.poll_space(cx, 1))?;
+        let n = this.space().min(src.len());
+        let at = this.payload_at();
+        match &mut this.prot {
+            // In place: protected on the way into the buffer, one pass over the bytes.
+            Some(p) if p.is_in_place() => {
+                p.seal_from(&src[..n], &mut this.buf[at..at + n]);
+                this.tail += n;
+                this.sent += n as u64;
+            }
+            _ => {
+                this.buf[at..at + n].copy_from_slice(&src[..n]);
+                this.accept(n);
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.seal_open_record_if_framed();
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.closed {
+            this.seal_open_record_if_framed();
+            let (h, t, _) = this.framing();
+            // The last record: the closing one (no payload), or the abort one (a reason byte).
+            let last_len = h + t + usize::from(this.aborting.is_some());
+            if this.buf.len() - this.tail < last_len {
+                // Room for the last record first: it is made only once.
+                ready!(this.poll_drain(cx))?;
+            }
+            if let Some(p) = this.prot.as_mut() {
+                let last = match this.aborting {
+                    Some(reason) => p.abort(reason),
+                    None => p.close(),
+                };
+                this.buf[this.tail..this.tail + last.len()].copy_from_slice(&last);
+                this.tail += last.len();
+            }
+            this.closed = true;
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+impl<W: AsyncWrite + Unpin> SecureWriter<W> {
+    /// Gives the session up and tells the peer why, where the mode can (`aead`: what is
+    /// buffered, then the abort record, then the transport's shutdown; the peer's reader
+    /// fails with [`nena_proto::SessionError::PeerAborted`]). Returns false, writing
+    /// nothing, in the modes that have no room for a message (stream, kato, plain) or once
+    /// the direction has ended: the caller resets the connection instead.
+    pub async fn abort(&mut self, reason: nena_proto::AbortReason) -> io::Result<bool> {
+        let framed = self.prot.as_ref().is_some_and(|p| !p.is_in_place());
+        if self.closed || !framed {
+            return Ok(false);
+        }
+        // The shutdown's own path, with the abort record in place of the closing one.
+        self.aborting = Some(reason);
+        self.shutdown().await?;
+        Ok(true)
+    }
+
+    fn seal_open_record_if_framed(&mut self) {
+        if self.fill > 0 {
+            self.seal_open_record();
+        }
+    }
+}

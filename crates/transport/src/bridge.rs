@@ -6,7 +6,7 @@
 //! client and server in [`crate::proxy`].
 
 use crate::conn;
-use crate::copy::{copy_in, copy_out};
+use crate::copy::{copy_in_slots, copy_out, ReadSlots};
 use crate::ends::ShuttingDown;
 use crate::stop::StopSignal;
 use crate::stream::{SecureReader, SecureWriter};
@@ -74,6 +74,16 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tagged<T> {
     }
 }
 
+impl<T: ReadSlots> ReadSlots for Tagged<T> {
+    fn poll_read_slots(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.0.poll_read_slots(cx, bufs).map_err(tag)
+    }
+}
+
 impl<T: AsyncWrite + Unpin> AsyncWrite for Tagged<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -81,6 +91,18 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tagged<T> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.0).poll_write(cx, buf).map_err(tag)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0)
+            .poll_write_vectored(cx, bufs)
+            .map_err(tag)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
     }
     fn poll_flush(
         mut self: Pin<&mut Self>,
@@ -113,7 +135,7 @@ pub async fn bridge<PR, PW, SR, SW>(
     sec_w: &mut SecureWriter<SW>,
 ) -> std::io::Result<Bridged>
 where
-    PR: AsyncRead + Unpin,
+    PR: ReadSlots,
     PW: AsyncWrite + Unpin,
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
@@ -121,7 +143,8 @@ where
     let (mut plain_r, mut plain_w) = (Tagged(plain_r), Tagged(plain_w));
     let up = async {
         let mut n = 0u64;
-        let gone = match copy_in(&mut plain_r, sec_w, u64::MAX, |b| n += b.len() as u64).await {
+        let gone = match copy_in_slots(&mut plain_r, sec_w, u64::MAX, |b| n += b.len() as u64).await
+        {
             Ok(_) => false,
             Err(e) if plain_peer_gone(&e) => true,
             Err(e) => return Err(e),

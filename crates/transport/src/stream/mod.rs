@@ -28,10 +28,10 @@ mod reader;
 mod writer;
 
 pub use crate::msg_error::{session_error_of, MsgError};
-pub use reader::SecureReader;
-pub use writer::SecureWriter;
 use nena_proto::SessionError;
+pub use reader::SecureReader;
 use std::io;
+pub use writer::SecureWriter;
 
 /// Buffer of one direction for bulk transfers (files, perf).
 pub const BULK_BUF: usize = 256 * 1024;
@@ -49,13 +49,13 @@ fn session_error(e: SessionError) -> io::Error {
 mod tests {
     use super::*;
     use crate::copy::{copy_in, copy_out};
+    use nena_proto::Mode;
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};
     use std::time::Duration;
-    use tokio::io::{AsyncWrite, AsyncWriteExt};
-    use nena_proto::Mode;
     use tokio::io::{AsyncReadExt, DuplexStream};
+    use tokio::io::{AsyncWrite, AsyncWriteExt};
 
     /// A session in `mode` over an in-memory pipe: (client writer, server reader), with the
     /// client's confirmation already on its way.
@@ -395,6 +395,193 @@ mod tests {
             }
             drop(app);
             assert_eq!(pump.await.unwrap().unwrap(), 30);
+        }
+    }
+
+    /// A sink that takes vectored writes and records each one: (slices, bytes).
+    #[derive(Default)]
+    struct VecSink {
+        got: Vec<u8>,
+        writes: Vec<(usize, usize)>,
+    }
+
+    impl AsyncWrite for VecSink {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.got.extend_from_slice(buf);
+            self.writes.push((1, buf.len()));
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            // Takes at most 40,000 bytes per call, to exercise partial writes.
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(40_000 - n);
+                self.got.extend_from_slice(&b[..k]);
+                n += k;
+            }
+            self.writes.push((bufs.len(), n));
+            Poll::Ready(Ok(n))
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn copy_out_writes_the_records_already_read_together_and_every_byte_once() {
+        let payload = nena_proto::record::MAX_PAYLOAD;
+        let n = 6 * payload + 100;
+        for mode in [Mode::Aead, Mode::Stream, Mode::Kato] {
+            let (mut w, mut r) = pipe(mode, 1 << 20).await;
+            w.write_all(&data(n)).await.unwrap();
+            w.shutdown().await.unwrap();
+            let mut sink = VecSink::default();
+            let moved = copy_out(&mut r, &mut sink, u64::MAX, |_| {}).await.unwrap();
+            assert_eq!(moved, n as u64, "{mode:?}");
+            assert!(sink.got == data(n), "{mode:?}: the bytes differ");
+            if mode == Mode::Aead {
+                // Seven records, all in the buffer: the first write carries several.
+                assert!(sink.writes[0].0 > 1, "{:?}", sink.writes);
+            }
+            assert!(sink.writes.iter().all(|w| w.1 <= 40_000));
+        }
+        // A limit in the middle of a record stops there, and the rest is still readable.
+        let (mut w, mut r) = pipe(Mode::Aead, 1 << 20).await;
+        w.write_all(&data(n)).await.unwrap();
+        w.shutdown().await.unwrap();
+        let mut sink = VecSink::default();
+        let cut = 2 * payload + 7;
+        assert_eq!(
+            copy_out(&mut r, &mut sink, cut as u64, |_| {})
+                .await
+                .unwrap(),
+            cut as u64
+        );
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).await.unwrap();
+        sink.got.extend_from_slice(&rest);
+        assert!(sink.got == data(n));
+    }
+
+    #[tokio::test]
+    async fn a_failure_behind_good_records_is_reported_after_them() {
+        let payload = nena_proto::record::MAX_PAYLOAD;
+        let (mut w, mut r) = pipe(Mode::Aead, 1 << 20).await;
+        w.write_all(&data(5 * payload)).await.unwrap();
+        w.shutdown().await.unwrap();
+        drop(w);
+        let mut raw = Vec::new();
+        r.inner.read_to_end(&mut raw).await.unwrap();
+        // Flip a byte of the fourth record.
+        let at = nena_proto::wire::CONFIRM_LEN + 3 * nena_proto::record::MAX_RECORD + 50;
+        raw[at] ^= 1;
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        a.write_all(&raw).await.unwrap();
+        drop(a);
+        let mut r2 = SecureReader::new(b, r.unprot.take(), Vec::new());
+        let mut sink = VecSink::default();
+        let err = copy_out(&mut r2, &mut sink, u64::MAX, |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("integrity check failed"),
+            "{err}"
+        );
+        assert!(
+            sink.got == data(3 * payload),
+            "exactly the three good records"
+        );
+        // The failure stays: the reader does not go on past it.
+        let mut buf = [0u8; 8];
+        assert!(r2.read(&mut buf).await.is_err());
+    }
+
+    /// A source that fills every buffer it is given, like `readv` on a socket with a full
+    /// receive queue, and counts its calls.
+    struct Slots {
+        data: Vec<u8>,
+        at: usize,
+        calls: usize,
+    }
+
+    impl tokio::io::AsyncRead for Slots {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let k = buf.remaining().min(self.data.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.data[at..at + k]);
+            self.at += k;
+            self.calls += 1;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl crate::copy::ReadSlots for Slots {
+        fn poll_read_slots(
+            &mut self,
+            _: &mut Context<'_>,
+            bufs: &mut [io::IoSliceMut<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut n = 0;
+            for b in bufs.iter_mut() {
+                let k = b.len().min(self.data.len() - self.at);
+                b[..k].copy_from_slice(&self.data[self.at..self.at + k]);
+                (self.at, n) = (self.at + k, n + k);
+            }
+            self.calls += 1;
+            Poll::Ready(Ok(n))
+        }
+    }
+
+    #[tokio::test]
+    async fn copy_in_slots_fills_several_records_per_read_and_keeps_the_stream() {
+        use crate::copy::copy_in_slots;
+        let payload = nena_proto::record::MAX_PAYLOAD;
+        let n = 9 * payload + 1234;
+        for (mode, limit) in [
+            (Mode::Aead, u64::MAX),
+            (Mode::Aead, 4 * payload as u64 + 9),
+            (Mode::Stream, u64::MAX),
+            (Mode::Kato, u64::MAX),
+        ] {
+            let (mut w, mut r) = pipe(mode, 4 << 20).await;
+            let mut src = Slots {
+                data: data(n),
+                at: 0,
+                calls: 0,
+            };
+            let mut seen = Vec::new();
+            let moved = copy_in_slots(&mut src, &mut w, limit, |b| seen.extend_from_slice(b))
+                .await
+                .unwrap();
+            let want = limit.min(n as u64) as usize;
+            assert_eq!(moved, want as u64, "{mode:?}");
+            assert!(seen == data(want), "{mode:?}: seen differs");
+            w.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            assert!(got == data(want), "{mode:?}: the stream differs");
+            if mode == Mode::Aead && limit == u64::MAX {
+                // Ten records through a 256 KiB buffer: far fewer reads than records.
+                assert!(src.calls < 6, "{} reads", src.calls);
+            }
         }
     }
 

@@ -7,6 +7,7 @@ use crate::msg_error::MsgError;
 use crate::wire::{Reply, RequestMsg, WireError};
 use nena_codec::AlignedBuf;
 use nena_proto::{Opened, SessionInfo, Unprotector};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -35,6 +36,11 @@ pub struct SecureReader<R> {
     idle: Option<Duration>,
     idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     low_water: Option<LowWater>,
+    /// Units opened behind the one being delivered ([`SecureReader::poll_fill_ahead`]), in
+    /// order: (plain, plain_end, unit_end), offsets in `buf`.
+    ahead: VecDeque<(usize, usize, usize)>,
+    /// The error met opening ahead: delivered once the units before it are.
+    ahead_failed: Option<io::Error>,
 }
 
 impl<R: AsyncRead + Unpin> SecureReader<R> {
@@ -69,6 +75,8 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             idle: None,
             idle_timer: None,
             low_water: None,
+            ahead: VecDeque::new(),
+            ahead_failed: None,
         }
     }
 
@@ -149,6 +157,14 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             if self.plain < self.plain_end {
                 return Poll::Ready(Ok(()));
             }
+            // Units opened ahead come first, then what failed behind them.
+            if let Some((plain, plain_end, unit_end)) = self.ahead.pop_front() {
+                (self.plain, self.plain_end, self.unit_end) = (plain, plain_end, unit_end);
+                continue;
+            }
+            if let Some(e) = self.ahead_failed.take() {
+                return Poll::Ready(Err(self.fail(e)));
+            }
             self.start = self.start.max(self.unit_end);
             if self.start == self.end && self.start > 0 {
                 (self.start, self.end, self.unit_end) = (0, 0, 0);
@@ -225,10 +241,82 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         }
     }
 
+    /// [`AsyncBufRead::poll_fill_buf`] for many units at once: makes plaintext available (as
+    /// `poll_fill_buf`), then opens the whole units already read behind it, up to `max` in
+    /// all, without reading from the socket. [`SecureReader::pending`] shows them,
+    /// [`SecureReader::consume_pending`] takes them: a proxy writes them to its plain side
+    /// with one vectored write instead of one write per record. A failure behind the first
+    /// unit is returned once the units before it are consumed, so every good unit is
+    /// delivered and no byte of a failing one.
+    pub fn poll_fill_ahead(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<io::Result<()>> {
+        if !self.pushback.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(self.poll_fill(cx))?;
+        let mut at = self.ahead.back().map_or(self.unit_end, |u| u.2);
+        while 1 + self.ahead.len() < max && self.ahead_failed.is_none() && at < self.end {
+            let Some(u) = self.unprot.as_mut() else {
+                break; // raw: the unit being delivered holds everything read
+            };
+            match u.open(&mut self.buf[at..self.end]) {
+                Ok(Opened::Data { consumed, plain }) => {
+                    self.ahead
+                        .push_back((at + plain.start, at + plain.end, at + consumed));
+                    at += consumed;
+                }
+                Ok(Opened::Close { consumed }) => {
+                    at += consumed;
+                    self.ahead.push_back((at, at, at));
+                    break;
+                }
+                Ok(Opened::NeedMore { .. }) => break,
+                Err(e) => self.ahead_failed = Some(session_error(e)),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// The plaintext [`SecureReader::poll_fill_ahead`] made available, in order (nothing at
+    /// a clean end).
+    pub fn pending(&self) -> impl Iterator<Item = &[u8]> {
+        let first: &[u8] = if self.pushback.is_empty() {
+            &self.buf[self.plain..self.plain_end]
+        } else {
+            &self.pushback
+        };
+        let rest = self.ahead.iter().filter(|_| self.pushback.is_empty());
+        std::iter::once(first)
+            .chain(rest.map(|&(p, e, _)| &self.buf[p..e]))
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Takes the first `n` bytes of [`SecureReader::pending`].
+    pub fn consume_pending(&mut self, mut n: usize) {
+        while n > 0 {
+            let here = if self.pushback.is_empty() {
+                self.plain_end - self.plain
+            } else {
+                self.pushback.len()
+            };
+            let take = here.min(n);
+            Pin::new(&mut *self).consume(take);
+            n -= take;
+            if n > 0 {
+                let (plain, plain_end, unit_end) = self
+                    .ahead
+                    .pop_front()
+                    .expect("consume_pending beyond what is pending");
+                (self.plain, self.plain_end, self.unit_end) = (plain, plain_end, unit_end);
+            }
+        }
+    }
+
     /// Whether reads can go straight into the caller's buffer now.
     fn direct(&self) -> bool {
         self.pushback.is_empty()
             && self.plain == self.plain_end
+            && self.ahead.is_empty()
+            && self.ahead_failed.is_none()
             && self.start.max(self.unit_end) == self.end
             && !self.eof
             && self.failed.is_none()

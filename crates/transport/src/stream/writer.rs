@@ -5,9 +5,14 @@ use super::BULK_BUF;
 use nena_codec::AlignedBuf;
 use nena_proto::{Protector, SessionInfo};
 use std::io;
+use std::io::IoSliceMut;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// Most buffers one read into the writer takes ([`SecureWriter::fill_slots`]): every
+/// record a bulk writer's buffer holds.
+const MAX_SLOTS: usize = 16;
 
 /// The outgoing half: protects and writes.
 ///
@@ -236,17 +241,54 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         seen: &mut impl FnMut(&[u8]),
         flush_at: usize,
     ) -> io::Result<usize> {
+        let read = |cx: &mut Context<'_>, bufs: &mut [IoSliceMut<'_>]| {
+            let mut rb = ReadBuf::new(&mut bufs[0]);
+            ready!(Pin::new(&mut *src).poll_read(cx, &mut rb))?;
+            Poll::Ready(Ok(rb.filled().len()))
+        };
+        self.fill_slots(read, max, seen, flush_at).await
+    }
+
+    /// [`SecureWriter::fill`] through `read`, which reads into several buffers at once
+    /// where its source can (`readv`): in `aead`, the rest of the record being built and
+    /// the payload of each whole record after it that the buffer holds, with the gaps for
+    /// their headers and tags between, so that one system call fills several records.
+    /// Elsewhere the free space is one slot already.
+    pub(crate) async fn fill_slots(
+        &mut self,
+        mut read: impl FnMut(&mut Context<'_>, &mut [IoSliceMut<'_>]) -> Poll<io::Result<usize>>,
+        max: u64,
+        seen: &mut impl FnMut(&[u8]),
+        flush_at: usize,
+    ) -> io::Result<usize> {
         std::future::poll_fn(|cx| {
             ready!(self.poll_space(cx, 1))?;
-            let at = self.payload_at();
-            let n = (self.space() as u64).min(max) as usize;
-            let mut rb = ReadBuf::new(&mut self.buf[at..at + n]);
-            match Pin::new(&mut *src).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) => {
-                    let k = rb.filled().len();
-                    seen(&self.buf[at..at + k]);
-                    self.accept(k);
-                    Poll::Ready(Ok(k))
+            let slots = self.slots(max);
+            let mut rest: &mut [u8] = &mut self.buf[..];
+            let mut bufs: [IoSliceMut<'_>; MAX_SLOTS] =
+                std::array::from_fn(|_| IoSliceMut::new(&mut []));
+            let mut count = 0;
+            let mut offset = 0;
+            for &(at, len) in slots.iter().take_while(|s| s.1 > 0) {
+                let (_, from) = std::mem::take(&mut rest).split_at_mut(at - offset);
+                let (slot, after) = from.split_at_mut(len);
+                bufs[count] = IoSliceMut::new(slot);
+                (rest, offset, count) = (after, at + len, count + 1);
+            }
+            match read(cx, &mut bufs[..count]) {
+                Poll::Ready(Ok(mut k)) => {
+                    let got = k;
+                    for &(at, len) in &slots[..count] {
+                        let take = len.min(k);
+                        if take == 0 {
+                            break;
+                        }
+                        debug_assert_eq!(at, self.payload_at());
+                        seen(&self.buf[at..at + take]);
+                        self.accept(take);
+                        k -= take;
+                    }
+                    Poll::Ready(Ok(got))
                 }
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 Poll::Pending => {
@@ -262,6 +304,31 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             }
         })
         .await
+    }
+
+    /// Where the next `max` payload bytes may go, as (offset, length) in the buffer, unused
+    /// slots empty: the free space, and in `aead`, once it reaches the end of the record
+    /// being built, the payload of each whole record after it that fits the buffer.
+    fn slots(&self, max: u64) -> [(usize, usize); MAX_SLOTS] {
+        let mut slots = [(0, 0); MAX_SLOTS];
+        let first = (self.space() as u64).min(max) as usize;
+        slots[0] = (self.payload_at(), first);
+        let (h, t, record) = self.framing();
+        let framed = self.prot.as_ref().is_some_and(|p| !p.is_in_place());
+        if framed && self.fill + first == record {
+            let mut left = max - first as u64;
+            let mut at = slots[0].0 + first + t + h;
+            for slot in slots.iter_mut().skip(1) {
+                if left == 0 || at + record + t > self.buf.len() {
+                    break;
+                }
+                let len = (record as u64).min(left) as usize;
+                *slot = (at, len);
+                left -= len as u64;
+                at += record + t + h;
+            }
+        }
+        slots
     }
 
     /// Takes the first `n` bytes of the space [`SecureWriter::reserve`] gave as payload.

@@ -109,7 +109,18 @@ pub struct VariantStats {
     pub median_server_cpu_s_per_gb: f64,
     pub median_untrusted_share: f64,
     pub multipath_runs: usize,
+    /// Transfers that completed (the medians are theirs) and that failed.
     pub runs: usize,
+    pub failed: usize,
+}
+
+/// A transfer that failed: reported, and for nena a failed verdict; a peer's failed
+/// transfer leaves that peer's medians to its other runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub variant: Variant,
+    pub rep: usize,
+    pub error: String,
 }
 
 /// One setting's results.
@@ -120,6 +131,7 @@ pub struct SettingResult {
     pub targets: Vec<TargetCheck>,
     pub pass: bool,
     pub runs: Vec<Run>,
+    pub failures: Vec<Failure>,
 }
 
 /// The whole bench.
@@ -195,21 +207,33 @@ fn run_on(
             transfer(&lab, p, sink_addr, 1 << 20, timeout, 0)
                 .with_context(|| format!("{}, warm-up of {}", setting.name, p.variant))?;
         }
-        let mut runs = Vec::new();
+        let (mut runs, mut failures) = (Vec::new(), Vec::new());
         for rep in 0..opts.reps {
             for k in 0..pairs.len() {
                 let i = (rep + k) % pairs.len();
-                let r = transfer(
+                let r = match transfer(
                     &lab,
                     &mut pairs[i],
                     sink_addr,
                     setting.bytes,
                     timeout,
                     rep + 1,
-                )
-                .with_context(|| {
-                    format!("{}, {}, rep {}", setting.name, pairs[i].variant, rep + 1)
-                })?;
+                ) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let f = Failure {
+                            variant: pairs[i].variant,
+                            rep: rep + 1,
+                            error: format!("{e:#}"),
+                        };
+                        progress(&format!(
+                            "{:<16} rep {:>2}  {:<24} FAILED: {}",
+                            setting.name, f.rep, f.variant, f.error
+                        ));
+                        failures.push(f);
+                        continue;
+                    }
+                };
                 progress(&format!(
                     "{:<16} rep {:>2}  {:<24} {:>8.1} Mbit/s  {:>6.2} CPU s/GB  {:>5.1}% untrusted",
                     setting.name,
@@ -222,13 +246,14 @@ fn run_on(
                 runs.push(r);
             }
         }
-        let (variants, targets) = summarize(&runs, &opts.variants);
+        let (variants, targets) = summarize(&runs, &failures, &opts.variants);
         results.push(SettingResult {
             setting: setting.clone(),
             pass: targets.iter().all(|t| t.pass),
             variants,
             targets,
             runs,
+            failures,
         });
     }
     Ok(PeersReport {
@@ -290,9 +315,15 @@ fn transfer(
     })
 }
 
-/// Each tunnel's medians, and the verdicts: nena's CPU per GB against the best (least)
-/// peer's, nena's goodput against the best (most) peer's, every run of nena multipath.
-pub fn summarize(runs: &[Run], variants: &[Variant]) -> (Vec<VariantStats>, Vec<TargetCheck>) {
+/// Each tunnel's medians over its completed runs, and the verdicts: every run of nena
+/// completed and multipath, nena's CPU per GB against the best (least) peer's, nena's
+/// goodput against the best (most) peer's. A tunnel with no completed run has no medians.
+pub fn summarize(
+    runs: &[Run],
+    failures: &[Failure],
+    variants: &[Variant],
+) -> (Vec<VariantStats>, Vec<TargetCheck>) {
+    let failed = |v: Variant| failures.iter().filter(|f| f.variant == v).count();
     let stats: Vec<VariantStats> = variants
         .iter()
         .filter_map(|v| {
@@ -313,10 +344,20 @@ pub fn summarize(runs: &[Run], variants: &[Variant]) -> (Vec<VariantStats>, Vec<
                 median_untrusted_share: med(&|r| r.untrusted_share),
                 multipath_runs: mine.iter().filter(|r| r.multipath).count(),
                 runs: mine.len(),
+                failed: failed(*v),
             })
         })
         .collect();
     let mut targets = Vec::new();
+    if variants.contains(&Variant::Nena) {
+        let done = runs.iter().filter(|r| r.variant == Variant::Nena).count();
+        let all = done + failed(Variant::Nena);
+        targets.push(TargetCheck::at_least(
+            "every nena run completed".into(),
+            done as f64 / all.max(1) as f64,
+            1.0,
+        ));
+    }
     let Some(nena) = stats.iter().find(|s| s.variant == Variant::Nena) else {
         return (stats, targets);
     };
@@ -384,6 +425,9 @@ pub fn table(r: &PeersReport) -> String {
                 v.runs
             );
         }
+        for f in &st.failures {
+            let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
+        }
         for t in &st.targets {
             let _ = writeln!(
                 s,
@@ -438,18 +482,18 @@ mod tests {
             run(Variant::ShadowsocksAes, 800.0, 1.5, true),
             run(Variant::Stunnel, 990.0, 2.0, true),
         ];
-        let (stats, t) = summarize(&runs, &Variant::ALL);
+        let (stats, t) = summarize(&runs, &[], &Variant::ALL);
         assert_eq!(stats.len(), 3, "the chacha variant ran nothing");
         assert_eq!(stats[0].median_mbit_s, 950.0);
         assert_eq!(stats[0].median_cpu_s_per_gb, 1.1);
-        assert_eq!(t.len(), 3);
-        assert!(t[0].pass);
+        assert_eq!(t.len(), 4);
+        assert!(t[0].pass && t[1].pass, "all completed, all multipath");
         // CPU: 1.1 / 1.5 (shadowsocks) = 0.733 <= 0.8.
-        assert!((t[1].value - 1.1 / 1.5).abs() < 1e-9 && t[1].pass);
-        assert!(t[1].name.contains("shadowsocks"));
+        assert!((t[2].value - 1.1 / 1.5).abs() < 1e-9 && t[2].pass);
+        assert!(t[2].name.contains("shadowsocks"));
         // Goodput: 950 / 990 (stunnel) < 1.
-        assert!((t[2].value - 950.0 / 990.0).abs() < 1e-9 && !t[2].pass);
-        assert!(t[2].name.contains("stunnel"));
+        assert!((t[3].value - 950.0 / 990.0).abs() < 1e-9 && !t[3].pass);
+        assert!(t[3].name.contains("stunnel"));
     }
 
     #[test]
@@ -459,8 +503,40 @@ mod tests {
             run(Variant::Nena, 1000.0, 1.0, false),
             run(Variant::ShadowsocksAes, 500.0, 2.0, false),
         ];
-        let (_, t) = summarize(&runs, &Variant::ALL);
-        assert!(!t[0].pass);
-        assert!(t[1].pass && t[2].pass);
+        let (_, t) = summarize(&runs, &[], &Variant::ALL);
+        assert!(t[0].pass);
+        assert!(!t[1].pass);
+        assert!(t[2].pass && t[3].pass);
+    }
+
+    fn failure(variant: Variant, rep: usize) -> Failure {
+        Failure {
+            variant,
+            rep,
+            error: "sending through the tunnel: Connection reset by peer".into(),
+        }
+    }
+
+    #[test]
+    fn a_peer_failure_is_counted_and_a_nena_failure_fails_the_verdict() {
+        let runs = vec![
+            run(Variant::Nena, 1000.0, 1.0, true),
+            run(Variant::ShadowsocksAes, 500.0, 2.0, true),
+        ];
+        // A peer's failed run: counted, its medians from the run that completed.
+        let (stats, t) = summarize(&runs, &[failure(Variant::ShadowsocksAes, 2)], &Variant::ALL);
+        assert_eq!((stats[1].runs, stats[1].failed), (1, 1));
+        assert_eq!(stats[1].median_mbit_s, 500.0);
+        assert!(t.iter().all(|t| t.pass), "{t:?}");
+        // One of nena's two runs failed: half completed.
+        let (stats, t) = summarize(&runs, &[failure(Variant::Nena, 2)], &Variant::ALL);
+        assert_eq!((stats[0].runs, stats[0].failed), (1, 1));
+        assert!(!t[0].pass && t[0].value == 0.5, "{t:?}");
+        // Every nena run failed: no medians, and still a failed verdict.
+        let peer_only = &runs[1..];
+        let (stats, t) = summarize(peer_only, &[failure(Variant::Nena, 1)], &Variant::ALL);
+        assert!(stats.iter().all(|s| s.variant != Variant::Nena));
+        assert_eq!(t.len(), 1);
+        assert!(!t[0].pass && t[0].value == 0.0);
     }
 }

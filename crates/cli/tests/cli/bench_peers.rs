@@ -92,12 +92,15 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
         assert_eq!(f(v, "median_cpu_s_per_gb"), f(run, "cpu_s_per_gb"));
         assert_eq!(v["runs"], 1);
     }
+    assert_eq!(s["failures"].as_array().unwrap().len(), 0, "{s}");
     let t = s["targets"].as_array().unwrap();
-    assert_eq!(t.len(), 3, "{s}");
+    assert_eq!(t.len(), 4, "{s}");
+    assert_eq!(t[0]["name"], "every nena run completed");
+    assert_eq!(t[0]["pass"], true);
     let (nena_run, tls_run) = (&runs[0], &runs[1]);
     let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
-    assert!((f(&t[2], "value") - goodput).abs() < 1e-9, "{s}");
-    assert_eq!(t[2]["pass"], goodput >= 1.0);
-    assert_eq!(t[0]["pass"], nena_run["multipath"]);
+    assert!((f(&t[3], "value") - goodput).abs() < 1e-9, "{s}");
+    assert_eq!(t[3]["pass"], goodput >= 1.0);
+    assert_eq!(t[1]["pass"], nena_run["multipath"]);
     assert_eq!(s["pass"], t.iter().all(|x| x["pass"] == true), "{s}");
 }

@@ -398,11 +398,20 @@ mod tests {
         }
     }
 
-    /// A sink that takes vectored writes and records each one: (slices, bytes).
-    #[derive(Default)]
+    /// A sink that takes vectored writes of at most `cap` bytes and records each one:
+    /// (slices, bytes).
     struct VecSink {
         got: Vec<u8>,
         writes: Vec<(usize, usize)>,
+        cap: usize,
+    }
+
+    fn sink(cap: usize) -> VecSink {
+        VecSink {
+            got: Vec::new(),
+            writes: Vec::new(),
+            cap,
+        }
     }
 
     impl AsyncWrite for VecSink {
@@ -420,10 +429,9 @@ mod tests {
             _: &mut Context<'_>,
             bufs: &[io::IoSlice<'_>],
         ) -> Poll<io::Result<usize>> {
-            // Takes at most 40,000 bytes per call, to exercise partial writes.
             let mut n = 0;
             for b in bufs {
-                let k = b.len().min(40_000 - n);
+                let k = b.len().min(self.cap - n);
                 self.got.extend_from_slice(&b[..k]);
                 n += k;
             }
@@ -449,7 +457,7 @@ mod tests {
             let (mut w, mut r) = pipe(mode, 1 << 20).await;
             w.write_all(&data(n)).await.unwrap();
             w.shutdown().await.unwrap();
-            let mut sink = VecSink::default();
+            let mut sink = sink(40_000);
             let moved = copy_out(&mut r, &mut sink, u64::MAX, |_| {}).await.unwrap();
             assert_eq!(moved, n as u64, "{mode:?}");
             assert!(sink.got == data(n), "{mode:?}: the bytes differ");
@@ -463,7 +471,7 @@ mod tests {
         let (mut w, mut r) = pipe(Mode::Aead, 1 << 20).await;
         w.write_all(&data(n)).await.unwrap();
         w.shutdown().await.unwrap();
-        let mut sink = VecSink::default();
+        let mut sink = sink(40_000);
         let cut = 2 * payload + 7;
         assert_eq!(
             copy_out(&mut r, &mut sink, cut as u64, |_| {})
@@ -493,7 +501,7 @@ mod tests {
         a.write_all(&raw).await.unwrap();
         drop(a);
         let mut r2 = SecureReader::new(b, r.unprot.take(), Vec::new());
-        let mut sink = VecSink::default();
+        let mut sink = sink(40_000);
         let err = copy_out(&mut r2, &mut sink, u64::MAX, |_| {})
             .await
             .unwrap_err();
@@ -511,11 +519,30 @@ mod tests {
     }
 
     /// A source that fills every buffer it is given, like `readv` on a socket with a full
-    /// receive queue, and counts its calls.
+    /// receive queue, at most `caps[i % caps.len()]` bytes in its i-th call, and counts
+    /// its calls.
     struct Slots {
         data: Vec<u8>,
         at: usize,
         calls: usize,
+        caps: Vec<usize>,
+    }
+
+    impl Slots {
+        fn new(data: Vec<u8>, caps: Vec<usize>) -> Self {
+            Slots {
+                data,
+                at: 0,
+                calls: 0,
+                caps,
+            }
+        }
+
+        /// What the next call may give.
+        fn cap(&self) -> usize {
+            let c = self.caps[self.calls % self.caps.len()];
+            c.min(self.data.len() - self.at)
+        }
     }
 
     impl tokio::io::AsyncRead for Slots {
@@ -524,7 +551,7 @@ mod tests {
             _: &mut Context<'_>,
             buf: &mut tokio::io::ReadBuf<'_>,
         ) -> Poll<io::Result<()>> {
-            let k = buf.remaining().min(self.data.len() - self.at);
+            let k = buf.remaining().min(self.cap());
             let at = self.at;
             buf.put_slice(&self.data[at..at + k]);
             self.at += k;
@@ -539,9 +566,9 @@ mod tests {
             _: &mut Context<'_>,
             bufs: &mut [io::IoSliceMut<'_>],
         ) -> Poll<io::Result<usize>> {
-            let mut n = 0;
+            let (mut n, cap) = (0, self.cap());
             for b in bufs.iter_mut() {
-                let k = b.len().min(self.data.len() - self.at);
+                let k = b.len().min(cap - n);
                 b[..k].copy_from_slice(&self.data[self.at..self.at + k]);
                 (self.at, n) = (self.at + k, n + k);
             }
@@ -562,11 +589,7 @@ mod tests {
             (Mode::Kato, u64::MAX),
         ] {
             let (mut w, mut r) = pipe(mode, 4 << 20).await;
-            let mut src = Slots {
-                data: data(n),
-                at: 0,
-                calls: 0,
-            };
+            let mut src = Slots::new(data(n), vec![usize::MAX]);
             let mut seen = Vec::new();
             let moved = copy_in_slots(&mut src, &mut w, limit, |b| seen.extend_from_slice(b))
                 .await
@@ -598,5 +621,43 @@ mod tests {
         assert_eq!(r.received(), 4);
         let err = r.read(&mut buf).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever the source gives per read, the sink takes per write, a partial record
+        /// before and a limit: the bytes that come out are the bytes that went in.
+        #[test]
+        fn slots_and_vectored_writes_keep_the_stream(
+            mode in proptest::sample::select(vec![Mode::Aead, Mode::Stream, Mode::Kato]),
+            prefix in 0usize..40_000,
+            n in 0usize..200_000,
+            limit in proptest::option::of(0u64..200_000),
+            caps in proptest::collection::vec(1usize..70_000, 1..5),
+            sink_cap in 1usize..70_000,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let (got, want) = rt.block_on(async move {
+                let (mut w, mut r) = pipe(mode, 1 << 22).await;
+                let input = data(prefix + n);
+                w.write_all(&input[..prefix]).await.unwrap();
+                let mut src = Slots::new(input[prefix..].to_vec(), caps);
+                let limit = limit.unwrap_or(u64::MAX);
+                let moved = crate::copy::copy_in_slots(&mut src, &mut w, limit, |_| {})
+                    .await
+                    .unwrap();
+                assert_eq!(moved, limit.min(n as u64));
+                w.shutdown().await.unwrap();
+                let mut out = sink(sink_cap);
+                let total = copy_out(&mut r, &mut out, u64::MAX, |_| {}).await.unwrap();
+                assert_eq!(total as usize, out.got.len());
+                (out.got, input[..prefix + moved as usize].to_vec())
+            });
+            proptest::prop_assert!(got == want, "{} bytes out, {} in", got.len(), want.len());
+        }
     }
 }

@@ -112,6 +112,11 @@ pub struct VariantStats {
     /// Transfers that completed (the medians are theirs) and that failed.
     pub runs: usize,
     pub failed: usize,
+    /// For a peer: nena's CPU per GB over this tunnel's in each repetition where both
+    /// completed (the two ran minutes apart at most), as (median, least, most). Context
+    /// beside the verdict, which is on the medians: it shows how much of a difference is
+    /// the host's drift between repetitions.
+    pub paired_cpu_ratio: Option<(f64, f64, f64)>,
 }
 
 /// A transfer that failed: reported, and for nena a failed verdict; a peer's failed
@@ -345,6 +350,7 @@ pub fn summarize(
                 multipath_runs: mine.iter().filter(|r| r.multipath).count(),
                 runs: mine.len(),
                 failed: failed(*v),
+                paired_cpu_ratio: paired_cpu_ratio(runs, *v),
             })
         })
         .collect();
@@ -394,6 +400,28 @@ pub fn summarize(
     (stats, targets)
 }
 
+/// nena's CPU per GB over `peer`'s, repetition by repetition: (median, least, most), or
+/// None for nena itself or when no repetition has both.
+fn paired_cpu_ratio(runs: &[Run], peer: Variant) -> Option<(f64, f64, f64)> {
+    if peer == Variant::Nena {
+        return None;
+    }
+    let of = |v: Variant, rep: usize| runs.iter().find(|r| r.variant == v && r.rep == rep);
+    let mut ratios: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.variant == Variant::Nena)
+        .filter_map(|n| {
+            let p = of(peer, n.rep)?;
+            Some(n.cpu_s_per_gb / p.cpu_s_per_gb.max(1e-12))
+        })
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let m = median(&mut ratios);
+    Some((m, ratios[0], ratios[ratios.len() - 1]))
+}
+
 /// The human table.
 pub fn table(r: &PeersReport) -> String {
     use std::fmt::Write;
@@ -424,6 +452,15 @@ pub fn table(r: &PeersReport) -> String {
                 v.multipath_runs,
                 v.runs
             );
+        }
+        for v in &st.variants {
+            if let Some((m, lo, hi)) = v.paired_cpu_ratio {
+                let _ = writeln!(
+                    s,
+                    "  nena's CPU per GB over {}'s in the same repetition: median {m:.3} ({lo:.3}-{hi:.3})",
+                    v.variant
+                );
+            }
         }
         for f in &st.failures {
             let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
@@ -484,6 +521,10 @@ mod tests {
         ];
         let (stats, t) = summarize(&runs, &[], &Variant::ALL);
         assert_eq!(stats.len(), 3, "the chacha variant ran nothing");
+        assert_eq!(stats[0].paired_cpu_ratio, None, "nena is not its own peer");
+        // Every run here is rep 1: nena's three runs against the peer's one.
+        let (m, lo, hi) = stats[1].paired_cpu_ratio.unwrap();
+        assert!((m - 1.1 / 1.5).abs() < 1e-9 && lo == 1.0 / 1.5 && hi == 1.2 / 1.5);
         assert_eq!(stats[0].median_mbit_s, 950.0);
         assert_eq!(stats[0].median_cpu_s_per_gb, 1.1);
         assert_eq!(t.len(), 4);
@@ -507,6 +548,48 @@ mod tests {
         assert!(t[0].pass);
         assert!(!t[1].pass);
         assert!(t[2].pass && t[3].pass);
+    }
+
+    #[test]
+    fn the_paired_ratio_compares_runs_of_the_same_repetition() {
+        let at = |v, rep, cpu| Run {
+            rep,
+            ..run(v, 100.0, cpu, true)
+        };
+        // The host slows down in rep 2: each tunnel's cost doubles.
+        let runs = vec![
+            at(Variant::Nena, 1, 1.0),
+            at(Variant::ShadowsocksAes, 1, 1.25),
+            at(Variant::Nena, 2, 2.0),
+            at(Variant::ShadowsocksAes, 2, 2.5),
+            at(Variant::Nena, 3, 1.0),
+            // No peer run in rep 3: that nena run is not paired.
+        ];
+        let (stats, _) = summarize(&runs, &[], &Variant::ALL);
+        let (m, lo, hi) = stats[1].paired_cpu_ratio.unwrap();
+        assert!((m - 0.8).abs() < 1e-9 && (lo - 0.8).abs() < 1e-9 && (hi - 0.8).abs() < 1e-9);
+        assert!(table_of(stats).contains(
+            "over shadowsocks aes-128-gcm's in the same repetition: median 0.800 (0.800-0.800)"
+        ));
+    }
+
+    fn table_of(variants: Vec<VariantStats>) -> String {
+        table(&PeersReport {
+            reps: 2,
+            settings: vec![SettingResult {
+                setting: Setting::all().remove(0),
+                variants,
+                targets: Vec::new(),
+                pass: true,
+                runs: Vec::new(),
+                failures: Vec::new(),
+            }],
+            pass: true,
+            cpu: String::new(),
+            kernel: String::new(),
+            loadavg_start: String::new(),
+            loadavg_end: String::new(),
+        })
     }
 
     fn failure(variant: Variant, rep: usize) -> Failure {

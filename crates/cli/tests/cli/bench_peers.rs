@@ -98,6 +98,12 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
     assert_eq!(t[0]["name"], "every nena run completed");
     assert_eq!(t[0]["pass"], true);
     let (nena_run, tls_run) = (&runs[0], &runs[1]);
+    // One repetition: the paired ratio is that repetition's.
+    let variants = s["variants"].as_array().unwrap();
+    assert!(variants[0]["paired_cpu_ratio"].is_null(), "{s}");
+    let paired = variants[1]["paired_cpu_ratio"][0].as_f64().unwrap();
+    let cpu = f(nena_run, "cpu_s_per_gb") / f(tls_run, "cpu_s_per_gb");
+    assert!((paired - cpu).abs() < 1e-9, "{s}");
     let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
     assert!((f(&t[3], "value") - goodput).abs() < 1e-9, "{s}");
     assert_eq!(t[3]["pass"], goodput >= 1.0);

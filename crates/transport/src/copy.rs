@@ -4,12 +4,10 @@
 //! slow at times, such as a file), [`copy_out`] (a [`SecureReader`] into a sink). Used by
 //! the file transfers and the proxies' bridge.
 
-use crate::stream::{SecureReader, SecureWriter};
+use crate::stream::{poll_read_first, SecureReader, SecureWriter};
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use tokio::io::ReadBuf;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
@@ -22,9 +20,7 @@ pub trait ReadSlots: AsyncRead + Unpin {
         cx: &mut Context<'_>,
         bufs: &mut [IoSliceMut<'_>],
     ) -> Poll<io::Result<usize>> {
-        let mut rb = ReadBuf::new(&mut bufs[0]);
-        ready!(Pin::new(self).poll_read(cx, &mut rb))?;
-        Poll::Ready(Ok(rb.filled().len()))
+        poll_read_first(self, cx, bufs)
     }
 }
 
@@ -160,26 +156,18 @@ pub async fn copy_out<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + ?Sized>(
     limit: u64,
     mut seen: impl FnMut(&[u8]),
 ) -> io::Result<u64> {
+    // A sink without vectored writes would take only the first slice of each write.
+    let most = if dst.is_write_vectored() {
+        MAX_SLICES
+    } else {
+        1
+    };
     let mut moved = 0u64;
-    if !dst.is_write_vectored() {
-        while moved < limit {
-            let avail = r.fill_buf().await?;
-            if avail.is_empty() {
-                break;
-            }
-            let n = (avail.len() as u64).min(limit - moved) as usize;
-            seen(&avail[..n]);
-            dst.write_all(&avail[..n]).await?;
-            r.consume(n);
-            moved += n as u64;
-        }
-        return Ok(moved);
-    }
     while moved < limit {
-        std::future::poll_fn(|cx| r.poll_fill_ahead(cx, MAX_SLICES)).await?;
+        std::future::poll_fn(|cx| r.poll_fill_ahead(cx, most)).await?;
         let mut slices = [IoSlice::new(&[]); MAX_SLICES];
         let (mut count, mut total) = (0, 0u64);
-        for s in r.pending().take(MAX_SLICES) {
+        for s in r.pending().take(most) {
             let s = &s[..(s.len() as u64).min(limit - moved - total) as usize];
             if s.is_empty() {
                 break;

@@ -31,6 +31,7 @@ pub use crate::msg_error::{session_error_of, MsgError};
 use nena_proto::SessionError;
 pub use reader::SecureReader;
 use std::io;
+pub(crate) use writer::poll_read_first;
 pub use writer::SecureWriter;
 
 /// Buffer of one direction for bulk transfers (files, perf).
@@ -398,12 +399,13 @@ mod tests {
         }
     }
 
-    /// A sink that takes vectored writes of at most `cap` bytes and records each one:
-    /// (slices, bytes).
+    /// A sink that takes writes of at most `cap` bytes and records each one: (slices,
+    /// bytes). It says it takes vectored writes when `vectored` is set.
     struct VecSink {
         got: Vec<u8>,
         writes: Vec<(usize, usize)>,
         cap: usize,
+        vectored: bool,
     }
 
     fn sink(cap: usize) -> VecSink {
@@ -411,6 +413,7 @@ mod tests {
             got: Vec::new(),
             writes: Vec::new(),
             cap,
+            vectored: true,
         }
     }
 
@@ -420,9 +423,10 @@ mod tests {
             _: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
-            self.got.extend_from_slice(buf);
-            self.writes.push((1, buf.len()));
-            Poll::Ready(Ok(buf.len()))
+            let k = buf.len().min(self.cap);
+            self.got.extend_from_slice(&buf[..k]);
+            self.writes.push((1, k));
+            Poll::Ready(Ok(k))
         }
         fn poll_write_vectored(
             mut self: Pin<&mut Self>,
@@ -439,7 +443,7 @@ mod tests {
             Poll::Ready(Ok(n))
         }
         fn is_write_vectored(&self) -> bool {
-            true
+            self.vectored
         }
         fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
@@ -626,8 +630,9 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-        /// Whatever the source gives per read, the sink takes per write, a partial record
-        /// before and a limit: the bytes that come out are the bytes that went in.
+        /// Whatever the source gives per read, the sink takes per write (vectored or not),
+        /// a partial record before and a limit: the bytes that come out are the bytes that
+        /// went in.
         #[test]
         fn slots_and_vectored_writes_keep_the_stream(
             mode in proptest::sample::select(vec![Mode::Aead, Mode::Stream, Mode::Kato]),
@@ -636,6 +641,7 @@ mod tests {
             limit in proptest::option::of(0u64..200_000),
             caps in proptest::collection::vec(1usize..70_000, 1..5),
             sink_cap in 1usize..70_000,
+            vectored in proptest::bool::ANY,
         ) {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -652,9 +658,11 @@ mod tests {
                     .unwrap();
                 assert_eq!(moved, limit.min(n as u64));
                 w.shutdown().await.unwrap();
-                let mut out = sink(sink_cap);
+                let mut out = VecSink { vectored, ..sink(sink_cap) };
                 let total = copy_out(&mut r, &mut out, u64::MAX, |_| {}).await.unwrap();
                 assert_eq!(total as usize, out.got.len());
+                // A sink without vectored writes is given one unit at a time.
+                assert!(vectored || out.writes.iter().all(|w| w.0 == 1));
                 (out.got, input[..prefix + moved as usize].to_vec())
             });
             proptest::prop_assert!(got == want, "{} bytes out, {} in", got.len(), want.len());

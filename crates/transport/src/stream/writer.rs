@@ -10,6 +10,18 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
+/// Reads from `src` into the first of `bufs` only, as any `AsyncRead` does: the reading
+/// of [`SecureWriter::fill_slots`] for a source without `readv`.
+pub(crate) fn poll_read_first<R: AsyncRead + Unpin + ?Sized>(
+    src: &mut R,
+    cx: &mut Context<'_>,
+    bufs: &mut [IoSliceMut<'_>],
+) -> Poll<io::Result<usize>> {
+    let mut rb = ReadBuf::new(&mut bufs[0]);
+    ready!(Pin::new(src).poll_read(cx, &mut rb))?;
+    Poll::Ready(Ok(rb.filled().len()))
+}
+
 /// Most buffers one read into the writer takes ([`SecureWriter::fill_slots`]): every
 /// record a bulk writer's buffer holds.
 const MAX_SLOTS: usize = 16;
@@ -242,9 +254,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         flush_at: usize,
     ) -> io::Result<usize> {
         let read = |cx: &mut Context<'_>, bufs: &mut [IoSliceMut<'_>]| {
-            let mut rb = ReadBuf::new(&mut bufs[0]);
-            ready!(Pin::new(&mut *src).poll_read(cx, &mut rb))?;
-            Poll::Ready(Ok(rb.filled().len()))
+            poll_read_first(&mut *src, cx, bufs)
         };
         self.fill_slots(read, max, seen, flush_at).await
     }

@@ -280,6 +280,16 @@ impl Unprotector {
         }
     }
 
+    /// The size of a full record when the input is cut into records (`aead`: every record
+    /// of a bulk stream has this size), `None` in place. A reader that reads whole multiples
+    /// of it never has to move a record cut by the end of its buffer.
+    pub fn record_len(&self) -> Option<usize> {
+        match self.inner {
+            UnprotectInner::Aead(_) => Some(record::MAX_RECORD),
+            _ => None,
+        }
+    }
+
     /// Opens the next unit at the start of `buf`, in place (see [`Opened`]). In place, the
     /// unit is the whole input. The first error is final.
     pub fn open(&mut self, buf: &mut [u8]) -> Result<Opened, SessionError> {

@@ -489,6 +489,50 @@ mod tests {
         assert!(sink.got == data(n));
     }
 
+    /// A bulk stream of full records through the proxy's 64 KiB buffers, which hold a whole
+    /// number of records: the writer sends four per write, and at the reader no record is cut
+    /// by the buffer's end and moved to its front, but for the one move that aligns the stream
+    /// after the short units at its start (the key confirmation and a first message). With
+    /// 65,536 bytes (3.99 records) the writer sent three per write and nearly every read
+    /// moved most of a record.
+    #[tokio::test]
+    async fn full_records_are_read_whole_and_not_moved() {
+        let payload = nena_proto::record::MAX_PAYLOAD;
+        let record = nena_proto::record::MAX_RECORD;
+        let x = nena_proto::exchange_in(Mode::Aead);
+        let mut w =
+            SecureWriter::with_capacity(Writes::default(), Some(x.client.split().0), PROXY_BUF);
+        w.queue_raw(&x.confirm);
+        w.write_msg(data(300)).await.unwrap();
+        let n = 40 * payload;
+        w.write_all(&data(n)).await.unwrap();
+        w.shutdown().await.unwrap();
+        let writes = &w.get_ref().0;
+        let four = writes.iter().filter(|w| w.len() == 4 * record).count();
+        assert!(
+            four >= 9,
+            "writes of four records: {four} of {}",
+            writes.len()
+        );
+        let wire: Vec<u8> = writes.concat();
+        let mut r =
+            SecureReader::with_capacity(&wire[..], Some(x.server.split().1), Vec::new(), PROXY_BUF);
+        let mut first = vec![0u8; 300];
+        r.read_exact(&mut first).await.unwrap();
+        assert_eq!(first, data(300));
+        let mut out = sink(usize::MAX);
+        assert_eq!(
+            copy_out(&mut r, &mut out, u64::MAX, |_| {}).await.unwrap(),
+            n as u64
+        );
+        assert!(out.got == data(n), "the bytes differ");
+        assert!(
+            r.moved() <= record as u64,
+            "{} bytes moved for 40 records (at most one record's alignment)",
+            r.moved()
+        );
+    }
+
     #[tokio::test]
     async fn a_failure_behind_good_records_is_reported_after_them() {
         let payload = nena_proto::record::MAX_PAYLOAD;

@@ -61,9 +61,16 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         Self::with_capacity(inner, prot, BULK_BUF)
     }
 
-    /// Like [`SecureWriter::new`] with a buffer of `cap` bytes (at least two records).
+    /// Like [`SecureWriter::new`] with a buffer of `cap` bytes (at least two records; with
+    /// records, rounded up to a whole number of them).
     pub fn with_capacity(inner: W, prot: Option<Protector>, cap: usize) -> Self {
-        let cap = cap.max(2 * nena_proto::record::MAX_RECORD);
+        let record = nena_proto::record::MAX_RECORD;
+        let mut cap = cap.max(2 * record);
+        if prot.as_ref().is_some_and(|p| !p.is_in_place()) {
+            // A record is begun only where a full one fits, and the buffer is drained before
+            // it starts over: 64 KiB took three records per write and left 16 KiB unused.
+            cap = cap.div_ceil(record) * record;
+        }
         SecureWriter {
             inner,
             prot,

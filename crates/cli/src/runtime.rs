@@ -10,6 +10,52 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output> {
     Ok(tokio::runtime::Runtime::new()?.block_on(f))
 }
 
+/// The threads a long-running command (the proxies) runs its sessions on (`--threads`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Threads {
+    /// Threads the sessions run on: 1 (the default) runs them all on one thread, 0 one
+    /// thread per core. One thread costs the least CPU per byte, because no wake-up crosses
+    /// from one thread to another (where the CPU set the pace, the lab's proxy pair used 16%
+    /// less CPU per GB at the client and 8% at the server than with a thread per core:
+    /// docs/BENCHMARKS.md), and one core seals and opens several GB/s; a proxy whose many
+    /// busy sessions need more than one core at once takes more.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+}
+
+impl Threads {
+    /// Run `f` on a fresh runtime with these threads.
+    pub fn block_on<F: Future + Send>(self, f: F) -> Result<F::Output>
+    where
+        F::Output: Send,
+    {
+        let rt = match self.threads {
+            1 => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                // On a thread of its own, not the main one: glibc's malloc then serves it
+                // from an arena of its own, whose never-used memory `calloc` hands out
+                // without clearing it, so the part of a session's zeroed 64 KiB buffers that
+                // was never written stays out of memory (from the main arena, where `calloc`
+                // clears reused memory, an idle proxy session took 114-125 KiB instead of
+                // 35-45: `nena bench sessions`).
+                return std::thread::scope(|s| {
+                    s.spawn(|| rt.block_on(f))
+                        .join()
+                        .map_err(|_| anyhow::anyhow!("the runtime's thread panicked"))
+                });
+            }
+            0 => tokio::runtime::Runtime::new()?,
+            n => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .enable_all()
+                .build()?,
+        };
+        Ok(rt.block_on(f))
+    }
+}
+
 /// Like [`block_on`], but SIGINT (Ctrl-C) or SIGTERM cancels the future (so its temporary
 /// files are removed and its connection closed) and is reported as an error naming it.
 pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T>>) -> Result<T> {

@@ -6,6 +6,7 @@ use super::transfer::{
     ClientCommon, ConfigFile, ServerCommon,
 };
 use crate::exit::{CmdResult, Exit};
+use crate::runtime::Threads;
 use anyhow::anyhow;
 use clap::Subcommand;
 use nena_transport::access;
@@ -57,6 +58,8 @@ pub struct ProxyClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
     pub common: ClientCommon,
     #[command(flatten)]
     pub config: ConfigFile,
@@ -86,6 +89,8 @@ pub struct ProxyServerArgs {
     /// stream that looks complete). Default 0: at once.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
     pub grace: Duration,
+    #[command(flatten)]
+    pub threads: Threads,
     #[command(flatten)]
     pub common: ServerCommon,
     #[command(flatten)]
@@ -131,7 +136,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 metrics: counters.as_ref().map(|c| c.1.clone()),
                 ..limits
             };
-            crate::runtime::block_on(async {
+            a.threads.block_on(async {
                 let at = start_metrics(&counters).await?;
                 proxy::run_client_with(listen, entry, opts, limits, |addr| {
                     announce_with(&what, addr, at)
@@ -170,7 +175,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 }
             };
             let what = format!("nena proxy server ({})", labels(&accept.modes));
-            crate::runtime::block_on(async {
+            a.threads.block_on(async {
                 let at = start_metrics(&counters).await?;
                 proxy::run_server_with(a.listen, egress, accept, limits, |addr| {
                     announce_with(&what, addr, at)

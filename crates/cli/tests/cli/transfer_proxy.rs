@@ -1,5 +1,6 @@
 //! `nena proxy client` / `nena proxy server` through the lab (root): 1,000 concurrent
-//! sessions, each echoed byte-exact through both proxies with half-close.
+//! sessions, each echoed byte-exact through both proxies with half-close (the server on two
+//! threads, the client on its default one, so both runtimes carry the load).
 
 use crate::harness::*;
 use nena_lab::Host;
@@ -26,6 +27,8 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
             &listen,
             "--forward",
             "127.0.0.1:7300",
+            "--threads",
+            "2",
         ],
     );
     let mut args = vec![

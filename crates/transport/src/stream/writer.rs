@@ -22,6 +22,12 @@ pub(crate) fn poll_read_first<R: AsyncRead + Unpin + ?Sized>(
     Poll::Ready(Ok(rb.filled().len()))
 }
 
+/// Whether `prot` cuts the stream into records (`aead`), rather than protecting bytes in
+/// place or not at all.
+fn framed(prot: Option<&Protector>) -> bool {
+    prot.is_some_and(|p| !p.is_in_place())
+}
+
 /// Most buffers one read into the writer takes ([`SecureWriter::fill_slots`]): every
 /// record a bulk writer's buffer holds.
 const MAX_SLOTS: usize = 16;
@@ -66,7 +72,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     pub fn with_capacity(inner: W, prot: Option<Protector>, cap: usize) -> Self {
         let record = nena_proto::record::MAX_RECORD;
         let mut cap = cap.max(2 * record);
-        if prot.as_ref().is_some_and(|p| !p.is_in_place()) {
+        if framed(prot.as_ref()) {
             // A record is begun only where a full one fits, and the buffer is drained before
             // it starts over: 64 KiB took three records per write and left 16 KiB unused.
             cap = cap.div_ceil(record) * record;
@@ -188,7 +194,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             return Poll::Ready(Ok(()));
         }
         // The record being built is full (or cannot grow): seal it and write everything.
-        if self.prot.as_ref().is_some_and(|p| !p.is_in_place()) {
+        if framed(self.prot.as_ref()) {
             self.seal_open_record();
         }
         ready!(self.poll_drain(cx))?;
@@ -311,7 +317,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                 Poll::Pending => {
                     let pending = self.tail - self.head + self.fill;
                     if pending > 0 && pending >= flush_at {
-                        self.seal_open_record_if_framed();
+                        self.seal_open_record();
                         if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
                             return Poll::Ready(Err(e));
                         }
@@ -331,8 +337,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         let first = (self.space() as u64).min(max) as usize;
         slots[0] = (self.payload_at(), first);
         let (h, t, record) = self.framing();
-        let framed = self.prot.as_ref().is_some_and(|p| !p.is_in_place());
-        if framed && self.fill + first == record {
+        if framed(self.prot.as_ref()) && self.fill + first == record {
             let mut left = max - first as u64;
             let mut at = slots[0].0 + first + t + h;
             for slot in slots.iter_mut().skip(1) {
@@ -391,7 +396,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.seal_open_record_if_framed();
+        this.seal_open_record();
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_flush(cx)
     }
@@ -399,7 +404,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.closed {
-            this.seal_open_record_if_framed();
+            this.seal_open_record();
             let (h, t, _) = this.framing();
             // The last record: the closing one (no payload), or the abort one (a reason byte).
             let last_len = h + t + usize::from(this.aborting.is_some());
@@ -429,19 +434,12 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     /// nothing, in the modes that have no room for a message (stream, kato, plain) or once
     /// the direction has ended: the caller resets the connection instead.
     pub async fn abort(&mut self, reason: nena_proto::AbortReason) -> io::Result<bool> {
-        let framed = self.prot.as_ref().is_some_and(|p| !p.is_in_place());
-        if self.closed || !framed {
+        if self.closed || !framed(self.prot.as_ref()) {
             return Ok(false);
         }
         // The shutdown's own path, with the abort record in place of the closing one.
         self.aborting = Some(reason);
         self.shutdown().await?;
         Ok(true)
-    }
-
-    fn seal_open_record_if_framed(&mut self) {
-        if self.fill > 0 {
-            self.seal_open_record();
-        }
     }
 }

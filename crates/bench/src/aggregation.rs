@@ -348,6 +348,8 @@ fn kernel_transfer(lab: &Lab, way: Way, servers: &Servers, bytes: u64) -> Result
         },
         amount: Amount::Bytes(bytes),
         omit: None,
+        // timed as an application sees it: from its connect, the join as the kernel makes it
+        await_join: false,
     };
     let untrusted_ip = lab.client_addr(Link::Untrusted);
     let (client, _, secs) = servers.raw_exchange(lab, req)?;

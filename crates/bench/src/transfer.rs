@@ -520,6 +520,11 @@ fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
             None => Amount::Time(opts.time),
         },
         omit: opts.omit.filter(|_| opts.bytes.is_none()),
+        // A rate run must be multipath (a target): its sender starts once the kernel has
+        // joined the second subflow (which it adds only after the request's data, from a
+        // worker that a loaded host can run late). A run of a fixed size is timed whole, as
+        // an application sees it, and its split is only reported.
+        await_join: opts.bytes.is_none(),
     };
     let untrusted_ip = lab.client_addr(Link::Untrusted);
     let (client, server, _) = servers.raw_exchange(lab, req)?;
@@ -529,6 +534,7 @@ fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
                 bytes,
                 seconds,
                 mbit_s,
+                ..
             },
             _,
         )
@@ -538,6 +544,7 @@ fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
                 bytes,
                 seconds,
                 mbit_s,
+                ..
             },
         ) => (*bytes, *seconds, *mbit_s),
         _ => bail!("plain MPTCP: neither end sent"),

@@ -522,6 +522,8 @@ fn run_traffic(
                 },
                 amount: Amount::Time(time),
                 omit: None,
+                // kernel MPTCP as any application runs it (and `subflows = 1` has no join)
+                await_join: false,
             };
             let link = r.link.unwrap_or(Link::Trusted);
             let local = SocketAddr::new(lab.client_addr(link), 0);
@@ -539,6 +541,7 @@ fn run_traffic(
                     bytes,
                     seconds,
                     mbit_s,
+                    ..
                 } => (bytes, seconds, mbit_s),
                 Outcome::Received { bytes } => {
                     let s = time.as_secs_f64();

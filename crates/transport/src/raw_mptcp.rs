@@ -7,9 +7,9 @@
 //! still checked end to end: the receiver sends back how many bytes it got, and the sender
 //! fails unless that equals what it wrote.
 //!
-//! The exchange: the client sends a 25-byte request (direction, byte count or duration,
-//! warm-up to omit);
-//! the sending end writes its data and shuts its side down; the receiving end reads to the
+//! The exchange: the client sends a 26-byte request (direction, byte count or duration,
+//! warm-up to omit, whether to wait for the second subflow);
+//! the sending end (after that wait, if asked) writes its data and shuts its side down; the receiving end reads to the
 //! end, answers with its count (8 bytes, big endian) and closes. Connect, accept and the
 //! request are blocking with timeouts; the data moves through tokio (non-blocking, as
 //! nena's own I/O), bounded by the run's length plus a timeout, so a dead peer fails the
@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 const BUF: usize = 256 * 1024;
 /// Bound on every blocking step (connect, accept, a read or a write that makes no progress).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a sender asked to wait for the second subflow waits at most (then it sends on
+/// whatever subflows there are, and the run reports its split as it is).
+pub const JOIN_WAIT: Duration = Duration::from_secs(5);
 
 /// Which way the data goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,10 +52,17 @@ pub struct Request {
     pub amount: Amount,
     /// Leave the first part of the run out of the goodput (time runs).
     pub omit: Option<Duration>,
+    /// The sending end waits (up to [`JOIN_WAIT`], before its first byte and its clock) until
+    /// the connection has a second established subflow. The kernel's path manager adds it
+    /// only after the first data (the request), from a worker; a rate run that must measure a
+    /// multipath connection asks for this, so a host that is slow to run that worker does not
+    /// make the run single-path. Runs that time the whole transfer (as an application sees
+    /// it) and runs meant to stay single-path do not.
+    pub await_join: bool,
 }
 
 impl Request {
-    const LEN: usize = 25;
+    const LEN: usize = 26;
 
     fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
@@ -68,6 +78,7 @@ impl Request {
         b[9..17].copy_from_slice(&millis.to_be_bytes());
         let omit = self.omit.map_or(0, |d| d.as_millis() as u64);
         b[17..25].copy_from_slice(&omit.to_be_bytes());
+        b[25] = u8::from(self.await_join);
         b
     }
 
@@ -88,10 +99,16 @@ impl Request {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
         };
+        let await_join = match b[25] {
+            0 => false,
+            1 => true,
+            x => bail!("raw MPTCP request: bad wait-for-the-join flag {x:#04x}"),
+        };
         Ok(Request {
             direction,
             amount,
             omit,
+            await_join,
         })
     }
 }
@@ -106,6 +123,9 @@ pub enum Outcome {
         seconds: f64,
         /// Goodput in Mbit/s (after the omitted warm-up, if any).
         mbit_s: f64,
+        /// Asked to wait for the second subflow ([`Request::await_join`]): whether it had
+        /// joined when the first byte went (`false`: [`JOIN_WAIT`] passed). `None`: not asked.
+        joined: Option<bool>,
     },
     Received {
         bytes: u64,
@@ -168,13 +188,37 @@ fn exchange<T>(
     })
 }
 
-async fn send(
-    s: &mut tokio::net::TcpStream,
-    amount: Amount,
-    omit: Option<Duration>,
-) -> Result<Outcome> {
+/// Wait until the MPTCP connection `s` has at least two established subflows, or
+/// [`JOIN_WAIT`] has passed (polled every millisecond: the wait is short and happens once per
+/// run). Returns whether it has them; a plain-TCP socket has none to wait for.
+async fn await_join(s: &tokio::net::TcpStream) -> bool {
+    const TCP_ESTABLISHED: u8 = 1;
+    let deadline = Instant::now() + JOIN_WAIT;
+    loop {
+        match nena_mptcp::subflows(std::os::fd::AsFd::as_fd(s)) {
+            Ok(v) if v.iter().filter(|f| f.state == TCP_ESTABLISHED).count() >= 2 => return true,
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(1)).await
+            }
+            _ => return false,
+        }
+    }
+}
+
+async fn send(s: &mut tokio::net::TcpStream, req: Request) -> Result<Outcome> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     static ZEROS: [u8; BUF] = [0; BUF];
+    let (amount, omit) = (req.amount, req.omit);
+    let joined = match req.await_join {
+        true => Some(await_join(s).await),
+        false => None,
+    };
+    if joined == Some(false) {
+        log::warn!(
+            "raw MPTCP: no second subflow within {}s; sending on one",
+            JOIN_WAIT.as_secs()
+        );
+    }
     let start = Instant::now();
     let mut sent = 0u64;
     let mut mark: Option<(f64, u64)> = None;
@@ -215,6 +259,7 @@ async fn send(
         bytes: sent,
         seconds,
         mbit_s: crate::perf::goodput(sent, seconds, mark),
+        joined,
     })
 }
 
@@ -258,7 +303,7 @@ pub fn serve_one(l: &TcpListener) -> Result<Outcome> {
     let req = Request::decode(&req)?;
     exchange(s, req.amount, async |t| match req.direction {
         Direction::Up => receive(t).await,
-        Direction::Down => send(t, req.amount, req.omit).await,
+        Direction::Down => send(t, req).await,
     })
 }
 
@@ -308,7 +353,7 @@ fn run_client(mut s: TcpStream, req: Request) -> Result<ClientRun> {
         .context("raw MPTCP: sending the request")?;
     exchange(s, req.amount, async |t| {
         let outcome = match req.direction {
-            Direction::Up => send(t, req.amount, req.omit).await?,
+            Direction::Up => send(t, req).await?,
             Direction::Down => receive(t).await?,
         };
         let subflows = crate::conn::subflow_bytes(std::os::fd::AsFd::as_fd(&*t));
@@ -327,11 +372,13 @@ mod tests {
                 direction: Direction::Up,
                 amount: Amount::Bytes(12345),
                 omit: None,
+                await_join: false,
             },
             Request {
                 direction: Direction::Down,
                 amount: Amount::Time(Duration::from_millis(1500)),
                 omit: Some(Duration::from_millis(300)),
+                await_join: true,
             },
         ] {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
@@ -344,6 +391,10 @@ mod tests {
         b[16] = 0;
         b[0] = 7;
         assert!(Request::decode(&b).is_err(), "direction");
+        b[0] = 0;
+        assert!(Request::decode(&b).is_ok());
+        b[25] = 2;
+        assert!(Request::decode(&b).is_err(), "the join flag");
     }
 
     /// Over loopback MPTCP (or fallback, where MPTCP is off: the exchange is the same):
@@ -369,6 +420,7 @@ mod tests {
                         direction,
                         amount,
                         omit: None,
+                        await_join: false,
                     },
                     None,
                 )

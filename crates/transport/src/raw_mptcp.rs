@@ -397,6 +397,17 @@ mod tests {
         assert!(Request::decode(&b).is_err(), "the join flag");
     }
 
+    proptest::proptest! {
+        /// Any 26 bytes from the network: refused with an error or decoded into a request
+        /// that encodes back to the same bytes; never a panic.
+        #[test]
+        fn any_request_bytes_decode_or_are_refused(b in proptest::array::uniform26(0u8..)) {
+            if let Ok(r) = Request::decode(&b) {
+                proptest::prop_assert_eq!(r.encode(), b);
+            }
+        }
+    }
+
     /// Over loopback MPTCP (or fallback, where MPTCP is off: the exchange is the same):
     /// both directions, the count checked, goodput positive.
     #[test]

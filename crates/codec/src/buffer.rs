@@ -37,6 +37,17 @@ impl AlignedBuf {
     }
 }
 
+impl Default for AlignedBuf {
+    /// No bytes and no allocation (what `std::mem::take` leaves behind).
+    fn default() -> Self {
+        AlignedBuf {
+            v: Vec::new(),
+            off: 0,
+            len: 0,
+        }
+    }
+}
+
 impl Clone for AlignedBuf {
     /// A copy in a new allocation, aligned in its own right (a derived clone would keep the
     /// old offset).
@@ -85,5 +96,8 @@ mod tests {
             assert_eq!(&d[..], &data[..]);
             assert_eq!(d.as_ptr() as usize % BUF_ALIGN, 0);
         }
+        let e = AlignedBuf::default();
+        assert!(e.is_empty());
+        assert_eq!(e.v.capacity(), 0, "the default allocates nothing");
     }
 }

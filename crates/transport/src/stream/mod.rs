@@ -24,6 +24,7 @@
 //! failure is an `InvalidData` error whose message starts with "integrity check failed", and
 //! no byte of the failing record is returned.
 
+mod pool;
 mod reader;
 mod writer;
 
@@ -396,6 +397,69 @@ mod tests {
             }
             drop(app);
             assert_eq!(pump.await.unwrap().unwrap(), 30);
+        }
+    }
+
+    /// An idle session holds no buffer (they go back to the thread's pool): the writer once
+    /// it has flushed, or once its source waits with nothing left to send; the reader once
+    /// it has delivered everything and the peer is quiet. A part of a record keeps the
+    /// reader's buffer, and the bytes after a release arrive whole.
+    #[tokio::test]
+    async fn idle_halves_give_their_buffers_back() {
+        for mode in [Mode::Aead, Mode::Stream, Mode::Kato, Mode::Plain] {
+            let (mut w, mut r) = pipe(mode, 1 << 20).await;
+            assert!(
+                !w.holds_buffer() && !r.holds_buffer(),
+                "{mode}: before any data"
+            );
+            w.write_all(&data(5000)).await.unwrap();
+            assert!(w.holds_buffer(), "{mode}: unsent bytes");
+            w.flush().await.unwrap();
+            assert!(!w.holds_buffer(), "{mode}: flushed");
+            let mut got = vec![0u8; 5000];
+            r.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, data(5000), "{mode}");
+            let mut one = [0u8; 1];
+            {
+                let mut read = Box::pin(r.read(&mut one));
+                assert!(poll_once(&mut read).await.is_none(), "{mode}: peer quiet");
+            }
+            assert!(!r.holds_buffer(), "{mode}: all delivered, peer quiet");
+            // The proxy's way in: a source that gives 10 bytes, then waits.
+            let (mut app, mut src) = tokio::io::duplex(1024);
+            app.write_all(&[7; 10]).await.unwrap();
+            let mut seen = |_: &[u8]| {};
+            assert_eq!(
+                w.fill_from(&mut src, u64::MAX, &mut seen).await.unwrap(),
+                10
+            );
+            {
+                let mut fill = Box::pin(w.fill_from(&mut src, u64::MAX, &mut seen));
+                assert!(poll_once(&mut fill).await.is_none(), "{mode}: source waits");
+            }
+            assert!(!w.holds_buffer(), "{mode}: sent while the source waits");
+            let mut ten = [0u8; 10];
+            r.read_exact(&mut ten).await.unwrap();
+            assert_eq!(ten, [7; 10], "{mode}");
+            if mode == Mode::Aead {
+                // A part of a record stays buffered until the rest comes.
+                w.write_all(&data(3000)).await.unwrap();
+                w.flush().await.unwrap();
+                let (mut wire, b) = tokio::io::duplex(1 << 16);
+                let mut whole = vec![0u8; 1 << 16];
+                let n = r.inner.read(&mut whole).await.unwrap();
+                wire.write_all(&whole[..n / 2]).await.unwrap();
+                let mut r2 = SecureReader::new(b, r.unprot.take(), Vec::new());
+                let mut got = vec![0u8; 3000];
+                {
+                    let mut read = Box::pin(r2.read_exact(&mut got));
+                    assert!(poll_once(&mut read).await.is_none(), "half a record");
+                }
+                assert!(r2.holds_buffer(), "half a record is kept");
+                wire.write_all(&whole[n / 2..n]).await.unwrap();
+                r2.read_exact(&mut got).await.unwrap();
+                assert_eq!(got, data(3000));
+            }
         }
     }
 

@@ -19,7 +19,10 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, ReadBuf};
 pub struct SecureReader<R> {
     pub(super) inner: R,
     pub(super) unprot: Option<Unprotector>,
+    /// Empty (given back to [`super::pool`]) while nothing is buffered and the socket has
+    /// nothing to give; `size` bytes while it holds input.
     buf: AlignedBuf,
+    size: usize,
     /// Input not yet opened: `buf[start..end]`.
     start: usize,
     end: usize,
@@ -67,12 +70,17 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             // record per read).
             size = size.div_ceil(r) * r;
         }
-        let mut buf = AlignedBuf::new(size.max(leftover.len()));
-        buf[..leftover.len()].copy_from_slice(&leftover);
+        let size = size.max(leftover.len());
+        let mut buf = AlignedBuf::default();
+        if !leftover.is_empty() {
+            buf = super::pool::take(size);
+            buf[..leftover.len()].copy_from_slice(&leftover);
+        }
         SecureReader {
             inner,
             unprot,
             buf,
+            size,
             start: 0,
             end: leftover.len(),
             plain: 0,
@@ -153,6 +161,15 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         e
     }
 
+    /// Gives the buffer back to [`super::pool`]; only when it holds nothing (no input, no
+    /// plaintext, nothing opened ahead).
+    fn release(&mut self) {
+        debug_assert!(self.start.max(self.unit_end) == self.end && self.ahead.is_empty());
+        (self.start, self.end, self.unit_end) = (0, 0, 0);
+        (self.plain, self.plain_end) = (0, 0);
+        super::pool::give(std::mem::take(&mut self.buf));
+    }
+
     /// Reads from the socket into `dst`, with the idle timeout.
     fn poll_inner(&mut self, cx: &mut Context<'_>, dst: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.low_water_for(0);
@@ -217,6 +234,9 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                 };
                 return Poll::Ready(end.map_err(|e| self.fail(e)));
             }
+            if self.buf.is_empty() {
+                self.buf = super::pool::take(self.size);
+            }
             // Room for the rest of the unit: move the pending input to the front if needed.
             if self.start + want > self.buf.len() || self.end == self.buf.len() {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -240,7 +260,13 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                 cx,
                 &mut rb,
             ) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if self.start == self.end {
+                        // Nothing buffered while the peer is quiet: no buffer either.
+                        self.release();
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(self.fail(e))),
                 Poll::Ready(Ok(())) => {
                     let n = rb.filled().len();
@@ -321,6 +347,11 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                 (self.plain, self.plain_end, self.unit_end) = (plain, plain_end, unit_end);
             }
         }
+    }
+
+    /// Whether the reader holds a buffer now (it gives it back while idle).
+    pub(super) fn holds_buffer(&self) -> bool {
+        !self.buf.is_empty()
     }
 
     /// Bytes moved within the buffer so far, to keep a unit cut by its end whole.
@@ -466,7 +497,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for SecureReader<R> {
             return Poll::Ready(Ok(()));
         }
         if this.direct() {
-            // Zero copy: read into the caller's buffer and open the new bytes in place.
+            // Zero copy: read into the caller's buffer and open the new bytes in place. The
+            // reader's own buffer holds nothing meanwhile.
+            if this.holds_buffer() {
+                this.release();
+            }
             let before = dst.filled().len();
             ready!(this.poll_inner(cx, dst)).map_err(|e| this.fail(e))?;
             let n = dst.filled().len() - before;

@@ -41,7 +41,10 @@ const MAX_SLOTS: usize = 16;
 pub struct SecureWriter<W> {
     pub(super) inner: W,
     prot: Option<Protector>,
+    /// Empty (given back to [`super::pool`]) while nothing is pending and the writer waits
+    /// for its source or has flushed; `size` bytes while it holds bytes.
     buf: AlignedBuf,
+    size: usize,
     head: usize,
     tail: usize,
     /// Payload bytes in the record being built (`aead` only).
@@ -80,7 +83,8 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         SecureWriter {
             inner,
             prot,
-            buf: AlignedBuf::new(cap),
+            buf: AlignedBuf::default(),
+            size: cap,
             head: 0,
             tail: 0,
             fill: 0,
@@ -100,6 +104,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             self.tail == 0 && self.fill == 0 && self.sent == 0,
             "queue_raw after data"
         );
+        self.hold();
         self.buf[..bytes.len()].copy_from_slice(bytes);
         self.tail = bytes.len();
     }
@@ -138,6 +143,20 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                 p.max_payload().unwrap_or(usize::MAX),
             ),
             None => (0, 0, usize::MAX),
+        }
+    }
+
+    /// Takes a buffer from the pool if the writer has given its own back.
+    fn hold(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = super::pool::take(self.size);
+        }
+    }
+
+    /// Gives the buffer back to the pool if it holds nothing (all written, no record open).
+    fn release_if_empty(&mut self) {
+        if self.tail == 0 && self.fill == 0 {
+            super::pool::give(std::mem::take(&mut self.buf));
         }
     }
 
@@ -190,6 +209,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                 "write after shutdown",
             )));
         }
+        self.hold();
         if self.space() >= min {
             return Poll::Ready(Ok(()));
         }
@@ -252,9 +272,15 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         self.fill(src, max, seen, 1).await
     }
 
+    /// Whether the writer holds a buffer now (it gives it back while idle).
+    #[cfg(test)]
+    pub(super) fn holds_buffer(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
     /// Bytes the writer's buffer holds at most.
     pub(crate) fn buffer_len(&self) -> usize {
-        self.buf.len()
+        self.size
     }
 
     /// Fills from `src`; while `src` is pending, sends what is pending if it is at least
@@ -322,6 +348,8 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                             return Poll::Ready(Err(e));
                         }
                     }
+                    // Waiting for the source with nothing left to send: no buffer either.
+                    self.release_if_empty();
                     Poll::Pending
                 }
             }
@@ -398,12 +426,14 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
         let this = self.get_mut();
         this.seal_open_record();
         ready!(this.poll_drain(cx))?;
+        this.release_if_empty();
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.closed {
+            this.hold();
             this.seal_open_record();
             let (h, t, _) = this.framing();
             // The last record: the closing one (no payload), or the abort one (a reason byte).

@@ -25,27 +25,14 @@ pub struct Threads {
 
 impl Threads {
     /// Run `f` on a fresh runtime with these threads.
-    pub fn block_on<F: Future + Send>(self, f: F) -> Result<F::Output>
-    where
-        F::Output: Send,
-    {
+    pub fn block_on<F: Future>(self, f: F) -> Result<F::Output> {
         let rt = match self.threads {
-            1 => {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                // On a thread of its own, not the main one: glibc's malloc then serves it
-                // from an arena of its own, whose never-used memory `calloc` hands out
-                // without clearing it, so the part of a session's zeroed 64 KiB buffers that
-                // was never written stays out of memory (from the main arena, where `calloc`
-                // clears reused memory, an idle proxy session took 114-125 KiB instead of
-                // 35-45: `nena bench sessions`).
-                return std::thread::scope(|s| {
-                    s.spawn(|| rt.block_on(f))
-                        .join()
-                        .map_err(|_| anyhow::anyhow!("the runtime's thread panicked"))
-                });
-            }
+            // The caller's thread. (An idle session holds no buffer, so what the allocator
+            // does with the main thread's freed memory does not make idle sessions big:
+            // `nena bench sessions`, docs/BENCHMARKS.md.)
+            1 => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
             0 => tokio::runtime::Runtime::new()?,
             n => tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(n)

@@ -8,8 +8,8 @@
 //! fails unless that equals what it wrote.
 //!
 //! The exchange: the client sends a 26-byte request (direction, byte count or duration,
-//! warm-up to omit, whether to wait for the second subflow);
-//! the sending end (after that wait, if asked) writes its data and shuts its side down; the receiving end reads to the
+//! warm-up to omit, whether to wait for the second subflow); the sending end (after that
+//! wait, if asked) writes its data and shuts its side down; the receiving end reads to the
 //! end, answers with its count (8 bytes, big endian) and closes. Connect, accept and the
 //! request are blocking with timeouts; the data moves through tokio (non-blocking, as
 //! nena's own I/O), bounded by the run's length plus a timeout, so a dead peer fails the

@@ -17,8 +17,20 @@ thread_local! {
     static POOL: RefCell<Vec<AlignedBuf>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Makes `buf` a buffer of `len` bytes if it was given back (empty); else leaves it.
+pub(super) fn hold(buf: &mut AlignedBuf, len: usize) {
+    if buf.is_empty() {
+        *buf = take(len);
+    }
+}
+
+/// Gives `buf` back to the pool, leaving it empty.
+pub(super) fn release(buf: &mut AlignedBuf) {
+    give(std::mem::take(buf));
+}
+
 /// A buffer of `len` bytes: one the pool keeps, or a new one (zero-filled).
-pub(super) fn take(len: usize) -> AlignedBuf {
+fn take(len: usize) -> AlignedBuf {
     POOL.with_borrow_mut(|pool| {
         pool.iter()
             .rposition(|b| b.len() == len)
@@ -28,7 +40,7 @@ pub(super) fn take(len: usize) -> AlignedBuf {
 }
 
 /// Gives `buf` back: kept while the thread's pool holds less than [`KEEP_BYTES`].
-pub(super) fn give(buf: AlignedBuf) {
+fn give(buf: AlignedBuf) {
     if buf.is_empty() {
         return;
     }
@@ -55,6 +67,14 @@ mod tests {
         assert_eq!(take(2000).len(), 2000, "another size is a new buffer");
         let b = take(1000);
         assert_eq!(b.as_ptr(), at, "the given buffer came back");
+        let mut c = AlignedBuf::default();
+        hold(&mut c, 3000);
+        assert_eq!(c.len(), 3000, "an empty buffer is filled");
+        let at = c.as_ptr();
+        hold(&mut c, 3000);
+        assert_eq!(c.as_ptr(), at, "a held buffer is kept");
+        release(&mut c);
+        assert!(c.is_empty());
         give(AlignedBuf::default()); // nothing to keep
                                      // Past the bound, buffers are freed rather than kept.
         let n = KEEP_BYTES / 65536 + 4;

@@ -73,7 +73,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         let size = size.max(leftover.len());
         let mut buf = AlignedBuf::default();
         if !leftover.is_empty() {
-            buf = super::pool::take(size);
+            super::pool::hold(&mut buf, size);
             buf[..leftover.len()].copy_from_slice(&leftover);
         }
         SecureReader {
@@ -167,7 +167,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         debug_assert!(self.start.max(self.unit_end) == self.end && self.ahead.is_empty());
         (self.start, self.end, self.unit_end) = (0, 0, 0);
         (self.plain, self.plain_end) = (0, 0);
-        super::pool::give(std::mem::take(&mut self.buf));
+        super::pool::release(&mut self.buf);
     }
 
     /// Reads from the socket into `dst`, with the idle timeout.
@@ -234,9 +234,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                 };
                 return Poll::Ready(end.map_err(|e| self.fail(e)));
             }
-            if self.buf.is_empty() {
-                self.buf = super::pool::take(self.size);
-            }
+            super::pool::hold(&mut self.buf, self.size);
             // Room for the rest of the unit: move the pending input to the front if needed.
             if self.start + want > self.buf.len() || self.end == self.buf.len() {
                 self.buf.copy_within(self.start..self.end, 0);

@@ -104,7 +104,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             self.tail == 0 && self.fill == 0 && self.sent == 0,
             "queue_raw after data"
         );
-        self.hold();
+        super::pool::hold(&mut self.buf, self.size);
         self.buf[..bytes.len()].copy_from_slice(bytes);
         self.tail = bytes.len();
     }
@@ -146,17 +146,10 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
         }
     }
 
-    /// Takes a buffer from the pool if the writer has given its own back.
-    fn hold(&mut self) {
-        if self.buf.is_empty() {
-            self.buf = super::pool::take(self.size);
-        }
-    }
-
     /// Gives the buffer back to the pool if it holds nothing (all written, no record open).
     fn release_if_empty(&mut self) {
         if self.tail == 0 && self.fill == 0 {
-            super::pool::give(std::mem::take(&mut self.buf));
+            super::pool::release(&mut self.buf);
         }
     }
 
@@ -209,7 +202,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
                 "write after shutdown",
             )));
         }
-        self.hold();
+        super::pool::hold(&mut self.buf, self.size);
         if self.space() >= min {
             return Poll::Ready(Ok(()));
         }
@@ -433,7 +426,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.closed {
-            this.hold();
+            super::pool::hold(&mut this.buf, this.size);
             this.seal_open_record();
             let (h, t, _) = this.framing();
             // The last record: the closing one (no payload), or the abort one (a reason byte).

@@ -16,6 +16,7 @@
 //!   server's `--allow` list, sans-IO.
 //! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
 //!   `transfer`) and of the scenario runner.
+//! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -35,6 +36,7 @@ pub mod perf;
 pub mod proxy;
 mod proxy_open;
 pub mod raw_mptcp;
+pub mod resolve;
 pub mod server;
 pub mod session;
 pub mod socks;

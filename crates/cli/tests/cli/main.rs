@@ -46,6 +46,7 @@ mod transfer_forge;
 mod transfer_kato_mpc;
 mod transfer_limits;
 mod transfer_metrics;
+mod transfer_names;
 mod transfer_perf_paths;
 mod transfer_proxy;
 mod transfer_real_hosts;

@@ -3,8 +3,7 @@
 //! [`super::transfer`].
 use super::transfer::{
     announce_with, check_client, counters, labels, parse_addr, parse_grace, parse_server,
-    start_metrics,
-    ClientCommon, ConfigFile, ServerCommon,
+    start_metrics, ClientCommon, ConfigFile, ServerCommon,
 };
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;

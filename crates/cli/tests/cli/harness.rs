@@ -471,4 +471,3 @@ pub fn sh(lab: &Lab, host: Host, script: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
-

@@ -71,7 +71,11 @@ impl Resolvers {
             nena_testkit::wait_for(
                 &format!("dnsmasq listening on {want}"),
                 Duration::from_secs(10),
-                || sh(lab, Host::Router, "ss -Hunl").contains(&want).then_some(()),
+                || {
+                    sh(lab, Host::Router, "ss -Hunl")
+                        .contains(&want)
+                        .then_some(())
+                },
             );
         }
         r
@@ -118,7 +122,14 @@ fn a_lying_wlan_resolver_never_chooses_the_server() {
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
     let send = |name: &str, extra: &[&str]| {
-        let mut a = vec!["send", file_s.as_str(), "--name", name, "--to", "srv.lab:7000"];
+        let mut a = vec![
+            "send",
+            file_s.as_str(),
+            "--name",
+            name,
+            "--to",
+            "srv.lab:7000",
+        ];
         a.extend_from_slice(&PATHS);
         a.extend_from_slice(extra);
         client(&lab, &a)
@@ -129,7 +140,11 @@ fn a_lying_wlan_resolver_never_chooses_the_server() {
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let msg = stderr(&refused);
     assert_eq!(msg.trim().lines().count(), 1, "{msg}");
-    for part in ["198.18.2.1 (/etc/resolv.conf)", "`untrusted`", "--resolver ADDR"] {
+    for part in [
+        "198.18.2.1 (/etc/resolv.conf)",
+        "`untrusted`",
+        "--resolver ADDR",
+    ] {
         assert!(msg.contains(part), "`{part}` missing: {msg}");
     }
 
@@ -157,8 +172,15 @@ fn a_lying_wlan_resolver_never_chooses_the_server() {
 
     cu.stop().unwrap();
     ct.stop().unwrap();
-    let (u, t) = (std::fs::read(&cap_u).unwrap(), std::fs::read(&cap_t).unwrap());
-    assert_eq!(count(&u, WIRE_NAME), 0, "a query for srv.lab crossed the untrusted link");
+    let (u, t) = (
+        std::fs::read(&cap_u).unwrap(),
+        std::fs::read(&cap_t).unwrap(),
+    );
+    assert_eq!(
+        count(&u, WIRE_NAME),
+        0,
+        "a query for srv.lab crossed the untrusted link"
+    );
     // The check can fail: the queries did cross the trusted link.
     assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
     // Never at the attacker's.

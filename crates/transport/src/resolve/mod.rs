@@ -26,95 +26,18 @@
 //! tested without a network; [`dns`] holds the messages.
 
 pub mod dns;
+pub mod fuzzing;
 mod query;
+mod server;
+
+pub use server::{Host, ServerAddr};
 
 use nena_mptcp::path::{LocalIface, ResolvedPolicy};
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 use thiserror::Error;
-
-/// A server as a user names it: an address literal or a host name, and a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerAddr {
-    pub host: Host,
-    pub port: u16,
-}
-
-/// The host part of a [`ServerAddr`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Host {
-    Ip(IpAddr),
-    /// A DNS name (checked by [`dns::name`]), as given.
-    Name(String),
-}
-
-impl FromStr for ServerAddr {
-    type Err = String;
-
-    /// `198.18.3.2:7000`, `[2001:2::1]:7000`, `srv.example:7000`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        if let Ok(a) = s.parse::<SocketAddr>() {
-            return Ok(ServerAddr {
-                host: Host::Ip(a.ip()),
-                port: a.port(),
-            });
-        }
-        let Some((host, port)) = s.rsplit_once(':') else {
-            return Err(format!("`{s}` is not HOST:PORT (no port)"));
-        };
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("`{s}`: `{port}` is not a port number"))?;
-        if host.contains(':') || host.starts_with('[') {
-            return Err(format!(
-                "`{s}` is not HOST:PORT (an IPv6 address goes in brackets: [ADDR]:PORT)"
-            ));
-        }
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            return Ok(ServerAddr {
-                host: Host::Ip(ip),
-                port,
-            });
-        }
-        let valid = !host.is_empty()
-            && host.len() <= 253
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-            && !host.starts_with('.')
-            && !host.contains("..");
-        if !valid {
-            return Err(format!("`{s}`: `{host}` is not a host name or an address"));
-        }
-        dns::name(host)?;
-        Ok(ServerAddr {
-            host: Host::Name(host.trim_end_matches('.').to_string()),
-            port,
-        })
-    }
-}
-
-impl fmt::Display for ServerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.host {
-            Host::Ip(ip) => write!(f, "{}", SocketAddr::new(*ip, self.port)),
-            Host::Name(n) => write!(f, "{n}:{}", self.port),
-        }
-    }
-}
-
-impl From<SocketAddr> for ServerAddr {
-    fn from(a: SocketAddr) -> Self {
-        ServerAddr {
-            host: Host::Ip(a.ip()),
-            port: a.port(),
-        }
-    }
-}
 
 /// `--resolver ADDR[:PORT]` (port 53 when not given).
 pub fn parse_resolver(s: &str) -> Result<SocketAddr, String> {
@@ -290,7 +213,10 @@ pub fn choose(
             } else {
                 let mut via = None;
                 for t in trusted {
-                    if route(r.ip(), Some(t.index)).map_err(ResolveError::Routes)?.is_some() {
+                    if route(r.ip(), Some(t.index))
+                        .map_err(ResolveError::Routes)?
+                        .is_some()
+                    {
                         via = Some(t.clone());
                         break;
                     }
@@ -401,13 +327,30 @@ pub fn resolve(
         }))
     };
     let chosen = choose(name, cfg.resolver, &system, &trusted, &route)?;
-    query::ask(name, &chosen, v4_first, cfg.timeout).map(|(ip, resolver, via)| Resolved {
-        addr: SocketAddr::new(ip, server.port),
-        source: Source::Dns {
+    let named = name.to_string();
+    match query::ask(name, &chosen, v4_first, cfg.timeout) {
+        Ok((ip, resolver, via)) => Ok(Resolved {
+            addr: SocketAddr::new(ip, server.port),
+            source: Source::Dns {
+                resolver,
+                via: via.name,
+            },
+        }),
+        Err(query::AskError::NoSuchName { resolver, via }) => Err(ResolveError::NoSuchName {
+            name: named,
             resolver,
-            via: via.name,
-        },
-    })
+            via,
+        }),
+        Err(query::AskError::NoAddress { resolver, via }) => Err(ResolveError::NoAddress {
+            name: named,
+            resolver,
+            via,
+        }),
+        Err(query::AskError::Failed(reason)) => Err(ResolveError::Failed {
+            name: named,
+            reason,
+        }),
+    }
 }
 
 fn read_nameservers(path: &Path) -> Result<Vec<IpAddr>, ResolveError> {

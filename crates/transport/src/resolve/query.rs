@@ -5,7 +5,6 @@
 //! client resolves its server once, before it connects.
 
 use super::dns::{self, AnswerError, Family};
-use super::ResolveError;
 use nena_mptcp::path::LocalIface;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read, Write};
@@ -15,6 +14,14 @@ use std::time::{Duration, Instant};
 /// How long a UDP query waits before it is sent again.
 const RESEND: Duration = Duration::from_secs(1);
 
+/// Why no address came back.
+#[derive(Debug)]
+pub(super) enum AskError {
+    NoSuchName { resolver: SocketAddr, via: String },
+    NoAddress { resolver: SocketAddr, via: String },
+    Failed(String),
+}
+
 /// The first address `name` has, asking each resolver in turn by its interface: the
 /// preferred family first, then the other. A name the resolver says does not exist ends
 /// the search (a second resolver would only be asked to disagree).
@@ -23,11 +30,8 @@ pub(super) fn ask(
     chosen: &[(SocketAddr, LocalIface)],
     v4_first: bool,
     timeout: Duration,
-) -> Result<(IpAddr, SocketAddr, LocalIface), ResolveError> {
-    let qname = dns::name(name).map_err(|reason| ResolveError::Failed {
-        name: name.to_string(),
-        reason,
-    })?;
+) -> Result<(IpAddr, SocketAddr, LocalIface), AskError> {
+    let qname = dns::name(name).map_err(AskError::Failed)?;
     let families = if v4_first {
         [Family::V4, Family::V6]
     } else {
@@ -48,8 +52,7 @@ pub(super) fn ask(
                     None => empty += 1,
                 },
                 Err(Failure::Answer(AnswerError::NoSuchName)) => {
-                    return Err(ResolveError::NoSuchName {
-                        name: name.to_string(),
+                    return Err(AskError::NoSuchName {
                         resolver: *resolver,
                         via: via.name.clone(),
                     })
@@ -61,17 +64,13 @@ pub(super) fn ask(
             }
         }
         if empty == families.len() {
-            return Err(ResolveError::NoAddress {
-                name: name.to_string(),
+            return Err(AskError::NoAddress {
                 resolver: *resolver,
                 via: via.name.clone(),
             });
         }
     }
-    Err(ResolveError::Failed {
-        name: name.to_string(),
-        reason: reasons.join("; "),
-    })
+    Err(AskError::Failed(reasons.join("; ")))
 }
 
 /// Why one exchange gave no addresses.
@@ -154,7 +153,12 @@ fn exchange(
         s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
         let n = match (&s).read(&mut buf) {
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 continue
             }
             // An ICMP "port unreachable" for an earlier copy: the resolver is not there.

@@ -98,7 +98,10 @@ fn only_the_system_resolvers_reached_by_a_trusted_interface_are_asked() {
         &laptop,
     )
     .unwrap();
-    assert_eq!(got, vec![("198.18.1.1:53".parse().unwrap(), iface("trusted", 1))]);
+    assert_eq!(
+        got,
+        vec![("198.18.1.1:53".parse().unwrap(), iface("trusted", 1))]
+    );
 }
 
 #[test]
@@ -151,7 +154,8 @@ fn hosts_file_lines() {
 
 #[test]
 fn resolv_conf_nameservers() {
-    let text = "search wlan.example\nnameserver 198.18.2.1\nnameserver 2001:2::53\noptions ndots:1\n";
+    let text =
+        "search wlan.example\nnameserver 198.18.2.1\nnameserver 2001:2::53\noptions ndots:1\n";
     assert_eq!(
         nameservers(text).unwrap(),
         vec![ip("198.18.2.1"), ip("2001:2::53")]
@@ -181,4 +185,18 @@ fn literals_need_no_resolver() {
     )
     .unwrap_err();
     assert!(matches!(e, ResolveError::Config { .. }), "{e}");
+}
+
+proptest::proptest! {
+    /// Bytes from the network (a resolver's answer) and from the command line (`HOST:PORT`):
+    /// the fuzz target's checks, never a panic.
+    #[test]
+    fn any_bytes_are_an_answer_or_refused(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
+        fuzzing::answer(&bytes);
+    }
+
+    #[test]
+    fn any_text_is_a_server_address_or_refused(text in "[a-z0-9.:\\[\\]-]{0,40}") {
+        fuzzing::answer(text.as_bytes());
+    }
 }

@@ -11,6 +11,8 @@
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`;
 //!   [`bridge`]: how a proxy session carries bytes between TCP and nena, and how it ends.
+//! - [`gateway`]: `nena gateway`, a router that carries its LAN's TCP through nena
+//!   (nftables TPROXY) and forwards nothing of the LAN around it.
 //! - [`stop`]: stopping a server cleanly (SIGINT/SIGTERM, the grace period's end).
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
 //!   server's `--allow` list, sans-IO.
@@ -27,6 +29,7 @@ pub mod conn;
 pub mod copy;
 pub mod ends;
 pub mod files;
+pub mod gateway;
 pub mod handshake;
 pub mod low_water;
 pub mod metrics;

@@ -146,6 +146,10 @@ pub enum Entry {
     /// Connections redirected to the listener by `nena run`'s BPF programs: each one's
     /// original destination comes from the lookup, and is asked for as SOCKS does.
     Redirected(OriginalDst),
+    /// Connections a TPROXY rule sent to the listener (`nena gateway`): the accepted
+    /// socket's local address is the original destination. A connection to the listener's
+    /// own address (loopback) did not come through the rule and is reset.
+    Transparent,
 }
 
 /// The original destination of a redirected connection, by its client's address and port
@@ -253,7 +257,7 @@ async fn socks_session(
     ))
 }
 
-/// One redirected connection (`nena run`): its original destination from `lookup`, asked
+/// One redirected connection (`nena run`, `nena gateway`): its original destination from `lookup`, asked
 /// for exactly as a SOCKS request is; a refusal resets the application's connection (it is
 /// already established, to the proxy: a reset is the closest to "refused" it can see).
 async fn redirected_session(
@@ -521,6 +525,18 @@ async fn client_loop(
                         socks_session(plain, users, opts, connecting, stop, tally).await
                     }
                     Entry::Redirected(lookup) => {
+                        redirected_session(plain, peer, lookup, opts, connecting, stop, tally).await
+                    }
+                    Entry::Transparent => {
+                        let dst = plain.local_addr()?;
+                        if dst.ip().is_loopback() {
+                            let _ = plain.set_zero_linger();
+                            anyhow::bail!(
+                                "{peer} connected to the gateway's listener itself ({dst}), not \
+                                 through its TPROXY rule; reset"
+                            );
+                        }
+                        let lookup = OriginalDst(Arc::new(move |_| Some(dst)));
                         redirected_session(plain, peer, lookup, opts, connecting, stop, tally).await
                     }
                     Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,

@@ -552,7 +552,9 @@ fn the_gateway_unit_and_its_example_config() {
     let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
     let caps: Vec<&str> = body
         .lines()
-        .filter(|l| l.starts_with("CapabilityBoundingSet=") || l.starts_with("AmbientCapabilities="))
+        .filter(|l| {
+            l.starts_with("CapabilityBoundingSet=") || l.starts_with("AmbientCapabilities=")
+        })
         .collect();
     assert_eq!(
         caps,
@@ -589,7 +591,10 @@ fn the_gateway_unit_and_its_example_config() {
         .output()
         .unwrap();
     let err = text(&out.stderr);
-    assert!(out.status.success() && err.trim().is_empty(), "{unit}: {err}");
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "{unit}: {err}"
+    );
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=yes", "--no-pager"])
         .arg(&path)

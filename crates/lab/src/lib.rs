@@ -560,8 +560,13 @@ impl Lab {
     }
 
     /// Check with a TCP connection that the server is reachable from the client's address
-    /// on `link` (for the server link: from the router). Fails after `timeout`.
+    /// on `link` (for the server link: from the router). For the LAN link, which leads to no
+    /// server, [`check_lan`](Self::check_lan): the LAN host reaches the client. Fails after
+    /// `timeout`.
     pub fn check_path(&self, link: Link, timeout: Duration) -> Result<()> {
+        if link == Link::Lan {
+            return self.check_lan(timeout);
+        }
         let listener = self
             .run_in(Host::Server, || {
                 TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), 0))

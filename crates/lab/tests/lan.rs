@@ -188,7 +188,7 @@ fn the_lan_host_is_dual_stack_behind_a_client_that_does_not_forward() {
         lab.set_link(Link::Lan, false).unwrap();
         assert!(lab.check_lan(Duration::from_millis(300)).is_err());
         lab.set_link(Link::Lan, true).unwrap();
-        lab.check_lan(Duration::from_secs(3)).unwrap();
+        lab.check_path(Link::Lan, Duration::from_secs(3)).unwrap();
 
         // a capture of the LAN link (on the client's `lan`) sees the LAN's packets
         let dir = std::env::temp_dir().join(format!("nena-lan-test-{prefix}"));

@@ -46,7 +46,9 @@ fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
         .stderr(Stdio::null());
     let http = Killed(cmd.spawn().expect("python3 -m http.server"));
     nena_testkit::wait_for("http.server on [::]:8000", Duration::from_secs(10), || {
-        sh(lab, Host::Server, "ss -Htln").contains(":8000").then_some(())
+        sh(lab, Host::Server, "ss -Htln")
+            .contains(":8000")
+            .then_some(())
     });
     http
 }
@@ -114,7 +116,11 @@ fn count(hay: &[u8], needle: &[u8]) -> usize {
 /// Packets of a capture from or to the LAN host (tcpdump reads the file).
 fn lan_packets(cap: &std::path::Path) -> usize {
     let o = std::process::Command::new("tcpdump")
-        .args(["-nr", cap.to_str().unwrap(), "host 198.18.5.2 or host 2001:2:0:5::2"])
+        .args([
+            "-nr",
+            cap.to_str().unwrap(),
+            "host 198.18.5.2 or host 2001:2:0:5::2",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -125,7 +131,11 @@ fn lan_packets(cap: &std::path::Path) -> usize {
 /// anything the client forwarded from the LAN could cross and come back: the checks then
 /// see a leak if there is one.
 fn route_the_lan(lab: &Lab) {
-    sh(lab, Host::Router, "ip route replace 198.18.5.0/24 via 198.18.2.2");
+    sh(
+        lab,
+        Host::Router,
+        "ip route replace 198.18.5.0/24 via 198.18.2.2",
+    );
 }
 
 fn runs_found(cap: &std::path::Path, known: &std::path::Path) -> u64 {
@@ -136,7 +146,11 @@ fn runs_found(cap: &std::path::Path, known: &std::path::Path) -> u64 {
         known.to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["known"]["runs_found"].as_u64().unwrap()
 }
@@ -160,11 +174,17 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     // IPv4, 20 MB: byte-exact.
     let got = cli.join("big4.bin");
     lan_fetch(&lab, "http://198.18.3.2:8000/big.bin", &got).unwrap();
-    assert!(std::fs::read(&got).unwrap() == data, "the IPv4 fetch differs");
+    assert!(
+        std::fs::read(&got).unwrap() == data,
+        "the IPv4 fetch differs"
+    );
     // IPv6 from the LAN host, carried over the IPv4 paths.
     let got6 = cli.join("big6.bin");
     lan_fetch(&lab, &format!("http://[{SERVER6}]:8000/big.bin"), &got6).unwrap();
-    assert!(std::fs::read(&got6).unwrap() == data, "the IPv6 fetch differs");
+    assert!(
+        std::fs::read(&got6).unwrap() == data,
+        "the IPv6 fetch differs"
+    );
     gw.wait_stderr_n("(redirected): mode aead", 2, Duration::from_secs(10));
     // UDP is refused at the gateway, not forwarded.
     lan_udp(&lab, "198.18.3.2", 9999, "nena-gateway-udp-marker");
@@ -174,8 +194,16 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     let known = www.join("big.bin");
     for cap in [&cap_u, &cap_t] {
         let raw = std::fs::read(cap).unwrap();
-        assert_eq!(runs_found(cap, &known), 0, "plaintext of the file in {cap:?}");
-        assert_eq!(count(&raw, b"nena-gateway-udp-marker"), 0, "UDP payload in {cap:?}");
+        assert_eq!(
+            runs_found(cap, &known),
+            0,
+            "plaintext of the file in {cap:?}"
+        );
+        assert_eq!(
+            count(&raw, b"nena-gateway-udp-marker"),
+            0,
+            "UDP payload in {cap:?}"
+        );
         // No packet from or to the LAN host's addresses.
         assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
     }
@@ -204,7 +232,10 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
     // Killed: the table stays and keeps the LAN from being forwarded around nena.
     let tables = sh(&lab, Host::Client, "nft list tables");
     assert!(tables.contains("nena_gateway"), "{tables}");
-    assert!(lan_fetch(&lab, url, &out).is_err(), "fetched around a killed gateway");
+    assert!(
+        lan_fetch(&lab, url, &out).is_err(),
+        "fetched around a killed gateway"
+    );
 
     let mut gw = gateway(&lab);
     lan_fetch(&lab, url, &out).unwrap();

@@ -547,6 +547,10 @@ impl Carriers {
                 log::warn!("{e:#}");
             }
         }
+        if let Some(r) = &self.relay {
+            // Each flow ends its session cleanly (the proxy server logs what it carried).
+            r.wind_down(Duration::from_secs(2)).await;
+        }
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Carried {
             dns_answered: self.dns.as_ref().map_or(0, |d| n(&d.stats.answered)),

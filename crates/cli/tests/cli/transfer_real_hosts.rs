@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// The client as a laptop: no source-based rules, the default route on the untrusted link
 /// (metric 100) and, unless `trusted_default` is false, one on the trusted link (metric 200).
-fn laptop_routes(lab: &Lab, trusted_default: bool) {
+pub(crate) fn laptop_routes(lab: &Lab, trusted_default: bool) {
     let mut script = String::from(
         "set -e; ip rule del pref 1101; ip rule del pref 1102; \
          ip route del default; ip route add default via 198.18.2.1 dev untrusted metric 100;",

@@ -96,6 +96,9 @@ pub struct Relay {
     metrics: Option<Arc<Metrics>>,
     lookup: DstLookup,
     idle: Duration,
+    /// Flows whose task has not ended, and the signal of one ending.
+    active: AtomicU64,
+    ended: tokio::sync::Notify,
     pub stats: RelayStats,
 }
 
@@ -112,7 +115,24 @@ impl Relay {
             metrics,
             lookup,
             idle: IDLE,
+            active: AtomicU64::new(0),
+            ended: tokio::sync::Notify::new(),
             stats: RelayStats::default(),
+        }
+    }
+
+    /// After [`Relay::serve`]'s task was dropped (which ends every flow's queue): waits
+    /// until each flow has ended its session cleanly, at most `limit`.
+    pub async fn wind_down(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.ended.notified();
+            if self.active.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -135,6 +155,7 @@ impl Relay {
             flows.retain(|_, tx| !tx.is_closed());
             let tx = flows.entry(peer).or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(QUEUE);
+                self.active.fetch_add(1, Ordering::AcqRel);
                 tokio::spawn(self.clone().flow(peer, rx, sock.clone()));
                 tx
             });
@@ -187,6 +208,8 @@ impl Relay {
             Err(e) => log::warn!("datagrams of {peer}: {e:#}"),
         }
         tally.finish(&ended);
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        self.ended.notify_waiters();
     }
 }
 

@@ -250,6 +250,41 @@ pub fn cgroup_id(dir: &std::path::Path) -> Result<u64> {
         .ino())
 }
 
+/// The programs' configuration for a proxy on `v4` / `v6` and the cgroup's UDP sockets
+/// (each on its family's proxy address).
+fn redirect_cfg(v4: Option<SocketAddr>, v6: Option<SocketAddr>, udp: Udp) -> Result<RunCfg> {
+    let mut cfg = RunCfg::default();
+    let port_on = |a: Option<SocketAddr>, on: Option<SocketAddr>| -> Result<[u8; 2]> {
+        match (a, on) {
+            (None, _) => Ok([0, 0]),
+            (Some(a), Some(l)) if a.ip() == l.ip() => Ok(a.port().to_be_bytes()),
+            (Some(a), _) => Err(anyhow!(
+                "{a}: a UDP socket of nena run must be on the proxy's loopback address"
+            )),
+        }
+    };
+    cfg.dns4 = port_on(udp.dns4, v4)?;
+    cfg.dns6 = port_on(udp.dns6, v6)?;
+    cfg.udp4 = port_on(udp.relay4, v4)?;
+    cfg.udp6 = port_on(udp.relay6, v6)?;
+    cfg.udp_block = udp.block as u32;
+    if let Some(a) = v4 {
+        let IpAddr::V4(ip) = a.ip() else {
+            return Err(anyhow!("{a}: the IPv4 listener must be an IPv4 address"));
+        };
+        cfg.proxy4 = ip.octets();
+        cfg.port4 = a.port().to_be_bytes();
+    }
+    if let Some(a) = v6 {
+        let IpAddr::V6(ip) = a.ip() else {
+            return Err(anyhow!("{a}: the IPv6 listener must be an IPv6 address"));
+        };
+        cfg.proxy6 = ip.octets();
+        cfg.port6 = a.port().to_be_bytes();
+    }
+    Ok(cfg)
+}
+
 /// The TCP connects of a cgroup, sent to the local proxy (`nena run`).
 pub struct Redirect {
     loaded: Loaded,
@@ -266,35 +301,7 @@ impl Redirect {
         v6: Option<SocketAddr>,
         udp: Udp,
     ) -> Result<Redirect> {
-        let mut cfg = RunCfg::default();
-        let port_on = |a: Option<SocketAddr>, on: Option<SocketAddr>| -> Result<[u8; 2]> {
-            match (a, on) {
-                (None, _) => Ok([0, 0]),
-                (Some(a), Some(l)) if a.ip() == l.ip() => Ok(a.port().to_be_bytes()),
-                (Some(a), _) => Err(anyhow!(
-                    "{a}: a UDP socket of nena run must be on the proxy's loopback address"
-                )),
-            }
-        };
-        cfg.dns4 = port_on(udp.dns4, v4)?;
-        cfg.dns6 = port_on(udp.dns6, v6)?;
-        cfg.udp4 = port_on(udp.relay4, v4)?;
-        cfg.udp6 = port_on(udp.relay6, v6)?;
-        cfg.udp_block = udp.block as u32;
-        if let Some(a) = v4 {
-            let IpAddr::V4(ip) = a.ip() else {
-                return Err(anyhow!("{a}: the IPv4 listener must be an IPv4 address"));
-            };
-            cfg.proxy4 = ip.octets();
-            cfg.port4 = a.port().to_be_bytes();
-        }
-        if let Some(a) = v6 {
-            let IpAddr::V6(ip) = a.ip() else {
-                return Err(anyhow!("{a}: the IPv6 listener must be an IPv6 address"));
-            };
-            cfg.proxy6 = ip.octets();
-            cfg.port6 = a.port().to_be_bytes();
-        }
+        let cfg = redirect_cfg(v4, v6, udp)?;
         Ok(Redirect {
             loaded: load(Which::Redirect, cfg, cgroup.as_raw_fd())?,
         })
@@ -394,6 +401,54 @@ impl MptcpOnly {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn udp_sockets_go_into_the_config_in_network_order() {
+        let a = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let udp = Udp {
+            dns4: a("127.0.0.1:5353"),
+            dns6: a("[::1]:5354"),
+            relay4: a("127.0.0.1:4000"),
+            relay6: None,
+            block: false,
+        };
+        let cfg = redirect_cfg(a("127.0.0.1:7000"), a("[::1]:7001"), udp).unwrap();
+        assert_eq!(cfg.proxy4, [127, 0, 0, 1]);
+        assert_eq!(cfg.port4, 7000u16.to_be_bytes());
+        assert_eq!(cfg.port6, 7001u16.to_be_bytes());
+        assert_eq!(cfg.dns4, 5353u16.to_be_bytes());
+        assert_eq!(cfg.dns6, 5354u16.to_be_bytes());
+        assert_eq!(cfg.udp4, 4000u16.to_be_bytes());
+        assert_eq!(cfg.udp6, [0, 0], "no IPv6 relay: IPv6 datagrams refused");
+        assert_eq!(cfg.udp_block, 0);
+        let block = Udp {
+            relay4: None,
+            block: true,
+            ..udp
+        };
+        assert_eq!(
+            redirect_cfg(
+                a("127.0.0.1:7000"),
+                None,
+                Udp {
+                    dns6: None,
+                    ..block
+                }
+            )
+            .unwrap()
+            .udp_block,
+            1
+        );
+        // A UDP socket elsewhere than the proxy's address, or of a family without a
+        // listener, would never see what the programs send it: refused.
+        let e = redirect_cfg(a("127.0.0.1:7000"), None, udp).unwrap_err();
+        assert!(e.to_string().contains("[::1]:5354"), "{e}");
+        let elsewhere = Udp {
+            dns4: a("127.0.0.2:53"),
+            ..Udp::default()
+        };
+        assert!(redirect_cfg(a("127.0.0.1:7000"), None, elsewhere).is_err());
+    }
 
     #[test]
     fn addresses_round_trip_through_the_mapped_form() {

@@ -574,10 +574,8 @@ async fn client_loop(
                         socks_session(plain, users, opts, connecting, stop, tally).await
                     }
                     Entry::Redirected { lookup, dns } => {
-                        redirected_session(
-                            plain, peer, lookup, dns, opts, connecting, stop, tally,
-                        )
-                        .await
+                        redirected_session(plain, peer, lookup, dns, opts, connecting, stop, tally)
+                            .await
                     }
                     Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,
                 }

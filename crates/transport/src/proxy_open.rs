@@ -123,7 +123,16 @@ async fn open_with(
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
     let mut attempt = 1;
     loop {
-        match open_once(target, service, first.as_deref_mut(), opts, connecting, tally).await {
+        match open_once(
+            target,
+            service,
+            first.as_deref_mut(),
+            opts,
+            connecting,
+            tally,
+        )
+        .await
+        {
             Err((_, e)) if attempt < OPEN_ATTEMPTS && server_found_altered(&e) => {
                 attempt += 1;
                 tally.retried_opening();

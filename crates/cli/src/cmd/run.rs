@@ -48,7 +48,12 @@ pub struct RunArgs {
     /// CMD's UDP datagrams other than DNS: carried through nena and sent on by the proxy
     /// server within its --allow rules (carry), or refused with EPERM (block: QUIC falls
     /// back to TCP). DNS is carried either way.
-    #[arg(long, value_enum, default_value = "carry", conflicts_with = "mptcp_only")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "carry",
+        conflicts_with = "mptcp_only"
+    )]
     pub udp: UdpMode,
     /// Sessions carried at once.
     #[arg(long, default_value = "4096")]
@@ -107,7 +112,11 @@ impl UdpSockets {
         } else {
             None
         };
-        let relay6 = if carry { six("datagram relay").await } else { None };
+        let relay6 = if carry {
+            six("datagram relay").await
+        } else {
+            None
+        };
         Ok(UdpSockets {
             dns4,
             dns6,
@@ -320,7 +329,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 let udp = UdpSockets::bind(a6.is_some(), udp_mode).await?;
                 let file = std::fs::File::open(&cgroup_dir)
                     .with_context(|| format!("cannot open {}", cgroup_dir.display()))?;
-                let redirect = Arc::new(Redirect::attach(&file, Some(a4), a6, udp.plan(udp_mode)?)?);
+                let redirect =
+                    Arc::new(Redirect::attach(&file, Some(a4), a6, udp.plan(udp_mode)?)?);
                 let lookup = {
                     let r = redirect.clone();
                     OriginalDst(Arc::new(move |peer| r.take(peer)))
@@ -329,7 +339,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                     buffer: nena_transport::stream::PROXY_BUF,
                     ..opts.clone()
                 });
-                let connecting = Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1)));
+                let connecting =
+                    Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1)));
                 let dns = Arc::new(Responder::new(shared.clone(), connecting.clone(), None));
                 carriers.start_dns(&dns, udp.dns4, udp.dns6);
                 if udp_mode == UdpMode::Carry {

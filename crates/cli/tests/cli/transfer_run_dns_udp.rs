@@ -64,7 +64,9 @@ fn udp_bound(lab: &Lab, port: u16) -> bool {
 /// `program args` in the server host, killed on drop; returns once `port` is bound (UDP).
 fn udp_service(lab: &Lab, port: u16, program: &str, args: &[&str]) -> Killed {
     let mut c = lab.command(Host::Server, program, args);
-    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let k = Killed(c.spawn().unwrap_or_else(|e| panic!("{program}: {e}")));
     nena_testkit::wait_until(
         &format!("{program} bound to UDP port {port}"),
@@ -253,7 +255,11 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let (ok, out, err) = nena_run(&lab, &argv);
     assert!(ok, "curl by name through nena run: {err}");
-    assert!(out.as_bytes() == body, "curl: {} bytes, not the file\n{err}", out.len());
+    assert!(
+        out.as_bytes() == body,
+        "curl: {} bytes, not the file\n{err}",
+        out.len()
+    );
     assert!(
         err.contains(&format!("DNS A {NAME}.: answered through nena")),
         "{err}"
@@ -279,13 +285,19 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         ],
         "{err}"
     );
-    assert!(err.contains("DNS over TCP, 1 queries answered through nena"), "{err}");
+    assert!(
+        err.contains("DNS over TCP, 1 queries answered through nena"),
+        "{err}"
+    );
     assert!(
         err.contains("datagrams to the relay 2 (sent on 2, replies 2, sessions 2), refused 1; packets dropped at egress 1"),
         "{err}"
     );
     let log = ps.wait_stderr_n("datagrams: 1 sent, 1 received", 2, Duration::from_secs(10));
-    assert!(log.contains("DNS: 1 queries answered by 198.18.3.2:53"), "{log}");
+    assert!(
+        log.contains("DNS: 1 queries answered by 198.18.3.2:53"),
+        "{log}"
+    );
 
     // --udp block: the datagram is refused (EPERM), DNS still carried.
     let blocked = "nena-udp-blocked-a9c4d2";
@@ -325,7 +337,10 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
             assert!(!contains(&pcap, p.as_bytes()), "{link:?}: {p} in the clear");
         }
         let udp = udp_and_icmp(file);
-        assert!(udp.is_empty(), "{link:?}: UDP or ICMP in the clear: {udp:#?}");
+        assert!(
+            udp.is_empty(),
+            "{link:?}: UDP or ICMP in the clear: {udp:#?}"
+        );
     }
     // Nothing of the blocked run reached the server: only the carried datagrams did.
     assert_eq!(ps.stderr().matches("datagrams: 1 sent").count(), 2);

@@ -166,7 +166,12 @@ impl Relay {
     }
 
     /// One application socket's session: its datagrams out, the replies back to it.
-    async fn flow(self: Arc<Self>, peer: SocketAddr, mut rx: mpsc::Receiver<Datagram>, sock: Arc<UdpSocket>) {
+    async fn flow(
+        self: Arc<Self>,
+        peer: SocketAddr,
+        mut rx: mpsc::Receiver<Datagram>,
+        sock: Arc<UdpSocket>,
+    ) {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
             let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
@@ -335,7 +340,9 @@ mod tests {
         let rule = allow(&format!("127.0.0.1/32:{}", echo_at.port()));
         let serving = tokio::spawn(async move { serve(&mut sr, &mut sw, &rule).await });
         let (mut cr, mut cw) = tokio::io::split(client);
-        write_datagram(&mut cw, other_at, b"not for you").await.unwrap();
+        write_datagram(&mut cw, other_at, b"not for you")
+            .await
+            .unwrap();
         write_datagram(&mut cw, echo_at, b"ping").await.unwrap();
         let back = read_datagram(&mut cr).await.unwrap().unwrap();
         assert_eq!(back.addr, echo_at);
@@ -363,9 +370,14 @@ mod tests {
     async fn idle_sessions_end_and_junk_is_refused() {
         let (_client, server) = tokio::io::duplex(1024);
         let (mut sr, mut sw) = tokio::io::split(server);
-        let r = serve_idle(&mut sr, &mut sw, &AllowList::default(), Duration::from_millis(50))
-            .await
-            .unwrap();
+        let r = serve_idle(
+            &mut sr,
+            &mut sw,
+            &AllowList::default(),
+            Duration::from_millis(50),
+        )
+        .await
+        .unwrap();
         assert_eq!(r, RelayCounts::default());
         let (mut client, server) = tokio::io::duplex(1024);
         let (mut sr, mut sw) = tokio::io::split(server);

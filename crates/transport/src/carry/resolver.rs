@@ -28,8 +28,7 @@ impl Upstream {
     /// The first nameserver of /etc/resolv.conf, port 53.
     pub fn system() -> Result<Upstream> {
         let path = "/etc/resolv.conf";
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
         let ip = dns::first_nameserver(&text)
             .ok_or_else(|| anyhow!("{path} names no nameserver: this server resolves nothing"))?;
         Ok(Upstream {
@@ -65,7 +64,10 @@ impl Upstream {
         s.send(query).await.with_context(|| format!("to {ns}"))?;
         let mut buf = vec![0u8; 65535];
         loop {
-            let n = s.recv(&mut buf).await.with_context(|| format!("from {ns}"))?;
+            let n = s
+                .recv(&mut buf)
+                .await
+                .with_context(|| format!("from {ns}"))?;
             match dns::check_answer(q, &buf[..n]) {
                 Ok(c) if c.truncated => break,
                 Ok(_) => {
@@ -97,8 +99,8 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Opti
         return Ok(None);
     }
     r.read_exact(&mut h[1..]).await?;
-    let len = DnsFrame::length(h)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let len =
+        DnsFrame::length(h).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let mut m = vec![0u8; len];
     r.read_exact(&mut m).await?;
     Ok(Some(m))

@@ -138,3 +138,71 @@ impl Responder {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+    use hickory_proto::rr::{Name, RecordType};
+
+    fn responder(remote: &str) -> Responder {
+        let mut opts = ClientOptions::new(
+            remote.parse().unwrap(),
+            Default::default(),
+            vec![nena_proto::Mode::Aead],
+        );
+        opts.timeout = Duration::from_secs(2);
+        Responder::new(Arc::new(opts), Arc::new(Semaphore::new(4)), None)
+    }
+
+    /// What is no query gets no answer (and is counted); a query whose session cannot be
+    /// opened (nothing listens at the proxy server's address) is answered SERVFAIL at once,
+    /// with its ID and question, over UDP and over TCP.
+    #[tokio::test]
+    async fn junk_is_dropped_and_a_failed_session_is_servfail() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let r = Arc::new(responder(&at));
+        assert_eq!(r.answer(b"no DNS message").await, None);
+        assert_eq!(r.stats.dropped.load(Ordering::Relaxed), 1);
+
+        let mut m = Message::new(0x5151, MessageType::Query, OpCode::Query);
+        m.add_query(Query::query(
+            Name::from_ascii("files.example.test.").unwrap(),
+            RecordType::A,
+        ));
+        let query = m.to_vec().unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let at = udp.local_addr().unwrap();
+        let serving = tokio::spawn(r.clone().serve_udp(udp));
+        let app = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        app.send_to(&query, at).await.unwrap();
+        let mut buf = [0u8; 512];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(10), app.recv_from(&mut buf))
+            .await
+            .expect("an answer, not silence")
+            .unwrap();
+        assert_eq!(from, at);
+        let a = Message::from_vec(&buf[..n]).unwrap();
+        assert_eq!(a.metadata.id, 0x5151);
+        assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(a.queries, m.queries);
+        serving.abort();
+
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = l.local_addr().unwrap();
+        let app = tokio::spawn(async move {
+            let mut s = TcpStream::connect(at).await.unwrap();
+            write_frame(&mut s, &query).await.unwrap();
+            let a = read_frame(&mut s).await.unwrap().unwrap();
+            s.shutdown().await.unwrap();
+            a
+        });
+        let (plain, _) = l.accept().await.unwrap();
+        assert_eq!(r.serve_tcp(plain).await.unwrap(), 1);
+        let a = Message::from_vec(&app.await.unwrap()).unwrap();
+        assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(r.stats.failed.load(Ordering::Relaxed), 2);
+    }
+}

@@ -193,10 +193,7 @@ mod tests {
             };
             assert_eq!(Datagram::decode(&enc), Ok(Some((d, enc.len()))));
             let n = Datagram::header_len(enc[0]).unwrap();
-            assert_eq!(
-                Datagram::parse_header(&enc[..n]),
-                Ok((addr, payload.len()))
-            );
+            assert_eq!(Datagram::parse_header(&enc[..n]), Ok((addr, payload.len())));
         }
         assert_eq!(
             Datagram::encode("198.18.3.2:7".parse().unwrap(), &vec![0; MAX_DATAGRAM + 1]),

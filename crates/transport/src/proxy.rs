@@ -281,9 +281,7 @@ async fn redirected_session(
     };
     if dst.port() == 53 {
         let n = dns.serve_tcp(plain).await.context(dst)?;
-        return Ok(format!(
-            "{dst}: DNS over TCP, {n} queries answered through nena"
-        ));
+        return Ok(format!("{dst}: DNS over TCP, {n} queries answered"));
     }
     let target = Target {
         host: Host::Ip(dst.ip()),

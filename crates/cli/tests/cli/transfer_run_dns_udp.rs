@@ -11,6 +11,9 @@
 //!   any UDP or ICMP packet, or the echo's payload.
 //! - `--udp block`: the datagram is refused with EPERM and appears on neither link, while
 //!   DNS still works.
+//! - IPv6 on the client's loopback: DNS to an IPv6 resolver (UDP, TCP) and to an IPv4 one
+//!   from a dual-stack socket is answered through nena with the resolver as the answer's
+//!   source; an IPv6 datagram goes through nena and the proxy server drops it (`--allow`).
 //! - control: the same name looked up without nena crosses the untrusted link in the clear,
 //!   so the checks above see a leak when there is one.
 
@@ -160,6 +163,35 @@ except OSError as e:
     print("icmp refused", errno.errorcode.get(e.errno, str(e.errno)))
 "#;
 
+/// The IPv6 steps (the client's loopback has ::1): a UDP query to an IPv6 resolver, one to
+/// an IPv4 resolver from a dual-stack socket (each answer's source must be the resolver the
+/// query went to), a query over TCP to the IPv6 resolver, an IPv6 datagram.
+const APP6: &str = r#"
+import socket, struct, sys
+payload = sys.argv[1].encode()
+name = sys.argv[2]
+q = struct.pack(">HHHHHH", 0x6666, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+q += struct.pack(">HH", 1, 1)
+for what, dst in [("udp6-dns", "2001:2::53"), ("mapped-dns", "::ffff:198.18.2.1")]:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.settimeout(20)
+    s.sendto(q, (dst, 53))
+    a, src = s.recvfrom(4096)
+    assert a[:2] == b"\x66\x66", a
+    print(what, socket.inet_ntoa(a[-4:]), "from %s:%d" % (src[0], src[1]))
+t = socket.create_connection(("2001:2::53", 53), timeout=20)
+t.sendall(struct.pack(">H", len(q)) + q)
+n = struct.unpack(">H", t.recv(2))[0]
+b = b""
+while len(b) < n:
+    b += t.recv(n - len(b))
+print("tcp6-dns", socket.inet_ntoa(b[-4:]))
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.sendto(payload, ("2001:2::3", 7007))
+print("udp6 sent")
+"#;
+
 /// `nena -v run ARGS` in the client host to completion: (status ok, stdout, stderr).
 fn nena_run(lab: &Lab, args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["-v", "run"];
@@ -285,8 +317,9 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         ],
         "{err}"
     );
+    assert!(err.contains("DNS over TCP, 1 queries answered"), "{err}");
     assert!(
-        err.contains("DNS over TCP, 1 queries answered through nena"),
+        err.contains(&format!("DNS A {NAME}.: answered through nena")),
         "{err}"
     );
     assert!(
@@ -323,6 +356,45 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         "{err}"
     );
 
+    // IPv6 on the client's loopback only (the lab's links stay IPv4): nena run gets its
+    // IPv6 sockets on ::1, and DNS to an IPv6 resolver (UDP and TCP), DNS to an IPv4 one
+    // from a dual-stack socket, and an IPv6 datagram all go through nena; the proxy
+    // server drops the datagram, whose destination --allow does not permit.
+    let v6 = lab
+        .command(
+            Host::Client,
+            "sysctl",
+            ["-qw", "net.ipv6.conf.lo.disable_ipv6=0"],
+        )
+        .status()
+        .unwrap();
+    assert!(v6.success());
+    let ipv6 = "nena-udp-ipv6-3b7e91";
+    let mut args = session(&[]);
+    args.extend(["python3", "-c", APP6, ipv6, NAME].map(String::from));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out, err) = nena_run(&lab, &argv);
+    assert!(ok, "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "udp6-dns 198.18.3.2 from 2001:2::53:53",
+            "mapped-dns 198.18.3.2 from ::ffff:198.18.2.1:53",
+            "tcp6-dns 198.18.3.2",
+            "udp6 sent",
+        ],
+        "{err}"
+    );
+    assert!(err.contains("proxy on 127.0.0.1:"), "{err}");
+    assert!(err.contains("and [::1]:"), "{err}");
+    assert!(err.contains("SERVFAIL 0"), "{err}");
+    assert!(err.contains("packets dropped at egress 0"), "{err}");
+    ps.wait_stderr(
+        "datagram to [2001:2::3]:7007: not permitted by --allow; dropped",
+        Duration::from_secs(10),
+    );
+
     for c in captures {
         c.stop().unwrap();
     }
@@ -333,7 +405,7 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
             !contains(&pcap, b"example"),
             "{link:?}: the name crossed in the clear"
         );
-        for p in [carried, blocked] {
+        for p in [carried, blocked, ipv6] {
             assert!(!contains(&pcap, p.as_bytes()), "{link:?}: {p} in the clear");
         }
         let udp = udp_and_icmp(file);

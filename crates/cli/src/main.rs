@@ -41,6 +41,9 @@ enum Command {
     /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
     #[command(subcommand)]
     Proxy(cmd::proxy::ProxyCmd),
+    /// Make this host a router that carries every TCP connection of its LAN hosts through
+    /// nena (nftables TPROXY) and forwards nothing of the LAN around it.
+    Gateway(cmd::gateway::GatewayArgs),
     /// Run a command whose TCP connections nena carries without it knowing (a cgroup and
     /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.
     #[cfg(feature = "policy")]
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Command::Get(a) => cmd::transfer::get(a),
         Command::Perf(a) => cmd::transfer::perf(a),
         Command::Proxy(c) => cmd::proxy::proxy(c),
+        Command::Gateway(a) => cmd::gateway::gateway(a),
         #[cfg(feature = "policy")]
         Command::Run(a) => match cmd::run::run(a) {
             Ok(code) => return ExitCode::from(code),

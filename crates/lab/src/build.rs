@@ -1,6 +1,7 @@
 //! Building a lab with iproute2 and tc: namespaces, links (veth pairs, or TAP pairs and the
 //! relay process for emulated links) and addresses, policy routing (each client address
-//! leaves by its own link), MPTCP settings and endpoints, rate limits.
+//! leaves by its own link), MPTCP settings and endpoints, rate limits; the LAN host behind
+//! the client with `--lan` (module `lan`).
 
 use crate::hostns::{host_netns, mptcp_limits, sysctl_in};
 use crate::run::{ip, probe, run, run_tolerant, tc};
@@ -15,7 +16,7 @@ impl Lab {
 
     /// What kind of device `iface` is in `ns`: `veth`, `tap`, another kind, or `None` if
     /// there is none.
-    fn link_kind(&self, ns: &str, iface: &str) -> Result<Option<&'static str>> {
+    pub(crate) fn link_kind(&self, ns: &str, iface: &str) -> Result<Option<&'static str>> {
         if !probe(ip(Some(ns), &["link", "show", "dev", iface]))? {
             return Ok(None);
         }
@@ -88,6 +89,8 @@ impl Lab {
                 run(ip(Some(ns), &["link", "set", "dev", e.iface, "up"]))?;
             }
         }
+        // 2b. the LAN host behind the client (`--lan`), or none
+        self.build_lan(cfg.lan)?;
         // 3. sysctls: forwarding, no reverse-path filtering (policy routing is asymmetric), MPTCP
         self.sysctl(Host::Router, "net.ipv4.ip_forward", "1")?;
         for h in [Host::Client, Host::Router] {
@@ -138,7 +141,7 @@ impl Lab {
         // 7. offloads
         // (TAP devices have no offloads: the relay never asks for them)
         let state = if cfg.offload { "on" } else { "off" };
-        for link in Link::ALL {
+        for link in cfg.links() {
             if cfg.emulation(link).is_some() {
                 continue;
             }
@@ -286,7 +289,7 @@ impl Lab {
                 &["route", "replace", "default", "via", &gw, "dev", "eth0"],
             ))?;
         }
-        Ok(())
+        self.apply_lan_routes()
     }
 
     pub(crate) fn apply_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {

@@ -1,8 +1,8 @@
 //! How a lab is built: its prefix (namespace names), the client's path manager, rate limits,
-//! link emulation, offloads; serialised into the lab's state so that later commands see the same settings.
+//! link emulation, offloads, the server fleet, the LAN host behind the client; serialised into the lab's state so that later commands see the same settings.
 
 use crate::emulate::{Direction, Emulation, LinkEmulation};
-use crate::{Link, Rate};
+use crate::{Host, Link, Rate};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -80,6 +80,11 @@ pub struct LabConfig {
     /// shares one address behind the router's nftables balancer (see `fleet`).
     #[serde(default = "one")]
     pub servers: u8,
+    /// A LAN host behind the client (`nena lab up --lan`): the namespace `<prefix>-lan`,
+    /// dual stack toward the client's interface `lan`, its default routes via the client
+    /// (see [`LAN_HOST_ADDR`](crate::LAN_HOST_ADDR)). The client does not forward for it.
+    #[serde(default)]
+    pub lan: bool,
 }
 
 fn one() -> u8 {
@@ -105,6 +110,7 @@ impl Default for LabConfig {
             server_emulation: None,
             relay_exe: None,
             servers: 1,
+            lan: false,
         }
     }
 }
@@ -118,31 +124,56 @@ impl LabConfig {
         }
     }
 
-    /// The configured rate of a link.
+    /// The configured rate of a link (the LAN link has none).
     pub fn rate(&self, link: Link) -> Option<Rate> {
         match link {
             Link::Trusted => self.trusted_rate,
             Link::Untrusted => self.untrusted_rate,
             Link::Server => self.server_rate,
+            Link::Lan => None,
         }
     }
 
-    /// The configured emulation of a link (`None`: a plain veth pair).
+    /// The configured emulation of a link (`None`: a plain veth pair, as the LAN link
+    /// always is).
     pub fn emulation(&self, link: Link) -> Option<&LinkEmulation> {
         match link {
             Link::Trusted => self.trusted_emulation.as_ref(),
             Link::Untrusted => self.untrusted_emulation.as_ref(),
             Link::Server => self.server_emulation.as_ref(),
+            Link::Lan => None,
         }
     }
 
-    /// Set (or remove, with `None`) the emulation of a link, both directions.
+    /// Set (or remove, with `None`) the emulation of a link, both directions. The LAN link
+    /// is never emulated: [`Lab::set_emulation`](crate::Lab::set_emulation) refuses it.
     pub fn set_link_emulation(&mut self, link: Link, e: Option<LinkEmulation>) {
         *match link {
             Link::Trusted => &mut self.trusted_emulation,
             Link::Untrusted => &mut self.untrusted_emulation,
             Link::Server => &mut self.server_emulation,
+            Link::Lan => return,
         } = e;
+    }
+
+    /// The links of a lab built with this configuration: [`Link::ALL`], and [`Link::Lan`]
+    /// with [`lan`](Self::lan).
+    pub fn links(&self) -> Vec<Link> {
+        let mut v = Link::ALL.to_vec();
+        if self.lan {
+            v.push(Link::Lan);
+        }
+        v
+    }
+
+    /// The hosts of a lab built with this configuration (fleet servers aside):
+    /// [`Host::ALL`], and [`Host::Lan`] with [`lan`](Self::lan).
+    pub fn hosts(&self) -> Vec<Host> {
+        let mut v = Host::ALL.to_vec();
+        if self.lan {
+            v.push(Host::Lan);
+        }
+        v
     }
 
     /// Set the emulation of one direction of a link (the other direction keeps its own, or
@@ -166,6 +197,8 @@ impl LabConfig {
             Link::Trusted => self.trusted_rate = rate,
             Link::Untrusted => self.untrusted_rate = rate,
             Link::Server => self.server_rate = rate,
+            // refused by `Lab::set_rate`: the LAN link has no rate limit
+            Link::Lan => {}
         }
     }
 }
@@ -182,4 +215,33 @@ pub fn validate_prefix(prefix: &str) -> Result<()> {
         bail!("invalid lab prefix `{prefix}`: use 1-24 letters, digits, `-` or `_`");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lab_has_the_lan_host_and_link_only_when_asked_for() {
+        let plain = LabConfig::default();
+        assert!(!plain.lan);
+        assert_eq!(plain.hosts(), Host::ALL.to_vec());
+        assert_eq!(plain.links(), Link::ALL.to_vec());
+        let lan = LabConfig {
+            lan: true,
+            ..LabConfig::default()
+        };
+        assert_eq!(lan.hosts().last(), Some(&Host::Lan));
+        assert_eq!(lan.links().last(), Some(&Link::Lan));
+        assert_eq!(lan.rate(Link::Lan), None);
+        assert!(lan.emulation(Link::Lan).is_none());
+    }
+
+    #[test]
+    fn a_state_written_before_lan_existed_reads_as_no_lan() {
+        let mut v = serde_json::to_value(LabConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("lan");
+        let cfg: LabConfig = serde_json::from_value(v).unwrap();
+        assert!(!cfg.lan);
+    }
 }

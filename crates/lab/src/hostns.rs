@@ -13,16 +13,26 @@ pub(crate) fn sysctl_in(ns: &str, key: &str, value: &str) -> Result<()> {
     run(c).map(|_| ())
 }
 
+/// `sysctl -n KEY` inside the namespace `ns`, trimmed.
+pub(crate) fn sysctl_get(ns: &str, key: &str) -> Result<String> {
+    let mut c = crate::run::netns_exec(ns, "sysctl");
+    c.args(["-n", key]);
+    run(c).map(|v| v.trim().to_string())
+}
+
 /// The namespace `ns` of a host (created if missing) with loopback up and IPv6 off: IPv4
-/// only, no IPv6 link-local chatter (router solicitations, MLD) in captures.
+/// only, no IPv6 link-local chatter (router solicitations, MLD) in captures. The exceptions
+/// (the LAN link's interfaces, `lan`) keep their IPv6: `all` is written only when it is not
+/// already 1, since writing it sets every interface's value.
 pub(crate) fn host_netns(ns: &str) -> Result<()> {
     if !netns::netns_exists(ns) {
         run(ip(None, &["netns", "add", ns]))?;
     }
     run(ip(Some(ns), &["link", "set", "dev", "lo", "up"]))?;
-    for k in ["all", "default"] {
-        sysctl_in(ns, &format!("net.ipv6.conf.{k}.disable_ipv6"), "1")?;
+    if sysctl_get(ns, "net.ipv6.conf.all.disable_ipv6")? != "1" {
+        sysctl_in(ns, "net.ipv6.conf.all.disable_ipv6", "1")?;
     }
+    sysctl_in(ns, "net.ipv6.conf.default.disable_ipv6", "1")?;
     Ok(())
 }
 

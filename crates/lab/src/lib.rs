@@ -25,8 +25,9 @@
 //! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
 //! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `pair` ([`Pair`]: two hosts joined directly by
 //! two paths, for tests of programs on one end's interfaces), `fleet` (`--servers N`: server hosts
-//! sharing one address behind the router's nftables balancer); the operations on a running
-//! lab are here.
+//! sharing one address behind the router's nftables balancer), `lan` (`--lan`: a LAN host
+//! behind the client, [`Host::Lan`] and [`Link::Lan`], for a gateway there); the operations on
+//! a running lab are here.
 
 mod build;
 mod capture;
@@ -37,6 +38,7 @@ mod guard;
 mod handle;
 mod hostns;
 mod interrupt;
+mod lan;
 mod netns;
 mod pair;
 mod process;
@@ -56,12 +58,16 @@ pub use fleet::{validate_servers, FleetServer, FLEET_ADDR, FLEET_JOIN_PORT_BASE,
 pub use guard::LabGuard;
 pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
+pub use lan::LanStatus;
 pub use pair::{mptcp_socket, Pair, PairPath, PAIR_PATHS};
 pub use rate::{Rate, RateParseError};
 pub use serve::{start_nena, start_nena_serve, NenaServer};
 pub use state::state_dir;
 pub use status::{FleetStatus, HostStatus, LabStatus, LinkStatus, MptcpStatus};
-pub use topology::{End, Host, Link, SERVER_ADDR};
+pub use topology::{
+    End, Host, Link, LAN_GATEWAY_ADDR, LAN_GATEWAY_ADDR6, LAN_HOST_ADDR, LAN_HOST_ADDR6,
+    LAN_PREFIX6, SERVER_ADDR,
+};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -202,6 +208,14 @@ impl Lab {
                         )
                     })?;
             }
+            if cfg.lan {
+                lab.check_lan(Duration::from_secs(3)).with_context(|| {
+                    format!(
+                        "lab `{}` is up but the LAN host does not reach the client",
+                        cfg.prefix
+                    )
+                })?;
+            }
         }
         if staged {
             st.generation += 1;
@@ -241,7 +255,8 @@ impl Lab {
     }
 
     /// Remove everything belonging to the lab `prefix`: captures and other processes in its
-    /// namespaces, the namespaces (hence veths and qdiscs) and the state directory.
+    /// namespaces, the namespaces (the LAN host's and the fleet's too; hence veths and
+    /// qdiscs) and the state directory.
     /// Idempotent; works on a half-built lab and after a crash.
     pub fn down(prefix: &str) -> Result<()> {
         validate_prefix(prefix)?;
@@ -261,7 +276,10 @@ impl Lab {
         terminate(&recorded, Duration::from_secs(3));
         let mut errors = Vec::new();
         let fleet = fleet::existing(prefix).into_iter().map(|(_, ns)| ns);
-        let hosts = Host::ALL.iter().map(|h| format!("{prefix}-{}", h.name()));
+        let hosts = Host::ALL
+            .iter()
+            .chain([&Host::Lan])
+            .map(|h| format!("{prefix}-{}", h.name()));
         let names: Vec<String> = hosts.chain(fleet).collect();
         // Tools of a `lab up` that was killed, still finishing a change: they go first, so
         // that none of them creates a namespace after this looked.
@@ -311,6 +329,25 @@ impl Lab {
         format!("{}-{}", self.prefix, host.name())
     }
 
+    /// Check that a host's namespace exists: a lab has [`Host::Lan`] only when built with
+    /// `--lan`, and says so instead of a failing `ip netns exec`.
+    pub fn require_host(&self, host: Host) -> Result<()> {
+        let ns = self.netns(host);
+        if netns::netns_exists(&ns) {
+            return Ok(());
+        }
+        if host == Host::Lan {
+            bail!(
+                "lab `{}` has no LAN host (no namespace {ns}); run `nena lab up --lan`",
+                self.prefix
+            );
+        }
+        bail!(
+            "lab `{}` is not up (missing namespace {ns}); run `nena lab up`",
+            self.prefix
+        );
+    }
+
     /// A command that runs `program args...` inside a host (`ip netns exec`).
     pub fn command<I, S>(
         &self,
@@ -356,6 +393,9 @@ impl Lab {
     pub fn set_link(&self, link: Link, up: bool) -> Result<()> {
         let state = if up { "up" } else { "down" };
         for end in link.ends() {
+            self.require_host(end.host)?;
+        }
+        for end in link.ends() {
             run(ip(
                 Some(&self.netns(end.host)),
                 &["link", "set", "dev", end.iface, state],
@@ -374,6 +414,9 @@ impl Lab {
 
     /// Set (Some) or remove (None) the rate limit of a link, both directions.
     pub fn set_rate(&self, link: Link, rate: Option<Rate>) -> Result<()> {
+        if link == Link::Lan {
+            bail!("the lan link has no rate limit (only trusted, untrusted and server have)");
+        }
         self.apply_rate(link, rate)?;
         let mut st = self.load_or_default();
         st.config.set_rate(link, rate);
@@ -386,6 +429,9 @@ impl Lab {
     /// that was a veth pair is rebuilt as an emulated TAP pair first (its connections see a
     /// short gap). Returns once the relay applied the change.
     pub fn set_emulation(&self, link: Link, direction: Direction, e: Emulation) -> Result<()> {
+        if link == Link::Lan {
+            bail!("the lan link cannot be emulated (only trusted, untrusted and server can)");
+        }
         let mut st = self.load_or_default();
         let was = st.config.emulation(link).is_some();
         st.config.set_emulation(link, direction, e);
@@ -439,6 +485,9 @@ impl Lab {
     /// Start capturing a link with options (packet count, snaplen, filter).
     pub fn capture_with(&self, link: Link, file: &Path, opts: &CaptureOptions) -> Result<Capture> {
         let edge = link.edge();
+        if link == Link::Lan {
+            self.require_host(Host::Lan)?;
+        }
         Capture::start(
             &self.netns(edge.host),
             &self.state_dir,
@@ -511,8 +560,13 @@ impl Lab {
     }
 
     /// Check with a TCP connection that the server is reachable from the client's address
-    /// on `link` (for the server link: from the router). Fails after `timeout`.
+    /// on `link` (for the server link: from the router). For the LAN link, which leads to no
+    /// server, [`check_lan`](Self::check_lan): the LAN host reaches the client. Fails after
+    /// `timeout`.
     pub fn check_path(&self, link: Link, timeout: Duration) -> Result<()> {
+        if link == Link::Lan {
+            return self.check_lan(timeout);
+        }
         let listener = self
             .run_in(Host::Server, || {
                 TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), 0))

@@ -12,7 +12,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 pub struct LabStatus {
     pub prefix: String,
-    /// All three namespaces exist.
+    /// All three namespaces exist (and the LAN host's, in a lab built with `--lan`).
     pub up: bool,
     /// Some but not all parts exist (a crash during `up`): `down` cleans it.
     pub partial: bool,
@@ -24,6 +24,8 @@ pub struct LabStatus {
     pub relay_pid: Option<u32>,
     /// The server fleet behind the router's balancer (`--servers N`; empty without one).
     pub fleet: Vec<FleetStatus>,
+    /// The LAN host behind the client (`--lan`), when configured or present.
+    pub lan: Option<crate::LanStatus>,
 }
 
 /// One server of the fleet.
@@ -51,6 +53,8 @@ pub struct LinkStatus {
     pub edge_host: Host,
     pub edge_iface: String,
     pub edge_addr: String,
+    /// The host at the other end: the router, or the LAN host for the LAN link.
+    pub router_host: Host,
     pub router_iface: String,
     pub router_addr: String,
     /// Both ends exist.
@@ -144,8 +148,14 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         prefix: prefix.to_string(),
         state_dir: state_dir(prefix),
     };
+    let config = lab.load().ok().map(|s| s.config);
+    // The LAN host shows when the lab was built with it, or when its namespace is there
+    // (a half-built or half-removed lab).
+    let with_lan = config.as_ref().is_some_and(|c| c.lan) || netns_exists(&lab.netns(Host::Lan));
+    let extra: &[Host] = if with_lan { &[Host::Lan] } else { &[] };
     let hosts: Vec<HostStatus> = Host::ALL
         .iter()
+        .chain(extra)
         .map(|&h| HostStatus {
             host: h,
             netns: lab.netns(h),
@@ -154,9 +164,9 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         .collect();
     let up = hosts.iter().all(|h| h.exists);
     let any = hosts.iter().any(|h| h.exists) || lab.state_dir().exists();
-    let config = lab.load().ok().map(|s| s.config);
     let mut links = Vec::new();
-    for link in Link::ALL {
+    let extra: &[Link] = if with_lan { &[Link::Lan] } else { &[] };
+    for &link in Link::ALL.iter().chain(extra) {
         let [e, r] = link.ends();
         let (ens, rns) = (lab.netns(e.host), lab.netns(r.host));
         let eup = if netns_exists(&ens) {
@@ -184,6 +194,7 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
             edge_host: e.host,
             edge_iface: e.iface.into(),
             edge_addr: e.cidr(),
+            router_host: r.host,
             router_iface: r.iface.into(),
             router_addr: r.cidr(),
             exists: eup.is_some() && rup.is_some(),
@@ -259,5 +270,6 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
                 })
                 .collect()
         },
+        lan: with_lan.then(|| lab.lan_status()),
     })
 }

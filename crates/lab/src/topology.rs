@@ -1,9 +1,14 @@
 //! The agreed lab topology (notes/LAB-CONTRACT.md): hosts, links, interface names and
 //! addresses. Everything else in the crate reads these tables instead of repeating literals.
+//!
+//! The classic lab is [`Host::ALL`] joined by [`Link::ALL`]. A lab built with `--lan`
+//! ([`LabConfig::lan`](crate::LabConfig::lan)) also has [`Host::Lan`], a LAN host behind the
+//! client joined to it by [`Link::Lan`]; they stay out of `ALL` (every lab has those) and are
+//! handled where the configuration asks for them.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 /// A host of the lab, each one a network namespace `<prefix>-<host>`.
@@ -13,9 +18,12 @@ pub enum Host {
     Client,
     Router,
     Server,
+    /// The LAN host behind the client (`nena lab up --lan`): only in labs built with it.
+    Lan,
 }
 
 impl Host {
+    /// The hosts every lab has ([`Host::Lan`] only exists in labs built with `--lan`).
     pub const ALL: [Host; 3] = [Host::Client, Host::Router, Host::Server];
 
     pub fn name(self) -> &'static str {
@@ -23,6 +31,7 @@ impl Host {
             Host::Client => "client",
             Host::Router => "router",
             Host::Server => "server",
+            Host::Lan => "lan",
         }
     }
 }
@@ -40,8 +49,9 @@ impl FromStr for Host {
             "client" => Ok(Host::Client),
             "router" => Ok(Host::Router),
             "server" => Ok(Host::Server),
+            "lan" => Ok(Host::Lan),
             _ => Err(format!(
-                "unknown host `{s}` (hosts: client, router, server)"
+                "unknown host `{s}` (hosts: client, router, server, lan)"
             )),
         }
     }
@@ -57,9 +67,12 @@ pub enum Link {
     Untrusted,
     /// server `eth0` <-> router `server`.
     Server,
+    /// client `lan` <-> LAN host `eth0` (`nena lab up --lan`): only in labs built with it.
+    Lan,
 }
 
 impl Link {
+    /// The links every lab has ([`Link::Lan`] only exists in labs built with `--lan`).
     pub const ALL: [Link; 3] = [Link::Trusted, Link::Untrusted, Link::Server];
 
     pub fn name(self) -> &'static str {
@@ -67,11 +80,13 @@ impl Link {
             Link::Trusted => "trusted",
             Link::Untrusted => "untrusted",
             Link::Server => "server",
+            Link::Lan => "lan",
         }
     }
 
-    /// The edge end of the link (client for the two client links, server for the server
-    /// link): where captures run. The other end is always the router.
+    /// The edge end of the link (client for the two client links and the LAN link, server
+    /// for the server link): where captures run. The other end is the router, or the LAN
+    /// host for the LAN link.
     pub fn edge(self) -> End {
         match self {
             Link::Trusted => End {
@@ -89,10 +104,15 @@ impl Link {
                 iface: "eth0",
                 addr: Ipv4Addr::new(198, 18, 3, 2),
             },
+            Link::Lan => End {
+                host: Host::Client,
+                iface: "lan",
+                addr: LAN_GATEWAY_ADDR,
+            },
         }
     }
 
-    /// The router end of the link.
+    /// The router end of the link (for the LAN link: the LAN host's end).
     pub fn router(self) -> End {
         match self {
             Link::Trusted => End {
@@ -110,6 +130,11 @@ impl Link {
                 iface: "server",
                 addr: Ipv4Addr::new(198, 18, 3, 1),
             },
+            Link::Lan => End {
+                host: Host::Lan,
+                iface: "eth0",
+                addr: LAN_HOST_ADDR,
+            },
         }
     }
 
@@ -123,7 +148,7 @@ impl Link {
         match self {
             Link::Trusted => Some(101),
             Link::Untrusted => Some(102),
-            Link::Server => None,
+            Link::Server | Link::Lan => None,
         }
     }
 }
@@ -141,8 +166,9 @@ impl FromStr for Link {
             "trusted" => Ok(Link::Trusted),
             "untrusted" => Ok(Link::Untrusted),
             "server" => Ok(Link::Server),
+            "lan" => Ok(Link::Lan),
             _ => Err(format!(
-                "unknown link `{s}` (links: trusted, untrusted, server)"
+                "unknown link `{s}` (links: trusted, untrusted, server, lan)"
             )),
         }
     }
@@ -165,3 +191,45 @@ impl End {
 
 /// The server address nena tests connect to.
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 2);
+
+/// The LAN host's address on its `eth0` (`nena lab up --lan`), /24.
+pub const LAN_HOST_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 5, 2);
+/// The LAN host's IPv6 address on its `eth0`, /64.
+pub const LAN_HOST_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 5, 0, 0, 0, 2);
+/// The client's address on its `lan` interface: the LAN host's IPv4 default gateway, /24.
+pub const LAN_GATEWAY_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 5, 1);
+/// The client's IPv6 address on its `lan` interface: the LAN host's IPv6 default gateway, /64.
+pub const LAN_GATEWAY_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 5, 0, 0, 0, 1);
+/// The prefix length of the LAN's IPv6 addresses.
+pub const LAN_PREFIX6: u8 = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_to_their_host_and_link() {
+        for h in Host::ALL.into_iter().chain([Host::Lan]) {
+            assert_eq!(h.name().parse::<Host>(), Ok(h));
+        }
+        for l in Link::ALL.into_iter().chain([Link::Lan]) {
+            assert_eq!(l.name().parse::<Link>(), Ok(l));
+        }
+        assert!("lan".parse::<Host>().is_ok() && !Host::ALL.contains(&Host::Lan));
+        assert!(!Link::ALL.contains(&Link::Lan));
+        let e = "wan".parse::<Link>().unwrap_err();
+        assert!(e.contains("lan"), "{e}");
+    }
+
+    #[test]
+    fn the_lan_link_joins_the_clients_lan_to_the_lan_hosts_eth0() {
+        let [edge, far] = Link::Lan.ends();
+        assert_eq!((edge.host, edge.iface), (Host::Client, "lan"));
+        assert_eq!(edge.cidr(), "198.18.5.1/24");
+        assert_eq!((far.host, far.iface), (Host::Lan, "eth0"));
+        assert_eq!(far.cidr(), "198.18.5.2/24");
+        assert_eq!(LAN_HOST_ADDR6.to_string(), "2001:2:0:5::2");
+        assert_eq!(LAN_GATEWAY_ADDR6.to_string(), "2001:2:0:5::1");
+        assert_eq!(Link::Lan.table(), None);
+    }
+}

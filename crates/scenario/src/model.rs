@@ -70,6 +70,21 @@ impl Links {
             Link::Trusted => &self.trusted,
             Link::Untrusted => &self.untrusted,
             Link::Server => &self.server,
+            // Scenarios build labs without the LAN host (`validate` refuses the lan link);
+            // it has no conditions of its own.
+            Link::Lan => {
+                static NONE: LinkSpec = LinkSpec {
+                    rate: None,
+                    delay: None,
+                    jitter: None,
+                    loss: None,
+                    ge_loss: None,
+                    trace: None,
+                    reorder: false,
+                    alias: None,
+                };
+                &NONE
+            }
         }
     }
 }
@@ -394,6 +409,17 @@ impl Scenario {
             if l.jitter.is_some() && l.delay.is_none() {
                 bail!("links.{name}: jitter needs a delay");
             }
+        }
+        let lan_named = self.events.iter().any(|e| e.link == Link::Lan)
+            || self.capture.links.contains(&Link::Lan)
+            || self.runs.iter().any(|r| {
+                r.link == Some(Link::Lan)
+                    || r.competing
+                        .as_ref()
+                        .is_some_and(|c| c.link == Some(Link::Lan))
+            });
+        if lan_named {
+            bail!("the lan link is not part of scenarios (their labs have no LAN host)");
         }
         let mut last = Duration::ZERO;
         for (i, e) in self.events.iter().enumerate() {

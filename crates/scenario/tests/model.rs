@@ -106,6 +106,14 @@ fn bad_scenarios_get_one_clear_error_each() {
             "wifi",
         ),
         (
+            &format!("{OK}\n[[events]]\nat = \"1s\"\nlink = \"lan\"\naction = \"down\"\n"),
+            "the lan link is not part of scenarios",
+        ),
+        (
+            &format!("{OK}\n[capture]\nlinks = [\"untrusted\", \"lan\"]\n"),
+            "the lan link is not part of scenarios",
+        ),
+        (
             &format!("{OK}\n[[events]]\nat = \"1s\"\nlink = \"trusted\"\naction = \"explode\"\n"),
             "explode",
         ),

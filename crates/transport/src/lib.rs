@@ -11,6 +11,8 @@
 //! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`;
 //!   [`bridge`]: how a proxy session carries bytes between TCP and nena, and how it ends.
+//! - [`gateway`]: `nena gateway`, a router that carries its LAN's TCP through nena
+//!   (nftables TPROXY) and forwards nothing of the LAN around it.
 //! - [`stop`]: stopping a server cleanly (SIGINT/SIGTERM, the grace period's end).
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
 //!   server's `--allow` list, sans-IO.
@@ -18,6 +20,7 @@
 //!   `transfer`) and of the scenario runner.
 //! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
 //!   side of them (its resolver, datagrams within `--allow`).
+//! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -29,6 +32,7 @@ pub mod conn;
 pub mod copy;
 pub mod ends;
 pub mod files;
+pub mod gateway;
 pub mod handshake;
 pub mod low_water;
 pub mod metrics;
@@ -38,6 +42,7 @@ pub mod perf;
 pub mod proxy;
 mod proxy_open;
 pub mod raw_mptcp;
+pub mod resolve;
 pub mod server;
 pub mod session;
 pub mod socks;

@@ -31,6 +31,7 @@ pub enum Role {
     Serve,
     ProxyServer,
     ProxyClient,
+    Gateway,
 }
 
 impl Role {
@@ -39,6 +40,7 @@ impl Role {
             Role::Serve => "serve",
             Role::ProxyServer => "proxy_server",
             Role::ProxyClient => "proxy_client",
+            Role::Gateway => "gateway",
         }
     }
 }

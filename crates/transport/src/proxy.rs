@@ -151,6 +151,10 @@ pub enum Entry {
         lookup: OriginalDst,
         dns: Arc<crate::carry::responder::Responder>,
     },
+    /// Connections a TPROXY rule sent to the listener (`nena gateway`): the accepted
+    /// socket's local address is the original destination. A connection to the listener's
+    /// own address (loopback) did not come through the rule and is reset.
+    Transparent,
 }
 
 /// The original destination of a redirected connection, by its client's address and port
@@ -258,7 +262,7 @@ async fn socks_session(
     ))
 }
 
-/// One redirected connection (`nena run`): its original destination from `lookup`, asked
+/// One redirected connection (`nena run`, `nena gateway`): its original destination from `lookup`, asked
 /// for exactly as a SOCKS request is; a refusal resets the application's connection (it is
 /// already established, to the proxy: a reset is the closest to "refused" it can see).
 #[allow(clippy::too_many_arguments)]
@@ -266,7 +270,7 @@ async fn redirected_session(
     plain: TcpStream,
     peer: SocketAddr,
     lookup: OriginalDst,
-    dns: Arc<crate::carry::responder::Responder>,
+    dns: Option<Arc<crate::carry::responder::Responder>>,
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
     stop: StopSignal,
@@ -279,7 +283,7 @@ async fn redirected_session(
              cgroup?); reset"
         );
     };
-    if dst.port() == 53 {
+    if let (53, Some(dns)) = (dst.port(), &dns) {
         let n = dns.serve_tcp(plain).await.context(dst)?;
         return Ok(format!("{dst}: DNS over TCP, {n} queries answered"));
     }
@@ -572,7 +576,29 @@ async fn client_loop(
                         socks_session(plain, users, opts, connecting, stop, tally).await
                     }
                     Entry::Redirected { lookup, dns } => {
-                        redirected_session(plain, peer, lookup, dns, opts, connecting, stop, tally)
+                        redirected_session(
+                            plain,
+                            peer,
+                            lookup,
+                            Some(dns),
+                            opts,
+                            connecting,
+                            stop,
+                            tally,
+                        )
+                        .await
+                    }
+                    Entry::Transparent => {
+                        let dst = plain.local_addr()?;
+                        if dst.ip().is_loopback() {
+                            let _ = plain.set_zero_linger();
+                            anyhow::bail!(
+                                "{peer} connected to the gateway's listener itself ({dst}), not \
+                                 through its TPROXY rule; reset"
+                            );
+                        }
+                        let lookup = OriginalDst(Arc::new(move |_| Some(dst)));
+                        redirected_session(plain, peer, lookup, None, opts, connecting, stop, tally)
                             .await
                     }
                     Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,

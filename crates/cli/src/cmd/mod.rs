@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cc;
 pub mod codec;
 pub mod eavesdrop;
+pub mod gateway;
 pub mod host;
 pub mod lab;
 pub mod mpc;

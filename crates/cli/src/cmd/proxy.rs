@@ -2,8 +2,8 @@
 //! nena-transport's `proxy`. The options the proxies share with the transfer tools are in
 //! [`super::transfer`].
 use super::transfer::{
-    announce_with, check_client, counters, labels, parse_addr, parse_grace, start_metrics,
-    ClientCommon, ConfigFile, ServerCommon,
+    announce_with, check_client, counters, labels, parse_addr, parse_grace, parse_server,
+    start_metrics, ClientCommon, ConfigFile, ServerCommon,
 };
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
@@ -39,9 +39,9 @@ pub struct ProxyClientArgs {
     /// per line).
     #[arg(long, value_name = "FILE", requires = "socks5")]
     pub socks_user_file: Option<PathBuf>,
-    /// The `nena proxy server`.
-    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr)]
-    pub to: SocketAddr,
+    /// The `nena proxy server` (a name is resolved only through a trusted interface).
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server)]
+    pub to: nena_transport::resolve::ServerAddr,
     /// Sessions carried at once (more wait in the listen backlog).
     #[arg(long, default_value = "4096")]
     pub max_sessions: usize,
@@ -102,7 +102,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
         ProxyCmd::Client(a) => {
             a.config.log();
             check_client(&a.common)?;
-            let mut opts = a.common.options(a.to, false)?;
+            let mut opts = a.common.options(&a.to, false)?;
             let _mpc = a.common.attach_mpc(&mut opts)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,

@@ -20,7 +20,7 @@
 //! SIGKILL; the cgroup directory then stays, empty). `nena run` exits with CMD's status
 //! (128 + N when a signal N ended it).
 
-use super::transfer::{check_client, parse_addr, ClientCommon};
+use super::transfer::{check_client, parse_server, ClientCommon};
 use crate::exit::Exit;
 use anyhow::{anyhow, Context};
 use nena_bpf::run::{MptcpOnly, Redirect};
@@ -28,7 +28,6 @@ use nena_transport::carry::relay::Relay;
 use nena_transport::carry::responder::Responder;
 use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
 use std::ffi::{CString, OsString};
-use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -39,9 +38,10 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// The `nena proxy server` (run with --allow) that connects to CMD's destinations.
-    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_addr,
+    /// A name is resolved only through a trusted interface (--resolver).
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server,
           required_unless_present = "mptcp_only", conflicts_with = "mptcp_only")]
-    pub via: Option<SocketAddr>,
+    pub via: Option<nena_transport::resolve::ServerAddr>,
     /// No nena session: the cgroup's TCP sockets just become MPTCP (like mptcpize).
     #[arg(long)]
     pub mptcp_only: bool,
@@ -292,7 +292,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             "--token-file is for --via: with --mptcp-only no nena session carries it"
         )));
     }
-    let opts = match a.via {
+    let opts = match &a.via {
         Some(via) => Some(a.common.options(via, false)?),
         None => None,
     };

@@ -11,6 +11,7 @@ use nena_transport::client::{self, PerfParams};
 use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::files::FileServerConfig;
 use nena_transport::metrics::{self, Metrics, Role};
+use nena_transport::resolve::{self, ResolverConfig, ServerAddr};
 use nena_transport::server::{self, ServeOptions};
 use nena_transport::session::SessionConfig;
 use std::io::Write;
@@ -19,7 +20,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A socket address: `IP:PORT` or `HOST:PORT` (resolved once).
+/// A server named by a client (`--to`, `--from`, `--via`): `IP:PORT` or `HOST:PORT`. A
+/// name is resolved later, by [`ClientCommon::options`], only through a trusted interface.
+pub(crate) fn parse_server(s: &str) -> Result<ServerAddr, String> {
+    s.parse()
+}
+
+/// A local socket address (`--listen`, `--metrics`) or a server's own target: `IP:PORT`
+/// or `HOST:PORT` (resolved once, by the system's resolver: no untrusted path is involved
+/// on the serving side).
 pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
         .map_err(|e| format!("`{s}` is not ADDR:PORT ({e})"))?
@@ -153,6 +162,12 @@ pub struct ClientCommon {
     /// scheduler misjudges subflows on BBR's pacing rates; docs/BENCHMARKS.md, "Peers").
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// Resolve the server's name with this resolver (ADDR or ADDR:PORT), asked only through
+    /// a trusted interface. Without it the system's resolvers (/etc/resolv.conf) are asked
+    /// only when their route leaves by a trusted interface; a name is never resolved by a
+    /// query that could leave by an untrusted path (docs/THREAT-MODEL.md).
+    #[arg(long, value_name = "ADDR", value_parser = resolve::parse_resolver)]
+    pub resolver: Option<SocketAddr>,
 }
 
 /// `--cc NAME`: check that the kernel has it (one line naming the available ones if not)
@@ -199,8 +214,32 @@ impl ClientCommon {
         )
     }
 
-    pub(crate) fn options(&self, remote: SocketAddr, raw: bool) -> Result<ClientOptions, Exit> {
+    /// The server's address: a literal as given; a name resolved only by queries that leave
+    /// by a trusted interface (nena-transport's `resolve`), refused with the fix otherwise.
+    pub(crate) fn server_addr(&self, server: &ServerAddr) -> Result<SocketAddr, Exit> {
+        if let resolve::Host::Ip(ip) = server.host {
+            return Ok(SocketAddr::new(ip, server.port));
+        }
+        let policy = nena_mptcp::PathPolicy {
+            trusted: self.trusted.clone(),
+            untrusted: self.untrusted.clone(),
+        }
+        .resolve()
+        .map_err(|e| Exit::usage(anyhow!(e)))?;
+        let cfg = ResolverConfig::new(self.resolver, self.timeout);
+        match resolve::resolve(server, &policy, &cfg) {
+            Ok(r) => {
+                log::info!("{}", r.describe(server));
+                Ok(r.addr)
+            }
+            Err(e @ resolve::ResolveError::Untrusted { .. }) => Err(Exit::usage(anyhow!(e))),
+            Err(e) => Err(Exit::from(anyhow!(e))),
+        }
+    }
+
+    pub(crate) fn options(&self, server: &ServerAddr, raw: bool) -> Result<ClientOptions, Exit> {
         let congestion = resolve_cc(&self.cc)?;
+        let remote = self.server_addr(server)?;
         let token = match &self.token_file {
             Some(_) if raw => {
                 return Err(Exit::usage(anyhow!(
@@ -380,9 +419,9 @@ pub struct ServeArgs {
 pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
-    /// The nena server.
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub to: SocketAddr,
+    /// The nena server (a name is resolved only through a trusted interface: --resolver).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_server)]
+    pub to: ServerAddr,
     /// Name to store the file under (default: the file's own name).
     #[arg(long)]
     pub name: Option<String>,
@@ -397,9 +436,9 @@ pub struct SendArgs {
 pub struct GetArgs {
     /// Name of the file on the server.
     pub name: String,
-    /// The nena server.
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub from: SocketAddr,
+    /// The nena server (a name is resolved only through a trusted interface: --resolver).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_server)]
+    pub from: ServerAddr,
     /// Where to write it: a file path or an existing directory (default: ./NAME).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -415,9 +454,9 @@ pub struct GetArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct PerfArgs {
-    /// The nena server (`nena serve`).
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
-    pub to: SocketAddr,
+    /// The nena server (`nena serve`; a name is resolved only through a trusted interface).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_server)]
+    pub to: ServerAddr,
     /// Run for this many seconds (default 10).
     #[arg(long, value_parser = parse_secs, conflicts_with = "bytes")]
     pub time: Option<Duration>,
@@ -618,7 +657,7 @@ pub fn send(a: SendArgs) -> CmdResult {
         }
         Err(e) => return Err(Exit::usage(anyhow!("{}: {e}", a.file.display()))),
     }
-    let mut opts = a.common.options(a.to, false)?;
+    let mut opts = a.common.options(&a.to, false)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
@@ -640,7 +679,7 @@ pub fn get(a: GetArgs) -> CmdResult {
         Some(p) => p.clone(),
         None => PathBuf::from(&a.name),
     };
-    let mut opts = a.common.options(a.from, false)?;
+    let mut opts = a.common.options(&a.from, false)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
@@ -680,7 +719,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
             return Err(Exit::usage(anyhow!("--omit must be shorter than --time")));
         }
     }
-    let mut opts = a.common.options(a.to, a.raw)?;
+    let mut opts = a.common.options(&a.to, a.raw)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let json = a.common.json;
     let report = crate::runtime::block_on_interruptible(client::perf(&opts, params, |iv| {

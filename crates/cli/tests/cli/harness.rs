@@ -440,3 +440,34 @@ pub fn http_server(lab: &Lab, dir: &TempDir, log: Option<&Path>) -> Killed {
     assert!(up, "http.server did not start");
     http
 }
+
+/// The client as a laptop: no source-based rules, the default route on the untrusted link
+/// (metric 100) and, unless `trusted_default` is false, one on the trusted link (metric 200).
+pub fn laptop_routes(lab: &Lab, trusted_default: bool) {
+    let mut script = String::from(
+        "set -e; ip rule del pref 1101; ip rule del pref 1102; \
+         ip route del default; ip route add default via 198.18.2.1 dev untrusted metric 100;",
+    );
+    if trusted_default {
+        script += " ip route add default via 198.18.1.1 dev trusted metric 200;";
+    }
+    sh(lab, Host::Client, &script);
+    let rules = sh(lab, Host::Client, "ip rule show");
+    assert!(!rules.contains("lookup 101"), "{rules}");
+    let route = sh(lab, Host::Client, "ip route get 198.18.3.2");
+    assert!(
+        route.contains("dev untrusted"),
+        "the host's own route: {route}"
+    );
+}
+
+/// `sh -c SCRIPT` in a lab host, which must succeed; its standard output.
+pub fn sh(lab: &Lab, host: Host, script: &str) -> String {
+    let out = lab.command(host, "sh", ["-c", script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

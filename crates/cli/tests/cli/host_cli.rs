@@ -542,6 +542,70 @@ fn systemd_analyze_verifies_the_units() {
     }
 }
 
+/// The gateway's unit: systemd's verify and exposure score (with the two capabilities it
+/// needs, and no others), and its example config, whose every key `nena gateway` accepts
+/// (the run then stops at the example's LAN interface, which this host does not have,
+/// before anything is installed).
+#[test]
+fn the_gateway_unit_and_its_example_config() {
+    let unit = "nena-gateway.service";
+    let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
+    let caps: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("CapabilityBoundingSet=") || l.starts_with("AmbientCapabilities=")
+        })
+        .collect();
+    assert_eq!(
+        caps,
+        [
+            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW",
+            "AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW"
+        ]
+    );
+    let example = format!("{ROOT}/contrib/config/gateway.toml");
+    let out = Command::new(NENA)
+        .args(["gateway", "--config", &example])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--lan lan0: no such interface"), "{err}");
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nena_testkit::skip!("systemd-analyze is not installed");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(unit);
+    let body = body
+        .replace("/usr/bin/nena", NENA)
+        .replace("/etc/nena/gateway.toml", &example);
+    std::fs::write(&path, &body).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "{unit}: {err}"
+    );
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = text(&out.stdout);
+    let last = report.lines().last().unwrap_or_default().to_string();
+    eprintln!("{unit}: {last}");
+    assert!(report.contains("Overall exposure level"), "{report}");
+}
+
 /// A mistyped subcommand or flag gets clap's "did you mean", still on one line.
 #[test]
 fn a_typo_is_told_the_command_it_resembles() {

@@ -397,3 +397,68 @@ fn a_fleet_comes_up_is_drained_and_goes_down() {
     ok(&["lab", "down", "--prefix", p]);
     assert!(namespaces_of(p).is_empty(), "{:?}", namespaces_of(p));
 }
+
+/// `nena lab up --lan`: the LAN host `<prefix>-lan` (checked by `up` itself: a TCP connection
+/// from it to the client, IPv4 and IPv6), `exec lan`, `status` (text and JSON), `up` without
+/// `--lan` removing it, and `down` leaving no namespace.
+#[test]
+fn a_lan_host_comes_up_behind_the_client_and_goes_down() {
+    let g = Down::new();
+    let p = g.prefix.as_str();
+    let text = ok(&["lab", "up", "--prefix", p, "--lan"]);
+    assert!(
+        text.contains("lan       client lan 198.18.5.1/24 <-> lan eth0 198.18.5.2/24  up"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "default via 198.18.5.1 and 2001:2:0:5::1  (client forwarding: ipv4 off, ipv6 off)"
+        ),
+        "{text}"
+    );
+    assert!(namespaces_of(p).contains(&format!("{p}-lan")));
+    let exec = |args: &[&str]| {
+        let mut a = vec!["lab", "exec", "--prefix", p, "lan", "--"];
+        a.extend_from_slice(args);
+        ok(&a)
+    };
+    let r6 = exec(&["ip", "-6", "route", "show", "default"]);
+    assert!(r6.contains("default via 2001:2:0:5::1 dev eth0"), "{r6}");
+    let r4 = exec(&["ip", "-4", "route", "show", "default"]);
+    assert!(r4.contains("default via 198.18.5.1 dev eth0"), "{r4}");
+    // running it again reconciles, harmlessly
+    ok(&["lab", "up", "--prefix", p, "--lan"]);
+    let st: serde_json::Value =
+        serde_json::from_str(&ok(&["lab", "status", "--prefix", p, "--json"])).unwrap();
+    assert_eq!(st["up"], true, "{st}");
+    assert_eq!(st["lan"]["netns"], format!("{p}-lan"), "{st}");
+    assert_eq!(
+        st["lan"]["addrs"],
+        serde_json::json!(["198.18.5.2/24", "2001:2:0:5::2/64"]),
+        "{st}"
+    );
+    assert_eq!(st["lan"]["gateway6"], "2001:2:0:5::1", "{st}");
+    assert_eq!(st["lan"]["client_ip_forward"], false, "{st}");
+    let lan_link = st["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["link"] == "lan")
+        .unwrap_or_else(|| panic!("no lan link in {st}"));
+    assert_eq!(lan_link["up"], true, "{st}");
+
+    // without --lan the LAN host goes, and `exec lan` says how to get it back
+    ok(&["lab", "up", "--prefix", p]);
+    assert!(!namespaces_of(p).contains(&format!("{p}-lan")));
+    let out = nena(&["lab", "exec", "--prefix", p, "lan", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("has no LAN host") && err.contains("--lan"),
+        "{err}"
+    );
+
+    ok(&["lab", "up", "--prefix", p, "--lan", "--no-verify"]);
+    ok(&["lab", "down", "--prefix", p]);
+    assert!(namespaces_of(p).is_empty(), "{:?}", namespaces_of(p));
+}

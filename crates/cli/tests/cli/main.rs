@@ -42,10 +42,12 @@ mod transfer_files;
 mod transfer_fleet;
 #[cfg(feature = "policy")]
 mod transfer_forge;
+// mod transfer_gateway; (needs the lab's --lan)
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;
 mod transfer_metrics;
+mod transfer_names;
 mod transfer_perf_paths;
 mod transfer_proxy;
 mod transfer_real_hosts;

@@ -289,10 +289,15 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         "/etc/nena/serve.toml",
         "/etc/nena/proxy-server.toml",
         "/etc/nena/proxy-client.toml",
+        "/etc/nena/gateway.toml",
     ] {
         assert!(files.contains(&f), "{f} not installed: {files:?}");
     }
-    for unit in ["nena-serve.service", "nena-proxy-server.service"] {
+    for unit in [
+        "nena-serve.service",
+        "nena-proxy-server.service",
+        "nena-gateway.service",
+    ] {
         assert!(
             files
                 .iter()
@@ -383,6 +388,7 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
             "--man=no",
             "nena-serve.service",
             "nena-proxy-server.service",
+            "nena-gateway.service",
         ],
     )
     .output()

@@ -14,26 +14,6 @@ use crate::harness::*;
 use nena_lab::{Host, Lab, LabGuard, Link, PmMode, Rate};
 use std::path::Path;
 
-/// The client as a laptop: no source-based rules, the default route on the untrusted link
-/// (metric 100) and, unless `trusted_default` is false, one on the trusted link (metric 200).
-pub(crate) fn laptop_routes(lab: &Lab, trusted_default: bool) {
-    let mut script = String::from(
-        "set -e; ip rule del pref 1101; ip rule del pref 1102; \
-         ip route del default; ip route add default via 198.18.2.1 dev untrusted metric 100;",
-    );
-    if trusted_default {
-        script += " ip route add default via 198.18.1.1 dev trusted metric 200;";
-    }
-    sh(lab, Host::Client, &script);
-    let rules = sh(lab, Host::Client, "ip rule show");
-    assert!(!rules.contains("lookup 101"), "{rules}");
-    let route = sh(lab, Host::Client, "ip route get 198.18.3.2");
-    assert!(
-        route.contains("dev untrusted"),
-        "the host's own route: {route}"
-    );
-}
-
 /// The server announces a second address (198.18.3.3, `signal` endpoint).
 fn server_announces(lab: &Lab) {
     sh(
@@ -41,16 +21,6 @@ fn server_announces(lab: &Lab) {
         Host::Server,
         "set -e; ip addr add 198.18.3.3/24 dev eth0; ip mptcp endpoint add 198.18.3.3 dev eth0 signal",
     );
-}
-
-fn sh(lab: &Lab, host: Host, script: &str) -> String {
-    let out = lab.command(host, "sh", ["-c", script]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Both links shaped to 50 Mbit/s, so the scheduler's split follows the links (on

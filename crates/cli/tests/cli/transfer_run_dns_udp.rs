@@ -234,7 +234,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// The client as a laptop: no source rules, the default route on the untrusted link.
 fn laptop(lab: &Lab) {
-    crate::transfer_real_hosts::laptop_routes(lab, true);
+    laptop_routes(lab, true);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 pub struct CaptureArgs {
     #[command(flatten)]
     pub common: Common,
-    /// trusted, untrusted or server.
+    /// trusted, untrusted, server, or lan (a lab built with `--lan`).
     #[arg(value_parser = parse_link)]
     pub link: Link,
     /// The pcap file to write.

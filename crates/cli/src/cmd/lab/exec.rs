@@ -8,7 +8,7 @@ use nena_lab::{Host, Lab};
 pub struct ExecArgs {
     #[command(flatten)]
     pub common: Common,
-    /// client, router or server.
+    /// client, router, server, or lan (a lab built with `--lan`).
     #[arg(value_parser = parse_host)]
     pub host: Host,
     /// The command and its arguments (after `--`).
@@ -19,6 +19,7 @@ pub struct ExecArgs {
 pub(super) fn exec(a: ExecArgs) -> CmdResult {
     use std::os::unix::process::CommandExt;
     let lab = Lab::open(&a.common.prefix)?;
+    lab.require_host(a.host)?;
     let mut cmd = lab.command(a.host, &a.cmd[0], &a.cmd[1..]);
     // Replace ourselves: the command's exit status (and signals, and the terminal) are its own.
     let err = cmd.exec();

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct SetArgs {
     #[command(flatten)]
     pub common: Common,
-    /// trusted, untrusted or server.
+    /// trusted, untrusted, server, or lan (a lab built with `--lan`).
     #[arg(value_parser = parse_link)]
     pub link: Link,
     /// Rate limit both directions of the link (e.g. 20mbit).

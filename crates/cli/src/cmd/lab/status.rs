@@ -63,11 +63,12 @@ pub fn render_status(st: &LabStatus) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:<9} {} {} {} <-> router {} {}  {}  {rate}{}",
+                "  {:<9} {} {} {} <-> {} {} {}  {}  {rate}{}",
                 l.link.name(),
                 l.edge_host.name(),
                 l.edge_iface,
                 l.edge_addr,
+                l.router_host.name(),
                 l.router_iface,
                 l.router_addr,
                 if !l.exists {
@@ -118,6 +119,28 @@ pub fn render_status(st: &LabStatus) -> String {
                 }
             );
         }
+    }
+    if let Some(l) = &st.lan {
+        let on_off = |v: Option<bool>| match v {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "?",
+        };
+        let _ = writeln!(
+            o,
+            "lan: netns {}{}  eth0 {}  default via {} and {}  (client forwarding: ipv4 {}, ipv6 {})",
+            l.netns,
+            if l.exists { "" } else { " (missing)" },
+            if l.addrs.is_empty() {
+                "no address".to_string()
+            } else {
+                l.addrs.join(" ")
+            },
+            l.gateway.as_deref().unwrap_or("none"),
+            l.gateway6.as_deref().unwrap_or("none"),
+            on_off(l.client_ip_forward),
+            on_off(l.client_ipv6_forwarding),
+        );
     }
     if let Some(m) = &st.mptcp {
         let _ = writeln!(

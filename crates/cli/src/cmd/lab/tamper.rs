@@ -61,6 +61,11 @@ fn parse_mask(s: &str) -> Result<u8, String> {
 
 pub(super) fn tamper(a: TamperArgs) -> CmdResult {
     use nena_bpf::attack::tamper::{self, TamperConfig, TamperRecord};
+    if a.link == Link::Lan {
+        return Err(crate::exit::Exit::usage(anyhow::anyhow!(
+            "the tamper attacker sits at the router: links trusted, untrusted or server, not lan"
+        )));
+    }
     let lab = Lab::open(&a.common.prefix)?;
     let end = a.link.router();
     // Toward the server: packets arriving at the router from the client (ingress); toward

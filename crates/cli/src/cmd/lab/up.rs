@@ -39,6 +39,12 @@ pub struct UpArgs {
     /// shared address). See docs/DEPLOY.md.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
     pub servers: u8,
+    /// Add a LAN host `<prefix>-lan` behind the client (198.18.5.2/24, 2001:2:0:5::2/64 on
+    /// its eth0; the client's `lan` is 198.18.5.1, 2001:2:0:5::1), its default routes via
+    /// the client, which does not forward: for a gateway on the client. Without it, `up`
+    /// removes a LAN host an earlier `up --lan` built.
+    #[arg(long)]
+    pub lan: bool,
     /// Print the resulting status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -180,6 +186,7 @@ pub(super) fn up(a: UpArgs) -> CmdResult {
         ),
         relay_exe: None,
         servers: a.servers,
+        lan: a.lan,
     };
     let was_up = Lab::is_up(&cfg.prefix);
     Lab::up(&cfg)?;

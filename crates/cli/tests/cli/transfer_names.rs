@@ -1,0 +1,205 @@
+//! Server names on a laptop whose WLAN chooses the resolver (root): the client is routed as
+//! a laptop (no source rules, the default route on the untrusted link), /etc/resolv.conf
+//! names the WLAN's resolver (198.18.2.1, on the router's untrusted side), which answers
+//! `srv.lab` with 198.18.3.3, where an attacker runs a nena server of its own reachable
+//! through the trusted link. An honest resolver (198.18.1.1, the router's trusted side)
+//! answers 198.18.3.2. Both links are captured: no query for the name may cross the
+//! untrusted link, and the file must never reach the attacker's server: it is stored at
+//! the right one, or refused with a message that names the resolver, the interface and the
+//! fix.
+
+use crate::harness::*;
+use nena_lab::{Host, Lab, Link};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// The name as it is written in a DNS message (`\x03srv\x03lab\x00`).
+const WIRE_NAME: &[u8] = b"\x03srv\x03lab\x00";
+
+/// The two resolvers on the router (dnsmasq) and the client's /etc/resolv.conf (the file
+/// `ip netns exec` mounts over it); all removed on drop.
+struct Resolvers {
+    dnsmasq: Vec<Child>,
+    netns_etc: std::path::PathBuf,
+}
+
+impl Drop for Resolvers {
+    fn drop(&mut self) {
+        for c in &mut self.dnsmasq {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.netns_etc);
+    }
+}
+
+impl Resolvers {
+    /// The honest resolver on 198.18.1.1, the WLAN's lying one on 198.18.2.1, and the
+    /// client's resolv.conf naming `nameservers`.
+    fn start(lab: &Lab, nameservers: &[&str]) -> Resolvers {
+        let netns_etc = std::path::PathBuf::from("/etc/netns").join(lab.netns(Host::Client));
+        let mut r = Resolvers {
+            dnsmasq: Vec::new(),
+            netns_etc,
+        };
+        r.set_resolv_conf(nameservers);
+        for (listen, answer) in [("198.18.1.1", "198.18.3.2"), ("198.18.2.1", "198.18.3.3")] {
+            let child = lab
+                .command(
+                    Host::Router,
+                    "dnsmasq",
+                    [
+                        "--keep-in-foreground",
+                        "--conf-file=/dev/null",
+                        "--no-resolv",
+                        "--no-hosts",
+                        "--bind-interfaces",
+                        "--user=root",
+                        "--pid-file=",
+                        &format!("--listen-address={listen}"),
+                        "--local=/lab/",
+                        &format!("--address=/srv.lab/{answer}"),
+                    ],
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dnsmasq (scripts/install-deps.sh installs dnsmasq-base)");
+            r.dnsmasq.push(child);
+            let want = format!("{listen}:53");
+            nena_testkit::wait_for(
+                &format!("dnsmasq listening on {want}"),
+                Duration::from_secs(10),
+                || {
+                    sh(lab, Host::Router, "ss -Hunl")
+                        .contains(&want)
+                        .then_some(())
+                },
+            );
+        }
+        r
+    }
+
+    fn set_resolv_conf(&self, nameservers: &[&str]) {
+        std::fs::create_dir_all(&self.netns_etc).unwrap();
+        let text: String = nameservers
+            .iter()
+            .map(|n| format!("nameserver {n}\n"))
+            .collect();
+        std::fs::write(self.netns_etc.join("resolv.conf"), text).unwrap();
+    }
+}
+
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_lying_wlan_resolver_never_chooses_the_server() {
+    let lab = lab();
+    laptop_routes(&lab, true);
+    // The attacker's server, reachable through the trusted link like the real one.
+    sh(&lab, Host::Server, "ip addr add 198.18.3.3/24 dev eth0");
+    let (right, wrong, cli) = (TempDir::new("nr"), TempDir::new("nw"), TempDir::new("nc"));
+    let _s = serve(&lab, 7000, right.path(), &[]);
+    let wrong_dir = wrong.path().display().to_string();
+    let _attacker = spawn_listening(
+        &lab,
+        Host::Server,
+        &["serve", "--listen", "198.18.3.3:7000", "--dir", &wrong_dir],
+    );
+    let resolvers = Resolvers::start(&lab, &["198.18.2.1"]);
+    let data = random(300_000, 41);
+    let file = cli.join("letter.bin");
+    std::fs::write(&file, &data).unwrap();
+    let file_s = file.display().to_string();
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+    let send = |name: &str, extra: &[&str]| {
+        let mut a = vec![
+            "send",
+            file_s.as_str(),
+            "--name",
+            name,
+            "--to",
+            "srv.lab:7000",
+        ];
+        a.extend_from_slice(&PATHS);
+        a.extend_from_slice(extra);
+        client(&lab, &a)
+    };
+
+    // 1. The system's resolver is the WLAN's: refused before anything is sent.
+    let refused = send("one", &[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let msg = stderr(&refused);
+    assert_eq!(msg.trim().lines().count(), 1, "{msg}");
+    for part in [
+        "198.18.2.1 (/etc/resolv.conf)",
+        "`untrusted`",
+        "--resolver ADDR",
+    ] {
+        assert!(msg.contains(part), "`{part}` missing: {msg}");
+    }
+
+    // 2. --resolver: asked through the trusted interface, the right server stores it.
+    let ok = send("two", &["--resolver", "198.18.1.1", "-v"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert!(
+        stderr(&ok).contains("srv.lab:7000 is 198.18.3.2 (asked 198.18.1.1:53 by `trusted`)"),
+        "{}",
+        stderr(&ok)
+    );
+    assert!(std::fs::read(right.join("two")).unwrap() == data);
+
+    // 3. Two system resolvers, the WLAN's first: only the one behind the trusted link is
+    //    asked, and `get` resolves the same way.
+    resolvers.set_resolv_conf(&["198.18.2.1", "198.18.1.1"]);
+    assert!(send("three", &[]).status.success());
+    assert!(std::fs::read(right.join("three")).unwrap() == data);
+    let back = cli.join("back.bin").display().to_string();
+    let mut a = vec!["get", "three", "--out", &back, "--from", "srv.lab:7000"];
+    a.extend_from_slice(&PATHS);
+    let got = client(&lab, &a);
+    assert!(got.status.success(), "{}", stderr(&got));
+    assert!(std::fs::read(&back).unwrap() == data);
+
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    let (u, t) = (
+        std::fs::read(&cap_u).unwrap(),
+        std::fs::read(&cap_t).unwrap(),
+    );
+    assert_eq!(
+        count(&u, WIRE_NAME),
+        0,
+        "a query for srv.lab crossed the untrusted link"
+    );
+    // The check can fail: the queries did cross the trusted link.
+    assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
+    // Never at the attacker's.
+    let stolen: Vec<_> = std::fs::read_dir(wrong.path()).unwrap().collect();
+    assert!(stolen.is_empty(), "the attacker's server stored {stolen:?}");
+}
+
+#[test]
+fn a_name_the_trusted_resolver_does_not_know_fails_with_one_line() {
+    let lab = lab();
+    laptop_routes(&lab, true);
+    let _resolvers = Resolvers::start(&lab, &["198.18.1.1"]);
+    let mut a = vec!["perf", "--to", "nosuch.lab:7000", "--time", "1"];
+    a.extend_from_slice(&PATHS);
+    let out = client(&lab, &a);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let msg = stderr(&out);
+    assert!(
+        msg.contains("`nosuch.lab`: no such name (asked 198.18.1.1:53 by `trusted`)"),
+        "{msg}"
+    );
+}

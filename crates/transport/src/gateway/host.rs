@@ -1,0 +1,154 @@
+//! What the gateway installs on the host, and takes away again: the nftables table
+//! ([`super::nft`], through `nft -f -`, one atomic transaction) and the policy routing that
+//! delivers TPROXY-marked packets to local sockets (`ip rule ... fwmark lookup TABLE`, `ip
+//! route add local default dev lo table TABLE`, IPv4 and IPv6, through iproute2). The
+//! [`Installed`] guard removes all of it on drop; [`remove_leftovers`] removes what a
+//! killed gateway left, before a new one installs its own.
+
+use super::nft::{self, Plan, MARK};
+use anyhow::{anyhow, bail, Context, Result};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The routing table and the policy rule's preference of the marked packets.
+pub const ROUTE_TABLE: u32 = 4710;
+
+/// Runs `prog args`, feeding `input`; an error carries its stderr.
+fn run(prog: &str, args: &[&str], input: Option<&str>) -> Result<String> {
+    let mut child = Command::new(prog)
+        .args(args)
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {prog} (install nftables and iproute2)"))?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(text.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "`{prog} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The policy rules and local routes, for `ip -4` and `ip -6`.
+fn routing(family: &str, add: bool) -> Result<()> {
+    let table = ROUTE_TABLE.to_string();
+    let mark = format!("{MARK:#x}");
+    let local = if family == "-4" { "0.0.0.0/0" } else { "::/0" };
+    if add {
+        run(
+            "ip",
+            &[
+                family, "rule", "add", "pref", &table, "fwmark", &mark, "lookup", &table,
+            ],
+            None,
+        )?;
+        run(
+            "ip",
+            &[
+                family, "route", "replace", "local", local, "dev", "lo", "table", &table,
+            ],
+            None,
+        )?;
+    } else {
+        // Every rule of ours (a killed gateway may have left more than one).
+        for _ in 0..16 {
+            if run("ip", &[family, "rule", "del", "pref", &table], None).is_err() {
+                break;
+            }
+        }
+        let _ = run("ip", &[family, "route", "flush", "table", &table], None);
+    }
+    Ok(())
+}
+
+/// Removes what a gateway left (its table, rules and routes); whether there was a table.
+pub fn remove_leftovers() -> Result<bool> {
+    let had = run("nft", &["list", "table", "inet", nft::TABLE], None).is_ok();
+    run("nft", &["-f", "-"], Some(&nft::removal()))?;
+    routing("-4", false)?;
+    let _ = routing("-6", false);
+    Ok(had)
+}
+
+/// Checks the LAN interfaces before anything is installed: each exists and is not a
+/// bridge port (a bridge would switch LAN frames past the forward hook).
+pub fn check_lan(lan: &[String]) -> Result<()> {
+    if lan.is_empty() {
+        bail!("no LAN interface: give --lan IFACE");
+    }
+    for name in lan {
+        nft::check_iface(name).map_err(|e| anyhow!("--lan {name}: {e}"))?;
+        let dir = std::path::Path::new("/sys/class/net").join(name);
+        if !dir.exists() {
+            bail!("--lan {name}: no such interface in this network namespace");
+        }
+        if dir.join("master").exists() {
+            bail!(
+                "--lan {name}: the interface is a bridge port, whose frames the bridge switches \
+                 past nena; name the bridge instead"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The installed table and routing; dropping it removes them.
+#[derive(Debug)]
+pub struct Installed {
+    v6: bool,
+}
+
+impl Installed {
+    /// Installs `plan`'s table and the routing it needs (what a killed gateway left is
+    /// replaced, not doubled). Where the host has no IPv6 routing, `plan.v6` is turned off:
+    /// IPv6 from the LAN is then refused, never forwarded.
+    pub fn install(plan: &mut Plan) -> Result<Installed> {
+        check_lan(&plan.lan)?;
+        remove_leftovers()?;
+        // Routing first: a marked packet must find its local route as soon as the table
+        // marks it. The guard from here on removes what was added if a step fails.
+        let mut guard = Installed { v6: false };
+        routing("-4", true)?;
+        if plan.v6 {
+            match routing("-6", true) {
+                Ok(()) => guard.v6 = true,
+                Err(e) => {
+                    let _ = routing("-6", false);
+                    log::warn!("no IPv6 policy routing ({e:#}): IPv6 from the LAN is refused");
+                    plan.v6 = false;
+                }
+            }
+        }
+        run("nft", &["-f", "-"], Some(&nft::ruleset(plan)))
+            .context("installing the gateway's nftables table")?;
+        Ok(guard)
+    }
+
+    /// The table as the kernel has it (`nft list table`), for logs and tests.
+    pub fn listing() -> Result<String> {
+        run("nft", &["list", "table", "inet", nft::TABLE], None)
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if let Err(e) = run("nft", &["-f", "-"], Some(&nft::removal())) {
+            log::warn!("cannot remove the nftables table {}: {e:#}", nft::TABLE);
+        }
+        let _ = routing("-4", false);
+        if self.v6 {
+            let _ = routing("-6", false);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `nena gateway`: a Linux router that carries what the hosts of its LAN send through nena,
+//! with nothing to configure on them but their default route.
+//!
+//! ```text
+//! LAN host ──> [lan] gateway ══nena/MPTCP (trusted + untrusted)══> nena proxy server ──> dest
+//! ```
+//!
+//! An nftables table ([`nft`]) sends every TCP connection that arrives on a LAN interface,
+//! IPv4 and IPv6, to a transparent listener (TPROXY: the accepted socket's local address is
+//! the destination the LAN host asked for), and the proxy client of [`crate::proxy`] carries
+//! each one in a nena session of its own to the `nena proxy server --allow ..`, which
+//! connects to that destination as it does for SOCKS (`Entry::Transparent`). The same
+//! table drops every packet the host would forward from or to the LAN, so nothing of the
+//! LAN crosses any path around nena; UDP that is not carried is refused (ICMP port
+//! unreachable) where the LAN host sees it. What is installed ([`host`]) is removed on
+//! exit, and what a killed gateway left is replaced at the next start.
+
+pub mod host;
+pub mod nft;
+
+use crate::conn::ClientOptions;
+use crate::proxy::{self, Entry, ProxyLimits};
+use anyhow::{Context, Result};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::net::SocketAddr;
+
+pub use host::Installed;
+pub use nft::Plan;
+
+/// A TCP listener with IP_TRANSPARENT / IPV6_TRANSPARENT on `addr` (CAP_NET_ADMIN), the
+/// end of the TPROXY rule.
+pub fn transparent_listener(addr: SocketAddr) -> Result<std::net::TcpListener> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_cloexec(true)?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv4() {
+        s.set_ip_transparent_v4(true)
+    } else {
+        s.set_only_v6(true)?;
+        s.set_ip_transparent_v6(true)
+    }
+    .with_context(|| format!("cannot make a transparent socket on {addr} (CAP_NET_ADMIN)"))?;
+    s.bind(&SockAddr::from(addr))
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// The gateway: listeners, the table and its routing, then the proxy client until it stops
+/// (a signal); `ready` is told the plan once the table is in place. Everything installed is
+/// removed when this returns, whatever ended it.
+pub async fn run(
+    lan: Vec<String>,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(&Plan),
+) -> Result<()> {
+    host::check_lan(&lan)?;
+    let v4 = transparent_listener("127.0.0.1:0".parse()?)?;
+    let port = v4.local_addr()?.port();
+    let mut listeners = vec![tokio::net::TcpListener::from_std(v4)?];
+    // ::1 on the same port: one number in the rules.
+    let v6 = match transparent_listener(SocketAddr::new("::1".parse()?, port)) {
+        Ok(l) => {
+            listeners.push(tokio::net::TcpListener::from_std(l)?);
+            true
+        }
+        Err(e) => {
+            log::warn!("no IPv6 listener on [::1]:{port} ({e:#}): IPv6 from the LAN is refused");
+            false
+        }
+    };
+    let mut plan = Plan {
+        lan,
+        tcp_port: port,
+        dns_port: None,
+        udp_port: None,
+        v6,
+    };
+    let installed = Installed::install(&mut plan)?;
+    ready(&plan);
+    let served = proxy::serve_client(listeners, Entry::Transparent, opts, limits).await;
+    drop(installed);
+    served
+}

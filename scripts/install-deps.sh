@@ -12,7 +12,7 @@ PKGS=(
   tshark                                                # `nena analyze` is checked against it
   curl ncat                                             # SOCKS5 clients of the proxy tests
   nftables                                              # tests drop a lossy start's first segments
-  dnsmasq-base                                          # the resolvers of the name-resolution tests (run in lab namespaces only)
+  dnsmasq-base                                          # the resolvers of the name-resolution and `nena run` DNS tests (run in lab namespaces only)
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
   prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)
   stunnel4 openssl                                      # the TLS 1.3 peer of `nena bench peers` (its test runs nena beside it)

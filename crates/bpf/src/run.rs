@@ -5,6 +5,12 @@
 //!   nena proxy and record the original destination by socket cookie; a `sockops` program,
 //!   when the SYN leaves, moves it to a map keyed by the client's local address and port,
 //!   which is what the proxy sees as its peer: [`Redirect::take`] looks it up and deletes it.
+//!   For UDP the same hooks and `sendmsg4`/`sendmsg6` send DNS (port 53) to the DNS
+//!   responder and other datagrams to the datagram relay (or refuse them: [`Udp::block`]),
+//!   `recvmsg4`/`recvmsg6` give answers their original source back, and a
+//!   `cgroup_skb/egress` program drops every packet of the cgroup to a non-loopback
+//!   destination (counted: [`RunStats::dropped`]); [`Redirect::relay_dst`] says which
+//!   destination a datagram arriving at the relay was sent to.
 //! - [`MptcpOnly`]: `fmod_ret/update_socket_protocol` turns the TCP sockets created by the
 //!   cgroup's tasks into MPTCP sockets (what mptcpize does, without LD_PRELOAD).
 //!
@@ -42,9 +48,28 @@ struct RunCfg {
     proxy6: [u8; 16],
     port4: [u8; 2],
     port6: [u8; 2],
+    dns4: [u8; 2],
+    dns6: [u8; 2],
+    udp4: [u8; 2],
+    udp6: [u8; 2],
+    udp_block: u32,
+    pad: u32,
 }
 crate::chains::abi::same_layout!(RunCfg = types::run_cfg; cgroup_id => cgroup_id, proxy4 => proxy4,
-    proxy6 => proxy6, port4 => port4, port6 => port6);
+    proxy6 => proxy6, port4 => port4, port6 => port6, dns4 => dns4, dns6 => dns6, udp4 => udp4,
+    udp6 => udp6, udp_block => udp_block, pad => pad);
+
+/// Where the cgroup's UDP goes (`nena run`): the DNS responder's and the datagram relay's
+/// sockets (loopback, one per family; `None`: that family's datagrams are refused), and
+/// whether every datagram but DNS is refused (`--udp block`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Udp {
+    pub dns4: Option<SocketAddr>,
+    pub dns6: Option<SocketAddr>,
+    pub relay4: Option<SocketAddr>,
+    pub relay6: Option<SocketAddr>,
+    pub block: bool,
+}
 
 /// `struct run_dst` / `struct run_peer`: an address (IPv4 mapped) and a port.
 #[repr(C)]
@@ -97,6 +122,14 @@ pub struct RunStats {
     pub handed: u64,
     /// Sockets made MPTCP (`--mptcp-only`).
     pub mptcp: u64,
+    /// DNS datagrams (and UDP connects to port 53) sent to the responder.
+    pub dns: u64,
+    /// Other datagrams (and UDP connects) sent to the relay.
+    pub udp: u64,
+    /// Datagrams (and UDP connects) refused: `--udp block`, or no socket of their family.
+    pub udp_refused: u64,
+    /// Packets dropped at egress: to a destination outside loopback.
+    pub dropped: u64,
 }
 
 /// The programs' ids and the maps every mode keeps.
@@ -104,12 +137,13 @@ struct Loaded {
     links: Vec<Link>,
     prog_ids: Vec<u32>,
     orig: MapHandle,
+    relay: MapHandle,
     stats: MapHandle,
 }
 
 impl Loaded {
     fn stats(&self) -> RunStats {
-        let mut v = [0u64; 5];
+        let mut v = [0u64; 9];
         for (i, slot) in v.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();
             if let Ok(Some(per_cpu)) = self.stats.lookup_percpu(&key, MapFlags::ANY) {
@@ -125,6 +159,10 @@ impl Loaded {
             refused: v[2],
             handed: v[3],
             mptcp: v[4],
+            dns: v[5],
+            udp: v[6],
+            udp_refused: v[7],
+            dropped: v[8],
         }
     }
 }
@@ -147,10 +185,16 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     let redirect = matches!(which, Which::Redirect);
     open.progs.nena_run_c4.set_autoload(redirect);
     open.progs.nena_run_c6.set_autoload(redirect);
+    open.progs.nena_run_s4.set_autoload(redirect);
+    open.progs.nena_run_s6.set_autoload(redirect);
+    open.progs.nena_run_r4.set_autoload(redirect);
+    open.progs.nena_run_r6.set_autoload(redirect);
+    open.progs.nena_run_eg.set_autoload(redirect);
     open.progs.nena_run_so.set_autoload(redirect);
     open.progs.nena_run_mp.set_autoload(!redirect);
     let skel = open.load().context(if redirect {
-        "loading the nena run programs (cgroup connect4/6, sockops)"
+        "loading the nena run programs (cgroup connect4/6, sendmsg4/6, recvmsg4/6, skb \
+         egress, sockops)"
     } else {
         "loading fmod_ret/update_socket_protocol (a tracing program: the kernel needs BTF, \
          the hook (6.6+) and must allow tracing programs; lockdown or a BPF LSM may refuse them)"
@@ -162,9 +206,16 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     let mut links = Vec::new();
     let mut prog_ids = Vec::new();
     if redirect {
+        // The egress backstop first: from the moment any other program is attached, nothing
+        // of the cgroup leaves outside loopback.
         for (name, p) in [
+            ("egress", &skel.progs.nena_run_eg),
             ("connect4", &skel.progs.nena_run_c4),
             ("connect6", &skel.progs.nena_run_c6),
+            ("sendmsg4", &skel.progs.nena_run_s4),
+            ("sendmsg6", &skel.progs.nena_run_s6),
+            ("recvmsg4", &skel.progs.nena_run_r4),
+            ("recvmsg6", &skel.progs.nena_run_r6),
             ("sockops", &skel.progs.nena_run_so),
         ] {
             links.push(
@@ -184,6 +235,7 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
         links,
         prog_ids,
         orig: MapHandle::try_from(&skel.maps.run_orig)?,
+        relay: MapHandle::try_from(&skel.maps.run_relay)?,
         stats: MapHandle::try_from(&skel.maps.run_stats)?,
     })
     // The skeleton's own descriptors close here; the links hold the programs (and through
@@ -198,6 +250,41 @@ pub fn cgroup_id(dir: &std::path::Path) -> Result<u64> {
         .ino())
 }
 
+/// The programs' configuration for a proxy on `v4` / `v6` and the cgroup's UDP sockets
+/// (each on its family's proxy address).
+fn redirect_cfg(v4: Option<SocketAddr>, v6: Option<SocketAddr>, udp: Udp) -> Result<RunCfg> {
+    let mut cfg = RunCfg::default();
+    let port_on = |a: Option<SocketAddr>, on: Option<SocketAddr>| -> Result<[u8; 2]> {
+        match (a, on) {
+            (None, _) => Ok([0, 0]),
+            (Some(a), Some(l)) if a.ip() == l.ip() => Ok(a.port().to_be_bytes()),
+            (Some(a), _) => Err(anyhow!(
+                "{a}: a UDP socket of nena run must be on the proxy's loopback address"
+            )),
+        }
+    };
+    cfg.dns4 = port_on(udp.dns4, v4)?;
+    cfg.dns6 = port_on(udp.dns6, v6)?;
+    cfg.udp4 = port_on(udp.relay4, v4)?;
+    cfg.udp6 = port_on(udp.relay6, v6)?;
+    cfg.udp_block = udp.block as u32;
+    if let Some(a) = v4 {
+        let IpAddr::V4(ip) = a.ip() else {
+            return Err(anyhow!("{a}: the IPv4 listener must be an IPv4 address"));
+        };
+        cfg.proxy4 = ip.octets();
+        cfg.port4 = a.port().to_be_bytes();
+    }
+    if let Some(a) = v6 {
+        let IpAddr::V6(ip) = a.ip() else {
+            return Err(anyhow!("{a}: the IPv6 listener must be an IPv6 address"));
+        };
+        cfg.proxy6 = ip.octets();
+        cfg.port6 = a.port().to_be_bytes();
+    }
+    Ok(cfg)
+}
+
 /// The TCP connects of a cgroup, sent to the local proxy (`nena run`).
 pub struct Redirect {
     loaded: Loaded,
@@ -206,27 +293,15 @@ pub struct Redirect {
 impl Redirect {
     /// Attach to the cgroup `cgroup` (an open directory of the cgroup2 file system). The
     /// proxy listens on `v4` (127.0.0.1:PORT) and, if it has one, on `v6` ([::1]:PORT);
-    /// connects of a family without a listener are refused.
+    /// connects of a family without a listener are refused. `udp` says where datagrams go
+    /// (its sockets on the same loopback addresses as the proxy's).
     pub fn attach(
         cgroup: &std::fs::File,
         v4: Option<SocketAddr>,
         v6: Option<SocketAddr>,
+        udp: Udp,
     ) -> Result<Redirect> {
-        let mut cfg = RunCfg::default();
-        if let Some(a) = v4 {
-            let IpAddr::V4(ip) = a.ip() else {
-                return Err(anyhow!("{a}: the IPv4 listener must be an IPv4 address"));
-            };
-            cfg.proxy4 = ip.octets();
-            cfg.port4 = a.port().to_be_bytes();
-        }
-        if let Some(a) = v6 {
-            let IpAddr::V6(ip) = a.ip() else {
-                return Err(anyhow!("{a}: the IPv6 listener must be an IPv6 address"));
-            };
-            cfg.proxy6 = ip.octets();
-            cfg.port6 = a.port().to_be_bytes();
-        }
+        let cfg = redirect_cfg(v4, v6, udp)?;
         Ok(Redirect {
             loaded: load(Which::Redirect, cfg, cgroup.as_raw_fd())?,
         })
@@ -251,7 +326,27 @@ impl Redirect {
         Some(SocketAddr::new(unmapped(d.addr), u16::from_be(d.port)))
     }
 
-    /// The ids of the attached programs (connect4, connect6, sockops).
+    /// The original destination of the datagram the relay received from `peer` (recorded
+    /// by the egress program as the datagram left the application); kept, since the same
+    /// socket sends again.
+    pub fn relay_dst(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        let key = Endpoint {
+            addr: mapped(peer.ip()),
+            port: peer.port(),
+            pad: 0,
+        };
+        let v = self
+            .loaded
+            .relay
+            .lookup(key.as_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()?;
+        let d = Endpoint::read_from_bytes(v.as_slice()).ok()?;
+        Some(SocketAddr::new(unmapped(d.addr), u16::from_be(d.port)))
+    }
+
+    /// The ids of the attached programs (egress, connect4/6, sendmsg4/6, recvmsg4/6,
+    /// sockops).
     pub fn prog_ids(&self) -> &[u32] {
         &self.loaded.prog_ids
     }
@@ -306,6 +401,54 @@ impl MptcpOnly {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn udp_sockets_go_into_the_config_in_network_order() {
+        let a = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let udp = Udp {
+            dns4: a("127.0.0.1:5353"),
+            dns6: a("[::1]:5354"),
+            relay4: a("127.0.0.1:4000"),
+            relay6: None,
+            block: false,
+        };
+        let cfg = redirect_cfg(a("127.0.0.1:7000"), a("[::1]:7001"), udp).unwrap();
+        assert_eq!(cfg.proxy4, [127, 0, 0, 1]);
+        assert_eq!(cfg.port4, 7000u16.to_be_bytes());
+        assert_eq!(cfg.port6, 7001u16.to_be_bytes());
+        assert_eq!(cfg.dns4, 5353u16.to_be_bytes());
+        assert_eq!(cfg.dns6, 5354u16.to_be_bytes());
+        assert_eq!(cfg.udp4, 4000u16.to_be_bytes());
+        assert_eq!(cfg.udp6, [0, 0], "no IPv6 relay: IPv6 datagrams refused");
+        assert_eq!(cfg.udp_block, 0);
+        let block = Udp {
+            relay4: None,
+            block: true,
+            ..udp
+        };
+        assert_eq!(
+            redirect_cfg(
+                a("127.0.0.1:7000"),
+                None,
+                Udp {
+                    dns6: None,
+                    ..block
+                }
+            )
+            .unwrap()
+            .udp_block,
+            1
+        );
+        // A UDP socket elsewhere than the proxy's address, or of a family without a
+        // listener, would never see what the programs send it: refused.
+        let e = redirect_cfg(a("127.0.0.1:7000"), None, udp).unwrap_err();
+        assert!(e.to_string().contains("[::1]:5354"), "{e}");
+        let elsewhere = Udp {
+            dns4: a("127.0.0.2:53"),
+            ..Udp::default()
+        };
+        assert!(redirect_cfg(a("127.0.0.1:7000"), None, elsewhere).is_err());
+    }
 
     #[test]
     fn addresses_round_trip_through_the_mapped_form() {

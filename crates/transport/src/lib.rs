@@ -18,12 +18,15 @@
 //!   server's `--allow` list, sans-IO.
 //! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
 //!   `transfer`) and of the scenario runner.
+//! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
+//!   side of them (its resolver, datagrams within `--allow`).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
 pub mod access;
 pub mod bridge;
+pub mod carry;
 pub mod client;
 pub mod conn;
 pub mod copy;

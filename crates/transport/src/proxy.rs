@@ -35,7 +35,7 @@ use crate::proxy_open::{open_to, FirstFlight};
 use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
 use crate::stop::StopSignal;
 use crate::stream::PROXY_BUF;
-use crate::wire::{AccessToken, ConnectReply};
+use crate::wire::{AccessToken, ConnectReply, Service};
 use anyhow::{Context, Result};
 use nena_proto::{AbortReason, SessionError, SessionInfo};
 use std::net::SocketAddr;
@@ -144,8 +144,13 @@ pub enum Entry {
     /// SOCKS5 (`--socks5`); with `users`, username/password is required (RFC 1929).
     Socks5 { users: Option<Users> },
     /// Connections redirected to the listener by `nena run`'s BPF programs: each one's
-    /// original destination comes from the lookup, and is asked for as SOCKS does.
-    Redirected(OriginalDst),
+    /// original destination comes from the lookup, and is asked for as SOCKS does; one to
+    /// port 53 is DNS over TCP, answered by the responder (the proxy server's resolver,
+    /// through nena) instead of being connected to the resolver it named.
+    Redirected {
+        lookup: OriginalDst,
+        dns: Arc<crate::carry::responder::Responder>,
+    },
     /// Connections a TPROXY rule sent to the listener (`nena gateway`): the accepted
     /// socket's local address is the original destination. A connection to the listener's
     /// own address (loopback) did not come through the rule and is reset.
@@ -260,10 +265,12 @@ async fn socks_session(
 /// One redirected connection (`nena run`, `nena gateway`): its original destination from `lookup`, asked
 /// for exactly as a SOCKS request is; a refusal resets the application's connection (it is
 /// already established, to the proxy: a reset is the closest to "refused" it can see).
+#[allow(clippy::too_many_arguments)]
 async fn redirected_session(
     plain: TcpStream,
     peer: SocketAddr,
     lookup: OriginalDst,
+    dns: Option<Arc<crate::carry::responder::Responder>>,
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
     stop: StopSignal,
@@ -276,6 +283,10 @@ async fn redirected_session(
              cgroup?); reset"
         );
     };
+    if let (53, Some(dns)) = (dst.port(), &dns) {
+        let n = dns.serve_tcp(plain).await.context(dst)?;
+        return Ok(format!("{dst}: DNS over TCP, {n} queries answered"));
+    }
     let target = Target {
         host: Host::Ip(dst.ip()),
         port: dst.port(),
@@ -346,6 +357,16 @@ async fn connect_allowed(
     Err(last)
 }
 
+/// What the proxy server opened for a session.
+enum Admitted {
+    /// A TCP connection to the destination (ops 4, 5).
+    Stream(TcpStream),
+    /// DNS queries for its resolver (op 6).
+    Dns(crate::carry::resolver::Upstream),
+    /// Datagrams within `--allow` (op 7).
+    Datagram(AllowList),
+}
+
 /// Why the proxy server does not open a session: the code and reason of its
 /// [`ConnectReply`], or no reply at all to a client that sent no open request it can read.
 enum Refusal {
@@ -368,7 +389,7 @@ async fn admit(
     egress: &Egress,
     token: Option<&AccessToken>,
     limit: Duration,
-) -> std::result::Result<TcpStream, Refusal> {
+) -> std::result::Result<Admitted, Refusal> {
     let req = tokio::time::timeout(limit, c.reader.read_connect_request())
         .await
         .map_err(|_| Refusal::Silent(anyhow::anyhow!("no open request within {limit:?}")))?;
@@ -399,14 +420,44 @@ async fn admit(
             )))
         }
     };
-    let what = req
-        .target
-        .as_ref()
-        .map_or("session".to_string(), |t| format!("CONNECT {t}"));
+    let what = match (req.service, &req.target) {
+        (Service::Dns, _) => "DNS".to_string(),
+        (Service::Datagram, _) => "datagrams".to_string(),
+        (Service::Stream, Some(t)) => format!("CONNECT {t}"),
+        (Service::Stream, None) => "session".to_string(),
+    };
     let refuse = |code, msg: String| Refusal::Reply(code, msg, what.clone());
     if let Some(t) = token {
         if !t.admits(req.token.as_ref()) {
             return Err(refuse(Rep::NotAllowed, crate::access::DENIED.to_string()));
+        }
+    }
+    match (req.service, egress) {
+        (Service::Stream, _) => {}
+        (_, Egress::Forward(_)) => {
+            return Err(refuse(
+                Rep::NotAllowed,
+                format!(
+                    "this proxy server forwards every session to its one --forward target and \
+                     takes no {what} session (`nena run` needs a proxy server with --allow)"
+                ),
+            ))
+        }
+        (_, Egress::Allow(allow)) if allow.0.is_empty() => {
+            return Err(refuse(
+                Rep::NotAllowed,
+                format!("this proxy server has no --allow rule: it carries no {what}"),
+            ))
+        }
+        (Service::Dns, Egress::Allow(_)) => {
+            let up = crate::carry::resolver::Upstream::system()
+                .map_err(|e| refuse(Rep::GeneralFailure, format!("{e:#}")))?;
+            log::info!("{}: DNS through {}", c.peer, up.nameserver);
+            return Ok(Admitted::Dns(up));
+        }
+        (Service::Datagram, Egress::Allow(allow)) => {
+            log::info!("{}: datagrams", c.peer);
+            return Ok(Admitted::Datagram(allow.clone()));
         }
     }
     match (egress, &req.target) {
@@ -414,7 +465,7 @@ async fn admit(
         // another.
         (Egress::Forward(forward), None) => {
             match tokio::time::timeout(limit, TcpStream::connect(forward)).await {
-                Ok(Ok(s)) => Ok(s),
+                Ok(Ok(s)) => Ok(Admitted::Stream(s)),
                 Ok(Err(e)) => Err(refuse(
                     Rep::of_connect_error(&e),
                     format!("cannot connect to {forward}: {e}"),
@@ -437,7 +488,7 @@ async fn admit(
                 .await
                 .map_err(|(code, msg)| refuse(code, msg))?;
             log::info!("{}: CONNECT {t}", c.peer);
-            Ok(s)
+            Ok(Admitted::Stream(s))
         }
         (Egress::Allow(_), None) => Err(refuse(
             Rep::NotAllowed,
@@ -524,8 +575,18 @@ async fn client_loop(
                     Entry::Socks5 { users } => {
                         socks_session(plain, users, opts, connecting, stop, tally).await
                     }
-                    Entry::Redirected(lookup) => {
-                        redirected_session(plain, peer, lookup, opts, connecting, stop, tally).await
+                    Entry::Redirected { lookup, dns } => {
+                        redirected_session(
+                            plain,
+                            peer,
+                            lookup,
+                            Some(dns),
+                            opts,
+                            connecting,
+                            stop,
+                            tally,
+                        )
+                        .await
                     }
                     Entry::Transparent => {
                         let dst = plain.local_addr()?;
@@ -537,7 +598,8 @@ async fn client_loop(
                             );
                         }
                         let lookup = OriginalDst(Arc::new(move |_| Some(dst)));
-                        redirected_session(plain, peer, lookup, opts, connecting, stop, tally).await
+                        redirected_session(plain, peer, lookup, None, opts, connecting, stop, tally)
+                            .await
                     }
                     Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,
                 }
@@ -661,6 +723,30 @@ pub async fn run_server_with(
                         .encode(),
                     )
                     .await?;
+                let target = match target {
+                    Admitted::Stream(t) => t,
+                    Admitted::Dns(up) => {
+                        let served = tokio::select! {
+                            r = crate::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
+                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                        };
+                        let _ = c.writer.shutdown().await;
+                        let n = served?;
+                        return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
+                    }
+                    Admitted::Datagram(allow) => {
+                        let served = tokio::select! {
+                            r = crate::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
+                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                        };
+                        let _ = c.writer.shutdown().await;
+                        let n = served?;
+                        return Ok(format!(
+                            "datagrams: {} sent, {} received, {} not permitted by --allow",
+                            n.sent, n.received, n.refused
+                        ));
+                    }
+                };
                 let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
                 let subflows = conn::subflow_bytes(c.fd());
                 let split = conn::describe_split(&subflows);

@@ -7,7 +7,7 @@ use crate::conn::{self, ClientOptions};
 use crate::ends::Refused;
 use crate::metrics::Tally;
 use crate::socks::{Rep, Target};
-use crate::wire::ConnectRequest;
+use crate::wire::{ConnectRequest, Service};
 use anyhow::Context;
 use nena_proto::{AbortReason, SessionError};
 use std::time::Duration;
@@ -23,12 +23,14 @@ use tokio::sync::Semaphore;
 async fn send_open(
     c: &mut conn::ClientConn,
     target: Option<&Target>,
+    service: Service,
     first: &[u8],
     opts: &ClientOptions,
 ) -> std::io::Result<()> {
     let req = ConnectRequest {
         target: target.cloned(),
         token: opts.token.clone(),
+        service,
     };
     let req = req.encode_tagged(c.writer.app_mac_key());
     c.writer.write_all(&req).await?;
@@ -93,6 +95,27 @@ impl<'a> FirstFlight<'a> {
 /// but the retries.
 pub(crate) async fn open_to(
     target: Option<&Target>,
+    first: Option<&mut FirstFlight<'_>>,
+    opts: &ClientOptions,
+    connecting: &Semaphore,
+    tally: &Tally,
+) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+    open_with(target, Service::Stream, first, opts, connecting, tally).await
+}
+
+/// [`open_to`] for a session of `service`: DNS (op 6) or datagrams (op 7), no target.
+pub(crate) async fn open_service(
+    service: Service,
+    opts: &ClientOptions,
+    connecting: &Semaphore,
+    tally: &Tally,
+) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+    open_with(None, service, None, opts, connecting, tally).await
+}
+
+async fn open_with(
+    target: Option<&Target>,
+    service: Service,
     mut first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
@@ -100,7 +123,16 @@ pub(crate) async fn open_to(
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
     let mut attempt = 1;
     loop {
-        match open_once(target, first.as_deref_mut(), opts, connecting, tally).await {
+        match open_once(
+            target,
+            service,
+            first.as_deref_mut(),
+            opts,
+            connecting,
+            tally,
+        )
+        .await
+        {
             Err((_, e)) if attempt < OPEN_ATTEMPTS && server_found_altered(&e) => {
                 attempt += 1;
                 tally.retried_opening();
@@ -132,12 +164,18 @@ fn server_found_altered(e: &anyhow::Error) -> bool {
 /// One attempt of [`open_to`].
 async fn open_once(
     target: Option<&Target>,
+    service: Service,
     first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
-    let what = target.map_or_else(|| "the --forward target".to_string(), |t| t.to_string());
+    let what = match (service, target) {
+        (Service::Dns, _) => "DNS".to_string(),
+        (Service::Datagram, _) => "datagrams".to_string(),
+        (Service::Stream, Some(t)) => t.to_string(),
+        (Service::Stream, None) => "the --forward target".to_string(),
+    };
     let slot = connecting.acquire().await.map_err(|e| {
         (
             Rep::GeneralFailure,
@@ -156,7 +194,7 @@ async fn open_once(
         }
     };
     tally.handshake(c.setup, c.info);
-    if let (None, Some(i)) = (target, c.info) {
+    if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
         log::info!("session to {}: mode {}", opts.remote, i.describe());
     }
     let answer = async {
@@ -164,7 +202,7 @@ async fn open_once(
             Some(f) => f.take().context("reading the application's first bytes")?,
             None => &[],
         };
-        send_open(&mut c, target, first, opts).await?;
+        send_open(&mut c, target, service, first, opts).await?;
         Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
     };
     let wait = opts.timeout + Duration::from_secs(5);

@@ -8,7 +8,22 @@
  *   ::1, ports from `run_cfg`); the original destination is kept in `run_cookie`, keyed by
  *   the socket's cookie (bpf_get_socket_cookie). Loopback and unspecified destinations are
  *   left alone (local services stay local). An IPv6 connect when the proxy has no IPv6
- *   listener is refused (EPERM), never sent around nena.
+ *   listener is refused (EPERM), never sent around nena. TCP to port 53 is redirected even to
+ *   loopback (a stub resolver such as 127.0.0.53 would resolve outside nena): the proxy answers
+ *   it from the DNS responder.
+ * - UDP, in cgroup/connect4/6 and cgroup/sendmsg4/6 (nena_run_c4/c6, nena_run_s4/s6): a
+ *   datagram to port 53 (any address, loopback too) goes to `nena run`'s DNS responder
+ *   (127.0.0.1 or ::1, ports `dns4`/`dns6`); any other datagram to a non-loopback address
+ *   goes to its datagram relay (`udp4`/`udp6`), or is refused (EPERM) when `udp_block` is
+ *   set or the relay has no socket of that family. The original destination is kept in
+ *   `run_udp` by socket cookie; cgroup/recvmsg4/6 (nena_run_r4/r6) put it back as the
+ *   source of what the responder or the relay answers, so the application takes the answer.
+ * - cgroup_skb/egress (nena_run_eg): the backstop. Every packet of the cgroup to a
+ *   non-loopback destination is dropped and counted (IPv4, IPv6, any protocol: raw and ICMP
+ *   sockets, anything the hooks above let through); nothing of the command leaves by an
+ *   interface outside nena. For a datagram to the relay it records which original
+ *   destination the datagram's source (address, port) stands for (`run_relay`), read by
+ *   the relay when the datagram arrives. `nena run`'s own sockets are outside the cgroup.
  * - sockops (nena_run_so): at BPF_SOCK_OPS_TCP_CONNECT_CB (the SYN is about to leave, the
  *   local port is chosen) the entry moves from `run_cookie` to `run_orig`, keyed by the
  *   socket's local address and port: exactly what the proxy sees as its peer when it
@@ -27,7 +42,12 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define SOCK_STREAM 1
+#define SOCK_DGRAM 2
 #define IPPROTO_TCP_ 6
+#define IPPROTO_UDP_ 17
+#define ETH_P_IP_ 0x0800
+#define ETH_P_IPV6_ 0x86DD
+#define DNS_PORT 53
 #define IPPROTO_MPTCP_ 262
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -39,6 +59,12 @@ struct run_cfg {
 	__u32 proxy6[4];  /* ::1 */
 	__u16 port4;      /* 0: no IPv4 listener (IPv4 connects refused) */
 	__u16 port6;      /* 0: no IPv6 listener (IPv6 connects refused) */
+	__u16 dns4;       /* the DNS responder on proxy4 (0: none: DNS over UDP refused) */
+	__u16 dns6;       /* the DNS responder on proxy6 (0: none) */
+	__u16 udp4;       /* the datagram relay on proxy4 (0: none: datagrams refused) */
+	__u16 udp6;       /* the datagram relay on proxy6 (0: none) */
+	__u32 udp_block;  /* 1: every datagram but DNS refused (--udp block) */
+	__u32 pad;
 };
 
 /* A destination: IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d). Port in network order. */
@@ -56,8 +82,14 @@ struct run_peer {
 };
 
 /* Counters: 0 redirected, 1 left alone (loopback), 2 refused, 3 handed to the proxy
- * (sockops), 4 sockets made MPTCP. */
-#define RUN_STATS 5
+ * (sockops), 4 sockets made MPTCP, 5 DNS datagrams or connects sent to the responder,
+ * 6 datagrams or connects sent to the relay, 7 datagrams or connects refused, 8 packets
+ * dropped at egress. */
+#define RUN_STATS 9
+#define ST_DNS 5
+#define ST_UDP 6
+#define ST_UDP_REFUSED 7
+#define ST_DROPPED 8
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -80,6 +112,24 @@ struct {
 	__type(value, struct run_dst);
 } run_orig SEC(".maps");
 
+/* UDP sockets redirected to the responder or the relay: their last original destination,
+ * by socket cookie (recvmsg puts it back as the answer's source). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct run_dst);
+} run_udp SEC(".maps");
+
+/* Datagrams to the relay: the original destination by the datagram's source as the relay
+ * sees it (address mapped, port in host order). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct run_peer);
+	__type(value, struct run_dst);
+} run_relay SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RUN_STATS);
@@ -100,6 +150,11 @@ static __always_inline int is_tcp(struct bpf_sock_addr *ctx)
 	       (ctx->protocol == IPPROTO_TCP_ || ctx->protocol == IPPROTO_MPTCP_);
 }
 
+static __always_inline int is_udp(struct bpf_sock_addr *ctx)
+{
+	return ctx->type == SOCK_DGRAM && (ctx->protocol == IPPROTO_UDP_ || ctx->protocol == 0);
+}
+
 static __always_inline void remember(struct bpf_sock_addr *ctx, struct run_dst *d)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
@@ -107,18 +162,108 @@ static __always_inline void remember(struct bpf_sock_addr *ctx, struct run_dst *
 	count(0);
 }
 
+static __always_inline void remember_udp(struct bpf_sock_addr *ctx, struct run_dst *d)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	bpf_map_update_elem(&run_udp, &cookie, d, BPF_ANY);
+}
+
+/* A UDP connect or sendmsg of an IPv4 socket: to the responder (port 53), left alone
+ * (loopback), to the relay, or refused (return 0: EPERM). */
+static __always_inline int udp4(struct bpf_sock_addr *ctx, struct run_cfg *cfg)
+{
+	__u32 dst = ctx->user_ip4;
+	__u16 port = (__u16)ctx->user_port;
+	__u32 h = bpf_ntohl(dst);
+	__u16 to;
+	int stat;
+	if (port == bpf_htons(DNS_PORT)) {
+		to = cfg->dns4;
+		stat = ST_DNS;
+	} else if ((h >> 24) == 127 || h == 0) {
+		count(1);
+		return 1;
+	} else {
+		to = cfg->udp_block ? 0 : cfg->udp4;
+		stat = ST_UDP;
+	}
+	if (!to) {
+		count(ST_UDP_REFUSED);
+		return 0;
+	}
+	struct run_dst d = {};
+	d.addr[10] = 0xff;
+	d.addr[11] = 0xff;
+	__builtin_memcpy(&d.addr[12], &dst, 4);
+	d.port = port;
+	remember_udp(ctx, &d);
+	count(stat);
+	ctx->user_ip4 = cfg->proxy4;
+	ctx->user_port = to;
+	return 1;
+}
+
+/* The same for an IPv6 socket (IPv4-mapped destinations go to the IPv4 sockets). */
+static __always_inline int udp6(struct bpf_sock_addr *ctx, struct run_cfg *cfg)
+{
+	__u32 a0 = *(volatile __u32 *)&ctx->user_ip6[0];
+	__u32 a1 = *(volatile __u32 *)&ctx->user_ip6[1];
+	__u32 a2 = *(volatile __u32 *)&ctx->user_ip6[2];
+	__u32 a3 = *(volatile __u32 *)&ctx->user_ip6[3];
+	__u16 port = (__u16)ctx->user_port;
+	int mapped = a0 == 0 && a1 == 0 && a2 == bpf_htonl(0xffff);
+	int local = (a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1))) ||
+		    (mapped && ((bpf_ntohl(a3) >> 24) == 127 || a3 == 0));
+	__u16 to;
+	int stat;
+	if (port == bpf_htons(DNS_PORT)) {
+		to = mapped ? cfg->dns4 : cfg->dns6;
+		stat = ST_DNS;
+	} else if (local) {
+		count(1);
+		return 1;
+	} else {
+		to = cfg->udp_block ? 0 : (mapped ? cfg->udp4 : cfg->udp6);
+		stat = ST_UDP;
+	}
+	if (!to) {
+		count(ST_UDP_REFUSED);
+		return 0;
+	}
+	struct run_dst d = {};
+	__builtin_memcpy(&d.addr[0], &a0, 4);
+	__builtin_memcpy(&d.addr[4], &a1, 4);
+	__builtin_memcpy(&d.addr[8], &a2, 4);
+	__builtin_memcpy(&d.addr[12], &a3, 4);
+	d.port = port;
+	remember_udp(ctx, &d);
+	count(stat);
+	if (mapped) {
+		ctx->user_ip6[3] = cfg->proxy4;
+	} else {
+		ctx->user_ip6[0] = cfg->proxy6[0];
+		ctx->user_ip6[1] = cfg->proxy6[1];
+		ctx->user_ip6[2] = cfg->proxy6[2];
+		ctx->user_ip6[3] = cfg->proxy6[3];
+	}
+	ctx->user_port = to;
+	return 1;
+}
+
 SEC("cgroup/connect4")
 int nena_run_c4(struct bpf_sock_addr *ctx)
 {
-	if (!is_tcp(ctx))
-		return 1;
 	__u32 k = 0;
 	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
 	if (!cfg)
 		return 1;
+	if (is_udp(ctx))
+		return udp4(ctx, cfg);
+	if (!is_tcp(ctx))
+		return 1;
 	__u32 dst = ctx->user_ip4;
 	__u32 h = bpf_ntohl(dst);
-	if ((h >> 24) == 127 || h == 0) {
+	if (((h >> 24) == 127 || h == 0) && (__u16)ctx->user_port != bpf_htons(DNS_PORT)) {
 		count(1);
 		return 1;
 	}
@@ -140,22 +285,25 @@ int nena_run_c4(struct bpf_sock_addr *ctx)
 SEC("cgroup/connect6")
 int nena_run_c6(struct bpf_sock_addr *ctx)
 {
-	if (!is_tcp(ctx))
-		return 1;
 	__u32 k = 0;
 	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
 	if (!cfg)
 		return 1;
+	if (is_udp(ctx))
+		return udp6(ctx, cfg);
+	if (!is_tcp(ctx))
+		return 1;
+	int dns = (__u16)ctx->user_port == bpf_htons(DNS_PORT);
 	__u32 a0 = *(volatile __u32 *)&ctx->user_ip6[0];
 	__u32 a1 = *(volatile __u32 *)&ctx->user_ip6[1];
 	__u32 a2 = *(volatile __u32 *)&ctx->user_ip6[2];
 	__u32 a3 = *(volatile __u32 *)&ctx->user_ip6[3];
 	int mapped = a0 == 0 && a1 == 0 && a2 == bpf_htonl(0xffff);
-	if (a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1))) {
+	if (!dns && a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1))) {
 		count(1); /* :: or ::1 */
 		return 1;
 	}
-	if (mapped && ((bpf_ntohl(a3) >> 24) == 127 || a3 == 0)) {
+	if (!dns && mapped && ((bpf_ntohl(a3) >> 24) == 127 || a3 == 0)) {
 		count(1);
 		return 1;
 	}
@@ -182,6 +330,150 @@ int nena_run_c6(struct bpf_sock_addr *ctx)
 		ctx->user_port = cfg->port6;
 	}
 	return 1;
+}
+
+SEC("cgroup/sendmsg4")
+int nena_run_s4(struct bpf_sock_addr *ctx)
+{
+	__u32 k = 0;
+	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
+	if (!cfg || !is_udp(ctx))
+		return 1;
+	return udp4(ctx, cfg);
+}
+
+SEC("cgroup/sendmsg6")
+int nena_run_s6(struct bpf_sock_addr *ctx)
+{
+	__u32 k = 0;
+	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
+	if (!cfg || !is_udp(ctx))
+		return 1;
+	return udp6(ctx, cfg);
+}
+
+/* An answer from the responder or the relay: its source becomes the socket's original
+ * destination. (recvmsg programs cannot refuse: they return 1.) */
+SEC("cgroup/recvmsg4")
+int nena_run_r4(struct bpf_sock_addr *ctx)
+{
+	__u32 k = 0;
+	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
+	if (!cfg || ctx->user_ip4 != cfg->proxy4)
+		return 1;
+	__u16 port = (__u16)ctx->user_port;
+	if (!port || (port != cfg->dns4 && port != cfg->udp4))
+		return 1;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct run_dst *d = bpf_map_lookup_elem(&run_udp, &cookie);
+	if (!d)
+		return 1;
+	__u32 a;
+	__builtin_memcpy(&a, &d->addr[12], 4);
+	ctx->user_ip4 = a;
+	ctx->user_port = d->port;
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int nena_run_r6(struct bpf_sock_addr *ctx)
+{
+	__u32 k = 0;
+	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
+	if (!cfg)
+		return 1;
+	__u32 a0 = *(volatile __u32 *)&ctx->user_ip6[0];
+	__u32 a1 = *(volatile __u32 *)&ctx->user_ip6[1];
+	__u32 a2 = *(volatile __u32 *)&ctx->user_ip6[2];
+	__u32 a3 = *(volatile __u32 *)&ctx->user_ip6[3];
+	__u16 port = (__u16)ctx->user_port;
+	int from4 = a0 == 0 && a1 == 0 && a2 == bpf_htonl(0xffff) && a3 == cfg->proxy4 &&
+		    port && (port == cfg->dns4 || port == cfg->udp4);
+	int from6 = a0 == cfg->proxy6[0] && a1 == cfg->proxy6[1] && a2 == cfg->proxy6[2] &&
+		    a3 == cfg->proxy6[3] && port && (port == cfg->dns6 || port == cfg->udp6);
+	if (!from4 && !from6)
+		return 1;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct run_dst *d = bpf_map_lookup_elem(&run_udp, &cookie);
+	if (!d)
+		return 1;
+	__u32 b0, b1, b2, b3;
+	__builtin_memcpy(&b0, &d->addr[0], 4);
+	__builtin_memcpy(&b1, &d->addr[4], 4);
+	__builtin_memcpy(&b2, &d->addr[8], 4);
+	__builtin_memcpy(&b3, &d->addr[12], 4);
+	ctx->user_ip6[0] = b0;
+	ctx->user_ip6[1] = b1;
+	ctx->user_ip6[2] = b2;
+	ctx->user_ip6[3] = b3;
+	ctx->user_port = d->port;
+	return 1;
+}
+
+/* A datagram to the relay: which original destination its source stands for. */
+static __always_inline void relay_record(struct __sk_buff *skb, struct run_peer *p)
+{
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct run_dst *d = bpf_map_lookup_elem(&run_udp, &cookie);
+	if (!d)
+		return;
+	struct run_dst copy = *d;
+	bpf_map_update_elem(&run_relay, p, &copy, BPF_ANY);
+}
+
+SEC("cgroup_skb/egress")
+int nena_run_eg(struct __sk_buff *skb)
+{
+	__u32 k = 0;
+	struct run_cfg *cfg = bpf_map_lookup_elem(&run_cfg, &k);
+	if (!cfg)
+		return 0;
+	if (skb->protocol == bpf_htons(ETH_P_IP_)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, 0, &ip, sizeof(ip)))
+			goto drop;
+		if ((bpf_ntohl(ip.daddr) >> 24) != 127)
+			goto drop;
+		if (ip.protocol == IPPROTO_UDP_ && cfg->udp4 && ip.daddr == cfg->proxy4) {
+			__u16 ports[2];
+			if (!bpf_skb_load_bytes(skb, ip.ihl * 4, ports, sizeof(ports)) &&
+			    ports[1] == cfg->udp4) {
+				struct run_peer p = {};
+				p.addr[10] = 0xff;
+				p.addr[11] = 0xff;
+				__builtin_memcpy(&p.addr[12], &ip.saddr, 4);
+				p.port = bpf_ntohs(ports[0]);
+				relay_record(skb, &p);
+			}
+		}
+		return 1;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6_)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)))
+			goto drop;
+		__u32 d0, d1, d2, d3;
+		__builtin_memcpy(&d0, &ip6.daddr.in6_u.u6_addr8[0], 4);
+		__builtin_memcpy(&d1, &ip6.daddr.in6_u.u6_addr8[4], 4);
+		__builtin_memcpy(&d2, &ip6.daddr.in6_u.u6_addr8[8], 4);
+		__builtin_memcpy(&d3, &ip6.daddr.in6_u.u6_addr8[12], 4);
+		if (!(d0 == 0 && d1 == 0 && d2 == 0 && d3 == bpf_htonl(1)))
+			goto drop;
+		if (ip6.nexthdr == IPPROTO_UDP_ && cfg->udp6) {
+			__u16 ports[2];
+			if (!bpf_skb_load_bytes(skb, sizeof(ip6), ports, sizeof(ports)) &&
+			    ports[1] == cfg->udp6) {
+				struct run_peer p = {};
+				__builtin_memcpy(&p.addr[0], &ip6.saddr, 16);
+				p.port = bpf_ntohs(ports[0]);
+				relay_record(skb, &p);
+			}
+		}
+		return 1;
+	}
+drop:
+	count(ST_DROPPED);
+	return 0;
 }
 
 SEC("sockops")

@@ -7,6 +7,13 @@
 //! fmod_ret/update_socket_protocol, or, where the kernel refuses tracing programs, through
 //! seccomp user notification (`mptcpize.rs`).
 //!
+//! With `--via`, nothing of CMD's leaves outside nena but by loopback: its DNS (UDP and TCP
+//! to port 53, any address) is answered by a responder in this process through nena with
+//! the proxy server's resolver (op 6); every other UDP datagram is carried by a datagram
+//! relay through nena (`--udp carry`, op 7) or refused with EPERM (`--udp block`); and a
+//! cgroup_skb/egress program drops any packet of the cgroup to a non-loopback destination
+//! (nena-transport's `carry`, nena-bpf's `run`).
+//!
 //! Whatever ends CMD (its own exit, a signal) or this process (SIGINT, SIGTERM, SIGHUP:
 //! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`)
 //! and removed, with the links (nothing is pinned: the links die with this process even on
@@ -17,6 +24,8 @@ use super::transfer::{check_client, parse_server, ClientCommon};
 use crate::exit::Exit;
 use anyhow::{anyhow, Context};
 use nena_bpf::run::{MptcpOnly, Redirect};
+use nena_transport::carry::relay::Relay;
+use nena_transport::carry::responder::Responder;
 use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -36,6 +45,16 @@ pub struct RunArgs {
     /// No nena session: the cgroup's TCP sockets just become MPTCP (like mptcpize).
     #[arg(long)]
     pub mptcp_only: bool,
+    /// CMD's UDP datagrams other than DNS: carried through nena and sent on by the proxy
+    /// server within its --allow rules (carry), or refused with EPERM (block: QUIC falls
+    /// back to TCP). DNS is carried either way.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "carry",
+        conflicts_with = "mptcp_only"
+    )]
+    pub udp: UdpMode,
     /// Sessions carried at once.
     #[arg(long, default_value = "4096")]
     pub max_sessions: usize,
@@ -47,6 +66,75 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
+}
+
+/// `--udp`: what becomes of CMD's datagrams other than DNS.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpMode {
+    /// Through a nena session to the proxy server, which sends them on within --allow.
+    Carry,
+    /// Refused (EPERM at sendmsg/connect).
+    Block,
+}
+
+/// The loopback sockets of CMD's UDP: the DNS responder's and, with `--udp carry`, the
+/// relay's, on 127.0.0.1 and (when the proxy listens there) ::1.
+struct UdpSockets {
+    dns4: tokio::net::UdpSocket,
+    dns6: Option<tokio::net::UdpSocket>,
+    relay4: Option<tokio::net::UdpSocket>,
+    relay6: Option<tokio::net::UdpSocket>,
+}
+
+impl UdpSockets {
+    async fn bind(v6: bool, mode: UdpMode) -> anyhow::Result<UdpSockets> {
+        use tokio::net::UdpSocket;
+        let carry = mode == UdpMode::Carry;
+        let dns4 = UdpSocket::bind("127.0.0.1:0")
+            .await
+            .context("cannot bind the DNS responder on 127.0.0.1")?;
+        let six = |what: &'static str| async move {
+            if !v6 {
+                return None;
+            }
+            UdpSocket::bind("[::1]:0")
+                .await
+                .map_err(|e| log::info!("no IPv6 {what} (::1: {e}): refused instead"))
+                .ok()
+        };
+        let dns6 = six("DNS responder").await;
+        let relay4 = if carry {
+            Some(
+                UdpSocket::bind("127.0.0.1:0")
+                    .await
+                    .context("cannot bind the datagram relay on 127.0.0.1")?,
+            )
+        } else {
+            None
+        };
+        let relay6 = if carry {
+            six("datagram relay").await
+        } else {
+            None
+        };
+        Ok(UdpSockets {
+            dns4,
+            dns6,
+            relay4,
+            relay6,
+        })
+    }
+
+    fn plan(&self, mode: UdpMode) -> anyhow::Result<nena_bpf::run::Udp> {
+        let addr = |s: Option<&tokio::net::UdpSocket>| s.map(|s| s.local_addr()).transpose();
+        Ok(nena_bpf::run::Udp {
+            dns4: Some(self.dns4.local_addr()?),
+            dns6: addr(self.dns6.as_ref())?,
+            relay4: addr(self.relay4.as_ref())?,
+            relay6: addr(self.relay6.as_ref())?,
+            block: mode == UdpMode::Block,
+        })
+    }
 }
 
 /// How long CMD has to end after nena passed it a signal, before its cgroup is killed.
@@ -219,9 +307,11 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         metrics: None,
     };
     let cmd = a.cmd.clone();
+    let udp_mode = a.udp;
     let result = crate::runtime::block_on(async move {
         // The BPF programs and, with --via, the proxy they send connects to.
         let mut seccomp = None;
+        let mut carriers = Carriers::default();
         let (mut attached, proxy_task) = match opts {
             Some(opts) => {
                 let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -236,13 +326,33 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 };
                 let a4 = v4.local_addr()?;
                 let a6 = v6.as_ref().map(|l| l.local_addr()).transpose()?;
+                let udp = UdpSockets::bind(a6.is_some(), udp_mode).await?;
                 let file = std::fs::File::open(&cgroup_dir)
                     .with_context(|| format!("cannot open {}", cgroup_dir.display()))?;
-                let redirect = Arc::new(Redirect::attach(&file, Some(a4), a6)?);
+                let redirect =
+                    Arc::new(Redirect::attach(&file, Some(a4), a6, udp.plan(udp_mode)?)?);
                 let lookup = {
                     let r = redirect.clone();
                     OriginalDst(Arc::new(move |peer| r.take(peer)))
                 };
+                let shared = Arc::new(nena_transport::conn::ClientOptions {
+                    buffer: nena_transport::stream::PROXY_BUF,
+                    ..opts.clone()
+                });
+                let connecting =
+                    Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1)));
+                let dns = Arc::new(Responder::new(shared.clone(), connecting.clone(), None));
+                carriers.start_dns(&dns, udp.dns4, udp.dns6);
+                if udp_mode == UdpMode::Carry {
+                    let r = redirect.clone();
+                    let relay = Arc::new(Relay::new(
+                        shared,
+                        connecting,
+                        None,
+                        Arc::new(move |peer| r.relay_dst(peer)),
+                    ));
+                    carriers.start_relay(&relay, udp.relay4, udp.relay6);
+                }
                 let mut listeners = vec![v4];
                 listeners.extend(v6);
                 log::info!(
@@ -252,7 +362,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 );
                 let task = tokio::spawn(proxy::serve_client(
                     listeners,
-                    proxy::Entry::Redirected(lookup),
+                    proxy::Entry::Redirected { lookup, dns },
                     opts,
                     limits,
                 ));
@@ -362,15 +472,27 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             t.abort();
             let _ = t.await;
         }
+        let carried = carriers.stop().await;
         log::info!(
             "{} ended ({status}); connects redirected {}, handed to the proxy {}, left alone {}, \
-             refused {}; sockets made MPTCP {}",
+             refused {}; sockets made MPTCP {}; DNS to the responder {} (answered through nena \
+             {}, SERVFAIL {}); datagrams to the relay {} (sent on {}, replies {}, sessions {}), \
+             refused {}; packets dropped at egress {}",
             std::path::Path::new(&cmd[0]).display(),
             stats.redirected,
             stats.handed,
             stats.local,
             stats.refused,
-            stats.mptcp
+            stats.mptcp,
+            stats.dns,
+            carried.dns_answered,
+            carried.dns_failed,
+            stats.udp,
+            carried.sent,
+            carried.received,
+            carried.sessions,
+            stats.udp_refused,
+            stats.dropped
         );
         drop(attached);
         Ok::<_, anyhow::Error>(status_code(status))
@@ -384,6 +506,70 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         }),
         Ok(Err(e)) => Err(Exit::from(e)),
         Err(e) => Err(Exit::from(e)),
+    }
+}
+
+/// The tasks of the DNS responder and the datagram relay, stopped when CMD ended.
+#[derive(Default)]
+struct Carriers {
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    dns: Option<Arc<Responder>>,
+    relay: Option<Arc<Relay>>,
+}
+
+/// What they did (the final log line).
+struct Carried {
+    dns_answered: u64,
+    dns_failed: u64,
+    sent: u64,
+    received: u64,
+    sessions: u64,
+}
+
+impl Carriers {
+    fn start_dns(
+        &mut self,
+        dns: &Arc<Responder>,
+        v4: tokio::net::UdpSocket,
+        v6: Option<tokio::net::UdpSocket>,
+    ) {
+        for s in std::iter::once(v4).chain(v6) {
+            self.tasks.push(tokio::spawn(dns.clone().serve_udp(s)));
+        }
+        self.dns = Some(dns.clone());
+    }
+
+    fn start_relay(
+        &mut self,
+        relay: &Arc<Relay>,
+        v4: Option<tokio::net::UdpSocket>,
+        v6: Option<tokio::net::UdpSocket>,
+    ) {
+        for s in v4.into_iter().chain(v6) {
+            self.tasks.push(tokio::spawn(relay.clone().serve(s)));
+        }
+        self.relay = Some(relay.clone());
+    }
+
+    async fn stop(self) -> Carried {
+        for t in self.tasks {
+            t.abort();
+            if let Ok(Err(e)) = t.await {
+                log::warn!("{e:#}");
+            }
+        }
+        if let Some(r) = &self.relay {
+            // Each flow ends its session cleanly (the proxy server logs what it carried).
+            r.wind_down(Duration::from_secs(2)).await;
+        }
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Carried {
+            dns_answered: self.dns.as_ref().map_or(0, |d| n(&d.stats.answered)),
+            dns_failed: self.dns.as_ref().map_or(0, |d| n(&d.stats.failed)),
+            sent: self.relay.as_ref().map_or(0, |r| n(&r.stats.sent)),
+            received: self.relay.as_ref().map_or(0, |r| n(&r.stats.received)),
+            sessions: self.relay.as_ref().map_or(0, |r| n(&r.stats.sessions)),
+        }
     }
 }
 

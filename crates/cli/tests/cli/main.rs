@@ -53,6 +53,7 @@ mod transfer_proxy;
 mod transfer_real_hosts;
 mod transfer_recovery;
 mod transfer_run;
+mod transfer_run_dns_udp;
 mod transfer_socks;
 mod transfer_stream_64g;
 #[cfg(feature = "policy")]

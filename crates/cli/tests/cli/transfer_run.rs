@@ -63,7 +63,11 @@ fn host_cgroup2() -> PathBuf {
 /// keep its program loaded), the cgroup2 mount point it made.
 fn assert_nothing_left(stderr: &str) {
     let (name, ids) = cgroup_and_progs(stderr);
-    assert_eq!(ids.len(), 3, "connect4, connect6, sockops: {ids:?}");
+    assert_eq!(
+        ids.len(),
+        8,
+        "egress, connect4/6, sendmsg4/6, recvmsg4/6, sockops: {ids:?}"
+    );
     let dir = host_cgroup2().join(&name);
     assert!(!dir.exists(), "{} is still there", dir.display());
     for id in ids {

@@ -1,7 +1,8 @@
 //! Checks for the fuzz target `app_wire` (fuzz/fuzz_targets/app_wire.rs), also run on
 //! stable by this module's property tests: what a peer sends inside a session is decoded
 //! without a panic, every decoder either waits, errs, or takes a prefix of its input, what
-//! it takes re-encodes to exactly those bytes, and no shorter prefix already decodes.
+//! it takes re-encodes to exactly those bytes, and no shorter prefix already decodes. `nena
+//! run`'s DNS frames and datagrams (ops 6 and 7, [`super::carry`]) too.
 
 use super::*;
 
@@ -44,6 +45,21 @@ pub fn app_messages(data: &[u8]) {
     }
     if let Ok(Some((_, used))) = ConnectReply::decode(data) {
         assert!(used <= data.len());
+    }
+    // `nena run`'s DNS and datagram sessions: a message re-encodes to the bytes it took.
+    if let Ok(Some((carry::DnsFrame(m), used))) = carry::DnsFrame::decode(data) {
+        assert_eq!(
+            carry::DnsFrame::encode(&m).as_deref(),
+            Some(&data[..used]),
+            "a DNS frame re-encodes"
+        );
+    }
+    if let Ok(Some((d, used))) = carry::Datagram::decode(data) {
+        assert_eq!(
+            carry::Datagram::encode(d.addr, &d.payload).as_deref(),
+            Some(&data[..used]),
+            "a datagram re-encodes"
+        );
     }
     // A perf stream: every step takes at least one byte and never more than given.
     let mut dec = ChunkDecoder::new();

@@ -47,8 +47,19 @@
 //!                 | msg_len u8 | msg (UTF-8)
 //! ```
 //!
-//! After an ok reply both directions carry the application's raw bytes; after any other
-//! the server ends the session. A `--forward` client sends what the application has sent by
+//! Ops 6 and 7 open the sessions of `nena run`'s DNS and UDP (no destination: it travels in
+//! each message, [`carry`]): op 6 asks the proxy server to answer DNS queries with its own
+//! resolver (each direction then carries DNS messages framed as over TCP, `len u16 | msg`),
+//! op 7 to relay datagrams within `--allow` (each direction then carries
+//! `atyp u8 (1 | 4) | addr | port u16 | len u16 | payload`; to the server: the destination,
+//! from it: the source). Both are tagged and carry the token as ops 4 and 5 do:
+//!
+//! ```text
+//! ConnectRequest  magic "nAP2" | op 6 or 7 [| 0x80] | [token_len u8 | token] | tag (32)
+//! ```
+//!
+//! After an ok reply both directions carry the application's raw bytes (ops 4, 5) or the
+//! framed messages (ops 6, 7); after any other the server ends the session. A `--forward` client sends what the application has sent by
 //! then (at most one record's worth) right after its request, in the same write, and the
 //! rest after the reply, which it reads before passing anything on (a request-response
 //! application pays no round trip for it). A file server answers ops 4 and 5 as unknown ops.
@@ -109,6 +120,12 @@ pub enum WireError {
     BadTarget(crate::socks::SocksError),
     #[error("unknown connect reply code {0}")]
     BadConnectCode(u8),
+    #[error("a DNS message of {0} bytes, shorter than a DNS header")]
+    DnsTooShort(usize),
+    #[error("a datagram with address type {0} (1 IPv4 or 4 IPv6 expected)")]
+    DatagramAddress(u8),
+    #[error("a datagram of {0} bytes, longer than a UDP datagram can be")]
+    DatagramTooLong(usize),
 }
 
 impl WireError {
@@ -509,15 +526,38 @@ pub use perf_stream::{
 pub const OP_CONNECT: u8 = 4;
 /// Op of a [`ConnectRequest`] for the proxy server's one `--forward` target.
 pub const OP_FORWARD: u8 = 5;
+/// Op of a [`ConnectRequest`] for DNS queries answered by the proxy server's resolver
+/// (`nena run`); the session then carries [`carry::DnsFrame`]s.
+pub const OP_DNS: u8 = 6;
+/// Op of a [`ConnectRequest`] for datagrams relayed by the proxy server within `--allow`
+/// (`nena run --udp carry`); the session then carries [`carry::Datagram`]s.
+pub const OP_DATAGRAM: u8 = 7;
+
+pub mod carry;
+
+/// What a proxy session carries once open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Service {
+    /// A byte stream to a destination (op 4) or to the `--forward` target (op 5).
+    #[default]
+    Stream,
+    /// DNS queries and their answers (op 6).
+    Dns,
+    /// Datagrams, each with its destination or source (op 7).
+    Datagram,
+}
 
 /// How every proxy session opens: the proxy client asks the proxy server for a destination
 /// (SOCKS5 CONNECT, `nena run`) or for its `--forward` target, with the access token when it
 /// has one (`--token-file`). The server answers with a [`ConnectReply`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
-    /// `None`: the proxy server's `--forward` target (op 5).
+    /// `None`: the proxy server's `--forward` target (op 5); always `None` for
+    /// [`Service::Dns`] and [`Service::Datagram`] (not encoded).
     pub target: Option<crate::socks::Target>,
     pub token: Option<AccessToken>,
+    /// What the session carries: a stream (ops 4, 5), DNS (op 6) or datagrams (op 7).
+    pub service: Service,
 }
 
 impl ConnectRequest {
@@ -526,18 +566,29 @@ impl ConnectRequest {
         ConnectRequest {
             target: Some(target),
             token: None,
+            service: Service::Stream,
+        }
+    }
+
+    /// A request for a session of `service` (DNS or datagrams) without a token.
+    pub fn of(service: Service) -> Self {
+        ConnectRequest {
+            target: None,
+            token: None,
+            service,
         }
     }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        let op = if self.target.is_some() {
-            OP_CONNECT
-        } else {
-            OP_FORWARD
+        let op = match (self.service, &self.target) {
+            (Service::Dns, _) => OP_DNS,
+            (Service::Datagram, _) => OP_DATAGRAM,
+            (Service::Stream, Some(_)) => OP_CONNECT,
+            (Service::Stream, None) => OP_FORWARD,
         };
         push_op(&mut out, op, self.token.as_ref());
-        if let Some(t) = &self.target {
+        if let (Service::Stream, Some(t)) = (self.service, &self.target) {
             t.encode_into(&mut out);
         }
         out
@@ -550,19 +601,22 @@ impl ConnectRequest {
         let Some(&op) = buf.get(4) else {
             return Ok(None);
         };
-        let forward = match op & !OP_TOKEN {
-            OP_CONNECT => false,
-            OP_FORWARD => true,
+        let service = match op & !OP_TOKEN {
+            OP_CONNECT => None,
+            OP_FORWARD => Some(Service::Stream),
+            OP_DNS => Some(Service::Dns),
+            OP_DATAGRAM => Some(Service::Datagram),
             _ => return Err(WireError::NotConnect(op)),
         };
         let Some((token, at)) = take_token(buf)? else {
             return Ok(None);
         };
-        if forward {
+        if let Some(service) = service {
             return Ok(Some((
                 ConnectRequest {
                     target: None,
                     token,
+                    service,
                 },
                 at,
             )));
@@ -572,6 +626,7 @@ impl ConnectRequest {
                 ConnectRequest {
                     target: Some(target),
                     token,
+                    service: Service::Stream,
                 },
                 at + used,
             ))),
@@ -732,14 +787,23 @@ mod tests {
             ConnectRequest {
                 target: None,
                 token: None,
+                service: Service::Stream,
             },
             ConnectRequest {
                 target: None,
                 token: Some(token.clone()),
+                service: Service::Stream,
             },
             ConnectRequest {
                 target: Some(target.clone()),
                 token: Some(token.clone()),
+                service: Service::Stream,
+            },
+            ConnectRequest::of(Service::Dns),
+            ConnectRequest {
+                target: None,
+                token: Some(token.clone()),
+                service: Service::Datagram,
             },
         ] {
             let enc = req.encode_tagged(Some(&key));
@@ -773,6 +837,7 @@ mod tests {
         let fwd = ConnectRequest {
             target: None,
             token: Some(token.clone()),
+            service: Service::Stream,
         }
         .encode();
         assert_eq!(fwd[4], OP_FORWARD | OP_TOKEN);
@@ -781,7 +846,8 @@ mod tests {
             Ok(Some((
                 ConnectRequest {
                     target: None,
-                    token: None
+                    token: None,
+                    service: Service::Stream,
                 },
                 5
             )))
@@ -790,9 +856,20 @@ mod tests {
             ConnectRequest::decode(b"nAP2\x85\x00"),
             Err(WireError::EmptyToken)
         );
+        // 6 and 7: DNS and datagrams, no destination in the request (a target given to
+        // them is not encoded).
+        for (op, service) in [(6u8, Service::Dns), (7, Service::Datagram)] {
+            assert_eq!(
+                ConnectRequest::decode(&[b'n', b'A', b'P', b'2', op]),
+                Ok(Some((ConnectRequest::of(service), 5)))
+            );
+            let mut with_target = ConnectRequest::to(target.clone());
+            with_target.service = service;
+            assert_eq!(with_target.encode(), [b'n', b'A', b'P', b'2', op]);
+        }
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x06"),
-            Err(WireError::NotConnect(6))
+            ConnectRequest::decode(b"nAP2\x08"),
+            Err(WireError::NotConnect(8))
         );
     }
 

@@ -1,0 +1,208 @@
+//! `nena run`'s DNS responder: what the command's DNS queries reach instead of a resolver.
+//! The cgroup's BPF programs send its UDP datagrams to port 53 here (a socket on 127.0.0.1
+//! and one on ::1), and the proxy hands over its redirected TCP connections to port 53
+//! ([`Responder::serve_tcp`]). Each query is checked ([`super::dns::check_query`]), carried
+//! in a nena session of its own to the proxy server (op 6), which asks its own resolver, and
+//! the answer is checked against the query (ID and question) before the application gets
+//! it. When anything fails the application gets SERVFAIL at once. No query leaves this host
+//! but inside a nena session.
+
+use super::dns::{self, Question};
+use super::resolver::{read_frame, write_frame};
+use crate::conn::ClientOptions;
+use crate::metrics::{Metrics, Tally};
+use crate::proxy_open::open_service;
+use crate::wire::Service;
+use anyhow::{anyhow, Context, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+
+/// Counters of a responder (the final log line of `nena run`).
+#[derive(Debug, Default)]
+pub struct ResponderStats {
+    /// Queries answered by the proxy server's resolver.
+    pub answered: AtomicU64,
+    /// Queries answered SERVFAIL here (the session or the check failed).
+    pub failed: AtomicU64,
+    /// Datagrams that were no DNS query (dropped).
+    pub dropped: AtomicU64,
+}
+
+/// Carries DNS queries to the proxy server at `opts.remote`.
+#[derive(Debug)]
+pub struct Responder {
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    metrics: Option<Arc<Metrics>>,
+    pub stats: ResponderStats,
+}
+
+impl Responder {
+    pub fn new(
+        opts: Arc<ClientOptions>,
+        connecting: Arc<Semaphore>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Responder {
+        Responder {
+            opts,
+            connecting,
+            metrics,
+            stats: ResponderStats::default(),
+        }
+    }
+
+    /// The answer the application gets for `query`: the server resolver's, or SERVFAIL.
+    /// `None` for a message that is no query (nothing to answer).
+    pub async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
+        let q = match dns::check_query(query) {
+            Ok(q) => q,
+            Err(e) => {
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                log::warn!("DNS: {e}; dropped");
+                return None;
+            }
+        };
+        let wait = self.opts.timeout + super::resolver::QUERY_TIMEOUT + Duration::from_secs(2);
+        let carried = tokio::time::timeout(wait, self.carry(&q, query))
+            .await
+            .unwrap_or_else(|_| Err(anyhow!("no answer within {wait:?}")));
+        match carried {
+            Ok(a) => {
+                self.stats.answered.fetch_add(1, Ordering::Relaxed);
+                log::info!("DNS {q}: answered through nena ({} B)", a.len());
+                Some(a)
+            }
+            Err(e) => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("DNS {q}: {e:#}; answered SERVFAIL");
+                Some(dns::servfail(&q))
+            }
+        }
+    }
+
+    /// One query in a nena session of its own (op 6), its answer checked.
+    async fn carry(&self, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+        let tally = Tally::begin(self.metrics.as_ref());
+        let done = async {
+            let mut c = open_service(Service::Dns, &self.opts, &self.connecting, &tally)
+                .await
+                .map_err(|(_, e)| e)?;
+            write_frame(&mut c.writer, query).await?;
+            let answer = read_frame(&mut c.reader)
+                .await?
+                .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
+            dns::check_answer(q, &answer).context("the proxy server's answer")?;
+            let _ = c.writer.shutdown().await;
+            Ok(answer)
+        }
+        .await;
+        tally.finish(&done);
+        done
+    }
+
+    /// Answers the datagrams of `sock` (the loopback socket the BPF programs send DNS to)
+    /// until the task is dropped, each query in a task of its own.
+    pub async fn serve_udp(self: Arc<Self>, sock: UdpSocket) -> Result<()> {
+        let sock = Arc::new(sock);
+        let mut buf = vec![0u8; 65535];
+        loop {
+            let (n, peer) = sock.recv_from(&mut buf).await.context("DNS responder")?;
+            let query = buf[..n].to_vec();
+            let (me, sock) = (self.clone(), sock.clone());
+            tokio::spawn(async move {
+                if let Some(a) = me.answer(&query).await {
+                    if let Err(e) = sock.send_to(&a, peer).await {
+                        log::warn!("DNS answer to {peer}: {e}");
+                    }
+                }
+            });
+        }
+    }
+
+    /// A redirected TCP connection to port 53: each query framed as DNS over TCP is
+    /// answered in turn until the application ends its side. Returns the queries answered.
+    pub async fn serve_tcp(&self, mut plain: TcpStream) -> Result<u64> {
+        let mut n = 0;
+        while let Some(query) = read_frame(&mut plain).await.context("DNS over TCP")? {
+            let Some(a) = self.answer(&query).await else {
+                anyhow::bail!("DNS over TCP: a message that is no query; connection closed");
+            };
+            write_frame(&mut plain, &a).await?;
+            n += 1;
+        }
+        let _ = plain.shutdown().await;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+    use hickory_proto::rr::{Name, RecordType};
+
+    fn responder(remote: &str) -> Responder {
+        let mut opts = ClientOptions::new(
+            remote.parse().unwrap(),
+            Default::default(),
+            vec![nena_proto::Mode::Aead],
+        );
+        opts.timeout = Duration::from_secs(2);
+        Responder::new(Arc::new(opts), Arc::new(Semaphore::new(4)), None)
+    }
+
+    /// What is no query gets no answer (and is counted); a query whose session cannot be
+    /// opened (nothing listens at the proxy server's address) is answered SERVFAIL at once,
+    /// with its ID and question, over UDP and over TCP.
+    #[tokio::test]
+    async fn junk_is_dropped_and_a_failed_session_is_servfail() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let r = Arc::new(responder(&at));
+        assert_eq!(r.answer(b"no DNS message").await, None);
+        assert_eq!(r.stats.dropped.load(Ordering::Relaxed), 1);
+
+        let mut m = Message::new(0x5151, MessageType::Query, OpCode::Query);
+        m.add_query(Query::query(
+            Name::from_ascii("files.example.test.").unwrap(),
+            RecordType::A,
+        ));
+        let query = m.to_vec().unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let at = udp.local_addr().unwrap();
+        let serving = tokio::spawn(r.clone().serve_udp(udp));
+        let app = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        app.send_to(&query, at).await.unwrap();
+        let mut buf = [0u8; 512];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(10), app.recv_from(&mut buf))
+            .await
+            .expect("an answer, not silence")
+            .unwrap();
+        assert_eq!(from, at);
+        let a = Message::from_vec(&buf[..n]).unwrap();
+        assert_eq!(a.metadata.id, 0x5151);
+        assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(a.queries, m.queries);
+        serving.abort();
+
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = l.local_addr().unwrap();
+        let app = tokio::spawn(async move {
+            let mut s = TcpStream::connect(at).await.unwrap();
+            write_frame(&mut s, &query).await.unwrap();
+            let a = read_frame(&mut s).await.unwrap().unwrap();
+            s.shutdown().await.unwrap();
+            a
+        });
+        let (plain, _) = l.accept().await.unwrap();
+        assert_eq!(r.serve_tcp(plain).await.unwrap(), 1);
+        let a = Message::from_vec(&app.await.unwrap()).unwrap();
+        assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(r.stats.failed.load(Ordering::Relaxed), 2);
+    }
+}

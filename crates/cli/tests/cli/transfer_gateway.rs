@@ -73,9 +73,38 @@ fn proxy_server(lab: &Lab) -> Proc {
 }
 
 fn gateway(lab: &Lab) -> Proc {
+    gateway_with(lab, &[])
+}
+
+fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
+    args.extend_from_slice(extra);
     spawn_listening(lab, Host::Client, &args)
+}
+
+/// A UDP round trip from the LAN host to the server host's echo (198.18.3.2:7007): the
+/// echoed payload, or the error.
+fn lan_udp_echo(lab: &Lab, payload: &str) -> Result<String, String> {
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.settimeout(10)\n\
+         s.connect(('198.18.3.2', 7007))\n\
+         s.send(b'{payload}')\n\
+         d, a = s.recvfrom(65535)\n\
+         print(a[0], a[1], d.decode())\n"
+    );
+    let o = lab
+        .command(Host::Lan, "python3", ["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+    }
 }
 
 /// curl in the LAN host: the body, or curl's error.
@@ -259,4 +288,54 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--lan nosuch0: no such interface"), "{err}");
     assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+}
+
+#[test]
+fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
+    use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, NetnsResolvConf};
+    let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
+    route_the_lan(&lab);
+    sh(&lab, Host::Client, "sysctl -qw net.ipv4.ip_forward=1");
+    let (www, cli) = (TempDir::new("gd"), TempDir::new("gdc"));
+    std::fs::write(www.join("letter.txt"), b"by name through nena\n").unwrap();
+    let _http = http_dual(&lab, &www);
+    let _dns = dnsmasq(&lab);
+    let _echo = udp_echo(&lab);
+    // The proxy server asks dnsmasq; the LAN host asks the WLAN's resolver, which it
+    // never reaches: the gateway answers in its place, through nena.
+    let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
+    let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
+    let _ps = proxy_server(&lab);
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+
+    let mut gw = gateway(&lab);
+    let out = cli.join("letter.txt");
+    lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), b"by name through nena\n");
+    let echoed = lan_udp_echo(&lab, "nena-gw-echo-carried").unwrap();
+    assert_eq!(echoed, "198.18.3.2 7007 nena-gw-echo-carried");
+    assert!(gw.terminate().success());
+    let log = gw.stderr();
+    assert!(log.contains("DNS answered "), "{log}");
+
+    // --udp block: the datagram is refused; DNS still answered through nena.
+    let _gw = gateway_with(&lab, &["--udp", "block"]);
+    lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
+    let refused = lan_udp_echo(&lab, "nena-gw-echo-blocked");
+    assert!(
+        refused.is_err(),
+        "a datagram crossed with --udp block: {refused:?}"
+    );
+
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    for cap in [&cap_u, &cap_t] {
+        let raw = std::fs::read(cap).unwrap();
+        assert_eq!(count(&raw, b"example"), 0, "a DNS name in {cap:?}");
+        assert_eq!(count(&raw, b"nena-gw-echo"), 0, "a UDP payload in {cap:?}");
+        assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
+    }
 }

@@ -233,22 +233,21 @@ impl Datagrams {
                 // flow sent to: the server drops datagrams from anywhere else).
                 let mut from: HashMap<SocketAddr, UdpSocket> = HashMap::new();
                 while let Some(d) = read_datagram(reader).await? {
-                    if !from.contains_key(&d.addr) {
-                        match reply_socket(d.addr) {
-                            Ok(s) => {
-                                from.insert(d.addr, s);
-                            }
-                            Err(e) => {
-                                log::warn!("cannot answer {peer} as {}: {e}", d.addr);
-                                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                                continue;
+                    let s = match from.entry(d.addr) {
+                        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            match reply_socket(d.addr) {
+                                Ok(s) => v.insert(s),
+                                Err(e) => {
+                                    log::warn!("cannot answer {peer} as {}: {e}", d.addr);
+                                    self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                                    continue;
+                                }
                             }
                         }
-                    }
-                    if let Some(s) = from.get(&d.addr) {
-                        s.send_to(&d.payload, peer)?;
-                        self.stats.received.fetch_add(1, Ordering::Relaxed);
-                    }
+                    };
+                    s.send_to(&d.payload, peer)?;
+                    self.stats.received.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<_, anyhow::Error>(())
             };

@@ -12,6 +12,7 @@ PKGS=(
   tshark                                                # `nena analyze` is checked against it
   curl ncat                                             # SOCKS5 clients of the proxy tests
   nftables                                              # tests drop a lossy start's first segments
+  chromium                                              # the real browser of the gateway and nena run tests (headless, in lab namespaces)
   dnsmasq-base                                          # the resolvers of the name-resolution and `nena run` DNS tests (run in lab namespaces only)
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
   prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)

@@ -35,6 +35,7 @@ mod policy_cli;
 mod policy_tenants;
 mod scenario_cli;
 mod transfer_bench;
+mod transfer_browser;
 mod transfer_capture;
 mod transfer_cli;
 mod transfer_failures;

@@ -65,7 +65,7 @@ fn udp_bound(lab: &Lab, port: u16) -> bool {
 }
 
 /// `program args` in the server host, killed on drop; returns once `port` is bound (UDP).
-fn udp_service(lab: &Lab, port: u16, program: &str, args: &[&str]) -> Killed {
+pub(crate) fn udp_service(lab: &Lab, port: u16, program: &str, args: &[&str]) -> Killed {
     let mut c = lab.command(Host::Server, program, args);
     c.stdin(Stdio::null())
         .stdout(Stdio::null())

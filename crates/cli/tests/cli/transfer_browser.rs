@@ -1,0 +1,213 @@
+//! A real browser through nena (root; Debian's `chromium`, headless): a page of HTML and 30
+//! images, 15 from each of two host names (`www.example.test`, `img.example.test`, both
+//! answered by dnsmasq on the server host with the server's address), loads complete
+//! (the page's own script counts the images that decoded and writes the count into the
+//! DOM, which `--dump-dom` prints): once from the LAN host through `nena gateway`, once on
+//! the client under `nena run`. Both the LAN host and the client ask the WLAN's resolver
+//! (198.18.2.1), which nobody answers: every name is answered through nena. Captures of both
+//! client links hold no host name, no UDP packet of the browser and no 16-byte run of any
+//! object.
+
+use crate::harness::*;
+use crate::transfer_run_dns_udp::{udp_service, NetnsResolvConf};
+use nena_lab::{Host, Lab, Link};
+use std::path::Path;
+use std::process::Stdio;
+
+/// The page: 30 images on two host names, and a script that writes how many decoded.
+fn page(dir: &Path) -> Vec<u8> {
+    let mut known = Vec::new();
+    let mut imgs = String::new();
+    for i in 0..30 {
+        // A 32x32 24-bit BMP of random pixels: incompressible, and every 16-byte run of it
+        // is the object's own.
+        let (w, h) = (32u32, 32u32);
+        let pixels = random((w * h * 3) as usize, 1000 + i);
+        let mut bmp = Vec::new();
+        bmp.extend_from_slice(b"BM");
+        bmp.extend_from_slice(&(54 + pixels.len() as u32).to_le_bytes());
+        bmp.extend_from_slice(&[0, 0, 0, 0]);
+        bmp.extend_from_slice(&54u32.to_le_bytes());
+        bmp.extend_from_slice(&40u32.to_le_bytes());
+        bmp.extend_from_slice(&w.to_le_bytes());
+        bmp.extend_from_slice(&h.to_le_bytes());
+        bmp.extend_from_slice(&1u16.to_le_bytes());
+        bmp.extend_from_slice(&24u16.to_le_bytes());
+        bmp.extend_from_slice(&[0u8; 24]);
+        bmp.extend_from_slice(&pixels);
+        std::fs::write(dir.join(format!("o{i}.bmp")), &bmp).unwrap();
+        known.extend_from_slice(&pixels);
+        let host = if i % 2 == 0 { "www" } else { "img" };
+        imgs += &format!("<img src=\"http://{host}.example.test:8000/o{i}.bmp\">\n");
+    }
+    let html = format!(
+        "<!doctype html><html><head><title>nena page</title></head><body>\n{imgs}\
+         <script>window.addEventListener('load', () => {{\n\
+           const all = [...document.images];\n\
+           const ok = all.filter(i => i.complete && i.naturalWidth === 32).length;\n\
+           const p = document.createElement('p'); p.id = 'result';\n\
+           p.textContent = 'loaded=' + ok + ' of=' + all.length;\n\
+           document.body.appendChild(p);\n\
+         }});</script></body></html>\n"
+    );
+    std::fs::write(dir.join("index.html"), html).unwrap();
+    known
+}
+
+/// dnsmasq on the server host: every name under example.test is the server.
+fn names(lab: &Lab) -> Killed {
+    udp_service(
+        lab,
+        53,
+        "dnsmasq",
+        &[
+            "--keep-in-foreground",
+            "--no-resolv",
+            "--no-hosts",
+            "--no-poll",
+            "--listen-address=198.18.3.2",
+            "--bind-interfaces",
+            "--user=root",
+            "--pid-file=",
+            "--address=/example.test/198.18.3.2",
+        ],
+    )
+}
+
+/// The browser's command line: headless, a fresh profile, no background traffic of its own.
+fn chromium_args(profile: &Path) -> Vec<String> {
+    [
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        format!("--user-data-dir={}", profile.display()),
+        "--dump-dom".into(),
+        "http://www.example.test:8000/index.html".into(),
+    ])
+    .collect()
+}
+
+fn assert_complete(dom: &str, how: &str) {
+    assert!(
+        dom.contains("<p id=\"result\">loaded=30 of=30</p>"),
+        "{how}: the page did not load complete: {}",
+        dom.lines()
+            .filter(|l| l.contains("result") || l.contains("<title>"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+/// UDP packets in a capture (tcpdump reads the file).
+fn udp_packets(cap: &Path) -> usize {
+    let o = std::process::Command::new("tcpdump")
+        .args(["-nr", cap.to_str().unwrap(), "udp"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
+#[test]
+fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
+    let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
+    sh(
+        &lab,
+        Host::Router,
+        "ip route replace 198.18.5.0/24 via 198.18.2.2",
+    );
+    sh(&lab, Host::Client, "sysctl -qw net.ipv4.ip_forward=1");
+    let (www, cli) = (TempDir::new("br"), TempDir::new("brc"));
+    let known = page(www.path());
+    let known_file = cli.join("known.bin");
+    std::fs::write(&known_file, &known).unwrap();
+    let http = http_server(&lab, &www, None);
+    let _names = names(&lab);
+    let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
+    let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
+    let _cli_conf = NetnsResolvConf::new(&lab, Host::Client, "198.18.2.1");
+    let _ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            "198.18.3.2:7100",
+            "--allow",
+            "198.18.0.0/15",
+        ],
+    );
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+
+    // 1. From the LAN host, through the gateway.
+    let mut gw_args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
+    gw_args.extend_from_slice(&PATHS);
+    let gw = spawn_listening(&lab, Host::Client, &gw_args);
+    let args = chromium_args(&cli.join("profile-lan"));
+    let out = lab
+        .command(Host::Lan, &args[0], &args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_complete(&String::from_utf8_lossy(&out.stdout), "through the gateway");
+    drop(gw);
+
+    // 2. On the client, under `nena run`.
+    let mut run = vec![
+        "-v".to_string(),
+        "run".into(),
+        "--via".into(),
+        "198.18.3.2:7100".into(),
+    ];
+    run.extend(PATHS.iter().map(|s| s.to_string()));
+    run.push("--".into());
+    run.extend(chromium_args(&cli.join("profile-run")));
+    let out = lab
+        .command(Host::Client, NENA, &run)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_complete(&String::from_utf8_lossy(&out.stdout), "under nena run");
+
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    drop(http);
+    for cap in [&cap_u, &cap_t] {
+        let raw = std::fs::read(cap).unwrap();
+        assert_eq!(count(&raw, b"example"), 0, "a host name in {cap:?}");
+        assert_eq!(udp_packets(cap), 0, "UDP in {cap:?}");
+        let out = nena(&[
+            "eavesdrop",
+            cap.to_str().unwrap(),
+            "--known",
+            known_file.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["known"]["runs_found"], 0, "an object's bytes in {cap:?}");
+    }
+}

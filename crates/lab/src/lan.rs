@@ -117,8 +117,15 @@ impl Lab {
                 ],
             ))?;
         }
-        // IPv6 on this link only (and the LAN host's loopback); addresses survive link down.
-        for (ns, iface) in [(&client, c.iface), (&lan, l.iface), (&lan, "lo")] {
+        // IPv6 on this link only and both hosts' loopbacks (a gateway on the client delivers
+        // the LAN's IPv6 to its local sockets through a `local ::/0 dev lo` route);
+        // addresses survive link down.
+        for (ns, iface) in [
+            (&client, c.iface),
+            (&client, "lo"),
+            (&lan, l.iface),
+            (&lan, "lo"),
+        ] {
             sysctl_in(ns, &format!("net.ipv6.conf.{iface}.disable_ipv6"), "0")?;
             sysctl_in(ns, &format!("net.ipv6.conf.{iface}.keep_addr_on_down"), "1")?;
         }

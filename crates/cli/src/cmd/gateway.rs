@@ -13,6 +13,12 @@ use nena_transport::resolve::ServerAddr;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Udp {
+    Carry,
+    Block,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct GatewayArgs {
     /// A LAN interface whose hosts' traffic nena carries (repeatable). Nothing is forwarded
@@ -20,6 +26,11 @@ pub struct GatewayArgs {
     /// next start.
     #[arg(long = "lan", value_name = "IFACE", required = true)]
     pub lan: Vec<String>,
+    /// UDP other than DNS: carry (through nena, one session per LAN socket; the proxy
+    /// server sends it on within --allow) or block (refused: QUIC falls back to TCP). DNS
+    /// is always answered through nena by the proxy server's resolver.
+    #[arg(long, value_enum, default_value = "carry")]
+    pub udp: Udp,
     /// The `nena proxy server` (run with --allow) that connects to the LAN hosts'
     /// destinations (a name is resolved only through a trusted interface).
     #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server)]
@@ -65,16 +76,25 @@ pub fn gateway(a: GatewayArgs) -> CmdResult {
     );
     a.threads.block_on(async {
         let at = start_metrics(&counters).await?;
-        gateway::run(a.lan.clone(), opts, limits, |plan| {
+        let udp = match a.udp {
+            Udp::Carry => gateway::UdpMode::Carry,
+            Udp::Block => gateway::UdpMode::Block,
+        };
+        gateway::run(a.lan.clone(), udp, opts, limits, |plan| {
             let v6 = if plan.v6 { " and [::1]" } else { "" };
             announce_with(
                 &what,
                 SocketAddr::new([127, 0, 0, 1].into(), plan.tcp_port),
                 at,
             );
+            let udp = match plan.udp_port {
+                Some(_) => "other UDP carried",
+                None => "other UDP refused",
+            };
             log::info!(
-                "TCP from the LAN goes to 127.0.0.1{v6}:{} (TPROXY); forwarding from and to the LAN is dropped; UDP is refused",
-                plan.tcp_port
+                "TCP from the LAN goes to 127.0.0.1{v6}:{}, DNS to port {} (TPROXY), {udp}; forwarding from and to the LAN is dropped",
+                plan.tcp_port,
+                plan.dns_port.unwrap_or(0)
             );
         })
         .await

@@ -42,7 +42,7 @@ mod transfer_files;
 mod transfer_fleet;
 #[cfg(feature = "policy")]
 mod transfer_forge;
-// mod transfer_gateway; (needs the lab's --lan)
+mod transfer_gateway;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;

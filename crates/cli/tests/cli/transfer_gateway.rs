@@ -46,7 +46,9 @@ fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
         .stderr(Stdio::null());
     let http = Killed(cmd.spawn().expect("python3 -m http.server"));
     nena_testkit::wait_for("http.server on [::]:8000", Duration::from_secs(10), || {
-        sh(lab, Host::Server, "ss -Htln").contains(":8000").then_some(())
+        sh(lab, Host::Server, "ss -Htln")
+            .contains(":8000")
+            .then_some(())
     });
     http
 }
@@ -71,9 +73,38 @@ fn proxy_server(lab: &Lab) -> Proc {
 }
 
 fn gateway(lab: &Lab) -> Proc {
+    gateway_with(lab, &[])
+}
+
+fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
+    args.extend_from_slice(extra);
     spawn_listening(lab, Host::Client, &args)
+}
+
+/// A UDP round trip from the LAN host to the server host's echo (198.18.3.2:7007): the
+/// echoed payload, or the error.
+fn lan_udp_echo(lab: &Lab, payload: &str) -> Result<String, String> {
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.settimeout(10)\n\
+         s.connect(('198.18.3.2', 7007))\n\
+         s.send(b'{payload}')\n\
+         d, a = s.recvfrom(65535)\n\
+         print(a[0], a[1], d.decode())\n"
+    );
+    let o = lab
+        .command(Host::Lan, "python3", ["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+    }
 }
 
 /// curl in the LAN host: the body, or curl's error.
@@ -114,7 +145,11 @@ fn count(hay: &[u8], needle: &[u8]) -> usize {
 /// Packets of a capture from or to the LAN host (tcpdump reads the file).
 fn lan_packets(cap: &std::path::Path) -> usize {
     let o = std::process::Command::new("tcpdump")
-        .args(["-nr", cap.to_str().unwrap(), "host 198.18.5.2 or host 2001:2:0:5::2"])
+        .args([
+            "-nr",
+            cap.to_str().unwrap(),
+            "host 198.18.5.2 or host 2001:2:0:5::2",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -125,7 +160,11 @@ fn lan_packets(cap: &std::path::Path) -> usize {
 /// anything the client forwarded from the LAN could cross and come back: the checks then
 /// see a leak if there is one.
 fn route_the_lan(lab: &Lab) {
-    sh(lab, Host::Router, "ip route replace 198.18.5.0/24 via 198.18.2.2");
+    sh(
+        lab,
+        Host::Router,
+        "ip route replace 198.18.5.0/24 via 198.18.2.2",
+    );
 }
 
 fn runs_found(cap: &std::path::Path, known: &std::path::Path) -> u64 {
@@ -136,7 +175,11 @@ fn runs_found(cap: &std::path::Path, known: &std::path::Path) -> u64 {
         known.to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["known"]["runs_found"].as_u64().unwrap()
 }
@@ -160,11 +203,17 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     // IPv4, 20 MB: byte-exact.
     let got = cli.join("big4.bin");
     lan_fetch(&lab, "http://198.18.3.2:8000/big.bin", &got).unwrap();
-    assert!(std::fs::read(&got).unwrap() == data, "the IPv4 fetch differs");
+    assert!(
+        std::fs::read(&got).unwrap() == data,
+        "the IPv4 fetch differs"
+    );
     // IPv6 from the LAN host, carried over the IPv4 paths.
     let got6 = cli.join("big6.bin");
     lan_fetch(&lab, &format!("http://[{SERVER6}]:8000/big.bin"), &got6).unwrap();
-    assert!(std::fs::read(&got6).unwrap() == data, "the IPv6 fetch differs");
+    assert!(
+        std::fs::read(&got6).unwrap() == data,
+        "the IPv6 fetch differs"
+    );
     gw.wait_stderr_n("(redirected): mode aead", 2, Duration::from_secs(10));
     // UDP is refused at the gateway, not forwarded.
     lan_udp(&lab, "198.18.3.2", 9999, "nena-gateway-udp-marker");
@@ -174,8 +223,16 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     let known = www.join("big.bin");
     for cap in [&cap_u, &cap_t] {
         let raw = std::fs::read(cap).unwrap();
-        assert_eq!(runs_found(cap, &known), 0, "plaintext of the file in {cap:?}");
-        assert_eq!(count(&raw, b"nena-gateway-udp-marker"), 0, "UDP payload in {cap:?}");
+        assert_eq!(
+            runs_found(cap, &known),
+            0,
+            "plaintext of the file in {cap:?}"
+        );
+        assert_eq!(
+            count(&raw, b"nena-gateway-udp-marker"),
+            0,
+            "UDP payload in {cap:?}"
+        );
         // No packet from or to the LAN host's addresses.
         assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
     }
@@ -204,7 +261,10 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
     // Killed: the table stays and keeps the LAN from being forwarded around nena.
     let tables = sh(&lab, Host::Client, "nft list tables");
     assert!(tables.contains("nena_gateway"), "{tables}");
-    assert!(lan_fetch(&lab, url, &out).is_err(), "fetched around a killed gateway");
+    assert!(
+        lan_fetch(&lab, url, &out).is_err(),
+        "fetched around a killed gateway"
+    );
 
     let mut gw = gateway(&lab);
     lan_fetch(&lab, url, &out).unwrap();
@@ -228,4 +288,54 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--lan nosuch0: no such interface"), "{err}");
     assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+}
+
+#[test]
+fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
+    use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, NetnsResolvConf};
+    let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
+    route_the_lan(&lab);
+    sh(&lab, Host::Client, "sysctl -qw net.ipv4.ip_forward=1");
+    let (www, cli) = (TempDir::new("gd"), TempDir::new("gdc"));
+    std::fs::write(www.join("letter.txt"), b"by name through nena\n").unwrap();
+    let _http = http_dual(&lab, &www);
+    let _dns = dnsmasq(&lab);
+    let _echo = udp_echo(&lab);
+    // The proxy server asks dnsmasq; the LAN host asks the WLAN's resolver, which it
+    // never reaches: the gateway answers in its place, through nena.
+    let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
+    let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
+    let _ps = proxy_server(&lab);
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+
+    let mut gw = gateway(&lab);
+    let out = cli.join("letter.txt");
+    lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), b"by name through nena\n");
+    let echoed = lan_udp_echo(&lab, "nena-gw-echo-carried").unwrap();
+    assert_eq!(echoed, "198.18.3.2 7007 nena-gw-echo-carried");
+    assert!(gw.terminate().success());
+    let log = gw.stderr();
+    assert!(log.contains("DNS answered "), "{log}");
+
+    // --udp block: the datagram is refused; DNS still answered through nena.
+    let _gw = gateway_with(&lab, &["--udp", "block"]);
+    lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
+    let refused = lan_udp_echo(&lab, "nena-gw-echo-blocked");
+    assert!(
+        refused.is_err(),
+        "a datagram crossed with --udp block: {refused:?}"
+    );
+
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    for cap in [&cap_u, &cap_t] {
+        let raw = std::fs::read(cap).unwrap();
+        assert_eq!(count(&raw, b"example"), 0, "a DNS name in {cap:?}");
+        assert_eq!(count(&raw, b"nena-gw-echo"), 0, "a UDP payload in {cap:?}");
+        assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
+    }
 }

@@ -28,12 +28,12 @@ const NAME: &str = "files.example.test";
 
 /// A resolv.conf for one lab host (`ip netns exec` mounts /etc/netns/NS/resolv.conf over
 /// /etc/resolv.conf), removed with its directory on drop.
-struct NetnsResolvConf {
+pub(crate) struct NetnsResolvConf {
     dir: PathBuf,
 }
 
 impl NetnsResolvConf {
-    fn new(lab: &Lab, host: Host, nameserver: &str) -> NetnsResolvConf {
+    pub(crate) fn new(lab: &Lab, host: Host, nameserver: &str) -> NetnsResolvConf {
         let dir = Path::new("/etc/netns").join(lab.netns(host));
         std::fs::create_dir_all(&dir).unwrap();
         let g = NetnsResolvConf { dir };
@@ -81,7 +81,7 @@ fn udp_service(lab: &Lab, port: u16, program: &str, args: &[&str]) -> Killed {
 
 /// dnsmasq on 198.18.3.2:53 of the server host: `files.example.test` is 198.18.3.2; no
 /// upstream (nothing it is asked leaves the lab).
-fn dnsmasq(lab: &Lab) -> Killed {
+pub(crate) fn dnsmasq(lab: &Lab) -> Killed {
     let address = format!("--address=/{NAME}/198.18.3.2");
     udp_service(
         lab,
@@ -102,7 +102,7 @@ fn dnsmasq(lab: &Lab) -> Killed {
 }
 
 /// A UDP echo on 198.18.3.2:7007 of the server host.
-fn udp_echo(lab: &Lab) -> Killed {
+pub(crate) fn udp_echo(lab: &Lab) -> Killed {
     udp_service(
         lab,
         7007,

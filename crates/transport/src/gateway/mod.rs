@@ -17,12 +17,14 @@
 
 pub mod host;
 pub mod nft;
+pub mod udp;
 
 use crate::conn::ClientOptions;
 use crate::proxy::{self, Entry, ProxyLimits};
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 pub use host::Installed;
 pub use nft::Plan;
@@ -47,11 +49,21 @@ pub fn transparent_listener(addr: SocketAddr) -> Result<std::net::TcpListener> {
     Ok(s.into())
 }
 
-/// The gateway: listeners, the table and its routing, then the proxy client until it stops
-/// (a signal); `ready` is told the plan once the table is in place. Everything installed is
-/// removed when this returns, whatever ended it.
+/// What the gateway does with the LAN's UDP other than DNS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpMode {
+    /// Carried through nena (a session per LAN socket) to the proxy server.
+    Carry,
+    /// Refused (ICMP port unreachable): QUIC falls back to TCP.
+    Block,
+}
+
+/// The gateway: listeners, the table and its routing, then the proxy client and the
+/// datagram side until it stops (a signal); `ready` is told the plan once the table is in
+/// place. Everything installed is removed when this returns, whatever ended it.
 pub async fn run(
     lan: Vec<String>,
+    udp: UdpMode,
     opts: ClientOptions,
     limits: ProxyLimits,
     ready: impl FnOnce(&Plan),
@@ -71,16 +83,55 @@ pub async fn run(
             false
         }
     };
+    // Datagrams: DNS always, the rest with --udp carry; one port for both families.
+    let u4 = udp::tproxy_socket("127.0.0.1:0".parse()?)?;
+    let uport = u4.local_addr()?.port();
+    let mut usocks = vec![u4];
+    if v6 {
+        match udp::tproxy_socket(SocketAddr::new("::1".parse()?, uport)) {
+            Ok(s) => usocks.push(s),
+            Err(e) => log::warn!("no IPv6 datagram socket on [::1]:{uport}: {e:#}"),
+        }
+    }
     let mut plan = Plan {
         lan,
         tcp_port: port,
-        dns_port: None,
-        udp_port: None,
-        v6,
+        dns_port: Some(uport),
+        udp_port: (udp == UdpMode::Carry).then_some(uport),
+        v6: v6 && usocks.len() == 2,
     };
     let installed = Installed::install(&mut plan)?;
     ready(&plan);
-    let served = proxy::serve_client(listeners, Entry::Transparent, opts, limits).await;
+    let datagrams = Arc::new(udp::Datagrams::new(
+        Arc::new(ClientOptions {
+            buffer: crate::stream::PROXY_BUF,
+            ..opts.clone()
+        }),
+        Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1))),
+        limits.metrics.clone(),
+        udp == UdpMode::Carry,
+    ));
+    let mut udp_tasks = tokio::task::JoinSet::new();
+    for s in usocks {
+        udp_tasks.spawn(datagrams.clone().serve(s));
+    }
+    let served = tokio::select! {
+        r = proxy::serve_client(listeners, Entry::Transparent, opts, limits) => r,
+        Some(r) = udp_tasks.join_next() => match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.context("the gateway's datagram side")),
+            Err(e) => Err(anyhow::anyhow!("the gateway's datagram side panicked: {e}")),
+        },
+    };
+    udp_tasks.abort_all();
+    let st = &datagrams.stats;
+    log::info!(
+        "gateway datagrams: DNS answered {}, sent {}, received {}, dropped {}",
+        st.dns_answered.load(std::sync::atomic::Ordering::Relaxed),
+        st.sent.load(std::sync::atomic::Ordering::Relaxed),
+        st.received.load(std::sync::atomic::Ordering::Relaxed),
+        st.dropped.load(std::sync::atomic::Ordering::Relaxed),
+    );
     drop(installed);
     served
 }

@@ -417,6 +417,50 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
     // Nothing of the blocked run reached the server: only the carried datagrams did.
     assert_eq!(ps.stderr().matches("datagrams: 1 sent").count(), 2);
 
+    // A proxy server with --forward carries no DNS: the command gets SERVFAIL at once (not
+    // a timeout), and nena run says why in one line.
+    let forward = server(&lab, 7622);
+    let _fwd = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &forward,
+            "--forward",
+            "198.18.3.2:8000",
+        ],
+    );
+    let lookup = format!(
+        "import socket, sys\ntry:\n    socket.getaddrinfo('{NAME}', 80)\nexcept socket.gaierror as e:\n    print('lookup failed', e.errno == socket.EAI_AGAIN)\n"
+    );
+    let mut args: Vec<String> = vec!["--via".into(), forward.clone()];
+    args.extend(PATHS.iter().map(|s| s.to_string()));
+    args.extend(["--", "python3", "-c", &lookup].map(String::from));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = std::time::Instant::now();
+    let (ok, out, err) = nena_run(&lab, &argv);
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(
+        out.trim(),
+        "lookup failed True",
+        "SERVFAIL is EAI_AGAIN\n{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let refusal = err
+        .lines()
+        .find(|l| l.contains("answered SERVFAIL"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        refusal.contains("takes no DNS session"),
+        "one line that says why: {refusal}"
+    );
+
     // Control: the same name looked up without nena crosses the untrusted link in clear.
     let control = dir.join("control.pcap");
     let capture = lab.capture(Link::Untrusted, &control).unwrap();

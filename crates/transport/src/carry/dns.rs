@@ -86,6 +86,35 @@ pub fn check_answer(q: &Question, answer: &[u8]) -> Result<Checked, DnsError> {
     })
 }
 
+/// The largest answer the application takes over UDP for `query`: its EDNS payload size
+/// (at least 512), else 512 (RFC 1035, RFC 6891).
+pub fn udp_limit(query: &[u8]) -> usize {
+    Message::from_vec(query)
+        .ok()
+        .and_then(|m| m.edns.map(|e| e.max_payload() as usize))
+        .map_or(512, |n| n.max(512))
+}
+
+/// `answer` as a UDP answer to a query that takes at most `limit` bytes: unchanged when it
+/// fits, else its header with TC set and its question only (the application asks again over
+/// TCP, which `nena run` answers too). The server's resolver answered over TCP when its own
+/// UDP answer was truncated, so the whole answer may be larger than the application's.
+pub fn fit_udp(answer: Vec<u8>, limit: usize) -> Vec<u8> {
+    if answer.len() <= limit {
+        return answer;
+    }
+    let Ok(mut m) = Message::from_vec(&answer) else {
+        return answer;
+    };
+    m.metadata.truncation = true;
+    m.answers.clear();
+    m.authorities.clear();
+    m.additionals.clear();
+    m.signature = None;
+    // A header and a question parsed a moment ago always encode, and fit.
+    m.to_vec().unwrap_or(answer)
+}
+
 /// The answer that tells the application its query failed (SERVFAIL), with its question.
 pub fn servfail(q: &Question) -> Vec<u8> {
     let mut m = Message::error_msg(q.id, OpCode::Query, ResponseCode::ServFail);
@@ -213,6 +242,42 @@ mod tests {
         let m = Message::from_vec(&a).unwrap();
         assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
         assert!(m.answers.is_empty());
+    }
+
+    #[test]
+    fn an_answer_too_large_for_udp_is_sent_truncated() {
+        let n = Name::from_ascii("files.example.test.").unwrap();
+        let q = check_query(&query("files.example.test.", RecordType::A, 31)).unwrap();
+        let mut big = Message::response(31, OpCode::Query);
+        big.add_query(q.query.clone());
+        for i in 0..60u8 {
+            big.add_answer(Record::from_rdata(
+                n.clone(),
+                60,
+                RData::A(Ipv4Addr::new(198, 18, 3, i).into()),
+            ));
+        }
+        let big = big.to_vec().unwrap();
+        assert!(big.len() > 512, "{}", big.len());
+        // Without EDNS the limit is 512; with EDNS, its payload size.
+        assert_eq!(
+            udp_limit(&query("files.example.test.", RecordType::A, 31)),
+            512
+        );
+        let mut edns = Message::new(31, MessageType::Query, OpCode::Query);
+        edns.add_query(q.query.clone());
+        let mut e = hickory_proto::op::Edns::new();
+        e.set_max_payload(1232);
+        edns.edns = Some(e);
+        assert_eq!(udp_limit(&edns.to_vec().unwrap()), 1232);
+        assert_eq!(udp_limit(b"junk"), 512);
+        // Fits: unchanged.
+        assert_eq!(fit_udp(big.clone(), 4096), big);
+        // Too large: the question with TC set, still an answer to the query.
+        let cut = fit_udp(big, 512);
+        assert!(cut.len() <= 512);
+        assert_eq!(check_answer(&q, &cut), Ok(Checked { truncated: true }));
+        assert!(Message::from_vec(&cut).unwrap().answers.is_empty());
     }
 
     #[test]

@@ -115,6 +115,8 @@ impl Responder {
             let (me, sock) = (self.clone(), sock.clone());
             tokio::spawn(async move {
                 if let Some(a) = me.answer(&query).await {
+                    // What the application takes over UDP, else TC (it asks again over TCP).
+                    let a = dns::fit_udp(a, dns::udp_limit(&query));
                     if let Err(e) = sock.send_to(&a, peer).await {
                         log::warn!("DNS answer to {peer}: {e}");
                     }

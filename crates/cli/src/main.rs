@@ -41,8 +41,8 @@ enum Command {
     /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
     #[command(subcommand)]
     Proxy(cmd::proxy::ProxyCmd),
-    /// Make this host a router that carries every TCP connection of its LAN hosts through
-    /// nena (nftables TPROXY) and forwards nothing of the LAN around it.
+    /// Make this host a router that carries every TCP connection, DNS query and UDP flow of
+    /// its LAN hosts through nena (nftables TPROXY) and forwards nothing of the LAN around it.
     Gateway(cmd::gateway::GatewayArgs),
     /// Run a command whose TCP connections nena carries without it knowing (a cgroup and
     /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.

@@ -60,6 +60,12 @@ pub fn gateway(a: GatewayArgs) -> CmdResult {
     a.config.log();
     check_client(&a.common)?;
     let opts = a.common.options(&a.via, false)?;
+    if opts.modes.contains(&nena_proto::Mode::KatoMpc) {
+        return Err(crate::exit::Exit::usage(anyhow::anyhow!(
+            "--mode kato-mpc is for one connection at a time (send, get, perf); the gateway \
+             offers aead, stream, kato or plain"
+        )));
+    }
     let counters = counters(a.metrics, Role::Gateway);
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,

@@ -94,7 +94,7 @@ fn bad_arguments_are_usage_errors() {
         ),
         (
             &["perf", "--to", "nowhere", "--trusted", "198.18.1.2"],
-            "ADDR:PORT",
+            "is not HOST:PORT (no port)",
         ),
         (
             &["perf", "--to", "198.18.3.2:7000", "--trusted", "bad/iface"],

@@ -471,3 +471,36 @@ pub fn sh(lab: &Lab, host: Host, script: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// How many times `needle` occurs in `hay` (overlapping).
+pub fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+/// The packets of a capture that match a tcpdump `filter` (tcpdump reads the file).
+pub fn packets(cap: &Path, filter: &str) -> usize {
+    let o = Command::new("tcpdump")
+        .args(["-nr", cap.to_str().unwrap(), filter])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
+/// 16-byte runs of `known` that `nena eavesdrop` finds in a capture.
+pub fn runs_found(cap: &Path, known: &Path) -> u64 {
+    let out = nena(&[
+        "eavesdrop",
+        cap.to_str().unwrap(),
+        "--known",
+        known.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["known"]["runs_found"].as_u64().unwrap()
+}

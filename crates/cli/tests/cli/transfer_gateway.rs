@@ -18,6 +18,9 @@ use std::time::Duration;
 /// it locally: the lab's paths stay IPv4).
 const SERVER6: &str = "2001:2:0:3::2";
 
+/// A capture filter for the LAN host's packets, IPv4 and IPv6.
+const LAN_HOST: &str = "host 198.18.5.2 or host 2001:2:0:5::2";
+
 /// python's http.server on the server host, dual stack, serving `dir` on port 8000.
 fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
     sh(
@@ -138,24 +141,6 @@ fn lan_udp(lab: &Lab, dst: &str, port: u16, payload: &str) {
         .output();
 }
 
-fn count(hay: &[u8], needle: &[u8]) -> usize {
-    hay.windows(needle.len()).filter(|w| *w == needle).count()
-}
-
-/// Packets of a capture from or to the LAN host (tcpdump reads the file).
-fn lan_packets(cap: &std::path::Path) -> usize {
-    let o = std::process::Command::new("tcpdump")
-        .args([
-            "-nr",
-            cap.to_str().unwrap(),
-            "host 198.18.5.2 or host 2001:2:0:5::2",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).lines().count()
-}
-
 /// The router knows the LAN behind the client (as an operator's router would), so that
 /// anything the client forwarded from the LAN could cross and come back: the checks then
 /// see a leak if there is one.
@@ -165,23 +150,6 @@ fn route_the_lan(lab: &Lab) {
         Host::Router,
         "ip route replace 198.18.5.0/24 via 198.18.2.2",
     );
-}
-
-fn runs_found(cap: &std::path::Path, known: &std::path::Path) -> u64 {
-    let out = nena(&[
-        "eavesdrop",
-        cap.to_str().unwrap(),
-        "--known",
-        known.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["known"]["runs_found"].as_u64().unwrap()
 }
 
 #[test]
@@ -234,7 +202,11 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
             "UDP payload in {cap:?}"
         );
         // No packet from or to the LAN host's addresses.
-        assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
+        assert_eq!(
+            packets(cap, LAN_HOST),
+            0,
+            "packets of the LAN host in {cap:?}"
+        );
     }
     // The untrusted link carried a share of the data (not only the handshake's ACKs).
     let u = std::fs::metadata(&cap_u).unwrap().len();
@@ -336,6 +308,10 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
         let raw = std::fs::read(cap).unwrap();
         assert_eq!(count(&raw, b"example"), 0, "a DNS name in {cap:?}");
         assert_eq!(count(&raw, b"nena-gw-echo"), 0, "a UDP payload in {cap:?}");
-        assert_eq!(lan_packets(cap), 0, "packets of the LAN host in {cap:?}");
+        assert_eq!(
+            packets(cap, LAN_HOST),
+            0,
+            "packets of the LAN host in {cap:?}"
+        );
     }
 }

@@ -40,10 +40,6 @@ fn hello_header() -> Vec<u8> {
     h
 }
 
-fn count(hay: &[u8], needle: &[u8]) -> usize {
-    hay.windows(needle.len()).filter(|w| *w == needle).count()
-}
-
 fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
     let out = std::process::Command::new(NENA)
         .args(["eavesdrop", cap.to_str().unwrap(), "--known"])

@@ -82,7 +82,13 @@ pub(crate) fn udp_service(lab: &Lab, port: u16, program: &str, args: &[&str]) ->
 /// dnsmasq on 198.18.3.2:53 of the server host: `files.example.test` is 198.18.3.2; no
 /// upstream (nothing it is asked leaves the lab).
 pub(crate) fn dnsmasq(lab: &Lab) -> Killed {
-    let address = format!("--address=/{NAME}/198.18.3.2");
+    dnsmasq_answering(lab, &format!("/{NAME}/198.18.3.2"))
+}
+
+/// dnsmasq on 198.18.3.2:53 of the server host, answering as `--address=RULE` says
+/// (`/DOMAIN/ADDR`); no upstream.
+pub(crate) fn dnsmasq_answering(lab: &Lab, rule: &str) -> Killed {
+    let address = format!("--address={rule}");
     udp_service(
         lab,
         53,

@@ -17,6 +17,7 @@ PKGS=(
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with
   prometheus                                            # scrapes `--metrics` in the metrics test (never started as a service)
   stunnel4 openssl                                      # the TLS 1.3 peer of `nena bench peers` (its test runs nena beside it)
+  iperf3                                                # the UDP stream through the gateway in `nena bench peers`
   debootstrap systemd-container                         # the package test: a clean Debian root, booted under systemd-nspawn
 )
 
@@ -29,6 +30,8 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # tshark: do not ask whether non-root users may capture (no setuid dumpcap).
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  # iperf3: no daemon (the bench starts its own server in a lab namespace).
+  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections
   apt-get update -qq
   # No package's service is started by the install (prometheus would listen on :9090 in
   # the host): a policy-rc.d that denies starts, for this install only, unless one exists.

@@ -23,6 +23,8 @@ pub struct Programs {
     pub sslocal: PathBuf,
     pub ssserver: PathBuf,
     pub stunnel: PathBuf,
+    /// iperf3, for the gateway's UDP stream.
+    pub iperf3: PathBuf,
 }
 
 impl Programs {
@@ -33,6 +35,7 @@ impl Programs {
         for v in variants {
             match v {
                 Variant::Nena => {}
+                Variant::Gateway => need.push((&self.iperf3, "iperf3")),
                 Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
                     need.push((&self.sslocal, "sslocal"));
                     need.push((&self.ssserver, "ssserver"));
@@ -42,9 +45,14 @@ impl Programs {
         }
         for (p, name) in need {
             if find_program(p).is_none() {
+                let installs = if name == "iperf3" {
+                    "`make deps` installs it (scripts/install-deps.sh)"
+                } else {
+                    "`make peers` installs the pinned peers (scripts/install-peers.sh)"
+                };
                 bail!(
-                    "{name} ({}) is not an executable file here; `make peers` installs the \
-                     pinned peers (scripts/install-peers.sh), or name yours with --{name}",
+                    "{name} ({}) is not an executable file here; {installs}, or name yours \
+                     with --{name}",
                     p.display()
                 );
             }
@@ -76,7 +84,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(
+    pub(super) fn spawn(
         lab: &Lab,
         host: Host,
         program: &Path,
@@ -133,8 +141,31 @@ impl Proc {
         &self.what
     }
 
+    /// Wait until the process's output has a line holding `text` (or it ends, or 10 s
+    /// pass).
+    fn wait_line(&mut self, text: &str) -> Result<()> {
+        let timeout = Duration::from_secs(10);
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_running()?;
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if log.lines().any(|l| l.contains(text)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not say {text:?} within {timeout:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Wait until `addr` listens in `host` (or the process ends, or `timeout` passes).
-    fn wait_listening(&mut self, lab: &Lab, host: Host, addr: SocketAddrV4) -> Result<()> {
+    pub(super) fn wait_listening(
+        &mut self,
+        lab: &Lab,
+        host: Host,
+        addr: SocketAddrV4,
+    ) -> Result<()> {
         let timeout = Duration::from_secs(10);
         let deadline = Instant::now() + timeout;
         loop {
@@ -198,6 +229,8 @@ pub struct Pair {
     pub server: Proc,
     pub entry: SocketAddrV4,
     pub socks: bool,
+    /// The host the application runs in: the client, or the LAN host behind the gateway.
+    pub app_host: Host,
 }
 
 /// Ports in the lab: the sink, then two per tunnel (server end, client entry).
@@ -230,25 +263,7 @@ pub fn start(
     let quiet = [("RUST_LOG", "warn")];
     let (server, client) = match variant {
         Variant::Nena => {
-            let allow = format!("{server_ip}/32:{}", sink.port());
-            let server = Proc::spawn(
-                lab,
-                Host::Server,
-                &programs.nena,
-                &s(&[
-                    "proxy",
-                    "server",
-                    "--listen",
-                    &server_addr.to_string(),
-                    "--allow",
-                    &allow,
-                    "--mode",
-                    "aead",
-                ]),
-                &quiet,
-                log("server"),
-                "nena proxy server",
-            )?;
+            let server = nena_server(lab, programs, server_addr, &[sink], log("server"))?;
             let client = Proc::spawn(
                 lab,
                 Host::Client,
@@ -270,6 +285,34 @@ pub fn start(
                 &quiet,
                 log("client"),
                 "nena proxy client",
+            )?;
+            (server, client)
+        }
+        Variant::Gateway => {
+            // The sink, and the UDP stream's iperf3 server (its control connection and its
+            // datagrams both go through the gateway).
+            let iperf = SocketAddrV4::new(server_ip, super::udp::IPERF_PORT);
+            let server = nena_server(lab, programs, server_addr, &[sink, iperf], log("server"))?;
+            let client = Proc::spawn(
+                lab,
+                Host::Client,
+                &programs.nena,
+                &s(&[
+                    "gateway",
+                    "--lan",
+                    "lan",
+                    "--via",
+                    &server_addr.to_string(),
+                    "--trusted",
+                    "trusted",
+                    "--untrusted",
+                    "untrusted",
+                    "--mode",
+                    "aead",
+                ]),
+                &quiet,
+                log("client"),
+                "nena gateway",
             )?;
             (server, client)
         }
@@ -354,20 +397,54 @@ pub fn start(
             (server, client)
         }
     };
+    let gateway = variant == Variant::Gateway;
     let mut pair = Pair {
         variant,
         client,
         server,
-        entry,
-        socks: variant != Variant::Stunnel,
+        // The LAN host connects to the sink itself; the gateway takes the connection.
+        entry: if gateway { sink } else { entry },
+        socks: !gateway && variant != Variant::Stunnel,
+        app_host: if gateway { Host::Lan } else { Host::Client },
     };
     pair.server
         .wait_listening(lab, Host::Server, server_addr)
         .with_context(|| format!("starting {variant}"))?;
-    pair.client
-        .wait_listening(lab, Host::Client, entry)
-        .with_context(|| format!("starting {variant}"))?;
+    if gateway {
+        // Its table is in place when it says where it listens.
+        pair.client.wait_line("listening on")
+    } else {
+        pair.client.wait_listening(lab, Host::Client, entry)
+    }
+    .with_context(|| format!("starting {variant}"))?;
     Ok(pair)
+}
+
+/// `nena proxy server` (aead) listening on `listen` in the server host, allowed to connect
+/// to `allow` only.
+fn nena_server(
+    lab: &Lab,
+    programs: &Programs,
+    listen: SocketAddrV4,
+    allow: &[SocketAddrV4],
+    log: PathBuf,
+) -> Result<Proc> {
+    let mut args: Vec<String> = ["proxy", "server", "--listen"].map(String::from).to_vec();
+    args.push(listen.to_string());
+    for a in allow {
+        args.push("--allow".into());
+        args.push(format!("{}/32:{}", a.ip(), a.port()));
+    }
+    args.extend(["--mode".into(), "aead".into()]);
+    Proc::spawn(
+        lab,
+        Host::Server,
+        &programs.nena,
+        &args,
+        &[("RUST_LOG", "warn")],
+        log,
+        "nena proxy server",
+    )
 }
 
 /// One stunnel service in the foreground: TLS 1.3 only, AES-128-GCM (the suite nena's aead

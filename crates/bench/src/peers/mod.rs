@@ -16,9 +16,17 @@
 //! repetitions. Settings: bare veth (the CPU sets the pace) and 100 + 20 Mbit/s (the
 //! links do). Verdicts per setting, ratios in the same run: nena's CPU per GB at most
 //! [`CPU_TARGET`] times the best peer's, nena's goodput at least the best peer's.
+//!
+//! `nena gateway` runs beside them on the same bytes (issue 39, item 6): the application in
+//! the lab's LAN host connects to the sink itself and the gateway on the client host takes
+//! the connection (TPROXY) into a nena session to its own proxy server. It is nena's, not
+//! a peer: its verdict is its end's CPU per GB at most [`GATEWAY_CPU_TARGET`] times the
+//! proxy client's. In the link-bound setting the gateway also carries a UDP stream
+//! ([`udp`]: iperf3, 50 Mbit/s), which must lose less than 1% of its datagrams.
 
 mod ends;
 mod traffic;
+pub mod udp;
 mod variant;
 
 pub use ends::{find_program, Programs};
@@ -31,12 +39,15 @@ use crate::transfer::{TargetCheck, MIN_PATH_SHARE};
 use anyhow::{bail, Context, Result};
 use nena_lab::{Host, Lab, LabConfig, Link, Rate};
 use serde::Serialize;
+use std::net::SocketAddrV4;
 use std::time::Duration;
 
 /// nena's CPU per GB may be at most this multiple of the best peer's.
 pub const CPU_TARGET: f64 = 0.8;
 /// nena's goodput must be at least this multiple of the best peer's.
 pub const GOODPUT_TARGET: f64 = 1.0;
+/// The gateway's CPU per GB (its end) may be at most this multiple of the proxy client's.
+pub const GATEWAY_CPU_TARGET: f64 = 1.1;
 
 /// One network setting and the bytes of each of its transfers.
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +87,9 @@ pub struct PeersOptions {
     pub settings: Vec<Setting>,
     pub variants: Vec<Variant>,
     pub programs: Programs,
+    /// Seconds of each UDP stream through the gateway (in the link-bound settings, one per
+    /// repetition).
+    pub udp_seconds: u32,
 }
 
 /// One transfer.
@@ -137,6 +151,8 @@ pub struct SettingResult {
     pub pass: bool,
     pub runs: Vec<Run>,
     pub failures: Vec<Failure>,
+    /// The gateway's UDP stream, in a link-bound setting when the gateway ran.
+    pub udp: Option<udp::UdpResult>,
 }
 
 /// The whole bench.
@@ -164,6 +180,8 @@ pub fn run(
     let prefix = format!("np{}", std::process::id());
     let cfg = LabConfig {
         verify: true,
+        // The gateway's LAN host.
+        lan: opts.variants.contains(&Variant::Gateway),
         ..LabConfig::with_prefix(&prefix)
     };
     let opts = opts.clone();
@@ -195,6 +213,14 @@ fn run_on(
     for v in &opts.variants {
         pairs.push(ends::start(*v, &lab, &opts.programs, &dir.0, sink_addr)?);
     }
+    let gateway = opts.variants.contains(&Variant::Gateway);
+    let iperf_addr = SocketAddrV4::new(*sink_addr.ip(), udp::IPERF_PORT);
+    let _iperf = if gateway {
+        let log = dir.0.join("iperf3-server.log");
+        Some(udp::server(&lab, &opts.programs.iperf3, iperf_addr, &log)?)
+    } else {
+        None
+    };
     let mut results = Vec::new();
     for setting in &opts.settings {
         lab.set_rate(
@@ -251,14 +277,46 @@ fn run_on(
                 runs.push(r);
             }
         }
+        let link_bound = setting.trusted_mbit.is_some() && setting.untrusted_mbit.is_some();
+        let udp = (gateway && link_bound).then(|| {
+            let mut streams = Vec::new();
+            for rep in 1..=opts.reps {
+                match udp::stream(
+                    &lab,
+                    &opts.programs.iperf3,
+                    iperf_addr,
+                    opts.udp_seconds,
+                    rep,
+                ) {
+                    Ok(r) => {
+                        progress(&format!(
+                            "{:<16} rep {:>2}  {:<24} {:>8.1} Mbit/s  {} of {} datagrams lost",
+                            setting.name,
+                            rep,
+                            "gateway UDP stream",
+                            r.received_mbit_s,
+                            r.lost_packets,
+                            r.packets
+                        ));
+                        streams.push(r);
+                    }
+                    Err(e) => progress(&format!(
+                        "{:<16} rep {:>2}  gateway UDP stream FAILED: {e:#}",
+                        setting.name, rep
+                    )),
+                }
+            }
+            udp::summarize(streams)
+        });
         let (variants, targets) = summarize(&runs, &failures, &opts.variants);
         results.push(SettingResult {
             setting: setting.clone(),
-            pass: targets.iter().all(|t| t.pass),
+            pass: targets.iter().all(|t| t.pass) && udp.as_ref().is_none_or(|u| u.pass),
             variants,
             targets,
             runs,
             failures,
+            udp,
         });
     }
     Ok(PeersReport {
@@ -287,7 +345,16 @@ fn transfer(
     let (client, server) = (pair.client.pid(), pair.server.pid());
     let sent0 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let (c0, s0) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
-    let t = traffic::send(lab, pair.entry, pair.socks, sink, bytes, timeout).map_err(|e| {
+    let t = traffic::send(
+        lab,
+        pair.app_host,
+        pair.entry,
+        pair.socks,
+        sink,
+        bytes,
+        timeout,
+    )
+    .map_err(|e| {
         let ends = [&pair.client, &pair.server].map(|p| {
             let tail = p.log_tail(6);
             let tail = if tail.is_empty() {
@@ -355,29 +422,50 @@ pub fn summarize(
         })
         .collect();
     let mut targets = Vec::new();
-    if variants.contains(&Variant::Nena) {
-        let done = runs.iter().filter(|r| r.variant == Variant::Nena).count();
-        let all = done + failed(Variant::Nena);
+    // Every run of nena's own completed and multipath.
+    let own = |v: Variant, what: &str, targets: &mut Vec<TargetCheck>| {
+        if !variants.contains(&v) {
+            return None;
+        }
+        let done = runs.iter().filter(|r| r.variant == v).count();
+        let all = done + failed(v);
+        if all == 0 {
+            return None;
+        }
         targets.push(TargetCheck::at_least(
-            "every nena run completed".into(),
+            format!("every {what} run completed"),
             done as f64 / all.max(1) as f64,
             1.0,
         ));
-    }
-    let Some(nena) = stats.iter().find(|s| s.variant == Variant::Nena) else {
-        return (stats, targets);
+        let s = stats.iter().find(|s| s.variant == v)?;
+        targets.push(TargetCheck {
+            name: format!("every {what} run multipath"),
+            value: s.multipath_runs as f64 / s.runs.max(1) as f64,
+            limit: 1.0,
+            at_least: true,
+            pass: s.multipath_runs == s.runs,
+        });
+        Some(s)
     };
-    targets.push(TargetCheck {
-        name: "every nena run multipath".into(),
-        value: nena.multipath_runs as f64 / nena.runs.max(1) as f64,
-        limit: 1.0,
-        at_least: true,
-        pass: nena.multipath_runs == nena.runs,
-    });
-    let peers: Vec<&VariantStats> = stats
-        .iter()
-        .filter(|s| s.variant != Variant::Nena)
-        .collect();
+    let nena = own(Variant::Nena, "nena", &mut targets);
+    if let Some(nena) = nena {
+        peer_targets(nena, &stats, &mut targets);
+    }
+    let gateway = own(Variant::Gateway, "gateway", &mut targets);
+    if let (Some(g), Some(n)) = (gateway, nena) {
+        let value = g.median_client_cpu_s_per_gb / n.median_client_cpu_s_per_gb.max(1e-12);
+        targets.push(TargetCheck::at_most(
+            format!("gateway CPU per GB <= {GATEWAY_CPU_TARGET}x the proxy client's"),
+            value,
+            GATEWAY_CPU_TARGET,
+        ));
+    }
+    (stats, targets)
+}
+
+/// nena's proxy pair against the best peer: CPU per GB and goodput.
+fn peer_targets(nena: &VariantStats, stats: &[VariantStats], targets: &mut Vec<TargetCheck>) {
+    let peers: Vec<&VariantStats> = stats.iter().filter(|s| !s.variant.is_nena()).collect();
     let best_cpu = peers
         .iter()
         .min_by(|a, b| a.median_cpu_s_per_gb.total_cmp(&b.median_cpu_s_per_gb));
@@ -397,13 +485,12 @@ pub fn summarize(
         let name = format!("nena goodput >= the best peer's ({})", b.variant);
         targets.push(TargetCheck::at_least(name, value, GOODPUT_TARGET));
     }
-    (stats, targets)
 }
 
 /// nena's CPU per GB over `peer`'s, repetition by repetition: (median, least, most), or
 /// None for nena itself or when no repetition has both.
 fn paired_cpu_ratio(runs: &[Run], peer: Variant) -> Option<(f64, f64, f64)> {
-    if peer == Variant::Nena {
+    if peer.is_nena() {
         return None;
     }
     let of = |v: Variant, rep: usize| runs.iter().find(|r| r.variant == v && r.rep == rep);
@@ -476,6 +563,26 @@ pub fn table(r: &PeersReport) -> String {
                 t.limit
             );
         }
+        if let Some(u) = &st.udp {
+            let (sent, lost) = u
+                .runs
+                .iter()
+                .fold((0, 0), |(s, l), r| (s + r.packets, l + r.lost_packets));
+            let _ = writeln!(
+                s,
+                "  gateway UDP stream ({} Mbit/s of {}-byte datagrams, {} run(s)): {lost} of {sent} lost",
+                udp::UDP_MBIT,
+                udp::DATAGRAM,
+                u.runs.len()
+            );
+            let _ = writeln!(
+                s,
+                "  {} gateway UDP loss < {}%: {:.3}%",
+                if u.pass { "PASS" } else { "FAIL" },
+                udp::LOSS_TARGET_PERCENT,
+                u.lost_percent
+            );
+        }
     }
     let _ = writeln!(
         s,
@@ -538,6 +645,42 @@ mod tests {
     }
 
     #[test]
+    fn the_gateway_is_held_to_the_proxy_clients_cpu_and_is_not_a_peer() {
+        let with_client = |v, mbit_s, client: f64, server: f64| Run {
+            client_cpu_s: client,
+            server_cpu_s: server,
+            cpu_s_per_gb: client + server,
+            ..run(v, mbit_s, client + server, true)
+        };
+        let runs = vec![
+            with_client(Variant::Nena, 900.0, 0.5, 0.6),
+            // Cheaper in total than the peer and faster, but a gateway is not a peer.
+            with_client(Variant::Gateway, 2000.0, 0.54, 0.1),
+            with_client(Variant::Stunnel, 1000.0, 1.0, 1.0),
+        ];
+        let (stats, t) = summarize(&runs, &[], &Variant::ALL);
+        assert_eq!(stats[1].paired_cpu_ratio, None, "nena's own, not a peer");
+        let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(t.len(), 7, "{names:?}");
+        // nena against stunnel, not against the gateway.
+        assert!(t[2].name.contains("stunnel") && (t[2].value - 1.1 / 2.0).abs() < 1e-9);
+        assert!(t[3].name.contains("stunnel") && !t[3].pass);
+        assert_eq!(t[4].name, "every gateway run completed");
+        assert_eq!(t[5].name, "every gateway run multipath");
+        // The clients' ends: 0.54 / 0.5 = 1.08 <= 1.1.
+        assert!(t[6].name.contains("proxy client"));
+        assert!((t[6].value - 1.08).abs() < 1e-9 && t[6].pass, "{:?}", t[6]);
+        let runs = vec![
+            with_client(Variant::Nena, 900.0, 0.5, 0.6),
+            with_client(Variant::Gateway, 900.0, 0.56, 0.6),
+        ];
+        let (_, t) = summarize(&runs, &[failure(Variant::Gateway, 2)], &Variant::ALL);
+        let g: Vec<&TargetCheck> = t.iter().filter(|t| t.name.contains("gateway")).collect();
+        assert!(!g[0].pass && g[0].value == 0.5, "one of two failed: {g:?}");
+        assert!((g[2].value - 1.12).abs() < 1e-9 && !g[2].pass);
+    }
+
+    #[test]
     fn a_nena_run_on_one_path_fails_the_verdict() {
         let runs = vec![
             run(Variant::Nena, 1000.0, 1.0, true),
@@ -583,6 +726,7 @@ mod tests {
                 pass: true,
                 runs: Vec::new(),
                 failures: Vec::new(),
+                udp: None,
             }],
             pass: true,
             cpu: String::new(),

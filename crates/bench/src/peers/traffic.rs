@@ -1,5 +1,6 @@
 //! The application and the sink the peers bench moves bytes between, the same for every
-//! tunnel. The application, on a thread in the client host, connects to the tunnel's entry
+//! tunnel. The application, on a thread in the client host (in the LAN host for the
+//! gateway, which takes its connection to the sink), connects to the tunnel's entry
 //! (a SOCKS5 CONNECT to the sink where the entry is a SOCKS5 proxy), sends an 8-byte length
 //! and then that many bytes, and waits for the sink's 8-byte count of what it received; the
 //! sink, in the server host, reads the length, then the bytes, and answers with its count.
@@ -110,16 +111,18 @@ pub struct Transfer {
 }
 
 /// Send `bytes` through the tunnel entry `entry` (a SOCKS5 proxy when `socks`) to the sink
-/// at `sink`, on a thread in the client host; fails unless the sink counted them all.
+/// at `sink`, on a thread in `host` (the client, or the LAN host behind the gateway, whose
+/// entry is the sink itself); fails unless the sink counted them all.
 pub fn send(
     lab: &Lab,
+    host: Host,
     entry: SocketAddrV4,
     socks: bool,
     sink: SocketAddrV4,
     bytes: u64,
     timeout: Duration,
 ) -> Result<Transfer> {
-    lab.run_in(Host::Client, move || -> Result<Transfer> {
+    lab.run_in(host, move || -> Result<Transfer> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

@@ -6,15 +6,19 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     Nena,
+    /// `nena gateway` (aead) carrying a LAN host's connection, with its own proxy server:
+    /// nena's, measured against the proxy client rather than against the peers.
+    Gateway,
     ShadowsocksAes,
     ShadowsocksChacha,
     Stunnel,
 }
 
 impl Variant {
-    /// Every tunnel, nena first.
-    pub const ALL: [Variant; 4] = [
+    /// Every tunnel, nena's two first.
+    pub const ALL: [Variant; 5] = [
         Variant::Nena,
+        Variant::Gateway,
         Variant::ShadowsocksAes,
         Variant::ShadowsocksChacha,
         Variant::Stunnel,
@@ -23,6 +27,7 @@ impl Variant {
     pub fn name(self) -> &'static str {
         match self {
             Variant::Nena => "nena aead",
+            Variant::Gateway => "nena gateway aead",
             Variant::ShadowsocksAes => "shadowsocks aes-128-gcm",
             Variant::ShadowsocksChacha => "shadowsocks chacha20",
             Variant::Stunnel => "stunnel TLS 1.3",
@@ -32,10 +37,16 @@ impl Variant {
     pub(super) fn file_stem(self) -> &'static str {
         match self {
             Variant::Nena => "nena",
+            Variant::Gateway => "gateway",
             Variant::ShadowsocksAes => "ss-aes",
             Variant::ShadowsocksChacha => "ss-chacha",
             Variant::Stunnel => "stunnel",
         }
+    }
+
+    /// Whether this is nena's own (the proxy pair or the gateway), not a peer.
+    pub fn is_nena(self) -> bool {
+        matches!(self, Variant::Nena | Variant::Gateway)
     }
 
     /// The shadowsocks cipher of a shadowsocks variant.

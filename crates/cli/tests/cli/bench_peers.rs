@@ -1,8 +1,9 @@
 //! `nena bench peers`: a peer that is not installed is named before any lab comes up; and,
 //! as root, the bench end to end against stunnel (installed by scripts/install-deps.sh;
 //! shadowsocks-rust is built only by `make peers`), shortened: one setting, one small
-//! transfer per tunnel, every figure of the JSON consistent with its runs and the lab gone
-//! afterwards. The verdicts are reported, not required here (`make bench` runs the full
+//! transfer per tunnel (nena's proxy pair, `nena gateway` for a LAN host, stunnel) and one
+//! 2 s UDP stream through the gateway (iperf3), every figure of the JSON consistent with its
+//! runs and the lab gone afterwards. The verdicts are reported, not required here (`make bench` runs the full
 //! bench).
 
 use crate::harness::{bench_json, nena};
@@ -55,6 +56,8 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
             "1",
             "--bytes",
             "2M",
+            "--udp-seconds",
+            "2",
             "--no-check",
             "--json",
         ],
@@ -70,7 +73,11 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
         .iter()
         .map(|x| x["variant"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["nena aead", "stunnel TLS 1.3"], "{s}");
+    assert_eq!(
+        names,
+        ["nena aead", "nena gateway aead", "stunnel TLS 1.3"],
+        "{s}"
+    );
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     for run in runs {
         assert_eq!(run["bytes"], bytes);
@@ -94,19 +101,50 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
     }
     assert_eq!(s["failures"].as_array().unwrap().len(), 0, "{s}");
     let t = s["targets"].as_array().unwrap();
-    assert_eq!(t.len(), 4, "{s}");
+    assert_eq!(t.len(), 7, "{s}");
     assert_eq!(t[0]["name"], "every nena run completed");
     assert_eq!(t[0]["pass"], true);
-    let (nena_run, tls_run) = (&runs[0], &runs[1]);
+    let (nena_run, gw_run, tls_run) = (&runs[0], &runs[1], &runs[2]);
     // One repetition: the paired ratio is that repetition's.
     let variants = s["variants"].as_array().unwrap();
     assert!(variants[0]["paired_cpu_ratio"].is_null(), "{s}");
-    let paired = variants[1]["paired_cpu_ratio"][0].as_f64().unwrap();
+    assert!(
+        variants[1]["paired_cpu_ratio"].is_null(),
+        "the gateway is no peer"
+    );
+    let paired = variants[2]["paired_cpu_ratio"][0].as_f64().unwrap();
     let cpu = f(nena_run, "cpu_s_per_gb") / f(tls_run, "cpu_s_per_gb");
     assert!((paired - cpu).abs() < 1e-9, "{s}");
     let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
     assert!((f(&t[3], "value") - goodput).abs() < 1e-9, "{s}");
     assert_eq!(t[3]["pass"], goodput >= 1.0);
     assert_eq!(t[1]["pass"], nena_run["multipath"]);
-    assert_eq!(s["pass"], t.iter().all(|x| x["pass"] == true), "{s}");
+    // The gateway against the proxy client, client end against client end.
+    assert_eq!(t[4]["name"], "every gateway run completed");
+    assert_eq!(t[4]["pass"], true);
+    assert_eq!(t[5]["pass"], gw_run["multipath"]);
+    let gw = f(gw_run, "client_cpu_s") / f(nena_run, "client_cpu_s");
+    assert!((f(&t[6], "value") - gw).abs() < 1e-9, "{s}");
+    assert_eq!(t[6]["pass"], gw <= 1.1);
+    // The UDP stream through the gateway: one run of 2 s at 50 Mbit/s in this setting.
+    let udp = &s["udp"];
+    let streams = udp["runs"]
+        .as_array()
+        .expect("a UDP stream in a link-bound setting");
+    assert_eq!(streams.len(), 1, "{udp}");
+    let u = &streams[0];
+    let (sent, lost) = (f(u, "packets"), f(u, "lost_packets"));
+    // 2 s at 50 Mbit/s of 1400-byte datagrams: about 8,900 sent.
+    assert!((4000.0..20000.0).contains(&sent), "{u}");
+    let lost_percent = lost * 100.0 / sent;
+    assert!(
+        (f(udp, "lost_percent") - lost_percent).abs() < 1e-9,
+        "{udp}"
+    );
+    assert_eq!(udp["pass"], lost_percent < 1.0);
+    assert_eq!(
+        s["pass"],
+        t.iter().all(|x| x["pass"] == true) && udp["pass"] == true,
+        "{s}"
+    );
 }

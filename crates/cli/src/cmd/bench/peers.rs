@@ -31,6 +31,13 @@ pub struct Args {
     /// stunnel (run under `nena run --mptcp-only`).
     #[arg(long, default_value = "stunnel")]
     pub stunnel: PathBuf,
+    /// iperf3 (the gateway's UDP stream).
+    #[arg(long, default_value = "iperf3")]
+    pub iperf3: PathBuf,
+    /// Seconds of each UDP stream through the gateway (one per repetition, in the
+    /// link-bound setting).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub udp_seconds: u32,
     /// Report, but exit 0 even when a target is missed.
     #[arg(long)]
     pub no_check: bool,
@@ -63,10 +70,14 @@ pub fn run(a: Args) -> CmdResult {
     }
     let variants: Vec<Variant> = Variant::ALL
         .into_iter()
-        .filter(|v| *v == Variant::Nena || a.peer.as_deref().is_none_or(|f| v.name().contains(f)))
+        .filter(|v| v.is_nena() || a.peer.as_deref().is_none_or(|f| v.name().contains(f)))
         .collect();
-    if variants.len() < 2 {
-        let names: Vec<&str> = Variant::ALL[1..].iter().map(|v| v.name()).collect();
+    if variants.iter().all(|v| v.is_nena()) {
+        let names: Vec<&str> = Variant::ALL
+            .iter()
+            .filter(|v| !v.is_nena())
+            .map(|v| v.name())
+            .collect();
         return Err(Exit::usage(anyhow!(
             "--peer {:?} matches none of: {}",
             a.peer.unwrap_or_default(),
@@ -78,6 +89,7 @@ pub fn run(a: Args) -> CmdResult {
         sslocal: a.sslocal,
         ssserver: a.ssserver,
         stunnel: a.stunnel,
+        iperf3: a.iperf3,
     };
     programs.check(&variants).map_err(Exit::usage)?;
     let opts = PeersOptions {
@@ -85,6 +97,7 @@ pub fn run(a: Args) -> CmdResult {
         settings,
         variants,
         programs,
+        udp_seconds: a.udp_seconds,
     };
     let json = a.json;
     let r = bench::run(&opts, super::output::progress("peers", json))?;

@@ -34,7 +34,7 @@ impl Programs {
         let mut need: Vec<(&Path, &str)> = Vec::new();
         for v in variants {
             match v {
-                Variant::Nena => {}
+                Variant::Nena | Variant::NenaLan => {}
                 Variant::Gateway => need.push((&self.iperf3, "iperf3")),
                 Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
                     need.push((&self.sslocal, "sslocal"));
@@ -257,12 +257,17 @@ pub fn start(
     let server_ip = *sink.ip();
     let (server_port, entry_port) = ports(variant);
     let server_addr = SocketAddrV4::new(server_ip, server_port);
-    let entry = SocketAddrV4::new(Ipv4Addr::LOCALHOST, entry_port);
+    // The SOCKS5 entry serving the LAN host listens on the client's LAN address.
+    let entry_ip = match variant {
+        Variant::NenaLan => nena_lab::LAN_GATEWAY_ADDR,
+        _ => Ipv4Addr::LOCALHOST,
+    };
+    let entry = SocketAddrV4::new(entry_ip, entry_port);
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let log = |end: &str| dir.join(format!("{}-{end}.log", variant.file_stem()));
     let quiet = [("RUST_LOG", "warn")];
     let (server, client) = match variant {
-        Variant::Nena => {
+        Variant::Nena | Variant::NenaLan => {
             let server = nena_server(lab, programs, server_addr, &[sink], log("server"))?;
             let client = Proc::spawn(
                 lab,
@@ -405,7 +410,11 @@ pub fn start(
         // The LAN host connects to the sink itself; the gateway takes the connection.
         entry: if gateway { sink } else { entry },
         socks: !gateway && variant != Variant::Stunnel,
-        app_host: if gateway { Host::Lan } else { Host::Client },
+        app_host: if variant.from_lan() {
+            Host::Lan
+        } else {
+            Host::Client
+        },
     };
     pair.server
         .wait_listening(lab, Host::Server, server_addr)

@@ -6,6 +6,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     Nena,
+    /// nena's proxy pair serving the LAN host (SOCKS5 on the client's LAN address): the
+    /// gateway's reference, the same bytes entering the client host the same way.
+    NenaLan,
     /// `nena gateway` (aead) carrying a LAN host's connection, with its own proxy server:
     /// nena's, measured against the proxy client rather than against the peers.
     Gateway,
@@ -16,8 +19,9 @@ pub enum Variant {
 
 impl Variant {
     /// Every tunnel, nena's two first.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::Nena,
+        Variant::NenaLan,
         Variant::Gateway,
         Variant::ShadowsocksAes,
         Variant::ShadowsocksChacha,
@@ -27,6 +31,7 @@ impl Variant {
     pub fn name(self) -> &'static str {
         match self {
             Variant::Nena => "nena aead",
+            Variant::NenaLan => "nena aead, LAN host",
             Variant::Gateway => "nena gateway aead",
             Variant::ShadowsocksAes => "shadowsocks aes-128-gcm",
             Variant::ShadowsocksChacha => "shadowsocks chacha20",
@@ -37,6 +42,7 @@ impl Variant {
     pub(super) fn file_stem(self) -> &'static str {
         match self {
             Variant::Nena => "nena",
+            Variant::NenaLan => "nena-lan",
             Variant::Gateway => "gateway",
             Variant::ShadowsocksAes => "ss-aes",
             Variant::ShadowsocksChacha => "ss-chacha",
@@ -46,7 +52,12 @@ impl Variant {
 
     /// Whether this is nena's own (the proxy pair or the gateway), not a peer.
     pub fn is_nena(self) -> bool {
-        matches!(self, Variant::Nena | Variant::Gateway)
+        matches!(self, Variant::Nena | Variant::NenaLan | Variant::Gateway)
+    }
+
+    /// Whether the application runs in the LAN host behind the client.
+    pub fn from_lan(self) -> bool {
+        matches!(self, Variant::NenaLan | Variant::Gateway)
     }
 
     /// The shadowsocks cipher of a shadowsocks variant.

@@ -1,7 +1,8 @@
 //! `nena bench peers`: a peer that is not installed is named before any lab comes up; and,
 //! as root, the bench end to end against stunnel (installed by scripts/install-deps.sh;
 //! shadowsocks-rust is built only by `make peers`), shortened: one setting, one small
-//! transfer per tunnel (nena's proxy pair, `nena gateway` for a LAN host, stunnel) and one
+//! transfer per tunnel (nena's proxy pair for its own host and for the LAN host, `nena
+//! gateway` for the LAN host, stunnel) and one
 //! 2 s UDP stream through the gateway (iperf3), every figure of the JSON consistent with its
 //! runs and the lab gone afterwards. The verdicts are reported, not required here (`make bench` runs the full
 //! bench).
@@ -75,7 +76,12 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
         .collect();
     assert_eq!(
         names,
-        ["nena aead", "nena gateway aead", "stunnel TLS 1.3"],
+        [
+            "nena aead",
+            "nena aead, LAN host",
+            "nena gateway aead",
+            "stunnel TLS 1.3"
+        ],
         "{s}"
     );
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
@@ -101,31 +107,36 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
     }
     assert_eq!(s["failures"].as_array().unwrap().len(), 0, "{s}");
     let t = s["targets"].as_array().unwrap();
-    assert_eq!(t.len(), 7, "{s}");
+    assert_eq!(t.len(), 9, "{s}");
     assert_eq!(t[0]["name"], "every nena run completed");
     assert_eq!(t[0]["pass"], true);
-    let (nena_run, gw_run, tls_run) = (&runs[0], &runs[1], &runs[2]);
+    let (nena_run, lan_run, gw_run, tls_run) = (&runs[0], &runs[1], &runs[2], &runs[3]);
     // One repetition: the paired ratio is that repetition's.
     let variants = s["variants"].as_array().unwrap();
     assert!(variants[0]["paired_cpu_ratio"].is_null(), "{s}");
-    assert!(
-        variants[1]["paired_cpu_ratio"].is_null(),
-        "the gateway is no peer"
-    );
-    let paired = variants[2]["paired_cpu_ratio"][0].as_f64().unwrap();
+    for own in &variants[1..3] {
+        assert!(
+            own["paired_cpu_ratio"].is_null(),
+            "nena's own is no peer: {own}"
+        );
+    }
+    let paired = variants[3]["paired_cpu_ratio"][0].as_f64().unwrap();
     let cpu = f(nena_run, "cpu_s_per_gb") / f(tls_run, "cpu_s_per_gb");
     assert!((paired - cpu).abs() < 1e-9, "{s}");
     let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
     assert!((f(&t[3], "value") - goodput).abs() < 1e-9, "{s}");
     assert_eq!(t[3]["pass"], goodput >= 1.0);
     assert_eq!(t[1]["pass"], nena_run["multipath"]);
-    // The gateway against the proxy client, client end against client end.
-    assert_eq!(t[4]["name"], "every gateway run completed");
-    assert_eq!(t[4]["pass"], true);
-    assert_eq!(t[5]["pass"], gw_run["multipath"]);
-    let gw = f(gw_run, "client_cpu_s") / f(nena_run, "client_cpu_s");
-    assert!((f(&t[6], "value") - gw).abs() < 1e-9, "{s}");
-    assert_eq!(t[6]["pass"], gw <= 1.1);
+    // The gateway against the proxy client serving the LAN host, client end against
+    // client end.
+    assert_eq!(t[4]["name"], "every LAN-host proxy run completed");
+    assert_eq!(t[5]["pass"], lan_run["multipath"]);
+    assert_eq!(t[6]["name"], "every gateway run completed");
+    assert_eq!(t[6]["pass"], true);
+    assert_eq!(t[7]["pass"], gw_run["multipath"]);
+    let gw = f(gw_run, "client_cpu_s") / f(lan_run, "client_cpu_s");
+    assert!((f(&t[8], "value") - gw).abs() < 1e-9, "{s}");
+    assert_eq!(t[8]["pass"], gw <= 1.1);
     // The UDP stream through the gateway: one run of 2 s at 50 Mbit/s in this setting.
     let udp = &s["udp"];
     let streams = udp["runs"]

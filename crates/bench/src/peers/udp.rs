@@ -1,9 +1,11 @@
 //! The gateway's UDP stream (issue 39, item 6): iperf3 sends datagrams at a fixed rate from
 //! the LAN host to an iperf3 server on the server host, through `nena gateway --udp carry`
 //! (each datagram framed in the flow's nena session, op 7) and the gateway's proxy server,
-//! which sends them on. The receiver's count of lost datagrams is the verdict's figure: the
-//! links carry the datagrams inside MPTCP, which resends what a link drops, so every lost
-//! datagram is one the gateway, the relay or the sockets around them dropped.
+//! which sends them on. Beside it, in the same repetition, the same stream from the client
+//! host straight over the link (no nena): what the links and the receiving host drop. The
+//! verdict is on what the gateway loses beyond that, from the receiver's counts. (Through
+//! the gateway the links carry the datagrams inside MPTCP, which resends what a link drops:
+//! a datagram lost there was dropped by a socket, the gateway or the relay.)
 
 use anyhow::{bail, Context, Result};
 use nena_lab::{Host, Lab};
@@ -40,26 +42,42 @@ pub struct UdpRun {
 /// The streams of one setting and their verdict.
 #[derive(Debug, Clone, Serialize)]
 pub struct UdpResult {
+    /// Through the gateway.
     pub runs: Vec<UdpRun>,
-    /// Lost over sent, over every run, in percent.
+    /// Straight from the client host over the link.
+    pub direct_runs: Vec<UdpRun>,
+    /// Lost over sent, over every run through the gateway, in percent.
     pub lost_percent: f64,
+    /// The same straight over the link.
+    pub direct_lost_percent: f64,
+    /// `lost_percent - direct_lost_percent`: what the gateway loses beyond the links.
+    pub beyond_percent: f64,
     pub pass: bool,
 }
 
-/// The runs' verdict: what every run lost together, against [`LOSS_TARGET_PERCENT`]. No
-/// run (all failed) fails it.
-pub fn summarize(runs: Vec<UdpRun>) -> UdpResult {
+/// Lost over sent of `runs` together, in percent; None when nothing was sent.
+fn lost_percent(runs: &[UdpRun]) -> Option<f64> {
     let sent: u64 = runs.iter().map(|r| r.packets).sum();
     let lost: u64 = runs.iter().map(|r| r.lost_packets).sum();
-    let lost_percent = if sent == 0 {
-        100.0
-    } else {
-        lost as f64 * 100.0 / sent as f64
+    (sent > 0).then(|| lost as f64 * 100.0 / sent as f64)
+}
+
+/// The verdict: what the gateway's runs lost together beyond what the direct runs lost
+/// together, against [`LOSS_TARGET_PERCENT`] (percentage points). No run of either (all
+/// failed) fails it.
+pub fn summarize(runs: Vec<UdpRun>, direct_runs: Vec<UdpRun>) -> UdpResult {
+    let (gw, direct) = (lost_percent(&runs), lost_percent(&direct_runs));
+    let beyond = match (gw, direct) {
+        (Some(g), Some(d)) => g - d,
+        _ => 100.0,
     };
     UdpResult {
-        pass: sent > 0 && lost_percent < LOSS_TARGET_PERCENT,
-        lost_percent,
+        pass: gw.is_some() && direct.is_some() && beyond < LOSS_TARGET_PERCENT,
+        lost_percent: gw.unwrap_or(100.0),
+        direct_lost_percent: direct.unwrap_or(100.0),
+        beyond_percent: beyond,
         runs,
+        direct_runs,
     }
 }
 
@@ -90,9 +108,11 @@ pub fn server(
     Ok(p)
 }
 
-/// One stream of `seconds` at [`UDP_MBIT`] from the LAN host to the iperf3 server at `to`.
+/// One stream of `seconds` at [`UDP_MBIT`] from `from` (the LAN host: through the
+/// gateway; the client host: straight over the link) to the iperf3 server at `to`.
 pub fn stream(
     lab: &Lab,
+    from: Host,
     iperf3: &Path,
     to: SocketAddrV4,
     seconds: u32,
@@ -100,7 +120,7 @@ pub fn stream(
 ) -> Result<UdpRun> {
     let mut child = lab
         .command(
-            Host::Lan,
+            from,
             iperf3,
             [
                 "-c".to_string(),
@@ -123,7 +143,7 @@ pub fn stream(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .context("starting iperf3 in the LAN host")?;
+        .with_context(|| format!("starting iperf3 in the {from:?} host"))?;
     let mut stdout = child.stdout.take().context("iperf3's output")?;
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -211,15 +231,21 @@ mod tests {
     }
 
     #[test]
-    fn the_verdict_is_on_every_runs_datagrams_together() {
-        // 0.5% and 1.4%: 19 of 2000 together, 0.95%.
-        let r = summarize(vec![run(1000, 5), run(1000, 14)]);
+    fn the_verdict_is_on_every_runs_datagrams_together_beyond_the_direct_ones() {
+        // 0.5% and 1.4%: 19 of 2000 together, 0.95%; nothing lost directly.
+        let r = summarize(vec![run(1000, 5), run(1000, 14)], vec![run(1000, 0)]);
         assert!((r.lost_percent - 0.95).abs() < 1e-9 && r.pass, "{r:?}");
-        // Exactly 1% is not less than 1%.
-        let r = summarize(vec![run(1000, 10)]);
+        assert!((r.beyond_percent - 0.95).abs() < 1e-9);
+        // Exactly 1% beyond is not less than 1%.
+        let r = summarize(vec![run(1000, 10)], vec![run(1000, 0)]);
         assert!(!r.pass);
-        // Nothing measured is no pass.
-        let r = summarize(Vec::new());
+        // 1.5% through the gateway where the link itself lost 0.7%: 0.8% beyond.
+        let r = summarize(vec![run(1000, 15)], vec![run(1000, 7)]);
+        assert!((r.beyond_percent - 0.8).abs() < 1e-9 && r.pass, "{r:?}");
+        // Nothing measured on either side is no pass.
+        let r = summarize(Vec::new(), vec![run(1000, 0)]);
         assert!(!r.pass && r.lost_percent == 100.0);
+        let r = summarize(vec![run(1000, 0)], Vec::new());
+        assert!(!r.pass);
     }
 }

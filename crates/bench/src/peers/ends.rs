@@ -235,6 +235,9 @@ pub struct Pair {
 
 /// Ports in the lab: the sink, then two per tunnel (server end, client entry).
 pub const SINK_PORT: u16 = 7410;
+/// The iperf3 server's port on the server host (TCP for its control connection, UDP for
+/// the gateway's stream).
+pub const IPERF_PORT: u16 = 7409;
 fn ports(v: Variant) -> (u16, u16) {
     let base = 7411 + 2 * Variant::ALL.iter().position(|x| *x == v).unwrap_or(0) as u16;
     (base, base + 1)
@@ -296,7 +299,7 @@ pub fn start(
         Variant::Gateway => {
             // The sink, and the UDP stream's iperf3 server (its control connection and its
             // datagrams both go through the gateway).
-            let iperf = SocketAddrV4::new(server_ip, super::udp::IPERF_PORT);
+            let iperf = SocketAddrV4::new(server_ip, IPERF_PORT);
             let server = nena_server(lab, programs, server_addr, &[sink, iperf], log("server"))?;
             let client = Proc::spawn(
                 lab,
@@ -623,7 +626,7 @@ mod tests {
                 [a, b]
             })
             .collect();
-        all.push(SINK_PORT);
+        all.extend([SINK_PORT, IPERF_PORT]);
         let n = all.len();
         all.sort();
         all.dedup();

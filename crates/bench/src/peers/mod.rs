@@ -216,7 +216,7 @@ fn run_on(
         pairs.push(ends::start(*v, &lab, &opts.programs, &dir.0, sink_addr)?);
     }
     let gateway = opts.variants.contains(&Variant::Gateway);
-    let iperf_addr = SocketAddrV4::new(*sink_addr.ip(), udp::IPERF_PORT);
+    let iperf_addr = SocketAddrV4::new(*sink_addr.ip(), ends::IPERF_PORT);
     let _iperf = if gateway {
         let log = dir.0.join("iperf3-server.log");
         Some(udp::server(&lab, &opts.programs.iperf3, iperf_addr, &log)?)

@@ -15,9 +15,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// The iperf3 server's port on the server host (TCP for its control connection, UDP for
-/// the stream).
-pub const IPERF_PORT: u16 = 7420;
 /// The stream's rate.
 pub const UDP_MBIT: u64 = 50;
 /// Bytes of each datagram: fixed, so that the count does not follow the path's MSS.

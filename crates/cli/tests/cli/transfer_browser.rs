@@ -66,6 +66,10 @@ fn chromium_args(profile: &Path) -> Vec<String> {
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
+        // Dump the DOM once the page is idle (virtual time stands still while requests are
+        // pending), not at the first moment the load event allows: on a loaded host the
+        // page's own load handler may not have written its count yet.
+        "--virtual-time-budget=20000",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -77,14 +81,17 @@ fn chromium_args(profile: &Path) -> Vec<String> {
     .collect()
 }
 
-fn assert_complete(dom: &str, how: &str) {
+fn assert_complete(out: &std::process::Output, how: &str, nena_said: &str) {
+    let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         dom.contains("<p id=\"result\">loaded=30 of=30</p>"),
-        "{how}: the page did not load complete: {}",
+        "{how}: the page did not load complete ({}): {}; the browser said: {}; nena said: {nena_said}",
+        out.status,
         dom.lines()
             .filter(|l| l.contains("result") || l.contains("<title>"))
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" "),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -135,7 +142,7 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_complete(&String::from_utf8_lossy(&out.stdout), "through the gateway");
+    assert_complete(&out, "through the gateway", &gw.stderr());
     drop(gw);
 
     // 2. On the client, under `nena run`.
@@ -153,7 +160,7 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_complete(&String::from_utf8_lossy(&out.stdout), "under nena run");
+    assert_complete(&out, "under nena run", &String::from_utf8_lossy(&out.stderr));
 
     cu.stop().unwrap();
     ct.stop().unwrap();

@@ -10,33 +10,38 @@
 //! `--socks-user-file`, UDP ASSOCIATE needs the password too.
 
 use crate::harness::*;
-use crate::transfer_run_dns_udp::{udp_echo, udp_service};
+use crate::transfer_run_dns_udp::{udp_echo, udp_echo_on};
 use nena_lab::{Host, Link};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::time::Duration;
 
+/// How long the test waits for an event at most.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// `nena -v proxy server` on 198.18.3.2:PORT, permitting only the echo: its address, and it.
+fn proxy_server(lab: &nena_lab::Lab, port: u16) -> (String, Proc) {
+    let listen = server(lab, port);
+    let args = [
+        "-v", "proxy", "server", "--listen", &listen, "--allow", ALLOW,
+    ];
+    let p = spawn_listening(lab, Host::Server, &args);
+    (listen, p)
+}
+
+/// `nena -v proxy client --socks5 ENTRY --to LISTEN EXTRA..` in the client host.
+fn socks_client(lab: &nena_lab::Lab, entry: &str, listen: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["-v", "proxy", "client", "--socks5", entry, "--to", listen];
+    args.extend_from_slice(&PATHS);
+    args.extend_from_slice(extra);
+    spawn_listening(lab, Host::Client, &args)
+}
+
+/// What the proxy server permits: the echo only.
+const ALLOW: &str = "198.18.3.2/32:7007";
 /// The echo `--allow` permits, and one it does not.
 const ECHO: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 3, 2), 7007);
 const OTHER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 3, 2), 7008);
-
-/// A second UDP echo on 198.18.3.2:7008 of the server host (outside `--allow`).
-fn other_echo(lab: &nena_lab::Lab) -> Killed {
-    udp_service(
-        lab,
-        OTHER.port(),
-        "python3",
-        &[
-            "-c",
-            "import socket\n\
-             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('198.18.3.2', 7008))\n\
-             while True:\n\
-             \x20   d, a = s.recvfrom(65535)\n\
-             \x20   s.sendto(d, a)\n",
-        ],
-    )
-}
 
 /// SOCKS5 UDP ASSOCIATE on a new control connection to `entry` (with `auth`, RFC 1929
 /// username/password): the reply code and, when it succeeded, the relay's address
@@ -46,7 +51,7 @@ fn associate(
     auth: Option<(&str, &str)>,
 ) -> std::io::Result<(u8, Option<(SocketAddr, TcpStream)>)> {
     let mut s = TcpStream::connect(entry)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    s.set_read_timeout(Some(WAIT))?;
     let method = if auth.is_some() { 2 } else { 0 };
     s.write_all(&[5, 1, method])?;
     let mut m = [0u8; 2];
@@ -100,7 +105,7 @@ fn recv(udp: &UdpSocket) -> Vec<u8> {
 fn client_socket(lab: &nena_lab::Lab, relay: SocketAddr) -> UdpSocket {
     lab.run_in(Host::Client, move || {
         let u = UdpSocket::bind("127.0.0.1:0")?;
-        u.set_read_timeout(Some(Duration::from_secs(20)))?;
+        u.set_read_timeout(Some(WAIT))?;
         u.connect(relay)?;
         Ok::<_, std::io::Error>(u)
     })
@@ -113,40 +118,12 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
     let lab = lab();
     let dir = TempDir::new("socks-udp");
     let _echo = udp_echo(&lab);
-    let _other = other_echo(&lab);
-    let listen = server(&lab, 7441);
-    let ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "-v",
-            "proxy",
-            "server",
-            "--listen",
-            &listen,
-            "--allow",
-            "198.18.3.2/32:7007",
-        ],
-    );
-    let mut args = vec![
-        "-v",
-        "proxy",
-        "client",
-        "--socks5",
-        "127.0.0.1:1085",
-        "--to",
-        &listen,
-    ];
-    args.extend_from_slice(&PATHS);
-    let pc = spawn_listening(&lab, Host::Client, &args);
-    let caps = [
-        (Link::Trusted, dir.join("trusted.pcap")),
-        (Link::Untrusted, dir.join("untrusted.pcap")),
-    ];
-    let captures: Vec<_> = caps
-        .iter()
-        .map(|(l, f)| lab.capture(*l, f).unwrap())
-        .collect();
+    let _other = udp_echo_on(&lab, OTHER.port());
+    let (listen, ps) = proxy_server(&lab, 7441);
+    let pc = socks_client(&lab, "127.0.0.1:1085", &listen, &[]);
+    let (cap_t, cap_u) = (dir.join("trusted.pcap"), dir.join("untrusted.pcap"));
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     // A payload of this run's own: random, 1,200 bytes.
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -176,7 +153,7 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
         .unwrap();
     ps.wait_stderr(
         &format!("datagram to {OTHER}: not permitted by --allow; dropped"),
-        Duration::from_secs(20),
+        WAIT,
     );
     // The echo round trip: the reply's header names the echo as its source. Twice, with
     // two payloads: nothing else arrives in between (no answer to the refused datagram).
@@ -197,14 +174,11 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
     // client, which says why.
     let stranger = client_socket(&lab, relay);
     stranger.send(&to(ECHO, 0, b"from a stranger")).unwrap();
-    pc.wait_stderr(
-        "not the association's client; dropped",
-        Duration::from_secs(20),
-    );
+    pc.wait_stderr("not the association's client; dropped", WAIT);
     udp.send(&to(ECHO, 1, b"a fragment")).unwrap();
     pc.wait_stderr(
         "SOCKS UDP fragment 0x01 (fragmentation is not supported); dropped",
-        Duration::from_secs(20),
+        WAIT,
     );
     let mut named = vec![0, 0, 0, 3, 18];
     named.extend_from_slice(b"files.example.test");
@@ -213,7 +187,7 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
     udp.send(&named).unwrap();
     pc.wait_stderr(
         "a datagram to the domain name files.example.test:7007: names are not resolved",
-        Duration::from_secs(20),
+        WAIT,
     );
     // The association still works, and only its own echo comes back.
     udp.send(&to(ECHO, 0, &payload)).unwrap();
@@ -227,19 +201,17 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
     drop(control);
     let log = pc.wait_stderr(
         &format!("UDP ASSOCIATE on {relay} ended: the control connection closed"),
-        Duration::from_secs(20),
+        WAIT,
     );
     let line = log
         .lines()
         .find(|l| l.contains(&format!("UDP ASSOCIATE on {relay} ended")))
         .unwrap();
-    assert!(
-        line.contains("4 datagrams sent, 3 received, 3 dropped"),
-        "{line}"
-    );
+    let counts = "4 datagrams sent, 3 received, 3 dropped";
+    assert!(line.contains(counts), "{line}");
     ps.wait_stderr(
         "datagrams: 3 sent, 3 received, 1 not permitted by --allow",
-        Duration::from_secs(20),
+        WAIT,
     );
     udp.send(&to(ECHO, 0, &payload)).unwrap();
     let mut b = [0u8; 100];
@@ -250,12 +222,11 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
         "a datagram after the association's end: {after:?}"
     );
 
-    for c in captures {
-        c.stop().unwrap();
-    }
-    for (link, file) in &caps {
+    ct.stop().unwrap();
+    cu.stop().unwrap();
+    for (link, file) in [(Link::Trusted, &cap_t), (Link::Untrusted, &cap_u)] {
         assert!(
-            packets(file, "tcp") > 0 || *link == Link::Untrusted,
+            packets(file, "tcp") > 0 || link == Link::Untrusted,
             "{link:?}: nothing captured?"
         );
         assert_eq!(packets(file, "udp"), 0, "{link:?}: UDP in the clear");
@@ -275,33 +246,14 @@ fn socks5_udp_associate_keeps_username_and_password() {
     let dir = TempDir::new("socks-udp-auth");
     std::fs::write(dir.join("users"), "alice:s3cret\n").unwrap();
     let _echo = udp_echo(&lab);
-    let listen = server(&lab, 7442);
-    let _ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "proxy",
-            "server",
-            "--listen",
-            &listen,
-            "--allow",
-            "198.18.3.2/32:7007",
-        ],
-    );
+    let (listen, _ps) = proxy_server(&lab, 7442);
     let users = dir.join("users").display().to_string();
-    let mut args = vec![
-        "-v",
-        "proxy",
-        "client",
-        "--socks5",
+    let pc = socks_client(
+        &lab,
         "127.0.0.1:1086",
-        "--socks-user-file",
-        &users,
-        "--to",
         &listen,
-    ];
-    args.extend_from_slice(&PATHS);
-    let pc = spawn_listening(&lab, Host::Client, &args);
+        &["--socks-user-file", &users],
+    );
     let entry: SocketAddr = "127.0.0.1:1086".parse().unwrap();
     let (without, _) = lab
         .run_in(Host::Client, move || associate(entry, None))

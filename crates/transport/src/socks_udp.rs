@@ -15,15 +15,15 @@
 //! their source, which the proxy client puts in the SOCKS UDP header of the datagram it
 //! sends the application.
 //!
-//! The association ends when the control connection closes (the session is then ended
-//! cleanly and the socket closed), when the proxy stops, or when its session ends: after
+//! The association ends when the control connection closes or the proxy stops (after its
+//! `--grace`; the session is then ended cleanly and the socket closed), or when its session
+//! ends: after
 //! [`IDLE`] without a datagram from the application (as the server's side does), or on a
 //! failure (a refusal, a broken session). Its control connection is closed with it.
 
 use crate::carry::relay::{read_datagram, write_datagram, RelayStats, IDLE};
 use crate::client::Paths;
 use crate::conn::ClientOptions;
-use crate::ends::ShuttingDown;
 use crate::metrics::{Tally, Wire};
 use crate::proxy_open::open_service;
 use crate::socks::{self, Host, Rep, Target, UdpPacket};
@@ -44,9 +44,10 @@ use tokio::sync::{mpsc, Semaphore};
 /// drops them.
 const QUEUE: usize = 256;
 
-/// How long an association whose control connection closed may take to end its session
-/// cleanly.
-const WIND_DOWN: Duration = Duration::from_secs(2);
+/// How long an association whose control connection closed, or whose proxy stops, may take
+/// to end its session cleanly (within the [`crate::conn::ABORT_NOTICE`] a stopping proxy
+/// gives its sessions).
+const WIND_DOWN: Duration = Duration::from_millis(400);
 
 /// Who may send datagrams to an association (sans-IO): the control connection's peer
 /// address, narrowed to the address and port of the request when they are not zero; the
@@ -99,10 +100,11 @@ impl Client {
 
 /// Why an association ended.
 enum End {
-    ControlClosed,
+    /// The control connection closed, or the proxy stopped: the session is ended cleanly
+    /// (datagrams are whole or absent: nothing looks complete that is cut).
+    Closing(&'static str),
     Session(Result<Option<String>>),
     Socket(anyhow::Error),
-    Stopped,
 }
 
 /// One UDP ASSOCIATE of the proxy client, from the request (`requested`: the client's
@@ -281,8 +283,8 @@ pub(crate) async fn associate(
             r = &mut receive => End::Socket(anyhow::Error::new(r.err().unwrap_or_else(|| {
                 std::io::Error::other("the association's socket ended")
             }))),
-            () = control_closed => End::ControlClosed,
-            () = stop.stopped() => End::Stopped,
+            () = control_closed => End::Closing("the control connection closed"),
+            () = stop.stopped() => End::Closing("the proxy is stopping"),
         }
         // `receive` ends here, and with it the queue toward the session.
     };
@@ -296,7 +298,7 @@ pub(crate) async fn associate(
     };
     let what = format!("UDP ASSOCIATE on {bound}");
     match end {
-        End::ControlClosed => {
+        End::Closing(why) => {
             // The session (if any) ends cleanly once it has sent what was queued.
             let how = match tokio::time::timeout(WIND_DOWN, &mut session).await {
                 Ok(Ok(Some(s))) => s,
@@ -304,10 +306,7 @@ pub(crate) async fn associate(
                 Ok(Err(e)) => return Err(e.context(format!("{what} ({})", counts()))),
                 Err(_) => "the session did not end in time".to_string(),
             };
-            Ok(format!(
-                "{what} ended: the control connection closed; {}; {how}",
-                counts()
-            ))
+            Ok(format!("{what} ended: {why}; {}; {how}", counts()))
         }
         End::Session(Ok(how)) => Ok(format!(
             "{what} ended: {}; {}",
@@ -316,9 +315,6 @@ pub(crate) async fn associate(
         )),
         End::Session(Err(e)) => Err(e.context(format!("{what} ({})", counts()))),
         End::Socket(e) => Err(e.context(format!("{what} ({})", counts()))),
-        End::Stopped => {
-            Err(anyhow::Error::new(ShuttingDown).context(format!("{what} ({})", counts())))
-        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! with a line saying why; neither link carries a UDP packet or a 16-byte run of the
 //! payload; closing the control connection ends the association (its UDP port is closed:
 //! the next datagram gets "port unreachable", and the server's session ends cleanly); with
-//! `--socks-user-file`, UDP ASSOCIATE needs the password too.
+//! `--socks-user-file`, UDP ASSOCIATE needs the password too; the proxy client's stop ends
+//! an association whose control connection is still open.
 
 use crate::harness::*;
 use crate::transfer_run_dns_udp::{udp_echo, udp_echo_on};
@@ -239,14 +240,15 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
 }
 
 /// With `--socks-user-file`, UDP ASSOCIATE needs the user's password: without it no
-/// method is acceptable; with it the round trip works.
+/// method is acceptable; with it the round trip works. The proxy client's stop (SIGTERM)
+/// ends the association, whose session ends cleanly on the server too.
 #[test]
 fn socks5_udp_associate_keeps_username_and_password() {
     let lab = lab();
     let dir = TempDir::new("socks-udp-auth");
     std::fs::write(dir.join("users"), "alice:s3cret\n").unwrap();
     let _echo = udp_echo(&lab);
-    let (listen, _ps) = proxy_server(&lab, 7442);
+    let (listen, ps) = proxy_server(&lab, 7442);
     let users = dir.join("users").display().to_string();
     let pc = socks_client(
         &lab,
@@ -272,4 +274,11 @@ fn socks5_udp_associate_keeps_username_and_password() {
     let payload = random(512, 77);
     udp.send(&to(ECHO, 0, &payload)).unwrap();
     assert!(recv(&udp) == to(ECHO, 0, &payload), "{}", pc.stderr());
+    // The proxy's stop ends the association (its control connection still open) and the
+    // proxy exits.
+    let mut pc = pc;
+    assert!(pc.terminate().success(), "{}", pc.stderr());
+    let stopped = format!("UDP ASSOCIATE on {relay} ended: the proxy is stopping");
+    pc.wait_stderr(&stopped, WAIT);
+    ps.wait_stderr("datagrams: 1 sent, 1 received, 0 not permitted", WAIT);
 }

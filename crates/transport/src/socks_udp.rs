@@ -135,7 +135,7 @@ pub(crate) async fn associate(
     control
         .write_all(&socks::reply(Rep::Succeeded, Some(bound)))
         .await?;
-    log::info!("SOCKS UDP ASSOCIATE for {requested}: relay on {bound}");
+    log::info!("{peer}: SOCKS UDP ASSOCIATE (datagrams from {requested}): relay on {bound}");
     let client = Mutex::new(Client::new(peer.ip(), &requested));
     let stats = RelayStats::default();
     let (tx, mut rx) = mpsc::channel::<Datagram>(QUEUE);

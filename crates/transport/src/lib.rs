@@ -15,7 +15,8 @@
 //!   (nftables TPROXY) and forwards nothing of the LAN around it.
 //! - [`stop`]: stopping a server cleanly (SIGINT/SIGTERM, the grace period's end).
 //! - [`socks`]: SOCKS5 (RFC 1928/1929) for `nena proxy client --socks5` and the proxy
-//!   server's `--allow` list, sans-IO.
+//!   server's `--allow` list, sans-IO; `socks_udp` (private): the proxy client's UDP
+//!   ASSOCIATE, its datagrams carried in a datagram session (op 7) of [`carry`].
 //! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
 //!   `transfer`) and of the scenario runner.
 //! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
@@ -46,6 +47,7 @@ pub mod resolve;
 pub mod server;
 pub mod session;
 pub mod socks;
+mod socks_udp;
 pub mod stop;
 pub mod stream;
 pub mod testing;

@@ -23,7 +23,9 @@
 //! the application ([`crate::socks::Handshake`]), opens one nena session per CONNECT and
 //! sends the destination inside it ([`crate::wire::ConnectRequest`]); the server resolves it,
 //! connects only to addresses its `--allow` list permits and answers with a SOCKS reply code
-//! ([`crate::wire::ConnectReply`]), which the client passes on to the application. A server
+//! ([`crate::wire::ConnectReply`]), which the client passes on to the application. A UDP
+//! ASSOCIATE gets a UDP socket of the client's and one datagram session (op 7) for its
+//! datagrams ([`crate::socks_udp`]), sent on by the server within the same `--allow` list. A server
 //! without `--forward` and without `--allow` refuses every request (never an open relay).
 
 use crate::bridge::{abort_nena, relay, stopped};
@@ -32,7 +34,7 @@ use crate::conn::{self, AcceptOptions, ClientOptions};
 pub use crate::ends::{Refused, Refusing, ShuttingDown};
 use crate::metrics::{HandshakeFailed, Metrics, Tally, Wire};
 use crate::proxy_open::{open_to, FirstFlight};
-use crate::socks::{self, AllowList, Handshake, Host, Rep, Target, Users};
+use crate::socks::{self, AllowList, Command, Handshake, Host, Rep, Target, Users};
 use crate::stop::StopSignal;
 use crate::stream::PROXY_BUF;
 use crate::wire::{AccessToken, ConnectReply, Service};
@@ -181,9 +183,12 @@ pub enum Egress {
 /// How long an application has for its SOCKS greeting and request.
 pub const SOCKS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Reads the application's SOCKS exchange up to its CONNECT request, answering as it goes;
-/// on a malformed exchange answers what the RFC says and fails.
-async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Target, Vec<u8>)> {
+/// Reads the application's SOCKS exchange up to its request (CONNECT or UDP ASSOCIATE),
+/// answering as it goes; on a malformed exchange answers what the RFC says and fails.
+async fn socks_accept(
+    plain: &mut TcpStream,
+    users: Option<Users>,
+) -> Result<(Target, Command, Vec<u8>)> {
     let mut hs = Handshake::new(users);
     let mut buf = [0u8; 1024];
     let exchange = async {
@@ -198,7 +203,7 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
                         plain.write_all(&p.send).await?;
                     }
                     if let Some(t) = p.request {
-                        return Ok((t, p.leftover));
+                        return Ok((t, p.command, p.leftover));
                     }
                 }
                 Err(e) => {
@@ -218,7 +223,8 @@ async fn socks_accept(plain: &mut TcpStream, users: Option<Users>) -> Result<(Ta
 }
 
 /// One SOCKS session of the proxy client: the exchange with the application, the nena
-/// session, the connect request, the reply passed on, then the relay.
+/// session, the connect request, the reply passed on, then the relay. A UDP ASSOCIATE is
+/// [`crate::socks_udp::associate`]'s.
 async fn socks_session(
     mut plain: TcpStream,
     users: Option<Users>,
@@ -229,7 +235,20 @@ async fn socks_session(
 ) -> Result<String> {
     // Boxed: the exchange and the opening are done before the session idles, and their
     // state would otherwise stay allocated in every session's task for its whole life.
-    let (target, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
+    let (target, command, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
+    if command == Command::UdpAssociate {
+        // The control connection carries nothing after the request: `leftover` is dropped
+        // with what follows it.
+        return Box::pin(crate::socks_udp::associate(
+            plain,
+            target,
+            &opts,
+            &connecting,
+            &stop,
+            &tally,
+        ))
+        .await;
+    }
     let mut c = match Box::pin(open_to(Some(&target), None, &opts, &connecting, &tally)).await {
         Ok(c) => c,
         Err((code, e)) => {

@@ -1,10 +1,13 @@
 //! SOCKS5 for `nena proxy client --socks5` and the allow-list of `nena proxy server --allow`,
 //! sans-IO (bytes in, requests, replies and decisions out).
 //!
-//! - [`Handshake`]: the server side of RFC 1928 (version 5, CONNECT only; ATYP IPv4, domain
-//!   name, IPv6) with the methods "no authentication" and username/password (RFC 1929) when
-//!   [`Users`] are configured. Feed it what the application sent; it says what to answer and,
-//!   at the end, which destination the application asked for.
+//! - [`Handshake`]: the server side of RFC 1928 (version 5, CONNECT and UDP ASSOCIATE; ATYP
+//!   IPv4, domain name, IPv6) with the methods "no authentication" and username/password
+//!   (RFC 1929) when [`Users`] are configured. Feed it what the application sent; it says what
+//!   to answer and, at the end, which command and destination the application asked for.
+//! - [`UdpPacket`]: the header of a UDP ASSOCIATE datagram (RFC 1928 section 7), parsed from
+//!   what arrives from the network ([`UdpPacket::parse`]) and put in front of a reply
+//!   ([`UdpPacket::encode`]).
 //! - [`Target`]: a requested destination (an address or a domain name, and a port), also
 //!   carried to the proxy server inside the nena session ([`crate::wire::ConnectRequest`]).
 //! - [`AllowRule`] / [`AllowList`]: `CIDR[:PORT[-PORT]]` rules; the proxy server forwards to an
@@ -25,8 +28,10 @@ pub const METHOD_NONE: u8 = 0x00;
 pub const METHOD_USERPASS: u8 = 0x02;
 /// Method reply: no acceptable methods.
 pub const METHOD_NO_ACCEPTABLE: u8 = 0xff;
-/// Command CONNECT (the only one served).
+/// Command CONNECT.
 pub const CMD_CONNECT: u8 = 0x01;
+/// Command UDP ASSOCIATE (RFC 1928 section 7). BIND (0x02) is not served.
+pub const CMD_UDP_ASSOCIATE: u8 = 0x03;
 /// Address types.
 pub const ATYP_IPV4: u8 = 0x01;
 pub const ATYP_DOMAIN: u8 = 0x03;
@@ -206,7 +211,7 @@ pub enum SocksError {
     EmptyCredentials,
     #[error("wrong user name or password")]
     AuthFailed,
-    #[error("SOCKS command {0:#04x} not supported (CONNECT only)")]
+    #[error("SOCKS command {0:#04x} not supported (CONNECT and UDP ASSOCIATE only)")]
     Command(u8),
     #[error("reserved byte of the SOCKS request is {0:#04x}, not 0")]
     Reserved(u8),
@@ -318,23 +323,37 @@ enum State {
     Done,
 }
 
+/// The command of a SOCKS request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Command {
+    /// CONNECT: the request's destination is where to connect.
+    #[default]
+    Connect,
+    /// UDP ASSOCIATE: the request's "destination" is the address and port the application
+    /// will send its datagrams from (zeros when it does not know them yet).
+    UdpAssociate,
+}
+
 /// What [`Handshake::feed`] produced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Progress {
     /// Bytes to send to the application now.
     pub send: Vec<u8>,
-    /// The CONNECT request, once complete. The reply to it is the caller's
+    /// The request's address and port, once complete. The reply to it is the caller's
     /// ([`reply`]): it depends on what the proxy server answers.
     pub request: Option<Target>,
+    /// The request's command (meaningful once `request` is set).
+    pub command: Command,
     /// Bytes the application sent after its request (to be relayed once connected).
     pub leftover: Vec<u8>,
 }
 
-/// The server side of a SOCKS5 exchange, up to the CONNECT request (sans-IO).
+/// The server side of a SOCKS5 exchange, up to the request (sans-IO).
 #[derive(Debug)]
 pub struct Handshake {
     users: Option<Users>,
     state: State,
+    command: Command,
     buf: Vec<u8>,
     user: String,
 }
@@ -349,6 +368,7 @@ impl Handshake {
         Handshake {
             users,
             state: State::Greeting,
+            command: Command::Connect,
             buf: Vec::new(),
             user: String::new(),
         }
@@ -359,7 +379,12 @@ impl Handshake {
         &self.user
     }
 
-    /// Whether the CONNECT request was read.
+    /// The request's command (meaningful once it was read).
+    pub fn command(&self) -> Command {
+        self.command
+    }
+
+    /// Whether the request was read.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
@@ -480,9 +505,11 @@ impl Handshake {
         let Some(&cmd) = b.get(1) else {
             return Ok(None);
         };
-        if cmd != CMD_CONNECT {
-            return Err(SocksError::Command(cmd));
-        }
+        let command = match cmd {
+            CMD_CONNECT => Command::Connect,
+            CMD_UDP_ASSOCIATE => Command::UdpAssociate,
+            other => return Err(SocksError::Command(other)),
+        };
         let Some(&rsv) = b.get(2) else {
             return Ok(None);
         };
@@ -493,10 +520,80 @@ impl Handshake {
             return Ok(None);
         };
         out.request = Some(target);
+        out.command = command;
+        self.command = command;
         self.state = State::Done;
         Ok(Some(3 + used))
     }
 }
+
+/// Why a UDP ASSOCIATE datagram was dropped ([`UdpPacket::parse`]).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UdpError {
+    #[error("a datagram of {0} bytes is shorter than its SOCKS UDP header")]
+    Short(usize),
+    #[error("reserved bytes of the SOCKS UDP header are {0:#06x}, not 0")]
+    Reserved(u16),
+    #[error("SOCKS UDP fragment {0:#04x} (fragmentation is not supported)")]
+    Fragment(u8),
+    #[error("SOCKS UDP header: {0}")]
+    Address(SocksError),
+}
+
+/// A datagram of a UDP association (RFC 1928 section 7):
+/// `RSV u16 (0) | FRAG u8 | ATYP | DST.ADDR | DST.PORT | DATA`. From the application,
+/// `target` is where to send `data`; toward it, where the reply came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpPacket<'a> {
+    pub target: Target,
+    pub data: &'a [u8],
+}
+
+impl<'a> UdpPacket<'a> {
+    /// Parses a whole datagram from the network. Refused: a header cut short, reserved
+    /// bytes that are not zero, a fragment (FRAG not 0: reassembly is not supported, as in
+    /// most servers), an unknown address type, an empty or unprintable domain name. The
+    /// data is the rest of the datagram, possibly empty.
+    pub fn parse(buf: &'a [u8]) -> Result<UdpPacket<'a>, UdpError> {
+        let Some(head) = buf.get(..3) else {
+            return Err(UdpError::Short(buf.len()));
+        };
+        let rsv = u16::from_be_bytes([head[0], head[1]]);
+        if rsv != 0 {
+            return Err(UdpError::Reserved(rsv));
+        }
+        if head[2] != 0 {
+            return Err(UdpError::Fragment(head[2]));
+        }
+        match Target::decode(&buf[3..]) {
+            Ok(Some((target, used))) => Ok(UdpPacket {
+                target,
+                data: &buf[3 + used..],
+            }),
+            Ok(None) => Err(UdpError::Short(buf.len())),
+            Err(e) => Err(UdpError::Address(e)),
+        }
+    }
+
+    /// The datagram with its header (`FRAG` 0); `None` when the whole would not fit a UDP
+    /// datagram (65,507 bytes over IPv4) or the domain name is longer than 255 bytes.
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        if let Host::Domain(d) = &self.target.host {
+            if d.is_empty() || d.len() > 255 {
+                return None;
+            }
+        }
+        let mut out = Vec::with_capacity(3 + 1 + 16 + 2 + self.data.len());
+        out.extend_from_slice(&[0, 0, 0]);
+        self.target.encode_into(&mut out);
+        out.extend_from_slice(self.data);
+        (out.len() <= MAX_UDP_PAYLOAD).then_some(out)
+    }
+}
+
+/// The largest payload of a UDP datagram over IPv4 (65535 - 20 - 8); a reply whose header
+/// would make it larger is dropped.
+pub const MAX_UDP_PAYLOAD: usize = 65507;
 
 /// One `--allow` rule: `CIDR[:PORT[-PORT]]`; IPv6 with ports in brackets:
 /// `[2001:db8::/32]:443`. Without a prefix length the rule is one address; without ports,
@@ -635,6 +732,31 @@ pub mod fuzzing {
                 assert!(r.ports.0 <= r.ports.1);
                 assert!(r.permits(SocketAddr::new(r.net, r.ports.0)));
             }
+        }
+    }
+
+    /// Parse arbitrary bytes as a UDP ASSOCIATE datagram: never a panic; what parses
+    /// encodes back to exactly the bytes it came from, and every cut of its header is refused
+    /// as too short.
+    pub fn udp_packet(data: &[u8]) {
+        let Ok(p) = UdpPacket::parse(data) else {
+            return;
+        };
+        if data.len() <= MAX_UDP_PAYLOAD {
+            assert_eq!(
+                p.encode().as_deref(),
+                Some(data),
+                "parse and encode disagree"
+            );
+        }
+        let header = data.len() - p.data.len();
+        assert!(header >= 3 + 1 + 2, "a header of {header} bytes");
+        for cut in 0..header {
+            assert_eq!(
+                UdpPacket::parse(&data[..cut]),
+                Err(UdpError::Short(cut)),
+                "cut at {cut}"
+            );
         }
     }
 
@@ -793,15 +915,15 @@ mod tests {
             assert_eq!(r[..2], [5, rep as u8], "{req:?}");
             assert_eq!(r.len(), 10, "VER REP RSV ATYP(IPv4) ADDR PORT");
         };
-        // BIND and UDP ASSOCIATE.
+        // BIND, and a command RFC 1928 does not define.
         check(
             &[5, 2, 0, 1],
             SocksError::Command(2),
             Rep::CommandNotSupported,
         );
         check(
-            &[5, 3, 0, 1],
-            SocksError::Command(3),
+            &[5, 4, 0, 1],
+            SocksError::Command(4),
             Rep::CommandNotSupported,
         );
         // Unknown address types.
@@ -829,6 +951,122 @@ mod tests {
         // A request of another version after a good greeting: no answer.
         let e = Handshake::new(None).feed(&[5, 1, 0, 4, 1, 0]).unwrap_err();
         assert_eq!(e, SocksError::Version(4));
+    }
+
+    #[test]
+    fn udp_associate_is_read_with_the_clients_address_and_keeps_authentication() {
+        // No authentication: the command and the address the client will send from.
+        let mut h = Handshake::new(None);
+        let p = h
+            .feed(&[5, 1, 0, 5, 3, 0, 1, 198, 18, 1, 2, 0x30, 0x39])
+            .unwrap();
+        assert_eq!(p.send, vec![5, 0]);
+        assert_eq!(p.command, Command::UdpAssociate);
+        assert_eq!(p.request, Some(v4([198, 18, 1, 2], 12345)));
+        // Zeros (the client does not know its address yet), byte by byte.
+        let mut h = Handshake::new(None);
+        let p = bytewise(&mut h, &[5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(p.request, Some(v4([0, 0, 0, 0], 0)));
+        assert_eq!(h.command(), Command::UdpAssociate);
+        // CONNECT stays CONNECT.
+        let p = Handshake::new(None)
+            .feed(&[5, 1, 0, 5, 1, 0, 1, 1, 2, 3, 4, 0, 80])
+            .unwrap();
+        assert_eq!(p.command, Command::Connect);
+        // With users, UDP ASSOCIATE needs the password too: no request is read without it.
+        let users = Users::parse("alice:secret").unwrap();
+        let assoc = [5u8, 3, 0, 1, 0, 0, 0, 0, 0, 0];
+        let e = Handshake::new(Some(users.clone()))
+            .feed(&[&[5, 1, 0][..], &assoc].concat())
+            .unwrap_err();
+        assert_eq!(e, SocksError::NoAcceptableMethod(vec![0]));
+        let wrong = [&[5u8, 1, 2, 1, 5][..], b"alice", &[5], b"wrong", &assoc].concat();
+        let e = Handshake::new(Some(users.clone()))
+            .feed(&wrong)
+            .unwrap_err();
+        assert_eq!(e, SocksError::AuthFailed);
+        let right = [&[5u8, 1, 2, 1, 5][..], b"alice", &[6], b"secret", &assoc].concat();
+        let mut h = Handshake::new(Some(users));
+        let p = h.feed(&right).unwrap();
+        assert_eq!(p.send, vec![5, 2, 1, 0]);
+        assert_eq!(p.command, Command::UdpAssociate);
+        assert_eq!(h.user(), "alice");
+    }
+
+    #[test]
+    fn udp_headers_parse_and_malformed_ones_are_refused() {
+        // IPv4, IPv6 and a domain name, with data and without.
+        let d = UdpPacket::parse(&[0, 0, 0, 1, 198, 18, 3, 2, 0x1b, 0x5f, b'h', b'i']).unwrap();
+        assert_eq!(d.target, v4([198, 18, 3, 2], 7007));
+        assert_eq!(d.data, b"hi");
+        let v6: Ipv6Addr = "2001:2::2".parse().unwrap();
+        let mut b = vec![0, 0, 0, 4];
+        b.extend_from_slice(&v6.octets());
+        b.extend_from_slice(&53u16.to_be_bytes());
+        let d = UdpPacket::parse(&b).unwrap();
+        assert_eq!(d.target.host, Host::Ip(IpAddr::V6(v6)));
+        assert_eq!((d.target.port, d.data), (53, &b""[..]));
+        let d = UdpPacket::parse(b"\0\0\0\x03\x0bexample.org\0\x35q").unwrap();
+        assert_eq!(d.target.host, Host::Domain("example.org".into()));
+        assert_eq!(d.data, b"q");
+        // Each malformed case is an error.
+        let cases: Vec<(Vec<u8>, UdpError)> = vec![
+            (vec![], UdpError::Short(0)),
+            (vec![0, 0], UdpError::Short(2)),
+            (vec![0, 0, 0], UdpError::Short(3)),
+            (vec![0, 0, 0, 1, 198, 18, 3, 2, 0], UdpError::Short(9)),
+            (vec![0, 0, 0, 4, 0, 0], UdpError::Short(6)),
+            (vec![0, 0, 0, 3, 5, b'a'], UdpError::Short(6)),
+            (vec![0, 1, 0, 1, 1, 2, 3, 4, 0, 7], UdpError::Reserved(1)),
+            (
+                vec![0xff, 0, 0, 1, 1, 2, 3, 4, 0, 7],
+                UdpError::Reserved(0xff00),
+            ),
+            (
+                vec![0, 0, 1, 1, 1, 2, 3, 4, 0, 7, b'x'],
+                UdpError::Fragment(1),
+            ),
+            (
+                vec![0, 0, 0x81, 1, 1, 2, 3, 4, 0, 7],
+                UdpError::Fragment(0x81),
+            ),
+            (
+                vec![0, 0, 0, 2, 1, 2, 3, 4, 0, 7],
+                UdpError::Address(SocksError::AddressType(2)),
+            ),
+            (
+                vec![0, 0, 0, 0, 1, 2, 3, 4, 0, 7],
+                UdpError::Address(SocksError::AddressType(0)),
+            ),
+            (
+                vec![0, 0, 0, 3, 0, 0, 7],
+                UdpError::Address(SocksError::EmptyDomain),
+            ),
+            (
+                vec![0, 0, 0, 3, 2, b'a', 0, 0, 7],
+                UdpError::Address(SocksError::BadDomain),
+            ),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(UdpPacket::parse(&bytes), Err(want), "{bytes:?}");
+            fuzzing::udp_packet(&bytes);
+        }
+        // A reply too large for a UDP datagram once its header is added is not encoded.
+        let big = vec![0u8; MAX_UDP_PAYLOAD - 10];
+        let p = UdpPacket {
+            target: v4([1, 2, 3, 4], 5),
+            data: &big,
+        };
+        assert_eq!(p.encode().map(|e| e.len()), Some(MAX_UDP_PAYLOAD));
+        let bigger = vec![0u8; MAX_UDP_PAYLOAD - 21];
+        let p = UdpPacket {
+            target: Target {
+                host: Host::Ip(IpAddr::V6(v6)),
+                port: 5,
+            },
+            data: &bigger,
+        };
+        assert_eq!(p.encode(), None);
     }
 
     #[test]
@@ -967,6 +1205,34 @@ mod tests {
             data.extend_from_slice(&[5, 1, 0, atyp]);
             data.extend_from_slice(&tail);
             fuzzing::handshake(&data);
+        }
+
+        #[test]
+        fn udp_fuzz_body_on_random_and_near_valid_input(
+            data in proptest::collection::vec(any::<u8>(), 0..300),
+            atyp in prop_oneof![Just(1u8), Just(3u8), Just(4u8), any::<u8>()],
+            frag in prop_oneof![Just(0u8), any::<u8>()],
+        ) {
+            fuzzing::udp_packet(&data);
+            let mut near = vec![0, 0, frag, atyp];
+            near.extend_from_slice(&data);
+            fuzzing::udp_packet(&near);
+        }
+
+        #[test]
+        fn udp_packets_roundtrip(a in any::<[u8; 16]>(), port in any::<u16>(),
+                                 name in "[a-z0-9.-]{1,255}",
+                                 data in proptest::collection::vec(any::<u8>(), 0..1500)) {
+            for host in [
+                Host::Ip(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+                Host::Ip(IpAddr::V6(Ipv6Addr::from(a))),
+                Host::Domain(name.clone()),
+            ] {
+                let p = UdpPacket { target: Target { host, port }, data: &data };
+                let enc = p.encode().unwrap();
+                prop_assert_eq!(UdpPacket::parse(&enc), Ok(p.clone()));
+                fuzzing::udp_packet(&enc);
+            }
         }
 
         #[test]

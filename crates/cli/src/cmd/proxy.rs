@@ -31,8 +31,10 @@ pub struct ProxyClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr,
           required_unless_present = "socks5", conflicts_with = "socks5")]
     pub listen: Option<SocketAddr>,
-    /// Serve SOCKS5 (RFC 1928, CONNECT) on this address instead: each request becomes one
-    /// nena session, and the proxy server (run with --allow) connects to the destination.
+    /// Serve SOCKS5 (RFC 1928: CONNECT, and UDP ASSOCIATE for datagrams to IP addresses) on
+    /// this address instead: each CONNECT and each UDP association becomes one nena session,
+    /// and the proxy server (run with --allow) connects to the destination or sends the
+    /// datagrams on. Datagrams to domain names and fragments are dropped.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub socks5: Option<SocketAddr>,
     /// Require SOCKS5 username/password (RFC 1929) from the users in FILE (`user:password`
@@ -73,8 +75,9 @@ pub struct ProxyServerArgs {
     /// Plain TCP target every session is forwarded to (for `proxy client --listen`).
     #[arg(long, value_name = "TARGET:PORT", value_parser = parse_addr, conflicts_with = "allow")]
     pub forward: Option<SocketAddr>,
-    /// For `proxy client --socks5`: connect to a requested destination only if this rule
-    /// permits it (repeatable; domain names are resolved here and the address is checked).
+    /// For `proxy client --socks5` (and `nena run`, `nena gateway`): connect to a requested
+    /// destination, or send a datagram to it, only if this rule permits it (repeatable;
+    /// domain names are resolved here and the address is checked).
     /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
     /// Without --allow (and without --forward) every request is refused.
     #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]

@@ -56,6 +56,7 @@ mod transfer_recovery;
 mod transfer_run;
 mod transfer_run_dns_udp;
 mod transfer_socks;
+mod transfer_socks_udp;
 mod transfer_stream_64g;
 #[cfg(feature = "policy")]
 mod transfer_tamper;

@@ -109,18 +109,24 @@ pub(crate) fn dnsmasq_answering(lab: &Lab, rule: &str) -> Killed {
 
 /// A UDP echo on 198.18.3.2:7007 of the server host.
 pub(crate) fn udp_echo(lab: &Lab) -> Killed {
+    udp_echo_on(lab, 7007)
+}
+
+/// A UDP echo on 198.18.3.2:`port` of the server host.
+pub(crate) fn udp_echo_on(lab: &Lab, port: u16) -> Killed {
     udp_service(
         lab,
-        7007,
+        port,
         "python3",
         &[
             "-c",
-            "import socket\n\
+            "import socket, sys\n\
              s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('198.18.3.2', 7007))\n\
+             s.bind(('198.18.3.2', int(sys.argv[1])))\n\
              while True:\n\
              \x20   d, a = s.recvfrom(65535)\n\
              \x20   s.sendto(d, a)\n",
+            &port.to_string(),
         ],
     )
 }

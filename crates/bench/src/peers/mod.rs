@@ -17,8 +17,8 @@
 //! links do). Verdicts per setting, ratios in the same run: nena's CPU per GB at most
 //! [`CPU_TARGET`] times the best peer's, nena's goodput at least the best peer's.
 
-mod ends;
-mod traffic;
+pub(crate) mod ends;
+pub(crate) mod traffic;
 mod variant;
 
 pub use ends::{find_program, Programs};
@@ -189,7 +189,7 @@ fn run_on(
     let dir = WorkDir(std::env::temp_dir().join(format!("nena-bench-peers-{prefix}")));
     std::fs::create_dir_all(&dir.0)?;
     let sink_addr = ends::sink_addr(&lab)?;
-    let _sink = traffic::Sink::start(&lab, sink_addr)?;
+    let _sink = traffic::Server::sink(&lab, sink_addr)?;
     // Declared after the sink and the directory: the ends stop first.
     let mut pairs = Vec::new();
     for v in &opts.variants {

@@ -28,7 +28,6 @@
 //!   what a report says about the machine; [`progress`]: a progress indicator for terminals.
 
 pub mod aggregation;
-#[cfg(feature = "openssl")]
 mod bytes;
 #[cfg(feature = "openssl")]
 pub mod ciphers;

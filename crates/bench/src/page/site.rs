@@ -74,18 +74,10 @@ impl Page {
     }
 }
 
-/// Object `i`: 15,360 to 30,720 bytes of a xorshift stream of its own.
+/// Object `i`: 15,360 to 30,720 incompressible bytes of a stream of its own.
 fn object_body(i: usize) -> Vec<u8> {
     let len = 15 * 1024 + (i * 4099) % (15 * 1024 + 1);
-    let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    crate::bytes::test_bytes((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15), len)
 }
 
 /// The page served on `addr` of the server host (HTTP/1.1, keep-alive) until dropped.

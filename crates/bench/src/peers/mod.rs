@@ -121,12 +121,7 @@ pub struct VariantStats {
 
 /// A transfer that failed: reported, and for nena a failed verdict; a peer's failed
 /// transfer leaves that peer's medians to its other runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct Failure {
-    pub variant: Variant,
-    pub rep: usize,
-    pub error: String,
-}
+pub type Failure = crate::harness::RunFailure<Variant>;
 
 /// One setting's results.
 #[derive(Debug, Clone, Serialize)]
@@ -466,15 +461,7 @@ pub fn table(r: &PeersReport) -> String {
             let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
         }
         for t in &st.targets {
-            let _ = writeln!(
-                s,
-                "  {} {}: {:.3} ({} {})",
-                if t.pass { "PASS" } else { "FAIL" },
-                t.name,
-                t.value,
-                if t.at_least { ">=" } else { "<=" },
-                t.limit
-            );
+            let _ = writeln!(s, "  {t}");
         }
     }
     let _ = writeln!(

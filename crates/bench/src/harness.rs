@@ -103,6 +103,15 @@ fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
+/// A run of a lab bench that failed (variant `V` of repetition `rep`), with its error:
+/// reported beside the runs that completed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFailure<V> {
+    pub variant: V,
+    pub rep: usize,
+    pub error: String,
+}
+
 /// The median of `v` (sorted in place; the mean of the middle two for an even count), NaN
 /// for no values.
 pub fn median(v: &mut [f64]) -> f64 {

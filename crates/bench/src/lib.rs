@@ -7,6 +7,8 @@
 //!   against the bare kernel's MPTCP and against what the links allow.
 //! - [`peers`]: `nena bench peers`, nena's SOCKS5 proxy pair against shadowsocks-rust and
 //!   a TLS 1.3 tunnel (stunnel) over the same lab paths: goodput and CPU per GB of both ends.
+//! - [`page`]: `nena bench page`, a page of 30 objects on two host names loaded as a
+//!   browser loads it, from a LAN host through `nena gateway` against plain MPTCP.
 //! - [`emulation`]: `nena bench emulation`, the link emulator's fidelity.
 //! - [`sessions`]: `nena bench sessions`, many concurrent SOCKS5 sessions through one proxy
 //!   pair: memory per idle session and the time to open one more under that load.
@@ -26,7 +28,6 @@
 //!   what a report says about the machine; [`progress`]: a progress indicator for terminals.
 
 pub mod aggregation;
-#[cfg(feature = "openssl")]
 mod bytes;
 #[cfg(feature = "openssl")]
 pub mod ciphers;
@@ -41,6 +42,7 @@ pub mod kato;
 pub mod lab_ends;
 pub mod overhead;
 pub mod own_lab;
+pub mod page;
 #[cfg(feature = "openssl")]
 pub mod paper_c;
 pub mod peers;

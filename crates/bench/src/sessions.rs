@@ -392,6 +392,12 @@ fn run_on(
 /// The value of counter `name` (one series, or their sum) from a `--metrics` endpoint on
 /// this host's loopback at `port`.
 fn scrape_counter(port: u16, name: &str) -> Result<u64> {
+    let text = scrape_metrics(port)?;
+    counter_in(&text, name).ok_or_else(|| anyhow!("no {name} in the proxy's metrics"))
+}
+
+/// The OpenMetrics text of a `--metrics` endpoint on this host's loopback at `port`.
+pub(crate) fn scrape_metrics(port: u16) -> Result<String> {
     use std::io::{Read, Write};
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
@@ -399,19 +405,24 @@ fn scrape_counter(port: u16, name: &str) -> Result<u64> {
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
-    counter_in(&text, name).ok_or_else(|| anyhow!("no {name} in the proxy's metrics"))
+    Ok(text)
 }
 
 /// The sum of counter `name`'s series in a Prometheus text exposition.
 fn counter_in(text: &str, name: &str) -> Option<u64> {
-    let values: Vec<u64> = text
+    metric_in(text, name).map(|v| v as u64)
+}
+
+/// The sum of metric `name`'s series (each `name{...} VALUE` or `name VALUE` line) in a
+/// Prometheus text exposition.
+pub(crate) fn metric_in(text: &str, name: &str) -> Option<f64> {
+    let values: Vec<f64> = text
         .lines()
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
         .collect();
     (!values.is_empty()).then(|| values.iter().sum())
 }

@@ -223,6 +223,16 @@ pub struct TargetCheck {
     pub pass: bool,
 }
 
+/// `PASS name: value (>= limit)`, as the lab benches' tables print a verdict.
+impl std::fmt::Display for TargetCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = if self.pass { "PASS" } else { "FAIL" };
+        let op = if self.at_least { ">=" } else { "<=" };
+        let (name, value, limit) = (&self.name, self.value, self.limit);
+        write!(f, "{verdict} {name}: {value:.3} ({op} {limit})")
+    }
+}
+
 impl TargetCheck {
     /// A target met when `value >= limit`.
     pub fn at_least(name: String, value: f64, limit: f64) -> Self {

@@ -84,7 +84,11 @@ pub struct Proc {
 }
 
 impl Proc {
+<<<<<<< HEAD
     pub(super) fn spawn(
+=======
+    pub(crate) fn spawn(
+>>>>>>> bench-page
         lab: &Lab,
         host: Host,
         program: &Path,
@@ -160,24 +164,60 @@ impl Proc {
     }
 
     /// Wait until `addr` listens in `host` (or the process ends, or `timeout` passes).
+<<<<<<< HEAD
     pub(super) fn wait_listening(
+=======
+    pub(crate) fn wait_listening(
+>>>>>>> bench-page
         &mut self,
         lab: &Lab,
         host: Host,
         addr: SocketAddrV4,
     ) -> Result<()> {
+<<<<<<< HEAD
+=======
+        self.wait_bound(lab, host, addr, Proto::Tcp)
+    }
+
+    /// Wait until a socket of `host` listens on TCP `addr` or is bound to UDP `addr` (or
+    /// the process ends, or 10 s pass).
+    pub(crate) fn wait_bound(
+        &mut self,
+        lab: &Lab,
+        host: Host,
+        addr: SocketAddrV4,
+        proto: Proto,
+    ) -> Result<()> {
+        let (table, what) = match proto {
+            Proto::Tcp => ("/proc/thread-self/net/tcp", "listen on"),
+            Proto::Udp => ("/proc/thread-self/net/udp", "bind UDP"),
+        };
+        self.wait_for(&format!("{what} {addr}"), || {
+            let text = lab.run_in(host, || std::fs::read_to_string(table))??;
+            Ok(bound(&text, addr, proto))
+        })
+    }
+
+    /// Wait until the process's output holds `needle` (its ready line).
+    pub(crate) fn wait_output(&mut self, needle: &str) -> Result<()> {
+        let log = self.log.clone();
+        self.wait_for(&format!("say {needle:?}"), || {
+            Ok(std::fs::read_to_string(&log).is_ok_and(|l| l.contains(needle)))
+        })
+    }
+
+    /// Poll `ready` until it holds, failing when the process ends or 10 s pass.
+    fn wait_for(&mut self, what: &str, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
+>>>>>>> bench-page
         let timeout = Duration::from_secs(10);
         let deadline = Instant::now() + timeout;
         loop {
             self.check_running()?;
-            let tcp = lab.run_in(host, || {
-                std::fs::read_to_string("/proc/thread-self/net/tcp")
-            })??;
-            if listens(&tcp, addr) {
+            if ready()? {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("{} did not listen on {addr} within {timeout:?}", self.what);
+                bail!("{} did not {what} within {timeout:?}", self.what);
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -200,10 +240,22 @@ impl Drop for Proc {
     }
 }
 
-/// Whether /proc/net/tcp text `tcp` has a socket in LISTEN on `addr` (or on 0.0.0.0 and
-/// its port).
-pub fn listens(tcp: &str, addr: SocketAddrV4) -> bool {
-    tcp.lines().skip(1).any(|l| {
+/// A socket table of /proc/net: `tcp` (listening sockets) or `udp` (bound ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// Whether /proc/net/tcp or udp text `table` has a socket on `addr` (or on 0.0.0.0 and its
+/// port) that listens (TCP) or is bound and unconnected (UDP).
+fn bound(table: &str, addr: SocketAddrV4, proto: Proto) -> bool {
+    // TCP_LISTEN is 0A; an unconnected UDP socket shows TCP_CLOSE, 07.
+    let want = match proto {
+        Proto::Tcp => "0A",
+        Proto::Udp => "07",
+    };
+    table.lines().skip(1).any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         let (Some(local), Some(state)) = (f.get(1), f.get(3)) else {
             return false;
@@ -217,7 +269,7 @@ pub fn listens(tcp: &str, addr: SocketAddrV4) -> bool {
         };
         // The address is the __be32 printed as a host-order number.
         let ip = Ipv4Addr::from(ip.to_ne_bytes());
-        *state == "0A" && port == addr.port() && (ip == *addr.ip() || ip.is_unspecified())
+        *state == want && port == addr.port() && (ip == *addr.ip() || ip.is_unspecified())
     })
 }
 
@@ -562,14 +614,23 @@ mod tests {
    3: 0100007F:1CF6 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n";
         let a = |ip: [u8; 4], port| SocketAddrV4::new(Ipv4Addr::from(ip), port);
         // 0x1CF4 = 7412 on 127.0.0.1; 0x1CF3 = 7411 on 198.18.3.2 (bytes C6 12 03 02).
-        assert!(listens(tcp, a([127, 0, 0, 1], 7412)));
-        assert!(listens(tcp, a([198, 18, 3, 2], 7411)));
-        assert!(!listens(tcp, a([127, 0, 0, 1], 7411)), "wrong address");
+        assert!(bound(tcp, a([127, 0, 0, 1], 7412), Proto::Tcp));
+        assert!(bound(tcp, a([198, 18, 3, 2], 7411), Proto::Tcp));
+        assert!(
+            !bound(tcp, a([127, 0, 0, 1], 7411), Proto::Tcp),
+            "wrong address"
+        );
         // 0.0.0.0:7413 listens on every address.
-        assert!(listens(tcp, a([198, 18, 3, 2], 7413)));
+        assert!(bound(tcp, a([198, 18, 3, 2], 7413), Proto::Tcp));
         // Established, not listening.
-        assert!(!listens(tcp, a([127, 0, 0, 1], 7414)));
-        assert!(!listens("", a([127, 0, 0, 1], 7412)));
+        assert!(!bound(tcp, a([127, 0, 0, 1], 7414), Proto::Tcp));
+        assert!(!bound("", a([127, 0, 0, 1], 7412), Proto::Tcp));
+        // The same lines as a UDP table: no socket is unconnected (07) there.
+        assert!(!bound(tcp, a([127, 0, 0, 1], 7412), Proto::Udp));
+        let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+ 1234: 020312C6:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0 0\n";
+        assert!(bound(udp, a([198, 18, 3, 2], 53), Proto::Udp));
+        assert!(!bound(udp, a([198, 18, 3, 2], 53), Proto::Tcp));
     }
 
     #[test]

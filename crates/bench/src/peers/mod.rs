@@ -26,9 +26,14 @@
 //! than an application on its own host does). In the link-bound setting the gateway also carries a UDP stream
 //! ([`udp`]: iperf3, 50 Mbit/s), which must lose less than 1% of its datagrams.
 
+<<<<<<< HEAD
 mod ends;
 mod traffic;
 pub mod udp;
+=======
+pub(crate) mod ends;
+pub(crate) mod traffic;
+>>>>>>> bench-page
 mod variant;
 
 pub use ends::{find_program, Programs};
@@ -137,12 +142,7 @@ pub struct VariantStats {
 
 /// A transfer that failed: reported, and for nena a failed verdict; a peer's failed
 /// transfer leaves that peer's medians to its other runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct Failure {
-    pub variant: Variant,
-    pub rep: usize,
-    pub error: String,
-}
+pub type Failure = crate::harness::RunFailure<Variant>;
 
 /// One setting's results.
 #[derive(Debug, Clone, Serialize)]
@@ -209,7 +209,7 @@ fn run_on(
     let dir = WorkDir(std::env::temp_dir().join(format!("nena-bench-peers-{prefix}")));
     std::fs::create_dir_all(&dir.0)?;
     let sink_addr = ends::sink_addr(&lab)?;
-    let _sink = traffic::Sink::start(&lab, sink_addr)?;
+    let _sink = traffic::Server::sink(&lab, sink_addr)?;
     // Declared after the sink and the directory: the ends stop first.
     let mut pairs = Vec::new();
     for v in &opts.variants {
@@ -553,15 +553,7 @@ pub fn table(r: &PeersReport) -> String {
             let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
         }
         for t in &st.targets {
-            let _ = writeln!(
-                s,
-                "  {} {}: {:.3} ({} {})",
-                if t.pass { "PASS" } else { "FAIL" },
-                t.name,
-                t.value,
-                if t.at_least { ">=" } else { "<=" },
-                t.limit
-            );
+            let _ = writeln!(s, "  {t}");
         }
         if let Some(u) = &st.udp {
             for (what, runs, pct) in [

@@ -17,16 +17,32 @@ use tokio::net::{TcpListener, TcpStream};
 /// Bytes per write of the application and per read of the sink.
 const CHUNK: usize = 256 * 1024;
 
-/// The sink, serving in the server host until dropped.
-pub struct Sink {
+/// A server on a thread in a lab host (the sink here; the page bench's web server), serving
+/// every connection until dropped.
+pub struct Server {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<Result<()>>>>,
 }
 
-impl Sink {
-    /// Listen on `addr` in the server host (a kernel-MPTCP listener: it takes TCP too) and
-    /// serve every connection until dropped.
-    pub fn start(lab: &Lab, addr: SocketAddrV4) -> Result<Sink> {
+impl Server {
+    /// The sink: listen on `addr` in the server host (a kernel-MPTCP listener: it takes TCP
+    /// too) and serve every connection until dropped.
+    pub fn sink(lab: &Lab, addr: SocketAddrV4) -> Result<Server> {
+        Server::start(lab, addr, "the sink", serve_one)
+    }
+
+    /// Listen on `addr` in the server host (kernel MPTCP, which takes TCP too) and run
+    /// `serve` on every connection, each a task of one current-thread runtime, until dropped.
+    pub fn start<F, Fut>(
+        lab: &Lab,
+        addr: SocketAddrV4,
+        what: &'static str,
+        serve: F,
+    ) -> Result<Server>
+    where
+        F: Fn(TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+    {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = lab.spawn_in(Host::Server, move || -> Result<()> {
@@ -35,7 +51,7 @@ impl Sink {
                 .build()?;
             rt.block_on(async move {
                 let std_listener = nena_mptcp::listen(addr.into(), None)
-                    .with_context(|| format!("the sink cannot listen on {addr}"));
+                    .with_context(|| format!("{what} cannot listen on {addr}"));
                 let listener = match std_listener {
                     Ok(l) => {
                         l.set_nonblocking(true)?;
@@ -47,34 +63,35 @@ impl Sink {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                let serve = async {
+                let accept = async {
                     loop {
                         let (s, peer) = listener.accept().await?;
+                        let one = serve(s);
                         tokio::spawn(async move {
-                            if let Err(e) = serve_one(s).await {
-                                log::warn!("sink: the connection from {peer}: {e:#}");
+                            if let Err(e) = one.await {
+                                log::warn!("{what}: the connection from {peer}: {e:#}");
                             }
                         });
                     }
                 };
                 tokio::select! {
-                    r = serve => r,
+                    r = accept => r,
                     _ = stopped => Ok(()),
                 }
             })
         });
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(())) => Ok(Sink {
+            Ok(Ok(())) => Ok(Server {
                 stop: Some(stop),
                 thread: Some(thread),
             }),
             Ok(Err(e)) => bail!("{e}"),
-            Err(_) => bail!("the sink did not listen within 10 s"),
+            Err(_) => bail!("{what} did not listen within 10 s"),
         }
     }
 }
 
-impl Drop for Sink {
+impl Drop for Server {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -182,26 +199,49 @@ fn payload_chunk() -> Vec<u8> {
 
 /// Bytes sent by the interfaces `names` of `host` so far, in that order.
 pub fn sent_bytes(lab: &Lab, host: Host, names: &[&str]) -> Result<Vec<u64>> {
+    iface_bytes(lab, host, names, tx_bytes)
+}
+
+/// Bytes sent and received by the interfaces `names` of `host` so far, in that order.
+pub fn moved_bytes(lab: &Lab, host: Host, names: &[&str]) -> Result<Vec<u64>> {
+    iface_bytes(lab, host, names, |dev, n| {
+        Some(rx_bytes(dev, n)? + tx_bytes(dev, n)?)
+    })
+}
+
+fn iface_bytes(
+    lab: &Lab,
+    host: Host,
+    names: &[&str],
+    count: impl Fn(&str, &str) -> Option<u64>,
+) -> Result<Vec<u64>> {
     let dev = lab.run_in(host, || {
         std::fs::read_to_string("/proc/thread-self/net/dev")
     })??;
     names
         .iter()
-        .map(|n| {
-            tx_bytes(&dev, n).with_context(|| format!("no interface {n} in the {host:?} host"))
-        })
+        .map(|n| count(&dev, n).with_context(|| format!("no interface {n} in the {host:?} host")))
         .collect()
 }
 
 /// The transmitted bytes of interface `name` in /proc/net/dev text `dev`.
 pub fn tx_bytes(dev: &str, name: &str) -> Option<u64> {
+    // rx: bytes packets errs drop fifo frame compressed multicast; then tx: bytes ...
+    dev_counter(dev, name, 8)
+}
+
+/// The received bytes of interface `name` in /proc/net/dev text `dev`.
+pub fn rx_bytes(dev: &str, name: &str) -> Option<u64> {
+    dev_counter(dev, name, 0)
+}
+
+fn dev_counter(dev: &str, name: &str, field: usize) -> Option<u64> {
     dev.lines().find_map(|l| {
         let (iface, counters) = l.split_once(':')?;
         if iface.trim() != name {
             return None;
         }
-        // rx: bytes packets errs drop fifo frame compressed multicast; then tx: bytes ...
-        counters.split_whitespace().nth(8)?.parse().ok()
+        counters.split_whitespace().nth(field)?.parse().ok()
     })
 }
 
@@ -219,6 +259,8 @@ untrusted:  2000      20    0    0    0     0          0         0   3000      3
         assert_eq!(tx_bytes(dev, "trusted"), Some(987_654_321));
         assert_eq!(tx_bytes(dev, "untrusted"), Some(3000));
         assert_eq!(tx_bytes(dev, "lo"), Some(1000));
+        assert_eq!(rx_bytes(dev, "trusted"), Some(52_345_678));
+        assert_eq!(rx_bytes(dev, "untrusted"), Some(2000));
         assert_eq!(tx_bytes(dev, "eth9"), None);
         assert_eq!(
             tx_bytes(dev, "trust"),

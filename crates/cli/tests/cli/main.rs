@@ -12,6 +12,7 @@ mod attack_cli;
 #[cfg(feature = "openssl")]
 mod bench_aggregation;
 mod bench_codec_cli;
+mod bench_page;
 mod bench_peers;
 mod bench_sessions;
 #[cfg(feature = "cc")]

@@ -8,6 +8,7 @@ mod codec;
 mod emulation;
 mod fairness;
 mod output;
+mod page;
 mod peers;
 #[cfg(feature = "policy")]
 mod policy;
@@ -36,6 +37,9 @@ pub enum BenchCmd {
     /// nena's SOCKS5 proxy pair against shadowsocks-rust and a TLS 1.3 tunnel (stunnel)
     /// over the same lab paths: goodput and CPU per GB of both ends (`make peers` first).
     Peers(peers::Args),
+    /// A page of 30 objects on two host names, loaded as a browser loads it, from a LAN
+    /// host through `nena gateway` against plain MPTCP, in one lab with 20 ms links.
+    Page(page::Args),
     /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
     /// the time to open one more under that load.
     Sessions(sessions::Args),
@@ -56,6 +60,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
         BenchCmd::Peers(a) => peers::run(a),
+        BenchCmd::Page(a) => page::run(a),
         BenchCmd::Sessions(a) => sessions::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),

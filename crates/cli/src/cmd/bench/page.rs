@@ -1,0 +1,57 @@
+//! `nena bench page`: a page of 30 objects on two host names loaded as a browser loads it,
+//! from a LAN host through `nena gateway` and from the client over plain MPTCP, in the same
+//! lab with delayed links; the gateway's median page time against plain MPTCP's (method in
+//! `nena_bench::page`, figures in docs/BENCHMARKS.md).
+use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
+use nena_bench::page::{self as bench, PageOptions, DEFAULT_DELAY_MS};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Page loads of each variant (gateway, plain MPTCP: they alternate within each).
+    #[arg(long, default_value_t = 9)]
+    pub reps: usize,
+    /// One-way delay of each of the client's two links, each direction, in ms.
+    #[arg(long, default_value_t = DEFAULT_DELAY_MS)]
+    pub delay_ms: u64,
+    /// dnsmasq, the server host's DNS server (Debian's dnsmasq-base).
+    #[arg(long, default_value = "dnsmasq")]
+    pub dnsmasq: PathBuf,
+    /// Report, but exit 0 even when a target is missed.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Print one JSON object (every load) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: Args) -> CmdResult {
+    if a.reps == 0 {
+        return Err(Exit::usage(anyhow!("--reps must be more than 0")));
+    }
+    if nena_bench::peers::find_program(&a.dnsmasq).is_none() {
+        return Err(Exit::usage(anyhow!(
+            "dnsmasq ({}) is not an executable file here; scripts/install-deps.sh installs \
+             it (Debian's dnsmasq-base), or name yours with --dnsmasq",
+            a.dnsmasq.display()
+        )));
+    }
+    let opts = PageOptions {
+        reps: a.reps,
+        delay: Duration::from_millis(a.delay_ms),
+        nena: std::env::current_exe().map_err(anyhow::Error::from)?,
+        dnsmasq: a.dnsmasq,
+    };
+    let json = a.json;
+    let r = bench::run(&opts, super::output::progress("page", json))?;
+    super::output::report(
+        &r,
+        json,
+        bench::table,
+        r.summary.pass,
+        a.no_check,
+        "the page target was missed",
+    )
+}

@@ -84,11 +84,7 @@ pub struct Proc {
 }
 
 impl Proc {
-<<<<<<< HEAD
-    pub(super) fn spawn(
-=======
     pub(crate) fn spawn(
->>>>>>> bench-page
         lab: &Lab,
         host: Host,
         program: &Path,
@@ -145,37 +141,13 @@ impl Proc {
         &self.what
     }
 
-    /// Wait until the process's output has a line holding `text` (or it ends, or 10 s
-    /// pass).
-    fn wait_line(&mut self, text: &str) -> Result<()> {
-        let timeout = Duration::from_secs(10);
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.check_running()?;
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if log.lines().any(|l| l.contains(text)) {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("{} did not say {text:?} within {timeout:?}", self.what);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
     /// Wait until `addr` listens in `host` (or the process ends, or `timeout` passes).
-<<<<<<< HEAD
-    pub(super) fn wait_listening(
-=======
     pub(crate) fn wait_listening(
->>>>>>> bench-page
         &mut self,
         lab: &Lab,
         host: Host,
         addr: SocketAddrV4,
     ) -> Result<()> {
-<<<<<<< HEAD
-=======
         self.wait_bound(lab, host, addr, Proto::Tcp)
     }
 
@@ -208,7 +180,6 @@ impl Proc {
 
     /// Poll `ready` until it holds, failing when the process ends or 10 s pass.
     fn wait_for(&mut self, what: &str, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
->>>>>>> bench-page
         let timeout = Duration::from_secs(10);
         let deadline = Instant::now() + timeout;
         loop {
@@ -476,7 +447,7 @@ pub fn start(
         .with_context(|| format!("starting {variant}"))?;
     if gateway {
         // Its table is in place when it says where it listens.
-        pair.client.wait_line("listening on")
+        pair.client.wait_output("listening on")
     } else {
         pair.client.wait_listening(lab, Host::Client, entry)
     }

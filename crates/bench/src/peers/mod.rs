@@ -26,14 +26,9 @@
 //! than an application on its own host does). In the link-bound setting the gateway also carries a UDP stream
 //! ([`udp`]: iperf3, 50 Mbit/s), which must lose less than 1% of its datagrams.
 
-<<<<<<< HEAD
-mod ends;
-mod traffic;
-pub mod udp;
-=======
 pub(crate) mod ends;
 pub(crate) mod traffic;
->>>>>>> bench-page
+pub mod udp;
 mod variant;
 
 pub use ends::{find_program, Programs};

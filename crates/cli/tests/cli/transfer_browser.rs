@@ -160,7 +160,11 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_complete(&out, "under nena run", &String::from_utf8_lossy(&out.stderr));
+    assert_complete(
+        &out,
+        "under nena run",
+        &String::from_utf8_lossy(&out.stderr),
+    );
 
     cu.stop().unwrap();
     ct.stop().unwrap();

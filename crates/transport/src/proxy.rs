@@ -310,7 +310,20 @@ async fn redirected_session(
         host: Host::Ip(dst.ip()),
         port: dst.port(),
     };
-    let mut c = match Box::pin(open_to(Some(&target), None, &opts, &connecting, &tally)).await {
+    // The application has connected and may have sent its request already (it does not
+    // wait for a SOCKS reply): what it has sent by the time the session is open goes with
+    // the open request, which saves the round trip of the server's reply.
+    let mut first = FirstFlight::new(&plain);
+    let opened = Box::pin(open_to(
+        Some(&target),
+        Some(&mut first),
+        &opts,
+        &connecting,
+        &tally,
+    ))
+    .await;
+    let first = first.len();
+    let mut c = match opened {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
@@ -328,7 +341,7 @@ async fn redirected_session(
     let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
     Ok(format!(
         "{target}: {}",
-        session_line(b.up, b.down, b.plain_gone, c.info, &split)
+        session_line(b.up + first, b.down, b.plain_gone, c.info, &split)
     ))
 }
 

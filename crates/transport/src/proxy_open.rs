@@ -1,5 +1,5 @@
 //! The proxy client's side of a session's opening: the nena session, the open request (with
-//! a `--forward` session's first application bytes, [`FirstFlight`]) and the server's
+//! the first application bytes of a `--forward` or redirected session, [`FirstFlight`]) and the server's
 //! reply, tried again with a new session when the server found the opening altered
 //! (docs/KERNEL-41-BYTES.md).
 
@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 
 /// Writes the session's [`ConnectRequest`] for `target` (`None`: the server's `--forward`
 /// target), with the client's access token when it has one, under the session's
-/// application MAC, and `first` (the application's first bytes of a `--forward` session)
+/// application MAC, and `first` (the application's first bytes of a `--forward` or redirected session)
 /// behind it: with the key confirmation the writer holds, they leave in one `write()`, and
 /// in `aead` in one record (`first` is at most [`FIRST_FLIGHT`] bytes).
 async fn send_open(
@@ -42,11 +42,12 @@ async fn send_open(
 /// found the opening altered.
 const OPEN_ATTEMPTS: usize = 3;
 
-/// The application's bytes a `--forward` opening carries at most: with the open request,
+/// The application's bytes a `--forward` or redirected opening carries at most: with the open request,
 /// one `aead` record.
 const FIRST_FLIGHT: usize = nena_proto::record::MAX_PAYLOAD - 1024;
 
-/// The application's first bytes of a `--forward` session: what it has sent by the time the
+/// The application's first bytes of a `--forward` or redirected session (`nena run`, the
+/// gateway: the application does not wait for a reply before it sends): what it has sent by the time the
 /// first session is open, read once without waiting (at most [`FIRST_FLIGHT`] bytes), and
 /// sent with the open request of every attempt. Nothing else of the application's leaves
 /// before the server's reply, so a retried opening repeats all of it and nothing more.

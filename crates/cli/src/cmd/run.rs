@@ -562,6 +562,10 @@ impl Carriers {
             // Each flow ends its session cleanly (the proxy server logs what it carried).
             r.wind_down(Duration::from_secs(2)).await;
         }
+        if let Some(d) = &self.dns {
+            // So do the DNS sessions kept for further queries.
+            d.close(Duration::from_secs(2)).await;
+        }
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Carried {
             dns_answered: self.dns.as_ref().map_or(0, |d| n(&d.stats.answered)),

@@ -278,20 +278,30 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
     // never reaches: the gateway answers in its place, through nena.
     let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
     let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
-    let _ps = proxy_server(&lab);
+    let ps = proxy_server(&lab);
     let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
 
     let mut gw = gateway(&lab);
     let out = cli.join("letter.txt");
-    lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
-    assert_eq!(std::fs::read(&out).unwrap(), b"by name through nena\n");
+    // Twice: the second fetch's lookups go over the DNS sessions the first one's opened.
+    for _ in 0..2 {
+        lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"by name through nena\n");
+    }
     let echoed = lan_udp_echo(&lab, "nena-gw-echo-carried").unwrap();
     assert_eq!(echoed, "198.18.3.2 7007 nena-gw-echo-carried");
     assert!(gw.terminate().success());
     let log = gw.stderr();
     assert!(log.contains("DNS answered "), "{log}");
+    // The kept DNS sessions end cleanly with the gateway; one carried several queries.
+    let served = ps.wait_stderr_n("queries answered by", 1, Duration::from_secs(10));
+    let most = served
+        .lines()
+        .filter_map(|l| l.split("DNS: ").nth(1)?.split(' ').next()?.parse::<u32>().ok())
+        .max();
+    assert!(most >= Some(2), "no DNS session carried two queries: {served}");
 
     // --udp block: the datagram is refused; DNS still answered through nena.
     let _gw = gateway_with(&lab, &["--udp", "block"]);

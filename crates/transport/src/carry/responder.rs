@@ -1,22 +1,27 @@
 //! `nena run`'s DNS responder: what the command's DNS queries reach instead of a resolver.
 //! The cgroup's BPF programs send its UDP datagrams to port 53 here (a socket on 127.0.0.1
 //! and one on ::1), and the proxy hands over its redirected TCP connections to port 53
-//! ([`Responder::serve_tcp`]). Each query is checked ([`super::dns::check_query`]), carried
-//! in a nena session of its own to the proxy server (op 6), which asks its own resolver, and
-//! the answer is checked against the query (ID and question) before the application gets
-//! it. When anything fails the application gets SERVFAIL at once. No query leaves this host
-//! but inside a nena session.
+//! ([`Responder::serve_tcp`]); `nena gateway` answers its LAN's queries with it too. Each
+//! query is checked ([`super::dns::check_query`]), carried in a nena session to the proxy
+//! server (op 6), which asks its own resolver, and the answer is checked against the query
+//! (ID and question) before the application gets it. When anything fails the application
+//! gets SERVFAIL at once. No query leaves this host but inside a nena session.
+//!
+//! A DNS session carries one query at a time and is kept after its answer for the next
+//! ([`IDLE_SESSIONS`] at most, each for [`KEEP`]): a lookup then costs one round trip
+//! instead of a session's opening each (two round trips and the open request's). A kept
+//! session that fails is dropped and the query asked again in a new one.
 
 use super::dns::{self, Question};
 use super::resolver::{read_frame, write_frame};
-use crate::conn::ClientOptions;
+use crate::conn::{ClientConn, ClientOptions};
 use crate::metrics::{Metrics, Tally};
 use crate::proxy_open::open_service;
 use crate::wire::Service;
 use anyhow::{anyhow, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
@@ -32,13 +37,28 @@ pub struct ResponderStats {
     pub dropped: AtomicU64,
 }
 
+/// DNS sessions kept open for the next queries, at most.
+pub const IDLE_SESSIONS: usize = 4;
+/// How long a DNS session is kept for another query after its last answer.
+pub const KEEP: Duration = Duration::from_secs(20);
+
 /// Carries DNS queries to the proxy server at `opts.remote`.
-#[derive(Debug)]
 pub struct Responder {
     opts: Arc<ClientOptions>,
     connecting: Arc<Semaphore>,
     metrics: Option<Arc<Metrics>>,
+    /// Sessions that answered their last query, with when.
+    idle: Mutex<Vec<(Instant, ClientConn)>>,
     pub stats: ResponderStats,
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("remote", &self.opts.remote)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Responder {
@@ -51,6 +71,7 @@ impl Responder {
             opts,
             connecting,
             metrics,
+            idle: Mutex::new(Vec::new()),
             stats: ResponderStats::default(),
         }
     }
@@ -84,24 +105,56 @@ impl Responder {
         }
     }
 
-    /// One query in a nena session of its own (op 6), its answer checked.
+    /// One query in a kept DNS session, or in a new one (op 6), its answer checked; the
+    /// session is kept for the next query.
     async fn carry(&self, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+        if let Some(mut c) = self.kept() {
+            match ask(&mut c, q, query).await {
+                Ok(answer) => {
+                    self.keep(c);
+                    return Ok(answer);
+                }
+                // The server may have ended it meanwhile: ask again in a new session.
+                Err(e) => log::debug!("DNS {q}: the kept session failed ({e:#}); a new one"),
+            }
+        }
         let tally = Tally::begin(self.metrics.as_ref());
         let done = async {
             let mut c = open_service(Service::Dns, &self.opts, &self.connecting, &tally)
                 .await
                 .map_err(|(_, e)| e)?;
-            write_frame(&mut c.writer, query).await?;
-            let answer = read_frame(&mut c.reader)
-                .await?
-                .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
-            dns::check_answer(q, &answer).context("the proxy server's answer")?;
-            let _ = c.writer.shutdown().await;
-            Ok(answer)
+            let answer = ask(&mut c, q, query).await?;
+            Ok((answer, c))
         }
         .await;
         tally.finish(&done);
-        done
+        let (answer, c) = done?;
+        self.keep(c);
+        Ok(answer)
+    }
+
+    /// The most recently used kept session still within [`KEEP`]; older ones are closed.
+    fn kept(&self) -> Option<ClientConn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|(t, _)| t.elapsed() < KEEP);
+        idle.pop().map(|(_, c)| c)
+    }
+
+    /// End every kept session cleanly (the proxy server then logs what each answered),
+    /// each within `limit`.
+    pub async fn close(&self, limit: Duration) {
+        let kept = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, mut c) in kept {
+            let _ = tokio::time::timeout(limit, c.writer.shutdown()).await;
+        }
+    }
+
+    /// Keep `c` for another query, unless [`IDLE_SESSIONS`] are kept already.
+    fn keep(&self, c: ClientConn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_SESSIONS {
+            idle.push((Instant::now(), c));
+        }
     }
 
     /// Answers the datagrams of `sock` (the loopback socket the BPF programs send DNS to)
@@ -207,4 +260,14 @@ mod tests {
         assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
         assert_eq!(r.stats.failed.load(Ordering::Relaxed), 2);
     }
+}
+
+/// One query on `c` and its answer, checked against the query.
+async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+    write_frame(&mut c.writer, query).await?;
+    let answer = read_frame(&mut c.reader)
+        .await?
+        .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
+    dns::check_answer(q, &answer).context("the proxy server's answer")?;
+    Ok(answer)
 }

@@ -25,6 +25,7 @@ use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use host::Installed;
 pub use nft::Plan;
@@ -124,6 +125,7 @@ pub async fn run(
         },
     };
     udp_tasks.abort_all();
+    datagrams.close(Duration::from_secs(2)).await;
     let st = &datagrams.stats;
     log::info!(
         "gateway datagrams: DNS answered {}, sent {}, received {}, dropped {}",

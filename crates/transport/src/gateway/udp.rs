@@ -166,6 +166,11 @@ impl Datagrams {
         }
     }
 
+    /// Ends the DNS sessions kept for further queries cleanly.
+    pub async fn close(&self, limit: std::time::Duration) {
+        self.responder.close(limit).await;
+    }
+
     /// Serves the datagrams arriving on `sock` (a [`tproxy_socket`]) until the task is
     /// dropped.
     pub async fn serve(self: Arc<Self>, sock: UdpSocket) -> Result<()> {

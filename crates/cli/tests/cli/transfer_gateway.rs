@@ -299,9 +299,19 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
     let served = ps.wait_stderr_n("queries answered by", 1, Duration::from_secs(10));
     let most = served
         .lines()
-        .filter_map(|l| l.split("DNS: ").nth(1)?.split(' ').next()?.parse::<u32>().ok())
+        .filter_map(|l| {
+            l.split("DNS: ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
         .max();
-    assert!(most >= Some(2), "no DNS session carried two queries: {served}");
+    assert!(
+        most >= Some(2),
+        "no DNS session carried two queries: {served}"
+    );
 
     // --udp block: the datagram is refused; DNS still answered through nena.
     let _gw = gateway_with(&lab, &["--udp", "block"]);

@@ -194,6 +194,16 @@ impl Responder {
     }
 }
 
+/// One query on `c` and its answer, checked against the query.
+async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+    write_frame(&mut c.writer, query).await?;
+    let answer = read_frame(&mut c.reader)
+        .await?
+        .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
+    dns::check_answer(q, &answer).context("the proxy server's answer")?;
+    Ok(answer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,14 +270,4 @@ mod tests {
         assert_eq!(a.metadata.response_code, ResponseCode::ServFail);
         assert_eq!(r.stats.failed.load(Ordering::Relaxed), 2);
     }
-}
-
-/// One query on `c` and its answer, checked against the query.
-async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
-    write_frame(&mut c.writer, query).await?;
-    let answer = read_frame(&mut c.reader)
-        .await?
-        .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
-    dns::check_answer(q, &answer).context("the proxy server's answer")?;
-    Ok(answer)
 }

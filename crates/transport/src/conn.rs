@@ -135,6 +135,13 @@ pub fn mpc_session(
     Ok((nena_proto::Session::from_decision(role, &d), outcome))
 }
 
+/// Sessions opened ahead of the flows that take them (the `warm` module's pool).
+pub trait Ahead: Send + Sync + std::fmt::Debug {
+    /// A session whose handshake is done and which carried nothing yet, if one is ready;
+    /// another is opened in its place.
+    fn take(&self, opts: &ClientOptions) -> Option<ClientConn>;
+}
+
 /// How a client connects.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -171,6 +178,8 @@ pub struct ClientOptions {
     /// `--mode kato-mpc`: send in the clear when the negotiation did not complete (by
     /// default such a connection is refused before a byte is sent).
     pub allow_plain: bool,
+    /// A proxy's flows take sessions opened ahead from here (`nena gateway --warm`).
+    pub warm: Option<std::sync::Arc<dyn Ahead>>,
 }
 
 impl ClientOptions {
@@ -194,6 +203,7 @@ impl ClientOptions {
             congestion: None,
             mpc: None,
             allow_plain: false,
+            warm: None,
         }
     }
 }

@@ -52,6 +52,7 @@ pub mod stop;
 pub mod stream;
 pub mod testing;
 pub mod units;
+pub mod warm;
 pub mod wire;
 
 pub use stream::{SecureReader, SecureWriter};

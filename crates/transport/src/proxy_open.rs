@@ -177,57 +177,76 @@ async fn open_once(
         (Service::Stream, Some(t)) => t.to_string(),
         (Service::Stream, None) => "the --forward target".to_string(),
     };
-    let slot = connecting.acquire().await.map_err(|e| {
-        (
-            Rep::GeneralFailure,
-            anyhow::Error::new(e).context("the proxy is stopping"),
-        )
-    })?;
-    let opened = conn::connect(opts, None).await;
-    drop(slot);
-    let mut c = match opened {
-        Ok(c) => c,
-        Err(e) => {
-            return Err((
-                Rep::GeneralFailure,
-                e.context(format!("opening the nena session for {what}")),
-            ))
-        }
-    };
-    tally.handshake(c.setup, c.info);
-    if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
-        log::info!("session to {}: mode {}", opts.remote, i.describe());
-    }
-    let answer = async {
-        let first = match first {
-            Some(f) => f.take().context("reading the application's first bytes")?,
-            None => &[],
+    let mut first = first;
+    // A session opened ahead, when the proxy keeps some (`nena gateway --warm`); if it turns
+    // out to be gone (its server gave up waiting), a new one in the flow's path.
+    let mut ahead = opts.warm.as_ref();
+    loop {
+        let taken = ahead.and_then(|w| w.take(opts));
+        let from_pool = taken.is_some();
+        let mut c = match taken {
+            Some(c) => c,
+            None => {
+                let slot = connecting.acquire().await.map_err(|e| {
+                    (
+                        Rep::GeneralFailure,
+                        anyhow::Error::new(e).context("the proxy is stopping"),
+                    )
+                })?;
+                let opened = conn::connect(opts, None).await;
+                drop(slot);
+                match opened {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return Err((
+                            Rep::GeneralFailure,
+                            e.context(format!("opening the nena session for {what}")),
+                        ))
+                    }
+                }
+            }
         };
-        send_open(&mut c, target, service, first, opts).await?;
-        Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
-    };
-    let wait = opts.timeout + Duration::from_secs(5);
-    let answer = match tokio::time::timeout(wait, answer).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => {
-            return Err((
-                Rep::GeneralFailure,
-                e.context(format!("asking the proxy server for {what}")),
-            ));
+        tally.handshake(c.setup, c.info);
+        if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
+            log::info!("session to {}: mode {}", opts.remote, i.describe());
         }
-        Err(_) => {
-            return Err((
-                Rep::GeneralFailure,
-                anyhow::anyhow!(
-                    "the proxy server did not answer the request for {what} within {wait:?}"
-                ),
-            ));
+        let first = first.as_deref_mut();
+        let answer = async {
+            let first = match first {
+                Some(f) => f.take().context("reading the application's first bytes")?,
+                None => &[],
+            };
+            send_open(&mut c, target, service, first, opts).await?;
+            Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
+        };
+        let wait = opts.timeout + Duration::from_secs(5);
+        let answer = match tokio::time::timeout(wait, answer).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) if from_pool => {
+                log::debug!("a session opened ahead is gone ({e:#}); opening one for {what}");
+                ahead = None;
+                continue;
+            }
+            Ok(Err(e)) => {
+                return Err((
+                    Rep::GeneralFailure,
+                    e.context(format!("asking the proxy server for {what}")),
+                ));
+            }
+            Err(_) => {
+                return Err((
+                    Rep::GeneralFailure,
+                    anyhow::anyhow!(
+                        "the proxy server did not answer the request for {what} within {wait:?}"
+                    ),
+                ));
+            }
+        };
+        if answer.code != Rep::Succeeded {
+            let _ = c.writer.shutdown().await;
+            let code = answer.code;
+            return Err((code, anyhow::Error::new(Refused(answer)).context(what)));
         }
-    };
-    if answer.code != Rep::Succeeded {
-        let _ = c.writer.shutdown().await;
-        let code = answer.code;
-        return Err((code, anyhow::Error::new(Refused(answer)).context(what)));
+        return Ok(c);
     }
-    Ok(c)
 }

@@ -41,6 +41,11 @@ pub struct GatewayArgs {
     /// nena sessions being opened at once.
     #[arg(long, default_value = "64")]
     pub max_connecting: usize,
+    /// nena sessions kept open ahead of the LAN's next connections (handshake done, each
+    /// taken by one connection and replaced; none kept more than 5 s): a connection then
+    /// waits for no handshake. 0: every connection opens its own when it comes.
+    #[arg(long, value_name = "N", default_value = "8")]
+    pub warm: usize,
     /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
     /// those left are then reset on both sides. Default 0: at once.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
@@ -86,7 +91,7 @@ pub fn gateway(a: GatewayArgs) -> CmdResult {
             Udp::Carry => gateway::UdpMode::Carry,
             Udp::Block => gateway::UdpMode::Block,
         };
-        gateway::run(a.lan.clone(), udp, opts, limits, |plan| {
+        gateway::run(a.lan.clone(), udp, a.warm, opts, limits, |plan| {
             let v6 = if plan.v6 { " and [::1]" } else { "" };
             announce_with(
                 &what,

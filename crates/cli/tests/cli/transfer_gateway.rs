@@ -214,6 +214,38 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
 }
 
 #[test]
+fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path() {
+    let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
+    route_the_lan(&lab);
+    let (www, cli) = (TempDir::new("gs"), TempDir::new("gsc"));
+    std::fs::write(www.join("letter.txt"), b"after the pool went stale\n").unwrap();
+    let _http = http_dual(&lab, &www);
+    // A server that gives a client 1 s to send its open request: the gateway's two sessions
+    // opened ahead are gone before the LAN host's connection takes one.
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            "198.18.3.2:7100",
+            "--allow",
+            "198.18.0.0/15",
+            "--handshake-timeout",
+            "1",
+        ],
+    );
+    let _gw = gateway_with(&lab, &["--warm", "2"]);
+    ps.wait_stderr_n("no open request within 1s", 2, Duration::from_secs(10));
+    let out = cli.join("letter.txt");
+    lan_fetch(&lab, "http://198.18.3.2:8000/letter.txt", &out).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), b"after the pool went stale\n");
+}
+
+#[test]
 fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table() {
     let lab = lab_with(|c| c.lan = true);
     route_the_lan(&lab);
@@ -295,6 +327,18 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
     assert!(gw.terminate().success());
     let log = gw.stderr();
     assert!(log.contains("DNS answered "), "{log}");
+    // The fetches' connections (and the first lookups) took sessions opened ahead.
+    let took = log
+        .lines()
+        .find_map(|l| {
+            l.split("gateway: ")
+                .nth(1)?
+                .strip_suffix(" connections took a session opened ahead")?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no count of sessions opened ahead: {log}"));
+    assert!(took >= 2, "{took} sessions opened ahead were taken: {log}");
     // The kept DNS sessions end cleanly with the gateway; one carried several queries.
     let served = ps.wait_stderr_n("queries answered by", 1, Duration::from_secs(10));
     let most = served

@@ -21,6 +21,7 @@ pub mod udp;
 
 use crate::conn::ClientOptions;
 use crate::proxy::{self, Entry, ProxyLimits};
+use crate::warm::Warm;
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::SocketAddr;
@@ -65,6 +66,7 @@ pub enum UdpMode {
 pub async fn run(
     lan: Vec<String>,
     udp: UdpMode,
+    warm: usize,
     opts: ClientOptions,
     limits: ProxyLimits,
     ready: impl FnOnce(&Plan),
@@ -102,6 +104,19 @@ pub async fn run(
         v6: v6 && usocks.len() == 2,
     };
     let installed = Installed::install(&mut plan)?;
+    // Sessions opened ahead for the LAN's connections (TCP, DNS and datagram flows alike).
+    let warm = (warm > 0).then(|| Arc::new(Warm::new(warm)));
+    let opts = ClientOptions {
+        warm: warm.clone().map(|w| w as Arc<dyn crate::conn::Ahead>),
+        ..opts
+    };
+    if let Some(w) = &warm {
+        // As the proxy's own sessions are (`proxy::serve_client`).
+        w.fill(&ClientOptions {
+            buffer: crate::stream::PROXY_BUF,
+            ..opts.clone()
+        });
+    }
     ready(&plan);
     let datagrams = Arc::new(udp::Datagrams::new(
         Arc::new(ClientOptions {
@@ -126,6 +141,13 @@ pub async fn run(
     };
     udp_tasks.abort_all();
     datagrams.close(Duration::from_secs(2)).await;
+    if let Some(w) = &warm {
+        log::info!(
+            "gateway: {} connections took a session opened ahead",
+            w.taken()
+        );
+        w.close().await;
+    }
     let st = &datagrams.stats;
     log::info!(
         "gateway datagrams: DNS answered {}, sent {}, received {}, dropped {}",

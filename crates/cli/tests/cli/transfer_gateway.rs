@@ -58,21 +58,23 @@ fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
 
 /// The proxy server the gateway carries to, allowed to reach the lab's addresses.
 fn proxy_server(lab: &Lab) -> Proc {
-    spawn_listening(
-        lab,
-        Host::Server,
-        &[
-            "-v",
-            "proxy",
-            "server",
-            "--listen",
-            "198.18.3.2:7100",
-            "--allow",
-            "198.18.0.0/15",
-            "--allow",
-            "2001:2::/48",
-        ],
-    )
+    proxy_server_with(lab, &[])
+}
+
+fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "-v",
+        "proxy",
+        "server",
+        "--listen",
+        "198.18.3.2:7100",
+        "--allow",
+        "198.18.0.0/15",
+        "--allow",
+        "2001:2::/48",
+    ];
+    args.extend_from_slice(extra);
+    spawn_listening(lab, Host::Server, &args)
 }
 
 fn gateway(lab: &Lab) -> Proc {
@@ -223,21 +225,7 @@ fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path(
     let _http = http_dual(&lab, &www);
     // A server that gives a client 1 s to send its open request: the gateway's two sessions
     // opened ahead are gone before the LAN host's connection takes one.
-    let ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "-v",
-            "proxy",
-            "server",
-            "--listen",
-            "198.18.3.2:7100",
-            "--allow",
-            "198.18.0.0/15",
-            "--handshake-timeout",
-            "1",
-        ],
-    );
+    let ps = proxy_server_with(&lab, &["--handshake-timeout", "1"]);
     let _gw = gateway_with(&lab, &["--warm", "2"]);
     ps.wait_stderr_n("no open request within 1s", 2, Duration::from_secs(10));
     let out = cli.join("letter.txt");

@@ -225,6 +225,19 @@ pub struct ClientConn {
 }
 
 impl ClientConn {
+    /// Ends a session that is not wanted any more (kept for a next query, or opened ahead)
+    /// cleanly, within `limit`: its closing record tells the proxy server that nothing was
+    /// cut off.
+    pub async fn end(mut self, limit: Duration) {
+        use tokio::io::AsyncWriteExt;
+        let _ = tokio::time::timeout(limit, self.writer.shutdown()).await;
+    }
+
+    /// [`ClientConn::end`] in a task of its own (for a caller that cannot wait).
+    pub fn end_later(self, limit: Duration) {
+        tokio::spawn(self.end(limit));
+    }
+
     /// What the connection is now: MPTCP or fallback, multipath, bytes per subflow.
     pub fn paths(&self) -> Option<PathReport> {
         match self.gate.report() {

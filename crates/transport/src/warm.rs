@@ -15,7 +15,6 @@ use crate::conn::{self, Ahead, ClientConn, ClientOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 
 /// How long a session opened ahead waits for its flow at most.
 pub const MAX_AGE: Duration = Duration::from_secs(5);
@@ -101,8 +100,8 @@ impl Inner {
 }
 
 /// Ends a session that carried nothing: the proxy server sees its end before any request.
-async fn end(mut c: ClientConn) {
-    let _ = tokio::time::timeout(Duration::from_millis(500), c.writer.shutdown()).await;
+async fn end(c: ClientConn) {
+    c.end(Duration::from_millis(500)).await;
 }
 
 impl Ahead for Warm {

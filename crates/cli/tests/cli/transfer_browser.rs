@@ -70,6 +70,8 @@ fn chromium_args(profile: &Path) -> Vec<String> {
         // pending), not at the first moment the load event allows: on a loaded host the
         // page's own load handler may not have written its count yet.
         "--virtual-time-budget=20000",
+        // The page's failed loads (`net::ERR_...`) on stderr, for a failure's report.
+        "--enable-logging=stderr",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -83,15 +85,31 @@ fn chromium_args(profile: &Path) -> Vec<String> {
 
 fn assert_complete(out: &std::process::Output, how: &str, nena_said: &str) {
     let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        dom.contains("<p id=\"result\">loaded=30 of=30</p>"),
-        "{how}: the page did not load complete ({}): {}; the browser said: {}; nena said: {nena_said}",
+    if dom.contains("<p id=\"result\">loaded=30 of=30</p>") {
+        return;
+    }
+    // The browser's lines about its loads (not its D-Bus noise) first, then nena's logs'
+    // warnings: a report the tracker cuts short still holds the cause.
+    let browser = String::from_utf8_lossy(&out.stderr);
+    let loads: Vec<&str> = browser
+        .lines()
+        .filter(|l| l.contains("net::") || l.contains("CONSOLE") || l.contains("Failed to load"))
+        .take(20)
+        .collect();
+    let warnings: Vec<&str> = nena_said
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR ") || l.starts_with("=="))
+        .take(40)
+        .collect();
+    panic!(
+        "{how}: the page did not load complete ({}): {}\nthe browser said:\n{}\nnena warned:\n{}",
         out.status,
         dom.lines()
             .filter(|l| l.contains("result") || l.contains("<title>"))
             .collect::<Vec<_>>()
             .join(" "),
-        String::from_utf8_lossy(&out.stderr)
+        loads.join("\n"),
+        warnings.join("\n"),
     );
 }
 
@@ -115,7 +133,7 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
     let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
     let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
     let _cli_conf = NetnsResolvConf::new(&lab, Host::Client, "198.18.2.1");
-    let _ps = spawn_listening(
+    let ps = spawn_listening(
         &lab,
         Host::Server,
         &[
@@ -142,7 +160,22 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_complete(&out, "through the gateway", &gw.stderr());
+    assert_complete(
+        &out,
+        "through the gateway",
+        &format!(
+            "== gateway\n{}\n== proxy server\n{}",
+            gw.stderr(),
+            ps.stderr()
+        ),
+    );
+    // The browser asks many names at once: the DNS sessions the gateway does not keep for
+    // the next queries are ended cleanly, not cut off.
+    let cut = ps.stderr();
+    assert!(
+        !cut.contains("truncated"),
+        "the proxy server saw sessions cut off while the gateway ran:\n{cut}"
+    );
     drop(gw);
 
     // 2. On the client, under `nena run`.
@@ -163,7 +196,11 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
     assert_complete(
         &out,
         "under nena run",
-        &String::from_utf8_lossy(&out.stderr),
+        &format!(
+            "== nena run\n{}\n== proxy server\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            ps.stderr()
+        ),
     );
 
     cu.stop().unwrap();

@@ -42,6 +42,9 @@ pub const IDLE_SESSIONS: usize = 4;
 /// How long a DNS session is kept for another query after its last answer.
 pub const KEEP: Duration = Duration::from_secs(20);
 
+/// How long ending a session that is not kept may take.
+const END_WITHIN: Duration = Duration::from_millis(500);
+
 /// Carries DNS queries to the proxy server at `opts.remote`.
 pub struct Responder {
     opts: Arc<ClientOptions>,
@@ -133,10 +136,14 @@ impl Responder {
         Ok(answer)
     }
 
-    /// The most recently used kept session still within [`KEEP`]; older ones are closed.
+    /// The most recently used kept session still within [`KEEP`]; older ones are ended.
     fn kept(&self) -> Option<ClientConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|(t, _)| t.elapsed() < KEEP);
+        let (fresh, old): (Vec<_>, Vec<_>) = idle.drain(..).partition(|(t, _)| t.elapsed() < KEEP);
+        *idle = fresh;
+        for (_, c) in old {
+            c.end_later(END_WITHIN);
+        }
         idle.pop().map(|(_, c)| c)
     }
 
@@ -144,16 +151,19 @@ impl Responder {
     /// each within `limit`.
     pub async fn close(&self, limit: Duration) {
         let kept = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
-        for (_, mut c) in kept {
-            let _ = tokio::time::timeout(limit, c.writer.shutdown()).await;
+        for (_, c) in kept {
+            c.end(limit).await;
         }
     }
 
-    /// Keep `c` for another query, unless [`IDLE_SESSIONS`] are kept already.
+    /// Keep `c` for another query, unless [`IDLE_SESSIONS`] are kept already (then it is
+    /// ended cleanly).
     fn keep(&self, c: ClientConn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < IDLE_SESSIONS {
             idle.push((Instant::now(), c));
+        } else {
+            c.end_later(END_WITHIN);
         }
     }
 

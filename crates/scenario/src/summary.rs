@@ -17,6 +17,9 @@ pub const BIN_S: f64 = 1.0;
 /// Time after a link goes down during which acknowledgements of what was in flight may
 /// still count (the sample interval's worth of slack).
 const DOWN_GRACE_S: f64 = 0.3;
+/// A link is back after an outage from when it carries data with no gap longer than this
+/// until its next outage or the end of the run.
+const SUSTAIN_GAP_S: f64 = 1.0;
 
 /// Mean and standard deviation of a set of values.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -69,8 +72,10 @@ pub struct Outage {
     pub up_s: Option<f64>,
     /// Bytes acknowledged on the link while it was down (after a short grace).
     pub bytes_while_down: u64,
-    /// From the start of the link's `up` to the first sample with data acknowledged on it
-    /// (the command's own time, tens of milliseconds, included).
+    /// From the start of the link's `up` to the first sample from which data is
+    /// acknowledged on it with no gap longer than 1 s until its next outage or the run's
+    /// end (the command's own time, tens of milliseconds, included); `None` when it never
+    /// stays in use.
     pub recovered_after_s: Option<f64>,
 }
 
@@ -173,7 +178,7 @@ impl RunSummary {
                 o.bytes_while_down,
                 o.recovered_after_s
                     .map(|r| format!("{r:.2}s"))
-                    .unwrap_or_else(|| "never".into())
+                    .unwrap_or_else(|| "never (it carried no data for good)".into())
             );
         }
         s
@@ -332,6 +337,7 @@ pub fn summarize(
 
 fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
     let mut out = Vec::new();
+    let last_t = d.rows.iter().map(|r| r.t).fold(0.0, f64::max);
     for (i, e) in applied.iter().enumerate() {
         if e.action != Action::Down {
             continue;
@@ -349,10 +355,12 @@ fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
             .map(|r| r.bytes)
             .sum();
         let recovered_after_s = up.and_then(|u| {
-            d.rows
+            // Until the link's next down, or the end of the samples.
+            let until = applied[i + 1..]
                 .iter()
-                .find(|r| r.link == e.link && r.t > u.started_s && r.bytes > 0)
-                .map(|r| r.t - u.started_s)
+                .find(|n| n.link == e.link && n.action == Action::Down && n.started_s > u.started_s)
+                .map_or(last_t, |n| n.started_s);
+            sustained_from(d, e.link, u.started_s, until).map(|t| t - u.started_s)
         });
         out.push(Outage {
             link: e.link,
@@ -363,6 +371,30 @@ fn outages(applied: &[Applied], d: &Deltas) -> Vec<Outage> {
         });
     }
     out
+}
+
+/// The first time after `from` from which `link` carries data with no gap longer than
+/// [`SUSTAIN_GAP_S`] until `until`: the link is back only when it stays in use, not when a
+/// subflow's last retransmission gets through before the subflow is closed.
+fn sustained_from(d: &Deltas, link: Link, from: f64, until: f64) -> Option<f64> {
+    let mut times: Vec<f64> = d
+        .rows
+        .iter()
+        .filter(|r| r.link == link && r.t > from && r.t <= until && r.bytes > 0)
+        .map(|r| r.t)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    let last = *times.last()?;
+    if until - last > SUSTAIN_GAP_S {
+        return None;
+    }
+    // The start of the last stretch without a gap longer than SUSTAIN_GAP_S.
+    let start = times
+        .windows(2)
+        .rposition(|w| w[1] - w[0] > SUSTAIN_GAP_S)
+        .map_or(times[0], |i| times[i + 1]);
+    Some(start)
 }
 
 #[cfg(test)]
@@ -490,6 +522,44 @@ mod tests {
         assert_eq!(o[0].bytes_while_down, 12_000);
         assert_eq!(o[0].up_s, None);
         assert_eq!(o[0].recovered_after_s, None);
+    }
+
+    #[test]
+    fn a_link_is_back_only_when_it_stays_in_use() {
+        // The trusted link down at 3 s, up at 6 s; 12 s of samples every 0.1 s. Its old
+        // subflow gets one retransmission through at 6.2 s and is then closed (the outage of
+        // issue 40): not back. The same with data from 6.4 s to the end: back after 0.4 s,
+        // although a gap of 0.2 s (within 1 s) follows the first sample.
+        let run = |data: &dyn Fn(f64) -> bool| {
+            let mut acked = 0u64;
+            let samples: Vec<Sample> = (0..=120)
+                .map(|i| {
+                    let t = i as f64 * 0.1;
+                    if data(t) {
+                        acked += 1000;
+                    }
+                    Sample {
+                        t,
+                        sockets: vec![sock(Link::Trusted, 40001, acked, 1000)],
+                    }
+                })
+                .collect();
+            let ev = |at: f64, action| Applied {
+                planned_s: at,
+                started_s: at,
+                applied_s: at,
+                link: Link::Trusted,
+                action,
+            };
+            let applied = vec![ev(3.0, Action::Down), ev(6.0, Action::Up)];
+            outages(&applied, &deltas(&samples, Direction::Up))[0].recovered_after_s
+        };
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert_eq!(run(&|t| t < 3.0 || near(t, 6.2)), None);
+        let rec = run(&|t| t < 3.0 || near(t, 6.2) || t > 6.35).unwrap();
+        assert!(near(rec, 0.2), "{rec}");
+        let rec = run(&|t| t < 3.0 || t > 6.35).unwrap();
+        assert!(near(rec, 0.4), "{rec}");
     }
 
     #[test]

@@ -216,7 +216,11 @@ impl PmSocket {
     }
 
     /// Userspace PM: open a new subflow of connection `token` from `local` to `remote`
-    /// (`MPTCP_PM_CMD_SUBFLOW_CREATE`). The kernel picks the local port and address id.
+    /// (`MPTCP_PM_CMD_SUBFLOW_CREATE`). The kernel picks the local port; the address id is
+    /// [`local_id`]'s, one per address for the process's life. (With id 0 for every
+    /// address, the kernel refuses a second address while the first one's entry is kept:
+    /// "did not match address and id", `EINVAL`; that kept the trusted path from being
+    /// re-created after an outage while the untrusted one had a subflow.)
     /// With `ifindex` the subflow is bound to that interface (`MPTCP_PM_ADDR_ATTR_IF_IDX`):
     /// it leaves by it whatever the routes say; without, routing picks the interface.
     pub fn subflow_create(
@@ -227,6 +231,7 @@ impl PmSocket {
         remote: SocketAddr,
     ) -> Result<(), PmError> {
         let mut l = addr_nest(local, 0);
+        l.push(AddrAttr::Id(local_id(local)));
         l.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW));
         if let Some(i) = ifindex {
             l.push(AddrAttr::IfIdx(i as i32));
@@ -323,4 +328,46 @@ fn ext_ack_message(raw: &[u8]) -> Option<String> {
                     .to_string()
             })
         })
+}
+
+/// The address id the userspace PM gives subflows from `addr` (`MPTCP_PM_ADDR_ATTR_ID`):
+/// 1 to 255, one per address, the same for every connection of this process (as mptcpd's id
+/// manager does). The kernel keeps a connection's local addresses by id and refuses an
+/// address under an id another address holds; 0 is the initial subflow's, never given
+/// here. Past 255 addresses, 0: the kernel's own choice, which works while the connection
+/// has no other entry of id 0.
+pub fn local_id(addr: IpAddr) -> u8 {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static IDS: Mutex<Option<HashMap<IpAddr, u8>>> = Mutex::new(None);
+    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = ids.get_or_insert_with(HashMap::new);
+    if let Some(&id) = ids.get(&addr) {
+        return id;
+    }
+    match u8::try_from(ids.len() + 1) {
+        Ok(id) => {
+            ids.insert(addr, id);
+            id
+        }
+        Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_id;
+    use std::net::IpAddr;
+
+    #[test]
+    fn every_address_keeps_one_id_of_its_own_and_none_is_zero() {
+        let a: IpAddr = "198.18.1.2".parse().unwrap();
+        let b: IpAddr = "198.18.2.2".parse().unwrap();
+        let c: IpAddr = "2001:2:0:2::2".parse().unwrap();
+        let (ia, ib, ic) = (local_id(a), local_id(b), local_id(c));
+        assert!(ia != 0 && ib != 0 && ic != 0);
+        assert!(ia != ib && ib != ic && ia != ic, "{ia} {ib} {ic}");
+        assert_eq!(local_id(b), ib);
+        assert_eq!(local_id(a), ia);
+    }
 }

@@ -253,3 +253,111 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         String::from_utf8_lossy(&nstat.stdout).replace('\n', " ")
     );
 }
+
+/// The trusted link lost and back (issue 40: an LTE dropout), userspace PM: nena opens a new
+/// subflow on the trusted link once it is back (the kernel refused that re-creation while
+/// the untrusted subflow's address entry held address id 0), the trusted path carries data
+/// again within 2 s and to the end of the run, and the transfer stays byte-exact.
+#[test]
+fn trusted_subflow_is_back_after_its_link_returns() {
+    let lab = lab_with(|c| {
+        c.pm = PmMode::Userspace;
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+    });
+    let srv = TempDir::new("recovery-t");
+    let _s = serve(&lab, 7601, srv.path(), &[]);
+    let monitor = Monitor::start(&lab);
+    let to = server(&lab, 7601);
+    let mut args = vec![
+        "-v",
+        "perf",
+        "--to",
+        &to,
+        "--time",
+        "8",
+        "--interval",
+        "0.05",
+        "--json",
+    ];
+    args.extend_from_slice(&PATHS);
+    let mut cmd = lab.command(Host::Client, NENA, &args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let perf = cmd.spawn().expect("spawn nena perf");
+    // Once both paths carry data: the untrusted subflow established and moving bytes.
+    let sport = nena_testkit::wait_for(
+        "an untrusted subflow established",
+        Duration::from_secs(8),
+        || {
+            monitor.lines().iter().find_map(|(_, l)| {
+                (l.contains("SF_ESTABLISHED") && field(l, "saddr4") == Some(UNTRUSTED))
+                    .then(|| field(l, "sport").map(str::to_string))
+                    .flatten()
+            })
+        },
+    );
+    nena_testkit::wait_until(
+        "64 KiB acknowledged on the untrusted subflow",
+        Duration::from_secs(5),
+        || acked_from(&lab, &format!("{UNTRUSTED}:{sport}"), 7601) >= 64 << 10,
+    );
+    let down = unix_now();
+    lab.set_link(Link::Trusted, false).unwrap();
+    // The outage itself lasts 2 s.
+    std::thread::sleep(Duration::from_secs(2));
+    let raising = unix_now();
+    lab.set_link(Link::Trusted, true).unwrap();
+    let up = unix_now();
+    let out = perf.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf failed: {stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["verified"], true, "{r}");
+    let intervals = r["intervals"].as_array().unwrap();
+    let trusted = |iv: &serde_json::Value| -> u64 {
+        iv["subflows_interval"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["local"].as_str().unwrap().starts_with(TRUSTED))
+            .map(|s| s["acked"].as_u64().unwrap())
+            .sum()
+    };
+    let events = monitor.lines();
+    let log: String = events.iter().map(|(_, l)| format!("{l}\n")).collect();
+    // A new trusted subflow, established after the link came back.
+    assert!(
+        events.iter().any(|(t, l)| l.contains("SF_ESTABLISHED")
+            && field(l, "saddr4") == Some(TRUSTED)
+            && *t > raising - 0.05
+            && *t < up + 2.0),
+        "no new trusted subflow after the link came back ({down:.3} down):\n{log}\n{stderr}"
+    );
+    // Data on the trusted path within 2 s of its return, and in every interval of the
+    // last second of the run (it stays in use: the issue saw it carry nothing after 8 s).
+    let back = intervals
+        .iter()
+        .find(|iv| iv["unix"].as_f64().unwrap() > up && trusted(iv) > 0)
+        .unwrap_or_else(|| panic!("the trusted path never carried data again: {stderr}"));
+    let within = back["unix"].as_f64().unwrap() - up;
+    assert!(
+        within <= 2.0,
+        "trusted data again only {within:.3} s after its return"
+    );
+    let end = intervals.last().unwrap()["unix"].as_f64().unwrap();
+    let tail: Vec<u64> = intervals
+        .iter()
+        .filter(|iv| iv["unix"].as_f64().unwrap() > end - 1.0)
+        .map(trusted)
+        .collect();
+    assert!(
+        tail.iter().sum::<u64>() > 0,
+        "the trusted path carried nothing in the run's last second: {tail:?}"
+    );
+    assert!(
+        stderr.contains("subflow recovery: opening a subflow from 198.18.1.2"),
+        "{stderr}"
+    );
+}

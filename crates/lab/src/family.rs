@@ -39,7 +39,7 @@ impl Lab {
             } else {
                 run_tolerant(
                     ip(Some(&ns), &["addr", "del", &e.cidr(), "dev", e.iface]),
-                    &["Cannot assign requested address"],
+                    &["Cannot assign requested address", "Address not found"],
                 )?;
             }
             let conf = |k: &str| format!("net.ipv6.conf.{}.{k}", e.iface);

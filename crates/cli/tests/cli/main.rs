@@ -26,6 +26,7 @@ mod eavesdrop_cli;
 mod host_cli;
 mod lab_cli;
 mod lab_emulation_cli;
+mod lab_families_cli;
 #[cfg(feature = "policy")]
 mod lab_emulation_policy;
 mod module_cycles;

@@ -326,14 +326,20 @@ mod tests {
         v.as_object_mut().unwrap().remove("lan");
         let cfg: LabConfig = serde_json::from_value(v).unwrap();
         assert!(!cfg.lan);
-        assert_eq!((cfg.trusted_family, cfg.untrusted_family), (Family::Ipv4, Family::Ipv4));
+        assert_eq!(
+            (cfg.trusted_family, cfg.untrusted_family),
+            (Family::Ipv4, Family::Ipv4)
+        );
         assert!(!cfg.untrusted_nat && !cfg.untrusted_strip_mptcp && !cfg.ipv6());
     }
 
     #[test]
     fn ipv6_makes_dual_the_default_and_a_named_family_wins() {
         use Family::*;
-        assert_eq!(LabConfig::families(false, None, None).unwrap(), (Ipv4, Ipv4));
+        assert_eq!(
+            LabConfig::families(false, None, None).unwrap(),
+            (Ipv4, Ipv4)
+        );
         assert_eq!(LabConfig::families(true, None, None).unwrap(), (Dual, Dual));
         assert_eq!(
             LabConfig::families(true, Some(Ipv6), Some(Ipv4)).unwrap(),

@@ -35,7 +35,10 @@ impl Lab {
         for e in link.ends() {
             let ns = self.netns(e.host);
             if fam.has_v4() {
-                run(ip(Some(&ns), &["addr", "replace", &e.cidr(), "dev", e.iface]))?;
+                run(ip(
+                    Some(&ns),
+                    &["addr", "replace", &e.cidr(), "dev", e.iface],
+                ))?;
             } else {
                 run_tolerant(
                     ip(Some(&ns), &["addr", "del", &e.cidr(), "dev", e.iface]),
@@ -108,7 +111,12 @@ impl Lab {
 
     /// The client's default route of one family in its main table: via the trusted link
     /// when it carries the family, else via the untrusted one; none when neither does.
-    fn apply_default(&self, cfg: &LabConfig, v6: bool, up: &dyn Fn(Link) -> Result<bool>) -> Result<()> {
+    fn apply_default(
+        &self,
+        cfg: &LabConfig,
+        v6: bool,
+        up: &dyn Fn(Link) -> Result<bool>,
+    ) -> Result<()> {
         let client = self.netns(Host::Client);
         let f = if v6 { "-6" } else { "-4" };
         let carries = |l: Link| {
@@ -119,13 +127,25 @@ impl Lab {
                 fam.has_v4()
             }
         };
-        match [Link::Trusted, Link::Untrusted].into_iter().find(|&l| carries(l)) {
+        match [Link::Trusted, Link::Untrusted]
+            .into_iter()
+            .find(|&l| carries(l))
+        {
             Some(l) => {
                 if up(l)? {
                     let gw = l.router().addr_of(v6).to_string();
                     run(ip(
                         Some(&client),
-                        &[f, "route", "replace", "default", "via", &gw, "dev", l.edge().iface],
+                        &[
+                            f,
+                            "route",
+                            "replace",
+                            "default",
+                            "via",
+                            &gw,
+                            "dev",
+                            l.edge().iface,
+                        ],
                     ))?;
                 }
             }
@@ -201,7 +221,9 @@ impl Lab {
                 while probe(ip(Some(&client), &[f, "rule", "del", "pref", &pref]))? {}
                 run(ip(
                     Some(&client),
-                    &[f, "rule", "add", "pref", &pref, "from", &src, "lookup", &table],
+                    &[
+                        f, "rule", "add", "pref", &pref, "from", &src, "lookup", &table,
+                    ],
                 ))?;
             }
         }
@@ -217,7 +239,9 @@ impl Lab {
         let gw = Link::Server.router().addr6.to_string();
         run(ip(
             Some(&self.netns(Host::Server)),
-            &["-6", "route", "replace", "default", "via", &gw, "dev", "eth0"],
+            &[
+                "-6", "route", "replace", "default", "via", &gw, "dev", "eth0",
+            ],
         ))
         .map(|_| ())
     }

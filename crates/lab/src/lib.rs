@@ -594,7 +594,11 @@ impl Lab {
             _ => (Host::Client, link.edge().addr_of(v6)),
         };
         self.run_in(host, move || -> std::io::Result<TcpStream> {
-            let s = socket2::Socket::new(socket2::Domain::for_address(dst), socket2::Type::STREAM, None)?;
+            let s = socket2::Socket::new(
+                socket2::Domain::for_address(dst),
+                socket2::Type::STREAM,
+                None,
+            )?;
             s.bind(&SocketAddr::new(src, 0).into())?;
             s.connect_timeout(&dst.into(), timeout)?;
             Ok(s.into())

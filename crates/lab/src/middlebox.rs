@@ -96,7 +96,10 @@ mod tests {
             r.contains("iifname \"untrusted\" oifname \"server\" masquerade"),
             "{r}"
         );
-        assert!(r.starts_with("add table inet nena_lab_nat\nflush table"), "{r}");
+        assert!(
+            r.starts_with("add table inet nena_lab_nat\nflush table"),
+            "{r}"
+        );
     }
 
     #[test]

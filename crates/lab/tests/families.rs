@@ -58,11 +58,12 @@ fn round_trip(lab: &Lab, link: Link, server: IpAddr) -> (SocketAddr, SocketAddr)
 
 /// An absolute kernel counter (`nstat -saz NAME`) in a host; 0 when it never counted.
 fn counter(lab: &Lab, host: Host, name: &str) -> u64 {
-    let out = lab
-        .command(host, "nstat", ["-saz", name])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "nstat: {}", String::from_utf8_lossy(&out.stderr));
+    let out = lab.command(host, "nstat", ["-saz", name]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "nstat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| {
@@ -93,13 +94,16 @@ fn mptcp_upload(
 ) -> (usize, Vec<String>) {
     let listen = SocketAddr::new(server, 0);
     let l = lab
-        .run_in(Host::Server, move || -> std::io::Result<std::net::TcpListener> {
-            let s = mptcp_socket(listen)?;
-            s.set_reuse_address(true)?;
-            s.bind(&listen.into())?;
-            s.listen(8)?;
-            Ok(s.into())
-        })
+        .run_in(
+            Host::Server,
+            move || -> std::io::Result<std::net::TcpListener> {
+                let s = mptcp_socket(listen)?;
+                s.set_reuse_address(true)?;
+                s.bind(&listen.into())?;
+                s.listen(8)?;
+                Ok(s.into())
+            },
+        )
         .unwrap()
         .unwrap();
     let dst = l.local_addr().unwrap();
@@ -111,12 +115,15 @@ fn mptcp_upload(
     });
     let src = SocketAddr::new(Link::Trusted.edge().addr_of(dst.is_ipv6()), 0);
     let mut c: std::net::TcpStream = lab
-        .run_in(Host::Client, move || -> std::io::Result<std::net::TcpStream> {
-            let s = mptcp_socket(dst)?;
-            s.bind(&src.into())?;
-            s.connect_timeout(&dst.into(), Duration::from_secs(3))?;
-            Ok(s.into())
-        })
+        .run_in(
+            Host::Client,
+            move || -> std::io::Result<std::net::TcpStream> {
+                let s = mptcp_socket(dst)?;
+                s.bind(&src.into())?;
+                s.connect_timeout(&dst.into(), Duration::from_secs(3))?;
+                Ok(s.into())
+            },
+        )
         .unwrap()
         .unwrap();
     c.write_all(&vec![0x42u8; n]).unwrap();
@@ -134,7 +141,14 @@ fn ip_in_ss(lab: &Lab, port: &str) -> Vec<String> {
         .command(
             Host::Server,
             "ss",
-            ["-tnH", "state", "established", "sport", "=", &format!(":{port}")],
+            [
+                "-tnH",
+                "state",
+                "established",
+                "sport",
+                "=",
+                &format!(":{port}"),
+            ],
         )
         .output()
         .unwrap();
@@ -150,7 +164,11 @@ fn frames(cap: &Path, filter: &str) -> usize {
         .args(["-n", "-r", cap.to_str().unwrap(), "-Y", filter])
         .output()
         .unwrap();
-    assert!(o.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tshark {filter}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
 
@@ -184,22 +202,45 @@ fn an_ipv6_lab_reaches_the_server_over_both_links_by_ipv6_and_ipv4() {
         let route = ip_in(
             &lab,
             Host::Client,
-            &["-6", "route", "get", &SERVER_ADDR6.to_string(), "from", &src.ip().to_string()],
+            &[
+                "-6",
+                "route",
+                "get",
+                &SERVER_ADDR6.to_string(),
+                "from",
+                &src.ip().to_string(),
+            ],
         );
-        assert!(route.contains(&format!("dev {}", link.edge().iface)), "{route}");
+        assert!(
+            route.contains(&format!("dev {}", link.edge().iface)),
+            "{route}"
+        );
         let (src4, peer4) = round_trip(&lab, link, IpAddr::V4(SERVER_ADDR));
         assert_eq!((src4.ip(), peer4), (IpAddr::V4(link.edge().addr), src4));
     }
-    assert_eq!(lab.server_addr(), IpAddr::V4(SERVER_ADDR), "dual: IPv4 first");
+    assert_eq!(
+        lab.server_addr(),
+        IpAddr::V4(SERVER_ADDR),
+        "dual: IPv4 first"
+    );
     let st = Lab::status(lab.prefix()).unwrap();
     for l in &st.links {
         assert_eq!(l.family, Some(Family::Dual), "{:?}", l.link);
-        assert_eq!(l.edge_addr6.as_deref(), Some(l.link.edge().cidr6().as_str()));
-        assert_eq!(l.router_addr6.as_deref(), Some(l.link.router().cidr6().as_str()));
+        assert_eq!(
+            l.edge_addr6.as_deref(),
+            Some(l.link.edge().cidr6().as_str())
+        );
+        assert_eq!(
+            l.router_addr6.as_deref(),
+            Some(l.link.router().cidr6().as_str())
+        );
     }
     assert_eq!(st.router_ipv6_forwarding, Some(true));
     let eps = st.mptcp.unwrap().client_endpoints.join("\n");
-    assert!(eps.contains("2001:2:0:2::2") && eps.contains("dev untrusted"), "{eps}");
+    assert!(
+        eps.contains("2001:2:0:2::2") && eps.contains("dev untrusted"),
+        "{eps}"
+    );
     // kernel MPTCP over IPv6: the in-kernel path manager joins from the untrusted IPv6
     // address
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V6(SERVER_ADDR6), 100_000, || {
@@ -225,29 +266,63 @@ fn a_mixed_lab_carries_only_each_links_family() {
     for host in [Host::Client, Host::Router] {
         let v4 = ip_in(&lab, host, &["-4", "-o", "addr", "show", "dev", "trusted"]);
         assert!(v4.trim().is_empty(), "{host}: {v4}");
-        let v6 = ip_in(&lab, host, &["-6", "-o", "addr", "show", "dev", "untrusted", "scope", "global"]);
+        let v6 = ip_in(
+            &lab,
+            host,
+            &[
+                "-6",
+                "-o",
+                "addr",
+                "show",
+                "dev",
+                "untrusted",
+                "scope",
+                "global",
+            ],
+        );
         assert!(v6.trim().is_empty(), "{host}: {v6}");
     }
     // the server link is dual stack; the runs' server address follows the trusted link
     assert_eq!(lab.server_addr(), IpAddr::V6(SERVER_ADDR6));
-    assert_eq!(lab.server_addr_for(Link::Untrusted), IpAddr::V4(SERVER_ADDR));
+    assert_eq!(
+        lab.server_addr_for(Link::Untrusted),
+        IpAddr::V4(SERVER_ADDR)
+    );
     assert_eq!(
         lab.server_listen_addr(4433).to_string(),
         "[::]:4433",
         "a server reachable over both links listens on both families"
     );
     // the client's IPv4 leaves by the untrusted link, its IPv6 by the trusted one
-    let r4 = ip_in(&lab, Host::Client, &["-4", "route", "get", &SERVER_ADDR.to_string()]);
+    let r4 = ip_in(
+        &lab,
+        Host::Client,
+        &["-4", "route", "get", &SERVER_ADDR.to_string()],
+    );
     assert!(r4.contains("dev untrusted"), "{r4}");
-    let r6 = ip_in(&lab, Host::Client, &["-6", "route", "get", &SERVER_ADDR6.to_string()]);
+    let r6 = ip_in(
+        &lab,
+        Host::Client,
+        &["-6", "route", "get", &SERVER_ADDR6.to_string()],
+    );
     assert!(r6.contains("dev trusted"), "{r6}");
     let rules4 = ip_in(&lab, Host::Client, &["-4", "rule"]);
-    assert!(!rules4.contains("lookup 101") && rules4.contains("from 198.18.2.2 lookup 102"), "{rules4}");
+    assert!(
+        !rules4.contains("lookup 101") && rules4.contains("from 198.18.2.2 lookup 102"),
+        "{rules4}"
+    );
     let rules6 = ip_in(&lab, Host::Client, &["-6", "rule"]);
-    assert!(rules6.contains("from 2001:2:0:1::2 lookup 101") && !rules6.contains("lookup 102"), "{rules6}");
+    assert!(
+        rules6.contains("from 2001:2:0:1::2 lookup 101") && !rules6.contains("lookup 102"),
+        "{rules6}"
+    );
     // a link refuses the family it does not carry
     let e = lab
-        .connect(Link::Trusted, SocketAddr::new(IpAddr::V4(SERVER_ADDR), 9), Duration::from_secs(1))
+        .connect(
+            Link::Trusted,
+            SocketAddr::new(IpAddr::V4(SERVER_ADDR), 9),
+            Duration::from_secs(1),
+        )
         .unwrap_err();
     assert!(format!("{e:#}").contains("carries ipv6 only"), "{e:#}");
     // traffic over both links, each captured: each link carries its family alone
@@ -255,15 +330,31 @@ fn a_mixed_lab_carries_only_each_links_family() {
     let cap_t = lab.capture(Link::Trusted, &ct).unwrap();
     let cap_u = lab.capture(Link::Untrusted, &cu).unwrap();
     let (src6, peer6) = round_trip(&lab, Link::Trusted, lab.server_addr());
-    assert_eq!((src6.ip(), peer6), (IpAddr::V6(Link::Trusted.edge().addr6), src6));
+    assert_eq!(
+        (src6.ip(), peer6),
+        (IpAddr::V6(Link::Trusted.edge().addr6), src6)
+    );
     let (src4, peer4) = round_trip(&lab, Link::Untrusted, lab.server_addr_for(Link::Untrusted));
-    assert_eq!((src4.ip(), peer4), (IpAddr::V4(Link::Untrusted.edge().addr), src4));
+    assert_eq!(
+        (src4.ip(), peer4),
+        (IpAddr::V4(Link::Untrusted.edge().addr), src4)
+    );
     cap_t.stop().unwrap();
     cap_u.stop().unwrap();
-    assert!(frames(&ct, "ipv6 && tcp") >= 6, "the trusted link carried the IPv6 connection");
+    assert!(
+        frames(&ct, "ipv6 && tcp") >= 6,
+        "the trusted link carried the IPv6 connection"
+    );
     assert_eq!(frames(&ct, "ip"), 0, "no IPv4 on the trusted link");
-    assert!(frames(&cu, "ip && tcp") >= 6, "the untrusted link carried the IPv4 connection");
-    assert_eq!(frames(&cu, "ipv6 && tcp"), 0, "no IPv6 TCP on the untrusted link");
+    assert!(
+        frames(&cu, "ip && tcp") >= 6,
+        "the untrusted link carried the IPv4 connection"
+    );
+    assert_eq!(
+        frames(&cu, "ipv6 && tcp"),
+        0,
+        "no IPv6 TCP on the untrusted link"
+    );
 }
 
 #[test]
@@ -295,8 +386,14 @@ fn behind_the_nat_the_server_sees_the_routers_address() {
         })
     });
     assert_eq!(got, 100_000);
-    assert!(subflows.iter().any(|p| p.starts_with("198.18.3.1:")), "{subflows:?}");
-    assert!(subflows.iter().any(|p| p.starts_with("198.18.1.2:")), "{subflows:?}");
+    assert!(
+        subflows.iter().any(|p| p.starts_with("198.18.3.1:")),
+        "{subflows:?}"
+    );
+    assert!(
+        subflows.iter().any(|p| p.starts_with("198.18.1.2:")),
+        "{subflows:?}"
+    );
 }
 
 #[test]
@@ -331,31 +428,50 @@ fn a_link_that_strips_mptcp_options_keeps_mptcp_on_the_trusted_link_alone() {
         0,
         "no join succeeded"
     );
-    assert_eq!(subflows, vec![subflows[0].clone()], "one subflow: {subflows:?}");
+    assert_eq!(
+        subflows,
+        vec![subflows[0].clone()],
+        "one subflow: {subflows:?}"
+    );
     assert!(subflows[0].starts_with("198.18.1.2:"), "{subflows:?}");
     let cap = |l: Link| caps.iter().find(|c| c.0 == l).unwrap().1.clone();
     // control: the trusted link carries MPTCP options (tshark sees option 30)
     assert!(frames(&cap(Link::Trusted), "tcp.option_kind == 30") >= 3);
     // the join's SYN reached the server without option 30
     let syns = "ip.src == 198.18.2.2 && tcp.flags.syn == 1 && tcp.flags.ack == 0";
-    assert!(frames(&cap(Link::Server), syns) >= 1, "the join's SYN crossed");
+    assert!(
+        frames(&cap(Link::Server), syns) >= 1,
+        "the join's SYN crossed"
+    );
     assert_eq!(
-        frames(&cap(Link::Server), "ip.src == 198.18.2.2 && tcp.option_kind == 30"),
+        frames(
+            &cap(Link::Server),
+            "ip.src == 198.18.2.2 && tcp.option_kind == 30"
+        ),
         0,
         "no MPTCP option left the untrusted link towards the server"
     );
     // and nothing from the server crossed the untrusted link with option 30
     let from_server = "ip.src == 198.18.3.2 && tcp";
-    assert!(frames(&cap(Link::Untrusted), from_server) >= 1, "the SYN-ACK came back");
+    assert!(
+        frames(&cap(Link::Untrusted), from_server) >= 1,
+        "the SYN-ACK came back"
+    );
     assert_eq!(
-        frames(&cap(Link::Untrusted), &format!("{from_server} && tcp.option_kind == 30")),
+        frames(
+            &cap(Link::Untrusted),
+            &format!("{from_server} && tcp.option_kind == 30")
+        ),
         0,
         "no MPTCP option reached the client over the untrusted link"
     );
     // the SYN-ACK the client got on that link had its checksum right: the client answered it
     // (with a reset) instead of dropping it and waiting for a retransmission
     assert!(
-        frames(&cap(Link::Untrusted), "ip.src == 198.18.2.2 && tcp.flags.reset == 1") >= 1,
+        frames(
+            &cap(Link::Untrusted),
+            "ip.src == 198.18.2.2 && tcp.flags.reset == 1"
+        ) >= 1,
         "the client answered the stripped SYN-ACK"
     );
 }
@@ -383,8 +499,15 @@ fn up_again_without_the_settings_removes_them() {
     let rules6 = ip_in(&lab, Host::Client, &["-6", "rule"]);
     assert!(!rules6.contains("lookup 10"), "{rules6}");
     let eps = ip_in(&lab, Host::Client, &["mptcp", "endpoint", "show"]);
-    assert!(eps.contains("198.18.2.2") && !eps.contains("2001:"), "{eps}");
-    let tables = lab.command(Host::Router, "nft", ["list", "tables"]).output().unwrap();
+    assert!(
+        eps.contains("198.18.2.2") && !eps.contains("2001:"),
+        "{eps}"
+    );
+    let tables = lab
+        .command(Host::Router, "nft", ["list", "tables"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&tables.stdout).trim().is_empty());
-    lab.check_path(Link::Untrusted, Duration::from_secs(3)).unwrap();
+    lab.check_path(Link::Untrusted, Duration::from_secs(3))
+        .unwrap();
 }

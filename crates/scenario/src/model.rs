@@ -4,9 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use nena_lab::emulate::{format_duration, parse_duration, parse_ge_loss, parse_loss};
-use nena_lab::{
-    Emulation, Family, LabConfig, Link, LinkEmulation, Loss, PmMode, Rate, RateTrace,
-};
+use nena_lab::{Emulation, Family, LabConfig, Link, LinkEmulation, Loss, PmMode, Rate, RateTrace};
 use serde::{de::Error as _, Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,8 +72,7 @@ pub struct LabSection {
 impl LabSection {
     /// The families of the trusted and untrusted links ([`LabConfig::families`]).
     pub fn families(&self) -> Result<(Family, Family)> {
-        LabConfig::families(self.ipv6, self.trusted_family, self.untrusted_family)
-            .context("[lab]")
+        LabConfig::families(self.ipv6, self.trusted_family, self.untrusted_family).context("[lab]")
     }
 }
 

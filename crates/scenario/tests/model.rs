@@ -274,7 +274,10 @@ fn the_lab_section_takes_families_nat_and_stripping() {
     assert!(!s.lab.untrusted_nat && !s.lab.untrusted_strip_mptcp);
     for (text, want) in [
         ("[lab]\ntrusted_family = \"ipv5\"\n", "ipv5"),
-        ("[lab]\nuntrusted_family = 6\n", "t.toml:7:20: wanted string"),
+        (
+            "[lab]\nuntrusted_family = 6\n",
+            "t.toml:7:20: wanted string",
+        ),
         ("[lab]\nipv6 = \"yes\"\n", "t.toml:7:8: invalid type"),
         ("[lab]\nuntrusted_nat = 1\n", "t.toml:7:17: invalid type"),
         ("[lab]\nstrip_mptcp = true\n", "unknown field `strip_mptcp`"),

@@ -4,9 +4,7 @@
 //! removes them; `down` leaves nothing; bad values are refused with one line and status 2;
 //! and nena's own perf session in such labs (IPv6 over both links; a WLAN that strips
 //! MPTCP options). Each test uses its own prefix and a guard that runs `nena lab down`.
-use crate::harness::{
-    bytes_by_trust, client_json, lab_with, nena, serve, server, TempDir, PATHS,
-};
+use crate::harness::{bytes_by_trust, client_json, lab_with, nena, serve, server, TempDir, PATHS};
 use nena_lab::{Family, Link};
 
 fn ok(args: &[&str]) -> String {
@@ -65,7 +63,12 @@ fn families_nat_and_stripping_show_in_status_and_go_with_up_and_down() {
         out.contains("trusted   client trusted 2001:2:0:1::2/64 <-> router trusted 2001:2:0:1::1/64  ipv6  up"),
         "{out}"
     );
-    assert!(out.contains("untrusted client untrusted 198.18.2.2/24 <-> router untrusted 198.18.2.1/24  ipv4"), "{out}");
+    assert!(
+        out.contains(
+            "untrusted client untrusted 198.18.2.2/24 <-> router untrusted 198.18.2.1/24  ipv4"
+        ),
+        "{out}"
+    );
     assert!(out.contains("198.18.3.2/24 2001:2:0:3::2/64"), "{out}");
     assert!(
         out.contains("untrusted link: NAT on (nftables inet nena_lab_nat), MPTCP options STRIPPED"),
@@ -84,8 +87,13 @@ fn families_nat_and_stripping_show_in_status_and_go_with_up_and_down() {
     assert_eq!(st["untrusted_strip_mptcp"], true);
     assert_eq!(st["router_ipv6_forwarding"], true);
     // the tables are there, on the router
-    let tables = ok(&["lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables"]);
-    assert!(tables.contains("table inet nena_lab_nat") && tables.contains("table inet nena_lab_strip"), "{tables}");
+    let tables = ok(&[
+        "lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables",
+    ]);
+    assert!(
+        tables.contains("table inet nena_lab_nat") && tables.contains("table inet nena_lab_strip"),
+        "{tables}"
+    );
 
     // up without the flags: the classic IPv4 lab again, nothing left of them
     let out = ok(&["lab", "up", "--prefix", p]);
@@ -98,13 +106,18 @@ fn families_nat_and_stripping_show_in_status_and_go_with_up_and_down() {
     assert_eq!(st["untrusted_nat"], false);
     assert_eq!(st["untrusted_strip_mptcp"], false);
     assert_eq!(st["router_ipv6_forwarding"], false);
-    let tables = ok(&["lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables"]);
+    let tables = ok(&[
+        "lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables",
+    ]);
     assert!(tables.trim().is_empty(), "{tables}");
 
     ok(&["lab", "down", "--prefix", p]);
     assert!(namespaces_of(p).is_empty(), "{:?}", namespaces_of(p));
     let st = status(p);
-    assert_eq!((st["up"].as_bool(), st["partial"].as_bool()), (Some(false), Some(false)));
+    assert_eq!(
+        (st["up"].as_bool(), st["partial"].as_bool()),
+        (Some(false), Some(false))
+    );
 }
 
 #[test]
@@ -115,7 +128,13 @@ fn bad_family_settings_are_refused_with_one_line() {
         (vec!["--trusted-family", "ipv5"], "ipv5"),
         (vec!["--untrusted-family", ""], "unknown address family"),
         (
-            vec!["--ipv6", "--trusted-family", "ipv4", "--untrusted-family", "ipv4"],
+            vec![
+                "--ipv6",
+                "--trusted-family",
+                "ipv4",
+                "--untrusted-family",
+                "ipv4",
+            ],
             "no client link would carry IPv6",
         ),
     ] {
@@ -125,7 +144,11 @@ fn bad_family_settings_are_refused_with_one_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().filter(|l| l.contains(want)).count(), 1, "{err}");
+        assert_eq!(
+            err.trim().lines().filter(|l| l.contains(want)).count(),
+            1,
+            "{err}"
+        );
         assert!(namespaces_of(p).is_empty(), "{args:?} built something");
     }
 }
@@ -140,8 +163,8 @@ fn nena_perf_over_ipv6_uses_both_links() {
     // dual trusted link: the runs' server address is the IPv4 one; ask for the IPv6 one
     let dir = TempDir::new("families-perf6");
     let _srv = serve(&lab, 4433, dir.path(), &[]);
-    let to = std::net::SocketAddr::new(std::net::IpAddr::V6(nena_lab::SERVER_ADDR6), 4433)
-        .to_string();
+    let to =
+        std::net::SocketAddr::new(std::net::IpAddr::V6(nena_lab::SERVER_ADDR6), 4433).to_string();
     let mut args = vec!["perf", "--to", to.as_str(), "--bytes", "20M", "--json"];
     args.extend_from_slice(&PATHS);
     let report = client_json(&lab, &args);

@@ -26,9 +26,9 @@ mod eavesdrop_cli;
 mod host_cli;
 mod lab_cli;
 mod lab_emulation_cli;
-mod lab_families_cli;
 #[cfg(feature = "policy")]
 mod lab_emulation_policy;
+mod lab_families_cli;
 mod module_cycles;
 mod package_deb;
 #[cfg(feature = "policy")]

@@ -276,7 +276,11 @@ fn runs_in_a_mixed_family_lab_reach_the_server_by_their_links_family() {
             r["name"]
         );
     }
-    assert_eq!(v["runs"][2]["outcome"]["verified"], true, "{}", v["runs"][2]);
+    assert_eq!(
+        v["runs"][2]["outcome"]["verified"], true,
+        "{}",
+        v["runs"][2]
+    );
     let frames = |run: &str, link: &str, filter: &str| -> usize {
         let cap = out.join(run).join(format!("{link}.pcap"));
         assert!(cap.exists(), "no capture {}", cap.display());
@@ -290,7 +294,11 @@ fn runs_in_a_mixed_family_lab_reach_the_server_by_their_links_family() {
     assert_eq!(frames("tcp-u", "trusted", "tcp"), 0);
     for run in ["tcp-t", "nena"] {
         assert!(frames(run, "trusted", "ip6 and tcp") > 0, "{run}");
-        assert_eq!(frames(run, "trusted", "ip"), 0, "{run}: IPv4 on an IPv6-only link");
+        assert_eq!(
+            frames(run, "trusted", "ip"),
+            0,
+            "{run}: IPv4 on an IPv6-only link"
+        );
     }
     assert_eq!(namespaces_with(&prefix), 0, "the run left its lab behind");
 }

@@ -2,8 +2,8 @@
 //! link emulation, address families, NAT and MPTCP-option stripping asked for, then show its
 //! status.
 use super::args::{
-    parse_dur, parse_family, parse_ge_arg, parse_loss_arg, parse_outage_arg, parse_pm,
-    parse_rate, parse_trace_arg, Common,
+    parse_dur, parse_family, parse_ge_arg, parse_loss_arg, parse_outage_arg, parse_pm, parse_rate,
+    parse_trace_arg, Common,
 };
 use super::status::render_status;
 use crate::exit::{CmdResult, Exit};

@@ -22,8 +22,9 @@ pub(crate) fn sysctl_get(ns: &str, key: &str) -> Result<String> {
 
 /// The namespace `ns` of a host (created if missing) with loopback up and IPv6 off: IPv4
 /// only, no IPv6 link-local chatter (router solicitations, MLD) in captures. The exceptions
-/// (the LAN link's interfaces, `lan`; links that carry IPv6, module `family`) keep their IPv6: `all` is written only when it is not
-/// already 1, since writing it sets every interface's value.
+/// (the LAN link's interfaces, `lan`; links that carry IPv6, module `family`) keep their
+/// IPv6: `all` is written only when it is not already 1, since writing it sets every
+/// interface's value.
 pub(crate) fn host_netns(ns: &str) -> Result<()> {
     if !netns::netns_exists(ns) {
         run(ip(None, &["netns", "add", ns]))?;

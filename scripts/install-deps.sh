@@ -9,9 +9,9 @@ PKGS=(
   bpftool                                               # tests check that programs are unloaded
   libssl-dev                                            # OpenSSL baselines in `nena bench codec`
   iproute2 tcpdump ethtool procps                       # the lab: namespaces, veth, qdiscs, captures
-  tshark                                                # `nena analyze` is checked against it
+  tshark                                                # `nena analyze` is checked against it; the lab tests read TCP options with it
   curl ncat                                             # SOCKS5 clients of the proxy tests
-  nftables                                              # tests drop a lossy start's first segments
+  nftables                                              # the lab's fleet balancer, NAT and MPTCP-option stripping; tests drop a lossy start's first segments
   chromium                                              # the real browser of the gateway and nena run tests (headless, in lab namespaces)
   dnsmasq-base                                          # the resolvers of the name-resolution and `nena run` DNS tests (run in lab namespaces only)
   fonts-dejavu-core                                     # the font `nena analyze --plot` draws text with

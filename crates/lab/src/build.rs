@@ -1,7 +1,8 @@
 //! Building a lab with iproute2 and tc: namespaces, links (veth pairs, or TAP pairs and the
 //! relay process for emulated links) and addresses, policy routing (each client address
 //! leaves by its own link), MPTCP settings and endpoints, rate limits; the LAN host behind
-//! the client with `--lan` (module `lan`).
+//! the client with `--lan` (module `lan`); IPv6 and the families of each link (module
+//! `family`); NAT and MPTCP-option stripping on the untrusted link (module `middlebox`).
 
 use crate::hostns::{host_netns, mptcp_limits, sysctl_in};
 use crate::run::{ip, probe, run, run_tolerant, tc};
@@ -81,14 +82,12 @@ impl Lab {
                     }
                 }
             }
+            self.apply_link_families(cfg, link)?;
             for (ns, e) in [(&ans, a), (&bns, b)] {
-                run(ip(
-                    Some(ns),
-                    &["addr", "replace", &e.cidr(), "dev", e.iface],
-                ))?;
                 run(ip(Some(ns), &["link", "set", "dev", e.iface, "up"]))?;
             }
         }
+        self.apply_ipv6_hosts(cfg)?;
         // 2b. the LAN host behind the client (`--lan`), or none
         self.build_lan(cfg.lan)?;
         // 3. sysctls: forwarding, no reverse-path filtering (policy routing is asymmetric), MPTCP
@@ -111,8 +110,8 @@ impl Lab {
             PmMode::Userspace => "1",
         };
         self.sysctl(Host::Client, "net.mptcp.pm_type", pm_type)?;
-        // 4. routes and policy rules
-        self.apply_routes()?;
+        // 4. routes and policy rules, each family
+        self.apply_routes(cfg)?;
         // 5. MPTCP limits and endpoints
         for h in [Host::Client, Host::Server] {
             mptcp_limits(&self.netns(h))?;
@@ -120,19 +119,26 @@ impl Lab {
         let client = self.netns(Host::Client);
         run(ip(Some(&client), &["mptcp", "endpoint", "flush"]))?;
         if cfg.pm == PmMode::Kernel {
+            // the untrusted address of each family the link carries
             let u = Link::Untrusted.edge();
-            run(ip(
-                Some(&client),
-                &[
-                    "mptcp",
-                    "endpoint",
-                    "add",
-                    &u.addr.to_string(),
-                    "dev",
-                    u.iface,
-                    "subflow",
-                ],
-            ))?;
+            let fam = cfg.family(Link::Untrusted);
+            for v6 in [false, true] {
+                if !(if v6 { fam.has_v6() } else { fam.has_v4() }) {
+                    continue;
+                }
+                run(ip(
+                    Some(&client),
+                    &[
+                        "mptcp",
+                        "endpoint",
+                        "add",
+                        &u.addr_of(v6).to_string(),
+                        "dev",
+                        u.iface,
+                        "subflow",
+                    ],
+                ))?;
+            }
         }
         // 6. rates
         for link in Link::ALL {
@@ -155,6 +161,9 @@ impl Lab {
         }
         // 8. the fleet behind the router's balancer (`--servers N`), or none
         self.build_fleet(cfg.servers, &[])?;
+        // 8b. NAT and MPTCP-option stripping on the untrusted link, or none
+        self.build_middleboxes(cfg)?;
+        self.wait_ipv6_usable(cfg, Duration::from_secs(3))?;
         // 9. the relay of the emulated links
         self.start_relay(cfg, generation)
     }
@@ -219,10 +228,9 @@ impl Lab {
         Ok(Some(pid))
     }
 
-    /// Routes that disappear when a link goes down: (re)install them idempotently.
-    pub(crate) fn apply_routes(&self) -> Result<()> {
-        let client = self.netns(Host::Client);
-        let t = Link::Trusted.router().addr.to_string();
+    /// Routes that disappear when a link goes down: (re)install them idempotently, for the
+    /// families each link carries in `cfg` (module `family`).
+    pub(crate) fn apply_routes(&self, cfg: &LabConfig) -> Result<()> {
         let up = |link: Link| -> Result<bool> {
             let out = run(ip(
                 Some(&self.netns(link.edge().host)),
@@ -230,65 +238,23 @@ impl Lab {
             ))?;
             Ok(out.contains(",UP") || out.contains("<UP"))
         };
-        if up(Link::Trusted)? {
-            run(ip(
-                Some(&client),
-                &["route", "replace", "default", "via", &t, "dev", "trusted"],
-            ))?;
-        }
-        for link in [Link::Trusted, Link::Untrusted] {
-            let e = link.edge();
-            let table = link.table().expect("client links have tables").to_string();
-            let gw = link.router().addr.to_string();
-            let src = e.addr.to_string();
-            if up(link)? {
-                let subnet = format!("{}.0/24", gw.rsplit_once('.').map(|x| x.0).unwrap_or(""));
-                run(ip(
-                    Some(&client),
-                    &[
-                        "route", "replace", &subnet, "dev", e.iface, "scope", "link", "src", &src,
-                        "table", &table,
-                    ],
-                ))?;
-                run(ip(
-                    Some(&client),
-                    &[
-                        "route", "replace", "default", "via", &gw, "dev", e.iface, "table", &table,
-                    ],
-                ))?;
+        for v6 in [false, true] {
+            if v6 && !cfg.ipv6() {
+                // no IPv6 in this lab: no IPv6 source rules left from an earlier `up`
+                self.apply_client_routes(cfg, true, &|_| Ok(false))?;
+                continue;
             }
-            // Traffic from this address never falls back to another link when it is down.
-            run(ip(
-                Some(&client),
-                &[
-                    "route",
-                    "replace",
-                    "unreachable",
-                    "default",
-                    "metric",
-                    "4096",
-                    "table",
-                    &table,
-                ],
-            ))?;
-            let pref = (1000 + link.table().unwrap_or(0)).to_string();
-            let existing = run(ip(Some(&client), &["rule", "show", "pref", &pref]))?;
-            let want = format!("from {src} lookup {table}");
-            if !existing.contains(&want) || existing.lines().count() != 1 {
-                while probe(ip(Some(&client), &["rule", "del", "pref", &pref]))? {}
-                run(ip(
-                    Some(&client),
-                    &["rule", "add", "pref", &pref, "from", &src, "lookup", &table],
-                ))?;
-            }
+            self.apply_client_routes(cfg, v6, &up)?;
         }
-        if up(Link::Server)? {
+        let server_up = up(Link::Server)?;
+        if server_up {
             let gw = Link::Server.router().addr.to_string();
             run(ip(
                 Some(&self.netns(Host::Server)),
                 &["route", "replace", "default", "via", &gw, "dev", "eth0"],
             ))?;
         }
+        self.apply_server_route6(cfg, server_up)?;
         self.apply_lan_routes()
     }
 

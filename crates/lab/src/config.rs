@@ -1,10 +1,12 @@
 //! How a lab is built: its prefix (namespace names), the client's path manager, rate limits,
-//! link emulation, offloads, the server fleet, the LAN host behind the client; serialised into the lab's state so that later commands see the same settings.
+//! link emulation, offloads, the server fleet, the LAN host behind the client, the address
+//! families of the client links, NAT and MPTCP-option stripping on the untrusted link; serialised into the lab's state so that later commands see the same settings.
 
 use crate::emulate::{Direction, Emulation, LinkEmulation};
-use crate::{Host, Link, Rate};
+use crate::{Family, Host, Link, Rate, SERVER_ADDR, SERVER_ADDR6};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// Which MPTCP path manager the client uses.
@@ -85,7 +87,30 @@ pub struct LabConfig {
     /// (see [`LAN_HOST_ADDR`](crate::LAN_HOST_ADDR)). The client does not forward for it.
     #[serde(default)]
     pub lan: bool,
+    /// The address families the trusted link carries (default IPv4 only). Any IPv6 on a
+    /// client link makes the server link and the server dual stack (see [`Family`] and
+    /// [`LabConfig::families`]).
+    #[serde(default)]
+    pub trusted_family: Family,
+    /// The address families the untrusted link carries.
+    #[serde(default)]
+    pub untrusted_family: Family,
+    /// The router source-NATs (nftables masquerade, table `inet nena_lab_nat`) what comes
+    /// from the untrusted link on its way to the server, as a WLAN router does: the server
+    /// sees the router's address `198.18.3.1` (`2001:2:0:3::1`) as the source.
+    #[serde(default)]
+    pub untrusted_nat: bool,
+    /// The router replaces every MPTCP option (TCP option kind 30) of every TCP segment
+    /// crossing the untrusted link, both ways, by NOPs (nftables `reset tcp option mptcp`,
+    /// table `inet nena_lab_strip`), as some hotel and captive-portal middleboxes do.
+    #[serde(default)]
+    pub untrusted_strip_mptcp: bool,
 }
+
+/// The nftables table (family `inet`) of [`LabConfig::untrusted_nat`] on the router.
+pub const NAT_TABLE: &str = "nena_lab_nat";
+/// The nftables table (family `inet`) of [`LabConfig::untrusted_strip_mptcp`] on the router.
+pub const STRIP_TABLE: &str = "nena_lab_strip";
 
 fn one() -> u8 {
     1
@@ -111,6 +136,10 @@ impl Default for LabConfig {
             relay_exe: None,
             servers: 1,
             lan: false,
+            trusted_family: Family::Ipv4,
+            untrusted_family: Family::Ipv4,
+            untrusted_nat: false,
+            untrusted_strip_mptcp: false,
         }
     }
 }
@@ -122,6 +151,60 @@ impl LabConfig {
             prefix: prefix.into(),
             ..LabConfig::default()
         }
+    }
+
+    /// The families of the two client links from what `nena lab up` (or a scenario's `[lab]`)
+    /// was given: `--ipv6` makes the default `dual`, without it `ipv4`; a family named
+    /// explicitly wins. `--ipv6` with both links named `ipv4` is refused (it would ask for
+    /// IPv6 and give it to no client link).
+    pub fn families(
+        ipv6: bool,
+        trusted: Option<Family>,
+        untrusted: Option<Family>,
+    ) -> Result<(Family, Family)> {
+        let default = if ipv6 { Family::Dual } else { Family::Ipv4 };
+        let (t, u) = (trusted.unwrap_or(default), untrusted.unwrap_or(default));
+        if ipv6 && !t.has_v6() && !u.has_v6() {
+            bail!(
+                "--ipv6 with --trusted-family {t} and --untrusted-family {u}: no client link \
+                 would carry IPv6 (leave out --ipv6, or give a link ipv6 or dual)"
+            );
+        }
+        Ok((t, u))
+    }
+
+    /// Whether the lab has IPv6 anywhere: a client link carries it (the server link and
+    /// the server are then dual stack).
+    pub fn ipv6(&self) -> bool {
+        self.trusted_family.has_v6() || self.untrusted_family.has_v6()
+    }
+
+    /// The families a link carries: the client links as configured, the server link dual
+    /// stack when [`ipv6`](Self::ipv6) (else IPv4), the LAN link always dual stack.
+    pub fn family(&self, link: Link) -> Family {
+        match link {
+            Link::Trusted => self.trusted_family,
+            Link::Untrusted => self.untrusted_family,
+            Link::Server if self.ipv6() => Family::Dual,
+            Link::Server => Family::Ipv4,
+            Link::Lan => Family::Dual,
+        }
+    }
+
+    /// The server's address a client reaches over `link` (a client link): its IPv4 address
+    /// when the link carries IPv4, else its IPv6 address.
+    pub fn server_addr_for(&self, link: Link) -> IpAddr {
+        if self.family(link).has_v4() {
+            IpAddr::V4(SERVER_ADDR)
+        } else {
+            IpAddr::V6(SERVER_ADDR6)
+        }
+    }
+
+    /// The client's address on `link` in the link's first family (IPv4 when it carries
+    /// IPv4, else IPv6); for the server link, the server's.
+    pub fn client_addr(&self, link: Link) -> IpAddr {
+        link.edge().addr_of(!self.family(link).has_v4())
     }
 
     /// The configured rate of a link (the LAN link has none).
@@ -243,5 +326,47 @@ mod tests {
         v.as_object_mut().unwrap().remove("lan");
         let cfg: LabConfig = serde_json::from_value(v).unwrap();
         assert!(!cfg.lan);
+        assert_eq!(
+            (cfg.trusted_family, cfg.untrusted_family),
+            (Family::Ipv4, Family::Ipv4)
+        );
+        assert!(!cfg.untrusted_nat && !cfg.untrusted_strip_mptcp && !cfg.ipv6());
+    }
+
+    #[test]
+    fn ipv6_makes_dual_the_default_and_a_named_family_wins() {
+        use Family::*;
+        assert_eq!(
+            LabConfig::families(false, None, None).unwrap(),
+            (Ipv4, Ipv4)
+        );
+        assert_eq!(LabConfig::families(true, None, None).unwrap(), (Dual, Dual));
+        assert_eq!(
+            LabConfig::families(true, Some(Ipv6), Some(Ipv4)).unwrap(),
+            (Ipv6, Ipv4)
+        );
+        assert_eq!(
+            LabConfig::families(false, Some(Ipv6), None).unwrap(),
+            (Ipv6, Ipv4)
+        );
+        let e = LabConfig::families(true, Some(Ipv4), Some(Ipv4)).unwrap_err();
+        assert!(format!("{e:#}").contains("no client link"), "{e:#}");
+    }
+
+    #[test]
+    fn ipv6_on_a_client_link_makes_the_server_link_dual_stack() {
+        let mut c = LabConfig::default();
+        assert_eq!(c.family(Link::Server), Family::Ipv4);
+        assert_eq!(c.server_addr_for(Link::Trusted), IpAddr::V4(SERVER_ADDR));
+        c.trusted_family = Family::Ipv6;
+        assert!(c.ipv6());
+        assert_eq!(c.family(Link::Server), Family::Dual);
+        assert_eq!(c.server_addr_for(Link::Trusted), IpAddr::V6(SERVER_ADDR6));
+        assert_eq!(c.server_addr_for(Link::Untrusted), IpAddr::V4(SERVER_ADDR));
+        assert_eq!(
+            c.client_addr(Link::Trusted).to_string(),
+            "2001:2:0:1::2".to_string()
+        );
+        assert_eq!(c.client_addr(Link::Untrusted).to_string(), "198.18.2.2");
     }
 }

@@ -1,6 +1,6 @@
 //! What every lab host's namespace gets, the classic three and the fleet's servers alike:
-//! the namespace itself (loopback up, IPv4 only), sysctls, MPTCP limits. Used by `build`
-//! and `fleet`.
+//! the namespace itself (loopback up, IPv6 off: module `family` turns it on where a link
+//! carries it), sysctls, MPTCP limits. Used by `build` and `fleet`.
 
 use crate::netns;
 use crate::run::{ip, run};
@@ -22,8 +22,9 @@ pub(crate) fn sysctl_get(ns: &str, key: &str) -> Result<String> {
 
 /// The namespace `ns` of a host (created if missing) with loopback up and IPv6 off: IPv4
 /// only, no IPv6 link-local chatter (router solicitations, MLD) in captures. The exceptions
-/// (the LAN link's interfaces, `lan`) keep their IPv6: `all` is written only when it is not
-/// already 1, since writing it sets every interface's value.
+/// (the LAN link's interfaces, `lan`; links that carry IPv6, module `family`) keep their
+/// IPv6: `all` is written only when it is not already 1, since writing it sets every
+/// interface's value.
 pub(crate) fn host_netns(ns: &str) -> Result<()> {
     if !netns::netns_exists(ns) {
         run(ip(None, &["netns", "add", ns]))?;

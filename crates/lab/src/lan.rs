@@ -59,7 +59,7 @@ fn default_gateway(json: &str) -> Option<String> {
 }
 
 /// The global addresses (`ADDR/LEN`) in `ip -j addr show dev IFACE` output.
-fn global_addrs(json: &str) -> Vec<String> {
+pub(crate) fn global_addrs(json: &str) -> Vec<String> {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
         return Vec::new();
     };

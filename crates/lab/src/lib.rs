@@ -26,19 +26,23 @@
 //! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `pair` ([`Pair`]: two hosts joined directly by
 //! two paths, for tests of programs on one end's interfaces), `fleet` (`--servers N`: server hosts
 //! sharing one address behind the router's nftables balancer), `lan` (`--lan`: a LAN host
-//! behind the client, [`Host::Lan`] and [`Link::Lan`], for a gateway there); the operations on
-//! a running lab are here.
+//! behind the client, [`Host::Lan`] and [`Link::Lan`], for a gateway there), `family`
+//! (`--ipv6`, `--trusted-family`, `--untrusted-family`: IPv6 and which families each link
+//! carries, [`Family`]), `middlebox` (`--untrusted-nat`, `--untrusted-strip-mptcp`: the
+//! router's nftables tables for the untrusted link); the operations on a running lab are here.
 
 mod build;
 mod capture;
 mod config;
 pub mod emulate;
+mod family;
 mod fleet;
 mod guard;
 mod handle;
 mod hostns;
 mod interrupt;
 mod lan;
+mod middlebox;
 mod netns;
 mod pair;
 mod process;
@@ -50,7 +54,7 @@ mod status;
 mod topology;
 
 pub use capture::{Capture, CaptureOptions, CaptureRecord, CaptureStats};
-pub use config::{validate_prefix, LabConfig, PmMode};
+pub use config::{validate_prefix, LabConfig, PmMode, NAT_TABLE, STRIP_TABLE};
 pub use emulate::{
     Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
 };
@@ -65,8 +69,8 @@ pub use serve::{start_nena, start_nena_serve, NenaServer};
 pub use state::state_dir;
 pub use status::{FleetStatus, HostStatus, LabStatus, LinkStatus, MptcpStatus};
 pub use topology::{
-    End, Host, Link, LAN_GATEWAY_ADDR, LAN_GATEWAY_ADDR6, LAN_HOST_ADDR, LAN_HOST_ADDR6,
-    LAN_PREFIX6, SERVER_ADDR,
+    End, Family, Host, Link, LAN_GATEWAY_ADDR, LAN_GATEWAY_ADDR6, LAN_HOST_ADDR, LAN_HOST_ADDR6,
+    LAN_PREFIX6, PREFIX6, SERVER_ADDR, SERVER_ADDR6,
 };
 
 use anyhow::{bail, Context, Result};
@@ -378,15 +382,53 @@ impl Lab {
         netns::spawn_in(&self.netns(host), f)
     }
 
-    /// The server's address (198.18.3.2).
+    /// The server's address a client reaches over the trusted link: 198.18.3.2, or
+    /// 2001:2:0:3::2 when the trusted link carries IPv6 only ([`LabConfig::server_addr_for`]).
     pub fn server_addr(&self) -> IpAddr {
-        IpAddr::V4(SERVER_ADDR)
+        self.config().server_addr_for(Link::Trusted)
     }
 
-    /// The client's address on a link (198.18.1.2 trusted, 198.18.2.2 untrusted); for the
-    /// server link, the server's address.
+    /// The server's address a client reaches over `link` (198.18.3.2 when the link carries
+    /// IPv4, else 2001:2:0:3::2).
+    pub fn server_addr_for(&self, link: Link) -> IpAddr {
+        self.config().server_addr_for(link)
+    }
+
+    /// Where a server in the server host listens to be reachable over both client links:
+    /// [`server_addr`](Self::server_addr), or `[::]` (IPv4 and IPv6) when a client link does
+    /// not carry that address's family (trusted IPv6 only with untrusted IPv4, say).
+    pub fn server_listen_addr(&self, port: u16) -> SocketAddr {
+        let cfg = self.config();
+        let main = cfg.server_addr_for(Link::Trusted);
+        let everywhere = [Link::Trusted, Link::Untrusted]
+            .iter()
+            .all(|&l| cfg.server_addr_for(l).is_ipv4() == main.is_ipv4());
+        if everywhere {
+            SocketAddr::new(main, port)
+        } else {
+            SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), port)
+        }
+    }
+
+    /// The client's address on a link (198.18.1.2 trusted, 198.18.2.2 untrusted, or the
+    /// link's IPv6 address, 2001:2:0:N::2, when it carries IPv6 only); for the server link,
+    /// the server's address.
     pub fn client_addr(&self, link: Link) -> IpAddr {
-        IpAddr::V4(link.edge().addr)
+        self.config().client_addr(link)
+    }
+
+    /// The client's addresses on a link, one per family it carries (IPv4 first).
+    pub fn client_addrs(&self, link: Link) -> Vec<IpAddr> {
+        let fam = self.config().family(link);
+        let e = link.edge();
+        let mut v = Vec::new();
+        if fam.has_v4() {
+            v.push(IpAddr::V4(e.addr));
+        }
+        if fam.has_v6() {
+            v.push(IpAddr::V6(e.addr6));
+        }
+        v
     }
 
     /// Take a link down (both ends) or bring it back up (and restore its routes).
@@ -402,7 +444,7 @@ impl Lab {
             ))?;
         }
         if up {
-            self.apply_routes()?;
+            self.apply_routes(&self.config())?;
         }
         let mut st = self.load_or_default();
         st.links_down.retain(|&l| l != link);
@@ -535,15 +577,28 @@ impl Lab {
         Ok(stopped)
     }
 
-    /// A plain TCP connection to `dst` from the client's address on `link` (for the server
-    /// link: from the router's address on it), made inside that host's namespace.
+    /// A plain TCP connection to `dst` from the client's address on `link` of `dst`'s family
+    /// (for the server link: from the router's address on it), made inside that host's
+    /// namespace. Fails when the link does not carry that family.
     pub fn connect(&self, link: Link, dst: SocketAddr, timeout: Duration) -> Result<TcpStream> {
+        let v6 = dst.is_ipv6();
+        let fam = self.config().family(link);
+        if !(if v6 { fam.has_v6() } else { fam.has_v4() }) {
+            bail!(
+                "the {link} link of lab `{}` carries {fam} only: no source address for {dst}",
+                self.prefix
+            );
+        }
         let (host, src) = match link {
-            Link::Server => (Host::Router, IpAddr::V4(link.router().addr)),
-            _ => (Host::Client, self.client_addr(link)),
+            Link::Server => (Host::Router, link.router().addr_of(v6)),
+            _ => (Host::Client, link.edge().addr_of(v6)),
         };
         self.run_in(host, move || -> std::io::Result<TcpStream> {
-            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            let s = socket2::Socket::new(
+                socket2::Domain::for_address(dst),
+                socket2::Type::STREAM,
+                None,
+            )?;
             s.bind(&SocketAddr::new(src, 0).into())?;
             s.connect_timeout(&dst.into(), timeout)?;
             Ok(s.into())
@@ -551,47 +606,58 @@ impl Lab {
         .with_context(|| format!("TCP connect {src} -> {dst} over the {link} link"))
     }
 
-    /// A TCP listener on the server (198.18.3.2, port 0 = any).
+    /// A TCP listener on the server ([`server_addr`](Self::server_addr), port 0 = any).
     pub fn listen_on_server(&self, port: u16) -> Result<TcpListener> {
-        self.run_in(Host::Server, || {
-            TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), port))
-        })?
-        .with_context(|| format!("cannot listen on {SERVER_ADDR}:{port} in the server"))
+        let addr = SocketAddr::new(self.server_addr(), port);
+        self.run_in(Host::Server, move || TcpListener::bind(addr))?
+            .with_context(|| format!("cannot listen on {addr} in the server"))
     }
 
-    /// Check with a TCP connection that the server is reachable from the client's address
-    /// on `link` (for the server link: from the router). For the LAN link, which leads to no
-    /// server, [`check_lan`](Self::check_lan): the LAN host reaches the client. Fails after
+    /// Check with a TCP connection, for each family the link carries, that the server is
+    /// reachable from the client's address of that family on `link` (for the server link:
+    /// from the router) and that the server sees that address (or, behind the untrusted
+    /// link's NAT, the router's). For the LAN link, which leads to no server,
+    /// [`check_lan`](Self::check_lan): the LAN host reaches the client. Fails after
     /// `timeout`.
     pub fn check_path(&self, link: Link, timeout: Duration) -> Result<()> {
         if link == Link::Lan {
             return self.check_lan(timeout);
         }
-        let listener = self
-            .run_in(Host::Server, || {
-                TcpListener::bind(SocketAddr::new(IpAddr::V4(SERVER_ADDR), 0))
-            })?
-            .context("cannot listen on the server")?;
-        listener.set_nonblocking(true)?;
-        let dst = listener.local_addr()?;
-        let src = match link {
-            Link::Server => IpAddr::V4(link.router().addr),
-            _ => self.client_addr(link),
-        };
-        let stream = self.connect(link, dst, timeout)?;
-        let deadline = Instant::now() + timeout;
-        loop {
-            match listener.accept() {
-                Ok((_, peer)) if peer == stream.local_addr()? => return Ok(()),
-                Ok((_, peer)) => log::debug!("lab check: unexpected peer {peer}"),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e).context("accept on the server"),
+        let cfg = self.config();
+        let fam = cfg.family(link);
+        for v6 in [false, true] {
+            if !(if v6 { fam.has_v6() } else { fam.has_v4() }) {
+                continue;
             }
-            if Instant::now() > deadline {
-                bail!("server did not see the connection from {src} within {timeout:?}");
+            let server = Link::Server.edge().addr_of(v6);
+            let listener = self
+                .run_in(Host::Server, move || {
+                    TcpListener::bind(SocketAddr::new(server, 0))
+                })?
+                .context("cannot listen on the server")?;
+            listener.set_nonblocking(true)?;
+            let dst = listener.local_addr()?;
+            let stream = self.connect(link, dst, timeout)?;
+            let src = stream.local_addr()?;
+            // behind the NAT the server sees the router's address, with some port
+            let natted = link == Link::Untrusted && cfg.untrusted_nat;
+            let seen = Link::Server.router().addr_of(v6);
+            let deadline = Instant::now() + timeout;
+            loop {
+                match listener.accept() {
+                    Ok((_, peer)) if peer == src => break,
+                    Ok((_, peer)) if natted && peer.ip() == seen => break,
+                    Ok((_, peer)) => log::debug!("lab check: unexpected peer {peer}"),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e).context("accept on the server"),
+                }
+                if Instant::now() > deadline {
+                    bail!("server did not see the connection from {src} within {timeout:?}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
+        Ok(())
     }
 
     /// The lab's current state, read from the system (namespaces, links, qdiscs, MPTCP).

@@ -25,11 +25,12 @@ impl Drop for NenaServer {
     }
 }
 
-/// Start `nena serve` (the binary `nena`) in the lab's server host on `port` (every mode
+/// Start `nena serve` (the binary `nena`) in the lab's server host on `port` (at
+/// [`Lab::server_listen_addr`]) (every mode
 /// accepted, `plain` included), storing into `dir`, and wait until it listens. Killed when
 /// dropped.
 pub fn start_nena_serve(lab: &Lab, nena: &Path, port: u16, dir: &Path) -> Result<NenaServer> {
-    let listen = format!("{}:{port}", lab.server_addr());
+    let listen = lab.server_listen_addr(port).to_string();
     let mut args = vec![
         "serve".to_string(),
         "--listen".into(),

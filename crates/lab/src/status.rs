@@ -1,5 +1,6 @@
 //! `nena lab status`: what the lab looks like right now, read back from the system
-//! (namespaces, link state, qdiscs, MPTCP settings) rather than from what we meant to do.
+//! (namespaces, link state, addresses of each family, qdiscs, MPTCP settings, the router's
+//! NAT and MPTCP-option stripping) rather than from what we meant to do.
 
 use crate::capture::{self, CaptureRecord};
 use crate::netns::netns_exists;
@@ -26,6 +27,14 @@ pub struct LabStatus {
     pub fleet: Vec<FleetStatus>,
     /// The LAN host behind the client (`--lan`), when configured or present.
     pub lan: Option<crate::LanStatus>,
+    /// The router source-NATs the untrusted link's traffic to the server (its nftables
+    /// table `inet nena_lab_nat` is there).
+    pub untrusted_nat: bool,
+    /// The router strips MPTCP options from the untrusted link's segments (its nftables
+    /// table `inet nena_lab_strip` is there).
+    pub untrusted_strip_mptcp: bool,
+    /// The router forwards IPv6 (a lab with IPv6).
+    pub router_ipv6_forwarding: Option<bool>,
 }
 
 /// One server of the fleet.
@@ -52,11 +61,18 @@ pub struct LinkStatus {
     pub link: Link,
     pub edge_host: Host,
     pub edge_iface: String,
-    pub edge_addr: String,
+    /// The edge end's IPv4 address (`198.18.1.2/24`), read back; none on a link that carries
+    /// IPv6 only.
+    pub edge_addr: Option<String>,
+    /// The edge end's IPv6 address (`2001:2:0:1::2/64`), read back; none without IPv6.
+    pub edge_addr6: Option<String>,
+    /// The families the link carries, from the edge end's addresses.
+    pub family: Option<crate::Family>,
     /// The host at the other end: the router, or the LAN host for the LAN link.
     pub router_host: Host,
     pub router_iface: String,
-    pub router_addr: String,
+    pub router_addr: Option<String>,
+    pub router_addr6: Option<String>,
     /// Both ends exist.
     pub exists: bool,
     /// Both ends administratively up and with carrier.
@@ -137,6 +153,26 @@ fn kind(ns: &str, iface: &str) -> Option<String> {
     )
 }
 
+/// The global IPv4 and IPv6 addresses (`ADDR/LEN`) of an interface, read back.
+fn addrs(ns: &str, iface: &str) -> (Option<String>, Option<String>) {
+    let Ok(j) = run(ip(Some(ns), &["-j", "addr", "show", "dev", iface])) else {
+        return (None, None);
+    };
+    let all = crate::lan::global_addrs(&j);
+    let v4 = all.iter().find(|a| !a.contains(':')).cloned();
+    let v6 = all.into_iter().find(|a| a.contains(':'));
+    (v4, v6)
+}
+
+fn family_of(v4: bool, v6: bool) -> Option<crate::Family> {
+    match (v4, v6) {
+        (true, true) => Some(crate::Family::Dual),
+        (true, false) => Some(crate::Family::Ipv4),
+        (false, true) => Some(crate::Family::Ipv6),
+        (false, false) => None,
+    }
+}
+
 fn sysctl(ns: &str, key: &str) -> Option<String> {
     let mut c = netns_exec(ns, "sysctl");
     c.args(["-n", key]);
@@ -189,14 +225,27 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
         } else {
             None
         };
+        let (edge_addr, edge_addr6) = if eup.is_some() {
+            addrs(&ens, e.iface)
+        } else {
+            (None, None)
+        };
+        let (router_addr, router_addr6) = if rup.is_some() {
+            addrs(&rns, r.iface)
+        } else {
+            (None, None)
+        };
         links.push(LinkStatus {
             link,
             edge_host: e.host,
             edge_iface: e.iface.into(),
-            edge_addr: e.cidr(),
+            family: family_of(edge_addr.is_some(), edge_addr6.is_some()),
+            edge_addr,
+            edge_addr6,
             router_host: r.host,
             router_iface: r.iface.into(),
-            router_addr: r.cidr(),
+            router_addr,
+            router_addr6,
             exists: eup.is_some() && rup.is_some(),
             up: eup == Some(true) && rup == Some(true),
             qdisc,
@@ -271,5 +320,12 @@ pub(crate) fn collect(prefix: &str) -> Result<LabStatus> {
                 .collect()
         },
         lan: with_lan.then(|| lab.lan_status()),
+        untrusted_nat: up && lab.router_has_table(crate::NAT_TABLE),
+        untrusted_strip_mptcp: up && lab.router_has_table(crate::STRIP_TABLE),
+        router_ipv6_forwarding: if up {
+            sysctl(&lab.netns(Host::Router), "net.ipv6.conf.all.forwarding").map(|v| v == "1")
+        } else {
+            None
+        },
     })
 }

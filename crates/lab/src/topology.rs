@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 /// A host of the lab, each one a network namespace `<prefix>-<host>`.
@@ -93,21 +93,25 @@ impl Link {
                 host: Host::Client,
                 iface: "trusted",
                 addr: Ipv4Addr::new(198, 18, 1, 2),
+                addr6: Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 2),
             },
             Link::Untrusted => End {
                 host: Host::Client,
                 iface: "untrusted",
                 addr: Ipv4Addr::new(198, 18, 2, 2),
+                addr6: Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 2),
             },
             Link::Server => End {
                 host: Host::Server,
                 iface: "eth0",
                 addr: Ipv4Addr::new(198, 18, 3, 2),
+                addr6: SERVER_ADDR6,
             },
             Link::Lan => End {
                 host: Host::Client,
                 iface: "lan",
                 addr: LAN_GATEWAY_ADDR,
+                addr6: LAN_GATEWAY_ADDR6,
             },
         }
     }
@@ -119,21 +123,25 @@ impl Link {
                 host: Host::Router,
                 iface: "trusted",
                 addr: Ipv4Addr::new(198, 18, 1, 1),
+                addr6: Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1),
             },
             Link::Untrusted => End {
                 host: Host::Router,
                 iface: "untrusted",
                 addr: Ipv4Addr::new(198, 18, 2, 1),
+                addr6: Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 1),
             },
             Link::Server => End {
                 host: Host::Router,
                 iface: "server",
                 addr: Ipv4Addr::new(198, 18, 3, 1),
+                addr6: Ipv6Addr::new(0x2001, 2, 0, 3, 0, 0, 0, 1),
             },
             Link::Lan => End {
                 host: Host::Lan,
                 iface: "eth0",
                 addr: LAN_HOST_ADDR,
+                addr6: LAN_HOST_ADDR6,
             },
         }
     }
@@ -180,6 +188,10 @@ pub struct End {
     pub host: Host,
     pub iface: &'static str,
     pub addr: Ipv4Addr,
+    /// Its IPv6 address (/64), `2001:2:0:N::2` on the edge end and `2001:2:0:N::1` on the
+    /// router end of link N (trusted 1, untrusted 2, server 3, lan 5: the LAN host is `::2`).
+    /// Configured only where the link carries IPv6 ([`Family`]; `nena lab up --ipv6`).
+    pub addr6: Ipv6Addr,
 }
 
 impl End {
@@ -187,10 +199,79 @@ impl End {
     pub fn cidr(&self) -> String {
         format!("{}/24", self.addr)
     }
+
+    /// `2001:2:0:N::x/64`.
+    pub fn cidr6(&self) -> String {
+        format!("{}/{PREFIX6}", self.addr6)
+    }
+
+    /// Its address of one family.
+    pub fn addr_of(&self, v6: bool) -> IpAddr {
+        if v6 {
+            IpAddr::V6(self.addr6)
+        } else {
+            IpAddr::V4(self.addr)
+        }
+    }
+}
+
+/// Which address families a link carries (`nena lab up --trusted-family ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// IPv4 only (the classic lab).
+    #[default]
+    Ipv4,
+    /// IPv6 only: no IPv4 address on either end of the link.
+    Ipv6,
+    /// Both.
+    Dual,
+}
+
+impl Family {
+    pub fn has_v4(self) -> bool {
+        self != Family::Ipv6
+    }
+
+    pub fn has_v6(self) -> bool {
+        self != Family::Ipv4
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+            Family::Dual => "dual",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Family {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Family, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "ipv4" | "4" => Ok(Family::Ipv4),
+            "ipv6" | "6" => Ok(Family::Ipv6),
+            "dual" => Ok(Family::Dual),
+            _ => Err(format!(
+                "unknown address family `{s}` (families: ipv4, ipv6, dual)"
+            )),
+        }
+    }
 }
 
 /// The server address nena tests connect to.
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 2);
+/// The server's IPv6 address (a lab with IPv6 on some link: `nena lab up --ipv6`), /64.
+pub const SERVER_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 3, 0, 0, 0, 2);
+/// The prefix length of every lab link's IPv6 addresses.
+pub const PREFIX6: u8 = 64;
 
 /// The LAN host's address on its `eth0` (`nena lab up --lan`), /24.
 pub const LAN_HOST_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 5, 2);
@@ -231,5 +312,36 @@ mod tests {
         assert_eq!(LAN_HOST_ADDR6.to_string(), "2001:2:0:5::2");
         assert_eq!(LAN_GATEWAY_ADDR6.to_string(), "2001:2:0:5::1");
         assert_eq!(Link::Lan.table(), None);
+        assert_eq!((edge.addr6, far.addr6), (LAN_GATEWAY_ADDR6, LAN_HOST_ADDR6));
+    }
+
+    #[test]
+    fn ipv6_addresses_mirror_the_ipv4_ones() {
+        let want = [
+            (Link::Trusted, "2001:2:0:1::2/64", "2001:2:0:1::1/64"),
+            (Link::Untrusted, "2001:2:0:2::2/64", "2001:2:0:2::1/64"),
+            (Link::Server, "2001:2:0:3::2/64", "2001:2:0:3::1/64"),
+        ];
+        for (link, edge, router) in want {
+            let [e, r] = link.ends();
+            assert_eq!((e.cidr6().as_str(), r.cidr6().as_str()), (edge, router));
+            // the third group is the IPv4 address's third byte
+            assert_eq!(e.addr6.segments()[3], u16::from(e.addr.octets()[2]));
+            assert!(e.addr6.segments()[..3] == [0x2001, 2, 0]);
+        }
+        assert_eq!(Link::Server.edge().addr6, SERVER_ADDR6);
+        assert_eq!(SERVER_ADDR6.to_string(), "2001:2:0:3::2");
+    }
+
+    #[test]
+    fn families_parse_and_say_what_they_carry() {
+        for f in [Family::Ipv4, Family::Ipv6, Family::Dual] {
+            assert_eq!(f.name().parse::<Family>(), Ok(f));
+        }
+        assert_eq!("IPv6".parse::<Family>(), Ok(Family::Ipv6));
+        assert!(Family::Dual.has_v4() && Family::Dual.has_v6());
+        assert!(!Family::Ipv6.has_v4() && !Family::Ipv4.has_v6());
+        let e = "ipx".parse::<Family>().unwrap_err();
+        assert!(e.contains("ipv4, ipv6, dual") && !e.contains('\n'), "{e}");
     }
 }

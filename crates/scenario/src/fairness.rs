@@ -72,7 +72,12 @@ fn sender(
 ) -> Result<std::thread::JoinHandle<Result<()>>> {
     let cc = cc.to_string();
     let s = lab.run_in(Host::Client, move || -> Result<Socket> {
-        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::MPTCP)).context("socket")?;
+        let s = Socket::new(
+            Domain::for_address(dst),
+            Type::STREAM,
+            Some(Protocol::MPTCP),
+        )
+        .context("socket")?;
         nena_mptcp::set_congestion(std::os::fd::AsFd::as_fd(&s), &cc)
             .with_context(|| format!("setting congestion control {cc:?}"))?;
         s.bind(&SockAddr::from(SocketAddr::new(src, 0)))

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use nena_lab::emulate::{format_duration, parse_duration, parse_ge_loss, parse_loss};
-use nena_lab::{Emulation, Link, LinkEmulation, Loss, PmMode, Rate, RateTrace};
+use nena_lab::{Emulation, Family, LabConfig, Link, LinkEmulation, Loss, PmMode, Rate, RateTrace};
 use serde::{de::Error as _, Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,6 +50,30 @@ pub struct LabSection {
     /// outage; kernel MPTCP without nena then stays on one path).
     #[serde(default)]
     pub pm: PmMode,
+    /// Dual stack (as `nena lab up --ipv6`): the default of both families becomes "dual".
+    #[serde(default)]
+    pub ipv6: bool,
+    /// The families the trusted link carries: "ipv4", "ipv6" or "dual" (default: "dual"
+    /// with `ipv6 = true`, else "ipv4"). The runs connect to the server's address of the
+    /// trusted link's family (2001:2:0:3::2 when it carries IPv6 only).
+    #[serde(default)]
+    pub trusted_family: Option<Family>,
+    /// The families the untrusted link carries (default as `trusted_family`).
+    #[serde(default)]
+    pub untrusted_family: Option<Family>,
+    /// The router source-NATs the untrusted link's traffic to the server.
+    #[serde(default)]
+    pub untrusted_nat: bool,
+    /// The router strips MPTCP options from every segment crossing the untrusted link.
+    #[serde(default)]
+    pub untrusted_strip_mptcp: bool,
+}
+
+impl LabSection {
+    /// The families of the trusted and untrusted links ([`LabConfig::families`]).
+    pub fn families(&self) -> Result<(Family, Family)> {
+        LabConfig::families(self.ipv6, self.trusted_family, self.untrusted_family).context("[lab]")
+    }
 }
 
 /// `[links.trusted]`, `[links.untrusted]`, `[links.server]`.
@@ -395,6 +419,7 @@ impl Scenario {
         if self.runs.is_empty() {
             bail!("a scenario needs at least one [[runs]]");
         }
+        self.lab.families()?;
         if self.sample.interval < Duration::from_millis(10) {
             bail!("sample.interval must be at least 10ms");
         }

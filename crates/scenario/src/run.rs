@@ -121,6 +121,7 @@ pub fn run_scenario(
 
 fn lab_config(sc: &Scenario, r: &RunSpec, prefix: String, opts: &RunOptions) -> Result<LabConfig> {
     let base = &opts.base;
+    let (trusted_family, untrusted_family) = sc.lab.families()?;
     Ok(LabConfig {
         prefix,
         pm: r.path_manager(sc.lab.pm),
@@ -132,6 +133,10 @@ fn lab_config(sc: &Scenario, r: &RunSpec, prefix: String, opts: &RunOptions) -> 
         untrusted_emulation: sc.links.untrusted.emulation(base)?,
         server_emulation: sc.links.server.emulation(base)?,
         relay_exe: Some(opts.nena.clone()),
+        trusted_family,
+        untrusted_family,
+        untrusted_nat: sc.lab.untrusted_nat,
+        untrusted_strip_mptcp: sc.lab.untrusted_strip_mptcp,
         ..LabConfig::default()
     })
 }
@@ -343,7 +348,8 @@ impl Competitor {
         use std::io::{Read, Write};
         let link = c.link.unwrap_or(Link::Trusted);
         let cc = c.cc.clone().or_else(|| run_cc.map(str::to_string));
-        let dst = SocketAddr::new(lab.server_addr(), PORT + 1);
+        // the server's address of the family the competing flow's link carries
+        let dst = SocketAddr::new(lab.server_addr_for(link), PORT + 1);
         let l = lab
             .run_in(Host::Server, move || std::net::TcpListener::bind(dst))?
             .with_context(|| format!("listening on {dst}"))?;
@@ -365,7 +371,7 @@ impl Competitor {
         let cc2 = cc.clone();
         let sender = lab.spawn_in(Host::Client, move || -> Result<()> {
             use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-            let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+            let s = Socket::new(Domain::for_address(dst), Type::STREAM, Some(Protocol::TCP))?;
             if let Some(cc) = &cc2 {
                 nena_mptcp::set_congestion(std::os::fd::AsFd::as_fd(&s), cc)
                     .with_context(|| format!("congestion control {cc} of the competing flow"))?;
@@ -481,7 +487,12 @@ impl ServerEnd {
 }
 
 fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Result<ServerEnd> {
-    let addr = SocketAddr::new(lab.server_addr(), PORT);
+    // A tcp run's listener at the server's address of its link's family; kernel MPTCP's where
+    // both client links reach it (`[::]` when their families differ, for the joins).
+    let addr = match r.traffic {
+        Traffic::Tcp => SocketAddr::new(lab.server_addr_for(r.link.unwrap_or(Link::Trusted)), PORT),
+        _ => lab.server_listen_addr(PORT),
+    };
     match r.traffic {
         Traffic::Tcp | Traffic::Mptcp => {
             let cc = r.cc.clone();
@@ -512,7 +523,15 @@ fn run_traffic(
     _server: &ServerEnd,
 ) -> Result<TrafficOutcome> {
     use nena_transport::raw_mptcp::{self, Amount, Outcome, Request};
-    let remote = SocketAddr::new(lab.server_addr(), PORT);
+    // The server's address the client reaches over the run's link (a tcp run's) or the
+    // trusted link (where MPTCP and nena start): IPv6 when that link carries IPv6 only.
+    let remote = SocketAddr::new(
+        lab.server_addr_for(match r.traffic {
+            Traffic::Tcp => r.link.unwrap_or(Link::Trusted),
+            _ => Link::Trusted,
+        }),
+        PORT,
+    );
     match r.traffic {
         Traffic::Tcp | Traffic::Mptcp => {
             let req = Request {

@@ -190,15 +190,17 @@ pub fn client_ip(link: Link) -> IpAddr {
     IpAddr::V4(link.edge().addr)
 }
 
-/// Which link a socket of the sending host belongs to (by the client's address on it).
+/// Which link a socket of the sending host belongs to (by the client's address on it, IPv4
+/// or IPv6; an IPv4-mapped IPv6 address as its IPv4 address).
 pub fn link_of(src: SocketAddr, dst: SocketAddr, direction: Direction) -> Option<Link> {
     let client = match direction {
         Direction::Up => src.ip(),
         Direction::Down => dst.ip(),
-    };
+    }
+    .to_canonical();
     [Link::Trusted, Link::Untrusted]
         .into_iter()
-        .find(|&l| client_ip(l) == client)
+        .find(|&l| client_ip(l) == client || IpAddr::V6(l.edge().addr6) == client)
 }
 
 /// One socket in one sample: what it had acknowledged since the previous sample.
@@ -435,6 +437,25 @@ mod tests {
     /// Two links, one at 1 Mbit/s steady, the other down from 1.5 s to 2.5 s and back on a
     /// new subflow (new port) at 2.7 s: per-link bytes, bins, RTT, the outage and its
     /// recovery come out as constructed.
+    #[test]
+    fn sockets_of_either_family_are_put_on_their_link() {
+        let sa = |ip: &str| SocketAddr::new(ip.parse().unwrap(), 5000);
+        let server = sa("2001:2:0:3::2");
+        assert_eq!(
+            link_of(sa("2001:2:0:1::2"), server, Direction::Up),
+            Some(Link::Trusted)
+        );
+        assert_eq!(
+            link_of(server, sa("2001:2:0:2::2"), Direction::Down),
+            Some(Link::Untrusted)
+        );
+        assert_eq!(
+            link_of(sa("::ffff:198.18.2.2"), server, Direction::Up),
+            Some(Link::Untrusted)
+        );
+        assert_eq!(link_of(sa("2001:2:0:3::1"), server, Direction::Up), None);
+    }
+
     #[test]
     fn links_bins_and_an_outage_are_computed_from_samples() {
         let mut samples = Vec::new();

@@ -252,3 +252,42 @@ fn one_subflow_is_parsed_and_checked() {
     let s = Scenario::parse(&format!("{OK}subflows = 1\npm = \"userspace\"\n"), "t").unwrap();
     assert_eq!(s.runs[0].subflows, Some(1));
 }
+
+#[test]
+fn the_lab_section_takes_families_nat_and_stripping() {
+    use nena_lab::Family;
+    let s = Scenario::parse(&format!("{OK}[lab]\nipv6 = true\n"), "t").unwrap();
+    assert_eq!(s.lab.families().unwrap(), (Family::Dual, Family::Dual));
+    let s = Scenario::parse(
+        &format!(
+            "{OK}[lab]\ntrusted_family = \"ipv6\"\nuntrusted_family = \"ipv4\"\n\
+             untrusted_nat = true\nuntrusted_strip_mptcp = true\n"
+        ),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.lab.families().unwrap(), (Family::Ipv6, Family::Ipv4));
+    assert!(s.lab.untrusted_nat && s.lab.untrusted_strip_mptcp && !s.lab.ipv6);
+    // without any of them: the classic IPv4 lab
+    let s = Scenario::parse(OK, "t").unwrap();
+    assert_eq!(s.lab.families().unwrap(), (Family::Ipv4, Family::Ipv4));
+    assert!(!s.lab.untrusted_nat && !s.lab.untrusted_strip_mptcp);
+    for (text, want) in [
+        ("[lab]\ntrusted_family = \"ipv5\"\n", "ipv5"),
+        (
+            "[lab]\nuntrusted_family = 6\n",
+            "t.toml:7:20: wanted string",
+        ),
+        ("[lab]\nipv6 = \"yes\"\n", "t.toml:7:8: invalid type"),
+        ("[lab]\nuntrusted_nat = 1\n", "t.toml:7:17: invalid type"),
+        ("[lab]\nstrip_mptcp = true\n", "unknown field `strip_mptcp`"),
+        (
+            "[lab]\nipv6 = true\ntrusted_family = \"ipv4\"\nuntrusted_family = \"ipv4\"\n",
+            "no client link would carry IPv6",
+        ),
+    ] {
+        let e = err(&format!("{OK}{text}"));
+        assert!(e.contains(want), "{text}: {e}");
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
+}

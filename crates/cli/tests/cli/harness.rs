@@ -254,9 +254,10 @@ pub fn spawn_listening_cmd(mut cmd: Command, args: &[&str]) -> Proc {
     }
 }
 
-/// `nena serve -v --listen 198.18.3.2:PORT --dir DIR EXTRA...` in the server host.
+/// `nena serve -v --listen 198.18.3.2:PORT --dir DIR EXTRA...` in the server host (at
+/// [`Lab::server_listen_addr`]: `[::]` in a lab whose client links have different families).
 pub fn serve(lab: &Lab, port: u16, dir: &Path, extra: &[&str]) -> Proc {
-    let listen = format!("{}:{port}", lab.server_addr());
+    let listen = lab.server_listen_addr(port).to_string();
     let dir = dir.display().to_string();
     let mut args = vec!["-v", "serve", "--listen", &listen, "--dir", &dir];
     args.extend_from_slice(extra);
@@ -269,9 +270,10 @@ pub fn client(lab: &Lab, args: &[&str]) -> Output {
     cmd.stdin(Stdio::null()).output().expect("run nena")
 }
 
-/// `host:port` of the lab server.
+/// `host:port` of the lab server (`[2001:2:0:3::2]:port` when the trusted link carries
+/// IPv6 only).
 pub fn server(lab: &Lab, port: u16) -> String {
-    format!("{}:{port}", lab.server_addr())
+    std::net::SocketAddr::new(lab.server_addr(), port).to_string()
 }
 
 /// Bytes the peer acknowledged on the client's established TCP sockets (MPTCP subflows)

@@ -407,7 +407,10 @@ fn a_lan_host_comes_up_behind_the_client_and_goes_down() {
     let p = g.prefix.as_str();
     let text = ok(&["lab", "up", "--prefix", p, "--lan"]);
     assert!(
-        text.contains("lan       client lan 198.18.5.1/24 <-> lan eth0 198.18.5.2/24  up"),
+        text.contains(
+            "lan       client lan 198.18.5.1/24 2001:2:0:5::1/64 <-> lan eth0 198.18.5.2/24 \
+             2001:2:0:5::2/64  dual  up"
+        ),
         "{text}"
     );
     assert!(

@@ -28,6 +28,7 @@ mod lab_cli;
 mod lab_emulation_cli;
 #[cfg(feature = "policy")]
 mod lab_emulation_policy;
+mod lab_families_cli;
 mod module_cycles;
 mod package_deb;
 #[cfg(feature = "policy")]

@@ -247,3 +247,58 @@ fn one_subflow_runs_stay_on_the_trusted_link() {
     );
     assert_eq!(namespaces_with(&prefix), 0, "the run left its lab behind");
 }
+
+/// `[lab] trusted_family = "ipv6"`, `untrusted_family = "ipv4"`: each run connects to the
+/// server's address of its link's family (a tcp run over the untrusted link to 198.18.3.2,
+/// the others over the trusted link to 2001:2:0:3::2), and the captures show each link
+/// carrying its family alone.
+#[test]
+fn runs_in_a_mixed_family_lab_reach_the_server_by_their_links_family() {
+    let prefix = nena_lab::unique_prefix().replace("nt", "ns");
+    let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());
+    let file = c.1.path().join("mixed.toml");
+    std::fs::write(
+        &file,
+        "duration = \"1s\"\n\
+         [lab]\ntrusted_family = \"ipv6\"\nuntrusted_family = \"ipv4\"\n\
+         [capture]\nlinks = [\"trusted\", \"untrusted\"]\n\
+         [[runs]]\nname = \"tcp-u\"\ntraffic = \"tcp\"\nlink = \"untrusted\"\n\
+         [[runs]]\nname = \"tcp-t\"\ntraffic = \"tcp\"\nlink = \"trusted\"\n\
+         [[runs]]\nname = \"nena\"\ntraffic = \"nena\"\nmode = \"aead\"\n",
+    )
+    .unwrap();
+    let out = c.1.path().join("out");
+    let v = lab_run(file.to_str().unwrap(), &out, &prefix, &[]);
+    for r in v["runs"].as_array().unwrap() {
+        assert!(
+            r["outcome"]["bytes"].as_u64().unwrap_or(0) > 0,
+            "run {} moved nothing: {r}",
+            r["name"]
+        );
+    }
+    assert_eq!(
+        v["runs"][2]["outcome"]["verified"], true,
+        "{}",
+        v["runs"][2]
+    );
+    let frames = |run: &str, link: &str, filter: &str| -> usize {
+        let cap = out.join(run).join(format!("{link}.pcap"));
+        assert!(cap.exists(), "no capture {}", cap.display());
+        let o = Command::new("tcpdump")
+            .args(["-nr", cap.to_str().unwrap(), filter])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert!(frames("tcp-u", "untrusted", "ip and tcp") > 0);
+    assert_eq!(frames("tcp-u", "trusted", "tcp"), 0);
+    for run in ["tcp-t", "nena"] {
+        assert!(frames(run, "trusted", "ip6 and tcp") > 0, "{run}");
+        assert_eq!(
+            frames(run, "trusted", "ip"),
+            0,
+            "{run}: IPv4 on an IPv6-only link"
+        );
+    }
+    assert_eq!(namespaces_with(&prefix), 0, "the run left its lab behind");
+}

@@ -1,8 +1,8 @@
 //! What every `nena lab` subcommand shares: the lab's name prefix, and the value parsers
-//! of links, hosts, rates and emulation settings.
+//! of links, hosts, rates, address families and emulation settings.
 use clap::Args;
 use nena_lab::emulate::{parse_duration, parse_ge_loss, parse_loss, parse_outage};
-use nena_lab::{Direction, Host, Link, Loss, Outage, PmMode, Rate, RateTrace};
+use nena_lab::{Direction, Family, Host, Link, Loss, Outage, PmMode, Rate, RateTrace};
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -41,5 +41,8 @@ pub(super) fn parse_host(s: &str) -> Result<Host, String> {
     s.parse()
 }
 pub(super) fn parse_pm(s: &str) -> Result<PmMode, String> {
+    s.parse()
+}
+pub(super) fn parse_family(s: &str) -> Result<Family, String> {
     s.parse()
 }

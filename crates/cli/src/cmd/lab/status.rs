@@ -1,5 +1,5 @@
-//! `nena lab status`: hosts, links, addresses, rates, link state, MPTCP settings and
-//! captures, as a table or JSON.
+//! `nena lab status`: hosts, links, addresses and families, rates, link state, the untrusted
+//! link's NAT and MPTCP-option stripping, MPTCP settings and captures, as a table or JSON.
 use super::args::Common;
 use crate::exit::CmdResult;
 use clap::Args;
@@ -61,16 +61,25 @@ pub fn render_status(st: &LabStatus) -> String {
                 (Some(a), Some(b)) if a == b => format!("rate {a}"),
                 (a, b) => format!("rate {} out, {} in", show(a), show(b)),
             };
+            let addrs = |v4: &Option<String>, v6: &Option<String>| {
+                let v: Vec<&str> = [v4, v6].into_iter().flatten().map(String::as_str).collect();
+                if v.is_empty() {
+                    "no address".to_string()
+                } else {
+                    v.join(" ")
+                }
+            };
             let _ = writeln!(
                 o,
-                "  {:<9} {} {} {} <-> {} {} {}  {}  {rate}{}",
+                "  {:<9} {} {} {} <-> {} {} {}  {}  {}  {rate}{}",
                 l.link.name(),
                 l.edge_host.name(),
                 l.edge_iface,
-                l.edge_addr,
+                addrs(&l.edge_addr, &l.edge_addr6),
                 l.router_host.name(),
                 l.router_iface,
-                l.router_addr,
+                addrs(&l.router_addr, &l.router_addr6),
+                l.family.map(|f| f.name()).unwrap_or("no family"),
                 if !l.exists {
                     "MISSING"
                 } else if l.up {
@@ -90,6 +99,25 @@ pub fn render_status(st: &LabStatus) -> String {
                 }
             }
         }
+    }
+    if st.up {
+        let _ = writeln!(
+            o,
+            "untrusted link: NAT {} (nftables inet {}), MPTCP options {} (nftables inet {}); router IPv6 forwarding {}",
+            if st.untrusted_nat { "on" } else { "off" },
+            nena_lab::NAT_TABLE,
+            if st.untrusted_strip_mptcp {
+                "STRIPPED"
+            } else {
+                "kept"
+            },
+            nena_lab::STRIP_TABLE,
+            match st.router_ipv6_forwarding {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "?",
+            }
+        );
     }
     if !st.fleet.is_empty() {
         let _ = writeln!(

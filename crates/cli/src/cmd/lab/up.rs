@@ -1,13 +1,16 @@
 //! `nena lab up`: build the lab (or reconcile an existing one) with the rates, path manager
-//! and link emulation asked for, then show its status.
+//! link emulation, address families, NAT and MPTCP-option stripping asked for, then show its
+//! status.
 use super::args::{
-    parse_dur, parse_ge_arg, parse_loss_arg, parse_outage_arg, parse_pm, parse_rate,
+    parse_dur, parse_family, parse_ge_arg, parse_loss_arg, parse_outage_arg, parse_pm, parse_rate,
     parse_trace_arg, Common,
 };
 use super::status::render_status;
-use crate::exit::CmdResult;
+use crate::exit::{CmdResult, Exit};
 use clap::Args;
-use nena_lab::{Emulation, Lab, LabConfig, LinkEmulation, Loss, Outage, PmMode, Rate, RateTrace};
+use nena_lab::{
+    Emulation, Family, Lab, LabConfig, LinkEmulation, Loss, Outage, PmMode, Rate, RateTrace,
+};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -45,6 +48,33 @@ pub struct UpArgs {
     /// removes a LAN host an earlier `up --lan` built.
     #[arg(long)]
     pub lan: bool,
+    /// Dual stack: link N (trusted 1, untrusted 2, server 3) also gets 2001:2:0:N::2/64 on
+    /// its edge end (client, server) and 2001:2:0:N::1/64 on the router's; the router
+    /// forwards IPv6; the client has IPv6 source rules (tables 101/102) and, with
+    /// `--pm kernel`, a subflow endpoint for 2001:2:0:2::2. Makes `dual` the default of
+    /// `--trusted-family` and `--untrusted-family`. Without it (and without a family with
+    /// IPv6), `up` removes the IPv6 an earlier `up --ipv6` set.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// The families the trusted link carries: ipv4, ipv6 or dual (default: dual with
+    /// --ipv6, else ipv4). ipv6: no IPv4 address on the link, no IPv4 route via it. Any IPv6
+    /// makes the server link and the server dual stack.
+    #[arg(long, value_parser = parse_family)]
+    pub trusted_family: Option<Family>,
+    /// The families the untrusted link carries: ipv4, ipv6 or dual (default as
+    /// --trusted-family).
+    #[arg(long, value_parser = parse_family)]
+    pub untrusted_family: Option<Family>,
+    /// The router source-NATs what comes from the untrusted link towards the server
+    /// (nftables masquerade, table `inet nena_lab_nat`): the server sees 198.18.3.1
+    /// (2001:2:0:3::1) as the untrusted subflow's source, as behind a WLAN's router.
+    #[arg(long)]
+    pub untrusted_nat: bool,
+    /// The router replaces every MPTCP option (TCP option 30) of the segments crossing the
+    /// untrusted link, both ways, by NOPs (nftables `reset tcp option mptcp`, table
+    /// `inet nena_lab_strip`), as some hotel and captive-portal middleboxes do.
+    #[arg(long)]
+    pub untrusted_strip_mptcp: bool,
     /// Print the resulting status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -149,6 +179,8 @@ fn link_emulation(
 }
 
 pub(super) fn up(a: UpArgs) -> CmdResult {
+    let (trusted_family, untrusted_family) =
+        LabConfig::families(a.ipv6, a.trusted_family, a.untrusted_family).map_err(Exit::usage)?;
     let cfg = LabConfig {
         prefix: a.common.prefix.clone(),
         pm: a.pm,
@@ -187,6 +219,10 @@ pub(super) fn up(a: UpArgs) -> CmdResult {
         relay_exe: None,
         servers: a.servers,
         lan: a.lan,
+        trusted_family,
+        untrusted_family,
+        untrusted_nat: a.untrusted_nat,
+        untrusted_strip_mptcp: a.untrusted_strip_mptcp,
     };
     let was_up = Lab::is_up(&cfg.prefix);
     Lab::up(&cfg)?;

@@ -1,0 +1,198 @@
+//! `nena lab up --ipv6`, `--trusted-family`, `--untrusted-family`, `--untrusted-nat`,
+//! `--untrusted-strip-mptcp` end to end (needs root, iproute2 and nftables, as CI has):
+//! status (text and JSON) shows the families, the NAT and the stripping; `up` without them
+//! removes them; `down` leaves nothing; bad values are refused with one line and status 2;
+//! and nena's own perf session in such labs (IPv6 over both links; a WLAN that strips
+//! MPTCP options). Each test uses its own prefix and a guard that runs `nena lab down`.
+use crate::harness::{bytes_by_trust, client_json, lab_with, nena, serve, server, TempDir, PATHS};
+use nena_lab::{Family, Link};
+
+fn ok(args: &[&str]) -> String {
+    let out = nena(args);
+    assert!(
+        out.status.success(),
+        "nena {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `nena lab down` for its prefix when dropped.
+struct Down(String);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = nena(&["lab", "down", "--prefix", &self.0]);
+    }
+}
+
+fn namespaces_of(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&format!("{prefix}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn status(p: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&["lab", "status", "--prefix", p, "--json"])).unwrap()
+}
+
+#[test]
+fn families_nat_and_stripping_show_in_status_and_go_with_up_and_down() {
+    let d = Down(nena_lab::unique_prefix().replace("nt", "nf"));
+    let p = d.0.as_str();
+    let out = ok(&[
+        "lab",
+        "up",
+        "--prefix",
+        p,
+        "--ipv6",
+        "--trusted-family",
+        "ipv6",
+        "--untrusted-family",
+        "ipv4",
+        "--untrusted-nat",
+        "--untrusted-strip-mptcp",
+    ]);
+    assert!(
+        out.contains("trusted   client trusted 2001:2:0:1::2/64 <-> router trusted 2001:2:0:1::1/64  ipv6  up"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "untrusted client untrusted 198.18.2.2/24 <-> router untrusted 198.18.2.1/24  ipv4"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("198.18.3.2/24 2001:2:0:3::2/64"), "{out}");
+    assert!(
+        out.contains("untrusted link: NAT on (nftables inet nena_lab_nat), MPTCP options STRIPPED"),
+        "{out}"
+    );
+    let st = status(p);
+    let links = &st["links"];
+    assert_eq!(links[0]["family"], "ipv6");
+    assert_eq!(links[0]["edge_addr"], serde_json::Value::Null);
+    assert_eq!(links[0]["edge_addr6"], "2001:2:0:1::2/64");
+    assert_eq!(links[1]["family"], "ipv4");
+    assert_eq!(links[1]["edge_addr6"], serde_json::Value::Null);
+    assert_eq!(links[2]["family"], "dual");
+    assert_eq!(links[2]["router_addr6"], "2001:2:0:3::1/64");
+    assert_eq!(st["untrusted_nat"], true);
+    assert_eq!(st["untrusted_strip_mptcp"], true);
+    assert_eq!(st["router_ipv6_forwarding"], true);
+    // the tables are there, on the router
+    let tables = ok(&[
+        "lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables",
+    ]);
+    assert!(
+        tables.contains("table inet nena_lab_nat") && tables.contains("table inet nena_lab_strip"),
+        "{tables}"
+    );
+
+    // up without the flags: the classic IPv4 lab again, nothing left of them
+    let out = ok(&["lab", "up", "--prefix", p]);
+    assert!(out.contains("already up"), "{out}");
+    let st = status(p);
+    for i in 0..3 {
+        assert_eq!(st["links"][i]["family"], "ipv4", "{}", st["links"][i]);
+    }
+    assert_eq!(st["links"][0]["edge_addr"], "198.18.1.2/24");
+    assert_eq!(st["untrusted_nat"], false);
+    assert_eq!(st["untrusted_strip_mptcp"], false);
+    assert_eq!(st["router_ipv6_forwarding"], false);
+    let tables = ok(&[
+        "lab", "exec", "--prefix", p, "router", "--", "nft", "list", "tables",
+    ]);
+    assert!(tables.trim().is_empty(), "{tables}");
+
+    ok(&["lab", "down", "--prefix", p]);
+    assert!(namespaces_of(p).is_empty(), "{:?}", namespaces_of(p));
+    let st = status(p);
+    assert_eq!(
+        (st["up"].as_bool(), st["partial"].as_bool()),
+        (Some(false), Some(false))
+    );
+}
+
+#[test]
+fn bad_family_settings_are_refused_with_one_line() {
+    let d = Down(nena_lab::unique_prefix().replace("nt", "nf"));
+    let p = d.0.as_str();
+    for (args, want) in [
+        (vec!["--trusted-family", "ipv5"], "ipv5"),
+        (vec!["--untrusted-family", ""], "unknown address family"),
+        (
+            vec![
+                "--ipv6",
+                "--trusted-family",
+                "ipv4",
+                "--untrusted-family",
+                "ipv4",
+            ],
+            "no client link would carry IPv6",
+        ),
+    ] {
+        let mut all = vec!["lab", "up", "--prefix", p, "--no-verify"];
+        all.extend(args.iter().copied());
+        let out = nena(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(
+            err.trim().lines().filter(|l| l.contains(want)).count(),
+            1,
+            "{err}"
+        );
+        assert!(namespaces_of(p).is_empty(), "{args:?} built something");
+    }
+}
+
+#[test]
+fn nena_perf_over_ipv6_uses_both_links() {
+    let lab = lab_with(|c| {
+        (c.trusted_family, c.untrusted_family) =
+            nena_lab::LabConfig::families(true, None, Some(Family::Ipv6)).unwrap();
+    });
+    assert_eq!(lab.config().family(Link::Untrusted), Family::Ipv6);
+    // dual trusted link: the runs' server address is the IPv4 one; ask for the IPv6 one
+    let dir = TempDir::new("families-perf6");
+    let _srv = serve(&lab, 4433, dir.path(), &[]);
+    let to =
+        std::net::SocketAddr::new(std::net::IpAddr::V6(nena_lab::SERVER_ADDR6), 4433).to_string();
+    let mut args = vec!["perf", "--to", to.as_str(), "--bytes", "20M", "--json"];
+    args.extend_from_slice(&PATHS);
+    let report = client_json(&lab, &args);
+    assert_eq!(report["verified"], true, "{report}");
+    let (t, u) = bytes_by_trust(&report);
+    assert!(t > 0 && u > 0, "both links carried data: {t} {u}: {report}");
+    for s in report["paths"]["subflows"].as_array().unwrap() {
+        let local = s["local"].as_str().unwrap_or_default();
+        assert!(local.starts_with("[2001:2:0:"), "an IPv6 subflow: {s}");
+    }
+}
+
+#[test]
+fn nena_perf_through_a_wlan_that_strips_mptcp_options_stays_on_the_trusted_link() {
+    // the userspace path manager: nena opens the untrusted subflow itself (with the
+    // in-kernel one, see docs/THREAT-MODEL.md's host configurations)
+    let lab = lab_with(|c| {
+        c.untrusted_strip_mptcp = true;
+        c.pm = nena_lab::PmMode::Userspace;
+    });
+    let dir = TempDir::new("families-strip");
+    let _srv = serve(&lab, 4433, dir.path(), &[]);
+    let to = server(&lab, 4433);
+    let mut args = vec!["perf", "--to", to.as_str(), "--bytes", "20M", "--json"];
+    args.extend_from_slice(&PATHS);
+    let report = client_json(&lab, &args);
+    assert_eq!(report["verified"], true, "{report}");
+    let (t, u) = bytes_by_trust(&report);
+    assert!(t > 0, "{report}");
+    assert_eq!(u, 0, "nothing over the stripping link: {report}");
+}

@@ -50,6 +50,7 @@ bench: build peers
 	$(NENA) bench emulation
 	$(NENA) bench rate-limit
 	$(NENA) bench fairness
+	$(NENA) bench outage
 	$(NENA) bench sessions --at-most-the-limit
 	$(NENA) bench peers $(PEERS)
 	$(NENA) bench page

@@ -14,6 +14,8 @@
 //!   pair: memory per idle session and the time to open one more under that load.
 //! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
 //!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
+//! - [`outage`]: `nena bench outage`, issue 40's LTE dropout (the shipped scenario): nena
+//!   with either path manager against raw MPTCP, and the trusted link's return.
 //! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
 //!   selector, actor and chain; [`rate_limit`] (feature `policy`): `nena bench rate-limit`,
 //!   whether the `rate_limit` actor holds its rate on a delayed path.
@@ -40,6 +42,7 @@ pub mod host;
 #[cfg(feature = "openssl")]
 pub mod kato;
 pub mod lab_ends;
+pub mod outage;
 pub mod overhead;
 pub mod own_lab;
 pub mod page;

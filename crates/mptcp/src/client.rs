@@ -261,14 +261,114 @@ impl Pending {
 }
 
 /// Connect to `remote` from a trusted local address (see the crate docs). Blocks the
-/// calling thread for connect(); async callers use `connect_async`.
+/// calling thread for connect(); async callers use `connect_async`. While every trusted
+/// interface is down, waits for one up to `opts.timeout` ([`TrustedWait`]).
 pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, MptcpError> {
-    let (sock, pending) = prepare(remote, opts)?;
+    let mut wait = TrustedWait::new(remote, opts);
+    let (sock, pending) = loop {
+        match wait.next(prepare(remote, opts))? {
+            Some(p) => break p,
+            None => std::thread::sleep(TrustedWait::POLL),
+        }
+    };
     sock.connect_timeout(&SockAddr::from(remote), opts.timeout)
         .map_err(|e| MptcpError::Connect { remote, source: e })?;
     let stream: TcpStream = sock.into();
     let gate = pending.finish(stream.as_fd(), opts.allow_fallback)?;
     Ok(Client { stream, gate })
+}
+
+/// A new connection while no trusted link is up (an LTE dropout): it waits for one, up to
+/// its timeout, and then fails with one line; its hello never goes by another interface.
+/// "Up" is the interface's own state (`IFF_UP` and `IFF_RUNNING`: administratively up, with
+/// carrier), so a host whose trusted interface is up but has no route still fails at once
+/// (a configuration to fix, not an outage to wait out).
+pub(crate) struct TrustedWait {
+    remote: SocketAddr,
+    timeout: Duration,
+    policy: PathPolicy,
+    deadline: std::time::Instant,
+    said: bool,
+}
+
+impl TrustedWait {
+    /// How often the interfaces are looked at again while waiting.
+    pub(crate) const POLL: Duration = Duration::from_millis(50);
+
+    pub(crate) fn new(remote: SocketAddr, opts: &ConnectOptions) -> TrustedWait {
+        TrustedWait {
+            remote,
+            timeout: opts.timeout,
+            policy: opts.policy.clone(),
+            deadline: std::time::Instant::now() + opts.timeout,
+            said: false,
+        }
+    }
+
+    /// `prepare`'s result, or `Ok(None)`: its failure came from trusted interfaces that are
+    /// all down, and there is time left to wait (the caller pauses [`Self::POLL`] and calls
+    /// `prepare` again).
+    pub(crate) fn next<T>(
+        &mut self,
+        prepared: Result<T, MptcpError>,
+    ) -> Result<Option<T>, MptcpError> {
+        let e = match prepared {
+            Ok(p) => return Ok(Some(p)),
+            Err(e) => e,
+        };
+        let Some(down) = trusted_links_down(&self.policy) else {
+            return Err(e);
+        };
+        if std::time::Instant::now() >= self.deadline {
+            return Err(MptcpError::Policy(format!(
+                "the trusted interface {down} is down, and it did not come back within {:?}; \
+                 nena never sends the connection's handshake to {} by another interface",
+                self.timeout, self.remote
+            )));
+        }
+        if !self.said {
+            log::warn!(
+                "the trusted interface {down} is down: the connection to {} waits up to {:?} \
+                 for it",
+                self.remote,
+                self.timeout
+            );
+            self.said = true;
+        }
+        Ok(None)
+    }
+}
+
+/// The trusted interfaces of `policy` (named, or holding a named address), as `` `a`, `b` ``,
+/// when there is at least one and none is up with carrier; `None` otherwise (one is up, or
+/// none can be found: nothing to wait for).
+fn trusted_links_down(policy: &PathPolicy) -> Option<String> {
+    use nix::net::if_::InterfaceFlags as F;
+    let addrs: Vec<_> = nix::ifaddrs::getifaddrs().ok()?.collect();
+    let mut names: Vec<String> = Vec::new();
+    for spec in &policy.trusted {
+        let name = match spec {
+            crate::path::PathSpec::Iface(n) => Some(n.clone()),
+            crate::path::PathSpec::Addr(a) => {
+                crate::path::iface_of(*a).ok().flatten().map(|i| i.name)
+            }
+        };
+        if let Some(n) = name {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    let usable = |n: &str| {
+        addrs.iter().any(|a| {
+            a.interface_name == n && a.flags.contains(F::IFF_UP) && a.flags.contains(F::IFF_RUNNING)
+        })
+    };
+    let known = |n: &str| addrs.iter().any(|a| a.interface_name == n);
+    if names.is_empty() || names.iter().any(|n| usable(n) || !known(n)) {
+        return None;
+    }
+    Some(join(names.iter().map(|n| format!("`{n}`"))))
 }
 
 /// Fail closed, with the route and the fix, when the trusted interface has no route to

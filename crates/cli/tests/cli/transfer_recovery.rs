@@ -361,3 +361,56 @@ fn trusted_subflow_is_back_after_its_link_returns() {
         "{stderr}"
     );
 }
+
+/// A new session while the trusted link is down (issue 40): it waits for the link up to its
+/// timeout and then fails with one line, nothing of it on the untrusted link; when the link
+/// comes back within the timeout the session starts on it and verifies.
+#[test]
+fn a_new_session_waits_for_the_trusted_link_and_never_goes_around_it() {
+    let lab = lab_with(|_| {});
+    let srv = TempDir::new("recovery-w");
+    let _s = serve(&lab, 7602, srv.path(), &[]);
+    let to = server(&lab, 7602);
+    let cap = srv.join("u.pcap");
+    let cu = lab.capture(Link::Untrusted, &cap).unwrap();
+    lab.set_link(Link::Trusted, false).unwrap();
+    let mut args = vec!["perf", "--to", &to, "--time", "1", "--timeout", "2"];
+    args.extend_from_slice(&PATHS);
+    let start = Instant::now();
+    let out = client(&lab, &args);
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the trusted interface `trusted` is down")
+            && err.contains("did not come back within 2s"),
+        "{err}"
+    );
+    // The wait is logged once, the failure is one line.
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("nena:")).count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(err.matches("waits up to 2s").count(), 1, "{err}");
+    assert!(took >= Duration::from_secs(2), "gave up after {took:?}");
+    cu.stop().unwrap();
+    assert_eq!(
+        packets(&cap, "tcp port 7602"),
+        0,
+        "the session went around the trusted link"
+    );
+
+    // The link comes back 1 s into a 10 s timeout: the session starts and verifies.
+    let mut args = vec!["perf", "--to", &to, "--time", "1", "--json"];
+    args.extend_from_slice(&PATHS);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            // The outage the session waits out.
+            std::thread::sleep(Duration::from_secs(1));
+            lab.set_link(Link::Trusted, true).unwrap();
+        });
+        client_json(&lab, &args)
+    });
+    assert_eq!(r["verified"], true, "{r}");
+}

@@ -8,7 +8,7 @@
 //! Must run inside a tokio runtime with I/O and time enabled.
 
 use super::{Backoff, Gate, ReleaseReport};
-use crate::client::{prepare, ConnectOptions};
+use crate::client::{prepare, ConnectOptions, TrustedWait};
 use crate::MptcpError;
 use std::io;
 use std::net::SocketAddr;
@@ -31,7 +31,13 @@ pub async fn connect_async(
     remote: SocketAddr,
     opts: &ConnectOptions,
 ) -> Result<AsyncClient, MptcpError> {
-    let (sock, pending) = prepare(remote, opts)?;
+    let mut wait = TrustedWait::new(remote, opts);
+    let (sock, pending) = loop {
+        match wait.next(prepare(remote, opts))? {
+            Some(p) => break p,
+            None => tokio::time::sleep(TrustedWait::POLL).await,
+        }
+    };
     sock.set_nonblocking(true)?;
     let socket = TcpSocket::from_std_stream(sock.into());
     let stream = match tokio::time::timeout(opts.timeout, socket.connect(remote)).await {

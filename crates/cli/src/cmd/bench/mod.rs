@@ -7,6 +7,7 @@ mod aggregation;
 mod codec;
 mod emulation;
 mod fairness;
+mod outage;
 mod output;
 mod page;
 mod peers;
@@ -34,6 +35,9 @@ pub enum BenchCmd {
     /// Issue 13's shared bottleneck: LIA within 1.2x a TCP flow's goodput, uncoupled reno
     /// above 1.3x LIA's (the shipped scenario, three repetitions per run).
     Fairness(fairness::Args),
+    /// Issue 40's LTE dropout: the trusted link down for 3 s of a 12 s upload; nena with
+    /// either path manager within 10% of raw MPTCP, the trusted link back every time.
+    Outage(outage::Args),
     /// nena's SOCKS5 proxy pair against shadowsocks-rust and a TLS 1.3 tunnel (stunnel)
     /// over the same lab paths: goodput and CPU per GB of both ends (`make peers` first).
     Peers(peers::Args),
@@ -59,6 +63,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Aggregation(a) => aggregation::run(a),
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
+        BenchCmd::Outage(a) => outage::run(a),
         BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Page(a) => page::run(a),
         BenchCmd::Sessions(a) => sessions::run(a),

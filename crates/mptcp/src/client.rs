@@ -282,7 +282,8 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
 /// its timeout, and then fails with one line; its hello never goes by another interface.
 /// "Up" is the interface's own state (`IFF_UP` and `IFF_RUNNING`: administratively up, with
 /// carrier), so a host whose trusted interface is up but has no route still fails at once
-/// (a configuration to fix, not an outage to wait out).
+/// (a configuration to fix, not an outage to wait out); once a wait began, the interface's
+/// return is waited out until its routes are back too.
 pub(crate) struct TrustedWait {
     remote: SocketAddr,
     timeout: Duration,
@@ -317,6 +318,11 @@ impl TrustedWait {
             Err(e) => e,
         };
         let Some(down) = trusted_links_down(&self.policy) else {
+            // Up again: its routes come a moment after the link (DHCP, RA, the lab's
+            // `set --up`), so a wait that began goes on until they do, or time is up.
+            if self.said && std::time::Instant::now() < self.deadline {
+                return Ok(None);
+            }
             return Err(e);
         };
         if std::time::Instant::now() >= self.deadline {

@@ -6,7 +6,7 @@
 //! connection and was established after its trusted start.
 
 use crate::harness::*;
-use nena_lab::{Host, Lab, Link, PmMode, Rate};
+use nena_lab::{Host, Lab, LabGuard, Link, PmMode, Rate};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
@@ -88,24 +88,34 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
-#[test]
-fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
+/// A userspace-PM lab with both links at 50 Mbit/s, a `nena serve` on `port`, the events'
+/// monitor, and a `nena perf` of `secs` seconds over both paths (50 ms JSON intervals)
+/// started in the client: the recovery tests' common start.
+struct Running {
+    lab: LabGuard,
+    _serve: Proc,
+    _dir: TempDir,
+    monitor: Monitor,
+    perf: Child,
+}
+
+fn perf_over_both_paths(port: u16, secs: &str) -> Running {
     let lab = lab_with(|c| {
         c.pm = PmMode::Userspace;
         c.trusted_rate = Some(Rate::mbit(50));
         c.untrusted_rate = Some(Rate::mbit(50));
     });
-    let srv = TempDir::new("recovery");
-    let _s = serve(&lab, 7600, srv.path(), &[]);
+    let dir = TempDir::new("recovery");
+    let serve = serve(&lab, port, dir.path(), &[]);
     let monitor = Monitor::start(&lab);
-    let to = server(&lab, 7600);
+    let to = server(&lab, port);
     let mut args = vec![
         "-v",
         "perf",
         "--to",
         &to,
         "--time",
-        "12",
+        secs,
         "--interval",
         "0.05",
         "--json",
@@ -115,8 +125,37 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let start = Instant::now();
     let perf = cmd.spawn().expect("spawn nena perf");
+    Running {
+        lab,
+        _serve: serve,
+        _dir: dir,
+        monitor,
+        perf,
+    }
+}
+
+/// Bytes acknowledged in one `--json` interval on the subflows from `addr`.
+fn acked_in(iv: &serde_json::Value, addr: &str) -> u64 {
+    iv["subflows_interval"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["local"].as_str().unwrap().starts_with(addr))
+        .map(|s| s["acked"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
+    let Running {
+        lab,
+        _serve,
+        _dir,
+        monitor,
+        perf,
+    } = perf_over_both_paths(7600, "12");
+    let start = Instant::now();
     // Two outages of 2 s in the 12 s run, each once an untrusted subflow carries data: the
     // first after the gate released the path, the second after the first recovery. Each
     // outage is (down, the link being brought up, up: set_link returned). No untrusted
@@ -168,15 +207,7 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
     assert!(r["sent"].as_u64().unwrap() > 0);
 
     let intervals = r["intervals"].as_array().unwrap();
-    let untrusted = |iv: &serde_json::Value| -> u64 {
-        iv["subflows_interval"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["local"].as_str().unwrap().starts_with(UNTRUSTED))
-            .map(|s| s["acked"].as_u64().unwrap())
-            .sum()
-    };
+    let untrusted = |iv: &serde_json::Value| acked_in(iv, UNTRUSTED);
     let events = monitor.lines();
     let log: String = events.iter().map(|(_, l)| format!("{l}\n")).collect();
     for (i, &(down, raising, up)) in outages.iter().enumerate() {
@@ -260,32 +291,13 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
 /// again within 2 s and to the end of the run, and the transfer stays byte-exact.
 #[test]
 fn trusted_subflow_is_back_after_its_link_returns() {
-    let lab = lab_with(|c| {
-        c.pm = PmMode::Userspace;
-        c.trusted_rate = Some(Rate::mbit(50));
-        c.untrusted_rate = Some(Rate::mbit(50));
-    });
-    let srv = TempDir::new("recovery-t");
-    let _s = serve(&lab, 7601, srv.path(), &[]);
-    let monitor = Monitor::start(&lab);
-    let to = server(&lab, 7601);
-    let mut args = vec![
-        "-v",
-        "perf",
-        "--to",
-        &to,
-        "--time",
-        "8",
-        "--interval",
-        "0.05",
-        "--json",
-    ];
-    args.extend_from_slice(&PATHS);
-    let mut cmd = lab.command(Host::Client, NENA, &args);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let perf = cmd.spawn().expect("spawn nena perf");
+    let Running {
+        lab,
+        _serve,
+        _dir,
+        monitor,
+        perf,
+    } = perf_over_both_paths(7601, "8");
     // Once both paths carry data: the untrusted subflow established and moving bytes.
     let sport = nena_testkit::wait_for(
         "an untrusted subflow established",
@@ -316,15 +328,7 @@ fn trusted_subflow_is_back_after_its_link_returns() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["verified"], true, "{r}");
     let intervals = r["intervals"].as_array().unwrap();
-    let trusted = |iv: &serde_json::Value| -> u64 {
-        iv["subflows_interval"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["local"].as_str().unwrap().starts_with(TRUSTED))
-            .map(|s| s["acked"].as_u64().unwrap())
-            .sum()
-    };
+    let trusted = |iv: &serde_json::Value| acked_in(iv, TRUSTED);
     let events = monitor.lines();
     let log: String = events.iter().map(|(_, l)| format!("{l}\n")).collect();
     // A new trusted subflow, established after the link came back.

@@ -265,14 +265,18 @@ impl Pending {
 /// interface is down, waits for one up to `opts.timeout` ([`TrustedWait`]).
 pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, MptcpError> {
     let mut wait = TrustedWait::new(remote, opts);
-    let (sock, pending) = loop {
-        match wait.next(prepare(remote, opts))? {
-            Some(p) => break p,
-            None => std::thread::sleep(TrustedWait::POLL),
+    let sock_pending = loop {
+        let Some((sock, pending)) = wait.next(prepare(remote, opts))? else {
+            std::thread::sleep(TrustedWait::POLL);
+            continue;
+        };
+        match sock.connect_timeout(&SockAddr::from(remote), opts.timeout) {
+            Ok(()) => break (sock, pending),
+            Err(e) if wait.retry_connect(&e) => std::thread::sleep(TrustedWait::POLL),
+            Err(e) => return Err(MptcpError::Connect { remote, source: e }),
         }
     };
-    sock.connect_timeout(&SockAddr::from(remote), opts.timeout)
-        .map_err(|e| MptcpError::Connect { remote, source: e })?;
+    let (sock, pending) = sock_pending;
     let stream: TcpStream = sock.into();
     let gate = pending.finish(stream.as_fd(), opts.allow_fallback)?;
     Ok(Client { stream, gate })
@@ -304,6 +308,18 @@ impl TrustedWait {
             deadline: std::time::Instant::now() + opts.timeout,
             said: false,
         }
+    }
+
+    /// Whether a connect() that failed with `e` is tried again: only in a wait that began
+    /// (the trusted link was down) with time left, and only for "no route" or "host
+    /// unreachable" (the link's first neighbour resolution after its return can fail).
+    pub(crate) fn retry_connect(&self, e: &io::Error) -> bool {
+        self.said
+            && std::time::Instant::now() < self.deadline
+            && matches!(
+                e.raw_os_error(),
+                Some(libc::EHOSTUNREACH | libc::ENETUNREACH)
+            )
     }
 
     /// `prepare`'s result, or `Ok(None)`: its failure came from trusted interfaces that are

@@ -32,22 +32,23 @@ pub async fn connect_async(
     opts: &ConnectOptions,
 ) -> Result<AsyncClient, MptcpError> {
     let mut wait = TrustedWait::new(remote, opts);
-    let (sock, pending) = loop {
-        match wait.next(prepare(remote, opts))? {
-            Some(p) => break p,
-            None => tokio::time::sleep(TrustedWait::POLL).await,
-        }
-    };
-    sock.set_nonblocking(true)?;
-    let socket = TcpSocket::from_std_stream(sock.into());
-    let stream = match tokio::time::timeout(opts.timeout, socket.connect(remote)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(MptcpError::Connect { remote, source: e }),
-        Err(_) => {
-            return Err(MptcpError::Connect {
-                remote,
-                source: io::Error::new(io::ErrorKind::TimedOut, "connection timed out"),
-            })
+    let (stream, pending) = loop {
+        let Some((sock, pending)) = wait.next(prepare(remote, opts))? else {
+            tokio::time::sleep(TrustedWait::POLL).await;
+            continue;
+        };
+        sock.set_nonblocking(true)?;
+        let socket = TcpSocket::from_std_stream(sock.into());
+        match tokio::time::timeout(opts.timeout, socket.connect(remote)).await {
+            Ok(Ok(s)) => break (s, pending),
+            Ok(Err(e)) if wait.retry_connect(&e) => tokio::time::sleep(TrustedWait::POLL).await,
+            Ok(Err(e)) => return Err(MptcpError::Connect { remote, source: e }),
+            Err(_) => {
+                return Err(MptcpError::Connect {
+                    remote,
+                    source: io::Error::new(io::ErrorKind::TimedOut, "connection timed out"),
+                })
+            }
         }
     };
     let gate = pending.finish(stream.as_fd(), opts.allow_fallback)?;

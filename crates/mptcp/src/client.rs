@@ -265,7 +265,7 @@ impl Pending {
 /// interface is down, waits for one up to `opts.timeout` ([`TrustedWait`]).
 pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, MptcpError> {
     let mut wait = TrustedWait::new(remote, opts);
-    let sock_pending = loop {
+    let (sock, pending) = loop {
         let Some((sock, pending)) = wait.next(prepare(remote, opts))? else {
             std::thread::sleep(TrustedWait::POLL);
             continue;
@@ -276,7 +276,6 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
             Err(e) => return Err(MptcpError::Connect { remote, source: e }),
         }
     };
-    let (sock, pending) = sock_pending;
     let stream: TcpStream = sock.into();
     let gate = pending.finish(stream.as_fd(), opts.allow_fallback)?;
     Ok(Client { stream, gate })

@@ -135,6 +135,9 @@ pub fn mpc_session(
     Ok((nena_proto::Session::from_decision(role, &d), outcome))
 }
 
+/// How long ending a session that is not wanted any more may take ([`ClientConn::end`]).
+pub const END_WITHIN: Duration = Duration::from_millis(500);
+
 /// Sessions opened ahead of the flows that take them (the `warm` module's pool).
 pub trait Ahead: Send + Sync + std::fmt::Debug {
     /// A session whose handshake is done and which carried nothing yet, if one is ready;
@@ -236,6 +239,20 @@ impl ClientConn {
     /// [`ClientConn::end`] in a task of its own (for a caller that cannot wait).
     pub fn end_later(self, limit: Duration) {
         tokio::spawn(self.end(limit));
+    }
+
+    /// Ends, each in a task of its own within [`END_WITHIN`], the sessions of `idle` (each
+    /// with when it became idle) that waited `max_age` or longer; the others stay, in order.
+    /// For the pools of sessions kept for later: DNS sessions kept for the next query, and
+    /// sessions opened ahead of their flows.
+    pub fn end_stale(idle: &mut Vec<(Instant, ClientConn)>, max_age: Duration) {
+        let (fresh, stale): (Vec<_>, Vec<_>) = std::mem::take(idle)
+            .into_iter()
+            .partition(|(t, _)| t.elapsed() < max_age);
+        *idle = fresh;
+        for (_, c) in stale {
+            c.end_later(END_WITHIN);
+        }
     }
 
     /// What the connection is now: MPTCP or fallback, multipath, bytes per subflow.

@@ -11,7 +11,7 @@
 //! long. A taken session that turns out to be gone is replaced by a new one in the flow's
 //! path (`proxy_open`).
 
-use crate::conn::{self, Ahead, ClientConn, ClientOptions};
+use crate::conn::{self, Ahead, ClientConn, ClientOptions, END_WITHIN};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ impl Warm {
     pub async fn close(&self) {
         let ready = std::mem::take(&mut *self.inner.lock());
         for (_, c) in ready {
-            end(c).await;
+            c.end(END_WITHIN).await;
         }
     }
 }
@@ -99,27 +99,14 @@ impl Inner {
     }
 }
 
-/// Ends a session that carried nothing: the proxy server sees its end before any request.
-async fn end(c: ClientConn) {
-    c.end(Duration::from_millis(500)).await;
-}
-
 impl Ahead for Warm {
     fn take(&self, opts: &ClientOptions) -> Option<ClientConn> {
-        let (got, stale) = {
+        // Stale ones carried nothing: the proxy server sees their end before any request.
+        let got = {
             let mut ready = self.inner.lock();
-            let (fresh, stale): (Vec<_>, Vec<_>) =
-                ready.drain(..).partition(|(t, _)| t.elapsed() < MAX_AGE);
-            *ready = fresh;
-            (ready.pop().map(|(_, c)| c), stale)
+            ClientConn::end_stale(&mut ready, MAX_AGE);
+            ready.pop().map(|(_, c)| c)
         };
-        if !stale.is_empty() {
-            tokio::spawn(async move {
-                for (_, c) in stale {
-                    end(c).await;
-                }
-            });
-        }
         if got.is_some() {
             self.inner.taken.fetch_add(1, Ordering::Relaxed);
         }

@@ -9,6 +9,7 @@
 //! object.
 
 use crate::harness::*;
+use crate::transfer_gateway::{gateway, proxy_server};
 use crate::transfer_run_dns_udp::{dnsmasq_answering, NetnsResolvConf};
 use nena_lab::{Host, Link};
 use std::path::Path;
@@ -133,27 +134,13 @@ fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
     let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
     let _lan_conf = NetnsResolvConf::new(&lab, Host::Lan, "198.18.2.1");
     let _cli_conf = NetnsResolvConf::new(&lab, Host::Client, "198.18.2.1");
-    let ps = spawn_listening(
-        &lab,
-        Host::Server,
-        &[
-            "-v",
-            "proxy",
-            "server",
-            "--listen",
-            "198.18.3.2:7100",
-            "--allow",
-            "198.18.0.0/15",
-        ],
-    );
+    let ps = proxy_server(&lab);
     let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
 
     // 1. From the LAN host, through the gateway.
-    let mut gw_args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
-    gw_args.extend_from_slice(&PATHS);
-    let gw = spawn_listening(&lab, Host::Client, &gw_args);
+    let gw = gateway(&lab);
     let args = chromium_args(&cli.join("profile-lan"));
     let out = lab
         .command(Host::Lan, &args[0], &args[1..])

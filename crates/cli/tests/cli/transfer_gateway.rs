@@ -57,7 +57,7 @@ fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
 }
 
 /// The proxy server the gateway carries to, allowed to reach the lab's addresses.
-fn proxy_server(lab: &Lab) -> Proc {
+pub(crate) fn proxy_server(lab: &Lab) -> Proc {
     proxy_server_with(lab, &[])
 }
 
@@ -77,7 +77,7 @@ fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
     spawn_listening(lab, Host::Server, &args)
 }
 
-fn gateway(lab: &Lab) -> Proc {
+pub(crate) fn gateway(lab: &Lab) -> Proc {
     gateway_with(lab, &[])
 }
 

@@ -135,6 +135,16 @@ fn perf_over_both_paths(port: u16, secs: &str) -> Running {
     }
 }
 
+/// From `up` to the end of the first `--json` interval after it in which the subflows from
+/// `addr` had data acknowledged (`None`: no such interval).
+fn back_after(intervals: &[serde_json::Value], up: f64, addr: &str) -> Option<f64> {
+    intervals
+        .iter()
+        .map(|iv| (iv["unix"].as_f64().unwrap(), iv))
+        .find(|&(end, iv)| end > up && acked_in(iv, addr) > 0)
+        .map(|(end, _)| end - up)
+}
+
 /// Bytes acknowledged in one `--json` interval on the subflows from `addr`.
 fn acked_in(iv: &serde_json::Value, addr: &str) -> u64 {
     iv["subflows_interval"]
@@ -223,11 +233,8 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
                 );
             }
         }
-        let back = intervals
-            .iter()
-            .find(|iv| iv["unix"].as_f64().unwrap() > up && untrusted(iv) > 0)
+        let within = back_after(intervals, up, UNTRUSTED)
             .unwrap_or_else(|| panic!("outage {i}: the untrusted path never carried data again"));
-        let within = back["unix"].as_f64().unwrap() - up;
         eprintln!(
             "outage {i}: untrusted data again at most {within:.3} s after the link came back"
         );
@@ -339,13 +346,10 @@ fn trusted_subflow_is_back_after_its_link_returns() {
             && *t < up + 2.0),
         "no new trusted subflow after the link came back ({down:.3} down):\n{log}\n{stderr}"
     );
-    // Data on the trusted path within 2 s of its return, and in every interval of the
-    // last second of the run (it stays in use: the issue saw it carry nothing after 8 s).
-    let back = intervals
-        .iter()
-        .find(|iv| iv["unix"].as_f64().unwrap() > up && trusted(iv) > 0)
+    // Data on the trusted path within 2 s of its return, and again in the run's last
+    // second (it stays in use: the issue saw it carry nothing after 8 s).
+    let within = back_after(intervals, up, TRUSTED)
         .unwrap_or_else(|| panic!("the trusted path never carried data again: {stderr}"));
-    let within = back["unix"].as_f64().unwrap() - up;
     assert!(
         within <= 2.0,
         "trusted data again only {within:.3} s after its return"

@@ -14,7 +14,7 @@
 
 use super::dns::{self, Question};
 use super::resolver::{read_frame, write_frame};
-use crate::conn::{ClientConn, ClientOptions};
+use crate::conn::{ClientConn, ClientOptions, END_WITHIN};
 use crate::metrics::{Metrics, Tally};
 use crate::proxy_open::open_service;
 use crate::wire::Service;
@@ -41,9 +41,6 @@ pub struct ResponderStats {
 pub const IDLE_SESSIONS: usize = 4;
 /// How long a DNS session is kept for another query after its last answer.
 pub const KEEP: Duration = Duration::from_secs(20);
-
-/// How long ending a session that is not kept may take.
-const END_WITHIN: Duration = Duration::from_millis(500);
 
 /// Carries DNS queries to the proxy server at `opts.remote`.
 pub struct Responder {
@@ -139,11 +136,7 @@ impl Responder {
     /// The most recently used kept session still within [`KEEP`]; older ones are ended.
     fn kept(&self) -> Option<ClientConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let (fresh, old): (Vec<_>, Vec<_>) = idle.drain(..).partition(|(t, _)| t.elapsed() < KEEP);
-        *idle = fresh;
-        for (_, c) in old {
-            c.end_later(END_WITHIN);
-        }
+        ClientConn::end_stale(&mut idle, KEEP);
         idle.pop().map(|(_, c)| c)
     }
 

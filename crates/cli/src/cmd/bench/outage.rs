@@ -49,6 +49,12 @@ pub fn run(a: Args) -> CmdResult {
             "Trusted link down from 3 s to 6 s of a 12 s upload (scenarios/trusted-outage.toml, \
              20+20 Mbit/s, 10 ms), three repetitions per run"
         );
+        let each = |g: &[f64]| {
+            g.iter()
+                .map(|g| format!("{g:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let backs = |b: &[Option<f64>]| {
             b.iter()
                 .map(|x| x.map_or("never".to_string(), |s| format!("{s:.2}s")))
@@ -65,12 +71,7 @@ pub fn run(a: Args) -> CmdResult {
             r.control.goodput_mbit_s,
             "1.00x",
             backs(&r.control.back_after_s),
-            r.control
-                .each_mbit_s
-                .iter()
-                .map(|g| format!("{g:.2}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+            each(&r.control.each_mbit_s)
         );
         for j in &r.judged {
             println!(
@@ -79,12 +80,7 @@ pub fn run(a: Args) -> CmdResult {
                 j.run.goodput_mbit_s,
                 j.ratio,
                 backs(&j.run.back_after_s),
-                j.run
-                    .each_mbit_s
-                    .iter()
-                    .map(|g| format!("{g:.2}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                each(&j.run.each_mbit_s),
                 if j.within_target && j.back_every_time {
                     "PASS"
                 } else if !j.back_every_time {

@@ -537,7 +537,7 @@ fn act() -> impl Strategy<Value = Act> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)))]
 
     /// Random schedules (acts at random times, simultaneous ones included, joins before and
     /// during the first flight, outages with the in-kernel PM's join and reinjection): never

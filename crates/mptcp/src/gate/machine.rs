@@ -44,6 +44,9 @@ impl From<&ConnInfo> for ConnSnapshot {
 /// One subflow as the gate sees it (from `MPTCP_FULL_INFO`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubflowSnapshot {
+    /// The kernel's per-connection subflow id (`MPTCP_FULL_INFO`; 0 on kernels < 6.5): two
+    /// subflows from one local address and port are told apart by it.
+    pub id: u32,
     /// Local address; `None` (unknown) counts as untrusted.
     pub local: Option<SocketAddr>,
     /// Payload bytes this subflow sent (`tcpi_bytes_sent`, retransmissions included).
@@ -55,6 +58,7 @@ pub struct SubflowSnapshot {
 impl From<&SubflowInfo> for SubflowSnapshot {
     fn from(s: &SubflowInfo) -> Self {
         SubflowSnapshot {
+            id: s.id,
             local: s.local,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
@@ -237,14 +241,29 @@ enum Phase {
         /// Local addresses of untrusted subflows established during the first flight (an
         /// event without one cannot be matched; the counter check covers that subflow).
         established: Vec<SocketAddr>,
-        /// Local addresses of untrusted subflows some snapshot of the first flight listed:
-        /// one missing from a later snapshot was closed, and its counters went with it
-        /// (what refuses it when no path-manager event can: without CAP_NET_ADMIN).
-        seen: Vec<SocketAddr>,
+        /// Untrusted subflows some snapshot of the first flight listed, by kernel id and
+        /// local address, as many times as one snapshot listed them: one missing from a
+        /// later snapshot was closed, and its counters went with it (what refuses it when
+        /// no path-manager event can: without CAP_NET_ADMIN). Without ids (kernels < 6.5)
+        /// two subflows from one address and port are told apart by their count.
+        seen: Vec<Listed>,
     },
     Acked,
     Released,
     Refused(Refusal),
+}
+
+/// An untrusted subflow as one snapshot lists it: the kernel's id and the local address.
+type Listed = (u32, SocketAddr);
+
+/// The listed subflows of `seen` that `now` is missing (a subflow of `seen` listed `n` times
+/// must be listed `n` times in `now`).
+fn missing(seen: &[Listed], now: &[Listed]) -> Option<Listed> {
+    let key = |l: &Listed, m: &Listed| l.0 == m.0 && same(l.1, m.1);
+    seen.iter().copied().find(|l| {
+        let before = seen.iter().filter(|m| key(l, m)).count();
+        before > now.iter().filter(|m| key(l, m)).count()
+    })
 }
 
 /// The trusted-path-first gate of one client connection, without I/O.
@@ -415,24 +434,19 @@ impl GateMachine {
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
-        let now: Vec<SocketAddr> = snap
+        let now: Vec<Listed> = snap
             .subflows
             .iter()
             .filter(|s| !self.trusted(s.local))
-            .filter_map(|s| s.local)
+            .filter_map(|s| s.local.map(|a| (s.id, a)))
             .collect();
-        if let Phase::FirstFlight { seen, .. } = &self.phase {
-            if let Some(gone) = seen.iter().find(|l| !now.iter().any(|a| same(*a, **l))) {
-                let local = Some(*gone);
+        if let Phase::FirstFlight { seen, .. } = &mut self.phase {
+            if let Some((_, gone)) = missing(seen, &now) {
+                let local = Some(gone);
                 return self.refuse(Refusal::UntrustedClosed { local });
             }
-        }
-        if let Phase::FirstFlight { seen, .. } = &mut self.phase {
-            for a in now {
-                if !seen.iter().any(|l| same(*l, a)) {
-                    seen.push(a);
-                }
-            }
+            // None of `seen` is missing from `now`: `now` holds them all, and the new ones.
+            *seen = now;
         }
         let (base_acked, base_una, established) = match &self.phase {
             Phase::FirstFlight {
@@ -591,6 +605,7 @@ mod tests {
     }
     fn sf(local: &str, port: u16, sent: u64, received: u64) -> SubflowSnapshot {
         SubflowSnapshot {
+            id: 0,
             local: sa(local, port),
             bytes_sent: sent,
             bytes_received: received,
@@ -721,11 +736,57 @@ mod tests {
         assert_final(&mut m, &s);
     }
 
+    /// Two untrusted subflows from one local address and port (to two remote addresses);
+    /// the one that sent a byte of the first flight closes, the other stays: the gate must
+    /// see that one of the two is gone, by the kernel's ids or, before 6.5, by their count.
+    #[test]
+    fn one_of_two_subflows_from_one_address_closed_is_refused() {
+        for ids in [(2, 3), (0, 0)] {
+            let mut m = in_flight(PmKind::Kernel);
+            let join = |id| SubflowSnapshot {
+                id,
+                ..sf(U, 41000, 0, 0)
+            };
+            let both = snap(0, vec![sf(T, 40000, 1200, 0), join(ids.0), join(ids.1)]);
+            assert_eq!(
+                m.poll_first_flight(LEN, &both),
+                Ok(Verdict::Wait { acked: 0 })
+            );
+            let one = snap(1200, vec![sf(T, 40000, 1200, 0), join(ids.1)]);
+            assert_eq!(
+                m.poll_first_flight(LEN, &one),
+                Err(Refusal::UntrustedClosed {
+                    local: sa(U, 41000)
+                }),
+                "ids {ids:?}"
+            );
+        }
+        // With ids, one closed and another opened from the same address between two looks.
+        let mut m = in_flight(PmKind::Kernel);
+        let join = |id| SubflowSnapshot {
+            id,
+            ..sf(U, 41000, 0, 0)
+        };
+        let first = snap(0, vec![sf(T, 40000, 1200, 0), join(2)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &first),
+            Ok(Verdict::Wait { acked: 0 })
+        );
+        let swapped = snap(1200, vec![sf(T, 40000, 1200, 0), join(3)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &swapped),
+            Err(Refusal::UntrustedClosed {
+                local: sa(U, 41000)
+            })
+        );
+    }
+
     #[test]
     fn subflow_with_unknown_address_counts_as_untrusted() {
         let mut m = in_flight(PmKind::Kernel);
         let mut s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
         s.subflows.push(SubflowSnapshot {
+            id: 0,
             local: None,
             bytes_sent: 5,
             bytes_received: 0,
@@ -1175,7 +1236,7 @@ mod tests {
             let observe = |w: &World| Snapshot {
                 conn: ConnSnapshot { token: TOKEN, bytes_acked: Some(w.acked), snd_una: 1 + w.acked },
                 subflows: w.subflows.iter().filter(|s| s.4)
-                    .map(|s| SubflowSnapshot { local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
+                    .map(|s| SubflowSnapshot { id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
                     .collect(),
             };
             let s0 = observe(&w);

@@ -316,8 +316,15 @@ impl World {
             subflows: self
                 .subflows
                 .iter()
-                .filter(|s| s.listed)
-                .map(|s| SubflowSnapshot {
+                .enumerate()
+                .filter(|(_, s)| s.listed)
+                .map(|(i, s)| SubflowSnapshot {
+                    // The kernel's subflow ids (from 1), none before 6.5.
+                    id: if self.kernel.no_bytes_acked {
+                        0
+                    } else {
+                        i as u32 + 1
+                    },
                     local: Some(s.local),
                     bytes_sent: s.sent,
                     bytes_received: s.received,

@@ -53,6 +53,8 @@ pub struct SubflowInfo {
     pub bytes_retrans: u64,
     /// Smoothed RTT in microseconds.
     pub rtt_us: u32,
+    /// The subflow's retransmission timeout in microseconds (`tcpi_rto`).
+    pub rto_us: u32,
 }
 
 fn getsockopt_raw(
@@ -203,6 +205,7 @@ fn subflow_from(
             0
         },
         rtt_us: t.tcpi_rtt,
+        rto_us: t.tcpi_rto,
     }
 }
 
@@ -358,6 +361,17 @@ pub fn describe(fd: BorrowedFd<'_>) -> String {
         }
     }
     s
+}
+
+/// `SO_LINGER` {on, 0}: closing the socket then resets it (on an MPTCP socket, every
+/// subflow) instead of delivering what is still unacknowledged.
+pub fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::Linger, &l)
+        .map_err(io::Error::from)
 }
 
 /// `setsockopt(TCP_CONGESTION)`: on an MPTCP socket the kernel applies it to every subflow.

@@ -421,6 +421,7 @@ fn trusted_link_outages() {
         in_kernel_join: Some((MS, 500)),
         reinject_after: Some(200 * MS),
         no_bytes_acked: false,
+        reports_joins: false,
     };
     let half = t.len / 2;
     // No outage: the join stays idle, the rest is acked, released (nothing to open).
@@ -550,18 +551,20 @@ proptest! {
         pm in prop_oneof![Just(PmKind::Kernel), Just(PmKind::Userspace)],
         kernel_join in any::<bool>(),
         no_bytes_acked in any::<bool>(),
+        reports_joins in any::<bool>(),
     ) {
         let t = Timing { timeout: 300 * MS, ..Timing::default() };
         let kernel = Kernel {
             in_kernel_join: (kernel_join && pm == PmKind::Kernel).then_some((MS, 300)),
             reinject_after: Some(100 * MS),
             no_bytes_acked,
+            reports_joins,
         };
         let mut w = World::new(kernel);
         for (at, a) in &acts {
             w.at(*at, a.clone());
         }
-        let r = drive(gate(pm), w, t);
+        let r = drive(gate(pm).watching_events(reports_joins), w, t);
         assert_safe(&r);
         let untrusted = kernel.in_kernel_join.is_some()
             || acts.iter().any(|(_, a)| matches!(a, Act::List { trusted: false, .. }

@@ -296,9 +296,17 @@ pub fn acked_from(lab: &Lab, src: &str, port: u16) -> u64 {
         .sum()
 }
 
-/// Run a client command that must succeed and print JSON; returns the JSON.
+/// `nena ARGS` on the client, its stdout parsed as JSON; fails the test with its stderr if
+/// it failed. With `NENA_TEST_DEBUG` set, every client's stderr is printed (run with
+/// `--nocapture`, and `RUST_LOG=info` for nena's own account of its decisions).
 pub fn client_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
     let out = client(lab, args);
+    if std::env::var_os("NENA_TEST_DEBUG").is_some() {
+        eprintln!(
+            "DEBUG stderr {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     assert!(
         out.status.success(),
         "nena {args:?} failed ({}): {}",

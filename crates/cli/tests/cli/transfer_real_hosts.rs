@@ -7,8 +7,9 @@
 //! MP_CAPABLE key and no plaintext run crosses the untrusted link, that files arrive
 //! byte-exact, and (userspace PM) that the untrusted link then carries data. Variants: a
 //! server that announces a second address (`signal` endpoint, ADD_ADDR), both path
-//! managers, the first data segments on the trusted link dropped, and a trusted link
-//! without any route to the server (refused before anything is sent, with the fix named).
+//! managers, the first data segments on the trusted link dropped, paths with a real round
+//! trip (the relay's delay), and a trusted link without any route to the server (refused
+//! before anything is sent, with the fix named).
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, LabGuard, Link, PmMode, Rate};
@@ -190,23 +191,81 @@ fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_l
     laptop(PmMode::Kernel, true);
 }
 
+/// Paths with a real round trip (10 ms each way on both links): the server's ADD_ADDR
+/// reaches the client after its first flight is written, so the in-kernel PM's subflows
+/// open during the first flight and, once it is acked, carry data; the hello never crosses
+/// the untrusted link. (On the lab's bare veth the ADD_ADDR can beat the client's first
+/// write: nena then closes the subflows before writing, and the connection stays on its
+/// trusted path, as `signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link`
+/// allows.)
+/// A laptop-routed lab against an announcing server with the in-kernel PM, both links
+/// 10 ms each way (the relay), 50 Mbit/s.
+fn delayed_signal_lab() -> LabGuard {
+    let lab = lab_with(|c| {
+        c.pm = PmMode::Kernel;
+        c.relay_exe = Some(NENA.into());
+        c.offload = false;
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+        for link in [Link::Trusted, Link::Untrusted] {
+            c.set_link_emulation(
+                link,
+                Some(nena_lab::LinkEmulation::both(nena_lab::Emulation {
+                    delay: std::time::Duration::from_millis(10),
+                    ..nena_lab::Emulation::default()
+                })),
+            );
+        }
+    });
+    laptop_routes(&lab, true);
+    server_announces(&lab);
+    lab
+}
+
+#[test]
+fn signal_server_kernel_pm_on_paths_with_a_round_trip_uses_both_links() {
+    let lab = delayed_signal_lab();
+    let o = transfers(&lab, 2);
+    check_trusted_first(&o);
+    assert_untrusted_carried(&o);
+}
+
+/// The same paths, the first flight lost: its ACK comes after the trusted subflow's RTO,
+/// and the in-kernel PM's subflows to the announced address (and from the untrusted
+/// endpoint) opened meanwhile. nena closes them at half that RTO, before the kernel's own
+/// retransmission could put the hello on them: the hello stays on the trusted link and the
+/// connection goes on over it.
+#[test]
+fn signal_server_kernel_pm_with_a_round_trip_and_the_first_flight_lost_keeps_the_hello_trusted() {
+    let lab = delayed_signal_lab();
+    lossy_start(&lab);
+}
+
 /// The first data segments on the trusted link are dropped (netfilter in the client, on
 /// its way out of `trusted`): the first flight is sent again, on the trusted link only.
 fn first_flight_lost(pm: PmMode, announce: bool) {
     let lab = laptop_lab(pm, announce);
-    // Data-bearing packets to the server's port leaving by `trusted`, until 600 bytes of
-    // them were dropped: the first connection's hello and its first retransmissions (the
-    // quota is one for the whole rule), as a lossy start would.
+    let o = lossy_start(&lab);
+    if pm == PmMode::Userspace {
+        assert_untrusted_carried(&o);
+    }
+}
+
+/// One send and one get whose first data-bearing packets to the server's port leaving by
+/// `trusted` are dropped, until 600 bytes of them were: the first connection's hello and
+/// its first retransmissions (the quota is one for the whole rule), as a lossy start would.
+/// Checks that something was dropped and that the hello stayed on the trusted link.
+fn lossy_start(lab: &Lab) -> Outcome {
     sh(
-        &lab,
+        lab,
         Host::Client,
         "nft add table inet nena_loss && \
          nft add chain inet nena_loss out '{ type filter hook output priority 0; }' && \
          nft add rule inet nena_loss out oifname trusted tcp dport 7000 ip length '>' 120 \
          quota until 600 bytes counter drop",
     );
-    let o = transfers(&lab, 1);
-    let rules = sh(&lab, Host::Client, "nft list table inet nena_loss");
+    let o = transfers(lab, 1);
+    let rules = sh(lab, Host::Client, "nft list table inet nena_loss");
     let dropped: u64 = rules
         .split("packets ")
         .nth(1)
@@ -215,9 +274,7 @@ fn first_flight_lost(pm: PmMode, announce: bool) {
         .unwrap_or(0);
     assert!(dropped >= 1, "nothing was dropped: {rules}");
     check_trusted_first(&o);
-    if pm == PmMode::Userspace {
-        assert_untrusted_carried(&o);
-    }
+    o
 }
 
 #[test]

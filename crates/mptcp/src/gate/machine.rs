@@ -174,6 +174,12 @@ pub enum Refusal {
     UntrustedReceived { local: Option<SocketAddr> },
     #[error("trusted-path-first violated: the subflow from {} was closed during the first flight (what it carried cannot be checked); refusing the connection", show(local))]
     UntrustedClosed { local: Option<SocketAddr> },
+    #[error("trusted-path-first: the first flight is not acknowledged after {waited_ms} ms, and the kernel could retransmit it on the subflow from {} (an untrusted path), which nena cannot close ({why}; closing one subflow needs CAP_NET_ADMIN); refusing the connection. Run with CAP_NET_ADMIN, or use the userspace path manager (sysctl net.mptcp.path_manager=userspace)", show(local))]
+    Unwithdrawable {
+        local: Option<SocketAddr>,
+        waited_ms: u64,
+        why: String,
+    },
     #[error("trusted-path-first unverifiable: path-manager events were lost during the first flight; refusing the connection")]
     EventsLost,
     #[error("gate used out of order: {0}")]
@@ -207,7 +213,8 @@ impl Refusal {
             | Refusal::UntrustedBeforeFirstFlight { local }
             | Refusal::UntrustedSent { local }
             | Refusal::UntrustedReceived { local }
-            | Refusal::UntrustedClosed { local } => *local,
+            | Refusal::UntrustedClosed { local }
+            | Refusal::Unwithdrawable { local, .. } => *local,
             _ => None,
         }
     }
@@ -247,6 +254,9 @@ enum Phase {
         /// no path-manager event can: without CAP_NET_ADMIN). Without ids (kernels < 6.5)
         /// two subflows from one address and port are told apart by their count.
         seen: Vec<Listed>,
+        /// Untrusted subflows the caller closed on the machine's word
+        /// ([`GateMachine::withdraw_untrusted`]), with nothing sent: their going is expected.
+        withdrawn: Vec<Listed>,
     },
     Acked,
     Released,
@@ -273,6 +283,10 @@ pub struct GateMachine {
     pm: PmKind,
     remote: SocketAddr,
     fallback: bool,
+    /// The caller feeds every path-manager event of the first flight (a subscription that
+    /// overruns is [`PathEvent::Lost`]): a join is known to have been established only if
+    /// its SUB_ESTABLISHED event came.
+    events: bool,
     phase: Phase,
 }
 
@@ -285,8 +299,35 @@ impl GateMachine {
             pm,
             remote,
             fallback,
+            events: false,
             phase: Phase::Opened,
         }
+    }
+
+    /// The caller feeds every path-manager event of the first flight to [`on_event`]
+    /// (`MPTCP_EVENT_SUB_ESTABLISHED` comes before a join can carry a byte: the kernel
+    /// emits it on the SYN-ACK, and data waits for the fourth ACK). An untrusted join
+    /// that closes, or vanishes from the snapshots, without its establishment reported
+    /// then carried nothing (a join the server refused, or one reset on the way), and is
+    /// forgotten instead of refusing the connection. Without events every untrusted
+    /// subflow that goes away during the first flight refuses it.
+    ///
+    /// [`on_event`]: Self::on_event
+    pub fn watching_events(mut self, on: bool) -> Self {
+        self.events = on;
+        self
+    }
+
+    /// Whether the untrusted subflow from `local` may have carried payload: its
+    /// establishment was reported, or events are not watched (nothing proves it was not).
+    fn may_have_carried(&self, local: SocketAddr) -> bool {
+        !self.events
+            || match &self.phase {
+                Phase::FirstFlight { established, .. } => {
+                    established.iter().any(|a| same(*a, local))
+                }
+                _ => true,
+            }
     }
 
     pub fn policy(&self) -> &ResolvedPolicy {
@@ -386,6 +427,7 @@ impl GateMachine {
             base_una: snap.conn.snd_una,
             established: Vec::new(),
             seen: Vec::new(),
+            withdrawn: Vec::new(),
         };
         Ok(Verdict::Proceed)
     }
@@ -399,6 +441,10 @@ impl GateMachine {
         };
         match ev {
             PathEvent::Lost => self.refuse(Refusal::EventsLost).map(drop),
+            PathEvent::SubflowClosed {
+                token: t,
+                local: Some(l),
+            } if t == token && (self.is_withdrawn(l) || !self.may_have_carried(l)) => Ok(()),
             PathEvent::SubflowClosed { token: t, local } if t == token && !self.trusted(local) => {
                 self.refuse(Refusal::UntrustedClosed { local }).map(drop)
             }
@@ -439,8 +485,24 @@ impl GateMachine {
             .iter()
             .filter(|s| !self.trusted(s.local))
             .filter_map(|s| s.local.map(|a| (s.id, a)))
+            .filter(|l| {
+                !self
+                    .withdrawn()
+                    .iter()
+                    .any(|w| w.0 == l.0 && same(w.1, l.1))
+            })
             .collect();
+        // A join gone before it was established carried nothing: forget it.
+        let never: Vec<Listed> = match &self.phase {
+            Phase::FirstFlight { seen, .. } => seen
+                .iter()
+                .copied()
+                .filter(|l| !self.may_have_carried(l.1))
+                .collect(),
+            _ => Vec::new(),
+        };
         if let Phase::FirstFlight { seen, .. } = &mut self.phase {
+            seen.retain(|l| !never.iter().any(|n| n == l) || now.iter().any(|m| m == l));
             if let Some((_, gone)) = missing(seen, &now) {
                 let local = Some(gone);
                 return self.refuse(Refusal::UntrustedClosed { local });
@@ -465,10 +527,11 @@ impl GateMachine {
         // was closed: its close event is on its way (and will refuse). Until then nothing
         // proves that it carried nothing.
         let unaccounted = established.iter().any(|l| {
-            !snap
-                .subflows
-                .iter()
-                .any(|s| s.local.is_some_and(|a| same(a, *l)))
+            !self.is_withdrawn(*l)
+                && !snap
+                    .subflows
+                    .iter()
+                    .any(|s| s.local.is_some_and(|a| same(a, *l)))
         });
         if acked >= len && !unaccounted {
             self.phase = Phase::Acked;
@@ -476,6 +539,83 @@ impl GateMachine {
         } else {
             Ok(Verdict::Wait { acked })
         }
+    }
+
+    /// The caller could not close a subflow [`withdraw_untrusted`](Self::withdraw_untrusted)
+    /// answered: the connection is refused (the caller resets it).
+    pub fn refuse_unwithdrawable(
+        &mut self,
+        local: Option<SocketAddr>,
+        waited_ms: u64,
+        why: String,
+    ) -> Refusal {
+        let r = Refusal::Unwithdrawable {
+            local,
+            waited_ms,
+            why,
+        };
+        self.phase = Phase::Refused(r.clone());
+        r
+    }
+
+    fn withdrawn(&self) -> &[Listed] {
+        match &self.phase {
+            Phase::FirstFlight { withdrawn, .. } => withdrawn,
+            _ => &[],
+        }
+    }
+
+    /// Whether the subflow from `local` was withdrawn (its close is expected).
+    fn is_withdrawn(&self, local: SocketAddr) -> bool {
+        self.withdrawn().iter().any(|w| same(w.1, local))
+    }
+
+    /// The first flight is not data-acked yet and the kernel may soon send it again on its
+    /// own (its MPTCP-level retransmission takes any usable subflow whose queues are empty,
+    /// so an untrusted one the in-kernel path manager opened meanwhile, for instance on the
+    /// server's ADD_ADDR). Answers the untrusted subflows of `snap` for the caller to close
+    /// at once, before a retransmission is due; from then on their going (and their close
+    /// events) is expected rather than refused. Refuses, as [`poll_first_flight`] does, if
+    /// one of them has sent payload already. Subflows withdrawn before are not answered
+    /// again. Only during the first flight; elsewhere answers nothing.
+    ///
+    /// [`poll_first_flight`]: Self::poll_first_flight
+    pub fn withdraw_untrusted(&mut self, snap: &Snapshot) -> Result<Vec<SubflowSnapshot>, Refusal> {
+        if !matches!(self.phase, Phase::FirstFlight { .. }) || self.fallback {
+            return Ok(Vec::new());
+        }
+        let untrusted: Vec<SubflowSnapshot> = snap
+            .subflows
+            .iter()
+            .filter(|s| !self.trusted(s.local))
+            .copied()
+            .collect();
+        if let Some(sf) = untrusted.iter().find(|s| s.bytes_sent > 0) {
+            return self
+                .refuse(Refusal::UntrustedSent { local: sf.local })
+                .map(|_| vec![]);
+        }
+        let new: Vec<SubflowSnapshot> = untrusted
+            .into_iter()
+            .filter(|s| {
+                s.local
+                    .is_some_and(|l| !self.withdrawn().iter().any(|w| w.0 == s.id && same(w.1, l)))
+            })
+            .collect();
+        if let Phase::FirstFlight {
+            withdrawn, seen, ..
+        } = &mut self.phase
+        {
+            for s in &new {
+                let l = (s.id, s.local.expect("filtered above"));
+                withdrawn.push(l);
+                // No longer expected in later snapshots.
+                if let Some(i) = seen.iter().position(|m| m.0 == l.0 && same(m.1, l.1)) {
+                    seen.remove(i);
+                }
+            }
+        }
+        Ok(new)
     }
 
     /// Refuses if a subflow whose local address is not trusted has sent payload (and, with
@@ -734,6 +874,65 @@ mod tests {
         assert!(!r.is_unverifiable());
         assert_eq!(m.refusal(), Some(&r));
         assert_final(&mut m, &s);
+    }
+
+    /// The first flight is late: the untrusted subflows listed now are answered once, for
+    /// the caller to close; their going and their close events are then expected, a new one
+    /// is answered at the next look, and the first flight still needs its ACK.
+    #[test]
+    fn late_first_flight_withdraws_untrusted_subflows_once() {
+        let mut m = in_flight(PmKind::Kernel);
+        let join = |id, port| SubflowSnapshot {
+            id,
+            ..sf(U, port, 0, 0)
+        };
+        let s = snap(0, vec![sf(T, 40000, 1200, 0), join(2, 41000)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        m.on_event(PathEvent::SubflowEstablished {
+            token: TOKEN,
+            local: sa(U, 41000),
+        })
+        .unwrap();
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![join(2, 41000)]));
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![]));
+        // Still listed while it closes; then gone, its close event read: no refusal.
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        m.on_event(PathEvent::SubflowClosed {
+            token: TOKEN,
+            local: sa(U, 41000),
+        })
+        .unwrap();
+        let later = snap(0, vec![sf(T, 40000, 1200, 0), join(3, 41001)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &later),
+            Ok(Verdict::Wait { acked: 0 })
+        );
+        assert_eq!(m.withdraw_untrusted(&later), Ok(vec![join(3, 41001)]));
+        let acked = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &acked), Ok(Verdict::Proceed));
+        // After the first flight, nothing is withdrawn.
+        assert_eq!(m.withdraw_untrusted(&later), Ok(vec![]));
+    }
+
+    /// One that sent a byte already is refused, not withdrawn; a subflow nena could not close
+    /// refuses the connection, naming it.
+    #[test]
+    fn withdrawing_a_subflow_that_sent_or_cannot_be_closed_refuses() {
+        let mut m = in_flight(PmKind::Kernel);
+        let s = snap(0, vec![sf(T, 40000, 1200, 0), sf(U, 41000, 1, 0)]);
+        assert_eq!(
+            m.withdraw_untrusted(&s),
+            Err(Refusal::UntrustedSent {
+                local: sa(U, 41000)
+            })
+        );
+        assert_final(&mut m, &s);
+        let mut m = in_flight(PmKind::Kernel);
+        let r = m.refuse_unwithdrawable(sa(U, 41000), 120, "Operation not permitted".into());
+        assert_eq!(r.local(), sa(U, 41000));
+        assert!(r.to_string().contains("after 120 ms"), "{r}");
+        assert!(r.to_string().contains("CAP_NET_ADMIN"), "{r}");
+        assert_final(&mut m, &snap(0, vec![sf(T, 40000, 1200, 0)]));
     }
 
     /// Two untrusted subflows from one local address and port (to two remote addresses);

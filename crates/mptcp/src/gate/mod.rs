@@ -95,6 +95,27 @@ pub struct Gate {
     /// established event): where subflows nena opens go ([`join_target`]).
     announced: Vec<SocketAddr>,
     deny_initial: bool,
+    /// When the first flight was written, and how long it may go unacknowledged before
+    /// untrusted subflows are withdrawn ([`first_flight_guard`]).
+    flight_at: Option<std::time::Instant>,
+    guard: Duration,
+    /// A refusal made the socket's close abortive (`SO_LINGER` 0).
+    aborted: bool,
+}
+
+/// How long a first flight may go unacknowledged before nena closes the untrusted subflows
+/// that appeared meanwhile: half the smallest retransmission timeout of the trusted
+/// subflows (`tcpi_rto`), since the kernel's MPTCP-level retransmission, which may take an
+/// untrusted subflow, comes no sooner than the trusted subflow's own. At least 1 ms; 100 ms
+/// when no RTO is known.
+pub fn first_flight_guard(trusted_rto_us: impl IntoIterator<Item = u32>) -> Duration {
+    trusted_rto_us
+        .into_iter()
+        .filter(|&r| r > 0)
+        .min()
+        .map_or(Duration::from_millis(100), |r| {
+            Duration::from_micros(u64::from(r) / 2).max(Duration::from_millis(1))
+        })
 }
 
 impl Gate {
@@ -106,6 +127,7 @@ impl Gate {
         kernel_endpoints: Option<Vec<Endpoint>>,
         events: Option<PmEvents>,
     ) -> Result<Gate, MptcpError> {
+        let machine = machine.watching_events(events.is_some());
         let mut gate = Gate {
             fd,
             machine,
@@ -117,6 +139,9 @@ impl Gate {
             token: 0,
             announced: Vec::new(),
             deny_initial: false,
+            flight_at: None,
+            guard: Duration::ZERO,
+            aborted: false,
         };
         let snap = gate.snapshot()?;
         gate.token = snap.conn.token;
@@ -194,15 +219,19 @@ impl Gate {
     /// What the machine is fed: `MPTCP_INFO`, then `MPTCP_FULL_INFO` (so an ACK seen is no
     /// newer than the counters). Nothing for a fallback connection.
     fn snapshot(&self) -> Result<Snapshot, MptcpError> {
+        Ok(self.read()?.0)
+    }
+
+    /// [`snapshot`](Self::snapshot) with the subflows as the kernel listed them (their
+    /// remote addresses and timers).
+    fn read(&self) -> Result<(Snapshot, Vec<SubflowInfo>), MptcpError> {
         if self.is_fallback() {
-            return Ok(Snapshot::default());
+            return Ok((Snapshot::default(), Vec::new()));
         }
         let conn = ConnSnapshot::from(&sockopt::info(self.fd())?);
-        let subflows = sockopt::subflows(self.fd())?
-            .iter()
-            .map(SubflowSnapshot::from)
-            .collect();
-        Ok(Snapshot { conn, subflows })
+        let infos = sockopt::subflows(self.fd())?;
+        let subflows = infos.iter().map(SubflowSnapshot::from).collect();
+        Ok((Snapshot { conn, subflows }, infos))
     }
 
     /// Feed every queued path-manager event to the machine; a failed read (overrun) is a
@@ -275,6 +304,14 @@ impl Gate {
     /// A peer that denies joins to its initial address and has announced nothing yet keeps
     /// it until the release: its announcement may come after the first flight's ACK.
     fn settle(&mut self) {
+        if self.machine.stage() == Stage::Refused && !self.aborted {
+            // Closing a refused connection resets it: a graceful close would go on sending
+            // the unacknowledged first flight, on whatever subflow the kernel picks.
+            self.aborted = true;
+            if let Err(e) = sockopt::set_linger_zero(self.fd()) {
+                log::warn!("could not make the refused connection's close abortive: {e}");
+            }
+        }
         let keep = match self.machine.stage() {
             Stage::FirstFlight | Stage::Connected => true,
             Stage::Acked => self.pm() == PmKind::Userspace && self.join_target().is_none(),
@@ -304,8 +341,15 @@ impl Gate {
                 self.close_premature()?;
             }
             self.discard_events();
-            let snap = self.snapshot()?;
+            let (snap, infos) = self.read()?;
             self.machine.before_first_flight(&snap)?;
+            self.flight_at = Some(std::time::Instant::now());
+            self.guard = first_flight_guard(
+                infos
+                    .iter()
+                    .filter(|s| self.machine.trust(s.local).is_trusted())
+                    .map(|s| s.rto_us),
+            );
         } else {
             self.machine.before_first_flight(&Snapshot::default())?;
         }
@@ -383,14 +427,58 @@ impl Gate {
     /// checked. Keeps the event subscription (a waiting driver may be watching its socket).
     fn poll_step(&mut self, len: u64) -> Result<bool, MptcpError> {
         let snap = if self.machine.stage() == Stage::FirstFlight {
-            let snap = self.snapshot()?;
+            let (snap, infos) = self.read()?;
             // Events after the snapshot: a subflow closed before it was read is reported.
             self.feed_events()?;
+            if self.flight_at.is_some_and(|t| t.elapsed() >= self.guard) {
+                self.withdraw_untrusted(&snap, &infos)?;
+            }
             snap
         } else {
             Snapshot::default()
         };
         Ok(self.machine.poll_first_flight(len, &snap)? == Verdict::Proceed)
+    }
+
+    /// The first flight is still unacknowledged after [`first_flight_guard`]: close every
+    /// untrusted subflow that appeared meanwhile (an in-kernel path manager opens them on
+    /// the server's ADD_ADDR, or once the first bytes are acked), before the kernel's own
+    /// retransmission could put the first flight on one. Closing one subflow needs
+    /// `CAP_NET_ADMIN` (`sock_diag` SOCK_DESTROY): without it the connection is refused
+    /// (and reset) instead.
+    fn withdraw_untrusted(
+        &mut self,
+        snap: &Snapshot,
+        infos: &[SubflowInfo],
+    ) -> Result<(), MptcpError> {
+        for sf in self.machine.withdraw_untrusted(snap)? {
+            let remote = infos
+                .iter()
+                .find(|i| i.id == sf.id && i.local == sf.local)
+                .and_then(|i| i.remote);
+            let (Some(local), Some(remote)) = (sf.local, remote) else {
+                continue;
+            };
+            let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
+            match crate::diag::destroy(local, remote) {
+                Ok(_) => log::info!(
+                    "the first flight was not acknowledged within {waited} ms: closed the \
+                     subflow {local} -> {remote} on an untrusted path before the kernel could \
+                     retransmit the first flight on it; the in-kernel path manager does not \
+                     reopen it, so this connection stays on its trusted path"
+                ),
+                Err(e) => {
+                    let r = self.machine.refuse_unwithdrawable(
+                        Some(local),
+                        waited as u64,
+                        format!("{e}"),
+                    );
+                    self.settle();
+                    return Err(r.into());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Non-blocking: true once the peer has DATA-ACKed the `len` bytes written after
@@ -411,9 +499,9 @@ impl Gate {
             Stage::Connected | Stage::FirstFlight | Stage::Acked => self.snapshot()?,
             _ => Snapshot::default(),
         };
-        self.machine.check_idle(&snap, received)?;
+        let r = self.machine.check_idle(&snap, received);
         self.settle();
-        Ok(())
+        r.map(drop).map_err(Into::into)
     }
 
     /// After the first flight is acked: let untrusted paths carry data. Userspace PM: asks the
@@ -646,6 +734,18 @@ impl Default for Backoff {
 mod tests {
     use super::*;
     use crate::path::LocalIface;
+
+    /// Half the smallest trusted RTO, at least 1 ms; 100 ms when none is known.
+    #[test]
+    fn first_flight_guard_is_half_the_smallest_trusted_rto() {
+        assert_eq!(
+            first_flight_guard([204_000, 300_000]),
+            Duration::from_millis(102)
+        );
+        assert_eq!(first_flight_guard([0, 1_000]), Duration::from_millis(1));
+        assert_eq!(first_flight_guard([]), Duration::from_millis(100));
+        assert_eq!(first_flight_guard([0]), Duration::from_millis(100));
+    }
 
     fn ep(id: u8, addr: &str, ifindex: i32) -> Endpoint {
         Endpoint {

@@ -107,6 +107,10 @@ pub struct Kernel {
     /// A kernel before 6.5: no `mptcpi_bytes_acked`, only `snd_una`, here starting a
     /// little before the 64-bit wrap.
     pub no_bytes_acked: bool,
+    /// The driver subscribes to path-manager events, and the kernel reports every untrusted
+    /// join's establishment as it is listed (it emits SUB_ESTABLISHED on the SYN-ACK, before
+    /// the join may carry a byte), besides any scripted event.
+    pub reports_joins: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -199,13 +203,21 @@ impl World {
 
     fn apply(&mut self, act: Act) {
         match act {
-            Act::List { local, trusted } => self.subflows.push(Subflow {
-                local,
-                trusted,
-                sent: 0,
-                received: 0,
-                listed: true,
-            }),
+            Act::List { local, trusted } => {
+                if self.kernel.reports_joins && !trusted {
+                    self.queued.push(PathEvent::SubflowEstablished {
+                        token: TOKEN,
+                        local: Some(local),
+                    });
+                }
+                self.subflows.push(Subflow {
+                    local,
+                    trusted,
+                    sent: 0,
+                    received: 0,
+                    listed: true,
+                })
+            }
             Act::Send(i, n) => {
                 if let Some(s) = self.subflows.get_mut(i).filter(|s| s.listed) {
                     s.sent += n;

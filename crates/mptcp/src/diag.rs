@@ -5,6 +5,10 @@
 //!
 //! Needs `CAP_NET_ADMIN` and a kernel built with `CONFIG_INET_DIAG_DESTROY`; without either
 //! the kernel refuses (EPERM / EOPNOTSUPP) and the caller must fail closed.
+//!
+//! Also [`bound_dev`]: which interface a subflow is bound to (`SO_BINDTODEVICE`, or the
+//! interface index of `SUBFLOW_CREATE` and of an endpoint's `dev`), read the same way and
+//! without any privilege: the gate decides a subflow's trust by the interface it leaves by.
 
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
@@ -139,5 +143,51 @@ pub fn destroy(local: SocketAddr, remote: SocketAddr) -> io::Result<bool> {
             Some(c) => Err(io::Error::from_raw_os_error(-c.get())),
         },
         _ => Ok(true),
+    }
+}
+
+/// The device the TCP socket `local` -> `remote` of this network namespace is bound to, by
+/// the kernel's exact lookup (no dump): `Ok(Some(0))` for a socket bound to no device (it
+/// leaves where the routes say), `Ok(Some(i))` for one bound to `dif`, `Ok(None)` when the
+/// lookup through `dif` finds none (gone, or bound to another device: the kernel's lookup
+/// matches a bound socket only through its own device).
+pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<Option<u32>> {
+    let sock = open()?;
+    let (l, r) = (canon(local.ip()), canon(remote.ip()));
+    let family = if r.is_ipv4() { AF_INET } else { AF_INET6 };
+    let mut id = if family == AF_INET {
+        SocketId::new_v4()
+    } else {
+        SocketId::new_v6()
+    };
+    id.source_address = l;
+    id.destination_address = r;
+    id.source_port = local.port();
+    id.destination_port = remote.port();
+    id.interface_id = dif;
+    // INET_DIAG_NOCOOKIE: match by addresses and ports only.
+    id.cookie = [0xff; 8];
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_REQUEST;
+    hdr.sequence_number = 3;
+    let mut msg = NetlinkMessage::new(hdr, request(family, StateFlags::all(), id).into());
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf[..]);
+    sock.send(&buf, 0)?;
+    let mut rx = vec![0u8; 1 << 12];
+    let n = sock.recv(&mut &mut rx[..], 0)?;
+    let m = <NetlinkMessage<SockDiagMessage>>::deserialize(&rx[..n])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {e}")))?;
+    match m.payload {
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+            Ok(Some(r.header.socket_id.interface_id))
+        }
+        NetlinkPayload::Error(e) => match e.code.map(|c| -c.get()) {
+            Some(libc::ENOENT) => Ok(None),
+            Some(c) => Err(io::Error::from_raw_os_error(c)),
+            None => Ok(None),
+        },
+        _ => Ok(None),
     }
 }

@@ -318,6 +318,24 @@ impl ResolvedPolicy {
         }
     }
 
+    /// Trust of a subflow from `addr` that leaves by the interface `iface` (index): a path is
+    /// an interface, so a trusted address counts as trusted only when the subflow leaves by a
+    /// trusted interface; leaving by another one, or by one nobody could tell, it is
+    /// untrusted. (A policy that knows no interface of its trusted addresses, as unit tests
+    /// build them, classifies by address.) Other addresses: as [`ResolvedPolicy::classify`].
+    pub fn classify_path(&self, addr: IpAddr, iface: Option<u32>) -> Trust {
+        let t = self.classify(addr);
+        if t != Trust::Trusted {
+            return t;
+        }
+        let trusted: BTreeSet<u32> = self.trusted_ifaces().iter().map(|i| i.index).collect();
+        if trusted.is_empty() || iface.is_some_and(|i| trusted.contains(&i)) {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        }
+    }
+
     /// The first trusted address of the same family as `remote` (the initial subflow's source).
     pub fn trusted_source_for(&self, remote: IpAddr) -> Option<IpAddr> {
         self.trusted

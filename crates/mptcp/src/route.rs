@@ -63,6 +63,20 @@ impl Route {
 /// The routing-table entry the host would use to reach `dst` (through `oif` only, when
 /// given). `Ok(None)`: no entry leads there (through `oif`).
 pub fn lookup(dst: IpAddr, oif: Option<u32>) -> io::Result<Option<Route>> {
+    ask(dst, oif, None)
+}
+
+/// The interface a packet from the local address `src` to `dst` leaves by, as the kernel
+/// routes a socket bound to `src` and to no device (`ip route get DST from SRC`: source
+/// rules apply). `Ok(None)`: no route.
+pub fn output_iface(src: IpAddr, dst: IpAddr) -> io::Result<Option<u32>> {
+    Ok(ask(dst, None, Some(src))?.and_then(|r| r.oif))
+}
+
+/// One `RTM_GETROUTE`: with `src`, a plain lookup from that source (the answer is the route
+/// the kernel would use, its output interface included); without, a `fibmatch` lookup
+/// (the table entry, through `oif` when given).
+fn ask(dst: IpAddr, oif: Option<u32>, src: Option<IpAddr>) -> io::Result<Option<Route>> {
     let mut sock = Socket::new(NETLINK_ROUTE)?;
     sock.bind_auto()?;
     sock.connect(&SocketAddr::new(0, 0))?;
@@ -74,11 +88,24 @@ pub fn lookup(dst: IpAddr, oif: Option<u32>) -> io::Result<Option<Route>> {
             AddressFamily::Inet6
         },
         destination_prefix_length: if dst.is_ipv4() { 32 } else { 128 },
-        flags: RouteFlags::FibMatch,
+        flags: if src.is_some() {
+            RouteFlags::empty()
+        } else {
+            RouteFlags::FibMatch
+        },
+        source_prefix_length: match src {
+            Some(IpAddr::V4(_)) => 32,
+            Some(IpAddr::V6(_)) => 128,
+            None => 0,
+        },
         ..Default::default()
     };
     msg.attributes
         .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+    if let Some(s) = src {
+        msg.attributes
+            .push(RouteAttribute::Source(RouteAddress::from(s)));
+    }
     if let Some(i) = oif {
         msg.attributes.push(RouteAttribute::Oif(i));
     }

@@ -21,12 +21,14 @@ fn join() -> Act {
 }
 fn established() -> Act {
     Act::Event(PathEvent::SubflowEstablished {
+        iface: None,
         token: TOKEN,
         local: Some(sa(U, JOIN_PORT)),
     })
 }
 fn closed() -> Act {
     Act::Event(PathEvent::SubflowClosed {
+        iface: None,
         token: TOKEN,
         local: Some(sa(U, JOIN_PORT)),
     })

@@ -241,6 +241,42 @@ fn signal_server_kernel_pm_with_a_round_trip_and_the_first_flight_lost_keeps_the
     lossy_start(&lab);
 }
 
+/// Trust is the interface a subflow leaves by, not its address. The trusted interface has a
+/// second address, 198.18.1.3, with an in-kernel `subflow` endpoint without `dev`, and the
+/// client has laptop routes: the subflow the in-kernel PM opens from that trusted address
+/// leaves by the untrusted link. nena counts it untrusted (its socket is bound to no device,
+/// and the route from its address leaves by `untrusted`), so it is closed before the first
+/// flight (on bare veth the server's ADD_ADDR makes the kernel open it before the client's
+/// first write; the old rule, trust by address, left it open and the hello could go on it)
+/// or withdrawn during it: the hello never crosses the untrusted link, although a subflow
+/// from a trusted address did.
+#[test]
+fn a_subflow_from_a_trusted_address_on_the_untrusted_link_is_untrusted() {
+    let lab = laptop_lab(PmMode::Kernel, true);
+    sh(
+        &lab,
+        Host::Client,
+        "ip addr add 198.18.1.3/24 dev trusted && ip mptcp endpoint add 198.18.1.3 subflow && \
+         ip mptcp limits set subflows 8 add_addr_accepted 8",
+    );
+    let route = sh(
+        &lab,
+        Host::Client,
+        "ip route get 198.18.3.2 from 198.18.1.3",
+    );
+    assert!(route.contains("dev untrusted"), "{route}");
+    let o = transfers(&lab, 2);
+    check_trusted_first(&o);
+    let flows = o.untrusted_view["flows"].as_array().unwrap();
+    assert!(
+        flows.iter().any(|f| f["src"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("198.18.1.3:"))),
+        "no subflow from the trusted address crossed the untrusted link, so this test proves \
+         nothing: {flows:?}"
+    );
+}
+
 /// The first data segments on the trusted link are dropped (netfilter in the client, on
 /// its way out of `trusted`): the first flight is sent again, on the trusted link only.
 fn first_flight_lost(pm: PmMode, announce: bool) {

@@ -49,6 +49,11 @@ pub struct SubflowSnapshot {
     pub id: u32,
     /// Local address; `None` (unknown) counts as untrusted.
     pub local: Option<SocketAddr>,
+    /// The interface the subflow leaves by (its bound device, else the route for its
+    /// addresses), as the I/O layer found it for a subflow from a trusted address; `None`
+    /// when unknown. A trusted address counts as trusted only on a trusted interface
+    /// ([`ResolvedPolicy::classify_path`]).
+    pub iface: Option<u32>,
     /// Payload bytes this subflow sent (`tcpi_bytes_sent`, retransmissions included).
     pub bytes_sent: u64,
     /// Payload bytes this subflow received (`tcpi_bytes_received`).
@@ -60,6 +65,7 @@ impl From<&SubflowInfo> for SubflowSnapshot {
         SubflowSnapshot {
             id: s.id,
             local: s.local,
+            iface: None,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
         }
@@ -83,17 +89,38 @@ pub enum PathEvent {
     SubflowEstablished {
         token: u32,
         local: Option<SocketAddr>,
+        /// The interface it leaves by, when known (see [`SubflowSnapshot::iface`]).
+        iface: Option<u32>,
     },
     /// `MPTCP_EVENT_SUB_CLOSED` of connection `token`: its counters are gone with it.
     SubflowClosed {
         token: u32,
         local: Option<SocketAddr>,
+        /// The interface it left by, when known (see [`SubflowSnapshot::iface`]).
+        iface: Option<u32>,
     },
     /// The subscription overran (`ENOBUFS`) or could not be read: events are missing.
     Lost,
 }
 
 impl PathEvent {
+    /// The same event with the interface its subflow leaves by set to `iface`.
+    pub fn with_iface(self, iface: Option<u32>) -> PathEvent {
+        match self {
+            PathEvent::SubflowEstablished { token, local, .. } => PathEvent::SubflowEstablished {
+                token,
+                local,
+                iface,
+            },
+            PathEvent::SubflowClosed { token, local, .. } => PathEvent::SubflowClosed {
+                token,
+                local,
+                iface,
+            },
+            other => other,
+        }
+    }
+
     /// The gate's view of a decoded event; `None` for events it does not use (and for
     /// subflow events without a token, which cannot be attributed to a connection).
     pub fn from_pm(e: &PmEvent) -> Option<PathEvent> {
@@ -102,10 +129,12 @@ impl PathEvent {
             MPTCP_EVENT_SUB_ESTABLISHED => Some(PathEvent::SubflowEstablished {
                 token,
                 local: e.local,
+                iface: e.ifindex,
             }),
             MPTCP_EVENT_SUB_CLOSED => Some(PathEvent::SubflowClosed {
                 token,
                 local: e.local,
+                iface: e.ifindex,
             }),
             _ => None,
         }
@@ -346,13 +375,20 @@ impl GateMachine {
         self.remote
     }
 
-    /// Trust of a subflow's local address (unknown: untrusted).
-    pub fn trust(&self, local: Option<SocketAddr>) -> Trust {
-        local.map_or(Trust::Unlisted, |a| self.policy.classify(a.ip()))
+    /// Trust of a subflow from `local` leaving by `iface` (unknown address: untrusted; a
+    /// trusted address on an interface that is not trusted, or not known: untrusted).
+    pub fn trust(&self, local: Option<SocketAddr>, iface: Option<u32>) -> Trust {
+        local.map_or(Trust::Unlisted, |a| {
+            self.policy.classify_path(a.ip(), iface)
+        })
     }
 
-    fn trusted(&self, local: Option<SocketAddr>) -> bool {
-        self.trust(local).is_trusted()
+    fn trusted(&self, local: Option<SocketAddr>, iface: Option<u32>) -> bool {
+        self.trust(local, iface).is_trusted()
+    }
+
+    fn trusted_sf(&self, s: &SubflowSnapshot) -> bool {
+        self.trusted(s.local, s.iface)
     }
 
     pub fn stage(&self) -> Stage {
@@ -396,7 +432,7 @@ impl GateMachine {
         if !self.fallback {
             match snap.subflows.first() {
                 None => return self.refuse(Refusal::NoSubflow),
-                Some(sf) if !self.trusted(sf.local) => {
+                Some(sf) if !self.trusted_sf(sf) => {
                     return self.refuse(Refusal::InitialNotTrusted { local: sf.local })
                 }
                 Some(_) => {}
@@ -418,7 +454,7 @@ impl GateMachine {
             self.phase = Phase::Acked;
             return Ok(Verdict::Proceed);
         }
-        if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted(s.local)) {
+        if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted_sf(s)) {
             return self.refuse(Refusal::UntrustedBeforeFirstFlight { local: sf.local });
         }
         self.phase = Phase::FirstFlight {
@@ -444,14 +480,20 @@ impl GateMachine {
             PathEvent::SubflowClosed {
                 token: t,
                 local: Some(l),
+                ..
             } if t == token && (self.is_withdrawn(l) || !self.may_have_carried(l)) => Ok(()),
-            PathEvent::SubflowClosed { token: t, local } if t == token && !self.trusted(local) => {
+            PathEvent::SubflowClosed {
+                token: t,
+                local,
+                iface,
+            } if t == token && !self.trusted(local, iface) => {
                 self.refuse(Refusal::UntrustedClosed { local }).map(drop)
             }
             PathEvent::SubflowEstablished {
                 token: t,
                 local: Some(local),
-            } if t == token && !self.trusted(Some(local)) => {
+                iface,
+            } if t == token && !self.trusted(Some(local), iface) => {
                 if let Phase::FirstFlight { established, .. } = &mut self.phase {
                     established.push(local);
                 }
@@ -476,14 +518,14 @@ impl GateMachine {
         if let Some(sf) = snap
             .subflows
             .iter()
-            .find(|s| !self.trusted(s.local) && s.bytes_sent > 0)
+            .find(|s| !self.trusted_sf(s) && s.bytes_sent > 0)
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
         let now: Vec<Listed> = snap
             .subflows
             .iter()
-            .filter(|s| !self.trusted(s.local))
+            .filter(|s| !self.trusted_sf(s))
             .filter_map(|s| s.local.map(|a| (s.id, a)))
             .filter(|l| {
                 !self
@@ -587,7 +629,7 @@ impl GateMachine {
         let untrusted: Vec<SubflowSnapshot> = snap
             .subflows
             .iter()
-            .filter(|s| !self.trusted(s.local))
+            .filter(|s| !self.trusted_sf(s))
             .copied()
             .collect();
         if let Some(sf) = untrusted.iter().find(|s| s.bytes_sent > 0) {
@@ -630,7 +672,7 @@ impl GateMachine {
         if self.fallback {
             return Ok(Verdict::Proceed);
         }
-        for sf in snap.subflows.iter().filter(|s| !self.trusted(s.local)) {
+        for sf in snap.subflows.iter().filter(|s| !self.trusted_sf(s)) {
             if sf.bytes_sent > 0 {
                 return self.refuse(Refusal::UntrustedSent { local: sf.local });
             }
@@ -745,6 +787,7 @@ mod tests {
     }
     fn sf(local: &str, port: u16, sent: u64, received: u64) -> SubflowSnapshot {
         SubflowSnapshot {
+            iface: None,
             id: 0,
             local: sa(local, port),
             bytes_sent: sent,
@@ -780,6 +823,102 @@ mod tests {
         ] {
             assert_eq!(r, Err(Refusal::OutOfOrder(REFUSED)));
         }
+    }
+
+    /// The policy as `resolve` builds it on a host: each address with its interface
+    /// (trusted 5, untrusted 6).
+    fn policy_with_ifaces() -> ResolvedPolicy {
+        let mut p = policy();
+        for (a, name, index) in [(T, "trusted", 5), (U, "untrusted", 6)] {
+            p.ifaces.insert(
+                ip(a),
+                crate::path::LocalIface {
+                    name: name.into(),
+                    index,
+                },
+            );
+        }
+        p
+    }
+    fn on(mut s: SubflowSnapshot, iface: Option<u32>) -> SubflowSnapshot {
+        s.iface = iface;
+        s
+    }
+
+    #[test]
+    fn a_trusted_address_counts_only_on_a_trusted_interface() {
+        let fresh = || GateMachine::new(policy_with_ifaces(), PmKind::Kernel, remote(), false);
+        // The initial subflow from the trusted address, leaving by the untrusted interface
+        // (a laptop whose default route is the WLAN, the socket bound to no device), or by
+        // one nobody could tell: refused before anything is written.
+        for iface in [Some(6), None] {
+            let mut m = fresh();
+            let s = snap(0, vec![on(sf(T, 40000, 0, 0), iface)]);
+            assert_eq!(
+                m.connected(&s),
+                Err(Refusal::InitialNotTrusted {
+                    local: sa(T, 40000)
+                }),
+                "{iface:?}"
+            );
+        }
+        // On its own interface it proceeds; a second subflow from the same trusted address
+        // that leaves by the untrusted interface (an endpoint without `dev`, an answer to
+        // the server's ADD_ADDR) is a subflow on an untrusted path before the first flight.
+        let mut m = fresh();
+        let first = on(sf(T, 40000, 0, 0), Some(5));
+        assert_eq!(
+            m.connected(&snap(0, vec![first])),
+            Ok(Verdict::Proceed)
+        );
+        let s = snap(0, vec![first, on(sf(T, 40001, 0, 0), Some(6))]);
+        assert_eq!(
+            m.before_first_flight(&s),
+            Err(Refusal::UntrustedBeforeFirstFlight {
+                local: sa(T, 40001)
+            })
+        );
+        // During the first flight: such a subflow that sent a byte is first-flight data on
+        // an untrusted path; one that closed took its counters with it.
+        let mut m = fresh();
+        let s = snap(0, vec![first]);
+        m.connected(&s).unwrap();
+        m.before_first_flight(&s).unwrap();
+        let s = snap(0, vec![first, on(sf(T, 40001, 100, 0), Some(6))]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &s),
+            Err(Refusal::UntrustedSent {
+                local: sa(T, 40001)
+            })
+        );
+        let mut m = fresh();
+        let s = snap(0, vec![first]);
+        m.connected(&s).unwrap();
+        m.before_first_flight(&s).unwrap();
+        let closed = |iface| PathEvent::SubflowClosed {
+            token: TOKEN,
+            local: sa(T, 40001),
+            iface,
+        };
+        assert_eq!(m.on_event(closed(Some(5))), Ok(()));
+        m.on_event(PathEvent::SubflowEstablished {
+            token: TOKEN,
+            local: sa(T, 40001),
+            iface: Some(6),
+        })
+        .unwrap();
+        assert_eq!(
+            m.on_event(closed(Some(6))),
+            Err(Refusal::UntrustedClosed {
+                local: sa(T, 40001)
+            })
+        );
+        // An untrusted address stays untrusted on the trusted interface.
+        let p = policy_with_ifaces();
+        assert_eq!(p.classify_path(ip(U), Some(5)), Trust::Untrusted);
+        assert_eq!(p.classify_path(ip(T), Some(5)), Trust::Trusted);
+        assert_eq!(p.classify_path(ip(T), Some(6)), Trust::Untrusted);
+        assert_eq!(p.classify_path(ip(T), None), Trust::Untrusted);
     }
 
     #[test]
@@ -889,6 +1028,7 @@ mod tests {
         let s = snap(0, vec![sf(T, 40000, 1200, 0), join(2, 41000)]);
         assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
         m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
             token: TOKEN,
             local: sa(U, 41000),
         })
@@ -898,6 +1038,7 @@ mod tests {
         // Still listed while it closes; then gone, its close event read: no refusal.
         assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
         m.on_event(PathEvent::SubflowClosed {
+            iface: None,
             token: TOKEN,
             local: sa(U, 41000),
         })
@@ -985,6 +1126,7 @@ mod tests {
         let mut m = in_flight(PmKind::Kernel);
         let mut s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
         s.subflows.push(SubflowSnapshot {
+            iface: None,
             id: 0,
             local: None,
             bytes_sent: 5,
@@ -1056,11 +1198,13 @@ mod tests {
         let quiet = snap(1200, vec![sf(T, 40000, 1200, 0)]);
         // Another connection's subflow, and a trusted subflow of ours, may close.
         m.on_event(PathEvent::SubflowClosed {
+            iface: None,
             token: TOKEN ^ 1,
             local: sa(U, 40001),
         })
         .unwrap();
         m.on_event(PathEvent::SubflowClosed {
+            iface: None,
             token: TOKEN,
             local: sa(T2, 40002),
         })
@@ -1069,6 +1213,7 @@ mod tests {
         // Ours, untrusted: the counters show nothing any more, the event refuses.
         let r = m
             .on_event(PathEvent::SubflowClosed {
+                iface: None,
                 token: TOKEN,
                 local: sa(U, 40001),
             })
@@ -1087,6 +1232,7 @@ mod tests {
     fn untrusted_subflow_established_then_gone_is_not_acked_until_accounted_for() {
         let mut m = in_flight(PmKind::Kernel);
         m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
             token: TOKEN,
             local: sa(U, 40001),
         })
@@ -1118,6 +1264,7 @@ mod tests {
         // Its close event arrives: refused.
         assert!(m
             .on_event(PathEvent::SubflowClosed {
+                iface: None,
                 token: TOKEN,
                 local: sa(U, 40001),
             })
@@ -1144,6 +1291,7 @@ mod tests {
         m.connected(&s).unwrap();
         m.on_event(PathEvent::Lost).unwrap();
         m.on_event(PathEvent::SubflowClosed {
+            iface: None,
             token: TOKEN,
             local: sa(U, 40001),
         })
@@ -1282,6 +1430,7 @@ mod tests {
     fn trusted_second_subflow_is_fine() {
         let mut m = in_flight(PmKind::Kernel);
         m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
             token: TOKEN,
             local: sa(T2, 40002),
         })
@@ -1291,6 +1440,7 @@ mod tests {
         assert_eq!(m.check_idle(&s, true), Ok(Verdict::Proceed));
         assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
         m.on_event(PathEvent::SubflowClosed {
+            iface: None,
             token: TOKEN,
             local: sa(T2, 40002),
         })
@@ -1318,10 +1468,12 @@ mod tests {
             remote: None,
             backup: None,
             flags: None,
+            ifindex: None,
         };
         assert_eq!(
             PathEvent::from_pm(&e),
             Some(PathEvent::SubflowClosed {
+                iface: None,
                 token: 7,
                 local: sa(U, 1)
             })
@@ -1333,6 +1485,7 @@ mod tests {
         assert_eq!(
             PathEvent::from_pm(&est),
             Some(PathEvent::SubflowEstablished {
+                iface: None,
                 token: 7,
                 local: sa(U, 1)
             })
@@ -1435,7 +1588,7 @@ mod tests {
             let observe = |w: &World| Snapshot {
                 conn: ConnSnapshot { token: TOKEN, bytes_acked: Some(w.acked), snd_una: 1 + w.acked },
                 subflows: w.subflows.iter().filter(|s| s.4)
-                    .map(|s| SubflowSnapshot { id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
+                    .map(|s| SubflowSnapshot { iface: None, id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
                     .collect(),
             };
             let s0 = observe(&w);
@@ -1453,7 +1606,7 @@ mod tests {
                         let local = sa(addr, 41000 + k).unwrap();
                         w.subflows.push((local, trusted, 0, 0, true));
                         untrusted_ever |= !trusted;
-                        w.events.push(PathEvent::SubflowEstablished { token: TOKEN, local: Some(local) });
+                        w.events.push(PathEvent::SubflowEstablished { iface: None, token: TOKEN, local: Some(local) });
                     }
                     Step::Send(i, n) => {
                         let i = i % w.subflows.len();
@@ -1474,7 +1627,7 @@ mod tests {
                         let i = i % w.subflows.len();
                         if i > 0 && w.subflows[i].4 {
                             w.subflows[i].4 = false;
-                            w.events.push(PathEvent::SubflowClosed { token: TOKEN, local: Some(w.subflows[i].0) });
+                            w.events.push(PathEvent::SubflowClosed { iface: None, token: TOKEN, local: Some(w.subflows[i].0) });
                         }
                     }
                     Step::Ack(n) => w.acked = (w.acked + n).min(LEN),

@@ -101,6 +101,9 @@ pub struct Gate {
     guard: Duration,
     /// A refusal made the socket's close abortive (`SO_LINGER` 0).
     aborted: bool,
+    /// The interface each trusted-address subflow was found to leave by ([`Gate::leaves_by`]),
+    /// by (local, remote): looked up once per subflow, not at every poll.
+    paths: std::sync::Mutex<std::collections::HashMap<(SocketAddr, SocketAddr), Option<u32>>>,
 }
 
 /// How long a first flight may go unacknowledged before nena closes the untrusted subflows
@@ -142,6 +145,7 @@ impl Gate {
             flight_at: None,
             guard: Duration::ZERO,
             aborted: false,
+            paths: Default::default(),
         };
         let snap = gate.snapshot()?;
         gate.token = snap.conn.token;
@@ -210,7 +214,7 @@ impl Gate {
         Ok(sockopt::subflows(self.fd())?
             .into_iter()
             .map(|s| ClassifiedSubflow {
-                trust: self.machine.trust(s.local),
+                trust: self.trust_of(&s),
                 subflow: s,
             })
             .collect())
@@ -230,8 +234,70 @@ impl Gate {
         }
         let conn = ConnSnapshot::from(&sockopt::info(self.fd())?);
         let infos = sockopt::subflows(self.fd())?;
-        let subflows = infos.iter().map(SubflowSnapshot::from).collect();
+        let subflows = infos
+            .iter()
+            .map(|s| SubflowSnapshot {
+                iface: self.leaves_by(s.local, s.remote),
+                ..SubflowSnapshot::from(s)
+            })
+            .collect();
         Ok((Snapshot { conn, subflows }, infos))
+    }
+
+    /// The trust of a subflow as the kernel lists it: its address and the interface it
+    /// leaves by.
+    fn trust_of(&self, s: &SubflowInfo) -> Trust {
+        self.machine
+            .trust(s.local, self.leaves_by(s.local, s.remote))
+    }
+
+    /// The interface a subflow `local` -> `remote` from a *trusted* address leaves by (the
+    /// trust of other addresses does not depend on it: `None`): the device the socket is
+    /// bound to, else, for a socket bound to none, the route from its address. `None` when
+    /// it cannot be told (a socket gone, or bound to a device that is not the address's
+    /// own): the machine then counts the subflow untrusted.
+    fn leaves_by(&self, local: Option<SocketAddr>, remote: Option<SocketAddr>) -> Option<u32> {
+        let (l, r) = (local?, remote?);
+        if !self.machine.policy().classify(l.ip()).is_trusted() {
+            return None;
+        }
+        let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&known) = paths.get(&(l, r)) {
+            return known;
+        }
+        let found = self.find_path(l, r);
+        // A socket not found yet (or any more) is looked up again next time.
+        if found.is_some() {
+            paths.insert((l, r), found);
+        }
+        found
+    }
+
+    /// [`Gate::leaves_by`]'s lookup, uncached: `sock_diag`'s exact lookup through the
+    /// address's own interface finds the socket if it is bound there or to no device.
+    fn find_path(&self, l: SocketAddr, r: SocketAddr) -> Option<u32> {
+        let own = self.machine.policy().iface(l.ip())?.index;
+        match crate::diag::bound_dev(l, r, own) {
+            Ok(Some(0)) => self.route_of(Some(l), Some(r)),
+            Ok(Some(dev)) => Some(dev),
+            // Not found through its own device: gone (a closed subflow's route is what it
+            // used, unless it was bound elsewhere) or bound to another device.
+            Ok(None) => None,
+            Err(e) => {
+                log::debug!("sock_diag lookup of {l} -> {r}: {e}");
+                None
+            }
+        }
+    }
+
+    /// For a subflow from a trusted address bound to no device: the interface the route
+    /// from its address leads to (see [`Gate::leaves_by`]).
+    fn route_of(&self, local: Option<SocketAddr>, remote: Option<SocketAddr>) -> Option<u32> {
+        let (l, r) = (local?, remote?);
+        if !self.machine.policy().classify(l.ip()).is_trusted() {
+            return None;
+        }
+        crate::route::output_iface(l.ip(), r.ip()).ok().flatten()
     }
 
     /// Feed every queued path-manager event to the machine; a failed read (overrun) is a
@@ -243,7 +309,14 @@ impl Gate {
         let batch: Vec<PathEvent> = match ev.drain() {
             Ok(v) => {
                 self.note_announced(&v);
-                v.iter().filter_map(PathEvent::from_pm).collect()
+                v.iter()
+                    .filter_map(|e| {
+                        // The event names the interface only of a bound subflow; an unbound
+                        // one left where the route from its address leads.
+                        let iface = e.ifindex.or_else(|| self.route_of(e.local, e.remote));
+                        PathEvent::from_pm(e).map(|p| p.with_iface(iface))
+                    })
+                    .collect()
             }
             Err(e) => {
                 log::debug!("mptcp_pm events: {e}");
@@ -347,7 +420,7 @@ impl Gate {
             self.guard = first_flight_guard(
                 infos
                     .iter()
-                    .filter(|s| self.machine.trust(s.local).is_trusted())
+                    .filter(|s| self.trust_of(s).is_trusted())
                     .map(|s| s.rto_us),
             );
         } else {
@@ -375,7 +448,7 @@ impl Gate {
         loop {
             let premature: Vec<SubflowInfo> = sockopt::subflows(self.fd())?
                 .into_iter()
-                .filter(|s| !self.machine.trust(s.local).is_trusted())
+                .filter(|s| !self.trust_of(s).is_trusted())
                 .collect();
             if premature.is_empty() {
                 return Ok(());

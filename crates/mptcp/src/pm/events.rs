@@ -37,6 +37,7 @@ const MPTCP_ATTR_SPORT: u16 = 9;
 const MPTCP_ATTR_DPORT: u16 = 10;
 const MPTCP_ATTR_BACKUP: u16 = 11;
 const MPTCP_ATTR_FLAGS: u16 = 13;
+const MPTCP_ATTR_IF_IDX: u16 = 15;
 
 /// `MPTCP_ATTR_FLAGS` of `MPTCP_EVENT_CREATED`/`ESTABLISHED`: the peer set the C flag of
 /// MP_CAPABLE, it accepts no join to the address and port the connection went to (a server
@@ -54,6 +55,9 @@ pub struct PmEvent {
     pub backup: Option<bool>,
     /// `MPTCP_PM_EV_FLAG_*` (created and established events).
     pub flags: Option<u16>,
+    /// The interface the subflow is bound to (`MPTCP_ATTR_IF_IDX`, sent only when it is
+    /// bound): it leaves by that interface whatever the routes say.
+    pub ifindex: Option<u32>,
 }
 
 /// The body of an event message: its generic-netlink command is the event type.
@@ -81,6 +85,10 @@ impl ParseableParametrized<[u8], GenlHeader> for EventMessage {
                 MPTCP_ATTR_DPORT => dport = u16::from_be_bytes(fixed(v)?),
                 MPTCP_ATTR_BACKUP => ev.backup = Some(fixed::<1>(v)?[0] != 0),
                 MPTCP_ATTR_FLAGS => ev.flags = Some(u16::from_ne_bytes(fixed(v)?)),
+                MPTCP_ATTR_IF_IDX => {
+                    let i = i32::from_ne_bytes(fixed(v)?);
+                    ev.ifindex = u32::try_from(i).ok().filter(|&i| i != 0);
+                }
                 _ => {}
             }
         }

@@ -206,6 +206,7 @@ impl World {
             Act::List { local, trusted } => {
                 if self.kernel.reports_joins && !trusted {
                     self.queued.push(PathEvent::SubflowEstablished {
+                        iface: None,
                         token: TOKEN,
                         local: Some(local),
                     });
@@ -295,6 +296,7 @@ impl World {
                 self.at(
                     at + ev,
                     Act::Event(PathEvent::SubflowEstablished {
+                        iface: None,
                         token: TOKEN,
                         local: Some(local),
                     }),
@@ -331,6 +333,7 @@ impl World {
                 .enumerate()
                 .filter(|(_, s)| s.listed)
                 .map(|(i, s)| SubflowSnapshot {
+                    iface: None,
                     // The kernel's subflow ids (from 1), none before 6.5.
                     id: if self.kernel.no_bytes_acked {
                         0

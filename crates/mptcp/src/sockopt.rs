@@ -55,6 +55,9 @@ pub struct SubflowInfo {
     pub rtt_us: u32,
     /// The subflow's retransmission timeout in microseconds (`tcpi_rto`).
     pub rto_us: u32,
+    /// Bytes in the subflow's write queue not yet transmitted (`tcpi_notsent_bytes`): a
+    /// send the stack could not complete (a local drop, a full queue) leaves them there.
+    pub notsent_bytes: u32,
 }
 
 fn getsockopt_raw(
@@ -206,6 +209,11 @@ fn subflow_from(
         },
         rtt_us: t.tcpi_rtt,
         rto_us: t.tcpi_rto,
+        notsent_bytes: if tlen >= std::mem::offset_of!(TcpInfo, tcpi_notsent_bytes) + 4 {
+            t.tcpi_notsent_bytes
+        } else {
+            0
+        },
     }
 }
 

@@ -99,6 +99,10 @@ fn transfers(lab: &Lab, rounds: usize) -> Outcome {
     }
     cu.stop().unwrap();
     ct.stop().unwrap();
+    if std::env::var_os("NENA_TEST_DEBUG").is_some() {
+        let by_trust: Vec<(u64, u64)> = reports.iter().map(bytes_by_trust).collect();
+        eprintln!("DEBUG bytes (trusted, untrusted) per connection: {by_trust:?}");
+    }
     Outcome {
         reports,
         untrusted_view: eavesdrop(&cap_u, &known),
@@ -287,21 +291,22 @@ fn first_flight_lost(pm: PmMode, announce: bool) {
     }
 }
 
-/// One send and one get whose first data-bearing packets to the server's port leaving by
-/// `trusted` are dropped, until 600 bytes of them were: the first connection's hello and
-/// its first retransmissions (the quota is one for the whole rule), as a lossy start would.
-/// Checks that something was dropped and that the hello stayed on the trusted link.
+/// One send and one get whose first data-bearing packets from the trusted address to the
+/// server's port are lost on the trusted link (the router drops them, until 600 bytes of
+/// them were: the first connection's hello and its first retransmissions; the quota is one
+/// for the whole rule), as a lossy start would. Checks that something was dropped and that
+/// the hello stayed on the trusted link.
 fn lossy_start(lab: &Lab) -> Outcome {
     sh(
         lab,
-        Host::Client,
+        Host::Router,
         "nft add table inet nena_loss && \
-         nft add chain inet nena_loss out '{ type filter hook output priority 0; }' && \
-         nft add rule inet nena_loss out oifname trusted tcp dport 7000 ip length '>' 120 \
+         nft add chain inet nena_loss lossy '{ type filter hook forward priority 0; }' && \
+         nft add rule inet nena_loss lossy ip saddr 198.18.1.2 tcp dport 7000 ip length '>' 120 \
          quota until 600 bytes counter drop",
     );
     let o = transfers(lab, 1);
-    let rules = sh(lab, Host::Client, "nft list table inet nena_loss");
+    let rules = sh(lab, Host::Router, "nft list table inet nena_loss");
     let dropped: u64 = rules
         .split("packets ")
         .nth(1)

@@ -583,6 +583,17 @@ impl GateMachine {
         }
     }
 
+    /// An untrusted subflow's establishment was reported during the first flight and it
+    /// has not been withdrawn.
+    pub fn joined_untrusted(&self) -> bool {
+        match &self.phase {
+            Phase::FirstFlight { established, .. } => {
+                established.iter().any(|l| !self.is_withdrawn(*l))
+            }
+            _ => false,
+        }
+    }
+
     /// The caller could not close a subflow [`withdraw_untrusted`](Self::withdraw_untrusted)
     /// answered: the connection is refused (the caller resets it).
     pub fn refuse_unwithdrawable(
@@ -867,10 +878,7 @@ mod tests {
         // the server's ADD_ADDR) is a subflow on an untrusted path before the first flight.
         let mut m = fresh();
         let first = on(sf(T, 40000, 0, 0), Some(5));
-        assert_eq!(
-            m.connected(&snap(0, vec![first])),
-            Ok(Verdict::Proceed)
-        );
+        assert_eq!(m.connected(&snap(0, vec![first])), Ok(Verdict::Proceed));
         let s = snap(0, vec![first, on(sf(T, 40001, 0, 0), Some(6))]);
         assert_eq!(
             m.before_first_flight(&s),

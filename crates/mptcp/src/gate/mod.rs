@@ -499,18 +499,45 @@ impl Gate {
     /// One step of the wait: read, feed, decide. True once the first flight is acked and
     /// checked. Keeps the event subscription (a waiting driver may be watching its socket).
     fn poll_step(&mut self, len: u64) -> Result<bool, MptcpError> {
-        let snap = if self.machine.stage() == Stage::FirstFlight {
+        if self.machine.stage() == Stage::FirstFlight {
             let (snap, infos) = self.read()?;
             // Events after the snapshot: a subflow closed before it was read is reported.
             self.feed_events()?;
-            if self.flight_at.is_some_and(|t| t.elapsed() >= self.guard) {
+            let verdict = self
+                .machine
+                .poll_first_flight(len, &snap)
+                .inspect_err(|r| {
+                    let after = self.flight_at.map(|t| t.elapsed());
+                    log::debug!(
+                        "refused {after:?} after the first flight was written: {r}; {snap:?}"
+                    );
+                })?;
+            if verdict == Verdict::Proceed {
+                return Ok(true);
+            }
+            // Not acked yet. The kernel sends what it has not had acknowledged on a subflow
+            // that has just joined (seen in the lab within half a millisecond of the join),
+            // and part of it still unsent on a trusted subflow (a local drop, a full queue)
+            // goes to the next subflow it can use at once; sent and lost, it moves when the
+            // kernel retransmits it, after an RTO. An untrusted join is reported established
+            // on its SYN-ACK, a round trip of its own path before it may carry data (the
+            // fourth ACK): closing it then is in time.
+            const TCP_ESTABLISHED: u8 = 1;
+            let joined = infos
+                .iter()
+                .any(|i| i.state == TCP_ESTABLISHED && !self.trust_of(i).is_trusted())
+                || self.machine.joined_untrusted();
+            let stuck = infos
+                .iter()
+                .any(|i| i.notsent_bytes > 0 && self.trust_of(i).is_trusted());
+            let late = self.flight_at.is_some_and(|t| t.elapsed() >= self.guard);
+            if joined || stuck || late {
                 self.withdraw_untrusted(&snap, &infos)?;
             }
-            snap
+            Ok(false)
         } else {
-            Snapshot::default()
-        };
-        Ok(self.machine.poll_first_flight(len, &snap)? == Verdict::Proceed)
+            Ok(self.machine.poll_first_flight(len, &Snapshot::default())? == Verdict::Proceed)
+        }
     }
 
     /// The first flight is still unacknowledged after [`first_flight_guard`]: close every
@@ -537,7 +564,7 @@ impl Gate {
                 Ok(_) => log::info!(
                     "the first flight was not acknowledged within {waited} ms: closed the \
                      subflow {local} -> {remote} on an untrusted path before the kernel could \
-                     retransmit the first flight on it; the in-kernel path manager does not \
+                     send the first flight again on it; the in-kernel path manager does not \
                      reopen it, so this connection stays on its trusted path"
                 ),
                 Err(e) => {

@@ -411,6 +411,64 @@ pub fn other_family_target(
     })
 }
 
+/// The warning the in-kernel path manager's release gives when it will open no subflow of
+/// the connection's family (`same_endpoints`: its `subflow` endpoints of that family; none),
+/// naming the real cause: no endpoint at all, or, when the policy (`other_sources`) or the
+/// endpoints (`other_endpoints`) have paths of the other family, that the server announced
+/// no address of that family, or that the kernel joined the one it announced before the
+/// first flight (nena closes such subflows; the kernel does not join again). `None` when
+/// there is nothing to warn of (an endpoint of the connection's family, or a subflow of the
+/// other family open: `other_subflow`). Pure.
+pub fn kernel_pm_family_note(
+    remote: std::net::SocketAddr,
+    same_endpoints: &[IpAddr],
+    other_endpoints: &[IpAddr],
+    other_sources: &[IpAddr],
+    announced: &[std::net::SocketAddr],
+    other_subflow: bool,
+) -> Option<String> {
+    if !same_endpoints.is_empty() || other_subflow {
+        return None;
+    }
+    let mut paths: Vec<IpAddr> = Vec::new();
+    for a in other_endpoints.iter().chain(other_sources) {
+        let a = canonical(*a);
+        if !is_link_local(a) && !paths.contains(&a) {
+            paths.push(a);
+        }
+    }
+    if paths.is_empty() {
+        return Some(
+            "the in-kernel path manager has no `subflow` endpoint: the connection stays on one \
+             path (add one with `ip mptcp endpoint add ADDR dev IFACE subflow`)"
+                .to_string(),
+        );
+    }
+    let v4 = !is_ipv4(remote.ip());
+    let (fam, conn_fam) = (family_name(v4), family_name(!v4));
+    let list = paths
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(match other_family_target(announced, v4, remote.port()) {
+        None => format!(
+            "the server announced no {fam} address, so the {fam} path(s) {list} cannot join this \
+             {conn_fam} connection to {remote} (a subflow of another family than the \
+             connection's can only go to an address the server announces: a `signal` endpoint \
+             of that family on the server); the connection stays on its {conn_fam} path(s)"
+        ),
+        Some(t) => format!(
+            "the server announced {t}, but the in-kernel path manager joins it only when the \
+             announcement arrives, which was before the first flight: nena closed that subflow \
+             (nothing leaves by an untrusted link before the first flight is acknowledged) and \
+             the kernel does not join again, so the {fam} path(s) {list} carry nothing on this \
+             connection (the userspace path manager, net.mptcp.path_manager=userspace, joins \
+             it after the first flight)"
+        ),
+    })
+}
+
 /// `addr` as an address of an IPv6 socket: IPv4 addresses become IPv4-mapped IPv6 ones.
 pub fn to_ipv6_socket_addr(addr: std::net::SocketAddr) -> std::net::SocketAddr {
     match addr {
@@ -630,6 +688,52 @@ mod tests {
             "[2001:2:0:3::2]:80".parse().unwrap()
         );
         assert_eq!((family_name(true), family_name(false)), ("IPv4", "IPv6"));
+    }
+
+    #[test]
+    fn the_kernel_pm_note_names_the_real_cause() {
+        let r6: std::net::SocketAddr = "[2001:2:0:3::2]:4433".parse().unwrap();
+        let u4: IpAddr = "198.18.2.2".parse().unwrap();
+        let u6: IpAddr = "2001:2:0:2::2".parse().unwrap();
+        // an endpoint of the connection's family: nothing to say
+        assert_eq!(
+            kernel_pm_family_note(r6, &[u6], &[u4], &[u4], &[], false),
+            None
+        );
+        // nothing of either family: the endpoint is missing
+        let n = kernel_pm_family_note(r6, &[], &[], &[], &[], false).unwrap();
+        assert!(n.contains("has no `subflow` endpoint"), "{n}");
+        // an IPv4 endpoint on an IPv6 connection, the server announced no IPv4 address
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &[], false).unwrap();
+        assert!(
+            n.starts_with("the server announced no IPv4 address, so the IPv4 path(s) 198.18.2.2 cannot join this IPv6 connection"),
+            "{n}"
+        );
+        assert!(
+            !n.contains("no `subflow` endpoint") && !n.contains('\n'),
+            "{n}"
+        );
+        // an announced IPv6 address does not help an IPv4 path
+        let ann6: Vec<std::net::SocketAddr> = vec!["[2001:2:0:3::3]:0".parse().unwrap()];
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[], &ann6, false).unwrap();
+        assert!(n.starts_with("the server announced no IPv4 address"), "{n}");
+        // announced, and no IPv4 subflow at the release: closed before the first flight
+        let ann4: Vec<std::net::SocketAddr> = vec!["198.18.3.2:0".parse().unwrap()];
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, false).unwrap();
+        assert!(
+            n.starts_with("the server announced 198.18.3.2:4433, but")
+                && n.contains("198.18.2.2 carry nothing"),
+            "{n}"
+        );
+        // the subflow of the other family is there: nothing to say
+        assert_eq!(
+            kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, true),
+            None
+        );
+        // the reverse: an IPv6 path on an IPv4 connection
+        let r4: std::net::SocketAddr = "198.18.3.2:4433".parse().unwrap();
+        let n = kernel_pm_family_note(r4, &[], &[], &[u6], &[], false).unwrap();
+        assert!(n.starts_with("the server announced no IPv6 address, so the IPv6 path(s) 2001:2:0:2::2 cannot join this IPv4 connection"), "{n}");
     }
 
     #[test]

@@ -74,9 +74,16 @@ fn mptcp_socket(domain: Domain, congestion: Option<&str>) -> Result<Socket, Mptc
 /// A listening MPTCP socket (`IPPROTO_MPTCP`, `SO_REUSEADDR`, backlog 1024) whose accepted
 /// connections use congestion control `congestion` (`None`: the namespace's default).
 /// Plain-TCP clients are still accepted (as fallback connections): check them with
-/// [`check_fallback`](crate::check_fallback).
+/// [`check_fallback`](crate::check_fallback). On `[::]` it is dual stack whatever
+/// `net.ipv6.bindv6only` says (`IPV6_V6ONLY` off): it takes connections and joins of both
+/// families, so a client's subflow of the other family can join an address it announces.
 pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> io::Result<TcpListener> {
     let s = mptcp_socket(Domain::for_address(addr), congestion).map_err(io::Error::from)?;
+    if let SocketAddr::V6(v6) = addr {
+        if v6.ip().is_unspecified() {
+            s.set_only_v6(false)?;
+        }
+    }
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(addr))?;
     s.listen(1024)?;

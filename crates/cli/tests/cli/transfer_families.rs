@@ -246,6 +246,28 @@ fn no_address_of_the_untrusted_family_announced_is_said_kernel_pm() {
     nothing_announced(PmMode::Kernel);
 }
 
+/// The untrusted link's family has no route to the address the server announced (the
+/// client's IPv4 default routes removed): the file arrives over the trusted link and the
+/// log names the missing route.
+#[test]
+fn no_route_in_the_untrusted_family_is_said() {
+    let lab = family_lab(PmMode::Userspace, Family::Ipv6, Family::Ipv4);
+    server_announces(&lab, "198.18.3.2");
+    sh(
+        &lab,
+        Host::Client,
+        "set -e; ip -4 route del default; ip -4 route flush table 102",
+    );
+    let dir = TempDir::new("fam-noroute");
+    let _s = serve(&lab, 7500, dir.path(), &[]);
+    let log = send_logged(&lab, 7500, &dir);
+    no_endpoint_warning(&log);
+    assert!(
+        log.contains("no IPv4 route to 198.18.3.2:7500 (the address the server announced) through `untrusted` (198.18.2.2), so that path cannot join"),
+        "{log}"
+    );
+}
+
 /// A link-local address named as a path is refused before anything is sent, with one line.
 #[test]
 fn a_link_local_address_is_refused_as_a_path() {

@@ -720,7 +720,23 @@ impl Gate {
                     }
                     let pm = self.pm_sock.as_mut().expect("opened above");
                     for addr in cross {
-                        let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
+                        let iface = self.machine.policy().iface(addr).cloned();
+                        let ifindex = iface.as_ref().map(|i| i.index);
+                        // A family the path has no route in: say so rather than pass on
+                        // the kernel's errno (the route lookup, as for the handshake).
+                        if let Some(i) = &iface {
+                            if let Ok(None) = crate::route::lookup(t.ip(), Some(i.index)) {
+                                let why = format!(
+                                    "no {fam} route to {t} (the address the server announced) \
+                                     through {i} ({addr}), so that path cannot join: add one, \
+                                     e.g. a default route on `{}`",
+                                    i.name
+                                );
+                                log::warn!("{why}");
+                                report.failed.push((addr, why));
+                                continue;
+                            }
+                        }
                         match pm.subflow_create(snap.conn.token, addr, ifindex, t) {
                             Ok(()) => report.created.push(addr),
                             Err(e) => {

@@ -4,7 +4,7 @@
 //! the address the server announces in the other family (`signal` endpoint). With both path
 //! managers, files sent and fetched with both client links captured: no byte of a nena hello,
 //! no MPTCP key and no plaintext run on the untrusted link, files byte-exact, the untrusted
-//! link carrying data (where the path manager can put it there), no subflow from a
+//! link carrying data (the in-kernel PM: on links with a round trip), no subflow from a
 //! link-local address (fe80::/10), and, where a family cannot join, a message that names
 //! the cause. Per-subflow figures read through sock_diag cover IPv6 and IPv4-mapped
 //! subflows. Each test builds its own lab, torn down on drop (also on failure).
@@ -13,7 +13,7 @@ use crate::harness::*;
 use crate::transfer_real_hosts::{
     assert_untrusted_carried, check_trusted_first, transfers, untrusted_bytes, Outcome,
 };
-use nena_lab::{Family, Host, Lab, LabConfig, LabGuard, PmMode, Rate};
+use nena_lab::{Family, Host, Lab, LabConfig, LabGuard, Link, PmMode, Rate};
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
@@ -217,6 +217,45 @@ fn ipv4_trusted_ipv6_untrusted_kernel_pm() {
         "198.18.1.2",
         "2001:2:0:2::2",
     );
+}
+
+/// The same labs with a real round trip (10 ms each way on both client links, the relay):
+/// the server's ADD_ADDR reaches the client after its first flight is written, so the
+/// in-kernel PM's subflow of the other family opens during the first flight and, once that
+/// is acknowledged, carries data; the hello never crosses the untrusted link.
+fn mixed_kernel_pm_with_a_round_trip(trusted: Family, untrusted: Family, announce: &str) {
+    let lab = lab_with(|c| {
+        (c.trusted_family, c.untrusted_family) =
+            LabConfig::families(true, Some(trusted), Some(untrusted)).unwrap();
+        c.pm = PmMode::Kernel;
+        c.relay_exe = Some(NENA.into());
+        c.offload = false;
+        c.trusted_rate = Some(Rate::mbit(50));
+        c.untrusted_rate = Some(Rate::mbit(50));
+        for link in [Link::Trusted, Link::Untrusted] {
+            c.set_link_emulation(
+                link,
+                Some(nena_lab::LinkEmulation::both(nena_lab::Emulation {
+                    delay: Duration::from_millis(10),
+                    ..nena_lab::Emulation::default()
+                })),
+            );
+        }
+    });
+    server_announces(&lab, announce);
+    let o = transfers(&lab, 2);
+    check_trusted_first(&o);
+    assert_untrusted_carried(&o);
+}
+
+#[test]
+fn ipv6_trusted_ipv4_untrusted_kernel_pm_with_a_round_trip() {
+    mixed_kernel_pm_with_a_round_trip(Family::Ipv6, Family::Ipv4, "198.18.3.2");
+}
+
+#[test]
+fn ipv4_trusted_ipv6_untrusted_kernel_pm_with_a_round_trip() {
+    mixed_kernel_pm_with_a_round_trip(Family::Ipv4, Family::Ipv6, "2001:2:0:3::2");
 }
 
 /// A server that announces no address of the untrusted link's family: the connection

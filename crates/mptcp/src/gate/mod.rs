@@ -706,6 +706,17 @@ impl Gate {
             }
         }
         if !cross.is_empty() {
+            // Said out loud only when it costs the connection its untrusted path: a dual-stack
+            // host whose untrusted link has the server's family too loses nothing.
+            let policy = self.machine.policy();
+            let untrusted = |a: &IpAddr| !policy.classify(*a).is_trusted();
+            let matters = cross.iter().any(untrusted)
+                && !report.created.iter().chain(&report.awaiting).any(untrusted);
+            let level = if matters {
+                log::Level::Info
+            } else {
+                log::Level::Debug
+            };
             let fam = crate::path::family_name(cross_v4);
             let list = cross
                 .iter()
@@ -747,7 +758,8 @@ impl Gate {
                     }
                 }
                 (None, Some(_)) => {
-                    log::info!(
+                    log::log!(
+                        level,
                         "the server has announced no {fam} address yet, so the {fam} path(s) \
                          {list} cannot join this connection to {} now: they join when it \
                          announces one",
@@ -763,7 +775,8 @@ impl Gate {
                          `signal` endpoint of that family on the server)",
                         self.remote()
                     );
-                    log::warn!("{why}");
+                    let level = if matters { log::Level::Warn } else { level };
+                    log::log!(level, "{why}");
                     report
                         .failed
                         .extend(cross.into_iter().map(|a| (a, why.clone())));

@@ -46,14 +46,36 @@ fn request(family: u8, states: StateFlags, socket_id: SocketId) -> SockDiagMessa
     })
 }
 
-/// The kernel's identity (interface and cookie included) of the TCP socket `local` ->
-/// `remote` in this network namespace, if there is one.
-fn find(sock: &mut Socket, local: SocketAddr, remote: SocketAddr) -> io::Result<Option<SocketId>> {
-    let family = if canon(remote.ip()).is_ipv4() {
-        AF_INET
+/// The socket families a TCP socket to `remote` may have: an IPv4 remote is reached by an
+/// IPv4 socket, or by an IPv6 one at its IPv4-mapped address (the initial subflow of a
+/// dual-stack MPTCP socket); an IPv6 remote only by an IPv6 socket.
+pub fn families_for(remote: IpAddr) -> &'static [u8] {
+    if canon(remote).is_ipv4() {
+        &[AF_INET, AF_INET6]
     } else {
-        AF_INET6
-    };
+        &[AF_INET6]
+    }
+}
+
+/// The kernel's identity (interface and cookie included) of the TCP socket `local` ->
+/// `remote` in this network namespace, if there is one, whatever its family
+/// ([`families_for`]; addresses compared IPv4-mapped or not).
+fn find(sock: &mut Socket, local: SocketAddr, remote: SocketAddr) -> io::Result<Option<SocketId>> {
+    for &family in families_for(remote.ip()) {
+        if let Some(id) = find_in(sock, family, local, remote)? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// [`find`] in the sockets of one family.
+fn find_in(
+    sock: &mut Socket,
+    family: u8,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> io::Result<Option<SocketId>> {
     let mut hdr = NetlinkHeader::default();
     hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
     hdr.sequence_number = 1;
@@ -152,12 +174,34 @@ pub fn destroy(local: SocketAddr, remote: SocketAddr) -> io::Result<bool> {
 /// lookup through `dif` finds none (gone, or bound to another device: the kernel's lookup
 /// matches a bound socket only through its own device).
 pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<Option<u32>> {
+    // An IPv4 subflow may be an IPv4 socket or, the initial subflow of a dual-stack MPTCP
+    // socket, an IPv6 one with IPv4-mapped addresses: asked in both families.
+    for &family in families_for(remote.ip()) {
+        if let Some(i) = bound_dev_in(family, local, remote, dif)? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
+/// [`bound_dev`] among the sockets of one family.
+fn bound_dev_in(
+    family: u8,
+    local: SocketAddr,
+    remote: SocketAddr,
+    dif: u32,
+) -> io::Result<Option<u32>> {
     let sock = open()?;
-    let (l, r) = (canon(local.ip()), canon(remote.ip()));
-    let family = if r.is_ipv4() { AF_INET } else { AF_INET6 };
+    let (mut l, mut r) = (canon(local.ip()), canon(remote.ip()));
     let mut id = if family == AF_INET {
         SocketId::new_v4()
     } else {
+        // IPv4 addresses of an IPv6 socket are IPv4-mapped
+        let mapped = |a: IpAddr| match a {
+            IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
+            v6 => v6,
+        };
+        (l, r) = (mapped(l), mapped(r));
         SocketId::new_v6()
     };
     id.source_address = l;
@@ -189,5 +233,57 @@ pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<
             None => Ok(None),
         },
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn an_ipv4_remote_is_looked_for_in_both_families() {
+        assert_eq!(
+            families_for("198.18.3.2".parse().unwrap()),
+            &[AF_INET, AF_INET6]
+        );
+        assert_eq!(
+            families_for("::ffff:198.18.3.2".parse().unwrap()),
+            &[AF_INET, AF_INET6]
+        );
+        assert_eq!(families_for("2001:2:0:3::2".parse().unwrap()), &[AF_INET6]);
+    }
+
+    /// The IPv4 connection of an IPv6 socket (IPv4-mapped addresses), named by its IPv4
+    /// addresses, is found (its device) and aborted (as root: SOCK_DESTROY needs
+    /// CAP_NET_ADMIN).
+    #[test]
+    fn a_mapped_connection_is_destroyed_by_its_ipv4_addresses() {
+        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
+            eprintln!("no IPv6 here: nothing to check");
+            return;
+        };
+        let port = l.local_addr().unwrap().port();
+        let c = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
+        c.set_only_v6(false).unwrap();
+        let to: SocketAddr = format!("[::ffff:127.0.0.1]:{port}").parse().unwrap();
+        c.connect(&to.into()).unwrap();
+        let mut c: std::net::TcpStream = c.into();
+        let (_s, _) = l.accept().unwrap();
+        let local = c.local_addr().unwrap();
+        assert!(local.is_ipv6(), "{local}");
+        let v4 = |a: SocketAddr| SocketAddr::new(canon(a.ip()), a.port());
+        // bound to no device: found through none, by its IPv4 addresses
+        assert_eq!(bound_dev(v4(local), v4(to), 0).unwrap(), Some(0));
+        match destroy(v4(local), v4(to)) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                eprintln!("not root: SOCK_DESTROY refused, nothing more to check");
+            }
+            r => {
+                assert!(r.unwrap(), "the mapped socket was found");
+                let mut b = [0u8; 1];
+                assert!(c.read(&mut b).is_err(), "the client socket was aborted");
+            }
+        }
     }
 }

@@ -46,14 +46,16 @@ fn request(family: u8, states: StateFlags, socket_id: SocketId) -> SockDiagMessa
     })
 }
 
-/// The socket families a TCP socket to `remote` may have: an IPv4 remote is reached by an
-/// IPv4 socket, or by an IPv6 one at its IPv4-mapped address (the initial subflow of a
-/// dual-stack MPTCP socket); an IPv6 remote only by an IPv6 socket.
+/// The socket families to look for a TCP socket to `remote` in, as `remote` is spelt: an
+/// IPv4 address among IPv4 sockets (as before: nothing more is asked about an IPv4-only
+/// host's subflows); an IPv4-mapped IPv6 address, as `MPTCP_FULL_INFO` spells the initial
+/// subflow of a dual-stack MPTCP socket, among IPv6 sockets first, then IPv4 ones; any
+/// other IPv6 address among IPv6 sockets.
 pub fn families_for(remote: IpAddr) -> &'static [u8] {
-    if canon(remote).is_ipv4() {
-        &[AF_INET, AF_INET6]
-    } else {
-        &[AF_INET6]
+    match remote {
+        IpAddr::V4(_) => &[AF_INET],
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => &[AF_INET6, AF_INET],
+        IpAddr::V6(_) => &[AF_INET6],
     }
 }
 
@@ -174,8 +176,9 @@ pub fn destroy(local: SocketAddr, remote: SocketAddr) -> io::Result<bool> {
 /// lookup through `dif` finds none (gone, or bound to another device: the kernel's lookup
 /// matches a bound socket only through its own device).
 pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<Option<u32>> {
-    // An IPv4 subflow may be an IPv4 socket or, the initial subflow of a dual-stack MPTCP
-    // socket, an IPv6 one with IPv4-mapped addresses: asked in both families.
+    // The initial subflow of a dual-stack MPTCP socket reaching an IPv4 server is an IPv6
+    // socket with IPv4-mapped addresses (so MPTCP_FULL_INFO spells them): asked among IPv6
+    // sockets, then IPv4 ones; plain IPv4 addresses among IPv4 sockets only.
     for &family in families_for(remote.ip()) {
         if let Some(i) = bound_dev_in(family, local, remote, dif)? {
             return Ok(Some(i));
@@ -242,21 +245,18 @@ mod tests {
     use std::io::Read;
 
     #[test]
-    fn an_ipv4_remote_is_looked_for_in_both_families() {
-        assert_eq!(
-            families_for("198.18.3.2".parse().unwrap()),
-            &[AF_INET, AF_INET6]
-        );
+    fn a_mapped_remote_is_looked_for_in_both_families() {
+        assert_eq!(families_for("198.18.3.2".parse().unwrap()), &[AF_INET]);
         assert_eq!(
             families_for("::ffff:198.18.3.2".parse().unwrap()),
-            &[AF_INET, AF_INET6]
+            &[AF_INET6, AF_INET]
         );
         assert_eq!(families_for("2001:2:0:3::2".parse().unwrap()), &[AF_INET6]);
     }
 
-    /// The IPv4 connection of an IPv6 socket (IPv4-mapped addresses), named by its IPv4
-    /// addresses, is found (its device) and aborted (as root: SOCK_DESTROY needs
-    /// CAP_NET_ADMIN).
+    /// The IPv4 connection of an IPv6 socket, named by its IPv4-mapped addresses as
+    /// `MPTCP_FULL_INFO` lists them, is found (its device) and aborted (as root:
+    /// SOCK_DESTROY needs CAP_NET_ADMIN).
     #[test]
     fn a_mapped_connection_is_destroyed_by_its_ipv4_addresses() {
         let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
@@ -271,11 +271,13 @@ mod tests {
         let mut c: std::net::TcpStream = c.into();
         let (_s, _) = l.accept().unwrap();
         let local = c.local_addr().unwrap();
-        assert!(local.is_ipv6(), "{local}");
-        let v4 = |a: SocketAddr| SocketAddr::new(canon(a.ip()), a.port());
-        // bound to no device: found through none, by its IPv4 addresses
-        assert_eq!(bound_dev(v4(local), v4(to), 0).unwrap(), Some(0));
-        match destroy(v4(local), v4(to)) {
+        assert!(
+            matches!(local.ip(), IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some()),
+            "{local}"
+        );
+        // bound to no device: found through none
+        assert_eq!(bound_dev(local, to, 0).unwrap(), Some(0));
+        match destroy(local, to) {
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 eprintln!("not root: SOCK_DESTROY refused, nothing more to check");
             }

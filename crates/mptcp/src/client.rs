@@ -74,9 +74,16 @@ fn mptcp_socket(domain: Domain, congestion: Option<&str>) -> Result<Socket, Mptc
 /// A listening MPTCP socket (`IPPROTO_MPTCP`, `SO_REUSEADDR`, backlog 1024) whose accepted
 /// connections use congestion control `congestion` (`None`: the namespace's default).
 /// Plain-TCP clients are still accepted (as fallback connections): check them with
-/// [`check_fallback`](crate::check_fallback).
+/// [`check_fallback`](crate::check_fallback). On `[::]` it is dual stack whatever
+/// `net.ipv6.bindv6only` says (`IPV6_V6ONLY` off): it takes connections and joins of both
+/// families, so a client's subflow of the other family can join an address it announces.
 pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> io::Result<TcpListener> {
     let s = mptcp_socket(Domain::for_address(addr), congestion).map_err(io::Error::from)?;
+    if let SocketAddr::V6(v6) = addr {
+        if v6.ip().is_unspecified() {
+            s.set_only_v6(false)?;
+        }
+    }
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(addr))?;
     s.listen(1024)?;
@@ -131,6 +138,8 @@ pub struct Client {
 /// Everything of a connection but its socket, between [`prepare`] and connect().
 pub(crate) struct Pending {
     remote: SocketAddr,
+    /// What connect() is given: `remote`, or its IPv4-mapped form on a dual-stack socket.
+    dial: SocketAddr,
     /// The trusted interface the initial subflow is bound to.
     iface: LocalIface,
     policy: ResolvedPolicy,
@@ -191,7 +200,29 @@ pub(crate) fn prepare(
             None
         }
     };
-    let sock = mptcp_socket(Domain::for_address(remote), opts.congestion.as_deref())?;
+    // A socket of the remote's family, except that subflows of both families need an IPv6
+    // socket that is not IPV6_V6ONLY (the kernel's mptcp_pm_addr_families_match): an IPv6
+    // connection always gets one (so an IPv4 path can join an address the server announces),
+    // and an IPv4 one does when the policy has IPv6 paths (it then goes to the remote's
+    // IPv4-mapped address, and still leaves from the trusted IPv4 address).
+    let dual = policy.needs_ipv6_socket(remote.ip());
+    let domain = if dual { Domain::IPV6 } else { Domain::IPV4 };
+    let sock = mptcp_socket(domain, opts.congestion.as_deref())?;
+    if dual {
+        sock.set_only_v6(false).map_err(|e| {
+            MptcpError::Io(io::Error::new(
+                e.kind(),
+                format!("an IPv6 socket that also carries IPv4 subflows (IPV6_V6ONLY off): {e}"),
+            ))
+        })?;
+    }
+    let on_socket = |a: SocketAddr| {
+        if dual {
+            crate::path::to_ipv6_socket_addr(a)
+        } else {
+            a
+        }
+    };
     // SO_BINDTODEVICE on the MPTCP socket binds its initial subflow (and the MPTCP socket)
     // to the device; an unprivileged process may do it on a socket not bound yet (Linux 5.7).
     sock.bind_device(Some(iface.name.as_bytes())).map_err(|e| {
@@ -199,12 +230,13 @@ pub(crate) fn prepare(
             "cannot bind the connection to the trusted interface {iface}: {e}"
         ))
     })?;
-    sock.bind(&SockAddr::from(SocketAddr::new(source, 0)))
+    sock.bind(&SockAddr::from(on_socket(SocketAddr::new(source, 0))))
         .map_err(|e| MptcpError::Policy(format!("cannot bind to trusted address {source}: {e}")))?;
     Ok((
         sock,
         Pending {
             remote,
+            dial: on_socket(remote),
             iface,
             policy,
             pm,
@@ -216,6 +248,11 @@ pub(crate) fn prepare(
 }
 
 impl Pending {
+    /// The address connect() is given (the remote, IPv4-mapped on a dual-stack socket).
+    pub(crate) fn dial(&self) -> SocketAddr {
+        self.dial
+    }
+
     /// After connect(): refuse a fallback unless allowed, and build the gate, which checks
     /// that the initial subflow left from a trusted address (we bound it; this checks what
     /// the kernel reports).
@@ -270,7 +307,7 @@ pub fn connect(remote: SocketAddr, opts: &ConnectOptions) -> Result<Client, Mptc
             std::thread::sleep(TrustedWait::POLL);
             continue;
         };
-        match sock.connect_timeout(&SockAddr::from(remote), opts.timeout) {
+        match sock.connect_timeout(&SockAddr::from(pending.dial()), opts.timeout) {
             Ok(()) => break (sock, pending),
             Err(e) if wait.retry_connect(&e) => std::thread::sleep(TrustedWait::POLL),
             Err(e) => return Err(MptcpError::Connect { remote, source: e }),

@@ -46,14 +46,38 @@ fn request(family: u8, states: StateFlags, socket_id: SocketId) -> SockDiagMessa
     })
 }
 
+/// The socket families to look for a TCP socket to `remote` in, as `remote` is spelt: an
+/// IPv4 address among IPv4 sockets (as before: nothing more is asked about an IPv4-only
+/// host's subflows); an IPv4-mapped IPv6 address, as `MPTCP_FULL_INFO` spells the initial
+/// subflow of a dual-stack MPTCP socket, among IPv6 sockets first, then IPv4 ones; any
+/// other IPv6 address among IPv6 sockets.
+pub fn families_for(remote: IpAddr) -> &'static [u8] {
+    match remote {
+        IpAddr::V4(_) => &[AF_INET],
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => &[AF_INET6, AF_INET],
+        IpAddr::V6(_) => &[AF_INET6],
+    }
+}
+
 /// The kernel's identity (interface and cookie included) of the TCP socket `local` ->
-/// `remote` in this network namespace, if there is one.
+/// `remote` in this network namespace, if there is one, whatever its family
+/// ([`families_for`]; addresses compared IPv4-mapped or not).
 fn find(sock: &mut Socket, local: SocketAddr, remote: SocketAddr) -> io::Result<Option<SocketId>> {
-    let family = if canon(remote.ip()).is_ipv4() {
-        AF_INET
-    } else {
-        AF_INET6
-    };
+    for &family in families_for(remote.ip()) {
+        if let Some(id) = find_in(sock, family, local, remote)? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// [`find`] in the sockets of one family.
+fn find_in(
+    sock: &mut Socket,
+    family: u8,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> io::Result<Option<SocketId>> {
     let mut hdr = NetlinkHeader::default();
     hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
     hdr.sequence_number = 1;
@@ -152,12 +176,35 @@ pub fn destroy(local: SocketAddr, remote: SocketAddr) -> io::Result<bool> {
 /// lookup through `dif` finds none (gone, or bound to another device: the kernel's lookup
 /// matches a bound socket only through its own device).
 pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<Option<u32>> {
+    // The initial subflow of a dual-stack MPTCP socket reaching an IPv4 server is an IPv6
+    // socket with IPv4-mapped addresses (so MPTCP_FULL_INFO spells them): asked among IPv6
+    // sockets, then IPv4 ones; plain IPv4 addresses among IPv4 sockets only.
+    for &family in families_for(remote.ip()) {
+        if let Some(i) = bound_dev_in(family, local, remote, dif)? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
+/// [`bound_dev`] among the sockets of one family.
+fn bound_dev_in(
+    family: u8,
+    local: SocketAddr,
+    remote: SocketAddr,
+    dif: u32,
+) -> io::Result<Option<u32>> {
     let sock = open()?;
-    let (l, r) = (canon(local.ip()), canon(remote.ip()));
-    let family = if r.is_ipv4() { AF_INET } else { AF_INET6 };
+    let (mut l, mut r) = (canon(local.ip()), canon(remote.ip()));
     let mut id = if family == AF_INET {
         SocketId::new_v4()
     } else {
+        // IPv4 addresses of an IPv6 socket are IPv4-mapped
+        let mapped = |a: IpAddr| match a {
+            IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
+            v6 => v6,
+        };
+        (l, r) = (mapped(l), mapped(r));
         SocketId::new_v6()
     };
     id.source_address = l;
@@ -189,5 +236,56 @@ pub fn bound_dev(local: SocketAddr, remote: SocketAddr, dif: u32) -> io::Result<
             None => Ok(None),
         },
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_mapped_remote_is_looked_for_in_both_families() {
+        assert_eq!(families_for("198.18.3.2".parse().unwrap()), &[AF_INET]);
+        assert_eq!(
+            families_for("::ffff:198.18.3.2".parse().unwrap()),
+            &[AF_INET6, AF_INET]
+        );
+        assert_eq!(families_for("2001:2:0:3::2".parse().unwrap()), &[AF_INET6]);
+    }
+
+    /// The IPv4 connection of an IPv6 socket, named by its IPv4-mapped addresses as
+    /// `MPTCP_FULL_INFO` lists them, is found (its device) and aborted (as root:
+    /// SOCK_DESTROY needs CAP_NET_ADMIN).
+    #[test]
+    fn a_mapped_connection_is_destroyed_by_its_ipv4_addresses() {
+        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
+            eprintln!("no IPv6 here: nothing to check");
+            return;
+        };
+        let port = l.local_addr().unwrap().port();
+        let c = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
+        c.set_only_v6(false).unwrap();
+        let to: SocketAddr = format!("[::ffff:127.0.0.1]:{port}").parse().unwrap();
+        c.connect(&to.into()).unwrap();
+        let mut c: std::net::TcpStream = c.into();
+        let (_s, _) = l.accept().unwrap();
+        let local = c.local_addr().unwrap();
+        assert!(
+            matches!(local.ip(), IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some()),
+            "{local}"
+        );
+        // bound to no device: found through none
+        assert_eq!(bound_dev(local, to, 0).unwrap(), Some(0));
+        match destroy(local, to) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                eprintln!("not root: SOCK_DESTROY refused, nothing more to check");
+            }
+            r => {
+                assert!(r.unwrap(), "the mapped socket was found");
+                let mut b = [0u8; 1];
+                assert!(c.read(&mut b).is_err(), "the client socket was aborted");
+            }
+        }
     }
 }

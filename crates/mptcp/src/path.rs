@@ -142,6 +142,19 @@ pub enum PolicyError {
     NoSuchIface(String),
     #[error("interface `{0}` has no IP address")]
     IfaceWithoutAddress(String),
+    /// Every address of the interface is link-local (fe80::/10): none can be a subflow's
+    /// source towards a server beyond the link.
+    #[error(
+        "interface `{0}` has only link-local addresses (fe80::/10), which are no path to a \
+         server beyond the link: give it a global address"
+    )]
+    IfaceOnlyLinkLocal(String),
+    /// A link-local address named as a path.
+    #[error(
+        "{0} is a link-local address (fe80::/10): it cannot be a subflow's source towards a \
+         server beyond the link; name the interface or one of its global addresses"
+    )]
+    LinkLocal(IpAddr),
     #[error("{0} is both trusted and untrusted")]
     Conflict(IpAddr),
     #[error("cannot list local addresses: {0}")]
@@ -197,17 +210,23 @@ impl PathPolicy {
             let mut out = BTreeSet::new();
             for s in specs {
                 match s {
+                    PathSpec::Addr(a) if is_link_local(*a) => {
+                        return Err(PolicyError::LinkLocal(*a));
+                    }
                     PathSpec::Addr(a) => {
                         out.insert(*a);
                     }
                     PathSpec::Iface(name) => {
-                        let found: Vec<IpAddr> = locals
+                        let all: Vec<IpAddr> = locals
                             .iter()
                             .filter(|(n, _)| n == name)
                             .map(|(_, a)| *a)
                             .collect();
+                        let found = path_sources(&all);
                         if found.is_empty() {
-                            return Err(if iface_exists(name) {
+                            return Err(if !all.is_empty() {
+                                PolicyError::IfaceOnlyLinkLocal(name.clone())
+                            } else if iface_exists(name) {
                                 PolicyError::IfaceWithoutAddress(name.clone())
                             } else {
                                 PolicyError::NoSuchIface(name.clone())
@@ -227,7 +246,10 @@ impl PathPolicy {
             if let PathSpec::Iface(name) = spec {
                 let index = nix::net::if_::if_nametoindex(name.as_str())
                     .map_err(|_| PolicyError::NoSuchIface(name.clone()))?;
-                for (n, a) in locals.iter().filter(|(n, _)| n == name) {
+                for (n, a) in locals
+                    .iter()
+                    .filter(|(n, a)| n == name && !is_link_local(*a))
+                {
                     ifaces.insert(
                         *a,
                         LocalIface {
@@ -341,12 +363,158 @@ impl ResolvedPolicy {
         self.trusted
             .iter()
             .copied()
-            .filter(|a| !a.is_unspecified())
-            .find(|a| a.is_ipv4() == canonical(remote).is_ipv4())
+            .filter(|a| !a.is_unspecified() && !is_link_local(*a))
+            .find(|a| is_ipv4(*a) == is_ipv4(remote))
+    }
+
+    /// The policy's addresses of the other family than `remote`'s that can be subflow
+    /// sources (untrusted ones first; loopback, unspecified and link-local ones left out):
+    /// the paths a connection to `remote` reaches only by joining an address the server
+    /// announces in that family (an IPv6-only LTE link and an IPv4-only WLAN). Pure.
+    pub fn other_family_sources(&self, remote: IpAddr) -> Vec<IpAddr> {
+        let v4 = !is_ipv4(remote);
+        let mut out: Vec<IpAddr> = Vec::new();
+        for a in self.untrusted.iter().chain(&self.trusted).copied() {
+            if is_ipv4(a) == v4
+                && !a.is_loopback()
+                && !a.is_unspecified()
+                && !is_link_local(a)
+                && !out.contains(&canonical(a))
+            {
+                out.push(canonical(a));
+            }
+        }
+        out
+    }
+
+    /// Whether a connection to `remote` needs an IPv6 socket: always for an IPv6 remote, and
+    /// for an IPv4 one when the policy has IPv6 paths too (only an `AF_INET6` MPTCP socket
+    /// that is not `IPV6_V6ONLY` takes subflows of both families; it reaches an IPv4 remote
+    /// at its IPv4-mapped address). Pure.
+    pub fn needs_ipv6_socket(&self, remote: IpAddr) -> bool {
+        !is_ipv4(remote) || !self.other_family_sources(remote).is_empty()
     }
 }
 
-fn canonical(a: IpAddr) -> IpAddr {
+/// Where a subflow of the other family than the connection's goes: the first address the
+/// peer announced in the family `v4` (ADD_ADDR; one announced without a port keeps the
+/// connection's port `port`). `None` when it announced none of that family: the initial
+/// address is of the other family, so there is nothing else to join. Pure.
+pub fn other_family_target(
+    announced: &[std::net::SocketAddr],
+    v4: bool,
+    port: u16,
+) -> Option<std::net::SocketAddr> {
+    announced.iter().find(|a| is_ipv4(a.ip()) == v4).map(|a| {
+        let p = if a.port() == 0 { port } else { a.port() };
+        std::net::SocketAddr::new(canonical(a.ip()), p)
+    })
+}
+
+/// The warning the in-kernel path manager's release gives when it will open no subflow of
+/// the connection's family (`same_endpoints`: its `subflow` endpoints of that family; none),
+/// naming the real cause: no endpoint at all, or, when the policy (`other_sources`) or the
+/// endpoints (`other_endpoints`) have paths of the other family, that the server announced
+/// no address of that family, or that the kernel joined the one it announced before the
+/// first flight (nena closes such subflows; the kernel does not join again). `None` when
+/// there is nothing to warn of (an endpoint of the connection's family, or a subflow of the
+/// other family open: `other_subflow`). Pure.
+pub fn kernel_pm_family_note(
+    remote: std::net::SocketAddr,
+    same_endpoints: &[IpAddr],
+    other_endpoints: &[IpAddr],
+    other_sources: &[IpAddr],
+    announced: &[std::net::SocketAddr],
+    other_subflow: bool,
+) -> Option<String> {
+    if !same_endpoints.is_empty() || other_subflow {
+        return None;
+    }
+    let mut paths: Vec<IpAddr> = Vec::new();
+    for a in other_endpoints.iter().chain(other_sources) {
+        let a = canonical(*a);
+        if !is_link_local(a) && !paths.contains(&a) {
+            paths.push(a);
+        }
+    }
+    if paths.is_empty() {
+        return Some(
+            "the in-kernel path manager has no `subflow` endpoint: the connection stays on one \
+             path (add one with `ip mptcp endpoint add ADDR dev IFACE subflow`)"
+                .to_string(),
+        );
+    }
+    let v4 = !is_ipv4(remote.ip());
+    let (fam, conn_fam) = (family_name(v4), family_name(!v4));
+    let list = paths
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(match other_family_target(announced, v4, remote.port()) {
+        None => format!(
+            "the server announced no {fam} address, so the {fam} path(s) {list} cannot join this \
+             {conn_fam} connection to {remote} (a subflow of another family than the \
+             connection's can only go to an address the server announces: a `signal` endpoint \
+             of that family on the server); the connection stays on its {conn_fam} path(s)"
+        ),
+        Some(t) => format!(
+            "the server announced {t}, but the in-kernel path manager joins it only when the \
+             announcement arrives, which was before the first flight: nena closed that subflow \
+             (nothing leaves by an untrusted link before the first flight is acknowledged) and \
+             the kernel does not join again, so the {fam} path(s) {list} carry nothing on this \
+             connection (the userspace path manager, net.mptcp.path_manager=userspace, joins \
+             it after the first flight)"
+        ),
+    })
+}
+
+/// `addr` as an address of an IPv6 socket: IPv4 addresses become IPv4-mapped IPv6 ones.
+pub fn to_ipv6_socket_addr(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    match addr {
+        std::net::SocketAddr::V4(v4) => {
+            std::net::SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        v6 => v6,
+    }
+}
+
+/// An IPv6 link-local unicast address (fe80::/10). It is valid on its link only: a subflow
+/// from it cannot reach a server beyond the link (the kernel accepts the `SUBFLOW_CREATE`
+/// and the SYN goes nowhere), so it is never a path: interfaces resolve to their other
+/// addresses, and naming one is refused.
+pub fn is_link_local(a: IpAddr) -> bool {
+    match a {
+        IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 == 0xfe80,
+        IpAddr::V4(_) => false,
+    }
+}
+
+/// The addresses of `addrs` that can be a subflow's source: link-local ones left out, in
+/// their order. Pure.
+pub fn path_sources(addrs: &[IpAddr]) -> Vec<IpAddr> {
+    addrs
+        .iter()
+        .copied()
+        .filter(|a| !is_link_local(*a))
+        .collect()
+}
+
+/// The address family of `a` as a subflow sees it (an IPv4-mapped IPv6 address is IPv4).
+pub fn is_ipv4(a: IpAddr) -> bool {
+    canonical(a).is_ipv4()
+}
+
+/// How the tools name an address family to a person.
+pub fn family_name(v4: bool) -> &'static str {
+    if v4 {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
+pub(crate) fn canonical(a: IpAddr) -> IpAddr {
     match a {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(a),
         v4 => v4,
@@ -430,6 +598,142 @@ mod tests {
             p.trusted_source_for("2001:db8::9".parse().unwrap()),
             Some("2001:db8::2".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn link_local_addresses_are_never_paths() {
+        let ll: IpAddr = "fe80::f06b:f2ff:fe06:19c6".parse().unwrap();
+        assert!(is_link_local(ll));
+        assert!(is_link_local("febf::1".parse().unwrap()));
+        assert!(!is_link_local("fec0::1".parse().unwrap()));
+        assert!(!is_link_local("2001:2:0:1::2".parse().unwrap()));
+        assert!(!is_link_local("198.18.1.2".parse().unwrap()));
+        let g: IpAddr = "2001:2:0:1::2".parse().unwrap();
+        assert_eq!(path_sources(&[ll, g]), vec![g]);
+        assert!(path_sources(&[ll]).is_empty());
+        // named literally: refused with one line
+        let p = PathPolicy {
+            trusted: vec![PathSpec::Addr(ll)],
+            untrusted: vec![],
+        };
+        let e = p.resolve().unwrap_err();
+        assert!(matches!(e, PolicyError::LinkLocal(a) if a == ll), "{e}");
+        assert!(e.to_string().contains("link-local") && !e.to_string().contains('\n'));
+        // a policy built by hand with one: never the initial subflow's source
+        let r = ResolvedPolicy::new([ll].into(), BTreeSet::new()).unwrap();
+        assert_eq!(r.trusted_source_for("2001:2:0:3::2".parse().unwrap()), None);
+        let r = ResolvedPolicy::new(
+            [ll, g].into(),
+            [ll.to_string().replace("c6", "c7").parse().unwrap()].into(),
+        )
+        .unwrap();
+        assert_eq!(
+            r.trusted_source_for("2001:2:0:3::2".parse().unwrap()),
+            Some(g)
+        );
+        assert!(r.other_family_sources("198.18.3.2".parse().unwrap()) == vec![g]);
+    }
+
+    #[test]
+    fn the_other_family_and_its_announced_target() {
+        let t6: IpAddr = "2001:2:0:1::2".parse().unwrap();
+        let u4: IpAddr = "198.18.2.2".parse().unwrap();
+        let p = ResolvedPolicy::new([t6].into(), [u4].into()).unwrap();
+        let r6: IpAddr = "2001:2:0:3::2".parse().unwrap();
+        let r4: IpAddr = "198.18.3.2".parse().unwrap();
+        assert_eq!(p.other_family_sources(r6), vec![u4]);
+        assert_eq!(p.other_family_sources(r4), vec![t6]);
+        assert!(p.needs_ipv6_socket(r6) && p.needs_ipv6_socket(r4));
+        // one family only: an IPv4 connection keeps its IPv4 socket
+        let p4 = ResolvedPolicy::new(["198.18.1.2".parse().unwrap()].into(), [u4].into()).unwrap();
+        assert!(p4.other_family_sources(r4).is_empty());
+        assert!(!p4.needs_ipv6_socket(r4));
+        assert!(p4.needs_ipv6_socket(r6));
+        // an IPv4-mapped policy address counts as IPv4
+        let pm = ResolvedPolicy::new([t6].into(), ["::ffff:198.18.2.2".parse().unwrap()].into())
+            .unwrap();
+        assert_eq!(pm.other_family_sources(r6), vec![u4]);
+        // the announced address of the family asked for, the connection's port when none
+        let ann: Vec<std::net::SocketAddr> = vec![
+            "[2001:2:0:3::3]:0".parse().unwrap(),
+            "198.18.3.2:0".parse().unwrap(),
+            "198.18.3.3:9000".parse().unwrap(),
+        ];
+        assert_eq!(
+            other_family_target(&ann, true, 4433),
+            Some("198.18.3.2:4433".parse().unwrap())
+        );
+        assert_eq!(
+            other_family_target(&ann[2..], true, 4433),
+            Some("198.18.3.3:9000".parse().unwrap())
+        );
+        assert_eq!(
+            other_family_target(&ann, false, 4433),
+            Some("[2001:2:0:3::3]:4433".parse().unwrap())
+        );
+        assert_eq!(other_family_target(&ann[1..], false, 4433), None);
+        assert_eq!(other_family_target(&[], true, 4433), None);
+        // a mapped announcement is an IPv4 target
+        let mapped: Vec<std::net::SocketAddr> = vec!["[::ffff:198.18.3.2]:0".parse().unwrap()];
+        assert_eq!(
+            other_family_target(&mapped, true, 80),
+            Some("198.18.3.2:80".parse().unwrap())
+        );
+        assert_eq!(
+            to_ipv6_socket_addr("198.18.3.2:80".parse().unwrap()),
+            "[::ffff:198.18.3.2]:80".parse().unwrap()
+        );
+        assert_eq!(
+            to_ipv6_socket_addr("[2001:2:0:3::2]:80".parse().unwrap()),
+            "[2001:2:0:3::2]:80".parse().unwrap()
+        );
+        assert_eq!((family_name(true), family_name(false)), ("IPv4", "IPv6"));
+    }
+
+    #[test]
+    fn the_kernel_pm_note_names_the_real_cause() {
+        let r6: std::net::SocketAddr = "[2001:2:0:3::2]:4433".parse().unwrap();
+        let u4: IpAddr = "198.18.2.2".parse().unwrap();
+        let u6: IpAddr = "2001:2:0:2::2".parse().unwrap();
+        // an endpoint of the connection's family: nothing to say
+        assert_eq!(
+            kernel_pm_family_note(r6, &[u6], &[u4], &[u4], &[], false),
+            None
+        );
+        // nothing of either family: the endpoint is missing
+        let n = kernel_pm_family_note(r6, &[], &[], &[], &[], false).unwrap();
+        assert!(n.contains("has no `subflow` endpoint"), "{n}");
+        // an IPv4 endpoint on an IPv6 connection, the server announced no IPv4 address
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &[], false).unwrap();
+        assert!(
+            n.starts_with("the server announced no IPv4 address, so the IPv4 path(s) 198.18.2.2 cannot join this IPv6 connection"),
+            "{n}"
+        );
+        assert!(
+            !n.contains("no `subflow` endpoint") && !n.contains('\n'),
+            "{n}"
+        );
+        // an announced IPv6 address does not help an IPv4 path
+        let ann6: Vec<std::net::SocketAddr> = vec!["[2001:2:0:3::3]:0".parse().unwrap()];
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[], &ann6, false).unwrap();
+        assert!(n.starts_with("the server announced no IPv4 address"), "{n}");
+        // announced, and no IPv4 subflow at the release: closed before the first flight
+        let ann4: Vec<std::net::SocketAddr> = vec!["198.18.3.2:0".parse().unwrap()];
+        let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, false).unwrap();
+        assert!(
+            n.starts_with("the server announced 198.18.3.2:4433, but")
+                && n.contains("198.18.2.2 carry nothing"),
+            "{n}"
+        );
+        // the subflow of the other family is there: nothing to say
+        assert_eq!(
+            kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, true),
+            None
+        );
+        // the reverse: an IPv6 path on an IPv4 connection
+        let r4: std::net::SocketAddr = "198.18.3.2:4433".parse().unwrap();
+        let n = kernel_pm_family_note(r4, &[], &[], &[u6], &[], false).unwrap();
+        assert!(n.starts_with("the server announced no IPv6 address, so the IPv6 path(s) 2001:2:0:2::2 cannot join this IPv4 connection"), "{n}");
     }
 
     #[test]

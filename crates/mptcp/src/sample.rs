@@ -68,8 +68,22 @@ pub struct Sample {
 }
 
 /// Which sockets a dump keeps: those whose local or remote port is `port` (listeners left
-/// out).
+/// out), of both families: IPv4 sockets, then IPv6 ones (an MPTCP connection over IPv6 has
+/// IPv6 subflows, and IPv4 ones too when its socket is dual stack). An IPv4-mapped address
+/// (an IPv4 subflow of an IPv6 socket) is given as the IPv4 address it is.
 pub fn dump(port: u16) -> Result<Vec<SocketSample>> {
+    let mut out = dump_family(AF_INET, port)?;
+    match dump_family(AF_INET6, port) {
+        Ok(v6) => out.extend(v6),
+        // a kernel without IPv6 has no IPv6 socket to report
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(out)
+}
+
+/// One sock_diag dump of the TCP sockets of one address family.
+fn dump_family(family: u8, port: u16) -> Result<Vec<SocketSample>> {
     let mut sock = Socket::new(NETLINK_SOCK_DIAG).map_err(ctx("opening a sock_diag socket"))?;
     sock.bind_auto()
         .map_err(ctx("binding the sock_diag socket"))?;
@@ -82,11 +96,15 @@ pub fn dump(port: u16) -> Result<Vec<SocketSample>> {
     let mut msg = NetlinkMessage::new(
         hdr,
         SockDiagMessage::InetRequest(InetRequest {
-            family: AF_INET,
+            family,
             protocol: IPPROTO_TCP,
             extensions: ExtensionFlags::INFO | ExtensionFlags::CONG,
             states,
-            socket_id: SocketId::new_v4(),
+            socket_id: if family == AF_INET6 {
+                SocketId::new_v6()
+            } else {
+                SocketId::new_v4()
+            },
         })
         .into(),
     );
@@ -152,8 +170,8 @@ fn socket_sample(r: &netlink_packet_sock_diag::inet::InetResponse) -> Option<Soc
     }
     let i = info?;
     Some(SocketSample {
-        src: SocketAddr::new(id.source_address, id.source_port),
-        dst: SocketAddr::new(id.destination_address, id.destination_port),
+        src: SocketAddr::new(unmapped(id.source_address), id.source_port),
+        dst: SocketAddr::new(unmapped(id.destination_address), id.destination_port),
         state: r.header.state,
         rtt_us: i.rtt,
         rttvar_us: i.rttvar,
@@ -167,6 +185,14 @@ fn socket_sample(r: &netlink_packet_sock_diag::inet::InetResponse) -> Option<Soc
         delivery_rate: i.delivery_rate,
         cc,
     })
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is; any other address unchanged.
+fn unmapped(a: std::net::IpAddr) -> std::net::IpAddr {
+    match a {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, std::net::IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// An error of `what` with the OS error's text after it.
@@ -286,5 +312,66 @@ mod tests {
         assert!(d
             .iter()
             .any(|x| x.src.port() == port && x.bytes_received == 100_000));
+    }
+
+    /// A connection of `client` to a listener on `listen`: the client's socket as a dump
+    /// sees it once the peer acknowledged 50,000 bytes (waits on the acknowledgement).
+    fn seen(listen: &str, to: SocketAddr) -> (SocketSample, SocketAddr) {
+        let l = std::net::TcpListener::bind(listen).unwrap();
+        let to = SocketAddr::new(to.ip(), l.local_addr().unwrap().port());
+        let mut c = std::net::TcpStream::connect(to).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(&[9u8; 50_000]).unwrap();
+        let mut got = vec![0u8; 50_000];
+        s.read_exact(&mut got).unwrap();
+        let port = to.port();
+        for _ in 0..100 {
+            if let Some(f) = dump(port)
+                .unwrap()
+                .into_iter()
+                .find(|x| x.is_established_to(port) && x.bytes_acked > 50_000)
+            {
+                return (f, c.local_addr().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no client socket to {to} in {:?}", dump(port));
+    }
+
+    /// IPv6 sockets are dumped too, and an IPv4 connection of a dual-stack socket shows its
+    /// IPv4 addresses (not the mapped ones).
+    #[test]
+    fn a_dump_sees_ipv6_and_ipv4_mapped_connections() {
+        if std::net::TcpListener::bind("[::1]:0").is_err() {
+            eprintln!("no IPv6 loopback here: nothing to check");
+            return;
+        }
+        let (f, local) = seen("[::1]:0", "[::1]:1".parse().unwrap());
+        assert_eq!(f.src, local);
+        assert!(f.src.is_ipv6() && f.dst.ip() == "::1".parse::<std::net::IpAddr>().unwrap());
+        assert!(f.rtt_us > 0 && f.cwnd > 0, "{f:?}");
+        // a dual-stack listener reached over IPv4: its accepted socket is IPv6 with mapped
+        // addresses; the dump gives them as IPv4
+        let l = std::net::TcpListener::bind("[::]:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(&[5u8; 30_000]).unwrap();
+        let mut got = vec![0u8; 30_000];
+        c.read_exact(&mut got).unwrap();
+        let mut server_end = None;
+        for _ in 0..100 {
+            server_end = dump(port)
+                .unwrap()
+                .into_iter()
+                .find(|x| x.src.port() == port && x.bytes_acked >= 30_000);
+            if server_end.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let e = server_end.unwrap_or_else(|| panic!("no accepted socket in {:?}", dump(port)));
+        assert_eq!(e.src, SocketAddr::new("127.0.0.1".parse().unwrap(), port));
+        assert_eq!(e.dst, c.local_addr().unwrap());
     }
 }

@@ -41,6 +41,7 @@ mod transfer_browser;
 mod transfer_capture;
 mod transfer_cli;
 mod transfer_failures;
+mod transfer_families;
 mod transfer_files;
 mod transfer_fleet;
 #[cfg(feature = "policy")]

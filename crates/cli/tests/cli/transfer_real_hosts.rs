@@ -35,13 +35,13 @@ fn lab_pm(pm: PmMode) -> LabGuard {
 }
 
 /// The header every nena hello starts with (magic, version, type 1).
-fn hello_header() -> Vec<u8> {
+pub(crate) fn hello_header() -> Vec<u8> {
     let mut h = nena_proto::wire::MAGIC.to_vec();
     h.extend_from_slice(&[nena_proto::wire::VERSION, 1]);
     h
 }
 
-fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
+pub(crate) fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
     let out = std::process::Command::new(NENA)
         .args(["eavesdrop", cap.to_str().unwrap(), "--known"])
         .arg(known)
@@ -58,14 +58,14 @@ fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
 
 /// `rounds` sends and gets of a random file with both client links captured; returns the
 /// JSON reports and what each capture holds.
-struct Outcome {
-    reports: Vec<serde_json::Value>,
-    untrusted_raw: Vec<u8>,
-    trusted_raw: Vec<u8>,
-    untrusted_view: serde_json::Value,
+pub(crate) struct Outcome {
+    pub(crate) reports: Vec<serde_json::Value>,
+    pub(crate) untrusted_raw: Vec<u8>,
+    pub(crate) trusted_raw: Vec<u8>,
+    pub(crate) untrusted_view: serde_json::Value,
 }
 
-fn transfers(lab: &Lab, rounds: usize) -> Outcome {
+pub(crate) fn transfers(lab: &Lab, rounds: usize) -> Outcome {
     let srv = TempDir::new("rh");
     let cli = TempDir::new("rhc");
     let _s = serve(lab, 7000, srv.path(), &[]);
@@ -114,7 +114,7 @@ fn transfers(lab: &Lab, rounds: usize) -> Outcome {
 /// What must hold on every host: every hello crossed the trusted link and none the
 /// untrusted one, no MPTCP key and no plaintext run on the untrusted link, every
 /// connection aead.
-fn check_trusted_first(o: &Outcome) {
+pub(crate) fn check_trusted_first(o: &Outcome) {
     let h = hello_header();
     assert_eq!(
         count(&o.untrusted_raw, &h),
@@ -137,13 +137,13 @@ fn check_trusted_first(o: &Outcome) {
     assert!(o.reports.iter().all(|r| r["mode"] == "aead"));
 }
 
-fn untrusted_bytes(o: &Outcome) -> u64 {
+pub(crate) fn untrusted_bytes(o: &Outcome) -> u64 {
     o.reports.iter().map(|r| bytes_by_trust(r).1).sum()
 }
 
 /// The untrusted link carried data (the property; how much of it is a matter of the
 /// scheduler and the CPU on unshaped links, so only "well beyond the handshake's ACKs").
-fn assert_untrusted_carried(o: &Outcome) {
+pub(crate) fn assert_untrusted_carried(o: &Outcome) {
     let u = untrusted_bytes(o);
     assert!(u > 64 * 1024, "the untrusted link carried {u} B");
 }

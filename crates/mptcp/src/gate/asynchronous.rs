@@ -39,7 +39,7 @@ pub async fn connect_async(
         };
         sock.set_nonblocking(true)?;
         let socket = TcpSocket::from_std_stream(sock.into());
-        match tokio::time::timeout(opts.timeout, socket.connect(remote)).await {
+        match tokio::time::timeout(opts.timeout, socket.connect(pending.dial())).await {
             Ok(Ok(s)) => break (s, pending),
             Ok(Err(e)) if wait.retry_connect(&e) => tokio::time::sleep(TrustedWait::POLL).await,
             Ok(Err(e)) => return Err(MptcpError::Connect { remote, source: e }),

@@ -630,18 +630,53 @@ impl Gate {
             self.settle();
             return Ok(report);
         }
+        // An IPv4 connection on a dual-stack socket lists its subflows' addresses
+        // IPv4-mapped: an address in use is one whichever way it is spelt.
+        let used: Vec<IpAddr> = snap
+            .subflows
+            .iter()
+            .filter_map(|s| s.local.map(|a| crate::path::canonical(a.ip())))
+            .collect();
+        let open: Vec<IpAddr> = open
+            .into_iter()
+            .filter(|a| !used.contains(&crate::path::canonical(*a)))
+            .collect();
+        // Userspace PM: the policy's paths of the other family than the remote's (an
+        // IPv6-only trusted link beside an IPv4-only untrusted one) join the address the
+        // server announced in their family, if it announced one.
+        let (cross, cross_v4) = {
+            let remote_ip = self.remote().ip();
+            let cross: Vec<IpAddr> = if self.pm() == PmKind::Userspace {
+                self.machine
+                    .policy()
+                    .other_family_sources(remote_ip)
+                    .into_iter()
+                    .filter(|a| !used.contains(a))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (cross, !crate::path::is_ipv4(remote_ip))
+        };
+        let cross_target =
+            crate::path::other_family_target(&self.announced, cross_v4, self.remote().port());
         let target = self.join_target();
         // Register for recovery before any subflow is requested, so their events are seen.
-        if let (true, Some(paths)) = (self.recover, self.machine.recovery_paths()) {
+        if let (true, Some(mut paths)) = (self.recover, self.machine.recovery_paths()) {
             let now: Vec<_> = sockopt::subflows(self.fd())?
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
                 .collect();
+            paths.extend(cross.iter().copied());
             let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
             let m = if target.is_some() {
                 m
             } else {
                 m.awaiting_announcement()
+            };
+            let m = match cross_target {
+                Some(t) => m.with_target(t),
+                None => m,
             };
             match crate::recovery::register(snap.conn.token, m) {
                 Ok(h) => self.recovery = Some(h),
@@ -697,23 +732,121 @@ impl Gate {
                 }
             }
         }
+        if !cross.is_empty() {
+            // Said out loud only when it costs the connection its untrusted path: a dual-stack
+            // host whose untrusted link has the server's family too loses nothing.
+            let policy = self.machine.policy();
+            let untrusted = |a: &IpAddr| !policy.classify(*a).is_trusted();
+            let matters = cross.iter().any(untrusted)
+                && !report.created.iter().chain(&report.awaiting).any(untrusted);
+            let level = if matters {
+                log::Level::Info
+            } else {
+                log::Level::Debug
+            };
+            let fam = crate::path::family_name(cross_v4);
+            let list = cross
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            match (cross_target, &self.recovery) {
+                (Some(t), _) => {
+                    log::info!("joining {t}, the {fam} address the server announced, from {list}");
+                    if self.pm_sock.is_none() {
+                        self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
+                    }
+                    let pm = self.pm_sock.as_mut().expect("opened above");
+                    for addr in cross {
+                        let iface = self.machine.policy().iface(addr).cloned();
+                        let ifindex = iface.as_ref().map(|i| i.index);
+                        // A family the path has no route in: say so rather than pass on
+                        // the kernel's errno (the route lookup, as for the handshake).
+                        if let Some(i) = &iface {
+                            if let Ok(None) = crate::route::lookup(t.ip(), Some(i.index)) {
+                                let why = format!(
+                                    "no {fam} route to {t} (the address the server announced) \
+                                     through {i} ({addr}), so that path cannot join: add one, \
+                                     e.g. a default route on `{}`",
+                                    i.name
+                                );
+                                log::warn!("{why}");
+                                report.failed.push((addr, why));
+                                continue;
+                            }
+                        }
+                        match pm.subflow_create(snap.conn.token, addr, ifindex, t) {
+                            Ok(()) => report.created.push(addr),
+                            Err(e) => {
+                                log::warn!("could not open a subflow from {addr} to {t}: {e}");
+                                report.failed.push((addr, e.to_string()));
+                            }
+                        }
+                    }
+                }
+                (None, Some(_)) => {
+                    log::log!(
+                        level,
+                        "the server has announced no {fam} address yet, so the {fam} path(s) \
+                         {list} cannot join this connection to {} now: they join when it \
+                         announces one",
+                        self.remote()
+                    );
+                    report.awaiting.extend(cross);
+                }
+                (None, None) => {
+                    let why = format!(
+                        "the server announced no {fam} address, so the {fam} path(s) {list} \
+                         cannot join this connection to {} (a subflow of another family than \
+                         the connection's can only go to an address the server announces: a \
+                         `signal` endpoint of that family on the server)",
+                        self.remote()
+                    );
+                    let level = if matters { log::Level::Warn } else { level };
+                    log::log!(level, "{why}");
+                    report
+                        .failed
+                        .extend(cross.into_iter().map(|a| (a, why.clone())));
+                }
+            }
+        }
         if self.pm() == PmKind::Kernel {
             if let Some(eps) = &self.kernel_endpoints {
-                let v4 = self.remote().is_ipv4();
-                report.kernel_endpoints = eps
-                    .iter()
-                    .filter(|e| e.is_subflow())
-                    .filter_map(|e| e.addr)
-                    .filter(|a| a.is_ipv4() == v4)
+                let v4 = crate::path::is_ipv4(self.remote().ip());
+                let subflow_eps = || {
+                    eps.iter()
+                        .filter(|e| e.is_subflow())
+                        .filter_map(|e| e.addr)
+                        .filter(|a| !crate::path::is_link_local(*a))
+                };
+                report.kernel_endpoints = subflow_eps()
+                    .filter(|a| crate::path::is_ipv4(*a) == v4)
+                    .collect();
+                let other_eps: Vec<IpAddr> = subflow_eps()
+                    .filter(|a| crate::path::is_ipv4(*a) != v4)
                     .collect();
                 for line in endpoint_notes(eps, self.machine.policy(), v4) {
                     log::warn!("{line}");
                 }
-                if report.kernel_endpoints.is_empty() {
-                    log::warn!(
-                        "the in-kernel path manager has no `subflow` endpoint: the connection \
-                         stays on one path (add one with `ip mptcp endpoint add ADDR dev IFACE subflow`)"
-                    );
+                let other_subflow = sockopt::subflows(self.fd())?
+                    .iter()
+                    .any(|s| s.local.is_some_and(|a| crate::path::is_ipv4(a.ip()) != v4));
+                let other_sources: Vec<IpAddr> = self
+                    .machine
+                    .policy()
+                    .other_family_sources(self.remote().ip())
+                    .into_iter()
+                    .filter(|a| !self.machine.policy().classify(*a).is_trusted())
+                    .collect();
+                if let Some(line) = crate::path::kernel_pm_family_note(
+                    self.remote(),
+                    &report.kernel_endpoints,
+                    &other_eps,
+                    &other_sources,
+                    &self.announced,
+                    other_subflow,
+                ) {
+                    log::warn!("{line}");
                 }
             }
         }

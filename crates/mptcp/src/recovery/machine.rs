@@ -28,6 +28,11 @@
 //!   ([`awaiting_announcement`](RecoveryMachine::awaiting_announcement)): nothing is tried
 //!   until an [`Announced`](RecoveryEvent::Announced) address gives one, and then every
 //!   path without a subflow is opened to it at once. Later announcements change nothing.
+//! * Paths of the other family than the connection's (an IPv4-only WLAN beside an IPv6-only
+//!   LTE link, on a dual-stack socket) have a target of their own: the first address the
+//!   peer announced in their family ([`with_target`](RecoveryMachine::with_target), or an
+//!   [`Announced`](RecoveryEvent::Announced) address of that family); until then nothing is
+//!   tried on them, and then every such path without a subflow is opened to it at once.
 //! * When the connection closes the machine is done: it answers nothing any more.
 
 use std::net::{IpAddr, SocketAddr};
@@ -145,6 +150,9 @@ pub struct RecoveryMachine {
     /// Where new subflows go ([`join_target`](crate::gate::join_target)); `None` while the
     /// peer denies joins to `initial` and has announced nothing else.
     target: Option<SocketAddr>,
+    /// Where new subflows of the other family than `initial`'s go: the first address of that
+    /// family the peer announced ([`crate::path::other_family_target`]); `None` until then.
+    other: Option<SocketAddr>,
     paths: Vec<Path>,
     cfg: RecoveryConfig,
     closed: bool,
@@ -175,6 +183,7 @@ impl RecoveryMachine {
         let mut m = RecoveryMachine {
             initial: remote,
             target: Some(remote),
+            other: None,
             paths: Vec::new(),
             cfg,
             closed: false,
@@ -213,6 +222,32 @@ impl RecoveryMachine {
         self.target
     }
 
+    /// The same machine with `target` as where subflows of its family go (an address the
+    /// peer announced before the registration; for the other family than the connection's,
+    /// the only place they can go).
+    pub fn with_target(mut self, target: SocketAddr) -> Self {
+        if self.same_family(target.ip()) {
+            self.target = Some(target);
+        } else {
+            self.other = Some(target);
+        }
+        self
+    }
+
+    /// Where new subflows from `addr` go: the connection's target for its family, the other
+    /// family's (announced) one otherwise.
+    pub fn target_for(&self, addr: IpAddr) -> Option<SocketAddr> {
+        if self.same_family(addr) {
+            self.target
+        } else {
+            self.other
+        }
+    }
+
+    fn same_family(&self, addr: IpAddr) -> bool {
+        canon(addr).is_ipv4() == canon(self.initial.ip()).is_ipv4()
+    }
+
     /// The local addresses this machine recovers.
     pub fn paths(&self) -> impl Iterator<Item = IpAddr> + '_ {
         self.paths.iter().map(|p| p.addr)
@@ -248,7 +283,6 @@ impl RecoveryMachine {
         if self.closed {
             return Vec::new();
         }
-        let remote = self.target;
         let cfg = self.cfg;
         let mut out = Vec::new();
         match ev {
@@ -268,6 +302,7 @@ impl RecoveryMachine {
                 }
             }
             RecoveryEvent::LinkUp { addr } => {
+                let remote = self.target_for(addr);
                 if let Some(p) = self.path_mut(addr) {
                     if !p.link_up {
                         p.link_up = true;
@@ -311,7 +346,8 @@ impl RecoveryMachine {
                 }
             }
             RecoveryEvent::RoutesChanged => {
-                for p in &mut self.paths {
+                let targets: Vec<_> = self.paths.iter().map(|p| self.target_for(p.addr)).collect();
+                for (p, remote) in self.paths.iter_mut().zip(targets) {
                     if matches!(p.attempt, Attempt::Retry { .. }) && p.link_up && p.live.is_empty()
                     {
                         p.attempt(remote, now, &mut out);
@@ -319,10 +355,24 @@ impl RecoveryMachine {
                 }
             }
             RecoveryEvent::Announced { remote: announced } => {
-                if self.target.is_none() {
+                if !self.same_family(announced.ip()) {
+                    if self.other.is_none() {
+                        let v4 = canon(announced.ip()).is_ipv4();
+                        self.other =
+                            crate::path::other_family_target(&[announced], v4, self.initial.port());
+                        let other = self.other;
+                        for p in &mut self.paths {
+                            if canon(p.addr).is_ipv4() == v4 && p.link_up && p.live.is_empty() {
+                                p.wait = cfg.first_wait;
+                                p.attempt(other, now, &mut out);
+                            }
+                        }
+                    }
+                } else if self.target.is_none() {
                     self.target = crate::gate::join_target(self.initial, &[announced], true);
+                    let v4 = canon(self.initial.ip()).is_ipv4();
                     for p in &mut self.paths {
-                        if p.link_up && p.live.is_empty() {
+                        if canon(p.addr).is_ipv4() == v4 && p.link_up && p.live.is_empty() {
                             p.wait = cfg.first_wait;
                             p.attempt(self.target, now, &mut out);
                         }
@@ -347,9 +397,9 @@ impl RecoveryMachine {
         if self.closed {
             return out;
         }
-        let remote = self.target;
         let max = self.cfg.max_wait;
-        for p in &mut self.paths {
+        let targets: Vec<_> = self.paths.iter().map(|p| self.target_for(p.addr)).collect();
+        for (p, remote) in self.paths.iter_mut().zip(targets) {
             let due = match p.attempt {
                 Attempt::Idle => false,
                 Attempt::Pending { deadline } => deadline <= now,
@@ -752,6 +802,86 @@ mod tests {
             }],
             "unanswered: asked again after the first wait"
         );
+    }
+
+    /// An IPv6 connection with an IPv4 untrusted path: nothing is tried on it until the
+    /// peer announces an IPv4 address (an IPv6 one is no target for it), then it is opened
+    /// there at once and recovered there after an outage; the IPv6 path keeps the
+    /// connection's address.
+    #[test]
+    fn a_path_of_the_other_family_goes_to_the_address_announced_in_it() {
+        let t0 = Instant::now();
+        let r6 = sa("[2001:2:0:3::2]:4433");
+        let t6 = "2001:2:0:1::2";
+        let mut m = RecoveryMachine::new(
+            r6,
+            &[ip(U), ip(t6)],
+            &[(sa("[2001:2:0:1::2]:40000"), r6)],
+            RecoveryConfig::default(),
+        );
+        assert_eq!(m.target_for(ip(U)), None);
+        assert_eq!(m.target_for(ip(t6)), Some(r6));
+        for ev in [
+            RecoveryEvent::LinkDown { addr: ip(U) },
+            RecoveryEvent::LinkUp { addr: ip(U) },
+            RecoveryEvent::RoutesChanged,
+            RecoveryEvent::Announced {
+                remote: sa("[2001:2:0:3::3]:0"),
+            },
+        ] {
+            assert!(m.on_event(ev, t0).is_empty(), "{ev:?}");
+        }
+        assert!(m.poll(t0 + Duration::from_secs(60)).is_empty());
+        // announced without a port: the connection's
+        let join = sa("198.18.3.2:4433");
+        assert_eq!(
+            m.on_event(
+                RecoveryEvent::Announced {
+                    remote: sa("198.18.3.2:0")
+                },
+                t0
+            ),
+            vec![Command::CreateSubflow {
+                local: ip(U),
+                remote: join
+            }]
+        );
+        assert_eq!(m.target_for(ip(U)), Some(join));
+        assert_eq!(
+            m.target(),
+            Some(r6),
+            "the connection's own family keeps its target"
+        );
+        assert!(m
+            .on_event(
+                RecoveryEvent::SubflowEstablished {
+                    local: sa("198.18.2.2:40001"),
+                    remote: join
+                },
+                t0
+            )
+            .is_empty());
+        // an outage of the IPv4 link: back to the announced address
+        assert!(m
+            .on_event(RecoveryEvent::LinkDown { addr: ip(U) }, t0)
+            .is_empty());
+        assert_eq!(
+            m.on_event(RecoveryEvent::LinkUp { addr: ip(U) }, t0),
+            vec![
+                Command::DestroySubflow {
+                    local: sa("198.18.2.2:40001"),
+                    remote: join
+                },
+                Command::CreateSubflow {
+                    local: ip(U),
+                    remote: join
+                }
+            ]
+        );
+        // known from the start (announced before the registration)
+        let m =
+            RecoveryMachine::new(r6, &[ip(U)], &[], RecoveryConfig::default()).with_target(join);
+        assert_eq!((m.target(), m.target_for(ip(U))), (Some(r6), Some(join)));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! without any privilege: the gate decides a subflow's trust by the interface it leaves by.
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+    NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_sock_diag::{
     constants::*,
@@ -27,6 +28,25 @@ fn open() -> io::Result<Socket> {
     sock.bind_auto()?;
     sock.connect(&NlAddr::new(0, 0))?;
     Ok(sock)
+}
+
+/// One request that has one answer (not a dump): sent, and its answer read and parsed.
+fn exchange<I>(sock: &Socket, flags: u16, seq: u32, payload: I) -> io::Result<NetlinkMessage<I>>
+where
+    I: NetlinkSerializable + NetlinkDeserializable,
+{
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = flags;
+    hdr.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::InnerMessage(payload));
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf[..]);
+    sock.send(&buf, 0)?;
+    let mut rx = vec![0u8; 1 << 12];
+    let n = sock.recv(&mut &mut rx[..], 0)?;
+    <NetlinkMessage<I>>::deserialize(&rx[..n])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {e}")))
 }
 
 fn canon(a: IpAddr) -> IpAddr {
@@ -147,19 +167,8 @@ pub fn destroy(local: SocketAddr, remote: SocketAddr) -> io::Result<bool> {
     } else {
         AF_INET6
     };
-    let mut hdr = NetlinkHeader::default();
-    hdr.flags = NLM_F_REQUEST | NLM_F_ACK;
-    hdr.sequence_number = 2;
     let payload = SockDiagDestroy::new(request(family, StateFlags::all(), id));
-    let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(payload));
-    msg.finalize();
-    let mut buf = vec![0; msg.buffer_len()];
-    msg.serialize(&mut buf[..]);
-    sock.send(&buf, 0)?;
-    let mut rx = vec![0u8; 1 << 12];
-    let n = sock.recv(&mut &mut rx[..], 0)?;
-    let m = <NetlinkMessage<SockDiagDestroy>>::deserialize(&rx[..n])
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {e}")))?;
+    let m = exchange(&sock, NLM_F_REQUEST | NLM_F_ACK, 2, payload)?;
     match m.payload {
         NetlinkPayload::Error(e) => match e.code {
             None => Ok(true),
@@ -214,18 +223,12 @@ fn bound_dev_in(
     id.interface_id = dif;
     // INET_DIAG_NOCOOKIE: match by addresses and ports only.
     id.cookie = [0xff; 8];
-    let mut hdr = NetlinkHeader::default();
-    hdr.flags = NLM_F_REQUEST;
-    hdr.sequence_number = 3;
-    let mut msg = NetlinkMessage::new(hdr, request(family, StateFlags::all(), id).into());
-    msg.finalize();
-    let mut buf = vec![0; msg.buffer_len()];
-    msg.serialize(&mut buf[..]);
-    sock.send(&buf, 0)?;
-    let mut rx = vec![0u8; 1 << 12];
-    let n = sock.recv(&mut &mut rx[..], 0)?;
-    let m = <NetlinkMessage<SockDiagMessage>>::deserialize(&rx[..n])
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {e}")))?;
+    let m = exchange(
+        &sock,
+        NLM_F_REQUEST,
+        3,
+        request(family, StateFlags::all(), id),
+    )?;
     match m.payload {
         NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
             Ok(Some(r.header.socket_id.interface_id))

@@ -11,7 +11,8 @@
 
 use crate::harness::*;
 use crate::transfer_real_hosts::{
-    assert_untrusted_carried, check_trusted_first, transfers, untrusted_bytes, Outcome,
+    assert_untrusted_carried, check_trusted_first, kernel_pm_with_a_round_trip, transfers,
+    untrusted_bytes, Outcome,
 };
 use nena_lab::{Family, Host, Lab, LabConfig, LabGuard, Link, PmMode, Rate};
 use std::io::Read;
@@ -243,20 +244,7 @@ fn mixed_kernel_pm_with_a_round_trip(trusted: Family, untrusted: Family, announc
     let lab = lab_with(|c| {
         (c.trusted_family, c.untrusted_family) =
             LabConfig::families(true, Some(trusted), Some(untrusted)).unwrap();
-        c.pm = PmMode::Kernel;
-        c.relay_exe = Some(NENA.into());
-        c.offload = false;
-        c.trusted_rate = Some(Rate::mbit(50));
-        c.untrusted_rate = Some(Rate::mbit(50));
-        for link in [Link::Trusted, Link::Untrusted] {
-            c.set_link_emulation(
-                link,
-                Some(nena_lab::LinkEmulation::both(nena_lab::Emulation {
-                    delay: Duration::from_millis(10),
-                    ..nena_lab::Emulation::default()
-                })),
-            );
-        }
+        kernel_pm_with_a_round_trip(c);
     });
     server_announces(&lab, announce);
     let o = transfers(&lab, 2);

@@ -202,25 +202,28 @@ fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_l
 /// write: nena then closes the subflows before writing, and the connection stays on its
 /// trusted path, as `signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link`
 /// allows.)
-/// A laptop-routed lab against an announcing server with the in-kernel PM, both links
-/// 10 ms each way (the relay), 50 Mbit/s.
+/// The in-kernel PM on paths with a round trip: both links 10 ms each way (the relay) and
+/// 50 Mbit/s.
+pub(crate) fn kernel_pm_with_a_round_trip(c: &mut nena_lab::LabConfig) {
+    c.pm = PmMode::Kernel;
+    c.relay_exe = Some(NENA.into());
+    c.offload = false;
+    c.trusted_rate = Some(Rate::mbit(50));
+    c.untrusted_rate = Some(Rate::mbit(50));
+    for link in [Link::Trusted, Link::Untrusted] {
+        c.set_link_emulation(
+            link,
+            Some(nena_lab::LinkEmulation::both(nena_lab::Emulation {
+                delay: std::time::Duration::from_millis(10),
+                ..nena_lab::Emulation::default()
+            })),
+        );
+    }
+}
+
+/// A laptop-routed lab against an announcing server, [`kernel_pm_with_a_round_trip`].
 fn delayed_signal_lab() -> LabGuard {
-    let lab = lab_with(|c| {
-        c.pm = PmMode::Kernel;
-        c.relay_exe = Some(NENA.into());
-        c.offload = false;
-        c.trusted_rate = Some(Rate::mbit(50));
-        c.untrusted_rate = Some(Rate::mbit(50));
-        for link in [Link::Trusted, Link::Untrusted] {
-            c.set_link_emulation(
-                link,
-                Some(nena_lab::LinkEmulation::both(nena_lab::Emulation {
-                    delay: std::time::Duration::from_millis(10),
-                    ..nena_lab::Emulation::default()
-                })),
-            );
-        }
-    });
+    let lab = lab_with(kernel_pm_with_a_round_trip);
     laptop_routes(&lab, true);
     server_announces(&lab);
     lab

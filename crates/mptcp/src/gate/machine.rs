@@ -295,13 +295,17 @@ enum Phase {
 /// An untrusted subflow as one snapshot lists it: the kernel's id and the local address.
 type Listed = (u32, SocketAddr);
 
+/// The same listed subflow: the same kernel id and the same local address ([`same`]).
+fn same_listed(a: &Listed, b: &Listed) -> bool {
+    a.0 == b.0 && same(a.1, b.1)
+}
+
 /// The listed subflows of `seen` that `now` is missing (a subflow of `seen` listed `n` times
 /// must be listed `n` times in `now`).
 fn missing(seen: &[Listed], now: &[Listed]) -> Option<Listed> {
-    let key = |l: &Listed, m: &Listed| l.0 == m.0 && same(l.1, m.1);
     seen.iter().copied().find(|l| {
-        let before = seen.iter().filter(|m| key(l, m)).count();
-        before > now.iter().filter(|m| key(l, m)).count()
+        let before = seen.iter().filter(|m| same_listed(l, m)).count();
+        before > now.iter().filter(|m| same_listed(l, m)).count()
     })
 }
 
@@ -527,12 +531,7 @@ impl GateMachine {
             .iter()
             .filter(|s| !self.trusted_sf(s))
             .filter_map(|s| s.local.map(|a| (s.id, a)))
-            .filter(|l| {
-                !self
-                    .withdrawn()
-                    .iter()
-                    .any(|w| w.0 == l.0 && same(w.1, l.1))
-            })
+            .filter(|l| !self.withdrawn().iter().any(|w| same_listed(w, l)))
             .collect();
         // A join gone before it was established carried nothing: forget it.
         let never: Vec<Listed> = match &self.phase {
@@ -544,7 +543,9 @@ impl GateMachine {
             _ => Vec::new(),
         };
         if let Phase::FirstFlight { seen, .. } = &mut self.phase {
-            seen.retain(|l| !never.iter().any(|n| n == l) || now.iter().any(|m| m == l));
+            seen.retain(|l| {
+                !never.iter().any(|n| same_listed(n, l)) || now.iter().any(|m| same_listed(m, l))
+            });
             if let Some((_, gone)) = missing(seen, &now) {
                 let local = Some(gone);
                 return self.refuse(Refusal::UntrustedClosed { local });
@@ -652,7 +653,7 @@ impl GateMachine {
             .into_iter()
             .filter(|s| {
                 s.local
-                    .is_some_and(|l| !self.withdrawn().iter().any(|w| w.0 == s.id && same(w.1, l)))
+                    .is_some_and(|l| !self.withdrawn().iter().any(|w| same_listed(w, &(s.id, l))))
             })
             .collect();
         if let Phase::FirstFlight {
@@ -663,7 +664,7 @@ impl GateMachine {
                 let l = (s.id, s.local.expect("filtered above"));
                 withdrawn.push(l);
                 // No longer expected in later snapshots.
-                if let Some(i) = seen.iter().position(|m| m.0 == l.0 && same(m.1, l.1)) {
+                if let Some(i) = seen.iter().position(|m| same_listed(m, &l)) {
                     seen.remove(i);
                 }
             }

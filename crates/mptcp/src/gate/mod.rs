@@ -698,19 +698,8 @@ impl Gate {
                     if target != self.remote() {
                         log::info!("joining {target}, the address the server announced");
                     }
-                    if self.pm_sock.is_none() {
-                        self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
-                    }
-                    let pm = self.pm_sock.as_mut().expect("opened above");
                     for addr in open {
-                        let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
-                        match pm.subflow_create(snap.conn.token, addr, ifindex, target) {
-                            Ok(()) => report.created.push(addr),
-                            Err(e) => {
-                                log::warn!("could not open a subflow from {addr}: {e}");
-                                report.failed.push((addr, e.to_string()));
-                            }
-                        }
+                        self.open_subflow(snap.conn.token, addr, target, &mut report)?;
                     }
                 }
                 (None, Some(_)) => {
@@ -753,13 +742,8 @@ impl Gate {
             match (cross_target, &self.recovery) {
                 (Some(t), _) => {
                     log::info!("joining {t}, the {fam} address the server announced, from {list}");
-                    if self.pm_sock.is_none() {
-                        self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
-                    }
-                    let pm = self.pm_sock.as_mut().expect("opened above");
                     for addr in cross {
                         let iface = self.machine.policy().iface(addr).cloned();
-                        let ifindex = iface.as_ref().map(|i| i.index);
                         // A family the path has no route in: say so rather than pass on
                         // the kernel's errno (the route lookup, as for the handshake).
                         if let Some(i) = &iface {
@@ -775,13 +759,7 @@ impl Gate {
                                 continue;
                             }
                         }
-                        match pm.subflow_create(snap.conn.token, addr, ifindex, t) {
-                            Ok(()) => report.created.push(addr),
-                            Err(e) => {
-                                log::warn!("could not open a subflow from {addr} to {t}: {e}");
-                                report.failed.push((addr, e.to_string()));
-                            }
-                        }
+                        self.open_subflow(snap.conn.token, addr, t, &mut report)?;
                     }
                 }
                 (None, Some(_)) => {
@@ -851,6 +829,30 @@ impl Gate {
             }
         }
         Ok(report)
+    }
+
+    /// Userspace PM: asks the kernel (`SUBFLOW_CREATE`) for a subflow from `addr`, on its
+    /// interface, to `target`; what came of it goes into `report`.
+    fn open_subflow(
+        &mut self,
+        token: u32,
+        addr: IpAddr,
+        target: SocketAddr,
+        report: &mut ReleaseReport,
+    ) -> Result<(), MptcpError> {
+        let ifindex = self.machine.policy().iface(addr).map(|i| i.index);
+        if self.pm_sock.is_none() {
+            self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
+        }
+        let pm = self.pm_sock.as_mut().expect("opened above");
+        match pm.subflow_create(token, addr, ifindex, target) {
+            Ok(()) => report.created.push(addr),
+            Err(e) => {
+                log::warn!("could not open a subflow from {addr} to {target}: {e}");
+                report.failed.push((addr, e.to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// Where the subflows nena opens go: [`join_target`] of what the peer announced

@@ -26,6 +26,10 @@ pub struct Paths {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
     pub subflows: Vec<ClassifiedSubflow>,
+    /// Why the connection is single-path, where nena knows it (a network that strips
+    /// MPTCP's options, a subflow nena closed during the first flight).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub single_path: Option<String>,
 }
 
 impl Paths {
@@ -38,6 +42,7 @@ impl Paths {
                 pm,
                 congestion,
                 subflows,
+                single_path,
                 ..
             }) => Paths {
                 mptcp,
@@ -45,6 +50,7 @@ impl Paths {
                 path_manager: pm,
                 congestion,
                 subflows,
+                single_path,
             },
             None => Paths {
                 mptcp: !c.gate.is_fallback(),
@@ -52,6 +58,7 @@ impl Paths {
                 path_manager: c.gate.pm(),
                 congestion: nena_mptcp::congestion(c.gate.fd()).ok(),
                 subflows: vec![],
+                single_path: c.gate.single_path(),
             },
         }
     }
@@ -93,6 +100,7 @@ impl Paths {
                 )
             })
             .collect();
+        // Why single-path (`single_path`) was said in a warning line already.
         format!(
             "{} over {} subflow(s): {}",
             if self.multipath {

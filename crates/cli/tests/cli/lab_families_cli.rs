@@ -4,7 +4,9 @@
 //! removes them; `down` leaves nothing; bad values are refused with one line and status 2;
 //! and nena's own perf session in such labs (IPv6 over both links; a WLAN that strips
 //! MPTCP options). Each test uses its own prefix and a guard that runs `nena lab down`.
-use crate::harness::{bytes_by_trust, client_json, lab_with, nena, serve, server, TempDir, PATHS};
+use crate::harness::{
+    bytes_by_trust, client, client_json, lab_with, nena, serve, server, TempDir, PATHS,
+};
 use nena_lab::{Family, Link};
 
 fn ok(args: &[&str]) -> String {
@@ -180,7 +182,10 @@ fn nena_perf_over_ipv6_uses_both_links() {
 /// A WLAN that strips MPTCP options (hotel and captive-portal networks): the joins on the
 /// untrusted link fail (the server sees a plain SYN), and nena carries on over the trusted
 /// link, the transfer verified; with the in-kernel PM the failed join (closed before it
-/// was ever established) is no reason to refuse the connection.
+/// was ever established) is no reason to refuse the connection. nena says why the
+/// connection is single-path, once (a warning; `paths.single_path` in the report). The run
+/// lasts 2 s: the joins fail within a round trip each (the userspace PM's second attempt
+/// after 250 ms).
 fn perf_through_a_stripping_wlan(pm: nena_lab::PmMode) {
     let lab = lab_with(|c| {
         c.untrusted_strip_mptcp = true;
@@ -189,13 +194,27 @@ fn perf_through_a_stripping_wlan(pm: nena_lab::PmMode) {
     let dir = TempDir::new("families-strip");
     let _srv = serve(&lab, 4433, dir.path(), &[]);
     let to = server(&lab, 4433);
-    let mut args = vec!["perf", "--to", to.as_str(), "--bytes", "20M", "--json"];
+    let mut args = vec!["perf", "--to", to.as_str(), "--time", "2", "--json"];
     args.extend_from_slice(&PATHS);
-    let report = client_json(&lab, &args);
+    let out = client(&lab, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["verified"], true, "{report}");
     let (t, u) = bytes_by_trust(&report);
     assert!(t > 0, "{report}");
     assert_eq!(u, 0, "nothing over the stripping link: {report}");
+    let why = report["paths"]["single_path"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("no subflow from 198.18.2.2 on `untrusted` could join")
+            && why.contains("strips"),
+        "the report says why it is single-path: {report}"
+    );
+    let said = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("could join"))
+        .count();
+    assert_eq!(said, 1, "said once: {stderr}");
 }
 
 #[test]

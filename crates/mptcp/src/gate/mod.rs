@@ -52,6 +52,11 @@ pub struct PathReport {
     pub congestion: Option<String>,
     pub conn: Option<ConnInfo>,
     pub subflows: Vec<ClassifiedSubflow>,
+    /// Why the connection is single-path, where nena knows it: a path none of whose joins
+    /// was established (a network that strips MPTCP's options), a subflow of the in-kernel
+    /// path manager nena closed during the first flight. `None` when multipath.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub single_path: Option<String>,
 }
 
 /// Result of [`Gate::release_untrusted`].
@@ -86,8 +91,18 @@ pub struct Gate {
     events: Option<PmEvents>,
     /// Recover subflows after link outages once released (userspace PM; default on).
     recover: bool,
-    /// The connection's registration with the recovery service (dropped with the gate).
+    /// The connection's registration with the recovery service (dropped with the gate): it
+    /// recovers subflows (userspace PM, `recover`), or only watches the joins (their notes).
     recovery: Option<RecoveryHandle>,
+    /// The subflow events of this connection the gate's subscription read (given to the
+    /// recovery service's machine at the release: joins may fail before it is registered).
+    early: Vec<crate::recovery::RecoveryEvent>,
+    /// The untrusted subflows nena closed during the first flight (their closes are no
+    /// failed joins).
+    withdrawn: Vec<SocketAddr>,
+    /// Why the connection is single-path, as far as the gate made it so (see
+    /// [`PathReport::single_path`]).
+    notes: Vec<String>,
     /// The connection's local token (path-manager events carry it); 0 for a fallback.
     token: u32,
     /// Addresses the peer announced (`MPTCP_EVENT_ANNOUNCED`) while the subscription ran,
@@ -139,6 +154,9 @@ impl Gate {
             events,
             recover: true,
             recovery: None,
+            early: Vec::new(),
+            withdrawn: Vec::new(),
+            notes: Vec::new(),
             token: 0,
             announced: Vec::new(),
             deny_initial: false,
@@ -184,11 +202,6 @@ impl Gate {
     /// Subflows re-created after a link outage so far (0 without recovery).
     pub fn recoveries(&self) -> u64 {
         self.recovery.as_ref().map_or(0, |r| r.recovered())
-    }
-
-    /// The connection is registered for subflow recovery (userspace PM, released, on).
-    pub fn recovering(&self) -> bool {
-        self.recovery.is_some()
     }
 
     /// In-kernel PM endpoints listed when connecting (None in userspace mode or if the
@@ -352,9 +365,19 @@ impl Gate {
     fn note_announced(&mut self, events: &[crate::pm::PmEvent]) {
         use crate::pm::{
             MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CREATED, MPTCP_EVENT_ESTABLISHED,
-            MPTCP_PM_EV_FLAG_DENY_JOIN_ID0,
+            MPTCP_EVENT_SUB_CLOSED, MPTCP_EVENT_SUB_ESTABLISHED, MPTCP_PM_EV_FLAG_DENY_JOIN_ID0,
         };
+        use crate::recovery::RecoveryEvent;
         for e in events.iter().filter(|e| e.token == Some(self.token)) {
+            match (e.kind, e.local, e.remote) {
+                (MPTCP_EVENT_SUB_ESTABLISHED, Some(local), Some(remote)) => self
+                    .early
+                    .push(RecoveryEvent::SubflowEstablished { local, remote }),
+                (MPTCP_EVENT_SUB_CLOSED, Some(local), _) => {
+                    self.early.push(RecoveryEvent::SubflowClosed { local })
+                }
+                _ => {}
+            }
             let denies = e
                 .flags
                 .is_some_and(|f| f & MPTCP_PM_EV_FLAG_DENY_JOIN_ID0 != 0);
@@ -387,7 +410,9 @@ impl Gate {
         }
         let keep = match self.machine.stage() {
             Stage::FirstFlight | Stage::Connected => true,
-            Stage::Acked => self.pm() == PmKind::Userspace && self.join_target().is_none(),
+            // Until the release: the in-kernel PM's joins (and their failures) come with the
+            // acknowledgement of the first flight, before the recovery service watches them.
+            Stage::Acked => self.pm() == PmKind::Kernel || self.join_target().is_none(),
             _ => false,
         };
         if !keep {
@@ -473,13 +498,17 @@ impl Gate {
                         "no TCP socket {local} -> {remote} to close (state {})",
                         sf.state
                     ),
-                    Ok(true) => log::info!(
-                        "closed the subflow {local} -> {remote} that the in-kernel path manager \
-                         opened before the first flight (the server announced an address, or the \
-                         connection was fully established early); the in-kernel path manager does \
-                         not reopen it, so this connection stays on its trusted path (the \
-                         userspace path manager, net.mptcp.path_manager=userspace, opens the \
-                         untrusted paths after the first flight instead)"
+                    Ok(true) => self.withdrew(
+                        local,
+                        format!(
+                            "single path: nena closed the subflow {local} -> {remote} that the \
+                             in-kernel path manager opened before the first flight (the server \
+                             announced an address, or the connection was fully established \
+                             early), and the in-kernel path manager does not reopen it, so this \
+                             connection stays on its trusted path; the userspace path manager \
+                             (sysctl net.mptcp.path_manager=userspace) opens the untrusted paths \
+                             after the first flight instead"
+                        ),
                     ),
                     Err(e) => {
                         return Err(MptcpError::Policy(format!(
@@ -561,11 +590,17 @@ impl Gate {
             };
             let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
             match crate::diag::destroy(local, remote) {
-                Ok(_) => log::info!(
-                    "the first flight was not acknowledged within {waited} ms: closed the \
-                     subflow {local} -> {remote} on an untrusted path before the kernel could \
-                     send the first flight again on it; the in-kernel path manager does not \
-                     reopen it, so this connection stays on its trusted path"
+                Ok(_) => self.withdrew(
+                    local,
+                    format!(
+                        "single path: the first flight was not acknowledged within {waited} ms, \
+                         so nena closed the subflow {local} -> {remote} on an untrusted path \
+                         before the kernel could send the first flight again on it; the \
+                         in-kernel path manager does not reopen it, so this connection stays on \
+                         its trusted path (the userspace path manager, sysctl \
+                         net.mptcp.path_manager=userspace, opens the untrusted paths after the \
+                         first flight instead)"
+                    ),
                 ),
                 Err(e) => {
                     let r = self.machine.refuse_unwithdrawable(
@@ -579,6 +614,15 @@ impl Gate {
             }
         }
         Ok(())
+    }
+
+    /// Nena closed the untrusted subflow from `local` during the first flight: why the
+    /// connection stays single-path (in-kernel PM), said once per process and kept for the
+    /// report.
+    fn withdrew(&mut self, local: SocketAddr, line: String) {
+        self.withdrawn.push(local);
+        crate::notes::say_once(&format!("withdrawn {}", local.ip()), &line);
+        self.notes.push(line);
     }
 
     /// Non-blocking: true once the peer has DATA-ACKed the `len` bytes written after
@@ -661,14 +705,17 @@ impl Gate {
         let cross_target =
             crate::path::other_family_target(&self.announced, cross_v4, self.remote().port());
         let target = self.join_target();
-        // Register for recovery before any subflow is requested, so their events are seen.
-        if let (true, Some(mut paths)) = (self.recover, self.machine.recovery_paths()) {
+        // Register with the recovery service before any subflow is requested, so their
+        // events are seen: to recover subflows (userspace PM), or to watch the joins only
+        // (the in-kernel PM, which opens its subflows itself; recovery off).
+        if let Some((mut paths, active)) = self.watched_paths() {
             let now: Vec<_> = sockopt::subflows(self.fd())?
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
                 .collect();
             paths.extend(cross.iter().copied());
             let m = RecoveryMachine::new(self.remote(), &paths, &now, RecoveryConfig::default());
+            let m = if active { m } else { m.watch_only() };
             let m = if target.is_some() {
                 m
             } else {
@@ -683,11 +730,21 @@ impl Gate {
                 Err(e) => log::warn!("no subflow recovery for this connection: {e}"),
             }
         }
-        if target.is_none() {
-            // What was announced before the registration is in this subscription; what is
-            // announced after it reaches the recovery service.
-            self.read_announcements();
-            if let (Some(h), Some(t)) = (&self.recovery, self.join_target()) {
+        // What was announced (and joined, or failed to) before the registration is in this
+        // subscription; what comes after it reaches the recovery service.
+        self.read_announcements();
+        if let Some(h) = &self.recovery {
+            let withdrawn = &self.withdrawn;
+            h.replay(
+                self.early
+                    .drain(..)
+                    .filter(|e| {
+                        !matches!(e, crate::recovery::RecoveryEvent::SubflowClosed { local }
+                            if withdrawn.contains(local))
+                    })
+                    .collect(),
+            );
+            if let (None, Some(t)) = (target, self.join_target()) {
                 h.announce(t);
             }
         }
@@ -831,6 +888,26 @@ impl Gate {
         Ok(report)
     }
 
+    /// The paths the recovery service takes care of at the release, and whether it recovers
+    /// them (`true`) or only watches their joins: the userspace PM's released paths
+    /// (recovered unless recovery is off), the in-kernel PM's `subflow` endpoints (watched).
+    fn watched_paths(&self) -> Option<(Vec<IpAddr>, bool)> {
+        match self.pm() {
+            PmKind::Userspace => Some((self.machine.recovery_paths()?, self.recover)),
+            PmKind::Kernel => {
+                let eps: Vec<IpAddr> = self
+                    .kernel_endpoints
+                    .as_deref()?
+                    .iter()
+                    .filter(|e| e.is_subflow())
+                    .filter_map(|e| e.addr)
+                    .filter(|a| !crate::path::is_link_local(*a))
+                    .collect();
+                (!eps.is_empty()).then_some((eps, false))
+            }
+        }
+    }
+
     /// Userspace PM: asks the kernel (`SUBFLOW_CREATE`) for a subflow from `addr`, on its
     /// interface, to `target`; what came of it goes into `report`.
     fn open_subflow(
@@ -861,6 +938,20 @@ impl Gate {
         join_target(self.remote(), &self.announced, self.deny_initial)
     }
 
+    /// Why the connection is single-path, where nena knows it (the notes of the gate, then
+    /// of the recovery service's machine, without their "single path: ", joined).
+    pub fn single_path(&self) -> Option<String> {
+        let mut all = self.notes.clone();
+        if let Some(h) = &self.recovery {
+            all.extend(h.notes());
+        }
+        let all: Vec<&str> = all
+            .iter()
+            .map(|l| l.trim_start_matches("single path: "))
+            .collect();
+        (!all.is_empty()).then(|| all.join("; "))
+    }
+
     /// What the connection is now.
     pub fn report(&self) -> Result<PathReport, MptcpError> {
         if self.is_fallback() {
@@ -871,6 +962,7 @@ impl Gate {
                 congestion: sockopt::congestion(self.fd()).ok(),
                 conn: None,
                 subflows: vec![],
+                single_path: None,
             });
         }
         let subflows = self.classified()?;
@@ -885,6 +977,7 @@ impl Gate {
             congestion: sockopt::congestion(self.fd()).ok(),
             conn: Some(sockopt::info(self.fd())?),
             subflows,
+            single_path: (carrying < 2).then(|| self.single_path()).flatten(),
         })
     }
 }

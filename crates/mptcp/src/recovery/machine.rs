@@ -33,6 +33,14 @@
 //!   peer announced in their family ([`with_target`](RecoveryMachine::with_target), or an
 //!   [`Announced`](RecoveryEvent::Announced) address of that family); until then nothing is
 //!   tried on them, and then every such path without a subflow is opened to it at once.
+//! * A path whose joins never get established (each closed before its establishment: the
+//!   peer's answer had no MP_JOIN, or it reset the join) is said once ([`take_notes`](RecoveryMachine::take_notes)):
+//!   a network that strips MPTCP's options (hotel and captive-portal networks) or a server
+//!   that refuses the join leaves the connection single-path, and the user should know why.
+//!   After two such attempts (one for a [`watch_only`](RecoveryMachine::watch_only) machine:
+//!   the in-kernel path manager does not try again), for a path that never had a subflow.
+//! * A [`watch_only`](RecoveryMachine::watch_only) machine (the in-kernel path manager, which
+//!   opens its subflows itself) answers no command; it only keeps the paths' notes.
 //! * When the connection closes the machine is done: it answers nothing any more.
 
 use std::net::{IpAddr, SocketAddr};
@@ -117,6 +125,53 @@ struct Path {
     stale: Vec<(SocketAddr, SocketAddr)>,
     attempt: Attempt,
     wait: Duration,
+    /// A subflow of this path was established at some time (or open at the start).
+    joined: bool,
+    /// Joins of this path closed before they were established.
+    failed: u32,
+    /// The path's [`JoinNote`] was taken.
+    noted: bool,
+    /// The latest subflows of this path whose close was seen (a close reported twice, by
+    /// the gate's subscription and the service's, counts once).
+    gone: std::collections::VecDeque<SocketAddr>,
+}
+
+/// How many closed subflows a path remembers (see `Path::gone`).
+const GONE_KEPT: usize = 16;
+
+/// A path none of whose joins was established: the reason a connection stays single-path
+/// ([`RecoveryMachine::take_notes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinNote {
+    /// The path's local address.
+    pub local: IpAddr,
+    /// Where its joins went (`None`: the peer's address the connection went to).
+    pub target: Option<SocketAddr>,
+    /// Joins closed before they were established.
+    pub attempts: u32,
+    /// Whether nena tries again (its own path management) or not (the in-kernel PM's join).
+    pub retried: bool,
+}
+
+impl JoinNote {
+    /// One line for the user, `on` naming the path's interface (e.g. "`wlan0`").
+    pub fn line(&self, on: Option<&str>, remote: SocketAddr) -> String {
+        let to = self.target.unwrap_or(remote);
+        let on = on.map(|i| format!(" on `{i}`")).unwrap_or_default();
+        format!(
+            "single path: no subflow from {}{on} could join the connection to {to} ({} \
+             attempt(s), none established): that network does not carry MPTCP's options (it \
+             strips them, as hotel and captive-portal networks do) or the server refuses the \
+             join; the connection carries on without this path{}",
+            self.local,
+            self.attempts,
+            if self.retried {
+                " (nena tries again every 4 s at most)"
+            } else {
+                " (no other attempt is made)"
+            }
+        )
+    }
 }
 
 impl Path {
@@ -156,6 +211,8 @@ pub struct RecoveryMachine {
     paths: Vec<Path>,
     cfg: RecoveryConfig,
     closed: bool,
+    /// No commands: the in-kernel path manager opens the subflows ([`Self::watch_only`]).
+    watch: bool,
 }
 
 /// Canonical form of an address (an IPv4-mapped IPv6 address is its IPv4 address).
@@ -187,6 +244,7 @@ impl RecoveryMachine {
             paths: Vec::new(),
             cfg,
             closed: false,
+            watch: false,
         };
         for &a in paths {
             let addr = canon(a);
@@ -200,14 +258,47 @@ impl RecoveryMachine {
                 stale: Vec::new(),
                 attempt: Attempt::Idle,
                 wait: cfg.first_wait,
+                joined: false,
+                failed: 0,
+                noted: false,
+                gone: Default::default(),
             });
         }
         for &(l, r) in open {
             if let Some(p) = m.path_mut(l.ip()) {
                 p.live.push((l, r));
+                p.joined = true;
             }
         }
         m
+    }
+
+    /// The same machine answering no command: for the in-kernel path manager, which opens
+    /// the subflows itself; it keeps only the paths' notes ([`Self::take_notes`]).
+    pub fn watch_only(mut self) -> Self {
+        self.watch = true;
+        self
+    }
+
+    /// The notes not taken yet: each path with no established join after its attempts
+    /// (see the module documentation), once.
+    pub fn take_notes(&mut self) -> Vec<JoinNote> {
+        let threshold = if self.watch { 1 } else { 2 };
+        let targets: Vec<_> = self.paths.iter().map(|p| self.target_for(p.addr)).collect();
+        let retried = !self.watch;
+        let mut out = Vec::new();
+        for (p, target) in self.paths.iter_mut().zip(targets) {
+            if !p.joined && !p.noted && p.failed >= threshold {
+                p.noted = true;
+                out.push(JoinNote {
+                    local: p.addr,
+                    target,
+                    attempts: p.failed,
+                    retried,
+                });
+            }
+        }
+        out
     }
 
     /// The same machine for a peer that denies joins to `remote` and has announced nothing
@@ -215,6 +306,11 @@ impl RecoveryMachine {
     pub fn awaiting_announcement(mut self) -> Self {
         self.target = None;
         self
+    }
+
+    /// The address and port the connection went to.
+    pub fn initial(&self) -> SocketAddr {
+        self.initial
     }
 
     /// Where new subflows go; `None` while waiting for an announcement.
@@ -280,6 +376,22 @@ impl RecoveryMachine {
 
     /// Feed one event at time `now`.
     pub fn on_event(&mut self, ev: RecoveryEvent, now: Instant) -> Vec<Command> {
+        let out = self.step(ev, now);
+        self.answer(out)
+    }
+
+    /// A watch-only machine answers nothing and waits for nothing.
+    fn answer(&mut self, out: Vec<Command>) -> Vec<Command> {
+        if !self.watch {
+            return out;
+        }
+        for p in &mut self.paths {
+            p.attempt = Attempt::Idle;
+        }
+        Vec::new()
+    }
+
+    fn step(&mut self, ev: RecoveryEvent, now: Instant) -> Vec<Command> {
         if self.closed {
             return Vec::new();
         }
@@ -320,6 +432,11 @@ impl RecoveryMachine {
                     if known(&p.live) || known(&p.stale) {
                         return out;
                     }
+                    p.joined = true;
+                    if p.gone.iter().any(|&g| same(g, local)) {
+                        // Its close was seen first (events replayed out of order): gone.
+                        return out;
+                    }
                     if !p.live.is_empty() {
                         // A second attempt that also succeeded: one subflow per path.
                         out.push(Command::DestroySubflow { local, remote: r });
@@ -338,6 +455,24 @@ impl RecoveryMachine {
             }
             RecoveryEvent::SubflowClosed { local } => {
                 if let Some(p) = self.path_mut(local.ip()) {
+                    if p.gone.iter().any(|&g| same(g, local)) {
+                        return out;
+                    }
+                    if p.gone.len() == GONE_KEPT {
+                        p.gone.pop_front();
+                    }
+                    p.gone.push_back(local);
+                    let known =
+                        |v: &[(SocketAddr, SocketAddr)]| v.iter().any(|&(l, _)| same(l, local));
+                    if !known(&p.live) && !known(&p.stale) {
+                        // A join gone before it was established: the attempt failed, as if
+                        // its wait had run out (the next one at the same time, waiting longer).
+                        p.failed += 1;
+                        if let Attempt::Pending { deadline } = p.attempt {
+                            p.attempt = Attempt::Retry { at: deadline };
+                            p.wait = (p.wait * 2).min(cfg.max_wait);
+                        }
+                    }
                     p.live.retain(|&(l, _)| !same(l, local));
                     p.stale.retain(|&(l, _)| !same(l, local));
                     if p.live.is_empty() && p.link_up && p.attempt == Attempt::Idle {
@@ -393,6 +528,11 @@ impl RecoveryMachine {
 
     /// The timers: attempts whose wait ran out at `now`.
     pub fn poll(&mut self, now: Instant) -> Vec<Command> {
+        let out = self.timers(now);
+        self.answer(out)
+    }
+
+    fn timers(&mut self, now: Instant) -> Vec<Command> {
         let mut out = Vec::new();
         if self.closed {
             return out;
@@ -457,6 +597,90 @@ mod tests {
             ],
             RecoveryConfig::default(),
         )
+    }
+
+    /// Released paths with only the trusted subflow open (the untrusted join not made yet).
+    fn trusted_only() -> RecoveryMachine {
+        RecoveryMachine::new(
+            sa(REMOTE),
+            &[ip(U), ip(T)],
+            &[(sa("198.18.1.2:40000"), sa(REMOTE))],
+            RecoveryConfig::default(),
+        )
+    }
+
+    fn closed(m: &mut RecoveryMachine, local: &str, at: Instant) -> Vec<Command> {
+        m.on_event(RecoveryEvent::SubflowClosed { local: sa(local) }, at)
+    }
+
+    #[test]
+    fn joins_that_never_establish_are_said_once_after_two_attempts() {
+        let t0 = Instant::now();
+        let mut m = trusted_only();
+        // The release's own join, refused (a WLAN that strips MPTCP's options: RST).
+        assert!(closed(&mut m, "198.18.2.2:40001", t0).is_empty());
+        // The same close reported twice (the gate's subscription and the service's).
+        assert!(closed(&mut m, "198.18.2.2:40001", t0).is_empty());
+        assert!(m.take_notes().is_empty(), "one attempt is not enough");
+        assert_eq!(m.poll(t0 + ms(250)), vec![create(U)]);
+        assert!(closed(&mut m, "198.18.2.2:40002", t0 + ms(251)).is_empty());
+        let notes = m.take_notes();
+        assert_eq!(
+            notes,
+            vec![JoinNote {
+                local: ip(U),
+                target: Some(sa(REMOTE)),
+                attempts: 2,
+                retried: true
+            }]
+        );
+        let line = notes[0].line(Some("wlan0"), sa(REMOTE));
+        assert!(
+            line.contains("198.18.2.2 on `wlan0`") && line.contains("strips"),
+            "{line}"
+        );
+        // Once: later failures add no note, and the attempts go on, waiting longer.
+        assert_eq!(m.poll(t0 + ms(751)), vec![create(U)]);
+        closed(&mut m, "198.18.2.2:40003", t0 + ms(752));
+        assert!(m.take_notes().is_empty());
+        assert_eq!(m.next_deadline(), Some(t0 + ms(751) + ms(500)));
+    }
+
+    #[test]
+    fn a_path_that_joined_once_is_not_said_to_fail() {
+        let t0 = Instant::now();
+        let mut m = trusted_only();
+        m.on_event(
+            RecoveryEvent::SubflowEstablished {
+                local: sa("198.18.2.2:40001"),
+                remote: sa(REMOTE),
+            },
+            t0,
+        );
+        for (i, port) in [40001, 40002, 40003].into_iter().enumerate() {
+            let at = t0 + Duration::from_secs(5 * i as u64);
+            closed(&mut m, &format!("198.18.2.2:{port}"), at);
+            m.poll(at + Duration::from_secs(5));
+        }
+        assert!(m.take_notes().is_empty());
+    }
+
+    #[test]
+    fn a_watch_only_machine_commands_nothing_and_says_one_failed_join() {
+        let t0 = Instant::now();
+        let mut m = trusted_only().watch_only();
+        assert!(closed(&mut m, "198.18.2.2:40001", t0).is_empty());
+        assert!(m.poll(t0 + Duration::from_secs(10)).is_empty());
+        assert!(m
+            .on_event(RecoveryEvent::LinkDown { addr: ip(T) }, t0)
+            .is_empty());
+        assert!(m
+            .on_event(RecoveryEvent::LinkUp { addr: ip(T) }, t0 + ms(5))
+            .is_empty());
+        assert_eq!(m.next_deadline(), None);
+        let notes = m.take_notes();
+        assert_eq!(notes.len(), 1);
+        assert!(!notes[0].retried && notes[0].attempts == 1, "{notes:?}");
     }
 
     #[test]

@@ -15,12 +15,18 @@
 //! (never before the release, see [`GateMachine::recovery_paths`](crate::GateMachine::recovery_paths))
 //! and deregistered when its [`RecoveryHandle`] (held by the gate) is dropped or its
 //! `MPTCP_EVENT_CLOSED` arrives. The service holds no descriptor of any connection, so it
-//! never keeps one open. Lost events (`ENOBUFS`) are logged; a subflow closed in the lost
+//! never keeps one open. Events of a connection not registered yet are kept a short while
+//! ([`BACKLOG_FOR`]) and given to its machine when it registers: the in-kernel path manager
+//! may join (and fail to) while the gate is still releasing the connection.
+//!
+//! A machine's [`JoinNote`]s (a path none of whose joins was established) are logged once per
+//! process and path, and kept in the connection's handle ([`RecoveryHandle::notes`]) for its
+//! report: why the connection is single-path. Lost events (`ENOBUFS`) are logged; a subflow closed in the lost
 //! stretch is found again only at its path's next outage.
 
 pub mod machine;
 
-pub use machine::{Command, RecoveryConfig, RecoveryEvent, RecoveryMachine};
+pub use machine::{Command, JoinNote, RecoveryConfig, RecoveryEvent, RecoveryMachine};
 
 use crate::pm::{
     PmEvent, PmEvents, PmSocket, MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
@@ -53,12 +59,19 @@ const RESCAN: Duration = Duration::from_secs(1);
 /// keep a deleted network namespace alive); the next registration starts a new one.
 const IDLE_STOP: Duration = Duration::from_secs(2);
 
+/// How long events of a connection that is not registered (yet) are kept for it.
+pub const BACKLOG_FOR: Duration = Duration::from_secs(2);
+
+/// At most this many such events are kept.
+const BACKLOG_MAX: usize = 256;
+
 enum Change {
     Add {
         id: u64,
         token: u32,
         machine: RecoveryMachine,
         recovered: Arc<AtomicU64>,
+        notes: Arc<Mutex<Vec<String>>>,
     },
     Remove {
         id: u64,
@@ -67,6 +80,11 @@ enum Change {
     Announced {
         id: u64,
         remote: SocketAddr,
+    },
+    /// Subflow events of the connection the owner read before the registration.
+    Replay {
+        id: u64,
+        events: Vec<RecoveryEvent>,
     },
 }
 
@@ -85,6 +103,7 @@ pub struct RecoveryHandle {
     id: u64,
     shared: Arc<Shared>,
     recovered: Arc<AtomicU64>,
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 impl RecoveryHandle {
@@ -92,6 +111,23 @@ impl RecoveryHandle {
     /// `SUBFLOW_CREATE` after an outage).
     pub fn recovered(&self) -> u64 {
         self.recovered.load(Ordering::Relaxed)
+    }
+
+    /// Why paths of this connection carry nothing: one line per path none of whose joins
+    /// was established ([`JoinNote::line`]).
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+
+    /// Give the connection's machine the subflow events its owner read before the
+    /// registration (a close seen twice counts once).
+    pub fn replay(&self, events: Vec<RecoveryEvent>) {
+        if !events.is_empty() {
+            self.shared.push(Change::Replay {
+                id: self.id,
+                events,
+            });
+        }
     }
 
     /// Tell the connection's machine of an address the peer announced before the
@@ -154,17 +190,20 @@ pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, 
     // Pushed under the services lock: a service that is about to stop for want of work
     // (see `Service::retire`) sees it, or this registration finds no service and starts one.
     let recovered = Arc::new(AtomicU64::new(0));
+    let notes = Arc::new(Mutex::new(Vec::new()));
     shared.push(Change::Add {
         id,
         token,
         machine,
         recovered: recovered.clone(),
+        notes: notes.clone(),
     });
     drop(map);
     Ok(RecoveryHandle {
         id,
         shared,
         recovered,
+        notes,
     })
 }
 
@@ -205,6 +244,7 @@ fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
                 pm,
                 rtnl,
                 conns: HashMap::new(),
+                backlog: Default::default(),
                 usable: HashSet::new(),
                 last_scan: None,
             }
@@ -217,6 +257,7 @@ struct Conn {
     token: u32,
     machine: RecoveryMachine,
     recovered: Arc<AtomicU64>,
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 struct Service {
@@ -226,6 +267,8 @@ struct Service {
     pm: PmSocket,
     rtnl: Socket,
     conns: HashMap<u64, Conn>,
+    /// Events of connections not registered, with when they were read (see [`BACKLOG_FOR`]).
+    backlog: std::collections::VecDeque<(Instant, PmEvent)>,
     /// Local addresses usable at the last scan.
     usable: HashSet<IpAddr>,
     last_scan: Option<Instant>,
@@ -298,6 +341,7 @@ impl Service {
                         token,
                         machine,
                         recovered,
+                        notes,
                     } => {
                         self.conns.insert(
                             id,
@@ -305,15 +349,33 @@ impl Service {
                                 token,
                                 machine,
                                 recovered,
+                                notes,
                             },
                         );
                         fresh.push(id);
+                        let early: Vec<PmEvent> = self
+                            .backlog
+                            .iter()
+                            .filter(|(_, ev)| ev.token == Some(token))
+                            .map(|(_, ev)| ev.clone())
+                            .collect();
+                        for ev in &early {
+                            self.on_pm_event(ev, now);
+                        }
                     }
                     Change::Remove { id } => {
                         self.conns.remove(&id);
                     }
                     Change::Announced { id, remote } => {
                         self.on_announced(id, remote, now);
+                    }
+                    Change::Replay { id, events } => {
+                        for ev in events {
+                            if let Some(c) = self.conns.get_mut(&id) {
+                                let cmds = c.machine.on_event(ev, now);
+                                self.execute(id, cmds);
+                            }
+                        }
                     }
                 }
             }
@@ -335,6 +397,7 @@ impl Service {
                 let cmds = self.conns.get_mut(&id).unwrap().machine.poll(now);
                 self.execute(id, cmds);
             }
+            self.take_notes();
             self.conns.retain(|_, c| !c.machine.is_done());
             if !self.conns.is_empty() {
                 idle_since = None;
@@ -395,8 +458,45 @@ impl Service {
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
+    /// Log the machines' new notes (once per process and path) and keep them in their
+    /// handles.
+    fn take_notes(&mut self) {
+        for c in self.conns.values_mut() {
+            for n in c.machine.take_notes() {
+                let remote = c.machine.initial();
+                let on = crate::path::iface_of(n.local)
+                    .ok()
+                    .flatten()
+                    .map(|i| i.name);
+                let line = n.line(on.as_deref(), remote);
+                let key = format!("join {} {}", n.local, n.target.unwrap_or(remote));
+                crate::notes::say_once(&key, &line);
+                if let Ok(mut v) = c.notes.lock() {
+                    v.push(line);
+                }
+            }
+        }
+    }
+
+    /// Keep `ev` for a connection that may register soon.
+    fn keep_for_later(&mut self, ev: &PmEvent, now: Instant) {
+        while self
+            .backlog
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > BACKLOG_FOR)
+            || self.backlog.len() >= BACKLOG_MAX
+        {
+            self.backlog.pop_front();
+        }
+        self.backlog.push_back((now, ev.clone()));
+    }
+
     fn on_pm_event(&mut self, ev: &PmEvent, now: Instant) {
         let Some(token) = ev.token else { return };
+        if self.ids_of(token).is_empty() {
+            self.keep_for_later(ev, now);
+            return;
+        }
         let rev = match (ev.kind, ev.local, ev.remote) {
             (MPTCP_EVENT_SUB_ESTABLISHED, Some(local), Some(remote)) => {
                 RecoveryEvent::SubflowEstablished { local, remote }

@@ -11,6 +11,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where the kernel lists the congestion controls it has registered (its own and BPF ones).
@@ -332,6 +333,40 @@ pub(crate) struct TrustedWait {
     said: bool,
 }
 
+/// The process's waits for a trusted link ([`trusted_waits`]).
+static WAITING: AtomicU64 = AtomicU64::new(0);
+static WAITED: AtomicU64 = AtomicU64::new(0);
+static GAVE_UP: AtomicU64 = AtomicU64::new(0);
+
+/// What this process's new connections did about trusted links that were down: for the
+/// proxies' and the gateway's metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrustedWaits {
+    /// Connections waiting now for a trusted interface to come back.
+    pub waiting: u64,
+    /// Connections that had to wait, since the process started.
+    pub waited: u64,
+    /// Of those, the ones whose timeout ran out (they failed; nothing was sent).
+    pub gave_up: u64,
+}
+
+/// This process's [`TrustedWaits`] so far.
+pub fn trusted_waits() -> TrustedWaits {
+    TrustedWaits {
+        waiting: WAITING.load(Ordering::Relaxed),
+        waited: WAITED.load(Ordering::Relaxed),
+        gave_up: GAVE_UP.load(Ordering::Relaxed),
+    }
+}
+
+impl Drop for TrustedWait {
+    fn drop(&mut self) {
+        if self.said {
+            WAITING.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl TrustedWait {
     /// How often the interfaces are looked at again while waiting.
     pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -378,6 +413,7 @@ impl TrustedWait {
             return Err(e);
         };
         if std::time::Instant::now() >= self.deadline {
+            GAVE_UP.fetch_add(1, Ordering::Relaxed);
             return Err(MptcpError::Policy(format!(
                 "the trusted interface {down} is down, and it did not come back within {:?}; \
                  nena never sends the connection's handshake to {} by another interface",
@@ -392,6 +428,8 @@ impl TrustedWait {
                 self.timeout
             );
             self.said = true;
+            WAITING.fetch_add(1, Ordering::Relaxed);
+            WAITED.fetch_add(1, Ordering::Relaxed);
         }
         Ok(None)
     }

@@ -129,7 +129,9 @@ pub use client::{
     available_congestion_controls, preferred_congestion, AVAILABLE_CONGESTION_CONTROLS,
     DEFAULT_CONGESTION_CONTROL,
 };
-pub use client::{connect, connect_ungated, listen, Client, ConnectOptions};
+pub use client::{
+    connect, connect_ungated, listen, trusted_waits, Client, ConnectOptions, TrustedWaits,
+};
 pub use gate::{
     connect_async, AsyncClient, ClassifiedSubflow, Gate, GateMachine, PathReport, Refusal,
     ReleaseReport, Verdict,

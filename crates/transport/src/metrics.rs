@@ -273,6 +273,9 @@ pub struct Metrics {
     subflows: Family<EventLabels, Counter>,
     handshake: Family<RoleLabels, Histogram>,
     retried: Family<RoleLabels, Counter>,
+    waiting: Family<RoleLabels, Gauge>,
+    waits: Family<RoleLabels, Counter>,
+    wait_timeouts: Family<RoleLabels, Counter>,
 }
 
 impl Metrics {
@@ -327,8 +330,30 @@ impl Metrics {
              altered (an attacker on a path, or a receiving kernel's misplaced bytes)",
             retried.clone(),
         );
+        let waiting = Family::<RoleLabels, Gauge>::default();
+        registry.register(
+            "sessions_waiting_for_trusted_link",
+            "New connections waiting now for a trusted interface that is down (their hello \
+             goes by no other interface)",
+            waiting.clone(),
+        );
+        let waits = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "trusted_link_waits",
+            "New connections that had to wait for a trusted interface that was down",
+            waits.clone(),
+        );
+        let wait_timeouts = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "trusted_link_wait_timeouts",
+            "Of those, the ones that failed when their timeout ran out",
+            wait_timeouts.clone(),
+        );
         let m = Metrics {
             role,
+            waiting,
+            waits,
+            wait_timeouts,
             registry,
             sessions,
             active,
@@ -343,6 +368,7 @@ impl Metrics {
         let _ = m.active.get_or_create(&m.role_labels());
         let _ = m.integrity.get_or_create(&m.role_labels());
         let _ = m.retried.get_or_create(&m.role_labels());
+        m.trusted_waits(nena_mptcp::TrustedWaits::default());
         Arc::new(m)
     }
 
@@ -414,8 +440,20 @@ impl Metrics {
         }
     }
 
+    /// The process's waits for a trusted link (they happen inside connect, before there is
+    /// a session), as they stand now.
+    fn trusted_waits(&self, w: nena_mptcp::TrustedWaits) {
+        let l = self.role_labels();
+        self.waiting.get_or_create(&l).set(w.waiting as i64);
+        for (c, total) in [(&self.waits, w.waited), (&self.wait_timeouts, w.gave_up)] {
+            let c = c.get_or_create(&l);
+            c.inc_by(total.saturating_sub(c.get()));
+        }
+    }
+
     /// The OpenMetrics text of every family.
     pub fn encode(&self) -> String {
+        self.trusted_waits(nena_mptcp::trusted_waits());
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String does not fail");
@@ -637,5 +675,40 @@ mod tests {
             Outcome::of_error(&anyhow::anyhow!("connection reset")),
             Outcome::Failed
         );
+    }
+
+    #[test]
+    fn trusted_link_waits_follow_the_process_totals() {
+        let m = Metrics::new(Role::Gateway);
+        m.trusted_waits(nena_mptcp::TrustedWaits {
+            waiting: 2,
+            waited: 3,
+            gave_up: 1,
+        });
+        let text = {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+            out
+        };
+        for line in [
+            "nena_sessions_waiting_for_trusted_link{role=\"gateway\"} 2",
+            "nena_trusted_link_waits_total{role=\"gateway\"} 3",
+            "nena_trusted_link_wait_timeouts_total{role=\"gateway\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // Totals only grow: a later reading that is the same changes nothing.
+        m.trusted_waits(nena_mptcp::TrustedWaits {
+            waiting: 0,
+            waited: 3,
+            gave_up: 1,
+        });
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(
+            out.contains("nena_trusted_link_waits_total{role=\"gateway\"} 3"),
+            "{out}"
+        );
+        assert!(out.contains("nena_sessions_waiting_for_trusted_link{role=\"gateway\"} 0"));
     }
 }

@@ -422,3 +422,80 @@ fn a_new_session_waits_for_the_trusted_link_and_never_goes_around_it() {
     });
     assert_eq!(r["verified"], true, "{r}");
 }
+
+/// The proxies say in their metrics that new sessions wait for the trusted link (issue 40):
+/// during the outage a proxy client's new session shows as waiting, and once its timeout
+/// ran out as a wait that timed out; the log says the wait once.
+#[test]
+fn a_proxy_session_waiting_for_the_trusted_link_shows_in_the_metrics() {
+    let lab = lab_with(|_| {});
+    let listen = server(&lab, 7603);
+    let _ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--forward",
+            "127.0.0.1:7",
+        ],
+    );
+    lab.set_link(Link::Trusted, false).unwrap();
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--listen",
+        "127.0.0.1:7604",
+        "--to",
+        &listen,
+        "--metrics",
+        "127.0.0.1:9467",
+        "--timeout",
+        "3",
+    ];
+    args.extend_from_slice(&PATHS);
+    let pc = spawn_listening(&lab, Host::Client, &args);
+    let scrape = || sh(&lab, Host::Client, "curl -s http://127.0.0.1:9467/metrics");
+    let metric = |name: &str| format!("nena_{name}{{role=\"proxy_client\"}}");
+    assert!(
+        scrape().contains(&format!(
+            "{} 0",
+            metric("sessions_waiting_for_trusted_link")
+        )),
+        "{}",
+        scrape()
+    );
+    // An application connects: its session waits for the trusted link.
+    let mut app = lab.command(
+        Host::Client,
+        "python3",
+        [
+            "-c",
+            "import socket, time\n\
+             s = socket.create_connection(('127.0.0.1', 7604))\n\
+             time.sleep(30)",
+        ],
+    );
+    let mut app = Killed(app.stdin(Stdio::null()).spawn().expect("python3"));
+    let waiting = format!("{} 1", metric("sessions_waiting_for_trusted_link"));
+    nena_testkit::wait_for("a session waiting", Duration::from_secs(10), || {
+        scrape().contains(&waiting).then_some(())
+    });
+    assert!(scrape().contains(&format!("{} 1", metric("trusted_link_waits_total"))));
+    // Its timeout runs out: no longer waiting, counted as timed out.
+    let gave_up = format!("{} 1", metric("trusted_link_wait_timeouts_total"));
+    nena_testkit::wait_for("the wait timed out", Duration::from_secs(10), || {
+        let text = scrape();
+        (text.contains(&gave_up)
+            && text.contains(&format!(
+                "{} 0",
+                metric("sessions_waiting_for_trusted_link")
+            )))
+        .then_some(())
+    });
+    let _ = app.0.kill();
+    let err = pc.stderr();
+    assert_eq!(err.matches("waits up to 3s").count(), 1, "{err}");
+}

@@ -396,6 +396,37 @@ impl ResolvedPolicy {
     }
 }
 
+/// Where subflows nena opens (userspace PM) go: the address and port the connection went
+/// to, unless the peer denies joins there (the C flag of MP_CAPABLE, `deny_initial`): then
+/// the first address it announced of the connection's family (ADD_ADDR; announced without
+/// a port, it keeps the connection's port), and `None` while it has announced none: a join
+/// to the denied address would go nowhere useful, so the caller waits for the announcement.
+/// A server behind a balancer announces its own address or port and denies joins to the
+/// shared one (`net.mptcp.allow_join_initial_addr_port=0`): a join there would be balanced
+/// to a random server (docs/DEPLOY.md). A server that announces a second address without
+/// denying the first may listen on the first only, so joins stay there. Pure, for the gate,
+/// the recovery machine and tests.
+pub fn join_target(
+    remote: std::net::SocketAddr,
+    announced: &[std::net::SocketAddr],
+    deny_initial: bool,
+) -> Option<std::net::SocketAddr> {
+    if !deny_initial {
+        return Some(remote);
+    }
+    announced
+        .iter()
+        .find(|a| a.is_ipv4() == remote.is_ipv4())
+        .map(|a| {
+            let port = if a.port() == 0 {
+                remote.port()
+            } else {
+                a.port()
+            };
+            std::net::SocketAddr::new(a.ip(), port)
+        })
+}
+
 /// Where a subflow of the other family than the connection's goes: the first address the
 /// peer announced in the family `v4` (ADD_ADDR; one announced without a port keeps the
 /// connection's port `port`). `None` when it announced none of that family: the initial
@@ -773,5 +804,26 @@ mod tests {
             untrusted: vec![],
         };
         assert!(matches!(p.resolve(), Err(PolicyError::NoSuchIface(_))));
+    }
+
+    #[test]
+    fn joins_go_to_the_address_the_peer_announced_of_the_connections_family() {
+        use std::net::SocketAddr;
+        let remote: SocketAddr = "198.18.4.2:7300".parse().unwrap();
+        // Nothing announced and the initial address denied: nowhere yet.
+        assert_eq!(join_target(remote, &[], true), None);
+        assert_eq!(join_target(remote, &[], false), Some(remote));
+        // A fleet server's join port, when the initial address is denied; not otherwise.
+        let fleet: SocketAddr = "198.18.4.2:4462".parse().unwrap();
+        assert_eq!(join_target(remote, &[fleet], true), Some(fleet));
+        assert_eq!(join_target(remote, &[fleet], false), Some(remote));
+        // Announced without a port: the connection's port; another family is skipped.
+        let v6: SocketAddr = "[2001:db8::1]:4462".parse().unwrap();
+        let bare: SocketAddr = "198.18.5.2:0".parse().unwrap();
+        assert_eq!(
+            join_target(remote, &[v6, bare], true),
+            Some("198.18.5.2:7300".parse::<SocketAddr>().unwrap())
+        );
+        assert_eq!(join_target(remote, &[v6], true), None);
     }
 }

@@ -17,11 +17,10 @@ pub mod machine;
 
 pub use asynchronous::{connect_async, AsyncClient};
 pub use machine::{
-    join_target, ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, Stage, SubflowSnapshot,
-    Verdict,
+    ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, Stage, SubflowSnapshot, Verdict,
 };
 
-use crate::path::{ResolvedPolicy, Trust};
+use crate::path::{join_target, ResolvedPolicy, Trust};
 use crate::pm::{Endpoint, PmEvents, PmSocket};
 use crate::recovery::{RecoveryConfig, RecoveryHandle, RecoveryMachine};
 use crate::sockopt::{self, ConnInfo, SubflowInfo};
@@ -395,10 +394,10 @@ impl Gate {
         }
     }
 
-    /// Drop the subscription once the first flight is settled (acked or refused): events
-    /// no longer matter, and every connection of the namespace would keep queueing them.
-    /// A peer that denies joins to its initial address and has announced nothing yet keeps
-    /// it until the release: its announcement may come after the first flight's ACK.
+    /// Drop the subscription once it no longer matters: at a refusal, and at the release
+    /// (which reads it one last time: announcements, and joins of the in-kernel PM, come
+    /// after the first flight's ACK too); every connection of the namespace would otherwise
+    /// keep queueing events in it.
     fn settle(&mut self) {
         if self.machine.stage() == Stage::Refused && !self.aborted {
             // Closing a refused connection resets it: a graceful close would go on sending
@@ -410,9 +409,10 @@ impl Gate {
         }
         let keep = match self.machine.stage() {
             Stage::FirstFlight | Stage::Connected => true,
-            // Until the release: the in-kernel PM's joins (and their failures) come with the
-            // acknowledgement of the first flight, before the recovery service watches them.
-            Stage::Acked => self.pm() == PmKind::Kernel || self.join_target().is_none(),
+            // Until the release, which reads it: the in-kernel PM's joins (and their
+            // failures) come with the acknowledgement of the first flight, and an address of
+            // the other family may be announced, before the recovery service watches.
+            Stage::Acked => true,
             _ => false,
         };
         if !keep {

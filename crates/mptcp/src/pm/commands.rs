@@ -79,11 +79,6 @@ impl PmSocket {
         Ok(me)
     }
 
-    /// The dynamic generic-netlink id of `mptcp_pm`.
-    pub fn family_id(&self) -> u16 {
-        self.family
-    }
-
     fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq

@@ -202,7 +202,7 @@ impl Path {
 pub struct RecoveryMachine {
     /// The address and port the connection went to.
     initial: SocketAddr,
-    /// Where new subflows go ([`join_target`](crate::gate::join_target)); `None` while the
+    /// Where new subflows go ([`join_target`](crate::path::join_target)); `None` while the
     /// peer denies joins to `initial` and has announced nothing else.
     target: Option<SocketAddr>,
     /// Where new subflows of the other family than `initial`'s go: the first address of that
@@ -504,7 +504,7 @@ impl RecoveryMachine {
                         }
                     }
                 } else if self.target.is_none() {
-                    self.target = crate::gate::join_target(self.initial, &[announced], true);
+                    self.target = crate::path::join_target(self.initial, &[announced], true);
                     let v4 = canon(self.initial.ip()).is_ipv4();
                     for p in &mut self.paths {
                         if canon(p.addr).is_ipv4() == v4 && p.link_up && p.live.is_empty() {

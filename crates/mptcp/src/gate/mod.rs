@@ -221,13 +221,21 @@ impl Gate {
         Ok(sockopt::initial_window(self.fd())?)
     }
 
-    /// All subflows with their trust.
+    /// All subflows with their trust, their addresses as people write them (an IPv4
+    /// subflow of a dual-stack socket, which the kernel lists IPv4-mapped, as IPv4).
     pub fn classified(&self) -> Result<Vec<ClassifiedSubflow>, MptcpError> {
+        let plain = |a: Option<SocketAddr>| {
+            a.map(|a| SocketAddr::new(crate::path::canonical(a.ip()), a.port()))
+        };
         Ok(sockopt::subflows(self.fd())?
             .into_iter()
             .map(|s| ClassifiedSubflow {
                 trust: self.trust_of(&s),
-                subflow: s,
+                subflow: SubflowInfo {
+                    local: plain(s.local),
+                    remote: plain(s.remote),
+                    ..s
+                },
             })
             .collect())
     }

@@ -13,7 +13,7 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
 /// A local path: an IP address, or an interface name (all of its addresses).
@@ -407,10 +407,10 @@ impl ResolvedPolicy {
 /// denying the first may listen on the first only, so joins stay there. Pure, for the gate,
 /// the recovery machine and tests.
 pub fn join_target(
-    remote: std::net::SocketAddr,
-    announced: &[std::net::SocketAddr],
+    remote: SocketAddr,
+    announced: &[SocketAddr],
     deny_initial: bool,
-) -> Option<std::net::SocketAddr> {
+) -> Option<SocketAddr> {
     if !deny_initial {
         return Some(remote);
     }
@@ -423,7 +423,7 @@ pub fn join_target(
             } else {
                 a.port()
             };
-            std::net::SocketAddr::new(a.ip(), port)
+            SocketAddr::new(a.ip(), port)
         })
 }
 
@@ -431,14 +431,10 @@ pub fn join_target(
 /// peer announced in the family `v4` (ADD_ADDR; one announced without a port keeps the
 /// connection's port `port`). `None` when it announced none of that family: the initial
 /// address is of the other family, so there is nothing else to join. Pure.
-pub fn other_family_target(
-    announced: &[std::net::SocketAddr],
-    v4: bool,
-    port: u16,
-) -> Option<std::net::SocketAddr> {
+pub fn other_family_target(announced: &[SocketAddr], v4: bool, port: u16) -> Option<SocketAddr> {
     announced.iter().find(|a| is_ipv4(a.ip()) == v4).map(|a| {
         let p = if a.port() == 0 { port } else { a.port() };
-        std::net::SocketAddr::new(canonical(a.ip()), p)
+        SocketAddr::new(canonical(a.ip()), p)
     })
 }
 
@@ -451,11 +447,11 @@ pub fn other_family_target(
 /// there is nothing to warn of (an endpoint of the connection's family, or a subflow of the
 /// other family open: `other_subflow`). Pure.
 pub fn kernel_pm_family_note(
-    remote: std::net::SocketAddr,
+    remote: SocketAddr,
     same_endpoints: &[IpAddr],
     other_endpoints: &[IpAddr],
     other_sources: &[IpAddr],
-    announced: &[std::net::SocketAddr],
+    announced: &[SocketAddr],
     other_subflow: bool,
 ) -> Option<String> {
     if !same_endpoints.is_empty() || other_subflow {
@@ -501,11 +497,9 @@ pub fn kernel_pm_family_note(
 }
 
 /// `addr` as an address of an IPv6 socket: IPv4 addresses become IPv4-mapped IPv6 ones.
-pub fn to_ipv6_socket_addr(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+pub fn to_ipv6_socket_addr(addr: SocketAddr) -> SocketAddr {
     match addr {
-        std::net::SocketAddr::V4(v4) => {
-            std::net::SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
-        }
+        SocketAddr::V4(v4) => SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port()),
         v6 => v6,
     }
 }
@@ -537,6 +531,17 @@ pub fn is_ipv4(a: IpAddr) -> bool {
 }
 
 /// How the tools name an address family to a person.
+/// The line for a path that cannot join the address `target` the server announced, for want
+/// of a route in its family through its interface `iface` (holding `addr`).
+pub fn no_route_to_announced(target: SocketAddr, iface: &LocalIface, addr: IpAddr) -> String {
+    format!(
+        "no {} route to {target} (the address the server announced) through {iface} ({addr}), \
+         so that path cannot join: add one, e.g. a default route on `{}`",
+        family_name(is_ipv4(target.ip())),
+        iface.name
+    )
+}
+
 pub fn family_name(v4: bool) -> &'static str {
     if v4 {
         "IPv4"
@@ -685,7 +690,7 @@ mod tests {
             .unwrap();
         assert_eq!(pm.other_family_sources(r6), vec![u4]);
         // the announced address of the family asked for, the connection's port when none
-        let ann: Vec<std::net::SocketAddr> = vec![
+        let ann: Vec<SocketAddr> = vec![
             "[2001:2:0:3::3]:0".parse().unwrap(),
             "198.18.3.2:0".parse().unwrap(),
             "198.18.3.3:9000".parse().unwrap(),
@@ -705,7 +710,7 @@ mod tests {
         assert_eq!(other_family_target(&ann[1..], false, 4433), None);
         assert_eq!(other_family_target(&[], true, 4433), None);
         // a mapped announcement is an IPv4 target
-        let mapped: Vec<std::net::SocketAddr> = vec!["[::ffff:198.18.3.2]:0".parse().unwrap()];
+        let mapped: Vec<SocketAddr> = vec!["[::ffff:198.18.3.2]:0".parse().unwrap()];
         assert_eq!(
             other_family_target(&mapped, true, 80),
             Some("198.18.3.2:80".parse().unwrap())
@@ -723,7 +728,7 @@ mod tests {
 
     #[test]
     fn the_kernel_pm_note_names_the_real_cause() {
-        let r6: std::net::SocketAddr = "[2001:2:0:3::2]:4433".parse().unwrap();
+        let r6: SocketAddr = "[2001:2:0:3::2]:4433".parse().unwrap();
         let u4: IpAddr = "198.18.2.2".parse().unwrap();
         let u6: IpAddr = "2001:2:0:2::2".parse().unwrap();
         // an endpoint of the connection's family: nothing to say
@@ -745,11 +750,11 @@ mod tests {
             "{n}"
         );
         // an announced IPv6 address does not help an IPv4 path
-        let ann6: Vec<std::net::SocketAddr> = vec!["[2001:2:0:3::3]:0".parse().unwrap()];
+        let ann6: Vec<SocketAddr> = vec!["[2001:2:0:3::3]:0".parse().unwrap()];
         let n = kernel_pm_family_note(r6, &[], &[u4], &[], &ann6, false).unwrap();
         assert!(n.starts_with("the server announced no IPv4 address"), "{n}");
         // announced, and no IPv4 subflow at the release: closed before the first flight
-        let ann4: Vec<std::net::SocketAddr> = vec!["198.18.3.2:0".parse().unwrap()];
+        let ann4: Vec<SocketAddr> = vec!["198.18.3.2:0".parse().unwrap()];
         let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, false).unwrap();
         assert!(
             n.starts_with("the server announced 198.18.3.2:4433, but")
@@ -762,7 +767,7 @@ mod tests {
             None
         );
         // the reverse: an IPv6 path on an IPv4 connection
-        let r4: std::net::SocketAddr = "198.18.3.2:4433".parse().unwrap();
+        let r4: SocketAddr = "198.18.3.2:4433".parse().unwrap();
         let n = kernel_pm_family_note(r4, &[], &[], &[u6], &[], false).unwrap();
         assert!(n.starts_with("the server announced no IPv6 address, so the IPv6 path(s) 2001:2:0:2::2 cannot join this IPv4 connection"), "{n}");
     }
@@ -808,7 +813,7 @@ mod tests {
 
     #[test]
     fn joins_go_to_the_address_the_peer_announced_of_the_connections_family() {
-        use std::net::SocketAddr;
+        use SocketAddr;
         let remote: SocketAddr = "198.18.4.2:7300".parse().unwrap();
         // Nothing announced and the initial address denied: nowhere yet.
         assert_eq!(join_target(remote, &[], true), None);

@@ -813,13 +813,8 @@ impl Gate {
                         // the kernel's errno (the route lookup, as for the handshake).
                         if let Some(i) = &iface {
                             if let Ok(None) = crate::route::lookup(t.ip(), Some(i.index)) {
-                                let why = format!(
-                                    "no {fam} route to {t} (the address the server announced) \
-                                     through {i} ({addr}), so that path cannot join: add one, \
-                                     e.g. a default route on `{}`",
-                                    i.name
-                                );
-                                log::warn!("{why}");
+                                let why = crate::path::no_route_to_announced(t, i, addr);
+                                crate::notes::say_once(&format!("no route {addr} {t}"), &why);
                                 report.failed.push((addr, why));
                                 continue;
                             }

@@ -478,6 +478,26 @@ impl Service {
         }
     }
 
+    /// A path's first subflow to the address the peer announced cannot go for want of a
+    /// route in its family (not a link coming back, whose routes follow): said once, and
+    /// kept as why the connection is single-path.
+    fn no_route_to_announced(&mut self, id: u64, local: IpAddr, target: SocketAddr) {
+        let Some(iface) = crate::path::iface_of(local).ok().flatten() else {
+            return;
+        };
+        if !matches!(
+            crate::route::lookup(target.ip(), Some(iface.index)),
+            Ok(None)
+        ) {
+            return;
+        }
+        let line = crate::path::no_route_to_announced(target, &iface, local);
+        crate::notes::say_once(&format!("no route {local} {target}"), &line);
+        if let Some(Ok(mut v)) = self.conns.get(&id).map(|c| c.notes.lock()) {
+            v.push(line);
+        }
+    }
+
     /// Keep `ev` for a connection that may register soon.
     fn keep_for_later(&mut self, ev: &PmEvent, now: Instant) {
         while self
@@ -613,6 +633,9 @@ impl Service {
                             .subflow_create(token, local, ifindex, remote)
                             .map_err(|e| e.to_string())
                     } else {
+                        if !recovery {
+                            self.no_route_to_announced(id, local, remote);
+                        }
                         Err(format!("no route from {local} to {remote} yet"))
                     };
                     if result.is_ok() && recovery {

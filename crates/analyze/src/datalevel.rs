@@ -296,7 +296,19 @@ fn add_segment(
             }
         }
     }
-    if let Some(m) = seg.mptcp.dss.and_then(|d| d.mapping) {
+    // MP_CAPABLE with both keys and data (RFC 8684 3.1: a direction's first data may carry
+    // it instead of a DSS): the data starts at the sender's IDSN + 1, subflow byte 1.
+    let capable = match (seg.flags.syn, seg.mptcp.keys.as_slice()) {
+        (false, &[sender, _]) if !seg.payload.is_empty() => Some(Mapping {
+            dsn: crate::dss::idsn_of_key(sender).wrapping_add(1),
+            dsn64: true,
+            ssn: 1,
+            len: seg.payload.len() as u16,
+            checksum: None,
+        }),
+        _ => None,
+    };
+    if let Some(m) = seg.mptcp.dss.and_then(|d| d.mapping).or(capable) {
         if m.len > 0 || !seg.payload.is_empty() {
             f.mappings.entry(m.ssn).or_insert(m);
         }

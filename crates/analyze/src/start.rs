@@ -76,6 +76,19 @@ pub fn from_starts(capture: &DataCapture) -> Vec<StartRecovery> {
     out
 }
 
+/// A direction's 8-byte key from its first 65 scrambled bytes (`out`, from the direction's
+/// first byte) and the plaintext of positions `57..=64` (`known`): there
+/// `out[k] ^ out[k-1] = b[k] ^ key[k-57]`. An attacker who knows (or guesses) those eight
+/// plaintext bytes, e.g. of a file it knows, has the key; `None` if `out` is shorter.
+pub fn key_from_start(out: &[u8], known: &[u8; 8]) -> Option<[u8; 8]> {
+    if out.len() < 65 {
+        return None;
+    }
+    Some(std::array::from_fn(|j| {
+        out[57 + j] ^ out[56 + j] ^ known[j]
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +125,19 @@ mod tests {
             .filter(|&k| shifted[k] != Some(plain[100 + k]))
             .count();
         assert!(wrong > 40, "only {wrong} of 56 differ");
+    }
+
+    #[test]
+    fn eight_known_bytes_at_57_give_the_key() {
+        let plain = nena_testkit::random_bytes(4, 200);
+        let key = [0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe];
+        let w = scrambled(key, &plain);
+        let known: [u8; 8] = plain[57..65].try_into().unwrap();
+        assert_eq!(key_from_start(&w, &known), Some(key));
+        assert_eq!(key_from_start(&w[..64], &known), None);
+        let mut wrong = known;
+        wrong[3] ^= 1;
+        assert_ne!(key_from_start(&w, &wrong), Some(key));
     }
 
     #[test]

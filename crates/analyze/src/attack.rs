@@ -357,6 +357,37 @@ pub fn attack(
     out
 }
 
+/// Positions of a direction's first 65 bytes that need no crib: `1..=56` (see
+/// [`recover_from_start`]).
+pub const FROM_START: std::ops::RangeInclusive<usize> = 1..=56;
+
+/// What a direction's scrambled bytes give away **with no crib**, when `out` starts at the
+/// direction's first scrambled byte: the plaintext of every position `k` with `k mod 65` in
+/// `1..=56`, `None` elsewhere.
+///
+/// The scrambler's initial window is 56 zero bytes and the 8-byte key (BRIEF.md, the
+/// codec), so with `x` the plaintext preceded by that window, `out[k] ^ out[k-1] =
+/// b[k] ^ x[k-65]`, and `x[k-65]` is a zero byte for `k` in `1..=56`: there
+/// `b[k] = out[k] ^ out[k-1]`. Then `b[k] = out[k] ^ out[k-1] ^ b[k-65]` carries every such
+/// position on, 65 bytes at a time. Position 0 (`b[0]` XOR all 8 key bytes) and `57..=64`
+/// (each `b[k]` XOR one key byte), and their 65-byte successors, stay unknown: 9 of every
+/// 65 bytes, until a crib or a guess gives one of them (a known `b[57..=64]` gives away the
+/// key byte).
+pub fn recover_from_start(out: &[u8]) -> Vec<Option<u8>> {
+    let mut b: Vec<Option<u8>> = vec![None; out.len()];
+    for k in 1..out.len() {
+        let d = out[k] ^ out[k - 1];
+        b[k] = if FROM_START.contains(&k) {
+            Some(d)
+        } else if k >= 65 {
+            b[k - 65].map(|p| d ^ p)
+        } else {
+            None
+        };
+    }
+    b
+}
+
 /// Recovered pieces (by DSN) as contiguous chunks; where pieces overlap the first wins
 /// (they agree: each is the plaintext of the same bytes).
 fn merge(pieces: BTreeMap<u64, Vec<u8>>) -> Vec<Chunk> {
@@ -569,6 +600,7 @@ mod tests {
                 subflows: vec![],
                 bytes_seen: runs.iter().map(|r| r.bytes.len() as u64).sum(),
                 handshake_bytes: 0,
+                protected_from: None,
                 conflicting_bytes: 0,
                 runs,
             }],

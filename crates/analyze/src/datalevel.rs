@@ -64,6 +64,11 @@ pub struct DataStream {
     pub bytes_seen: u64,
     /// nena handshake bytes taken out of the runs.
     pub handshake_bytes: u64,
+    /// DSN of the direction's first protected byte, when a run shows it: the bytes right
+    /// after the nena handshake messages that began the run (a handshake message is only
+    /// ever at the start of a direction). `None` when no run began with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected_from: Option<u64>,
     /// Bytes of retransmitted copies that differed from the first copy.
     pub conflicting_bytes: u64,
     #[serde(skip)]
@@ -230,11 +235,15 @@ pub fn data_streams<R: Read>(reader: R) -> Result<DataCapture> {
     for ((connection, direction), p) in placed {
         let (runs, bytes_seen) = p.runs();
         let mut handshake_bytes = 0;
+        let mut protected_from = None;
         let runs = runs
             .into_iter()
             .filter_map(|r| {
                 let (r, cut) = strip_handshake(r);
                 handshake_bytes += cut;
+                if let (Some(r), true, None) = (&r, cut > 0, protected_from) {
+                    protected_from = Some(r.dsn);
+                }
                 r
             })
             .collect();
@@ -244,6 +253,7 @@ pub fn data_streams<R: Read>(reader: R) -> Result<DataCapture> {
             subflows: p.subflows,
             bytes_seen,
             handshake_bytes,
+            protected_from,
             conflicting_bytes: p.conflicts,
             runs,
         });
@@ -286,7 +296,19 @@ fn add_segment(
             }
         }
     }
-    if let Some(m) = seg.mptcp.dss.and_then(|d| d.mapping) {
+    // MP_CAPABLE with both keys and data (RFC 8684 3.1: a direction's first data may carry
+    // it instead of a DSS): the data starts at the sender's IDSN + 1, subflow byte 1.
+    let capable = match (seg.flags.syn, seg.mptcp.keys.as_slice()) {
+        (false, &[sender, _]) if !seg.payload.is_empty() => Some(Mapping {
+            dsn: crate::dss::idsn_of_key(sender).wrapping_add(1),
+            dsn64: true,
+            ssn: 1,
+            len: seg.payload.len() as u16,
+            checksum: None,
+        }),
+        _ => None,
+    };
+    if let Some(m) = seg.mptcp.dss.and_then(|d| d.mapping).or(capable) {
         if m.len > 0 || !seg.payload.is_empty() {
             f.mappings.entry(m.ssn).or_insert(m);
         }

@@ -20,6 +20,7 @@ pub mod packet;
 pub mod plot;
 pub mod reassembly;
 pub mod render;
+pub mod start;
 pub mod trace;
 
 pub use known::{KnownMatch, KnownReport};

@@ -1,10 +1,13 @@
-//! `nena attack`: the known-plaintext attack on the papers' scrambling (mode `kato`) run on a
-//! capture of one path, as an eavesdropper would: cribs dragged over every run of the data
-//! stream, each match extended through its run. The work is in `nena_analyze::attack`.
+//! `nena attack`: the attacks on the papers' scrambling (mode `kato`) run on a capture of one
+//! path, as an eavesdropper would: with cribs, cribs dragged over every run of the data
+//! stream, each match extended through its run; without, the first bytes of each direction
+//! the capture holds, read with no known plaintext. The work is in `nena_analyze::attack`
+//! and `nena_analyze::start`.
 use crate::exit::{CmdResult, Exit};
 use anyhow::{anyhow, Context};
 use nena_analyze::attack::{self, AttackOptions, AttackResult, Method, MIN_CRIB};
 use nena_analyze::datalevel;
+use nena_analyze::start::{self, StartRecovery};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -13,13 +16,19 @@ use std::path::PathBuf;
 RECOVERED receives the recovered plaintext: every contiguous range of it, in data-sequence \
 order, client-to-server streams first, bytes back to back with nothing in between. --json \
 gives each range's direction, data sequence number (DSN), length and offset in RECOVERED. \
-Guessed ranges (--guess-zeros) are included and marked as guessed in the JSON.")]
+Guessed ranges (--guess-zeros) are included and marked as guessed in the JSON.
+
+Without --crib-file, the first bytes of every direction whose start the capture shows (the \
+run right after nena's handshake message) are read with no known plaintext: kato's initial \
+window is 56 zero bytes and the key, so 56 of every 65 bytes come back. They are printed \
+beside the captured bytes and appended to RECOVERED (`from_start` in the JSON).")]
 pub struct AttackArgs {
     /// The capture (pcap or pcapng) of one path, e.g. from `nena lab capture untrusted FILE`.
     pub capture: PathBuf,
     /// Known plaintext, one crib per line (at least 66 bytes each; the newline is not part
     /// of it; a line `hex:HEX...` is a crib of any bytes, newlines included). Any 65 known
-    /// bytes in a run give away the whole run.
+    /// bytes in a run give away the whole run. Without it, the start of each direction the
+    /// capture holds is read with no known plaintext.
     #[arg(long, value_name = "FILE")]
     pub crib_file: Option<PathBuf>,
     /// Where to write the recovered plaintext.
@@ -88,12 +97,7 @@ pub fn attack(a: AttackArgs) -> CmdResult {
     }
     let cribs = match &a.crib_file {
         Some(p) => read_cribs(p)?,
-        None if a.guess_zeros => Vec::new(),
-        None => {
-            return Err(Exit::usage(anyhow!(
-                "give --crib-file FILE (known plaintext) or --guess-zeros"
-            )))
-        }
+        None => Vec::new(),
     };
     let file = std::fs::File::open(&a.capture)
         .map_err(|e| Exit::usage(anyhow!("cannot open {}: {e}", a.capture.display())))?;
@@ -112,6 +116,11 @@ pub fn attack(a: AttackArgs) -> CmdResult {
             guess_zeros: a.guess_zeros,
         },
     );
+    // No crib: what the start of each direction gives with no known plaintext.
+    let mut starts = match a.crib_file {
+        Some(_) => Vec::new(),
+        None => start::from_starts(&data),
+    };
     let seconds = started.elapsed().as_secs_f64();
     if let Some(p) = progress {
         p.finish_and_clear();
@@ -124,12 +133,19 @@ pub fn attack(a: AttackArgs) -> CmdResult {
             out.extend_from_slice(&c.bytes);
         }
     }
+    for s in &mut starts {
+        for c in &mut s.chunks {
+            c.offset = out.len() as u64;
+            out.extend_from_slice(&c.bytes);
+        }
+    }
     std::fs::write(&a.out, &out).with_context(|| format!("cannot write {}", a.out.display()))?;
     if a.json {
         let mut v = serde_json::to_value(&result).map_err(anyhow::Error::from)?;
         v["capture"] = serde_json::json!(a.capture.display().to_string());
         v["out"] = serde_json::json!(a.out.display().to_string());
         v["seconds"] = serde_json::json!(seconds);
+        v["from_start"] = serde_json::to_value(&starts).map_err(anyhow::Error::from)?;
         v["unplaced"] = serde_json::to_value(&data.unplaced).map_err(anyhow::Error::from)?;
         v["warnings"] = serde_json::json!(data.warnings);
         println!(
@@ -140,6 +156,9 @@ pub fn attack(a: AttackArgs) -> CmdResult {
         let stdout = std::io::stdout();
         let mut w = stdout.lock();
         report(&mut w, &a, &result, &data, &out, seconds).map_err(anyhow::Error::from)?;
+        if a.crib_file.is_none() {
+            report_starts(&mut w, &starts).map_err(anyhow::Error::from)?;
+        }
     }
     Ok(())
 }
@@ -216,7 +235,12 @@ fn report(
         let st = &r.structure;
         writeln!(
             w,
-            "no crib confirmed in any run: recovered 0 bytes{}",
+            "{}: recovered 0 bytes{}",
+            if a.crib_file.is_some() {
+                "no crib confirmed in any run"
+            } else {
+                "no crib given: nothing from cribs"
+            },
             if r.bytes_seen == 0 {
                 " (no data stream in the capture)"
             } else {
@@ -257,6 +281,61 @@ fn report(
         writeln!(w, "preview:")?;
         for line in preview.lines().take(4) {
             writeln!(w, "  | {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Captured bytes shown beside their recovery, per direction start.
+const BESIDE_LINES: usize = 16;
+
+/// The no-crib recovery of each direction start, the recovered text beside the captured
+/// bytes (16 a line: hex, then the plaintext, `?` where unknown, `.` for a control byte).
+fn report_starts(w: &mut impl Write, starts: &[StartRecovery]) -> std::io::Result<()> {
+    if starts.is_empty() {
+        return writeln!(
+            w,
+            "without a crib: no direction's first byte in this capture (none of its runs follows \
+             a nena handshake message), so nothing read from a start"
+        );
+    }
+    let (got, of) = starts
+        .iter()
+        .fold((0, 0), |(g, o), s| (g + s.recovered, o + s.len));
+    writeln!(
+        w,
+        "without a crib, from the first byte of {} direction(s): recovered {got} of {of} bytes \
+         (kato's initial window is 56 zero bytes and the key: 56 of every 65 bytes need no \
+         known plaintext)",
+        starts.len()
+    )?;
+    for s in starts {
+        writeln!(
+            w,
+            "  {} {} from DSN {}: {} of {} bytes; captured | recovered",
+            s.connection,
+            s.direction.short(),
+            s.dsn,
+            s.recovered,
+            s.len
+        )?;
+        for (line, (out, plain)) in s
+            .scrambled
+            .chunks(16)
+            .zip(s.plain.chunks(16))
+            .take(BESIDE_LINES)
+            .enumerate()
+        {
+            let hex: Vec<String> = out.iter().map(|b| format!("{b:02x}")).collect();
+            let text: String = plain
+                .iter()
+                .map(|p| match p {
+                    None => '?',
+                    Some(b) if b.is_ascii_graphic() || *b == b' ' => *b as char,
+                    Some(_) => '.',
+                })
+                .collect();
+            writeln!(w, "    {:5}  {:<47} | {text}", line * 16, hex.join(" "))?;
         }
     }
     Ok(())

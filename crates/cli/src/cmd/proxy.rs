@@ -164,7 +164,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 metrics: counters.as_ref().map(|c| c.1.clone()),
                 ..limits
             };
-            let mut accept = a.common.accept(false)?;
+            let mut accept = a.common.accept(false, limits.token.is_some())?;
             let _mpc = a.common.attach_mpc(&mut accept, a.listen)?;
             let egress = match a.forward {
                 Some(f) => proxy::Egress::Forward(f),

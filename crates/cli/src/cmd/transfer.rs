@@ -246,7 +246,12 @@ impl ClientCommon {
                     "--token-file needs a nena session: --raw would send it in the clear"
                 )))
             }
-            Some(p) => Some(access::load_token(p).map_err(Exit::usage)?),
+            Some(p) => {
+                if let Some(e) = token_refused(&self.mode.concat()) {
+                    return Err(e);
+                }
+                Some(access::load_token(p).map_err(Exit::usage)?)
+            }
             None => None,
         };
         Ok(ClientOptions {
@@ -272,6 +277,22 @@ impl ClientCommon {
             )
         })
     }
+}
+
+/// `--token-file` with modes that cannot keep the token: kato and kato-mpc (a direction's
+/// first bytes, where the token is, read without the key: docs/THREAT-MODEL.md) and plain.
+/// One usage line naming the mode, or `None` when every mode is aead or stream.
+pub(crate) fn token_refused(modes: &[Mode]) -> Option<Exit> {
+    let weak = modes
+        .iter()
+        .find(|m| !matches!(m, Mode::Aead | Mode::Stream))?;
+    let how = match weak {
+        Mode::Plain => "in the clear",
+        _ => "scrambled, and kato's first bytes read without the key",
+    };
+    Some(Exit::usage(anyhow!(
+        "--token-file is refused with --mode {weak}: the token would cross every path {how}; use aead or stream"
+    )))
 }
 
 /// Options of the servers (`serve`, `proxy server`).
@@ -315,11 +336,24 @@ pub struct ServerCommon {
 }
 
 impl ServerCommon {
-    pub(super) fn accept(&self, raw: bool) -> Result<AcceptOptions, Exit> {
+    /// How to accept sessions; `token`: the server requires an access token
+    /// (`--token-file`), which only aead and stream may carry ([`token_refused`]): the default
+    /// modes then leave kato out, and modes named with kato, kato-mpc or plain are refused.
+    pub(super) fn accept(&self, raw: bool, token: bool) -> Result<AcceptOptions, Exit> {
         let congestion = resolve_cc(&self.cc)?;
+        let mut modes = dedup(self.mode.concat());
+        if token && !raw {
+            if modes == [Mode::Aead, Mode::Stream, Mode::Kato] {
+                modes.retain(|m| *m != Mode::Kato);
+                log::info!("--token-file: kato left out of the default modes (the token would cross kato's scrambling, which reads without a key)");
+            }
+            if let Some(e) = token_refused(&modes) {
+                return Err(e);
+            }
+        }
         Ok(AcceptOptions {
             congestion,
-            modes: dedup(self.mode.concat()),
+            modes,
             allow_fallback: self.allow_fallback,
             raw,
             handshake_timeout: self.handshake_timeout,
@@ -562,7 +596,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
             a.dir.display()
         ),
     }
-    let mut accept = a.common.accept(a.raw)?;
+    let mut accept = a.common.accept(a.raw, token.is_some())?;
     let _mpc = if a.raw {
         None
     } else {

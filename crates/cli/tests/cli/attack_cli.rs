@@ -236,7 +236,7 @@ fn bad_input_is_a_clear_error() {
             vec!["attack", c, "--crib-file", s, "--out", o],
             "not a pcap",
         ),
-        (vec!["attack", c, "--out", o], "--crib-file"),
+        (vec!["attack", c, "--out", o], "not a pcap"),
         (
             vec![
                 "attack",

@@ -9,6 +9,7 @@ mod analyze_cli;
 mod analyze_lab;
 mod architecture;
 mod attack_cli;
+mod attack_start;
 #[cfg(feature = "openssl")]
 mod bench_aggregation;
 mod bench_codec_cli;

@@ -254,3 +254,101 @@ fn bad_limits_and_token_files_are_usage_errors() {
         assert!(help(cmd).contains("--token-file"), "{cmd:?}");
     }
 }
+
+/// Issue 41: the access token crosses inside the session, so it is refused with the modes
+/// that cannot keep it (kato and kato-mpc, whose first bytes read without the key; plain), on
+/// every command that takes `--token-file`, client and server side: one line, status 2,
+/// before anything is bound or sent. A server with a token and the default modes leaves kato
+/// out.
+#[test]
+fn the_token_is_refused_with_kato_kato_mpc_and_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    let good = dir.path().join("good");
+    std::fs::write(&good, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let good_s = good.to_str().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, "x").unwrap();
+    let file_s = file.to_str().unwrap();
+    let to = "198.18.3.2:7000";
+    let trusted = ["--trusted", "198.18.1.2"];
+    let mut cases: Vec<(Vec<&str>, &str)> = Vec::new();
+    for mode in ["kato", "kato-mpc", "plain", "aead,kato", "stream,plain"] {
+        let weak = mode.rsplit(',').next().unwrap();
+        let t = ["--mode", mode, "--token-file", good_s];
+        cases.push((
+            [&["serve", "--listen", to, "--dir", dir_s][..], &t].concat(),
+            weak,
+        ));
+        cases.push((
+            [
+                &[
+                    "proxy",
+                    "server",
+                    "--listen",
+                    to,
+                    "--forward",
+                    "198.18.3.2:80",
+                ][..],
+                &t,
+            ]
+            .concat(),
+            weak,
+        ));
+        cases.push((
+            [&["send", file_s, "--to", to][..], &trusted, &t].concat(),
+            weak,
+        ));
+        cases.push((
+            [&["get", "f", "--from", to][..], &trusted, &t].concat(),
+            weak,
+        ));
+        cases.push(([&["perf", "--to", to][..], &trusted, &t].concat(), weak));
+        cases.push((
+            [
+                &["proxy", "client", "--listen", "127.0.0.1:7303", "--to", to][..],
+                &trusted,
+                &t,
+            ]
+            .concat(),
+            weak,
+        ));
+        cases.push((
+            [&["run", "--via", to][..], &trusted, &t, &["--", "true"]].concat(),
+            weak,
+        ));
+    }
+    for (args, weak) in &cases {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "nena {args:?}: {err}");
+        let want = format!("--token-file is refused with --mode {weak}:");
+        assert!(err.contains(&want), "nena {args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "nena {args:?}: {err}");
+    }
+    // The default modes of a server with a token: aead and stream, kato left out.
+    let mut child = std::process::Command::new(NENA)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dir",
+            dir_s,
+            "--token-file",
+            good_s,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    assert!(line.contains("aead") && line.contains("stream"), "{line}");
+    assert!(!line.contains("kato"), "kato accepted with a token: {line}");
+}

@@ -8,7 +8,8 @@
 //! - [`stream`]: the protected halves of a session ([`SecureReader`], [`SecureWriter`]).
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
-//! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
+//! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests);
+//!   [`verdict`]: the tagged verdict of a file's receiver.
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`;
 //!   [`bridge`]: how a proxy session carries bytes between TCP and nena, and how it ends.
 //! - [`gateway`]: `nena gateway`, a router that carries its LAN's TCP through nena
@@ -52,6 +53,9 @@ pub mod stop;
 pub mod stream;
 pub mod testing;
 pub mod units;
+pub mod verdict;
+#[cfg(test)]
+mod verdict_forge_tests;
 pub mod warm;
 pub mod wire;
 

@@ -51,7 +51,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 WireError::BadOp(_)
                     | WireError::BadFlags(_)
                     | WireError::EmptyToken
-                    | WireError::OldVersion
+                    | WireError::OldVersion(_)
             ) {
                 Some(Status::Refused)
             } else {
@@ -611,9 +611,9 @@ mod tests {
             .encode(),
             Request::Get { name: long }.encode(),
             // Not UTF-8.
-            b"nAP2\x02\x00\x02\xff\xfe".to_vec(),
+            b"nAP3\x02\x00\x02\xff\xfe".to_vec(),
             // Length 0xffff (the name itself never comes).
-            b"nAP2\x01\xff\xff".to_vec(),
+            b"nAP3\x01\xff\xff".to_vec(),
         ];
         for raw in cases {
             let (mut r, mut w, server) = connect(srv, false);
@@ -626,7 +626,7 @@ mod tests {
         }
         // An unknown operation is refused with a reason, too.
         let (mut r, mut w, server) = connect(srv, false);
-        w.write_msg(b"nAP2\x09".to_vec()).await.unwrap();
+        w.write_msg(b"nAP3\x09".to_vec()).await.unwrap();
         let reply = r.read_reply().await.unwrap();
         assert_eq!(reply.status, Status::Refused);
         assert!(

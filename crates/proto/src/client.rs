@@ -135,7 +135,8 @@ impl ClientHandshake {
             }
         });
 
-        let mut body = Zeroizing::new(Vec::with_capacity(256));
+        // Reserved whole: a growing Vec would leave copies of the keys where it was.
+        let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
         body.push(cfg.offer.len() as u8);
         for &m in &cfg.offer {
             body.push(m.wire_id());

@@ -66,6 +66,7 @@
 //! application pays no round trip for it). A file server answers ops 4 and 5 as unknown ops.
 
 use thiserror::Error;
+use zeroize::Zeroizing;
 
 /// First bytes of every request.
 pub const MAGIC: [u8; 4] = *b"nAP3";
@@ -335,15 +336,29 @@ fn truncate_utf8(s: &mut String, max: usize) {
     }
 }
 
+/// Room for the longest request of either kind, token and tag included: an encoded request is
+/// built in one allocation of this size, so that no reallocation leaves a copy of the token
+/// behind, and wiped when dropped ([`Zeroizing`]).
+const MAX_REQUEST_LEN: usize = 4 + 1 + 1 + MAX_TOKEN + 2 + MAX_NAME + 8 + TRAILER_LEN;
+
+/// An empty buffer for an encoded request, [`MAX_REQUEST_LEN`] reserved, starting with the
+/// magic.
+fn request_buf() -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(MAX_REQUEST_LEN));
+    out.extend_from_slice(&MAGIC);
+    out
+}
+
 impl Request {
     /// The request without an access token.
     pub fn encode(&self) -> Vec<u8> {
-        self.encode_with(None)
+        self.encode_with(None).to_vec()
     }
 
-    /// The request, with `token` when given (op bit 7 set and the token after the op).
-    pub fn encode_with(&self, token: Option<&AccessToken>) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+    /// The request, with `token` when given (op bit 7 set and the token after the op); wiped
+    /// when dropped.
+    pub fn encode_with(&self, token: Option<&AccessToken>) -> Zeroizing<Vec<u8>> {
+        let mut out = request_buf();
         let op = match self {
             Request::Put { .. } => 1,
             Request::Get { .. } => 2,
@@ -591,8 +606,9 @@ impl ConnectRequest {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+    /// The request (with its token, if any); wiped when dropped.
+    pub fn encode(&self) -> Zeroizing<Vec<u8>> {
+        let mut out = request_buf();
         let op = match (self.service, &self.target) {
             (Service::Dns, _) => OP_DNS,
             (Service::Datagram, _) => OP_DATAGRAM,
@@ -650,7 +666,7 @@ impl ConnectRequest {
     /// The request followed by its tag: the session's application MAC of this direction
     /// (`key`, the client-to-server one) over the request, token included (plain mode: no
     /// key, a SHA-256).
-    pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Vec<u8> {
+    pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Zeroizing<Vec<u8>> {
         let mut out = self.encode();
         let tag = nena_proto::appmac::message_tag(key, nena_proto::appmac::CONNECT_CONTEXT, &out);
         out.extend_from_slice(&tag);
@@ -877,7 +893,7 @@ mod tests {
             );
             let mut with_target = ConnectRequest::to(target.clone());
             with_target.service = service;
-            assert_eq!(with_target.encode(), [b'n', b'A', b'P', b'3', op]);
+            assert_eq!(with_target.encode()[..], [b'n', b'A', b'P', b'3', op]);
         }
         assert_eq!(
             ConnectRequest::decode(b"nAP3\x08"),
@@ -1036,8 +1052,8 @@ mod tests {
         );
         let t = AccessToken::new(b"tok".to_vec()).unwrap();
         assert_eq!(
-            Request::Get { name: "ab".into() }.encode_with(Some(&t)),
-            b"nAP3\x82\x03tok\x00\x02ab".to_vec()
+            Request::Get { name: "ab".into() }.encode_with(Some(&t))[..],
+            b"nAP3\x82\x03tok\x00\x02ab"[..]
         );
     }
 

@@ -23,6 +23,7 @@
 //! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
 //!   side of them (its resolver, datagrams within `--allow`).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
+//! - [`printable`]: text from a peer with its control characters escaped, for printing.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod msg_error;
 pub mod names;
 pub mod perf;
+pub mod printable;
 pub mod proxy;
 mod proxy_open;
 pub mod raw_mptcp;

@@ -321,7 +321,8 @@ impl Reply {
         if buf.len() < REPLY_FIXED + len {
             return Ok(None);
         }
-        let msg = String::from_utf8_lossy(&buf[REPLY_FIXED..REPLY_FIXED + len]).into_owned();
+        // Printed by the client: no terminal escape or control character from the peer.
+        let msg = crate::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
         Ok(Some((Reply { status, size, msg }, REPLY_FIXED + len)))
     }
 }
@@ -726,7 +727,7 @@ impl ConnectReply {
         if buf.len() < end {
             return Ok(None);
         }
-        let msg = String::from_utf8_lossy(&buf[2..end]).into_owned();
+        let msg = crate::printable::printable(&buf[2..end]);
         Ok(Some((ConnectReply { code, msg }, end)))
     }
 }
@@ -1147,6 +1148,23 @@ mod tests {
             assert_eq!(Reply::decode(&enc).unwrap().unwrap().0.status, st);
             assert_eq!(st.to_string(), text);
         }
+    }
+
+    /// A peer's message reaches the user with its control characters escaped (a server could
+    /// otherwise clear the screen or retitle the terminal of whoever reads the error).
+    #[test]
+    fn peer_messages_lose_their_terminal_escapes() {
+        let evil = "\x1b[2J\x1b]0;owned\x07done";
+        let enc = Reply::err(Status::Refused, evil).encode();
+        let (r, _) = Reply::decode(&enc).unwrap().unwrap();
+        assert_eq!(r.msg, "\\u{1b}[2J\\u{1b}]0;owned\\u{7}done");
+        let enc = ConnectReply {
+            code: crate::socks::Rep::NotAllowed,
+            msg: evil.into(),
+        }
+        .encode();
+        let (c, _) = ConnectReply::decode(&enc).unwrap().unwrap();
+        assert!(!c.msg.contains('\x1b') && !c.msg.contains('\x07'), "{:?}", c.msg);
     }
 
     #[test]

@@ -273,7 +273,10 @@ fn key_update_intervals_below_the_floor_are_refused() {
     for (mode, below, floor) in [(Mode::Aead, 0u8, 1u8), (Mode::Stream, 15, 16)] {
         for epoch in [0, below] {
             let (err, answered) = read(mode, epoch).unwrap_err();
-            assert!(err.contains("below the server's floor"), "{mode} {epoch}: {err}");
+            assert!(
+                err.contains("below the server's floor"),
+                "{mode} {epoch}: {err}"
+            );
             assert!(answered, "{mode}: the client is told (a reject)");
         }
         assert!(read(mode, floor).is_ok(), "{mode} at the floor");
@@ -281,7 +284,10 @@ fn key_update_intervals_below_the_floor_are_refused() {
         cfg.aead_epoch_log2 = if mode == Mode::Aead { below } else { 23 };
         cfg.stream_epoch_log2 = if mode == Mode::Stream { below } else { 36 };
         let err = ClientHandshake::new(&cfg, entropy(3)).unwrap_err();
-        assert!(err.to_string().contains("servers refuse a shorter one"), "{err}");
+        assert!(
+            err.to_string().contains("servers refuse a shorter one"),
+            "{err}"
+        );
     }
 }
 

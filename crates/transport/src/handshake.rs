@@ -7,8 +7,8 @@ use nena_proto::{
     ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake, Session,
 };
 use std::time::Duration;
-use zeroize::Zeroizing;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use zeroize::Zeroizing;
 
 /// Fresh bytes from the operating system's random number generator.
 pub fn random<const N: usize>() -> Result<[u8; N]> {

@@ -49,7 +49,10 @@ mod tests {
             "ok\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{d}\\u{a}\\u{9b}31m\\u{202e}txt.exe\\u{200b}é"
         );
         // Ordinary text, any script, passes unchanged; invalid UTF-8 is replaced.
-        assert_eq!(printable("disk full: 1.0 GiB — ünïcode".as_bytes()), "disk full: 1.0 GiB — ünïcode");
+        assert_eq!(
+            printable("disk full: 1.0 GiB — ünïcode".as_bytes()),
+            "disk full: 1.0 GiB — ünïcode"
+        );
         assert_eq!(printable(b"a\xffb"), "a\u{fffd}b");
     }
 }

@@ -515,7 +515,14 @@ mod tests {
             c.limits.perf = caps;
             c
         };
-        let perf = |bytes, millis, up, down| Request::Perf(PerfRequest { up, down, bytes, millis });
+        let perf = |bytes, millis, up, down| {
+            Request::Perf(PerfRequest {
+                up,
+                down,
+                bytes,
+                millis,
+            })
+        };
         let (reply, log) = ask(cfg(), perf(2 << 20, 0, false, true), None).await;
         assert_eq!(reply.status, Status::Refused, "{reply:?}");
         assert!(reply.msg.contains("--perf-max-bytes"), "{reply:?} {log}");
@@ -523,7 +530,9 @@ mod tests {
         assert!(reply.msg.contains("--perf-max-time"), "{reply:?}");
         // Within the caps, but the client never ends its direction: cut at the cap.
         let (mut r, mut w, server) = connect_with(cfg());
-        w.write_msg(perf(0, 1000, true, false).encode()).await.unwrap();
+        w.write_msg(perf(0, 1000, true, false).encode())
+            .await
+            .unwrap();
         assert!(r.read_reply().await.unwrap().is_ok());
         let out = tokio::time::timeout(Duration::from_secs(60), server)
             .await

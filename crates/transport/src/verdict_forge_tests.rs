@@ -130,7 +130,8 @@ async fn upload(mode: Mode, spoil: bool, forge: bool) -> (anyhow::Result<String>
             Err(e) => format!("{e:#}"),
         }
     });
-    let mut hs = ClientHandshake::new(&ClientConfig::offering(&[mode]), entropy().unwrap()).unwrap();
+    let mut hs =
+        ClientHandshake::new(&ClientConfig::offering(&[mode]), entropy().unwrap()).unwrap();
     cw.write_all(hs.first_flight()).await.unwrap();
     let (sess, left, confirm) = client_finish_held(&mut hs, &mut cr, Duration::from_secs(5))
         .await

@@ -146,7 +146,10 @@ impl AsyncWrite for Collect {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        assert!(self.0.len() + buf.len() <= self.0.capacity(), "Collect full");
+        assert!(
+            self.0.len() + buf.len() <= self.0.capacity(),
+            "Collect full"
+        );
         self.0.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))
     }
@@ -165,7 +168,11 @@ fn collect() -> Collect {
 fn pieces(data: &[u8], step: usize) -> Pieces {
     let mut v = Zeroizing::new(Vec::with_capacity(data.len()));
     v.extend_from_slice(data);
-    Pieces { data: v, at: 0, step }
+    Pieces {
+        data: v,
+        at: 0,
+        step,
+    }
 }
 
 /// Deterministic bytes that look random (no run of them occurs by chance elsewhere).
@@ -188,7 +195,10 @@ fn no_copy_of_the_hello_or_the_token_is_left_in_freed_memory() {
     // Every raw copy of the client's entropy (kato keys, the X25519 secret, r_c) and of the
     // token is a needle, from before the handshake exists.
     set_needles(&[&entropy, &token_bytes]);
-    SHOW.store(std::env::var_os("NENA_TEST_DEBUG").is_some(), Ordering::SeqCst);
+    SHOW.store(
+        std::env::var_os("NENA_TEST_DEBUG").is_some(),
+        Ordering::SeqCst,
+    );
     WATCHING.store(true, Ordering::SeqCst);
     let hs = ClientHandshake::new(
         &ClientConfig::offering(&[Mode::Stream, Mode::Kato]),
@@ -201,7 +211,10 @@ fn no_copy_of_the_hello_or_the_token_is_left_in_freed_memory() {
         .windows(W)
         .filter(|w| entropy.windows(W).any(|e| e == *w))
         .count();
-    assert!(copied >= 2, "the hello carries no raw entropy: {copied} windows");
+    assert!(
+        copied >= 2,
+        "the hello carries no raw entropy: {copied} windows"
+    );
     let hello_copy = pieces(hello, 7);
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -234,12 +247,7 @@ fn no_copy_of_the_hello_or_the_token_is_left_in_freed_memory() {
 
         // A file request and a connect request, each with the token, through the session.
         let token = AccessToken::new(token_bytes.to_vec()).unwrap();
-        let (_r, mut w) = secure_pair(
-            Some(client_sess),
-            client_left,
-            pieces(&[], 1),
-            to_server,
-        );
+        let (_r, mut w) = secure_pair(Some(client_sess), client_left, pieces(&[], 1), to_server);
         let put = Request::Put {
             name: "report.bin".into(),
             size: 7,
@@ -253,12 +261,7 @@ fn no_copy_of_the_hello_or_the_token_is_left_in_freed_memory() {
         w.flush().await.unwrap();
         let sent = w.into_inner().0;
 
-        let (mut r, _w) = secure_pair(
-            Some(server_sess),
-            server_left,
-            pieces(&sent, 13),
-            collect(),
-        );
+        let (mut r, _w) = secure_pair(Some(server_sess), server_left, pieces(&sent, 13), collect());
         let got = r.read_request().await.unwrap();
         assert!(token.admits(got.token.as_ref()));
         let got = r.read_connect_request().await.unwrap();

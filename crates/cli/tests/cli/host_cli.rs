@@ -494,7 +494,14 @@ fn a_proxy_entry_on_a_non_loopback_address_needs_allow_remote_clients() {
         ("--listen", "198.18.0.1:0"),
     ] {
         let err = refused(&[
-            "proxy", "client", flag, addr, "--to", "127.0.0.1:9", "--trusted", "127.0.0.1",
+            "proxy",
+            "client",
+            flag,
+            addr,
+            "--to",
+            "127.0.0.1:9",
+            "--trusted",
+            "127.0.0.1",
         ]);
         assert!(
             err.contains("is not a loopback address") && err.contains("--allow-remote-clients"),

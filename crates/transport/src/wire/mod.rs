@@ -1164,7 +1164,11 @@ mod tests {
         }
         .encode();
         let (c, _) = ConnectReply::decode(&enc).unwrap().unwrap();
-        assert!(!c.msg.contains('\x1b') && !c.msg.contains('\x07'), "{:?}", c.msg);
+        assert!(
+            !c.msg.contains('\x1b') && !c.msg.contains('\x07'),
+            "{:?}",
+            c.msg
+        );
     }
 
     #[test]

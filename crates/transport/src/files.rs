@@ -290,12 +290,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             return Err(e);
         }
     };
-    let about = Transfer {
-        op: OP_PUT,
-        name,
-        size,
-        trailer: &trailer,
-    };
+    let about = Transfer::new(OP_PUT, name, size, &trailer);
     let fin = verdict::receive(r, &about)
         .await
         .context("waiting for the server's verification")?;
@@ -367,12 +362,7 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let keyed = mac.is_keyed();
     let got = recv_data(r, &mut file, size, progress, mac).await?;
     drop(file);
-    let about = Transfer {
-        op: OP_GET,
-        name,
-        size,
-        trailer: &got.trailer,
-    };
+    let about = Transfer::new(OP_GET, name, size, &got.trailer);
     if !got.matched {
         let _ = verdict::send(w, &about, &Reply::err(Status::Corrupt, mismatch(keyed))).await;
         bail!("{name:?}: {}; file discarded", mismatch(keyed));
@@ -529,12 +519,7 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     drop(file);
-    let about = Transfer {
-        op: OP_PUT,
-        name,
-        size,
-        trailer: &got.trailer,
-    };
+    let about = Transfer::new(OP_PUT, name, size, &got.trailer);
     if !got.matched {
         let why = mismatch(keyed);
         let reply = Reply::err(Status::Corrupt, format!("{why}, file discarded"));
@@ -606,12 +591,7 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w.write_msg(Reply::ok(size).encode()).await?;
     let mac = AppMac::file(w.app_mac_key(), OP_GET, name, size);
     let (_, trailer) = send_data(w, &mut file, size, None, mac).await?;
-    let about = Transfer {
-        op: OP_GET,
-        name,
-        size,
-        trailer: &trailer,
-    };
+    let about = Transfer::new(OP_GET, name, size, &trailer);
     let fin = verdict::receive(r, &about)
         .await
         .context("waiting for the client's verification")?;

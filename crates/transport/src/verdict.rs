@@ -30,6 +30,17 @@ pub struct Transfer<'a> {
     pub trailer: &'a [u8; TRAILER_LEN],
 }
 
+impl<'a> Transfer<'a> {
+    pub fn new(op: u8, name: &'a str, size: u64, trailer: &'a [u8; TRAILER_LEN]) -> Self {
+        Transfer {
+            op,
+            name,
+            size,
+            trailer,
+        }
+    }
+}
+
 /// The tag of `reply` as the verdict on `t`, with the verdict sender's key (None: plain).
 pub fn tag(key: Option<&[u8; 32]>, t: &Transfer<'_>, reply: &Reply) -> [u8; TRAILER_LEN] {
     AppMac::new(

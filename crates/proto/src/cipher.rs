@@ -136,8 +136,12 @@ impl Keystream {
     /// bytes, and an epoch uses 2^30 of its blocks). Tested at its end:
     /// `limits_tests::keystream_across_each_epoch_end`.
     pub const MAX_EPOCH_LOG2: u8 = 36;
-    /// Smallest epoch the protocol allows (for tests that force key updates).
+    /// Smallest epoch the cipher takes (for tests that force key updates).
     pub const MIN_EPOCH_LOG2: u8 = 8;
+    /// Smallest epoch a server accepts in a hello, and a client offers: 64 KiB per key (a key
+    /// update costs an HKDF expansion and a key schedule; at 256 bytes per key a client would
+    /// make the server spend many times the CPU of the cipher itself).
+    pub const MIN_OFFER_EPOCH_LOG2: u8 = 16;
 
     /// The keystream of a direction whose first traffic secret is `secret`.
     pub fn new(suite: Suite, secret: TrafficSecret, epoch_log2: u8) -> Keystream {
@@ -294,8 +298,11 @@ impl RecordCipher {
     /// Largest epoch: 2^23 records (at 16 KiB each 128 GiB per key), below the 2^24.5 full
     /// records RFC 8446 section 5.5 allows AES-GCM.
     pub const MAX_EPOCH_LOG2: u8 = 23;
-    /// Smallest epoch (a new key for every record; for tests).
+    /// Smallest epoch the cipher takes (a new key for every record; for tests).
     pub const MIN_EPOCH_LOG2: u8 = 0;
+    /// Smallest epoch a server accepts in a hello, and a client offers: 2 records per key
+    /// (a new key for every record would cost a server CPU at any client's will).
+    pub const MIN_OFFER_EPOCH_LOG2: u8 = 1;
 
     /// The record cipher of a direction whose first traffic secret is `secret`.
     pub fn new(suite: Suite, secret: TrafficSecret, epoch_log2: u8) -> RecordCipher {

@@ -19,10 +19,10 @@ pub struct ClientConfig {
     /// The cipher suite the client prefers for `stream` and `aead` (the server follows it).
     pub suite: Suite,
     /// Key update interval of `aead`: a new key every `2^aead_epoch_log2` records
-    /// (at most [`RecordCipher::MAX_EPOCH_LOG2`]; smaller only to test key updates).
+    /// (from [`RecordCipher::MIN_OFFER_EPOCH_LOG2`] to [`RecordCipher::MAX_EPOCH_LOG2`]; smaller than the maximum only to test key updates).
     pub aead_epoch_log2: u8,
     /// Key update interval of `stream`: a new key every `2^stream_epoch_log2` bytes
-    /// (between [`Keystream::MIN_EPOCH_LOG2`] and [`Keystream::MAX_EPOCH_LOG2`]).
+    /// (between [`Keystream::MIN_OFFER_EPOCH_LOG2`] and [`Keystream::MAX_EPOCH_LOG2`]).
     pub stream_epoch_log2: u8,
 }
 
@@ -99,15 +99,18 @@ impl ClientHandshake {
                 return Err(HandshakeError::Config("the client offers a mode twice"));
             }
         }
-        if cfg.aead_epoch_log2 > RecordCipher::MAX_EPOCH_LOG2 {
-            return Err(HandshakeError::Config(
-                "the aead key update interval exceeds 2^23 records",
-            ));
-        }
-        if !(Keystream::MIN_EPOCH_LOG2..=Keystream::MAX_EPOCH_LOG2).contains(&cfg.stream_epoch_log2)
+        if !(RecordCipher::MIN_OFFER_EPOCH_LOG2..=RecordCipher::MAX_EPOCH_LOG2)
+            .contains(&cfg.aead_epoch_log2)
         {
             return Err(HandshakeError::Config(
-                "the stream key update interval must be 2^8 to 2^36 bytes",
+                "the aead key update interval must be 2^1 to 2^23 records (servers refuse a shorter one)",
+            ));
+        }
+        if !(Keystream::MIN_OFFER_EPOCH_LOG2..=Keystream::MAX_EPOCH_LOG2)
+            .contains(&cfg.stream_epoch_log2)
+        {
+            return Err(HandshakeError::Config(
+                "the stream key update interval must be 2^16 to 2^36 bytes (servers refuse a shorter one)",
             ));
         }
         if entropy.iter().all(|&b| b == entropy[0]) {
@@ -135,7 +138,8 @@ impl ClientHandshake {
             }
         });
 
-        let mut body = Zeroizing::new(Vec::with_capacity(256));
+        // Reserved whole: a growing Vec would leave copies of the keys where it was.
+        let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
         body.push(cfg.offer.len() as u8);
         for &m in &cfg.offer {
             body.push(m.wire_id());

@@ -306,11 +306,21 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
                         "a crypto offer names an unknown cipher suite",
                     ));
                 }
-                let range = match mode {
-                    Mode::Aead => RecordCipher::MIN_EPOCH_LOG2..=RecordCipher::MAX_EPOCH_LOG2,
-                    _ => Keystream::MIN_EPOCH_LOG2..=Keystream::MAX_EPOCH_LOG2,
+                // The floor keeps a client from making the server update keys every record
+                // (aead) or every 256 bytes (stream).
+                let (floor, max) = match mode {
+                    Mode::Aead => (
+                        RecordCipher::MIN_OFFER_EPOCH_LOG2,
+                        RecordCipher::MAX_EPOCH_LOG2,
+                    ),
+                    _ => (Keystream::MIN_OFFER_EPOCH_LOG2, Keystream::MAX_EPOCH_LOG2),
                 };
-                if !range.contains(&key[65]) {
+                if key[65] < floor {
+                    return Err(HandshakeError::Malformed(
+                        "a crypto offer's key update interval is below the server's floor (aead: 2^1 records, stream: 2^16 bytes)",
+                    ));
+                }
+                if key[65] > max {
                     return Err(HandshakeError::Malformed(
                         "a crypto offer's key update interval is out of range",
                     ));

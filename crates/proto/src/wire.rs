@@ -14,6 +14,7 @@
 //! another version can always be recognised and answered.
 
 use crate::error::HandshakeError;
+use zeroize::Zeroizing;
 
 pub use crate::magic::{MAGIC, VERSION};
 /// Length of the fixed header.
@@ -101,7 +102,9 @@ impl FrameError {
 /// the byte it needs is there, so any split of the input gives the same result.
 #[derive(Debug)]
 pub(crate) struct FrameReader {
-    buf: Vec<u8>,
+    /// Holds a hello's secrets (kato keys, r_c): wiped when dropped, and reserved at
+    /// `max_len` so that it never grows (a reallocation would leave a copy behind).
+    buf: Zeroizing<Vec<u8>>,
     max_len: usize,
     types: &'static [u8],
 }
@@ -109,7 +112,7 @@ pub(crate) struct FrameReader {
 impl FrameReader {
     pub(crate) fn new(max_len: usize, types: &'static [u8]) -> Self {
         FrameReader {
-            buf: Vec::new(),
+            buf: Zeroizing::new(Vec::with_capacity(max_len)),
             max_len,
             types,
         }
@@ -135,6 +138,8 @@ impl FrameReader {
                 return Ok((taken, false));
             }
             let n = (target - self.buf.len()).min(input.len() - taken);
+            // Within the capacity reserved in `new` (checked against `max_len` below).
+            debug_assert!(self.buf.len() + n <= self.buf.capacity());
             self.buf.extend_from_slice(&input[taken..taken + n]);
             taken += n;
             self.check_header()?;
@@ -143,7 +148,7 @@ impl FrameReader {
 
     /// Zeroes and drops the buffered bytes (they may hold keys).
     pub(crate) fn wipe(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.buf);
+        zeroize::Zeroize::zeroize(&mut *self.buf);
     }
 
     fn body_len(&self) -> Option<usize> {

@@ -256,6 +256,41 @@ fn hello_with(offers: &[(Mode, Vec<u8>)]) -> Vec<u8> {
     v
 }
 
+/// A client may not make the server update its keys every record (aead) or every 256 bytes
+/// (stream): the server refuses a hello below the floor (issue 41, finding 6), the client
+/// refuses to offer one, and the floor itself is accepted.
+#[test]
+fn key_update_intervals_below_the_floor_are_refused() {
+    let share = keys::x25519_share(&[5; 32]);
+    let rc = [9u8; 32];
+    let read = |mode: Mode, epoch: u8| {
+        let hello = hello_with(&[(mode, crypto_offer(share, rc, 1, epoch))]);
+        ServerHandshake::new(&ServerConfig::accepting(&[mode]), [1; 32])
+            .read(&hello)
+            .map(|_| ())
+            .map_err(|r| (r.error.to_string(), r.reply.is_some()))
+    };
+    for (mode, below, floor) in [(Mode::Aead, 0u8, 1u8), (Mode::Stream, 15, 16)] {
+        for epoch in [0, below] {
+            let (err, answered) = read(mode, epoch).unwrap_err();
+            assert!(
+                err.contains("below the server's floor"),
+                "{mode} {epoch}: {err}"
+            );
+            assert!(answered, "{mode}: the client is told (a reject)");
+        }
+        assert!(read(mode, floor).is_ok(), "{mode} at the floor");
+        let mut cfg = ClientConfig::offering(&[mode]);
+        cfg.aead_epoch_log2 = if mode == Mode::Aead { below } else { 23 };
+        cfg.stream_epoch_log2 = if mode == Mode::Stream { below } else { 36 };
+        let err = ClientHandshake::new(&cfg, entropy(3)).unwrap_err();
+        assert!(
+            err.to_string().contains("servers refuse a shorter one"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn malformed_crypto_offers_are_refused() {
     let share = keys::x25519_share(&[5; 32]);
@@ -272,7 +307,7 @@ fn malformed_crypto_offers_are_refused() {
         ),
         (
             vec![(Mode::Stream, crypto_offer(share, rc, 1, 7))],
-            "a crypto offer's key update interval is out of range",
+            "a crypto offer's key update interval is below the server's floor (aead: 2^1 records, stream: 2^16 bytes)",
         ),
         (
             vec![(Mode::Stream, crypto_offer(share, rc, 1, 37))],
@@ -305,8 +340,8 @@ fn malformed_crypto_offers_are_refused() {
     }
     // Suites and intervals may differ between the two crypto offers; shares may not.
     let ok = hello_with(&[
-        (Mode::Aead, crypto_offer(share, rc, 2, 0)),
-        (Mode::Stream, crypto_offer(share, rc, 1, 8)),
+        (Mode::Aead, crypto_offer(share, rc, 2, 1)),
+        (Mode::Stream, crypto_offer(share, rc, 1, 16)),
     ]);
     assert!(
         ServerHandshake::new(&ServerConfig::accepting(Mode::ALL), [1; 32])
@@ -319,14 +354,14 @@ fn malformed_crypto_offers_are_refused() {
 fn forced_key_updates_in_both_directions_mid_stream() {
     for mode in [Mode::Aead, Mode::Stream] {
         let cfg = ClientConfig {
-            aead_epoch_log2: 2,   // a new key every 4 records
-            stream_epoch_log2: 8, // a new key every 256 bytes
+            aead_epoch_log2: 2,    // a new key every 4 records
+            stream_epoch_log2: 16, // a new key every 64 KiB (the floor)
             ..ClientConfig::offering(&[mode])
         };
         let (cs, ss, _, confirm) = exchange(&cfg, &[mode], 13);
         let (mut ctx, mut crx) = cs.split();
         let (mut stx, mut srx) = ss.split();
-        let msg: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let msg: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
         let mut up = confirm;
         up.extend(seal_all(&mut ctx, &msg, 1000));
         let down = seal_all(&mut stx, &msg, 700);
@@ -338,8 +373,8 @@ fn forced_key_updates_in_both_directions_mid_stream() {
         let (tx_e, rx_e) = (ctx.key_epochs().unwrap(), srx.key_epochs().unwrap());
         assert_eq!(tx_e, rx_e);
         let expect = match mode {
-            Mode::Aead => 100 / 4 + 1, // 100 records of 1000 bytes
-            _ => 100_000 / 256 + 1,    // epochs of 256 bytes
+            Mode::Aead => 1000 / 4 + 1, // 1000 records of 1000 bytes
+            _ => 1_000_000 / 65536 + 1, // epochs of 64 KiB
         };
         assert_eq!(tx_e, expect, "{mode}");
         assert_eq!(stx.key_epochs(), crx.key_epochs());

@@ -82,6 +82,59 @@ pub struct Limits {
     pub access: Access,
     /// Every request must carry this token.
     pub token: Option<AccessToken>,
+    /// How much of the server's CPU and bandwidth one perf test may take.
+    pub perf: PerfCaps,
+}
+
+/// The server's caps on a perf test (`nena serve --perf-max-bytes`, `--perf-max-time`): a
+/// request for more is refused, and a test still running at `max_time` (plus a few seconds
+/// for the end) is cut, whatever the client sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerfCaps {
+    /// Bytes per direction a client may ask for.
+    pub max_bytes: u64,
+    /// Duration a client may ask for, and the wall-clock limit of any perf test.
+    pub max_time: std::time::Duration,
+}
+
+impl PerfCaps {
+    /// 100 GiB per direction, 10 minutes.
+    pub const DEFAULT: PerfCaps = PerfCaps {
+        max_bytes: 100 << 30,
+        max_time: std::time::Duration::from_secs(600),
+    };
+
+    /// Whether a perf test of `bytes` per direction (0: timed) lasting `millis` may start.
+    pub fn admit(&self, bytes: u64, millis: u32) -> Result<(), Reply> {
+        if bytes > self.max_bytes {
+            return Err(Reply::err(
+                Status::Refused,
+                format!(
+                    "a perf test of {} per direction, this server allows at most {} (--perf-max-bytes)",
+                    human(bytes),
+                    human(self.max_bytes)
+                ),
+            ));
+        }
+        let asked = std::time::Duration::from_millis(millis.into());
+        if bytes == 0 && asked > self.max_time {
+            return Err(Reply::err(
+                Status::Refused,
+                format!(
+                    "a perf test of {} s, this server allows at most {} s (--perf-max-time)",
+                    asked.as_secs(),
+                    self.max_time.as_secs()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for PerfCaps {
+    fn default() -> Self {
+        PerfCaps::DEFAULT
+    }
 }
 
 impl Limits {
@@ -222,6 +275,7 @@ mod tests {
         let l = Limits {
             access: Access::ReadOnly,
             token: Some(AccessToken::new(b"right token of 16+ bytes".to_vec()).unwrap()),
+            ..Limits::default()
         };
         for req in [put(), get(), perf()] {
             for bad in [None, Some(&b"wrong token of 16+ bytes"[..]), Some(b"r")] {
@@ -263,6 +317,7 @@ mod tests {
         let ro = Limits {
             access: Access::ReadOnly,
             token: None,
+            ..Limits::default()
         };
         let e = ro.admit(&msg(put(), None)).unwrap_err();
         assert_eq!(e.status, Status::Refused);
@@ -272,6 +327,7 @@ mod tests {
         let wo = Limits {
             access: Access::WriteOnly,
             token: None,
+            ..Limits::default()
         };
         let e = wo.admit(&msg(get(), None)).unwrap_err();
         assert!(e.msg.contains("write-only"), "{}", e.msg);

@@ -369,8 +369,9 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         }
         Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
     };
-    let first: Vec<u8> = match (&hs, raw_first) {
-        (Some(h), None) => h.first_flight().to_vec(),
+    // The hello is written from the handshake's own buffer (wiped by it), never copied.
+    let first: &[u8] = match (&hs, &raw_first) {
+        (Some(h), None) => h.first_flight(),
         (None, Some(f)) => f,
         _ => bail!(
             "internal: a raw connection needs its first message, a nena one must not have one"
@@ -379,7 +380,12 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     #[cfg(feature = "debug-dump")]
     if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
         use std::io::Write;
-        let mut line: String = first.iter().map(|b| format!("{b:02x}")).collect();
+        // Reserved whole and wiped: a growing String would leave copies of the hello behind.
+        let mut line = zeroize::Zeroizing::new(String::with_capacity(first.len() * 2 + 1));
+        for b in first {
+            use std::fmt::Write as _;
+            let _ = write!(line, "{b:02x}");
+        }
         line.push('\n');
         // One write() per line: concurrent clients may append to the same file.
         let mut f = std::fs::OpenOptions::new()
@@ -411,11 +417,12 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     }
     client
         .stream
-        .write_all(&first)
+        .write_all(first)
         .await
         .context("writing the first flight")?;
+    let first_len = first.len() as u64;
     client.gate_mut().set_recovery(opts.recover);
-    if let Err(e) = client.after_first_flight(first.len() as u64, timeout).await {
+    if let Err(e) = client.after_first_flight(first_len, timeout).await {
         // A server that refuses the hello answers and closes the connection, which also
         // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for that
         // close. Say the server's reason first when it sent one, and the gate's refusal

@@ -18,6 +18,7 @@ use crate::access::{ErrorReply, SpaceLedger};
 use crate::copy::{copy_in_bulk, copy_out};
 use crate::names::check_name;
 use crate::stream::{SecureReader, SecureWriter};
+use crate::verdict::{self, Transfer};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::appmac::AppMac;
@@ -117,9 +118,9 @@ impl Drop for TempFile {
 pub const SHUTTING_DOWN: &str = "the upload was discarded; send it again later";
 
 /// Context of a request that got no answer: a server of application protocol 1 closes
-/// without one on a version-2 request.
+/// without one on a version-3 request.
 const OLD_SERVER_HINT: &str = "waiting for the server's answer (a server older than nena's \
-     application protocol 2 closes here without one: upgrade it)";
+     application protocol 3 closes here without one: upgrade it)";
 
 /// Op byte of a transfer in its trailer's input.
 const OP_PUT: u8 = 1;
@@ -134,15 +135,22 @@ fn mismatch(keyed: bool) -> &'static str {
     }
 }
 
-/// Receive `size` bytes and the trailer (`mac`'s tag) into `file`. Returns whether the
-/// trailer matched, and the SHA-256 of the received bytes (for the report).
+/// What [`recv_data`] returns: whether the trailer matched, the SHA-256 of the received bytes
+/// (for the report) and the trailer as received (for the verdict, [`crate::verdict`]).
+struct Received {
+    matched: bool,
+    digest: [u8; 32],
+    trailer: [u8; TRAILER_LEN],
+}
+
+/// Receive `size` bytes and the trailer (`mac`'s tag) into `file`.
 async fn recv_data<R: AsyncRead + Unpin>(
     r: &mut SecureReader<R>,
     file: &mut tokio::fs::File,
     size: u64,
     progress: Option<Progress<'_>>,
     mut mac: AppMac,
-) -> Result<(bool, [u8; 32])> {
+) -> Result<Received> {
     let mut hasher = Sha256::new();
     let got = copy_out(r, file, size, |chunk| {
         hasher.update(chunk);
@@ -163,18 +171,22 @@ async fn recv_data<R: AsyncRead + Unpin>(
     file.flush().await?;
     file.sync_all().await.context("syncing the file")?;
     let digest: [u8; 32] = hasher.finalize().into();
-    Ok((mac.verify(&trailer), digest))
+    Ok(Received {
+        matched: mac.verify(&trailer),
+        digest,
+        trailer,
+    })
 }
 
 /// Send `size` bytes of `file` and the trailer (`mac`'s tag). Returns the SHA-256 of the
-/// bytes (for the report).
+/// bytes (for the report) and the trailer (for the verdict).
 async fn send_data<W: AsyncWrite + Unpin>(
     w: &mut SecureWriter<W>,
     file: &mut tokio::fs::File,
     size: u64,
     progress: Option<Progress<'_>>,
     mut mac: AppMac,
-) -> Result<[u8; 32]> {
+) -> Result<([u8; 32], [u8; TRAILER_LEN])> {
     let mut hasher = Sha256::new();
     // A `tokio::fs::File` read goes to the blocking pool and is pending until it is back,
     // and a pending source made the writer send what it held (right for a socket that has
@@ -197,11 +209,10 @@ async fn send_data<W: AsyncWrite + Unpin>(
         bail!("the file shrank while it was being sent ({sent} of {size} bytes)");
     }
     let digest: [u8; 32] = hasher.finalize().into();
-    w.write_all(&mac.finish())
-        .await
-        .context("sending the trailer")?;
+    let trailer = mac.finish();
+    w.write_all(&trailer).await.context("sending the trailer")?;
     w.flush().await.context("sending the trailer")?;
-    Ok(digest)
+    Ok((digest, trailer))
 }
 
 pub use crate::msg_error::session_failure;
@@ -267,7 +278,7 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             return Err(stopped_by_server(name, &reply));
         }
     };
-    let digest = match sent {
+    let (digest, trailer) = match sent {
         Ok(d) => d,
         Err(e) => {
             // The server may have said why before it closed.
@@ -279,8 +290,8 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             return Err(e);
         }
     };
-    let fin = r
-        .read_reply()
+    let about = Transfer::new(OP_PUT, name, size, &trailer);
+    let fin = verdict::receive(r, &about)
         .await
         .context("waiting for the server's verification")?;
     if !fin.is_ok() {
@@ -349,18 +360,18 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let (tmp, mut file) = TempFile::create(&dir).await?;
     let mac = AppMac::file(r.app_mac_key(), OP_GET, name, size);
     let keyed = mac.is_keyed();
-    let (ok, digest) = recv_data(r, &mut file, size, progress, mac).await?;
+    let got = recv_data(r, &mut file, size, progress, mac).await?;
     drop(file);
-    if !ok {
-        let _ = w
-            .write_msg(Reply::err(Status::Corrupt, mismatch(keyed)).encode())
-            .await;
+    let about = Transfer::new(OP_GET, name, size, &got.trailer);
+    if !got.matched {
+        let _ = verdict::send(w, &about, &Reply::err(Status::Corrupt, mismatch(keyed))).await;
         bail!("{name:?}: {}; file discarded", mismatch(keyed));
     }
+    let digest = got.digest;
     tmp.commit(dest, overwrite)
         .await
         .with_context(|| format!("cannot move the file to {}", dest.display()))?;
-    let _ = w.write_msg(Reply::ok(size).encode()).await;
+    let _ = verdict::send(w, &about, &Reply::ok(size)).await;
     Ok(FileOutcome {
         name: name.to_owned(),
         bytes: size,
@@ -494,7 +505,7 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             return Err(ErrorReply::new(Status::ShuttingDown, log).into());
         }
     };
-    let (ok, _) = match received {
+    let got = match received {
         Ok(x) => x,
         Err(e) => {
             // The protected stream failed (an integrity failure, a bad confirmation): the
@@ -508,26 +519,26 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     drop(file);
-    if !ok {
+    let about = Transfer::new(OP_PUT, name, size, &got.trailer);
+    if !got.matched {
         let why = mismatch(keyed);
-        w.write_msg(Reply::err(Status::Corrupt, format!("{why}, file discarded")).encode())
-            .await?;
+        let reply = Reply::err(Status::Corrupt, format!("{why}, file discarded"));
+        verdict::send(w, &about, &reply).await?;
         return Err(ErrorReply::new(Status::Corrupt, format!("{name:?}: {why}, discarded")).into());
     }
     let check = if keyed { "MAC" } else { "SHA-256" };
     match tmp.commit(&dest, cfg.overwrite).await {
         Ok(()) => {
-            w.write_msg(Reply::ok(size).encode()).await?;
+            verdict::send(w, &about, &Reply::ok(size)).await?;
             Ok(format!("stored {name} ({size} bytes, {check} verified)"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            w.write_msg(Reply::err(Status::Exists, format!("{name} appeared meanwhile")).encode())
-                .await?;
+            let reply = Reply::err(Status::Exists, format!("{name} appeared meanwhile"));
+            verdict::send(w, &about, &reply).await?;
             bail!("{name:?}: created by someone else meanwhile; discarded")
         }
         Err(e) => {
-            w.write_msg(Reply::err(Status::ServerError, e.to_string()).encode())
-                .await?;
+            verdict::send(w, &about, &Reply::err(Status::ServerError, e.to_string())).await?;
             Err(e).context("moving the file into place")
         }
     }
@@ -579,9 +590,9 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     w.write_msg(Reply::ok(size).encode()).await?;
     let mac = AppMac::file(w.app_mac_key(), OP_GET, name, size);
-    send_data(w, &mut file, size, None, mac).await?;
-    let fin = r
-        .read_reply()
+    let (_, trailer) = send_data(w, &mut file, size, None, mac).await?;
+    let about = Transfer::new(OP_GET, name, size, &trailer);
+    let fin = verdict::receive(r, &about)
         .await
         .context("waiting for the client's verification")?;
     if !fin.is_ok() {

@@ -8,6 +8,7 @@ use nena_proto::{
 };
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use zeroize::Zeroizing;
 
 /// Fresh bytes from the operating system's random number generator.
 pub fn random<const N: usize>() -> Result<[u8; N]> {
@@ -67,10 +68,11 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     r: &mut R,
     w: &mut W,
 ) -> Result<Driven> {
-    let mut buf = [0u8; 1024];
+    // Holds the hello's secrets (kato keys, r_c) on the server: wiped on every way out.
+    let mut buf = Zeroizing::new([0u8; 1024]);
     loop {
         let n = r
-            .read(&mut buf)
+            .read(&mut buf[..])
             .await
             .with_context(|| format!("reading {}", H::AWAITED))?;
         if n == 0 {
@@ -171,9 +173,9 @@ pub async fn refuse_fallback<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         // Accepting no mode: the state machine reads the whole hello, then refuses it.
         let Ok(secret) = random() else { return };
         let mut hs = ServerHandshake::new(&ServerConfig::accepting(&[]), secret);
-        let mut buf = [0u8; 1024];
+        let mut buf = Zeroizing::new([0u8; 1024]);
         let speaks_nena = loop {
-            let n = match r.read(&mut buf).await {
+            let n = match r.read(&mut buf[..]).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
@@ -192,7 +194,7 @@ pub async fn refuse_fallback<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .await;
         let _ = w.shutdown().await;
         // Until the client closes (it does once it has read the refusal).
-        while let Ok(n) = r.read(&mut buf).await {
+        while let Ok(n) = r.read(&mut buf[..]).await {
             if n == 0 {
                 break;
             }

@@ -8,7 +8,8 @@
 //! - [`stream`]: the protected halves of a session ([`SecureReader`], [`SecureWriter`]).
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
-//! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests).
+//! - [`files`], [`perf`], [`session`]: what a session does (PUT/GET, perf tests);
+//!   [`verdict`]: the tagged verdict of a file's receiver.
 //! - [`client`], [`server`], [`proxy`]: the tools behind `nena send|get|perf|serve|proxy`;
 //!   [`bridge`]: how a proxy session carries bytes between TCP and nena, and how it ends.
 //! - [`gateway`]: `nena gateway`, a router that carries its LAN's TCP through nena
@@ -22,6 +23,7 @@
 //! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
 //!   side of them (its resolver, datagrams within `--allow`).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
+//! - [`printable`]: text from a peer with its control characters escaped, for printing.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -40,6 +42,7 @@ pub mod metrics;
 pub mod msg_error;
 pub mod names;
 pub mod perf;
+pub mod printable;
 pub mod proxy;
 mod proxy_open;
 pub mod raw_mptcp;
@@ -52,6 +55,9 @@ pub mod stop;
 pub mod stream;
 pub mod testing;
 pub mod units;
+pub mod verdict;
+#[cfg(test)]
+mod verdict_forge_tests;
 pub mod warm;
 pub mod wire;
 

@@ -540,11 +540,42 @@ impl Tally {
     }
 }
 
-/// Serves `GET /metrics` (any other path: 404) on `listener` until the task is dropped.
+/// What one scraper may hold of the metrics endpoint: connections at once (more are closed
+/// at once), the time to send a request's header, and a connection's whole life.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointLimits {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub lifetime: Duration,
+}
+
+impl EndpointLimits {
+    /// 16 connections, 5 s for a header, 30 s per connection: a Prometheus scrape needs one
+    /// connection and milliseconds; a slow client (slowloris) holds nothing for long.
+    pub const DEFAULT: EndpointLimits = EndpointLimits {
+        max_connections: 16,
+        header_timeout: Duration::from_secs(5),
+        lifetime: Duration::from_secs(30),
+    };
+}
+
+/// Serves `GET /metrics` (any other path: 404) on `listener` until the task is dropped,
+/// within [`EndpointLimits::DEFAULT`].
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    serve_within(listener, metrics, EndpointLimits::DEFAULT).await
+}
+
+/// [`serve`] within `limits`.
+pub async fn serve_within(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    limits: EndpointLimits,
+) {
     use http_body_util::Full;
     use hyper::body::Bytes;
     use hyper::{Request, Response, StatusCode};
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut warned = false;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -554,8 +585,20 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if !warned {
+                log::warn!(
+                    "metrics: {} connections open, closing {peer} (and more, said once)",
+                    limits.max_connections
+                );
+                warned = true;
+            }
+            drop(stream);
+            continue;
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let metrics = metrics.clone();
                 async move {
@@ -574,11 +617,14 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await
-            {
-                log::debug!("metrics: {peer}: {e}");
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(io, service);
+            match tokio::time::timeout(limits.lifetime, conn).await {
+                Ok(Err(e)) => log::debug!("metrics: {peer}: {e}"),
+                Err(_) => log::debug!("metrics: {peer}: closed after {:?}", limits.lifetime),
+                Ok(Ok(())) => {}
             }
         });
     }
@@ -594,6 +640,58 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Slow clients (slowloris) cannot hold the endpoint (issue 41, finding 6): connections
+    /// past the cap are closed at once, one that never finishes its header is closed after
+    /// the header timeout, and then a scrape is served.
+    #[tokio::test]
+    async fn slow_clients_are_capped_and_timed_out() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = EndpointLimits {
+            max_connections: 3,
+            header_timeout: Duration::from_millis(500),
+            lifetime: Duration::from_secs(30),
+        };
+        let server = tokio::spawn(serve_within(listener, Metrics::new(Role::Serve), limits));
+        let mut slow = Vec::new();
+        for _ in 0..3 {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+            slow.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The fourth is closed without an answer while the three hold their slots.
+        let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = extra
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await;
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut got)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?} {got:?}");
+        // Each slow one is closed once its header is late (well before 10 s).
+        for c in &mut slow {
+            let mut buf = Vec::new();
+            let r = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await;
+            assert!(
+                r.is_ok(),
+                "a client that never finished its header was kept"
+            );
+        }
+        drop(slow);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        c.read_to_string(&mut text).await.unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        server.abort();
+    }
 
     /// The text a scrape gets: every family, the labels of what was recorded, and the
     /// OpenMetrics end marker.

@@ -430,7 +430,7 @@ async fn admit(
         // An altered request (its tag) or a version-1 client: told why, and nothing is
         // connected.
         Err(crate::stream::MsgError::Wire(
-            e @ (crate::wire::WireError::BadConnectTag | crate::wire::WireError::OldVersion),
+            e @ (crate::wire::WireError::BadConnectTag | crate::wire::WireError::OldVersion(_)),
         )) => {
             return Err(Refusal::Reply(
                 Rep::NotAllowed,

@@ -14,8 +14,9 @@ use anyhow::{Context, Result};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Longest perf test the server agrees to run (per request).
-pub const MAX_PERF: Duration = Duration::from_secs(3600);
+/// Time a perf test has past the server's `--perf-max-time` to end (its last chunks, the
+/// counts and the verdicts) before the server cuts it.
+pub const PERF_END_GRACE: Duration = Duration::from_secs(5);
 
 /// How long the server waits for the request after the handshake.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +52,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 WireError::BadOp(_)
                     | WireError::BadFlags(_)
                     | WireError::EmptyToken
-                    | WireError::OldVersion
+                    | WireError::OldVersion(_)
             ) {
                 Some(Status::Refused)
             } else {
@@ -92,10 +93,11 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
         Request::Perf(p) => {
             let millis = Duration::from_millis(p.millis as u64);
-            if p.bytes == 0 && millis > MAX_PERF {
-                w.write_msg(Reply::err(Status::Refused, "perf test longer than an hour").encode())
-                    .await?;
-                anyhow::bail!("refused a perf test of {} ms", p.millis);
+            let caps = cfg.limits.perf;
+            if let Err(reply) = caps.admit(p.bytes, p.millis) {
+                w.write_msg(reply.encode()).await?;
+                let log = format!("refused a perf test: {}", reply.msg);
+                return Err(ErrorReply::new(reply.status, log).into());
             }
             w.write_msg(Reply::ok(0).encode()).await?;
             let limit = match (p.down, p.bytes) {
@@ -104,8 +106,19 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 (true, b) => Limit::Bytes(b),
             };
             let c = Counters::default();
+            // Whatever the client sends (it decides how long its own direction runs), the
+            // test ends at the server's cap.
+            let cut = caps.max_time + PERF_END_GRACE;
             let o = tokio::select! {
                 x = perf::run(r, w, limit, &c) => x?,
+                () = tokio::time::sleep(cut) => {
+                    anyhow::bail!(
+                        "perf test cut after {} s (--perf-max-time {}), {} B received",
+                        cut.as_secs(),
+                        caps.max_time.as_secs(),
+                        c.received.load(std::sync::atomic::Ordering::Relaxed)
+                    )
+                }
                 () = cfg.files.stop.stopped() => return Err(stopped_mid_session(w, "perf test").await),
             };
             Ok(format!(
@@ -480,8 +493,56 @@ mod tests {
             limits: Limits {
                 access,
                 token: token.map(|t| AccessToken::new(t.to_vec()).unwrap()),
+                ..Limits::default()
             },
         }
+    }
+
+    /// A client may not take the server's CPU and bandwidth at will (issue 41, finding 6): a
+    /// perf test asking for more than the caps is refused, and one whose client never ends
+    /// its direction is cut at the time cap.
+    #[tokio::test]
+    async fn perf_tests_beyond_the_servers_caps_are_refused_or_cut() {
+        use crate::access::PerfCaps;
+        use crate::wire::PerfRequest;
+        let dir = tmpdir("perfcaps");
+        let caps = PerfCaps {
+            max_bytes: 1 << 20,
+            max_time: Duration::from_secs(1),
+        };
+        let cfg = || {
+            let mut c = limited(dir.path(), None, Access::ReadWrite, None);
+            c.limits.perf = caps;
+            c
+        };
+        let perf = |bytes, millis, up, down| {
+            Request::Perf(PerfRequest {
+                up,
+                down,
+                bytes,
+                millis,
+            })
+        };
+        let (reply, log) = ask(cfg(), perf(2 << 20, 0, false, true), None).await;
+        assert_eq!(reply.status, Status::Refused, "{reply:?}");
+        assert!(reply.msg.contains("--perf-max-bytes"), "{reply:?} {log}");
+        let (reply, _) = ask(cfg(), perf(0, 2000, false, true), None).await;
+        assert!(reply.msg.contains("--perf-max-time"), "{reply:?}");
+        // Within the caps, but the client never ends its direction: cut at the cap.
+        let (mut r, mut w, server) = connect_with(cfg());
+        w.write_msg(perf(0, 1000, true, false).encode())
+            .await
+            .unwrap();
+        assert!(r.read_reply().await.unwrap().is_ok());
+        let out = tokio::time::timeout(Duration::from_secs(60), server)
+            .await
+            .expect("the server let a perf test run on past its cap")
+            .unwrap();
+        let err = format!("{:#}", out.unwrap_err());
+        assert!(err.contains("perf test cut after 6 s"), "{err}");
+        drop((r, w));
+        // The defaults.
+        assert_eq!(Limits::default().perf, PerfCaps::DEFAULT);
     }
 
     /// Writes `req` (with `token`) and returns the server's first reply and its result.
@@ -611,9 +672,9 @@ mod tests {
             .encode(),
             Request::Get { name: long }.encode(),
             // Not UTF-8.
-            b"nAP2\x02\x00\x02\xff\xfe".to_vec(),
+            b"nAP3\x02\x00\x02\xff\xfe".to_vec(),
             // Length 0xffff (the name itself never comes).
-            b"nAP2\x01\xff\xff".to_vec(),
+            b"nAP3\x01\xff\xff".to_vec(),
         ];
         for raw in cases {
             let (mut r, mut w, server) = connect(srv, false);
@@ -626,7 +687,7 @@ mod tests {
         }
         // An unknown operation is refused with a reason, too.
         let (mut r, mut w, server) = connect(srv, false);
-        w.write_msg(b"nAP2\x09".to_vec()).await.unwrap();
+        w.write_msg(b"nAP3\x09".to_vec()).await.unwrap();
         let reply = r.read_reply().await.unwrap();
         assert_eq!(reply.status, Status::Refused);
         assert!(

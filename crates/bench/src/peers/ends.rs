@@ -295,24 +295,29 @@ pub fn start(
     let (server, client) = match variant {
         Variant::Nena | Variant::NenaLan => {
             let server = nena_server(lab, programs, server_addr, &[sink], log("server"))?;
+            let mut args = s(&[
+                "proxy",
+                "client",
+                "--socks5",
+                &entry.to_string(),
+                "--to",
+                &server_addr.to_string(),
+                "--trusted",
+                "trusted",
+                "--untrusted",
+                "untrusted",
+                "--mode",
+                "aead",
+            ]);
+            if variant == Variant::NenaLan {
+                // The LAN host reaches the entry on the client's LAN address.
+                args.push("--allow-remote-clients".into());
+            }
             let client = Proc::spawn(
                 lab,
                 Host::Client,
                 &programs.nena,
-                &s(&[
-                    "proxy",
-                    "client",
-                    "--socks5",
-                    &entry.to_string(),
-                    "--to",
-                    &server_addr.to_string(),
-                    "--trusted",
-                    "trusted",
-                    "--untrusted",
-                    "untrusted",
-                    "--mode",
-                    "aead",
-                ]),
+                &args,
                 &quiet,
                 log("client"),
                 "nena proxy client",

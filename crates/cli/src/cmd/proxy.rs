@@ -41,6 +41,11 @@ pub struct ProxyClientArgs {
     /// per line).
     #[arg(long, value_name = "FILE", requires = "socks5")]
     pub socks_user_file: Option<PathBuf>,
+    /// Let --listen/--socks5 take a non-loopback address. The entry has no authentication
+    /// of its own (SOCKS5 only with --socks-user-file): every host that reaches it uses this
+    /// proxy and its access token. For a LAN, `nena gateway` is the way.
+    #[arg(long)]
+    pub allow_remote_clients: bool,
     /// The `nena proxy server` (a name is resolved only through a trusted interface).
     #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server)]
     pub to: nena_transport::resolve::ServerAddr,
@@ -133,6 +138,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 }
                 (None, None) => unreachable!("clap requires --listen or --socks5"),
             };
+            check_entry(listen, a.allow_remote_clients)?;
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
             let counters = counters(a.metrics, Role::ProxyClient);
             let limits = ProxyLimits {
@@ -187,5 +193,26 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             })??;
         }
     }
+    Ok(())
+}
+
+/// A proxy client's entry on a non-loopback address is refused unless
+/// `--allow-remote-clients` says so, and then warned about once: it has no authentication of
+/// its own, so every host that reaches it would use the user's proxy and token.
+fn check_entry(listen: SocketAddr, allowed: bool) -> Result<(), Exit> {
+    if listen.ip().to_canonical().is_loopback() {
+        return Ok(());
+    }
+    if !allowed {
+        return Err(Exit::usage(anyhow!(
+            "{listen} is not a loopback address: every host that reaches it would use this proxy \
+             (and its access token) without authentication; listen on 127.0.0.1 or ::1, use \
+             `nena gateway` for a LAN, or pass --allow-remote-clients"
+        )));
+    }
+    log::warn!(
+        "--allow-remote-clients: {listen} accepts connections from other hosts, without \
+         authentication (SOCKS5: unless --socks-user-file); they use this proxy and its token"
+    );
     Ok(())
 }

@@ -424,6 +424,13 @@ pub struct ServeArgs {
     /// space of DIR are refused in any case.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub max_file_size: Option<u64>,
+    /// Refuse perf tests asking for more than SIZE per direction (default 100G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "100G")]
+    pub perf_max_bytes: u64,
+    /// Refuse perf tests asking for more than SECS seconds, and cut any perf test still
+    /// running after SECS seconds (plus 5 for its end), whatever its client sends (default 600).
+    #[arg(long, value_name = "SECS", default_value = "600")]
+    pub perf_max_time: u64,
     /// Serve downloads only (refuse `nena send`).
     #[arg(long, conflicts_with = "write_only")]
     pub read_only: bool,
@@ -613,7 +620,14 @@ pub fn serve(a: ServeArgs) -> CmdResult {
                 ..FileServerConfig::new(a.dir.clone())
             },
             perf_only: a.raw,
-            limits: Limits { access, token },
+            limits: Limits {
+                access,
+                token,
+                perf: nena_transport::access::PerfCaps {
+                    max_bytes: a.perf_max_bytes,
+                    max_time: Duration::from_secs(a.perf_max_time),
+                },
+            },
         },
         max_sessions: a.common.max_sessions,
         grace: a.grace,

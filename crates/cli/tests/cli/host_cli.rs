@@ -484,6 +484,46 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
     assert_eq!(addr.ip().to_string(), "127.0.0.1");
 }
 
+/// A proxy client's entry has no authentication of its own: a non-loopback address is
+/// refused (one line, status 2) unless --allow-remote-clients says so (issue 41, finding 6).
+#[test]
+fn a_proxy_entry_on_a_non_loopback_address_needs_allow_remote_clients() {
+    for (flag, addr) in [
+        ("--listen", "0.0.0.0:0"),
+        ("--socks5", "[::]:0"),
+        ("--listen", "198.18.0.1:0"),
+    ] {
+        let err = refused(&[
+            "proxy",
+            "client",
+            flag,
+            addr,
+            "--to",
+            "127.0.0.1:9",
+            "--trusted",
+            "127.0.0.1",
+        ]);
+        assert!(
+            err.contains("is not a loopback address") && err.contains("--allow-remote-clients"),
+            "{err}"
+        );
+    }
+    let (_c, addr) = start(&[
+        "proxy",
+        "client",
+        "--listen",
+        "0.0.0.0:0",
+        "--allow-remote-clients",
+        "--to",
+        "127.0.0.1:9",
+        "--trusted",
+        "127.0.0.1",
+        "--untrusted",
+        "127.0.0.1",
+    ]);
+    assert!(addr.ip().is_unspecified(), "{addr}");
+}
+
 #[test]
 fn systemd_analyze_verifies_the_units() {
     if Command::new("systemd-analyze")

@@ -146,6 +146,20 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
 
     /// Give back bytes that a caller consumed but that belong to the next reader of the
     /// stream. They are delivered before anything else.
+    /// [`AsyncBufRead::consume`] that first zeroes the bytes consumed (a message that may hold
+    /// the access token, [`SecureReader::read_msg`]), where they lie in the buffer.
+    fn consume_wiping(&mut self, amt: usize) {
+        use zeroize::Zeroize;
+        if self.pushback.is_empty() {
+            let at = self.plain;
+            self.buf[at..at + amt].zeroize();
+        } else {
+            let n = amt.min(self.pushback.len());
+            self.pushback[..n].zeroize();
+        }
+        Pin::new(&mut *self).consume(amt);
+    }
+
     pub(super) fn unread(&mut self, data: &[u8]) {
         if data.is_empty() {
             return;
@@ -375,7 +389,9 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         what: &str,
         decode: impl Fn(&[u8]) -> Result<Option<(T, usize)>, WireError>,
     ) -> Result<T, MsgError> {
-        let mut acc: Vec<u8> = Vec::with_capacity(256);
+        // A request may carry the access token: reserved whole (no reallocation leaves a
+        // copy), wiped when dropped, and the bytes taken from the buffer below are wiped there.
+        let mut acc = zeroize::Zeroizing::new(Vec::with_capacity(MAX_HEADER + 1));
         loop {
             let avail = self.fill_buf().await?;
             if avail.is_empty() {
@@ -390,7 +406,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             }
             let take = avail.len().min(MAX_HEADER + 1 - acc.len());
             acc.extend_from_slice(&avail[..take]);
-            self.consume(take);
+            self.consume_wiping(take);
             if let Some((msg, used)) = decode(&acc)? {
                 let rest = acc.split_off(used);
                 self.unread(&rest);

@@ -381,8 +381,8 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
     }
 
     /// Writes a header message (encoded by the caller) and flushes it.
-    pub async fn write_msg(&mut self, msg: Vec<u8>) -> io::Result<()> {
-        self.write_all(&msg).await?;
+    pub async fn write_msg(&mut self, msg: impl AsRef<[u8]>) -> io::Result<()> {
+        self.write_all(msg.as_ref()).await?;
         self.flush().await
     }
 }

@@ -10,14 +10,14 @@ use super::*;
 pub fn app_messages(data: &[u8]) {
     if let Ok(Some((m, used))) = RequestMsg::decode(data) {
         assert_eq!(
-            m.request.encode_with(m.token.as_ref()),
+            m.request.encode_with(m.token.as_ref())[..],
             data[..used],
             "a request re-encodes to the bytes it came from"
         );
         shortest(data, used, |b| RequestMsg::decode(b).map(|o| o.is_some()));
     }
     if let Ok(Some((r, used))) = ConnectRequest::decode(data) {
-        assert_eq!(r.encode(), data[..used], "a connect request re-encodes");
+        assert_eq!(r.encode()[..], data[..used], "a connect request re-encodes");
         shortest(data, used, |b| {
             ConnectRequest::decode(b).map(|o| o.is_some())
         });

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! Request  (client -> server, once, first bytes of the session)
-//!   magic "nAP2" (4) | op u8 | [token_len u8 | token]  if op bit 7 (0x80) is set
+//!   magic "nAP3" (4) | op u8 | [token_len u8 | token]  if op bit 7 (0x80) is set
 //!                            | op-specific fields (op & 0x7f):
 //!   op 1 PUT   : name_len u16 | name (UTF-8, <= 255 B) | size u64
 //!   op 2 GET   : name_len u16 | name
@@ -23,8 +23,9 @@
 //!
 //! File transfer (PUT, GET): the server answers the request with a [`Reply`] (for GET its
 //! `size` is the file size). If it is ok, the data sender writes exactly `size` bytes and then
-//! a 32-byte SHA-256 trailer of those bytes; the data receiver answers with a final [`Reply`]
-//! (ok only when the digest matched and, on the server, the file was renamed into place).
+//! a 32-byte trailer (their MAC); the data receiver answers with a final [`Reply`] (ok only
+//! when the trailer matched and, on the server, the file was renamed into place) and its
+//! 32-byte tag ([`crate::verdict`], new in version 3).
 //!
 //! Perf: the server answers the request with a [`Reply`]; then each direction carries a
 //! *chunked* stream (`len u32 | len bytes`, `len` <= [`MAX_CHUNK`]), ended by a zero length and
@@ -39,7 +40,7 @@
 //! (the application MAC) follows:
 //!
 //! ```text
-//! ConnectRequest  magic "nAP2" | op 4 or 5 [| 0x80] | [token_len u8 | token]
+//! ConnectRequest  magic "nAP3" | op 4 or 5 [| 0x80] | [token_len u8 | token]
 //!                 | op 4 only: atyp u8 (1 IPv4, 3 domain, 4 IPv6)
 //!                   | addr (4 B | len u8 + name (1..=255 B, printable ASCII) | 16 B) | port u16
 //!                 | tag (32)
@@ -55,7 +56,7 @@
 //! from it: the source). Both are tagged and carry the token as ops 4 and 5 do:
 //!
 //! ```text
-//! ConnectRequest  magic "nAP2" | op 6 or 7 [| 0x80] | [token_len u8 | token] | tag (32)
+//! ConnectRequest  magic "nAP3" | op 6 or 7 [| 0x80] | [token_len u8 | token] | tag (32)
 //! ```
 //!
 //! After an ok reply both directions carry the application's raw bytes (ops 4, 5) or the
@@ -65,12 +66,16 @@
 //! application pays no round trip for it). A file server answers ops 4 and 5 as unknown ops.
 
 use thiserror::Error;
+use zeroize::Zeroizing;
 
 /// First bytes of every request.
-pub const MAGIC: [u8; 4] = *b"nAP2";
-/// The magic of version 1 (an unkeyed SHA-256 trailer, an untagged connect request): refused
-/// with [`WireError::OldVersion`], never read as version 2.
-pub const MAGIC_V1: [u8; 4] = *b"nAP1";
+pub const MAGIC: [u8; 4] = *b"nAP3";
+/// The version of the protocol [`MAGIC`] names (its last byte, as a digit).
+pub const VERSION: u8 = 3;
+/// The magics of the older versions, refused with [`WireError::OldVersion`], never read as
+/// this one: 1 (an unkeyed SHA-256 trailer, an untagged connect request) and 2 (an untagged
+/// verdict on a file, [`crate::verdict`]).
+pub const OLD_MAGICS: [[u8; 4]; 2] = [*b"nAP1", *b"nAP2"];
 /// Longest file name accepted on the wire (bytes).
 pub const MAX_NAME: usize = 255;
 /// Longest message in a [`Reply`] (bytes).
@@ -90,10 +95,10 @@ pub const MAX_TOKEN: usize = 255;
 /// A protocol violation by the peer.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum WireError {
-    #[error("peer does not speak the nena application protocol (its first bytes were {}, expected 6e 41 50 32 \"nAP2\")", hex_text(.0))]
+    #[error("peer does not speak the nena application protocol (its first bytes were {}, expected 6e 41 50 33 \"nAP3\")", hex_text(.0))]
     BadMagic([u8; 4]),
-    #[error("the peer speaks version 1 of the nena application protocol (\"nAP1\": unkeyed file trailers, untagged connect requests); this build speaks version 2 (\"nAP2\"): upgrade the older side")]
-    OldVersion,
+    #[error("the peer speaks version {v} of the nena application protocol (\"nAP{v}\": {lacks}); this build speaks version 3 (\"nAP3\"): upgrade the older side", v = .0, lacks = old_version_lacks(*.0))]
+    OldVersion(u8),
     #[error("the connect request's tag does not match: the request was altered on the way (refused before connecting anywhere)")]
     BadConnectTag,
     #[error("unknown request operation {0}")]
@@ -141,15 +146,23 @@ fn check_magic(buf: &[u8]) -> Result<(), WireError> {
     if buf[..m] == MAGIC[..m] {
         return Ok(());
     }
-    if m == 4 && buf[..4] == MAGIC_V1 {
-        return Err(WireError::OldVersion);
-    }
-    if buf[..m] == MAGIC_V1[..m] {
-        return Ok(()); // "nAP" so far: the next byte decides
+    if let Some(i) = OLD_MAGICS.iter().position(|old| buf[..m] == old[..m]) {
+        if m < 4 {
+            return Ok(()); // "nAP" so far: the next byte decides
+        }
+        return Err(WireError::OldVersion(i as u8 + 1));
     }
     let mut got = [0u8; 4];
     got[..m].copy_from_slice(&buf[..m]);
     Err(WireError::BadMagic(got))
+}
+
+/// What an older version of the application protocol lacks, for its error.
+fn old_version_lacks(version: u8) -> &'static str {
+    match version {
+        1 => "unkeyed file trailers, untagged connect requests",
+        _ => "an untagged verdict on a file",
+    }
 }
 
 /// `3a 3a 3a 3a "::::"`: bytes in hex, and as text when they are printable ASCII.
@@ -308,7 +321,8 @@ impl Reply {
         if buf.len() < REPLY_FIXED + len {
             return Ok(None);
         }
-        let msg = String::from_utf8_lossy(&buf[REPLY_FIXED..REPLY_FIXED + len]).into_owned();
+        // Printed by the client: no terminal escape or control character from the peer.
+        let msg = crate::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
         Ok(Some((Reply { status, size, msg }, REPLY_FIXED + len)))
     }
 }
@@ -323,15 +337,29 @@ fn truncate_utf8(s: &mut String, max: usize) {
     }
 }
 
+/// Room for the longest request of either kind, token and tag included: an encoded request is
+/// built in one allocation of this size, so that no reallocation leaves a copy of the token
+/// behind, and wiped when dropped ([`Zeroizing`]).
+const MAX_REQUEST_LEN: usize = 4 + 1 + 1 + MAX_TOKEN + 2 + MAX_NAME + 8 + TRAILER_LEN;
+
+/// An empty buffer for an encoded request, [`MAX_REQUEST_LEN`] reserved, starting with the
+/// magic.
+fn request_buf() -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(MAX_REQUEST_LEN));
+    out.extend_from_slice(&MAGIC);
+    out
+}
+
 impl Request {
     /// The request without an access token.
     pub fn encode(&self) -> Vec<u8> {
-        self.encode_with(None)
+        self.encode_with(None).to_vec()
     }
 
-    /// The request, with `token` when given (op bit 7 set and the token after the op).
-    pub fn encode_with(&self, token: Option<&AccessToken>) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+    /// The request, with `token` when given (op bit 7 set and the token after the op); wiped
+    /// when dropped.
+    pub fn encode_with(&self, token: Option<&AccessToken>) -> Zeroizing<Vec<u8>> {
+        let mut out = request_buf();
         let op = match self {
             Request::Put { .. } => 1,
             Request::Get { .. } => 2,
@@ -579,8 +607,9 @@ impl ConnectRequest {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+    /// The request (with its token, if any); wiped when dropped.
+    pub fn encode(&self) -> Zeroizing<Vec<u8>> {
+        let mut out = request_buf();
         let op = match (self.service, &self.target) {
             (Service::Dns, _) => OP_DNS,
             (Service::Datagram, _) => OP_DATAGRAM,
@@ -638,7 +667,7 @@ impl ConnectRequest {
     /// The request followed by its tag: the session's application MAC of this direction
     /// (`key`, the client-to-server one) over the request, token included (plain mode: no
     /// key, a SHA-256).
-    pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Vec<u8> {
+    pub fn encode_tagged(&self, key: Option<&[u8; 32]>) -> Zeroizing<Vec<u8>> {
         let mut out = self.encode();
         let tag = nena_proto::appmac::message_tag(key, nena_proto::appmac::CONNECT_CONTEXT, &out);
         out.extend_from_slice(&tag);
@@ -698,7 +727,7 @@ impl ConnectReply {
         if buf.len() < end {
             return Ok(None);
         }
-        let msg = String::from_utf8_lossy(&buf[2..end]).into_owned();
+        let msg = crate::printable::printable(&buf[2..end]);
         Ok(Some((ConnectReply { code, msg }, end)))
     }
 }
@@ -842,7 +871,7 @@ mod tests {
         .encode();
         assert_eq!(fwd[4], OP_FORWARD | OP_TOKEN);
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x05"),
+            ConnectRequest::decode(b"nAP3\x05"),
             Ok(Some((
                 ConnectRequest {
                     target: None,
@@ -853,42 +882,49 @@ mod tests {
             )))
         );
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x85\x00"),
+            ConnectRequest::decode(b"nAP3\x85\x00"),
             Err(WireError::EmptyToken)
         );
         // 6 and 7: DNS and datagrams, no destination in the request (a target given to
         // them is not encoded).
         for (op, service) in [(6u8, Service::Dns), (7, Service::Datagram)] {
             assert_eq!(
-                ConnectRequest::decode(&[b'n', b'A', b'P', b'2', op]),
+                ConnectRequest::decode(&[b'n', b'A', b'P', b'3', op]),
                 Ok(Some((ConnectRequest::of(service), 5)))
             );
             let mut with_target = ConnectRequest::to(target.clone());
             with_target.service = service;
-            assert_eq!(with_target.encode(), [b'n', b'A', b'P', b'2', op]);
+            assert_eq!(with_target.encode()[..], [b'n', b'A', b'P', b'3', op]);
         }
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x08"),
+            ConnectRequest::decode(b"nAP3\x08"),
             Err(WireError::NotConnect(8))
         );
     }
 
-    /// A version-1 peer ("nAP1": unkeyed trailers, untagged connect requests) is told so, in
-    /// both kinds of request, never read as version 2.
+    /// A version-1 peer ("nAP1": unkeyed trailers, untagged connect requests) and a version-2
+    /// one ("nAP2": an untagged verdict) are told so, in both kinds of request, never read as
+    /// version 3.
     #[test]
-    fn version_1_requests_are_refused_clearly() {
-        assert_eq!(
-            RequestMsg::decode(b"nAP1\x01\x00\x01a"),
-            Err(WireError::OldVersion)
-        );
-        assert_eq!(
-            ConnectRequest::decode(b"nAP1\x04\x01"),
-            Err(WireError::OldVersion)
-        );
+    fn older_versions_are_refused_clearly() {
+        for (v, magic) in [(1, b"nAP1"), (2, b"nAP2")] {
+            let mut put = magic.to_vec();
+            put.extend_from_slice(b"\x01\x00\x01a");
+            assert_eq!(RequestMsg::decode(&put), Err(WireError::OldVersion(v)));
+            let mut connect = magic.to_vec();
+            connect.extend_from_slice(b"\x04\x01");
+            assert_eq!(
+                ConnectRequest::decode(&connect),
+                Err(WireError::OldVersion(v))
+            );
+            let text = WireError::OldVersion(v).to_string();
+            assert!(
+                text.contains(&format!("version {v} ")) && text.contains("upgrade the older side"),
+                "{text}"
+            );
+        }
         assert_eq!(RequestMsg::decode(b"nAP"), Ok(None));
-        assert!(WireError::OldVersion
-            .to_string()
-            .contains("upgrade the older side"));
+        assert_eq!(MAGIC[3], b'0' + VERSION);
     }
 
     #[test]
@@ -920,11 +956,11 @@ mod tests {
             assert_eq!(RequestMsg::decode(&enc), Err(WireError::BadOp(4)));
         }
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x02\x00\x01a"),
+            ConnectRequest::decode(b"nAP3\x02\x00\x01a"),
             Err(WireError::NotConnect(2))
         );
         assert_eq!(
-            ConnectRequest::decode(b"nAP2\x04\x07"),
+            ConnectRequest::decode(b"nAP3\x04\x07"),
             Err(WireError::BadTarget(SocksError::AddressType(7)))
         );
         assert!(matches!(
@@ -1013,12 +1049,12 @@ mod tests {
         // The bytes of the original protocol: old clients and new servers agree.
         assert_eq!(
             Request::Get { name: "ab".into() }.encode(),
-            b"nAP2\x02\x00\x02ab".to_vec()
+            b"nAP3\x02\x00\x02ab".to_vec()
         );
         let t = AccessToken::new(b"tok".to_vec()).unwrap();
         assert_eq!(
-            Request::Get { name: "ab".into() }.encode_with(Some(&t)),
-            b"nAP2\x82\x03tok\x00\x02ab".to_vec()
+            Request::Get { name: "ab".into() }.encode_with(Some(&t))[..],
+            b"nAP3\x82\x03tok\x00\x02ab"[..]
         );
     }
 
@@ -1055,31 +1091,31 @@ mod tests {
             RequestMsg::decode(b"nX"),
             Err(WireError::BadMagic(*b"nX\0\0"))
         );
-        assert_eq!(RequestMsg::decode(b"nAP2\x09"), Err(WireError::BadOp(9)));
+        assert_eq!(RequestMsg::decode(b"nAP3\x09"), Err(WireError::BadOp(9)));
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x89\x01"),
+            RequestMsg::decode(b"nAP3\x89\x01"),
             Err(WireError::BadOp(0x89))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x81\x00"),
+            RequestMsg::decode(b"nAP3\x81\x00"),
             Err(WireError::EmptyToken)
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x01\x01\x00"),
+            RequestMsg::decode(b"nAP3\x01\x01\x00"),
             Err(WireError::NameTooLong(256))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x01\xff\xff"),
+            RequestMsg::decode(b"nAP3\x01\xff\xff"),
             Err(WireError::NameTooLong(0xffff))
         );
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x02\x00\x01\xff"),
+            RequestMsg::decode(b"nAP3\x02\x00\x01\xff"),
             Err(WireError::NameNotUtf8)
         );
         assert!(WireError::NameNotUtf8.is_bad_name() && WireError::NameTooLong(300).is_bad_name());
         assert!(!WireError::BadOp(9).is_bad_name());
         assert_eq!(
-            RequestMsg::decode(b"nAP2\x03\x04"),
+            RequestMsg::decode(b"nAP3\x03\x04"),
             Err(WireError::BadFlags(4))
         );
     }
@@ -1090,7 +1126,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "peer does not speak the nena application protocol (its first bytes were \
-             3a 3a 3a 3a \"::::\", expected 6e 41 50 32 \"nAP2\")"
+             3a 3a 3a 3a \"::::\", expected 6e 41 50 33 \"nAP3\")"
         );
         let e = RequestMsg::decode(&[0x16, 0x03, 0x01, 0x00]).unwrap_err();
         assert!(
@@ -1112,6 +1148,27 @@ mod tests {
             assert_eq!(Reply::decode(&enc).unwrap().unwrap().0.status, st);
             assert_eq!(st.to_string(), text);
         }
+    }
+
+    /// A peer's message reaches the user with its control characters escaped (a server could
+    /// otherwise clear the screen or retitle the terminal of whoever reads the error).
+    #[test]
+    fn peer_messages_lose_their_terminal_escapes() {
+        let evil = "\x1b[2J\x1b]0;owned\x07done";
+        let enc = Reply::err(Status::Refused, evil).encode();
+        let (r, _) = Reply::decode(&enc).unwrap().unwrap();
+        assert_eq!(r.msg, "\\u{1b}[2J\\u{1b}]0;owned\\u{7}done");
+        let enc = ConnectReply {
+            code: crate::socks::Rep::NotAllowed,
+            msg: evil.into(),
+        }
+        .encode();
+        let (c, _) = ConnectReply::decode(&enc).unwrap().unwrap();
+        assert!(
+            !c.msg.contains('\x1b') && !c.msg.contains('\x07'),
+            "{:?}",
+            c.msg
+        );
     }
 
     #[test]

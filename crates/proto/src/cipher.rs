@@ -399,7 +399,7 @@ mod tests {
     use crate::keys::Schedule;
 
     fn secret(b: u8) -> TrafficSecret {
-        Schedule::new(&[b; 32], &[1; 32], b"hello", b"accept")
+        Schedule::new(&crate::keys::Secrets { kem: &[b; 32], dh: &[b; 32], r_c: &[1; 32] }, b"hello", b"accept")
             .traffic()
             .0
     }

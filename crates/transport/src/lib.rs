@@ -22,6 +22,7 @@
 //! - [`carry`]: `nena run`'s DNS responder and datagram relay, and the proxy server's
 //!   side of them (its resolver, datagrams within `--allow`).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
+//! - [`server_keys`]: the server's key file and the client's `known_servers` (pinning).
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -45,6 +46,7 @@ mod proxy_open;
 pub mod raw_mptcp;
 pub mod resolve;
 pub mod server;
+pub mod server_keys;
 pub mod session;
 pub mod socks;
 mod socks_udp;

@@ -278,7 +278,10 @@ impl ClientHandshake {
                 "accept parameters have the wrong length for the mode",
             ));
         }
-        let block = c.bytes(wire::SERVER_BLOCK_LEN, "the accept's server key block is short")?;
+        let block = c.bytes(
+            wire::SERVER_BLOCK_LEN,
+            "the accept's server key block is short",
+        )?;
         c.finish("trailing bytes after the accept")?;
         let suite = match mode.is_cryptographic() {
             true => Some(

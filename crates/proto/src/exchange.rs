@@ -59,8 +59,13 @@ pub fn test_server_key() -> ServerKey {
 /// [`exchange`] with fixed, distinct entropies and the client offering `mode` alone.
 pub fn exchange_in(mode: Mode) -> Exchange {
     let ce: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i as u8).wrapping_mul(97) ^ 0x3c);
-    exchange(&ClientConfig::offering(&[mode]), &[mode], ce, [0x5e; SERVER_ENTROPY_LEN])
-        .expect("a client offering one mode and a server accepting it agree")
+    exchange(
+        &ClientConfig::offering(&[mode]),
+        &[mode],
+        ce,
+        [0x5e; SERVER_ENTROPY_LEN],
+    )
+    .expect("a client offering one mode and a server accepting it agree")
 }
 
 #[cfg(test)]

@@ -260,7 +260,11 @@ fn check_accept_shape(reply: &[u8], mode: Mode) {
     );
     assert_eq!(body[0], mode.wire_id());
     let p = body[1] as usize;
-    assert_eq!(p, usize::from(mode.is_cryptographic()), "{mode}: {p} parameter bytes");
+    assert_eq!(
+        p,
+        usize::from(mode.is_cryptographic()),
+        "{mode}: {p} parameter bytes"
+    );
     let rest = body.len() - 2 - p;
     assert!(
         rest == 0 && !mode.is_cryptographic() || rest == wire::SERVER_BLOCK_LEN,

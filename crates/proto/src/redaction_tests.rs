@@ -59,7 +59,15 @@ fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
 fn secrets_schedule_and_ciphers_hide_their_keys() {
     let a = derived(&secret_a());
     hides(&secret_a(), &refs(&a), "TrafficSecret");
-    let sched = Schedule::new(&crate::keys::Secrets { kem: &K, dh: &K, r_c: &K }, b"hello", b"accept");
+    let sched = Schedule::new(
+        &crate::keys::Secrets {
+            kem: &K,
+            dh: &K,
+            r_c: &K,
+        },
+        b"hello",
+        b"accept",
+    );
     let (c2s, s2c) = sched.traffic();
     let mut keys = derived(&c2s);
     keys.extend(derived(&s2c));

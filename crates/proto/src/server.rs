@@ -182,8 +182,8 @@ impl ServerHandshake {
         m.copy_from_slice(&self.secret[SHARE_LEN..]);
         let dh = keys::x25519_agree(&x_secret, &ks.share)
             .map_err(|_| malformed(HandshakeError::ZeroSharedSecret))?;
-        let (ct, kem) = hybrid::encapsulate(ks.ek, &m)
-            .map_err(|_| malformed(HandshakeError::InvalidKemKey))?;
+        let (ct, kem) =
+            hybrid::encapsulate(ks.ek, &m).map_err(|_| malformed(HandshakeError::InvalidKemKey))?;
         let mut body = vec![mode.wire_id(), 0];
         let crypto = mode.is_cryptographic().then(|| CryptoOffer::of(offer.key));
         if let Some(c) = &crypto {

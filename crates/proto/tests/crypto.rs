@@ -21,8 +21,13 @@ const ACCEPT_X25519: usize = 3 + MLKEM_CT_LEN;
 const ACCEPT_KEY: usize = ACCEPT_X25519 + 32;
 
 fn exchange(cfg: &ClientConfig, accept: &[Mode], seed: u8) -> (Session, Session, Vec<u8>, Vec<u8>) {
-    let x = nena_proto::exchange(cfg, accept, entropy(seed), [seed ^ 0xa5; SERVER_ENTROPY_LEN])
-        .unwrap();
+    let x = nena_proto::exchange(
+        cfg,
+        accept,
+        entropy(seed),
+        [seed ^ 0xa5; SERVER_ENTROPY_LEN],
+    )
+    .unwrap();
     (x.client, x.server, x.reply, x.confirm)
 }
 
@@ -32,7 +37,11 @@ fn hello_and_reply(offer: &[Mode], seed: u8) -> (ClientHandshake, Vec<u8>, Vec<u
     let hello = c.first_flight().to_vec();
     let Ok(Progress::Done {
         value: (reply, _), ..
-    }) = ServerHandshake::new(&ServerConfig::default().with_key(test_server_key()), [seed; SERVER_ENTROPY_LEN]).read(&hello)
+    }) = ServerHandshake::new(
+        &ServerConfig::default().with_key(test_server_key()),
+        [seed; SERVER_ENTROPY_LEN],
+    )
+    .read(&hello)
     else {
         panic!()
     };
@@ -172,9 +181,12 @@ fn low_order_shares_are_refused_on_both_sides() {
         let c = ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(9)).unwrap();
         let mut hello = c.first_flight().to_vec();
         hello[HELLO_X25519..HELLO_X25519 + 32].copy_from_slice(&point);
-        let err = ServerHandshake::new(&ServerConfig::default().with_key(test_server_key()), [1; SERVER_ENTROPY_LEN])
-            .read(&hello)
-            .unwrap_err();
+        let err = ServerHandshake::new(
+            &ServerConfig::default().with_key(test_server_key()),
+            [1; SERVER_ENTROPY_LEN],
+        )
+        .read(&hello)
+        .unwrap_err();
         assert_eq!(err.error, HandshakeError::ZeroSharedSecret);
         assert!(err.reply.is_some(), "a nena peer gets a reason");
     }
@@ -284,15 +296,51 @@ fn malformed_crypto_offers_are_refused() {
         )
     };
     let cases = [
-        (vec![(Mode::Aead, vec![3, 23])], ks.clone(), HandshakeError::Malformed("a crypto offer names an unknown cipher suite")),
-        (vec![(Mode::Aead, vec![1, 24])], ks.clone(), HandshakeError::Malformed("a crypto offer's key update interval is out of range")),
-        (vec![(Mode::Stream, vec![1, 7])], ks.clone(), HandshakeError::Malformed("a crypto offer's key update interval is out of range")),
-        (vec![(Mode::Stream, vec![1, 37])], ks.clone(), HandshakeError::Malformed("a crypto offer's key update interval is out of range")),
-        (vec![(Mode::Aead, vec![1])], ks.clone(), HandshakeError::Malformed("key material has the wrong length for its mode")),
-        (vec![(Mode::Aead, vec![1, 23])], ks[..ks.len() - 1].to_vec(), HandshakeError::Malformed("the hello's key share is short")),
-        (vec![(Mode::Aead, vec![1, 23])], [&ks[..], &[0]].concat(), HandshakeError::Malformed("trailing bytes after the offers")),
-        (vec![(Mode::Kato, vec![1; 8].into_iter().chain([2; 8]).collect())], ks.clone(), HandshakeError::Malformed("trailing bytes after the offers")),
-        (vec![(Mode::Aead, vec![1, 23])], key_share(&bad_ek, keys::x25519_share(&[5; 32]), [9; 32]), HandshakeError::InvalidKemKey),
+        (
+            vec![(Mode::Aead, vec![3, 23])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer names an unknown cipher suite"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1, 24])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is out of range"),
+        ),
+        (
+            vec![(Mode::Stream, vec![1, 7])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is out of range"),
+        ),
+        (
+            vec![(Mode::Stream, vec![1, 37])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is out of range"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1])],
+            ks.clone(),
+            HandshakeError::Malformed("key material has the wrong length for its mode"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1, 23])],
+            ks[..ks.len() - 1].to_vec(),
+            HandshakeError::Malformed("the hello's key share is short"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1, 23])],
+            [&ks[..], &[0]].concat(),
+            HandshakeError::Malformed("trailing bytes after the offers"),
+        ),
+        (
+            vec![(Mode::Kato, vec![1; 8].into_iter().chain([2; 8]).collect())],
+            ks.clone(),
+            HandshakeError::Malformed("trailing bytes after the offers"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1, 23])],
+            key_share(&bad_ek, keys::x25519_share(&[5; 32]), [9; 32]),
+            HandshakeError::InvalidKemKey,
+        ),
     ];
     for (offers, share, why) in cases {
         let err = server().read(&hello_with(&offers, &share)).unwrap_err();
@@ -364,7 +412,8 @@ fn vector_exchange() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
     }) = ServerHandshake::new(
         &ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()),
         se,
-    ).read(&hello)
+    )
+    .read(&hello)
     else {
         panic!()
     };
@@ -398,7 +447,10 @@ fn transcript_to_keys_vectors_match_protocol_md() {
     let (ct, kem) = hybrid::encapsulate(&ek, &se[32..].try_into().unwrap()).unwrap();
     assert_eq!(&body[3..ACCEPT_X25519], &ct[..]);
     assert_eq!(dk.decapsulate(&ct)[..], kem[..]);
-    assert_eq!(&body[ACCEPT_KEY..ACCEPT_KEY + 32], &test_server_key().public());
+    assert_eq!(
+        &body[ACCEPT_KEY..ACCEPT_KEY + 32],
+        &test_server_key().public()
+    );
     let dh = keys::x25519_agree(&c_secret, &s_share).unwrap();
     let secrets = Secrets {
         kem: &kem,
@@ -543,8 +595,16 @@ fn a_man_in_the_middle_on_the_trusted_path_at_first_contact_only() {
             got: attacker_key.public()
         }
     );
-    assert!(e.to_string().contains(&KeyText(&attacker_key.public()).to_string()), "{e}");
-    assert_eq!(client.server_key(), None, "nothing pinned from a refused answer");
+    assert!(
+        e.to_string()
+            .contains(&KeyText(&attacker_key.public()).to_string()),
+        "{e}"
+    );
+    assert_eq!(
+        client.server_key(),
+        None,
+        "nothing pinned from a refused answer"
+    );
 }
 
 /// An attacker who knows every secret of the handshake (it runs the server side with the
@@ -575,7 +635,9 @@ fn naming_the_pinned_key_without_holding_it_is_refused() {
     forged[key_at..key_at + 32].copy_from_slice(&test_server_key().public());
     // It recomputes the confirmation: it knows r_c (from the hello), the X25519 secret and
     // the ML-KEM secret (it encapsulated).
-    let r_c: [u8; 32] = hello[HELLO_X25519 + 32..HELLO_X25519 + 64].try_into().unwrap();
+    let r_c: [u8; 32] = hello[HELLO_X25519 + 32..HELLO_X25519 + 64]
+        .try_into()
+        .unwrap();
     let client_share: [u8; 32] = hello[HELLO_X25519..HELLO_X25519 + 32].try_into().unwrap();
     let dh = keys::x25519_agree(&se[..32].try_into().unwrap(), &client_share).unwrap();
     let ek = &hello[HELLO_X25519 - MLKEM_EK_LEN..HELLO_X25519];
@@ -588,5 +650,8 @@ fn naming_the_pinned_key_without_holding_it_is_refused() {
     let tag_at = forged.len() - 32;
     let tag = Schedule::new(&secrets, &hello, &forged[..tag_at]).server_tag();
     forged[tag_at..].copy_from_slice(&tag);
-    assert_eq!(client.read(&forged).unwrap_err(), HandshakeError::BadSignature);
+    assert_eq!(
+        client.read(&forged).unwrap_err(),
+        HandshakeError::BadSignature
+    );
 }

@@ -182,7 +182,10 @@ fn keys_differ_per_connection() {
     // And per server: the same client hello with another server secret gives other keys.
     let x1 = exchange(&[Mode::Aead], &[Mode::Aead]);
     let mut c = client(&[Mode::Aead]);
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()), [0x78; SERVER_ENTROPY_LEN]);
+    let mut s = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()),
+        [0x78; SERVER_ENTROPY_LEN],
+    );
     let Ok(Progress::Done {
         value: (reply, _), ..
     }) = s.read(c.first_flight())
@@ -374,7 +377,11 @@ fn other_version_both_sides() {
         err.error,
         HandshakeError::UnsupportedVersion { ours: 2, theirs: 1 }
     );
-    assert!(err.error.to_string().contains("older nena: upgrade it"), "{}", err.error);
+    assert!(
+        err.error.to_string().contains("older nena: upgrade it"),
+        "{}",
+        err.error
+    );
     let reply = err
         .reply
         .expect("a nena peer of another version gets an answer");
@@ -581,7 +588,10 @@ fn bad_answers_fail_the_client() {
         ),
         (
             answer(&[0; 2100], wire::TYPE_ACCEPT),
-            HandshakeError::TooLong { len: 2109, max: 2048 },
+            HandshakeError::TooLong {
+                len: 2109,
+                max: 2048,
+            },
         ),
     ];
     for (bytes, want) in cases {

@@ -69,7 +69,10 @@ pub fn load_or_create_key(path: &Path) -> Result<(ServerKey, bool)> {
             Err(e) if path.exists() => load_key(path).map(|k| (k, false)).context(e),
             Err(e) => Err(e),
         },
-        Err(e) => Err(anyhow!("cannot read the server key file {}: {e}", path.display())),
+        Err(e) => Err(anyhow!(
+            "cannot read the server key file {}: {e}",
+            path.display()
+        )),
     }
 }
 
@@ -352,7 +355,11 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert_eq!(
-            std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777,
+            std::fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
             0o700
         );
         let (again, made) = load_or_create_key(&path).unwrap();
@@ -410,7 +417,11 @@ mod tests {
         assert_eq!(known.lookup("b:2").unwrap(), Some([2; 32]));
         assert_eq!(known.forget("a:1").unwrap(), 0);
         std::fs::write(known.path(), "garbage line\n").unwrap();
-        assert!(known.lookup("b:2").unwrap_err().to_string().contains("line 1"));
+        assert!(known
+            .lookup("b:2")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
     }
 
     #[test]

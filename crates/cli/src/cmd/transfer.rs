@@ -375,9 +375,15 @@ pub(crate) fn server_key(key_file: &Option<PathBuf>) -> Result<nena_proto::Serve
     let (key, made) = server_keys::load_or_create_key(&path).map_err(Exit::usage)?;
     let shown = nena_proto::KeyText(&key.public()).to_string();
     if made {
-        log::warn!("created the server key {} (public key {shown})", path.display());
+        log::warn!(
+            "created the server key {} (public key {shown})",
+            path.display()
+        );
     }
-    log::info!("server key {shown} (from {}; clients pin it)", path.display());
+    log::info!(
+        "server key {shown} (from {}; clients pin it)",
+        path.display()
+    );
     Ok(key)
 }
 

@@ -27,6 +27,13 @@ grep '"executable":"' "$out/test-build.json" | while IFS= read -r line; do
   echo "$(basename "$exe") $pkg"
 done >"$suites"
 
+# Server keys and pinned keys (known_servers) of this run only: every test server shares
+# one fresh key file, every client one fresh known_servers, nothing of the user's is read
+# or left behind (tests of pinning pass their own files).
+XDG_STATE_HOME=$(mktemp -d /tmp/nena-test-state.XXXXXX)
+export XDG_STATE_HOME
+trap 'rm -rf "$XDG_STATE_HOME"' EXIT
+
 # 2. Run them. A crashing binary does not stop the others (--no-fail-fast); the check
 #    script notices a suite that started and never reported.
 cargo test --release --workspace --no-fail-fast 2>&1 | tee "$log"

@@ -26,8 +26,13 @@ fn pair(mode: Mode) -> Result<(Protector, Unprotector)> {
         suite: suite(),
         ..ClientConfig::offering(&[mode])
     };
-    let x = nena_proto::exchange(&cfg, &[mode], entropy, [0x5e; 32])
-        .context("the in-memory handshake")?;
+    let x = nena_proto::exchange(
+        &cfg,
+        &[mode],
+        entropy,
+        [0x5e; nena_proto::SERVER_ENTROPY_LEN],
+    )
+    .context("the in-memory handshake")?;
     let (cs, ss, mut confirm) = (x.client, x.server, x.confirm);
     let (tx, _) = cs.split();
     let (_, mut rx) = ss.split();

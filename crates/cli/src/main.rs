@@ -65,6 +65,12 @@ enum Command {
     #[cfg(feature = "cc")]
     #[command(subcommand)]
     Cc(cmd::cc::CcCmd),
+    /// A server's long-term key: `key show` prints the public key clients pin.
+    #[command(subcommand)]
+    Key(cmd::keys::KeyCmd),
+    /// The server keys this client pinned on first contact (list, forget).
+    #[command(subcommand)]
+    KnownServers(cmd::keys::KnownServersCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
     Completions(cmd::host::CompletionsArgs),
     /// Write the man pages: nena.1 and one per subcommand (what `make man` runs).
@@ -127,6 +133,8 @@ fn main() -> ExitCode {
         Command::Policy(c) => cmd::policy::run(c),
         #[cfg(feature = "cc")]
         Command::Cc(c) => cmd::cc::run(c),
+        Command::Key(c) => cmd::keys::key(c),
+        Command::KnownServers(c) => cmd::keys::known_servers(c),
         Command::Completions(a) => cmd::host::completions(a, Cli::command()),
         Command::Man(a) => cmd::host::man(a, Cli::command()),
     };

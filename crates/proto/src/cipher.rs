@@ -406,9 +406,17 @@ mod tests {
     use crate::keys::Schedule;
 
     fn secret(b: u8) -> TrafficSecret {
-        Schedule::new(&[b; 32], &[1; 32], b"hello", b"accept")
-            .traffic()
-            .0
+        Schedule::new(
+            &crate::keys::Secrets {
+                kem: &[b; 32],
+                dh: &[b; 32],
+                r_c: &[1; 32],
+            },
+            b"hello",
+            b"accept",
+        )
+        .traffic()
+        .0
     }
 
     /// `apply_b2b` gives what a copy and `apply` give, across key epochs and in any split.

@@ -11,9 +11,17 @@ use crate::keys::Schedule;
 use ctr::cipher::{BlockEncrypt, KeyInit, StreamCipherSeek};
 
 fn first_secret() -> TrafficSecret {
-    Schedule::new(&[0x5a; 32], &[0xc3; 32], b"hello", b"accept")
-        .traffic()
-        .0
+    Schedule::new(
+        &crate::keys::Secrets {
+            kem: &[0x5a; 32],
+            dh: &[0x5a; 32],
+            r_c: &[0xc3; 32],
+        },
+        b"hello",
+        b"accept",
+    )
+    .traffic()
+    .0
 }
 
 /// The secret of epoch `n`: `n` key updates of the first.

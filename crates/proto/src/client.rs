@@ -3,7 +3,9 @@
 
 use crate::cipher::{Keystream, RecordCipher, Suite};
 use crate::error::{HandshakeError, RejectReason};
-use crate::keys::{self, Schedule, RC_LEN, SHARE_LEN, TAG_LEN};
+use crate::hybrid::{self, Decapsulator, MLKEM_CT_LEN, MLKEM_EK_LEN, MLKEM_SEED_LEN};
+use crate::identity::{self, PublicKey, SERVER_KEY_LEN, SIGNATURE_LEN};
+use crate::keys::{self, Schedule, Secrets, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameReader};
@@ -24,6 +26,11 @@ pub struct ClientConfig {
     /// Key update interval of `stream`: a new key every `2^stream_epoch_log2` bytes
     /// (between [`Keystream::MIN_OFFER_EPOCH_LOG2`] and [`Keystream::MAX_EPOCH_LOG2`]).
     pub stream_epoch_log2: u8,
+    /// The server key to expect (pinned on first contact, or given by the user): an accept
+    /// that proves another is refused ([`HandshakeError::ServerKeyMismatch`]). `None`:
+    /// any key whose signature verifies (trust on first use; the caller pins
+    /// [`ClientHandshake::server_key`]). Needs a mode with key agreement in the offer.
+    pub server_key: Option<PublicKey>,
 }
 
 impl ClientConfig {
@@ -45,12 +52,14 @@ impl Default for ClientConfig {
             suite: Suite::preferred(),
             aead_epoch_log2: RecordCipher::MAX_EPOCH_LOG2,
             stream_epoch_log2: Keystream::MAX_EPOCH_LOG2,
+            server_key: None,
         }
     }
 }
 
-/// Length of the caller-provided entropy: kato keys (16), the X25519 secret (32), r_c (32).
-pub const ENTROPY_LEN: usize = 2 * KATO_KEY_LEN + SHARE_LEN + RC_LEN;
+/// Length of the caller-provided entropy: kato keys (16), the X25519 secret (32), r_c (32),
+/// the ML-KEM-768 seed `d || z` (64).
+pub const ENTROPY_LEN: usize = 2 * KATO_KEY_LEN + SHARE_LEN + RC_LEN + MLKEM_SEED_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -63,6 +72,7 @@ struct KeyShare {
     secret: Zeroizing<[u8; SHARE_LEN]>,
     share: [u8; SHARE_LEN],
     r_c: Zeroizing<[u8; RC_LEN]>,
+    kem: Decapsulator,
 }
 
 /// Client handshake: write [`ClientHandshake::first_flight`], then feed the server's bytes
@@ -75,12 +85,15 @@ pub struct ClientHandshake {
     key_share: Option<KeyShare>,
     reader: FrameReader,
     state: State,
+    /// The server key whose signature verified (after `Done`, with key agreement).
+    server_key: Option<PublicKey>,
 }
 
 impl ClientHandshake {
     /// Builds the hello. `entropy` must be fresh random bytes for every connection (e.g.
     /// from the OS RNG): bytes 0..8 and 8..16 are the kato keys (client-to-server,
-    /// server-to-client), 16..48 the X25519 secret, 48..80 the random `r_c`.
+    /// server-to-client), 16..48 the X25519 secret, 48..80 the random `r_c`, 80..144 the
+    /// ML-KEM-768 seed.
     pub fn new(cfg: &ClientConfig, entropy: [u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
         let entropy = Zeroizing::new(entropy);
         if cfg.offer.is_empty() {
@@ -126,15 +139,27 @@ impl ClientHandshake {
                 "entropy gives the same key in both directions; use fresh random bytes",
             ));
         }
-        let key_share = cfg.offer.iter().any(|m| m.is_cryptographic()).then(|| {
+        let crypto = cfg.offer.iter().any(|m| m.is_cryptographic());
+        if cfg.server_key.is_some() && !crypto {
+            return Err(HandshakeError::Config(
+                "a server key can only be checked with key agreement (offer aead or stream)",
+            ));
+        }
+        let mut ek = [0u8; MLKEM_EK_LEN];
+        let key_share = crypto.then(|| {
             let mut secret = Zeroizing::new([0u8; SHARE_LEN]);
             secret.copy_from_slice(&entropy[16..48]);
             let mut r_c = Zeroizing::new([0u8; RC_LEN]);
             r_c.copy_from_slice(&entropy[48..80]);
+            let mut seed = Zeroizing::new([0u8; MLKEM_SEED_LEN]);
+            seed.copy_from_slice(&entropy[80..80 + MLKEM_SEED_LEN]);
+            let (kem, key) = hybrid::keypair(&seed);
+            ek = key;
             KeyShare {
                 share: keys::x25519_share(&secret),
                 secret,
                 r_c,
+                kem,
             }
         });
 
@@ -148,9 +173,6 @@ impl ClientHandshake {
                 Mode::Plain | Mode::KatoMpc => {}
                 Mode::Kato => body.extend_from_slice(&kato),
                 Mode::Stream | Mode::Aead => {
-                    let ks = key_share.as_ref().expect("made for crypto offers");
-                    body.extend_from_slice(&ks.share);
-                    body.extend_from_slice(&ks.r_c[..]);
                     body.push(cfg.suite.wire_id());
                     body.push(if m == Mode::Aead {
                         cfg.aead_epoch_log2
@@ -159,6 +181,12 @@ impl ClientHandshake {
                     });
                 }
             }
+        }
+        if let Some(ks) = &key_share {
+            // The one key share of the hello, after the offers (X25519MLKEM768's order).
+            body.extend_from_slice(&ek);
+            body.extend_from_slice(&ks.share);
+            body.extend_from_slice(&ks.r_c[..]);
         }
         let hello = wire::encode(wire::TYPE_HELLO, &body);
         debug_assert!(hello.len() <= wire::MAX_HELLO_LEN);
@@ -172,7 +200,15 @@ impl ClientHandshake {
                 &[wire::TYPE_ACCEPT, wire::TYPE_REJECT],
             ),
             state: State::AwaitAnswer,
+            server_key: None,
         })
+    }
+
+    /// The server's public key, once `read` returned `Done` after key agreement: its
+    /// signature over this handshake verified (and it is the expected key, if one was set).
+    /// What a trust-on-first-use client pins.
+    pub fn server_key(&self) -> Option<PublicKey> {
+        self.server_key
     }
 
     /// The hello to write before anything else, on the trusted path.
@@ -215,14 +251,14 @@ impl ClientHandshake {
         let id = c.u8("accept without a mode")?;
         let plen = c.u8("accept without a parameter length")? as usize;
         let params = c.bytes(plen, "accept parameters overrun the message")?;
-        c.finish("trailing bytes after the accept")?;
         let mode = Mode::from_wire_id(id)
             .filter(|m| self.cfg.offer.contains(m))
             .ok_or(HandshakeError::Malformed(
                 "the server chose a mode we did not offer",
             ))?;
         let Some(ks) = &self.key_share else {
-            // No key agreement offered: the answer of protocol version 1 without crypto modes.
+            // No key agreement offered: the answer without crypto modes.
+            c.finish("trailing bytes after the accept")?;
             if plen != 0 {
                 return Err(HandshakeError::Malformed(
                     "accept parameters have the wrong length for the mode",
@@ -237,15 +273,20 @@ impl ClientHandshake {
                 value: (Vec::new(), Session::new(Role::Client, keys)),
             });
         };
-        if plen == 0 {
+        if plen == 0 && c.finish("").is_ok() {
             return Err(HandshakeError::Unconfirmed { mode });
         }
         let suite_len = usize::from(mode.is_cryptographic());
-        if plen != suite_len + SHARE_LEN + TAG_LEN {
+        if plen != suite_len {
             return Err(HandshakeError::Malformed(
                 "accept parameters have the wrong length for the mode",
             ));
         }
+        let block = c.bytes(
+            wire::SERVER_BLOCK_LEN,
+            "the accept's server key block is short",
+        )?;
+        c.finish("trailing bytes after the accept")?;
         let suite = match mode.is_cryptographic() {
             true => Some(
                 Suite::from_wire_id(params[0]).ok_or(HandshakeError::Malformed(
@@ -254,19 +295,43 @@ impl ClientHandshake {
             ),
             false => None,
         };
-        let mut s_share = [0u8; SHARE_LEN];
-        s_share.copy_from_slice(&params[suite_len..suite_len + SHARE_LEN]);
-        let tag = &params[suite_len + SHARE_LEN..];
+        let mut b = Cursor::new(block);
+        let ct: &[u8; MLKEM_CT_LEN] = b.array("ML-KEM ciphertext")?;
+        let s_share: [u8; SHARE_LEN] = *b.array("X25519 share")?;
+        let public: PublicKey = *b.array::<SERVER_KEY_LEN>("server key")?;
+        let signature = b.bytes(SIGNATURE_LEN, "signature")?;
+        let tag = b.bytes(TAG_LEN, "confirmation")?;
         if s_share == ks.share {
             return Err(HandshakeError::ReflectedShare);
         }
         let dh = keys::x25519_agree(&ks.secret, &s_share)
             .map_err(|_| HandshakeError::ZeroSharedSecret)?;
+        let kem = ks.kem.decapsulate(ct);
         let accept = self.reader.message();
-        let sched = Schedule::new(&dh, &ks.r_c, &self.hello, &accept[..accept.len() - TAG_LEN]);
+        let secrets = Secrets {
+            kem: &kem,
+            dh: &dh,
+            r_c: &ks.r_c,
+        };
+        let sched = Schedule::new(&secrets, &self.hello, &accept[..accept.len() - TAG_LEN]);
         if !keys::tags_equal(&sched.server_tag(), tag) {
             return Err(HandshakeError::ConfirmationFailed);
         }
+        // The signature covers the transcript up to and including the server's key.
+        let signed_len = accept.len() - TAG_LEN - SIGNATURE_LEN;
+        let th_signed = keys::sha256(&[&self.hello, &accept[..signed_len]]);
+        if !identity::verify(&public, &th_signed, signature) {
+            return Err(HandshakeError::BadSignature);
+        }
+        if let Some(expected) = self.cfg.server_key {
+            if !keys::tags_equal(&expected, &public) {
+                return Err(HandshakeError::ServerKeyMismatch {
+                    expected,
+                    got: public,
+                });
+            }
+        }
+        self.server_key = Some(public);
         let (confirm, keys) = match (mode, suite) {
             (Mode::Stream | Mode::Aead, Some(suite)) => {
                 let (c2s, s2c) = sched.traffic();

@@ -15,7 +15,7 @@ pub enum HandshakeError {
         got: Vec<u8>,
     },
     /// The peer speaks nena, but another protocol version.
-    #[error("peer speaks nena protocol version {theirs}, we speak version {ours}")]
+    #[error("{}", version_msg(*ours, *theirs))]
     UnsupportedVersion { ours: u8, theirs: u8 },
     /// The client offers no mode the server accepts.
     #[error(
@@ -74,6 +74,49 @@ pub enum HandshakeError {
     /// X25519 with the peer's share gives zero: the share is a low-order point.
     #[error("the peer's X25519 key share is a low-order point (the shared secret would be zero)")]
     ZeroSharedSecret,
+    /// The client's ML-KEM encapsulation key is not a valid one (FIPS 203's input check).
+    #[error("the client's ML-KEM-768 encapsulation key is invalid")]
+    InvalidKemKey,
+    /// The server's signature over the handshake does not verify with the key it names.
+    #[error(
+        "the server's signature over the handshake does not verify: its answer was altered on \
+         the way, or the server does not hold the key it names"
+    )]
+    BadSignature,
+    /// The server proved a key other than the one the client expects (pinned on first
+    /// contact, or given by the user).
+    #[error(
+        "the server proves the key {} but {} was expected: an impostor, or the server's key changed",
+        KeyText(got),
+        KeyText(expected)
+    )]
+    ServerKeyMismatch {
+        expected: crate::identity::PublicKey,
+        got: crate::identity::PublicKey,
+    },
+}
+
+/// A server public key as users see it: standard base64 (44 characters, RFC 4648).
+pub struct KeyText<'a>(pub &'a crate::identity::PublicKey);
+
+impl fmt::Display for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&data_encoding::BASE64.encode(self.0))
+    }
+}
+
+/// Which side is older, and what to do.
+fn version_msg(ours: u8, theirs: u8) -> String {
+    let fix = if theirs < ours {
+        "the peer is an older nena: upgrade it"
+    } else {
+        "the peer is a newer nena: upgrade this side"
+    };
+    format!(
+        "peer speaks nena protocol version {theirs}, we speak version {ours} ({fix}; version 2 \
+         brought the hybrid X25519+ML-KEM-768 key agreement and pinned server keys, and \
+         refuses version 1)"
+    )
 }
 
 /// For a client that did not offer what the server accepts: the flag that would offer it
@@ -319,7 +362,21 @@ mod tests {
             ),
             (
                 HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 },
-                "peer speaks nena protocol version 2, we speak version 1",
+                "peer speaks nena protocol version 2, we speak version 1 (the peer is a newer \
+                 nena: upgrade this side; version 2 brought the hybrid X25519+ML-KEM-768 key \
+                 agreement and pinned server keys, and refuses version 1)",
+            ),
+            (
+                HandshakeError::UnsupportedVersion { ours: 2, theirs: 1 },
+                "peer speaks nena protocol version 1, we speak version 2 (the peer is an older \
+                 nena: upgrade it; version 2 brought the hybrid X25519+ML-KEM-768 key \
+                 agreement and pinned server keys, and refuses version 1)",
+            ),
+            (
+                HandshakeError::ServerKeyMismatch { expected: [0; 32], got: [0xff; 32] },
+                "the server proves the key //////////////////////////////////////////8= but \
+                 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= was expected: an impostor, or the \
+                 server's key changed",
             ),
             (
                 HandshakeError::NoCommonMode { offered: vec![Mode::Plain], unknown: vec![], accepted: vec![Mode::Kato] },
@@ -361,6 +418,8 @@ mod tests {
             HandshakeError::ConfirmationFailed,
             HandshakeError::ReflectedShare,
             HandshakeError::ZeroSharedSecret,
+            HandshakeError::BadSignature,
+            HandshakeError::InvalidKemKey,
         ] {
             let s = e.to_string();
             assert!(!s.contains('\n') && !s.contains("  "), "{s}");

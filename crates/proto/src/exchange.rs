@@ -4,7 +4,7 @@
 
 use crate::{
     ClientConfig, ClientHandshake, HandshakeError, Mode, Progress, ServerConfig, ServerHandshake,
-    Session, ENTROPY_LEN, SERVER_ENTROPY_LEN,
+    ServerKey, Session, ENTROPY_LEN, SERVER_ENTROPY_LEN,
 };
 
 /// The result of [`exchange`]: both sessions and the messages that made them.
@@ -21,8 +21,8 @@ pub struct Exchange {
     pub confirm: Vec<u8>,
 }
 
-/// Runs a handshake between a client with `cfg` and a server accepting `accept`, with the
-/// given entropies. Errors are the side's own (the server's `Rejected` as its error).
+/// Runs a handshake between a client with `cfg` and a server accepting `accept` with
+/// [`test_server_key`], with the given entropies. Errors are the side's own (the server's `Rejected` as its error).
 pub fn exchange(
     cfg: &ClientConfig,
     accept: &[Mode],
@@ -30,7 +30,8 @@ pub fn exchange(
     server_entropy: [u8; SERVER_ENTROPY_LEN],
 ) -> Result<Exchange, HandshakeError> {
     let mut c = ClientHandshake::new(cfg, client_entropy)?;
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(accept), server_entropy);
+    let scfg = ServerConfig::accepting(accept).with_key(test_server_key());
+    let mut s = ServerHandshake::new(&scfg, server_entropy);
     let hello = c.first_flight().to_vec();
     let (reply, server) = match s.read(&hello).map_err(|r| r.error)? {
         Progress::Done { value, .. } => value,
@@ -49,11 +50,22 @@ pub fn exchange(
     })
 }
 
+/// The fixed server key of [`exchange`] (seed `0x5e` x 32): for tests and benchmarks only,
+/// never for a real server.
+pub fn test_server_key() -> ServerKey {
+    ServerKey::from_seed(&[0x5e; 32]).expect("any 32 bytes are an Ed25519 seed")
+}
+
 /// [`exchange`] with fixed, distinct entropies and the client offering `mode` alone.
 pub fn exchange_in(mode: Mode) -> Exchange {
     let ce: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i as u8).wrapping_mul(97) ^ 0x3c);
-    exchange(&ClientConfig::offering(&[mode]), &[mode], ce, [0x5e; 32])
-        .expect("a client offering one mode and a server accepting it agree")
+    exchange(
+        &ClientConfig::offering(&[mode]),
+        &[mode],
+        ce,
+        [0x5e; SERVER_ENTROPY_LEN],
+    )
+    .expect("a client offering one mode and a server accepting it agree")
 }
 
 #[cfg(test)]
@@ -71,7 +83,7 @@ mod tests {
             &ClientConfig::offering(&[Mode::Plain]),
             &[Mode::Aead],
             [1; ENTROPY_LEN],
-            [2; 32],
+            [2; SERVER_ENTROPY_LEN],
         );
         assert!(
             matches!(e, Err(HandshakeError::Config(_))),
@@ -81,7 +93,7 @@ mod tests {
             &ClientConfig::offering(&[Mode::Plain]),
             &[Mode::Aead],
             std::array::from_fn(|i| i as u8),
-            [2; 32],
+            [2; SERVER_ENTROPY_LEN],
         );
         assert!(
             matches!(e, Err(HandshakeError::NoCommonMode { .. })),

@@ -15,7 +15,7 @@ use crate::record::MAX_RECORD;
 use crate::wire::{self, MAGIC, VERSION};
 use crate::{
     ClientConfig, ClientHandshake, HandshakeError, Mode, Opened, Progress, Rejected, ServerConfig,
-    ServerHandshake, Session, SessionError, ENTROPY_LEN,
+    ServerHandshake, Session, SessionError, ENTROPY_LEN, SERVER_ENTROPY_LEN,
 };
 
 /// Checks the server's parser on `data` as a client hello.
@@ -55,7 +55,7 @@ fn server_session(mode: Mode) -> Session {
         &ClientConfig::offering(&[mode]),
         &[mode],
         ENTROPY,
-        [0x33; 32],
+        [0x33; SERVER_ENTROPY_LEN],
     )
     .unwrap_or_else(|e| panic!("{mode}: a valid exchange failed: {e}"))
     .server
@@ -189,10 +189,10 @@ fn server_run<'a>(
 }
 
 fn server_check(data: &[u8]) {
-    let cfg = ServerConfig::accepting(Mode::ALL);
-    let mut whole = ServerHandshake::new(&cfg, [0x44; 32]);
+    let cfg = ServerConfig::accepting(Mode::ALL).with_key(crate::test_server_key());
+    let mut whole = ServerHandshake::new(&cfg, [0x44; SERVER_ENTROPY_LEN]);
     let a = server_run(&mut whole, std::iter::once(data), data.len());
-    let mut split = ServerHandshake::new(&cfg, [0x44; 32]);
+    let mut split = ServerHandshake::new(&cfg, [0x44; SERVER_ENTROPY_LEN]);
     let b = server_run(&mut split, chunks(data), data.len());
     assert_eq!(a, b, "outcome must not depend on how the input is split");
 
@@ -244,8 +244,9 @@ fn server_check(data: &[u8]) {
     }
 }
 
-/// An accept of `mode`: the header, the mode, and parameters of one of the lengths the
-/// protocol allows for it (none; or share and tag, after the suite for crypto modes).
+/// An accept of `mode`: the header, the mode, parameters of the length the protocol allows
+/// for it (the suite for crypto modes, none otherwise), and either nothing after them or the
+/// server key block.
 fn check_accept_shape(reply: &[u8], mode: Mode) {
     assert!(reply.len() <= wire::MAX_ANSWER_LEN);
     assert_eq!(
@@ -259,13 +260,16 @@ fn check_accept_shape(reply: &[u8], mode: Mode) {
     );
     assert_eq!(body[0], mode.wire_id());
     let p = body[1] as usize;
-    assert_eq!(p + 2, body.len());
-    let allowed: &[usize] = if mode.is_cryptographic() {
-        &[65]
-    } else {
-        &[0, 64]
-    };
-    assert!(allowed.contains(&p), "{mode}: {p} parameter bytes");
+    assert_eq!(
+        p,
+        usize::from(mode.is_cryptographic()),
+        "{mode}: {p} parameter bytes"
+    );
+    let rest = body.len() - 2 - p;
+    assert!(
+        rest == 0 && !mode.is_cryptographic() || rest == wire::SERVER_BLOCK_LEN,
+        "{mode}: {rest} bytes after the parameters"
+    );
 }
 
 const ENTROPY: [u8; ENTROPY_LEN] = {

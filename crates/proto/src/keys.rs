@@ -1,13 +1,15 @@
-//! The key schedule of the cryptographic modes (`stream`, `aead`): X25519, the transcript
-//! hash, HKDF-SHA256 with RFC 8446-style labels, the two key confirmations, and the
-//! per-direction traffic secrets with their key updates. Nothing here is new cryptography:
-//! X25519 (RFC 7748) comes from `x25519-dalek`, SHA-256, HMAC and HKDF (RFC 5869) from
-//! `ring`; this module only composes them (docs/PROTOCOL.md, "Key schedule").
+//! The key schedule of the cryptographic modes (`stream`, `aead`): X25519 and ML-KEM-768
+//! (the hybrid, [`crate::hybrid`]), the transcript hash, HKDF-SHA256 with RFC 8446-style
+//! labels, the two key confirmations, and the per-direction traffic secrets with their key
+//! updates. Nothing here is new cryptography: X25519 (RFC 7748) comes from `x25519-dalek`,
+//! SHA-256, HMAC and HKDF (RFC 5869) from `ring`; this module only composes them
+//! (docs/PROTOCOL.md, "Key schedule").
 //!
 //! ```text
 //! dh   = X25519(own secret, peer share)                 all-zero output refused
-//! th   = SHA-256(hello || accept without its tag)
-//! prk  = HKDF-Extract(salt = th, ikm = dh || r_c)
+//! kem  = ML-KEM-768 shared secret (encapsulated by the server to the client's key)
+//! th   = SHA-256(hello || accept without its tag)       (the server's signature included)
+//! prk  = HKDF-Extract(salt = th, ikm = kem || dh || r_c)
 //! server tag = HMAC-SHA256(Expand-Label(prk, "s confirm", "", 32), th)
 //! client tag = HMAC-SHA256(Expand-Label(prk, "c confirm", "", 32), SHA-256(hello || accept))
 //! c2s_0 = Expand-Label(prk, "c2s", "", 32)   s2c_0 = Expand-Label(prk, "s2c", "", 32)
@@ -192,7 +194,15 @@ pub fn kato_app_mac_keys(
     (a, b)
 }
 
-/// Everything the handshake derives from `dh`, `r_c` and the transcript.
+/// The shared secrets of the hybrid key agreement and the client's `r_c`: the IKM of the
+/// key schedule, concatenated as TLS's X25519MLKEM768 concatenates (ML-KEM's first).
+pub struct Secrets<'a> {
+    pub kem: &'a [u8; 32],
+    pub dh: &'a [u8; 32],
+    pub r_c: &'a [u8; RC_LEN],
+}
+
+/// Everything the handshake derives from the shared secrets, `r_c` and the transcript.
 pub struct Schedule {
     prk: hkdf::Prk,
     /// Hash of hello || accept-without-tag.
@@ -200,12 +210,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// `prk = HKDF-Extract(SHA-256(hello || accept_prefix), dh || r_c)`.
-    pub fn new(dh: &[u8; 32], r_c: &[u8; RC_LEN], hello: &[u8], accept_prefix: &[u8]) -> Self {
+    /// `prk = HKDF-Extract(SHA-256(hello || accept_prefix), kem || dh || r_c)`.
+    pub fn new(secrets: &Secrets<'_>, hello: &[u8], accept_prefix: &[u8]) -> Self {
         let th = sha256(&[hello, accept_prefix]);
-        let mut ikm = Zeroizing::new([0u8; 64]);
-        ikm[..32].copy_from_slice(dh);
-        ikm[32..].copy_from_slice(r_c);
+        let mut ikm = Zeroizing::new([0u8; 96]);
+        ikm[..32].copy_from_slice(secrets.kem);
+        ikm[32..64].copy_from_slice(secrets.dh);
+        ikm[64..].copy_from_slice(secrets.r_c);
         Schedule {
             prk: hkdf_extract(&th, &ikm[..]),
             th,

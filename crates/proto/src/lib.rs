@@ -3,9 +3,11 @@
 //!
 //! Before any application byte, the client writes a hello (magic, version, the modes it
 //! offers in preference order, and for each mode its key material: kato's two keys, or for
-//! the cryptographic modes `stream` and `aead` an X25519 share and a random `r_c`); the
-//! server answers with the chosen mode (and, when the client offered key agreement, its own
-//! share and a key confirmation) or a reason for refusing. In a cryptographic mode the
+//! the cryptographic modes `stream` and `aead` one hybrid key share, an ML-KEM-768
+//! encapsulation key and an X25519 share, and a random `r_c`); the server answers with the
+//! chosen mode (and, when the client offered key agreement, the ML-KEM ciphertext, its
+//! X25519 share, its long-term public key with its signature over the handshake, and a key
+//! confirmation) or a reason for refusing. In a cryptographic mode the
 //! client then sends its own key confirmation. From then on both directions go through the
 //! chosen mode's [`Session`]. Wire format, key schedule, state machines and failure cases:
 //! docs/PROTOCOL.md; what each mode protects against: docs/THREAT-MODEL.md.
@@ -31,7 +33,9 @@
 //! // Real code takes fresh OS randomness for every connection (e.g. getrandom).
 //! let entropy: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i as u8).wrapping_mul(7) ^ 0x5a);
 //! let mut client = ClientHandshake::new(&ClientConfig::default(), entropy).unwrap();
-//! let mut server = ServerHandshake::new(&ServerConfig::default(), [9; 32]);
+//! // A server's long-term key (real servers load theirs from their key file).
+//! let key = ServerKey::from_seed(&[7; 32]).unwrap();
+//! let mut server = ServerHandshake::new(&ServerConfig::default().with_key(key), [9; SERVER_ENTROPY_LEN]);
 //! let Ok(Progress::Done { value: (reply, s_sess), .. }) = server.read(client.first_flight()) else { panic!() };
 //! let Ok(Progress::Done { value: (confirm, c_sess), .. }) = client.read(&reply) else { panic!() };
 //! assert_eq!(c_sess.mode(), Mode::Aead);
@@ -54,6 +58,8 @@ mod client;
 mod error;
 mod exchange;
 pub mod fuzzing;
+pub mod hybrid;
+pub mod identity;
 pub mod keys;
 mod magic;
 mod mode;
@@ -68,8 +74,9 @@ mod redaction_tests;
 
 pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
-pub use error::{AbortReason, HandshakeError, RejectReason, Rejected, SessionError};
-pub use exchange::{exchange, exchange_in, Exchange};
+pub use error::{AbortReason, HandshakeError, KeyText, RejectReason, Rejected, SessionError};
+pub use exchange::{exchange, exchange_in, test_server_key, Exchange};
+pub use identity::{PublicKey, ServerKey, SERVER_KEY_LEN};
 pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
 pub use mpc::{MpcDecision, MpcKeys, MpcObservation};
 pub use record::Opened;

@@ -7,4 +7,4 @@
 /// differs from the first byte of TLS (0x16).
 pub const MAGIC: [u8; 5] = [0x8b, b'N', b'E', b'N', b'A'];
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;

@@ -103,7 +103,7 @@ impl Mode {
             Mode::Plain | Mode::KatoMpc => 0,
             // 8-byte client-to-server key followed by 8-byte server-to-client key.
             Mode::Kato => 2 * KATO_KEY_LEN,
-            // X25519 share, r_c, preferred suite, key update interval (log2).
+            // Preferred suite, key update interval (log2); the key share follows the offers.
             Mode::Stream | Mode::Aead => CRYPTO_OFFER_LEN,
         }
     }
@@ -127,9 +127,9 @@ impl Mode {
 /// Length of one kato key (one per direction).
 pub const KATO_KEY_LEN: usize = 8;
 
-/// Length of the key material of a `stream` or `aead` offer: X25519 share (32), r_c (32),
-/// preferred suite (1), key update interval as log2 (1).
-pub const CRYPTO_OFFER_LEN: usize = 66;
+/// Length of the key material of a `stream` or `aead` offer: preferred suite (1), key
+/// update interval as log2 (1). The hello's one key share follows the offers (protocol 2).
+pub const CRYPTO_OFFER_LEN: usize = 2;
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(Mode::from_wire_id(0), None);
         assert_eq!(Mode::from_wire_id(5), None);
         assert_eq!(Mode::Kato.key_material_len(), 16);
-        assert_eq!(Mode::Aead.key_material_len(), 66);
+        assert_eq!(Mode::Aead.key_material_len(), 2);
         assert!(!Mode::Plain.is_protected());
         assert!(Mode::Stream.is_cryptographic() && !Mode::Kato.is_cryptographic());
         assert!(Mode::Kato.label().contains("not encryption"));

@@ -236,7 +236,17 @@ mod tests {
     use crate::keys::Schedule;
 
     fn pair(epoch_log2: u8) -> (RecordSealer, RecordOpener) {
-        let s = Schedule::new(&[4; 32], &[2; 32], b"h", b"a").traffic().0;
+        let s = Schedule::new(
+            &crate::keys::Secrets {
+                kem: &[4; 32],
+                dh: &[4; 32],
+                r_c: &[2; 32],
+            },
+            b"h",
+            b"a",
+        )
+        .traffic()
+        .0;
         (
             RecordSealer::new(RecordCipher::new(Suite::Aes128, s.clone(), epoch_log2)),
             RecordOpener::new(RecordCipher::new(Suite::Aes128, s, epoch_log2)),

@@ -59,7 +59,15 @@ fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
 fn secrets_schedule_and_ciphers_hide_their_keys() {
     let a = derived(&secret_a());
     hides(&secret_a(), &refs(&a), "TrafficSecret");
-    let sched = Schedule::new(&K, &K, b"hello", b"accept");
+    let sched = Schedule::new(
+        &crate::keys::Secrets {
+            kem: &K,
+            dh: &K,
+            r_c: &K,
+        },
+        b"hello",
+        b"accept",
+    );
     let (c2s, s2c) = sched.traffic();
     let mut keys = derived(&c2s);
     keys.extend(derived(&s2c));
@@ -149,7 +157,10 @@ fn handshakes_hide_their_secrets() {
         let c = ClientHandshake::new(&ClientConfig::offering(&offer), entropy).unwrap();
         hides(&c, &[kato_keys, x_secret, r_c], "ClientHandshake");
     }
-    let s = ServerHandshake::new(&ServerConfig::default(), K);
+    let s = ServerHandshake::new(
+        &ServerConfig::default().with_key(crate::test_server_key()),
+        [0x5c; crate::SERVER_ENTROPY_LEN],
+    );
     hides(&s, &[&K], "ServerHandshake");
 }
 

@@ -3,7 +3,9 @@
 
 use crate::cipher::{Keystream, RecordCipher, Suite};
 use crate::error::{HandshakeError, RejectReason, Rejected};
-use crate::keys::{self, Schedule, RC_LEN, SHARE_LEN, TAG_LEN};
+use crate::hybrid::{self, MLKEM_EK_LEN, MLKEM_RAND_LEN};
+use crate::identity::{ServerKey, SIGNATURE_LEN};
+use crate::keys::{self, Schedule, Secrets, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameError, FrameReader};
@@ -17,14 +19,24 @@ pub struct ServerConfig {
     /// Modes the server accepts, most preferred first. The server picks the
     /// first of these that the client offered. An empty list accepts nothing.
     pub accept: Vec<Mode>,
+    /// The server's long-term key, which signs every handshake with key agreement. Without
+    /// one, a hello that offers key agreement is refused (only kato and plain are served).
+    pub key: Option<ServerKey>,
 }
 
 impl ServerConfig {
-    /// Accepts `modes`, most preferred first.
+    /// Accepts `modes`, most preferred first, with no key (see [`ServerConfig::with_key`]).
     pub fn accepting(modes: &[Mode]) -> Self {
         ServerConfig {
             accept: modes.to_vec(),
+            key: None,
         }
+    }
+
+    /// The same, signing with `key`.
+    pub fn with_key(mut self, key: ServerKey) -> Self {
+        self.key = Some(key);
+        self
     }
 }
 
@@ -35,8 +47,9 @@ impl Default for ServerConfig {
     }
 }
 
-/// Length of the server's entropy: its X25519 secret.
-pub const SERVER_ENTROPY_LEN: usize = SHARE_LEN;
+/// Length of the server's entropy: its X25519 secret (32), then its ML-KEM encapsulation
+/// randomness (32).
+pub const SERVER_ENTROPY_LEN: usize = SHARE_LEN + MLKEM_RAND_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -48,7 +61,8 @@ enum State {
 /// until it returns `Done`, then write the reply it gives.
 pub struct ServerHandshake {
     accept: Vec<Mode>,
-    secret: Zeroizing<[u8; SHARE_LEN]>,
+    key: Option<ServerKey>,
+    secret: Zeroizing<[u8; SERVER_ENTROPY_LEN]>,
     reader: FrameReader,
     state: State,
 }
@@ -65,6 +79,7 @@ impl ServerHandshake {
         }
         ServerHandshake {
             accept,
+            key: cfg.key.clone(),
             secret: Zeroizing::new(entropy),
             reader: FrameReader::new(wire::MAX_HELLO_LEN, &[wire::TYPE_HELLO]),
             state: State::AwaitHello,
@@ -140,8 +155,8 @@ impl ServerHandshake {
             .iter()
             .find(|o| o.mode == mode)
             .expect("chosen from the offers");
-        // The key share of the hello: every crypto offer carries the same one.
-        let Some(share_offer) = offers.iter().find(|o| o.mode.is_cryptographic()) else {
+        // No key agreement offered: no key share after the offers.
+        if !offers.iter().any(|o| o.mode.is_cryptographic()) {
             let keys = match mode {
                 Mode::Kato => kato_keys(offer.key),
                 _ => Keys::Plain,
@@ -151,22 +166,46 @@ impl ServerHandshake {
                 consumed,
                 value: (reply, Session::new(Role::Server, keys)),
             });
+        }
+        let Some(server_key) = &self.key else {
+            return Err(Rejected {
+                reply: None,
+                error: HandshakeError::Config(
+                    "the server has no key, so it cannot answer key agreement",
+                ),
+            });
         };
-        let ks = CryptoOffer::of(share_offer.key);
-        let dh = keys::x25519_agree(&self.secret, &ks.share)
+        let ks = KeyShareBlock::of(share_block(body));
+        let mut x_secret = Zeroizing::new([0u8; SHARE_LEN]);
+        x_secret.copy_from_slice(&self.secret[..SHARE_LEN]);
+        let mut m = Zeroizing::new([0u8; MLKEM_RAND_LEN]);
+        m.copy_from_slice(&self.secret[SHARE_LEN..]);
+        let dh = keys::x25519_agree(&x_secret, &ks.share)
             .map_err(|_| malformed(HandshakeError::ZeroSharedSecret))?;
+        let (ct, kem) =
+            hybrid::encapsulate(ks.ek, &m).map_err(|_| malformed(HandshakeError::InvalidKemKey))?;
         let mut body = vec![mode.wire_id(), 0];
         let crypto = mode.is_cryptographic().then(|| CryptoOffer::of(offer.key));
         if let Some(c) = &crypto {
-            // v1 servers run both suites and follow the client's preference.
+            // Servers run both suites and follow the client's preference.
             body.push(c.suite.wire_id());
         }
-        body.extend_from_slice(&keys::x25519_share(&self.secret));
-        body.extend_from_slice(&[0u8; TAG_LEN]);
         body[1] = (body.len() - 2) as u8;
+        body.extend_from_slice(&ct);
+        body.extend_from_slice(&keys::x25519_share(&x_secret));
+        body.extend_from_slice(&server_key.public());
+        body.extend_from_slice(&[0u8; SIGNATURE_LEN + TAG_LEN]);
         let mut reply = wire::encode(wire::TYPE_ACCEPT, &body);
         let tag_at = reply.len() - TAG_LEN;
-        let sched = Schedule::new(&dh, &ks.r_c, hello, &reply[..tag_at]);
+        let sig_at = tag_at - SIGNATURE_LEN;
+        let signature = server_key.sign(&keys::sha256(&[hello, &reply[..sig_at]]));
+        reply[sig_at..tag_at].copy_from_slice(&signature);
+        let secrets = Secrets {
+            kem: &kem,
+            dh: &dh,
+            r_c: &ks.r_c,
+        };
+        let sched = Schedule::new(&secrets, hello, &reply[..tag_at]);
         reply[tag_at..].copy_from_slice(&sched.server_tag());
         let keys = match (mode, crypto) {
             (Mode::Stream | Mode::Aead, Some(c)) => {
@@ -239,27 +278,46 @@ fn kato_keys(key: &[u8]) -> Keys {
     Keys::Kato { c2s, s2c }
 }
 
-/// The key material of a `stream` or `aead` offer (already validated by [`parse_hello`]).
+/// The parameters of a `stream` or `aead` offer (already validated by [`parse_hello`]).
 struct CryptoOffer {
-    share: [u8; SHARE_LEN],
-    r_c: Zeroizing<[u8; RC_LEN]>,
     suite: Suite,
     epoch_log2: u8,
 }
 
 impl CryptoOffer {
     fn of(key: &[u8]) -> CryptoOffer {
-        let mut share = [0u8; SHARE_LEN];
-        share.copy_from_slice(&key[..SHARE_LEN]);
-        let mut r_c = Zeroizing::new([0u8; RC_LEN]);
-        r_c.copy_from_slice(&key[SHARE_LEN..SHARE_LEN + RC_LEN]);
         CryptoOffer {
-            share,
-            r_c,
-            suite: Suite::from_wire_id(key[64]).expect("validated"),
-            epoch_log2: key[65],
+            suite: Suite::from_wire_id(key[0]).expect("validated"),
+            epoch_log2: key[1],
         }
     }
+}
+
+/// The hello's key share (after its offers, when it offers key agreement).
+struct KeyShareBlock<'a> {
+    ek: &'a [u8],
+    share: [u8; SHARE_LEN],
+    r_c: Zeroizing<[u8; RC_LEN]>,
+}
+
+impl<'a> KeyShareBlock<'a> {
+    fn of(block: &'a [u8]) -> KeyShareBlock<'a> {
+        let mut share = [0u8; SHARE_LEN];
+        share.copy_from_slice(&block[MLKEM_EK_LEN..MLKEM_EK_LEN + SHARE_LEN]);
+        let mut r_c = Zeroizing::new([0u8; RC_LEN]);
+        r_c.copy_from_slice(&block[MLKEM_EK_LEN + SHARE_LEN..]);
+        KeyShareBlock {
+            ek: &block[..MLKEM_EK_LEN],
+            share,
+            r_c,
+        }
+    }
+}
+
+/// The key share block of a hello body that [`parse_hello`] accepted with a crypto offer:
+/// its last [`wire::KEY_SHARE_LEN`] bytes.
+fn share_block(body: &[u8]) -> &[u8] {
+    &body[body.len() - wire::KEY_SHARE_LEN..]
 }
 
 /// Parses and validates a hello body: the offers of modes this build knows, and the wire ids
@@ -301,7 +359,7 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
                 ));
             }
             Mode::Stream | Mode::Aead => {
-                if Suite::from_wire_id(key[64]).is_none() {
+                if Suite::from_wire_id(key[0]).is_none() {
                     return Err(HandshakeError::Malformed(
                         "a crypto offer names an unknown cipher suite",
                     ));
@@ -315,26 +373,24 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
                     ),
                     _ => (Keystream::MIN_OFFER_EPOCH_LOG2, Keystream::MAX_EPOCH_LOG2),
                 };
-                if key[65] < floor {
+                if key[1] < floor {
                     return Err(HandshakeError::Malformed(
                         "a crypto offer's key update interval is below the server's floor (aead: 2^1 records, stream: 2^16 bytes)",
                     ));
                 }
-                if key[65] > max {
+                if key[1] > max {
                     return Err(HandshakeError::Malformed(
                         "a crypto offer's key update interval is out of range",
-                    ));
-                }
-                let first = offers.iter().find(|o| o.mode.is_cryptographic());
-                if first.is_some_and(|f| f.key[..64] != key[..64]) {
-                    return Err(HandshakeError::Malformed(
-                        "the crypto offers carry different key shares",
                     ));
                 }
             }
             _ => {}
         }
         offers.push(Offer { mode, key });
+    }
+    if offers.iter().any(|o| o.mode.is_cryptographic()) {
+        // The one key share of the hello, for every crypto offer.
+        c.bytes(wire::KEY_SHARE_LEN, "the hello's key share is short")?;
     }
     c.finish("trailing bytes after the offers")?;
     Ok((offers, unknown))

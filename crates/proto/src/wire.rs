@@ -6,7 +6,7 @@
 //! | offset | size | field                                       |
 //! |-------:|-----:|---------------------------------------------|
 //! | 0      | 5    | magic `8b 4e 45 4e 41` (0x8b, then "NENA")  |
-//! | 5      | 1    | protocol version (1)                        |
+//! | 5      | 1    | protocol version (2)                        |
 //! | 6      | 1    | message type (1 hello, 2 accept, 3 reject, 4 confirm) |
 //! | 7      | 2    | body length, big-endian                     |
 //!
@@ -19,10 +19,24 @@ use zeroize::Zeroizing;
 pub use crate::magic::{MAGIC, VERSION};
 /// Length of the fixed header.
 pub const HEADER_LEN: usize = 9;
-/// Largest client hello (header included) a server accepts.
-pub const MAX_HELLO_LEN: usize = 1024;
-/// Largest server answer (header included) a client accepts.
-pub const MAX_ANSWER_LEN: usize = 256;
+/// Largest client hello (header included) a server accepts (a hello with the hybrid key
+/// share is about 1,300 bytes).
+pub const MAX_HELLO_LEN: usize = 2048;
+/// Largest server answer (header included) a client accepts (an accept with the server's
+/// key block is about 1,260 bytes).
+pub const MAX_ANSWER_LEN: usize = 2048;
+/// The hello's key share, after its offers when it offers key agreement: the ML-KEM-768
+/// encapsulation key, the X25519 share (the client's share of X25519MLKEM768), then `r_c`.
+pub const KEY_SHARE_LEN: usize =
+    crate::hybrid::MLKEM_EK_LEN + crate::keys::SHARE_LEN + crate::keys::RC_LEN;
+/// The accept's server key block, after its parameters when the hello offered key
+/// agreement: ML-KEM-768 ciphertext, X25519 share, the server's public key, its signature,
+/// and the key confirmation.
+pub const SERVER_BLOCK_LEN: usize = crate::hybrid::MLKEM_CT_LEN
+    + crate::keys::SHARE_LEN
+    + crate::identity::SERVER_KEY_LEN
+    + crate::identity::SIGNATURE_LEN
+    + crate::keys::TAG_LEN;
 /// Most modes one hello may offer.
 pub const MAX_OFFERS: usize = 32;
 
@@ -223,6 +237,14 @@ impl<'a> Cursor<'a> {
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
+    }
+
+    /// The next `N` bytes as an array.
+    pub(crate) fn array<const N: usize>(
+        &mut self,
+        what: &'static str,
+    ) -> Result<&'a [u8; N], HandshakeError> {
+        Ok(self.bytes(N, what)?.try_into().expect("N bytes"))
     }
 
     pub(crate) fn finish(&self, what: &'static str) -> Result<(), HandshakeError> {

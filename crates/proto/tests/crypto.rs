@@ -6,12 +6,28 @@
 mod common;
 
 use common::{entropy, open_all, open_whole, seal_all};
-use nena_proto::keys::{self, Schedule};
+use nena_proto::hybrid::{self, MLKEM_CT_LEN, MLKEM_EK_LEN};
+use nena_proto::keys::{self, Schedule, Secrets};
 use nena_proto::wire::{self, MAGIC, VERSION};
 use nena_proto::*;
 
+/// Where the client's X25519 share is in a hello that offers aead alone: after the offers
+/// (9-byte header, N, one 4-byte offer) and the ML-KEM encapsulation key.
+const HELLO_X25519: usize = wire::HEADER_LEN + 5 + MLKEM_EK_LEN;
+/// Where the server's X25519 share is in the body of an accept of a crypto mode: after
+/// the mode, P = 1, the suite, and the ML-KEM ciphertext.
+const ACCEPT_X25519: usize = 3 + MLKEM_CT_LEN;
+/// Where the server's public key is in that body.
+const ACCEPT_KEY: usize = ACCEPT_X25519 + 32;
+
 fn exchange(cfg: &ClientConfig, accept: &[Mode], seed: u8) -> (Session, Session, Vec<u8>, Vec<u8>) {
-    let x = nena_proto::exchange(cfg, accept, entropy(seed), [seed ^ 0xa5; 32]).unwrap();
+    let x = nena_proto::exchange(
+        cfg,
+        accept,
+        entropy(seed),
+        [seed ^ 0xa5; SERVER_ENTROPY_LEN],
+    )
+    .unwrap();
     (x.client, x.server, x.reply, x.confirm)
 }
 
@@ -21,7 +37,11 @@ fn hello_and_reply(offer: &[Mode], seed: u8) -> (ClientHandshake, Vec<u8>, Vec<u
     let hello = c.first_flight().to_vec();
     let Ok(Progress::Done {
         value: (reply, _), ..
-    }) = ServerHandshake::new(&ServerConfig::default(), [seed; 32]).read(&hello)
+    }) = ServerHandshake::new(
+        &ServerConfig::default().with_key(test_server_key()),
+        [seed; SERVER_ENTROPY_LEN],
+    )
+    .read(&hello)
     else {
         panic!()
     };
@@ -33,9 +53,10 @@ fn defaults_negotiate_aead_with_the_clients_suite() {
     let (cs, ss, reply, confirm) = exchange(&ClientConfig::default(), Mode::DEFAULT_ACCEPT, 1);
     assert_eq!((cs.mode(), ss.mode()), (Mode::Aead, Mode::Aead));
     assert_eq!(confirm.len(), wire::CONFIRM_LEN);
-    // accept: header, mode, P = 65, suite, share (32), tag (32)
-    assert_eq!(reply.len(), wire::HEADER_LEN + 2 + 65);
-    assert_eq!(reply[wire::HEADER_LEN..wire::HEADER_LEN + 2], [0x04, 65]);
+    // accept: header, mode, P = 1, suite, then the server block (ML-KEM ciphertext, X25519
+    // share, server key, signature, confirmation)
+    assert_eq!(reply.len(), wire::HEADER_LEN + 3 + wire::SERVER_BLOCK_LEN);
+    assert_eq!(reply[wire::HEADER_LEN..wire::HEADER_LEN + 2], [0x04, 1]);
     let want = Suite::preferred();
     assert_eq!(reply[wire::HEADER_LEN + 2], want.wire_id());
     assert_eq!(cs.info().cipher, Some(want.aead_name()));
@@ -97,7 +118,7 @@ fn an_attacker_cannot_downgrade_or_alter_the_answer() {
         c.read(&other).unwrap_err(),
         HandshakeError::ConfirmationFailed
     );
-    // Any single bit of the share or the tag.
+    // Any single bit of the ciphertext, the share, the server key, the signature or the tag.
     for i in wire::HEADER_LEN + 3..reply.len() {
         let (mut c, _, reply) = hello_and_reply(&offer, 5);
         let mut bad = reply.clone();
@@ -129,10 +150,10 @@ fn a_replayed_answer_is_refused() {
 #[test]
 fn a_reflected_share_is_refused() {
     let (mut c, hello, reply) = hello_and_reply(&[Mode::Aead], 8);
-    // The client's own share (first 32 bytes of its offer's key material) as the server's.
-    let client_share = &hello[wire::HEADER_LEN + 3..wire::HEADER_LEN + 35];
+    // The client's own X25519 share as the server's.
+    let client_share = &hello[HELLO_X25519..HELLO_X25519 + 32];
     let mut body = reply[wire::HEADER_LEN..].to_vec();
-    body[3..35].copy_from_slice(client_share);
+    body[ACCEPT_X25519..ACCEPT_X25519 + 32].copy_from_slice(client_share);
     assert_eq!(
         c.read(&accept_with_body(&body)).unwrap_err(),
         HandshakeError::ReflectedShare
@@ -151,7 +172,7 @@ fn low_order_shares_are_refused_on_both_sides() {
         // From the server.
         let (mut c, _, reply) = hello_and_reply(&[Mode::Aead], 9);
         let mut body = reply[wire::HEADER_LEN..].to_vec();
-        body[3..35].copy_from_slice(&point);
+        body[ACCEPT_X25519..ACCEPT_X25519 + 32].copy_from_slice(&point);
         assert_eq!(
             c.read(&accept_with_body(&body)).unwrap_err(),
             HandshakeError::ZeroSharedSecret
@@ -159,10 +180,13 @@ fn low_order_shares_are_refused_on_both_sides() {
         // From the client: the server refuses the hello as malformed.
         let c = ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(9)).unwrap();
         let mut hello = c.first_flight().to_vec();
-        hello[wire::HEADER_LEN + 3..wire::HEADER_LEN + 35].copy_from_slice(&point);
-        let err = ServerHandshake::new(&ServerConfig::default(), [1; 32])
-            .read(&hello)
-            .unwrap_err();
+        hello[HELLO_X25519..HELLO_X25519 + 32].copy_from_slice(&point);
+        let err = ServerHandshake::new(
+            &ServerConfig::default().with_key(test_server_key()),
+            [1; SERVER_ENTROPY_LEN],
+        )
+        .read(&hello)
+        .unwrap_err();
         assert_eq!(err.error, HandshakeError::ZeroSharedSecret);
         assert!(err.reply.is_some(), "a nena peer gets a reason");
     }
@@ -174,17 +198,21 @@ fn an_attacker_who_swaps_the_server_share_cannot_confirm_it() {
     // the trusted path). It replaces the server's share with its own and computes a tag as
     // best it can: knowing everything but r_c, it must guess r_c.
     let (mut c, hello, reply) = hello_and_reply(&[Mode::Aead], 10);
-    let client_share: [u8; 32] = hello[wire::HEADER_LEN + 3..wire::HEADER_LEN + 35]
-        .try_into()
-        .unwrap();
+    let client_share: [u8; 32] = hello[HELLO_X25519..HELLO_X25519 + 32].try_into().unwrap();
     let a = [0x42u8; 32];
     let mut body = reply[wire::HEADER_LEN..].to_vec();
-    body[3..35].copy_from_slice(&keys::x25519_share(&a));
+    body[ACCEPT_X25519..ACCEPT_X25519 + 32].copy_from_slice(&keys::x25519_share(&a));
     let mut forged = accept_with_body(&body);
     let dh = keys::x25519_agree(&a, &client_share).unwrap();
     let tag_at = forged.len() - keys::TAG_LEN;
-    let guess_rc = [0u8; keys::RC_LEN];
-    let tag = Schedule::new(&dh, &guess_rc, &hello, &forged[..tag_at]).server_tag();
+    // It lacks r_c and the ML-KEM secret (the encapsulation key was in the hello too).
+    let guess = [0u8; 32];
+    let secrets = Secrets {
+        kem: &guess,
+        dh: &dh,
+        r_c: &guess,
+    };
+    let tag = Schedule::new(&secrets, &hello, &forged[..tag_at]).server_tag();
     forged[tag_at..].copy_from_slice(&tag);
     assert_eq!(
         c.read(&forged).unwrap_err(),
@@ -236,19 +264,18 @@ fn the_server_checks_the_clients_confirmation_before_any_data() {
     }
 }
 
-fn crypto_offer(share: [u8; 32], rc: [u8; 32], suite: u8, epoch: u8) -> Vec<u8> {
-    let mut v = share.to_vec();
-    v.extend_from_slice(&rc);
-    v.extend_from_slice(&[suite, epoch]);
-    v
+/// The key share block of a hello: ML-KEM-768 encapsulation key, X25519 share, r_c.
+fn key_share(ek: &[u8], share: [u8; 32], rc: [u8; 32]) -> Vec<u8> {
+    [ek, &share[..], &rc[..]].concat()
 }
 
-fn hello_with(offers: &[(Mode, Vec<u8>)]) -> Vec<u8> {
+fn hello_with(offers: &[(Mode, Vec<u8>)], share: &[u8]) -> Vec<u8> {
     let mut body = vec![offers.len() as u8];
     for (m, key) in offers {
         body.extend_from_slice(&[m.wire_id(), key.len() as u8]);
         body.extend_from_slice(key);
     }
+    body.extend_from_slice(share);
     let mut v = MAGIC.to_vec();
     v.extend_from_slice(&[VERSION, wire::TYPE_HELLO]);
     v.extend_from_slice(&(body.len() as u16).to_be_bytes());
@@ -261,14 +288,17 @@ fn hello_with(offers: &[(Mode, Vec<u8>)]) -> Vec<u8> {
 /// refuses to offer one, and the floor itself is accepted.
 #[test]
 fn key_update_intervals_below_the_floor_are_refused() {
-    let share = keys::x25519_share(&[5; 32]);
-    let rc = [9u8; 32];
+    let (_, ek) = hybrid::keypair(&[3; 64]);
+    let ks = key_share(&ek, keys::x25519_share(&[5; 32]), [9; 32]);
     let read = |mode: Mode, epoch: u8| {
-        let hello = hello_with(&[(mode, crypto_offer(share, rc, 1, epoch))]);
-        ServerHandshake::new(&ServerConfig::accepting(&[mode]), [1; 32])
-            .read(&hello)
-            .map(|_| ())
-            .map_err(|r| (r.error.to_string(), r.reply.is_some()))
+        let hello = hello_with(&[(mode, vec![1, epoch])], &ks);
+        ServerHandshake::new(
+            &ServerConfig::accepting(&[mode]).with_key(test_server_key()),
+            [1; SERVER_ENTROPY_LEN],
+        )
+        .read(&hello)
+        .map(|_| ())
+        .map_err(|r| (r.error.to_string(), r.reply.is_some()))
     };
     for (mode, below, floor) in [(Mode::Aead, 0u8, 1u8), (Mode::Stream, 15, 16)] {
         for epoch in [0, below] {
@@ -293,61 +323,74 @@ fn key_update_intervals_below_the_floor_are_refused() {
 
 #[test]
 fn malformed_crypto_offers_are_refused() {
-    let share = keys::x25519_share(&[5; 32]);
-    let other = keys::x25519_share(&[6; 32]);
-    let rc = [9u8; 32];
+    let (_, ek) = hybrid::keypair(&[3; 64]);
+    let ks = key_share(&ek, keys::x25519_share(&[5; 32]), [9; 32]);
+    let mut bad_ek = ek;
+    bad_ek[..2].copy_from_slice(&[0xff, 0x0f]); // a coefficient >= q
+    let server = || {
+        ServerHandshake::new(
+            &ServerConfig::accepting(Mode::ALL).with_key(test_server_key()),
+            [1; SERVER_ENTROPY_LEN],
+        )
+    };
     let cases = [
         (
-            vec![(Mode::Aead, crypto_offer(share, rc, 3, 23))],
-            "a crypto offer names an unknown cipher suite",
+            vec![(Mode::Aead, vec![3, 23])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer names an unknown cipher suite"),
         ),
         (
-            vec![(Mode::Aead, crypto_offer(share, rc, 1, 24))],
-            "a crypto offer's key update interval is out of range",
+            vec![(Mode::Aead, vec![1, 24])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is out of range"),
         ),
         (
-            vec![(Mode::Stream, crypto_offer(share, rc, 1, 7))],
-            "a crypto offer's key update interval is below the server's floor (aead: 2^1 records, stream: 2^16 bytes)",
+            vec![(Mode::Stream, vec![1, 7])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is below the server's floor (aead: 2^1 records, stream: 2^16 bytes)"),
         ),
         (
-            vec![(Mode::Stream, crypto_offer(share, rc, 1, 37))],
-            "a crypto offer's key update interval is out of range",
+            vec![(Mode::Stream, vec![1, 37])],
+            ks.clone(),
+            HandshakeError::Malformed("a crypto offer's key update interval is out of range"),
         ),
         (
-            vec![
-                (Mode::Aead, crypto_offer(share, rc, 1, 23)),
-                (Mode::Stream, crypto_offer(other, rc, 1, 36)),
-            ],
-            "the crypto offers carry different key shares",
+            vec![(Mode::Aead, vec![1])],
+            ks.clone(),
+            HandshakeError::Malformed("key material has the wrong length for its mode"),
         ),
         (
-            vec![
-                (Mode::Aead, crypto_offer(share, rc, 1, 23)),
-                (Mode::Stream, crypto_offer(share, [8; 32], 1, 36)),
-            ],
-            "the crypto offers carry different key shares",
+            vec![(Mode::Aead, vec![1, 23])],
+            ks[..ks.len() - 1].to_vec(),
+            HandshakeError::Malformed("the hello's key share is short"),
         ),
         (
-            vec![(Mode::Aead, crypto_offer(share, rc, 1, 23)[..65].to_vec())],
-            "key material has the wrong length for its mode",
+            vec![(Mode::Aead, vec![1, 23])],
+            [&ks[..], &[0]].concat(),
+            HandshakeError::Malformed("trailing bytes after the offers"),
+        ),
+        (
+            vec![(Mode::Kato, vec![1; 8].into_iter().chain([2; 8]).collect())],
+            ks.clone(),
+            HandshakeError::Malformed("trailing bytes after the offers"),
+        ),
+        (
+            vec![(Mode::Aead, vec![1, 23])],
+            key_share(&bad_ek, keys::x25519_share(&[5; 32]), [9; 32]),
+            HandshakeError::InvalidKemKey,
         ),
     ];
-    for (offers, why) in cases {
-        let err = ServerHandshake::new(&ServerConfig::accepting(Mode::ALL), [1; 32])
-            .read(&hello_with(&offers))
-            .unwrap_err();
-        assert_eq!(err.error, HandshakeError::Malformed(why));
+    for (offers, share, why) in cases {
+        let err = server().read(&hello_with(&offers, &share)).unwrap_err();
+        assert_eq!(err.error, why);
+        assert!(err.reply.is_some(), "a nena peer gets a reason: {why}");
     }
-    // Suites and intervals may differ between the two crypto offers; shares may not.
-    let ok = hello_with(&[
-        (Mode::Aead, crypto_offer(share, rc, 2, 1)),
-        (Mode::Stream, crypto_offer(share, rc, 1, 16)),
-    ]);
-    assert!(
-        ServerHandshake::new(&ServerConfig::accepting(Mode::ALL), [1; 32])
-            .read(&ok)
-            .is_ok()
+    // Suites and intervals may differ between the two crypto offers, which share the key share.
+    let ok = hello_with(
+        &[(Mode::Aead, vec![2, 1]), (Mode::Stream, vec![1, 16])],
+        &ks,
     );
+    assert!(server().read(&ok).is_ok());
 }
 
 #[test]
@@ -393,11 +436,12 @@ fn forced_key_updates_in_both_directions_mid_stream() {
 
 use nena_testkit::hex;
 
-/// The vector's inputs: client entropy bytes i * 3 + 1 (i = 0..80), server entropy
-/// bytes 0xc0 + i (i = 0..32), offer [aead] with suite AES-128, the default interval.
+/// The vector's inputs: client entropy bytes (i * 3 + 1) mod 256 (i = 0..144), server
+/// entropy bytes 0xc0 + i (i = 0..64), the server key of seed 0x5e x 32
+/// ([`test_server_key`]), offer [aead] with suite AES-128, the default interval.
 fn vector_exchange() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
     let ce: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i * 3 + 1) as u8);
-    let se: [u8; 32] = std::array::from_fn(|i| 0xc0 + i as u8);
+    let se: [u8; SERVER_ENTROPY_LEN] = std::array::from_fn(|i| 0xc0 + i as u8);
     let cfg = ClientConfig {
         suite: Suite::Aes128,
         ..ClientConfig::offering(&[Mode::Aead])
@@ -406,7 +450,11 @@ fn vector_exchange() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
     let hello = c.first_flight().to_vec();
     let Ok(Progress::Done {
         value: (reply, _), ..
-    }) = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), se).read(&hello)
+    }) = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()),
+        se,
+    )
+    .read(&hello)
     else {
         panic!()
     };
@@ -428,16 +476,36 @@ fn vector_exchange() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
 fn transcript_to_keys_vectors_match_protocol_md() {
     let (hello, reply, confirm, record) = vector_exchange();
     let ce: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i * 3 + 1) as u8);
-    let se: [u8; 32] = std::array::from_fn(|i| 0xc0 + i as u8);
+    let se: [u8; SERVER_ENTROPY_LEN] = std::array::from_fn(|i| 0xc0 + i as u8);
     let c_secret: [u8; 32] = ce[16..48].try_into().unwrap();
     let r_c: [u8; 32] = ce[48..80].try_into().unwrap();
-    let s_share = keys::x25519_share(&se);
+    let seed: [u8; 64] = ce[80..144].try_into().unwrap();
+    let (dk, ek) = hybrid::keypair(&seed);
+    assert_eq!(&hello[HELLO_X25519 - MLKEM_EK_LEN..HELLO_X25519], &ek[..]);
+    let s_share = keys::x25519_share(&se[..32].try_into().unwrap());
+    let body = &reply[wire::HEADER_LEN..];
+    assert_eq!(&body[ACCEPT_X25519..ACCEPT_X25519 + 32], &s_share);
+    let (ct, kem) = hybrid::encapsulate(&ek, &se[32..].try_into().unwrap()).unwrap();
+    assert_eq!(&body[3..ACCEPT_X25519], &ct[..]);
+    assert_eq!(dk.decapsulate(&ct)[..], kem[..]);
     assert_eq!(
-        &reply[wire::HEADER_LEN + 3..wire::HEADER_LEN + 35],
-        &s_share
+        &body[ACCEPT_KEY..ACCEPT_KEY + 32],
+        &test_server_key().public()
     );
     let dh = keys::x25519_agree(&c_secret, &s_share).unwrap();
-    let sched = Schedule::new(&dh, &r_c, &hello, &reply[..reply.len() - 32]);
+    let secrets = Secrets {
+        kem: &kem,
+        dh: &dh,
+        r_c: &r_c,
+    };
+    let sched = Schedule::new(&secrets, &hello, &reply[..reply.len() - 32]);
+    let sig_at = reply.len() - 32 - 64;
+    let signed_hash = keys::sha256(&[&hello, &reply[..sig_at]]);
+    assert!(identity::verify(
+        &test_server_key().public(),
+        &signed_hash,
+        &reply[sig_at..sig_at + 64]
+    ));
     let (c2s, s2c) = sched.traffic();
     let (key, iv) = c2s.key_iv(16);
     assert_eq!(&reply[reply.len() - 32..], &sched.server_tag());
@@ -447,10 +515,16 @@ fn transcript_to_keys_vectors_match_protocol_md() {
     );
 
     let values = [
-        ("hello", hex(&hello)),
-        ("accept", hex(&reply)),
+        // The hello and the accept (about 1,300 bytes each) by their SHA-256.
+        ("SHA-256 of the hello", hex(&keys::sha256(&[&hello]))),
+        ("SHA-256 of the accept", hex(&keys::sha256(&[&reply]))),
+        ("hello length", format!("hello: {} bytes", hello.len())),
+        ("accept length", format!("accept: {} bytes", reply.len())),
         ("confirm", hex(&confirm)),
+        ("server public key", hex(&test_server_key().public())),
+        ("ML-KEM-768 shared secret", hex(&kem[..])),
         ("X25519 shared secret", hex(&dh[..])),
+        ("signed transcript hash", hex(&signed_hash)),
         ("transcript hash", hex(sched.transcript_hash())),
         ("c2s traffic secret 0", hex(c2s.expose())),
         ("s2c traffic secret 0", hex(s2c.expose())),
@@ -470,7 +544,7 @@ fn transcript_to_keys_vectors_match_protocol_md() {
     let doc_hex: String = doc.split_whitespace().collect::<Vec<_>>().join("");
     let mut missing = Vec::new();
     for (name, v) in &values {
-        if !doc_hex.contains(v.as_str()) {
+        if !doc_hex.contains(v.as_str()) && !doc.contains(v.as_str()) {
             missing.push(format!("{name}: {v}"));
         }
     }
@@ -481,19 +555,27 @@ fn transcript_to_keys_vectors_match_protocol_md() {
     );
 }
 
-/// The limit of a protocol without certificates, shown rather than hidden: an attacker who
-/// controls the trusted path answers the client itself and opens its own session to the
-/// server; both sides complete their handshakes, and the attacker reads and relays.
+/// The limit of trust on first use, shown rather than hidden: an attacker who controls the
+/// trusted path at the *first* contact answers the client itself (with its own key) and
+/// opens its own session to the server; both sides complete their handshakes, and the
+/// attacker reads and relays. After first contact the client expects the server's key, and
+/// the same attacker is refused before the client sends a byte.
 #[test]
-fn a_man_in_the_middle_on_the_trusted_path_is_not_detected() {
+fn a_man_in_the_middle_on_the_trusted_path_at_first_contact_only() {
+    let attacker_key = ServerKey::from_seed(&[0xa7; 32]).unwrap();
+    let fake = || {
+        ServerHandshake::new(
+            &ServerConfig::accepting(&[Mode::Aead]).with_key(attacker_key.clone()),
+            [0x66; SERVER_ENTROPY_LEN],
+        )
+    };
     let mut client =
         ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(20)).unwrap();
     // The attacker plays server to the client ...
-    let mut fake_server = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x66; 32]);
     let Ok(Progress::Done {
         value: (reply, m_server_side),
         ..
-    }) = fake_server.read(client.first_flight())
+    }) = fake().read(client.first_flight())
     else {
         panic!()
     };
@@ -504,13 +586,17 @@ fn a_man_in_the_middle_on_the_trusted_path_is_not_detected() {
     else {
         panic!("the client accepts the attacker's answer")
     };
+    assert_eq!(client.server_key(), Some(attacker_key.public()));
     // ... and client to the real server.
     let mut fake_client =
         ClientHandshake::new(&ClientConfig::offering(&[Mode::Aead]), entropy(21)).unwrap();
     let Ok(Progress::Done {
         value: (reply2, s), ..
-    }) = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x67; 32])
-        .read(fake_client.first_flight())
+    }) = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()),
+        [0x67; SERVER_ENTROPY_LEN],
+    )
+    .read(fake_client.first_flight())
     else {
         panic!()
     };
@@ -531,5 +617,85 @@ fn a_man_in_the_middle_on_the_trusted_path_is_not_detected() {
     assert_eq!(
         open_whole(&mut s.split().1, &relayed).data,
         b"the client's secret"
+    );
+
+    // After first contact: the client expects the real server's key.
+    let pinned = ClientConfig {
+        server_key: Some(test_server_key().public()),
+        ..ClientConfig::offering(&[Mode::Aead])
+    };
+    let mut client = ClientHandshake::new(&pinned, entropy(22)).unwrap();
+    let Ok(Progress::Done {
+        value: (reply, _), ..
+    }) = fake().read(client.first_flight())
+    else {
+        panic!()
+    };
+    let e = client.read(&reply).unwrap_err();
+    assert_eq!(
+        e,
+        HandshakeError::ServerKeyMismatch {
+            expected: test_server_key().public(),
+            got: attacker_key.public()
+        }
+    );
+    assert!(
+        e.to_string()
+            .contains(&KeyText(&attacker_key.public()).to_string()),
+        "{e}"
+    );
+    assert_eq!(
+        client.server_key(),
+        None,
+        "nothing pinned from a refused answer"
+    );
+}
+
+/// An attacker who knows every secret of the handshake (it runs the server side with the
+/// client on the trusted path) but not the server's private key: it names the pinned key in
+/// its answer and makes the key confirmation match, and the signature still fails.
+#[test]
+fn naming_the_pinned_key_without_holding_it_is_refused() {
+    let attacker_key = ServerKey::from_seed(&[0xa7; 32]).unwrap();
+    let se = [0x66; SERVER_ENTROPY_LEN];
+    let pinned = ClientConfig {
+        server_key: Some(test_server_key().public()),
+        ..ClientConfig::offering(&[Mode::Aead])
+    };
+    let mut client = ClientHandshake::new(&pinned, entropy(23)).unwrap();
+    let hello = client.first_flight().to_vec();
+    let Ok(Progress::Done {
+        value: (reply, _), ..
+    }) = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Aead]).with_key(attacker_key),
+        se,
+    )
+    .read(&hello)
+    else {
+        panic!()
+    };
+    let mut forged = reply.clone();
+    let key_at = wire::HEADER_LEN + ACCEPT_KEY;
+    forged[key_at..key_at + 32].copy_from_slice(&test_server_key().public());
+    // It recomputes the confirmation: it knows r_c (from the hello), the X25519 secret and
+    // the ML-KEM secret (it encapsulated).
+    let r_c: [u8; 32] = hello[HELLO_X25519 + 32..HELLO_X25519 + 64]
+        .try_into()
+        .unwrap();
+    let client_share: [u8; 32] = hello[HELLO_X25519..HELLO_X25519 + 32].try_into().unwrap();
+    let dh = keys::x25519_agree(&se[..32].try_into().unwrap(), &client_share).unwrap();
+    let ek = &hello[HELLO_X25519 - MLKEM_EK_LEN..HELLO_X25519];
+    let (_, kem) = hybrid::encapsulate(ek, &se[32..].try_into().unwrap()).unwrap();
+    let secrets = Secrets {
+        kem: &kem,
+        dh: &dh,
+        r_c: &r_c,
+    };
+    let tag_at = forged.len() - 32;
+    let tag = Schedule::new(&secrets, &hello, &forged[..tag_at]).server_tag();
+    forged[tag_at..].copy_from_slice(&tag);
+    assert_eq!(
+        client.read(&forged).unwrap_err(),
+        HandshakeError::BadSignature
     );
 }

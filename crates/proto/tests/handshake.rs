@@ -21,14 +21,17 @@ const ENTROPY: [u8; ENTROPY_LEN] = {
     e
 };
 
-const SERVER_ENTROPY: [u8; 32] = [0x77; 32];
+const SERVER_ENTROPY: [u8; SERVER_ENTROPY_LEN] = [0x77; SERVER_ENTROPY_LEN];
 
 fn client(offer: &[Mode]) -> ClientHandshake {
     ClientHandshake::new(&ClientConfig::offering(offer), ENTROPY).unwrap()
 }
 
 fn server(accept: &[Mode]) -> ServerHandshake {
-    ServerHandshake::new(&ServerConfig::accepting(accept), SERVER_ENTROPY)
+    ServerHandshake::new(
+        &ServerConfig::accepting(accept).with_key(test_server_key()),
+        SERVER_ENTROPY,
+    )
 }
 
 /// A whole exchange at once.
@@ -179,7 +182,10 @@ fn keys_differ_per_connection() {
     // And per server: the same client hello with another server secret gives other keys.
     let x1 = exchange(&[Mode::Aead], &[Mode::Aead]);
     let mut c = client(&[Mode::Aead]);
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [0x78; 32]);
+    let mut s = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()),
+        [0x78; SERVER_ENTROPY_LEN],
+    );
     let Ok(Progress::Done {
         value: (reply, _), ..
     }) = s.read(c.first_flight())
@@ -204,12 +210,12 @@ fn wire_accept(mode: Mode) -> Vec<u8> {
 #[test]
 fn wire_layout_is_as_documented() {
     let c = client(&[Mode::Kato, Mode::Plain]);
-    let mut want = vec![0x8b, b'N', b'E', b'N', b'A', 1, 1, 0, 21, 2, 0x02, 16];
+    let mut want = vec![0x8b, b'N', b'E', b'N', b'A', 2, 1, 0, 21, 2, 0x02, 16];
     want.extend_from_slice(&ENTROPY[..16]);
     want.extend_from_slice(&[0x01, 0]);
     assert_eq!(c.first_flight(), &want[..]);
     let (_, _, reply) = handshake(&[Mode::Kato, Mode::Plain], &[Mode::Kato]);
-    assert_eq!(reply, [0x8b, b'N', b'E', b'N', b'A', 1, 2, 0, 2, 0x02, 0]);
+    assert_eq!(reply, [0x8b, b'N', b'E', b'N', b'A', 2, 2, 0, 2, 0x02, 0]);
     assert_eq!(reply, wire_accept(Mode::Kato));
 }
 
@@ -344,36 +350,62 @@ fn not_nena_peer() {
     );
 }
 
+/// A version-1 hello (docs/PROTOCOL.md's version-1 test vector: aead alone, X25519 only),
+/// as a nena of before the hybrid key agreement sends it.
+const V1_HELLO: &str = "8b4e454e410101004501044\
+    28cbcc47b2c265e7ec4b2ff70eb25dccde709f96d3ebb4917203de809e973e56d9194979a9da0a3a6a9acafb2b5b8bbbec1c4c7cacdd0d3d6d9dcdfe2e5e8ebee0117";
+
+fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The policy for version-1 peers: refused both ways, with a message that says which side
+/// is older and what to do (no flag accepts them: version 1 has no server key and no
+/// post-quantum share).
 #[test]
 fn other_version_both_sides() {
-    // A version-2 client reaches a version-1 server.
-    let mut hello = client(&[Mode::Kato]).first_flight().to_vec();
-    hello[5] = 2;
-    let mut s = server(&[Mode::Kato]);
-    let err = s.read(&hello).unwrap_err();
+    // A version-1 client (its real hello) reaches this server.
+    let v1_hello = unhex(&V1_HELLO.replace(['\\', ' ', '\n'], ""));
+    assert_eq!(v1_hello.len(), 78);
+    let mut s = server(&[Mode::Aead]);
+    let err = s.read(&v1_hello).unwrap_err();
     assert_eq!(
         err.error,
-        HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 }
+        HandshakeError::UnsupportedVersion { ours: 2, theirs: 1 }
+    );
+    assert!(
+        err.error.to_string().contains("older nena: upgrade it"),
+        "{}",
+        err.error
     );
     let reply = err
         .reply
         .expect("a nena peer of another version gets an answer");
-    // The answer's header carries the server's version, which the v2 client compares with its own.
-    assert_eq!(&reply[..6], &[0x8b, b'N', b'E', b'N', b'A', 1]);
-    // A version-1 client facing a version-2 server's answer:
-    let mut answer = reply.clone();
-    answer[5] = 2;
-    let mut c = client(&[Mode::Kato]);
-    let e = c.read(&answer).unwrap_err();
-    assert_eq!(e, HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 });
+    // The answer's header carries this server's version, which a version-1 client compares
+    // with its own and reports ("peer speaks nena protocol version 2, we speak version 1").
+    assert_eq!(reply, [0x8b, b'N', b'E', b'N', b'A', 2, 3, 0, 1, 1]);
+    // A version-1 server's refusal of our hello (its reject 01 under its own version).
+    let v1_reject = [0x8b, b'N', b'E', b'N', b'A', 1, 3, 0, 1, 1];
+    let mut c = client(&[Mode::Aead]);
+    let e = c.read(&v1_reject).unwrap_err();
+    assert_eq!(e, HandshakeError::UnsupportedVersion { ours: 2, theirs: 1 });
+    assert!(e.to_string().contains("older nena: upgrade it"), "{e}");
+    // A newer peer, and a same-version reject.
+    let mut hello = client(&[Mode::Kato]).first_flight().to_vec();
+    hello[5] = 3;
+    let err = server(&[Mode::Kato]).read(&hello).unwrap_err();
     assert_eq!(
-        e.to_string(),
-        "peer speaks nena protocol version 2, we speak version 1"
+        err.error,
+        HandshakeError::UnsupportedVersion { ours: 2, theirs: 3 }
     );
-    // Same-version client receiving that reject directly:
+    assert!(err.error.to_string().contains("upgrade this side"));
     let mut c = client(&[Mode::Kato]);
     assert_eq!(
-        c.read(&reply).unwrap_err(),
+        c.read(&err.reply.unwrap()).unwrap_err(),
         HandshakeError::PeerRejected(RejectReason::UnsupportedVersion)
     );
 }
@@ -555,8 +587,11 @@ fn bad_answers_fail_the_client() {
             HandshakeError::Malformed("unexpected message type"),
         ),
         (
-            answer(&[0; 300], wire::TYPE_ACCEPT),
-            HandshakeError::TooLong { len: 309, max: 256 },
+            answer(&[0; 2100], wire::TYPE_ACCEPT),
+            HandshakeError::TooLong {
+                len: 2109,
+                max: 2048,
+            },
         ),
     ];
     for (bytes, want) in cases {
@@ -580,43 +615,43 @@ fn oversized_hello_is_refused_from_its_header() {
         err.error,
         HandshakeError::TooLong {
             len: 9 + 0xffff,
-            max: 1024
+            max: 2048
         }
     );
     assert_eq!(
         client(&[Mode::Kato]).read(&err.reply.unwrap()).unwrap_err(),
         HandshakeError::PeerRejected(RejectReason::TooLong)
     );
-    // The largest allowed hello (exactly 1024 bytes) is still read; one byte more is not.
+    // The largest allowed hello (exactly 2048 bytes) is still read; one byte more is not.
     let hello_of = |pad: usize| {
-        let mut body = vec![5];
-        for id in [0x40u8, 0x41, 0x42] {
+        let mut body = vec![9];
+        for id in 0x40u8..=0x46 {
             body.extend_from_slice(&[id, 255]);
             body.extend_from_slice(&[id; 255]);
         }
-        body.extend_from_slice(&[0x43, pad as u8]);
-        body.resize(body.len() + pad, 0x43);
+        body.extend_from_slice(&[0x47, pad as u8]);
+        body.resize(body.len() + pad, 0x47);
         body.extend_from_slice(&[0x02, 16]);
         body.extend_from_slice(&ENTROPY[..16]);
         hello_with_body(&body)
     };
-    let pad = 1024 - hello_of(0).len();
+    let pad = 2048 - hello_of(0).len();
     assert!(pad < 256);
-    assert_eq!(hello_of(pad).len(), 1024);
+    assert_eq!(hello_of(pad).len(), 2048);
     let Ok(Progress::Done {
-        consumed: 1024,
+        consumed: 2048,
         value: (_, ss),
     }) = server(&[Mode::Kato]).read(&hello_of(pad))
     else {
-        panic!("a 1024-byte hello must be accepted")
+        panic!("a 2048-byte hello must be accepted")
     };
     assert_eq!(ss.mode(), Mode::Kato);
     let err = server(&[Mode::Kato]).read(&hello_of(pad + 1)).unwrap_err();
     assert_eq!(
         err.error,
         HandshakeError::TooLong {
-            len: 1025,
-            max: 1024
+            len: 2049,
+            max: 2048
         }
     );
 }

@@ -40,7 +40,11 @@ fn entropy() -> impl Strategy<Value = [u8; ENTROPY_LEN]> {
             let mut e = [0u8; ENTROPY_LEN];
             e[..16].copy_from_slice(&c);
             e[16..48].copy_from_slice(&a);
-            e[48..].copy_from_slice(&b);
+            e[48..80].copy_from_slice(&b);
+            // The ML-KEM seed: derived from the others (proptest has no 64-byte arrays).
+            for i in 0..64 {
+                e[80 + i] = a[i % 32] ^ b[(i * 7) % 32] ^ (i as u8);
+            }
             e
         })
         .prop_filter("distinct kato keys", |e| e[..8] != e[8..16])
@@ -117,7 +121,7 @@ proptest! {
         let c = ClientHandshake::new(&ClientConfig::offering(&offer), e).unwrap();
         let mut hello = c.first_flight().to_vec();
         let mut answer = {
-            let mut s = ServerHandshake::new(&ServerConfig::accepting(Mode::ALL), [3; 32]);
+            let mut s = ServerHandshake::new(&ServerConfig::accepting(Mode::ALL).with_key(test_server_key()), [3; SERVER_ENTROPY_LEN]);
             match s.read(&hello) {
                 Ok(Progress::Done { value: (reply, _), .. }) => reply,
                 other => panic!("valid hello refused: {other:?}"),
@@ -148,13 +152,13 @@ proptest! {
         let mut stream = c.first_flight().to_vec();
         let hello_len = stream.len();
         stream.extend_from_slice(&trailing);
-        let cfg = ServerConfig::accepting(Mode::ALL);
+        let cfg = ServerConfig::accepting(Mode::ALL).with_key(test_server_key());
 
-        let mut whole = ServerHandshake::new(&cfg, [7; 32]);
+        let mut whole = ServerHandshake::new(&cfg, [7; SERVER_ENTROPY_LEN]);
         let Ok(Progress::Done { consumed, value: (reply_a, sa) }) = whole.read(&stream) else { panic!() };
         prop_assert_eq!(consumed, hello_len);
 
-        let mut split = ServerHandshake::new(&cfg, [7; 32]);
+        let mut split = ServerHandshake::new(&cfg, [7; SERVER_ENTROPY_LEN]);
         let mut fed = 0;
         let mut done = None;
         for chunk in split_at_points(&stream, &points) {
@@ -185,7 +189,7 @@ proptest! {
     ) {
         prop_assume!(accept.iter().any(|m| offer.contains(m)));
         let mut c = ClientHandshake::new(&config(offer.clone(), suite), e).unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig::accepting(&accept), [9; 32]);
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&accept).with_key(test_server_key()), [9; SERVER_ENTROPY_LEN]);
 
         // Client -> server stream: hello, then (after the answer) the confirmation (crypto
         // modes) and protected data. Server -> client stream: answer, then protected data.
@@ -234,7 +238,7 @@ proptest! {
     ) {
         let cfg = ClientConfig::offering(&[Mode::Aead]);
         let mut c = ClientHandshake::new(&cfg, e).unwrap();
-        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]), [5; 32]);
+        let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Aead]).with_key(test_server_key()), [5; SERVER_ENTROPY_LEN]);
         let Ok(Progress::Done { value: (reply, ss), .. }) = s.read(c.first_flight()) else { panic!() };
         let Ok(Progress::Done { value: (confirm, cs), .. }) = c.read(&reply) else { panic!() };
         let mut wire = seal_all(&mut cs.split().0, &data, 1000);

@@ -183,6 +183,10 @@ pub struct ClientOptions {
     pub allow_plain: bool,
     /// A proxy's flows take sessions opened ahead from here (`nena gateway --warm`).
     pub warm: Option<std::sync::Arc<dyn Ahead>>,
+    /// The server key to expect (`--server-key`, or the `known_servers` file: pinned on
+    /// first contact). `None`: any key that signs the handshake, nothing pinned (tests and
+    /// benchmarks). Checked only in offers with key agreement (aead, stream).
+    pub server_key: Option<crate::server_keys::ServerKeyCheck>,
 }
 
 impl ClientOptions {
@@ -207,6 +211,7 @@ impl ClientOptions {
             mpc: None,
             allow_plain: false,
             warm: None,
+            server_key: None,
         }
     }
 }
@@ -367,6 +372,11 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
         if let Some(e) = opts.stream_epoch_log2 {
             cfg.stream_epoch_log2 = e;
         }
+        if cfg.offer.iter().any(|m| m.is_cryptographic()) {
+            if let Some(check) = &opts.server_key {
+                cfg.server_key = check.expected()?;
+            }
+        }
         Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
     };
     // The hello is written from the handshake's own buffer (wiped by it), never copied.
@@ -444,7 +454,15 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     let (mut r, w) = stream.into_split();
     let (session, leftover, confirm) = match hs {
         Some(mut h) => {
-            let (s, left, confirm) = client_finish_held(&mut h, &mut r, timeout).await?;
+            let finished = client_finish_held(&mut h, &mut r, timeout).await;
+            let (s, left, confirm) = match (&opts.server_key, finished) {
+                (Some(check), Err(e)) => return Err(check.explain(e)),
+                (_, f) => f?,
+            };
+            // Pinned on first contact before a byte of data (the confirmation included).
+            if let (Some(check), Some(key)) = (&opts.server_key, h.server_key()) {
+                check.proved(&key)?;
+            }
             (Some(s), left, confirm)
         }
         None => (None, Vec::new(), Vec::new()),
@@ -513,6 +531,9 @@ pub struct AcceptOptions {
     /// Congestion control of the listener, which its connections inherit (`--cc NAME`;
     /// `None`: the namespace's default).
     pub congestion: Option<String>,
+    /// The server's long-term key, which signs every handshake with key agreement
+    /// (`--key-file`). Without one only kato and plain are served.
+    pub key: Option<nena_proto::ServerKey>,
 }
 
 /// An accepted server session.
@@ -590,7 +611,10 @@ pub async fn accept(
             mpc: Some(outcome),
         });
     }
-    let cfg = ServerConfig::accepting(&opts.modes);
+    let cfg = ServerConfig {
+        key: opts.key.clone(),
+        ..ServerConfig::accepting(&opts.modes)
+    };
     let (session, leftover) =
         server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let info = Some(session.info());

@@ -680,7 +680,8 @@ mod tests {
         let (mut cr, mut cw) = tokio::io::split(c);
         let (mut sr, mut sw) = tokio::io::split(s);
         let server = tokio::spawn(async move {
-            let cfg = ServerConfig::accepting(&[Mode::Aead]);
+            let cfg =
+                ServerConfig::accepting(&[Mode::Aead]).with_key(nena_proto::test_server_key());
             server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
                 .await
                 .map(|_| (sr, sw))

@@ -246,7 +246,7 @@ mod tests {
             // A tap on the client's bytes: what an observer of the path sees.
             let (tap_w, mut tap_r) = tokio::io::duplex(64 * 1024);
             let server = tokio::spawn(async move {
-                let cfg = ServerConfig::accepting(&[mode]);
+                let cfg = ServerConfig::accepting(&[mode]).with_key(nena_proto::test_server_key());
                 let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, Duration::from_secs(5))
                     .await
                     .unwrap();

@@ -24,6 +24,7 @@
 //!   side of them (its resolver, datagrams within `--allow`).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
 //! - [`printable`]: text from a peer with its control characters escaped, for printing.
+//! - [`server_keys`]: the server's key file and the client's `known_servers` (pinning).
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - [`testing`]: load helpers for the integration tests (echo target, many sessions).
 
@@ -48,6 +49,7 @@ mod proxy_open;
 pub mod raw_mptcp;
 pub mod resolve;
 pub mod server;
+pub mod server_keys;
 pub mod session;
 pub mod socks;
 mod socks_udp;

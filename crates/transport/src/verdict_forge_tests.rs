@@ -108,7 +108,7 @@ async fn upload(mode: Mode, spoil: bool, forge: bool) -> (anyhow::Result<String>
 
     let cfg = FileServerConfig::new(&srv_dir);
     let server = tokio::spawn(async move {
-        let scfg = ServerConfig::accepting(&[mode]);
+        let scfg = ServerConfig::accepting(&[mode]).with_key(nena_proto::test_server_key());
         let (sess, left) = server_handshake(&scfg, &mut sr, &mut sw, Duration::from_secs(5))
             .await
             .unwrap();

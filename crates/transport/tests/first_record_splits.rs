@@ -238,7 +238,8 @@ async fn session_in_pieces(seed: u64) -> usize {
     let server = {
         let (up, down) = (up.clone(), down.clone());
         async move {
-            let cfg = ServerConfig::accepting(&[Mode::Aead]);
+            let cfg =
+                ServerConfig::accepting(&[Mode::Aead]).with_key(nena_proto::test_server_key());
             let (sess, left) = server_handshake(&cfg, &mut sr, &mut sw, t).await.unwrap();
             assert!(
                 left.is_empty(),

@@ -227,7 +227,8 @@ fn no_copy_of_the_hello_or_the_token_is_left_in_freed_memory() {
         let server = tokio::spawn(async move {
             let mut r = hello_copy;
             let mut answer = collect();
-            let cfg = ServerConfig::accepting(&[Mode::Stream]);
+            let cfg =
+                ServerConfig::accepting(&[Mode::Stream]).with_key(nena_proto::test_server_key());
             let (sess, left) = server_handshake(&cfg, &mut r, &mut answer, Duration::from_secs(5))
                 .await
                 .unwrap();

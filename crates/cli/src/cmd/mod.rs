@@ -8,6 +8,7 @@ pub mod codec;
 pub mod eavesdrop;
 pub mod gateway;
 pub mod host;
+pub mod keys;
 pub mod lab;
 pub mod mpc;
 #[cfg(feature = "policy")]

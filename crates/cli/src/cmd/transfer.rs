@@ -13,6 +13,7 @@ use nena_transport::files::FileServerConfig;
 use nena_transport::metrics::{self, Metrics, Role};
 use nena_transport::resolve::{self, ResolverConfig, ServerAddr};
 use nena_transport::server::{self, ServeOptions};
+use nena_transport::server_keys::{self, KnownServers, ServerKeyCheck};
 use nena_transport::session::SessionConfig;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -168,6 +169,15 @@ pub struct ClientCommon {
     /// query that could leave by an untrusted path (docs/THREAT-MODEL.md).
     #[arg(long, value_name = "ADDR", value_parser = resolve::parse_resolver)]
     pub resolver: Option<SocketAddr>,
+    /// The file of server keys pinned on first contact (trust on first use; a server that
+    /// later proves another key is refused before a byte of data). Default: known_servers in
+    /// the state directory ($XDG_STATE_HOME/nena, else ~/.local/state/nena).
+    #[arg(long, value_name = "FILE", conflicts_with = "server_key")]
+    pub known_servers: Option<PathBuf>,
+    /// Accept only this server key (base64 or hex, as `nena key show` prints it on the
+    /// server) instead of the known_servers file. Needs aead or stream.
+    #[arg(long, value_name = "KEY", value_parser = server_keys::parse_public_key)]
+    pub server_key: Option<nena_proto::PublicKey>,
 }
 
 /// `--cc NAME`: check that the kernel has it (one line naming the available ones if not)
@@ -254,8 +264,11 @@ impl ClientCommon {
             }
             None => None,
         };
+        let modes = dedup(self.mode.concat());
+        let server_key = self.server_key_check(server, &modes, raw)?;
         Ok(ClientOptions {
             token,
+            server_key,
             suite: self.cipher,
             aead_epoch_log2: self.debug_aead_rekey_log2,
             stream_epoch_log2: self.debug_stream_rekey_log2,
@@ -273,9 +286,41 @@ impl ClientCommon {
                     trusted: self.trusted.clone(),
                     untrusted: self.untrusted.clone(),
                 },
-                dedup(self.mode.concat()),
+                modes,
             )
         })
+    }
+
+    /// Which server key to expect: `--server-key`, or the known_servers file (pinned on
+    /// first contact). Only with key agreement (aead, stream); none for --raw.
+    fn server_key_check(
+        &self,
+        server: &ServerAddr,
+        modes: &[Mode],
+        raw: bool,
+    ) -> Result<Option<ServerKeyCheck>, Exit> {
+        let crypto = !raw && modes.iter().any(|m| m.is_cryptographic());
+        if let Some(k) = self.server_key {
+            if !crypto {
+                return Err(Exit::usage(anyhow!(
+                    "--server-key needs a mode with key agreement (aead or stream): kato and \
+                     plain have no server key"
+                )));
+            }
+            return Ok(Some(ServerKeyCheck::Given(k)));
+        }
+        if !crypto {
+            return Ok(None);
+        }
+        let file = match &self.known_servers {
+            Some(f) => f.clone(),
+            None => server_keys::default_known_servers()
+                .map_err(|e| Exit::usage(anyhow!("{e} (--known-servers FILE)")))?,
+        };
+        Ok(Some(ServerKeyCheck::known(
+            server,
+            Arc::new(KnownServers::new(file)),
+        )))
     }
 }
 
@@ -333,6 +378,34 @@ pub struct ServerCommon {
     /// for Prometheus (docs/OPERATIONS.md).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
+    /// The server's long-term key (Ed25519, PKCS#8 PEM), which signs every handshake of aead
+    /// and stream and which clients pin; created (mode 0600) if missing. Servers of a fleet
+    /// behind one address share one file (docs/DEPLOY.md). Default: server_key in the state
+    /// directory ($XDG_STATE_HOME/nena, else ~/.local/state/nena).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+}
+
+/// The server key of `--key-file FILE` (or the default file), created if missing.
+pub(crate) fn server_key(key_file: &Option<PathBuf>) -> Result<nena_proto::ServerKey, Exit> {
+    let path = match key_file {
+        Some(p) => p.clone(),
+        None => server_keys::default_key_file()
+            .map_err(|e| Exit::usage(anyhow!("{e} (--key-file FILE)")))?,
+    };
+    let (key, made) = server_keys::load_or_create_key(&path).map_err(Exit::usage)?;
+    let shown = nena_proto::KeyText(&key.public()).to_string();
+    if made {
+        log::warn!(
+            "created the server key {} (public key {shown})",
+            path.display()
+        );
+    }
+    log::info!(
+        "server key {shown} (from {}; clients pin it)",
+        path.display()
+    );
+    Ok(key)
 }
 
 impl ServerCommon {
@@ -351,7 +424,12 @@ impl ServerCommon {
                 return Err(e);
             }
         }
+        let key = match !raw && modes.iter().any(|m| m.is_cryptographic()) {
+            true => Some(server_key(&self.key_file)?),
+            false => None,
+        };
         Ok(AcceptOptions {
+            key,
             congestion,
             modes,
             allow_fallback: self.allow_fallback,

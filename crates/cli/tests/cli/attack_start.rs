@@ -20,7 +20,10 @@ fn kato_session() -> (Vec<u8>, Vec<u8>, Session, Session) {
     let entropy: [u8; ENTROPY_LEN] = std::array::from_fn(|i| (i as u8).wrapping_mul(29) ^ 0xa5);
     let mut c = ClientHandshake::new(&ClientConfig::offering(&[Mode::Kato]), entropy).unwrap();
     let hello = c.first_flight().to_vec();
-    let mut s = ServerHandshake::new(&ServerConfig::accepting(&[Mode::Kato]), [0x42; 32]);
+    let mut s = ServerHandshake::new(
+        &ServerConfig::accepting(&[Mode::Kato]),
+        [0x42; nena_proto::SERVER_ENTROPY_LEN],
+    );
     let Ok(Progress::Done {
         value: (accept, ss),
         ..
@@ -103,11 +106,12 @@ fn a_kato_forward_opening_reads_without_a_crib_token_and_all() {
     opening.extend_from_slice(
         b"GET /q HTTP/1.1\r\nHost: intranet.example\r\nUser-Agent: curl/8\r\n\r\n",
     );
-    opening.extend_from_slice(&[b'-'; 164][..164 - opening.len()]);
+    let pad = 164 - opening.len();
+    opening.extend_from_slice(&[b'-'; 164][..pad]);
     assert_eq!(opening.len(), 164);
     let mut wire = vec![0u8; opening.len()];
     tx.seal_from(&opening, &mut wire);
-    assert_ne!(wire, opening);
+    assert_ne!(wire, *opening);
 
     let got = recover_from_start(&wire);
     let right = got

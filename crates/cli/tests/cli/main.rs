@@ -54,6 +54,7 @@ mod transfer_limits;
 mod transfer_metrics;
 mod transfer_names;
 mod transfer_perf_paths;
+mod transfer_pinning;
 mod transfer_proxy;
 mod transfer_real_hosts;
 mod transfer_recovery;

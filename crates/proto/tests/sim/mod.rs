@@ -301,7 +301,7 @@ impl Setup {
     pub fn new(offer: &[Mode], accept: &[Mode]) -> Self {
         Setup {
             client: ClientConfig::offering(offer),
-            server: ServerConfig::accepting(accept),
+            server: ServerConfig::accepting(accept).with_key(test_server_key()),
             client_entropy: std::array::from_fn(|i| (i as u8).wrapping_mul(29) ^ 0x5c),
             server_entropy: std::array::from_fn(|i| (i as u8).wrapping_mul(53) ^ 0xa7),
             c2s: Shape {

@@ -1,0 +1,447 @@
+//! Server keys on disk (docs/PROTOCOL.md, "Server key"): the server's long-term Ed25519
+//! key file (PKCS#8 in PEM, created with mode 0600 on first start), and the client's
+//! `known_servers` file, which pins each server's public key on first contact (trust on
+//! first use, as SSH's known_hosts) unless the user gives it (`--server-key`). The handshake
+//! itself checks the key (nena-proto); this module says which key to expect and remembers
+//! the first one.
+
+use anyhow::{anyhow, bail, Context, Result};
+use nena_proto::{HandshakeError, KeyText, PublicKey, ServerKey, SERVER_KEY_LEN};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// nena's state directory: `$XDG_STATE_HOME/nena`, else `$HOME/.local/state/nena`.
+pub fn state_dir() -> Result<PathBuf> {
+    let non_empty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    if let Some(d) = non_empty("XDG_STATE_HOME") {
+        return Ok(PathBuf::from(d).join("nena"));
+    }
+    if let Some(h) = non_empty("HOME") {
+        return Ok(PathBuf::from(h).join(".local/state/nena"));
+    }
+    bail!("no state directory: neither XDG_STATE_HOME nor HOME is set (pass the file explicitly)")
+}
+
+/// The server's default key file: `server_key` in the state directory.
+pub fn default_key_file() -> Result<PathBuf> {
+    Ok(state_dir()?.join("server_key"))
+}
+
+/// The client's default known servers file: `known_servers` in the state directory.
+pub fn default_known_servers() -> Result<PathBuf> {
+    Ok(state_dir()?.join("known_servers"))
+}
+
+/// A public key as users write it: base64 (44 characters) or hex (64 digits).
+pub fn parse_public_key(s: &str) -> Result<PublicKey, String> {
+    let s = s.trim();
+    let bytes = if s.len() == 2 * SERVER_KEY_LEN && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        data_encoding::HEXLOWER_PERMISSIVE.decode(s.as_bytes())
+    } else {
+        data_encoding::BASE64.decode(s.as_bytes())
+    };
+    bytes
+        .ok()
+        .and_then(|b| PublicKey::try_from(b.as_slice()).ok())
+        .ok_or_else(|| {
+            format!("`{s}` is not a nena server key (44 characters of base64 or 64 hex digits)")
+        })
+}
+
+const PEM_BEGIN: &str = "-----BEGIN PRIVATE KEY-----";
+const PEM_END: &str = "-----END PRIVATE KEY-----";
+/// The PKCS#8 v1 (RFC 8410) prefix of an Ed25519 private key, before its 32-byte seed.
+const PKCS8_ED25519_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
+/// Loads the server key from `path` (PEM or DER PKCS#8, as OpenSSL's `genpkey -algorithm
+/// ed25519` writes it too), or creates one there (mode 0600, its directory 0700) if there is
+/// no file. Refuses a key file that others may read. Returns the key and whether it was made.
+pub fn load_or_create_key(path: &Path) -> Result<(ServerKey, bool)> {
+    match std::fs::metadata(path) {
+        Ok(_) => Ok((load_key(path)?, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match create_key(path) {
+            Ok(k) => Ok((k, true)),
+            // Another server of this host created it at the same moment.
+            Err(e) if path.exists() => load_key(path).map(|k| (k, false)).context(e),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(anyhow!(
+            "cannot read the server key file {}: {e}",
+            path.display()
+        )),
+    }
+}
+
+/// Loads an existing key file.
+pub fn load_key(path: &Path) -> Result<ServerKey> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the server key file {shown}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!("the server key file {shown} may be read by others (mode {mode:03o}): chmod 600 {shown}");
+    }
+    let raw = zeroize::Zeroizing::new(
+        std::fs::read(path).with_context(|| format!("cannot read the server key file {shown}"))?,
+    );
+    let der = match std::str::from_utf8(&raw) {
+        Ok(text) if text.contains(PEM_BEGIN) => {
+            let b64: String = text
+                .lines()
+                .map(str::trim)
+                .skip_while(|l| *l != PEM_BEGIN)
+                .skip(1)
+                .take_while(|l| *l != PEM_END)
+                .collect();
+            zeroize::Zeroizing::new(
+                data_encoding::BASE64
+                    .decode(b64.as_bytes())
+                    .map_err(|e| anyhow!("the server key file {shown} is not valid PEM: {e}"))?,
+            )
+        }
+        _ => raw.clone(),
+    };
+    ServerKey::from_pkcs8(&der).map_err(|e| anyhow!("the server key file {shown}: {e}"))
+}
+
+/// Creates the directory of `path` (mode 0700) if it is missing.
+fn private_parent(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn create_key(path: &Path) -> Result<ServerKey> {
+    let shown = path.display();
+    private_parent(path)?;
+    let seed = zeroize::Zeroizing::new(crate::handshake::random::<32>()?);
+    let mut der = zeroize::Zeroizing::new(PKCS8_ED25519_PREFIX.to_vec());
+    der.extend_from_slice(&seed[..]);
+    let key = ServerKey::from_pkcs8(&der).map_err(|e| anyhow!("{e}"))?;
+    let pem = zeroize::Zeroizing::new(format!(
+        "{PEM_BEGIN}\n{}\n{PEM_END}\n",
+        data_encoding::BASE64.encode(&der)
+    ));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create the server key file {shown}"))?;
+    f.write_all(pem.as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write the server key file {shown}"))?;
+    Ok(key)
+}
+
+/// The `known_servers` file: one line per server, `NAME ed25519 KEY` (NAME as the user
+/// named the server, `HOST:PORT`; KEY in base64); `#` starts a comment. Sessions of one
+/// process share one value, so that a first contact is pinned (and said) once.
+#[derive(Debug)]
+pub struct KnownServers {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+/// The key type written in `known_servers` (the only one).
+const KEY_TYPE: &str = "ed25519";
+
+impl KnownServers {
+    pub fn new(path: PathBuf) -> KnownServers {
+        KnownServers {
+            path,
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every entry of the file (none if it does not exist). Lines that are not entries are
+    /// refused with their number, never skipped silently.
+    pub fn entries(&self) -> Result<Vec<(String, PublicKey)>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => bail!("cannot read {}: {e}", self.path.display()),
+        };
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let key = match f.as_slice() {
+                [_, KEY_TYPE, key] => parse_public_key(key).ok(),
+                _ => None,
+            };
+            let Some(key) = key else {
+                bail!(
+                    "{} line {}: not `NAME {KEY_TYPE} KEY`",
+                    self.path.display(),
+                    i + 1
+                );
+            };
+            out.push((f[0].to_string(), key));
+        }
+        Ok(out)
+    }
+
+    /// The key pinned for `name`, if any.
+    pub fn lookup(&self, name: &str) -> Result<Option<PublicKey>> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(self
+            .entries()?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| k))
+    }
+
+    /// Pins `key` for `name` unless the file has an entry for it by now (another session or
+    /// process may have pinned it meanwhile). `Ok(true)`: added; `Ok(false)`: the same key
+    /// was there; an error if another key was.
+    pub fn remember(&self, name: &str, key: &PublicKey) -> Result<bool> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, known)) = self.entries()?.into_iter().find(|(n, _)| n == name) {
+            if known == *key {
+                return Ok(false);
+            }
+            return Err(anyhow!(HandshakeError::ServerKeyMismatch {
+                expected: known,
+                got: *key
+            }));
+        }
+        private_parent(&self.path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        // One write per line: concurrent clients may append to the same file.
+        f.write_all(format!("{name} {KEY_TYPE} {}\n", KeyText(key)).as_bytes())
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(true)
+    }
+
+    /// Removes every entry of `name`; returns how many there were.
+    pub fn forget(&self, name: &str) -> Result<usize> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => bail!("cannot read {}: {e}", self.path.display()),
+        };
+        let (gone, kept): (Vec<&str>, Vec<&str>) = text
+            .lines()
+            .partition(|l| l.split_whitespace().next() == Some(name));
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let tmp = self.path.with_extension("tmp");
+        let mut body = kept.join("\n");
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        std::fs::write(&tmp, body)
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .with_context(|| format!("cannot rewrite {}", self.path.display()))?;
+        Ok(gone.len())
+    }
+}
+
+/// Which server key a client expects ([`crate::conn::ClientOptions::server_key`]).
+#[derive(Debug, Clone)]
+pub enum ServerKeyCheck {
+    /// `--server-key KEY`: this key and no other.
+    Given(PublicKey),
+    /// The key pinned for `name` in `known`, or, on first contact, whatever key the server
+    /// proves, which is then pinned.
+    Known {
+        name: String,
+        known: Arc<KnownServers>,
+    },
+}
+
+impl ServerKeyCheck {
+    /// Trust on first use of `server` (as the user named it) in the file `known`.
+    pub fn known(server: &crate::resolve::ServerAddr, known: Arc<KnownServers>) -> Self {
+        ServerKeyCheck::Known {
+            name: entry_name(server),
+            known,
+        }
+    }
+
+    /// The key to expect now (`None`: first contact).
+    pub fn expected(&self) -> Result<Option<PublicKey>> {
+        match self {
+            ServerKeyCheck::Given(k) => Ok(Some(*k)),
+            ServerKeyCheck::Known { name, known } => known.lookup(name),
+        }
+    }
+
+    /// After a handshake that proved `key`: pins it on first contact (said once, on stderr).
+    pub fn proved(&self, key: &PublicKey) -> Result<()> {
+        let ServerKeyCheck::Known { name, known } = self else {
+            return Ok(());
+        };
+        match known.remember(name, key) {
+            Ok(true) => {
+                log::warn!(
+                    "first contact with {name}: its key {} is now pinned in {} (trust on first use; \
+                     a later change is refused)",
+                    KeyText(key),
+                    known.path().display()
+                );
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(self.explain(e)),
+        }
+    }
+
+    /// A handshake error, with the file and the command that accepts a new key when the
+    /// server proved another key than the expected one.
+    pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        let Some(HandshakeError::ServerKeyMismatch { expected, got }) =
+            e.downcast_ref::<HandshakeError>()
+        else {
+            return e;
+        };
+        let (expected, got) = (KeyText(expected), KeyText(got));
+        match self {
+            ServerKeyCheck::Given(_) => anyhow!(
+                "refused: the server proves the key {got}, not the one given with --server-key \
+                 ({expected}); nothing was sent"
+            ),
+            ServerKeyCheck::Known { name, known } => anyhow!(
+                "refused: {name} proves the key {got}, but {} pins {expected} for it: an impostor \
+                 (a lying resolver, an attacker on a path) or the server's key changed; nothing \
+                 was sent. If you know its key changed: nena known-servers forget {name} \
+                 --known-servers {}",
+                known.path().display(),
+                known.path().display()
+            ),
+        }
+    }
+}
+
+/// The `known_servers` name of a server: `HOST:PORT` as named, the host in lower case.
+pub fn entry_name(server: &crate::resolve::ServerAddr) -> String {
+    server.to_string().to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_created_key_is_private_and_loads_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/server_key");
+        let (k, made) = load_or_create_key(&path).unwrap();
+        assert!(made);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        let (again, made) = load_or_create_key(&path).unwrap();
+        assert!(!made);
+        assert_eq!(again.public(), k.public());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = load_key(&path).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+    }
+
+    #[test]
+    fn openssl_pem_keys_load() {
+        // `openssl genpkey -algorithm ed25519` for RFC 8032's TEST 1 seed.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.pem");
+        std::fs::write(
+            &path,
+            "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            KeyText(&load_key(&path).unwrap().public()).to_string(),
+            "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+        );
+        std::fs::write(&path, "not a key").unwrap();
+        assert!(load_key(&path).is_err());
+    }
+
+    #[test]
+    fn public_keys_parse_from_base64_or_hex() {
+        let k = [0xabu8; 32];
+        assert_eq!(parse_public_key(&KeyText(&k).to_string()), Ok(k));
+        assert_eq!(parse_public_key(&"AB".repeat(32)), Ok(k));
+        assert!(parse_public_key("abc").is_err());
+        assert!(parse_public_key(&"ab".repeat(31)).is_err());
+    }
+
+    #[test]
+    fn known_servers_pin_once_refuse_a_change_and_forget() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = KnownServers::new(dir.path().join("state/known_servers"));
+        assert_eq!(known.lookup("a:1").unwrap(), None);
+        assert!(known.remember("a:1", &[1; 32]).unwrap());
+        assert!(!known.remember("a:1", &[1; 32]).unwrap());
+        assert!(known.remember("b:2", &[2; 32]).unwrap());
+        assert_eq!(known.lookup("a:1").unwrap(), Some([1; 32]));
+        let e = known.remember("a:1", &[3; 32]).unwrap_err();
+        assert!(matches!(
+            e.downcast_ref::<HandshakeError>(),
+            Some(HandshakeError::ServerKeyMismatch { .. })
+        ));
+        assert_eq!(known.forget("a:1").unwrap(), 1);
+        assert_eq!(known.lookup("a:1").unwrap(), None);
+        assert_eq!(known.lookup("b:2").unwrap(), Some([2; 32]));
+        assert_eq!(known.forget("a:1").unwrap(), 0);
+        std::fs::write(known.path(), "garbage line\n").unwrap();
+        assert!(known
+            .lookup("b:2")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
+    }
+
+    #[test]
+    fn a_changed_key_names_the_file_and_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = Arc::new(KnownServers::new(dir.path().join("known_servers")));
+        let check = ServerKeyCheck::Known {
+            name: "server.example:7000".into(),
+            known: known.clone(),
+        };
+        let e = check.explain(anyhow!(HandshakeError::ServerKeyMismatch {
+            expected: [1; 32],
+            got: [2; 32]
+        }));
+        let text = e.to_string();
+        assert!(text.contains(&known.path().display().to_string()), "{text}");
+        assert!(
+            text.contains("nena known-servers forget server.example:7000"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'));
+    }
+}

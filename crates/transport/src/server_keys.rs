@@ -12,9 +12,19 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// nena's state directory: `$XDG_STATE_HOME/nena`, else `$HOME/.local/state/nena`.
+/// nena's state directory: systemd's `$STATE_DIRECTORY` (a unit's `StateDirectory=`, the
+/// first if several), else `$XDG_STATE_HOME/nena`, else `$HOME/.local/state/nena`.
 pub fn state_dir() -> Result<PathBuf> {
     let non_empty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    if let Some(d) = non_empty("STATE_DIRECTORY") {
+        let first = d
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        return Ok(PathBuf::from(first));
+    }
     if let Some(d) = non_empty("XDG_STATE_HOME") {
         return Ok(PathBuf::from(d).join("nena"));
     }
@@ -298,7 +308,15 @@ impl ServerKeyCheck {
         };
         match known.remember(name, key) {
             Ok(true) => {
-                log::warn!(
+                // Said where a person reads it (a terminal); in a service's log, at info.
+                use std::io::IsTerminal;
+                let level = if std::io::stderr().is_terminal() {
+                    log::Level::Warn
+                } else {
+                    log::Level::Info
+                };
+                log::log!(
+                    level,
                     "first contact with {name}: its key {} is now pinned in {} (trust on first use; \
                      a later change is refused)",
                     KeyText(key),

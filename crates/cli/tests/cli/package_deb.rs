@@ -467,6 +467,7 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
     let payload = text(300_000, 22);
     let src = tmp.join("letter.txt");
     std::fs::write(&src, &payload).unwrap();
+    let known = tmp.join("known_servers");
     let to = server(&lab, 4433);
     let out = client(
         &lab,
@@ -475,6 +476,9 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
             src.to_str().unwrap(),
             "--to",
             &to,
+            // the unit's own server key, not the one the test run's clients pinned
+            "--known-servers",
+            known.to_str().unwrap(),
             PATHS[0],
             PATHS[1],
             PATHS[2],

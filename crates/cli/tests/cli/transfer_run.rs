@@ -132,7 +132,7 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
             "--listen",
             &listen,
             "--mode",
-            "aead,stream,plain",
+            "aead,stream",
             "--allow",
             "198.18.3.2:8000",
             "--token-file",
@@ -216,7 +216,23 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     // and the check above finds it.
     let cap2 = dir.join("control.pcap");
     let capture = lab.capture(Link::Untrusted, &cap2).unwrap();
-    let mut plain = session_args(&listen, "plain", Some(token));
+    // (a token is refused with plain: a proxy server of its own, without one)
+    let plain_listen = server(&lab, 7605);
+    let _plain_ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "proxy",
+            "server",
+            "--listen",
+            &plain_listen,
+            "--mode",
+            "plain",
+            "--allow",
+            "198.18.3.2:8000",
+        ],
+    );
+    let mut plain = session_args(&plain_listen, "plain", None);
     plain.extend_from_slice(&["curl", "-sS", "--max-time", "30", url]);
     let out = nena_run(&lab, &plain);
     assert!(out.status.success() && out.stdout == body);

@@ -625,11 +625,10 @@ impl Gate {
     }
 
     /// Nena closed the untrusted subflow from `local` during the first flight: why the
-    /// connection stays single-path (in-kernel PM), said once per process and kept for the
-    /// report.
+    /// connection stays single-path (in-kernel PM), logged (info) and kept for the report.
     fn withdrew(&mut self, local: SocketAddr, line: String) {
         self.withdrawn.push(local);
-        crate::notes::say_once(&format!("withdrawn {}", local.ip()), &line);
+        log::info!("{line}");
         self.notes.push(line);
     }
 
@@ -896,7 +895,10 @@ impl Gate {
     /// (recovered unless recovery is off), the in-kernel PM's `subflow` endpoints (watched).
     fn watched_paths(&self) -> Option<(Vec<IpAddr>, bool)> {
         match self.pm() {
-            PmKind::Userspace => Some((self.machine.recovery_paths()?, self.recover)),
+            // Without recovery nothing waits for an announcement or watches: as before.
+            PmKind::Userspace => {
+                Some((self.machine.recovery_paths()?, true)).filter(|_| self.recover)
+            }
             PmKind::Kernel => {
                 let eps: Vec<IpAddr> = self
                     .kernel_endpoints

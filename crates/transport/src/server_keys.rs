@@ -271,6 +271,14 @@ impl KnownServers {
     }
 }
 
+static SERVICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process is a service (a proxy client, the gateway, `nena run`): a first contact is
+/// logged at info, beside its sessions, instead of as a warning for a person to read.
+pub fn first_contact_at_info() {
+    SERVICE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Which server key a client expects ([`crate::conn::ClientOptions::server_key`]).
 #[derive(Debug, Clone)]
 pub enum ServerKeyCheck {
@@ -308,12 +316,12 @@ impl ServerKeyCheck {
         };
         match known.remember(name, key) {
             Ok(true) => {
-                // Said where a person reads it (a terminal); in a service's log, at info.
-                use std::io::IsTerminal;
-                let level = if std::io::stderr().is_terminal() {
-                    log::Level::Warn
-                } else {
+                // Said to a person running a command; in a service's log (proxy client,
+                // gateway, `nena run`: every session would say it), at info.
+                let level = if SERVICE.load(std::sync::atomic::Ordering::Relaxed) {
                     log::Level::Info
+                } else {
+                    log::Level::Warn
                 };
                 log::log!(
                     level,

@@ -63,6 +63,7 @@ pub struct GatewayArgs {
 
 pub fn gateway(a: GatewayArgs) -> CmdResult {
     a.config.log();
+    nena_transport::server_keys::first_contact_at_info();
     check_client(&a.common)?;
     let opts = a.common.options(&a.via, false)?;
     if opts.modes.contains(&nena_proto::Mode::KatoMpc) {

@@ -109,6 +109,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
     match c {
         ProxyCmd::Client(a) => {
             a.config.log();
+            nena_transport::server_keys::first_contact_at_info();
             check_client(&a.common)?;
             let mut opts = a.common.options(&a.to, false)?;
             let _mpc = a.common.attach_mpc(&mut opts)?;

@@ -285,6 +285,7 @@ fn status_code(s: std::process::ExitStatus) -> u8 {
 
 /// `nena run`: CMD's exit status, or why it could not run.
 pub fn run(a: RunArgs) -> Result<u8, Exit> {
+    nena_transport::server_keys::first_contact_at_info();
     if !a.mptcp_only {
         check_client(&a.common)?;
     } else if a.common.token_file.is_some() {

@@ -557,6 +557,12 @@ pub(crate) fn canonical(a: IpAddr) -> IpAddr {
     }
 }
 
+/// The same socket address, an IPv4-mapped IPv6 address being its IPv4 address (events and
+/// `MPTCP_FULL_INFO` may spell one address in the two ways).
+pub(crate) fn same_addr(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && canonical(a.ip()) == canonical(b.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,15 +184,7 @@ pub enum Refusal {
     OutOfOrder(&'static str),
 }
 
-/// The same socket address, an IPv4-mapped IPv6 address being its IPv4 address (events and
-/// `MPTCP_FULL_INFO` may spell one address in the two ways).
-fn same(a: SocketAddr, b: SocketAddr) -> bool {
-    let canon = |ip: IpAddr| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    };
-    a.port() == b.port() && canon(a.ip()) == canon(b.ip())
-}
+use crate::path::same_addr as same;
 
 fn show(a: &Option<SocketAddr>) -> String {
     a.map_or("?".into(), |a| a.to_string())

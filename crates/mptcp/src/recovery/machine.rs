@@ -215,17 +215,7 @@ pub struct RecoveryMachine {
     watch: bool,
 }
 
-/// Canonical form of an address (an IPv4-mapped IPv6 address is its IPv4 address).
-fn canon(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-fn same(a: SocketAddr, b: SocketAddr) -> bool {
-    a.port() == b.port() && canon(a.ip()) == canon(b.ip())
-}
+use crate::path::{canonical as canon, same_addr as same};
 
 impl RecoveryMachine {
     /// A machine for the connection to `remote` whose released paths are `paths` (local

@@ -275,10 +275,9 @@ mod tests {
 
     fn unhex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        data_encoding::HEXLOWER_PERMISSIVE
+            .decode(s.as_bytes())
+            .unwrap()
     }
 
     fn arr(s: &str) -> [u8; 32] {

@@ -357,10 +357,9 @@ const V1_HELLO: &str = "8b4e454e410101004501044\
 
 fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    data_encoding::HEXLOWER_PERMISSIVE
+        .decode(s.as_bytes())
+        .unwrap()
 }
 
 /// The policy for version-1 peers: refused both ways, with a message that says which side

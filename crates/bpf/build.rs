@@ -39,6 +39,8 @@ fn main() {
     skeleton(&out, "attack", "forge", &asm_include, &[]);
     // `nena run`: the cgroup connect/sockops redirect and the mptcpize hook.
     skeleton(&out, "run", "run", &asm_include, &[]);
+    // The first-flight hold of the in-kernel path manager (nena-mptcp's gate).
+    skeleton(&out, "hold", "hold", &asm_include, &[]);
     // The papers' negotiation (`--mode kato-mpc`): marks and MPTCP keys.
     skeleton(&out, "mpc", "mpc", &asm_include, &[]);
     // The coupled congestion controls (struct_ops): kernel types from `bpf/cc/cc.h`,

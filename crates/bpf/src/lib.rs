@@ -8,6 +8,9 @@
 //! - [`run`]: `nena run`'s cgroup programs (TCP connects to the local proxy, or made MPTCP).
 //! - [`mpc`]: the papers' negotiation for `--mode kato-mpc` (marks on SYN and SYN-ACK, MPTCP
 //!   keys), and [`mpc::strip`], the middlebox that removes a mark.
+//! - [`hold`]: the first-flight hold of the in-kernel path manager (a cgroup egress program
+//!   that keeps a connection's payload off untrusted interfaces until its first flight is
+//!   acknowledged), provided to nena-mptcp's gate.
 //! - [`attack`]: the lab's active attackers (`nena lab tamper`: one byte of one segment
 //!   altered; `nena lab forge`: a chosen pattern XORed at a data sequence number).
 //! - [`cc`]: coupled congestion controls (LIA, OLIA, BALIA, EWTCP) as struct_ops.
@@ -18,6 +21,7 @@
 pub mod attack;
 pub mod cc;
 pub mod chains;
+pub mod hold;
 pub mod libbpf_log;
 pub mod mpc;
 pub mod run;

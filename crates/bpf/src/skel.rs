@@ -62,3 +62,9 @@ pub mod balia {
 pub mod ewtcp {
     include!(concat!(env!("OUT_DIR"), "/ewtcp.skel.rs"));
 }
+
+/// `bpf/hold/hold.bpf.c`: the first-flight hold of the in-kernel path manager.
+#[allow(clippy::all, clippy::pedantic, unsafe_op_in_unsafe_fn, missing_docs)]
+pub mod hold {
+    include!(concat!(env!("OUT_DIR"), "/hold.skel.rs"));
+}

@@ -111,6 +111,14 @@ fn main() -> ExitCode {
     // libbpf's raw lines only with -v (nena says what failed in one line of its own)
     #[cfg(feature = "policy")]
     nena_bpf::libbpf_log::route_to_log();
+    // The first-flight hold of the in-kernel path manager, loaded at the first connection
+    // that needs it (nena-mptcp's gate).
+    #[cfg(feature = "policy")]
+    nena_mptcp::hold::provide(nena_bpf::hold::BpfHold::factory);
+    #[cfg(not(feature = "policy"))]
+    nena_mptcp::hold::provide(|| {
+        Err("this nena was built without BPF (cargo feature `policy`)".to_string())
+    });
     let result = match cli.command {
         Command::Codec(c) => cmd::codec::run(c),
         Command::Bench(c) => cmd::bench::run(c),

@@ -179,6 +179,13 @@ pub(crate) fn prepare(
     })?;
     check_trusted_route(remote.ip(), source, &iface)?;
     let pm = crate::pm_kind()?;
+    // The first-flight hold is made (its BPF loaded, once per process) before connecting,
+    // not between the connect and the first write, where the time it takes would let the
+    // in-kernel PM's subflows open before the first flight (the gate uses it, or refuses
+    // with its error, in Gate::open).
+    if pm == PmKind::Kernel {
+        let _ = crate::hold::get();
+    }
     // Open the netlink socket now, in the namespace the connection lives in (the gate may be
     // used later from another thread). Userspace PM needs it; in-kernel PM only reads the
     // endpoints from it, for diagnostics.

@@ -116,6 +116,7 @@
 mod client;
 pub mod diag;
 pub mod gate;
+pub mod hold;
 pub mod notes;
 pub mod path;
 pub mod pm;

@@ -248,7 +248,11 @@ enum Phase {
         /// ([`GateMachine::withdraw_untrusted`]), with nothing sent: their going is expected.
         withdrawn: Vec<Listed>,
     },
-    Acked,
+    /// The first flight is acknowledged; `withdrawn` as in `FirstFlight` (a closed subflow
+    /// stays listed until the MPTCP worker unlinks it).
+    Acked {
+        withdrawn: Vec<Listed>,
+    },
     Released,
     Refused(Refusal),
 }
@@ -281,6 +285,11 @@ pub struct GateMachine {
     /// overruns is [`PathEvent::Lost`]): a join is known to have been established only if
     /// its SUB_ESTABLISHED event came.
     events: bool,
+    /// Payload of the connection leaves only by trusted interfaces until the first flight
+    /// is acknowledged ([`crate::hold`]): an untrusted subflow's `bytes_sent` then counts
+    /// segments the hold dropped, not bytes that crossed, so they refuse nothing; such a
+    /// subflow must be withdrawn before the connection may proceed.
+    held: bool,
     phase: Phase,
 }
 
@@ -294,6 +303,7 @@ impl GateMachine {
             remote,
             fallback,
             events: false,
+            held: false,
             phase: Phase::Opened,
         }
     }
@@ -312,16 +322,23 @@ impl GateMachine {
         self
     }
 
+    /// Whether payload is held to trusted interfaces ([`GateMachine::set_held`]).
+    pub fn set_held(&mut self, on: bool) {
+        self.held = on;
+    }
+
     /// Whether the untrusted subflow from `local` may have carried payload: its
     /// establishment was reported, or events are not watched (nothing proves it was not).
+    /// Never while payload is held: nothing of it left by an untrusted interface.
     fn may_have_carried(&self, local: SocketAddr) -> bool {
-        !self.events
-            || match &self.phase {
-                Phase::FirstFlight { established, .. } => {
-                    established.iter().any(|a| same(*a, local))
-                }
-                _ => true,
-            }
+        !self.held
+            && (!self.events
+                || match &self.phase {
+                    Phase::FirstFlight { established, .. } => {
+                        established.iter().any(|a| same(*a, local))
+                    }
+                    _ => true,
+                })
     }
 
     pub fn policy(&self) -> &ResolvedPolicy {
@@ -361,7 +378,7 @@ impl GateMachine {
             Phase::Opened => Stage::Opened,
             Phase::Connected => Stage::Connected,
             Phase::FirstFlight { .. } => Stage::FirstFlight,
-            Phase::Acked => Stage::Acked,
+            Phase::Acked { .. } => Stage::Acked,
             Phase::Released => Stage::Released,
             Phase::Refused(_) => Stage::Refused,
         }
@@ -416,7 +433,9 @@ impl GateMachine {
             _ => return self.out_of_order("before_first_flight called twice"),
         }
         if self.fallback {
-            self.phase = Phase::Acked;
+            self.phase = Phase::Acked {
+                withdrawn: Vec::new(),
+            };
             return Ok(Verdict::Proceed);
         }
         if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted_sf(s)) {
@@ -446,12 +465,18 @@ impl GateMachine {
                 token: t,
                 local: Some(l),
                 ..
-            } if t == token && (self.is_withdrawn(l) || !self.may_have_carried(l)) => Ok(()),
+            } if t == token && (self.is_withdrawn(l) || !self.may_have_carried(l)) => {
+                // Held, it carried nothing even if established: no longer expected either.
+                if let Phase::FirstFlight { established, .. } = &mut self.phase {
+                    established.retain(|a| !same(*a, l));
+                }
+                Ok(())
+            }
             PathEvent::SubflowClosed {
                 token: t,
                 local,
                 iface,
-            } if t == token && !self.trusted(local, iface) => {
+            } if t == token && !self.held && !self.trusted(local, iface) => {
                 self.refuse(Refusal::UntrustedClosed { local }).map(drop)
             }
             PathEvent::SubflowEstablished {
@@ -477,16 +502,24 @@ impl GateMachine {
     pub fn poll_first_flight(&mut self, len: u64, snap: &Snapshot) -> Result<Verdict, Refusal> {
         match &self.phase {
             Phase::FirstFlight { .. } => {}
-            Phase::Acked | Phase::Released => return Ok(Verdict::Proceed),
+            Phase::Acked { .. } | Phase::Released => return Ok(Verdict::Proceed),
             _ => return self.out_of_order("call before_first_flight first"),
         }
         if let Some(sf) = snap
             .subflows
             .iter()
-            .find(|s| !self.trusted_sf(s) && s.bytes_sent > 0)
+            .find(|s| !self.held && !self.trusted_sf(s) && s.bytes_sent > 0)
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
+        // Held payload on an untrusted subflow leaves once the hold ends: not before that
+        // subflow is withdrawn.
+        let held_back = self.held
+            && snap.subflows.iter().any(|s| {
+                !self.trusted_sf(s)
+                    && s.bytes_sent > 0
+                    && s.local.is_none_or(|l| !self.is_withdrawn(l))
+            });
         let now: Vec<Listed> = snap
             .subflows
             .iter()
@@ -537,8 +570,12 @@ impl GateMachine {
                     .iter()
                     .any(|s| s.local.is_some_and(|a| same(a, *l)))
         });
-        if acked >= len && !unaccounted {
-            self.phase = Phase::Acked;
+        if acked >= len && !unaccounted && !held_back {
+            let withdrawn = match &mut self.phase {
+                Phase::FirstFlight { withdrawn, .. } => std::mem::take(withdrawn),
+                _ => Vec::new(),
+            };
+            self.phase = Phase::Acked { withdrawn };
             Ok(Verdict::Proceed)
         } else {
             Ok(Verdict::Wait { acked })
@@ -575,7 +612,7 @@ impl GateMachine {
 
     fn withdrawn(&self) -> &[Listed] {
         match &self.phase {
-            Phase::FirstFlight { withdrawn, .. } => withdrawn,
+            Phase::FirstFlight { withdrawn, .. } | Phase::Acked { withdrawn } => withdrawn,
             _ => &[],
         }
     }
@@ -605,7 +642,7 @@ impl GateMachine {
             .filter(|s| !self.trusted_sf(s))
             .copied()
             .collect();
-        if let Some(sf) = untrusted.iter().find(|s| s.bytes_sent > 0) {
+        if let Some(sf) = untrusted.iter().find(|s| !self.held && s.bytes_sent > 0) {
             return self
                 .refuse(Refusal::UntrustedSent { local: sf.local })
                 .map(|_| vec![]);
@@ -638,14 +675,19 @@ impl GateMachine {
     /// that it too arrived over trusted subflows only. Before release only.
     pub fn check_idle(&mut self, snap: &Snapshot, received: bool) -> Result<Verdict, Refusal> {
         match self.phase {
-            Phase::Connected | Phase::FirstFlight { .. } | Phase::Acked => {}
+            Phase::Connected | Phase::FirstFlight { .. } | Phase::Acked { .. } => {}
             Phase::Opened => return self.out_of_order("check the initial subflow first"),
             _ => return self.out_of_order("untrusted subflows carry data once they are released"),
         }
         if self.fallback {
             return Ok(Verdict::Proceed);
         }
-        for sf in snap.subflows.iter().filter(|s| !self.trusted_sf(s)) {
+        for sf in snap
+            .subflows
+            .iter()
+            .filter(|s| !self.trusted_sf(s))
+            .filter(|s| s.local.is_none_or(|l| !self.is_withdrawn(l)))
+        {
             if sf.bytes_sent > 0 {
                 return self.refuse(Refusal::UntrustedSent { local: sf.local });
             }
@@ -662,7 +704,7 @@ impl GateMachine {
     /// call releases nothing more.
     pub fn release(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
         match self.phase {
-            Phase::Acked => {}
+            Phase::Acked { .. } => {}
             Phase::Released => return Ok(Verdict::Release { open: Vec::new() }),
             _ => return self.out_of_order("the first flight is not acknowledged yet"),
         }
@@ -963,6 +1005,65 @@ mod tests {
         assert!(!r.is_unverifiable());
         assert_eq!(m.refusal(), Some(&r));
         assert_final(&mut m, &s);
+    }
+
+    /// Held ([`crate::hold`]): an untrusted subflow's sent bytes were dropped by the hold,
+    /// not carried, so they refuse nothing, but the connection proceeds only once that
+    /// subflow is withdrawn (its queued bytes would leave when the hold ends); its close,
+    /// even one the kernel made itself, refuses nothing; and the check after the peer's
+    /// first flight skips the withdrawn subflow still listed while it closes.
+    #[test]
+    fn held_bytes_on_an_untrusted_subflow_withdraw_it_instead_of_refusing() {
+        let mut m = in_flight(PmKind::Kernel);
+        m.set_held(true);
+        let join = |id, port, sent| SubflowSnapshot {
+            id,
+            ..sf(U, port, sent, 0)
+        };
+        m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
+            token: TOKEN,
+            local: sa(U, 41000),
+        })
+        .unwrap();
+        // acknowledged, but the join holds 1200 bytes: wait for its withdrawal
+        let s = snap(1200, vec![sf(T, 40000, 2400, 0), join(2, 41000, 1200)]);
+        assert_eq!(
+            m.poll_first_flight(LEN, &s),
+            Ok(Verdict::Wait { acked: 1200 })
+        );
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![join(2, 41000, 1200)]));
+        // withdrawn and still listed while it closes: proceed
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        assert_eq!(m.check_idle(&s, true), Ok(Verdict::Proceed));
+
+        // a held join the kernel closed by itself carried nothing either
+        let mut m = in_flight(PmKind::Kernel);
+        m.set_held(true);
+        m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
+            token: TOKEN,
+            local: sa(U, 41001),
+        })
+        .unwrap();
+        let s = snap(0, vec![sf(T, 40000, 1200, 0), join(3, 41001, 600)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        m.on_event(PathEvent::SubflowClosed {
+            iface: None,
+            token: TOKEN,
+            local: sa(U, 41001),
+        })
+        .unwrap();
+        let s = snap(1200, vec![sf(T, 40000, 1200, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+
+        // not held: the same bytes refuse
+        let mut m = in_flight(PmKind::Kernel);
+        let s = snap(1200, vec![sf(T, 40000, 2400, 0), join(2, 41000, 1200)]);
+        assert!(matches!(
+            m.poll_first_flight(LEN, &s),
+            Err(Refusal::UntrustedSent { .. })
+        ));
     }
 
     /// The first flight is late: the untrusted subflows listed now are answered once, for

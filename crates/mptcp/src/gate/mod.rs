@@ -115,6 +115,9 @@ pub struct Gate {
     guard: Duration,
     /// A refusal made the socket's close abortive (`SO_LINGER` 0).
     aborted: bool,
+    /// In-kernel PM: the connection's payload held to its trusted interfaces until the
+    /// first flight is acknowledged ([`crate::hold`]); released when dropped.
+    held: Option<crate::hold::Held>,
     /// The interface each trusted-address subflow was found to leave by ([`Gate::leaves_by`]),
     /// by (local, remote): looked up once per subflow, not at every poll.
     paths: std::sync::Mutex<std::collections::HashMap<(SocketAddr, SocketAddr), Option<u32>>>,
@@ -162,12 +165,53 @@ impl Gate {
             flight_at: None,
             guard: Duration::ZERO,
             aborted: false,
+            held: None,
             paths: Default::default(),
         };
         let snap = gate.snapshot()?;
         gate.token = snap.conn.token;
+        if gate.pm() == PmKind::Kernel && !gate.is_fallback() {
+            gate.hold()?;
+        }
         gate.machine.connected(&snap)?;
         Ok(gate)
+    }
+
+    /// In-kernel PM: holds the connection's payload to its trusted interfaces until the
+    /// first flight is acknowledged ([`crate::hold`]), before anything is written. A process
+    /// that provided no hold goes without (the gate's own reaction only); one whose hold
+    /// cannot be made refuses, naming why.
+    fn hold(&mut self) -> Result<(), MptcpError> {
+        let Some(hold) = crate::hold::get() else {
+            return Ok(());
+        };
+        let trusted: Vec<u32> = self
+            .machine
+            .policy()
+            .trusted_ifaces()
+            .iter()
+            .map(|i| i.index)
+            .collect();
+        let held = hold.map_err(str::to_string).and_then(|h| {
+            if self.token == 0 {
+                return Err("the kernel gave the connection no token".to_string());
+            }
+            crate::hold::Held::new(h, self.token, &trusted)
+        });
+        match held {
+            Ok(h) => {
+                self.held = Some(h);
+                self.machine.set_held(true);
+                Ok(())
+            }
+            Err(e) => Err(MptcpError::Policy(format!(
+                "trusted-path-first with the in-kernel path manager: nena cannot hold the first \
+                 flight to the trusted interfaces ({e}), and the kernel may send it on an \
+                 untrusted subflow it opens by itself sooner than nena can close that; refusing \
+                 the connection. Run nena with CAP_BPF and CAP_NET_ADMIN, or use the userspace \
+                 path manager (sysctl net.mptcp.path_manager=userspace)"
+            ))),
+        }
     }
 
     /// The socket this gate watches.
@@ -540,6 +584,24 @@ impl Gate {
             let (snap, infos) = self.read()?;
             // Events after the snapshot: a subflow closed before it was read is reported.
             self.feed_events()?;
+            // Held: payload queued on an untrusted subflow (sent into the hold, or not sent
+            // yet) leaves once the hold ends, so that subflow is closed first. The snapshot
+            // reads the connection's ACK before the subflows: what the kernel queued before
+            // the first flight was acknowledged is seen here.
+            const TCP_CLOSE: u8 = 7;
+            if self.held.is_some()
+                && infos.iter().any(|i| {
+                    i.state != TCP_CLOSE
+                        && (i.bytes_sent > 0 || i.notsent_bytes > 0)
+                        && !self.trust_of(i).is_trusted()
+                        && i.local.is_some_and(|l| {
+                            !self.withdrawn.iter().any(|w| crate::path::same_addr(*w, l))
+                        })
+                })
+            {
+                self.withdraw_untrusted(&snap, &infos)?;
+                return Ok(false);
+            }
             let verdict = self
                 .machine
                 .poll_first_flight(len, &snap)
@@ -550,6 +612,7 @@ impl Gate {
                     );
                 })?;
             if verdict == Verdict::Proceed {
+                self.end_hold();
                 return Ok(true);
             }
             // Not acked yet. The kernel sends what it has not had acknowledged on a subflow
@@ -573,7 +636,25 @@ impl Gate {
             }
             Ok(false)
         } else {
-            Ok(self.machine.poll_first_flight(len, &Snapshot::default())? == Verdict::Proceed)
+            let done =
+                self.machine.poll_first_flight(len, &Snapshot::default())? == Verdict::Proceed;
+            if done {
+                self.end_hold();
+            }
+            Ok(done)
+        }
+    }
+
+    /// The first flight is acknowledged and no untrusted subflow holds bytes: the
+    /// connection's payload may leave by any interface again ([`crate::hold`]).
+    fn end_hold(&mut self) {
+        if let Some(h) = self.held.take() {
+            log::debug!(
+                "first flight acknowledged: hold released ({} packet(s) kept off untrusted \
+                 interfaces)",
+                h.dropped()
+            );
+            self.machine.set_held(false);
         }
     }
 
@@ -676,6 +757,7 @@ impl Gate {
                 ))))
             }
         };
+        self.end_hold();
         let mut report = ReleaseReport::default();
         if !first || self.is_fallback() {
             self.settle();

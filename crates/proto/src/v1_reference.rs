@@ -31,7 +31,8 @@ const VERSION_1: u8 = 0x01;
 pub const HELLO_LEN: usize = 78;
 /// Its accept: header 9, mode id and length 2, suite 1, X25519 share 32, confirmation 32.
 pub const ACCEPT_LEN: usize = 76;
-/// The client's confirm: header 9, tag 32 (as in version 2).
+/// The client's confirm: header 9, tag 32 (as in version 2, whose header it carries, since
+/// the sessions that read it are today's).
 pub const CONFIRM_LEN: usize = 41;
 /// Entropy of a version-1 client: its X25519 secret, then `r_c`.
 pub const CLIENT_ENTROPY_LEN: usize = SHARE_LEN + RC_LEN;
@@ -127,7 +128,8 @@ impl Client1 {
         if !tags_equal(&s.tag("s confirm", &s.th), &accept[44..]) {
             return Err(HandshakeError::ConfirmationFailed);
         }
-        let mut confirm = header(0x04, TAG_LEN).to_vec();
+        // (Today's header: the session that reads it is today's; 41 bytes as in version 1.)
+        let mut confirm = crate::wire::header(crate::wire::TYPE_CONFIRM, TAG_LEN).to_vec();
         confirm.extend_from_slice(&s.tag("c confirm", &sha256(&[&self.hello, accept])));
         let (c2s, s2c) = s.traffic();
         let keys = Keys::Crypto {

@@ -9,7 +9,7 @@ use nena_bench::harness::HarnessConfig;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Timed samples of each handshake (the median is reported).
-    #[arg(long, default_value = "51")]
+    #[arg(long, default_value = "201")]
     pub samples: usize,
     /// Print one JSON object instead of the table.
     #[arg(long)]
@@ -22,8 +22,9 @@ pub fn run(a: Args) -> CmdResult {
     }
     let cfg = HarnessConfig {
         samples: a.samples,
-        // A handshake takes some 100 us: batches of a few, 20 ms per sample.
-        sample_time: std::time::Duration::from_millis(20),
+        // A handshake takes some 0.1 to 1 ms: samples of a few handshakes, short enough for
+        // the median to escape preemption on a shared machine.
+        sample_time: std::time::Duration::from_millis(2),
         warmup: std::time::Duration::from_millis(200),
         max_job_time: std::time::Duration::from_secs(30),
     };

@@ -101,7 +101,7 @@ fn groups_of(name: &str, gid: u32) -> Result<Vec<libc::gid_t>> {
     let c = CString::new(name).map_err(|_| anyhow!("a user name with a NUL byte"))?;
     let mut n: libc::c_int = 64;
     loop {
-        let mut groups = vec![0 as libc::gid_t; n as usize];
+        let mut groups: Vec<libc::gid_t> = vec![0; n as usize];
         let want = n;
         // SAFETY: `groups` holds `n` entries; getgrouplist writes at most that many and
         // sets `n` to the number it found.

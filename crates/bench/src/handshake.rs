@@ -136,7 +136,7 @@ pub fn run(cfg: &HarnessConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Re
         first_flight_bytes: f,
         answer_bytes: a,
         confirm_bytes: c,
-        handshake: s.clone(),
+        handshake: *s,
     };
     let before = variant("version 1: X25519 alone, no server key", 1, b, &stats[0]);
     let after = variant(

@@ -485,7 +485,8 @@ fn nena_run_starts_cmd_as_the_sudo_caller_or_the_named_user_and_still_carries_it
         (lines, rest.to_vec())
     };
     let nobody = ("65534", "65534");
-    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>); 2] = [
+    // (what, nena run's own arguments, SUDO_UID and SUDO_GID)
+    let cases = [
         (
             "under sudo",
             vec![],

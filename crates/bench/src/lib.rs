@@ -24,6 +24,9 @@
 //!   C code in [`paper_c`]), and [`primitives`], the comparison of crypto primitives from
 //!   ring, aws-lc-rs, RustCrypto and OpenSSL (run by the `primitives` example); the codec
 //!   table's subjects are [`ciphers`], [`kato`], [`session`] and [`subject`].
+//! - [`handshake`]: `nena bench handshake`, issue 41's handshake (X25519 + ML-KEM-768,
+//!   the server's signature) against version 1's (X25519 alone), timed in one run, and
+//!   their first flights' sizes.
 //! - [`lab_ends`]: the two ends the lab benches compare (`nena serve` and a bare
 //!   kernel-MPTCP listener), a nena client's options, one raw exchange.
 //! - [`harness`]: a small measurement harness (and the median the benches share); [`host`]:
@@ -37,6 +40,7 @@ pub mod ciphers;
 pub mod codec;
 pub mod emulation;
 pub mod fairness;
+pub mod handshake;
 pub mod harness;
 pub mod host;
 #[cfg(feature = "openssl")]

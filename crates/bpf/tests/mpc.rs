@@ -121,6 +121,63 @@ fn option_marks_and_keys_under_test_run() {
     }
 }
 
+/// A server's table of completed handshakes filled to the brim with made-up entries (as a
+/// flood of real handshakes nobody accepts would leave it): the next connection's completing
+/// ACK is still recorded with its keys and marks, the table stays at its size; a sweep
+/// deletes the entries older than a minute and leaves the fresh ones.
+#[test]
+fn a_full_table_of_completed_handshakes_still_records_the_next_one_and_sweeps() {
+    let server = MpcBed::new(4433, MpcRole::Server, MpcMethod::Option)
+        .expect("loading the mpc programs (root and BPF needed)");
+    let table = server.established().unwrap();
+    let cap = table.capacity();
+    assert_eq!(cap, 16384);
+    assert_eq!(table.fill(cap, 4433, Duration::from_secs(0)).unwrap(), cap);
+    // (An LRU map may push an entry out a little before it holds its size: per-CPU free
+    // lists.)
+    assert!(
+        table.len() >= cap as usize * 9 / 10,
+        "full: {}",
+        table.len()
+    );
+    let (kc, ks) = (0x0102_0304_0506_0708u64, 0x1112_1314_1516_1718u64);
+    let syn = Tcp::new(C, S, 40009, 4433)
+        .flags(TCP_SYN)
+        .opt(&[&syn_opts()[..], &[253, 4, 0x4e, 0x45]].concat())
+        .build();
+    server.run(&syn, false).unwrap();
+    let synack = Tcp::new(S, C, 4433, 40009)
+        .flags(TCP_SYN | TCP_ACK)
+        .opt(&mp::capable(&[ks]))
+        .build();
+    server.run(&synack, true).unwrap();
+    let ack = Tcp::new(C, S, 40009, 4433)
+        .flags(TCP_ACK)
+        .opt(&[&mp::capable(&[kc, ks])[..], &[253, 4, 0x4e, 0x45]].concat())
+        .build();
+    server.run(&ack, false).unwrap();
+    assert!(table.len() <= cap as usize, "bounded");
+    let r = server
+        .flow(sa(S, 4433), sa(C, 40009))
+        .unwrap()
+        .expect("the completed handshake is recorded in the full table");
+    assert!(r.confirmed && r.requested && r.consented, "{r:?}");
+    assert_eq!(r.local_key, Some(ks.to_be_bytes()));
+    assert_eq!(r.remote_key, Some(kc.to_be_bytes()));
+    // The sweep: 100 stale entries go, the fresh ones (and the real one) stay.
+    let fresh = MpcBed::new(4433, MpcRole::Server, MpcMethod::Option).unwrap();
+    let t = fresh.established().unwrap();
+    assert_eq!(t.fill(100, 4433, Duration::from_secs(120)).unwrap(), 100);
+    assert_eq!(t.sweep(), 100);
+    assert!(t.is_empty());
+    assert_eq!(
+        table.sweep(),
+        0,
+        "nothing in the full table is a minute old"
+    );
+    assert!(server.flow(sa(S, 4433), sa(C, 40009)).unwrap().is_some());
+}
+
 #[test]
 fn no_confirmation_without_a_consent_and_no_record_without_a_handshake() {
     let client = MpcBed::new(4433, MpcRole::Client, MpcMethod::Option)
@@ -311,11 +368,9 @@ fn connect_with_policy(
     c2.read_exact(&mut b).unwrap();
     let (cl, cr) = (c.local_addr().unwrap(), c.peer_addr().unwrap());
     let (sl, sr) = (s.local_addr().unwrap(), s.peer_addr().unwrap());
-    let client = cg.flow_with_keys(cl, cr, Duration::from_secs(1)).unwrap();
-    let server = sg
-        .as_ref()
-        .map(|g| g.flow_with_keys(sl, sr, Duration::from_secs(1)).unwrap())
-        .unwrap_or(None);
+    // (Data crossed both ways: each side's record has its keys by now.)
+    let client = cg.flow(cl, cr).unwrap();
+    let server = sg.as_ref().map(|g| g.flow(sl, sr).unwrap()).unwrap_or(None);
     let client_fallback = nena_mptcp::is_fallback(c.as_fd()).unwrap();
     let server_fallback = nena_mptcp::is_fallback(s.as_fd()).unwrap();
     let client_token = nena_mptcp::info(c.as_fd()).ok().map(|i| i.token);

@@ -66,6 +66,11 @@ pub struct MpcObservation {
     pub fallback: bool,
     /// The programs saw this connection's MP_CAPABLE SYN at all.
     pub seen: bool,
+    /// This side's programs are attached but hold no record of the connection (a server:
+    /// none of the handshake that completed it, its table overrun or its completing ACK not
+    /// checked; a client: its SYN did not cross them): what was marked is unknown, so the
+    /// peer may scramble.
+    pub unrecorded: bool,
     /// The SYN carried the request (the client's program added it; the server's saw it).
     pub requested: bool,
     /// The SYN-ACK carried the consent (the server's program added it; the client's saw it).
@@ -87,6 +92,7 @@ impl std::fmt::Debug for MpcObservation {
         f.debug_struct("MpcObservation")
             .field("fallback", &self.fallback)
             .field("seen", &self.seen)
+            .field("unrecorded", &self.unrecorded)
             .field("requested", &self.requested)
             .field("consented", &self.consented)
             .field("confirmed", &self.confirmed)
@@ -187,6 +193,12 @@ pub enum MpcError {
     TokenMismatch { recorded: u32, socket: u32 },
     #[error("kato-mpc: the two MPTCP keys are the same")]
     SameKeys,
+    #[error(
+        "kato-mpc: nena's programs hold no record of this connection's handshake (their table \
+         was overrun, or it did not cross the interfaces they watch): what was agreed is \
+         unknown, so it is neither scrambled nor plain"
+    )]
+    Unrecorded,
 }
 
 /// Decides one connection (see the module's documentation). Plain unless the SYN carried
@@ -195,11 +207,15 @@ pub enum MpcError {
 /// and a consent removed on the way leaves both plain (the client does not confirm what it
 /// did not see). Once all three crossed, missing keys or a token that does not match are
 /// errors (the caller closes the connection) rather than plain, since the peer will
-/// scramble. Plain is a decision, not a permission: the caller refuses it unless the user
-/// allowed it ([`MpcDecision::refusal`]).
+/// scramble; so is a connection of which this side's programs hold no record at all
+/// (`unrecorded`: the peer may scramble). Plain is a decision, not a permission: the caller
+/// refuses it unless the user allowed it ([`MpcDecision::refusal`]).
 pub fn decide(role: Role, o: &MpcObservation) -> Result<MpcDecision, MpcError> {
     if o.fallback {
         return Ok(MpcDecision::Plain(PlainReason::Fallback));
+    }
+    if o.unrecorded {
+        return Err(MpcError::Unrecorded);
     }
     if !o.requested {
         return Ok(MpcDecision::Plain(PlainReason::NotRequested));
@@ -366,6 +382,31 @@ mod tests {
         assert_eq!(
             decide(Role::Client, &agreed(KC, KC)),
             Err(MpcError::SameKeys)
+        );
+    }
+
+    /// No record at all on a side whose programs are attached: an error whatever the user
+    /// allowed (the peer may scramble), never plain; a fallback stays plain (no keys exist).
+    #[test]
+    fn no_record_is_an_error_never_plain() {
+        let o = MpcObservation {
+            unrecorded: true,
+            socket_token: Some(1),
+            ..Default::default()
+        };
+        for role in [Role::Client, Role::Server] {
+            let e = decide(role, &o).unwrap_err();
+            assert_eq!(e, MpcError::Unrecorded);
+            assert!(e.to_string().contains("neither scrambled nor plain"), "{e}");
+        }
+        let o = MpcObservation {
+            fallback: true,
+            unrecorded: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            decide(Role::Server, &o),
+            Ok(MpcDecision::Plain(PlainReason::Fallback))
         );
     }
 

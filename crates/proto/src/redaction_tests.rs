@@ -173,6 +173,7 @@ fn mpc_types_hide_the_mptcp_keys() {
     let o = MpcObservation {
         fallback: false,
         seen: true,
+        unrecorded: false,
         requested: true,
         consented: true,
         confirmed: true,

@@ -8,7 +8,11 @@
 //! transport an [`MpcLookup`] to read what they recorded); [`mpc_session`] turns that into a
 //! kato session keyed by the MPTCP keys; without all three marks (request, consent,
 //! confirmation) each side refuses the connection before a byte of data is written or read,
-//! unless its user allowed plain (`allow_plain`: then plain on both sides, said so).
+//! unless its user allowed plain (`allow_plain`: then plain on both sides, said so). A
+//! connection of which the programs hold no record is refused either way. The wait for a
+//! record's keys is async (the runtime's timer, never a sleeping thread: the other sessions
+//! of a one-thread runtime go on meanwhile), and the record is forgotten once decided,
+//! whatever it held.
 //!
 //! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
 //! caller's first message as the first flight and no protection. It exists only as the
@@ -56,14 +60,45 @@ impl std::fmt::Debug for MpcSeen {
     }
 }
 
-/// Reads the record of the connection whose first subflow is (local, remote), waiting
-/// briefly for its keys; `Ok(None)`: the programs saw no such connection.
-type MpcLookupFn =
-    dyn Fn(SocketAddr, SocketAddr) -> Result<Option<MpcSeen>> + Send + Sync + 'static;
+/// The kato-mpc programs' records of connections, by the 4-tuple of a connection's first
+/// subflow as this host sees it (the command line that attached them implements it).
+pub trait MpcRecords: Send + Sync + 'static {
+    /// The record of the connection (local, remote) as it is now, without waiting (the
+    /// caller polls); `Ok(None)`: the programs hold none.
+    fn read(&self, local: SocketAddr, remote: SocketAddr) -> Result<Option<MpcSeen>>;
+    /// The connection's side decided: its record goes, whatever it held.
+    fn forget(&self, local: SocketAddr, remote: SocketAddr);
+}
 
 /// The kato-mpc programs' records, as the command line that attached them reads them.
 #[derive(Clone)]
-pub struct MpcLookup(pub std::sync::Arc<MpcLookupFn>);
+pub struct MpcLookup(pub std::sync::Arc<dyn MpcRecords>);
+
+/// How long a side waits for its record's keys (a third ACK lost on the way lets the first
+/// data segment carry them).
+pub const MPC_KEYS_WITHIN: Duration = Duration::from_secs(1);
+/// How often the record is read again meanwhile.
+const MPC_POLL: Duration = Duration::from_millis(5);
+
+/// The record of (local, remote), read until it holds both keys or [`MPC_KEYS_WITHIN`]
+/// passed, waiting on the runtime's timer; then forgotten, whatever it held.
+async fn await_record(
+    lookup: &MpcLookup,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> Result<Option<MpcSeen>> {
+    let end = tokio::time::Instant::now() + MPC_KEYS_WITHIN;
+    let r = loop {
+        let r = lookup.0.read(local, remote);
+        let keyed = matches!(&r, Ok(Some(s)) if s.local_key.is_some() && s.remote_key.is_some());
+        if keyed || r.is_err() || tokio::time::Instant::now() >= end {
+            break r;
+        }
+        tokio::time::sleep(MPC_POLL).await;
+    };
+    lookup.0.forget(local, remote);
+    r
+}
 
 impl std::fmt::Debug for MpcLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,8 +128,9 @@ impl MpcOutcome {
 /// The session of a kato-mpc connection on `fd`, from what the programs recorded (`lookup`
 /// None: no programs on this side, so no request or consent). Errors close the connection:
 /// both sides agreed but this one cannot scramble as the other will; or the connection
-/// would be plain and `allow_plain` is false (fail closed: the caller has written nothing).
-pub fn mpc_session(
+/// would be plain and `allow_plain` is false (fail closed: the caller has written nothing);
+/// or the programs hold no record of it (`lookup` given: the peer may scramble).
+pub async fn mpc_session(
     role: nena_proto::Role,
     fd: BorrowedFd<'_>,
     local: SocketAddr,
@@ -105,12 +141,17 @@ pub fn mpc_session(
     use nena_proto::mpc::{decide, MpcDecision, MpcObservation};
     let fallback = nena_mptcp::is_fallback(fd).unwrap_or(false);
     let seen = match (lookup, fallback) {
-        (Some(l), false) => (l.0)(local, remote)?,
-        _ => None,
+        (Some(l), false) => await_record(l, local, remote).await?,
+        (Some(l), true) => {
+            l.0.forget(local, remote);
+            None
+        }
+        (None, _) => None,
     };
     let obs = MpcObservation {
         fallback,
         seen: seen.is_some(),
+        unrecorded: lookup.is_some() && !fallback && seen.is_none(),
         requested: seen.is_some_and(|s| s.requested),
         consented: seen.is_some_and(|s| s.consented),
         confirmed: seen.is_some_and(|s| s.confirmed),
@@ -328,7 +369,8 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         remote,
         opts.mpc.as_ref(),
         opts.allow_plain,
-    )?;
+    )
+    .await?;
     if let Some(w) = outcome.warning() {
         log::warn!("{w} (--allow-plain)");
     }
@@ -597,7 +639,8 @@ pub async fn accept(
             remote,
             opts.mpc.as_ref(),
             opts.allow_plain,
-        )?;
+        )
+        .await?;
         if let Some(w) = outcome.warning() {
             log::warn!("{peer}: {w} (--allow-plain)");
         }
@@ -826,5 +869,89 @@ pub fn raise_nofile_limit() {
             lim.rlim_cur = lim.rlim_max;
             let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A record whose keys appear only when `keyed` is set, by another task.
+    #[derive(Default)]
+    struct Fake {
+        keyed: AtomicBool,
+        reads: AtomicUsize,
+        forgotten: AtomicUsize,
+    }
+
+    impl MpcRecords for Fake {
+        fn read(&self, _: SocketAddr, _: SocketAddr) -> Result<Option<MpcSeen>> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            let k = self.keyed.load(Ordering::Relaxed);
+            Ok(Some(MpcSeen {
+                requested: true,
+                consented: true,
+                confirmed: true,
+                local_key: Some([1; 8]),
+                remote_key: k.then_some([2; 8]),
+            }))
+        }
+        fn forget(&self, _: SocketAddr, _: SocketAddr) {
+            self.forgotten.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The wait for a record's keys yields its thread: on a one-thread runtime, the task
+    /// that gives the keys runs meanwhile and the wait ends with them, long before its
+    /// limit (a sleeping thread would never let that task run, and would end without keys
+    /// after [`MPC_KEYS_WITHIN`]). The record is forgotten once, also when it never gets
+    /// its keys.
+    #[test]
+    fn the_wait_for_keys_lets_the_runtimes_other_tasks_run() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let fake = Arc::new(Fake::default());
+        let lookup = MpcLookup(fake.clone());
+        let (l, r): (SocketAddr, SocketAddr) = (
+            "198.18.1.2:40000".parse().unwrap(),
+            "198.18.3.2:4433".parse().unwrap(),
+        );
+        let (seen, waited) = rt.block_on(async {
+            let f = fake.clone();
+            tokio::spawn(async move {
+                // Runs only when the waiting task yields the thread.
+                f.keyed.store(true, Ordering::Relaxed);
+            });
+            let t0 = tokio::time::Instant::now();
+            let seen = await_record(&lookup, l, r).await.unwrap();
+            (seen, t0.elapsed())
+        });
+        let seen = seen.expect("a record");
+        assert_eq!(
+            seen.remote_key,
+            Some([2; 8]),
+            "the keys the other task gave"
+        );
+        assert!(waited < MPC_KEYS_WITHIN, "{waited:?}");
+        assert_eq!(fake.forgotten.load(Ordering::Relaxed), 1);
+
+        // Never keyed: the wait ends at its limit, polled meanwhile, then forgotten.
+        let fake = Arc::new(Fake::default());
+        let lookup = MpcLookup(fake.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let seen = rt.block_on(await_record(&lookup, l, r)).unwrap().unwrap();
+        assert_eq!(seen.remote_key, None);
+        assert!(
+            fake.reads.load(Ordering::Relaxed) > 1,
+            "read again meanwhile"
+        );
+        assert_eq!(fake.forgotten.load(Ordering::Relaxed), 1);
     }
 }

@@ -3,7 +3,8 @@
 //! `known_servers` file, which pins each server's public key on first contact (trust on
 //! first use, as SSH's known_hosts) unless the user gives it (`--server-key`). The handshake
 //! itself checks the key (nena-proto); this module says which key to expect and remembers
-//! the first one.
+//! the first one. [`served_within`] tells a file server whether its key file lies in the
+//! directory it would serve (it then refuses to start).
 
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::{HandshakeError, KeyText, PublicKey, ServerKey, SERVER_KEY_LEN};
@@ -37,6 +38,54 @@ pub fn state_dir() -> Result<PathBuf> {
 /// The server's default key file: `server_key` in the state directory.
 pub fn default_key_file() -> Result<PathBuf> {
     Ok(state_dir()?.join("server_key"))
+}
+
+/// The path of `p` with every symbolic link of its longest existing ancestor resolved and
+/// `.` and `..` of the rest taken lexically (`p` itself need not exist).
+fn resolved(p: &Path) -> Result<PathBuf> {
+    use std::path::Component;
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    };
+    let mut base = abs.as_path();
+    let mut rest = Vec::new();
+    let root = loop {
+        match base.canonicalize() {
+            Ok(c) => break c,
+            Err(_) => match (base.parent(), base.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    base = parent;
+                }
+                _ => break base.to_path_buf(),
+            },
+        }
+    };
+    let mut out = root;
+    for name in rest.into_iter().rev() {
+        for c in Path::new(&name).components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                c => out.push(c.as_os_str()),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `file` (a key file, existing or to be created) lies in `dir` or below it, links
+/// resolved: a file server of `dir` would then serve it (and with `--overwrite` let a client
+/// replace it).
+pub fn served_within(dir: &Path, file: &Path) -> Result<bool> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("{}", dir.display()))?;
+    Ok(resolved(file)?.starts_with(&dir))
 }
 
 /// The client's default known servers file: `known_servers` in the state directory.
@@ -370,6 +419,28 @@ pub fn entry_name(server: &crate::resolve::ServerAddr) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_key_file_in_the_served_directory_is_found_through_links_and_dots() {
+        let base = std::env::temp_dir().join(format!("nena-served-{}", std::process::id()));
+        let served = base.join("srv");
+        std::fs::create_dir_all(served.join("sub")).unwrap();
+        std::fs::create_dir_all(base.join("keys")).unwrap();
+        let link = base.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&served, &link).unwrap();
+        // In it, below it, not yet made, through a link, through `..`.
+        assert!(served_within(&served, &served.join("server_key")).unwrap());
+        assert!(served_within(&served, &served.join("sub/new/server_key")).unwrap());
+        assert!(served_within(&served, &link.join("server_key")).unwrap());
+        assert!(served_within(&link, &served.join("k")).unwrap());
+        assert!(served_within(&served, &base.join("keys/../srv/k")).unwrap());
+        // Beside it, or a prefix of its name only.
+        assert!(!served_within(&served, &base.join("keys/server_key")).unwrap());
+        assert!(!served_within(&served, &base.join("srv-other/server_key")).unwrap());
+        assert!(!served_within(&served, &served.join("../k")).unwrap());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
     use super::*;
 
     #[test]

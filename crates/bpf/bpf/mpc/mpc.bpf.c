@@ -28,12 +28,17 @@
  * own connections, and on the server what each MP_CAPABLE SYN asked (which the SYN-ACK's
  * consent needs, microseconds later). Anyone can send SYNs, so a SYN flood can push a
  * server's entries out of it; the server therefore does not decide from it. Its decision
- * is in `established` (a plain hash, no eviction): an entry is made only from the ACK that
- * completes a handshake the kernel knows, checked here before the stack sees it: a request
- * socket for its 4-tuple whose SYN-ACK sequence number the ACK acknowledges, or, under SYN
- * cookies, a valid cookie (bpf_tcp_check_syncookie). A spoofed SYN cannot reach that
- * point, and a forged ACK does not pass the check. User space deletes the entry when it has
- * read it, and sweeps entries older than a minute (handshakes never accepted).
+ * is in `established` (an LRU hash too): an entry is made only from the ACK that completes
+ * a handshake the kernel knows, checked here before the stack sees it: a request socket for
+ * its 4-tuple whose SYN-ACK sequence number the ACK acknowledges, or, under SYN cookies, a
+ * valid cookie (bpf_tcp_check_syncookie). A spoofed SYN cannot reach that point, and a
+ * forged ACK does not pass the check. User space deletes the entry when it has read it
+ * (whatever it holds), and sweeps entries older than a minute (handshakes never accepted,
+ * connections that fell back to TCP). When the table is full, a new completed handshake
+ * takes the place of the least recently made entry: the table never refuses a new one, and
+ * pushing out a connection's entry before its server accepted it takes as many real,
+ * completed handshakes as the table holds; that connection is then refused by the server
+ * (no record: it fails closed, never plain), not scrambled with wrong keys.
  *
  * The program never drops or delays a packet; it returns TC_ACT_UNSPEC so that other filters
  * on the hook (nena's policy dispatcher) still run. IPv4 and IPv6 without extension headers.
@@ -123,10 +128,9 @@ struct {
 } flows SEC(".maps");
 
 /* Server: connections whose handshake completed (checked against the kernel's request
- * socket or SYN cookie); never evicted: full means new entries fail (counted, and the
- * connection is refused), not that old ones go. */
+ * socket or SYN cookie); full, the least recently made entry goes (see the top). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct mpc_flow_key);
 	__type(value, struct mpc_flow);
@@ -134,7 +138,7 @@ struct {
 
 /* Counters: 0 requests added, 1 consents added, 2 requests seen, 3 consents seen,
  * 4 keys recorded, 5 marks that failed, 6 confirmations added or seen, 7 completing ACKs
- * refused (no request socket or cookie they complete) or not recorded (map full). */
+ * refused (no request socket or cookie they complete) or not recorded (the update failed). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 8);

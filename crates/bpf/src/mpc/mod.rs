@@ -5,13 +5,18 @@
 //! record per connection what was marked and both MPTCP keys as they cross in clear. The
 //! client's program also confirms, on its third ACK, that it saw the consent; a server
 //! records a connection only from the ACK that completes a handshake its kernel knows, in a
-//! map no SYN flood can evict (`established`: see `bpf/mpc/mpc.bpf.c`).
+//! map no SYN flood can evict (`established`, bounded: full, its least recently made entry
+//! goes; see `bpf/mpc/mpc.bpf.c`).
 //!
 //! [`MpcGuard::attach`] attaches the programs (or joins the ones another nena process in the
 //! same network namespace attached there), registers a port, and on drop unregisters it and
 //! detaches the programs when no port is left (and the clsact qdisc if it created it).
 //! Nothing is pinned: the filters hold the programs and maps. [`MpcGuard::flow`] reads one
-//! connection's record, by the 4-tuple of its first subflow as this host sees it.
+//! connection's record, by the 4-tuple of its first subflow as this host sees it, at once
+//! (nothing here waits: the transport polls on its runtime's timer);
+//! [`MpcGuard::forget`] deletes it once read, [`MpcGuard::sweep`] the server's records
+//! nobody read within a minute. [`Established`] shows a server's table (its size, and for
+//! tests, made-up entries that fill it).
 
 pub mod strip;
 
@@ -22,7 +27,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, TcHookBuilder};
 use std::mem::{size_of, MaybeUninit};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use zerocopy::{FromBytes, IntoBytes};
 
 /// tc filter handle and priority of the mpc programs (apart from the policy dispatcher's
@@ -73,7 +78,7 @@ const F_CONFIRMED: u32 = 0x80;
 /// `mpc_port.flags`: BPF_PROG_TEST_RUN only (no socket to check a completing ACK against).
 const PORT_NO_VERIFY: u32 = 0x01;
 /// A server's `established` entry not read after this long is a handshake nobody accepted.
-const STALE: Duration = Duration::from_secs(60);
+pub const STALE: Duration = Duration::from_secs(60);
 
 /// `struct mpc_port`.
 #[repr(C)]
@@ -370,11 +375,10 @@ pub struct MpcGuard {
     netns: Option<u64>,
     idx: u32,
     port: u16,
+    role: MpcRole,
     ports: MapHandle,
     flows: MapHandle,
     established: MapHandle,
-    /// When [`MpcGuard::forget`] last swept `established` of stale entries (ns, monotonic).
-    swept: std::sync::atomic::AtomicU64,
     released: bool,
 }
 
@@ -458,10 +462,10 @@ impl MpcGuard {
             netns: netns_id(),
             idx,
             port,
+            role,
             ports,
             flows,
             established,
-            swept: std::sync::atomic::AtomicU64::new(monotonic_ns()),
             released: false,
         })
     }
@@ -471,67 +475,38 @@ impl MpcGuard {
         &self.dev
     }
 
-    /// The record of the connection whose first subflow is `local` - `remote` (None: the
-    /// programs saw no MP_CAPABLE SYN of it).
+    /// The record of the connection whose first subflow is `local` - `remote`, as it is now
+    /// (no waiting). A client's is its handshake record (`flows`); a server's only the record
+    /// of a handshake it saw complete (`established`), the one it decides from. None: no
+    /// such record (a client's SYN that did not cross this interface; on a server also a
+    /// handshake whose completing ACK was not checked, or whose record was pushed out of the
+    /// full table).
     pub fn flow(&self, local: SocketAddr, remote: SocketAddr) -> Result<Option<FlowRecord>> {
-        read_flow(&self.flows, &self.established, local, remote)
+        let k = flow_key(local, remote)?;
+        let m = match self.role {
+            MpcRole::Client => &self.flows,
+            MpcRole::Server => &self.established,
+        };
+        Ok(m.lookup(k.as_bytes(), MapFlags::ANY)?
+            .and_then(|v| Flow::read_from_bytes(&v).ok())
+            .map(|f| FlowRecord::from_flow(&f)))
     }
 
-    /// [`MpcGuard::flow`], waiting up to `wait` for both keys (a third ACK lost on the way
-    /// lets the first data segment carry them).
-    pub fn flow_with_keys(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        wait: Duration,
-    ) -> Result<Option<FlowRecord>> {
-        let end = Instant::now() + wait;
-        loop {
-            let r = self.flow(local, remote)?;
-            if r.is_some_and(|r| r.has_keys()) || Instant::now() >= end {
-                return Ok(r);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Forgets one connection's record; at most every 10 s, also the server's records of
-    /// handshakes nobody read within [`STALE`] (connections never accepted).
+    /// Forgets one connection's records (both tables), whatever they hold: once its side
+    /// has decided, nothing reads them again.
     pub fn forget(&self, local: SocketAddr, remote: SocketAddr) {
         if let Ok(k) = flow_key(local, remote) {
             let _ = self.flows.delete(k.as_bytes());
             let _ = self.established.delete(k.as_bytes());
         }
-        use std::sync::atomic::Ordering;
-        let now = monotonic_ns();
-        let last = self.swept.load(Ordering::Relaxed);
-        if now.saturating_sub(last) > 10_000_000_000
-            && self
-                .swept
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.sweep(now);
-        }
     }
 
-    /// Deletes the `established` entries older than [`STALE`].
-    fn sweep(&self, now: u64) {
-        let stale: Vec<Vec<u8>> = self
-            .established
-            .keys()
-            .filter(|k| {
-                self.established
-                    .lookup(k, MapFlags::ANY)
-                    .ok()
-                    .flatten()
-                    .and_then(|v| Flow::read_from_bytes(&v).ok())
-                    .is_some_and(|f| now.saturating_sub(f.born) > STALE.as_nanos() as u64)
-            })
-            .collect();
-        for k in stale {
-            let _ = self.established.delete(&k);
-        }
+    /// Deletes the `established` entries older than [`STALE`] (handshakes nobody accepted,
+    /// connections that fell back to TCP and were never looked up); returns how many. One
+    /// system call per entry: run it off any async runtime (the command line's sweeper
+    /// thread does).
+    pub fn sweep(&self) -> usize {
+        sweep_stale(&self.established, monotonic_ns())
     }
 
     fn release(&mut self) -> Result<()> {
@@ -636,6 +611,104 @@ pub fn stats(dev: &str) -> Result<Option<[u64; 8]>> {
     Ok(None)
 }
 
+/// Deletes the entries of `m` (an `established` map) older than [`STALE`] at `now`.
+fn sweep_stale(m: &dyn MapCore, now: u64) -> usize {
+    let stale = stale_keys(m, now);
+    stale.iter().filter(|k| m.delete(k).is_ok()).count()
+}
+
+/// The keys of the entries of `m` (an `established` map) older than [`STALE`] at `now`.
+fn stale_keys(m: &dyn MapCore, now: u64) -> Vec<Vec<u8>> {
+    m.keys()
+        .filter(|k| {
+            m.lookup(k, MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|v| Flow::read_from_bytes(&v).ok())
+                .is_some_and(|f| now.saturating_sub(f.born) > STALE.as_nanos() as u64)
+        })
+        .collect()
+}
+
+/// A server's table of completed handshakes (`established`) on one interface, as the
+/// programs attached there hold it: its size, and for tests, made-up entries.
+pub struct Established {
+    map: MapHandle,
+}
+
+impl Established {
+    /// The table of the programs attached to `dev` (None: none attached).
+    pub fn of(dev: &str) -> Result<Option<Established>> {
+        let idx = crate::chains::loader::ifindex(dev)?;
+        Ok(attached_maps(idx)?.map(|m| Established { map: m.established }))
+    }
+
+    /// Deletes the entries older than [`STALE`], as [`MpcGuard::sweep`]; returns how many.
+    pub fn sweep(&self) -> usize {
+        sweep_stale(&self.map, monotonic_ns())
+    }
+
+    /// Entries older than [`STALE`] now (the sweep's to delete).
+    pub fn stale(&self) -> usize {
+        stale_keys(&self.map, monotonic_ns()).len()
+    }
+
+    /// Entries at most.
+    pub fn capacity(&self) -> u32 {
+        self.map.max_entries()
+    }
+
+    /// Entries now (one system call per entry).
+    pub fn len(&self) -> usize {
+        self.map.keys().count()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.keys().next().is_none()
+    }
+
+    /// Testing aid: writes `n` made-up records of completed handshakes, made `age` ago,
+    /// as real handshakes nobody accepted would leave them: peers 198.19.0.0/16 (no lab
+    /// host has them) to `port`, with keys and all three marks. Returns how many were
+    /// written.
+    pub fn fill(&self, n: u32, port: u16, age: Duration) -> Result<u32> {
+        let born = monotonic_ns().saturating_sub(age.as_nanos() as u64);
+        let mut written = 0;
+        for i in 0..n {
+            let mut laddr = [0u8; 16];
+            laddr[..4].copy_from_slice(&[198, 18, 255, 1]);
+            let mut raddr = [0u8; 16];
+            raddr[..4].copy_from_slice(&[198, 19, (i >> 8) as u8, i as u8]);
+            let k = FlowKey {
+                v6: 0,
+                pad: [0; 3],
+                lport: port.to_be(),
+                rport: (1024 + (i >> 16) as u16).to_be(),
+                laddr,
+                raddr,
+            };
+            let v = Flow {
+                flags: F_MPC_SYN
+                    | F_REQUESTED
+                    | F_CONSENTED
+                    | F_CONFIRMED
+                    | F_LOCAL_KEY
+                    | F_REMOTE_KEY,
+                pad: 0,
+                local_key: (u64::from(i) | 1 << 40).to_be_bytes(),
+                remote_key: (u64::from(i) | 2 << 40).to_be_bytes(),
+                born,
+            };
+            self.map
+                .update(k.as_bytes(), v.as_bytes(), MapFlags::ANY)
+                .context("writing a made-up entry")?;
+            written += 1;
+        }
+        Ok(written)
+    }
+}
+
 /// The program loaded for BPF_PROG_TEST_RUN (tests): not attached, nothing pinned.
 pub struct MpcBed {
     skel: Box<MpcSkel<'static>>,
@@ -702,6 +775,13 @@ impl MpcBed {
             );
         }
         Ok(o.data.map(|d| d.to_vec()).unwrap_or_default())
+    }
+
+    /// The server's table of completed handshakes.
+    pub fn established(&self) -> Result<Established> {
+        Ok(Established {
+            map: MapHandle::try_from(&self.skel.maps.established)?,
+        })
     }
 
     /// The record of one connection.

@@ -19,6 +19,8 @@ pub mod proxy;
 pub mod report;
 #[cfg(feature = "policy")]
 pub mod run;
+#[cfg(feature = "policy")]
+pub mod run_as;
 pub mod transfer;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.

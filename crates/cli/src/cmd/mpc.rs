@@ -1,17 +1,78 @@
 //! `--mode kato-mpc` for the tools (`serve`, `send`, `get`, `perf`, `proxy`): attach nena's
 //! negotiation programs (nena-bpf's `mpc`) to the interfaces the command uses for as
-//! long as it runs, and hand the transport a lookup of what they recorded. The returned
-//! [`Attached`] detaches them when dropped, which happens on a normal exit, on an error, and
-//! on SIGINT or SIGTERM (SIGTERM is turned into SIGINT, which the tools already stop on).
+//! long as it runs, and hand the transport a lookup of what they recorded (read at once;
+//! the transport waits for keys on its runtime's timer, and forgets each record once its
+//! connection is decided). A sweeper thread deletes, every [`SWEEP_EVERY`], the server's
+//! records nobody read within a minute (handshakes never accepted), whatever any connection
+//! does. The returned [`Attached`] stops the sweeper and detaches the programs when dropped,
+//! which happens on a normal exit, on an error, and on SIGINT or SIGTERM (SIGTERM is turned
+//! into SIGINT, which the tools already stop on).
 
 use nena_mptcp::PathSpec;
 use nena_transport::conn::MpcLookup;
 use std::net::{IpAddr, SocketAddr};
 
+/// How often the sweeper thread looks for stale records.
+#[cfg(feature = "policy")]
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The programs attached for one command; detached when dropped.
 pub struct Attached {
     #[cfg(feature = "policy")]
+    sweeper: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+    #[cfg(feature = "policy")]
     _guards: std::sync::Arc<Vec<nena_bpf::mpc::MpcGuard>>,
+}
+
+#[cfg(feature = "policy")]
+impl Drop for Attached {
+    fn drop(&mut self) {
+        // The sender dropped wakes the sweeper, which ends; joined so that its copy of the
+        // guards is gone before ours (the last one detaches the programs).
+        if let Some((stop, thread)) = self.sweeper.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The records of the programs on every interface of one command.
+#[cfg(feature = "policy")]
+struct Records(std::sync::Arc<Vec<nena_bpf::mpc::MpcGuard>>);
+
+#[cfg(feature = "policy")]
+impl nena_transport::conn::MpcRecords for Records {
+    /// The first record found with both keys (a connection's first subflow crossed one of
+    /// the interfaces), else the first found at all.
+    fn read(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> anyhow::Result<Option<nena_transport::conn::MpcSeen>> {
+        let mut any = None;
+        for guard in self.0.iter() {
+            if let Some(r) = guard.flow(local, remote)? {
+                let seen = nena_transport::conn::MpcSeen {
+                    requested: r.requested,
+                    consented: r.consented,
+                    confirmed: r.confirmed,
+                    local_key: r.local_key,
+                    remote_key: r.remote_key,
+                };
+                if r.has_keys() {
+                    return Ok(Some(seen));
+                }
+                any.get_or_insert(seen);
+            }
+        }
+        Ok(any)
+    }
+
+    fn forget(&self, local: SocketAddr, remote: SocketAddr) {
+        for guard in self.0.iter() {
+            guard.forget(local, remote);
+        }
+    }
 }
 
 /// The local interfaces that own `ip` (all with an address of its family when it is
@@ -113,7 +174,6 @@ fn attach(
 ) -> anyhow::Result<(Attached, MpcLookup)> {
     use anyhow::Context;
     use nena_bpf::mpc::{MpcGuard, MpcMethod};
-    use std::time::Duration;
     let mut guards = Vec::new();
     for d in devs {
         guards.push(
@@ -124,36 +184,34 @@ fn attach(
     }
     sigterm_as_sigint();
     let guards = std::sync::Arc::new(guards);
+    let lookup = MpcLookup(std::sync::Arc::new(Records(guards.clone())));
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let g = guards.clone();
-    let lookup = MpcLookup(std::sync::Arc::new(
-        move |local: SocketAddr, remote: SocketAddr| {
-            // The first record found with its keys (a connection's first subflow crossed one
-            // of the interfaces), else the first found at all.
-            let mut any = None;
-            for guard in g.iter() {
-                if let Some(r) = guard.flow_with_keys(
-                    local,
-                    remote,
-                    Duration::from_millis(if any.is_none() { 1000 } else { 0 }),
-                )? {
-                    let seen = nena_transport::conn::MpcSeen {
-                        requested: r.requested,
-                        consented: r.consented,
-                        confirmed: r.confirmed,
-                        local_key: r.local_key,
-                        remote_key: r.remote_key,
-                    };
-                    if r.has_keys() {
-                        guard.forget(local, remote);
-                        return Ok(Some(seen));
+    let thread = std::thread::Builder::new()
+        .name("mpc-sweep".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(SWEEP_EVERY)
+            {
+                for guard in g.iter() {
+                    let n = guard.sweep();
+                    if n > 0 {
+                        log::debug!(
+                            "kato-mpc: swept {n} stale records of handshakes on {}",
+                            guard.dev()
+                        );
                     }
-                    any.get_or_insert(seen);
                 }
             }
-            Ok(any)
+        })
+        .context("starting the kato-mpc sweeper thread")?;
+    Ok((
+        Attached {
+            sweeper: Some((stop, thread)),
+            _guards: guards,
         },
-    ));
-    Ok((Attached { _guards: guards }, lookup))
+        lookup,
+    ))
 }
 
 /// A client's programs (on its trusted interfaces, for connections to `remote`'s port).

@@ -19,6 +19,11 @@
 //! and removed, with the links (nothing is pinned: the links die with this process even on
 //! SIGKILL; the cgroup directory then stays, empty). `nena run` exits with CMD's status
 //! (128 + N when a signal N ended it).
+//!
+//! CMD does not run as root unless asked: under sudo it runs as the user who called sudo,
+//! with `--user NAME|UID` as that user, and plain root with neither says so once
+//! (`run_as.rs`). It drops its privileges after it joined the cgroup, so its traffic is
+//! carried all the same.
 
 use super::transfer::{check_client, parse_server, ClientCommon};
 use crate::exit::Exit;
@@ -61,6 +66,11 @@ pub struct RunArgs {
     /// nena sessions being opened at once.
     #[arg(long, default_value = "64")]
     pub max_connecting: usize,
+    /// The user CMD runs as (a name, or a uid with a passwd entry): its uid, group,
+    /// supplementary groups, HOME, USER, LOGNAME and SHELL. Default: under sudo the user
+    /// who called sudo (SUDO_UID, SUDO_GID), else as nena itself (root: said once).
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub common: ClientCommon,
     /// The command and its arguments.
@@ -297,6 +307,36 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         Some(via) => Some(a.common.options(via, false)?),
         None => None,
     };
+    let env = |k: &str| std::env::var(k).ok();
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let run_as = super::run_as::resolve(
+        a.user.as_deref(),
+        env("SUDO_UID").as_deref(),
+        env("SUDO_GID").as_deref(),
+        euid,
+    )
+    .map_err(Exit::usage)?;
+    let program = std::path::Path::new(&a.cmd[0]).display().to_string();
+    match &run_as {
+        Some((r, why)) => log::info!(
+            "{program} runs as {} (uid {}, gid {}, groups {:?}; {})",
+            r.name.as_deref().unwrap_or("a user without a passwd entry"),
+            r.uid,
+            r.gid,
+            r.groups,
+            match why {
+                super::run_as::Why::Named => "--user",
+                super::run_as::Why::Sudo => "SUDO_UID: the user who called sudo",
+            }
+        ),
+        None if euid == 0 => log::warn!(
+            "{program} runs as root: nena run was started as root, not through sudo \
+             (--user NAME runs it as another user)"
+        ),
+        None => {}
+    }
+    let run_as = run_as.map(|(r, _)| r);
     let mut cgroup = Cgroup::create().map_err(Exit::from)?;
     let cgroup_dir = cgroup.dir.clone();
     // The command has ended (or been stopped) when the proxy stops: nothing to wait for.
@@ -397,22 +437,19 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         let procs = CString::new(cgroup_dir.join("cgroup.procs").as_os_str().as_bytes())?;
         let mut command = tokio::process::Command::new(&cmd[0]);
         command.args(&cmd[1..]).kill_on_drop(true);
+        if let Some(r) = &run_as {
+            command.envs(r.env());
+        }
         let (seccomp_parent, seccomp_child) = match seccomp {
             Some((p, c)) => (Some(p), Some(c)),
             None => (None, None),
         };
-        // SAFETY: only async-signal-safe calls (open, write, close, prctl, seccomp, sendmsg)
-        // between fork and exec.
+        // SAFETY: only async-signal-safe calls (open, write, close, seccomp, sendmsg,
+        // setgroups, setresgid, setresuid, prctl) between fork and exec.
         unsafe {
             command.pre_exec(move || {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // CMD dies with nena, even if nena is killed with SIGKILL (its children
-                // do not: they stay in the cgroup).
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    libc::close(fd);
                     return Err(std::io::Error::last_os_error());
                 }
                 // "0": the writing process itself.
@@ -422,8 +459,20 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 if n != 1 {
                     return Err(e);
                 }
+                // (As root: the filter needs no no_new_privs then, and it intercepts
+                // socket() alone, not the calls below.)
                 if let Some(c) = &seccomp_child {
                     c.install()?;
+                }
+                // In the cgroup: now CMD's own user (it cannot leave the cgroup as that).
+                if let Some(r) = &run_as {
+                    r.drop_privileges()?;
+                }
+                // CMD dies with nena, even if nena is killed with SIGKILL (its children
+                // do not: they stay in the cgroup). After the change of user, which clears
+                // it.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });

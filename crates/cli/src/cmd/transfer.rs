@@ -641,6 +641,24 @@ pub fn serve(a: ServeArgs) -> CmdResult {
             a.dir.display()
         )));
     }
+    // Never serve the server's own key (a --dir of the state directory, or a --key-file in
+    // --dir): refused before anything is read, made or bound.
+    if !a.raw {
+        let key = match &a.common.key_file {
+            Some(p) => Some(p.clone()),
+            None => server_keys::default_key_file().ok(),
+        };
+        if let Some(key) = key {
+            if server_keys::served_within(&a.dir, &key).map_err(Exit::usage)? {
+                return Err(Exit::usage(anyhow!(
+                    "--dir {} holds the server key {}: the server would serve its own private \
+                     key; keep the key outside the directory served (--key-file FILE)",
+                    a.dir.display(),
+                    key.display()
+                )));
+            }
+        }
+    }
     let token = match &a.token_file {
         Some(_) if a.raw => {
             return Err(Exit::usage(anyhow!(

@@ -13,6 +13,7 @@ mod attack_start;
 #[cfg(feature = "openssl")]
 mod bench_aggregation;
 mod bench_codec_cli;
+mod bench_handshake_cli;
 mod bench_page;
 mod bench_peers;
 mod bench_sessions;

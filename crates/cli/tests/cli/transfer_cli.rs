@@ -352,3 +352,72 @@ fn the_token_is_refused_with_kato_kato_mpc_and_plain() {
     assert!(line.contains("aead") && line.contains("stream"), "{line}");
     assert!(!line.contains("kato"), "kato accepted with a token: {line}");
 }
+
+/// A server never serves its own key: `--dir` of the state directory (the default key file
+/// in it) or a `--key-file` in or below `--dir` (through a link too) is refused with one
+/// line naming both, status 2, before the key is made or anything bound; the key file is
+/// not created.
+#[test]
+fn serve_refuses_a_directory_that_holds_its_own_key() {
+    let base = std::env::temp_dir().join(format!("nena-serve-key-{}", std::process::id()));
+    let state = base.join("state");
+    let served = base.join("files");
+    std::fs::create_dir_all(state.join("nena")).unwrap();
+    std::fs::create_dir_all(served.join("sub")).unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&served, &link).unwrap();
+    let serve = |dir: &std::path::Path, extra: &[&str]| {
+        let d = dir.display().to_string();
+        let mut a = vec!["serve", "--listen", "127.0.0.1:1", "--dir", &d];
+        a.extend_from_slice(extra);
+        let out = std::process::Command::new(NENA)
+            .args(&a)
+            .env("XDG_STATE_HOME", &state)
+            .env_remove("STATE_DIRECTORY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let in_served = served.join("sub/server_key").display().to_string();
+    let via_link = link.join("k.pem").display().to_string();
+    for (dir, extra, key) in [
+        (state.join("nena"), vec![], state.join("nena/server_key")),
+        (
+            served.clone(),
+            vec!["--key-file", &in_served],
+            served.join("sub/server_key"),
+        ),
+        (
+            served.clone(),
+            vec!["--key-file", &via_link],
+            link.join("k.pem"),
+        ),
+    ] {
+        let (code, err) = serve(&dir, &extra);
+        assert_eq!(code, Some(2), "{dir:?} {extra:?}: {err}");
+        assert!(
+            err.contains("would serve its own private key") && err.contains("--key-file FILE"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&key.display().to_string()),
+            "names the key: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(!key.exists(), "the key was made anyway: {}", key.display());
+    }
+    // The key beside the directory passes that check: serve goes on to the next one (here
+    // a token file that does not exist, refused in its turn).
+    let beside = base.join("server_key").display().to_string();
+    let no_token = base.join("no-token").display().to_string();
+    let (code, err) = serve(&served, &["--key-file", &beside, "--token-file", &no_token]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no-token") && !err.contains("its own private key"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}

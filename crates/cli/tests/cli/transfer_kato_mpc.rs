@@ -8,8 +8,11 @@
 //! path by a box there (`tc_mpc_strip` on the router), both sides refuse, and nothing of the
 //! text crosses either link; with --allow-plain on both, plain on both sides, said so; a SYN
 //! flood toward the server during connections that wait in its accept queue does not cost a
-//! connection its keys; the programs are gone when the tools exit (also on SIGTERM).
+//! connection its keys; the server's table of completed handshakes, filled, neither refuses
+//! a legitimate connection nor grows, and its stale records are swept; the programs are
+//! gone when the tools exit (also on SIGTERM).
 mod kato_mpc_fail_closed;
+mod kato_mpc_state;
 
 use crate::harness::*;
 use nena_lab::{Host, Link};

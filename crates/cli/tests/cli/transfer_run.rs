@@ -6,7 +6,9 @@
 //! there). An exiting CMD (status 3), a killed CMD (SIGKILL, with a child left behind) and
 //! `nena run` itself getting SIGTERM leave no cgroup, no program and no process behind.
 //! `--mptcp-only` makes the cgroup's TCP sockets MPTCP (MP_CAPABLE answered: MPTCP_INFO), by
-//! fmod_ret or, where the kernel refuses that, by seccomp user notification.
+//! fmod_ret or, where the kernel refuses that, by seccomp user notification. Under sudo
+//! (SUDO_UID/SUDO_GID of nobody) CMD runs as that user and its fetch is still carried by
+//! nena; `--user` names the user; plain root runs CMD as root and says so once.
 
 use crate::harness::*;
 use nena_lab::{Host, Link, Rate};
@@ -16,14 +18,20 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `nena -v run ARGS` in the client host to completion.
+/// `nena -v run ARGS` in the client host to completion (as root: not as the user who ran
+/// the tests through sudo).
 fn nena_run(lab: &nena_lab::Lab, args: &[&str]) -> std::process::Output {
+    nena_run_env(lab, args, &[])
+}
+
+/// [`nena_run`] with SUDO_UID and SUDO_GID as `sudo` given (none: unset).
+fn nena_run_env(lab: &nena_lab::Lab, args: &[&str], sudo: &[(&str, &str)]) -> std::process::Output {
     let mut all = vec!["-v", "run"];
     all.extend_from_slice(args);
-    lab.command(Host::Client, NENA, &all)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    let mut c = lab.command(Host::Client, NENA, &all);
+    c.env_remove("SUDO_UID").env_remove("SUDO_GID");
+    c.envs(sudo.iter().copied());
+    c.stdin(Stdio::null()).output().unwrap()
 }
 
 /// The cgroup name and program ids `nena -v run` logged.
@@ -437,4 +445,120 @@ while True:
         .unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn nena_run_starts_cmd_as_the_sudo_caller_or_the_named_user_and_still_carries_it() {
+    let lab = lab();
+    let dir = TempDir::new("run-user");
+    let body = text(200_000, 11);
+    std::fs::write(dir.join("blob.txt"), &body).unwrap();
+    let _http = http_server(&lab, &dir, None);
+    let listen = server(&lab, 7621);
+    let ps = spawn_listening(
+        &lab,
+        Host::Server,
+        &[
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--allow",
+            "198.18.3.2:8000",
+        ],
+    );
+    let url = "http://198.18.3.2:8000/blob.txt";
+    let script = format!("id -u; id -g; id -G; echo \"HOME=$HOME\"; curl -sS --max-time 30 {url}");
+    // CMD's identity lines, then the file it fetched.
+    let split = |out: &[u8]| -> (Vec<String>, Vec<u8>) {
+        let mut lines = Vec::new();
+        let mut rest = out;
+        for _ in 0..4 {
+            let n = rest
+                .iter()
+                .position(|b| *b == b'\n')
+                .expect("an identity line");
+            lines.push(String::from_utf8_lossy(&rest[..n]).into_owned());
+            rest = &rest[n + 1..];
+        }
+        (lines, rest.to_vec())
+    };
+    let nobody = ("65534", "65534");
+    // (what, nena run's own arguments, SUDO_UID and SUDO_GID)
+    let cases = [
+        (
+            "under sudo",
+            vec![],
+            vec![("SUDO_UID", nobody.0), ("SUDO_GID", nobody.1)],
+        ),
+        // --user wins over SUDO_UID (here root's).
+        (
+            "--user nobody",
+            vec!["--user", "nobody"],
+            vec![("SUDO_UID", "0")],
+        ),
+    ];
+    for (what, user, sudo) in cases {
+        let mut args = user.clone();
+        args.extend(session_args(&listen, "aead", None));
+        args.extend_from_slice(&["sh", "-c", &script]);
+        let out = nena_run_env(&lab, &args, &sudo);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "{what}: {err}\nproxy server: {}",
+            ps.stderr()
+        );
+        let (ids, fetched) = split(&out.stdout);
+        assert_eq!(ids[0], "65534", "{what}: uid: {ids:?}");
+        assert_eq!(ids[1], "65534", "{what}: gid: {ids:?}");
+        assert!(
+            !ids[2].split_whitespace().any(|g| g == "0"),
+            "{what}: a group of root's left: {ids:?}"
+        );
+        assert_eq!(
+            ids[3], "HOME=/nonexistent",
+            "{what}: nobody's home: {ids:?}"
+        );
+        // The dropped process's connect was still caught and carried by nena.
+        assert!(
+            fetched == body,
+            "{what}: {} bytes, not the file\n{err}",
+            fetched.len()
+        );
+        assert!(
+            err.contains("connects redirected 1, handed to the proxy 1"),
+            "{what}: {err}"
+        );
+        assert!(err.contains("runs as nobody (uid 65534"), "{what}: {err}");
+        assert!(!err.contains("runs as root"), "{what}: {err}");
+        assert_nothing_left(&err);
+    }
+    assert_eq!(ps.stderr().matches("CONNECT 198.18.3.2:8000").count(), 2);
+
+    // Plain root, neither sudo nor --user: CMD runs as root, said once.
+    let mut args = session_args(&listen, "aead", None);
+    args.extend_from_slice(&["sh", "-c", "id -u"]);
+    let out = nena_run_env(&lab, &args, &[]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    assert_eq!(err.matches("runs as root").count(), 1, "{err}");
+    assert!(err.contains("--user NAME"), "{err}");
+
+    // Bad input: one line, status 2, nothing run.
+    for (bad, sudo, says) in [
+        (vec!["--user", "no-such-user-nena"], vec![], "no such user"),
+        (vec![], vec![("SUDO_UID", "x1")], "SUDO_UID"),
+    ] {
+        let mut args = bad.clone();
+        args.extend(session_args(&listen, "aead", None));
+        args.extend_from_slice(&["sh", "-c", "echo ran"]);
+        let out = nena_run_env(&lab, &args, &sudo);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(says), "{err}");
+        assert!(out.stdout.is_empty(), "CMD ran: {err}");
+    }
 }

@@ -7,6 +7,7 @@ mod aggregation;
 mod codec;
 mod emulation;
 mod fairness;
+mod handshake;
 mod outage;
 mod output;
 mod page;
@@ -35,6 +36,10 @@ pub enum BenchCmd {
     /// Issue 13's shared bottleneck: LIA within 1.2x a TCP flow's goodput, uncoupled reno
     /// above 1.3x LIA's (the shipped scenario, three repetitions per run).
     Fairness(fairness::Args),
+    /// Issue 41's aead handshake (X25519 + ML-KEM-768, the server's signature) against
+    /// version 1's (X25519 alone) in one run: time of one whole handshake and the first
+    /// flight's size, before and after.
+    Handshake(handshake::Args),
     /// Issue 40's LTE dropout: the trusted link down for 3 s of a 12 s upload; nena with
     /// either path manager within 10% of raw MPTCP, the trusted link back every time.
     Outage(outage::Args),
@@ -63,6 +68,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Aggregation(a) => aggregation::run(a),
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
+        BenchCmd::Handshake(a) => handshake::run(a),
         BenchCmd::Outage(a) => outage::run(a),
         BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Page(a) => page::run(a),

@@ -1,0 +1,66 @@
+//! `nena bench handshake`: today's aead handshake (X25519 + ML-KEM-768, the server's
+//! Ed25519 signature) against version 1's (X25519 alone, no server key), timed in one run
+//! on one CPU with no network, and their first flights' sizes (see
+//! nena_bench::handshake for exactly what is timed).
+use crate::exit::{CmdResult, Exit};
+use anyhow::anyhow;
+use nena_bench::harness::HarnessConfig;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Timed samples of each handshake (the median is reported).
+    #[arg(long, default_value = "201")]
+    pub samples: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: Args) -> CmdResult {
+    if !(5..=10_000).contains(&a.samples) {
+        return Err(Exit::usage(anyhow!("--samples must be 5..=10000")));
+    }
+    let cfg = HarnessConfig {
+        samples: a.samples,
+        // A handshake takes some 0.1 to 1 ms: samples of a few handshakes, short enough for
+        // the median to escape preemption on a shared machine.
+        sample_time: std::time::Duration::from_millis(2),
+        warmup: std::time::Duration::from_millis(200),
+        max_job_time: std::time::Duration::from_secs(30),
+    };
+    let mut say = super::output::progress("handshake", a.json);
+    let mut last = 0;
+    let r = nena_bench::handshake::run(&cfg, &mut |done, total| {
+        let pct = done * 100 / total.max(1);
+        if pct >= last + 25 {
+            last = pct;
+            say(&format!("{pct}%"));
+        }
+    })?;
+    if a.json {
+        return super::output::print_json(&r);
+    }
+    println!(
+        "aead handshake, one whole exchange (both sides, one CPU, no network), suite {:?}; \
+         median of {} samples",
+        r.suite, r.after.handshake.samples
+    );
+    println!(
+        "{:<58} {:>12} {:>10} {:>12}",
+        "", "first flight", "answer", "handshake"
+    );
+    for v in [&r.before, &r.after] {
+        println!(
+            "{:<58} {:>10} B {:>8} B {:>9.1} us",
+            v.name,
+            v.first_flight_bytes,
+            v.answer_bytes,
+            v.handshake.median_ns / 1000.0
+        );
+    }
+    println!(
+        "after / before: time x{:.2}, first flight x{:.2}",
+        r.time_ratio, r.first_flight_ratio
+    );
+    Ok(())
+}

@@ -36,7 +36,9 @@ mod links;
 mod measure;
 mod report;
 mod run;
+mod steps;
 
 pub use links::{chains, BenchLink, Frame, Kind, Link, Method};
 pub use report::{check, limit_for, limits, BenchEntry, BenchReport, Figure, Measure, TargetCheck};
 pub use run::{compare, run};
+pub use steps::{steps, StepRow};

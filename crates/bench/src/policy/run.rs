@@ -135,7 +135,7 @@ pub fn run(
                     Method::Single => {
                         for _ in 0..singles_per_round {
                             let d = single_pair(
-                                &mut bed, *h, &what, &job.links, job.frame, &mut flows,
+                                &mut bed, *h, &what, &job.links, job.frame, &mut flows, true,
                             )?;
                             job.diffs[i].push(d);
                         }

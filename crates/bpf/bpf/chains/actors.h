@@ -113,6 +113,50 @@ static __always_inline int add_addr_len_ok(int len)
 	return len == 16 || len == 18 || len == 28 || len == 30;
 }
 
+/* blk_subflow's bookkeeping: keep the announcement at o->b[off] (len bytes) in k, in the slot
+ * of its address id (else a free one, else the first), and return what overwriting it with
+ * NOPs adds to the TCP checksum. A global function: the verifier checks it once, on its own,
+ * instead of once for every path of the actor that reaches it. */
+__noinline __u32 keep_announcement(struct kept *k, const struct opts *o, int off, int len)
+{
+	if (!k || !o)
+		return 0;
+	const __u8 *buf = o->b;
+	__u8 id = buf[(off + 3) & 63];
+	int s = -1;
+	for (int i = 0; i < KEPT_SLOTS; i++) {
+		if (k->slot[i].len && k->slot[i].id == id) {
+			s = i;
+			break;
+		}
+	}
+	if (s < 0)
+		for (int i = 0; i < KEPT_SLOTS; i++) {
+			if (!k->slot[i].len) {
+				s = i;
+				break;
+			}
+		}
+	if (s < 0)
+		s = 0; /* all full: the oldest slot goes */
+	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
+	/* byte loops without data-dependent branches (mask = 0xff inside the option) */
+	for (int i = 0; i < 32; i++)
+		ks->opt[i] = buf[(off + i) & 63] & in_opt(i, len);
+	ks->len = len;
+	ks->id = id;
+	ks->reannounced = 0;
+	if (ks->blocked < 255)
+		ks->blocked++;
+	/* NOPs in place: same length, so only the checksum changes */
+	__u32 diff = 0;
+	for (int i = 0; i < 32; i++) {
+		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
+		diff += diff8(buf[(off + i) & 63], 1, odd) & -(__u32)(in_opt(i, len) & 1);
+	}
+	return diff;
+}
+
 /* blk_subflow: overwrite an ADD_ADDR announcement with NOPs (or drop the bare ACK that only
  * carries it, see below), so no subflow is created to that address, and keep it (per subflow
  * and address id; a retransmission updates the same slot, and is blocked again: with no echo
@@ -139,48 +183,22 @@ static __always_inline int blk_subflow_fam(void *ctx, const int tc, struct nena_
 	int drop = (c->types & T_PURE_ACK) &&
 		   !(c->types & (T_MP_CAPABLE | T_MP_JOIN | T_DSS | T_RM_ADDR | T_MP_PRIO |
 				 T_MP_FAIL | T_MP_FASTCLOSE | T_MP_TCPRST | T_ADD_ADDR_ECHO));
+	/* looked up first: an update of an LRU map takes a free element before it finds the key
+	 * already there (and gives it back), which costs more than the lookup */
 	struct kept zero = {};
-	FLOW_UPDATE(kept, v6, &fk, &zero, BPF_NOEXIST);
 	struct kept *k = FLOW_LOOKUP(kept, v6, &fk);
-	if (!k)
-		return 0;
-	__u8 id = buf[(off + 3) & 63];
-	int s = -1;
-	for (int i = 0; i < KEPT_SLOTS; i++) {
-		if (k->slot[i].len && k->slot[i].id == id) {
-			s = i;
-			break;
-		}
+	if (!k) {
+		FLOW_UPDATE(kept, v6, &fk, &zero, BPF_NOEXIST);
+		k = FLOW_LOOKUP(kept, v6, &fk);
+		if (!k)
+			return 0;
 	}
-	if (s < 0)
-		for (int i = 0; i < KEPT_SLOTS; i++) {
-			if (!k->slot[i].len) {
-				s = i;
-				break;
-			}
-		}
-	if (s < 0)
-		s = 0; /* all full: the oldest slot goes */
-	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
-	/* byte loops without data-dependent branches (mask = 0xff inside the option): the
-	 * verifier walks them once instead of once per possible length */
-	for (int i = 0; i < 32; i++)
-		ks->opt[i] = buf[(off + i) & 63] & in_opt(i, len);
-	ks->len = len;
-	ks->id = id;
-	ks->reannounced = 0;
-	if (ks->blocked < 255)
-		ks->blocked++;
-	/* NOPs in place: same length, so only the checksum changes */
-	__u8 nops[32];
-	__u32 diff = 0;
-	for (int i = 0; i < 32; i++) {
-		nops[i] = 1;
-		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
-		diff += diff8(buf[(off + i) & 63], 1, odd) & -(__u32)(in_opt(i, len) & 1);
-	}
+	__u32 diff = keep_announcement(k, &o, off, len);
 	if (drop)
 		return NENA_DROP;
+	__u8 nops[32];
+	for (int i = 0; i < 32; i++)
+		nops[i] = 1;
 	__u32 n = len & 31;
 	if (n < 16 || st(ctx, tc, c->l4_off + 20 + off, nops, n) < 0)
 		return 0;

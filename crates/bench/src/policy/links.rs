@@ -49,7 +49,8 @@ pub enum Frame {
     JoinSyn,
     /// The DSS ACK with window 65535 (above `rate_limit`'s cap).
     DssAckWideWindow,
-    /// A DSS ACK of a new subflow (one per run).
+    /// A DSS ACK of a new subflow (one per run) whose SYN went through the hook just before
+    /// (untimed, no chain), as a subflow's does: the dispatcher made the subflow's entry.
     NewSubflowAck,
     /// A DSS ACK carrying an ADD_ADDR announcement.
     AddAddrAck,

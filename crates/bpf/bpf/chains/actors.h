@@ -18,13 +18,13 @@ static __always_inline int rate_limit_fam(void *ctx, const int tc, struct nena_c
 	struct flow_key fk, rk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct wscale_v *mine = FLOW_LOOKUP(wscale, v6, &fk);
-	if (!mine)
+	struct flow_state *mine = FLOW_LOOKUP(flows, v6, &fk);
+	if (!mine || mine->offered == WS_UNSEEN)
 		return 0;
 	__u32 shift = mine->eff;
 	if (shift == WS_UNKNOWN) { /* only this side's SYN seen (so far) */
 		flow_reverse(&fk, &rk);
-		struct wscale_v *theirs = FLOW_LOOKUP(wscale, v6, &rk);
+		struct flow_state *theirs = FLOW_LOOKUP(flows, v6, &rk);
 		shift = 0;
 		if (mine->offered != WS_NONE && !(theirs && theirs->offered == WS_NONE))
 			shift = mine->offered;
@@ -86,17 +86,21 @@ static __always_inline int set_backup_fam(void *ctx, const int tc, struct nena_c
 		return 0;
 	__u8 b = l->a.sb.backup ? 1 : 0;
 	__u8 repeat = l->a.sb.repeat ? l->a.sb.repeat : 1;
-	struct prio_state *ps = FLOW_LOOKUP(prio, v6, &fk);
-	if (ps && ps->backup == b && ps->sent >= repeat)
+	/* the flow's entry, which the dispatcher made at its SYN (else one is made here) */
+	struct flow_state *fs = FLOW_LOOKUP(flows, v6, &fk);
+	if (fs && fs->backup == b && fs->sent >= repeat)
 		return 0;
-	__u8 opt[32] = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
+	__u8 opt[32] __attribute__((aligned(8))) = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
 	if (insert_opt(ctx, tc, c, opt, 4))
 		return 0;
 	c->types |= T_MP_PRIO | T_MPTCP;
-	struct prio_state ns = {.backup = b, .sent = 1};
-	if (ps && ps->backup == b)
-		ns.sent = ps->sent + 1;
-	FLOW_UPDATE(prio, v6, &fk, &ns, BPF_ANY);
+	if (fs) {
+		fs->sent = fs->backup == b ? fs->sent + 1 : 1;
+		fs->backup = b;
+	} else {
+		struct flow_state ns = {.offered = WS_UNSEEN, .eff = WS_UNKNOWN, .backup = b, .sent = 1};
+		FLOW_UPDATE(flows, v6, &fk, &ns, BPF_NOEXIST);
+	}
 	return 1;
 }
 FAMILY_SPLIT(set_backup)
@@ -140,20 +144,21 @@ __noinline __u32 keep_announcement(struct kept *k, const struct opts *o, int off
 	if (s < 0)
 		s = 0; /* all full: the oldest slot goes */
 	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
-	/* byte loops without data-dependent branches (mask = 0xff inside the option) */
-	for (int i = 0; i < 32; i++)
-		ks->opt[i] = buf[(off + i) & 63] & in_opt(i, len);
+	/* one byte loop without data-dependent branches (mask = 0xff inside the option): the
+	 * option kept, and the checksum difference of NOPs in its place (same length, so only
+	 * the checksum changes) */
+	__u32 diff = 0;
+	for (int i = 0; i < 32; i++) {
+		__u8 b = buf[(off + i) & 63], mask = in_opt(i, len);
+		ks->opt[i] = b & mask;
+		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
+		diff += diff8(b, 1, odd) & -(__u32)(mask & 1);
+	}
 	ks->len = len;
 	ks->id = id;
 	ks->reannounced = 0;
 	if (ks->blocked < 255)
 		ks->blocked++;
-	/* NOPs in place: same length, so only the checksum changes */
-	__u32 diff = 0;
-	for (int i = 0; i < 32; i++) {
-		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
-		diff += diff8(buf[(off + i) & 63], 1, odd) & -(__u32)(in_opt(i, len) & 1);
-	}
 	return diff;
 }
 
@@ -231,7 +236,7 @@ static __always_inline int add_subflow_fam(void *ctx, const int tc, struct nena_
 	if (s < 0)
 		return 0;
 	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
-	__u8 opt[32];
+	__u8 opt[32] __attribute__((aligned(8)));
 	__u32 len = ks->len;
 	if (!add_addr_len_ok(len))
 		return 0;

@@ -99,8 +99,8 @@ struct {
 		__type(value, VALUE);                                                          \
 	} NAME##6 SEC(".maps");
 
-/* window scale of each SYN / SYN-ACK seen (struct wscale_v) */
-FLOW_MAPS(wscale, struct wscale_v, 16384)
+/* each flow's window scale and MP_PRIO (struct flow_state) */
+FLOW_MAPS(flows, struct flow_state, 16384)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,8 +117,6 @@ static __always_inline void bump(__u32 i)
 }
 
 FLOW_MAPS(kept, struct kept, 4096)
-
-FLOW_MAPS(prio, struct prio_state, 16384)
 
 FLOW_MAPS(metrics, struct metrics, 16384)
 
@@ -200,12 +198,35 @@ static __always_inline long ld_helper(void *ctx, const int tc, __u32 off, void *
 		__r;                                                                           \
 	})
 
-static __always_inline long st(void *ctx, const int tc, __u32 off, void *buf, __u32 len)
+static __always_inline long st_helper(void *ctx, const int tc, __u32 off, void *buf, __u32 len)
 {
 	if (tc)
 		return bpf_skb_store_bytes(ctx, off, buf, len, 0);
 	return bpf_xdp_store_bytes(ctx, off, buf, len);
 }
+
+/* Store len bytes at off: as ld(), directly when the length is a constant and the bytes lie
+ * in the linear data (a store helper costs 15-25 ns), else through the helpers. At TC a
+ * direct write makes a cloned skb's header writable first, as bpf_skb_store_bytes does (the
+ * verifier adds that to the program). buf: aligned to its first chunk, as for ld(). */
+#define st(ctx, tc, off, buf, len)                                                             \
+	({                                                                                     \
+		long __r;                                                                      \
+		__u32 __off = (off);                                                           \
+		if (__builtin_constant_p(len) && (len) <= 64 && __off < 1024) {                \
+			asm volatile("%0 &= 0x3ff" : "+r"(__off)); /* bound for the verifier */ \
+			void *__b = pkt_begin(ctx, tc) + __off;                                \
+			if (__b + (len) <= pkt_end(ctx, tc)) {                                 \
+				pkt_copy(__b, (buf), (len));                                   \
+				__r = 0;                                                       \
+			} else {                                                               \
+				__r = st_helper(ctx, tc, __off, (buf), (len));                 \
+			}                                                                      \
+		} else {                                                                       \
+			__r = st_helper(ctx, tc, __off, (buf), (len));                         \
+		}                                                                              \
+		__r;                                                                           \
+	})
 
 static __always_inline __u32 pkt_len(void *ctx, const int tc)
 {
@@ -533,9 +554,9 @@ static __always_inline int tcp_csum_apply(void *ctx, const int tc, const struct 
  * (no payload, so nothing moves: the frame grows at its tail, the TCP header stays where the
  * stack and a CHECKSUM_PARTIAL skb expect it). Fixes data offset, IP length, IPv4 header
  * checksum and the TCP checksum. Returns 0 on success, <0 if the packet is left untouched.
- * One helper grows the frame and one stores the option; the header fields are written in
- * place (a store helper each cost about 15-25 ns), the TCP checksum by one bpf_l4_csum_replace
- * per part at TC (a CHECKSUM_PARTIAL skb takes only the pseudo header's) and in place at XDP. */
+ * One helper grows the frame; the option and the header fields are written in place (a store
+ * helper each cost about 15-25 ns), the TCP checksum by one bpf_l4_csum_replace per part at
+ * TC (a CHECKSUM_PARTIAL skb takes only the pseudo header's) and in place at XDP. */
 static __always_inline int insert_opt(void *ctx, const int tc, struct nena_ctx *c, __u8 *opt,
 				      __u32 n)
 {
@@ -556,11 +577,21 @@ static __always_inline int insert_opt(void *ctx, const int tc, struct nena_ctx *
 		if (bpf_xdp_adjust_tail(ctx, n))
 			return -1;
 	}
-	if (st(ctx, tc, end, opt, n) < 0)
-		return -1;
 	__u8 *th = hdrs(ctx, tc, c, &ip);
 	if (!th)
 		return -1;
+	/* the option, a word at a time, at the end of the header (now the end of the frame) */
+	__u32 e = end;
+	asm volatile("%0 &= 0x3ff" : "+r"(e)); /* bound for the verifier */
+	__u8 *o = pkt_begin(ctx, tc) + e;
+#pragma unroll
+	for (int i = 0; i < 32; i += 4) {
+		if (i < n) {
+			if (o + i + 4 > (__u8 *)pkt_end(ctx, tc))
+				return -1;
+			*(__u32 *)(o + i) = *(__u32 *)(opt + i);
+		}
+	}
 	/* data offset */
 	__u16 w0 = *(__u16 *)(th + 12), w1 = w0;
 	((__u8 *)&w1)[0] = (((c->doff + n) >> 2) << 4) | (((__u8 *)&w0)[0] & 0x0f);

@@ -10,7 +10,8 @@ use nena_bpf::Hook;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: policy_steps [ingress|egress] [--rounds N] [--repeat N] NAME=OBJ... -- FIGURE...";
+    let usage =
+        "usage: policy_steps [ingress|egress] [--rounds N] [--repeat N] NAME=OBJ... -- FIGURE...";
     let split = args
         .iter()
         .position(|a| a == "--")
@@ -25,18 +26,8 @@ fn main() -> anyhow::Result<()> {
         match a.as_str() {
             "ingress" => hook = Hook::Ingress,
             "egress" => hook = Hook::Egress,
-            "--rounds" => {
-                rounds = it
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!(usage))?
-                    .parse()?
-            }
-            "--repeat" => {
-                repeat = it
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!(usage))?
-                    .parse()?
-            }
+            "--rounds" => rounds = it.next().ok_or_else(|| anyhow::anyhow!(usage))?.parse()?,
+            "--repeat" => repeat = it.next().ok_or_else(|| anyhow::anyhow!(usage))?.parse()?,
             b => {
                 let (name, path) = b.split_once('=').ok_or_else(|| anyhow::anyhow!(usage))?;
                 let obj = (path != "this").then(|| std::fs::read(path)).transpose()?;

@@ -33,8 +33,8 @@ fn join_syn(sport: u16, dport: u16) -> Tcp {
 
 /// The subflow of `add_subflow`'s acting frame (its kept announcement is renewed each pair).
 pub(super) const KEPT_PORT: u16 = 40004;
-/// The subflow of chain-8's frame (window scale 0, set at the start).
-const CHAIN8_PORT: u16 = 40005;
+/// The subflow of chain-8's frame (window scale 0: its handshake at the start).
+pub(super) const CHAIN8_PORT: u16 = 40005;
 /// The subflow of `blk_subflow`'s acting frame (apart: what it keeps, add_subflow would
 /// announce on the bench subflow).
 const BLK_PORT: u16 = 40006;

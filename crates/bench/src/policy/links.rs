@@ -57,7 +57,8 @@ pub enum Frame {
     /// A DSS ACK of a subflow on which an ADD_ADDR was blocked (kept) just before.
     KeptAck,
     /// A DSS ACK without timestamps, window 65535, carrying an ADD_ADDR, of a subflow whose
-    /// window scale is known (0): every link of chain-8 acts on it.
+    /// handshake the dispatcher saw (window scale 0 both ways): every link of chain-8 acts
+    /// on it.
     Chain8,
 }
 

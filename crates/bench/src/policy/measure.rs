@@ -2,7 +2,9 @@
 //! (with the chain, without it), the counters checked after each, the bench subflow's
 //! handshake, medians.
 
-use super::frames::{add_addr_ack, frame, new_subflow, Flows, BENCH_PORT, DST, KEPT_PORT, SRC};
+use super::frames::{
+    add_addr_ack, frame, new_subflow, Flows, BENCH_PORT, CHAIN8_PORT, DST, KEPT_PORT, SRC,
+};
 use super::links::{BenchLink, Frame, Link, Method};
 use anyhow::{bail, Result};
 use nena_bpf::chains::packet::Tcp;
@@ -132,23 +134,21 @@ pub(super) fn single_pair(
     Ok(o.ns - without)
 }
 
-/// The handshake of the bench subflow through the dispatcher of both hooks, which settles
-/// its window scale (as on a real connection seen from its start).
+/// The handshakes of the bench subflow (window scale 7 both ways) and of chain-8's (0 both
+/// ways) through the dispatcher of both hooks, which settles their window scales (as on a
+/// real connection seen from its start).
 pub(super) fn handshake(bed: &mut TestBed) -> Result<()> {
+    use nena_bpf::chains::packet::{TCP_ACK, TCP_SYN};
     for h in [Hook::Ingress, Hook::Egress] {
         bed.clear_chain(h)?;
-        let syn = Tcp::new(SRC, DST, BENCH_PORT, 5201)
-            .flags(nena_bpf::chains::packet::TCP_SYN)
-            .opt(&[1, 3, 3, 7]);
-        bed.run(h, &syn.build(), 1)?;
-        bed.run(
-            h,
-            &syn.reply()
-                .flags(nena_bpf::chains::packet::TCP_SYN | nena_bpf::chains::packet::TCP_ACK)
-                .opt(&[1, 3, 3, 7])
-                .build(),
-            1,
-        )?;
+        for (port, ws) in [(BENCH_PORT, 7), (CHAIN8_PORT, 0)] {
+            let syn = Tcp::new(SRC, DST, port, 5201)
+                .flags(TCP_SYN)
+                .opt(&[1, 3, 3, ws]);
+            bed.run(h, &syn.build(), 1)?;
+            let synack = syn.reply().flags(TCP_SYN | TCP_ACK).opt(&[1, 3, 3, ws]);
+            bed.run(h, &synack.build(), 1)?;
+        }
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! docs/BENCHMARKS.md, "Where an actor's time goes"); such a build need not act as the bench
 //! requires, so nothing is checked here: this finds costs, `run` is the benchmark.
 
-use super::frames::{chain8_frame, frame, Flows};
+use super::frames::{frame, Flows};
 use super::links::{chains, BenchLink, Frame, Link, Method};
 use super::measure::{chain_of, handshake, median, single_pair};
 use anyhow::{anyhow, Result};
@@ -55,9 +55,6 @@ pub fn steps(
             None => TestBed::new()?,
         };
         handshake(&mut bed)?;
-        let c8 = chain8_frame();
-        bed.set_wscale(&c8.flow(), 0)?;
-        bed.set_wscale(&c8.reply().flow(), 0)?;
         beds.push(bed);
     }
     let mut flows = Flows(0);
@@ -71,9 +68,7 @@ pub fn steps(
             for (i, (links, f, method)) in figs.iter().enumerate() {
                 for _ in 0..per_round.max(1) {
                     let d = match method {
-                        Method::Single => {
-                            single_pair(bed, hook, "", links, *f, &mut flows, false)?
-                        }
+                        Method::Single => single_pair(bed, hook, "", links, *f, &mut flows, false)?,
                         Method::Batch => {
                             bed.drain_events()?;
                             let fr = frame(*f, &mut flows);

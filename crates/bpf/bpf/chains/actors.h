@@ -117,6 +117,38 @@ static __always_inline int add_addr_len_ok(int len)
 	return len == 16 || len == 18 || len == 28 || len == 30;
 }
 
+/* Overwrite the len (16, 18, 28 or 30: an ADD_ADDR) bytes at packet offset `at` with NOPs,
+ * in place (a store helper costs more); -1, and nothing written, if they do not all lie in
+ * the linear data. Every bound is checked before the first write. */
+static __always_inline int nops_at(void *ctx, const int tc, __u32 at, int len)
+{
+	const __u64 nop8 = 0x0101010101010101ULL;
+	asm volatile("%0 &= 0x3ff" : "+r"(at)); /* bound for the verifier */
+	__u8 *p = pkt_begin(ctx, tc) + at, *end = pkt_end(ctx, tc);
+	if (len >= 28) {
+		if (p + 28 > end)
+			return -1;
+		if (len == 30) {
+			if (p + 30 > end)
+				return -1;
+			*(__u16 *)(p + 28) = (__u16)nop8;
+		}
+		*(__u64 *)(p + 16) = nop8;
+		*(__u32 *)(p + 24) = (__u32)nop8;
+	} else {
+		if (p + 16 > end)
+			return -1;
+		if (len == 18) {
+			if (p + 18 > end)
+				return -1;
+			*(__u16 *)(p + 16) = (__u16)nop8;
+		}
+	}
+	*(__u64 *)p = nop8;
+	*(__u64 *)(p + 8) = nop8;
+	return 0;
+}
+
 /* blk_subflow's bookkeeping: keep the announcement at o->b[off] (len bytes) in k, in the slot
  * of its address id (else a free one, else the first), and return what overwriting it with
  * NOPs adds to the TCP checksum. A global function: the verifier checks it once, on its own,
@@ -201,12 +233,15 @@ static __always_inline int blk_subflow_fam(void *ctx, const int tc, struct nena_
 	__u32 diff = keep_announcement(k, &o, off, len);
 	if (drop)
 		return NENA_DROP;
-	__u8 nops[32];
-	for (int i = 0; i < 32; i++)
-		nops[i] = 1;
-	__u32 n = len & 31;
-	if (n < 16 || st(ctx, tc, c->l4_off + 20 + off, nops, n) < 0)
-		return 0;
+	__u32 at = c->l4_off + 20 + off;
+	if (nops_at(ctx, tc, at, len) < 0) { /* not in the linear data: the store helper */
+		__u8 nops[32];
+		for (int i = 0; i < 32; i++)
+			nops[i] = 1;
+		__u32 n = len & 31;
+		if (n < 16 || st(ctx, tc, at, nops, n) < 0)
+			return 0;
+	}
 	tcp_csum_apply(ctx, tc, c, diff, 0);
 	c->types &= ~T_ADD_ADDR;
 	return 1;

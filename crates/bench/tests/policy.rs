@@ -28,3 +28,31 @@ fn compare_two_builds_side_by_side() {
     // an object that is not one fails cleanly
     assert!(TestBed::with_object(b"not an ELF object").is_err());
 }
+
+/// `bench::steps` on two builds (this one and the same object loaded from its bytes): a
+/// finite figure per build and name, the dispatcher measured; an unknown name fails.
+#[test]
+fn steps_time_every_figure_on_every_build() {
+    let builds = vec![
+        ("this".to_string(), None),
+        ("object".to_string(), Some(nena_bpf::BPF_OBJECT.to_vec())),
+    ];
+    let names = ["set_backup", "get_connect", "chain-8"];
+    let rows = nena_bench::policy::steps(&builds, &names, Hook::Ingress, 2, 1, 50).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.build.as_str()).collect::<Vec<_>>(),
+        ["this", "object"]
+    );
+    for r in &rows {
+        assert!(r.dispatcher > 0.0, "{r:?}");
+        assert_eq!(
+            r.figures
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+            names
+        );
+        assert!(r.figures.iter().all(|(_, ns)| ns.is_finite()), "{r:?}");
+    }
+    assert!(nena_bench::policy::steps(&builds, &["nope"], Hook::Egress, 1, 1, 10).is_err());
+}

@@ -33,8 +33,8 @@ fn join_syn(sport: u16, dport: u16) -> Tcp {
 
 /// The subflow of `add_subflow`'s acting frame (its kept announcement is renewed each pair).
 pub(super) const KEPT_PORT: u16 = 40004;
-/// The subflow of chain-8's frame (window scale 0, set at the start).
-const CHAIN8_PORT: u16 = 40005;
+/// The subflow of chain-8's frame (window scale 0: its handshake at the start).
+pub(super) const CHAIN8_PORT: u16 = 40005;
 /// The subflow of `blk_subflow`'s acting frame (apart: what it keeps, add_subflow would
 /// announce on the bench subflow).
 const BLK_PORT: u16 = 40006;
@@ -60,14 +60,20 @@ pub(super) fn frame(f: Frame, flows: &mut Flows) -> Vec<u8> {
             .opt(&mp::capable(&[]))
             .build(),
         Frame::JoinSyn => join_syn(40003, 5201).build(),
-        Frame::NewSubflowAck => {
-            let (sport, dport) = flows.next();
-            ack(SRC, DST, sport, dport).build()
-        }
+        Frame::NewSubflowAck => new_subflow(flows).1,
         Frame::AddAddrAck => add_addr_ack(BLK_PORT, 5201).build(),
         Frame::KeptAck => ack(SRC, DST, KEPT_PORT, 5201).build(),
         Frame::Chain8 => chain8_frame().build(),
     }
+}
+
+/// A new subflow's SYN (window scale 7) and its first DSS ACK.
+pub(super) fn new_subflow(flows: &mut Flows) -> (Vec<u8>, Vec<u8>) {
+    let (sport, dport) = flows.next();
+    let syn = Tcp::new(SRC, DST, sport, dport)
+        .flags(nena_bpf::chains::packet::TCP_SYN)
+        .opt(&[1, 3, 3, 7]);
+    (syn.build(), ack(SRC, DST, sport, dport).build())
 }
 
 pub(super) fn chain8_frame() -> Tcp {

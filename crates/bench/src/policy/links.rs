@@ -49,14 +49,16 @@ pub enum Frame {
     JoinSyn,
     /// The DSS ACK with window 65535 (above `rate_limit`'s cap).
     DssAckWideWindow,
-    /// A DSS ACK of a new subflow (one per run).
+    /// A DSS ACK of a new subflow (one per run) whose SYN went through the hook just before
+    /// (untimed, no chain), as a subflow's does: the dispatcher made the subflow's entry.
     NewSubflowAck,
     /// A DSS ACK carrying an ADD_ADDR announcement.
     AddAddrAck,
     /// A DSS ACK of a subflow on which an ADD_ADDR was blocked (kept) just before.
     KeptAck,
     /// A DSS ACK without timestamps, window 65535, carrying an ADD_ADDR, of a subflow whose
-    /// window scale is known (0): every link of chain-8 acts on it.
+    /// handshake the dispatcher saw (window scale 0 both ways): every link of chain-8 acts
+    /// on it.
     Chain8,
 }
 

@@ -18,7 +18,8 @@
 //!   the differences; both runs with the chain checked to have acted (every link counted a
 //!   hit, the frame came out changed). The per-flow state an actor keeps is set up so that
 //!   it acts again: `add_subflow`'s kept announcement is blocked anew before each pair, and
-//!   `set_backup` (which adds its MP_PRIO once per subflow) gets a new subflow per run.
+//!   `set_backup` (which adds its MP_PRIO once per subflow) gets a new subflow per run, whose
+//!   SYN goes through the hook first (untimed, no chain), as a subflow's does.
 //!
 //! Pairs are taken in rounds (one pair, or a few single pairs, of every figure at both hooks
 //! per round), so each figure's samples spread over the whole run: the host's slow spells
@@ -29,14 +30,17 @@
 //!
 //! Files: `links` (the links and chains, what the bench knows of each), `frames` (the
 //! frames), `measure` (one pair of runs on the test bed, the counters checked), `run` (the
-//! rounds, the report, `compare`), `report` (the report's types, the targets and the check).
+//! rounds, the report, `compare`), `report` (the report's types, the targets and the check),
+//! `steps` (the acting figures on several builds at once: where an actor's time goes).
 
 mod frames;
 mod links;
 mod measure;
 mod report;
 mod run;
+mod steps;
 
 pub use links::{chains, BenchLink, Frame, Kind, Link, Method};
 pub use report::{check, limit_for, limits, BenchEntry, BenchReport, Figure, Measure, TargetCheck};
 pub use run::{compare, run};
+pub use steps::{steps, StepRow};

@@ -1,7 +1,7 @@
 //! Running the benchmark: every figure's jobs in rounds over both hooks, the report built
 //! from their medians; and `compare`, two builds of the programs side by side.
 
-use super::frames::{chain8_frame, frame, Flows};
+use super::frames::{frame, Flows};
 use super::links::{chains, BenchLink, Frame, Kind, Link, Method};
 use super::measure::{batch_pair, chain_of, handshake, median, single_pair, Expect};
 use super::report::{check, BenchEntry, BenchReport, Figure, Measure};
@@ -92,10 +92,6 @@ pub fn run(
             false,
         )?);
     }
-    // chain-8's subflow: its window scale is known (0: the cap is 30000 bytes)
-    let c8 = chain8_frame();
-    bed.set_wscale(&c8.flow(), 0)?;
-    bed.set_wscale(&c8.reply().flow(), 0)?;
     for h in HOOKS {
         // set_backup's skip frame: a subflow that already carried its MP_PRIO
         bed.set_chain(h, &chain_of(h, &[Link::SetBackup])?)?;
@@ -135,7 +131,7 @@ pub fn run(
                     Method::Single => {
                         for _ in 0..singles_per_round {
                             let d = single_pair(
-                                &mut bed, *h, &what, &job.links, job.frame, &mut flows,
+                                &mut bed, *h, &what, &job.links, job.frame, &mut flows, true,
                             )?;
                             job.diffs[i].push(d);
                         }

@@ -18,13 +18,13 @@ static __always_inline int rate_limit_fam(void *ctx, const int tc, struct nena_c
 	struct flow_key fk, rk;
 	if (get_flow(ctx, tc, c, &fk))
 		return 0;
-	struct wscale_v *mine = FLOW_LOOKUP(wscale, v6, &fk);
-	if (!mine)
+	struct flow_state *mine = FLOW_LOOKUP(flows, v6, &fk);
+	if (!mine || mine->offered == WS_UNSEEN)
 		return 0;
 	__u32 shift = mine->eff;
 	if (shift == WS_UNKNOWN) { /* only this side's SYN seen (so far) */
 		flow_reverse(&fk, &rk);
-		struct wscale_v *theirs = FLOW_LOOKUP(wscale, v6, &rk);
+		struct flow_state *theirs = FLOW_LOOKUP(flows, v6, &rk);
 		shift = 0;
 		if (mine->offered != WS_NONE && !(theirs && theirs->offered == WS_NONE))
 			shift = mine->offered;
@@ -86,17 +86,21 @@ static __always_inline int set_backup_fam(void *ctx, const int tc, struct nena_c
 		return 0;
 	__u8 b = l->a.sb.backup ? 1 : 0;
 	__u8 repeat = l->a.sb.repeat ? l->a.sb.repeat : 1;
-	struct prio_state *ps = FLOW_LOOKUP(prio, v6, &fk);
-	if (ps && ps->backup == b && ps->sent >= repeat)
+	/* the flow's entry, which the dispatcher made at its SYN (else one is made here) */
+	struct flow_state *fs = FLOW_LOOKUP(flows, v6, &fk);
+	if (fs && fs->backup == b && fs->sent >= repeat)
 		return 0;
-	__u8 opt[32] = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
+	__u8 opt[32] __attribute__((aligned(8))) = {TCPOPT_MPTCP, 3, (MPTCPOPT_MP_PRIO << 4) | b, 1};
 	if (insert_opt(ctx, tc, c, opt, 4))
 		return 0;
 	c->types |= T_MP_PRIO | T_MPTCP;
-	struct prio_state ns = {.backup = b, .sent = 1};
-	if (ps && ps->backup == b)
-		ns.sent = ps->sent + 1;
-	FLOW_UPDATE(prio, v6, &fk, &ns, BPF_ANY);
+	if (fs) {
+		fs->sent = fs->backup == b ? fs->sent + 1 : 1;
+		fs->backup = b;
+	} else {
+		struct flow_state ns = {.offered = WS_UNSEEN, .eff = WS_UNKNOWN, .backup = b, .sent = 1};
+		FLOW_UPDATE(flows, v6, &fk, &ns, BPF_NOEXIST);
+	}
 	return 1;
 }
 FAMILY_SPLIT(set_backup)
@@ -111,6 +115,83 @@ static __always_inline __u8 in_opt(int i, int len)
 static __always_inline int add_addr_len_ok(int len)
 {
 	return len == 16 || len == 18 || len == 28 || len == 30;
+}
+
+/* Overwrite the len (16, 18, 28 or 30: an ADD_ADDR) bytes at packet offset `at` with NOPs,
+ * in place (a store helper costs more); -1, and nothing written, if they do not all lie in
+ * the linear data. Every bound is checked before the first write. */
+static __always_inline int nops_at(void *ctx, const int tc, __u32 at, int len)
+{
+	const __u64 nop8 = 0x0101010101010101ULL;
+	asm volatile("%0 &= 0x3ff" : "+r"(at)); /* bound for the verifier */
+	__u8 *p = pkt_begin(ctx, tc) + at, *end = pkt_end(ctx, tc);
+	if (len >= 28) {
+		if (p + 28 > end)
+			return -1;
+		if (len == 30) {
+			if (p + 30 > end)
+				return -1;
+			*(__u16 *)(p + 28) = (__u16)nop8;
+		}
+		*(__u64 *)(p + 16) = nop8;
+		*(__u32 *)(p + 24) = (__u32)nop8;
+	} else {
+		if (p + 16 > end)
+			return -1;
+		if (len == 18) {
+			if (p + 18 > end)
+				return -1;
+			*(__u16 *)(p + 16) = (__u16)nop8;
+		}
+	}
+	*(__u64 *)p = nop8;
+	*(__u64 *)(p + 8) = nop8;
+	return 0;
+}
+
+/* blk_subflow's bookkeeping: keep the announcement at o->b[off] (len bytes) in k, in the slot
+ * of its address id (else a free one, else the first), and return what overwriting it with
+ * NOPs adds to the TCP checksum. A global function: the verifier checks it once, on its own,
+ * instead of once for every path of the actor that reaches it. */
+__noinline __u32 keep_announcement(struct kept *k, const struct opts *o, int off, int len)
+{
+	if (!k || !o)
+		return 0;
+	const __u8 *buf = o->b;
+	__u8 id = buf[(off + 3) & 63];
+	int s = -1;
+	for (int i = 0; i < KEPT_SLOTS; i++) {
+		if (k->slot[i].len && k->slot[i].id == id) {
+			s = i;
+			break;
+		}
+	}
+	if (s < 0)
+		for (int i = 0; i < KEPT_SLOTS; i++) {
+			if (!k->slot[i].len) {
+				s = i;
+				break;
+			}
+		}
+	if (s < 0)
+		s = 0; /* all full: the oldest slot goes */
+	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
+	/* one byte loop without data-dependent branches (mask = 0xff inside the option): the
+	 * option kept, and the checksum difference of NOPs in its place (same length, so only
+	 * the checksum changes) */
+	__u32 diff = 0;
+	for (int i = 0; i < 32; i++) {
+		__u8 b = buf[(off + i) & 63], mask = in_opt(i, len);
+		ks->opt[i] = b & mask;
+		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
+		diff += diff8(b, 1, odd) & -(__u32)(mask & 1);
+	}
+	ks->len = len;
+	ks->id = id;
+	ks->reannounced = 0;
+	if (ks->blocked < 255)
+		ks->blocked++;
+	return diff;
 }
 
 /* blk_subflow: overwrite an ADD_ADDR announcement with NOPs (or drop the bare ACK that only
@@ -139,51 +220,28 @@ static __always_inline int blk_subflow_fam(void *ctx, const int tc, struct nena_
 	int drop = (c->types & T_PURE_ACK) &&
 		   !(c->types & (T_MP_CAPABLE | T_MP_JOIN | T_DSS | T_RM_ADDR | T_MP_PRIO |
 				 T_MP_FAIL | T_MP_FASTCLOSE | T_MP_TCPRST | T_ADD_ADDR_ECHO));
+	/* looked up first: an update of an LRU map takes a free element before it finds the key
+	 * already there (and gives it back), which costs more than the lookup */
 	struct kept zero = {};
-	FLOW_UPDATE(kept, v6, &fk, &zero, BPF_NOEXIST);
 	struct kept *k = FLOW_LOOKUP(kept, v6, &fk);
-	if (!k)
-		return 0;
-	__u8 id = buf[(off + 3) & 63];
-	int s = -1;
-	for (int i = 0; i < KEPT_SLOTS; i++) {
-		if (k->slot[i].len && k->slot[i].id == id) {
-			s = i;
-			break;
-		}
+	if (!k) {
+		FLOW_UPDATE(kept, v6, &fk, &zero, BPF_NOEXIST);
+		k = FLOW_LOOKUP(kept, v6, &fk);
+		if (!k)
+			return 0;
 	}
-	if (s < 0)
-		for (int i = 0; i < KEPT_SLOTS; i++) {
-			if (!k->slot[i].len) {
-				s = i;
-				break;
-			}
-		}
-	if (s < 0)
-		s = 0; /* all full: the oldest slot goes */
-	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
-	/* byte loops without data-dependent branches (mask = 0xff inside the option): the
-	 * verifier walks them once instead of once per possible length */
-	for (int i = 0; i < 32; i++)
-		ks->opt[i] = buf[(off + i) & 63] & in_opt(i, len);
-	ks->len = len;
-	ks->id = id;
-	ks->reannounced = 0;
-	if (ks->blocked < 255)
-		ks->blocked++;
-	/* NOPs in place: same length, so only the checksum changes */
-	__u8 nops[32];
-	__u32 diff = 0;
-	for (int i = 0; i < 32; i++) {
-		nops[i] = 1;
-		int odd = (off + i) & 1; /* options start at TCP offset 20: even */
-		diff += diff8(buf[(off + i) & 63], 1, odd) & -(__u32)(in_opt(i, len) & 1);
-	}
+	__u32 diff = keep_announcement(k, &o, off, len);
 	if (drop)
 		return NENA_DROP;
-	__u32 n = len & 31;
-	if (n < 16 || st(ctx, tc, c->l4_off + 20 + off, nops, n) < 0)
-		return 0;
+	__u32 at = c->l4_off + 20 + off;
+	if (nops_at(ctx, tc, at, len) < 0) { /* not in the linear data: the store helper */
+		__u8 nops[32];
+		for (int i = 0; i < 32; i++)
+			nops[i] = 1;
+		__u32 n = len & 31;
+		if (n < 16 || st(ctx, tc, at, nops, n) < 0)
+			return 0;
+	}
 	tcp_csum_apply(ctx, tc, c, diff, 0);
 	c->types &= ~T_ADD_ADDR;
 	return 1;
@@ -213,7 +271,7 @@ static __always_inline int add_subflow_fam(void *ctx, const int tc, struct nena_
 	if (s < 0)
 		return 0;
 	struct kept_slot *ks = &k->slot[s & (KEPT_SLOTS - 1)];
-	__u8 opt[32];
+	__u8 opt[32] __attribute__((aligned(8)));
 	__u32 len = ks->len;
 	if (!add_addr_len_ok(len))
 		return 0;

@@ -56,17 +56,17 @@ static __always_inline void learn_wscale(void *ctx, const int tc, const struct n
 	struct flow_key fk, rk;
 	if (get_flow(ctx, tc, c, &fk))
 		return;
-	struct wscale_v v = {.offered = ws, .eff = WS_UNKNOWN};
+	struct flow_state v = {.offered = ws, .eff = WS_UNKNOWN};
 	if (c->tcp_flags & TCPF_ACK) {
 		flow_reverse(&fk, &rk);
-		struct wscale_v *r = FLOW_LOOKUP(wscale, v6, &rk);
-		if (r) {
+		struct flow_state *r = FLOW_LOOKUP(flows, v6, &rk);
+		if (r && r->offered != WS_UNSEEN) {
 			int both = ws != WS_NONE && r->offered != WS_NONE;
 			v.eff = both ? ws : 0;
 			r->eff = both ? r->offered : 0;
 		}
 	}
-	FLOW_UPDATE(wscale, v6, &fk, &v, BPF_ANY);
+	FLOW_UPDATE(flows, v6, &fk, &v, BPF_ANY);
 }
 
 static __always_inline void learn_wscale_any(void *ctx, const int tc, const struct nena_ctx *c,

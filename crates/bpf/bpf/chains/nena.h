@@ -195,24 +195,24 @@ struct kept {
 	struct kept_slot slot[KEPT_SLOTS];
 };
 
-/* window scale of a flow's SYN (or SYN/ACK): offered shift (0xff: no option) and, once the
- * other side's SYN was seen too, the shift in force for this flow's windows */
-#define WS_NONE 0xff
-#define WS_UNKNOWN 0xfe
-struct wscale_v {
-	__u8 offered;
-	__u8 eff;
+/* What the programs keep of a flow (one direction of a subflow as seen on the wire), one
+ * entry of `flows4` / `flows6`: the window scale of its SYN (or SYN/ACK), which the
+ * dispatcher records, and set_backup's MP_PRIO. In one entry so that set_backup finds the
+ * entry the handshake made instead of inserting one of its own: the insert, into a cold part
+ * of a large map, was most of its cost (docs/BENCHMARKS.md). A SYN starts the entry afresh. */
+#define WS_NONE 0xff    /* the SYN offered no window scale */
+#define WS_UNKNOWN 0xfe /* eff: the other side's SYN not seen (yet) */
+#define WS_UNSEEN 0xfd  /* offered: the handshake was not seen (an entry set_backup made) */
+struct flow_state {
+	__u8 offered; /* shift offered by the SYN */
+	__u8 eff;     /* the shift in force for this flow's windows, once both SYNs were seen */
+	__u8 backup;  /* set_backup: the B flag of the MP_PRIO sent ... */
+	__u8 sent;    /* ... and how many times (0: none) */
 };
 
 /* per-CPU counters */
 #define CNT_SEEN 0      /* + hook: TCP packets that reached a chain lookup */
 #define CNT_MALFORMED 2 /* + hook: TCP packets whose header or options did not parse */
-
-struct prio_state {
-	__u8 backup;
-	__u8 sent;
-	__u8 pad[6];
-};
 
 struct metrics {
 	__u64 pkts;

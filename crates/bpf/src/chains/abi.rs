@@ -497,7 +497,7 @@ pub struct NenaCtx {
     pub pad: [u8; 3],
 }
 
-/// Size of `struct flow4`, the key of the IPv4 per-flow maps (`wscale4`, `kept4`, `prio4`,
+/// Size of `struct flow4`, the key of the IPv4 per-flow maps (`flows4`, `kept4`,
 /// `metrics4`); the IPv6 ones (`*6`) are keyed by `FlowKey`.
 pub const FLOW4_LEN: usize = 12;
 

@@ -60,7 +60,7 @@ impl Policy {
     /// the new chains hold a `set_backup`: a new policy is re-asserted even where the flag was
     /// changed behind its back (netlink).
     pub fn forget_prio(&self) -> anyhow::Result<()> {
-        self.prio.clear();
+        self.flows.forget_prio();
         Ok(())
     }
 }

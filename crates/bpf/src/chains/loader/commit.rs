@@ -101,7 +101,7 @@ impl Target for Policy {
                 MapFlags::EXIST,
             ),
             Op::ForgetPrio => {
-                self.prio.clear();
+                self.flows.forget_prio();
                 Ok(())
             }
         }

@@ -77,7 +77,8 @@ pub struct Policy {
     pub(super) kept: FlowMaps,
     pub(super) metrics: FlowMaps,
     pub(super) counters: MapHandle,
-    pub(super) prio: FlowMaps,
+    /// `struct flow_state` per flow: the window scale and set_backup's MP_PRIO.
+    pub(super) flows: FlowMaps,
     pub(super) tenant_cfg: MapHandle,
     pub(super) tenant_cgroups: MapHandle,
     pub(super) tenant_uids: MapHandle,
@@ -160,6 +161,34 @@ impl FlowMaps {
         }
     }
 
+    /// `flows`: forget which MP_PRIO each flow was sent (`struct flow_state`'s `backup` and
+    /// `sent`, bytes 2 and 3), keep the window scales.
+    pub(super) fn forget_prio(&self) {
+        self.update_all(|v| {
+            if let Some(p) = v.get_mut(2..4) {
+                p.fill(0);
+            }
+        })
+    }
+
+    /// The size of the maps' values.
+    pub(super) fn value_size(&self) -> usize {
+        self.v4.value_size() as usize
+    }
+
+    /// Rewrite every entry's value bytes with `f`.
+    pub(super) fn update_all(&self, f: impl Fn(&mut [u8])) {
+        for m in [&self.v4, &self.v6] {
+            let keys: Vec<Vec<u8>> = m.keys().collect();
+            for k in keys {
+                if let Ok(Some(mut v)) = m.lookup(&k, MapFlags::ANY) {
+                    f(&mut v);
+                    let _ = m.update(&k, &v, MapFlags::EXIST);
+                }
+            }
+        }
+    }
+
     pub(super) fn clear(&self) {
         for m in [&self.v4, &self.v6] {
             let keys: Vec<Vec<u8>> = m.keys().collect();
@@ -192,7 +221,7 @@ impl Policy {
             kept: FlowMaps::open(dir, "kept")?,
             metrics: FlowMaps::open(dir, "metrics")?,
             counters: h("counters")?,
-            prio: FlowMaps::open(dir, "prio")?,
+            flows: FlowMaps::open(dir, "flows")?,
             tenant_cfg: h("tenant_cfg")?,
             tenant_cgroups: h("tenant_cgroups")?,
             tenant_uids: h("tenant_uids")?,

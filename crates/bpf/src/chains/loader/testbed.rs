@@ -43,7 +43,7 @@ struct BedMaps {
     events: MapHandle,
     kept: FlowMaps,
     metrics: FlowMaps,
-    wscale: FlowMaps,
+    flows: FlowMaps,
     /// None: an earlier build without tenants.
     tenants: Option<BedTenants>,
 }
@@ -83,7 +83,7 @@ impl TestBed {
             events: handle(&m.events)?,
             kept: flow(&m.kept4, &m.kept6)?,
             metrics: flow(&m.metrics4, &m.metrics6)?,
-            wscale: flow(&m.wscale4, &m.wscale6)?,
+            flows: flow(&m.flows4, &m.flows6)?,
             tenants: Some(BedTenants {
                 cfg: handle(&m.tenant_cfg)?,
                 hooks: handle(&m.tenant_hooks)?,
@@ -116,7 +116,8 @@ impl TestBed {
             events: h("events")?,
             kept: flow("kept")?,
             metrics: flow("metrics")?,
-            wscale: flow("wscale")?,
+            // `wscale`: an earlier build, before set_backup's state joined the window scale's
+            flows: flow("flows").or_else(|_| flow("wscale"))?,
             tenants: None,
         };
         Ok(TestBed {
@@ -322,9 +323,12 @@ impl TestBed {
             .and_then(|v| abi::Metrics::from_bytes(&v)))
     }
 
-    /// Set the window scale the dispatcher would have learnt from a SYN of `flow`.
+    /// Set the window scale the dispatcher would have learnt from a SYN of `flow` (and no
+    /// MP_PRIO sent, as after a SYN).
     pub fn set_wscale(&self, flow: &abi::FlowKey, shift: u8) -> Result<()> {
-        // offered, not yet settled by a SYN/ACK
-        self.maps.wscale.set(flow, &[shift, 0xfe])
+        // offered, not yet settled by a SYN/ACK; an earlier build's entry had only these two
+        let v = [shift, 0xfe, 0, 0];
+        let n = self.maps.flows.value_size().min(v.len());
+        self.maps.flows.set(flow, &v[..n])
     }
 }

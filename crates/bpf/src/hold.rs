@@ -16,7 +16,7 @@ use nena_mptcp::hold::FlightHold;
 use std::ffi::CString;
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use zerocopy::{FromBytes, IntoBytes};
 
 /// How many trusted interfaces one held connection may name (`HOLD_IFACES` in C).
@@ -127,7 +127,7 @@ fn own_cgroup() -> Result<std::fs::File> {
         std::fs::File::open(&dir)
             .with_context(|| format!("cannot open the cgroup {}", dir.display()))
     };
-    if let Some(root) = cgroup2_mount() {
+    if let Some(root) = crate::cgroup::cgroup2_mount() {
         return open(&root);
     }
     let m = std::env::temp_dir().join(format!("nena-hold-cgroup2-{}", std::process::id()));
@@ -156,18 +156,6 @@ fn own_cgroup() -> Result<std::fs::File> {
     unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
     let _ = std::fs::remove_dir(&m);
     f
-}
-
-/// The cgroup2 mount point of this mount namespace, from /proc/self/mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        left.split_whitespace().nth(4).map(PathBuf::from)
-    })
 }
 
 #[cfg(test)]

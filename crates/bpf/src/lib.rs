@@ -15,11 +15,12 @@
 //!   altered; `nena lab forge`: a chosen pattern XORed at a data sequence number).
 //! - [`cc`]: coupled congestion controls (LIA, OLIA, BALIA, EWTCP) as struct_ops.
 //!
-//! Shared by the rooms: [`skel`] (the generated skeletons), [`tc`] (clsact qdiscs and TC
+//! Shared by the rooms: [`cgroup`] (the cgroup2 mount), [`skel`] (the generated skeletons), [`tc`] (clsact qdiscs and TC
 //! filters, with the namespace lock), [`libbpf_log`] (libbpf's messages into `log`).
 
 pub mod attack;
 pub mod cc;
+pub mod cgroup;
 pub mod chains;
 pub mod hold;
 pub mod libbpf_log;

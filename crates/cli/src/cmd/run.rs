@@ -158,18 +158,6 @@ struct Cgroup {
     mounted: Option<PathBuf>,
 }
 
-/// The cgroup2 mount point of this mount namespace, from /proc/self/mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        left.split_whitespace().nth(4).map(PathBuf::from)
-    })
-}
-
 fn cpath(p: &Path) -> anyhow::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("{}: NUL in path", p.display()))
 }
@@ -177,7 +165,7 @@ fn cpath(p: &Path) -> anyhow::Result<CString> {
 impl Cgroup {
     fn create() -> anyhow::Result<Cgroup> {
         let pid = std::process::id();
-        let (root, mounted) = match cgroup2_mount() {
+        let (root, mounted) = match nena_bpf::cgroup::cgroup2_mount() {
             Some(r) => (r, None),
             None => {
                 let m = std::env::temp_dir().join(format!("nena-run-cgroup2-{pid}"));

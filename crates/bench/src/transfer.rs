@@ -449,7 +449,9 @@ fn beyond_targets(o: &[crate::overhead::Overhead]) -> Vec<TargetCheck> {
 /// `nena aead`'s CPU per GB against raw MPTCP's, <= [`AEAD_FLOOR_TARGET`], named with
 /// what raw MPTCP plus the primitive (timed in the same run) would be.
 fn aead_floor_target(o: &[crate::overhead::Overhead]) -> Option<TargetCheck> {
-    let a = o.iter().find(|x| x.variant == Variant::NenaAead.to_string())?;
+    let a = o
+        .iter()
+        .find(|x| x.variant == Variant::NenaAead.to_string())?;
     let raw = a.raw_cpu_s_per_gb;
     let floor = (raw + a.primitive_s_per_gb) / raw;
     floor.is_finite().then(|| {
@@ -983,10 +985,12 @@ mod tests {
             beyond_s_per_gb: 0.0,
             ratio: 0.0,
         };
-        let t = aead_floor_target(&[o("nena stream", 9.0, 0.2), o("nena aead", 0.51, 0.18)])
-            .unwrap();
+        let t =
+            aead_floor_target(&[o("nena stream", 9.0, 0.2), o("nena aead", 0.51, 0.18)]).unwrap();
         assert!((t.value - 1.7).abs() < 1e-9 && t.pass, "{t:?}");
-        assert!(t.name.contains("<= 1.75 x plain MPTCP (plain MPTCP + aes-128-gcm (ring): 1.600 x)"));
+        assert!(t
+            .name
+            .contains("<= 1.75 x plain MPTCP (plain MPTCP + aes-128-gcm (ring): 1.600 x)"));
         let t = aead_floor_target(&[o("nena aead", 0.6, 0.18)]).unwrap();
         assert!(!t.pass);
         // No aead row, or its primitive not timed: no target.

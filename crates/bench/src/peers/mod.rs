@@ -341,11 +341,9 @@ fn run_on(
         });
         let (variants, mut targets) = summarize(&runs, &failures, &opts.variants);
         // The cipher's cost on a GB, timed now on this thread (seal and open): the floors.
-        let primitive = crate::overhead::primitive_cost(
-            nena_proto::Mode::Aead,
-            nena_proto::Suite::preferred(),
-        )
-        .context("timing the aead primitive")?;
+        let primitive =
+            crate::overhead::primitive_cost(nena_proto::Mode::Aead, nena_proto::Suite::preferred())
+                .context("timing the aead primitive")?;
         let floors = floors(&variants, &runs, &primitive);
         targets.extend(floor_targets(&floors));
         results.push(SettingResult {
@@ -871,7 +869,9 @@ mod tests {
             at(Variant::Stunnel, 1, 3.0),
         ];
         let (stats, t) = summarize(&runs, &[], &Variant::ALL);
-        assert!(t.iter().any(|t| t.name == "every nena plain run multipath" && t.pass));
+        assert!(t
+            .iter()
+            .any(|t| t.name == "every nena plain run multipath" && t.pass));
         let f = floors(&stats, &runs, &("aes-128-gcm (ring)".into(), 0.2));
         assert_eq!(f.len(), 1);
         let f = &f[0];
@@ -885,7 +885,9 @@ mod tests {
         assert!((m - (1.0 / 0.9 + 1.4 / 1.3) / 2.0).abs() < 1e-9);
         let t = floor_targets(std::slice::from_ref(f));
         assert_eq!(t.len(), 1);
-        assert!(t[0].name.contains("nena aead CPU per GB <= 1.10x its floor"));
+        assert!(t[0]
+            .name
+            .contains("nena aead CPU per GB <= 1.10x its floor"));
         assert!(t[0].pass, "1.091 <= 1.10");
         // A primitive not timed: the floor is reported, no target.
         let f = floors(&stats, &runs, &("not timed".into(), f64::NAN));

@@ -241,19 +241,31 @@ pub fn table(setting: &str, o: &[Overhead]) -> String {
         "Beyond the primitive, {setting} (CPU s/GB, both ends; primitive and pattern check timed in this run):\n"
     );
     s += &format!(
-        "{:<12} {:>8} {:>8} {:>10} {:>8} {:>8} {:>9}  {}\n",
-        "variant", "nena", "raw", "primitive", "check", "beyond", "% of raw", "primitive"
+        "{:<12} {:>8} {:>8} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}  {}\n",
+        "variant",
+        "nena",
+        "raw",
+        "primitive",
+        "check",
+        "beyond",
+        "% of raw",
+        "x raw",
+        "raw+prim x",
+        "primitive"
     );
     for x in o {
+        let raw = x.raw_cpu_s_per_gb;
         s += &format!(
-            "{:<12} {:>8.3} {:>8.3} {:>10.3} {:>8.3} {:>8.3} {:>8.1}%  {}\n",
+            "{:<12} {:>8.3} {:>8.3} {:>10.3} {:>8.3} {:>8.3} {:>8.1}% {:>7.3} {:>11.3}  {}\n",
             x.variant,
             x.cpu_s_per_gb,
-            x.raw_cpu_s_per_gb,
+            raw,
             x.primitive_s_per_gb,
             x.check_s_per_gb,
             x.beyond_s_per_gb,
             x.ratio * 100.0,
+            x.cpu_s_per_gb / raw,
+            (raw + x.primitive_s_per_gb) / raw,
             x.primitive
         );
     }

@@ -34,7 +34,7 @@ impl Programs {
         let mut need: Vec<(&Path, &str)> = Vec::new();
         for v in variants {
             match v {
-                Variant::Nena | Variant::NenaLan => {}
+                Variant::Nena | Variant::NenaPlain | Variant::NenaLan | Variant::GatewayPlain => {}
                 Variant::Gateway => need.push((&self.iperf3, "iperf3")),
                 Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
                     need.push((&self.sslocal, "sslocal"));
@@ -248,12 +248,78 @@ fn bound(table: &str, addr: SocketAddrV4, proto: Proto) -> bool {
 /// SOCKS5 there (else it forwards to the sink by itself).
 pub struct Pair {
     pub variant: Variant,
-    pub client: Proc,
+    /// None while a gateway is stopped for the other gateway's turn ([`Pair::stop_client`]).
+    pub client: Option<Proc>,
+    /// How the client end is started (again, for a gateway).
+    client_start: ClientStart,
     pub server: Proc,
     pub entry: SocketAddrV4,
     pub socks: bool,
     /// The host the application runs in: the client, or the LAN host behind the gateway.
     pub app_host: Host,
+}
+
+/// What starts a pair's client end: program, arguments, log and what it is.
+struct ClientStart {
+    program: PathBuf,
+    args: Vec<String>,
+    env: &'static [(&'static str, &'static str)],
+    log: PathBuf,
+    what: &'static str,
+}
+
+/// How long a gateway started for its turn is left before its transfer: its sessions
+/// opened ahead (`--warm`, 8 by default) are opened at its start, outside the measurement.
+pub const GATEWAY_SETTLE: Duration = Duration::from_secs(1);
+
+impl Pair {
+    /// The running client end (an error while it is stopped).
+    pub fn client(&mut self) -> Result<&mut Proc> {
+        let v = self.variant;
+        self.client
+            .as_mut()
+            .ok_or_else(|| anyhow!("{v}'s client end is not running"))
+    }
+
+    /// Stops the client end (SIGTERM, waited for: a gateway removes its table first).
+    pub fn stop_client(&mut self) {
+        self.client = None;
+    }
+
+    /// Starts the client end again if it is stopped, and waits until it is ready.
+    pub fn start_client(&mut self, lab: &Lab) -> Result<()> {
+        if self.client.is_some() {
+            return Ok(());
+        }
+        let c = &self.client_start;
+        let p = Proc::spawn(
+            lab,
+            Host::Client,
+            &c.program,
+            &c.args,
+            c.env,
+            c.log.clone(),
+            c.what,
+        )?;
+        self.client = Some(p);
+        self.wait_client(lab)
+            .with_context(|| format!("starting {}", self.variant))?;
+        if self.variant.is_gateway() {
+            std::thread::sleep(GATEWAY_SETTLE);
+        }
+        Ok(())
+    }
+
+    fn wait_client(&mut self, lab: &Lab) -> Result<()> {
+        let (gateway, entry) = (self.variant.is_gateway(), self.entry);
+        let c = self.client()?;
+        if gateway {
+            // Its table is in place when it says where it listens.
+            c.wait_output("listening on")
+        } else {
+            c.wait_listening(lab, Host::Client, entry)
+        }
+    }
 }
 
 /// Ports in the lab: the sink, then two per tunnel (server end, client entry).
@@ -291,10 +357,11 @@ pub fn start(
     let entry = SocketAddrV4::new(entry_ip, entry_port);
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let log = |end: &str| dir.join(format!("{}-{end}.log", variant.file_stem()));
-    let quiet = [("RUST_LOG", "warn")];
+    const QUIET: &[(&str, &str)] = &[("RUST_LOG", "warn")];
+    let mode = variant.nena_mode();
     let (server, client) = match variant {
-        Variant::Nena | Variant::NenaLan => {
-            let server = nena_server(lab, programs, server_addr, &[sink], log("server"))?;
+        Variant::Nena | Variant::NenaPlain | Variant::NenaLan => {
+            let server = nena_server(lab, programs, server_addr, &[sink], mode, log("server"))?;
             let mut args = s(&[
                 "proxy",
                 "client",
@@ -307,33 +374,30 @@ pub fn start(
                 "--untrusted",
                 "untrusted",
                 "--mode",
-                "aead",
+                mode,
             ]);
             if variant == Variant::NenaLan {
                 // The LAN host reaches the entry on the client's LAN address.
                 args.push("--allow-remote-clients".into());
             }
-            let client = Proc::spawn(
-                lab,
-                Host::Client,
-                &programs.nena,
-                &args,
-                &quiet,
-                log("client"),
-                "nena proxy client",
-            )?;
+            let client = ClientStart {
+                program: programs.nena.clone(),
+                args,
+                env: QUIET,
+                log: log("client"),
+                what: "nena proxy client",
+            };
             (server, client)
         }
-        Variant::Gateway => {
+        Variant::Gateway | Variant::GatewayPlain => {
             // The sink, and the UDP stream's iperf3 server (its control connection and its
             // datagrams both go through the gateway).
             let iperf = SocketAddrV4::new(server_ip, IPERF_PORT);
-            let server = nena_server(lab, programs, server_addr, &[sink, iperf], log("server"))?;
-            let client = Proc::spawn(
-                lab,
-                Host::Client,
-                &programs.nena,
-                &s(&[
+            let allow = [sink, iperf];
+            let server = nena_server(lab, programs, server_addr, &allow, mode, log("server"))?;
+            let client = ClientStart {
+                program: programs.nena.clone(),
+                args: s(&[
                     "gateway",
                     "--lan",
                     "lan",
@@ -344,12 +408,12 @@ pub fn start(
                     "--untrusted",
                     "untrusted",
                     "--mode",
-                    "aead",
+                    mode,
                 ]),
-                &quiet,
-                log("client"),
-                "nena gateway",
-            )?;
+                env: QUIET,
+                log: log("client"),
+                what: "nena gateway",
+            };
             (server, client)
         }
         Variant::ShadowsocksAes | Variant::ShadowsocksChacha => {
@@ -370,15 +434,13 @@ pub fn start(
             )?;
             let mut args = common("-b", &entry.to_string());
             args.extend(s(&["-s", &server_addr.to_string()]));
-            let client = Proc::spawn(
-                lab,
-                Host::Client,
-                &programs.sslocal,
-                &args,
-                &[],
-                log("client"),
-                "sslocal",
-            )?;
+            let client = ClientStart {
+                program: programs.sslocal.clone(),
+                args,
+                env: &[],
+                log: log("client"),
+                what: "sslocal",
+            };
             (server, client)
         }
         Variant::Stunnel => {
@@ -417,26 +479,25 @@ pub fn start(
                 Host::Server,
                 &programs.nena,
                 &run(&server_conf),
-                &quiet,
+                QUIET,
                 log("server"),
                 "stunnel (server end, under nena run --mptcp-only)",
             )?;
-            let client = Proc::spawn(
-                lab,
-                Host::Client,
-                &programs.nena,
-                &run(&client_conf),
-                &quiet,
-                log("client"),
-                "stunnel (client end, under nena run --mptcp-only)",
-            )?;
+            let client = ClientStart {
+                program: programs.nena.clone(),
+                args: run(&client_conf),
+                env: QUIET,
+                log: log("client"),
+                what: "stunnel (client end, under nena run --mptcp-only)",
+            };
             (server, client)
         }
     };
-    let gateway = variant == Variant::Gateway;
+    let gateway = variant.is_gateway();
     let mut pair = Pair {
         variant,
-        client,
+        client: None,
+        client_start: client,
         server,
         // The LAN host connects to the sink itself; the gateway takes the connection.
         entry: if gateway { sink } else { entry },
@@ -450,23 +511,21 @@ pub fn start(
     pair.server
         .wait_listening(lab, Host::Server, server_addr)
         .with_context(|| format!("starting {variant}"))?;
-    if gateway {
-        // Its table is in place when it says where it listens.
-        pair.client.wait_output("listening on")
-    } else {
-        pair.client.wait_listening(lab, Host::Client, entry)
+    // One gateway at a time: the plain one is started at its turn.
+    if variant != Variant::GatewayPlain {
+        pair.start_client(lab)?;
     }
-    .with_context(|| format!("starting {variant}"))?;
     Ok(pair)
 }
 
-/// `nena proxy server` (aead) listening on `listen` in the server host, allowed to connect
+/// `nena proxy server` (in `mode`) listening on `listen` in the server host, allowed to connect
 /// to `allow` only.
 fn nena_server(
     lab: &Lab,
     programs: &Programs,
     listen: SocketAddrV4,
     allow: &[SocketAddrV4],
+    mode: &str,
     log: PathBuf,
 ) -> Result<Proc> {
     let mut args: Vec<String> = ["proxy", "server", "--listen"].map(String::from).to_vec();
@@ -475,7 +534,7 @@ fn nena_server(
         args.push("--allow".into());
         args.push(format!("{}/32:{}", a.ip(), a.port()));
     }
-    args.extend(["--mode".into(), "aead".into()]);
+    args.extend(["--mode".into(), mode.into()]);
     Proc::spawn(
         lab,
         Host::Server,

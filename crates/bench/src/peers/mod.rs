@@ -50,6 +50,33 @@ pub const CPU_TARGET: f64 = 0.8;
 pub const GOODPUT_TARGET: f64 = 1.0;
 /// The gateway's CPU per GB (its end) may be at most this multiple of the proxy client's.
 pub const GATEWAY_CPU_TARGET: f64 = 1.1;
+/// nena aead's CPU per GB (both ends) may be at most this multiple of its floor: the same
+/// ends in `plain` mode plus the cipher primitive on the same bytes (issue 43, item 2).
+pub const FLOOR_TARGET: f64 = 1.10;
+
+/// nena aead's CPU per GB against its floor: its ends in `plain` mode (nena's handshake,
+/// then the bytes as they are over the same MPTCP) plus the cipher primitive (sealing and
+/// opening a GB in 16 KiB records, timed on the bench's thread in the same run).
+#[derive(Debug, Clone, Serialize)]
+pub struct Floor {
+    /// The aead tunnel (`nena aead`, `nena gateway aead`).
+    pub variant: Variant,
+    /// Its ends in `plain` mode.
+    pub plain: Variant,
+    /// Medians of both ends' CPU per GB.
+    pub cpu_s_per_gb: f64,
+    pub plain_cpu_s_per_gb: f64,
+    /// The primitive and its CPU seconds per GB (seal + open).
+    pub primitive: String,
+    pub primitive_s_per_gb: f64,
+    /// `plain + primitive`.
+    pub floor_s_per_gb: f64,
+    /// `cpu / floor`: the figure the target bounds.
+    pub ratio: f64,
+    /// The same ratio repetition by repetition (aead over plain + primitive of the same
+    /// repetition): (median, least, most). Context beside the verdict.
+    pub paired: Option<(f64, f64, f64)>,
+}
 
 /// One network setting and the bytes of each of its transfers.
 #[derive(Debug, Clone, Serialize)]
@@ -150,6 +177,8 @@ pub struct SettingResult {
     pub failures: Vec<Failure>,
     /// The gateway's UDP stream, in a link-bound setting when the gateway ran.
     pub udp: Option<udp::UdpResult>,
+    /// nena aead's CPU per GB against its floor, for the proxy pair and the gateway.
+    pub floors: Vec<Floor>,
 }
 
 /// The whole bench.
@@ -231,7 +260,9 @@ fn run_on(
         // Bound on one transfer: ten times what 10 Mbit/s would take, at least a minute.
         let timeout = Duration::from_secs_f64((setting.bytes as f64 * 8.0 / 1e6).max(60.0));
         // One unmeasured small transfer per tunnel first (connections, caches, TLS set-up).
-        for p in &mut pairs {
+        for i in 0..pairs.len() {
+            take_turn(&lab, &mut pairs, i)?;
+            let p = &mut pairs[i];
             transfer(&lab, p, sink_addr, 1 << 20, timeout, 0)
                 .with_context(|| format!("{}, warm-up of {}", setting.name, p.variant))?;
         }
@@ -239,14 +270,16 @@ fn run_on(
         for rep in 0..opts.reps {
             for k in 0..pairs.len() {
                 let i = (rep + k) % pairs.len();
-                let r = match transfer(
-                    &lab,
-                    &mut pairs[i],
-                    sink_addr,
-                    setting.bytes,
-                    timeout,
-                    rep + 1,
-                ) {
+                let r = match take_turn(&lab, &mut pairs, i).and_then(|()| {
+                    transfer(
+                        &lab,
+                        &mut pairs[i],
+                        sink_addr,
+                        setting.bytes,
+                        timeout,
+                        rep + 1,
+                    )
+                }) {
                     Ok(r) => r,
                     Err(e) => {
                         let f = Failure {
@@ -275,6 +308,12 @@ fn run_on(
             }
         }
         let link_bound = setting.trusted_mbit.is_some() && setting.untrusted_mbit.is_some();
+        if gateway && link_bound {
+            // The UDP stream goes through the aead gateway.
+            if let Some(g) = pairs.iter().position(|p| p.variant == Variant::Gateway) {
+                take_turn(&lab, &mut pairs, g)?;
+            }
+        }
         let udp = (gateway && link_bound).then(|| {
             let (mut through, mut direct) = (Vec::new(), Vec::new());
             for rep in 1..=opts.reps {
@@ -300,8 +339,15 @@ fn run_on(
             }
             udp::summarize(through, direct)
         });
-        let (variants, targets) = summarize(&runs, &failures, &opts.variants);
+        let (variants, mut targets) = summarize(&runs, &failures, &opts.variants);
+        // The cipher's cost on a GB, timed now on this thread (seal and open): the floors.
+        let primitive =
+            crate::overhead::primitive_cost(nena_proto::Mode::Aead, nena_proto::Suite::preferred())
+                .context("timing the aead primitive")?;
+        let floors = floors(&variants, &runs, &primitive);
+        targets.extend(floor_targets(&floors));
         results.push(SettingResult {
+            floors,
             setting: setting.clone(),
             pass: targets.iter().all(|t| t.pass) && udp.as_ref().is_none_or(|u| u.pass),
             variants,
@@ -322,6 +368,20 @@ fn run_on(
     })
 }
 
+/// Makes `pairs[i]` ready for its transfer: a gateway's turn stops the other gateway (one
+/// nftables table per host) and starts this one if it is stopped.
+fn take_turn(lab: &Lab, pairs: &mut [ends::Pair], i: usize) -> Result<()> {
+    if !pairs[i].variant.is_gateway() {
+        return Ok(());
+    }
+    for (j, p) in pairs.iter_mut().enumerate() {
+        if j != i && p.variant.is_gateway() {
+            p.stop_client();
+        }
+    }
+    pairs[i].start_client(lab)
+}
+
 /// One measured transfer through `pair`.
 fn transfer(
     lab: &Lab,
@@ -331,10 +391,10 @@ fn transfer(
     timeout: Duration,
     rep: usize,
 ) -> Result<Run> {
-    pair.client.check_running()?;
+    pair.client()?.check_running()?;
     pair.server.check_running()?;
     let ifaces = ["trusted", "untrusted"];
-    let (client, server) = (pair.client.pid(), pair.server.pid());
+    let (client, server) = (pair.client()?.pid(), pair.server.pid());
     let sent0 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let (c0, s0) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
     let t = traffic::send(
@@ -347,7 +407,10 @@ fn transfer(
         timeout,
     )
     .map_err(|e| {
-        let ends = [&pair.client, &pair.server].map(|p| {
+        let ends = [pair.client.as_ref(), Some(&pair.server)].map(|p| {
+            let Some(p) = p else {
+                return String::new();
+            };
             let tail = p.log_tail(6);
             let tail = if tail.is_empty() {
                 "(nothing)".into()
@@ -443,6 +506,9 @@ pub fn summarize(
     if let Some(nena) = nena {
         peer_targets(nena, &stats, &mut targets);
     }
+    // The floors' transports: a run cut short or on one path is no floor.
+    own(Variant::NenaPlain, "nena plain", &mut targets);
+    own(Variant::GatewayPlain, "gateway plain", &mut targets);
     let lan = own(Variant::NenaLan, "LAN-host proxy", &mut targets);
     let gateway = own(Variant::Gateway, "gateway", &mut targets);
     if let (Some(g), Some(n)) = (gateway, lan) {
@@ -456,6 +522,61 @@ pub fn summarize(
         ));
     }
     (stats, targets)
+}
+
+/// The floor of each nena aead tunnel whose `plain` twin ran, with `primitive` (its name
+/// and seconds per GB; NaN when not timed).
+pub fn floors(stats: &[VariantStats], runs: &[Run], primitive: &(String, f64)) -> Vec<Floor> {
+    let (name, p) = primitive;
+    stats
+        .iter()
+        .filter_map(|a| {
+            let plain = a.variant.plain_twin()?;
+            let b = stats.iter().find(|s| s.variant == plain)?;
+            let floor = b.median_cpu_s_per_gb + p;
+            let of = |v: Variant, rep: usize| runs.iter().find(|r| r.variant == v && r.rep == rep);
+            let mut paired: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.variant == a.variant)
+                .filter_map(|r| Some(r.cpu_s_per_gb / (of(plain, r.rep)?.cpu_s_per_gb + p)))
+                .filter(|x| x.is_finite())
+                .collect();
+            let paired = (!paired.is_empty()).then(|| {
+                let m = median(&mut paired);
+                (m, paired[0], paired[paired.len() - 1])
+            });
+            Some(Floor {
+                variant: a.variant,
+                plain,
+                cpu_s_per_gb: a.median_cpu_s_per_gb,
+                plain_cpu_s_per_gb: b.median_cpu_s_per_gb,
+                primitive: name.clone(),
+                primitive_s_per_gb: *p,
+                floor_s_per_gb: floor,
+                ratio: a.median_cpu_s_per_gb / floor,
+                paired,
+            })
+        })
+        .collect()
+}
+
+/// The floor targets: nena aead's CPU per GB <= [`FLOOR_TARGET`] times its floor, for
+/// each floor whose primitive was timed.
+pub fn floor_targets(floors: &[Floor]) -> Vec<TargetCheck> {
+    floors
+        .iter()
+        .filter(|f| f.ratio.is_finite())
+        .map(|f| {
+            TargetCheck::at_most(
+                format!(
+                    "{} CPU per GB <= {FLOOR_TARGET:.2}x its floor ({} + {})",
+                    f.variant, f.plain, f.primitive
+                ),
+                f.ratio,
+                FLOOR_TARGET,
+            )
+        })
+        .collect()
 }
 
 /// nena's proxy pair against the best peer: CPU per GB and goodput.
@@ -543,6 +664,24 @@ pub fn table(r: &PeersReport) -> String {
                     v.variant
                 );
             }
+        }
+        for f in &st.floors {
+            let _ = writeln!(
+                s,
+                "  floor of {}: {} {:.3} + {} {:.3} = {:.3} CPU s/GB; {} {:.3}: {:.3}x{}",
+                f.variant,
+                f.plain,
+                f.plain_cpu_s_per_gb,
+                f.primitive,
+                f.primitive_s_per_gb,
+                f.floor_s_per_gb,
+                f.variant,
+                f.cpu_s_per_gb,
+                f.ratio,
+                f.paired.map_or(String::new(), |(m, lo, hi)| format!(
+                    " (by repetition: median {m:.3}, {lo:.3}-{hi:.3})"
+                ))
+            );
         }
         for f in &st.failures {
             let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
@@ -714,6 +853,47 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn the_floor_is_the_plain_twin_plus_the_primitive() {
+        let at = |v, rep, cpu| Run {
+            rep,
+            ..run(v, 100.0, cpu, true)
+        };
+        let runs = vec![
+            at(Variant::Nena, 1, 1.0),
+            at(Variant::NenaPlain, 1, 0.7),
+            at(Variant::Nena, 2, 1.4),
+            at(Variant::NenaPlain, 2, 1.1),
+            // The gateway's twin did not run: no floor for it.
+            at(Variant::Gateway, 1, 1.2),
+            at(Variant::Stunnel, 1, 3.0),
+        ];
+        let (stats, t) = summarize(&runs, &[], &Variant::ALL);
+        assert!(t
+            .iter()
+            .any(|t| t.name == "every nena plain run multipath" && t.pass));
+        let f = floors(&stats, &runs, &("aes-128-gcm (ring)".into(), 0.2));
+        assert_eq!(f.len(), 1);
+        let f = &f[0];
+        assert_eq!((f.variant, f.plain), (Variant::Nena, Variant::NenaPlain));
+        // Medians 1.2 and 0.9; floor 0.9 + 0.2 = 1.1.
+        assert!((f.floor_s_per_gb - 1.1).abs() < 1e-9);
+        assert!((f.ratio - 1.2 / 1.1).abs() < 1e-9);
+        // By repetition: 1.0 / 0.9 and 1.4 / 1.3.
+        let (m, lo, hi) = f.paired.unwrap();
+        assert!((lo - 1.4 / 1.3).abs() < 1e-9 && (hi - 1.0 / 0.9).abs() < 1e-9);
+        assert!((m - (1.0 / 0.9 + 1.4 / 1.3) / 2.0).abs() < 1e-9);
+        let t = floor_targets(std::slice::from_ref(f));
+        assert_eq!(t.len(), 1);
+        assert!(t[0]
+            .name
+            .contains("nena aead CPU per GB <= 1.10x its floor"));
+        assert!(t[0].pass, "1.091 <= 1.10");
+        // A primitive not timed: the floor is reported, no target.
+        let f = floors(&stats, &runs, &("not timed".into(), f64::NAN));
+        assert!(f[0].ratio.is_nan() && floor_targets(&f).is_empty());
+    }
+
     fn table_of(variants: Vec<VariantStats>) -> String {
         table(&PeersReport {
             reps: 2,
@@ -725,6 +905,7 @@ mod tests {
                 runs: Vec::new(),
                 failures: Vec::new(),
                 udp: None,
+                floors: Vec::new(),
             }],
             pass: true,
             cpu: String::new(),

@@ -2,7 +2,8 @@
 //! as root, the bench end to end against stunnel (installed by scripts/install-deps.sh;
 //! shadowsocks-rust is built only by `make peers`), shortened: one setting, one small
 //! transfer per tunnel (nena's proxy pair for its own host and for the LAN host, `nena
-//! gateway` for the LAN host, stunnel) and one
+//! gateway` for the LAN host, the pair and the gateway in plain mode for the floors,
+//! stunnel) and one
 //! 2 s UDP stream through the gateway and one straight over the link (iperf3), every figure of the JSON consistent with its
 //! runs and the lab gone afterwards. The verdicts are reported, not required here (`make bench` runs the full
 //! bench).
@@ -78,8 +79,10 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
         names,
         [
             "nena aead",
+            "nena plain (floor)",
             "nena aead, LAN host",
             "nena gateway aead",
+            "nena gateway plain (floor)",
             "stunnel TLS 1.3"
         ],
         "{s}"
@@ -107,20 +110,21 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
     }
     assert_eq!(s["failures"].as_array().unwrap().len(), 0, "{s}");
     let t = s["targets"].as_array().unwrap();
-    assert_eq!(t.len(), 9, "{s}");
+    assert_eq!(t.len(), 15, "{s}");
     assert_eq!(t[0]["name"], "every nena run completed");
     assert_eq!(t[0]["pass"], true);
-    let (nena_run, lan_run, gw_run, tls_run) = (&runs[0], &runs[1], &runs[2], &runs[3]);
+    let (nena_run, plain_run, lan_run) = (&runs[0], &runs[1], &runs[2]);
+    let (gw_run, gw_plain_run, tls_run) = (&runs[3], &runs[4], &runs[5]);
     // One repetition: the paired ratio is that repetition's.
     let variants = s["variants"].as_array().unwrap();
     assert!(variants[0]["paired_cpu_ratio"].is_null(), "{s}");
-    for own in &variants[1..3] {
+    for own in &variants[1..5] {
         assert!(
             own["paired_cpu_ratio"].is_null(),
             "nena's own is no peer: {own}"
         );
     }
-    let paired = variants[3]["paired_cpu_ratio"][0].as_f64().unwrap();
+    let paired = variants[5]["paired_cpu_ratio"][0].as_f64().unwrap();
     let cpu = f(nena_run, "cpu_s_per_gb") / f(tls_run, "cpu_s_per_gb");
     assert!((paired - cpu).abs() < 1e-9, "{s}");
     let goodput = f(nena_run, "mbit_s") / f(tls_run, "mbit_s");
@@ -129,14 +133,36 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
     assert_eq!(t[1]["pass"], nena_run["multipath"]);
     // The gateway against the proxy client serving the LAN host, client end against
     // client end.
-    assert_eq!(t[4]["name"], "every LAN-host proxy run completed");
-    assert_eq!(t[5]["pass"], lan_run["multipath"]);
-    assert_eq!(t[6]["name"], "every gateway run completed");
-    assert_eq!(t[6]["pass"], true);
-    assert_eq!(t[7]["pass"], gw_run["multipath"]);
+    assert_eq!(t[4]["name"], "every nena plain run completed");
+    assert_eq!(t[5]["pass"], plain_run["multipath"]);
+    assert_eq!(t[6]["name"], "every gateway plain run completed");
+    assert_eq!(t[7]["pass"], gw_plain_run["multipath"]);
+    assert_eq!(t[8]["name"], "every LAN-host proxy run completed");
+    assert_eq!(t[9]["pass"], lan_run["multipath"]);
+    assert_eq!(t[10]["name"], "every gateway run completed");
+    assert_eq!(t[10]["pass"], true);
+    assert_eq!(t[11]["pass"], gw_run["multipath"]);
     let gw = f(gw_run, "client_cpu_s") / f(lan_run, "client_cpu_s");
-    assert!((f(&t[8], "value") - gw).abs() < 1e-9, "{s}");
-    assert_eq!(t[8]["pass"], gw <= 1.1);
+    assert!((f(&t[12], "value") - gw).abs() < 1e-9, "{s}");
+    assert_eq!(t[12]["pass"], gw <= 1.1);
+    // The floors: each aead tunnel over its plain twin plus the primitive timed in the run.
+    let floors = s["floors"].as_array().unwrap();
+    assert_eq!(floors.len(), 2, "{s}");
+    for (k, (floor, (aead, plain))) in floors
+        .iter()
+        .zip([(nena_run, plain_run), (gw_run, gw_plain_run)])
+        .enumerate()
+    {
+        assert_eq!(floor["variant"], aead["variant"]);
+        assert_eq!(floor["plain"], plain["variant"]);
+        let p = f(floor, "primitive_s_per_gb");
+        assert!(p > 0.0 && p < 10.0, "{floor}");
+        let ratio = f(aead, "cpu_s_per_gb") / (f(plain, "cpu_s_per_gb") + p);
+        assert!((f(floor, "ratio") - ratio).abs() < 1e-9, "{floor}");
+        let target = &t[13 + k];
+        assert!((f(target, "value") - ratio).abs() < 1e-9, "{target}");
+        assert_eq!(target["pass"], ratio <= 1.10);
+    }
     // The UDP stream through the gateway and straight over the link: one run of 2 s at
     // 50 Mbit/s each in this setting.
     let udp = &s["udp"];

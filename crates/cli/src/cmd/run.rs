@@ -318,7 +318,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 super::run_as::Why::Sudo => "SUDO_UID: the user who called sudo",
             }
         ),
-        None if euid == 0 => log::warn!(
+        // Root chose root: said in the log (-v), not as a warning on every run.
+        None if euid == 0 => log::info!(
             "{program} runs as root: nena run was started as root, not through sudo \
              (--user NAME runs it as another user)"
         ),

@@ -434,9 +434,14 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
             ],
         ))
     };
-    nena_testkit::wait_until("nena-serve listening", Duration::from_secs(30), || {
+    let listening = nena_testkit::poll_until(Duration::from_secs(30), || {
         journal().contains("listening on 0.0.0.0:4433")
     });
+    assert!(
+        listening,
+        "nena-serve did not listen within 30 s; its journal:\n{}",
+        journal()
+    );
     // A transient user, no capability.
     let pid = ok(&mut inside(
         init,

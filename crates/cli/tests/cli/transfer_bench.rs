@@ -81,7 +81,24 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
             assert_eq!(targets.len(), 4, "{targets:?}");
         } else {
             assert_eq!(beyond.len(), 4, "{beyond:?}");
-            assert_eq!(targets.len(), 14, "{targets:?}");
+            // ... and aead's CPU per GB against its floor's target (1.75 x raw MPTCP)
+            assert_eq!(targets.len(), 15, "{targets:?}");
+            let aead = vs
+                .iter()
+                .find(|v| v["variant"] == "nena aead")
+                .expect("an aead variant");
+            let t = &targets[14];
+            let ratio = aead["median_cpu_s_per_gb"].as_f64().unwrap()
+                / vs[0]["median_cpu_s_per_gb"].as_f64().unwrap();
+            assert!(
+                t["name"]
+                    .as_str()
+                    .unwrap()
+                    .contains("<= 1.75 x plain MPTCP"),
+                "{t}"
+            );
+            assert!((t["value"].as_f64().unwrap() - ratio).abs() < 1e-9, "{t}");
+            assert_eq!(t["pass"], ratio <= 1.75, "{t}");
             for (t, v) in targets[4..6].iter().zip(&vs[3..]) {
                 let cpu = v["median_cpu_s_per_gb"].as_f64().unwrap()
                     / vs[0]["median_cpu_s_per_gb"].as_f64().unwrap();

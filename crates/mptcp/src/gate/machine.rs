@@ -58,6 +58,8 @@ pub struct SubflowSnapshot {
     pub bytes_sent: u64,
     /// Payload bytes this subflow received (`tcpi_bytes_received`).
     pub bytes_received: u64,
+    /// Payload bytes in its write queue not sent yet (`tcpi_notsent_bytes`).
+    pub notsent_bytes: u64,
 }
 
 impl From<&SubflowInfo> for SubflowSnapshot {
@@ -68,6 +70,7 @@ impl From<&SubflowInfo> for SubflowSnapshot {
             iface: None,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
+            notsent_bytes: u64::from(s.notsent_bytes),
         }
     }
 }
@@ -327,6 +330,20 @@ impl GateMachine {
         self.held = on;
     }
 
+    /// Held: an untrusted subflow not withdrawn has payload queued, sent into the hold or
+    /// not sent yet. It would leave once the hold ends, so the connection waits until that
+    /// subflow is withdrawn ([`GateMachine::withdraw_untrusted`]). Snapshots read the
+    /// connection's ACK before the subflows, so what the kernel queued before the first
+    /// flight was acknowledged is seen here.
+    pub fn holds_back(&self, snap: &Snapshot) -> bool {
+        self.held
+            && snap.subflows.iter().any(|s| {
+                !self.trusted_sf(s)
+                    && (s.bytes_sent > 0 || s.notsent_bytes > 0)
+                    && s.local.is_none_or(|l| !self.is_withdrawn(l))
+            })
+    }
+
     /// Whether the untrusted subflow from `local` may have carried payload: its
     /// establishment was reported, or events are not watched (nothing proves it was not).
     /// Never while payload is held: nothing of it left by an untrusted interface.
@@ -512,14 +529,7 @@ impl GateMachine {
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
-        // Held payload on an untrusted subflow leaves once the hold ends: not before that
-        // subflow is withdrawn.
-        let held_back = self.held
-            && snap.subflows.iter().any(|s| {
-                !self.trusted_sf(s)
-                    && s.bytes_sent > 0
-                    && s.local.is_none_or(|l| !self.is_withdrawn(l))
-            });
+        let held_back = self.holds_back(snap);
         let now: Vec<Listed> = snap
             .subflows
             .iter()
@@ -787,6 +797,7 @@ mod tests {
             local: sa(local, port),
             bytes_sent: sent,
             bytes_received: received,
+            notsent_bytes: 0,
         }
     }
     fn snap(acked: u64, subflows: Vec<SubflowSnapshot>) -> Snapshot {
@@ -1032,7 +1043,20 @@ mod tests {
             m.poll_first_flight(LEN, &s),
             Ok(Verdict::Wait { acked: 1200 })
         );
+        assert!(m.holds_back(&s));
+        // bytes queued and not sent yet hold it back too
+        let queued = SubflowSnapshot {
+            notsent_bytes: 300,
+            ..join(2, 41000, 0)
+        };
+        let q = snap(1200, vec![sf(T, 40000, 2400, 0), queued]);
+        assert!(m.holds_back(&q));
+        assert_eq!(
+            m.poll_first_flight(LEN, &q),
+            Ok(Verdict::Wait { acked: 1200 })
+        );
         assert_eq!(m.withdraw_untrusted(&s), Ok(vec![join(2, 41000, 1200)]));
+        assert!(!m.holds_back(&s));
         // withdrawn and still listed while it closes: proceed
         assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
         assert_eq!(m.check_idle(&s, true), Ok(Verdict::Proceed));
@@ -1182,6 +1206,7 @@ mod tests {
             local: None,
             bytes_sent: 5,
             bytes_received: 0,
+            notsent_bytes: 0,
         });
         assert_eq!(
             m.poll_first_flight(LEN, &s),
@@ -1639,7 +1664,7 @@ mod tests {
             let observe = |w: &World| Snapshot {
                 conn: ConnSnapshot { token: TOKEN, bytes_acked: Some(w.acked), snd_una: 1 + w.acked },
                 subflows: w.subflows.iter().filter(|s| s.4)
-                    .map(|s| SubflowSnapshot { iface: None, id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3 })
+                    .map(|s| SubflowSnapshot { iface: None, id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3, notsent_bytes: 0 })
                     .collect(),
             };
             let s0 = observe(&w);

@@ -584,24 +584,6 @@ impl Gate {
             let (snap, infos) = self.read()?;
             // Events after the snapshot: a subflow closed before it was read is reported.
             self.feed_events()?;
-            // Held: payload queued on an untrusted subflow (sent into the hold, or not sent
-            // yet) leaves once the hold ends, so that subflow is closed first. The snapshot
-            // reads the connection's ACK before the subflows: what the kernel queued before
-            // the first flight was acknowledged is seen here.
-            const TCP_CLOSE: u8 = 7;
-            if self.held.is_some()
-                && infos.iter().any(|i| {
-                    i.state != TCP_CLOSE
-                        && (i.bytes_sent > 0 || i.notsent_bytes > 0)
-                        && !self.trust_of(i).is_trusted()
-                        && i.local.is_some_and(|l| {
-                            !self.withdrawn.iter().any(|w| crate::path::same_addr(*w, l))
-                        })
-                })
-            {
-                self.withdraw_untrusted(&snap, &infos)?;
-                return Ok(false);
-            }
             let verdict = self
                 .machine
                 .poll_first_flight(len, &snap)
@@ -614,6 +596,11 @@ impl Gate {
             if verdict == Verdict::Proceed {
                 self.end_hold();
                 return Ok(true);
+            }
+            // Held: an untrusted subflow with payload queued is closed before the hold ends.
+            if self.machine.holds_back(&snap) {
+                self.withdraw_untrusted(&snap, &infos)?;
+                return Ok(false);
             }
             // Not acked yet. The kernel sends what it has not had acknowledged on a subflow
             // that has just joined (seen in the lab within half a millisecond of the join),
@@ -636,17 +623,13 @@ impl Gate {
             }
             Ok(false)
         } else {
-            let done =
-                self.machine.poll_first_flight(len, &Snapshot::default())? == Verdict::Proceed;
-            if done {
-                self.end_hold();
-            }
-            Ok(done)
+            Ok(self.machine.poll_first_flight(len, &Snapshot::default())? == Verdict::Proceed)
         }
     }
 
-    /// The first flight is acknowledged and no untrusted subflow holds bytes: the
-    /// connection's payload may leave by any interface again ([`crate::hold`]).
+    /// The first flight is acknowledged and no untrusted subflow holds bytes (the machine
+    /// proceeded, which it does once only): the connection's payload may leave by any
+    /// interface again ([`crate::hold`]).
     fn end_hold(&mut self) {
         if let Some(h) = self.held.take() {
             log::debug!(
@@ -757,7 +740,6 @@ impl Gate {
                 ))))
             }
         };
-        self.end_hold();
         let mut report = ReleaseReport::default();
         if !first || self.is_fallback() {
             self.settle();

@@ -343,6 +343,7 @@ impl World {
                     local: Some(s.local),
                     bytes_sent: s.sent,
                     bytes_received: s.received,
+                    notsent_bytes: 0,
                 })
                 .collect(),
         }

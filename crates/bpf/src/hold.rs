@@ -13,10 +13,7 @@ use anyhow::{anyhow, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
 use nena_mptcp::hold::FlightHold;
-use std::ffi::CString;
 use std::mem::MaybeUninit;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use zerocopy::{FromBytes, IntoBytes};
 
 /// How many trusted interfaces one held connection may name (`HOLD_IFACES` in C).
@@ -122,40 +119,11 @@ fn own_cgroup() -> Result<std::fs::File> {
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or_else(|| anyhow!("this process is in no cgroup v2 (/proc/self/cgroup: {cg:?})"))?;
     let rel = rel.trim().trim_start_matches('/');
-    let open = |root: &Path| {
-        let dir = root.join(rel);
-        std::fs::File::open(&dir)
-            .with_context(|| format!("cannot open the cgroup {}", dir.display()))
-    };
-    if let Some(root) = crate::cgroup::cgroup2_mount() {
-        return open(&root);
-    }
-    let m = std::env::temp_dir().join(format!("nena-hold-cgroup2-{}", std::process::id()));
-    std::fs::create_dir_all(&m).with_context(|| format!("cannot create {}", m.display()))?;
-    let dst = CString::new(m.as_os_str().as_bytes()).map_err(|_| anyhow!("NUL in path"))?;
-    // SAFETY: plain C strings; no data argument.
-    let r = unsafe {
-        libc::mount(
-            c"none".as_ptr(),
-            dst.as_ptr(),
-            c"cgroup2".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        let _ = std::fs::remove_dir(&m);
-        return Err(anyhow!(
-            "no cgroup2 file system here and mounting one on {} failed: {e}",
-            m.display()
-        ));
-    }
-    let f = open(&m);
-    // SAFETY: a C string.
-    unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
-    let _ = std::fs::remove_dir(&m);
-    f
+    // (a temporary mount, if any, is detached once the cgroup is open)
+    let (root, _mounted) =
+        crate::cgroup::cgroup2_root(&format!("nena-hold-cgroup2-{}", std::process::id()))?;
+    let dir = root.join(rel);
+    std::fs::File::open(&dir).with_context(|| format!("cannot open the cgroup {}", dir.display()))
 }
 
 #[cfg(test)]

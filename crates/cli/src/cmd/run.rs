@@ -35,7 +35,7 @@ use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -155,38 +155,13 @@ const GRACE: Duration = Duration::from_secs(5);
 /// and removed on drop.
 struct Cgroup {
     dir: PathBuf,
-    mounted: Option<PathBuf>,
-}
-
-fn cpath(p: &Path) -> anyhow::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("{}: NUL in path", p.display()))
+    mounted: Option<nena_bpf::cgroup::TempMount>,
 }
 
 impl Cgroup {
     fn create() -> anyhow::Result<Cgroup> {
         let pid = std::process::id();
-        let (root, mounted) = match nena_bpf::cgroup::cgroup2_mount() {
-            Some(r) => (r, None),
-            None => {
-                let m = std::env::temp_dir().join(format!("nena-run-cgroup2-{pid}"));
-                std::fs::create_dir_all(&m)
-                    .with_context(|| format!("cannot create {}", m.display()))?;
-                let (src, dst, ty) = (cpath(Path::new("none"))?, cpath(&m)?, c"cgroup2");
-                // SAFETY: plain C strings; no data argument.
-                let r = unsafe {
-                    libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null())
-                };
-                if r != 0 {
-                    let e = std::io::Error::last_os_error();
-                    let _ = std::fs::remove_dir(&m);
-                    return Err(anyhow!(
-                        "no cgroup2 file system here and mounting one on {} failed: {e}",
-                        m.display()
-                    ));
-                }
-                (m.clone(), Some(m))
-            }
-        };
+        let (root, mounted) = nena_bpf::cgroup::cgroup2_root(&format!("nena-run-cgroup2-{pid}"))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -229,13 +204,8 @@ impl Cgroup {
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
-        if let Some(m) = self.mounted.take() {
-            if let Ok(c) = cpath(&m) {
-                // SAFETY: a C string.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
-            let _ = std::fs::remove_dir(&m);
-        }
+        // a temporary cgroup2 mount goes after the cgroup
+        drop(self.mounted.take());
     }
 }
 

@@ -210,9 +210,13 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
             "packets of the LAN host in {cap:?}"
         );
     }
-    // The untrusted link carried a share of the data (not only the handshake's ACKs).
+    // The untrusted link carried payload, not only a join's handshake (a few hundred bytes:
+    // ACKs go on the subflow that received the data). How much of the 40 MB it carries on
+    // bare veth depends on the scheduler's timing: 9-21 MB in 5 calm runs, 1.6 MB in a CI
+    // run where one of the two sessions stayed single-path; the share is measured by
+    // `nena bench peers`, not here.
     let u = std::fs::metadata(&cap_u).unwrap().len();
-    assert!(u > 2 << 20, "the untrusted capture holds only {u} B");
+    assert!(u > 512 << 10, "the untrusted capture holds only {u} B");
 }
 
 #[test]

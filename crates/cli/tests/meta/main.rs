@@ -6,8 +6,7 @@
 //! `cargo test --release -p nena --test meta`, one module with `... --test meta MODULE::`.
 
 // The CLI tests' harness (the built `nena`, labs, scratch directories), shared rather than
-// copied; package_deb uses a few of its helpers, hence the rest is dead code here.
-#[allow(dead_code)]
+// copied; package_deb uses a few of its helpers (the harness allows the rest to go unused).
 #[path = "../cli/harness.rs"]
 mod harness;
 

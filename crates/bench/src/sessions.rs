@@ -137,7 +137,7 @@ pub struct SessionsReport {
     /// The first errors (at most 10).
     pub errors: Vec<String>,
     /// Sessions the client proxy opened again because the server found the opening altered
-    /// (`nena_retried_openings_total`; docs/KERNEL-41-BYTES.md); `None`: not readable.
+    /// (`nena_retried_openings_total`; docs/investigations/kernel-41-bytes); `None`: not readable.
     pub retried_openings: Option<u64>,
     /// Sessions the server proxy ended on an integrity failure
     /// (`nena_integrity_failures_total`); `None`: not readable.
@@ -720,7 +720,7 @@ pub fn table(r: &SessionsReport) -> String {
     let known = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
     s += &format!(
         "openings retried by the client proxy: {} (the server found them altered: \
-         docs/KERNEL-41-BYTES.md); integrity failures at the server proxy: {}\n",
+         docs/investigations/kernel-41-bytes); integrity failures at the server proxy: {}\n",
         known(r.retried_openings),
         known(r.server_integrity_failures)
     );

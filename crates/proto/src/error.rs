@@ -218,8 +218,8 @@ pub enum AbortReason {
     /// The peer is stopping (SIGTERM, SIGINT) and its grace period is over.
     ShuttingDown,
     /// What the peer received of our direction failed its integrity check: altered on the
-    /// way, or corrupted by a receiving kernel (docs/KERNEL-41-BYTES.md: a new subflow's first
-    /// bytes misplaced). Nothing of it reached the peer's application.
+    /// way, or corrupted by a receiving kernel (docs/investigations/kernel-41-bytes: a new
+    /// subflow's first bytes misplaced). Nothing of it reached the peer's application.
     Altered,
     /// A code this version does not know.
     Other(u8),

@@ -512,8 +512,8 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
     let info = session.as_ref().map(|s| s.info());
     let (reader, mut writer) = socket_pair(session, leftover, r, w, opts.buffer);
     // The key confirmation leaves with the first record, in one write: no segment of its own
-    // for a new subflow's first data to follow (docs/KERNEL-41-BYTES.md). Every client flow
-    // writes (a request, an open request) before it waits for the server.
+    // for a new subflow's first data to follow (docs/investigations/kernel-41-bytes). Every
+    // client flow writes (a request, an open request) before it waits for the server.
     writer.queue_raw(&confirm);
     Ok(ClientConn {
         reader,

@@ -1,7 +1,7 @@
 //! The proxy client's side of a session's opening: the nena session, the open request (with
 //! the first application bytes of a `--forward` or redirected session, [`FirstFlight`]) and the server's
 //! reply, tried again with a new session when the server found the opening altered
-//! (docs/KERNEL-41-BYTES.md).
+//! (docs/investigations/kernel-41-bytes).
 
 use crate::conn::{self, ClientOptions};
 use crate::ends::Refused;
@@ -91,7 +91,7 @@ impl<'a> FirstFlight<'a> {
 /// reply code the application is owed and why. When the server tells us that the opening
 /// arrived altered ([`AbortReason::Altered`]: nothing was connected, and nothing of the
 /// application's beyond `first` has been sent), it tries again with a new session and new
-/// keys: a kernel that misplaces a new subflow's first bytes (docs/KERNEL-41-BYTES.md)
+/// keys: a kernel that misplaces a new subflow's first bytes (docs/investigations/kernel-41-bytes)
 /// costs the application nothing, and an attacker who alters the bytes gains nothing by it
 /// but the retries.
 pub(crate) async fn open_to(

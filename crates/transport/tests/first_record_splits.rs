@@ -1,7 +1,7 @@
 //! The first bytes of an `aead` session, where a proxy server failed with "unknown record
 //! type (record 0 of the peer's stream)" in about one session of 20,000 opened at once. The
-//! cause was found in the kernel, not here (docs/KERNEL-41-BYTES.md, reproduced with plain
-//! MPTCP sockets); these tests stay as the proof that nena's side of those bytes is
+//! cause was found in the kernel, not here (docs/investigations/kernel-41-bytes, reproduced
+//! with plain MPTCP sockets); these tests stay as the proof that nena's side of those bytes is
 //! right: the client's key confirmation and record 0,
 //! handed to the server's [`SecureReader`] cut at every byte (as leftover of the handshake or
 //! as two reads of the socket), and whole sessions through the real handshake drivers

@@ -28,8 +28,8 @@ fn sixty_sessions_are_carried_byte_exact_with_their_descriptors_counted() {
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r}");
     assert_eq!(r["exact_ok"], true);
     // The proxies' own counters were read: every retried opening is an integrity failure
-    // the server saw (the kernel's fault of docs/KERNEL-41-BYTES.md, rare; 0 here nearly
-    // always), and none reached an application.
+    // the server saw (the kernel's fault of docs/investigations/kernel-41-bytes, rare; 0
+    // here nearly always), and none reached an application.
     let retried = r["retried_openings"]
         .as_u64()
         .expect("retried openings read");

@@ -1,13 +1,14 @@
 //! The `nena` command's integration tests, in one test binary (one link, one harness):
 //! each module is one command or concern, driven through the built `nena` executable,
 //! most of them in a lab of network namespaces (root). Shared helpers are in [`harness`].
-//! Run one module with `cargo test --release -p nena --test cli MODULE::`.
+//! Run one module with `cargo test --release -p nena --test cli MODULE::`. The repository's
+//! own checks (docs against code, module cycles, the Debian package) are the `meta` binary,
+//! `tests/meta/`.
 
 mod harness;
 
 mod analyze_cli;
 mod analyze_lab;
-mod architecture;
 mod attack_cli;
 mod attack_start;
 #[cfg(feature = "openssl")]
@@ -23,7 +24,6 @@ mod codec_cli;
 #[cfg(feature = "policy")]
 mod debug_redaction;
 mod default_offer;
-mod docs;
 mod eavesdrop_cli;
 mod host_cli;
 mod lab_cli;
@@ -31,8 +31,6 @@ mod lab_emulation_cli;
 #[cfg(feature = "policy")]
 mod lab_emulation_policy;
 mod lab_families_cli;
-mod module_cycles;
-mod package_deb;
 #[cfg(feature = "policy")]
 mod policy_cli;
 #[cfg(feature = "policy")]

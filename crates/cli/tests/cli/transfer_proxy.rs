@@ -53,14 +53,14 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         .unwrap();
     assert_eq!(report.concurrent, 1000, "{report:?}");
     let (pc_log, ps_log) = (pc.stderr(), ps.stderr());
-    // The one failure tolerated is the receiving kernel's misplaced first bytes of a new
-    // subflow (docs/KERNEL-41-BYTES.md): rarely (once in 103 runs on 2026-11-23, 7 in 80
-    // before), the server's MPTCP puts them 41 bytes early although their mapping on the wire
-    // is right (server-side capture), and aead refuses the record. In a session's opening
-    // (record 0: the open request and the application's first bytes) the server tells the
-    // client, which opens a new session: the application sees nothing. Later (none in 60
-    // runs since the opening carries the first bytes) the session aborts: such an abort
-    // must deliver no wrong byte and stay rare; every other session verifies.
+    // The one failure tolerated is the receiving kernel's misplaced first bytes of a new subflow
+    // (docs/investigations/kernel-41-bytes): rarely (once in 103 runs on 2026-11-23, 7 in 80
+    // before), the server's MPTCP puts them 41 bytes early although their mapping on the wire is
+    // right (server-side capture), and aead refuses the record. In a session's opening (record 0:
+    // the open request and the application's first bytes) the server tells the client, which opens
+    // a new session: the application sees nothing. Later (none in 60 runs since the opening carries
+    // the first bytes) the session aborts: such an abort must deliver no wrong byte and stay rare;
+    // every other session verifies.
     // NENA_TEST_CAPTURE_DIR=DIR captures the three links.
     let aborts: Vec<&str> = ps_log
         .lines()
@@ -80,7 +80,7 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
         "integrity aborts other than the kernel's misplaced bytes: {aborts:#?}"
     );
     for a in retried.iter().chain(&aborts) {
-        eprintln!("tolerated (docs/KERNEL-41-BYTES.md): {a}");
+        eprintln!("tolerated (docs/investigations/kernel-41-bytes): {a}");
     }
     let aborts = aborts.len();
     assert!(
@@ -119,7 +119,7 @@ fn thousand_concurrent_proxy_sessions_all_verify() {
 
 /// With `NENA_TEST_CAPTURE_DIR` set: captures of the three links (first 200 bytes of every
 /// TCP packet, enough for the MPTCP options) into that directory, stopped when dropped. For
-/// investigating a failure (docs/KERNEL-41-BYTES.md); off by default.
+/// investigating a failure (docs/investigations/kernel-41-bytes); off by default.
 fn captures_if_asked(lab: &nena_lab::Lab) -> Vec<nena_lab::Capture> {
     let Some(dir) = std::env::var_os("NENA_TEST_CAPTURE_DIR") else {
         return Vec::new();

@@ -275,10 +275,10 @@ fn socks5_through_both_proxies_with_allow_rules() {
         })
         .unwrap();
     let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    // The kernel's misplaced record 0 (docs/KERNEL-41-BYTES.md; see transfer_proxy.rs) is
-    // caught by aead at the proxy server, which tells the client; the client opens a new
-    // session, so no application sees it: no error at all. The server's aborts must all be
-    // of that kind (record 0, the client told).
+    // The kernel's misplaced record 0 (docs/investigations/kernel-41-bytes; see transfer_proxy.rs)
+    // is caught by aead at the proxy server, which tells the client; the client opens a new
+    // session, so no application sees it: no error at all. The server's aborts must all be of that
+    // kind (record 0, the client told).
     let aborts: Vec<String> = ps
         .stderr()
         .lines()

@@ -242,7 +242,7 @@ fn perf_fails_when_one_received_byte_is_wrong() {
     assert_eq!(r["sent"], 8u64 << 20, "{r}");
 }
 
-/// The kernel bug of docs/KERNEL-41-BYTES.md (a new subflow's first bytes misplaced),
+/// The kernel bug of docs/investigations/kernel-41-bytes (a new subflow's first bytes misplaced),
 /// made on purpose: one byte of a SOCKS session's opening is altered on the trusted link
 /// (the open request's record type, in the segment that carries the key confirmation and
 /// the open request together). The proxy server tells the client with an abort record

@@ -357,7 +357,7 @@ mod tests {
 
     /// The client's key confirmation queued in the writer leaves with the first message in
     /// one write, in front of it, and the server opens both: what keeps a small segment of its
-    /// own from preceding a new subflow's first data (docs/KERNEL-41-BYTES.md).
+    /// own from preceding a new subflow's first data (docs/investigations/kernel-41-bytes).
     #[tokio::test]
     async fn a_queued_confirmation_leaves_with_the_first_record_in_one_write() {
         for mode in [Mode::Aead, Mode::Stream, Mode::Kato] {

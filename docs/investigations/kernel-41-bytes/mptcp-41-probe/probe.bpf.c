@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Confirms or refutes the mechanism in docs/KERNEL-41-BYTES.md on a running kernel.
+/* Confirms or refutes the mechanism in docs/investigations/kernel-41-bytes/README.md on a running kernel.
  *
  * fentry on __mptcp_finish_join(msk, ssk), which calls the inlined mptcp_subflow_joined()
  * that sets the subflow's map_seq to msk->ack_seq. If the subflow already holds a parsed

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The 41-byte misplacement of docs/KERNEL-41-BYTES.md, reproduced without nena.
+"""The 41-byte misplacement of docs/investigations/kernel-41-bytes/README.md, reproduced without nena.
 
 Plain MPTCP sockets (Python standard library), in namespaces built by
-scripts/mptcp-41-repro.py's `setup` (bare veths, in-kernel path manager, the client's
+docs/investigations/kernel-41-bytes/mptcp-41-repro.py's `setup` (bare veths, in-kernel path manager, the client's
 `subflow` endpoint on its untrusted address): N connections open at once, each does what a
 small nena proxy session does, with the same sizes and order:
 
@@ -15,7 +15,7 @@ The server is one asyncio loop for every connection, as nena's servers are one r
 Every misplaced connection is printed with what arrived against what was sent, and where
 the wrong bytes came from.
 
-  scripts/mptcp-41-small.py run [--prefix k41s] [--rounds 15] [--conns 6500]
+  docs/investigations/kernel-41-bytes/mptcp-41-small.py run [--prefix k41s] [--rounds 15] [--conns 6500]
       [--one-send] [--client-wait MS] [--server-lowat] [--server-wait MS]
       [--then BYTES [--bundle]]
 

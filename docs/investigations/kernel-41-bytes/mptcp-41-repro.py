@@ -28,9 +28,9 @@ the whole run. Variants: --checksum (net.mptcp.checksum_enabled=1 on both ends),
 --no-offload (ethtool -K gro off gso off tso off on every interface), --pm userspace,
 --force-join (record 0 on the joined subflow in every connection), --delay-confirm RATE (the
 41 B held back on the trusted link by tc, so record 0 arrives first). Results and the reason
-for each variant: docs/KERNEL-41-BYTES.md.
+for each variant: docs/investigations/kernel-41-bytes/README.md.
 
-    sudo scripts/mptcp-41-repro.py run --rounds 100 --conns 1000 --out /tmp/k41
+    sudo docs/investigations/kernel-41-bytes/mptcp-41-repro.py run --rounds 100 --conns 1000 --out /tmp/k41
 
 Bounded: --rounds, --max-seconds. The namespaces are removed at the end, also on failure.
 Needs: root, ip, ethtool, tcpdump, nstat. Exit status 0 when no byte was misplaced, 3 when

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs the __mptcp_finish_join probe (see probe.bpf.c and docs/KERNEL-41-BYTES.md):
+# Builds and runs the __mptcp_finish_join probe (see probe.bpf.c and docs/investigations/kernel-41-bytes/README.md):
 # one JSON line of counters a second until Ctrl-C. Needs root, clang, gcc, libbpf-dev, bpftool
 # and a kernel with BTF that allows fentry programs. Run the proxy stress test or
-# scripts/mptcp-41-repro.py beside it; a non-zero "mapping_moved" confirms the mechanism.
+# docs/investigations/kernel-41-bytes/mptcp-41-repro.py beside it; a non-zero "mapping_moved" confirms the mechanism.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)

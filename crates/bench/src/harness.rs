@@ -283,6 +283,7 @@ mod tests {
         let s = measure(
             &cfg,
             Box::new(|| {
+                // sleep: a job of known length for the harness to measure
                 std::thread::sleep(Duration::from_micros(200));
                 Ok(())
             }),
@@ -341,6 +342,7 @@ mod tests {
         };
         let mut jobs: Vec<Job> = vec![
             Box::new(|| {
+                // sleep: a slow job of known length, to exhaust the time budget
                 std::thread::sleep(Duration::from_millis(2));
                 Ok(())
             }),

@@ -376,7 +376,10 @@ fn connect_with_policy(
     let client_token = nena_mptcp::info(c.as_fd()).ok().map(|i| i.token);
     let server_token = nena_mptcp::info(s.as_fd()).ok().map(|i| i.token);
     drop((c, s, l));
-    std::thread::sleep(Duration::from_millis(300));
+    // tcpdump drops what it has not read when interrupted: until its file stops growing
+    nena_testkit::wait_settled(Duration::from_millis(100), Duration::from_secs(2), || {
+        std::fs::metadata(&cap_file).map(|m| m.len()).unwrap_or(0)
+    });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(cap.0.id() as i32, libc::SIGINT) };
     let _ = cap.0.wait();

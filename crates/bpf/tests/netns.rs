@@ -120,6 +120,7 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
             if c2.write_all(&buf).is_err() {
                 break;
             }
+            // sleep: pacing, a steady trickle of data while the announcement is held
             std::thread::sleep(Duration::from_millis(2));
         }
     });
@@ -134,6 +135,7 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
             .any(|k| k.blocked >= 1)
     });
     assert!(kept, "no ADD_ADDR was blocked");
+    // sleep: a window in which no subflow to the blocked address may appear (an absence)
     std::thread::sleep(Duration::from_millis(700));
     let ss = net.ss(&net.client);
     assert_eq!(

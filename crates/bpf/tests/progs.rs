@@ -406,6 +406,7 @@ fn record_counts_and_measures_rtt() {
         Hook::Egress,
         &out.clone().flags(TCP_ACK | TCP_PSH).build(),
     );
+    // sleep: the round trip the metrics must measure
     std::thread::sleep(std::time::Duration::from_millis(3));
     let back = out.reply().opt(&mp::ts(50, 1000));
     run(&b, Hook::Ingress, &back.build());

@@ -218,14 +218,15 @@ links = [ { act = "record" } ]
     s.write_all(&chunk).unwrap();
     drop(s);
     sink_t.join().unwrap().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
 
     // (interface names resolve in the namespace that asks)
-    let dir = c1.dir().to_path_buf();
-    let st = net.in_ns(&net.client.clone(), move || {
-        Policy::open(&dir).unwrap().status().unwrap()
-    });
-    let runs = |dev: &str, tenant: Option<&str>| -> u64 {
+    let status = || {
+        let dir = c1.dir().to_path_buf();
+        net.in_ns(&net.client.clone(), move || {
+            Policy::open(&dir).unwrap().status().unwrap()
+        })
+    };
+    let runs = |st: &nena_bpf::chains::loader::Status, dev: &str, tenant: Option<&str>| -> u64 {
         st.hooks
             .iter()
             .find(|h| h.dev == dev && h.hook == Hook::Egress && h.tenant.as_deref() == tenant)
@@ -233,12 +234,20 @@ links = [ { act = "record" } ]
             .links[0]
             .runs
     };
-    let (u1, u2, d1, d2) = (
-        runs("c1", Some("u")),
-        runs("c2", Some("u")),
-        runs("c1", None),
-        runs("c2", None),
-    );
+    let counts = |st: &nena_bpf::chains::loader::Status| {
+        (
+            runs(st, "c1", Some("u")),
+            runs(st, "c2", Some("u")),
+            runs(st, "c1", None),
+            runs(st, "c2", None),
+        )
+    };
+    // The counters of the last packets (the connections' ends) may still come in.
+    nena_testkit::poll_until(Duration::from_secs(2), || {
+        let (u1, u2, d1, d2) = counts(&status());
+        u1 > 5 && u2 > 0 && d1 > 5 && d2 > 0
+    });
+    let (u1, u2, d1, d2) = counts(&status());
     eprintln!("uid tenant: c1 {u1} c2 {u2}; default: c1 {d1} c2 {d2}");
     assert!(
         u1 > 5,

@@ -126,6 +126,7 @@ fn set_backup_policy_vs_netlink_latency() {
         pm.set_backup(token, local2, remote, b).unwrap();
         calls_nl.push(s.elapsed().as_secs_f64() * 1e6);
         starts.push(("netlink", t0, b));
+        // sleep: trials 60 ms apart, each change's MP_PRIO timed apart from the next
         std::thread::sleep(Duration::from_millis(60));
     }
     // The policy marks the subflow backup with the MP_PRIO it adds to the client's next pure
@@ -136,6 +137,7 @@ fn set_backup_policy_vs_netlink_latency() {
     let c2 = net.in_ns(&c, || nena_bpf::chains::loader::ifindex("c2").unwrap());
     for _ in 0..trials {
         pm.set_backup(token, local2, remote, false).unwrap();
+        // sleep: trials 60 ms apart, each change's MP_PRIO timed apart from the next
         std::thread::sleep(Duration::from_millis(60));
         let ch = chain(
             "c2",
@@ -151,6 +153,7 @@ fn set_backup_policy_vs_netlink_latency() {
         starts.push(("policy", t0, true));
         // the MP_PRIO waits for a pure ACK of that subflow: give it longer than netlink's
         // dedicated ACK needs (on a slow host none came within 60 ms in 10 trials)
+        // sleep: the window the policy has to place its MP_PRIO, whose delay is measured
         std::thread::sleep(Duration::from_millis(POLICY_WAIT_MS + 5));
         policy.set_chain_ifindex(c2, Hook::Egress, None).unwrap();
     }

@@ -72,6 +72,7 @@ fn rtts(s: &mut TcpStream, n: usize, gap: Duration) -> Vec<Duration> {
         s.write_all(&b).unwrap();
         s.read_exact(&mut b).unwrap();
         v.push(t.elapsed());
+        // sleep: pacing, one ping-pong every `gap`
         std::thread::sleep(gap);
     }
     rt(false);
@@ -142,18 +143,17 @@ fn udp_count(c: &UdpSocket, dst: SocketAddr, got: &AtomicU64, n: u64, gap: Durat
         let _ = c.send_to(&[0u8; 200], dst);
         let due = start + gap * (i + 1) as u32;
         if let Some(w) = due.checked_duration_since(Instant::now()) {
+            // sleep: pacing, one datagram every `gap`
             std::thread::sleep(w);
         }
     }
-    let (mut last, mut since) = (got.load(Ordering::Relaxed), Instant::now());
-    while last - before < n && since.elapsed() < ms(300) {
-        std::thread::sleep(ms(5));
-        let now = got.load(Ordering::Relaxed);
-        if now != last {
-            (last, since) = (now, Instant::now());
-        }
+    let all = || got.load(Ordering::Relaxed) - before >= n;
+    if !nena_testkit::poll_until(ms(100), all) {
+        nena_testkit::wait_settled(ms(300), Duration::from_secs(10), || {
+            got.load(Ordering::Relaxed)
+        });
     }
-    last - before
+    got.load(Ordering::Relaxed) - before
 }
 
 /// Wait until a datagram crosses the link again (an outage ended): one probe every 10 ms
@@ -456,10 +456,9 @@ fn down_leaves_no_relay_namespace_or_tap_also_after_a_crash() {
             .status()
             .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while relays_of(lab.prefix()).contains(&pid) && Instant::now() < deadline {
-        std::thread::sleep(ms(50));
-    }
+    nena_testkit::poll_until(Duration::from_secs(3), || {
+        !relays_of(lab.prefix()).contains(&pid)
+    });
     assert!(
         !relays_of(lab.prefix()).contains(&pid),
         "relay {pid} outlived its namespaces"

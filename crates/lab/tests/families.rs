@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn lab_with(f: impl FnOnce(&mut LabConfig)) -> LabGuard {
     let mut cfg = LabConfig::with_prefix(unique_prefix());
@@ -71,15 +71,6 @@ fn counter(lab: &Lab, host: Host, name: &str) -> u64 {
             (w.next() == Some(name)).then(|| w.next().unwrap().parse().unwrap())
         })
         .unwrap_or(0)
-}
-
-/// Wait until `f` holds, polling, at most `timeout`; panics with `what` otherwise.
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// One kernel MPTCP connection from the client's trusted address to the server: `n` bytes
@@ -244,9 +235,9 @@ fn an_ipv6_lab_reaches_the_server_over_both_links_by_ipv6_and_ipv4() {
     // kernel MPTCP over IPv6: the in-kernel path manager joins from the untrusted IPv6
     // address
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V6(SERVER_ADDR6), 100_000, || {
-        wait_for("the IPv6 join", Duration::from_secs(5), || {
+        nena_testkit::wait_until("the IPv6 join", Duration::from_secs(5), || {
             counter(&lab, Host::Client, "MPTcpExtMPJoinSynAckRx") >= 1
-        })
+        });
     });
     assert_eq!(got, 100_000);
     assert!(
@@ -381,9 +372,9 @@ fn behind_the_nat_the_server_sees_the_routers_address() {
     }
     // kernel MPTCP joins through the NAT: the server's second subflow comes from the router
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V4(SERVER_ADDR), 100_000, || {
-        wait_for("the join through the NAT", Duration::from_secs(5), || {
+        nena_testkit::wait_until("the join through the NAT", Duration::from_secs(5), || {
             counter(&lab, Host::Client, "MPTcpExtMPJoinSynAckRx") >= 1
-        })
+        });
     });
     assert_eq!(got, 100_000);
     assert!(
@@ -424,10 +415,10 @@ fn a_link_that_strips_mptcp_options_keeps_mptcp_on_the_trusted_link_alone() {
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V4(SERVER_ADDR), 200_000, || {
         // the path manager tries the untrusted address; the attempt ends with the client's
         // reset of a subflow whose SYN-ACK has no MP_JOIN
-        wait_for("the join attempt", Duration::from_secs(5), || {
+        nena_testkit::wait_until("the join attempt", Duration::from_secs(5), || {
             counter(&lab, Host::Client, "MPTcpExtMPJoinSynTx") >= 1
                 && counter(&lab, Host::Client, "MPTcpExtMPRstTx") >= 1
-        })
+        });
     });
     for c in running {
         c.stop().unwrap();

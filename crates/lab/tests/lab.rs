@@ -259,17 +259,11 @@ fn capture_writes_a_pcap_and_down_stops_captures() {
         assert!(Path::new(&format!("/proc/{pid}")).exists());
         assert_eq!(lab.captures()[0].pid, pid);
         drop(lab);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Path::new(&format!("/proc/{pid}/comm")).exists()
-            && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|s| !s.contains(") Z"))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let alive =
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"));
-        assert!(!alive, "background tcpdump {pid} survived down");
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+        };
+        nena_testkit::poll_until(Duration::from_secs(2), || !alive());
+        assert!(!alive(), "background tcpdump {pid} survived down");
     }
     assert_gone(&prefix);
     std::fs::remove_dir_all(&dir).unwrap();

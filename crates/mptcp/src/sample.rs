@@ -286,23 +286,16 @@ mod tests {
         let mut got = vec![0u8; 100_000];
         s.read_exact(&mut got).unwrap();
         // The ACKs of the last bytes may still be on their way.
-        let mut found = None;
-        for _ in 0..50 {
-            let d = dump(port).unwrap();
-            found = d
-                .into_iter()
-                .find(|x| x.src == c.local_addr().unwrap() && x.bytes_acked >= 100_000);
-            if found.is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let f = found.unwrap_or_else(|| {
-            panic!(
-                "no client socket with 100000 bytes acknowledged in {:?}",
+        let f = nena_testkit::wait_for(
+            "a client socket with 100000 bytes acknowledged",
+            Duration::from_secs(1),
+            || {
                 dump(port)
-            )
-        });
+                    .unwrap()
+                    .into_iter()
+                    .find(|x| x.src == c.local_addr().unwrap() && x.bytes_acked >= 100_000)
+            },
+        );
         assert_eq!(f.dst.port(), port);
         assert_eq!(f.state, 1, "established");
         assert!(f.rtt_us > 0 && f.cwnd > 0, "{f:?}");
@@ -325,17 +318,17 @@ mod tests {
         let mut got = vec![0u8; 50_000];
         s.read_exact(&mut got).unwrap();
         let port = to.port();
-        for _ in 0..100 {
-            if let Some(f) = dump(port)
-                .unwrap()
-                .into_iter()
-                .find(|x| x.is_established_to(port) && x.bytes_acked > 50_000)
-            {
-                return (f, c.local_addr().unwrap());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("no client socket to {to} in {:?}", dump(port));
+        let f = nena_testkit::wait_for(
+            &format!("a client socket to {to} with 50000 bytes acknowledged"),
+            Duration::from_secs(2),
+            || {
+                dump(port)
+                    .unwrap()
+                    .into_iter()
+                    .find(|x| x.is_established_to(port) && x.bytes_acked > 50_000)
+            },
+        );
+        (f, c.local_addr().unwrap())
     }
 
     /// IPv6 sockets are dumped too, and an IPv4 connection of a dual-stack socket shows its
@@ -359,18 +352,16 @@ mod tests {
         s.write_all(&[5u8; 30_000]).unwrap();
         let mut got = vec![0u8; 30_000];
         c.read_exact(&mut got).unwrap();
-        let mut server_end = None;
-        for _ in 0..100 {
-            server_end = dump(port)
-                .unwrap()
-                .into_iter()
-                .find(|x| x.src.port() == port && x.bytes_acked >= 30_000);
-            if server_end.is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let e = server_end.unwrap_or_else(|| panic!("no accepted socket in {:?}", dump(port)));
+        let e = nena_testkit::wait_for(
+            "the accepted socket with 30000 bytes acknowledged",
+            Duration::from_secs(2),
+            || {
+                dump(port)
+                    .unwrap()
+                    .into_iter()
+                    .find(|x| x.src.port() == port && x.bytes_acked >= 30_000)
+            },
+        );
         assert_eq!(e.src, SocketAddr::new("127.0.0.1".parse().unwrap(), port));
         assert_eq!(e.dst, c.local_addr().unwrap());
     }

@@ -177,20 +177,14 @@ fn watch_first_flight(c: &Client, len: u64) -> Watch {
 }
 
 fn wait_subflows(c: &Client, n: usize) -> Vec<ClassifiedSubflow> {
-    let t0 = Instant::now();
-    loop {
-        let sfs = c.gate().classified().unwrap();
+    let mut sfs = Vec::new();
+    let up = nena_testkit::poll_until(Duration::from_secs(5), || {
+        sfs = c.gate().classified().unwrap();
         // TCP_ESTABLISHED = 1
-        if sfs.iter().filter(|s| s.subflow.state == 1).count() >= n {
-            return sfs;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "only {} subflows: {sfs:?}",
-            sfs.len()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        sfs.iter().filter(|s| s.subflow.state == 1).count() >= n
+    });
+    assert!(up, "only {} subflows: {sfs:?}", sfs.len());
+    sfs
 }
 
 const BULK: usize = 4 << 20;
@@ -222,6 +216,7 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
             );
             // The handshake ran on one subflow, from the trusted address, and an idle
             // connection gets no other subflow (the in-kernel PM waits for a DATA_ACK).
+            // sleep: a window in which no second subflow may appear (an absence)
             std::thread::sleep(Duration::from_millis(100));
             let sfs = c.gate().classified().unwrap();
             assert_eq!(sfs.len(), 1, "{sfs:?}");
@@ -265,11 +260,9 @@ fn scenario(pm: PmMode) -> (PathReport, Served, ReleaseReport, Watch) {
             }
             c.stream.shutdown(std::net::Shutdown::Write).unwrap();
             // Wait until everything is data-acked before reading the final counters.
-            let t0 = Instant::now();
-            while info(c.gate().fd()).unwrap().bytes_acked.unwrap() < (BULK + hello.len()) as u64 {
-                assert!(t0.elapsed() < Duration::from_secs(20));
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            nena_testkit::wait_until("the bulk data-acked", Duration::from_secs(20), || {
+                info(c.gate().fd()).unwrap().bytes_acked.unwrap() >= (BULK + hello.len()) as u64
+            });
             eprintln!("{pm:?}: {}", describe(c.gate().fd()));
             (c.report().unwrap(), release, watch)
         })
@@ -542,6 +535,7 @@ fn userspace_pm_server_first_stays_on_trusted() {
         let mut c = connect(server_addr(), &opts()).unwrap();
         let mut buf = [0u8; 100];
         (&c.stream).read_exact(&mut buf).unwrap();
+        // sleep: a window in which an untrusted subflow could come up (none may)
         std::thread::sleep(Duration::from_millis(50));
         c.before_first_flight().unwrap();
         (&c.stream).write_all(b"hello").unwrap();
@@ -655,12 +649,12 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
             (&c.stream).write_all(&vec![FIRST_BYTE; 200_000]).unwrap();
             let fd = c.gate().fd().try_clone_to_owned().unwrap();
             let fd = fd.as_fd();
-            let t0 = Instant::now();
-            // First DATA_ACK: the connection is fully established and accepts joins.
-            while info(fd).unwrap().bytes_acked.unwrap() == 0 {
-                assert!(t0.elapsed() < Duration::from_secs(15));
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let (limit, ms1) = (Duration::from_secs(15), Duration::from_millis(1));
+            // First DATA_ACK: the connection is fully established and accepts joins. (Every
+            // millisecond here and below: the rogue subflow must join during the first flight.)
+            nena_testkit::wait_for_every("the first DATA_ACK", limit, ms1, || {
+                (info(fd).unwrap().bytes_acked.unwrap() > 0).then_some(())
+            });
             let token = info(fd).unwrap().token;
             let mut rogue = PmSocket::open().unwrap();
             rogue
@@ -672,35 +666,29 @@ fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
             c.stream.set_nonblocking(true).unwrap();
             let more = vec![FIRST_BYTE; 16 * 1024];
             let mut written = 200_000u64;
-            let sf = loop {
-                let found = c
-                    .gate()
-                    .classified()
-                    .unwrap()
-                    .into_iter()
-                    .find(|s| s.trust == Trust::Untrusted && s.subflow.bytes_sent > 0);
-                if let Some(sf) = found {
-                    break sf;
-                }
-                match (&c.stream).write(&more) {
-                    Ok(k) => written += k as u64,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("first flight: {e}"),
-                }
-                assert!(
-                    t0.elapsed() < Duration::from_secs(15),
-                    "rogue subflow carried nothing in 15 s: {:?}",
-                    c.gate().classified()
-                );
-                std::thread::sleep(Duration::from_millis(1));
-            };
+            let sf =
+                nena_testkit::wait_for_every("the rogue subflow to carry data", limit, ms1, || {
+                    let found = c
+                        .gate()
+                        .classified()
+                        .unwrap()
+                        .into_iter()
+                        .find(|s| s.trust == Trust::Untrusted && s.subflow.bytes_sent > 0);
+                    if found.is_none() {
+                        match (&c.stream).write(&more) {
+                            Ok(k) => written += k as u64,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(e) => panic!("first flight: {e}"),
+                        }
+                    }
+                    found
+                });
             rogue
                 .subflow_destroy(token, sf.subflow.local.unwrap(), sf.subflow.remote.unwrap())
                 .unwrap();
-            while c.gate().classified().unwrap().len() > 1 {
-                assert!(t0.elapsed() < Duration::from_secs(15));
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            nena_testkit::wait_for_every("the rogue subflow to go", limit, ms1, || {
+                (c.gate().classified().unwrap().len() <= 1).then_some(())
+            });
             // The counters no longer show anything...
             c.gate_mut().check_untrusted_idle(false).unwrap();
             // ...but the gate saw the subflow go.
@@ -754,18 +742,18 @@ fn async_gate_releases_after_the_ack_in_both_pm_modes() {
                     let gate_wait = t0.elapsed();
                     assert_eq!(c.gate().machine().stage(), gate::Stage::Released);
                     // The untrusted subflow comes up (opened by nena or by the kernel).
-                    let t1 = Instant::now();
-                    let sfs = loop {
-                        let sfs = c.gate().classified().unwrap();
-                        if sfs
-                            .iter()
-                            .any(|s| s.trust == Trust::Untrusted && s.subflow.state == 1)
-                        {
-                            break sfs;
-                        }
-                        assert!(t1.elapsed() < Duration::from_secs(5), "{sfs:?}");
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    };
+                    let sfs = nena_testkit::wait_for_async(
+                        "an established untrusted subflow",
+                        Duration::from_secs(5),
+                        || {
+                            let sfs = c.gate().classified().unwrap();
+                            sfs.iter()
+                                .any(|s| s.trust == Trust::Untrusted && s.subflow.state == 1)
+                                .then_some(sfs)
+                        },
+                        tokio::time::sleep,
+                    )
+                    .await;
                     c.stream.shutdown().await.unwrap();
                     (release, sfs, gate_wait)
                 })
@@ -848,12 +836,16 @@ fn async_gate_refuses_an_untrusted_subflow_closed_during_the_first_flight() {
                     .unwrap();
                 let fd = c.gate().fd().try_clone_to_owned().unwrap();
                 let rogue = async {
-                    let t0 = Instant::now();
-                    // First DATA_ACK: the connection is fully established and accepts joins.
-                    while info(fd.as_fd()).unwrap().bytes_acked.unwrap() == 0 {
-                        assert!(t0.elapsed() < Duration::from_secs(5));
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    }
+                    // First DATA_ACK: the connection is fully established and accepts joins
+                    // (looked at every millisecond: the join must come during the first flight).
+                    nena_testkit::wait_for_async(
+                        "the first DATA_ACK",
+                        Duration::from_secs(5),
+                        || (info(fd.as_fd()).unwrap().bytes_acked.unwrap() > 0).then_some(()),
+                        // sleep: the wait's poll period, 1 ms (the join must beat the flight)
+                        |_| tokio::time::sleep(Duration::from_millis(1)),
+                    )
+                    .await;
                     let token = info(fd.as_fd()).unwrap().token;
                     let mut pm = PmSocket::open().unwrap();
                     pm.subflow_create(token, UNTRUSTED.parse().unwrap(), None, server_addr())

@@ -9,7 +9,8 @@
 //! * [`assert_debug_hides`]: a `Debug` rendering shows no byte of a key (issue 19).
 //! * [`wait_for`] / [`wait_until`]: a test waits for an event (a line, a socket, a file, a
 //!   counter), polled against a deadline that fails the test naming what never happened,
-//!   instead of sleeping for a time it hopes is long enough.
+//!   instead of sleeping for a time it hopes is long enough; [`wait_settled`] for "nothing
+//!   more is coming" (a file that stops growing), [`wait_for_async`] inside async tests.
 //!
 //! No dependencies: every crate of the workspace may use it, also outside `#[cfg(test)]`
 //! (the benchmarks use its medians).
@@ -72,7 +73,18 @@ pub const POLL: Duration = Duration::from_millis(10);
 /// `timed out after T waiting for WHAT` once `timeout` has passed (`f` is asked one last
 /// time at the deadline). For events a test must wait for: a process's first output line, a
 /// socket that listens, a file that appears, a counter that reaches a value.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    wait_for_every(what, timeout, POLL, f)
+}
+
+/// [`wait_for`], polling every `period` instead of [`POLL`]: for a race the test must win
+/// (arm an attacker before the bytes it aims at pass), where 10 ms is too coarse.
+pub fn wait_for_every<T>(
+    what: &str,
+    timeout: Duration,
+    period: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
@@ -82,14 +94,21 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         if now >= deadline {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
-        std::thread::sleep(POLL.min(deadline - now));
+        // sleep: the poll period of the wait helpers themselves
+        std::thread::sleep(period.min(deadline - now));
     }
 }
 
 /// Polls `f` every [`POLL`] until it is true (returns true) or `timeout` has passed (asks it
 /// one last time, returns its answer). For waits whose failure the test reports itself, with
 /// what it then finds (a socket table, counters).
-pub fn poll_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub fn poll_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
+    poll_until_every(timeout, POLL, f)
+}
+
+/// [`poll_until`], looking every `period`: for a look that costs (a query to a server that
+/// itself updates every `period`).
+pub fn poll_until_every(timeout: Duration, period: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if f() {
@@ -99,7 +118,8 @@ pub fn poll_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         if now >= deadline {
             return f();
         }
-        std::thread::sleep(POLL.min(deadline - now));
+        // sleep: the poll period of the wait helpers themselves
+        std::thread::sleep(period.min(deadline - now));
     }
 }
 
@@ -109,6 +129,54 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) ->
     let start = Instant::now();
     wait_for(what, timeout, || f().then_some(()));
     start.elapsed()
+}
+
+/// Polls `value` every [`POLL`] until it has not changed for `quiet`, and returns it; gives
+/// up at `timeout` and returns what it read last (a value that still moves is not a
+/// failure: the caller asserts on it). For "nothing more is coming": a capture file that
+/// stops growing before tcpdump is stopped, datagrams that stop arriving.
+pub fn wait_settled<T: PartialEq>(
+    quiet: Duration,
+    timeout: Duration,
+    mut value: impl FnMut() -> T,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = value();
+    let mut since = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || now - since >= quiet {
+            return last;
+        }
+        // sleep: the poll period of the wait helpers themselves
+        std::thread::sleep(POLL.min(deadline - now));
+        let v = value();
+        if v != last {
+            last = v;
+            since = Instant::now();
+        }
+    }
+}
+
+/// [`wait_for`] inside an async test: `nap` is the runtime's sleep (`tokio::time::sleep`),
+/// so that the wait does not block the runtime's thread (testkit depends on no runtime).
+pub async fn wait_for_async<T, F: std::future::Future<Output = ()>>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+    mut nap: impl FnMut(Duration) -> F,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        nap(POLL.min(deadline - now)).await;
+    }
 }
 
 /// Deterministic test data (xorshift64*). The same seed always gives the same bytes, on
@@ -257,6 +325,43 @@ mod tests {
         });
         assert_eq!(v, 30);
         assert!(wait_until("true", Duration::ZERO, || true) < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn wait_settled_returns_once_the_value_stops_moving() {
+        let mut n = 0u32;
+        let v = wait_settled(Duration::from_millis(50), Duration::from_secs(5), || {
+            n += 1;
+            n.min(5)
+        });
+        assert_eq!(v, 5);
+        // a value that never settles: the last one at the deadline
+        let mut m = 0u32;
+        let v = wait_settled(Duration::from_secs(5), Duration::from_millis(50), || {
+            m += 1;
+            m
+        });
+        assert!(v > 1);
+    }
+
+    #[test]
+    fn wait_for_async_polls_with_the_given_nap() {
+        use std::future::Future;
+        let mut n = 0;
+        let fut = wait_for_async(
+            "n to reach 3",
+            Duration::from_secs(5),
+            || {
+                n += 1;
+                (n >= 3).then_some(n)
+            },
+            |_| std::future::ready(()),
+        );
+        // a ready nap: the future completes on its first poll
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut fut = std::pin::pin!(fut);
+        assert_eq!(fut.as_mut().poll(&mut cx), std::task::Poll::Ready(3));
     }
 
     #[test]

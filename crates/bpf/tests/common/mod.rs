@@ -240,7 +240,10 @@ impl Capture {
 
     /// Frames with their capture time (wall clock, as SystemTime).
     pub fn timed_frames(&mut self) -> Vec<(std::time::SystemTime, Vec<u8>)> {
-        std::thread::sleep(Duration::from_millis(300));
+        // tcpdump drops what it has not read when interrupted: until its file stops growing
+        nena_testkit::wait_settled(Duration::from_millis(100), Duration::from_secs(2), || {
+            std::fs::metadata(&self.file).map(|m| m.len()).unwrap_or(0)
+        });
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let _ = self.child.wait();

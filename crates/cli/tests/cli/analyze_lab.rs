@@ -195,6 +195,7 @@ fn analyze_matches_tshark_and_finds_the_forced_reinjections() {
         "the transfer ended before the link went down"
     );
     lab.set_link(Link::Untrusted, false).unwrap();
+    // sleep: the outage itself, 1.5 s without the link.
     std::thread::sleep(Duration::from_millis(1500));
     lab.set_link(Link::Untrusted, true).unwrap();
     let out = child.wait_with_output().unwrap();

@@ -289,15 +289,21 @@ fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
         .expect("spawn nena lab run");
     // wait until the run has loaded its congestion control, its lab is up and its traffic
     // runs (data acknowledged on a connection to the runs' server port, 5201)
-    let t0 = std::time::Instant::now();
-    while !(registered("nena_lia") && nena_lab::Lab::is_up(&prefix) && carries_data(&prefix)) {
-        if t0.elapsed() > std::time::Duration::from_secs(20) || child.try_wait().unwrap().is_some()
-        {
-            let _ = child.kill();
-            let _ = nena(&["lab", "down", "--prefix", &prefix]);
-            panic!("the run did not load nena_lia, bring its lab up and carry data within 20 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    // (every 100 ms: each look runs `ss` in the lab)
+    let (limit, every) = (
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(100),
+    );
+    let running = nena_testkit::poll_until_every(limit, every, || {
+        child.try_wait().unwrap().is_none()
+            && registered("nena_lia")
+            && nena_lab::Lab::is_up(&prefix)
+            && carries_data(&prefix)
+    });
+    if !running {
+        let _ = child.kill();
+        let _ = nena(&["lab", "down", "--prefix", &prefix]);
+        panic!("the run did not load nena_lia, bring its lab up and carry data within 20 s");
     }
 
     // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet

@@ -154,17 +154,11 @@ impl Proc {
     }
     /// Wait until stderr contains `needle` at least `n` times (or panic after `timeout`).
     pub fn wait_stderr_n(&self, needle: &str, n: usize, timeout: Duration) -> String {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let s = self.stderr();
-            if s.matches(needle).count() >= n {
-                return s;
-            }
-            if std::time::Instant::now() > deadline {
-                panic!("stderr never contained {needle:?} {n} times:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let found =
+            nena_testkit::poll_until(timeout, || self.stderr().matches(needle).count() >= n);
+        let s = self.stderr();
+        assert!(found, "stderr never contained {needle:?} {n} times:\n{s}");
+        s
     }
 }
 
@@ -178,14 +172,11 @@ impl Proc {
     pub fn stop_with(&mut self, sig: libc::c_int) -> std::process::ExitStatus {
         // SAFETY: signalling our own child by its pid.
         unsafe { libc::kill(self.child.id() as i32, sig) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the process did not exit within 10 s of SIGTERM");
+        nena_testkit::wait_for(
+            &format!("the process to exit on signal {sig}"),
+            Duration::from_secs(10),
+            || self.child.try_wait().ok().flatten(),
+        )
     }
 }
 
@@ -439,16 +430,26 @@ pub fn http_server(lab: &Lab, dir: &TempDir, log: Option<&Path>) -> Killed {
             None => Stdio::null(),
         });
     let http = Killed(cmd.spawn().expect("python3 -m http.server"));
-    let up = lab
-        .run_in(Host::Server, || {
-            (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(50));
-                std::net::TcpStream::connect("127.0.0.1:8000").is_ok()
-            })
-        })
-        .unwrap();
-    assert!(up, "http.server did not start");
+    wait_accepts(
+        lab,
+        Host::Server,
+        "127.0.0.1:8000".parse().unwrap(),
+        "http.server",
+    );
     http
+}
+
+/// Returns once something in `host` accepts TCP connections on `addr` (a server the test
+/// started: python's http.server, a listener of its own); fails the test naming `what`
+/// after 5 s.
+pub fn wait_accepts(lab: &Lab, host: Host, addr: std::net::SocketAddr, what: &str) {
+    let what = format!("{what} to accept connections on {addr}");
+    lab.run_in(host, move || {
+        nena_testkit::wait_until(&what, Duration::from_secs(5), || {
+            std::net::TcpStream::connect(addr).is_ok()
+        })
+    })
+    .expect("entering the lab host");
 }
 
 /// The client as a laptop: no source-based rules, the default route on the untrusted link

@@ -208,6 +208,7 @@ fn up_status_set_exec_capture_eavesdrop_down() {
         while !done2.load(std::sync::atomic::Ordering::Relaxed)
             && start.elapsed() < Duration::from_secs(20)
         {
+            // sleep: pacing, one message per 300 ms until the capture has counted enough
             std::thread::sleep(Duration::from_millis(300));
             assert_eq!(send(&lab2, Link::Trusted, b"count me"), b"count me");
         }
@@ -265,6 +266,7 @@ fn down_after_a_crash_during_up() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // sleep: the crash comes `delay_ms` into `lab up`, at a different step each time
         std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = child.kill(); // SIGKILL: no cleanup of its own
         let _ = child.wait();

@@ -59,13 +59,10 @@ impl Drop for Cgroups {
     fn drop(&mut self) {
         for t in TENANTS {
             let d = self.dir(t);
-            let start = Instant::now();
-            while d.exists() && std::fs::remove_dir(&d).is_err() {
-                if start.elapsed() > Duration::from_secs(5) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            // (a cgroup can be removed once its last process is gone)
+            nena_testkit::poll_until(Duration::from_secs(5), || {
+                !d.exists() || std::fs::remove_dir(&d).is_ok()
+            });
         }
         let _ = std::fs::remove_dir(self.root.join(&self.parent));
     }
@@ -381,12 +378,14 @@ fn three_tenants_each_get_their_rule_and_one_changes_alone() {
         .collect();
 
     // halfway: tenant c's chain changes; the others' must not
+    // sleep: the change comes halfway through the transfers
     std::thread::sleep(Duration::from_secs(RUN_S / 2));
     let before = pol.show();
     let change = now();
     let out = pol.run(&["load", f2.to_str().unwrap(), "--tenant", "c"]);
     assert!(out.contains("of tenant c"), "{out}");
     let after_change = pol.show();
+    // sleep: a second of traffic under the changed chains, whose counters `later` shows
     std::thread::sleep(Duration::from_secs(1));
     let later = pol.show();
 
@@ -394,11 +393,11 @@ fn three_tenants_each_get_their_rule_and_one_changes_alone() {
     let mut reports = BTreeMap::new();
     for (t, k) in TENANTS.iter().zip(kids.iter_mut()) {
         let mut c = k.0.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(RUN_S + 30);
-        while c.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "perf of tenant {t} hangs");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        nena_testkit::wait_for(
+            &format!("perf of tenant {t} to end"),
+            Duration::from_secs(RUN_S + 30),
+            || c.try_wait().unwrap(),
+        );
         let mut so = String::new();
         let mut se = String::new();
         c.stdout.take().unwrap().read_to_string(&mut so).unwrap();
@@ -408,7 +407,6 @@ fn three_tenants_each_get_their_rule_and_one_changes_alone() {
         let r: serde_json::Value = serde_json::from_str(&so).unwrap();
         reports.insert(*t, r);
     }
-    std::thread::sleep(Duration::from_millis(500));
     cap.stop().unwrap();
     let segs = segments(&cap_file);
 

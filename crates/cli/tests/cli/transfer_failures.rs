@@ -67,6 +67,7 @@ fn fake_server(lab: &nena_lab::Lab, port: u16, banner: &'static [u8], conns: usi
             let mut buf = [0u8; 256];
             s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
             let _ = s.read(&mut buf);
+            // sleep: the server's silence (or its pause after the banner) is what the client meets
             std::thread::sleep(Duration::from_millis(if banner.is_empty() {
                 3000
             } else {
@@ -177,9 +178,11 @@ fn fallback_to_plain_tcp_is_refused_unless_allowed() {
             if let Ok((mut s, _)) = l.accept() {
                 if i < 2 {
                     let _ = s.write_all(b"220 smtp.example ESMTP\r\n");
+                    // sleep: the greeting server holds the connection a while, as SMTP does
                     std::thread::sleep(Duration::from_millis(200));
                 } else {
                     let _ = std::io::Read::read(&mut s, &mut [0u8; 4096]);
+                    // sleep: the silent server waits, as HTTP does, longer than the client
                     std::thread::sleep(Duration::from_secs(4));
                 }
             }

@@ -444,7 +444,7 @@ fn the_other_familys_subflow_is_recovered_at_the_announced_address() {
     );
     assert_eq!(first.dst, "198.18.3.2:7600".parse().unwrap());
     lab.set_link(Link::Untrusted, false).unwrap();
-    // The outage itself: one second without the link.
+    // sleep: the outage itself, one second without the link.
     std::thread::sleep(Duration::from_secs(1));
     lab.set_link(Link::Untrusted, true).unwrap();
     let again = nena_testkit::wait_for(

@@ -17,7 +17,7 @@ use nena_lab::Host;
 use std::collections::HashSet;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PORT: u16 = 7000;
 /// The forger turns the file's last bytes into these.
@@ -146,17 +146,20 @@ fn attack(
         .spawn()
         .unwrap();
     // The connection's first data sequence number, as soon as the server has the hello.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let base = loop {
-        if let Some(b) = c2s_base(server_pid, &known) {
-            break b;
-        }
-        assert!(
-            Instant::now() < deadline && child.try_wait().unwrap().is_none(),
-            "{mode}: never saw the server's connection"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    };
+    // (Every millisecond: the forge must be armed before the file's tail passes.)
+    let base = nena_testkit::wait_for_every(
+        &format!("{mode}: the server's connection"),
+        Duration::from_secs(10),
+        Duration::from_millis(1),
+        || {
+            let b = c2s_base(server_pid, &known);
+            assert!(
+                b.is_some() || child.try_wait().unwrap().is_none(),
+                "{mode}: the client ended before the server's connection was seen"
+            );
+            b
+        },
+    );
     lab.run_in(Host::Router, || {
         forge::arm("untrusted", true, base.wrapping_add(at), &pattern)
     })

@@ -146,7 +146,6 @@ fn kato_mpc_transfers_are_scrambled_from_the_first_byte_with_the_mptcp_keys() {
     a.extend_from_slice(&["--mode", "kato-mpc"]);
     a.extend_from_slice(&PATHS);
     let (down, _) = run_json(&lab, &a);
-    std::thread::sleep(Duration::from_millis(300));
     cu.stop().unwrap();
     ct.stop().unwrap();
 

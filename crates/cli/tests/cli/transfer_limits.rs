@@ -16,17 +16,15 @@ fn run(lab: &nena_lab::Lab, args: &[&str]) -> (Option<i32>, String, String) {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "nena {a:?} still running after 30 s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !nena_testkit::poll_until(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some()
+    }) {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "nena {a:?} still running after 30 s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = child.wait_with_output().unwrap();
     (

@@ -8,7 +8,7 @@
 use crate::harness::*;
 use nena_lab::Host;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Prometheus in the server host (its loopback), scraping `targets` every 200 ms; returns
 /// once its `/-/ready` answers 200.
@@ -200,14 +200,17 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
     // it read.
     let uploaded: usize = sizes.iter().sum();
     let expect = |promql: &str, ok: &dyn Fn(f64) -> bool, what: &str| {
-        let start = Instant::now();
         let mut last = None;
-        while start.elapsed() < Duration::from_secs(30) {
-            last = query(&lab, promql);
-            if last.is_some_and(ok) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        // (every 200 ms: Prometheus scrapes no more often)
+        if nena_testkit::poll_until_every(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || {
+                last = query(&lab, promql);
+                last.is_some_and(ok)
+            },
+        ) {
+            return;
         }
         panic!(
             "{promql}: {last:?}, expected {what}\nserve:\n{}",

@@ -260,14 +260,10 @@ fn clean_ends_through_both_proxies() {
 
     // Both sessions done on both proxies, with mode and split, and no warning anywhere.
     let done = |p: &Proc| -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let log = p.stderr();
-            if log.matches("session done").count() >= 2 || std::time::Instant::now() > deadline {
-                return log;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        nena_testkit::poll_until(Duration::from_secs(10), || {
+            p.stderr().matches("session done").count() >= 2
+        });
+        p.stderr()
     };
     let pcl = done(&pc);
     let psl = done(&ps);
@@ -302,6 +298,7 @@ fn slow_target(
         let mut got = Vec::new();
         let r = s.read_to_end(&mut got);
         if r.is_ok() {
+            // sleep: the target's late answer is the test's subject
             std::thread::sleep(answer_after);
             let _ = s.write_all(format!("got {} bytes", got.len()).as_bytes());
         }

@@ -196,7 +196,7 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         );
         let down = unix_now();
         lab.set_link(Link::Untrusted, false).unwrap();
-        // The outage itself lasts 2 s (the LTE study's disconnections).
+        // sleep: the outage itself lasts 2 s (the LTE study's disconnections).
         std::thread::sleep(Duration::from_secs(2));
         let raising = unix_now();
         lab.set_link(Link::Untrusted, true).unwrap();
@@ -324,7 +324,7 @@ fn trusted_subflow_is_back_after_its_link_returns() {
     );
     let down = unix_now();
     lab.set_link(Link::Trusted, false).unwrap();
-    // The outage itself lasts 2 s.
+    // sleep: the outage itself lasts 2 s.
     std::thread::sleep(Duration::from_secs(2));
     let raising = unix_now();
     lab.set_link(Link::Trusted, true).unwrap();
@@ -414,7 +414,7 @@ fn a_new_session_waits_for_the_trusted_link_and_never_goes_around_it() {
     args.extend_from_slice(&PATHS);
     let r = std::thread::scope(|s| {
         s.spawn(|| {
-            // The outage the session waits out.
+            // sleep: the outage the session waits out.
             std::thread::sleep(Duration::from_secs(1));
             lab.set_link(Link::Trusted, true).unwrap();
         });

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `nena -v run ARGS` in the client host to completion (as root: not as the user who ran
 /// the tests through sudo).
@@ -179,7 +179,6 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
         );
         assert_nothing_left(&err);
     }
-    std::thread::sleep(Duration::from_millis(300));
     capture.stop().unwrap();
     let pcap = std::fs::read(&cap).unwrap();
     // The untrusted path carried the file's bytes (protected), and none of them in clear.
@@ -244,7 +243,6 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     plain.extend_from_slice(&["curl", "-sS", "--max-time", "30", url]);
     let out = nena_run(&lab, &plain);
     assert!(out.status.success() && out.stdout == body);
-    std::thread::sleep(Duration::from_millis(300));
     capture.stop().unwrap();
     let leaked = leaked_pieces(&std::fs::read(&cap2).unwrap(), &body);
     assert!(leaked > 1000, "the control run shows only {leaked} pieces");
@@ -322,14 +320,11 @@ fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
         .status()
         .unwrap();
     assert!(kill.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "nena run did not end on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = nena_testkit::wait_for(
+        "nena run to end on SIGTERM",
+        Duration::from_secs(15),
+        || child.try_wait().unwrap(),
+    );
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(128 + 15), "{err}");

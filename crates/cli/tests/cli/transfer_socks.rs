@@ -462,15 +462,12 @@ fn socks5_ipv6_destination_end_to_end() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let _http = Killed(cmd.spawn().unwrap());
-    let up = lab
-        .run_in(Host::Server, || {
-            (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(50));
-                TcpStream::connect("[2001:2::2]:8000").is_ok()
-            })
-        })
-        .unwrap();
-    assert!(up, "http.server on [2001:2::2]:8000 did not start");
+    wait_accepts(
+        &lab,
+        Host::Server,
+        "[2001:2::2]:8000".parse().unwrap(),
+        "http.server",
+    );
     let listen = server(&lab, 7431);
     let ps = spawn_listening(
         &lab,

@@ -195,14 +195,11 @@ fn exactly_one_byte_changes_where_the_record_says() {
         // Gone: the filter (no tamper left to show) and the program itself.
         let after = tamper_cmd(&prefix, &["--show"]);
         assert!(String::from_utf8_lossy(&after).contains("no tamper program"));
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
-        while prog_exists(id) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "program {id} still loaded"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        nena_testkit::wait_until(
+            &format!("program {id} to be unloaded"),
+            Duration::from_secs(3),
+            || !prog_exists(id),
+        );
     }
 }
 

@@ -172,7 +172,6 @@ fn kato_mpc_with_the_consent_stripped_on_the_trusted_path_is_refused() {
     assert_eq!(echoed, 0, "the proxy client forwarded the text");
     pc.wait_stderr("kato-mpc refused", Duration::from_secs(5));
 
-    std::thread::sleep(Duration::from_millis(300));
     cu.stop().unwrap();
     ct.stop().unwrap();
     let (stripped, seen) = box_.finish();
@@ -203,7 +202,6 @@ fn kato_mpc_with_the_consent_stripped_on_the_trusted_path_is_refused() {
     ];
     a.extend_from_slice(&PATHS);
     let (r, err) = run_json(&lab, &a);
-    std::thread::sleep(Duration::from_millis(300));
     cp.stop().unwrap();
     let (stripped, _) = box_.finish();
     assert!(stripped >= 1);
@@ -392,11 +390,7 @@ fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
         })
     };
     let wait = |what: &str, f: &dyn Fn([u64; 8]) -> bool| {
-        let t0 = std::time::Instant::now();
-        while !f(server_stats(&lab)) {
-            assert!(t0.elapsed() < Duration::from_secs(30), "waiting for {what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        nena_testkit::wait_until(what, Duration::from_secs(30), || f(server_stats(&lab)));
     };
     let files: Vec<Vec<u8>> = (0..CLIENTS)
         .map(|i| random(1_000_000, 100 + i as u64))

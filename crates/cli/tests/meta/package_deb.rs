@@ -152,13 +152,9 @@ impl Booted {
 impl Drop for Booted {
     fn drop(&mut self) {
         unsafe { libc::kill(self.nspawn.id() as i32, libc::SIGTERM) };
-        let end = std::time::Instant::now() + Duration::from_secs(30);
-        while std::time::Instant::now() < end {
-            if let Ok(Some(_)) = self.nspawn.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        nena_testkit::poll_until(Duration::from_secs(30), || {
+            matches!(self.nspawn.try_wait(), Ok(Some(_)))
+        });
         if let Ok(None) = self.nspawn.try_wait() {
             let _ = self.nspawn.kill();
             let _ = self.nspawn.wait();

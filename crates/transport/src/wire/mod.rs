@@ -25,7 +25,7 @@
 //! `size` is the file size). If it is ok, the data sender writes exactly `size` bytes and then
 //! a 32-byte trailer (their MAC); the data receiver answers with a final [`Reply`] (ok only
 //! when the trailer matched and, on the server, the file was renamed into place) and its
-//! 32-byte tag ([`crate::verdict`], new in version 3).
+//! 32-byte tag ([`crate::app::verdict`], new in version 3).
 //!
 //! Perf: the server answers the request with a [`Reply`]; then each direction carries a
 //! *chunked* stream (`len u32 | len bytes`, `len` <= [`MAX_CHUNK`]), ended by a zero length and
@@ -74,7 +74,7 @@ pub const MAGIC: [u8; 4] = *b"nAP3";
 pub const VERSION: u8 = 3;
 /// The magics of the older versions, refused with [`WireError::OldVersion`], never read as
 /// this one: 1 (an unkeyed SHA-256 trailer, an untagged connect request) and 2 (an untagged
-/// verdict on a file, [`crate::verdict`]).
+/// verdict on a file, [`crate::app::verdict`]).
 pub const OLD_MAGICS: [[u8; 4]; 2] = [*b"nAP1", *b"nAP2"];
 /// Longest file name accepted on the wire (bytes).
 pub const MAX_NAME: usize = 255;
@@ -122,7 +122,7 @@ pub enum WireError {
     #[error("not a connect request (op {0:#04x})")]
     NotConnect(u8),
     #[error("bad destination in the connect request: {0}")]
-    BadTarget(crate::socks::SocksError),
+    BadTarget(crate::proxy::socks::SocksError),
     #[error("unknown connect reply code {0}")]
     BadConnectCode(u8),
     #[error("a DNS message of {0} bytes, shorter than a DNS header")]
@@ -582,7 +582,7 @@ pub enum Service {
 pub struct ConnectRequest {
     /// `None`: the proxy server's `--forward` target (op 5); always `None` for
     /// [`Service::Dns`] and [`Service::Datagram`] (not encoded).
-    pub target: Option<crate::socks::Target>,
+    pub target: Option<crate::proxy::socks::Target>,
     pub token: Option<AccessToken>,
     /// What the session carries: a stream (ops 4, 5), DNS (op 6) or datagrams (op 7).
     pub service: Service,
@@ -590,7 +590,7 @@ pub struct ConnectRequest {
 
 impl ConnectRequest {
     /// A request for `target` without a token.
-    pub fn to(target: crate::socks::Target) -> Self {
+    pub fn to(target: crate::proxy::socks::Target) -> Self {
         ConnectRequest {
             target: Some(target),
             token: None,
@@ -650,7 +650,7 @@ impl ConnectRequest {
                 at,
             )));
         }
-        match crate::socks::Target::decode(&buf[at..]) {
+        match crate::proxy::socks::Target::decode(&buf[at..]) {
             Ok(Some((target, used))) => Ok(Some((
                 ConnectRequest {
                     target: Some(target),
@@ -702,7 +702,7 @@ impl ConnectRequest {
 /// The proxy server's answer to a [`ConnectRequest`]: a SOCKS5 reply code and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectReply {
-    pub code: crate::socks::Rep,
+    pub code: crate::proxy::socks::Rep,
     pub msg: String,
 }
 
@@ -719,7 +719,7 @@ impl ConnectReply {
         let Some(&c) = buf.first() else {
             return Ok(None);
         };
-        let code = crate::socks::Rep::from_u8(c).ok_or(WireError::BadConnectCode(c))?;
+        let code = crate::proxy::socks::Rep::from_u8(c).ok_or(WireError::BadConnectCode(c))?;
         let Some(&len) = buf.get(1) else {
             return Ok(None);
         };
@@ -747,7 +747,7 @@ mod tests {
     /// and so is a request under another session's key or one without its tag.
     #[test]
     fn a_rewritten_connect_request_is_refused() {
-        use crate::socks::{Host, Target};
+        use crate::proxy::socks::{Host, Target};
         let key = [0x5au8; 32];
         let req = ConnectRequest::to(Target {
             host: Host::Ip("198.18.3.2".parse().unwrap()),
@@ -805,7 +805,7 @@ mod tests {
     /// neither kind is taken for the other or for a file request.
     #[test]
     fn forward_requests_and_tokens_roundtrip_under_the_tag() {
-        use crate::socks::{Host, Target};
+        use crate::proxy::socks::{Host, Target};
         let key = [0x33u8; 32];
         let token = AccessToken::new(b"0123456789abcdef-token".to_vec()).unwrap();
         let target = Target {
@@ -929,7 +929,7 @@ mod tests {
 
     #[test]
     fn connect_roundtrip_and_errors() {
-        use crate::socks::{Host, Rep, SocksError, Target};
+        use crate::proxy::socks::{Host, Rep, SocksError, Target};
         for target in [
             Target {
                 host: Host::Ip("198.18.3.2".parse().unwrap()),
@@ -1159,7 +1159,7 @@ mod tests {
         let (r, _) = Reply::decode(&enc).unwrap().unwrap();
         assert_eq!(r.msg, "\\u{1b}[2J\\u{1b}]0;owned\\u{7}done");
         let enc = ConnectReply {
-            code: crate::socks::Rep::NotAllowed,
+            code: crate::proxy::socks::Rep::NotAllowed,
             msg: evil.into(),
         }
         .encode();

@@ -1,7 +1,7 @@
 //! The proxy client (`nena proxy client`, and the TCP side of `nena run` and `nena gateway`):
 //! what its listener speaks ([`Entry`]: plain TCP for a `--forward` server, SOCKS5, connections
 //! redirected by `nena run`'s BPF programs or by the gateway's TPROXY rule), and one session
-//! per accepted connection: the opening ([`crate::proxy::open`]), the relay, the log line.
+//! per accepted connection: the opening (`proxy::open`), the relay, the log line.
 
 use crate::conn::{self, ClientOptions};
 use crate::ops::metrics::{Tally, Wire};

@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 pub enum Egress {
     /// Every session to this one target; no request is read (`--forward`).
     Forward(SocketAddr),
-    /// Each session names its destination ([`ConnectRequest`]); only what the list permits is
+    /// Each session names its destination ([`crate::wire::ConnectRequest`]); only what the list permits is
     /// connected (`--allow`; empty: nothing).
     Allow(AllowList),
 }

@@ -103,7 +103,7 @@ impl AllowList {
     }
 
     /// Of the addresses a destination resolved to, those the list permits (in order):
-    /// the proxy server connects to these only; none means [`Rep::NotAllowed`].
+    /// the proxy server connects to these only; none means [`crate::proxy::socks::Rep::NotAllowed`].
     pub fn filter(&self, resolved: &[SocketAddr]) -> Vec<SocketAddr> {
         resolved
             .iter()

@@ -13,7 +13,8 @@
 //! - [`AllowRule`] / [`AllowList`]: `CIDR[:PORT[-PORT]]` rules; the proxy server forwards to an
 //!   address only if a rule permits it (domain names are resolved first; the resolved address
 //!   is what is checked). An empty list permits nothing.
-//! - [`Rep`]: the reply codes of RFC 1928 section 6.//! - [`associate`] (private): the proxy client's UDP ASSOCIATE, its datagrams carried in a
+//! - [`Rep`]: the reply codes of RFC 1928 section 6.
+//! - `associate` (private): the proxy client's UDP ASSOCIATE, its datagrams carried in a
 //!   datagram session (op 7) of [`crate::proxy::carry`].
 //!
 //! The parts: [`message`] (constants, [`Rep`], [`Target`], [`SocksError`]), [`handshake`]

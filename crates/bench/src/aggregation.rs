@@ -310,7 +310,7 @@ fn nena_transfer(
     bytes: u64,
 ) -> Result<(f64, f64)> {
     use nena_mptcp::Trust;
-    use nena_transport::client;
+    use nena_transport::app::client;
     let copts = client_options(lab, PORT_NENA, nena_proto::Mode::Aead);
     let fetched = dir.join("fetched.bin");
     let (secs, report) = lab.run_in(Host::Client, || -> Result<_> {

@@ -481,7 +481,7 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
 /// One nena run: `client::perf` on a thread in the client host, typed report back.
 fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
     use nena_mptcp::Trust;
-    use nena_transport::client::{self, PerfParams};
+    use nena_transport::app::client::{self, PerfParams};
     let mode = variant.mode().expect("a nena variant");
     let copts = client_options(lab, PORT_NENA, mode);
     let params = PerfParams {

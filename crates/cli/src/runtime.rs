@@ -49,7 +49,7 @@ pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T>>) -> Result<T
     block_on(async move {
         tokio::select! {
             r = f => r,
-            sig = nena_transport::stop::interrupted() => {
+            sig = nena_transport::ops::stop::interrupted() => {
                 Err(anyhow::anyhow!("interrupted ({})", sig?))
             }
         }

@@ -576,7 +576,7 @@ fn run_traffic(
             })
         }
         Traffic::Nena => {
-            use nena_transport::client::{self, PerfParams};
+            use nena_transport::app::client::{self, PerfParams};
             let copts = client_options(remote, r)?;
             let params = PerfParams {
                 up: r.direction == Direction::Up,
@@ -602,7 +602,7 @@ fn run_traffic(
             })
         }
         Traffic::Send => {
-            use nena_transport::client;
+            use nena_transport::app::client;
             if r.direction == Direction::Down {
                 bail!("a send run goes up (client to server)");
             }

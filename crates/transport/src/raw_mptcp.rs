@@ -258,7 +258,7 @@ async fn send(s: &mut tokio::net::TcpStream, req: Request) -> Result<Outcome> {
     Ok(Outcome::Sent {
         bytes: sent,
         seconds,
-        mbit_s: crate::perf::goodput(sent, seconds, mark),
+        mbit_s: crate::app::perf::goodput(sent, seconds, mark),
         joined,
     })
 }

@@ -6,8 +6,8 @@ use super::transfer::{
 };
 use crate::exit::CmdResult;
 use crate::runtime::Threads;
-use nena_transport::gateway;
-use nena_transport::metrics::Role;
+use nena_transport::ops::metrics::Role;
+use nena_transport::proxy::gateway;
 use nena_transport::proxy::ProxyLimits;
 use nena_transport::resolve::ServerAddr;
 use std::net::SocketAddr;

@@ -9,8 +9,8 @@ use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use anyhow::anyhow;
 use clap::Subcommand;
-use nena_transport::access;
-use nena_transport::metrics::Role;
+use nena_transport::ops::access;
+use nena_transport::ops::metrics::Role;
 use nena_transport::proxy::{self, ProxyLimits};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub struct ProxyServerArgs {
     /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
     /// Without --allow (and without --forward) every request is refused.
     #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
-    pub allow: Vec<nena_transport::socks::AllowRule>,
+    pub allow: Vec<nena_transport::proxy::socks::AllowRule>,
     /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)
     /// at the start of every session, before anything is resolved or connected; proxy
     /// clients and `nena run` pass the same file with --token-file.
@@ -130,7 +130,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                                 Exit::usage(anyhow!("cannot read {}: {e}", f.display()))
                             })?;
                             Some(
-                                nena_transport::socks::Users::parse(&text)
+                                nena_transport::proxy::socks::Users::parse(&text)
                                     .map_err(|e| Exit::usage(anyhow!("{}: {e}", f.display())))?,
                             )
                         }
@@ -181,7 +181,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                             "no --forward and no --allow: every SOCKS request will be refused"
                         );
                     }
-                    proxy::Egress::Allow(nena_transport::socks::AllowList(a.allow.clone()))
+                    proxy::Egress::Allow(nena_transport::proxy::socks::AllowList(a.allow.clone()))
                 }
             };
             let what = format!("nena proxy server ({})", labels(&accept.modes));

@@ -2,7 +2,7 @@
 //! only on a terminal) and the one-line reports (`.line()` of a report, formerly in
 //! nena-transport's `client`).
 use indicatif::{ProgressBar, ProgressStyle};
-use nena_transport::client::{IntervalReport, PerfReport, TransferProgress, TransferReport};
+use nena_transport::app::client::{IntervalReport, PerfReport, TransferProgress, TransferReport};
 use nena_transport::units::human;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -133,9 +133,9 @@ pub fn perf_line(r: &PerfReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_transport::client::subflow_deltas;
+    use nena_transport::app::client::subflow_deltas;
+    use nena_transport::app::perf::Sample;
     use nena_transport::conn::SubflowBytes;
-    use nena_transport::perf::Sample;
 
     fn sb(local: &str, acked: u64, received: u64) -> SubflowBytes {
         SubflowBytes {

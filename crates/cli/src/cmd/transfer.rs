@@ -6,15 +6,15 @@ use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, Suite};
-use nena_transport::access::{self, Access, Limits};
-use nena_transport::client::{self, PerfParams};
+use nena_transport::app::client::{self, PerfParams};
+use nena_transport::app::files::FileServerConfig;
+use nena_transport::app::server::{self, ServeOptions};
+use nena_transport::app::session::SessionConfig;
 use nena_transport::conn::{AcceptOptions, ClientOptions};
-use nena_transport::files::FileServerConfig;
-use nena_transport::metrics::{self, Metrics, Role};
+use nena_transport::ops::access::{self, Access, Limits};
+use nena_transport::ops::metrics::{self, Metrics, Role};
 use nena_transport::resolve::{self, ResolverConfig, ServerAddr};
-use nena_transport::server::{self, ServeOptions};
 use nena_transport::server_keys::{self, KnownServers, ServerKeyCheck};
-use nena_transport::session::SessionConfig;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -687,8 +687,8 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     }
     // Partial files of an earlier run that was killed (SIGKILL, a crash): no live session
     // leaves its .part untouched this long (an idle upload is dropped after IDLE_TIMEOUT).
-    let stale_after = 2 * nena_transport::server::IDLE_TIMEOUT;
-    match nena_transport::files::remove_stale_parts(&a.dir, stale_after) {
+    let stale_after = 2 * nena_transport::app::server::IDLE_TIMEOUT;
+    match nena_transport::app::files::remove_stale_parts(&a.dir, stale_after) {
         Ok(0) => {}
         Ok(n) => log::info!(
             "removed {n} partial file(s) older than {stale_after:?} from {}",
@@ -719,7 +719,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
             limits: Limits {
                 access,
                 token,
-                perf: nena_transport::access::PerfCaps {
+                perf: nena_transport::ops::access::PerfCaps {
                     max_bytes: a.perf_max_bytes,
                     max_time: Duration::from_secs(a.perf_max_time),
                 },
@@ -789,7 +789,7 @@ pub fn send(a: SendArgs) -> CmdResult {
                 ))
             })?,
     };
-    nena_transport::names::check_name(&name)
+    nena_transport::app::names::check_name(&name)
         .map_err(|e| Exit::usage(anyhow!("name {name:?}: {e}")))?;
     match std::fs::metadata(&a.file) {
         Ok(m) if m.is_file() => {}
@@ -816,7 +816,7 @@ pub fn send(a: SendArgs) -> CmdResult {
 
 pub fn get(a: GetArgs) -> CmdResult {
     check_client(&a.common)?;
-    nena_transport::names::check_name(&a.name)
+    nena_transport::app::names::check_name(&a.name)
         .map_err(|e| Exit::usage(anyhow!("name {:?}: {e}", a.name)))?;
     let dest = match &a.out {
         Some(p) if p.is_dir() => p.join(&a.name),

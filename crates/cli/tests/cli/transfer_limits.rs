@@ -57,7 +57,7 @@ fn uploads_too_large_for_the_limit_or_the_disk_are_refused_before_any_data() {
         .set_len(1 << 40)
         .unwrap();
     let huge_s = huge.display().to_string();
-    let free = nena_transport::files::free_space(srv.path()).unwrap();
+    let free = nena_transport::app::files::free_space(srv.path()).unwrap();
     assert!(
         free < 1 << 40,
         "this test needs a scratch directory with less than 1 TiB free ({free} B)"

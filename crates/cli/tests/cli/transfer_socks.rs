@@ -119,7 +119,7 @@ fn socks5_through_both_proxies_with_allow_rules() {
     // curl, the name resolved by the proxy server (ATYP domain; `localhost` also resolves to
     // ::1, which --allow permits but the lab's hosts have no IPv6: the server goes on to
     // 127.0.0.1), and an IPv4 literal (ATYP IPv4): byte-exact. (IPv6 destinations: the unit
-    // tests of nena_transport::socks.)
+    // tests of nena_transport::proxy::socks.)
     for url in [
         "http://localhost:8000/blob.bin",
         "http://127.0.0.2:8000/blob.bin",

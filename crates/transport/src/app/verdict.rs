@@ -7,7 +7,7 @@
 //!
 //! Only an "ok" verdict is checked: any other is a failure whether or not it was altered (an
 //! attacker can always make a transfer fail), and a server that stops early sends its reason
-//! untagged ([`crate::files::SHUTTING_DOWN`]). `plain` has no key: the tag is a SHA-256 there,
+//! untagged ([`crate::app::files::SHUTTING_DOWN`]). `plain` has no key: the tag is a SHA-256 there,
 //! an integrity check against accidents only ([`AppMac`]).
 
 use crate::stream::{SecureReader, SecureWriter};

@@ -20,8 +20,8 @@ pub mod nft;
 pub mod udp;
 
 use crate::conn::ClientOptions;
+use crate::proxy::warm::Warm;
 use crate::proxy::{self, Entry, ProxyLimits};
-use crate::warm::Warm;
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::SocketAddr;

@@ -1,9 +1,9 @@
 //! How proxy sessions end when they do not end well, as typed errors that the logs print and
-//! `--metrics` tells apart (crate::metrics::Outcome): the proxy server's refusal as it logs
+//! `--metrics` tells apart (crate::ops::metrics::Outcome): the proxy server's refusal as it logs
 //! it, the refusal as the proxy client reads it, and the abort of a stopping proxy. A leaf:
 //! the proxy and the metrics both use it.
 
-use crate::socks::Rep;
+use crate::proxy::socks::Rep;
 use crate::wire::ConnectReply;
 
 /// The proxy server's refusal of a session, as it logs it (the client was sent `code`

@@ -15,8 +15,8 @@
 use super::dns::{self, Question};
 use super::resolver::{read_frame, write_frame};
 use crate::conn::{ClientConn, ClientOptions, END_WITHIN};
-use crate::metrics::{Metrics, Tally};
-use crate::proxy_open::open_service;
+use crate::ops::metrics::{Metrics, Tally};
+use crate::proxy::open::open_service;
 use crate::wire::Service;
 use anyhow::{anyhow, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,10 +1,10 @@
 //! `nena serve`: accept many concurrent MPTCP sessions, run the nena handshake, and serve
-//! PUT/GET/PERF requests (see [`crate::session`]). Every session is its own task; a
+//! PUT/GET/PERF requests (see [`crate::app::session`]). Every session is its own task; a
 //! semaphore bounds how many run at once (the listen backlog holds the rest).
 
+use crate::app::session::{serve_request, SessionConfig};
 use crate::conn::{self, AcceptOptions};
-use crate::metrics::{HandshakeFailed, Metrics, Tally, Wire};
-use crate::session::{serve_request, SessionConfig};
+use crate::ops::metrics::{HandshakeFailed, Metrics, Tally, Wire};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Re
     conn::raise_nofile_limit();
     let listener = conn::listen(opts.listen, opts.accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
-    let (switch, signal) = crate::stop::stop_pair();
+    let (switch, signal) = crate::ops::stop::stop_pair();
     opts.session.files.stop = signal;
     let opts = Arc::new(opts);
     let max_sessions = opts.max_sessions;

@@ -5,9 +5,9 @@
 //! that are not this protocol at all get no answer. Generic over the streams, so it is tested
 //! without a network.
 
-use crate::access::{ErrorReply, Limits};
-use crate::files::{server_get, server_put, FileServerConfig};
-use crate::perf::{self, Counters, Limit};
+use crate::app::files::{server_get, server_put, FileServerConfig};
+use crate::app::perf::{self, Counters, Limit};
+use crate::ops::access::{ErrorReply, Limits};
 use crate::stream::{MsgError, SecureReader, SecureWriter};
 use crate::wire::{Reply, Request, Status, WireError};
 use anyhow::{Context, Result};
@@ -159,9 +159,9 @@ async fn stopped_mid_session<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::Access;
-    use crate::files::{client_get, client_put};
+    use crate::app::files::{client_get, client_put};
     use crate::handshake::secure_pair;
+    use crate::ops::access::Access;
     use crate::stream::{SecureReader, SecureWriter};
     use crate::wire::AccessToken;
     use std::path::Path;
@@ -368,7 +368,10 @@ mod tests {
         flip: usize,
         dir: &Path,
         src: &Path,
-    ) -> (Result<String>, anyhow::Result<crate::files::FileOutcome>) {
+    ) -> (
+        Result<String>,
+        anyhow::Result<crate::app::files::FileOutcome>,
+    ) {
         let nena_proto::Exchange {
             client: cs,
             server: ss,
@@ -503,7 +506,7 @@ mod tests {
     /// its direction is cut at the time cap.
     #[tokio::test]
     async fn perf_tests_beyond_the_servers_caps_are_refused_or_cut() {
-        use crate::access::PerfCaps;
+        use crate::ops::access::PerfCaps;
         use crate::wire::PerfRequest;
         let dir = tmpdir("perfcaps");
         let caps = PerfCaps {
@@ -577,7 +580,7 @@ mod tests {
         let (reply, _) = ask(cfg, put(1 << 20), None).await;
         assert!(reply.is_ok(), "{reply:?}");
         // 2^40 bytes without a limit: more than the disk holds (checked, not assumed).
-        let free = crate::files::free_space(srv).unwrap();
+        let free = crate::app::files::free_space(srv).unwrap();
         assert!(
             free < 1 << 40,
             "this test needs less than 1 TiB free in /tmp"
@@ -632,7 +635,7 @@ mod tests {
             for req in [put.clone(), get.clone()] {
                 let (reply, log) = ask(cfg.clone(), req, given).await;
                 assert_eq!(reply.status, Status::AccessDenied, "{given:?}");
-                assert_eq!(reply.msg, crate::access::DENIED);
+                assert_eq!(reply.msg, crate::ops::access::DENIED);
                 assert!(log.contains("access denied"), "{log}");
             }
         }

@@ -2,9 +2,9 @@
 //! a report that says how much moved, how fast, in which mode, whether the connection was
 //! really multipath and what every subflow carried.
 
+use crate::app::files::{self, Progress};
+use crate::app::perf::{self, Counters, Limit, Sample};
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
-use crate::files::{self, Progress};
-use crate::perf::{self, Counters, Limit, Sample};
 use crate::units::human;
 use crate::wire::{PerfRequest, Request};
 use anyhow::{bail, Result};

@@ -12,13 +12,13 @@
 //!
 //! Before answering "ok" to a PUT the server checks the announced size against
 //! `--max-file-size` and the free space of DIR (`statvfs`, minus what concurrent uploads were
-//! promised; see [`crate::access`]), so a client cannot make it accept more than fits.
+//! promised; see [`crate::ops::access`]), so a client cannot make it accept more than fits.
 
-use crate::access::{ErrorReply, SpaceLedger};
+use crate::app::names::check_name;
+use crate::app::verdict::{self, Transfer};
 use crate::copy::{copy_in_bulk, copy_out};
-use crate::names::check_name;
+use crate::ops::access::{ErrorReply, SpaceLedger};
 use crate::stream::{SecureReader, SecureWriter};
-use crate::verdict::{self, Transfer};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::appmac::AppMac;
@@ -136,7 +136,7 @@ fn mismatch(keyed: bool) -> &'static str {
 }
 
 /// What [`recv_data`] returns: whether the trailer matched, the SHA-256 of the received bytes
-/// (for the report) and the trailer as received (for the verdict, [`crate::verdict`]).
+/// (for the report) and the trailer as received (for the verdict, [`crate::app::verdict`]).
 struct Received {
     matched: bool,
     digest: [u8; 32],
@@ -379,21 +379,6 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     })
 }
 
-/// SHA-256 of a file, hex.
-pub async fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = tokio::fs::File::open(path).await?;
-    let mut buf = nena_codec::AlignedBuf::new(BUF_LEN);
-    let mut h = Sha256::new();
-    loop {
-        let n = f.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
-}
-
 /// What the server does with files.
 #[derive(Debug, Clone)]
 pub struct FileServerConfig {
@@ -407,7 +392,7 @@ pub struct FileServerConfig {
     pub space: Arc<SpaceLedger>,
     /// Fires when the server stops after its grace period: an upload still receiving is
     /// told `server shutting down` and its partial file removed.
-    pub stop: crate::stop::StopSignal,
+    pub stop: crate::ops::stop::StopSignal,
 }
 
 impl FileServerConfig {
@@ -418,7 +403,7 @@ impl FileServerConfig {
             overwrite: false,
             max_file_size: None,
             space: Arc::default(),
-            stop: crate::stop::StopSignal::never(),
+            stop: crate::ops::stop::StopSignal::never(),
         }
     }
 }

@@ -4,9 +4,9 @@
 //! these modes (stream: a keystream; kato: a plaintext change `d` at position `p` shows as `d`
 //! at the 65 output positions `p..=p+64`), so no key is needed. Before application protocol 3
 //! the client reported the upload stored and printed its own file's SHA-256; now the verdict's
-//! tag ([`crate::verdict`]) does not match and the client fails.
+//! tag ([`crate::app::verdict`]) does not match and the client fails.
 
-use crate::files::{client_put, server_put, FileServerConfig};
+use crate::app::files::{client_put, server_put, FileServerConfig};
 use crate::handshake::{client_finish_held, entropy, secure_pair, server_handshake};
 use crate::wire::{Reply, Request, Status};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};

@@ -7,8 +7,8 @@
 
 use crate::conn;
 use crate::copy::{copy_in_slots, copy_out, ReadSlots};
-use crate::ends::ShuttingDown;
-use crate::stop::StopSignal;
+use crate::ops::stop::StopSignal;
+use crate::proxy::ends::ShuttingDown;
 use crate::stream::{SecureReader, SecureWriter};
 use std::pin::Pin;
 use std::task::Poll;
@@ -272,4 +272,145 @@ pub(crate) async fn abort_nena<R: AsyncRead + Unpin>(
     );
     let _ = socket2::SockRef::from(writer.get_ref().as_ref()).set_linger(Some(Duration::ZERO));
     writer.into_inner().forget();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::secure_pair;
+    use crate::ops::stop::StopSignal;
+    #[allow(unused_imports)]
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// Two proxies' nena halves joined back to back in memory, with kato-like protection
+    /// replaced by raw (protection is tested elsewhere); checks both directions and half-close.
+    #[tokio::test]
+    async fn bridge_carries_both_directions_and_half_close() {
+        // app <-> [bridge A] <-> secure link <-> [bridge B] <-> target
+        let (app, a_plain) = tokio::io::duplex(4096);
+        let (a_sec, b_sec) = tokio::io::duplex(4096);
+        let (b_plain, target) = tokio::io::duplex(4096);
+        let a = tokio::spawn(async move {
+            let (sr, sw) = tokio::io::split(a_sec);
+            let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
+            let (pr, pw) = tokio::io::split(a_plain);
+            bridge(pr, pw, &mut r, &mut w).await.unwrap()
+        });
+        let b = tokio::spawn(async move {
+            let (sr, sw) = tokio::io::split(b_sec);
+            let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
+            let (pr, pw) = tokio::io::split(b_plain);
+            bridge(pr, pw, &mut r, &mut w).await.unwrap()
+        });
+        // Target: read everything until EOF, then answer with its reverse and close.
+        let t = tokio::spawn(async move {
+            let (mut tr, mut tw) = tokio::io::split(target);
+            let mut got = Vec::new();
+            tr.read_to_end(&mut got).await.unwrap();
+            let answer: Vec<u8> = got.iter().rev().copied().collect();
+            tw.write_all(&answer).await.unwrap();
+            tw.shutdown().await.unwrap();
+            got.len()
+        });
+        let (mut ar, mut aw) = tokio::io::split(app);
+        let msg: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        aw.write_all(&msg).await.unwrap();
+        aw.shutdown().await.unwrap(); // half-close: the answer must still arrive
+        let mut back = Vec::new();
+        ar.read_to_end(&mut back).await.unwrap();
+        let expect: Vec<u8> = msg.iter().rev().copied().collect();
+        assert_eq!(back, expect);
+        assert_eq!(t.await.unwrap(), msg.len());
+        let ends = |up, down| Bridged {
+            up,
+            down,
+            plain_gone: false,
+        };
+        assert_eq!(a.await.unwrap(), ends(100_000, 100_000));
+        assert_eq!(b.await.unwrap(), ends(100_000, 100_000));
+    }
+
+    /// A nena side that ends without its closing record (a forged FIN on the way) must not
+    /// look like a clean end to the application: the proxy resets the TCP connection.
+    #[tokio::test]
+    async fn a_truncated_aead_stream_resets_the_plain_side() {
+        let nena_proto::Exchange {
+            client: cs,
+            server: ss,
+            confirm,
+            ..
+        } = nena_proto::exchange_in(nena_proto::Mode::Aead);
+        // The proxy's nena side: the client's records arrive, then the stream just ends.
+        let (mut peer, ours) = tokio::io::duplex(1 << 16);
+        let (_unused, peer_w) = tokio::io::duplex(16);
+        peer.write_all(&confirm).await.unwrap();
+        let mut w = crate::stream::SecureWriter::new(peer, Some(cs.split().0));
+        w.write_all(b"first part of the answer").await.unwrap();
+        w.flush().await.unwrap();
+        drop(w); // no closing record
+        let (sr, _) = tokio::io::split(ours);
+        let (_, sw) = tokio::io::split(peer_w);
+        let (mut r, mut sw) = secure_pair(Some(ss), Vec::new(), sr, sw);
+
+        // The plain side: an application on loopback.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let app = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let end = s.read_to_end(&mut got).await;
+            (got, end)
+        });
+        let (plain, _) = listener.accept().await.unwrap();
+        let err = relay(plain, &mut r, &mut sw, &StopSignal::never())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("without its closing record"),
+            "{err}"
+        );
+        let (got, end) = app.await.unwrap();
+        assert_eq!(got, b"first part of the answer");
+        let e = end.expect_err("the application must see an error, not a clean end");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    }
+
+    /// An application that closes its socket without reading the rest (iperf3 at the end of
+    /// a test): the session ends cleanly, the rest is taken off the nena side and dropped,
+    /// and the nena side is ended cleanly too (no reset toward the other proxy).
+    #[tokio::test]
+    async fn an_application_that_closes_without_reading_ends_the_session_cleanly() {
+        // The other proxy: sends 1 MiB, then its clean end; reads what we send until our end.
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (sr, sw) = tokio::io::split(ours);
+        let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
+        let other = tokio::spawn(async move {
+            let (tr, tw) = tokio::io::split(theirs);
+            let (mut tr, mut tw) = secure_pair(None, Vec::new(), tr, tw);
+            let data = vec![7u8; 1 << 20];
+            let send = async {
+                tw.write_all(&data).await?;
+                tw.shutdown().await
+            };
+            let mut got = Vec::new();
+            let recv = tr.read_to_end(&mut got);
+            let (s, g) = tokio::join!(send, recv);
+            (s, g.map(|_| got))
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut app = TcpStream::connect(addr).await.unwrap();
+        let (plain, _) = listener.accept().await.unwrap();
+        app.write_all(b"request").await.unwrap();
+        drop(app); // closed whole, nothing read
+        let b = relay(plain, &mut r, &mut w, &StopSignal::never())
+            .await
+            .expect("a clean end");
+        assert!(b.plain_gone, "{b:?}");
+        assert_eq!(b.up, 7);
+        let (sent, got) = other.await.unwrap();
+        sent.expect("the other proxy's data was taken off the session");
+        assert_eq!(got.unwrap(), b"request", "our side ended cleanly");
+    }
 }

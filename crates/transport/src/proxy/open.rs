@@ -4,9 +4,9 @@
 //! (docs/investigations/kernel-41-bytes).
 
 use crate::conn::{self, ClientOptions};
-use crate::ends::Refused;
-use crate::metrics::Tally;
-use crate::socks::{Rep, Target};
+use crate::ops::metrics::Tally;
+use crate::proxy::ends::Refused;
+use crate::proxy::socks::{Rep, Target};
 use crate::wire::{ConnectRequest, Service};
 use anyhow::Context;
 use nena_proto::{AbortReason, SessionError};

@@ -19,9 +19,9 @@
 //! a datagram still goes only where `--allow` permits, inside nena.
 
 use crate::conn::ClientOptions;
-use crate::metrics::{Metrics, Tally};
-use crate::proxy_open::open_service;
-use crate::socks::AllowList;
+use crate::ops::metrics::{Metrics, Tally};
+use crate::proxy::open::open_service;
+use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
 use crate::wire::Service;
 use anyhow::{Context, Result};
@@ -314,7 +314,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::socks::AllowRule;
+    use crate::proxy::socks::AllowRule;
 
     fn allow(rule: &str) -> AllowList {
         AllowList(vec![rule.parse::<AllowRule>().unwrap()])

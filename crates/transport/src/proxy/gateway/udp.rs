@@ -8,15 +8,15 @@
 //!   ([`Responder::answer`]: one nena session per query to the proxy server, which asks its
 //!   own resolver, op 6; SERVFAIL when that fails). No query leaves by any path in the clear.
 //! - Other datagrams (`--udp carry`): one nena session per LAN socket (its address and
-//!   port), datagrams framed with their destination (op 7, [`crate::carry::relay`]'s
+//!   port), datagrams framed with their destination (op 7, [`crate::proxy::carry::relay`]'s
 //!   frames), replies framed with their source and handed back from that source's address.
 //!   A flow ends after [`IDLE`] without a datagram from the LAN.
 
-use crate::carry::relay::{read_datagram, write_datagram, IDLE};
-use crate::carry::responder::Responder;
 use crate::conn::ClientOptions;
-use crate::metrics::{Metrics, Tally};
-use crate::proxy_open::open_service;
+use crate::ops::metrics::{Metrics, Tally};
+use crate::proxy::carry::relay::{read_datagram, write_datagram, IDLE};
+use crate::proxy::carry::responder::Responder;
+use crate::proxy::open::open_service;
 use crate::wire::Service;
 use anyhow::{Context, Result};
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, SockaddrStorage};

@@ -1,17 +1,17 @@
 //! The proxy client's SOCKS5 UDP ASSOCIATE (RFC 1928 section 7), carried over the datagram
-//! relay's sessions (wire op 7, [`crate::carry::relay`]).
+//! relay's sessions (wire op 7, [`crate::proxy::carry::relay`]).
 //!
 //! On a UDP ASSOCIATE request the proxy client binds a UDP socket on the address the
 //! application reached its TCP listener at (port 0) and answers with it (BND.ADDR,
 //! BND.PORT). It takes datagrams there only from the control connection's peer address (and
 //! from the address and port the request named, when not zero); the first datagram taken
 //! fixes the application's address and port, to which the replies go ([`Client`]). Each
-//! datagram's header ([`crate::socks::UdpPacket`]) names its destination; a fragment (FRAG
+//! datagram's header ([`crate::proxy::socks::UdpPacket`]) names its destination; a fragment (FRAG
 //! not 0) is dropped, and so is a destination given as a domain name: resolving it here would
 //! let the local network's resolver choose where the datagram goes (docs/THREAT-MODEL.md),
 //! and op 7 carries addresses only. The others travel in one nena session per association,
 //! opened on the first datagram; the proxy server sends each on only where its `--allow`
-//! rules permit ([`crate::carry::relay::serve`]), and its replies come back framed with
+//! rules permit ([`crate::proxy::carry::relay::serve`]), and its replies come back framed with
 //! their source, which the proxy client puts in the SOCKS UDP header of the datagram it
 //! sends the application.
 //!
@@ -21,13 +21,13 @@
 //! [`IDLE`] without a datagram from the application (as the server's side does), or on a
 //! failure (a refusal, a broken session). Its control connection is closed with it.
 
-use crate::carry::relay::{read_datagram, write_datagram, RelayStats, IDLE};
-use crate::client::Paths;
+use crate::app::client::Paths;
 use crate::conn::ClientOptions;
-use crate::metrics::{Tally, Wire};
-use crate::proxy_open::open_service;
-use crate::socks::{self, Host, Rep, Target, UdpPacket};
-use crate::stop::StopSignal;
+use crate::ops::metrics::{Tally, Wire};
+use crate::ops::stop::StopSignal;
+use crate::proxy::carry::relay::{read_datagram, write_datagram, RelayStats, IDLE};
+use crate::proxy::open::open_service;
+use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
 use crate::wire::carry::Datagram;
 use crate::wire::Service;
 use anyhow::{Context, Result};

@@ -1,0 +1,393 @@
+//! The client side of opening a session: connect from a trusted address, the hello as the
+//! first flight on the trusted subflow, untrusted paths released only after its data-level
+//! ACK, then the server's answer; kato-mpc and raw connections; tried again when the first
+//! flight could not be verified.
+
+use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
+use super::socket::{socket_pair, Reader, Writer};
+use crate::handshake::{client_finish_held, entropy};
+use anyhow::{anyhow, bail, Context, Result};
+use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport};
+use nena_proto::{ClientConfig, ClientHandshake, Mode, SessionInfo, Suite};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+/// How long ending a session that is not wanted any more may take ([`ClientConn::end`]).
+pub const END_WITHIN: Duration = Duration::from_millis(500);
+
+/// Sessions opened ahead of the flows that take them (the `warm` module's pool).
+pub trait Ahead: Send + Sync + std::fmt::Debug {
+    /// A session whose handshake is done and which carried nothing yet, if one is ready;
+    /// another is opened in its place.
+    fn take(&self, opts: &ClientOptions) -> Option<ClientConn>;
+}
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub remote: SocketAddr,
+    pub policy: PathPolicy,
+    /// Modes offered, most preferred first.
+    pub modes: Vec<Mode>,
+    /// The cipher suite to prefer for `stream` and `aead` (`None`: the fastest on this CPU).
+    pub suite: Option<Suite>,
+    /// Key update intervals (log2 of records for aead, of bytes for stream); `None`: the
+    /// protocol's largest. Smaller values exist to test key updates.
+    pub aead_epoch_log2: Option<u8>,
+    pub stream_epoch_log2: Option<u8>,
+    pub allow_fallback: bool,
+    /// Bound on connect, the first flight's ACK and the server's answer.
+    pub timeout: Duration,
+    /// No nena handshake (benchmark baseline only).
+    pub raw: bool,
+    /// Testing aid: append the hex of every hello (first flight) to this file. The hello
+    /// holds the session keys: only in builds with the non-default `debug-dump` feature.
+    #[cfg(feature = "debug-dump")]
+    pub dump_first_flight: Option<std::path::PathBuf>,
+    /// Buffer per direction of the session ([`crate::stream::BULK_BUF`] for files and perf).
+    pub buffer: usize,
+    /// Access token sent with the request, inside the session (`--token-file`).
+    pub token: Option<crate::wire::AccessToken>,
+    /// Re-create a subflow after its link's outage (userspace PM; `--no-recovery` turns it
+    /// off). See nena-mptcp's `recovery` module.
+    pub recover: bool,
+    /// Congestion control of every subflow (`--cc NAME`; `None`: the namespace's default).
+    pub congestion: Option<String>,
+    /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
+    pub mpc: Option<MpcLookup>,
+    /// `--mode kato-mpc`: send in the clear when the negotiation did not complete (by
+    /// default such a connection is refused before a byte is sent).
+    pub allow_plain: bool,
+    /// A proxy's flows take sessions opened ahead from here (`nena gateway --warm`).
+    pub warm: Option<std::sync::Arc<dyn Ahead>>,
+    /// The server key to expect (`--server-key`, or the `known_servers` file: pinned on
+    /// first contact). `None`: any key that signs the handshake, nothing pinned (tests and
+    /// benchmarks). Checked only in offers with key agreement (aead, stream).
+    pub server_key: Option<crate::server_keys::ServerKeyCheck>,
+}
+
+impl ClientOptions {
+    /// Options to reach `remote` with `policy`, offering `modes`, everything else default.
+    pub fn new(remote: SocketAddr, policy: PathPolicy, modes: Vec<Mode>) -> Self {
+        ClientOptions {
+            remote,
+            policy,
+            modes,
+            suite: None,
+            aead_epoch_log2: None,
+            stream_epoch_log2: None,
+            allow_fallback: false,
+            timeout: Duration::from_secs(10),
+            raw: false,
+            #[cfg(feature = "debug-dump")]
+            dump_first_flight: None,
+            buffer: crate::stream::BULK_BUF,
+            token: None,
+            recover: true,
+            congestion: None,
+            mpc: None,
+            allow_plain: false,
+            warm: None,
+            server_key: None,
+        }
+    }
+}
+
+/// An open client session. In the crypto modes the client's key confirmation is still in
+/// `writer`'s buffer and leaves with its first write or flush: the server reads nothing of
+/// the session before it, so a flow writes (or flushes) before it waits to read.
+pub struct ClientConn {
+    pub reader: Reader,
+    pub writer: Writer,
+    /// The MPTCP gate (with its own descriptor): subflow reports stay available.
+    pub gate: Gate,
+    /// Negotiated mode and cipher; `None` for a raw connection.
+    pub info: Option<SessionInfo>,
+    /// Time from connect() to the session being ready.
+    pub setup: Duration,
+    /// kato-mpc: whether it scrambles, or why not.
+    pub mpc: Option<MpcOutcome>,
+}
+
+impl ClientConn {
+    /// Ends a session that is not wanted any more (kept for a next query, or opened ahead)
+    /// cleanly, within `limit`: its closing record tells the proxy server that nothing was
+    /// cut off.
+    pub async fn end(mut self, limit: Duration) {
+        use tokio::io::AsyncWriteExt;
+        let _ = tokio::time::timeout(limit, self.writer.shutdown()).await;
+    }
+
+    /// [`ClientConn::end`] in a task of its own (for a caller that cannot wait).
+    pub fn end_later(self, limit: Duration) {
+        tokio::spawn(self.end(limit));
+    }
+
+    /// Ends, each in a task of its own within [`END_WITHIN`], the sessions of `idle` (each
+    /// with when it became idle) that waited `max_age` or longer; the others stay, in order.
+    /// For the pools of sessions kept for later: DNS sessions kept for the next query, and
+    /// sessions opened ahead of their flows.
+    pub fn end_stale(idle: &mut Vec<(Instant, ClientConn)>, max_age: Duration) {
+        let (fresh, stale): (Vec<_>, Vec<_>) = std::mem::take(idle)
+            .into_iter()
+            .partition(|(t, _)| t.elapsed() < max_age);
+        *idle = fresh;
+        for (_, c) in stale {
+            c.end_later(END_WITHIN);
+        }
+    }
+
+    /// What the connection is now: MPTCP or fallback, multipath, bytes per subflow.
+    pub fn paths(&self) -> Option<PathReport> {
+        match self.gate.report() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                log::warn!("cannot read the subflows of the connection: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Connect and open a session. For a raw connection, `raw_first` is written as the first
+/// flight (it must be the first application message); for nena it must be `None`.
+pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+    let mut attempt = 1;
+    loop {
+        match connect_once(opts, raw_first.clone()).await {
+            Err(e) if attempt < CONNECT_ATTEMPTS && is_unverifiable(&e) => {
+                log::warn!("{e:#}; retrying with a new connection and new keys");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Attempts of [`connect`] when the first flight could not be verified.
+const CONNECT_ATTEMPTS: usize = 3;
+
+/// nena-mptcp refused because it could not verify the first flight (its path-manager event
+/// queue overflowed when many connections start at once), not because a rule was broken.
+/// A new connection with fresh keys is as safe as the first attempt.
+fn is_unverifiable(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<nena_mptcp::MptcpError>()
+        .is_some_and(nena_mptcp::MptcpError::is_unverifiable)
+}
+
+/// Whether the options ask for kato-mpc (alone: it cannot be combined with in-band modes).
+pub(crate) fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
+    if !modes.contains(&Mode::KatoMpc) {
+        return Ok(false);
+    }
+    if modes.len() > 1 {
+        bail!("kato-mpc is negotiated on the SYN, without a hello: it cannot be combined with other modes");
+    }
+    Ok(true)
+}
+
+/// A kato-mpc client: connect, no hello; the first subflow's handshake carried the request
+/// (our programs) and the consent (the server's), and both MPTCP keys.
+async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn> {
+    let mopts = ConnectOptions {
+        policy: opts.policy.clone(),
+        allow_fallback: opts.allow_fallback,
+        timeout: opts.timeout,
+        congestion: opts.congestion.clone(),
+    };
+    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
+    client.before_first_flight()?;
+    let (local, remote) = (client.stream.local_addr()?, client.stream.peer_addr()?);
+    let (session, outcome) = mpc_session(
+        nena_proto::Role::Client,
+        client.stream.as_fd(),
+        local,
+        remote,
+        opts.mpc.as_ref(),
+        opts.allow_plain,
+    )
+    .await?;
+    if let Some(w) = outcome.warning() {
+        log::warn!("{w} (--allow-plain)");
+    }
+    // No first flight: the keys crossed in MP_CAPABLE on the trusted first subflow; the
+    // untrusted paths may carry data from the first byte, scrambled (or plain, as agreed).
+    client.gate_mut().set_recovery(opts.recover);
+    client.after_first_flight(0, opts.timeout).await?;
+    let (stream, gate) = client.into_parts();
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let info = Some(session.info());
+    let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
+    Ok(ClientConn {
+        reader,
+        writer,
+        gate,
+        info,
+        setup: start.elapsed(),
+        mpc: Some(outcome),
+    })
+}
+
+async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+    let start = Instant::now();
+    if !opts.raw && is_kato_mpc(&opts.modes)? {
+        if raw_first.is_some() {
+            bail!("internal: a kato-mpc connection has no first message of its own");
+        }
+        return connect_kato_mpc(opts, start).await;
+    }
+    let mut hs = if opts.raw {
+        None
+    } else {
+        let mut cfg = ClientConfig::offering(&opts.modes);
+        if let Some(s) = opts.suite {
+            cfg.suite = s;
+        }
+        if let Some(e) = opts.aead_epoch_log2 {
+            cfg.aead_epoch_log2 = e;
+        }
+        if let Some(e) = opts.stream_epoch_log2 {
+            cfg.stream_epoch_log2 = e;
+        }
+        if cfg.offer.iter().any(|m| m.is_cryptographic()) {
+            if let Some(check) = &opts.server_key {
+                cfg.server_key = check.expected()?;
+            }
+        }
+        Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
+    };
+    // The hello is written from the handshake's own buffer (wiped by it), never copied.
+    let first: &[u8] = match (&hs, &raw_first) {
+        (Some(h), None) => h.first_flight(),
+        (None, Some(f)) => f,
+        _ => bail!(
+            "internal: a raw connection needs its first message, a nena one must not have one"
+        ),
+    };
+    #[cfg(feature = "debug-dump")]
+    if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
+        use std::io::Write;
+        // Reserved whole and wiped: a growing String would leave copies of the hello behind.
+        let mut line = zeroize::Zeroizing::new(String::with_capacity(first.len() * 2 + 1));
+        for b in first {
+            use std::fmt::Write as _;
+            let _ = write!(line, "{b:02x}");
+        }
+        line.push('\n');
+        // One write() per line: concurrent clients may append to the same file.
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(line.as_bytes())?;
+    }
+    let mopts = ConnectOptions {
+        policy: opts.policy.clone(),
+        allow_fallback: opts.allow_fallback,
+        timeout: opts.timeout,
+        congestion: opts.congestion.clone(),
+    };
+    let timeout = opts.timeout;
+    // connect() and the first-flight gate, on readiness (no thread blocks).
+    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
+    if let Err(e) = client.before_first_flight() {
+        // A server that speaks first makes the connection fully established early, so
+        // the in-kernel PM opens the untrusted subflow before our hello: say what the
+        // real problem is.
+        if let Some(preview) = spoke_first(client.stream.as_fd()) {
+            bail!(
+                "peer does not speak nena: it spoke first ({preview}), a nena server waits \
+                 for the client's hello; nothing was sent"
+            );
+        }
+        return Err(e.into());
+    }
+    client
+        .stream
+        .write_all(first)
+        .await
+        .context("writing the first flight")?;
+    let first_len = first.len() as u64;
+    client.gate_mut().set_recovery(opts.recover);
+    if let Err(e) = client.after_first_flight(first_len, timeout).await {
+        // A server that refuses the hello answers and closes the connection, which also
+        // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for that
+        // close. Say the server's reason first when it sent one, and the gate's refusal
+        // after it (it may also be a real violation): the answer is only read (into a
+        // handshake whose reply goes nowhere), nothing more is written.
+        if let Some(h) = hs.as_mut() {
+            let (mut r, _) = client.stream.split();
+            let answer = client_finish_held(h, &mut r, Duration::from_millis(300)).await;
+            if let Err(why) = answer {
+                if why.downcast_ref::<nena_proto::HandshakeError>().is_some() {
+                    return Err(anyhow!("{why}; and the connection was refused here: {e}"));
+                }
+            }
+        }
+        return Err(e.into());
+    }
+    let (stream, gate) = client.into_parts();
+    stream.set_nodelay(true)?;
+    let (mut r, w) = stream.into_split();
+    let (session, leftover, confirm) = match hs {
+        Some(mut h) => {
+            let finished = client_finish_held(&mut h, &mut r, timeout).await;
+            let (s, left, confirm) = match (&opts.server_key, finished) {
+                (Some(check), Err(e)) => return Err(check.explain(e)),
+                (_, f) => f?,
+            };
+            // Pinned on first contact before a byte of data (the confirmation included).
+            if let (Some(check), Some(key)) = (&opts.server_key, h.server_key()) {
+                check.proved(&key)?;
+            }
+            (Some(s), left, confirm)
+        }
+        None => (None, Vec::new(), Vec::new()),
+    };
+    let info = session.as_ref().map(|s| s.info());
+    let (reader, mut writer) = socket_pair(session, leftover, r, w, opts.buffer);
+    // The key confirmation leaves with the first record, in one write: no segment of its own
+    // for a new subflow's first data to follow (docs/investigations/kernel-41-bytes). Every
+    // client flow writes (a request, an open request) before it waits for the server.
+    writer.queue_raw(&confirm);
+    Ok(ClientConn {
+        reader,
+        writer,
+        gate,
+        info,
+        setup: start.elapsed(),
+        mpc: None,
+    })
+}
+
+/// What the peer sent before we wrote anything, as printable text (None: nothing).
+fn spoke_first(fd: BorrowedFd<'_>) -> Option<String> {
+    let mut buf = [0u8; 48];
+    // SAFETY: `buf` is writable for its length; the descriptor is open for the call.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n <= 0 {
+        return None;
+    }
+    let n = n as usize;
+    let text: String = buf[..n]
+        .iter()
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    Some(format!("{n}+ bytes: \"{text}\""))
+}

@@ -1,0 +1,36 @@
+//! Opening nena sessions over kernel MPTCP: the client side (connect from a trusted
+//! address, hello as the first flight on the trusted subflow, untrusted paths released only
+//! after its data-level ACK, then the server's answer) and the server side (accept, refuse
+//! fallback unless allowed, handshake with a deadline).
+//!
+//! A *kato-mpc* connection has no in-band handshake either: the papers' negotiation rides on
+//! the SYN and SYN-ACK (nena's BPF programs, attached by the command line, which hands the
+//! transport an [`MpcLookup`] to read what they recorded); [`mpc_session`] turns that into a
+//! kato session keyed by the MPTCP keys; without all three marks (request, consent,
+//! confirmation) each side refuses the connection before a byte of data is written or read,
+//! unless its user allowed plain (`allow_plain`: then plain on both sides, said so). A
+//! connection of which the programs hold no record is refused either way. The wait for a
+//! record's keys is async (the runtime's timer, never a sleeping thread: the other sessions
+//! of a one-thread runtime go on meanwhile), and the record is forgotten once decided,
+//! whatever it held.
+//!
+//! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
+//! caller's first message as the first flight and no protection. It exists only as the
+//! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).//!
+//! The parts: [`client`] and [`server`] (opening sessions), [`mpc`] (kato-mpc),
+//! [`socket`] (a socket as protected halves), [`subflows`] (bytes per subflow), [`sessions`]
+//! (the accept loop).
+
+pub mod client;
+pub mod mpc;
+pub mod server;
+pub mod sessions;
+pub mod socket;
+pub mod subflows;
+
+pub use client::{connect, Ahead, ClientConn, ClientOptions, END_WITHIN};
+pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
+pub use server::{accept, listen, AcceptOptions, ServerConn};
+pub use sessions::{accept_until_interrupted, Sessions, ABORT_NOTICE};
+pub use socket::{raise_nofile_limit, Reader, Writer};
+pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

@@ -1,0 +1,130 @@
+//! The server side of opening a session: listen on MPTCP, accept, refuse a fallback unless
+//! allowed, the handshake with a deadline.
+
+use super::client::is_kato_mpc;
+use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
+use super::socket::{socket_pair, Reader, Writer};
+use crate::handshake::server_handshake;
+use anyhow::{bail, Context, Result};
+use nena_proto::{Mode, ServerConfig, SessionInfo};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// How a server accepts sessions.
+#[derive(Debug, Clone)]
+pub struct AcceptOptions {
+    /// Modes accepted, most preferred first.
+    pub modes: Vec<Mode>,
+    pub allow_fallback: bool,
+    /// No nena handshake (benchmark baseline listener).
+    pub raw: bool,
+    pub handshake_timeout: Duration,
+    /// Buffer per direction of a session.
+    pub buffer: usize,
+    /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
+    pub mpc: Option<MpcLookup>,
+    /// `--mode kato-mpc`: serve in the clear a connection whose negotiation did not
+    /// complete (by default it is closed unread).
+    pub allow_plain: bool,
+    /// Congestion control of the listener, which its connections inherit (`--cc NAME`;
+    /// `None`: the namespace's default).
+    pub congestion: Option<String>,
+    /// The server's long-term key, which signs every handshake with key agreement
+    /// (`--key-file`). Without one only kato and plain are served.
+    pub key: Option<nena_proto::ServerKey>,
+}
+
+/// An accepted server session.
+pub struct ServerConn {
+    pub reader: Reader,
+    pub writer: Writer,
+    /// Negotiated mode and cipher; `None` for a raw connection.
+    pub info: Option<SessionInfo>,
+    pub peer: SocketAddr,
+    /// kato-mpc: whether it scrambles, or why not.
+    pub mpc: Option<MpcOutcome>,
+}
+
+impl ServerConn {
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.reader.get_ref().as_ref().as_fd()
+    }
+}
+
+/// Open an MPTCP listener for tokio, its connections with congestion control `congestion`.
+pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> Result<tokio::net::TcpListener> {
+    nena_mptcp::check_enabled()?;
+    let l =
+        nena_mptcp::listen(addr, congestion).with_context(|| format!("cannot listen on {addr}"))?;
+    l.set_nonblocking(true)?;
+    Ok(tokio::net::TcpListener::from_std(l)?)
+}
+
+/// Run the server side of a freshly accepted connection up to an open session.
+pub async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    opts: &AcceptOptions,
+) -> Result<ServerConn> {
+    let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
+    stream.set_nodelay(true)?;
+    let (mut r, mut w) = stream.into_split();
+    if fallback && !opts.allow_fallback {
+        // A nena client (one that allowed fallback on its side) is told why.
+        crate::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
+        bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
+    }
+    if opts.raw {
+        let (reader, writer) = socket_pair(None, Vec::new(), r, w, opts.buffer);
+        return Ok(ServerConn {
+            reader,
+            writer,
+            info: None,
+            peer,
+            mpc: None,
+        });
+    }
+    if is_kato_mpc(&opts.modes)? {
+        let fd = r.as_ref().as_fd();
+        let local = r.as_ref().local_addr()?;
+        let remote = r.as_ref().peer_addr()?;
+        let (session, outcome) = mpc_session(
+            nena_proto::Role::Server,
+            fd,
+            local,
+            remote,
+            opts.mpc.as_ref(),
+            opts.allow_plain,
+        )
+        .await?;
+        if let Some(w) = outcome.warning() {
+            log::warn!("{peer}: {w} (--allow-plain)");
+        }
+        let info = Some(session.info());
+        let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
+        return Ok(ServerConn {
+            reader,
+            writer,
+            info,
+            peer,
+            mpc: Some(outcome),
+        });
+    }
+    let cfg = ServerConfig {
+        key: opts.key.clone(),
+        ..ServerConfig::accepting(&opts.modes)
+    };
+    let (session, leftover) =
+        server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
+    let info = Some(session.info());
+    let (reader, writer) = socket_pair(Some(session), leftover, r, w, opts.buffer);
+    Ok(ServerConn {
+        reader,
+        writer,
+        info,
+        peer,
+        mpc: None,
+    })
+}

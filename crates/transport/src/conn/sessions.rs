@@ -1,0 +1,115 @@
+//! The accept loop of the server and both proxy ends: sessions on tasks of their own, at
+//! most so many at once, until SIGINT or SIGTERM, then wound down within a grace period.
+
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Accept connections on `listener` until SIGINT (Ctrl-C) or SIGTERM, running `session` for
+/// each on its own task, with at most `max_sessions` running at once (further connections
+/// wait in the listen backlog). An accept error (EMFILE and friends) is logged and retried
+/// after a short pause instead of spinning. The server and both proxy ends use this loop.
+/// Returns the sessions still running, to wait for ([`Sessions::all_done`]) or to drop.
+pub async fn accept_until_interrupted<F, Fut>(
+    listener: &tokio::net::TcpListener,
+    max_sessions: usize,
+    session: F,
+) -> Result<Sessions>
+where
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let max = u32::try_from(max_sessions.max(1)).unwrap_or(u32::MAX >> 3);
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max as usize));
+    let stop = crate::ops::stop::interrupted();
+    tokio::pin!(stop);
+    loop {
+        // A free slot, then a connection; the signals are watched through both waits (all
+        // sessions running must not make the loop deaf to them).
+        let next = async {
+            let permit = sem.clone().acquire_owned().await?;
+            Ok::<_, anyhow::Error>((permit, listener.accept().await))
+        };
+        let (permit, accepted) = tokio::select! {
+            n = next => n?,
+            sig = &mut stop => {
+                log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
+                return Ok(Sessions { sem, max });
+            }
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                log::warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let fut = session(stream, peer);
+        tokio::spawn(async move {
+            let _permit = permit;
+            fut.await;
+        });
+    }
+}
+
+/// The sessions an accept loop started: each holds one of `max` permits until it ends.
+#[derive(Debug)]
+pub struct Sessions {
+    sem: std::sync::Arc<tokio::sync::Semaphore>,
+    max: u32,
+}
+
+impl Sessions {
+    /// How many are still running.
+    pub fn running(&self) -> usize {
+        (self.max as usize).saturating_sub(self.sem.available_permits())
+    }
+
+    /// Completes when every session has ended.
+    pub async fn all_done(&self) {
+        let _ = self.sem.acquire_many(self.max).await;
+    }
+
+    /// After the accept loop stopped: the running sessions get `grace` to end (a second
+    /// SIGINT/SIGTERM cuts it short); then `switch` tells those left to abort, and they get
+    /// [`ABORT_NOTICE`] to do so (tell or reset their peers) before this returns.
+    pub async fn wind_down(&self, grace: Duration, switch: &crate::ops::stop::StopSwitch) {
+        if self.running() > 0 {
+            log::info!(
+                "{} session(s) in progress: {grace:?} to finish",
+                self.running()
+            );
+        }
+        let finished = tokio::select! {
+            r = tokio::time::timeout(grace, self.all_done()) => r.is_ok(),
+            sig = crate::ops::stop::interrupted() => {
+                if let Ok(sig) = sig {
+                    log::info!("{sig}: not waiting any longer");
+                }
+                false
+            }
+        };
+        if finished {
+            return;
+        }
+        let after = if grace.is_zero() {
+            String::new()
+        } else {
+            format!(" after the {grace:?} grace period")
+        };
+        log::warn!(
+            "aborting {} session(s) still running{after}",
+            self.running()
+        );
+        switch.stop();
+        let _ = tokio::time::timeout(ABORT_NOTICE, self.all_done()).await;
+    }
+}
+
+/// How long the sessions aborted at the end of a grace period get to tell or reset their
+/// peers (`nena serve`: the reply `server shutting down`, or in `aead` the abort record; the
+/// proxies: in `aead` the abort record, then a reset) before the
+/// server or proxy exits anyway.
+pub const ABORT_NOTICE: Duration = Duration::from_millis(500);

@@ -1,0 +1,58 @@
+//! Bytes per subflow of a session's socket, for reports and log lines.
+
+use nena_mptcp::SubflowInfo;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
+
+/// Bytes per subflow, for reports. `bytes_sent` counts what the subflow handed to the
+/// network, retransmissions and segments dropped on the way out (a local rate limiter)
+/// included; `bytes_acked` what the peer acknowledged: what crossed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubflowBytes {
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    pub bytes_sent: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+}
+
+impl From<&SubflowInfo> for SubflowBytes {
+    fn from(s: &SubflowInfo) -> Self {
+        SubflowBytes {
+            local: s.local,
+            remote: s.remote,
+            bytes_sent: s.bytes_sent,
+            bytes_acked: s.bytes_acked,
+            bytes_received: s.bytes_received,
+        }
+    }
+}
+
+/// The split across paths for a server's log line, each subflow named by the client's end:
+/// `198.18.1.2:40000 acked 1.2 MiB recv 3.0 KiB, ...` (`none` when the socket has no
+/// subflows to show, e.g. after a fallback).
+pub fn describe_split(subflows: &[SubflowBytes]) -> String {
+    if subflows.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = subflows
+        .iter()
+        .map(|s| {
+            format!(
+                "{} acked {} recv {}",
+                s.remote.map_or("?".into(), |a| a.to_string()),
+                crate::units::human(s.bytes_acked),
+                crate::units::human(s.bytes_received)
+            )
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// The subflows of a socket (empty when it is not MPTCP or cannot be read).
+pub fn subflow_bytes(fd: BorrowedFd<'_>) -> Vec<SubflowBytes> {
+    nena_mptcp::subflows(fd)
+        .map(|v| v.iter().map(SubflowBytes::from).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,348 @@
+//! The counters of one command ([`Metrics`], one registry of OpenMetrics families by
+//! [`Role`]) and one session's entry in them ([`Tally`]), counted once when it ends.
+
+use super::outcome::Outcome;
+use super::wire::Wire;
+use anyhow::Result;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which command counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Serve,
+    ProxyServer,
+    ProxyClient,
+    Gateway,
+}
+
+impl Role {
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Serve => "serve",
+            Role::ProxyServer => "proxy_server",
+            Role::ProxyClient => "proxy_client",
+            Role::Gateway => "gateway",
+        }
+    }
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoleLabels {
+    role: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionLabels {
+    role: &'static str,
+    mode: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    role: &'static str,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BytesLabels {
+    role: &'static str,
+    path: String,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    role: &'static str,
+    event: &'static str,
+}
+
+fn handshake_histogram() -> Histogram {
+    // 1 ms .. about 16 s, doubling.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+/// The counters of one command, shared by its sessions.
+#[derive(Debug)]
+pub struct Metrics {
+    role: Role,
+    pub(super) registry: Registry,
+    sessions: Family<SessionLabels, Counter>,
+    active: Family<RoleLabels, Gauge>,
+    refusals: Family<CauseLabels, Counter>,
+    integrity: Family<RoleLabels, Counter>,
+    bytes: Family<BytesLabels, Counter>,
+    subflows: Family<EventLabels, Counter>,
+    handshake: Family<RoleLabels, Histogram>,
+    retried: Family<RoleLabels, Counter>,
+    waiting: Family<RoleLabels, Gauge>,
+    waits: Family<RoleLabels, Counter>,
+    wait_timeouts: Family<RoleLabels, Counter>,
+}
+
+impl Metrics {
+    pub fn new(role: Role) -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("nena");
+        let sessions = Family::<SessionLabels, Counter>::default();
+        registry.register(
+            "sessions",
+            "Sessions ended, by mode and outcome (ok, refused, integrity_failure, aborted, failed)",
+            sessions.clone(),
+        );
+        let active = Family::<RoleLabels, Gauge>::default();
+        registry.register("sessions_active", "Sessions in progress", active.clone());
+        let refusals = Family::<CauseLabels, Counter>::default();
+        registry.register(
+            "refusals",
+            "Sessions refused, by cause (access_denied, not_allowed, handshake, file_too_large, ...)",
+            refusals.clone(),
+        );
+        let integrity = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "integrity_failures",
+            "Sessions whose protected stream or file tag did not verify, or whose stream was cut",
+            integrity.clone(),
+        );
+        let bytes = Family::<BytesLabels, Counter>::default();
+        registry.register(
+            "bytes",
+            "Payload bytes per path (trust class on clients, local address on servers) and \
+             direction (sent: acknowledged by the peer; received), at each session's end",
+            bytes.clone(),
+        );
+        let subflows = Family::<EventLabels, Counter>::default();
+        registry.register(
+            "subflow_events",
+            "Subflow joins (beyond the first), closes before the session's end, and recoveries \
+             after a link outage",
+            subflows.clone(),
+        );
+        let handshake = Family::<RoleLabels, Histogram>::new_with_constructor(
+            handshake_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "handshake_seconds",
+            "Time from the connection to the end of the nena handshake",
+            handshake.clone(),
+        );
+        let retried = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "retried_openings",
+            "Proxy client: sessions opened again because the proxy server found the opening \
+             altered (an attacker on a path, or a receiving kernel's misplaced bytes)",
+            retried.clone(),
+        );
+        let waiting = Family::<RoleLabels, Gauge>::default();
+        registry.register(
+            "sessions_waiting_for_trusted_link",
+            "New connections waiting now for a trusted interface that is down (their hello \
+             goes by no other interface)",
+            waiting.clone(),
+        );
+        let waits = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "trusted_link_waits",
+            "New connections that had to wait for a trusted interface that was down",
+            waits.clone(),
+        );
+        let wait_timeouts = Family::<RoleLabels, Counter>::default();
+        registry.register(
+            "trusted_link_wait_timeouts",
+            "Of those, the ones that failed when their timeout ran out",
+            wait_timeouts.clone(),
+        );
+        let m = Metrics {
+            role,
+            waiting,
+            waits,
+            wait_timeouts,
+            registry,
+            sessions,
+            active,
+            refusals,
+            integrity,
+            bytes,
+            subflows,
+            handshake,
+            retried,
+        };
+        // Every family shows up from the first scrape, at 0 where it has no labels yet.
+        let _ = m.active.get_or_create(&m.role_labels());
+        let _ = m.integrity.get_or_create(&m.role_labels());
+        let _ = m.retried.get_or_create(&m.role_labels());
+        m.trusted_waits(nena_mptcp::TrustedWaits::default());
+        Arc::new(m)
+    }
+
+    fn role_labels(&self) -> RoleLabels {
+        RoleLabels {
+            role: self.role.label(),
+        }
+    }
+
+    /// A session begins: counted as active until the guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> Active {
+        self.active.get_or_create(&self.role_labels()).inc();
+        Active(self.clone())
+    }
+
+    /// The handshake of a session took `d`.
+    pub fn handshake(&self, d: Duration) {
+        self.handshake
+            .get_or_create(&self.role_labels())
+            .observe(d.as_secs_f64());
+    }
+
+    /// The proxy client opens a session again: the server found the opening altered.
+    pub fn retried_opening(&self) {
+        self.retried.get_or_create(&self.role_labels()).inc();
+    }
+
+    /// A session ended: `mode` (`aead`, ..., `none` before a handshake), how, and what it
+    /// did on the wire.
+    pub fn end(&self, mode: &'static str, outcome: Outcome, wire: &Wire) {
+        let role = self.role.label();
+        self.sessions
+            .get_or_create(&SessionLabels {
+                role,
+                mode,
+                outcome: outcome.label(),
+            })
+            .inc();
+        match outcome {
+            Outcome::Refused(cause) => {
+                self.refusals
+                    .get_or_create(&CauseLabels { role, cause })
+                    .inc();
+            }
+            Outcome::Integrity => {
+                self.integrity.get_or_create(&self.role_labels()).inc();
+            }
+            _ => {}
+        }
+        for (path, sent, received) in &wire.paths {
+            for (direction, n) in [("sent", *sent), ("received", *received)] {
+                self.bytes
+                    .get_or_create(&BytesLabels {
+                        role,
+                        path: path.clone(),
+                        direction,
+                    })
+                    .inc_by(n);
+            }
+        }
+        for (event, n) in [
+            ("join", wire.joins),
+            ("close", wire.closes),
+            ("recovery", wire.recoveries),
+        ] {
+            self.subflows
+                .get_or_create(&EventLabels { role, event })
+                .inc_by(n);
+        }
+    }
+
+    /// The process's waits for a trusted link (they happen inside connect, before there is
+    /// a session), as they stand now.
+    pub(super) fn trusted_waits(&self, w: nena_mptcp::TrustedWaits) {
+        let l = self.role_labels();
+        self.waiting.get_or_create(&l).set(w.waiting as i64);
+        for (c, total) in [(&self.waits, w.waited), (&self.wait_timeouts, w.gave_up)] {
+            let c = c.get_or_create(&l);
+            c.inc_by(total.saturating_sub(c.get()));
+        }
+    }
+
+    /// The OpenMetrics text of every family.
+    pub fn encode(&self) -> String {
+        self.trusted_waits(nena_mptcp::trusted_waits());
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String does not fail");
+        out
+    }
+}
+
+/// A session in progress ([`Metrics::begin`]).
+#[derive(Debug)]
+pub struct Active(Arc<Metrics>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.get_or_create(&self.0.role_labels()).dec();
+    }
+}
+
+/// One session's entry, filled in as the session learns what it is (its mode, the
+/// handshake's time, what it did on the wire) and counted once, at [`Tally::finish`].
+/// Without metrics it records nothing.
+#[derive(Clone, Debug)]
+pub struct Tally(Option<Arc<std::sync::Mutex<TallyState>>>);
+
+#[derive(Debug)]
+struct TallyState {
+    metrics: Arc<Metrics>,
+    mode: &'static str,
+    wire: Wire,
+    done: bool,
+    _active: Active,
+}
+
+impl Tally {
+    /// A session begins (counted as active until it finishes).
+    pub fn begin(metrics: Option<&Arc<Metrics>>) -> Tally {
+        Tally(metrics.map(|m| {
+            Arc::new(std::sync::Mutex::new(TallyState {
+                metrics: m.clone(),
+                mode: "none",
+                wire: Wire::default(),
+                done: false,
+                _active: m.begin(),
+            }))
+        }))
+    }
+
+    fn with(&self, f: impl FnOnce(&mut TallyState)) {
+        if let Some(t) = &self.0 {
+            if let Ok(mut t) = t.lock() {
+                f(&mut t);
+            }
+        }
+    }
+
+    /// The handshake is done: its time, and the session's mode (`None`: a raw listener).
+    pub fn handshake(&self, took: Duration, info: Option<nena_proto::SessionInfo>) {
+        self.with(|t| {
+            t.metrics.handshake(took);
+            t.mode = info.map_or("raw", |i| i.mode.name());
+        });
+    }
+
+    /// The session's opening is tried again ([`Metrics::retried_opening`]).
+    pub fn retried_opening(&self) {
+        self.with(|t| t.metrics.retried_opening());
+    }
+
+    /// What the session did on the wire (read just before its socket closes).
+    pub fn wire(&self, wire: Wire) {
+        self.with(|t| t.wire = wire);
+    }
+
+    /// The session ended with `result`: counted (once; later calls change nothing).
+    pub fn finish<T>(&self, result: &Result<T>) {
+        let outcome = result
+            .as_ref()
+            .map_or_else(Outcome::of_error, |_| Outcome::Ok);
+        self.with(|t| {
+            if !t.done {
+                t.done = true;
+                t.metrics.end(t.mode, outcome, &t.wire);
+            }
+        });
+    }
+}

@@ -1,0 +1,24 @@
+//! `--metrics ADDR:PORT`: what `nena serve`, `nena proxy server` and `nena proxy client`
+//! count, served as OpenMetrics text (`GET /metrics`, the Prometheus project's
+//! `prometheus-client` encoder, HTTP/1.1 by hyper) for Prometheus and its kin.
+//!
+//! Every family has a `role` label (`serve`, `proxy_server`, `proxy_client`). Sessions are
+//! counted when they end, with what they were (mode) and how they ended ([`Outcome`]);
+//! bytes and subflow events are read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO at the
+//! session's end (a subflow already closed by then no longer reports its bytes: they are
+//! missing from `nena_bytes_total`, and counted in `nena_subflow_events_total{event="close"}`).
+//! docs/OPERATIONS.md lists the families and the queries an operator runs on them.//!
+//! The parts: [`counters`] ([`Metrics`], [`Tally`]), [`outcome`] (how a session ended),
+//! [`wire`] (what it did on the wire), [`endpoint`] (the HTTP endpoint).
+
+pub mod counters;
+pub mod endpoint;
+pub mod outcome;
+#[cfg(test)]
+mod tests;
+pub mod wire;
+
+pub use counters::{Active, Metrics, Role, Tally};
+pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
+pub use outcome::{refusal_cause, HandshakeFailed, Outcome};
+pub use wire::Wire;

@@ -1,0 +1,119 @@
+//! How a session ended, as `--metrics` counts it ([`Outcome`]), and the cause labels of
+//! refusals.
+
+use crate::ops::access::ErrorReply;
+use crate::wire::Status;
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done, verified.
+    Ok,
+    /// Refused before any data (its cause in `nena_refusals_total`).
+    Refused(&'static str),
+    /// The protected stream or a file's tag did not verify, or the stream was cut
+    /// (counted in `nena_integrity_failures_total` too).
+    Integrity,
+    /// Cut by the command's stop (SIGTERM/SIGINT beyond the grace).
+    Aborted,
+    /// Anything else: the peer went away, a timeout, an I/O error.
+    Failed,
+}
+
+impl Outcome {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Refused(_) => "refused",
+            Outcome::Integrity => "integrity_failure",
+            Outcome::Aborted => "aborted",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// What a failed session's error says about how it ended: an error reply the server
+    /// sent ([`ErrorReply`]), a session failure of the protected stream, a stop, or else
+    /// a plain failure.
+    pub fn of_error(e: &anyhow::Error) -> Outcome {
+        if e.downcast_ref::<HandshakeFailed>().is_some() {
+            return Outcome::Refused("handshake");
+        }
+        for c in e.chain() {
+            // The error itself, or the one an io::Error carries (the proxies' relay).
+            let own = [
+                Some(c),
+                c.downcast_ref::<std::io::Error>()
+                    .and_then(|io| io.get_ref())
+                    .map(|x| x as _),
+            ];
+            for c in own.into_iter().flatten() {
+                if let Some(r) = c.downcast_ref::<ErrorReply>() {
+                    return Outcome::of_status(r.status);
+                }
+                if let Some(r) = c.downcast_ref::<crate::proxy::ends::Refused>() {
+                    return Outcome::Refused(refusal_cause(r.0.code, &r.0.msg));
+                }
+                if let Some(r) = c.downcast_ref::<crate::proxy::ends::Refusing>() {
+                    return Outcome::Refused(refusal_cause(r.code, &r.msg));
+                }
+                if c.is::<crate::proxy::ends::ShuttingDown>() {
+                    return Outcome::Aborted;
+                }
+            }
+        }
+        if let Some(se) = crate::app::files::session_failure(e) {
+            use nena_proto::SessionError::*;
+            return match se {
+                Integrity { .. } | AfterClose | Truncated { .. } | ClientConfirm(_) => {
+                    Outcome::Integrity
+                }
+                PeerAborted { .. } => Outcome::Aborted,
+                _ => Outcome::Failed,
+            };
+        }
+        Outcome::Failed
+    }
+
+    /// The outcome of a session the server answered with `status`.
+    pub fn of_status(status: Status) -> Outcome {
+        match status {
+            Status::Ok => Outcome::Ok,
+            Status::Corrupt => Outcome::Integrity,
+            Status::ShuttingDown => Outcome::Aborted,
+            Status::ServerError => Outcome::Failed,
+            Status::BadName => Outcome::Refused("bad_name"),
+            Status::Exists => Outcome::Refused("exists"),
+            Status::NotFound => Outcome::Refused("not_found"),
+            Status::Refused => Outcome::Refused("refused"),
+            Status::AccessDenied => Outcome::Refused("access_denied"),
+            Status::TooLarge => Outcome::Refused("file_too_large"),
+            Status::NoSpace => Outcome::Refused("not_enough_space"),
+        }
+    }
+}
+
+/// Context of a session whose nena handshake failed or was refused (mode, version, key
+/// confirmation, a peer that is no nena client): counted as refused, cause `handshake`.
+#[derive(Debug)]
+pub struct HandshakeFailed;
+
+impl std::fmt::Display for HandshakeFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the nena handshake failed")
+    }
+}
+
+/// The cause label of a proxy server's refusal (its SOCKS reply code and reason).
+pub fn refusal_cause(code: crate::proxy::socks::Rep, msg: &str) -> &'static str {
+    use crate::proxy::socks::Rep;
+    if msg == crate::ops::access::DENIED {
+        return "access_denied";
+    }
+    match code {
+        Rep::NotAllowed => "not_allowed",
+        Rep::NetworkUnreachable => "network_unreachable",
+        Rep::HostUnreachable => "host_unreachable",
+        Rep::ConnectionRefused => "connection_refused",
+        _ => "other",
+    }
+}

@@ -1,0 +1,175 @@
+//! The endpoint's limits, the encoding and how sessions' ends are counted.
+
+use super::*;
+use crate::ops::access::ErrorReply;
+use crate::wire::Status;
+use std::time::Duration;
+
+/// Slow clients (slowloris) cannot hold the endpoint (issue 41, finding 6): connections
+/// past the cap are closed at once, one that never finishes its header is closed after
+/// the header timeout, and then a scrape is served.
+#[tokio::test]
+async fn slow_clients_are_capped_and_timed_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = EndpointLimits {
+        max_connections: 3,
+        header_timeout: Duration::from_millis(500),
+        lifetime: Duration::from_secs(30),
+    };
+    let server = tokio::spawn(serve_within(listener, Metrics::new(Role::Serve), limits));
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The fourth is closed without an answer while the three hold their slots.
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = extra
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?} {got:?}");
+    // Each slow one is closed once its header is late (well before 10 s).
+    for c in &mut slow {
+        let mut buf = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await;
+        assert!(
+            r.is_ok(),
+            "a client that never finished its header was kept"
+        );
+    }
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    server.abort();
+}
+
+/// The text a scrape gets: every family, the labels of what was recorded, and the
+/// OpenMetrics end marker.
+#[test]
+fn sessions_bytes_refusals_and_handshakes_are_encoded() {
+    let m = Metrics::new(Role::Serve);
+    let text = m.encode();
+    assert!(
+        text.contains("nena_sessions_active{role=\"serve\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nena_integrity_failures_total{role=\"serve\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nena_retried_openings_total{role=\"serve\"} 0"),
+        "{text}"
+    );
+    let active = m.begin();
+    assert!(m
+        .encode()
+        .contains("nena_sessions_active{role=\"serve\"} 1"));
+    m.handshake(Duration::from_millis(3));
+    let wire = Wire {
+        paths: vec![("198.18.3.2".into(), 1000, 2000)],
+        joins: 1,
+        closes: 0,
+        recoveries: 0,
+    };
+    m.end("aead", Outcome::Ok, &wire);
+    m.end("aead", Outcome::Refused("access_denied"), &Wire::default());
+    m.end("stream", Outcome::Integrity, &Wire::default());
+    m.retried_opening();
+    drop(active);
+    let text = m.encode();
+    for line in [
+        "nena_sessions_active{role=\"serve\"} 0",
+        "nena_sessions_total{role=\"serve\",mode=\"aead\",outcome=\"ok\"} 1",
+        "nena_sessions_total{role=\"serve\",mode=\"aead\",outcome=\"refused\"} 1",
+        "nena_sessions_total{role=\"serve\",mode=\"stream\",outcome=\"integrity_failure\"} 1",
+        "nena_refusals_total{role=\"serve\",cause=\"access_denied\"} 1",
+        "nena_integrity_failures_total{role=\"serve\"} 1",
+        "nena_retried_openings_total{role=\"serve\"} 1",
+        "nena_bytes_total{role=\"serve\",path=\"198.18.3.2\",direction=\"sent\"} 1000",
+        "nena_bytes_total{role=\"serve\",path=\"198.18.3.2\",direction=\"received\"} 2000",
+        "nena_subflow_events_total{role=\"serve\",event=\"join\"} 1",
+        "nena_handshake_seconds_count{role=\"serve\"} 1",
+        "nena_handshake_seconds_bucket{le=\"0.004\",role=\"serve\"} 1",
+        "nena_handshake_seconds_bucket{le=\"0.002\",role=\"serve\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(text.ends_with("# EOF\n"), "{text}");
+}
+
+/// Errors are told apart by their types, not their words.
+#[test]
+fn outcomes_of_errors() {
+    let refused: anyhow::Error = ErrorReply::new(Status::TooLarge, "too large").into();
+    assert_eq!(
+        Outcome::of_error(&refused.context("serving")),
+        Outcome::Refused("file_too_large")
+    );
+    let corrupt: anyhow::Error = ErrorReply::new(Status::Corrupt, "tag").into();
+    assert_eq!(Outcome::of_error(&corrupt), Outcome::Integrity);
+    let se = std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        nena_proto::SessionError::Truncated { records: 3 },
+    );
+    let e = anyhow::Error::new(se).context("reading");
+    assert_eq!(Outcome::of_error(&e), Outcome::Integrity);
+    let stop = anyhow::Error::new(std::io::Error::other(crate::proxy::ends::ShuttingDown));
+    assert_eq!(
+        Outcome::of_error(&stop.context("relaying")),
+        Outcome::Aborted
+    );
+    assert_eq!(
+        Outcome::of_error(&anyhow::anyhow!("connection reset")),
+        Outcome::Failed
+    );
+}
+
+#[test]
+fn trusted_link_waits_follow_the_process_totals() {
+    let m = Metrics::new(Role::Gateway);
+    m.trusted_waits(nena_mptcp::TrustedWaits {
+        waiting: 2,
+        waited: 3,
+        gave_up: 1,
+    });
+    let text = {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        out
+    };
+    for line in [
+        "nena_sessions_waiting_for_trusted_link{role=\"gateway\"} 2",
+        "nena_trusted_link_waits_total{role=\"gateway\"} 3",
+        "nena_trusted_link_wait_timeouts_total{role=\"gateway\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    // Totals only grow: a later reading that is the same changes nothing.
+    m.trusted_waits(nena_mptcp::TrustedWaits {
+        waiting: 0,
+        waited: 3,
+        gave_up: 1,
+    });
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+    assert!(
+        out.contains("nena_trusted_link_waits_total{role=\"gateway\"} 3"),
+        "{out}"
+    );
+    assert!(out.contains("nena_sessions_waiting_for_trusted_link{role=\"gateway\"} 0"));
+}

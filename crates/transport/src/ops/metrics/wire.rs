@@ -1,0 +1,67 @@
+//! What one session did on the wire ([`Wire`]): bytes per path and subflow events, read
+//! from the kernel's MPTCP_INFO / MPTCP_FULL_INFO when the session ends.
+
+/// What one session did on the wire, read when it ends.
+#[derive(Debug, Clone, Default)]
+pub struct Wire {
+    /// Per path (the client's trust class, the server's local address): bytes the peer
+    /// acknowledged, bytes received.
+    pub paths: Vec<(String, u64, u64)>,
+    /// Subflows that joined after the first, subflows closed before the end, subflows
+    /// re-created after an outage (the client's recovery).
+    pub joins: u64,
+    pub closes: u64,
+    pub recoveries: u64,
+}
+
+impl Wire {
+    /// The server's view of a session: each subflow (as [`crate::conn::subflow_bytes`]
+    /// read them) by its local address; `fd` for the count of subflows ever created.
+    pub fn of_server(
+        subflows: &[crate::conn::SubflowBytes],
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Wire {
+        let named = subflows.iter().map(|s| {
+            let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
+            (name, s.bytes_acked, s.bytes_received)
+        });
+        Wire::of_subflows(named, fd, 0)
+    }
+
+    /// The client's view: each subflow of `paths` (the report it logs) by its trust class.
+    pub fn of_client(paths: &crate::app::client::Paths, c: &crate::conn::ClientConn) -> Wire {
+        let named = paths.subflows.iter().map(|s| {
+            let name = s.trust.label().to_string();
+            (name, s.subflow.bytes_acked, s.subflow.bytes_received)
+        });
+        Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries())
+    }
+
+    /// The subflows present at the end, each `(path, acked, received)`, summed per path;
+    /// joins and closes from the number of subflows the connection ever had (MPTCP_INFO).
+    fn of_subflows(
+        named: impl Iterator<Item = (String, u64, u64)>,
+        fd: std::os::fd::BorrowedFd<'_>,
+        recoveries: u64,
+    ) -> Wire {
+        let mut paths: Vec<(String, u64, u64)> = Vec::new();
+        let mut present = 0u64;
+        for (name, acked, received) in named {
+            present += 1;
+            match paths.iter_mut().find(|p| p.0 == name) {
+                Some(p) => {
+                    p.1 += acked;
+                    p.2 += received;
+                }
+                None => paths.push((name, acked, received)),
+            }
+        }
+        let total = nena_mptcp::info(fd).map_or(present, |i| u64::from(i.subflows));
+        Wire {
+            paths,
+            joins: total.saturating_sub(1),
+            closes: total.saturating_sub(present),
+            recoveries,
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! How a server is run and watched: what it lets a client do ([`access`]), what it counts
+//! for `--metrics` ([`metrics`]) and how it stops cleanly ([`stop`]).
+
+pub mod access;
+pub mod metrics;
+pub mod stop;

@@ -1,0 +1,362 @@
+//! The proxy client (`nena proxy client`, and the TCP side of `nena run` and `nena gateway`):
+//! what its listener speaks ([`Entry`]: plain TCP for a `--forward` server, SOCKS5, connections
+//! redirected by `nena run`'s BPF programs or by the gateway's TPROXY rule), and one session
+//! per accepted connection: the opening (`proxy::open`), the relay, the log line.
+
+use crate::conn::{self, ClientOptions};
+use crate::ops::metrics::{Tally, Wire};
+use crate::ops::stop::StopSignal;
+use crate::proxy::bridge::{abort_nena, relay, stopped};
+use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
+use crate::proxy::open::{open_to, FirstFlight};
+use crate::proxy::socks::{self, Command, Handshake, Host, Rep, Target, Users};
+use crate::stream::PROXY_BUF;
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// Plain TCP: every connection goes to the proxy server's `--forward` target.
+    Plain,
+    /// SOCKS5 (`--socks5`); with `users`, username/password is required (RFC 1929).
+    Socks5 { users: Option<Users> },
+    /// Connections redirected to the listener by `nena run`'s BPF programs: each one's
+    /// original destination comes from the lookup, and is asked for as SOCKS does; one to
+    /// port 53 is DNS over TCP, answered by the responder (the proxy server's resolver,
+    /// through nena) instead of being connected to the resolver it named.
+    Redirected {
+        lookup: OriginalDst,
+        dns: Arc<crate::proxy::carry::responder::Responder>,
+    },
+    /// Connections a TPROXY rule sent to the listener (`nena gateway`): the accepted
+    /// socket's local address is the original destination. A connection to the listener's
+    /// own address (loopback) did not come through the rule and is reset.
+    Transparent,
+}
+
+/// The original destination of a redirected connection, by its client's address and port
+/// as the proxy accepted it (`nena run`: read, and removed, from its BPF map).
+#[derive(Clone)]
+pub struct OriginalDst(pub Arc<dyn Fn(SocketAddr) -> Option<SocketAddr> + Send + Sync>);
+
+impl std::fmt::Debug for OriginalDst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginalDst")
+    }
+}
+
+/// How long an application has for its SOCKS greeting and request.
+pub const SOCKS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads the application's SOCKS exchange up to its request (CONNECT or UDP ASSOCIATE),
+/// answering as it goes; on a malformed exchange answers what the RFC says and fails.
+async fn socks_accept(
+    plain: &mut TcpStream,
+    users: Option<Users>,
+) -> Result<(Target, Command, Vec<u8>)> {
+    let mut hs = Handshake::new(users);
+    let mut buf = [0u8; 1024];
+    let exchange = async {
+        loop {
+            let n = plain.read(&mut buf).await?;
+            if n == 0 {
+                hs.eof()?;
+            }
+            match hs.feed(&buf[..n]) {
+                Ok(p) => {
+                    if !p.send.is_empty() {
+                        plain.write_all(&p.send).await?;
+                    }
+                    if let Some(t) = p.request {
+                        return Ok((t, p.command, p.leftover));
+                    }
+                }
+                Err(e) => {
+                    if let Some(r) = e.reply() {
+                        let _ = plain.write_all(&r).await;
+                    }
+                    return Err(anyhow::Error::new(e).context("SOCKS exchange"));
+                }
+            }
+        }
+    };
+    tokio::time::timeout(SOCKS_HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("SOCKS exchange: no request within {SOCKS_HANDSHAKE_TIMEOUT:?}")
+        })?
+}
+
+/// One SOCKS session of the proxy client: the exchange with the application, the nena
+/// session, the connect request, the reply passed on, then the relay. A UDP ASSOCIATE is
+/// [`crate::proxy::socks::associate::associate`]'s.
+async fn socks_session(
+    mut plain: TcpStream,
+    users: Option<Users>,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    stop: StopSignal,
+    tally: Tally,
+) -> Result<String> {
+    // Boxed: the exchange and the opening are done before the session idles, and their
+    // state would otherwise stay allocated in every session's task for its whole life.
+    let (target, command, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
+    if command == Command::UdpAssociate {
+        // The control connection carries nothing after the request: `leftover` is dropped
+        // with what follows it.
+        return Box::pin(crate::proxy::socks::associate::associate(
+            plain,
+            target,
+            &opts,
+            &connecting,
+            &stop,
+            &tally,
+        ))
+        .await;
+    }
+    let mut c = match Box::pin(open_to(Some(&target), None, &opts, &connecting, &tally)).await {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.write_all(&socks::reply(code, None)).await;
+            return Err(e);
+        }
+    };
+    plain.write_all(&socks::reply(Rep::Succeeded, None)).await?;
+    if !leftover.is_empty() {
+        c.writer.write_all(&leftover).await?;
+    }
+    log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    let paths = crate::app::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
+    if stopped(&relayed) {
+        abort_nena(&mut c.reader, c.writer).await;
+    }
+    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
+    Ok(format!(
+        "{target}: {}",
+        session_line(
+            b.up + leftover.len() as u64,
+            b.down,
+            b.plain_gone,
+            c.info,
+            &split
+        )
+    ))
+}
+
+/// One redirected connection (`nena run`, `nena gateway`): its original destination from `lookup`, asked
+/// for exactly as a SOCKS request is; a refusal resets the application's connection (it is
+/// already established, to the proxy: a reset is the closest to "refused" it can see).
+#[allow(clippy::too_many_arguments)]
+async fn redirected_session(
+    plain: TcpStream,
+    peer: SocketAddr,
+    lookup: OriginalDst,
+    dns: Option<Arc<crate::proxy::carry::responder::Responder>>,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    stop: StopSignal,
+    tally: Tally,
+) -> Result<String> {
+    let Some(dst) = (lookup.0)(peer) else {
+        let _ = plain.set_zero_linger();
+        anyhow::bail!(
+            "no original destination recorded for {peer} (a connection from outside the \
+             cgroup?); reset"
+        );
+    };
+    if let (53, Some(dns)) = (dst.port(), &dns) {
+        let n = dns.serve_tcp(plain).await.context(dst)?;
+        return Ok(format!("{dst}: DNS over TCP, {n} queries answered"));
+    }
+    let target = Target {
+        host: Host::Ip(dst.ip()),
+        port: dst.port(),
+    };
+    // The application has connected and may have sent its request already (it does not
+    // wait for a SOCKS reply): what it has sent by the time the session is open goes with
+    // the open request, which saves the round trip of the server's reply.
+    let mut first = FirstFlight::new(&plain);
+    let opened = Box::pin(open_to(
+        Some(&target),
+        Some(&mut first),
+        &opts,
+        &connecting,
+        &tally,
+    ))
+    .await;
+    let first = first.len();
+    let mut c = match opened {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.set_zero_linger();
+            return Err(e.context(format!("{code}; the application's connection is reset")));
+        }
+    };
+    log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    let paths = crate::app::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
+    if stopped(&relayed) {
+        abort_nena(&mut c.reader, c.writer).await;
+    }
+    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
+    Ok(format!(
+        "{target}: {}",
+        session_line(b.up + first, b.down, b.plain_gone, c.info, &split)
+    ))
+}
+/// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to
+/// the proxy server at `opts.remote`.
+pub async fn run_client(
+    listen: SocketAddr,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    run_client_with(listen, Entry::Plain, opts, limits, ready).await
+}
+
+/// `nena proxy client` with its [`Entry`]: plain TCP or SOCKS5.
+pub async fn run_client_with(
+    listen: SocketAddr,
+    entry: Entry,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    conn::raise_nofile_limit();
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    ready(listener.local_addr()?);
+    serve_client(vec![listener], entry, opts, limits).await
+}
+
+/// The proxy client on listeners already bound (`nena run` binds its own first, to tell
+/// its BPF programs where they are); sessions on all of them share the limits.
+pub async fn serve_client(
+    listeners: Vec<TcpListener>,
+    entry: Entry,
+    opts: ClientOptions,
+    limits: ProxyLimits,
+) -> Result<()> {
+    conn::raise_nofile_limit();
+    let opts = Arc::new(ClientOptions {
+        buffer: PROXY_BUF,
+        ..opts
+    });
+    let connecting = Arc::new(Semaphore::new(limits.max_connecting.max(1)));
+    let mut loops = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let opts = opts.clone();
+        let connecting = connecting.clone();
+        let entry = entry.clone();
+        let limits = limits.clone();
+        loops.spawn(async move { client_loop(listener, entry, opts, connecting, &limits).await });
+    }
+    // Every listener until interrupted; the first failure stops them all.
+    while let Some(r) = loops.join_next().await {
+        r.context("a proxy listener's task panicked")??;
+    }
+    Ok(())
+}
+
+async fn client_loop(
+    listener: TcpListener,
+    entry: Entry,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    limits: &ProxyLimits,
+) -> Result<()> {
+    accept_loop(
+        listener,
+        limits,
+        Arc::new(ProxyStats::default()),
+        move |plain, peer, stop, tally| {
+            let opts = opts.clone();
+            let connecting = connecting.clone();
+            let entry = entry.clone();
+            async move {
+                match entry {
+                    Entry::Socks5 { users } => {
+                        socks_session(plain, users, opts, connecting, stop, tally).await
+                    }
+                    Entry::Redirected { lookup, dns } => {
+                        redirected_session(
+                            plain,
+                            peer,
+                            lookup,
+                            Some(dns),
+                            opts,
+                            connecting,
+                            stop,
+                            tally,
+                        )
+                        .await
+                    }
+                    Entry::Transparent => {
+                        let dst = plain.local_addr()?;
+                        if dst.ip().is_loopback() {
+                            let _ = plain.set_zero_linger();
+                            anyhow::bail!(
+                                "{peer} connected to the gateway's listener itself ({dst}), not \
+                                 through its TPROXY rule; reset"
+                            );
+                        }
+                        let lookup = OriginalDst(Arc::new(move |_| Some(dst)));
+                        redirected_session(plain, peer, lookup, None, opts, connecting, stop, tally)
+                            .await
+                    }
+                    Entry::Plain => forward_session(plain, opts, connecting, stop, tally).await,
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// One `--listen` connection of a `--forward` proxy client: the session's opening carries
+/// what the application has sent by then ([`FirstFlight`]), the rest follows the server's
+/// reply. A refusal or a failed opening resets the application's connection.
+async fn forward_session(
+    plain: TcpStream,
+    opts: Arc<ClientOptions>,
+    connecting: Arc<Semaphore>,
+    stop: StopSignal,
+    tally: Tally,
+) -> Result<String> {
+    let mut first = FirstFlight::new(&plain);
+    let opened = Box::pin(open_to(None, Some(&mut first), &opts, &connecting, &tally)).await;
+    let first = first.len();
+    let mut c = match opened {
+        Ok(c) => c,
+        Err((code, e)) => {
+            let _ = plain.set_zero_linger();
+            return Err(e.context(format!("{code}; the application's connection is reset")));
+        }
+    };
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    let paths = crate::app::client::Paths::of(&c);
+    let split = paths.describe();
+    tally.wire(Wire::of_client(&paths, &c));
+    if stopped(&relayed) {
+        abort_nena(&mut c.reader, c.writer).await;
+    }
+    let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
+    Ok(session_line(
+        b.up + first,
+        b.down,
+        b.plain_gone,
+        c.info,
+        &split,
+    ))
+}

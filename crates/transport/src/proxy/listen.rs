@@ -1,0 +1,105 @@
+//! What both proxy ends share: their limits ([`ProxyLimits`]) and session counters, the
+//! accept loop that runs each session as a task of its own and winds them down when the
+//! proxy stops, and the log line of a finished session.
+
+use crate::conn;
+use crate::ops::metrics::{Metrics, Tally};
+use crate::ops::stop::StopSignal;
+use crate::wire::AccessToken;
+use anyhow::Result;
+use nena_proto::SessionInfo;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+
+pub(crate) fn mode_of(info: Option<SessionInfo>) -> String {
+    info.map_or("?".to_string(), |i| i.describe())
+}
+
+/// Session counters of a proxy (for logs and tests).
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    pub sessions_ok: AtomicU64,
+    pub sessions_failed: AtomicU64,
+}
+
+/// Options shared by both proxy ends.
+#[derive(Debug, Clone)]
+pub struct ProxyLimits {
+    /// Sessions served at once; further connections wait in the listen backlog.
+    pub max_sessions: usize,
+    /// Client end: nena sessions being opened at once (connect, first flight, handshake).
+    /// Opened sessions do not count. This bounds bursts of connects: every connect in
+    /// progress watches the kernel's MPTCP path-manager events, which grow with the number
+    /// of connects in flight.
+    pub max_connecting: usize,
+    /// After SIGTERM/SIGINT, how long the sessions in progress may go on; those left are
+    /// then reset on both sides (never closed cleanly: a peer must not take a cut stream
+    /// for a complete one).
+    pub grace: Duration,
+    /// Server end: the access token every session must open with (`--token-file`),
+    /// checked before anything is resolved or connected. (The client end sends
+    /// [`crate::conn::ClientOptions::token`].)
+    pub token: Option<AccessToken>,
+    /// Counters for `--metrics` (None: none kept).
+    pub metrics: Option<Arc<Metrics>>,
+}
+
+/// The log line of a finished proxy session: bytes each way, the mode, and how the nena
+/// side's bytes were split across the paths.
+pub(crate) fn session_line(
+    inbound: u64,
+    outbound: u64,
+    gone: bool,
+    mode: Option<SessionInfo>,
+    split: &str,
+) -> String {
+    format!(
+        "session done ({inbound} B in, {outbound} B out{}); mode {}; subflows: {split}",
+        if gone {
+            "; the plain side closed before reading everything"
+        } else {
+            ""
+        },
+        mode_of(mode)
+    )
+}
+
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    limits: &ProxyLimits,
+    stats: Arc<ProxyStats>,
+    session: F,
+) -> Result<()>
+where
+    F: Fn(TcpStream, SocketAddr, StopSignal, Tally) -> Fut,
+    Fut: std::future::Future<Output = Result<String>> + Send + 'static,
+{
+    let (switch, signal) = crate::ops::stop::stop_pair();
+    let sessions =
+        conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
+            let tally = Tally::begin(limits.metrics.as_ref());
+            let fut = session(stream, peer, signal.clone(), tally.clone());
+            let stats = stats.clone();
+            async move {
+                let ended = fut.await;
+                tally.finish(&ended);
+                match ended {
+                    Ok(summary) => {
+                        stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
+                        log::info!("{peer}: {summary}");
+                    }
+                    Err(e) => {
+                        stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
+                        log::warn!("{peer}: {e:#}");
+                    }
+                }
+            }
+        })
+        .await?;
+    drop(listener);
+    sessions.wind_down(limits.grace, &switch).await;
+    Ok(())
+}

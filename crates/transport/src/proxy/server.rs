@@ -1,0 +1,324 @@
+//! The proxy server (`nena proxy server`): where it sends its sessions ([`Egress`]: one
+//! `--forward` target, or what each session asks for within `--allow`), the opening of a
+//! session (the open request read, the access token checked before anything is resolved or
+//! connected, the reply), then the relay, or the DNS and datagram services of
+//! [`crate::proxy::carry`].
+
+use crate::conn::{self, AcceptOptions};
+use crate::ops::metrics::{HandshakeFailed, Wire};
+use crate::proxy::bridge::{abort_nena, relay, stopped};
+use crate::proxy::ends::Refusing;
+use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
+use crate::proxy::socks::{AllowList, Host, Rep, Target};
+use crate::stream::PROXY_BUF;
+use crate::wire::{AccessToken, ConnectReply, Service};
+use anyhow::{Context, Result};
+use nena_proto::{AbortReason, SessionError};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Where the proxy server sends its sessions.
+#[derive(Debug, Clone)]
+pub enum Egress {
+    /// Every session to this one target; no request is read (`--forward`).
+    Forward(SocketAddr),
+    /// Each session names its destination ([`crate::wire::ConnectRequest`]); only what the list permits is
+    /// connected (`--allow`; empty: nothing).
+    Allow(AllowList),
+}
+/// Resolves `target` (domain names here, on the server) and connects to the first address
+/// the allow-list permits; a refusal is the SOCKS reply code and why.
+async fn connect_allowed(
+    allow: &AllowList,
+    target: &Target,
+    limit: Duration,
+) -> std::result::Result<TcpStream, (Rep, String)> {
+    let resolved: Vec<SocketAddr> = match &target.host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, target.port)],
+        Host::Domain(d) => {
+            match tokio::time::timeout(limit, tokio::net::lookup_host((d.as_str(), target.port)))
+                .await
+            {
+                Ok(Ok(a)) => a.collect(),
+                Ok(Err(e)) => {
+                    return Err((Rep::HostUnreachable, format!("cannot resolve {d}: {e}")))
+                }
+                Err(_) => return Err((Rep::HostUnreachable, format!("resolving {d} timed out"))),
+            }
+        }
+    };
+    let permitted = allow.filter(&resolved);
+    if permitted.is_empty() {
+        let list: Vec<String> = resolved.iter().map(|a| a.to_string()).collect();
+        return Err((
+            Rep::NotAllowed,
+            if resolved.is_empty() {
+                format!("{target} resolves to no address")
+            } else {
+                format!("{target} ({}) is not permitted by --allow", list.join(", "))
+            },
+        ));
+    }
+    let mut last = (Rep::HostUnreachable, String::new());
+    for addr in permitted {
+        match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = (Rep::of_connect_error(&e), format!("{addr}: {e}")),
+            Err(_) => last = (Rep::HostUnreachable, format!("{addr}: connect timed out")),
+        }
+    }
+    Err(last)
+}
+
+/// What the proxy server opened for a session.
+enum Admitted {
+    /// A TCP connection to the destination (ops 4, 5).
+    Stream(TcpStream),
+    /// DNS queries for its resolver (op 6).
+    Dns(crate::proxy::carry::resolver::Upstream),
+    /// Datagrams within `--allow` (op 7).
+    Datagram(AllowList),
+}
+
+/// Why the proxy server does not open a session: the code and reason of its
+/// [`ConnectReply`], or no reply at all to a client that sent no open request it can read.
+enum Refusal {
+    /// The reply's code and reason, and what was refused for the log ("CONNECT dest" or
+    /// "session").
+    Reply(Rep, String, String),
+    Silent(anyhow::Error),
+    /// The open request arrived altered (it failed the session's integrity check): the
+    /// client is told so with an abort record ([`AbortReason::Altered`]), and may try again
+    /// with a new session.
+    Altered(anyhow::Error),
+}
+
+/// The proxy server's side of a session's opening: reads the client's [`ConnectRequest`],
+/// checks the access token first (nothing is resolved or connected for a client without
+/// it), then whether this server serves that kind of request, and connects. Returns the
+/// target's connection (the caller answers "succeeded").
+async fn admit(
+    c: &mut conn::ServerConn,
+    egress: &Egress,
+    token: Option<&AccessToken>,
+    limit: Duration,
+) -> std::result::Result<Admitted, Refusal> {
+    let req = tokio::time::timeout(limit, c.reader.read_connect_request())
+        .await
+        .map_err(|_| Refusal::Silent(anyhow::anyhow!("no open request within {limit:?}")))?;
+    let req = match req {
+        Ok(r) => r,
+        // An altered request (its tag) or a version-1 client: told why, and nothing is
+        // connected.
+        Err(crate::stream::MsgError::Wire(
+            e @ (crate::wire::WireError::BadConnectTag | crate::wire::WireError::OldVersion(_)),
+        )) => {
+            return Err(Refusal::Reply(
+                Rep::NotAllowed,
+                e.to_string(),
+                "session".into(),
+            ))
+        }
+        Err(e) if e.session_error().is_some_and(SessionError::is_altered) => {
+            return Err(Refusal::Altered(
+                anyhow::Error::new(e).context("reading the open request"),
+            ))
+        }
+        // Whatever else the client sent is not for us to answer: it may be an application's
+        // bytes from a proxy client older than the open request.
+        Err(e) => {
+            return Err(Refusal::Silent(anyhow::Error::new(e).context(
+                "reading the open request (a nena proxy client older than it, or not a proxy \
+                 client?)",
+            )))
+        }
+    };
+    let what = match (req.service, &req.target) {
+        (Service::Dns, _) => "DNS".to_string(),
+        (Service::Datagram, _) => "datagrams".to_string(),
+        (Service::Stream, Some(t)) => format!("CONNECT {t}"),
+        (Service::Stream, None) => "session".to_string(),
+    };
+    let refuse = |code, msg: String| Refusal::Reply(code, msg, what.clone());
+    if let Some(t) = token {
+        if !t.admits(req.token.as_ref()) {
+            return Err(refuse(
+                Rep::NotAllowed,
+                crate::ops::access::DENIED.to_string(),
+            ));
+        }
+    }
+    match (req.service, egress) {
+        (Service::Stream, _) => {}
+        (_, Egress::Forward(_)) => {
+            return Err(refuse(
+                Rep::NotAllowed,
+                format!(
+                    "this proxy server forwards every session to its one --forward target and \
+                     takes no {what} session (`nena run` needs a proxy server with --allow)"
+                ),
+            ))
+        }
+        (_, Egress::Allow(allow)) if allow.0.is_empty() => {
+            return Err(refuse(
+                Rep::NotAllowed,
+                format!("this proxy server has no --allow rule: it carries no {what}"),
+            ))
+        }
+        (Service::Dns, Egress::Allow(_)) => {
+            let up = crate::proxy::carry::resolver::Upstream::system()
+                .map_err(|e| refuse(Rep::GeneralFailure, format!("{e:#}")))?;
+            log::info!("{}: DNS through {}", c.peer, up.nameserver);
+            return Ok(Admitted::Dns(up));
+        }
+        (Service::Datagram, Egress::Allow(allow)) => {
+            log::info!("{}: datagrams", c.peer);
+            return Ok(Admitted::Datagram(allow.clone()));
+        }
+    }
+    match (egress, &req.target) {
+        // The one target of this proxy (--forward): nothing the client sends can choose
+        // another.
+        (Egress::Forward(forward), None) => {
+            match tokio::time::timeout(limit, TcpStream::connect(forward)).await {
+                Ok(Ok(s)) => Ok(Admitted::Stream(s)),
+                Ok(Err(e)) => Err(refuse(
+                    Rep::of_connect_error(&e),
+                    format!("cannot connect to {forward}: {e}"),
+                )),
+                Err(_) => Err(refuse(
+                    Rep::HostUnreachable,
+                    format!("connecting to {forward} timed out"),
+                )),
+            }
+        }
+        (Egress::Forward(_), Some(t)) => Err(refuse(
+            Rep::NotAllowed,
+            format!(
+                "this proxy server forwards every session to its one --forward target and \
+                 takes no request for {t} (it is for `nena proxy client --listen`)"
+            ),
+        )),
+        (Egress::Allow(allow), Some(t)) => {
+            let s = connect_allowed(allow, t, limit)
+                .await
+                .map_err(|(code, msg)| refuse(code, msg))?;
+            log::info!("{}: CONNECT {t}", c.peer);
+            Ok(Admitted::Stream(s))
+        }
+        (Egress::Allow(_), None) => Err(refuse(
+            Rep::NotAllowed,
+            "this proxy server has no --forward target: it connects to what a SOCKS request \
+             names, within its --allow rules (it is for `nena proxy client --socks5`)"
+                .to_string(),
+        )),
+    }
+}
+
+/// `nena proxy server` with its [`Egress`]: one `--forward` target, or requested
+/// destinations checked against `--allow`.
+pub async fn run_server_with(
+    listen: SocketAddr,
+    egress: Egress,
+    accept: AcceptOptions,
+    limits: ProxyLimits,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    conn::raise_nofile_limit();
+    let listener = conn::listen(listen, accept.congestion.as_deref())?;
+    ready(listener.local_addr()?);
+    let accept = Arc::new(AcceptOptions {
+        buffer: PROXY_BUF,
+        ..accept
+    });
+    let token = limits.token.clone();
+    accept_loop(
+        listener,
+        &limits,
+        Arc::new(ProxyStats::default()),
+        move |stream, peer, stop, tally| {
+            let accept = accept.clone();
+            let egress = egress.clone();
+            let token = token.clone();
+            async move {
+                let start = std::time::Instant::now();
+                let mut c = conn::accept(stream, peer, &accept)
+                    .await
+                    .context(HandshakeFailed)?;
+                tally.handshake(start.elapsed(), c.info);
+                if let Some(i) = c.info {
+                    log::info!("{peer}: mode {}", i.describe());
+                }
+                let target =
+                    match admit(&mut c, &egress, token.as_ref(), accept.handshake_timeout).await {
+                        Ok(t) => t,
+                        Err(Refusal::Silent(e)) => return Err(e),
+                        Err(Refusal::Altered(e)) => {
+                            let told = c.writer.abort(AbortReason::Altered).await;
+                            if matches!(told, Ok(true)) {
+                                c.reader.discard(Duration::from_secs(2)).await;
+                            }
+                            return Err(e.context("the client was told and may retry"));
+                        }
+                        Err(Refusal::Reply(code, msg, what)) => {
+                            let reply = ConnectReply {
+                                code,
+                                msg: msg.clone(),
+                            };
+                            let _ = c.writer.write_msg(reply.encode()).await;
+                            let _ = c.writer.shutdown().await;
+                            c.reader.discard(Duration::from_secs(2)).await;
+                            return Err(Refusing { code, msg, what }.into());
+                        }
+                    };
+                c.writer
+                    .write_msg(
+                        ConnectReply {
+                            code: Rep::Succeeded,
+                            msg: String::new(),
+                        }
+                        .encode(),
+                    )
+                    .await?;
+                let target = match target {
+                    Admitted::Stream(t) => t,
+                    Admitted::Dns(up) => {
+                        let served = tokio::select! {
+                            r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
+                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                        };
+                        let _ = c.writer.shutdown().await;
+                        let n = served?;
+                        return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
+                    }
+                    Admitted::Datagram(allow) => {
+                        let served = tokio::select! {
+                            r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
+                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                        };
+                        let _ = c.writer.shutdown().await;
+                        let n = served?;
+                        return Ok(format!(
+                            "datagrams: {} sent, {} received, {} not permitted by --allow",
+                            n.sent, n.received, n.refused
+                        ));
+                    }
+                };
+                let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
+                let subflows = conn::subflow_bytes(c.fd());
+                let split = conn::describe_split(&subflows);
+                tally.wire(Wire::of_server(&subflows, c.fd()));
+                if stopped(&relayed) {
+                    abort_nena(&mut c.reader, c.writer).await;
+                }
+                let b = relayed
+                    .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
+                Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
+            }
+        },
+    )
+    .await
+}

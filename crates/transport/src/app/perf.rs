@@ -330,6 +330,7 @@ mod tests {
             async {
                 c.sent.store(1000, Ordering::Relaxed);
                 c.received.store(7, Ordering::Relaxed);
+                // sleep: the mark falls 20 ms into the run; the counters must change after it.
                 tokio::time::sleep(Duration::from_millis(60)).await;
                 c.sent.store(5000, Ordering::Relaxed);
                 42

@@ -27,8 +27,9 @@ async fn slow_clients_are_capped_and_timed_out() {
             .unwrap();
         slow.push(c);
     }
-    // sleep: the endpoint shows no event when it has taken a connection; 100 ms lets it take
-    // the three (too short a pause makes the fourth's check fail, never pass wrongly).
+    // The endpoint shows no event when it has taken a connection (too short a pause makes
+    // the fourth's check fail, never pass wrongly).
+    // sleep: 100 ms for the endpoint to take the three.
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The fourth is closed without an answer while the three hold their slots.
     let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -48,8 +49,9 @@ async fn slow_clients_are_capped_and_timed_out() {
         );
     }
     drop(slow);
-    // sleep: the slots are given back after the endpoint closed the slow ones, which shows
-    // no event here; too short a pause fails the scrape below, never passes it wrongly.
+    // The slots are given back after the endpoint closed the slow ones, which shows no
+    // event here (too short a pause fails the scrape below, never passes it wrongly).
+    // sleep: 100 ms for the endpoint to give the slots back.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
     c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

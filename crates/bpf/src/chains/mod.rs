@@ -16,8 +16,11 @@
 //!   actors.
 
 pub mod abi;
+#[cfg(feature = "bpf")]
 pub mod events;
+#[cfg(feature = "bpf")]
 pub mod loader;
 pub mod packet;
+#[cfg(any(test, feature = "testing"))]
 pub mod recipes;
 pub mod spec;

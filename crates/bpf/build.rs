@@ -6,10 +6,20 @@
 //! headers (Debian's linux-libc-dev); the congestion controls a checked-in minimal set of
 //! kernel types (`bpf/cc/cc.h`, CO-RE). So the build needs neither the build host's kernel
 //! BTF nor bpftool, and gives the same objects everywhere.
+#[cfg(feature = "bpf")]
 use std::env;
+#[cfg(feature = "bpf")]
 use std::path::{Path, PathBuf};
 
 fn main() {
+    println!("cargo:rerun-if-changed=bpf");
+    // Without the `bpf` feature the crate is the chain file format alone: nothing to compile.
+    #[cfg(feature = "bpf")]
+    build();
+}
+
+#[cfg(feature = "bpf")]
+fn build() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     // <linux/types.h> includes <asm/types.h>, which Debian keeps under the multiarch
     // directory of the host; clang's BPF target does not look there by itself.
@@ -48,9 +58,9 @@ fn main() {
     for algo in ["lia", "olia", "balia", "ewtcp"] {
         skeleton(&out, "cc", algo, &asm_include, &[]);
     }
-    println!("cargo:rerun-if-changed=bpf");
 }
 
+#[cfg(feature = "bpf")]
 /// Compiles `bpf/ROOM/NAME.bpf.c` into `OUT_DIR/NAME.bpf.o` and generates
 /// `OUT_DIR/NAME.skel.rs` (the skeleton include_bytes!()s the object instead of spelling it
 /// as a literal). `-Ibpf` finds the shared `uapi.h`; a room's own headers sit beside it.

@@ -10,6 +10,8 @@
 
 pub mod attack;
 pub mod capture;
+/// Crafted captures for tests (the `testing` feature: other crates' tests).
+#[cfg(any(test, feature = "testing"))]
 pub mod craft;
 pub mod datalevel;
 pub mod dss;

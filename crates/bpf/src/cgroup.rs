@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 /// there is none, as under `ip netns exec`, which mounts a /sys of its own).
 pub fn cgroup2_mount() -> Option<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    cgroup2_in(&info)
+}
+
+/// The mount point of the first cgroup2 line of a mountinfo table.
+fn cgroup2_in(info: &str) -> Option<PathBuf> {
     info.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         if right.split_whitespace().next()? != "cgroup2" {
@@ -76,5 +81,145 @@ impl Drop for TempMount {
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A cgroup of its own for one process tree (`nena run`'s CMD): created under the cgroup2
+/// mount (or under a [`TempMount`] of its own where the mount namespace has none, as under
+/// `ip netns exec`); what is left in it killed (`cgroup.kill`) and the directory removed, the
+/// temporary mount after it, by [`OwnCgroup::remove`] or on drop.
+#[derive(Debug)]
+pub struct OwnCgroup {
+    dir: PathBuf,
+    mounted: Option<TempMount>,
+}
+
+/// The name of a new cgroup directory: `PREFIX-PID-NANOS` (nanoseconds of the clock, hex).
+fn cgroup_name(prefix: &str, pid: u32, nanos: u32) -> String {
+    format!("{prefix}-{pid}-{nanos:08x}")
+}
+
+impl OwnCgroup {
+    /// Creates the cgroup `PREFIX-PID-NANOS` (a temporary cgroup2 mount, when one is needed,
+    /// on `PREFIX-cgroup2-PID` in the temporary directory).
+    pub fn create(prefix: &str) -> Result<OwnCgroup> {
+        let pid = std::process::id();
+        let (root, mounted) = cgroup2_root(&format!("{prefix}-cgroup2-{pid}"))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = root.join(cgroup_name(prefix, pid, nanos));
+        let cg = OwnCgroup {
+            dir: dir.clone(),
+            mounted,
+        };
+        std::fs::create_dir(&dir)
+            .with_context(|| format!("cannot create the cgroup {}", dir.display()))?;
+        Ok(cg)
+    }
+
+    /// The cgroup's directory in the cgroup2 file system.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Some process is in the cgroup (`populated 1` in `cgroup.events`).
+    pub fn populated(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.events"))
+            .map(|s| s.lines().any(|l| l == "populated 1"))
+            .unwrap_or(false)
+    }
+
+    /// What a child needs to join the cgroup between fork and exec ([`Joiner::join`]).
+    pub fn joiner(&self) -> Result<Joiner> {
+        let procs = self.dir.join("cgroup.procs");
+        Ok(Joiner {
+            procs: cpath(&procs)?,
+        })
+    }
+
+    /// Kills every process left in the cgroup and removes it (then the temporary mount).
+    pub fn remove(&mut self) {
+        if !self.dir.exists() {
+            return;
+        }
+        if self.populated() {
+            if let Err(e) = std::fs::write(self.dir.join("cgroup.kill"), "1") {
+                log::warn!("cannot kill what is left in {}: {e}", self.dir.display());
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => break,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    log::warn!("cannot remove the cgroup {}: {e}", self.dir.display());
+                    break;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+        // a temporary cgroup2 mount goes after the cgroup
+        drop(self.mounted.take());
+    }
+}
+
+impl Drop for OwnCgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The `cgroup.procs` file of an [`OwnCgroup`], for the child that joins it.
+#[derive(Debug, Clone)]
+pub struct Joiner {
+    procs: CString,
+}
+
+impl Joiner {
+    /// Moves the calling process into the cgroup. Only system calls (open, write, close), no
+    /// allocation: safe to call between fork and exec.
+    pub fn join(&self) -> std::io::Result<()> {
+        // SAFETY: a C string that lives through the calls; a one-byte buffer.
+        unsafe {
+            let fd = libc::open(self.procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // "0": the writing process itself.
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            if n != 1 {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroups_name_has_its_prefix_pid_and_eight_hex_digits() {
+        assert_eq!(cgroup_name("nena-run", 42, 0xabc), "nena-run-42-00000abc");
+        assert_eq!(
+            cgroup_name("x", 1, u32::MAX),
+            format!("x-1-{:08x}", u32::MAX)
+        );
+    }
+
+    #[test]
+    fn the_mount_table_parser_finds_the_cgroup2_line_or_none() {
+        let proc_ = "22 28 0:20 / /proc rw,nosuid - proc proc rw";
+        let cg = "30 25 0:26 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw";
+        assert_eq!(cgroup2_in(proc_), None);
+        assert_eq!(
+            cgroup2_in(&format!("{proc_}\n{cg}\n")),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
     }
 }

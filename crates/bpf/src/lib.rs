@@ -18,20 +18,39 @@
 //! Shared by the rooms: [`cgroup`] (the cgroup2 mount), [`skel`] (the generated skeletons), [`tc`] (clsact qdiscs and TC
 //! filters, with the namespace lock), [`libbpf_log`] (libbpf's messages into `log`).
 
+//!
+//! Cargo feature `bpf` (on by default): the BPF objects (build.rs compiles them with clang)
+//! and everything that loads them. Without it (`default-features = false`) the crate is the
+//! pure chain file format alone ([`chains::spec`], [`chains::abi`], [`chains::packet`]) and
+//! its [`fuzzing`] body: built and tested without clang.
+
+#[cfg(feature = "bpf")]
 pub mod attack;
+#[cfg(feature = "bpf")]
 pub mod cc;
+#[cfg(feature = "bpf")]
 pub mod cgroup;
 pub mod chains;
+pub mod fuzzing;
+#[cfg(feature = "bpf")]
 pub mod hold;
+#[cfg(feature = "bpf")]
 pub mod libbpf_log;
+#[cfg(feature = "bpf")]
 pub mod mpc;
+#[cfg(feature = "bpf")]
 pub mod run;
+#[cfg(feature = "bpf")]
 pub mod skel;
+#[cfg(feature = "bpf")]
 pub mod tc;
 
+#[cfg(feature = "bpf")]
 pub use chains::events::Event;
+#[cfg(feature = "bpf")]
 pub use chains::loader::{Policy, TestBed, DEFAULT_PIN_DIR};
 pub use chains::spec::{Actor, ChainSpec, Hook, LinkSpec, PolicySpec, Selector};
 
 /// The compiled object of the policy chains (built from `bpf/chains/` by build.rs).
+#[cfg(feature = "bpf")]
 pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/nena.bpf.o"));

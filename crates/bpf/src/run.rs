@@ -27,9 +27,6 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
 use zerocopy::{FromBytes, IntoBytes};
 
-/// The compiled object (built from `bpf/run/run.bpf.c` by build.rs).
-pub const RUN_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/run.bpf.o"));
-
 /// `struct run_cfg`: addresses and ports in network order.
 #[repr(C)]
 #[derive(

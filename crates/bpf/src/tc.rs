@@ -1,15 +1,107 @@
-//! The few traffic-control queries the loader needs that libbpf does not offer: whether a
-//! device has a clsact qdisc and how many filters sit on it (rtnetlink `RTM_GETQDISC` and
-//! `RTM_GETTFILTER` dumps, through the rust-netlink crates).
+//! The TC toolkit of every loader that puts a program on a clsact qdisc (the policy
+//! dispatcher, kato-mpc and its strip box, the lab's tamper and forge): [`Filter`], the one
+//! hook builder (a filter's handle and priority on a device, ingress or egress), with the
+//! query of what is attached there and the one lookup of an attached program's map
+//! ([`Filter::attached_map`]); and the few traffic-control queries libbpf does not offer:
+//! whether a device has a clsact qdisc and how many filters sit on it (rtnetlink
+//! `RTM_GETQDISC` and `RTM_GETTFILTER` dumps, through the rust-netlink crates), the namespace
+//! [`lock`], and [`remove_clsact_if_empty`].
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::{MapCore, MapHandle, TcHook, TcHookBuilder};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcHeader, TcMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Where one of nena's TC programs sits on a device's clsact qdisc: its filter's handle and
+/// priority (each program family has its own, so they neither replace nor hide each other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filter {
+    pub handle: u32,
+    pub priority: u32,
+}
+
+impl Filter {
+    /// The hook of this filter on device `idx`, at ingress or egress, for the program `prog`
+    /// (attaching replaces an earlier program in the same place).
+    pub fn hook(self, prog: BorrowedFd<'_>, idx: u32, ingress: bool) -> TcHook {
+        TcHookBuilder::new(prog)
+            .ifindex(idx as i32)
+            .replace(true)
+            .handle(self.handle)
+            .priority(self.priority)
+            .hook(if ingress {
+                libbpf_rs::TC_INGRESS
+            } else {
+                libbpf_rs::TC_EGRESS
+            })
+    }
+
+    /// The hook in this place, for a query or detach (which take no program).
+    fn place(self, idx: u32, ingress: bool) -> Result<TcHook> {
+        let dummy = std::fs::File::open("/dev/null")?;
+        Ok(self.hook(dummy.as_fd(), idx, ingress))
+    }
+
+    /// The id of the program attached in this place on device `idx` (None: none).
+    pub fn query(self, idx: u32, ingress: bool) -> Result<Option<u32>> {
+        Ok(self.place(idx, ingress)?.query().ok())
+    }
+
+    /// Detaches the program in this place on device `idx`.
+    pub fn detach(self, idx: u32, ingress: bool) -> Result<()> {
+        Ok(self.place(idx, ingress)?.detach()?)
+    }
+
+    /// The program attached in this place on device `idx`, with the ids of its maps (None:
+    /// nothing attached, or it went before it could be read).
+    pub fn attached(
+        self,
+        idx: u32,
+        ingress: bool,
+    ) -> Result<Option<libbpf_rs::query::ProgramInfo>> {
+        let Some(id) = self.query(idx, ingress)? else {
+            return Ok(None);
+        };
+        let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
+        Ok(libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id))
+    }
+
+    /// The map `what` of the program `prog` attached in this place on device `dev` (index
+    /// `idx`), for the lab's attackers, whose program and map share the name `what`: None
+    /// when nothing is attached there; an error when another program is, or it has no such
+    /// map.
+    pub fn attached_map(
+        self,
+        dev: &str,
+        idx: u32,
+        ingress: bool,
+        prog: &str,
+        what: &str,
+    ) -> Result<Option<MapHandle>> {
+        let Some(info) = self.attached(idx, ingress)? else {
+            return Ok(None);
+        };
+        if info.name.to_string_lossy() != prog {
+            bail!(
+                "the filter on {dev} runs {:?}, not the {what} program",
+                info.name
+            );
+        }
+        for mid in info.map_ids {
+            let m =
+                MapHandle::from_map_id(mid).with_context(|| format!("opening the {what} map"))?;
+            if m.name() == what {
+                return Ok(Some(m));
+            }
+        }
+        bail!("the {what} program on {dev} has no map `{what}`")
+    }
+}
 
 fn open() -> Result<Socket> {
     let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;

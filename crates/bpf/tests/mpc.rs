@@ -611,3 +611,32 @@ fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
         "the last one out took the programs"
     );
 }
+
+/// `MpcAttachment` (a command's kato-mpc programs): attached on each interface it names,
+/// read through its reader (nothing recorded yet: None), and detached when it and the
+/// reader are dropped, the clsact qdisc it created with them.
+#[test]
+fn an_attachment_detaches_its_programs_when_it_and_its_reader_are_dropped() {
+    use nena_bpf::mpc::attachment::MpcAttachment;
+    let _one = serial();
+    let net = Net::new();
+    net.in_ns(&net.client, || {
+        let devs = ["c1".to_string(), "c2".to_string()];
+        let a = MpcAttachment::attach(&devs, 7321, MpcRole::Client).unwrap();
+        assert_eq!(a.devs(), ["c1", "c2"]);
+        for d in &devs {
+            assert_eq!(nena_bpf::mpc::attached(d).unwrap(), (true, true), "{d}");
+        }
+        let reader = a.reader();
+        let (l, r) = (sa(C, 40000), sa(S, 7321));
+        assert_eq!(reader.read(l, r).unwrap(), None);
+        reader.forget(l, r);
+        drop(a);
+        // The reader keeps the programs (the transport may still ask).
+        assert_eq!(nena_bpf::mpc::attached("c1").unwrap(), (true, true));
+        drop(reader);
+        for d in &devs {
+            assert_eq!(nena_bpf::mpc::attached(d).unwrap(), (false, false), "{d}");
+        }
+    });
+}

@@ -11,10 +11,6 @@ use std::str::FromStr;
 pub struct Rate(pub u64);
 
 impl Rate {
-    /// A rate of `n` bits per second.
-    pub const fn bits_per_sec(n: u64) -> Rate {
-        Rate(n)
-    }
     /// A rate of `n` megabits (10^6 bits) per second.
     pub const fn mbit(n: u64) -> Rate {
         Rate(n * 1_000_000)

@@ -117,6 +117,7 @@ mod client;
 pub mod diag;
 pub mod gate;
 pub mod hold;
+pub mod mptcpize;
 pub mod notes;
 pub mod path;
 pub mod pm;

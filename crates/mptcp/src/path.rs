@@ -196,6 +196,52 @@ fn local_addresses() -> std::io::Result<Vec<(String, IpAddr)>> {
         .collect())
 }
 
+/// The interfaces of the current network namespace that own `ip`, each named once, in the
+/// order `getifaddrs` lists them; for an unspecified `ip` every one with an address of its
+/// family (IPv4 ones too for `::`: a listener on 0.0.0.0 or :: takes connections on each).
+pub fn interfaces_owning(ip: IpAddr) -> std::io::Result<Vec<String>> {
+    Ok(owners(ip, &local_addresses()?))
+}
+
+fn owners(ip: IpAddr, locals: &[(String, IpAddr)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (name, addr) in locals {
+        let fits = if ip.is_unspecified() {
+            addr.is_ipv4() == ip.is_ipv4() || (ip.is_ipv6() && addr.is_ipv4())
+        } else {
+            *addr == ip
+        };
+        if fits && !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    out
+}
+
+/// The interfaces a client's first subflow leaves on: those of its trusted paths (an
+/// interface as named, an address by the interfaces that own it), each named once. An
+/// address no interface owns is an error.
+pub fn trusted_interfaces(trusted: &[PathSpec]) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for t in trusted {
+        let names = match t {
+            PathSpec::Iface(n) => vec![n.clone()],
+            PathSpec::Addr(a) => interfaces_owning(*a)?,
+        };
+        if names.is_empty() {
+            return Err(std::io::Error::other(format!(
+                "no local interface has the trusted address {t:?}"
+            )));
+        }
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn iface_exists(name: &str) -> bool {
     nix::net::if_::if_nametoindex(name).is_ok()
 }
@@ -566,6 +612,37 @@ pub(crate) fn same_addr(a: SocketAddr, b: SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_owners_of_an_address_or_of_any() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let locals = vec![
+            ("lo".to_string(), ip("127.0.0.1")),
+            ("lo".to_string(), ip("::1")),
+            ("eth0".to_string(), ip("198.18.1.2")),
+            ("eth1".to_string(), ip("2001:db8::2")),
+        ];
+        assert_eq!(owners(ip("198.18.1.2"), &locals), ["eth0"]);
+        assert!(owners(ip("198.18.255.254"), &locals).is_empty());
+        assert_eq!(owners(ip("0.0.0.0"), &locals), ["lo", "eth0"]);
+        assert_eq!(owners(ip("::"), &locals), ["lo", "eth0", "eth1"]);
+    }
+
+    #[test]
+    fn loopback_owns_127_0_0_1() {
+        let v = interfaces_owning("127.0.0.1".parse().unwrap()).unwrap();
+        assert_eq!(v, vec!["lo".to_string()]);
+        assert!(interfaces_owning("0.0.0.0".parse().unwrap())
+            .unwrap()
+            .contains(&"lo".to_string()));
+        let t = [PathSpec::Iface("x0".into()), "127.0.0.1".parse().unwrap()];
+        assert_eq!(trusted_interfaces(&t).unwrap(), ["x0", "lo"]);
+        let none = ["198.18.255.254".parse().unwrap()];
+        assert!(trusted_interfaces(&none)
+            .unwrap_err()
+            .to_string()
+            .starts_with("no local interface has the trusted address"));
+    }
 
     #[test]
     fn parses_addresses_and_ifaces() {

@@ -17,16 +17,8 @@
  * once it knows where the bytes lie; nothing is pinned: the filter keeps the program and its
  * map alive until it is removed or the namespace is deleted.
  */
-#include "uapi.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
+#include "segment.h"
 
-#define TC_ACT_OK 0
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define PROTO_TCP 6
-#define TCPF_SYN 0x02
 #define TCPOPT_MPTCP 30
 #define MPTCP_SUB_DSS 2
 #define DSS_A 0x01
@@ -63,30 +55,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct forge);
 } forge SEC(".maps");
-
-/* XORs payload byte `k` with `mask` and fixes the TCP checksum at `csum_at` (the payload starts
- * at an even offset from the TCP header, so the checksum's words pair bytes k & ~1, k | 1; an
- * odd last byte is summed with a zero pad byte, as TCP does). */
-static __always_inline int xor_byte(struct __sk_buff *skb, __u32 payload_at, __u32 k,
-				    __u32 payload, __u8 mask, __u32 csum_at)
-{
-	__u8 b0 = 0, b1 = 0, nw;
-	__u16 old_w, new_w;
-	__u32 first = k & ~1u;
-
-	if (bpf_skb_load_bytes(skb, payload_at + first, &b0, 1))
-		return -1;
-	if (first + 1 < payload && bpf_skb_load_bytes(skb, payload_at + first + 1, &b1, 1))
-		return -1;
-	nw = ((k & 1) ? b1 : b0) ^ mask;
-	__u8 ow[2] = {b0, b1};
-	__u8 nwb[2] = {(k & 1) ? b0 : nw, (k & 1) ? nw : b1};
-	__builtin_memcpy(&old_w, ow, 2);
-	__builtin_memcpy(&new_w, nwb, 2);
-	if (bpf_skb_store_bytes(skb, payload_at + k, &nw, 1, 0))
-		return -1;
-	return bpf_l4_csum_replace(skb, csum_at, old_w, new_w, 2);
-}
 
 static __always_inline __u32 be32_at(const __u8 *o, __u32 i)
 {
@@ -159,7 +127,8 @@ static long pattern_byte(__u64 j, void *ctx)
 	__u8 m = f->xor[j];
 	if (!m)
 		return 0;
-	if (xor_byte(w->skb, w->payload_at, k, w->payload, m, w->csum_at))
+	__u8 old_b, new_b;
+	if (xor_payload_byte(w->skb, w->payload_at, k, w->payload, m, w->csum_at, &old_b, &new_b))
 		return 0;
 	f->done[j] = 1;
 	__sync_fetch_and_add(&f->altered, 1);
@@ -172,36 +141,14 @@ int tc_forge(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	struct forge *f = bpf_map_lookup_elem(&forge, &zero);
-	__u16 proto;
-	__u32 ip_hl, total;
-	struct tcphdr th;
+	struct segment s = {};
 
 	if (!f || !f->port)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
+	if (parse_segment(skb, &s))
 		return TC_ACT_OK;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) || ip.protocol != PROTO_TCP)
-			return TC_ACT_OK;
-		if (ip.frag_off & bpf_htons(0x3fff))
-			return TC_ACT_OK;
-		ip_hl = ip.ihl * 4;
-		total = bpf_ntohs(ip.tot_len);
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) || ip6.nexthdr != PROTO_TCP)
-			return TC_ACT_OK;
-		ip_hl = sizeof(ip6);
-		total = sizeof(ip6) + bpf_ntohs(ip6.payload_len);
-	} else {
-		return TC_ACT_OK;
-	}
-	if (ip_hl < 20 || ip_hl > 60)
-		return TC_ACT_OK;
-	__u32 tcp_at = ETH_HLEN + ip_hl;
-	if (bpf_skb_load_bytes(skb, tcp_at, &th, sizeof(th)))
-		return TC_ACT_OK;
+	struct tcphdr th = s.th;
+	__u32 ip_hl = s.ip_hl, total = s.total, tcp_at = s.tcp_at;
 	if (bpf_ntohs(th.dest) != f->port)
 		return TC_ACT_OK;
 	__u32 seq = bpf_ntohl(th.seq);

@@ -14,17 +14,7 @@
  * MPTCP's DSS checksum (net.mptcp.checksum_enabled, off by default) would catch the change
  * at the MPTCP level; with it off, only the protocol above MPTCP can.
  */
-#include "uapi.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
-
-#define TC_ACT_OK 0
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define PROTO_TCP 6
-#define TCPF_SYN 0x02
-#define TCPF_ACK 0x10
+#include "segment.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -68,82 +58,20 @@ static __always_inline int same16(const __u8 *a, const __u8 *b)
 	return x[0] == y[0] && x[1] == y[1];
 }
 
-/* Flips payload byte `k` (`payload_at` is where the payload starts, an even offset from the
- * TCP header, so the checksum's 16-bit words pair bytes k & ~1 and k | 1) and fixes the TCP
- * checksum at `csum_at`. A last byte without a partner (odd payload length) is summed with a
- * zero byte, as TCP's checksum pads it. */
-static __always_inline int flip(struct __sk_buff *skb, __u32 payload_at, __u32 k,
-				__u32 payload, __u8 mask, __u32 csum_at, __u8 *old_b, __u8 *new_b)
-{
-	__u8 b0 = 0, b1 = 0, old, nw;
-	__u16 old_w, new_w;
-	__u32 first = k & ~1u;
-
-	if (bpf_skb_load_bytes(skb, payload_at + first, &b0, 1))
-		return -1;
-	if (first + 1 < payload && bpf_skb_load_bytes(skb, payload_at + first + 1, &b1, 1))
-		return -1;
-	old = (k & 1) ? b1 : b0;
-	nw = old ^ mask;
-	/* the checksum's 16-bit word as it lies in the packet, before and after */
-	__u8 ow[2] = {b0, b1};
-	__u8 nwb[2] = {(k & 1) ? b0 : nw, (k & 1) ? nw : b1};
-	__builtin_memcpy(&old_w, ow, 2);
-	__builtin_memcpy(&new_w, nwb, 2);
-	*old_b = old;
-	*new_b = nw;
-	/* no checksum flag on the store: the field update below keeps the packet's sum (and so a
-	 * CHECKSUM_COMPLETE skb->csum) unchanged; with CHECKSUM_PARTIAL the helper leaves the
-	 * field alone, as the sum is computed later over the new bytes */
-	if (bpf_skb_store_bytes(skb, payload_at + k, &nw, 1, 0))
-		return -1;
-	return bpf_l4_csum_replace(skb, csum_at, old_w, new_w, 2);
-}
-
 SEC("tc")
 int tc_tamper(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	struct tamper *t = bpf_map_lookup_elem(&tamper, &zero);
-	__u16 proto;
-	__u32 ip_len, ip_hl, total;
-	__u8 v6, next;
-	__u8 saddr[16] __attribute__((aligned(8))) = {};
-	__u8 daddr[16] __attribute__((aligned(8))) = {};
-	struct tcphdr th;
+	struct segment s = {};
 
 	if (!t || !t->mask)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
+	if (parse_segment(skb, &s))
 		return TC_ACT_OK;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) || ip.protocol != PROTO_TCP)
-			return TC_ACT_OK;
-		if (ip.frag_off & bpf_htons(0x3fff))
-			return TC_ACT_OK; /* fragments: not ours */
-		ip_hl = ip.ihl * 4;
-		total = bpf_ntohs(ip.tot_len);
-		__builtin_memcpy(saddr, &ip.saddr, 4);
-		__builtin_memcpy(daddr, &ip.daddr, 4);
-		v6 = 0;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) || ip6.nexthdr != PROTO_TCP)
-			return TC_ACT_OK; /* extension headers: not handled */
-		ip_hl = sizeof(ip6);
-		total = sizeof(ip6) + bpf_ntohs(ip6.payload_len);
-		__builtin_memcpy(saddr, &ip6.saddr, 16);
-		__builtin_memcpy(daddr, &ip6.daddr, 16);
-		v6 = 1;
-	} else {
-		return TC_ACT_OK;
-	}
-	if (ip_hl < 20 || ip_hl > 60)
-		return TC_ACT_OK;
-	__u32 tcp_at = ETH_HLEN + ip_hl;
-	if (bpf_skb_load_bytes(skb, tcp_at, &th, sizeof(th)))
-		return TC_ACT_OK;
+	struct tcphdr th = s.th;
+	__u32 ip_hl = s.ip_hl, total = s.total, tcp_at = s.tcp_at;
+	__u8 v6 = s.v6;
 	__u16 port = t->match_dst ? th.dest : th.source;
 	if (bpf_ntohs(port) != t->port)
 		return TC_ACT_OK;
@@ -158,14 +86,14 @@ int tc_tamper(struct __sk_buff *skb)
 			t->v6 = v6;
 			t->sport = th.source;
 			t->dport = th.dest;
-			__builtin_memcpy(t->saddr, saddr, 16);
-			__builtin_memcpy(t->daddr, daddr, 16);
+			__builtin_memcpy(t->saddr, s.saddr, 16);
+			__builtin_memcpy(t->daddr, s.daddr, 16);
 			t->isn = seq;
 		}
 		return TC_ACT_OK;
 	}
 	if (!t->have_flow || t->v6 != v6 || t->sport != th.source || t->dport != th.dest ||
-	    !same16(t->saddr, saddr) || !same16(t->daddr, daddr))
+	    !same16(t->saddr, s.saddr) || !same16(t->daddr, s.daddr))
 		return TC_ACT_OK;
 
 	__u32 doff = th.doff * 4;
@@ -187,7 +115,7 @@ int tc_tamper(struct __sk_buff *skb)
 		if (__sync_val_compare_and_swap(&t->fired, 0, 2) != 0)
 			return TC_ACT_OK;
 		__u8 old_b, new_b;
-		if (flip(skb, payload_at, k, payload, t->mask, csum_at, &old_b, &new_b)) {
+		if (xor_payload_byte(skb, payload_at, k, payload, t->mask, csum_at, &old_b, &new_b)) {
 			t->fired = 0; /* try the next segment */
 			return TC_ACT_OK;
 		}
@@ -205,7 +133,7 @@ int tc_tamper(struct __sk_buff *skb)
 	__u32 into = t->target_seq - seq;
 	if (into < payload && into <= 0xffff) {
 		__u8 old_b, new_b;
-		if (!flip(skb, payload_at, into, payload, t->mask, csum_at, &old_b, &new_b))
+		if (!xor_payload_byte(skb, payload_at, into, payload, t->mask, csum_at, &old_b, &new_b))
 			__sync_fetch_and_add(&t->altered, 1);
 	}
 	return TC_ACT_OK;

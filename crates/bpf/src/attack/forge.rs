@@ -14,7 +14,7 @@
 use crate::skel::forge::{types, ForgeSkel, ForgeSkelBuilder};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, TcHookBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 use serde::Serialize;
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::AsFd;
@@ -26,8 +26,10 @@ pub const MAX_PATTERN: usize = 160;
 /// its own).
 pub const KATO_WINDOW: usize = 64;
 
-const HANDLE: u32 = 0x7a3f;
-const PRIORITY: u32 = 0x7a3f;
+const FILTER: crate::tc::Filter = crate::tc::Filter {
+    handle: 0x7a3f,
+    priority: 0x7a3f,
+};
 
 /// `struct forge` of the C program (checked against the skeleton's BTF type at compile time).
 #[repr(C)]
@@ -142,19 +144,6 @@ fn load(storage: &mut MaybeUninit<OpenObject>) -> Result<ForgeSkel<'_>> {
         .context("loading the forge program (verifier)")
 }
 
-fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::TcHook {
-    TcHookBuilder::new(fd)
-        .ifindex(idx as i32)
-        .replace(true)
-        .handle(HANDLE)
-        .priority(PRIORITY)
-        .hook(if ingress {
-            libbpf_rs::TC_INGRESS
-        } else {
-            libbpf_rs::TC_EGRESS
-        })
-}
-
 /// Loads the program for the first subflow toward `port` whose SYN it sees and attaches it
 /// to `dev` (current network namespace), replacing an earlier one there. It alters nothing
 /// until [`arm`]ed.
@@ -172,7 +161,7 @@ pub fn attach(dev: &str, ingress: bool, port: u16) -> Result<()> {
         .forge
         .update(&0u32.to_ne_bytes(), v.as_bytes(), MapFlags::ANY)
         .context("configuring the forge program")?;
-    let mut h = hook(skel.progs.tc_forge.as_fd(), idx, ingress);
+    let mut h = FILTER.hook(skel.progs.tc_forge.as_fd(), idx, ingress);
     let _ = h.create();
     h.attach()
         .with_context(|| format!("attaching the forge program to {dev}"))?;
@@ -181,28 +170,7 @@ pub fn attach(dev: &str, ingress: bool, port: u16) -> Result<()> {
 
 fn attached_map(dev: &str, ingress: bool) -> Result<Option<MapHandle>> {
     let idx = crate::chains::loader::ifindex(dev)?;
-    let dummy = std::fs::File::open("/dev/null")?;
-    let Ok(id) = hook(dummy.as_fd(), idx, ingress).query() else {
-        return Ok(None);
-    };
-    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-    let Some(info) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id)
-    else {
-        return Ok(None);
-    };
-    if info.name.to_string_lossy() != "tc_forge" {
-        bail!(
-            "the filter on {dev} runs {:?}, not the forge program",
-            info.name
-        );
-    }
-    for mid in info.map_ids {
-        let m = MapHandle::from_map_id(mid).context("opening the forge map")?;
-        if m.name() == "forge" {
-            return Ok(Some(m));
-        }
-    }
-    bail!("the forge program on {dev} has no map `forge`")
+    FILTER.attached_map(dev, idx, ingress, "tc_forge", "forge")
 }
 
 fn read(m: &MapHandle) -> Result<Forge> {
@@ -251,9 +219,8 @@ pub fn remove(dev: &str, ingress: bool) -> Result<Option<ForgeRecord>> {
     };
     let (rec, owns) = record(read(&m)?.as_bytes())?;
     let idx = crate::chains::loader::ifindex(dev)?;
-    let dummy = std::fs::File::open("/dev/null")?;
-    hook(dummy.as_fd(), idx, ingress)
-        .detach()
+    FILTER
+        .detach(idx, ingress)
         .with_context(|| format!("detaching the forge program from {dev}"))?;
     if owns {
         crate::tc::remove_clsact_if_empty(idx)?;

@@ -8,19 +8,19 @@
 use crate::skel::tamper::{types, TamperSkel, TamperSkelBuilder};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, TcHookBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 use serde::Serialize;
 use std::mem::{size_of, MaybeUninit};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use zerocopy::{FromBytes, IntoBytes};
 
-/// The compiled program (built from `bpf/attack/tamper.bpf.c` by build.rs).
-pub const TAMPER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tamper.bpf.o"));
-
 /// tc filter handle and priority of the tamper program (apart from the policy dispatcher's).
-const HANDLE: u32 = 0x7a3e;
-const PRIORITY: u32 = 0x7a3e;
+const FILTER: crate::tc::Filter = crate::tc::Filter {
+    handle: 0x7a3e,
+    priority: 0x7a3e,
+};
+
 /// `struct tamper` of the C program, the value of its map: the configuration user space
 /// writes and what the program did. Its layout is checked against the skeleton's
 /// `types::tamper` (from the object's BTF) when this crate compiles.
@@ -169,19 +169,6 @@ fn record(v: &[u8]) -> Result<(TamperRecord, bool)> {
     ))
 }
 
-fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::TcHook {
-    TcHookBuilder::new(fd)
-        .ifindex(idx as i32)
-        .replace(true)
-        .handle(HANDLE)
-        .priority(PRIORITY)
-        .hook(if ingress {
-            libbpf_rs::TC_INGRESS
-        } else {
-            libbpf_rs::TC_EGRESS
-        })
-}
-
 /// Loads the program with `cfg` and attaches it to `dev` (current network namespace), at
 /// ingress or egress, replacing an earlier tamper there.
 pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
@@ -204,7 +191,7 @@ pub fn attach(dev: &str, ingress: bool, cfg: &TamperConfig) -> Result<()> {
         .tamper
         .update(&0u32.to_ne_bytes(), &value(cfg, created), MapFlags::ANY)
         .context("configuring the tamper program")?;
-    let mut h = hook(skel.progs.tc_tamper.as_fd(), idx, ingress);
+    let mut h = FILTER.hook(skel.progs.tc_tamper.as_fd(), idx, ingress);
     let _ = h.create(); // the clsact qdisc, if it is not there yet
     h.attach()
         .with_context(|| format!("attaching the tamper program to {dev}"))?;
@@ -220,36 +207,13 @@ pub fn mptcp_checksum_enabled() -> bool {
 /// The id of the tamper program attached to `dev` (None: none).
 pub fn attached_prog_id(dev: &str, ingress: bool) -> Result<Option<u32>> {
     let idx = crate::chains::loader::ifindex(dev)?;
-    let dummy = std::fs::File::open("/dev/null")?;
-    Ok(hook(dummy.as_fd(), idx, ingress).query().ok())
+    FILTER.query(idx, ingress)
 }
 
 /// The map of the tamper program attached to `dev` (None: nothing attached there).
 fn attached_map(dev: &str, ingress: bool) -> Result<Option<MapHandle>> {
     let idx = crate::chains::loader::ifindex(dev)?;
-    let dummy = std::fs::File::open("/dev/null")?;
-    let mut h = hook(dummy.as_fd(), idx, ingress);
-    let Ok(id) = h.query() else {
-        return Ok(None);
-    };
-    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-    let Some(info) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id)
-    else {
-        return Ok(None);
-    };
-    if info.name.to_string_lossy() != "tc_tamper" {
-        bail!(
-            "the filter on {dev} runs {:?}, not the tamper program",
-            info.name
-        );
-    }
-    for mid in info.map_ids {
-        let m = MapHandle::from_map_id(mid).context("opening the tamper map")?;
-        if m.name() == "tamper" {
-            return Ok(Some(m));
-        }
-    }
-    bail!("the tamper program on {dev} has no map `tamper`")
+    FILTER.attached_map(dev, idx, ingress, "tc_tamper", "tamper")
 }
 
 /// What the tamper program attached to `dev` did (None: none attached).
@@ -278,9 +242,8 @@ pub fn remove(dev: &str, ingress: bool) -> Result<Option<TamperRecord>> {
         None => (None, false),
     };
     let idx = crate::chains::loader::ifindex(dev)?;
-    let dummy = std::fs::File::open("/dev/null")?;
-    hook(dummy.as_fd(), idx, ingress)
-        .detach()
+    FILTER
+        .detach(idx, ingress)
         .with_context(|| format!("detaching the tamper program from {dev}"))?;
     if owns {
         crate::tc::remove_clsact_if_empty(idx)?;

@@ -540,6 +540,7 @@ impl FlowKey {
 /// libbpf-cargo generates from the object's BTF) and each of its members the offset of the
 /// C member it mirrors: checked when this crate compiles, so a C change that is not mirrored
 /// here (a member moved, renamed, resized) is a build error.
+#[cfg(feature = "bpf")]
 macro_rules! same_layout {
     ($r:ty = $c:ty; $($rf:ident => $cf:ident),* $(,)?) => {
         const _: () = {
@@ -551,27 +552,33 @@ macro_rules! same_layout {
         };
     };
 }
-use crate::skel::nena::types as c;
+#[cfg(feature = "bpf")]
 pub(crate) use same_layout;
-same_layout!(FlowKey = c::flow_key; saddr => saddr, daddr => daddr, sport => sport,
+/// The checks against the skeleton's C types (only where the BPF objects are built).
+#[cfg(feature = "bpf")]
+mod c_layout {
+    use super::*;
+    use crate::skel::nena::types as c;
+    same_layout!(FlowKey = c::flow_key; saddr => saddr, daddr => daddr, sport => sport,
     dport => dport, family => family, pad => pad);
-same_layout!(Link = c::link; prog => prog, kind => kind, op => op, new_rule => new_rule,
+    same_layout!(Link = c::link; prog => prog, kind => kind, op => op, new_rule => new_rule,
     negate => negate, pad => pad, args => a);
-same_layout!(Chain = c::chain; len => len, gen => r#gen, name => name, links => links);
-same_layout!(HookKey = c::hook_key; ifindex => ifindex, hook => hook);
-same_layout!(TenantInfo = c::tenant_info; name => name, cgroup => cgroup, uid => uid,
+    same_layout!(Chain = c::chain; len => len, gen => r#gen, name => name, links => links);
+    same_layout!(HookKey = c::hook_key; ifindex => ifindex, hook => hook);
+    same_layout!(TenantInfo = c::tenant_info; name => name, cgroup => cgroup, uid => uid,
     kind => kind, pad => pad, what => what);
-same_layout!(LinkStats = c::link_stats; runs => runs, hits => hits);
-same_layout!(KeptSlot = c::kept_slot; len => len, id => id, reannounced => reannounced,
+    same_layout!(LinkStats = c::link_stats; runs => runs, hits => hits);
+    same_layout!(KeptSlot = c::kept_slot; len => len, id => id, reannounced => reannounced,
     blocked => blocked, opt => opt);
-same_layout!(Kept = c::kept; slot => slot);
-same_layout!(Metrics = c::metrics; pkts => pkts, bytes => bytes, payload => payload,
+    same_layout!(Kept = c::kept; slot => slot);
+    same_layout!(Metrics = c::metrics; pkts => pkts, bytes => bytes, payload => payload,
     first_ns => first_ns, last_ns => last_ns, ts_val => ts_val, rtt_us => rtt_us,
     ts_ns => ts_ns, srtt_us => srtt_us, samples => samples);
-same_layout!(NenaCtx = c::nena_ctx; types => types, l4_off => l4_off, pay_len => pay_len,
+    same_layout!(NenaCtx = c::nena_ctx; types => types, l4_off => l4_off, pay_len => pay_len,
     chain => chain, l3_off => l3_off, doff => doff, pos => pos, m => m, hook => hook,
     magic => magic, tcp_flags => tcp_flags, pad => pad);
-const _: () = assert!(FLOW4_LEN == size_of::<c::flow4>());
+    const _: () = assert!(FLOW4_LEN == size_of::<c::flow4>());
+}
 // `struct event` is not in the BTF (see the test below): its mirror rests on its size.
 const _: () = assert!(size_of::<RawEvent>() == 144);
 const _: () = assert!(size_of::<NenaCtx>() == 20);
@@ -663,6 +670,7 @@ mod tests {
 
     /// The Rust mirrors agree with the C types as the compiler laid them out: the size and
     /// every member's name and offset, read from the BTF of the embedded object.
+    #[cfg(feature = "bpf")]
     #[test]
     fn layout_matches_the_btf_of_the_object() {
         use libbpf_rs::btf::types::{MemberAttr, Struct};

@@ -11,13 +11,17 @@
 //!   ([`loader::TestBed`]).
 //! - [`events`]: reports of get_connect / get_subflow / record, tokens derived in user space.
 //! - [`packet`]: crafted frames for tests and the benchmark (nena-bench's `policy`).
-//! - [`recipes`]: ready-made chains for nena's transport (hold an untrusted path, ...).
+//! - `recipes` (tests, and the `testing` feature): ready-made chains (hold an untrusted
+//!   path, ...).
 //! - [`abi`]: the layout shared with the C programs, and [`abi::Prog`], the selectors and
 //!   actors.
 
 pub mod abi;
+#[cfg(feature = "bpf")]
 pub mod events;
+#[cfg(feature = "bpf")]
 pub mod loader;
 pub mod packet;
+#[cfg(any(test, feature = "testing"))]
 pub mod recipes;
 pub mod spec;

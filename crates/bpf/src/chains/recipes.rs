@@ -1,5 +1,5 @@
-//! Ready-made chains for nena's own use (the transport drives them through
-//! [`Policy::set_chain`](crate::Policy::set_chain)), built in code rather than parsed.
+//! Ready-made chains, for tests (and the `testing` feature), driven through
+//! [`Policy::set_chain`](crate::Policy::set_chain), built in code rather than parsed.
 //!
 //! Holding an untrusted path back until the handshake is done:
 //! ```no_run

@@ -16,14 +16,16 @@
 //! (nothing here waits: the transport polls on its runtime's timer);
 //! [`MpcGuard::forget`] deletes it once read, [`MpcGuard::sweep`] the server's records
 //! nobody read within a minute. [`Established`] shows a server's table (its size, and for
-//! tests, made-up entries that fill it).
+//! tests, made-up entries that fill it). [`attachment::MpcAttachment`] holds the guards of
+//! one command's interfaces with the thread that sweeps them.
 
+pub mod attachment;
 pub mod strip;
 
 use crate::skel::mpc::{types, MpcSkel, MpcSkelBuilder};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, TcHookBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 use std::mem::{size_of, MaybeUninit};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
@@ -35,8 +37,10 @@ use zerocopy::{FromBytes, IntoBytes};
 /// policy dispatcher (0x4e), which ends the filter chain with its verdict, so the marks are
 /// added (and the keys recorded) before a policy program sees the packet; the mpc programs
 /// themselves return TC_ACT_UNSPEC, so the filters after them still run.
-const HANDLE: u32 = 0x6d70;
-const PRIORITY: u32 = 0x30;
+const FILTER: crate::tc::Filter = crate::tc::Filter {
+    handle: 0x6d70,
+    priority: 0x30,
+};
 
 /// Which end of a connection a port belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,19 +285,6 @@ pub(crate) fn load(storage: &mut MaybeUninit<OpenObject>) -> Result<MpcSkel<'_>>
         .context("loading the mpc programs (verifier)")
 }
 
-fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::TcHook {
-    TcHookBuilder::new(fd)
-        .ifindex(idx as i32)
-        .replace(true)
-        .handle(HANDLE)
-        .priority(PRIORITY)
-        .hook(if ingress {
-            libbpf_rs::TC_INGRESS
-        } else {
-            libbpf_rs::TC_EGRESS
-        })
-}
-
 /// The maps of one attached pair of programs.
 struct Maps {
     ports: MapHandle,
@@ -307,29 +298,20 @@ fn attached_maps(idx: u32) -> Result<Option<Maps>> {
     if !crate::tc::has_clsact(idx).unwrap_or(true) {
         return Ok(None); // (a query would make libbpf complain of the missing qdisc)
     }
-    let dummy = std::fs::File::open("/dev/null")?;
-    let Ok(id) = hook(dummy.as_fd(), idx, false).query() else {
-        return Ok(None);
-    };
-    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-    let Some(info) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id)
-    else {
+    let Some(info) = FILTER.attached(idx, false)? else {
         return Ok(None);
     };
     if info.name.to_string_lossy() != "tc_mpc_egress" {
         bail!(
-            "the tc filter {HANDLE:#x} on interface {idx} runs {:?}, not nena's mpc program",
+            "the tc filter {:#x} on interface {idx} runs {:?}, not nena's mpc program",
+            FILTER.handle,
             info.name
         );
     }
     // `established` is the ingress program's alone (the compiler drops it from egress).
     let mut map_ids = info.map_ids;
-    if let Ok(iid) = hook(dummy.as_fd(), idx, true).query() {
-        let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-        if let Some(i) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == iid)
-        {
-            map_ids.extend(i.map_ids);
-        }
+    if let Some(i) = FILTER.attached(idx, true)? {
+        map_ids.extend(i.map_ids);
     }
     let (mut ports, mut flows, mut established) = (None, None, None);
     map_ids.sort_unstable();
@@ -431,11 +413,11 @@ impl MpcGuard {
                     .ports
                     .update(&META_PORT.to_ne_bytes(), meta.as_bytes(), MapFlags::ANY)
                     .context("configuring the mpc program")?;
-                let mut eg = hook(skel.progs.tc_mpc_egress.as_fd(), idx, false);
+                let mut eg = FILTER.hook(skel.progs.tc_mpc_egress.as_fd(), idx, false);
                 let _ = eg.create(); // the clsact qdisc, if it is not there yet
                 eg.attach()
                     .with_context(|| format!("attaching the mpc program to {dev} (egress)"))?;
-                let mut ing = hook(skel.progs.tc_mpc_ingress.as_fd(), idx, true);
+                let mut ing = FILTER.hook(skel.progs.tc_mpc_ingress.as_fd(), idx, true);
                 if let Err(e) = ing.attach() {
                     let _ = eg.detach();
                     return Err(anyhow!(e))
@@ -542,9 +524,8 @@ impl MpcGuard {
             return Ok(());
         }
         let owns = read_port(&self.ports, META_PORT)?.is_some_and(|m| m.users == 1);
-        let dummy = std::fs::File::open("/dev/null")?;
-        let e1 = hook(dummy.as_fd(), self.idx, false).detach();
-        let e2 = hook(dummy.as_fd(), self.idx, true).detach();
+        let e1 = FILTER.detach(self.idx, false);
+        let e2 = FILTER.detach(self.idx, true);
         if owns {
             let _ = crate::tc::remove_clsact_if_empty(self.idx);
         }
@@ -572,10 +553,9 @@ pub fn attached(dev: &str) -> Result<(bool, bool)> {
     if !crate::tc::has_clsact(idx).unwrap_or(true) {
         return Ok((false, false));
     }
-    let dummy = std::fs::File::open("/dev/null")?;
     Ok((
-        hook(dummy.as_fd(), idx, false).query().is_ok(),
-        hook(dummy.as_fd(), idx, true).query().is_ok(),
+        FILTER.query(idx, false)?.is_some(),
+        FILTER.query(idx, true)?.is_some(),
     ))
 }
 
@@ -587,13 +567,7 @@ pub fn stats(dev: &str) -> Result<Option<[u64; 8]>> {
     if !crate::tc::has_clsact(idx).unwrap_or(true) {
         return Ok(None);
     }
-    let dummy = std::fs::File::open("/dev/null")?;
-    let Ok(id) = hook(dummy.as_fd(), idx, false).query() else {
-        return Ok(None);
-    };
-    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-    let Some(info) = libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == id)
-    else {
+    let Some(info) = FILTER.attached(idx, false)? else {
         return Ok(None);
     };
     for mid in info.map_ids {

@@ -9,12 +9,14 @@
 
 use crate::skel::mpc::MpcSkel;
 use anyhow::{bail, Context, Result};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, TcHookBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use std::mem::MaybeUninit;
 use std::os::fd::AsFd;
 
-const HANDLE: u32 = 0x7374;
-const PRIORITY: u32 = 0x31;
+const FILTER: crate::tc::Filter = crate::tc::Filter {
+    handle: 0x7374,
+    priority: 0x31,
+};
 
 /// Which packets lose the option.
 pub const STRIP_SYN: u32 = 0x01;
@@ -55,19 +57,6 @@ pub struct StripGuard {
     netns: Option<u64>,
 }
 
-fn hook(fd: std::os::fd::BorrowedFd<'_>, idx: u32, ingress: bool) -> libbpf_rs::TcHook {
-    TcHookBuilder::new(fd)
-        .ifindex(idx as i32)
-        .replace(true)
-        .handle(HANDLE)
-        .priority(PRIORITY)
-        .hook(if ingress {
-            libbpf_rs::TC_INGRESS
-        } else {
-            libbpf_rs::TC_EGRESS
-        })
-}
-
 fn netns_id() -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/thread-self/ns/net")
@@ -99,7 +88,7 @@ impl StripGuard {
             .update(&0u32.to_ne_bytes(), st.as_bytes(), MapFlags::ANY)
             .context("configuring the strip program")?;
         let created_clsact = !crate::tc::has_clsact(idx).unwrap_or(true);
-        let mut h = hook(skel.progs.tc_mpc_strip.as_fd(), idx, ingress);
+        let mut h = FILTER.hook(skel.progs.tc_mpc_strip.as_fd(), idx, ingress);
         let _ = h.create();
         h.attach()
             .with_context(|| format!("attaching the strip program to {dev}"))?;
@@ -144,8 +133,7 @@ impl StripGuard {
             );
         }
         let _lock = crate::tc::lock()?;
-        let dummy = std::fs::File::open("/dev/null")?;
-        let r = hook(dummy.as_fd(), idx, self.ingress).detach();
+        let r = FILTER.detach(idx, self.ingress);
         if self.created_clsact {
             let _ = crate::tc::remove_clsact_if_empty(idx);
         }

@@ -12,7 +12,6 @@ pub mod keys;
 pub mod lab;
 pub mod mpc;
 #[cfg(feature = "policy")]
-pub mod mptcpize;
 #[cfg(feature = "policy")]
 pub mod policy;
 pub mod proxy;

@@ -5,7 +5,7 @@
 //! destination exactly as the SOCKS path does (wire op 4). `--mptcp-only` instead makes the
 //! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session: with the BPF hook
 //! fmod_ret/update_socket_protocol, or, where the kernel refuses tracing programs, through
-//! seccomp user notification (`mptcpize.rs`).
+//! seccomp user notification (nena-mptcp's `mptcpize`).
 //!
 //! With `--via`, nothing of CMD's leaves outside nena but by loopback: its DNS (UDP and TCP
 //! to port 53, any address) is answered by a responder in this process through nena with
@@ -29,16 +29,15 @@ use super::transfer::{check_client, parse_server, ClientCommon};
 use crate::exit::Exit;
 use anyhow::{anyhow, Context};
 use nena_bpf::run::{MptcpOnly, Redirect};
+use nena_mptcp::mptcpize::{self, Mptcpizer};
 use nena_transport::proxy::carry::relay::Relay;
 use nena_transport::proxy::carry::responder::Responder;
 use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -150,77 +149,13 @@ impl UdpSockets {
 /// How long CMD has to end after nena passed it a signal, before its cgroup is killed.
 const GRACE: Duration = Duration::from_secs(5);
 
-/// The cgroup of one `nena run`: created under the cgroup2 mount (mounted by us on a
-/// temporary directory if the mount namespace has none, as under `ip netns exec`), killed
-/// and removed on drop.
-struct Cgroup {
-    dir: PathBuf,
-    mounted: Option<nena_bpf::cgroup::TempMount>,
-}
-
-impl Cgroup {
-    fn create() -> anyhow::Result<Cgroup> {
-        let pid = std::process::id();
-        let (root, mounted) = nena_bpf::cgroup::cgroup2_root(&format!("nena-run-cgroup2-{pid}"))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!("nena-run-{pid}-{nanos:08x}");
-        let dir = root.join(&name);
-        let cg = Cgroup {
-            dir: dir.clone(),
-            mounted,
-        };
-        std::fs::create_dir(&dir)
-            .with_context(|| format!("cannot create the cgroup {}", dir.display()))?;
-        Ok(cg)
-    }
-
-    fn populated(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|s| s.lines().any(|l| l == "populated 1"))
-            .unwrap_or(false)
-    }
-
-    /// Kill every process left in the cgroup and remove it.
-    fn remove(&mut self) {
-        if !self.dir.exists() {
-            return;
-        }
-        if self.populated() {
-            if let Err(e) = std::fs::write(self.dir.join("cgroup.kill"), "1") {
-                log::warn!("cannot kill what is left in {}: {e}", self.dir.display());
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => break,
-                Err(e) if Instant::now() > deadline => {
-                    log::warn!("cannot remove the cgroup {}: {e}", self.dir.display());
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-        // a temporary cgroup2 mount goes after the cgroup
-        drop(self.mounted.take());
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
-
 /// The BPF side, kept until CMD ended.
 enum Attached {
     Redirect(Arc<Redirect>),
     Mptcp(MptcpOnly),
-    /// `--mptcp-only` through seccomp (the kernel refused fmod_ret): sockets made MPTCP.
-    Seccomp(Arc<AtomicU64>),
+    /// `--mptcp-only` through seccomp (the kernel refused fmod_ret): answered once CMD
+    /// started.
+    Seccomp(Option<Mptcpizer>),
 }
 
 impl Attached {
@@ -235,8 +170,8 @@ impl Attached {
         match self {
             Attached::Redirect(r) => r.stats(),
             Attached::Mptcp(m) => m.stats(),
-            Attached::Seccomp(n) => nena_bpf::run::RunStats {
-                mptcp: n.load(Ordering::Relaxed),
+            Attached::Seccomp(m) => nena_bpf::run::RunStats {
+                mptcp: m.as_ref().map_or(0, Mptcpizer::made),
                 ..Default::default()
             },
         }
@@ -296,8 +231,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         None => {}
     }
     let run_as = run_as.map(|(r, _)| r);
-    let mut cgroup = Cgroup::create().map_err(Exit::from)?;
-    let cgroup_dir = cgroup.dir.clone();
+    // CMD's cgroup: killed and removed when CMD ended, or on an error (drop).
+    let mut cgroup = nena_bpf::cgroup::OwnCgroup::create("nena-run").map_err(Exit::from)?;
+    let cgroup_dir = cgroup.dir().to_path_buf();
+    let joiner = cgroup.joiner().map_err(Exit::from)?;
     // The command has ended (or been stopped) when the proxy stops: nothing to wait for.
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,
@@ -379,9 +316,9 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                         e.root_cause()
                     );
                     log::debug!("fmod_ret: {e:#}");
-                    let (parent, child) = super::mptcpize::pair()?;
+                    let (parent, child) = mptcpize::pair()?;
                     seccomp = Some((parent, child));
-                    (Attached::Seccomp(Arc::new(AtomicU64::new(0))), None)
+                    (Attached::Seccomp(None), None)
                 }
             },
         };
@@ -393,7 +330,6 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 .unwrap_or_default(),
             attached.prog_ids()
         );
-        let procs = CString::new(cgroup_dir.join("cgroup.procs").as_os_str().as_bytes())?;
         let mut command = tokio::process::Command::new(&cmd[0]);
         command.args(&cmd[1..]).kill_on_drop(true);
         if let Some(r) = &run_as {
@@ -407,17 +343,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         // setgroups, setresgid, setresuid, prctl) between fork and exec.
         unsafe {
             command.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // "0": the writing process itself.
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let e = std::io::Error::last_os_error();
-                libc::close(fd);
-                if n != 1 {
-                    return Err(e);
-                }
+                joiner.join()?;
                 // (As root: the filter needs no no_new_privs then, and it intercepts
                 // socket() alone, not the calls below.)
                 if let Some(c) = &seccomp_child {
@@ -449,8 +375,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         })?;
         let pid = child.id().map(|p| p as i32);
         if let Some(p) = seccomp_parent {
-            let listener = p.listener().context("the seccomp listener")?;
-            attached = Attached::Seccomp(super::mptcpize::serve(listener));
+            attached = Attached::Seccomp(Some(p.serve().context("the seccomp listener")?));
         }
         let status = tokio::select! {
             s = child.wait() => s?,

@@ -10,12 +10,15 @@ use super::Policy;
 use crate::chains::abi::{HookKey, Pod, NO_CHAIN};
 use crate::chains::spec::Hook;
 use anyhow::{anyhow, Context, Result};
-use libbpf_rs::{MapCore, MapFlags, TcHookBuilder, Xdp, XdpFlags};
+use libbpf_rs::{MapCore, MapFlags, Xdp, XdpFlags};
 use std::os::fd::AsFd;
 use std::path::Path;
 
-const TC_HANDLE: u32 = 0x4e4e; // "NN"
-const TC_PRIORITY: u32 = 0x4e;
+/// The TC dispatcher's filter: handle "NN", priority 0x4e.
+const TC_FILTER: crate::tc::Filter = crate::tc::Filter {
+    handle: 0x4e4e,
+    priority: 0x4e,
+};
 
 /// Key of the `hooks` map entry (ifindex, CLSACT_OWNED) that records that `attach` created
 /// the device's clsact qdisc (the BPF side only looks up the two hooks).
@@ -37,12 +40,7 @@ impl Policy {
         Xdp::new(xdp.as_fd())
             .attach(idx as i32, XdpFlags::NONE)
             .with_context(|| format!("attaching XDP to {dev}"))?;
-        let mut hook = TcHookBuilder::new(skel.progs.tc_nena.as_fd())
-            .ifindex(idx as i32)
-            .replace(true)
-            .handle(TC_HANDLE)
-            .priority(TC_PRIORITY)
-            .hook(libbpf_rs::TC_EGRESS);
+        let mut hook = TC_FILTER.hook(skel.progs.tc_nena.as_fd(), idx, false);
         // clsact may exist already (another tool's, or ours from an earlier attach); if
         // this call created it, that is recorded below, so that detach removes it again
         // (if the query fails, the qdisc is treated as someone else's: detach leaves it)
@@ -163,11 +161,6 @@ pub fn detach_hooks(idx: u32) -> Result<()> {
             }
         }
     }
-    let mut h = TcHookBuilder::new(dummy.as_fd())
-        .ifindex(idx as i32)
-        .handle(TC_HANDLE)
-        .priority(TC_PRIORITY)
-        .hook(libbpf_rs::TC_EGRESS);
-    let _ = h.detach(); // absent already: fine
+    let _ = TC_FILTER.detach(idx, false); // absent already: fine
     Ok(())
 }

@@ -3,10 +3,15 @@
 //! (XDP on ingress, TC clsact on egress), swaps chains at run time and reads counters and
 //! events back. `TestBed` runs the same object with BPF_PROG_TEST_RUN, without attaching.
 //!
+//! Where to start: [`Policy`] (defined in [`state`]) is the loaded policy of one pin
+//! directory; [`Policy::attach`] ([`attach`]) loads and attaches it to a device and
+//! [`apply`] holds what changes it: [`Policy::apply`] (a whole file), [`Policy::apply_tenant`]
+//! and [`Policy::set_chain`], each a [`plan`] then a [`commit`].
+//!
+//! - [`apply`]: `apply`, `apply_tenant`, `set_chain`: each a plan, then a commit.
 //! - [`host`]: BPF filesystem, pin directories, network namespaces, interface indices.
 //! - [`object`]: the BPF object: open, reuse pinned maps, load, pin, fill the jump tables.
 //! - [`attach`]: XDP and TC clsact attach/detach, the `hooks` hash and its array mirror.
-//! - [`chains`]: `apply`, `apply_tenant`, `set_chain`: each a plan, then a commit.
 //! - [`plan`]: what a load writes, computed without BPF from the file and the maps' state.
 //! - [`commit`]: a plan's writes in a safe order, undone if one fails.
 //! - [`keys`]: typed keys of the maps ([`DevHook`], [`TenantHook`], [`Who`]).
@@ -15,8 +20,8 @@
 //! - [`tenants`]: tenants (cgroup or uid) in the maps, their chains, the per-flow cache.
 //! - [`testbed`]: [`TestBed`], the object run with BPF_PROG_TEST_RUN.
 
+pub mod apply;
 pub mod attach;
-pub mod chains;
 pub mod commit;
 pub mod error;
 pub mod host;

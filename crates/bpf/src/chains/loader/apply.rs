@@ -1,7 +1,8 @@
-//! Policy: a file's chains, a tenant's chains or one hook's chain loaded, each as a
-//! [`super::plan`] of the state read from the maps, then [`super::commit`]ted: chains written
-//! into free slots of the `chains` map (their counters reset), then swapped in by one update
-//! of each hook's slot id; a failed write is rolled back.
+//! Applying a policy, the entry points of [`Policy`]: a file's chains, a tenant's chains or
+//! one hook's chain loaded, each as a [`super::plan`] of the state read from the maps, then
+//! [`super::commit`]ted: chains written into free slots of the `chains` map (their counters
+//! reset), then swapped in by one update of each hook's slot id; a failed write is rolled
+//! back.
 
 use super::commit::commit;
 use super::error::LoadError;
@@ -53,15 +54,6 @@ impl Policy {
         let key = DevHook::new(idx, hook);
         let p = plan_set_chain(key, chain, &self.current()?, &HostResolver, gen_now())?;
         commit(&p, self)
-    }
-
-    /// Forget which MP_PRIO each subflow was sent, so that `set_backup` asserts its value again
-    /// (up to `repeat` times) on every subflow it matches. Done by `apply` and `set_chain` when
-    /// the new chains hold a `set_backup`: a new policy is re-asserted even where the flag was
-    /// changed behind its back (netlink).
-    pub fn forget_prio(&self) -> anyhow::Result<()> {
-        self.flows.forget_prio();
-        Ok(())
     }
 }
 

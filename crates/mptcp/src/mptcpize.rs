@@ -1,20 +1,23 @@
-//! `nena run --mptcp-only` where the kernel refuses tracing programs (fmod_ret), as some
-//! hosts do (lockdown, a BPF LSM): the same effect through seccomp user notification.
+//! The TCP sockets of a process tree become MPTCP through seccomp user notification, for
+//! where the kernel refuses tracing programs (fmod_ret), as some hosts do (lockdown, a BPF
+//! LSM): `nena run --mptcp-only`'s second road.
 //!
-//! CMD installs, between fork and exec, a seccomp filter (classic BPF, [`filter`]) that
+//! The child installs, between fork and exec, a seccomp filter (classic BPF, [`filter`]) that
 //! hands `socket(AF_INET|AF_INET6, SOCK_STREAM, 0|IPPROTO_TCP)` to a listener, and sends the
-//! listener's descriptor to `nena run` over a socket pair. `nena run` ([`serve`]) answers
-//! each such call by creating the socket itself with `IPPROTO_MPTCP` and installing it in
-//! CMD as the call's result (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`,
-//! Linux 5.14+); if MPTCP sockets cannot be created, the call goes on as it was
-//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The filter is inherited by CMD's children, like its
-//! cgroup. When `nena run` ends, the listener closes and later calls fail with ENOSYS; by
-//! then CMD's cgroup is gone.
+//! listener's descriptor to the parent over a socket pair ([`pair`], [`ChildSide::install`]).
+//! The parent ([`Mptcpizer`], from [`ParentSide::serve`]) answers each such call by creating
+//! the socket itself with `IPPROTO_MPTCP` and installing it in the child as the call's result
+//! (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`, Linux 5.14+); if MPTCP sockets
+//! cannot be created, the call goes on as it was (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The
+//! filter is inherited by the child's children. A filter cannot be taken off a process: when
+//! the [`Mptcpizer`] is dropped it stops answering and closes the listener, and later calls
+//! fail with ENOSYS (`nena run` drops it once CMD ended, just before it kills CMD's cgroup).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -188,29 +191,90 @@ impl ParentSide {
     }
 }
 
-/// Answers the listener's notifications until it closes (CMD and all its children gone,
-/// or the process ends): each socket() becomes an MPTCP socket. Returns the counter of
-/// sockets made MPTCP.
-pub fn serve(listener: OwnedFd) -> Arc<AtomicU64> {
-    let made = Arc::new(AtomicU64::new(0));
-    let count = made.clone();
-    std::thread::spawn(move || loop {
+/// Answers the listener's notifications on a thread of its own: each `socket()` becomes an
+/// MPTCP socket. Stops when the listener closes (the child and all its children gone), and
+/// when dropped (the listener closed then).
+pub struct Mptcpizer {
+    made: Arc<AtomicU64>,
+    /// Written on drop: wakes the thread, which ends.
+    stop: OwnedFd,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ParentSide {
+    /// After the child started: serve the listener it sent.
+    pub fn serve(self) -> std::io::Result<Mptcpizer> {
+        Mptcpizer::start(self.listener()?)
+    }
+}
+
+impl Mptcpizer {
+    /// Serves `listener` (a seccomp user-notification listener of the filter [`filter`]).
+    pub fn start(listener: OwnedFd) -> std::io::Result<Mptcpizer> {
+        // SAFETY: eventfd has no memory arguments; the result is checked.
+        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if stop < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just created, owned here alone.
+        let stop = unsafe { OwnedFd::from_raw_fd(stop) };
+        let made = Arc::new(AtomicU64::new(0));
+        let count = made.clone();
+        let wake = stop.as_raw_fd();
+        let thread = std::thread::Builder::new()
+            .name("mptcpize".into())
+            .spawn(move || answer(&listener, wake, &count))?;
+        Ok(Mptcpizer {
+            made,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sockets made MPTCP so far.
+    pub fn made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Mptcpizer {
+    fn drop(&mut self) {
+        let one = 1u64;
+        // SAFETY: an 8-byte write to our eventfd.
+        unsafe { libc::write(self.stop.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread of an [`Mptcpizer`]: until the listener hangs up or `stop` is written.
+fn answer(listener: &OwnedFd, stop: RawFd, count: &AtomicU64) {
+    loop {
         // SAFETY: poll and ioctls on our listener with structs of the kernel's layout (libc's).
         unsafe {
-            // Wait for a notification; POLLHUP: no process uses the filter any more (CMD and
-            // its children are gone), and RECV would fail at once, again and again (ENOENT).
-            let mut pfd = libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if libc::poll(&mut pfd, 1, -1) < 0 {
+            // Wait for a notification; POLLHUP: no process uses the filter any more (the
+            // child and its children are gone), and RECV would fail at once, again and again
+            // (ENOENT).
+            let mut pfd = [
+                libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: stop,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            if libc::poll(pfd.as_mut_ptr(), 2, -1) < 0 {
                 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
                 }
                 return;
             }
-            if pfd.revents & libc::POLLIN == 0 {
+            if pfd[1].revents != 0 || pfd[0].revents & libc::POLLIN == 0 {
                 return;
             }
             let mut req: libc::seccomp_notif = std::mem::zeroed();
@@ -259,8 +323,7 @@ pub fn serve(listener: OwnedFd) -> Arc<AtomicU64> {
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }
-    });
-    made
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use nena_bpf::cgroup::OwnCgroup;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Kills and reaps the child when the test ends, failed or not.
 struct Reap(std::process::Child);
@@ -42,14 +42,11 @@ fn a_joined_child_is_killed_and_the_cgroup_removed_on_drop() {
     drop(cg);
     assert!(!dir.exists(), "{} is left", dir.display());
     // cgroup.kill killed the child: it ends by SIGKILL.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the child outlived its cgroup");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = nena_testkit::wait_for(
+        "the child's end by its cgroup",
+        Duration::from_secs(5),
+        || child.0.try_wait().unwrap(),
+    );
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
 }

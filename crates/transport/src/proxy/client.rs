@@ -131,24 +131,16 @@ async fn socks_session(
         c.writer.write_all(&leftover).await?;
     }
     log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
-    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    let paths = crate::app::client::Paths::of(&c);
-    let split = paths.describe();
-    tally.wire(Wire::of_client(&paths, &c));
-    if stopped(&relayed) {
-        abort_nena(&mut c.reader, c.writer).await;
-    }
-    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
-    Ok(format!(
-        "{target}: {}",
-        session_line(
-            b.up + leftover.len() as u64,
-            b.down,
-            b.plain_gone,
-            c.info,
-            &split
-        )
-    ))
+    let line = carry(
+        plain,
+        c,
+        leftover.len() as u64,
+        Some(&target),
+        &stop,
+        &tally,
+    )
+    .await?;
+    Ok(format!("{target}: {line}"))
 }
 
 /// One redirected connection (`nena run`, `nena gateway`): its original destination from `lookup`, asked
@@ -193,7 +185,7 @@ async fn redirected_session(
     ))
     .await;
     let first = first.len();
-    let mut c = match opened {
+    let c = match opened {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
@@ -201,18 +193,8 @@ async fn redirected_session(
         }
     };
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
-    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
-    let paths = crate::app::client::Paths::of(&c);
-    let split = paths.describe();
-    tally.wire(Wire::of_client(&paths, &c));
-    if stopped(&relayed) {
-        abort_nena(&mut c.reader, c.writer).await;
-    }
-    let b = relayed.with_context(|| format!("{target}; mode {}; {split}", mode_of(c.info)))?;
-    Ok(format!(
-        "{target}: {}",
-        session_line(b.up + first, b.down, b.plain_gone, c.info, &split)
-    ))
+    let line = carry(plain, c, first, Some(&target), &stop, &tally).await?;
+    Ok(format!("{target}: {line}"))
 }
 /// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to
 /// the proxy server at `opts.remote`.
@@ -337,23 +319,39 @@ async fn forward_session(
     let mut first = FirstFlight::new(&plain);
     let opened = Box::pin(open_to(None, Some(&mut first), &opts, &connecting, &tally)).await;
     let first = first.len();
-    let mut c = match opened {
+    let c = match opened {
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
             return Err(e.context(format!("{code}; the application's connection is reset")));
         }
     };
-    let relayed = relay(plain, &mut c.reader, &mut c.writer, &stop).await;
+    carry(plain, c, first, None, &stop, &tally).await
+}
+
+/// Carries an application connection over its opened session `c` until both ends are done,
+/// then counts what crossed each path and returns the session's line. `sent` bytes of the
+/// application's went with the opening and count as sent; `target`, when the client knows
+/// it, leads the error's context.
+async fn carry(
+    plain: TcpStream,
+    mut c: conn::ClientConn,
+    sent: u64,
+    target: Option<&(dyn std::fmt::Display + Sync)>,
+    stop: &StopSignal,
+    tally: &Tally,
+) -> Result<String> {
+    let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
     let paths = crate::app::client::Paths::of(&c);
     let split = paths.describe();
     tally.wire(Wire::of_client(&paths, &c));
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }
-    let b = relayed.with_context(|| format!("mode {}; {split}", mode_of(c.info)))?;
+    let lead = target.map(|t| format!("{t}; ")).unwrap_or_default();
+    let b = relayed.with_context(|| format!("{lead}mode {}; {split}", mode_of(c.info)))?;
     Ok(session_line(
-        b.up + first,
+        b.up + sent,
         b.down,
         b.plain_gone,
         c.info,

@@ -224,6 +224,10 @@ fn forwarding_proxies(
 #[test]
 fn clean_ends_through_both_proxies() {
     use std::io::Write;
+    // The run's server key exists before the proxy server starts: the server that creates
+    // it warns once, which is not this test's subject (it asserts no other warning).
+    let key = nena(&["key", "show"]);
+    assert!(key.status.success(), "{key:?}");
     let lab = lab();
     let target: SocketAddr = "127.0.0.1:7310".parse().unwrap();
     let saw = recording_target(&lab, target, 2);

@@ -11,8 +11,10 @@ use nena_transport::ops::access::DENIED;
 use nena_transport::ops::stop::{stop_pair, StopSignal};
 use nena_transport::proxy::socks::{AllowList, Host, Rep, Target};
 use nena_transport::proxy::Egress;
-use nena_transport::testing::pair::{in_band_modes, open, pair, wires, Dir, ProxyServer};
-use nena_transport::wire::{AccessToken, ConnectReply};
+use nena_transport::testing::pair::{
+    in_band_modes, open, open_request, pair, wires, Dir, ProxyServer,
+};
+use nena_transport::wire::{AccessToken, ConnectReply, ConnectRequest, Service};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -397,4 +399,34 @@ async fn a_silent_client_is_dropped_at_the_handshake_timeout() {
             .contains("no complete nena hello within 10.0s"),
         "{e}"
     );
+}
+
+/// A `--forward` proxy server takes no DNS or datagram session, and an `--allow` server
+/// without rules none either: each is refused with its reason, nothing connected, counted
+/// not_allowed (mirrors the refusals in
+/// transfer_run_dns_udp::nena_run_carries_dns_and_udp_and_lets_nothing_else_out).
+#[tokio::test]
+async fn services_other_than_a_stream_need_allow_rules() {
+    for (egress, why) in [
+        (Egress::Forward(addr("198.51.100.9:7")), "takes no"),
+        (allow(&[]), "has no --allow rule"),
+    ] {
+        let server = ProxyServer::new(egress);
+        for service in [Service::Dns, Service::Datagram] {
+            let p = pair(Mode::Aead).await.unwrap();
+            let mut c = p.client;
+            let serve = server.serve(p.server, StopSignal::never());
+            let client = async {
+                let reply = open_request(&mut c, ConnectRequest::of(service)).await;
+                drop(c);
+                reply.unwrap()
+            };
+            let (served, reply) = tokio::join!(serve, client);
+            assert_eq!(reply.code, Rep::NotAllowed, "{service:?}");
+            assert!(reply.msg.contains(why), "{service:?}: {}", reply.msg);
+            assert!(served.unwrap_err().contains("refused"));
+        }
+        assert!(server.targets.connected().is_empty());
+        assert_eq!(server.counter(&refusals("not_allowed")), 2);
+    }
 }

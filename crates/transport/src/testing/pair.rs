@@ -266,6 +266,11 @@ pub async fn open(
         token,
         service: Service::Stream,
     };
+    open_request(c, req).await
+}
+
+/// [`open`] with any open request (a DNS or datagram session's, say).
+pub async fn open_request(c: &mut ClientEnd, req: ConnectRequest) -> Result<ConnectReply> {
     let req = req.encode_tagged(c.writer.app_mac_key());
     c.writer.write_all(&req).await?;
     c.writer.flush().await?;

@@ -27,7 +27,9 @@
 //! - [`printable`]: text from a peer with its control characters escaped, for printing.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
 //! - `testing` (with the `testing` feature, or in this crate's tests): load helpers for the
-//!   integration tests and `nena bench sessions` (echo target, many sessions).
+//!   integration tests and `nena bench sessions` (echo target, many sessions), and
+//!   `testing::pair`: a client and a server session joined in memory after the real
+//!   handshake, with a tap on the wire, for the proxy's sessions tested without root.
 
 pub mod app;
 pub mod conn;

@@ -5,7 +5,6 @@
 //! stopping proxy abandons (the abort record in `aead`, then a reset). Used by the proxy
 //! client and server in [`crate::proxy`].
 
-use crate::conn;
 use crate::copy::{copy_in_slots, copy_out, ReadSlots};
 use crate::ops::stop::StopSignal;
 use crate::proxy::ends::ShuttingDown;
@@ -233,7 +232,7 @@ pub(crate) fn stopped(relayed: &std::io::Result<Bridged>) -> bool {
 }
 
 /// How long a session aborted by a stopping proxy waits for the other proxy to take its
-/// abort notice (within the [`conn::ABORT_NOTICE`] the proxy gives all of them).
+/// abort notice (within the [`crate::conn::ABORT_NOTICE`] the proxy gives all of them).
 const TELL_PEER: Duration = Duration::from_millis(400);
 
 /// Ends the nena side of a session the stopping proxy abandons, never cleanly (a clean end
@@ -245,9 +244,9 @@ const TELL_PEER: Duration = Duration::from_millis(400);
 /// no room for a message: the reset alone. The reset is SO_LINGER 0 with the write half
 /// given up without the shutdown its drop would do; it comes when the socket's last
 /// descriptor closes, with the rest of the session.
-pub(crate) async fn abort_nena<R: AsyncRead + Unpin>(
+pub(crate) async fn abort_nena<R: AsyncRead + Unpin, W: SessionSocket>(
     reader: &mut SecureReader<R>,
-    mut writer: conn::Writer,
+    mut writer: SecureWriter<W>,
 ) {
     let told = tokio::time::timeout(TELL_PEER, async {
         if !writer
@@ -270,8 +269,30 @@ pub(crate) async fn abort_nena<R: AsyncRead + Unpin>(
             Err(_) => "was told why but did not close in time: reset",
         }
     );
-    let _ = socket2::SockRef::from(writer.get_ref().as_ref()).set_linger(Some(Duration::ZERO));
-    writer.into_inner().forget();
+    writer.into_inner().reset();
+}
+
+/// The socket under a session's writer, as the proxies' OS-bound steps see it: its
+/// descriptor, for the bytes per subflow at the session's end, and its reset when a stopping
+/// proxy abandons the session ([`abort_nena`]). A session's TCP socket is one; an in-memory
+/// session (the `testing` module's pair) has neither subflows nor a reset.
+pub trait SessionSocket: AsyncWrite + Unpin + Send {
+    /// The session's socket (`None`: not a socket, so no subflows to count).
+    fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
+    /// Given up with a reset: SO_LINGER 0 and no shutdown (which its drop would do); the
+    /// reset comes when the socket's last descriptor closes.
+    fn reset(self);
+}
+
+impl SessionSocket for tokio::net::tcp::OwnedWriteHalf {
+    fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.as_ref().as_fd())
+    }
+    fn reset(self) {
+        let _ = socket2::SockRef::from(self.as_ref()).set_linger(Some(Duration::ZERO));
+        self.forget();
+    }
 }
 
 #[cfg(test)]

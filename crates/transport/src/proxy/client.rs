@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -55,8 +55,8 @@ pub const SOCKS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads the application's SOCKS exchange up to its request (CONNECT or UDP ASSOCIATE),
 /// answering as it goes; on a malformed exchange answers what the RFC says and fails.
-async fn socks_accept(
-    plain: &mut TcpStream,
+pub(crate) async fn socks_accept<S: AsyncRead + AsyncWrite + Unpin>(
+    plain: &mut S,
     users: Option<Users>,
 ) -> Result<(Target, Command, Vec<u8>)> {
     let mut hs = Handshake::new(users);

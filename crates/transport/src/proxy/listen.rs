@@ -83,23 +83,25 @@ where
             let tally = Tally::begin(limits.metrics.as_ref());
             let fut = session(stream, peer, signal.clone(), tally.clone());
             let stats = stats.clone();
-            async move {
-                let ended = fut.await;
-                tally.finish(&ended);
-                match ended {
-                    Ok(summary) => {
-                        stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
-                        log::info!("{peer}: {summary}");
-                    }
-                    Err(e) => {
-                        stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
-                        log::warn!("{peer}: {e:#}");
-                    }
-                }
-            }
+            async move { ended(fut.await, peer, &tally, &stats) }
         })
         .await?;
     drop(listener);
     sessions.wind_down(limits.grace, &switch).await;
     Ok(())
+}
+
+/// A proxy session ended: counted in `tally` and `stats`, and its line logged.
+pub(crate) fn ended(ended: Result<String>, peer: SocketAddr, tally: &Tally, stats: &ProxyStats) {
+    tally.finish(&ended);
+    match ended {
+        Ok(summary) => {
+            stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
+            log::info!("{peer}: {summary}");
+        }
+        Err(e) => {
+            stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
+            log::warn!("{peer}: {e:#}");
+        }
+    }
 }

@@ -5,19 +5,21 @@
 //! [`crate::proxy::carry`].
 
 use crate::conn::{self, AcceptOptions};
-use crate::ops::metrics::{HandshakeFailed, Wire};
-use crate::proxy::bridge::{abort_nena, relay, stopped};
+use crate::ops::metrics::{HandshakeFailed, Tally, Wire};
+use crate::ops::stop::StopSignal;
+use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, SessionSocket};
 use crate::proxy::ends::Refusing;
 use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
-use crate::stream::PROXY_BUF;
+use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, Service};
 use anyhow::{Context, Result};
-use nena_proto::{AbortReason, SessionError};
+use nena_proto::{AbortReason, SessionError, SessionInfo};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Where the proxy server sends its sessions.
@@ -29,13 +31,63 @@ pub enum Egress {
     /// connected (`--allow`; empty: nothing).
     Allow(AllowList),
 }
+/// How the proxy server reaches its targets and relays to them: [`Tcp`] in the proxy
+/// server; an in-memory target in tests (the `testing` module's pair).
+pub trait Connector: Send + Sync {
+    /// A connection to a target.
+    type Stream: Send;
+    /// Connects to `addr` (the caller bounds the time it takes).
+    fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+    /// Relays between a target's connection and the session until both ends are done, or
+    /// the proxy stops.
+    fn relay<SR, SW>(
+        &self,
+        target: Self::Stream,
+        sec_r: &mut SecureReader<SR>,
+        sec_w: &mut SecureWriter<SW>,
+        stop: &StopSignal,
+    ) -> impl Future<Output = std::io::Result<Bridged>> + Send
+    where
+        SR: AsyncRead + Unpin + Send,
+        SW: AsyncWrite + Unpin + Send;
+}
+
+/// The proxy server's targets over TCP: [`TcpStream::connect`], and [`relay`] (the target's
+/// connection is reset when the session fails or the proxy stops).
+#[derive(Debug, Clone, Copy)]
+pub struct Tcp;
+
+impl Connector for Tcp {
+    type Stream = TcpStream;
+    fn connect(&self, addr: SocketAddr) -> impl Future<Output = std::io::Result<TcpStream>> + Send {
+        TcpStream::connect(addr)
+    }
+    fn relay<SR, SW>(
+        &self,
+        target: TcpStream,
+        sec_r: &mut SecureReader<SR>,
+        sec_w: &mut SecureWriter<SW>,
+        stop: &StopSignal,
+    ) -> impl Future<Output = std::io::Result<Bridged>> + Send
+    where
+        SR: AsyncRead + Unpin + Send,
+        SW: AsyncWrite + Unpin + Send,
+    {
+        relay(target, sec_r, sec_w, stop)
+    }
+}
+
 /// Resolves `target` (domain names here, on the server) and connects to the first address
 /// the allow-list permits; a refusal is the SOCKS reply code and why.
-async fn connect_allowed(
+async fn connect_allowed<C: Connector>(
     allow: &AllowList,
     target: &Target,
     limit: Duration,
-) -> std::result::Result<TcpStream, (Rep, String)> {
+    connector: &C,
+) -> std::result::Result<C::Stream, (Rep, String)> {
     let resolved: Vec<SocketAddr> = match &target.host {
         Host::Ip(ip) => vec![SocketAddr::new(*ip, target.port)],
         Host::Domain(d) => {
@@ -64,7 +116,7 @@ async fn connect_allowed(
     }
     let mut last = (Rep::HostUnreachable, String::new());
     for addr in permitted {
-        match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
+        match tokio::time::timeout(limit, connector.connect(addr)).await {
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) => last = (Rep::of_connect_error(&e), format!("{addr}: {e}")),
             Err(_) => last = (Rep::HostUnreachable, format!("{addr}: connect timed out")),
@@ -74,9 +126,9 @@ async fn connect_allowed(
 }
 
 /// What the proxy server opened for a session.
-enum Admitted {
+enum Admitted<S> {
     /// A TCP connection to the destination (ops 4, 5).
-    Stream(TcpStream),
+    Stream(S),
     /// DNS queries for its resolver (op 6).
     Dns(crate::proxy::carry::resolver::Upstream),
     /// Datagrams within `--allow` (op 7).
@@ -100,12 +152,13 @@ enum Refusal {
 /// checks the access token first (nothing is resolved or connected for a client without
 /// it), then whether this server serves that kind of request, and connects. Returns the
 /// target's connection (the caller answers "succeeded").
-async fn admit(
-    c: &mut conn::ServerConn,
+async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
+    c: &mut Opened<R, W>,
     egress: &Egress,
     token: Option<&AccessToken>,
     limit: Duration,
-) -> std::result::Result<Admitted, Refusal> {
+    connector: &C,
+) -> std::result::Result<Admitted<C::Stream>, Refusal> {
     let req = tokio::time::timeout(limit, c.reader.read_connect_request())
         .await
         .map_err(|_| Refusal::Silent(anyhow::anyhow!("no open request within {limit:?}")))?;
@@ -183,7 +236,7 @@ async fn admit(
         // The one target of this proxy (--forward): nothing the client sends can choose
         // another.
         (Egress::Forward(forward), None) => {
-            match tokio::time::timeout(limit, TcpStream::connect(forward)).await {
+            match tokio::time::timeout(limit, connector.connect(*forward)).await {
                 Ok(Ok(s)) => Ok(Admitted::Stream(s)),
                 Ok(Err(e)) => Err(refuse(
                     Rep::of_connect_error(&e),
@@ -203,7 +256,7 @@ async fn admit(
             ),
         )),
         (Egress::Allow(allow), Some(t)) => {
-            let s = connect_allowed(allow, t, limit)
+            let s = connect_allowed(allow, t, limit, connector)
                 .await
                 .map_err(|(code, msg)| refuse(code, msg))?;
             log::info!("{}: CONNECT {t}", c.peer);
@@ -245,80 +298,134 @@ pub async fn run_server_with(
             let token = token.clone();
             async move {
                 let start = std::time::Instant::now();
-                let mut c = conn::accept(stream, peer, &accept)
+                let c = conn::accept(stream, peer, &accept)
                     .await
                     .context(HandshakeFailed)?;
                 tally.handshake(start.elapsed(), c.info);
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }
-                let target =
-                    match admit(&mut c, &egress, token.as_ref(), accept.handshake_timeout).await {
-                        Ok(t) => t,
-                        Err(Refusal::Silent(e)) => return Err(e),
-                        Err(Refusal::Altered(e)) => {
-                            let told = c.writer.abort(AbortReason::Altered).await;
-                            if matches!(told, Ok(true)) {
-                                c.reader.discard(Duration::from_secs(2)).await;
-                            }
-                            return Err(e.context("the client was told and may retry"));
-                        }
-                        Err(Refusal::Reply(code, msg, what)) => {
-                            let reply = ConnectReply {
-                                code,
-                                msg: msg.clone(),
-                            };
-                            let _ = c.writer.write_msg(reply.encode()).await;
-                            let _ = c.writer.shutdown().await;
-                            c.reader.discard(Duration::from_secs(2)).await;
-                            return Err(Refusing { code, msg, what }.into());
-                        }
-                    };
-                c.writer
-                    .write_msg(
-                        ConnectReply {
-                            code: Rep::Succeeded,
-                            msg: String::new(),
-                        }
-                        .encode(),
-                    )
-                    .await?;
-                let target = match target {
-                    Admitted::Stream(t) => t,
-                    Admitted::Dns(up) => {
-                        let served = tokio::select! {
-                            r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
-                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
-                        };
-                        let _ = c.writer.shutdown().await;
-                        let n = served?;
-                        return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
-                    }
-                    Admitted::Datagram(allow) => {
-                        let served = tokio::select! {
-                            r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
-                            _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
-                        };
-                        let _ = c.writer.shutdown().await;
-                        let n = served?;
-                        return Ok(format!(
-                            "datagrams: {} sent, {} received, {} not permitted by --allow",
-                            n.sent, n.received, n.refused
-                        ));
-                    }
+                let c = Opened {
+                    reader: c.reader,
+                    writer: c.writer,
+                    info: c.info,
+                    peer: c.peer,
                 };
-                let relayed = relay(target, &mut c.reader, &mut c.writer, &stop).await;
-                let subflows = conn::subflow_bytes(c.fd());
-                let split = conn::describe_split(&subflows);
-                tally.wire(Wire::of_server(&subflows, c.fd()));
-                if stopped(&relayed) {
-                    abort_nena(&mut c.reader, c.writer).await;
-                }
-                let b = relayed
-                    .with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
-                Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
+                serve_opened(
+                    c,
+                    &egress,
+                    token.as_ref(),
+                    accept.handshake_timeout,
+                    &Tcp,
+                    stop,
+                    &tally,
+                )
+                .await
             }
         },
     )
     .await
+}
+
+/// A proxy server's session once its handshake is done: its halves, its mode and cipher,
+/// and the client's address.
+pub struct Opened<R, W> {
+    pub reader: SecureReader<R>,
+    pub writer: SecureWriter<W>,
+    /// Negotiated mode and cipher; `None` for a raw connection.
+    pub info: Option<SessionInfo>,
+    pub peer: SocketAddr,
+}
+
+/// The proxy server's session after its handshake: the opening (the open request read, the
+/// access token checked, the target connected by `connector` within `limit`), the reply,
+/// then the relay or the DNS and datagram services; what the session did on the wire goes
+/// to `tally`. Returns the session's line.
+pub(crate) async fn serve_opened<R, W, C>(
+    mut c: Opened<R, W>,
+    egress: &Egress,
+    token: Option<&AccessToken>,
+    limit: Duration,
+    connector: &C,
+    stop: StopSignal,
+    tally: &Tally,
+) -> Result<String>
+where
+    R: AsyncRead + Unpin + Send,
+    W: SessionSocket,
+    C: Connector,
+{
+    let target = match admit(&mut c, egress, token, limit, connector).await {
+        Ok(t) => t,
+        Err(Refusal::Silent(e)) => return Err(e),
+        Err(Refusal::Altered(e)) => {
+            let told = c.writer.abort(AbortReason::Altered).await;
+            if matches!(told, Ok(true)) {
+                c.reader.discard(Duration::from_secs(2)).await;
+            }
+            return Err(e.context("the client was told and may retry"));
+        }
+        Err(Refusal::Reply(code, msg, what)) => {
+            let reply = ConnectReply {
+                code,
+                msg: msg.clone(),
+            };
+            let _ = c.writer.write_msg(reply.encode()).await;
+            let _ = c.writer.shutdown().await;
+            c.reader.discard(Duration::from_secs(2)).await;
+            return Err(Refusing { code, msg, what }.into());
+        }
+    };
+    c.writer
+        .write_msg(
+            ConnectReply {
+                code: Rep::Succeeded,
+                msg: String::new(),
+            }
+            .encode(),
+        )
+        .await?;
+    let target = match target {
+        Admitted::Stream(t) => t,
+        Admitted::Dns(up) => {
+            let served = tokio::select! {
+                r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
+                _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+            };
+            let _ = c.writer.shutdown().await;
+            let n = served?;
+            return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
+        }
+        Admitted::Datagram(allow) => {
+            let served = tokio::select! {
+                r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
+                _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+            };
+            let _ = c.writer.shutdown().await;
+            let n = served?;
+            return Ok(format!(
+                "datagrams: {} sent, {} received, {} not permitted by --allow",
+                n.sent, n.received, n.refused
+            ));
+        }
+    };
+    let relayed = connector
+        .relay(target, &mut c.reader, &mut c.writer, &stop)
+        .await;
+    let (split, wire) = match c.writer.get_ref().socket_fd() {
+        Some(fd) => {
+            let subflows = conn::subflow_bytes(fd);
+            (
+                conn::describe_split(&subflows),
+                Wire::of_server(&subflows, fd),
+            )
+        }
+        None => (conn::describe_split(&[]), Wire::default()),
+    };
+    tally.wire(wire);
+    if stopped(&relayed) {
+        abort_nena(&mut c.reader, c.writer).await;
+    }
+    let b = relayed.with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
+    Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
 }

@@ -1,7 +1,10 @@
 //! Load helpers for the integration tests (and for trying a proxy by hand): a plain-TCP echo
 //! target, and a client that holds many sessions open at once and checks every byte that
 //! comes back. Both create their sockets in the calling thread's network namespace, so a
-//! test can run them on a thread inside a lab host.
+//! test can run them on a thread inside a lab host. And [`pair`]: a client and a server
+//! session joined in memory, for the proxy's sessions tested without sockets or root.
+
+pub mod pair;
 
 use anyhow::{Context, Result};
 use serde::Serialize;

@@ -135,17 +135,8 @@ mod tests {
     use super::*;
     use nena_transport::app::client::subflow_deltas;
     use nena_transport::app::perf::Sample;
-    use nena_transport::conn::SubflowBytes;
 
-    fn sb(local: &str, acked: u64, received: u64) -> SubflowBytes {
-        SubflowBytes {
-            local: Some(local.parse().unwrap()),
-            remote: Some("198.18.3.2:7000".parse().unwrap()),
-            bytes_sent: acked * 2, // what a dropping rate limiter makes of it
-            bytes_acked: acked,
-            bytes_received: received,
-        }
-    }
+    use nena_transport::testing::subflow as sb;
 
     #[test]
     fn interval_lines_show_each_interval_and_acknowledged_bytes() {

@@ -485,15 +485,7 @@ fn unacked(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
 mod tests {
     use super::*;
 
-    fn sb(local: &str, acked: u64, received: u64) -> SubflowBytes {
-        SubflowBytes {
-            local: Some(local.parse().unwrap()),
-            remote: Some("198.18.3.2:7000".parse().unwrap()),
-            bytes_sent: acked * 2, // what a dropping rate limiter makes of it
-            bytes_acked: acked,
-            bytes_received: received,
-        }
-    }
+    use crate::testing::subflow as sb;
 
     /// The interval's bytes per subflow are acknowledged bytes (the line that shows them is
     /// the CLI's: crates/cli/src/cmd/report.rs).

@@ -2,7 +2,8 @@
 //! target, and a client that holds many sessions open at once and checks every byte that
 //! comes back. Both create their sockets in the calling thread's network namespace, so a
 //! test can run them on a thread inside a lab host. And [`pair`]: a client and a server
-//! session joined in memory, for the proxy's sessions tested without sockets or root.
+//! session joined in memory, for the proxy's sessions tested without sockets or root; and
+//! [`subflow`], one subflow's counters as a test writes them.
 
 pub mod pair;
 
@@ -215,5 +216,17 @@ mod tests {
         assert_eq!(r.verified, 50, "{:?}", r.errors);
         assert_eq!(r.open_at_once, 50);
         assert_ne!(session_payload(1, 64), session_payload(2, 64));
+    }
+}
+
+/// One subflow's counters from `local` to the lab server (198.18.3.2:7000): `acked` bytes
+/// acknowledged (sent twice over, as a dropping rate limiter makes of it) and `received`.
+pub fn subflow(local: &str, acked: u64, received: u64) -> crate::conn::SubflowBytes {
+    crate::conn::SubflowBytes {
+        local: Some(local.parse().expect("a socket address")),
+        remote: Some("198.18.3.2:7000".parse().expect("a socket address")),
+        bytes_sent: acked * 2,
+        bytes_acked: acked,
+        bytes_received: received,
     }
 }

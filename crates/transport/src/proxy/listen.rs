@@ -75,7 +75,7 @@ pub(crate) async fn accept_loop<F, Fut>(
 ) -> Result<()>
 where
     F: Fn(TcpStream, SocketAddr, StopSignal, Tally) -> Fut,
-    Fut: std::future::Future<Output = Result<String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, crate::Error>> + Send + 'static,
 {
     let (switch, signal) = crate::ops::stop::stop_pair();
     let sessions =

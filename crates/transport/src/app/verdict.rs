@@ -12,7 +12,7 @@
 
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{Reply, TRAILER_LEN};
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, Context, Result};
 use nena_proto::appmac::AppMac;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 

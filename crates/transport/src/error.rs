@@ -3,10 +3,16 @@
 //! status `match` on what happened instead of searching an error chain.
 //!
 //! It is typed where a session's errors arise: the file server's sessions and the client
-//! tools ([`crate::app`]), opening and accepting sessions ([`crate::conn`]), the handshake
-//! ([`crate::handshake`]) and the proxy's sessions ([`crate::proxy`]). Startup code
-//! (listening, configuration, key files) and helpers whose failures nobody classifies keep
-//! anyhow; their errors become [`Error::Other`] where they meet a session.
+//! tools (`app/`: session, files, verdict, client, perf), opening and accepting sessions
+//! (`conn::connect`, `conn::accept`), the handshake ([`crate::handshake`]), the pinning
+//! check of a server's key ([`crate::server_keys::ServerKeyCheck`]) and the proxy's sessions
+//! (`proxy/`: server, client, open, SOCKS UDP ASSOCIATE, the datagram relay, the DNS
+//! resolver and responder). What keeps anyhow is startup and helpers whose failures nobody
+//! classifies: listening and the accept loop (`conn::listen`, `conn/sessions.rs`), kato-mpc's
+//! session setup (`conn/mpc.rs`), key files and `known_servers` I/O, name resolution
+//! (`resolve/`), the gateway's setup and its LAN datagram flows (counted by nobody), the
+//! metrics endpoint, `raw_mptcp` and `testing`. Their errors become [`Error::Other`] where
+//! they meet a session, printed as before.
 //!
 //! Printing is anyhow's: `{}` prints the outermost message, `{:#}` the whole chain on one
 //! line (`context: cause: ...`), and [`std::error::Error::source`] walks the same chain, so

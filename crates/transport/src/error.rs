@@ -16,7 +16,9 @@
 //!
 //! Printing is anyhow's: `{}` prints the outermost message, `{:#}` the whole chain on one
 //! line (`context: cause: ...`), and [`std::error::Error::source`] walks the same chain, so
-//! that an [`Error`] turned into an `anyhow::Error` prints the same text.
+//! that an [`Error`] turned into an `anyhow::Error` prints the same text. (Display and
+//! source are written out rather than derived with thiserror: a derived Display prints one
+//! level whatever the `#` flag, and a transparent variant would print its chain twice.)
 
 use crate::msg_error::{session_error_of, MsgError};
 use crate::ops::access::ErrorReply;

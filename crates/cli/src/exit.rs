@@ -33,11 +33,27 @@ impl Exit {
 
 impl From<anyhow::Error> for Exit {
     fn from(error: anyhow::Error) -> Self {
+        // The lab's commands (bench, scenario, attack) return anyhow errors, and
+        // nena_lab::Interrupted travels inside one: the one downcast left here.
         let code = if error.downcast_ref::<nena_lab::Interrupted>().is_some() {
             130
         } else {
             1
         };
         Exit { code, error }
+    }
+}
+
+/// A session of nena-transport failed (`nena send|get|perf`): every kind of its
+/// [`nena_transport::Error`] is an operation that was attempted and failed, status 1 (an
+/// interrupt of these commands is one of them too: it is no lab's [`nena_lab::Interrupted`]);
+/// the message is the error's chain, as before. No downcast: a status of its own for one
+/// kind would be a `match` on [`nena_transport::Error::kind`] here.
+impl From<nena_transport::Error> for Exit {
+    fn from(error: nena_transport::Error) -> Self {
+        Exit {
+            code: 1,
+            error: error.into(),
+        }
     }
 }

@@ -45,12 +45,14 @@ impl Threads {
 
 /// Like [`block_on`], but SIGINT (Ctrl-C) or SIGTERM cancels the future (so its temporary
 /// files are removed and its connection closed) and is reported as an error naming it.
-pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
+pub fn block_on_interruptible<T>(
+    f: impl Future<Output = Result<T, nena_transport::Error>>,
+) -> Result<T, nena_transport::Error> {
     block_on(async move {
         tokio::select! {
             r = f => r,
             sig = nena_transport::ops::stop::interrupted() => {
-                Err(anyhow::anyhow!("interrupted ({})", sig?))
+                Err(nena_transport::Error::msg(format!("interrupted ({})", sig?)))
             }
         }
     })?

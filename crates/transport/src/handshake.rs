@@ -1,8 +1,9 @@
 //! Driving nena-proto's sans-IO handshake over async streams with a deadline (one loop for
 //! both sides), and turning the session into a [`SecureReader`]/[`SecureWriter`] pair.
 
+use crate::error::{Context, Error};
 use crate::stream::{SecureReader, SecureWriter, BULK_BUF};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use nena_proto::{
     ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake, Session,
 };
@@ -67,7 +68,7 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     hs: &mut H,
     r: &mut R,
     w: &mut W,
-) -> Result<Driven> {
+) -> Result<Driven, Error> {
     // Holds the hello's secrets (kato keys, r_c) on the server: wiped on every way out.
     let mut buf = Zeroizing::new([0u8; 1024]);
     loop {
@@ -76,7 +77,7 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .await
             .with_context(|| format!("reading {}", H::AWAITED))?;
         if n == 0 {
-            return Err(anyhow::Error::new(hs.eof()));
+            return Err(hs.eof().into());
         }
         let mut input = &buf[..n];
         while !input.is_empty() {
@@ -91,7 +92,7 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         let _ = w.write_all(&reply).await;
                         let _ = w.shutdown().await;
                     }
-                    return Err(anyhow::Error::new(error));
+                    return Err(error.into());
                 }
             }
         }
@@ -105,7 +106,7 @@ pub async fn client_finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     r: &mut R,
     w: &mut W,
     timeout: Duration,
-) -> Result<(Session, Vec<u8>)> {
+) -> Result<(Session, Vec<u8>), Error> {
     let (session, leftover, confirm) = client_finish_held(hs, r, timeout).await?;
     write_handshake(w, &confirm).await?;
     Ok((session, leftover))
@@ -119,20 +120,20 @@ pub async fn client_finish_held<R: AsyncRead + Unpin>(
     hs: &mut ClientHandshake,
     r: &mut R,
     timeout: Duration,
-) -> Result<(Session, Vec<u8>, Vec<u8>)> {
+) -> Result<(Session, Vec<u8>, Vec<u8>), Error> {
     let mut nowhere = tokio::io::sink();
     tokio::time::timeout(timeout, drive(hs, r, &mut nowhere))
         .await
         .map_err(|_| {
-            anyhow!(
+            Error::msg(format!(
                 "the server accepted the connection but sent no nena answer within {:.1} s: it is not a nena server (or one too busy to answer)",
                 timeout.as_secs_f64()
-            )
+            ))
         })?
 }
 
 /// Writes a handshake message (the server's answer, the client's confirmation).
-async fn write_handshake<W: AsyncWrite + Unpin>(w: &mut W, out: &[u8]) -> Result<()> {
+async fn write_handshake<W: AsyncWrite + Unpin>(w: &mut W, out: &[u8]) -> Result<(), Error> {
     w.write_all(out).await.context("writing the nena handshake")
 }
 
@@ -143,7 +144,7 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     r: &mut R,
     w: &mut W,
     timeout: Duration,
-) -> Result<(Session, Vec<u8>)> {
+) -> Result<(Session, Vec<u8>), Error> {
     let mut hs = ServerHandshake::new(cfg, random()?);
     let answered = async {
         let (session, leftover, answer) = drive(&mut hs, r, w).await?;
@@ -151,10 +152,10 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Ok((session, leftover))
     };
     tokio::time::timeout(timeout, answered).await.map_err(|_| {
-        anyhow!(
+        Error::msg(format!(
             "no complete nena hello within {:.1}s",
             timeout.as_secs_f64()
-        )
+        ))
     })?
 }
 

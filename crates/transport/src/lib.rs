@@ -8,6 +8,8 @@
 //!   [`copy`]: the copy loops between them and plain sources and sinks; [`low_water`]: the
 //!   socket's receive low-water mark; [`msg_error`]: how reading a header message fails.
 //! - [`handshake`]: nena-proto's handshake driven over async streams.
+//! - [`error`]: how a session fails ([`Error`]), typed so that the metrics, the client's
+//!   retry and the CLI's exit status match on it; startup code keeps anyhow.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`server_keys`]: the server's key file and the client's `known_servers` (pinning).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
@@ -34,6 +36,7 @@
 pub mod app;
 pub mod conn;
 pub mod copy;
+pub mod error;
 pub mod handshake;
 pub mod low_water;
 pub mod msg_error;
@@ -49,4 +52,5 @@ pub mod testing;
 pub mod units;
 pub mod wire;
 
+pub use error::{Error, Result};
 pub use stream::{SecureReader, SecureWriter};

@@ -1,8 +1,9 @@
 //! How reading one of the protocol's header messages (a request, a reply, an open request)
-//! fails ([`MsgError`]), and the protected stream's own failure behind an error
-//! ([`session_error_of`] for an I/O error, [`session_failure`] along an error's chain): the
-//! proxy tells the peer of an altered opening from it, the client retries on it, the metrics
-//! classify a session's end by it. Used by [`crate::stream::SecureReader`]'s message readers.
+//! fails ([`MsgError`]), and the protected stream's own failure inside an I/O error
+//! ([`session_error_of`]): the proxy tells the peer of an altered opening from it, and
+//! [`crate::Error`] takes it out of an I/O error into its own variant (which the client's
+//! retry and the metrics match on). Used by [`crate::stream::SecureReader`]'s message
+//! readers.
 
 use crate::wire::WireError;
 use nena_proto::SessionError;
@@ -31,18 +32,10 @@ impl MsgError {
 
 /// The protected stream's failure carried by an I/O error of a
 /// [`SecureReader`](crate::stream::SecureReader), if any.
+/// The one downcast of the stream layer: AsyncRead must return `io::Error`, so the
+/// reader carries its [`SessionError`] inside one.
 pub fn session_error_of(e: &io::Error) -> Option<&SessionError> {
     e.get_ref().and_then(|i| i.downcast_ref::<SessionError>())
-}
-
-/// The protected stream's failure (integrity, confirmation, truncation, the peer's abort)
-/// behind an error, if any: carried by an I/O error or by a [`MsgError`] in its chain.
-pub fn session_failure(e: &anyhow::Error) -> Option<&SessionError> {
-    e.chain().find_map(|c| {
-        c.downcast_ref::<MsgError>()
-            .and_then(MsgError::session_error)
-            .or_else(|| c.downcast_ref::<io::Error>().and_then(session_error_of))
-    })
 }
 
 impl From<WireError> for MsgError {

@@ -270,16 +270,17 @@ impl KnownServers {
     /// Pins `key` for `name` unless the file has an entry for it by now (another session or
     /// process may have pinned it meanwhile). `Ok(true)`: added; `Ok(false)`: the same key
     /// was there; an error if another key was.
-    pub fn remember(&self, name: &str, key: &PublicKey) -> Result<bool> {
+    pub fn remember(&self, name: &str, key: &PublicKey) -> Result<bool, crate::Error> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, known)) = self.entries()?.into_iter().find(|(n, _)| n == name) {
             if known == *key {
                 return Ok(false);
             }
-            return Err(anyhow!(HandshakeError::ServerKeyMismatch {
+            return Err(HandshakeError::ServerKeyMismatch {
                 expected: known,
-                got: *key
-            }));
+                got: *key,
+            }
+            .into());
         }
         private_parent(&self.path)?;
         let mut f = std::fs::OpenOptions::new()
@@ -359,7 +360,7 @@ impl ServerKeyCheck {
     }
 
     /// After a handshake that proved `key`: pins it on first contact (said once, on stderr).
-    pub fn proved(&self, key: &PublicKey) -> Result<()> {
+    pub fn proved(&self, key: &PublicKey) -> Result<(), crate::Error> {
         let ServerKeyCheck::Known { name, known } = self else {
             return Ok(());
         };
@@ -388,14 +389,13 @@ impl ServerKeyCheck {
 
     /// A handshake error, with the file and the command that accepts a new key when the
     /// server proved another key than the expected one.
-    pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
-        let Some(HandshakeError::ServerKeyMismatch { expected, got }) =
-            e.downcast_ref::<HandshakeError>()
+    pub fn explain(&self, e: crate::Error) -> crate::Error {
+        let crate::Error::Proto(HandshakeError::ServerKeyMismatch { expected, got }) = e.kind()
         else {
             return e;
         };
         let (expected, got) = (KeyText(expected), KeyText(got));
-        match self {
+        crate::Error::Other(match self {
             ServerKeyCheck::Given(_) => anyhow!(
                 "refused: the server proves the key {got}, not the one given with --server-key \
                  ({expected}); nothing was sent"
@@ -408,7 +408,7 @@ impl ServerKeyCheck {
                 known.path().display(),
                 known.path().display()
             ),
-        }
+        })
     }
 }
 
@@ -506,8 +506,8 @@ mod tests {
         assert_eq!(known.lookup("a:1").unwrap(), Some([1; 32]));
         let e = known.remember("a:1", &[3; 32]).unwrap_err();
         assert!(matches!(
-            e.downcast_ref::<HandshakeError>(),
-            Some(HandshakeError::ServerKeyMismatch { .. })
+            e.kind(),
+            crate::Error::Proto(HandshakeError::ServerKeyMismatch { .. })
         ));
         assert_eq!(known.forget("a:1").unwrap(), 1);
         assert_eq!(known.lookup("a:1").unwrap(), None);
@@ -529,10 +529,13 @@ mod tests {
             name: "server.example:7000".into(),
             known: known.clone(),
         };
-        let e = check.explain(anyhow!(HandshakeError::ServerKeyMismatch {
-            expected: [1; 32],
-            got: [2; 32]
-        }));
+        let e = check.explain(
+            HandshakeError::ServerKeyMismatch {
+                expected: [1; 32],
+                got: [2; 32],
+            }
+            .into(),
+        );
         let text = e.to_string();
         assert!(text.contains(&known.path().display().to_string()), "{text}");
         assert!(

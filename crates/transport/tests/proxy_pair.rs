@@ -6,7 +6,6 @@
 
 use nena_proto::{AbortReason, Mode, ServerConfig, SessionError};
 use nena_transport::handshake::server_handshake;
-use nena_transport::msg_error::session_failure;
 use nena_transport::ops::access::DENIED;
 use nena_transport::ops::stop::{stop_pair, StopSignal};
 use nena_transport::proxy::socks::{AllowList, Host, Rep, Target};
@@ -334,7 +333,7 @@ async fn a_stopping_proxy_server_tells_its_aead_client() {
         e
     };
     let (served, e) = tokio::join!(serve, client);
-    let e = anyhow::Error::new(e);
+    let e = nena_transport::Error::from(e);
     assert_eq!(
         session_failure(&e),
         Some(&SessionError::PeerAborted {
@@ -428,5 +427,13 @@ async fn services_other_than_a_stream_need_allow_rules() {
         }
         assert!(server.targets.connected().is_empty());
         assert_eq!(server.counter(&refusals("not_allowed")), 2);
+    }
+}
+
+/// The protected stream's failure that ended a session, if that is what ended it.
+fn session_failure(e: &nena_transport::Error) -> Option<&SessionError> {
+    match e.kind() {
+        nena_transport::Error::Session(se) => Some(se),
+        _ => None,
     }
 }

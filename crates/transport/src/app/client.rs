@@ -5,9 +5,9 @@
 use crate::app::files::{self, Progress};
 use crate::app::perf::{self, Counters, Limit, Sample};
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
+use crate::error::{bail, Result};
 use crate::units::human;
 use crate::wire::{PerfRequest, Request};
-use anyhow::{bail, Result};
 use nena_mptcp::{ClassifiedSubflow, PathReport};
 use serde::Serialize;
 use std::path::Path;

@@ -17,10 +17,11 @@
 use crate::app::names::check_name;
 use crate::app::verdict::{self, Transfer};
 use crate::copy::{copy_in_bulk, copy_out};
+use crate::error::{bail, Context, Error, Result};
 use crate::ops::access::{ErrorReply, SpaceLedger};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::anyhow;
 use nena_proto::appmac::AppMac;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -215,8 +216,6 @@ async fn send_data<W: AsyncWrite + Unpin>(
     Ok((digest, trailer))
 }
 
-pub use crate::msg_error::session_failure;
-
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -305,12 +304,11 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 }
 
 /// The error of an upload the server ended with `reply` before it was complete.
-fn stopped_by_server(name: &str, reply: &Reply) -> anyhow::Error {
-    anyhow!(
+fn stopped_by_server(name: &str, reply: &Reply) -> Error {
+    Error::msg(format!(
         "server stopped the upload of {name:?}: {}: {}",
-        reply.status,
-        reply.msg
-    )
+        reply.status, reply.msg
+    ))
 }
 
 /// How long a client whose upload failed waits for the server's reason.
@@ -495,7 +493,7 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Err(e) => {
             // The protected stream failed (an integrity failure, a bad confirmation): the
             // way back still works, so tell the client what happened to its data.
-            if let Some(se) = session_failure(&e) {
+            if let Error::Session(se) = e.kind() {
                 let _ = w
                     .write_msg(Reply::err(Status::Corrupt, se.to_string()).encode())
                     .await;

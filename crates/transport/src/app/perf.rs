@@ -5,11 +5,11 @@
 //! direction carries nothing) and a receiving half, concurrently; then each writes its verdict
 //! on what it received and reads the peer's verdict on what it sent (see [`crate::wire`]).
 
+use crate::error::{bail, Context, Error, Result};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{
     chunk_end, chunk_header, ChunkDecoder, ChunkEvent, PatternCheck, Reply, Status, MAX_CHUNK,
 };
-use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -153,7 +153,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let ((sent, send_seconds), (received, claimed, matched, receive_seconds)) = tokio::try_join!(
         async {
             let n = send_half(w, limit, &pattern, counters, start).await?;
-            Ok::<_, anyhow::Error>((n, start.elapsed().as_secs_f64()))
+            Ok::<_, Error>((n, start.elapsed().as_secs_f64()))
         },
         async {
             let (n, claimed, matched) = recv_half(r, &pattern, counters).await?;

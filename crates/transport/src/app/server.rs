@@ -4,7 +4,7 @@
 
 use crate::app::session::{serve_request, SessionConfig};
 use crate::conn::{self, AcceptOptions};
-use crate::ops::metrics::{HandshakeFailed, Metrics, Tally, Wire};
+use crate::ops::metrics::{Metrics, Tally, Wire};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
         Ok(c) => c,
         Err(e) => {
             log::warn!("{peer}: {e:#}");
-            tally.finish::<()>(&Err(e.context(HandshakeFailed)));
+            tally.finish::<()>(&Err(e.handshake()));
             return;
         }
     };

@@ -7,10 +7,10 @@
 
 use crate::app::files::{server_get, server_put, FileServerConfig};
 use crate::app::perf::{self, Counters, Limit};
+use crate::error::{bail, Context, Error, Result};
 use crate::ops::access::{ErrorReply, Limits};
 use crate::stream::{MsgError, SecureReader, SecureWriter};
 use crate::wire::{Reply, Request, Status, WireError};
-use anyhow::{Context, Result};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -39,7 +39,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<String> {
     let msg = tokio::time::timeout(REQUEST_TIMEOUT, r.read_request())
         .await
-        .map_err(|_| anyhow::anyhow!("no request within {}s", REQUEST_TIMEOUT.as_secs()))?;
+        .map_err(|_| Error::msg(format!("no request within {}s", REQUEST_TIMEOUT.as_secs())))?;
     let msg = match msg {
         Ok(m) => m,
         Err(MsgError::Wire(e)) => {
@@ -112,7 +112,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             let o = tokio::select! {
                 x = perf::run(r, w, limit, &c) => x?,
                 () = tokio::time::sleep(cut) => {
-                    anyhow::bail!(
+                    bail!(
                         "perf test cut after {} s (--perf-max-time {}), {} B received",
                         cut.as_secs(),
                         caps.max_time.as_secs(),
@@ -136,10 +136,7 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 /// abort record: its reader fails with "the peer aborted the session: it is shutting
 /// down"); the other modes have no room for a message once data flows, and the client sees
 /// the stream end without its trailer or count. Counted as aborted.
-async fn stopped_mid_session<W: AsyncWrite + Unpin>(
-    w: &mut SecureWriter<W>,
-    what: &str,
-) -> anyhow::Error {
+async fn stopped_mid_session<W: AsyncWrite + Unpin>(w: &mut SecureWriter<W>, what: &str) -> Error {
     let told = w
         .abort(nena_proto::AbortReason::ShuttingDown)
         .await
@@ -368,10 +365,7 @@ mod tests {
         flip: usize,
         dir: &Path,
         src: &Path,
-    ) -> (
-        Result<String>,
-        anyhow::Result<crate::app::files::FileOutcome>,
-    ) {
+    ) -> (Result<String>, Result<crate::app::files::FileOutcome>) {
         let nena_proto::Exchange {
             client: cs,
             server: ss,

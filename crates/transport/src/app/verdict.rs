@@ -10,9 +10,9 @@
 //! untagged ([`crate::app::files::SHUTTING_DOWN`]). `plain` has no key: the tag is a SHA-256 there,
 //! an integrity check against accidents only ([`AppMac`]).
 
+use crate::error::{bail, Context, Result};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{Reply, TRAILER_LEN};
-use anyhow::{bail, Context, Result};
 use nena_proto::appmac::AppMac;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 

@@ -66,7 +66,7 @@ fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
 /// One upload of 1000 bytes in `mode`, the attacker flipping a data byte (`spoil`) and
 /// rewriting the server's verdict from "data corrupt" to "ok" (`forge`). Returns the client's
 /// outcome and the server's.
-async fn upload(mode: Mode, spoil: bool, forge: bool) -> (anyhow::Result<String>, String) {
+async fn upload(mode: Mode, spoil: bool, forge: bool) -> (crate::Result<String>, String) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.bin");
     std::fs::write(&src, vec![0x42u8; 1000]).unwrap();

@@ -5,8 +5,9 @@
 
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use super::socket::{socket_pair, Reader, Writer};
+use crate::error::{bail, Context, Error};
 use crate::handshake::{client_finish_held, entropy};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, SessionInfo, Suite};
 use std::net::SocketAddr;
@@ -153,7 +154,10 @@ impl ClientConn {
 
 /// Connect and open a session. For a raw connection, `raw_first` is written as the first
 /// flight (it must be the first application message); for nena it must be `None`.
-pub async fn connect(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+pub async fn connect(
+    opts: &ClientOptions,
+    raw_first: Option<Vec<u8>>,
+) -> Result<ClientConn, Error> {
     let mut attempt = 1;
     loop {
         match connect_once(opts, raw_first.clone()).await {
@@ -172,9 +176,8 @@ const CONNECT_ATTEMPTS: usize = 3;
 /// nena-mptcp refused because it could not verify the first flight (its path-manager event
 /// queue overflowed when many connections start at once), not because a rule was broken.
 /// A new connection with fresh keys is as safe as the first attempt.
-fn is_unverifiable(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<nena_mptcp::MptcpError>()
-        .is_some_and(nena_mptcp::MptcpError::is_unverifiable)
+fn is_unverifiable(e: &Error) -> bool {
+    matches!(e.kind(), Error::Mptcp(m) if m.is_unverifiable())
 }
 
 /// Whether the options ask for kato-mpc (alone: it cannot be combined with in-band modes).
@@ -183,14 +186,14 @@ pub(crate) fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
         return Ok(false);
     }
     if modes.len() > 1 {
-        bail!("kato-mpc is negotiated on the SYN, without a hello: it cannot be combined with other modes");
+        anyhow::bail!("kato-mpc is negotiated on the SYN, without a hello: it cannot be combined with other modes");
     }
     Ok(true)
 }
 
 /// A kato-mpc client: connect, no hello; the first subflow's handshake carried the request
 /// (our programs) and the consent (the server's), and both MPTCP keys.
-async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn> {
+async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn, Error> {
     let mopts = ConnectOptions {
         policy: opts.policy.clone(),
         allow_fallback: opts.allow_fallback,
@@ -231,7 +234,10 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
     })
 }
 
-async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Result<ClientConn> {
+async fn connect_once(
+    opts: &ClientOptions,
+    raw_first: Option<Vec<u8>>,
+) -> Result<ClientConn, Error> {
     let start = Instant::now();
     if !opts.raw && is_kato_mpc(&opts.modes)? {
         if raw_first.is_some() {
@@ -322,8 +328,8 @@ async fn connect_once(opts: &ClientOptions, raw_first: Option<Vec<u8>>) -> Resul
             let (mut r, _) = client.stream.split();
             let answer = client_finish_held(h, &mut r, Duration::from_millis(300)).await;
             if let Err(why) = answer {
-                if why.downcast_ref::<nena_proto::HandshakeError>().is_some() {
-                    return Err(anyhow!("{why}; and the connection was refused here: {e}"));
+                if let Error::Proto(_) = why.kind() {
+                    return Err(anyhow!("{why}; and the connection was refused here: {e}").into());
                 }
             }
         }

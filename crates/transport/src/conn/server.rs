@@ -5,7 +5,7 @@ use super::client::is_kato_mpc;
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use super::socket::{socket_pair, Reader, Writer};
 use crate::handshake::server_handshake;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use nena_proto::{Mode, ServerConfig, SessionInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -67,14 +67,14 @@ pub async fn accept(
     stream: TcpStream,
     peer: SocketAddr,
     opts: &AcceptOptions,
-) -> Result<ServerConn> {
+) -> Result<ServerConn, crate::Error> {
     let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();
     if fallback && !opts.allow_fallback {
         // A nena client (one that allowed fallback on its side) is told why.
         crate::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
-        bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
+        crate::error::bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
     }
     if opts.raw {
         let (reader, writer) = socket_pair(None, Vec::new(), r, w, opts.buffer);

@@ -222,7 +222,7 @@ where
 }
 
 /// Whether `e` is a session aborted by [`ShuttingDown`].
-fn is_shutting_down(e: &std::io::Error) -> bool {
+pub(crate) fn is_shutting_down(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
 }
 

@@ -4,6 +4,7 @@
 //! per accepted connection: the opening (`proxy::open`), the relay, the log line.
 
 use crate::conn::{self, ClientOptions};
+use crate::error::{Context, Error};
 use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped};
@@ -11,7 +12,7 @@ use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, Prox
 use crate::proxy::open::{open_to, FirstFlight};
 use crate::proxy::socks::{self, Command, Handshake, Host, Rep, Target, Users};
 use crate::stream::PROXY_BUF;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,7 +103,7 @@ async fn socks_session(
     connecting: Arc<Semaphore>,
     stop: StopSignal,
     tally: Tally,
-) -> Result<String> {
+) -> Result<String, Error> {
     // Boxed: the exchange and the opening are done before the session idles, and their
     // state would otherwise stay allocated in every session's task for its whole life.
     let (target, command, leftover) = Box::pin(socks_accept(&mut plain, users)).await?;
@@ -156,10 +157,10 @@ async fn redirected_session(
     connecting: Arc<Semaphore>,
     stop: StopSignal,
     tally: Tally,
-) -> Result<String> {
+) -> Result<String, Error> {
     let Some(dst) = (lookup.0)(peer) else {
         let _ = plain.set_zero_linger();
-        anyhow::bail!(
+        crate::error::bail!(
             "no original destination recorded for {peer} (a connection from outside the \
              cgroup?); reset"
         );
@@ -289,7 +290,7 @@ async fn client_loop(
                         let dst = plain.local_addr()?;
                         if dst.ip().is_loopback() {
                             let _ = plain.set_zero_linger();
-                            anyhow::bail!(
+                            crate::error::bail!(
                                 "{peer} connected to the gateway's listener itself ({dst}), not \
                                  through its TPROXY rule; reset"
                             );
@@ -315,7 +316,7 @@ async fn forward_session(
     connecting: Arc<Semaphore>,
     stop: StopSignal,
     tally: Tally,
-) -> Result<String> {
+) -> Result<String, Error> {
     let mut first = FirstFlight::new(&plain);
     let opened = Box::pin(open_to(None, Some(&mut first), &opts, &connecting, &tally)).await;
     let first = first.len();
@@ -340,7 +341,7 @@ async fn carry(
     target: Option<&(dyn std::fmt::Display + Sync)>,
     stop: &StopSignal,
     tally: &Tally,
-) -> Result<String> {
+) -> Result<String, Error> {
     let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
     let paths = crate::app::client::Paths::of(&c);
     let split = paths.describe();

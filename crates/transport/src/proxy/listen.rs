@@ -75,7 +75,7 @@ pub(crate) async fn accept_loop<F, Fut>(
 ) -> Result<()>
 where
     F: Fn(TcpStream, SocketAddr, StopSignal, Tally) -> Fut,
-    Fut: std::future::Future<Output = Result<String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, crate::Error>> + Send + 'static,
 {
     let (switch, signal) = crate::ops::stop::stop_pair();
     let sessions =
@@ -92,7 +92,12 @@ where
 }
 
 /// A proxy session ended: counted in `tally` and `stats`, and its line logged.
-pub(crate) fn ended(ended: Result<String>, peer: SocketAddr, tally: &Tally, stats: &ProxyStats) {
+pub(crate) fn ended(
+    ended: Result<String, crate::Error>,
+    peer: SocketAddr,
+    tally: &Tally,
+    stats: &ProxyStats,
+) {
     tally.finish(&ended);
     match ended {
         Ok(summary) => {

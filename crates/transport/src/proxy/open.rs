@@ -4,11 +4,11 @@
 //! (docs/investigations/kernel-41-bytes).
 
 use crate::conn::{self, ClientOptions};
+use crate::error::{Context, Error};
 use crate::ops::metrics::Tally;
 use crate::proxy::ends::Refused;
 use crate::proxy::socks::{Rep, Target};
 use crate::wire::{ConnectRequest, Service};
-use anyhow::Context;
 use nena_proto::{AbortReason, SessionError};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -100,7 +100,7 @@ pub(crate) async fn open_to(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
     open_with(target, Service::Stream, first, opts, connecting, tally).await
 }
 
@@ -110,7 +110,7 @@ pub(crate) async fn open_service(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
     open_with(None, service, None, opts, connecting, tally).await
 }
 
@@ -121,7 +121,7 @@ async fn open_with(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
     let mut attempt = 1;
     loop {
         match open_once(
@@ -153,10 +153,10 @@ async fn open_with(
 }
 
 /// Whether `e` is the proxy server's abort record saying that what we sent arrived altered.
-fn server_found_altered(e: &anyhow::Error) -> bool {
+fn server_found_altered(e: &Error) -> bool {
     matches!(
-        crate::msg_error::session_failure(e),
-        Some(SessionError::PeerAborted {
+        e.kind(),
+        Error::Session(SessionError::PeerAborted {
             reason: AbortReason::Altered
         })
     )
@@ -170,7 +170,7 @@ async fn open_once(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, anyhow::Error)> {
+) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
     let what = match (service, target) {
         (Service::Dns, _) => "DNS".to_string(),
         (Service::Datagram, _) => "datagrams".to_string(),
@@ -190,7 +190,7 @@ async fn open_once(
                 let slot = connecting.acquire().await.map_err(|e| {
                     (
                         Rep::GeneralFailure,
-                        anyhow::Error::new(e).context("the proxy is stopping"),
+                        Error::Other(anyhow::Error::new(e)).context("the proxy is stopping"),
                     )
                 })?;
                 let opened = conn::connect(opts, None).await;
@@ -217,7 +217,7 @@ async fn open_once(
                 None => &[],
             };
             send_open(&mut c, target, service, first, opts).await?;
-            Ok::<_, anyhow::Error>(c.reader.read_connect_reply().await?)
+            Ok::<_, Error>(c.reader.read_connect_reply().await?)
         };
         let wait = opts.timeout + Duration::from_secs(5);
         let answer = match tokio::time::timeout(wait, answer).await {
@@ -236,16 +236,16 @@ async fn open_once(
             Err(_) => {
                 return Err((
                     Rep::GeneralFailure,
-                    anyhow::anyhow!(
+                    Error::msg(format!(
                         "the proxy server did not answer the request for {what} within {wait:?}"
-                    ),
+                    )),
                 ));
             }
         };
         if answer.code != Rep::Succeeded {
             let _ = c.writer.shutdown().await;
             let code = answer.code;
-            return Err((code, anyhow::Error::new(Refused(answer)).context(what)));
+            return Err((code, Error::from(Refused(answer)).context(what)));
         }
         return Ok(c);
     }

@@ -5,7 +5,8 @@
 //! [`crate::proxy::carry`].
 
 use crate::conn::{self, AcceptOptions};
-use crate::ops::metrics::{HandshakeFailed, Tally, Wire};
+use crate::error::{Context, Error};
+use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, SessionSocket};
 use crate::proxy::ends::Refusing;
@@ -13,7 +14,7 @@ use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, Prox
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, Service};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nena_proto::{AbortReason, SessionError, SessionInfo};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -141,11 +142,11 @@ enum Refusal {
     /// The reply's code and reason, and what was refused for the log ("CONNECT dest" or
     /// "session").
     Reply(Rep, String, String),
-    Silent(anyhow::Error),
+    Silent(Error),
     /// The open request arrived altered (it failed the session's integrity check): the
     /// client is told so with an abort record ([`AbortReason::Altered`]), and may try again
     /// with a new session.
-    Altered(anyhow::Error),
+    Altered(Error),
 }
 
 /// The proxy server's side of a session's opening: reads the client's [`ConnectRequest`],
@@ -161,7 +162,7 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
 ) -> std::result::Result<Admitted<C::Stream>, Refusal> {
     let req = tokio::time::timeout(limit, c.reader.read_connect_request())
         .await
-        .map_err(|_| Refusal::Silent(anyhow::anyhow!("no open request within {limit:?}")))?;
+        .map_err(|_| Refusal::Silent(Error::msg(format!("no open request within {limit:?}"))))?;
     let req = match req {
         Ok(r) => r,
         // An altered request (its tag) or a version-1 client: told why, and nothing is
@@ -177,13 +178,13 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
         }
         Err(e) if e.session_error().is_some_and(SessionError::is_altered) => {
             return Err(Refusal::Altered(
-                anyhow::Error::new(e).context("reading the open request"),
+                Error::from(e).context("reading the open request"),
             ))
         }
         // Whatever else the client sent is not for us to answer: it may be an application's
         // bytes from a proxy client older than the open request.
         Err(e) => {
-            return Err(Refusal::Silent(anyhow::Error::new(e).context(
+            return Err(Refusal::Silent(Error::from(e).context(
                 "reading the open request (a nena proxy client older than it, or not a proxy \
                  client?)",
             )))
@@ -300,7 +301,7 @@ pub async fn run_server_with(
                 let start = std::time::Instant::now();
                 let c = conn::accept(stream, peer, &accept)
                     .await
-                    .context(HandshakeFailed)?;
+                    .map_err(crate::Error::handshake)?;
                 tally.handshake(start.elapsed(), c.info);
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
@@ -349,7 +350,7 @@ pub(crate) async fn serve_opened<R, W, C>(
     connector: &C,
     stop: StopSignal,
     tally: &Tally,
-) -> Result<String>
+) -> Result<String, Error>
 where
     R: AsyncRead + Unpin + Send,
     W: SessionSocket,
@@ -390,7 +391,7 @@ where
         Admitted::Dns(up) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
-                _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                _ = stop.stopped() => Err(Error::msg("stopped")),
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
@@ -399,7 +400,7 @@ where
         Admitted::Datagram(allow) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
-                _ = stop.stopped() => Err(anyhow::anyhow!("stopped")),
+                _ = stop.stopped() => Err(Error::msg("stopped")),
             };
             let _ = c.writer.shutdown().await;
             let n = served?;

@@ -193,6 +193,18 @@ pub fn load(
     })
 }
 
+/// One subflow's counters from `local` to the lab server (198.18.3.2:7000): `acked` bytes
+/// acknowledged (sent twice over, as a dropping rate limiter makes of it) and `received`.
+pub fn subflow(local: &str, acked: u64, received: u64) -> crate::conn::SubflowBytes {
+    crate::conn::SubflowBytes {
+        local: Some(local.parse().expect("a socket address")),
+        remote: Some("198.18.3.2:7000".parse().expect("a socket address")),
+        bytes_sent: acked * 2,
+        bytes_acked: acked,
+        bytes_received: received,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,17 +228,5 @@ mod tests {
         assert_eq!(r.verified, 50, "{:?}", r.errors);
         assert_eq!(r.open_at_once, 50);
         assert_ne!(session_payload(1, 64), session_payload(2, 64));
-    }
-}
-
-/// One subflow's counters from `local` to the lab server (198.18.3.2:7000): `acked` bytes
-/// acknowledged (sent twice over, as a dropping rate limiter makes of it) and `received`.
-pub fn subflow(local: &str, acked: u64, received: u64) -> crate::conn::SubflowBytes {
-    crate::conn::SubflowBytes {
-        local: Some(local.parse().expect("a socket address")),
-        remote: Some("198.18.3.2:7000".parse().expect("a socket address")),
-        bytes_sent: acked * 2,
-        bytes_acked: acked,
-        bytes_received: received,
     }
 }

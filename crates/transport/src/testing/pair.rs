@@ -260,7 +260,7 @@ pub async fn open(
     c: &mut ClientEnd,
     target: Option<Target>,
     token: Option<AccessToken>,
-) -> Result<ConnectReply> {
+) -> crate::Result<ConnectReply> {
     let req = ConnectRequest {
         target,
         token,
@@ -270,7 +270,7 @@ pub async fn open(
 }
 
 /// [`open`] with any open request (a DNS or datagram session's, say).
-pub async fn open_request(c: &mut ClientEnd, req: ConnectRequest) -> Result<ConnectReply> {
+pub async fn open_request(c: &mut ClientEnd, req: ConnectRequest) -> crate::Result<ConnectReply> {
     let req = req.encode_tagged(c.writer.app_mac_key());
     c.writer.write_all(&req).await?;
     c.writer.flush().await?;

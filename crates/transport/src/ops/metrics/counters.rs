@@ -334,10 +334,8 @@ impl Tally {
     }
 
     /// The session ended with `result`: counted (once; later calls change nothing).
-    pub fn finish<T>(&self, result: &Result<T>) {
-        let outcome = result
-            .as_ref()
-            .map_or_else(Outcome::of_error, |_| Outcome::Ok);
+    pub fn finish<T>(&self, result: &Result<T, crate::Error>) {
+        let outcome = result.as_ref().map_or_else(Outcome::of, |_| Outcome::Ok);
         self.with(|t| {
             if !t.done {
                 t.done = true;

@@ -20,5 +20,5 @@ pub mod wire;
 
 pub use counters::{Active, Metrics, Role, Tally};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
-pub use outcome::{refusal_cause, HandshakeFailed, Outcome};
+pub use outcome::{refusal_cause, Outcome};
 pub use wire::Wire;

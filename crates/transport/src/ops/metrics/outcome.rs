@@ -1,7 +1,7 @@
 //! How a session ended, as `--metrics` counts it ([`Outcome`]), and the cause labels of
 //! refusals.
 
-use crate::ops::access::ErrorReply;
+use crate::error::Error;
 use crate::wire::Status;
 
 /// How a session ended.
@@ -31,47 +31,31 @@ impl Outcome {
         }
     }
 
-    /// What a failed session's error says about how it ended: an error reply the server
-    /// sent ([`ErrorReply`]), a session failure of the protected stream, a stop, or else
-    /// a plain failure.
-    pub fn of_error(e: &anyhow::Error) -> Outcome {
-        if e.downcast_ref::<HandshakeFailed>().is_some() {
+    /// What a failed session's error says about how it ended: a failed handshake, an
+    /// error reply the server sent ([`ErrorReply`](crate::ops::access::ErrorReply)), a
+    /// refusal of the proxy server, a stop, a session failure of the protected stream, or
+    /// else a plain failure.
+    pub fn of(e: &Error) -> Outcome {
+        if e.is_handshake() {
             return Outcome::Refused("handshake");
         }
-        for c in e.chain() {
-            // The error itself, or the one an io::Error carries (the proxies' relay).
-            let own = [
-                Some(c),
-                c.downcast_ref::<std::io::Error>()
-                    .and_then(|io| io.get_ref())
-                    .map(|x| x as _),
-            ];
-            for c in own.into_iter().flatten() {
-                if let Some(r) = c.downcast_ref::<ErrorReply>() {
-                    return Outcome::of_status(r.status);
-                }
-                if let Some(r) = c.downcast_ref::<crate::proxy::ends::Refused>() {
-                    return Outcome::Refused(refusal_cause(r.0.code, &r.0.msg));
-                }
-                if let Some(r) = c.downcast_ref::<crate::proxy::ends::Refusing>() {
-                    return Outcome::Refused(refusal_cause(r.code, &r.msg));
-                }
-                if c.is::<crate::proxy::ends::ShuttingDown>() {
-                    return Outcome::Aborted;
+        match e.kind() {
+            Error::Reply(r) => Outcome::of_status(r.status),
+            Error::Refused(r) => Outcome::Refused(refusal_cause(r.0.code, &r.0.msg)),
+            Error::Refusing(r) => Outcome::Refused(refusal_cause(r.code, &r.msg)),
+            Error::ShuttingDown(_) => Outcome::Aborted,
+            Error::Session(se) => {
+                use nena_proto::SessionError::*;
+                match se {
+                    Integrity { .. } | AfterClose | Truncated { .. } | ClientConfirm(_) => {
+                        Outcome::Integrity
+                    }
+                    PeerAborted { .. } => Outcome::Aborted,
+                    _ => Outcome::Failed,
                 }
             }
+            _ => Outcome::Failed,
         }
-        if let Some(se) = crate::app::files::session_failure(e) {
-            use nena_proto::SessionError::*;
-            return match se {
-                Integrity { .. } | AfterClose | Truncated { .. } | ClientConfirm(_) => {
-                    Outcome::Integrity
-                }
-                PeerAborted { .. } => Outcome::Aborted,
-                _ => Outcome::Failed,
-            };
-        }
-        Outcome::Failed
     }
 
     /// The outcome of a session the server answered with `status`.
@@ -89,17 +73,6 @@ impl Outcome {
             Status::TooLarge => Outcome::Refused("file_too_large"),
             Status::NoSpace => Outcome::Refused("not_enough_space"),
         }
-    }
-}
-
-/// Context of a session whose nena handshake failed or was refused (mode, version, key
-/// confirmation, a peer that is no nena client): counted as refused, cause `handshake`.
-#[derive(Debug)]
-pub struct HandshakeFailed;
-
-impl std::fmt::Display for HandshakeFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the nena handshake failed")
     }
 }
 

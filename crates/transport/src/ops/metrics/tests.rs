@@ -121,26 +121,29 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
 /// Errors are told apart by their types, not their words.
 #[test]
 fn outcomes_of_errors() {
-    let refused: anyhow::Error = ErrorReply::new(Status::TooLarge, "too large").into();
+    use crate::Error;
+    let refused: Error = ErrorReply::new(Status::TooLarge, "too large").into();
     assert_eq!(
-        Outcome::of_error(&refused.context("serving")),
+        Outcome::of(&refused.context("serving")),
         Outcome::Refused("file_too_large")
     );
-    let corrupt: anyhow::Error = ErrorReply::new(Status::Corrupt, "tag").into();
-    assert_eq!(Outcome::of_error(&corrupt), Outcome::Integrity);
+    let corrupt: Error = ErrorReply::new(Status::Corrupt, "tag").into();
+    assert_eq!(Outcome::of(&corrupt), Outcome::Integrity);
     let se = std::io::Error::new(
         std::io::ErrorKind::InvalidData,
         nena_proto::SessionError::Truncated { records: 3 },
     );
-    let e = anyhow::Error::new(se).context("reading");
-    assert_eq!(Outcome::of_error(&e), Outcome::Integrity);
-    let stop = anyhow::Error::new(std::io::Error::other(crate::proxy::ends::ShuttingDown));
+    let e = Error::from(se).context("reading");
+    assert_eq!(Outcome::of(&e), Outcome::Integrity);
+    let stop = Error::from(std::io::Error::other(crate::proxy::ends::ShuttingDown));
+    assert_eq!(Outcome::of(&stop.context("relaying")), Outcome::Aborted);
+    let handshake = Error::from(std::io::Error::from(std::io::ErrorKind::TimedOut)).handshake();
     assert_eq!(
-        Outcome::of_error(&stop.context("relaying")),
-        Outcome::Aborted
+        Outcome::of(&handshake.context("accepting")),
+        Outcome::Refused("handshake")
     );
     assert_eq!(
-        Outcome::of_error(&anyhow::anyhow!("connection reset")),
+        Outcome::of(&anyhow::anyhow!("connection reset").into()),
         Outcome::Failed
     );
 }

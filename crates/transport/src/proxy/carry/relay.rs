@@ -19,12 +19,13 @@
 //! a datagram still goes only where `--allow` permits, inside nena.
 
 use crate::conn::ClientOptions;
+use crate::error::{Context, Error};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::open::open_service;
 use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
 use crate::wire::Service;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -186,7 +187,7 @@ impl Relay {
                     self.stats.sent.fetch_add(1, Ordering::Relaxed);
                 }
                 writer.shutdown().await?;
-                Ok::<_, anyhow::Error>(())
+                Ok::<_, Error>(())
             };
             let down = async {
                 while let Some(d) = read_datagram(reader).await? {
@@ -199,7 +200,7 @@ impl Relay {
                     sock.send_to(&d.payload, peer).await?;
                     self.stats.received.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok::<_, anyhow::Error>(())
+                Ok::<_, Error>(())
             };
             tokio::select! {
                 r = up => r,
@@ -220,7 +221,11 @@ impl Relay {
 
 /// The proxy server's side of a datagram session, until the client ends it or [`IDLE`]
 /// passes without a datagram from it. Returns the counts.
-pub async fn serve<R, W>(reader: &mut R, writer: &mut W, allow: &AllowList) -> Result<RelayCounts>
+pub async fn serve<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    allow: &AllowList,
+) -> Result<RelayCounts, Error>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -241,7 +246,7 @@ async fn serve_idle<R, W>(
     writer: &mut W,
     allow: &AllowList,
     idle: Duration,
-) -> Result<RelayCounts>
+) -> Result<RelayCounts, Error>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -278,7 +283,7 @@ where
             sent_to.lock().expect("sent_to").insert(d.addr);
             counts.lock().expect("counts").sent += 1;
         }
-        Ok::<_, anyhow::Error>(())
+        Ok::<_, Error>(())
     };
     let down = async {
         let mut b4 = vec![0u8; 65535];
@@ -301,7 +306,7 @@ where
             counts.lock().expect("counts").received += 1;
         }
         #[allow(unreachable_code)]
-        Ok::<_, anyhow::Error>(())
+        Ok::<_, Error>(())
     };
     tokio::select! {
         r = up => r?,

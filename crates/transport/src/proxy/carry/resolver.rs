@@ -121,13 +121,20 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) -> std::i
 /// Answers the queries of a DNS session until the client ends it: each one checked, asked
 /// of `upstream`, answered (SERVFAIL when the resolver failed). Returns the number answered;
 /// fails on a message that is not a query (the session ends).
-pub async fn serve<R, W>(reader: &mut R, writer: &mut W, upstream: &Upstream) -> Result<u64>
+pub async fn serve<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    upstream: &Upstream,
+) -> Result<u64, crate::Error>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut answered = 0;
-    while let Some(query) = read_frame(reader).await.context("reading a DNS query")? {
+    while let Some(query) = read_frame(reader)
+        .await
+        .map_err(|e| crate::Error::from(e).context("reading a DNS query"))?
+    {
         let q = dns::check_query(&query).context("the DNS session's query")?;
         let answer = match upstream.resolve(&q, &query).await {
             Ok(a) => a,

@@ -198,7 +198,7 @@ impl Responder {
 }
 
 /// One query on `c` and its answer, checked against the query.
-async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>, crate::Error> {
     write_frame(&mut c.writer, query).await?;
     let answer = read_frame(&mut c.reader)
         .await?

@@ -23,6 +23,7 @@
 
 use crate::app::client::Paths;
 use crate::conn::ClientOptions;
+use crate::error::{Context, Error};
 use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
 use crate::proxy::carry::relay::{read_datagram, write_datagram, RelayStats, IDLE};
@@ -30,7 +31,7 @@ use crate::proxy::open::open_service;
 use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
 use crate::wire::carry::Datagram;
 use crate::wire::Service;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -103,8 +104,8 @@ enum End {
     /// The control connection closed, or the proxy stopped: the session is ended cleanly
     /// (datagrams are whole or absent: nothing looks complete that is cut).
     Closing(&'static str),
-    Session(Result<Option<String>>),
-    Socket(anyhow::Error),
+    Session(Result<Option<String>, Error>),
+    Socket(Error),
 }
 
 /// One UDP ASSOCIATE of the proxy client, from the request (`requested`: the client's
@@ -117,7 +118,7 @@ pub(crate) async fn associate(
     connecting: &Semaphore,
     stop: &StopSignal,
     tally: &Tally,
-) -> Result<String> {
+) -> Result<String, Error> {
     let peer = control.peer_addr()?;
     let local = control.local_addr()?.ip().to_canonical();
     let sock = match UdpSocket::bind(SocketAddr::new(local, 0)).await {
@@ -126,9 +127,7 @@ pub(crate) async fn associate(
             let _ = control
                 .write_all(&socks::reply(Rep::GeneralFailure, None))
                 .await;
-            return Err(
-                anyhow::Error::new(e).context(format!("UDP ASSOCIATE: a socket on {local}"))
-            );
+            return Err(Error::from(e).context(format!("UDP ASSOCIATE: a socket on {local}")));
         }
     };
     let bound = sock.local_addr()?;
@@ -228,7 +227,7 @@ pub(crate) async fn associate(
                 };
             }
             writer.shutdown().await?;
-            Ok::<_, anyhow::Error>(if idle {
+            Ok::<_, Error>(if idle {
                 format!("{IDLE:?} without a datagram from the application")
             } else {
                 "the session ended cleanly".to_string()
@@ -252,7 +251,7 @@ pub(crate) async fn associate(
                 sock.send_to(&framed, to).await?;
                 stats.received.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, anyhow::Error>("the proxy server ended the session".to_string())
+            Ok::<_, Error>("the proxy server ended the session".to_string())
         };
         let ended = tokio::select! {
             r = up => r,
@@ -280,7 +279,7 @@ pub(crate) async fn associate(
         tokio::pin!(receive);
         tokio::select! {
             r = &mut session => End::Session(r),
-            r = &mut receive => End::Socket(anyhow::Error::new(r.err().unwrap_or_else(|| {
+            r = &mut receive => End::Socket(Error::from(r.err().unwrap_or_else(|| {
                 std::io::Error::other("the association's socket ended")
             }))),
             () = control_closed => End::Closing("the control connection closed"),

@@ -95,7 +95,15 @@ impl ClientHandshake {
     /// server-to-client), 16..48 the X25519 secret, 48..80 the random `r_c`, 80..144 the
     /// ML-KEM-768 seed.
     pub fn new(cfg: &ClientConfig, entropy: [u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
-        let entropy = Zeroizing::new(entropy);
+        let mut entropy = entropy;
+        let built = Self::build(cfg, &entropy);
+        entropy.zeroize();
+        // The key pair's seed and keys, copied by value in the calls above (crate::stack).
+        crate::stack::wipe();
+        built
+    }
+
+    fn build(cfg: &ClientConfig, entropy: &[u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
         if cfg.offer.is_empty() {
             return Err(HandshakeError::Config("the client offers no mode"));
         }
@@ -234,6 +242,8 @@ impl ClientHandshake {
         let result = self.read_inner(input);
         if !matches!(result, Ok(Progress::NeedMore { .. })) {
             self.finish();
+            // The decapsulation's and the key schedule's copies (crate::stack).
+            crate::stack::wipe();
         }
         result
     }

@@ -67,6 +67,7 @@ pub mod mpc;
 pub mod record;
 mod server;
 mod session;
+mod stack;
 pub mod v1_reference;
 pub mod wire;
 

@@ -106,6 +106,8 @@ impl ServerHandshake {
             self.state = State::Finished;
             self.reader.wipe();
             self.secret.zeroize();
+            // The encapsulation's and the key schedule's copies (crate::stack).
+            crate::stack::wipe();
         }
         result
     }

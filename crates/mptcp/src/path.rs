@@ -526,10 +526,12 @@ pub fn kernel_pm_family_note(
         .join(", ");
     Some(match other_family_target(announced, v4, remote.port()) {
         None => format!(
-            "the server announced no {fam} address, so the {fam} path(s) {list} cannot join this \
-             {conn_fam} connection to {remote} (a subflow of another family than the \
-             connection's can only go to an address the server announces: a `signal` endpoint \
-             of that family on the server); the connection stays on its {conn_fam} path(s)"
+            "the server had announced no {fam} address when the first flight was acknowledged, \
+             so the {fam} path(s) {list} cannot join this {conn_fam} connection to {remote} (a \
+             subflow of another family than the connection's can only go to an address the \
+             server announces: a `signal` endpoint of that family on the server); the \
+             connection stays on its {conn_fam} path(s) unless the server announces one later, \
+             which the kernel then joins"
         ),
         Some(t) => format!(
             "the server announced {t}, but the in-kernel path manager joins it only when the \
@@ -825,7 +827,7 @@ mod tests {
         // an IPv4 endpoint on an IPv6 connection, the server announced no IPv4 address
         let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &[], false).unwrap();
         assert!(
-            n.starts_with("the server announced no IPv4 address, so the IPv4 path(s) 198.18.2.2 cannot join this IPv6 connection"),
+            n.starts_with("the server had announced no IPv4 address when the first flight was acknowledged, so the IPv4 path(s) 198.18.2.2 cannot join this IPv6 connection"),
             "{n}"
         );
         assert!(
@@ -835,7 +837,10 @@ mod tests {
         // an announced IPv6 address does not help an IPv4 path
         let ann6: Vec<SocketAddr> = vec!["[2001:2:0:3::3]:0".parse().unwrap()];
         let n = kernel_pm_family_note(r6, &[], &[u4], &[], &ann6, false).unwrap();
-        assert!(n.starts_with("the server announced no IPv4 address"), "{n}");
+        assert!(
+            n.starts_with("the server had announced no IPv4 address"),
+            "{n}"
+        );
         // announced, and no IPv4 subflow at the release: closed before the first flight
         let ann4: Vec<SocketAddr> = vec!["198.18.3.2:0".parse().unwrap()];
         let n = kernel_pm_family_note(r6, &[], &[u4], &[u4], &ann4, false).unwrap();
@@ -852,7 +857,7 @@ mod tests {
         // the reverse: an IPv6 path on an IPv4 connection
         let r4: SocketAddr = "198.18.3.2:4433".parse().unwrap();
         let n = kernel_pm_family_note(r4, &[], &[], &[u6], &[], false).unwrap();
-        assert!(n.starts_with("the server announced no IPv6 address, so the IPv6 path(s) 2001:2:0:2::2 cannot join this IPv4 connection"), "{n}");
+        assert!(n.starts_with("the server had announced no IPv6 address when the first flight was acknowledged, so the IPv6 path(s) 2001:2:0:2::2 cannot join this IPv4 connection"), "{n}");
     }
 
     #[test]

@@ -3,13 +3,15 @@
 
 use super::client::is_kato_mpc;
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
-use super::socket::{socket_pair, Reader, Writer};
+use super::socket::socket_pair;
 use crate::handshake::server_handshake;
+use crate::stream::{SecureReader, SecureWriter};
 use anyhow::{Context, Result};
 use nena_proto::{Mode, ServerConfig, SessionInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// How a server accepts sessions.
@@ -36,10 +38,11 @@ pub struct AcceptOptions {
     pub key: Option<nena_proto::ServerKey>,
 }
 
-/// An accepted server session.
-pub struct ServerConn {
-    pub reader: Reader,
-    pub writer: Writer,
+/// An accepted server session: over the socket's halves as [`accept`] returns it, or over
+/// any halves (the proxy server's sessions in the `testing` module's in-memory pair).
+pub struct ServerConn<R = OwnedReadHalf, W = OwnedWriteHalf> {
+    pub reader: SecureReader<R>,
+    pub writer: SecureWriter<W>,
     /// Negotiated mode and cipher; `None` for a raw connection.
     pub info: Option<SessionInfo>,
     pub peer: SocketAddr,

@@ -4,7 +4,7 @@
 //! connected, the reply), then the relay, or the DNS and datagram services of
 //! [`crate::proxy::carry`].
 
-use crate::conn::{self, AcceptOptions};
+use crate::conn::{self, AcceptOptions, ServerConn};
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
@@ -15,7 +15,7 @@ use crate::proxy::socks::{AllowList, Host, Rep, Target};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, Service};
 use anyhow::Result;
-use nena_proto::{AbortReason, SessionError, SessionInfo};
+use nena_proto::{AbortReason, SessionError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -154,7 +154,7 @@ enum Refusal {
 /// it), then whether this server serves that kind of request, and connects. Returns the
 /// target's connection (the caller answers "succeeded").
 async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
-    c: &mut Opened<R, W>,
+    c: &mut ServerConn<R, W>,
     egress: &Egress,
     token: Option<&AccessToken>,
     limit: Duration,
@@ -306,12 +306,6 @@ pub async fn run_server_with(
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }
-                let c = Opened {
-                    reader: c.reader,
-                    writer: c.writer,
-                    info: c.info,
-                    peer: c.peer,
-                };
                 serve_opened(
                     c,
                     &egress,
@@ -328,22 +322,12 @@ pub async fn run_server_with(
     .await
 }
 
-/// A proxy server's session once its handshake is done: its halves, its mode and cipher,
-/// and the client's address.
-pub struct Opened<R, W> {
-    pub reader: SecureReader<R>,
-    pub writer: SecureWriter<W>,
-    /// Negotiated mode and cipher; `None` for a raw connection.
-    pub info: Option<SessionInfo>,
-    pub peer: SocketAddr,
-}
-
 /// The proxy server's session after its handshake: the opening (the open request read, the
 /// access token checked, the target connected by `connector` within `limit`), the reply,
 /// then the relay or the DNS and datagram services; what the session did on the wire goes
 /// to `tally`. Returns the session's line.
 pub(crate) async fn serve_opened<R, W, C>(
-    mut c: Opened<R, W>,
+    mut c: ServerConn<R, W>,
     egress: &Egress,
     token: Option<&AccessToken>,
     limit: Duration,

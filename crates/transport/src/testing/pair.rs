@@ -12,13 +12,14 @@
 //! side of the opening is [`open`] (the open request the proxy client sends) and of SOCKS
 //! [`socks_front`] (the proxy client's SOCKS exchange, then the relay).
 
+use crate::conn::ServerConn;
 use crate::handshake::{client_finish_held, entropy, secure_pair_with, server_handshake};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{bridge, Bridged, SessionSocket};
 use crate::proxy::ends::ShuttingDown;
 use crate::proxy::listen::{ended, ProxyStats};
-use crate::proxy::server::{serve_opened, Connector, Egress, Opened};
+use crate::proxy::server::{serve_opened, Connector, Egress};
 use crate::proxy::socks::{self, Command, Rep, Target, Users};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, ConnectRequest, Service};
@@ -189,7 +190,7 @@ pub struct ClientEnd {
 pub struct Pair {
     pub client: ClientEnd,
     /// The server's end, as the proxy server's accept hands it on.
-    pub server: Opened<DuplexStream, Tapped>,
+    pub server: ServerConn<DuplexStream, Tapped>,
     pub tap: Tap,
 }
 
@@ -243,11 +244,12 @@ pub async fn pair(mode: Mode) -> Result<Pair> {
     let (sreader, swriter) = secure_pair_with(Some(ss), sleft, sr, sw, PROXY_BUF);
     Ok(Pair {
         client: ClientEnd { reader, writer },
-        server: Opened {
+        server: ServerConn {
             reader: sreader,
             writer: swriter,
             info,
             peer: CLIENT_ADDR.parse().expect("an address"),
+            mpc: None,
         },
         tap,
     })
@@ -397,7 +399,7 @@ impl ProxyServer {
     /// the session's line, or its error as the log prints it.
     pub async fn serve(
         &self,
-        s: Opened<DuplexStream, Tapped>,
+        s: ServerConn<DuplexStream, Tapped>,
         stop: StopSignal,
     ) -> std::result::Result<String, String> {
         let tally = Tally::begin(Some(&self.metrics));

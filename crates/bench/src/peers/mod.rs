@@ -76,6 +76,12 @@ pub struct Floor {
     /// The same ratio repetition by repetition (aead over plain + primitive of the same
     /// repetition): (median, least, most). Context beside the verdict.
     pub paired: Option<(f64, f64, f64)>,
+    /// The same floor on the whole host's busy CPU per GB (medians): aead's, and its
+    /// ratio to the plain twin's plus the primitive. Context, not the verdict: it counts
+    /// the kernel's work wherever it ran, where the ends' clocks count it only when it ran
+    /// in them (a busier end absorbs more of the softirqs that interrupt it).
+    pub host_cpu_s_per_gb: f64,
+    pub host_ratio: f64,
 }
 
 /// One network setting and the bytes of each of its transfers.
@@ -137,6 +143,10 @@ pub struct Run {
     pub server_cpu_s: f64,
     /// (client + server CPU seconds) per 10^9 payload bytes.
     pub cpu_s_per_gb: f64,
+    /// The whole host's busy CPU seconds per 10^9 payload bytes over the transfer: both
+    /// ends, the application's sender and sink, and the kernel's work wherever it ran
+    /// (NaN where /proc/stat could not be read). Context beside the ends' figure.
+    pub host_cpu_s_per_gb: f64,
     /// The untrusted interface's share of the bytes the client host sent.
     pub untrusted_share: f64,
     pub multipath: bool,
@@ -150,6 +160,8 @@ pub struct VariantStats {
     pub median_cpu_s_per_gb: f64,
     pub median_client_cpu_s_per_gb: f64,
     pub median_server_cpu_s_per_gb: f64,
+    /// Median of [`Run::host_cpu_s_per_gb`].
+    pub median_host_cpu_s_per_gb: f64,
     pub median_untrusted_share: f64,
     pub multipath_runs: usize,
     /// Transfers that completed (the medians are theirs) and that failed.
@@ -397,6 +409,7 @@ fn transfer(
     let (client, server) = (pair.client()?.pid(), pair.server.pid());
     let sent0 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let (c0, s0) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
+    let h0 = crate::host::host_busy_seconds();
     let t = traffic::send(
         lab,
         pair.app_host,
@@ -422,6 +435,10 @@ fn transfer(
         e.context(ends.concat())
     })?;
     let (c1, s1) = (ends::tree_cpu(client)?, ends::tree_cpu(server)?);
+    let host_s = match (h0, crate::host::host_busy_seconds()) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    };
     let sent1 = traffic::sent_bytes(lab, Host::Client, &ifaces)?;
     let trusted = sent1[0].saturating_sub(sent0[0]) as f64;
     let untrusted = sent1[1].saturating_sub(sent0[1]) as f64;
@@ -437,6 +454,7 @@ fn transfer(
         client_cpu_s,
         server_cpu_s,
         cpu_s_per_gb: (client_cpu_s + server_cpu_s) / (bytes as f64 / 1e9),
+        host_cpu_s_per_gb: host_s / (bytes as f64 / 1e9),
         untrusted_share: untrusted / all,
         multipath: trusted / all >= MIN_PATH_SHARE && untrusted / all >= MIN_PATH_SHARE,
     })
@@ -468,6 +486,7 @@ pub fn summarize(
                 median_cpu_s_per_gb: med(&|r| r.cpu_s_per_gb),
                 median_client_cpu_s_per_gb: med(&|r| per_gb(r.client_cpu_s, r)),
                 median_server_cpu_s_per_gb: med(&|r| per_gb(r.server_cpu_s, r)),
+                median_host_cpu_s_per_gb: med(&|r| r.host_cpu_s_per_gb),
                 median_untrusted_share: med(&|r| r.untrusted_share),
                 multipath_runs: mine.iter().filter(|r| r.multipath).count(),
                 runs: mine.len(),
@@ -555,6 +574,8 @@ pub fn floors(stats: &[VariantStats], runs: &[Run], primitive: &(String, f64)) -
                 floor_s_per_gb: floor,
                 ratio: a.median_cpu_s_per_gb / floor,
                 paired,
+                host_cpu_s_per_gb: a.median_host_cpu_s_per_gb,
+                host_ratio: a.median_host_cpu_s_per_gb / (b.median_host_cpu_s_per_gb + p),
             })
         })
         .collect()
@@ -682,6 +703,13 @@ pub fn table(r: &PeersReport) -> String {
                     " (by repetition: median {m:.3}, {lo:.3}-{hi:.3})"
                 ))
             );
+            if f.host_ratio.is_finite() {
+                let _ = writeln!(
+                    s,
+                    "    the whole host's busy CPU (every process and softirq): {} {:.3} s/GB, {:.3}x its plain twin's + the primitive",
+                    f.variant, f.host_cpu_s_per_gb, f.host_ratio
+                );
+            }
         }
         for f in &st.failures {
             let _ = writeln!(s, "  {} rep {} failed: {}", f.variant, f.rep, f.error);
@@ -745,6 +773,7 @@ mod tests {
             client_cpu_s: cpu_s_per_gb / 2.0,
             server_cpu_s: cpu_s_per_gb / 2.0,
             cpu_s_per_gb,
+            host_cpu_s_per_gb: cpu_s_per_gb + 0.5,
             untrusted_share: 0.3,
             multipath,
         }
@@ -883,6 +912,9 @@ mod tests {
         let (m, lo, hi) = f.paired.unwrap();
         assert!((lo - 1.4 / 1.3).abs() < 1e-9 && (hi - 1.0 / 0.9).abs() < 1e-9);
         assert!((m - (1.0 / 0.9 + 1.4 / 1.3) / 2.0).abs() < 1e-9);
+        // The whole host's figures are each run's + 0.5: 1.7 over 1.4 + 0.2.
+        assert!((f.host_cpu_s_per_gb - 1.7).abs() < 1e-9);
+        assert!((f.host_ratio - 1.7 / 1.6).abs() < 1e-9);
         let t = floor_targets(std::slice::from_ref(f));
         assert_eq!(t.len(), 1);
         assert!(t[0]

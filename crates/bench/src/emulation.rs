@@ -130,16 +130,6 @@ fn relay_cpu_ticks(pid: u32, all: bool) -> u64 {
     t
 }
 
-fn ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// Send UDP at `mbit` from `c` to `dst` until `stop`; bursts every millisecond.
 fn paced_sender(c: UdpSocket, dst: SocketAddr, mbit: u64, stop: Arc<AtomicBool>) {
     if mbit == 0 {
@@ -225,7 +215,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         }
     });
 
-    let tck = ticks_per_sec();
+    let tck = crate::host::clock_ticks();
     let idle = {
         progress(&format!(
             "the idle relay's CPU over {:.0} s",

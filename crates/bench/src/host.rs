@@ -47,7 +47,8 @@ pub fn host_busy_seconds() -> Option<f64> {
     busy_seconds_of(stat.lines().next()?, clock_ticks())
 }
 
-fn clock_ticks() -> f64 {
+/// The kernel's clock ticks per second (`_SC_CLK_TCK`, the unit of /proc's CPU times).
+pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf only reads a constant of the system.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {

@@ -16,8 +16,15 @@ use std::sync::{Arc, Mutex};
 /// nena's state directory: systemd's `$STATE_DIRECTORY` (a unit's `StateDirectory=`, the
 /// first if several), else `$XDG_STATE_HOME/nena`, else `$HOME/.local/state/nena`.
 pub fn state_dir() -> Result<PathBuf> {
-    let non_empty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    state_dir_from(|v| std::env::var_os(v))
+}
+
+/// [`state_dir`] with the environment given (so that it can be tested without touching
+/// the process's own).
+fn state_dir_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<PathBuf> {
+    let non_empty = |v: &str| env(v).filter(|s| !s.is_empty());
     if let Some(d) = non_empty("STATE_DIRECTORY") {
+        // systemd joins several StateDirectory= entries with ':'; the first is ours.
         let first = d
             .to_string_lossy()
             .split(':')
@@ -272,6 +279,7 @@ impl KnownServers {
     /// was there; an error if another key was.
     pub fn remember(&self, name: &str, key: &PublicKey) -> Result<bool, crate::Error> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _f = self.lock_file()?;
         if let Some((_, known)) = self.entries()?.into_iter().find(|(n, _)| n == name) {
             if known == *key {
                 return Ok(false);
@@ -298,6 +306,7 @@ impl KnownServers {
     /// Removes every entry of `name`; returns how many there were.
     pub fn forget(&self, name: &str) -> Result<usize> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _f = self.lock_file()?;
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -314,10 +323,34 @@ impl KnownServers {
         if !body.is_empty() {
             body.push('\n');
         }
-        std::fs::write(&tmp, body)
+        // The rewrite is as private as the file `remember` makes (0600), whatever the umask.
+        let _ = std::fs::remove_file(&tmp);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(body.as_bytes()).and_then(|()| f.sync_all()))
             .and_then(|()| std::fs::rename(&tmp, &self.path))
             .with_context(|| format!("cannot rewrite {}", self.path.display()))?;
         Ok(gone.len())
+    }
+
+    /// An exclusive lock on `known_servers.lock` beside the file, held while an entry is
+    /// added or removed, so that another process's `remember` cannot append between
+    /// `forget`'s read and its rename (which would lose that entry).
+    fn lock_file(&self) -> Result<nix::fcntl::Flock<std::fs::File>> {
+        private_parent(&self.path)?;
+        let path = self.path.with_extension("lock");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))
     }
 }
 
@@ -519,6 +552,90 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("line 1"));
+    }
+
+    #[test]
+    fn the_state_directory_is_systemds_first_then_xdg_then_home() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |v: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == v)
+                    .map(|(_, x)| std::ffi::OsString::from(x))
+            }
+        };
+        let all = [
+            ("STATE_DIRECTORY", "/var/lib/nena-gateway:/var/lib/other"),
+            ("XDG_STATE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        let all: &'static [(&str, &str)] = Box::leak(Box::new(all));
+        assert_eq!(
+            state_dir_from(env(all)).unwrap(),
+            PathBuf::from("/var/lib/nena-gateway")
+        );
+        assert_eq!(
+            state_dir_from(env(&[("STATE_DIRECTORY", ""), ("XDG_STATE_HOME", "/x")])).unwrap(),
+            PathBuf::from("/x/nena")
+        );
+        assert_eq!(
+            state_dir_from(env(&[("HOME", "/h")])).unwrap(),
+            PathBuf::from("/h/.local/state/nena")
+        );
+        assert!(state_dir_from(env(&[])).is_err());
+    }
+
+    #[test]
+    fn forget_keeps_the_file_private_and_loses_no_concurrent_pin() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_servers");
+        let first = KnownServers::new(path.clone());
+        assert!(first.remember("gone:1", &[9; 32]).unwrap());
+        // Other processes: instances of their own (no shared mutex), pinning while this
+        // one forgets. Only the file lock keeps forget's rewrite from dropping their pins.
+        let pinners: Vec<_> = (0..4u8)
+            .map(|t| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let k = KnownServers::new(path);
+                    for i in 0..50u8 {
+                        k.remember(&format!("s{t}-{i}:1"), &[t ^ i; 32]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let forgetter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let k = KnownServers::new(path);
+                for _ in 0..200 {
+                    k.remember("gone:1", &[9; 32]).unwrap();
+                    k.forget("gone:1").unwrap();
+                }
+            })
+        };
+        for p in pinners {
+            p.join().unwrap();
+        }
+        forgetter.join().unwrap();
+        let names: std::collections::HashSet<String> = first
+            .entries()
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for t in 0..4u8 {
+            for i in 0..50u8 {
+                assert!(
+                    names.contains(&format!("s{t}-{i}:1")),
+                    "pin s{t}-{i} was lost"
+                );
+            }
+        }
+        assert!(!names.contains("gone:1"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "forget rewrote the file as {mode:o}");
     }
 
     #[test]

@@ -171,7 +171,8 @@ pub struct ClientCommon {
     pub resolver: Option<SocketAddr>,
     /// The file of server keys pinned on first contact (trust on first use; a server that
     /// later proves another key is refused before a byte of data). Default: known_servers in
-    /// the state directory ($XDG_STATE_HOME/nena, else ~/.local/state/nena).
+    /// the state directory (a systemd unit's $STATE_DIRECTORY, else $XDG_STATE_HOME/nena,
+    /// else ~/.local/state/nena).
     #[arg(long, value_name = "FILE", conflicts_with = "server_key")]
     pub known_servers: Option<PathBuf>,
     /// Accept only this server key (base64 or hex, as `nena key show` prints it on the
@@ -381,7 +382,8 @@ pub struct ServerCommon {
     /// The server's long-term key (Ed25519, PKCS#8 PEM), which signs every handshake of aead
     /// and stream and which clients pin; created (mode 0600) if missing. Servers of a fleet
     /// behind one address share one file (docs/DEPLOY.md). Default: server_key in the state
-    /// directory ($XDG_STATE_HOME/nena, else ~/.local/state/nena).
+    /// directory (a systemd unit's $STATE_DIRECTORY, else $XDG_STATE_HOME/nena, else
+    /// ~/.local/state/nena).
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
 }

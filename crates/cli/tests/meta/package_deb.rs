@@ -498,6 +498,61 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         journal().contains("stored letter.txt")
     });
 
+    // The unit's server key: created on first start in its own state directory, private,
+    // not among the files it serves, and the same after a restart (the client's pin of the
+    // first start still holds).
+    use std::os::unix::fs::PermissionsExt;
+    let key = root.join("var/lib/private/nena-key/server_key");
+    let mode = std::fs::metadata(&key)
+        .unwrap_or_else(|e| panic!("the unit's key {}: {e}", key.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the unit's key has mode {mode:o}");
+    assert!(
+        !root.join("var/lib/private/nena/server_key").exists(),
+        "a server key lies in the directory the unit serves"
+    );
+    let key_before = std::fs::read(&key).unwrap();
+    ok(&mut inside(
+        init,
+        &["systemctl", "restart", "nena-serve.service"],
+    ));
+    let relistening = nena_testkit::poll_until(Duration::from_secs(30), || {
+        journal().matches("listening on 0.0.0.0:4433").count() >= 2
+    });
+    assert!(
+        relistening,
+        "nena-serve did not listen again after its restart:\n{}",
+        journal()
+    );
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        key_before,
+        "the restart made a new key"
+    );
+    let src2 = tmp.join("letter2.txt");
+    std::fs::write(&src2, &payload).unwrap();
+    let out = client(
+        &lab,
+        &[
+            "send",
+            src2.to_str().unwrap(),
+            "--to",
+            &to,
+            "--known-servers",
+            known.to_str().unwrap(),
+            PATHS[0],
+            PATHS[1],
+            PATHS[2],
+            PATHS[3],
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "nena send after the restart, with the key pinned at the first start: {}",
+        out_text(&out)
+    );
+
     // 6. `systemctl stop`: the server ends on SIGTERM, with status 0.
     ok(&mut inside(
         init,

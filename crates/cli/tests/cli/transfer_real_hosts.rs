@@ -57,9 +57,10 @@ pub(crate) fn eavesdrop(cap: &Path, known: &Path) -> serde_json::Value {
 }
 
 /// `rounds` sends and gets of a random file with both client links captured; returns the
-/// JSON reports and what each capture holds.
+/// JSON reports, each connection's log (standard error) and what each capture holds.
 pub(crate) struct Outcome {
     pub(crate) reports: Vec<serde_json::Value>,
+    pub(crate) logs: Vec<String>,
     pub(crate) untrusted_raw: Vec<u8>,
     pub(crate) trusted_raw: Vec<u8>,
     pub(crate) untrusted_view: serde_json::Value,
@@ -79,6 +80,7 @@ pub(crate) fn transfers(lab: &Lab, rounds: usize) -> Outcome {
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
     let known_s = known.display().to_string();
     let mut reports = Vec::new();
+    let mut logs = Vec::new();
     for i in 0..rounds {
         let name = format!("up{i}");
         let out = cli.join(&format!("down{i}")).display().to_string();
@@ -89,7 +91,20 @@ pub(crate) fn transfers(lab: &Lab, rounds: usize) -> Outcome {
             let mut a = args.clone();
             a.push("--json");
             a.extend_from_slice(&PATHS);
-            reports.push(client_json(lab, &a));
+            let out = client(lab, &a);
+            let log = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                out.status.success(),
+                "nena {a:?} failed ({}): {log}",
+                out.status
+            );
+            reports.push(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!(
+                    "nena {a:?}: not JSON ({e}): {}",
+                    String::from_utf8_lossy(&out.stdout)
+                )
+            }));
+            logs.push(log);
         }
         assert!(
             std::fs::read(srv.join(&name)).unwrap() == data,
@@ -103,8 +118,14 @@ pub(crate) fn transfers(lab: &Lab, rounds: usize) -> Outcome {
         let by_trust: Vec<(u64, u64)> = reports.iter().map(bytes_by_trust).collect();
         eprintln!("DEBUG bytes (trusted, untrusted) per connection: {by_trust:?}");
     }
+    if std::env::var_os("NENA_TEST_DEBUG").is_some() {
+        for l in &logs {
+            eprintln!("DEBUG stderr: {l}");
+        }
+    }
     Outcome {
         reports,
+        logs,
         untrusted_view: eavesdrop(&cap_u, &known),
         untrusted_raw: std::fs::read(&cap_u).unwrap(),
         trusted_raw: std::fs::read(&cap_t).unwrap(),

@@ -246,8 +246,8 @@ fn says_why_single_path_once(report: &serde_json::Value, log: &str) {
 /// is single-path. Both links are shaped to 10 Mbit/s so that each transfer (1.5 MB) lasts
 /// over a second, longer than the two join attempts the warning waits for (250 ms apart).
 /// "At full speed" (the trusted link's goodput as without the stripping WLAN) is a figure of
-/// the host, not a property: it belongs to a benchmark (docs/BENCHMARKS.md, "Not measured
-/// yet"), not to this test.
+/// the host, not a property: it belongs to a benchmark (noted, not measured yet, in
+/// docs/BENCHMARKS.md's `nena bench outage` section), not to this test.
 fn files_through_a_stripping_wlan(pm: PmMode) {
     let lab = lab_with(|c| {
         c.untrusted_strip_mptcp = true;

@@ -55,9 +55,10 @@ impl BpfHold {
         let open = b
             .open(&mut storage)
             .context("opening the first-flight hold object")?;
-        let skel = open
-            .load()
-            .context("loading the first-flight hold (cgroup_skb/egress)")?;
+        let skel = open.load().context(
+            "loading the first-flight hold (cgroup_skb/egress; needs CAP_BPF, CAP_PERFMON \
+                 and CAP_NET_ADMIN and the bpf() system call)",
+        )?;
         use std::os::fd::AsRawFd;
         let link = skel
             .progs

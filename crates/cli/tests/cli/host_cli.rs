@@ -582,7 +582,7 @@ fn systemd_analyze_verifies_the_units() {
     }
 }
 
-/// The gateway's unit: systemd's verify and exposure score (with the two capabilities it
+/// The gateway's unit: systemd's verify and exposure score (with the four capabilities it
 /// needs, and no others), and its example config, whose every key `nena gateway` accepts
 /// (the run then stops at the example's LAN interface, which this host does not have,
 /// before anything is installed).
@@ -599,10 +599,21 @@ fn the_gateway_unit_and_its_example_config() {
     assert_eq!(
         caps,
         [
-            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW",
-            "AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW"
+            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON",
+            "AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON"
         ]
     );
+    // the first-flight hold's system call (not in @system-service), and the cgroups kept
+    // read-only (the hold only opens its cgroup)
+    let keys = unit_keys(&body);
+    let get = |k: &str| -> Vec<&str> {
+        keys.iter()
+            .filter(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(get("SystemCallFilter"), ["@system-service bpf"]);
+    assert_eq!(get("ProtectControlGroups"), ["yes"]);
     let example = format!("{ROOT}/contrib/config/gateway.toml");
     let out = Command::new(NENA)
         .args(["gateway", "--config", &example])
@@ -656,4 +667,118 @@ fn a_typo_is_told_the_command_it_resembles() {
     );
     let e = refused(&["send", "f", "--to", "198.18.3.2:7000", "--trustd", "x"]);
     assert!(e.contains("'--trustd'") && e.contains("'--trusted'"), "{e}");
+}
+
+/// The capability names of a unit's `CapabilityBoundingSet=` line, as setpriv takes them
+/// (`+net_admin,+net_raw,...`).
+fn setpriv_caps(unit: &str) -> String {
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("a CapabilityBoundingSet line");
+    line.split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The gateway's sandbox lets the first-flight hold load (root; needs setpriv, nsenter and
+/// unshare from util-linux): a `nena send` in a lab's client network namespace, with the
+/// in-kernel path manager, run as an unprivileged user with only the capabilities of
+/// contrib/systemd/nena-gateway.service (bounding, inheritable and ambient sets, as
+/// `DynamicUser=` with `AmbientCapabilities=` gives), in the host's mount namespace with
+/// its cgroup v2 file system remounted read-only (`ProtectControlGroups=yes`): the hold
+/// loads and attaches to the process's cgroup, and the file goes through over both links.
+/// The same without CAP_BPF and CAP_PERFMON (the unit before) is refused, naming the hold.
+/// The unit's system call filter is checked by `the_gateway_unit_and_its_example_config`
+/// (`bpf` is in no group of @system-service, `systemd-analyze syscall-filter`); this test
+/// does not apply it (no systemd as PID 1 here).
+#[test]
+fn the_gateway_units_sandbox_lets_the_first_flight_hold_load() {
+    use crate::harness::{lab_with, serve, server, TempDir, PATHS};
+    use std::os::unix::fs::PermissionsExt;
+    for tool in ["setpriv", "nsenter", "unshare"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            nena_testkit::skip!("{tool} is not installed");
+        }
+    }
+    let Some(cgroup2) = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(str::to_string))?
+        })
+    else {
+        nena_testkit::skip!("this host has no cgroup v2 file system");
+    };
+    let unit =
+        std::fs::read_to_string(format!("{ROOT}/contrib/systemd/nena-gateway.service")).unwrap();
+    let caps = setpriv_caps(&unit);
+    assert!(caps.contains("+bpf") && caps.contains("+perfmon"), "{caps}");
+    let lab = lab_with(|c| c.pm = nena_lab::PmMode::Kernel);
+    let srv = TempDir::new("unit-hold");
+    let _s = serve(&lab, 7000, srv.path(), &[]);
+    let to = server(&lab, 7000);
+    // what the unprivileged user reads and writes: the file, its state directory
+    let dir = TempDir::new("unit-hold-c");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let f = dir.join("f.bin");
+    std::fs::write(&f, crate::harness::random(300_000, 11)).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let state = dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let netns = format!("/run/netns/{}", lab.netns(nena_lab::Host::Client));
+    let send = |caps: &str, name: &str| {
+        let mut argv = vec![
+            "env".to_string(),
+            format!("XDG_STATE_HOME={}", state.display()),
+            NENA.to_string(),
+            "send".into(),
+            f.display().to_string(),
+            "--name".into(),
+            name.into(),
+            "--to".into(),
+            to.clone(),
+            "--json".into(),
+        ];
+        argv.extend(PATHS.iter().map(|s| s.to_string()));
+        // a mount namespace of its own (the remount stays in it), the cgroups read-only,
+        // then the user and the capabilities of the unit
+        let script = format!(
+            "mount -o remount,bind,ro {cgroup2} && exec setpriv --reuid 65534 --regid 65534 \
+             --clear-groups --inh-caps -all,{caps} --ambient-caps -all,{caps} \
+             --bounding-set -all,{caps} \"$@\""
+        );
+        Command::new("nsenter")
+            .arg(format!("--net={netns}"))
+            .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
+            .arg(script)
+            .arg("sh")
+            .args(&argv)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = send(&caps, "held");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "with the unit's capabilities: {err}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report}");
+    assert_eq!(report["paths"]["path_manager"], "kernel", "{report}");
+    assert_eq!(
+        std::fs::read(srv.join("held")).unwrap(),
+        std::fs::read(&f).unwrap()
+    );
+    // Not blind: the capabilities of the unit before the hold are refused, naming it.
+    let out = send("+net_admin,+net_raw", "refused");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nena cannot hold the first flight") && err.contains("CAP_PERFMON"),
+        "{err}"
+    );
+    assert!(!srv.join("refused").exists());
 }

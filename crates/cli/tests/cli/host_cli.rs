@@ -1,8 +1,9 @@
 //! nena fits the host like other network daemons: shell completions and man pages generated
 //! from the clap definitions, `--config FILE` for the long-running commands (keys = long
 //! flags, the command line wins, unknown keys and bad values refused in one line), and the
-//! systemd units in contrib/systemd with the example configs in contrib/config.
-//! The servers here listen on 127.0.0.1 only, on ephemeral ports.
+//! systemd units in contrib/systemd with the example configs in contrib/config, and the
+//! gateway unit's sandbox letting the first-flight hold load (root, in a lab of its own).
+//! The other servers here listen on 127.0.0.1 only, on ephemeral ports.
 use crate::harness::nena;
 
 use std::collections::BTreeSet;

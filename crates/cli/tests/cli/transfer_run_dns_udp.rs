@@ -461,6 +461,10 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         "curl over IPv6: not the file\n{err}"
     );
     assert!(err.contains("packets dropped at egress 0"), "{err}");
+    ps.wait_stderr(
+        &format!("CONNECT [{SERVER6}]:8000"),
+        Duration::from_secs(10),
+    );
 
     for c in captures {
         c.stop().unwrap();

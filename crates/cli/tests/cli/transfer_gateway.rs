@@ -2,12 +2,14 @@
 //! `lan` interface (`nena lab up --lan`), routed like a laptop (no source rules, default route
 //! on the untrusted link) and with `ip_forward` on, as a router has it. The LAN host knows
 //! nothing of nena: curl fetches files from python's http.server on the server host, by
-//! IPv4 and by IPv6, byte-exact, carried by the gateway through the `nena proxy server`.
-//! Captures of both client links show that nothing of the LAN crossed around nena (no
-//! packet from or to the LAN's addresses, no 16-byte run of the file, no UDP payload) and
-//! that the untrusted link carried data. The gateway killed with SIGKILL leaves the LAN cut
-//! off (its table stays), and its next start replaces the table instead of doubling it; a
-//! SIGTERM removes everything.
+//! IPv4, by IPv6 and by name (20 MB each, byte-exact), carried by the gateway through the
+//! `nena proxy server`; DNS queries and UDP echoes from the LAN host, IPv4 and IPv6, are
+//! carried (`--udp carry`) or refused at once (`--udp block`). Captures of both client links
+//! show that nothing of the LAN crossed around nena (no packet from or to the LAN's
+//! addresses, no DNS name, no UDP, no 16-byte run of the file) and that the untrusted link
+//! carried TCP payload. The gateway killed with SIGKILL leaves the LAN cut off (its table,
+//! rules and routes stay), and its next start replaces them instead of doubling them; a
+//! SIGTERM removes everything. A missing interface and a bridge port are refused.
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};

@@ -6,7 +6,8 @@
 //! answers 198.18.3.2. Both links are captured: no query for the name may cross the
 //! untrusted link, and the file must never reach the attacker's server: it is stored at
 //! the right one, or refused with a message that names the resolver, the interface and the
-//! fix.
+//! fix. `nena run --via`, `nena proxy client --to` and `nena gateway --via` resolve a name
+//! the same way.
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};

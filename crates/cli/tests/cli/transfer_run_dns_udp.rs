@@ -3,8 +3,10 @@
 //! "WLAN resolver" (198.18.2.1, the untrusted side's router) in the client's resolv.conf,
 //! with captures of both client links:
 //!
-//! - curl fetches `http://files.example.test:8000/...` by name: the name is answered by
-//!   dnsmasq on the server host (the server's /etc/resolv.conf) through nena; a DNS query over
+//! - curl fetches `http://files.example.test:8000/big.bin` (20 MB) by name: the name is
+//!   answered by dnsmasq on the server host (the server's /etc/resolv.conf) through nena;
+//!   neither link holds a 16-byte run of the file, and the untrusted link carried TCP
+//!   payload; a DNS query over
 //!   TCP to the WLAN's resolver is answered the same way; a UDP echo round trip works
 //!   (`--udp carry`, IPv4 and IPv4-mapped on a dual-stack socket); an IPv6 datagram with no
 //!   IPv6 relay and a raw ICMP packet are refused. Neither link shows the name ("example"),
@@ -13,7 +15,8 @@
 //!   DNS still works.
 //! - IPv6 on the client's loopback: DNS to an IPv6 resolver (UDP, TCP) and to an IPv4 one
 //!   from a dual-stack socket is answered through nena with the resolver as the answer's
-//!   source; an IPv6 datagram goes through nena and the proxy server drops it (`--allow`).
+//!   source; an IPv6 datagram goes through nena and the proxy server drops it (`--allow`);
+//!   curl to the server host's IPv6 address is carried through nena (no 16-byte run leaks).
 //! - control: the same name looked up without nena crosses the untrusted link in the clear,
 //!   so the checks above see a leak when there is one.
 

@@ -2,12 +2,14 @@
 //! `lan` interface (`nena lab up --lan`), routed like a laptop (no source rules, default route
 //! on the untrusted link) and with `ip_forward` on, as a router has it. The LAN host knows
 //! nothing of nena: curl fetches files from python's http.server on the server host, by
-//! IPv4 and by IPv6, byte-exact, carried by the gateway through the `nena proxy server`.
-//! Captures of both client links show that nothing of the LAN crossed around nena (no
-//! packet from or to the LAN's addresses, no 16-byte run of the file, no UDP payload) and
-//! that the untrusted link carried data. The gateway killed with SIGKILL leaves the LAN cut
-//! off (its table stays), and its next start replaces the table instead of doubling it; a
-//! SIGTERM removes everything.
+//! IPv4, by IPv6 and by name (20 MB each, byte-exact), carried by the gateway through the
+//! `nena proxy server`; DNS queries and UDP echoes from the LAN host, IPv4 and IPv6, are
+//! carried (`--udp carry`) or refused at once (`--udp block`). Captures of both client links
+//! show that nothing of the LAN crossed around nena (no packet from or to the LAN's
+//! addresses, no DNS name, no UDP, no 16-byte run of the file) and that the untrusted link
+//! carried TCP payload. The gateway killed with SIGKILL leaves the LAN cut off (its table,
+//! rules and routes stay), and its next start replaces them instead of doubling them; a
+//! SIGTERM removes everything. A missing interface and a bridge port are refused.
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};
@@ -16,13 +18,13 @@ use std::time::Duration;
 
 /// The server host's IPv6 address for the LAN's IPv6 fetches (the proxy server connects to
 /// it locally: the lab's paths stay IPv4).
-const SERVER6: &str = "2001:2:0:3::2";
+pub(crate) const SERVER6: &str = "2001:2:0:3::2";
 
 /// A capture filter for the LAN host's packets, IPv4 and IPv6.
 const LAN_HOST: &str = "host 198.18.5.2 or host 2001:2:0:5::2";
 
 /// python's http.server on the server host, dual stack, serving `dir` on port 8000.
-fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
+pub(crate) fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
     sh(
         lab,
         Host::Server,
@@ -91,11 +93,19 @@ fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
 /// A UDP round trip from the LAN host to the server host's echo (198.18.3.2:7007): the
 /// echoed payload, or the error.
 fn lan_udp_echo(lab: &Lab, payload: &str) -> Result<String, String> {
+    lan_udp_echo_to(lab, "198.18.3.2", 7007, payload)
+}
+
+/// A UDP round trip from the LAN host to `dst`:`port` (IPv4 or IPv6, a connected socket,
+/// 10 s to answer): "SOURCE PORT PAYLOAD" of the reply, or python's error (a refusal by
+/// ICMP port unreachable is `ConnectionRefusedError`).
+fn lan_udp_echo_to(lab: &Lab, dst: &str, port: u16, payload: &str) -> Result<String, String> {
     let script = format!(
         "import socket\n\
-         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         f = socket.AF_INET6 if ':' in '{dst}' else socket.AF_INET\n\
+         s = socket.socket(f, socket.SOCK_DGRAM)\n\
          s.settimeout(10)\n\
-         s.connect(('198.18.3.2', 7007))\n\
+         s.connect(('{dst}', {port}))\n\
          s.send(b'{payload}')\n\
          d, a = s.recvfrom(65535)\n\
          print(a[0], a[1], d.decode())\n"
@@ -110,6 +120,55 @@ fn lan_udp_echo(lab: &Lab, payload: &str) -> Result<String, String> {
     } else {
         Err(String::from_utf8_lossy(&o.stderr).into_owned())
     }
+}
+
+/// A DNS query (A, over UDP) from the LAN host to `resolver` port 53, IPv4 or IPv6:
+/// "ADDRESS from SOURCE" of the answer (its ID checked), or python's error.
+fn lan_dns(lab: &Lab, resolver: &str, name: &str) -> Result<String, String> {
+    let script = format!(
+        "import socket, struct\n\
+         q = struct.pack('>HHHHHH', 0x3939, 0x0100, 1, 0, 0, 0)\n\
+         q += b''.join(bytes([len(l)]) + l.encode() for l in '{name}'.split('.')) + b'\\0'\n\
+         q += struct.pack('>HH', 1, 1)\n\
+         f = socket.AF_INET6 if ':' in '{resolver}' else socket.AF_INET\n\
+         s = socket.socket(f, socket.SOCK_DGRAM)\n\
+         s.settimeout(10)\n\
+         s.sendto(q, ('{resolver}', 53))\n\
+         a, src = s.recvfrom(4096)\n\
+         assert a[:2] == b'\\x39\\x39', a\n\
+         print(socket.inet_ntoa(a[-4:]), 'from', src[0])\n"
+    );
+    let o = lab
+        .command(Host::Lan, "python3", ["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+    }
+}
+
+/// The TCP payload bytes a capture holds (`nena eavesdrop`), whatever they carry.
+pub(crate) fn tcp_payload(cap: &std::path::Path, known: &std::path::Path) -> u64 {
+    crate::transfer_real_hosts::eavesdrop(cap, known)["payload_bytes"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The sum of the gateway's `nena_sessions_total` samples with outcome ok, scraped from
+/// its `--metrics` endpoint in the client host.
+fn gateway_sessions_ok(lab: &Lab, at: &str) -> u64 {
+    let text = sh(lab, Host::Client, &format!("curl -sS http://{at}/metrics"));
+    text.lines()
+        .filter(|l| {
+            l.starts_with("nena_sessions_total{")
+                && l.contains("role=\"gateway\"")
+                && l.contains("outcome=\"ok\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }
 
 /// curl in the LAN host: the body, or curl's error.
@@ -185,7 +244,8 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
         "the IPv6 fetch differs"
     );
     gw.wait_stderr_n("(redirected): mode aead", 2, Duration::from_secs(10));
-    // UDP is refused at the gateway, not forwarded.
+    // UDP is carried through nena by default (`--udp carry`): the datagram's payload must
+    // not cross either link in the clear.
     lan_udp(&lab, "198.18.3.2", 9999, "nena-gateway-udp-marker");
 
     cu.stop().unwrap();
@@ -215,8 +275,11 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     // bare veth depends on the scheduler's timing: 9-21 MB in 5 calm runs, 1.6 MB in a CI
     // run where one of the two sessions stayed single-path; the share is measured by
     // `nena bench peers`, not here.
-    let u = std::fs::metadata(&cap_u).unwrap().len();
-    assert!(u > 512 << 10, "the untrusted capture holds only {u} B");
+    let u = tcp_payload(&cap_u, &known);
+    assert!(
+        u > 512 << 10,
+        "the untrusted link carried only {u} B of TCP payload"
+    );
 }
 
 #[test]
@@ -237,9 +300,28 @@ fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path(
     assert_eq!(std::fs::read(&out).unwrap(), b"after the pool went stale\n");
 }
 
+/// What of the gateway's the client host holds: its nftables tables, IPv4 and IPv6 policy
+/// rules (`lookup 4710`), and IPv4 and IPv6 routes in table 4710, one count each.
+fn installed(lab: &Lab) -> [usize; 5] {
+    let tables = sh(lab, Host::Client, "nft list tables");
+    let rules4 = sh(lab, Host::Client, "ip -4 rule show");
+    let rules6 = sh(lab, Host::Client, "ip -6 rule show");
+    // `show table 4710` fails while the table does not exist: every table's routes.
+    let routes4 = sh(lab, Host::Client, "ip -4 route show table all");
+    let routes6 = sh(lab, Host::Client, "ip -6 route show table all");
+    [
+        tables.matches("nena_gateway").count(),
+        rules4.matches("lookup 4710").count(),
+        rules6.matches("lookup 4710").count(),
+        routes4.matches("table 4710 ").count(),
+        routes6.matches("table 4710 ").count(),
+    ]
+}
+
 #[test]
 fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table() {
     let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
     route_the_lan(&lab);
     sh(&lab, Host::Client, "sysctl -qw net.ipv4.ip_forward=1");
     let (www, cli) = (TempDir::new("gk"), TempDir::new("gkc"));
@@ -250,13 +332,20 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
     let url = "http://198.18.3.2:8000/letter.txt";
     // Without a gateway the client forwards (ip_forward): the control that the check sees.
     lan_fetch(&lab, url, &out).unwrap();
+    assert_eq!(installed(&lab), [0; 5]);
 
+    // From here on nothing of the LAN host may cross either link.
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
     let mut gw = gateway(&lab);
+    // Tables, rules and routes, IPv4 and IPv6: one each.
+    assert_eq!(installed(&lab), [1; 5]);
     lan_fetch(&lab, url, &out).unwrap();
     gw.stop_with(libc::SIGKILL);
-    // Killed: the table stays and keeps the LAN from being forwarded around nena.
-    let tables = sh(&lab, Host::Client, "nft list tables");
-    assert!(tables.contains("nena_gateway"), "{tables}");
+    // Killed: everything stays, and the table keeps the LAN from being forwarded around
+    // nena.
+    assert_eq!(installed(&lab), [1; 5]);
     assert!(
         lan_fetch(&lab, url, &out).is_err(),
         "fetched around a killed gateway"
@@ -265,13 +354,25 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
     let mut gw = gateway(&lab);
     lan_fetch(&lab, url, &out).unwrap();
     assert_eq!(std::fs::read(&out).unwrap(), b"through nena\n");
-    let tables = sh(&lab, Host::Client, "nft list tables");
-    assert_eq!(tables.matches("nena_gateway").count(), 1, "{tables}");
-    let rules = sh(&lab, Host::Client, "ip rule show");
-    assert_eq!(rules.matches("lookup 4710").count(), 1, "{rules}");
+    // Replaced, not doubled.
+    assert_eq!(installed(&lab), [1; 5]);
     assert!(gw.terminate().success());
-    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
-    assert!(!sh(&lab, Host::Client, "ip rule show").contains("lookup 4710"));
+    // Nothing left.
+    assert_eq!(installed(&lab), [0; 5]);
+    let log = gw.stderr();
+    assert!(!log.contains("cannot remove"), "{log}");
+
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    for cap in [&cap_u, &cap_t] {
+        assert_eq!(
+            packets(cap, LAN_HOST),
+            0,
+            "packets of the LAN host in {cap:?}"
+        );
+        let raw = std::fs::read(cap).unwrap();
+        assert_eq!(count(&raw, b"through nena"), 0, "the letter in {cap:?}");
+    }
 }
 
 #[test]
@@ -284,20 +385,46 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--lan nosuch0: no such interface"), "{err}");
     assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+
+    // A bridge port: the bridge would switch its frames past nena (the lab's namespace
+    // goes, with the bridge and the veth pair, when the lab does).
+    sh(
+        &lab,
+        Host::Client,
+        "set -e; ip link add nenabr0 type bridge; ip link add nenap0 type veth peer name nenap1; \
+         ip link set nenap0 master nenabr0; ip link set nenabr0 up; ip link set nenap0 up",
+    );
+    let mut args = vec!["gateway", "--lan", "nenap0", "--via", "198.18.3.2:7100"];
+    args.extend_from_slice(&PATHS);
+    let out = client(&lab, &args);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--lan nenap0: the interface is a bridge port")
+            && err.contains("name the bridge instead"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+    assert!(!sh(&lab, Host::Client, "ip rule show").contains("lookup 4710"));
 }
 
 #[test]
 fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
-    use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, NetnsResolvConf};
+    use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, udp_echo_at, NetnsResolvConf};
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);
     route_the_lan(&lab);
     sh(&lab, Host::Client, "sysctl -qw net.ipv4.ip_forward=1");
     let (www, cli) = (TempDir::new("gd"), TempDir::new("gdc"));
     std::fs::write(www.join("letter.txt"), b"by name through nena\n").unwrap();
+    let data = random(20 << 20, 39);
+    std::fs::write(www.join("big.bin"), &data).unwrap();
     let _http = http_dual(&lab, &www);
     let _dns = dnsmasq(&lab);
     let _echo = udp_echo(&lab);
+    // The IPv6 echo on the server host's IPv6 address (http_dual added it).
+    let _echo6 = udp_echo_at(&lab, SERVER6, 7008);
     // The proxy server asks dnsmasq; the LAN host asks the WLAN's resolver, which it
     // never reaches: the gateway answers in its place, through nena.
     let _srv_conf = NetnsResolvConf::new(&lab, Host::Server, "198.18.3.2");
@@ -307,15 +434,35 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
 
-    let mut gw = gateway(&lab);
+    let metrics = "127.0.0.1:9477";
+    let mut gw = gateway_with(&lab, &["--metrics", metrics]);
     let out = cli.join("letter.txt");
     // Twice: the second fetch's lookups go over the DNS sessions the first one's opened.
     for _ in 0..2 {
         lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"by name through nena\n");
     }
+    // The issue's case: 20 MB fetched by name with curl, byte-exact.
+    let big = cli.join("big.bin");
+    lan_fetch(&lab, "http://files.example.test:8000/big.bin", &big).unwrap();
+    assert!(
+        std::fs::read(&big).unwrap() == data,
+        "the 20 MB fetch by name differs"
+    );
     let echoed = lan_udp_echo(&lab, "nena-gw-echo-carried").unwrap();
     assert_eq!(echoed, "198.18.3.2 7007 nena-gw-echo-carried");
+    // IPv6 from the LAN host: a DNS query to an IPv6 resolver (none runs there: the
+    // gateway answers, through nena, as the resolver) and a UDP echo, carried.
+    let answer = lan_dns(&lab, "2001:2::53", "files.example.test").unwrap();
+    assert_eq!(answer, "198.18.3.2 from 2001:2::53");
+    let echoed6 = lan_udp_echo_to(&lab, SERVER6, 7008, "nena-gw-echo6-carried").unwrap();
+    assert_eq!(echoed6, format!("{SERVER6} 7008 nena-gw-echo6-carried"));
+    // The metrics count the fetches' sessions (each ends with its connection).
+    nena_testkit::wait_until(
+        "the gateway's metrics to count the 3 fetches' sessions",
+        Duration::from_secs(10),
+        || gateway_sessions_ok(&lab, metrics) >= 3,
+    );
     assert!(gw.terminate().success());
     let log = gw.stderr();
     assert!(log.contains("DNS answered "), "{log}");
@@ -349,25 +496,50 @@ fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
         "no DNS session carried two queries: {served}"
     );
 
-    // --udp block: the datagram is refused; DNS still answered through nena.
+    // --udp block: the datagram is refused at once (ICMP port unreachable, GATEWAY.md),
+    // not left to time out, IPv4 and IPv6; DNS still answered through nena.
     let _gw = gateway_with(&lab, &["--udp", "block"]);
     lan_fetch(&lab, "http://files.example.test:8000/letter.txt", &out).unwrap();
-    let refused = lan_udp_echo(&lab, "nena-gw-echo-blocked");
-    assert!(
-        refused.is_err(),
-        "a datagram crossed with --udp block: {refused:?}"
-    );
+    let answer = lan_dns(&lab, "2001:2::53", "files.example.test").unwrap();
+    assert_eq!(answer, "198.18.3.2 from 2001:2::53");
+    for (dst, port) in [("198.18.3.2", 7007), (SERVER6, 7008)] {
+        let started = std::time::Instant::now();
+        let refused = lan_udp_echo_to(&lab, dst, port, "nena-gw-echo-blocked");
+        let took = started.elapsed();
+        let err = refused.expect_err("a datagram crossed with --udp block");
+        assert!(
+            err.contains("ConnectionRefusedError"),
+            "[{dst}]:{port}: not refused: {err}"
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "[{dst}]:{port}: refused after {took:?}"
+        );
+    }
 
     cu.stop().unwrap();
     ct.stop().unwrap();
+    let known = www.join("big.bin");
     for cap in [&cap_u, &cap_t] {
         let raw = std::fs::read(cap).unwrap();
         assert_eq!(count(&raw, b"example"), 0, "a DNS name in {cap:?}");
         assert_eq!(count(&raw, b"nena-gw-echo"), 0, "a UDP payload in {cap:?}");
+        assert_eq!(packets(cap, "udp"), 0, "UDP in the clear in {cap:?}");
         assert_eq!(
             packets(cap, LAN_HOST),
             0,
             "packets of the LAN host in {cap:?}"
         );
+        assert_eq!(
+            runs_found(cap, &known),
+            0,
+            "plaintext of the file in {cap:?}"
+        );
     }
+    // The untrusted link carried TCP payload (not only a join's handshake and ACKs).
+    let u = tcp_payload(&cap_u, &known);
+    assert!(
+        u > 512 << 10,
+        "the untrusted link carried only {u} B of TCP payload"
+    );
 }

@@ -6,7 +6,8 @@
 //! answers 198.18.3.2. Both links are captured: no query for the name may cross the
 //! untrusted link, and the file must never reach the attacker's server: it is stored at
 //! the right one, or refused with a message that names the resolver, the interface and the
-//! fix.
+//! fix. `nena run --via`, `nena proxy client --to` and `nena gateway --via` resolve a name
+//! the same way.
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};
@@ -268,4 +269,143 @@ fn after_first_contact_a_lying_resolver_cannot_impersonate_the_server() {
     }
     let stolen: Vec<_> = std::fs::read_dir(wrong.path()).unwrap().collect();
     assert!(stolen.is_empty(), "the attacker's server stored {stolen:?}");
+}
+
+/// `nena run --via`, `nena proxy client --to` and `nena gateway --via` resolve a name the
+/// same way (ClientCommon): refused while the system's resolver is the WLAN's, and with
+/// `--resolver` asked through the trusted link, so the right proxy server carries them and
+/// the attacker's (198.18.3.3, the WLAN resolver's answer) sees nothing.
+#[test]
+fn names_in_run_via_proxy_to_and_gateway_via_are_resolved_through_the_trusted_link() {
+    let lab = lab_with(|c| c.lan = true);
+    laptop_routes(&lab, true);
+    sh(&lab, Host::Server, "ip addr add 198.18.3.3/24 dev eth0");
+    let www = TempDir::new("nv");
+    let cli = TempDir::new("nvc");
+    std::fs::write(www.join("letter.txt"), b"the right proxy server\n").unwrap();
+    let _http = http_server(&lab, &www, None);
+    let proxy = |listen: &str| {
+        spawn_listening(
+            &lab,
+            Host::Server,
+            &[
+                "-v",
+                "proxy",
+                "server",
+                "--listen",
+                listen,
+                "--allow",
+                "198.18.3.2/32",
+            ],
+        )
+    };
+    let right = proxy("198.18.3.2:7100");
+    let attacker = proxy("198.18.3.3:7100");
+    let _resolvers = Resolvers::start(&lab, &["198.18.2.1"]);
+    let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
+    let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
+    let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
+    let url = "http://198.18.3.2:8000/letter.txt";
+    let resolved = "srv.lab:7100 is 198.18.3.2 (asked 198.18.1.1:53 by `trusted`)";
+    let run = |extra: &[&str]| {
+        let mut a = vec!["-v", "run", "--via", "srv.lab:7100"];
+        a.extend_from_slice(&PATHS);
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--", "curl", "-sS", "--max-time", "20", url]);
+        lab.command(Host::Client, NENA, &a)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+
+    // The system's resolver is the WLAN's: refused before connecting, in one line.
+    let refused = run(&[]);
+    assert!(!refused.status.success(), "{}", stderr(&refused));
+    assert!(refused.stdout.is_empty(), "the command ran");
+    let msg = stderr(&refused);
+    let line = msg
+        .lines()
+        .find(|l| l.contains("--resolver ADDR"))
+        .unwrap_or_else(|| panic!("no refusal naming the fix: {msg}"));
+    assert!(
+        line.contains("198.18.2.1") && line.contains("`untrusted`"),
+        "{line}"
+    );
+
+    // nena run --via NAME --resolver: carried by the right proxy server.
+    let ok = run(&["--resolver", "198.18.1.1"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert_eq!(ok.stdout, b"the right proxy server\n", "{}", stderr(&ok));
+    assert!(stderr(&ok).contains(resolved), "{}", stderr(&ok));
+
+    // nena proxy client --to NAME --resolver, its SOCKS5 endpoint used by curl.
+    let mut a = vec![
+        "-v",
+        "proxy",
+        "client",
+        "--socks5",
+        "127.0.0.1:1080",
+        "--to",
+        "srv.lab:7100",
+        "--resolver",
+        "198.18.1.1",
+    ];
+    a.extend_from_slice(&PATHS);
+    let mut pc = spawn_listening(&lab, Host::Client, &a);
+    let o = lab
+        .command(
+            Host::Client,
+            "curl",
+            ["-sS", "--max-time", "20", "--socks5", "127.0.0.1:1080", url],
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stderr(&o), pc.stderr());
+    assert_eq!(o.stdout, b"the right proxy server\n");
+    assert!(pc.stderr().contains(resolved), "{}", pc.stderr());
+    assert!(pc.terminate().success());
+
+    // nena gateway --via NAME --resolver, fetched by the LAN host.
+    let mut a = vec![
+        "-v",
+        "gateway",
+        "--lan",
+        "lan",
+        "--via",
+        "srv.lab:7100",
+        "--resolver",
+        "198.18.1.1",
+    ];
+    a.extend_from_slice(&PATHS);
+    let mut gw = spawn_listening(&lab, Host::Client, &a);
+    let o = lab
+        .command(Host::Lan, "curl", ["-sS", "--max-time", "20", url])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stderr(&o), gw.stderr());
+    assert_eq!(o.stdout, b"the right proxy server\n");
+    assert!(gw.stderr().contains(resolved), "{}", gw.stderr());
+    assert!(gw.terminate().success());
+
+    // The right proxy server carried all three; the attacker's saw no one.
+    right.wait_stderr_n("CONNECT 198.18.3.2:8000", 3, Duration::from_secs(10));
+    assert!(
+        !attacker.stderr().contains("CONNECT") && !attacker.stderr().contains(": mode "),
+        "the attacker's proxy server was reached: {}",
+        attacker.stderr()
+    );
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    let (u, t) = (
+        std::fs::read(&cap_u).unwrap(),
+        std::fs::read(&cap_t).unwrap(),
+    );
+    assert_eq!(
+        count(&u, WIRE_NAME),
+        0,
+        "a query for srv.lab crossed the untrusted link"
+    );
+    assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
 }

@@ -3,8 +3,10 @@
 //! "WLAN resolver" (198.18.2.1, the untrusted side's router) in the client's resolv.conf,
 //! with captures of both client links:
 //!
-//! - curl fetches `http://files.example.test:8000/...` by name: the name is answered by
-//!   dnsmasq on the server host (the server's /etc/resolv.conf) through nena; a DNS query over
+//! - curl fetches `http://files.example.test:8000/big.bin` (20 MB) by name: the name is
+//!   answered by dnsmasq on the server host (the server's /etc/resolv.conf) through nena;
+//!   neither link holds a 16-byte run of the file, and the untrusted link carried TCP
+//!   payload; a DNS query over
 //!   TCP to the WLAN's resolver is answered the same way; a UDP echo round trip works
 //!   (`--udp carry`, IPv4 and IPv4-mapped on a dual-stack socket); an IPv6 datagram with no
 //!   IPv6 relay and a raw ICMP packet are refused. Neither link shows the name ("example"),
@@ -13,11 +15,13 @@
 //!   DNS still works.
 //! - IPv6 on the client's loopback: DNS to an IPv6 resolver (UDP, TCP) and to an IPv4 one
 //!   from a dual-stack socket is answered through nena with the resolver as the answer's
-//!   source; an IPv6 datagram goes through nena and the proxy server drops it (`--allow`).
+//!   source; an IPv6 datagram goes through nena and the proxy server drops it (`--allow`);
+//!   curl to the server host's IPv6 address is carried through nena (no 16-byte run leaks).
 //! - control: the same name looked up without nena crosses the untrusted link in the clear,
 //!   so the checks above see a leak when there is one.
 
 use crate::harness::*;
+use crate::transfer_gateway::{http_dual, tcp_payload, SERVER6};
 use nena_lab::{Host, Lab, Link};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,14 +56,18 @@ impl Drop for NetnsResolvConf {
     }
 }
 
-/// Whether a UDP socket of the server host is bound to `port` (its network namespace's
-/// /proc/net/udp, read from a thread inside it).
+/// Whether a UDP socket of the server host is bound to `port`, IPv4 or IPv6 (its network
+/// namespace's /proc/net/udp and udp6, read from a thread inside it).
 fn udp_bound(lab: &Lab, port: u16) -> bool {
     let needle = format!(":{port:04X} ");
     lab.run_in(Host::Server, move || {
-        std::fs::read_to_string("/proc/thread-self/net/udp")
-            .map(|t| t.lines().skip(1).any(|l| l.contains(&needle)))
-            .unwrap_or(false)
+        ["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"]
+            .iter()
+            .any(|f| {
+                std::fs::read_to_string(f)
+                    .map(|t| t.lines().skip(1).any(|l| l.contains(&needle)))
+                    .unwrap_or(false)
+            })
     })
     .unwrap()
 }
@@ -114,6 +122,11 @@ pub(crate) fn udp_echo(lab: &Lab) -> Killed {
 
 /// A UDP echo on 198.18.3.2:`port` of the server host.
 pub(crate) fn udp_echo_on(lab: &Lab, port: u16) -> Killed {
+    udp_echo_at(lab, "198.18.3.2", port)
+}
+
+/// A UDP echo on `addr`:`port` of the server host (an IPv4 or IPv6 address it has).
+pub(crate) fn udp_echo_at(lab: &Lab, addr: &str, port: u16) -> Killed {
     udp_service(
         lab,
         port,
@@ -121,12 +134,14 @@ pub(crate) fn udp_echo_on(lab: &Lab, port: u16) -> Killed {
         &[
             "-c",
             "import socket, sys\n\
-             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('198.18.3.2', int(sys.argv[1])))\n\
+             f = socket.AF_INET6 if ':' in sys.argv[2] else socket.AF_INET\n\
+             s = socket.socket(f, socket.SOCK_DGRAM)\n\
+             s.bind((sys.argv[2], int(sys.argv[1])))\n\
              while True:\n\
              \x20   d, a = s.recvfrom(65535)\n\
              \x20   s.sendto(d, a)\n",
             &port.to_string(),
+            addr,
         ],
     )
 }
@@ -259,9 +274,13 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
     let _dns = dnsmasq(&lab);
     let _echo = udp_echo(&lab);
     let dir = TempDir::new("run-dns-udp");
-    let body = text(200_000, 39);
-    std::fs::write(dir.join("letter.txt"), &body).unwrap();
-    let _http = http_server(&lab, &dir, None);
+    // The issue's case: 20 MB fetched by name; and a file fetched over IPv6.
+    let www = TempDir::new("run-dns-udp-www");
+    let body = random(20 << 20, 39);
+    std::fs::write(www.join("big.bin"), &body).unwrap();
+    let body6 = random(1 << 20, 40);
+    std::fs::write(www.join("v6.bin"), &body6).unwrap();
+    let _http = http_dual(&lab, &www);
     let listen = server(&lab, 7621);
     let ps = spawn_listening(
         &lab,
@@ -274,6 +293,8 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
             &listen,
             "--allow",
             "198.18.3.2/32",
+            "--allow",
+            &format!("{SERVER6}/128"),
         ],
     );
     let caps = [
@@ -291,18 +312,29 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         v.push("--".into());
         v
     };
-    let url = format!("http://{NAME}:8000/letter.txt");
+    let url = format!("http://{NAME}:8000/big.bin");
 
-    // curl by name (glibc's resolver: UDP to 198.18.2.1:53).
+    // curl by name (glibc's resolver: UDP to 198.18.2.1:53), 20 MB.
+    let got = dir.join("big.bin");
     let mut args = session(&[]);
-    args.extend(["curl", "-sS", "--max-time", "30", &url].map(String::from));
+    args.extend(
+        [
+            "curl",
+            "-sS",
+            "--max-time",
+            "60",
+            "-o",
+            got.to_str().unwrap(),
+            &url,
+        ]
+        .map(String::from),
+    );
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (ok, out, err) = nena_run(&lab, &argv);
+    let (ok, _out, err) = nena_run(&lab, &argv);
     assert!(ok, "curl by name through nena run: {err}");
     assert!(
-        out.as_bytes() == body,
-        "curl: {} bytes, not the file\n{err}",
-        out.len()
+        std::fs::read(&got).unwrap() == body,
+        "curl by name: not the file\n{err}"
     );
     assert!(
         err.contains(&format!("DNS A {NAME}.: answered through nena")),
@@ -407,6 +439,36 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
         Duration::from_secs(10),
     );
 
+    // A TCP connect to the server's IPv6 address: carried through nena (the proxy server
+    // connects to it), byte-exact; the captures below show that nothing of it leaked.
+    let got6 = dir.join("v6.bin");
+    let url6 = format!("http://[{SERVER6}]:8000/v6.bin");
+    let mut args = session(&[]);
+    args.extend(
+        [
+            "curl",
+            "-gsS",
+            "--max-time",
+            "30",
+            "-o",
+            got6.to_str().unwrap(),
+            &url6,
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, _out, err) = nena_run(&lab, &argv);
+    assert!(ok, "curl over IPv6 through nena run: {err}");
+    assert!(
+        std::fs::read(&got6).unwrap() == body6,
+        "curl over IPv6: not the file\n{err}"
+    );
+    assert!(err.contains("packets dropped at egress 0"), "{err}");
+    ps.wait_stderr(
+        &format!("CONNECT [{SERVER6}]:8000"),
+        Duration::from_secs(10),
+    );
+
     for c in captures {
         c.stop().unwrap();
     }
@@ -425,7 +487,21 @@ fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
             udp.is_empty(),
             "{link:?}: UDP or ICMP in the clear: {udp:#?}"
         );
+        for known in ["big.bin", "v6.bin"] {
+            assert_eq!(
+                runs_found(file, &www.join(known)),
+                0,
+                "{link:?}: a 16-byte run of {known} in the clear"
+            );
+        }
     }
+    // The untrusted link carried TCP payload of the 20 MB fetch, not only a join's
+    // handshake and ACKs.
+    let u = tcp_payload(&caps[1].1, &www.join("big.bin"));
+    assert!(
+        u > 512 << 10,
+        "the untrusted link carried only {u} B of TCP payload"
+    );
     // Nothing of the blocked run reached the server: only the carried datagrams did.
     assert_eq!(ps.stderr().matches("datagrams: 1 sent").count(), 2);
 

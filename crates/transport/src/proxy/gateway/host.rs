@@ -61,13 +61,37 @@ fn routing(family: &str, add: bool) -> Result<()> {
             None,
         )?;
     } else {
+        // A host without IPv6 has no IPv6 rules or routes to remove.
+        if family == "-6" && !std::path::Path::new("/proc/sys/net/ipv6").exists() {
+            return Ok(());
+        }
         // Every rule of ours (a killed gateway may have left more than one).
         for _ in 0..16 {
             if run("ip", &[family, "rule", "del", "pref", &table], None).is_err() {
                 break;
             }
         }
-        let _ = run("ip", &[family, "route", "flush", "table", &table], None);
+        // Fails when the table does not exist (nothing to flush): what is left is checked
+        // below.
+        let flushed = run("ip", &[family, "route", "flush", "table", &table], None);
+        let rules = run("ip", &[family, "rule", "show", "pref", &table], None)?;
+        let needle = format!("table {table} ");
+        let routes: Vec<String> = run("ip", &[family, "route", "show", "table", "all"], None)?
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .map(str::to_string)
+            .collect();
+        if !rules.trim().is_empty() || !routes.is_empty() {
+            bail!(
+                "`ip {family}` rules or routes of table {table} remain ({}{}){}",
+                rules.trim(),
+                routes.join("; "),
+                flushed
+                    .err()
+                    .map(|e| format!(": {e:#}"))
+                    .unwrap_or_default()
+            );
+        }
     }
     Ok(())
 }
@@ -77,7 +101,7 @@ pub fn remove_leftovers() -> Result<bool> {
     let had = run("nft", &["list", "table", "inet", nft::TABLE], None).is_ok();
     run("nft", &["-f", "-"], Some(&nft::removal()))?;
     routing("-4", false)?;
-    let _ = routing("-6", false);
+    routing("-6", false).context("removing an earlier gateway's IPv6 policy routing")?;
     Ok(had)
 }
 
@@ -146,9 +170,13 @@ impl Drop for Installed {
         if let Err(e) = run("nft", &["-f", "-"], Some(&nft::removal())) {
             log::warn!("cannot remove the nftables table {}: {e:#}", nft::TABLE);
         }
-        let _ = routing("-4", false);
+        if let Err(e) = routing("-4", false) {
+            log::warn!("cannot remove the IPv4 policy routing: {e:#}");
+        }
         if self.v6 {
-            let _ = routing("-6", false);
+            if let Err(e) = routing("-6", false) {
+                log::warn!("cannot remove the IPv6 policy routing: {e:#}");
+            }
         }
     }
 }

@@ -160,16 +160,14 @@ fn laptop_lab(pm: PmMode, announce: bool) -> LabGuard {
 }
 
 /// A laptop-routed client against a server that announces a second address or not. The
-/// untrusted link must carry data unless the in-kernel PM met an announcing server (nena
-/// closes the subflows it opened before the first flight, and the kernel does not reopen
-/// them).
+/// untrusted link must carry data with either PM: with the in-kernel PM the subflows the
+/// kernel opened before the first flight stay, held by the first-flight hold (nena closes
+/// only one the kernel handed first-flight bytes).
 fn laptop(pm: PmMode, announce: bool) {
     let lab = laptop_lab(pm, announce);
     let o = transfers(&lab, 3);
     check_trusted_first(&o);
-    if pm == PmMode::Userspace || !announce {
-        assert_untrusted_carried(&o);
-    }
+    assert_untrusted_carried(&o);
 }
 
 #[test]
@@ -289,9 +287,7 @@ fn a_subflow_from_a_trusted_address_on_the_untrusted_link_is_untrusted() {
 fn first_flight_lost(pm: PmMode, announce: bool) {
     let lab = laptop_lab(pm, announce);
     let o = lossy_start(&lab);
-    if pm == PmMode::Userspace {
-        assert_untrusted_carried(&o);
-    }
+    assert_untrusted_carried(&o);
 }
 
 /// One send and one get whose first data-bearing packets from the trusted address to the

@@ -442,7 +442,8 @@ impl GateMachine {
     }
 
     /// Right before the first flight is written: refuses if any subflow whose local address
-    /// is not trusted exists, and records the data-level baseline the ACK is measured from.
+    /// is not trusted exists (unless payload is held: [`GateMachine::set_held`]), and
+    /// records the data-level baseline the ACK is measured from.
     pub fn before_first_flight(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
         match self.phase {
             Phase::Connected => {}
@@ -455,7 +456,13 @@ impl GateMachine {
             };
             return Ok(Verdict::Proceed);
         }
-        if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted_sf(s)) {
+        // Held, an untrusted subflow may stay: nothing is written yet, and whatever the
+        // kernel puts on it later is dropped by the hold and withdraws it (`holds_back`).
+        if let Some(sf) = snap
+            .subflows
+            .iter()
+            .find(|s| !self.trusted_sf(s) && !self.held)
+        {
             return self.refuse(Refusal::UntrustedBeforeFirstFlight { local: sf.local });
         }
         self.phase = Phase::FirstFlight {
@@ -641,15 +648,23 @@ impl GateMachine {
     /// one of them has sent payload already. Subflows withdrawn before are not answered
     /// again. Only during the first flight; elsewhere answers nothing.
     ///
+    /// Held ([`GateMachine::set_held`]), only the untrusted subflows that hold payload
+    /// (`bytes_sent` or `notsent_bytes`: what [`holds_back`](Self::holds_back) looks at)
+    /// are answered: one that holds none has had no byte of the first flight handed to it,
+    /// and nothing handed to it while held leaves (the hold drops it, and the subflow is
+    /// answered at the next look), so it may stay and carry data after the release.
+    ///
     /// [`poll_first_flight`]: Self::poll_first_flight
     pub fn withdraw_untrusted(&mut self, snap: &Snapshot) -> Result<Vec<SubflowSnapshot>, Refusal> {
         if !matches!(self.phase, Phase::FirstFlight { .. }) || self.fallback {
             return Ok(Vec::new());
         }
+        let held = self.held;
         let untrusted: Vec<SubflowSnapshot> = snap
             .subflows
             .iter()
             .filter(|s| !self.trusted_sf(s))
+            .filter(|s| !held || s.bytes_sent > 0 || s.notsent_bytes > 0)
             .copied()
             .collect();
         if let Some(sf) = untrusted.iter().find(|s| !self.held && s.bytes_sent > 0) {

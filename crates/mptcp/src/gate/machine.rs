@@ -1105,6 +1105,76 @@ mod tests {
         ));
     }
 
+    /// Held ([`crate::hold`]), an untrusted subflow that holds no payload stays: it may
+    /// exist before the first flight (the server's ADD_ADDR beat the first write), it is
+    /// not answered for withdrawal, and the connection proceeds with it listed once the
+    /// first flight is acknowledged; one handed bytes is answered (alone), and the rest
+    /// stay. Not held, the same subflow before the first flight refuses.
+    #[test]
+    fn held_untrusted_subflows_that_hold_nothing_stay() {
+        let join = |id, port, sent, notsent| SubflowSnapshot {
+            id,
+            notsent_bytes: notsent,
+            ..sf(U, port, sent, 0)
+        };
+        let mut m = machine(PmKind::Kernel);
+        m.set_held(true);
+        let early = snap(0, vec![sf(T, 40000, 0, 0), join(2, 41000, 0, 0)]);
+        assert_eq!(m.connected(&early), Ok(Verdict::Proceed));
+        assert_eq!(m.before_first_flight(&early), Ok(Verdict::Proceed));
+        m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
+            token: TOKEN,
+            local: sa(U, 41001),
+        })
+        .unwrap();
+        let s = snap(
+            0,
+            vec![
+                sf(T, 40000, 1200, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 0, 0),
+            ],
+        );
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        assert!(!m.holds_back(&s));
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![]));
+        // the kernel hands the second join the first flight again: it alone is answered
+        let s = snap(
+            0,
+            vec![
+                sf(T, 40000, 1200, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 1200, 0),
+            ],
+        );
+        assert!(m.holds_back(&s));
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![join(3, 41001, 1200, 0)]));
+        assert!(!m.holds_back(&s));
+        // acknowledged: proceed with the empty join listed (it carries data from now on)
+        let s = snap(
+            1200,
+            vec![
+                sf(T, 40000, 2400, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 1200, 0),
+            ],
+        );
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        m.set_held(false);
+        assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![] }));
+
+        // not held: the early subflow refuses before anything is written
+        let mut m = machine(PmKind::Kernel);
+        m.connected(&early).unwrap();
+        assert_eq!(
+            m.before_first_flight(&early),
+            Err(Refusal::UntrustedBeforeFirstFlight {
+                local: sa(U, 41000)
+            })
+        );
+    }
+
     /// The first flight is late: the untrusted subflows listed now are answered once, for
     /// the caller to close; their going and their close events are then expected, a new one
     /// is answered at the next look, and the first flight still needs its ACK.

@@ -5,7 +5,7 @@
 //! route on the trusted link, of a worse metric, as NetworkManager installs for two links),
 //! then checks with captures of both client links that no byte of nena's handshake, no
 //! MP_CAPABLE key and no plaintext run crosses the untrusted link, that files arrive
-//! byte-exact, and (userspace PM) that the untrusted link then carries data. Variants: a
+//! byte-exact, and (either PM) that the untrusted link then carries data. Variants: a
 //! server that announces a second address (`signal` endpoint, ADD_ADDR), both path
 //! managers, the first data segments on the trusted link dropped, paths with a real round
 //! trip (the relay's delay), and a trusted link without any route to the server (refused
@@ -214,8 +214,8 @@ fn signal_server_userspace_pm_connects_and_uses_both_links() {
 }
 
 /// The in-kernel PM opens subflows as soon as the server's ADD_ADDR arrives, which may be
-/// before the first flight: nena closes them (the kernel does not reopen them), so the
-/// connection works and the hello never crosses the untrusted link.
+/// before the first flight: held by the first-flight hold, they stay open and carry data
+/// after the release, and the hello never crosses the untrusted link.
 #[test]
 fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link() {
     laptop(PmMode::Kernel, true);
@@ -225,9 +225,8 @@ fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_l
 /// reaches the client after its first flight is written, so the in-kernel PM's subflows
 /// open during the first flight and, once it is acked, carry data; the hello never crosses
 /// the untrusted link. (On the lab's bare veth the ADD_ADDR can beat the client's first
-/// write: nena then closes the subflows before writing, and the connection stays on its
-/// trusted path, as `signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link`
-/// allows.)
+/// write: the subflows then open before it, held, as in
+/// `signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link`.)
 /// The in-kernel PM on paths with a round trip: both links 10 ms each way (the relay) and
 /// 50 Mbit/s.
 pub(crate) fn kernel_pm_with_a_round_trip(c: &mut nena_lab::LabConfig) {

@@ -85,8 +85,15 @@
 //!      to applications with the in-kernel PM (`MPTCP_PM_CMD_SET_FLAGS` with a token is
 //!      userspace-PM only; endpoint flags are host-wide), so nena does not touch them.
 //!    * If the **server speaks first**, the client is fully established before it writes
-//!      anything and the in-kernel PM opens the untrusted subflow at once: step 2 refuses.
-//!      nena's protocol must therefore let the client speak first.
+//!      anything and the in-kernel PM opens the untrusted subflow at once: without the
+//!      hold (below), step 2 refuses. nena's protocol lets the client speak first.
+//!    * With the first-flight hold ([`hold`], which the nena binary provides) the
+//!      connection's payload leaves only by trusted interfaces until the first flight is
+//!      DATA_ACKed: an untrusted subflow the kernel opens before or during the first flight
+//!      then stays (neither refused nor closed) unless the kernel hands it first-flight
+//!      bytes, which the gate sees in its counters and answers by closing it before the
+//!      release; one handed nothing carries data after the release (the argument is in
+//!      `gate/mod.rs`, `poll_step`).
 //! 4. **Release.** Userspace PM: nena, as the path manager of its own connection, asks the
 //!    kernel (generic netlink `mptcp_pm`, `MPTCP_PM_CMD_SUBFLOW_CREATE`, token from
 //!    `MPTCP_INFO`) for one subflow from every other policy address of the remote's

@@ -442,7 +442,8 @@ impl GateMachine {
     }
 
     /// Right before the first flight is written: refuses if any subflow whose local address
-    /// is not trusted exists, and records the data-level baseline the ACK is measured from.
+    /// is not trusted exists (unless payload is held: [`GateMachine::set_held`]), and
+    /// records the data-level baseline the ACK is measured from.
     pub fn before_first_flight(&mut self, snap: &Snapshot) -> Result<Verdict, Refusal> {
         match self.phase {
             Phase::Connected => {}
@@ -455,7 +456,13 @@ impl GateMachine {
             };
             return Ok(Verdict::Proceed);
         }
-        if let Some(sf) = snap.subflows.iter().find(|s| !self.trusted_sf(s)) {
+        // Held, an untrusted subflow may stay: nothing is written yet, and whatever the
+        // kernel puts on it later is dropped by the hold and withdraws it (`holds_back`).
+        if let Some(sf) = snap
+            .subflows
+            .iter()
+            .find(|s| !self.trusted_sf(s) && !self.held)
+        {
             return self.refuse(Refusal::UntrustedBeforeFirstFlight { local: sf.local });
         }
         self.phase = Phase::FirstFlight {
@@ -641,15 +648,23 @@ impl GateMachine {
     /// one of them has sent payload already. Subflows withdrawn before are not answered
     /// again. Only during the first flight; elsewhere answers nothing.
     ///
+    /// Held ([`GateMachine::set_held`]), only the untrusted subflows that hold payload
+    /// (`bytes_sent` or `notsent_bytes`: what [`holds_back`](Self::holds_back) looks at)
+    /// are answered: one that holds none has had no byte of the first flight handed to it,
+    /// and nothing handed to it while held leaves (the hold drops it, and the subflow is
+    /// answered at the next look), so it may stay and carry data after the release.
+    ///
     /// [`poll_first_flight`]: Self::poll_first_flight
     pub fn withdraw_untrusted(&mut self, snap: &Snapshot) -> Result<Vec<SubflowSnapshot>, Refusal> {
         if !matches!(self.phase, Phase::FirstFlight { .. }) || self.fallback {
             return Ok(Vec::new());
         }
+        let held = self.held;
         let untrusted: Vec<SubflowSnapshot> = snap
             .subflows
             .iter()
             .filter(|s| !self.trusted_sf(s))
+            .filter(|s| !held || s.bytes_sent > 0 || s.notsent_bytes > 0)
             .copied()
             .collect();
         if let Some(sf) = untrusted.iter().find(|s| !self.held && s.bytes_sent > 0) {
@@ -1088,6 +1103,76 @@ mod tests {
             m.poll_first_flight(LEN, &s),
             Err(Refusal::UntrustedSent { .. })
         ));
+    }
+
+    /// Held ([`crate::hold`]), an untrusted subflow that holds no payload stays: it may
+    /// exist before the first flight (the server's ADD_ADDR beat the first write), it is
+    /// not answered for withdrawal, and the connection proceeds with it listed once the
+    /// first flight is acknowledged; one handed bytes is answered (alone), and the rest
+    /// stay. Not held, the same subflow before the first flight refuses.
+    #[test]
+    fn held_untrusted_subflows_that_hold_nothing_stay() {
+        let join = |id, port, sent, notsent| SubflowSnapshot {
+            id,
+            notsent_bytes: notsent,
+            ..sf(U, port, sent, 0)
+        };
+        let mut m = machine(PmKind::Kernel);
+        m.set_held(true);
+        let early = snap(0, vec![sf(T, 40000, 0, 0), join(2, 41000, 0, 0)]);
+        assert_eq!(m.connected(&early), Ok(Verdict::Proceed));
+        assert_eq!(m.before_first_flight(&early), Ok(Verdict::Proceed));
+        m.on_event(PathEvent::SubflowEstablished {
+            iface: None,
+            token: TOKEN,
+            local: sa(U, 41001),
+        })
+        .unwrap();
+        let s = snap(
+            0,
+            vec![
+                sf(T, 40000, 1200, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 0, 0),
+            ],
+        );
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        assert!(!m.holds_back(&s));
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![]));
+        // the kernel hands the second join the first flight again: it alone is answered
+        let s = snap(
+            0,
+            vec![
+                sf(T, 40000, 1200, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 1200, 0),
+            ],
+        );
+        assert!(m.holds_back(&s));
+        assert_eq!(m.withdraw_untrusted(&s), Ok(vec![join(3, 41001, 1200, 0)]));
+        assert!(!m.holds_back(&s));
+        // acknowledged: proceed with the empty join listed (it carries data from now on)
+        let s = snap(
+            1200,
+            vec![
+                sf(T, 40000, 2400, 0),
+                join(2, 41000, 0, 0),
+                join(3, 41001, 1200, 0),
+            ],
+        );
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Proceed));
+        m.set_held(false);
+        assert_eq!(m.release(&s), Ok(Verdict::Release { open: vec![] }));
+
+        // not held: the early subflow refuses before anything is written
+        let mut m = machine(PmKind::Kernel);
+        m.connected(&early).unwrap();
+        assert_eq!(
+            m.before_first_flight(&early),
+            Err(Refusal::UntrustedBeforeFirstFlight {
+                local: sa(U, 41000)
+            })
+        );
     }
 
     /// The first flight is late: the untrusted subflows listed now are answered once, for

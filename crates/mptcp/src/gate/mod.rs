@@ -208,7 +208,7 @@ impl Gate {
                 "trusted-path-first with the in-kernel path manager: nena cannot hold the first \
                  flight to the trusted interfaces ({e}), and the kernel may send it on an \
                  untrusted subflow it opens by itself sooner than nena can close that; refusing \
-                 the connection. Run nena with CAP_BPF and CAP_NET_ADMIN, or use the userspace \
+                 the connection. Run nena with CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or use the userspace \
                  path manager (sysctl net.mptcp.path_manager=userspace)"
             ))),
         }
@@ -487,7 +487,8 @@ impl Gate {
     /// address is not trusted exists already, and records the data-level baseline.
     pub fn before_first_flight(&mut self) -> Result<(), MptcpError> {
         if self.machine.stage() == Stage::Connected {
-            if self.pm() == PmKind::Kernel && !self.is_fallback() {
+            // Held, the kernel's early subflows stay: see `close_premature`.
+            if self.pm() == PmKind::Kernel && !self.is_fallback() && self.held.is_none() {
                 self.close_premature()?;
             }
             self.discard_events();
@@ -507,8 +508,9 @@ impl Gate {
         Ok(())
     }
 
-    /// In-kernel PM: close every subflow from a non-trusted local address that exists before
-    /// the first flight is written. The kernel opens them by itself as soon as the
+    /// In-kernel PM without the first-flight hold ([`crate::hold`]; a library user that
+    /// provided none): close every subflow from a non-trusted local address that exists
+    /// before the first flight is written. The kernel opens them by itself as soon as the
     /// connection is fully established, which an ADD_ADDR from the server (a server with a
     /// `signal` endpoint) makes it before the client has written anything; the default
     /// scheduler, or a retransmission after a loss on the trusted path, could then put the
@@ -517,6 +519,11 @@ impl Gate {
     /// subflows (the userspace PM has no such subflows to close: nena opens them itself
     /// after the first flight). Closing needs `CAP_NET_ADMIN` (`sock_diag` SOCK_DESTROY):
     /// without it the gate refuses, as before.
+    ///
+    /// Held, they stay: no payload of the connection leaves by an untrusted interface until
+    /// the release, and one of them that is handed any (queued or sent into the hold) is
+    /// withdrawn before the release ([`GateMachine::holds_back`]); one handed nothing
+    /// carries data after the release (see `poll_step`).
     fn close_premature(&mut self) -> Result<(), MptcpError> {
         const TCP_CLOSE: u8 = 7;
         // A closed subflow stays listed until the MPTCP worker unlinks it: wait for that, so
@@ -597,9 +604,27 @@ impl Gate {
                 self.end_hold();
                 return Ok(true);
             }
-            // Held: an untrusted subflow with payload queued is closed before the hold ends.
-            if self.machine.holds_back(&snap) {
-                self.withdraw_untrusted(&snap, &infos)?;
+            // Held: an untrusted subflow with payload queued is closed before the hold ends;
+            // one with none stays (the machine answers only those that hold payload).
+            //
+            // Why one with none is safe to keep: (1) until the release no payload of the
+            // connection leaves by an untrusted interface (the hold drops it; TCP keeps it
+            // queued, so `bytes_sent` or `notsent_bytes` shows it, and both only grow until
+            // a subflow-level ACK, which cannot come for bytes that never left). (2) The
+            // machine proceeds only once the first flight is DATA_ACKed (`bytes_acked`, or
+            // `snd_una`, from MPTCP_INFO, read before MPTCP_FULL_INFO, which takes the MPTCP
+            // socket's lock, so a push or reinjection under way when the ACK was read has
+            // queued its bytes when the subflows are read) and no untrusted subflow holds
+            // payload then. (3) After that the kernel never hands first-flight bytes to a
+            // subflow again: its MPTCP-level retransmissions (timer, a closed subflow's
+            // pending data, a stale subflow) take the retransmit queue from the data-level
+            // snd_una on, trimming what the DATA_ACK covered first, and a subflow's TCP
+            // retransmits only what that subflow was handed. So a kept subflow carries only
+            // bytes written after the first flight.
+            if self.held.is_some() {
+                if self.machine.holds_back(&snap) {
+                    self.withdraw_untrusted(&snap, &infos)?;
+                }
                 return Ok(false);
             }
             // Not acked yet. The kernel sends what it has not had acknowledged on a subflow
@@ -644,7 +669,8 @@ impl Gate {
     /// The first flight is still unacknowledged after [`first_flight_guard`]: close every
     /// untrusted subflow that appeared meanwhile (an in-kernel path manager opens them on
     /// the server's ADD_ADDR, or once the first bytes are acked), before the kernel's own
-    /// retransmission could put the first flight on one. Closing one subflow needs
+    /// retransmission could put the first flight on one. Held, only those the kernel
+    /// handed payload ([`GateMachine::withdraw_untrusted`]). Closing one subflow needs
     /// `CAP_NET_ADMIN` (`sock_diag` SOCK_DESTROY): without it the connection is refused
     /// (and reset) instead.
     fn withdraw_untrusted(
@@ -661,17 +687,29 @@ impl Gate {
                 continue;
             };
             let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
+            let why = if self.held.is_some() {
+                format!(
+                    "the kernel handed the subflow {local} -> {remote} on an untrusted path \
+                     bytes of the first flight (the first-flight hold kept them from leaving; \
+                     {} packet(s) dropped so far), which TCP would send once the hold ends, so \
+                     nena closed it",
+                    self.held.as_ref().map_or(0, |h| h.dropped())
+                )
+            } else {
+                format!(
+                    "the first flight was not acknowledged within {waited} ms, so nena closed \
+                     the subflow {local} -> {remote} on an untrusted path before the kernel \
+                     could send the first flight again on it"
+                )
+            };
             match crate::diag::destroy(local, remote) {
                 Ok(_) => self.withdrew(
                     local,
                     format!(
-                        "single path: the first flight was not acknowledged within {waited} ms, \
-                         so nena closed the subflow {local} -> {remote} on an untrusted path \
-                         before the kernel could send the first flight again on it; the \
-                         in-kernel path manager does not reopen it, so this connection stays on \
-                         its trusted path (the userspace path manager, sysctl \
-                         net.mptcp.path_manager=userspace, opens the untrusted paths after the \
-                         first flight instead)"
+                        "single path: {why}; the in-kernel path manager does not reopen it, so \
+                         this connection stays on its trusted path (the userspace path manager, \
+                         sysctl net.mptcp.path_manager=userspace, opens the untrusted paths \
+                         after the first flight instead)"
                     ),
                 ),
                 Err(e) => {

@@ -556,22 +556,21 @@ mod tests {
 
     #[test]
     fn the_state_directory_is_systemds_first_then_xdg_then_home() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |v: &str| {
+        fn env<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+            move |v| {
                 pairs
                     .iter()
                     .find(|(k, _)| *k == v)
                     .map(|(_, x)| std::ffi::OsString::from(x))
             }
-        };
+        }
         let all = [
             ("STATE_DIRECTORY", "/var/lib/nena-gateway:/var/lib/other"),
             ("XDG_STATE_HOME", "/x"),
             ("HOME", "/h"),
         ];
-        let all: &'static [(&str, &str)] = Box::leak(Box::new(all));
         assert_eq!(
-            state_dir_from(env(all)).unwrap(),
+            state_dir_from(env(&all)).unwrap(),
             PathBuf::from("/var/lib/nena-gateway")
         );
         assert_eq!(

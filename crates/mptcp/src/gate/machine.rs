@@ -659,12 +659,11 @@ impl GateMachine {
         if !matches!(self.phase, Phase::FirstFlight { .. }) || self.fallback {
             return Ok(Vec::new());
         }
-        let held = self.held;
         let untrusted: Vec<SubflowSnapshot> = snap
             .subflows
             .iter()
             .filter(|s| !self.trusted_sf(s))
-            .filter(|s| !held || s.bytes_sent > 0 || s.notsent_bytes > 0)
+            .filter(|s| !self.held || s.bytes_sent > 0 || s.notsent_bytes > 0)
             .copied()
             .collect();
         if let Some(sf) = untrusted.iter().find(|s| !self.held && s.bytes_sent > 0) {

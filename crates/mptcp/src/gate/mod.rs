@@ -687,20 +687,19 @@ impl Gate {
                 continue;
             };
             let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
-            let why = if self.held.is_some() {
-                format!(
+            let why = match &self.held {
+                Some(h) => format!(
                     "the kernel handed the subflow {local} -> {remote} on an untrusted path \
                      bytes of the first flight (the first-flight hold kept them from leaving; \
                      {} packet(s) dropped so far), which TCP would send once the hold ends, so \
                      nena closed it",
-                    self.held.as_ref().map_or(0, |h| h.dropped())
-                )
-            } else {
-                format!(
+                    h.dropped()
+                ),
+                None => format!(
                     "the first flight was not acknowledged within {waited} ms, so nena closed \
                      the subflow {local} -> {remote} on an untrusted path before the kernel \
                      could send the first flight again on it"
-                )
+                ),
             };
             match crate::diag::destroy(local, remote) {
                 Ok(_) => self.withdrew(

@@ -398,6 +398,14 @@ fn config_unknown_keys_and_bad_values_are_one_line_and_exit_2() {
     assert!(err.contains("`max-sessions`"), "{err}");
 }
 
+/// The values of key `k` among a unit's `keys` ([`unit_keys`]), in order.
+fn unit_values<'a>(keys: &'a [(String, String)], k: &str) -> Vec<&'a str> {
+    keys.iter()
+        .filter(|(kk, _)| kk == k)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
 /// `KEY=VALUE` lines of a unit's section (comments and blank lines left out).
 fn unit_keys(unit: &str) -> Vec<(String, String)> {
     unit.lines()
@@ -419,12 +427,7 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
     for (unit, conf) in UNITS {
         let body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{unit}")).unwrap();
         let keys = unit_keys(&body);
-        let get = |k: &str| -> Vec<&str> {
-            keys.iter()
-                .filter(|(kk, _)| kk == k)
-                .map(|(_, v)| v.as_str())
-                .collect()
-        };
+        let get = |k: &str| unit_values(&keys, k);
         for (k, v) in [
             ("DynamicUser", "yes"),
             ("ProtectSystem", "strict"),
@@ -607,12 +610,7 @@ fn the_gateway_unit_and_its_example_config() {
     // the first-flight hold's system call (not in @system-service), and the cgroups kept
     // read-only (the hold only opens its cgroup)
     let keys = unit_keys(&body);
-    let get = |k: &str| -> Vec<&str> {
-        keys.iter()
-            .filter(|(kk, _)| kk == k)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    };
+    let get = |k: &str| unit_values(&keys, k);
     assert_eq!(get("SystemCallFilter"), ["@system-service bpf"]);
     assert_eq!(get("ProtectControlGroups"), ["yes"]);
     let example = format!("{ROOT}/contrib/config/gateway.toml");

@@ -110,8 +110,13 @@ fn lan_udp_echo_to(lab: &Lab, dst: &str, port: u16, payload: &str) -> Result<Str
          d, a = s.recvfrom(65535)\n\
          print(a[0], a[1], d.decode())\n"
     );
+    lan_python(lab, &script)
+}
+
+/// Runs `script` with python3 in the LAN host: its trimmed stdout, or its stderr.
+fn lan_python(lab: &Lab, script: &str) -> Result<String, String> {
     let o = lab
-        .command(Host::Lan, "python3", ["-c", &script])
+        .command(Host::Lan, "python3", ["-c", script])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -138,16 +143,7 @@ fn lan_dns(lab: &Lab, resolver: &str, name: &str) -> Result<String, String> {
          assert a[:2] == b'\\x39\\x39', a\n\
          print(socket.inet_ntoa(a[-4:]), 'from', src[0])\n"
     );
-    let o = lab
-        .command(Host::Lan, "python3", ["-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    } else {
-        Err(String::from_utf8_lossy(&o.stderr).into_owned())
-    }
+    lan_python(lab, &script)
 }
 
 /// The TCP payload bytes a capture holds (`nena eavesdrop`), whatever they carry.

@@ -106,6 +106,25 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Stops both captures: no query for srv.lab on the untrusted link, and (so that the
+/// check can fail) at least three on the trusted one.
+fn queries_crossed_the_trusted_link_only(
+    cu: nena_lab::Capture,
+    ct: nena_lab::Capture,
+    cap_u: &std::path::Path,
+    cap_t: &std::path::Path,
+) {
+    cu.stop().unwrap();
+    ct.stop().unwrap();
+    let (u, t) = (std::fs::read(cap_u).unwrap(), std::fs::read(cap_t).unwrap());
+    assert_eq!(
+        count(&u, WIRE_NAME),
+        0,
+        "a query for srv.lab crossed the untrusted link"
+    );
+    assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
+}
+
 #[test]
 fn a_lying_wlan_resolver_never_chooses_the_server() {
     let lab = lab();
@@ -177,19 +196,7 @@ fn a_lying_wlan_resolver_never_chooses_the_server() {
     assert!(got.status.success(), "{}", stderr(&got));
     assert!(std::fs::read(&back).unwrap() == data);
 
-    cu.stop().unwrap();
-    ct.stop().unwrap();
-    let (u, t) = (
-        std::fs::read(&cap_u).unwrap(),
-        std::fs::read(&cap_t).unwrap(),
-    );
-    assert_eq!(
-        count(&u, WIRE_NAME),
-        0,
-        "a query for srv.lab crossed the untrusted link"
-    );
-    // The check can fail: the queries did cross the trusted link.
-    assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
+    queries_crossed_the_trusted_link_only(cu, ct, &cap_u, &cap_t);
     // Never at the attacker's.
     let stolen: Vec<_> = std::fs::read_dir(wrong.path()).unwrap().collect();
     assert!(stolen.is_empty(), "the attacker's server stored {stolen:?}");
@@ -396,16 +403,5 @@ fn names_in_run_via_proxy_to_and_gateway_via_are_resolved_through_the_trusted_li
         "the attacker's proxy server was reached: {}",
         attacker.stderr()
     );
-    cu.stop().unwrap();
-    ct.stop().unwrap();
-    let (u, t) = (
-        std::fs::read(&cap_u).unwrap(),
-        std::fs::read(&cap_t).unwrap(),
-    );
-    assert_eq!(
-        count(&u, WIRE_NAME),
-        0,
-        "a query for srv.lab crossed the untrusted link"
-    );
-    assert!(count(&t, WIRE_NAME) >= 3, "no query on the trusted link");
+    queries_crossed_the_trusted_link_only(cu, ct, &cap_u, &cap_t);
 }

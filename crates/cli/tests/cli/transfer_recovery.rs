@@ -135,6 +135,17 @@ fn perf_over_both_paths(port: u16, secs: &str, pm: PmMode) -> Running {
     }
 }
 
+/// Waits for `perf` to end: its `--json` report, which must say the run succeeded and was
+/// verified byte-exact, and its stderr.
+fn verified_report(perf: std::process::Child) -> (serde_json::Value, String) {
+    let out = perf.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "perf failed: {stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["verified"], true, "{r}");
+    (r, stderr)
+}
+
 /// From `up` to the end of the first `--json` interval after it in which the subflows from
 /// `addr` had data acknowledged (`None`: no such interval).
 fn back_after(intervals: &[serde_json::Value], up: f64, addr: &str) -> Option<f64> {
@@ -233,12 +244,8 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
         "the second outage ended {:?} into the 12 s run: too late to see the recovery",
         start.elapsed()
     );
-    let out = perf.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "perf failed: {stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Byte-exact: every byte was checked against the pattern, the peer's count matched.
-    assert_eq!(r["verified"], true, "{r}");
+    let (r, stderr) = verified_report(perf);
     assert!(r["sent"].as_u64().unwrap() > 0);
 
     let intervals = r["intervals"].as_array().unwrap();
@@ -354,11 +361,7 @@ fn trusted_subflow_is_back_after_its_link_returns() {
     let raising = unix_now();
     lab.set_link(Link::Trusted, true).unwrap();
     let up = unix_now();
-    let out = perf.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "perf failed: {stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["verified"], true, "{r}");
+    let (r, stderr) = verified_report(perf);
     let intervals = r["intervals"].as_array().unwrap();
     let events = monitor.lines();
     let log: String = events.iter().map(|(_, l)| format!("{l}\n")).collect();
@@ -401,11 +404,7 @@ fn trusted_path_carries_data_again_after_its_link_returns_kernel_pm() {
     std::thread::sleep(Duration::from_secs(2));
     lab.set_link(Link::Trusted, true).unwrap();
     let up = unix_now();
-    let out = perf.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "perf failed: {stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["verified"], true, "{r}");
+    let (r, stderr) = verified_report(perf);
     let intervals = r["intervals"].as_array().unwrap();
     trusted_back_within_2s_and_in_use_to_the_end(intervals, up, &stderr);
 }

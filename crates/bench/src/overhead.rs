@@ -7,8 +7,8 @@
 //! system calls, wake-ups. The primitive and the check are timed in the same process and
 //! the same bench run as the transfers, on this thread's CPU clock.
 //!
-//! The primitives are the ones nena uses, called as directly as their crates allow: ring's
-//! AES-128-GCM or ChaCha20-Poly1305 on 16 KiB records (seal in place, then open in place,
+//! The primitives are the ones nena uses, called as directly as their crates allow:
+//! aws-lc-rs's AES-128-GCM or ChaCha20-Poly1305 on 16 KiB records (seal in place, then open in place,
 //! tag verified), RustCrypto's AES-128-CTR or ChaCha20 keystream XORed twice, nena-codec's
 //! scrambling and descrambling.
 
@@ -143,7 +143,7 @@ pub fn primitive_cost(mode: Mode, suite: Suite) -> Result<(String, f64)> {
                 Suite::Aes128 => AeadAlg::Aes128Gcm,
                 Suite::ChaCha20 => AeadAlg::ChaCha20Poly1305,
             };
-            let mut a = ready(aead::make(Lib::Ring, alg, &key[..alg.key_len()])?)?;
+            let mut a = ready(aead::make(Lib::AwsLcRs, alg, &key[..alg.key_len()])?)?;
             let mut counter = 0u64;
             let aad = [0x17u8, 0x40, 0x00];
             let cost = per_gb(|| {
@@ -158,7 +158,7 @@ pub fn primitive_cost(mode: Mode, suite: Suite) -> Result<(String, f64)> {
                 Ok(())
             })?;
             ensure!(buf.iter().all(|&b| b == 0x17), "{}: round trip", alg.name());
-            Ok((format!("{} (ring)", alg.name()), cost))
+            Ok((format!("{} (aws-lc-rs)", alg.name()), cost))
         }
         other => bail!("{other}: no primitive known to this bench"),
     }

@@ -1,12 +1,13 @@
 //! The symmetric primitives of the cryptographic modes, from well-kept crates: the cipher
 //! suites, which one this CPU prefers, the positioned keystream of `stream` mode
 //! (AES-128-CTR from RustCrypto `aes`+`ctr`, ChaCha20 from RustCrypto `chacha20`) and the
-//! record AEAD of `aead` mode (AES-128-GCM and ChaCha20-Poly1305 from `ring`). Why these
-//! crates: docs/BENCHMARKS.md, "Crypto primitives".
+//! record AEAD of `aead` mode (AES-128-GCM and ChaCha20-Poly1305 from `aws-lc-rs`, which
+//! seals from one buffer into another). Why these crates: docs/BENCHMARKS.md, "Crypto
+//! primitives".
 
 use crate::keys::{TrafficSecret, IV_LEN};
+use aws_lc_rs::aead;
 use ctr::cipher::{KeyIvInit, StreamCipher};
-use ring::aead;
 use serde::Serialize;
 use std::fmt;
 
@@ -373,6 +374,25 @@ impl RecordCipher {
         out
     }
 
+    /// Encrypts the plaintext `head || rest` with `aad`: `head` in place, `rest` into the
+    /// first `rest.len()` bytes of `out`, followed by the tag. The same record as
+    /// [`RecordCipher::seal`] over the joined plaintext, without copying `rest` next to
+    /// `head` first.
+    ///
+    /// # Panics
+    /// If `out` is not exactly `rest.len() + AEAD_TAG_LEN` bytes.
+    pub fn seal_joined(&mut self, aad: &[u8], head: &mut [u8], rest: &[u8], out: &mut [u8]) {
+        assert_eq!(
+            out.len(),
+            rest.len() + AEAD_TAG_LEN,
+            "seal_joined: output length"
+        );
+        self.key
+            .seal_in_place_scatter(self.nonce(), aead::Aad::from(aad), head, rest, out)
+            .expect("record payloads are far below the AEAD's length limit");
+        self.advance();
+    }
+
     /// Decrypts `ciphertext || tag` in place; on success the plaintext is the first
     /// `len - 16` bytes. A failure leaves the cipher unusable for this stream (the caller
     /// aborts).
@@ -516,6 +536,71 @@ mod tests {
             skip.advance();
             assert_eq!(skip.open(b"ad", &mut p.clone()), Err(Unauthentic));
             assert_eq!(rx.open(b"ad", &mut p), Ok(10));
+        }
+    }
+
+    /// `seal_joined` makes the record that a copy of `rest` behind `head` and `seal` make,
+    /// for every split of the payload (nothing in place, part, all of it), across key
+    /// epochs, in both suites; and ring, another implementation, opens it.
+    #[test]
+    fn seal_joined_equals_copy_and_seal() {
+        for suite in [Suite::Aes128, Suite::ChaCha20] {
+            let data: Vec<u8> = (0..16384u32).map(|i| (i * 131 % 253) as u8).collect();
+            let mut copied = RecordCipher::new(suite, secret(4), 1);
+            let mut joined = RecordCipher::new(suite, secret(4), 1);
+            let mut opener = RecordCipher::new(suite, secret(4), 1);
+            for (len, head) in [(16384, 0), (16384, 4), (16384, 16383), (16384, 16384)]
+                .into_iter()
+                .chain([(1, 0), (1, 1), (17, 16), (5000, 1), (5000, 4096)])
+            {
+                let aad = [0x17, (len >> 8) as u8, len as u8];
+                let mut want = data[..len].to_vec();
+                let tag = copied.seal(&aad, &mut want);
+                want.extend_from_slice(&tag);
+
+                let mut head_buf = data[..head].to_vec();
+                let mut out = vec![0u8; len - head + AEAD_TAG_LEN];
+                joined.seal_joined(&aad, &mut head_buf, &data[head..len], &mut out);
+                head_buf.extend_from_slice(&out);
+                assert_eq!(head_buf, want, "{suite:?} {len} bytes, {head} in place");
+
+                let mut opened = head_buf.clone();
+                assert_eq!(opener.open(&aad, &mut opened), Ok(len));
+                assert_eq!(opened[..len], data[..len]);
+            }
+            assert_eq!(joined.epoch(), copied.epoch());
+            assert!(joined.epoch() > 1, "the splits crossed key epochs");
+        }
+    }
+
+    /// ring, an independent implementation of the same AEADs, opens what nena seals (the
+    /// wire format does not depend on the library).
+    #[test]
+    fn ring_opens_what_nena_seals() {
+        use ring::aead as r;
+        for suite in [Suite::Aes128, Suite::ChaCha20] {
+            let s = secret(8);
+            let (key, iv) = s.key_iv(suite.key_len());
+            let alg = match suite {
+                Suite::Aes128 => &r::AES_128_GCM,
+                Suite::ChaCha20 => &r::CHACHA20_POLY1305,
+            };
+            let key = r::LessSafeKey::new(r::UnboundKey::new(alg, &key).unwrap());
+            let mut tx = RecordCipher::new(suite, s, 23);
+            let mut head = b"nena".to_vec();
+            let rest = vec![0x5a; 1000];
+            let mut out = vec![0u8; rest.len() + AEAD_TAG_LEN];
+            tx.seal_joined(b"ad", &mut head, &rest, &mut out);
+            head.extend_from_slice(&out);
+            let plain = key
+                .open_in_place(
+                    r::Nonce::assume_unique_for_key(iv),
+                    r::Aad::from(b"ad"),
+                    &mut head,
+                )
+                .expect("ring opens the record");
+            assert_eq!(&plain[..4], b"nena");
+            assert_eq!(&plain[4..], &rest[..]);
         }
     }
 

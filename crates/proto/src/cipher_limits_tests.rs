@@ -4,11 +4,13 @@
 //! of `aead` mode across their epoch's end. Each expected byte is computed independently:
 //! AES-128 as a bare block cipher over `iv || u32 block number`, ChaCha20 (RFC 8439) built
 //! directly with the epoch's key, nonce and block counter, the AEADs straight from `ring`
-//! with the epoch's key and the nonce of RFC 8446 section 5.3.
+//! (another implementation than the `aws-lc-rs` that nena seals and opens with) with the
+//! epoch's key and the nonce of RFC 8446 section 5.3.
 
 use super::*;
 use crate::keys::Schedule;
 use ctr::cipher::{BlockEncrypt, KeyInit, StreamCipherSeek};
+use ring::aead as ring_aead;
 
 fn first_secret() -> TrafficSecret {
     Schedule::new(
@@ -183,15 +185,15 @@ fn record_cipher_at(suite: Suite, epoch_log2: u8, records: u64) -> RecordCipher 
     }
 }
 
-/// Record `records`, sealed with ring directly: the epoch's key, and the nonce "IV xor the
+/// Record `records`, sealed with ring directly (not nena's AEAD library): the epoch's key, and the nonce "IV xor the
 /// record's number within the epoch" (64-bit, big-endian, left-padded).
 fn expected_record(suite: Suite, epoch_log2: u8, records: u64, aad: &[u8], p: &[u8]) -> Vec<u8> {
     let (key, iv) = epoch_secret(records >> epoch_log2).key_iv(suite.key_len());
     let alg = match suite {
-        Suite::Aes128 => &aead::AES_128_GCM,
-        Suite::ChaCha20 => &aead::CHACHA20_POLY1305,
+        Suite::Aes128 => &ring_aead::AES_128_GCM,
+        Suite::ChaCha20 => &ring_aead::CHACHA20_POLY1305,
     };
-    let key = aead::LessSafeKey::new(aead::UnboundKey::new(alg, &key).unwrap());
+    let key = ring_aead::LessSafeKey::new(ring_aead::UnboundKey::new(alg, &key).unwrap());
     let within = records % (1u64 << epoch_log2);
     let mut nonce = iv;
     for (n, w) in nonce[IV_LEN - 8..].iter_mut().zip(within.to_be_bytes()) {
@@ -199,8 +201,8 @@ fn expected_record(suite: Suite, epoch_log2: u8, records: u64, aad: &[u8], p: &[
     }
     let mut out = p.to_vec();
     key.seal_in_place_append_tag(
-        aead::Nonce::assume_unique_for_key(nonce),
-        aead::Aad::from(aad),
+        ring_aead::Nonce::assume_unique_for_key(nonce),
+        ring_aead::Aad::from(aad),
         &mut out,
     )
     .unwrap();

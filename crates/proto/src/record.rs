@@ -80,6 +80,29 @@ impl RecordSealer {
         self.seal_typed(TYPE_DATA, buf, n)
     }
 
+    /// Seals the record whose payload is `buf[HEADER_LEN..HEADER_LEN + n]` followed by
+    /// `rest`, encrypting `rest` straight into `buf` after the first `n` bytes (no copy of
+    /// it before): the same record as copying `rest` there and calling
+    /// [`RecordSealer::seal`]. Returns the record's length.
+    ///
+    /// # Panics
+    /// As [`RecordSealer::seal`], for the payload of `n + rest.len()` bytes.
+    pub fn seal_joined(&mut self, buf: &mut [u8], n: usize, rest: &[u8]) -> usize {
+        assert!(!self.closed, "sealing after the closing record");
+        let len = n + rest.len();
+        assert!(
+            (1..=MAX_PAYLOAD).contains(&len),
+            "record payload of {len} bytes"
+        );
+        let total = HEADER_LEN + len + AEAD_TAG_LEN;
+        assert!(buf.len() >= total, "record buffer too short");
+        let header = header(TYPE_DATA, len);
+        buf[..HEADER_LEN].copy_from_slice(&header);
+        let (head, out) = buf[HEADER_LEN..total].split_at_mut(n);
+        self.cipher.seal_joined(&header, head, rest, out);
+        total
+    }
+
     /// Writes the closing record into `out` and returns its length ([`CLOSE_LEN`]).
     /// Nothing can be sealed afterwards.
     pub fn close(&mut self, out: &mut [u8; CLOSE_LEN]) -> usize {

@@ -212,6 +212,20 @@ impl Protector {
         }
     }
 
+    /// `aead` only: seals the record whose payload is `buf[header_len()..header_len() + n]`
+    /// followed by `rest`, encrypting `rest` straight into `buf` (one pass over it, no copy
+    /// before the cipher), and returns the record's length, as [`Protector::seal`] would
+    /// after `rest` was copied behind the `n` bytes.
+    ///
+    /// # Panics
+    /// If the session is in place, or as [`Protector::seal`] for `n + rest.len()` bytes.
+    pub fn seal_joined(&mut self, buf: &mut [u8], n: usize, rest: &[u8]) -> usize {
+        match &mut self.inner {
+            ProtectInner::Aead(r) => r.seal_joined(buf, n, rest),
+            _ => panic!("seal_joined on an in-place session"),
+        }
+    }
+
     /// The bytes that end this direction cleanly, to send before the transport's shutdown:
     /// the closing record for `aead`, nothing otherwise. Call it once.
     pub fn close(&mut self) -> Vec<u8> {

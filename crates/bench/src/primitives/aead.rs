@@ -217,7 +217,6 @@ impl AeadImpl for RingAead {
     }
 }
 
-#[cfg(feature = "compare-crypto")]
 mod aws_lc {
     //! aws-lc-rs 1.x: `LessSafeKey`, the same API as ring's over AWS-LC.
 
@@ -270,17 +269,6 @@ mod aws_lc {
                 .map_err(|_| anyhow!("aws-lc-rs: authentication failed"))?;
             Ok(())
         }
-    }
-}
-
-#[cfg(not(feature = "compare-crypto"))]
-mod aws_lc {
-    use super::*;
-
-    pub fn make(_: AeadAlg, _: &[u8]) -> Result<Made<Box<dyn AeadImpl>>> {
-        Ok(Made::Unavailable(
-            super::super::library::NEEDS_FEATURE.into(),
-        ))
     }
 }
 

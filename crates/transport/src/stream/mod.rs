@@ -738,6 +738,38 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
+        /// `aead` writes of any sizes, some completing a record (sealed from the caller's
+        /// bytes straight into the buffer) and some not (copied in): the reader gets every
+        /// byte in order, and the writer's records are full but for the last.
+        #[test]
+        fn aead_writes_of_any_size_keep_the_stream(
+            sizes in proptest::collection::vec(1usize..40_000, 1..12),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let (got, want) = rt.block_on(async move {
+                let (mut w, mut r) = pipe(Mode::Aead, 1 << 22).await;
+                let input = data(sizes.iter().sum());
+                let mut at = 0;
+                for n in sizes {
+                    let mut piece = &input[at..at + n];
+                    while !piece.is_empty() {
+                        let k = w.write(piece).await.unwrap();
+                        piece = &piece[k..];
+                    }
+                    at += n;
+                }
+                w.shutdown().await.unwrap();
+                assert_eq!(w.sent(), input.len() as u64);
+                let mut got = Vec::new();
+                r.read_to_end(&mut got).await.unwrap();
+                (got, input)
+            });
+            proptest::prop_assert!(got == want, "{} bytes out, {} in", got.len(), want.len());
+        }
+
         /// Whatever the source gives per read, the sink takes per write (vectored or not),
         /// a partial record before and a limit: the bytes that come out are the bytes that
         /// went in.

@@ -407,6 +407,14 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
                 this.tail += n;
                 this.sent += n as u64;
             }
+            // The bytes that complete a record: sealed from `src` straight into the buffer
+            // (the cipher's one pass, no copy before it).
+            Some(p) if p.max_payload() == Some(this.fill + n) => {
+                let record = p.seal_joined(&mut this.buf[this.tail..], this.fill, &src[..n]);
+                this.tail += record;
+                this.fill = 0;
+                this.sent += n as u64;
+            }
             _ => {
                 this.buf[at..at + n].copy_from_slice(&src[..n]);
                 this.accept(n);

@@ -157,6 +157,10 @@ fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs(
         assert_eq!(floor["plain"], plain["variant"]);
         let p = f(floor, "primitive_s_per_gb");
         assert!(p > 0.0 && p < 10.0, "{floor}");
+        // Timed once after each repetition: one repetition, one timing, its median.
+        let by_rep = floor["primitive_by_rep"].as_array().unwrap();
+        assert_eq!(by_rep.len(), 1, "{floor}");
+        assert_eq!(by_rep[0].as_f64(), Some(p), "{floor}");
         let ratio = f(aead, "cpu_s_per_gb") / (f(plain, "cpu_s_per_gb") + p);
         assert!((f(floor, "ratio") - ratio).abs() < 1e-9, "{floor}");
         let target = &t[13 + k];

@@ -977,7 +977,7 @@ mod tests {
     fn the_aead_floor_target_is_nena_aead_over_raw_mptcp() {
         let o = |variant: &str, cpu, primitive| crate::overhead::Overhead {
             variant: variant.into(),
-            primitive: "aes-128-gcm (ring)".into(),
+            primitive: "aes-128-gcm (aws-lc-rs)".into(),
             cpu_s_per_gb: cpu,
             raw_cpu_s_per_gb: 0.3,
             primitive_s_per_gb: primitive,
@@ -990,7 +990,7 @@ mod tests {
         assert!((t.value - 1.7).abs() < 1e-9 && t.pass, "{t:?}");
         assert!(t
             .name
-            .contains("<= 1.75 x plain MPTCP (plain MPTCP + aes-128-gcm (ring): 1.600 x)"));
+            .contains("<= 1.75 x plain MPTCP (plain MPTCP + aes-128-gcm (aws-lc-rs): 1.600 x)"));
         let t = aead_floor_target(&[o("nena aead", 0.6, 0.18)]).unwrap();
         assert!(!t.pass);
         // No aead row, or its primitive not timed: no target.

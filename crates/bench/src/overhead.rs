@@ -8,9 +8,9 @@
 //! the same bench run as the transfers, on this thread's CPU clock.
 //!
 //! The primitives are the ones nena uses, called as directly as their crates allow:
-//! aws-lc-rs's AES-128-GCM or ChaCha20-Poly1305 on 16 KiB records (seal in place, then open in place,
-//! tag verified), RustCrypto's AES-128-CTR or ChaCha20 keystream XORed twice, nena-codec's
-//! scrambling and descrambling.
+//! aws-lc-rs's AES-128-GCM or ChaCha20-Poly1305 on 16 KiB records (seal in place, then open
+//! in place, tag verified), RustCrypto's AES-128-CTR or ChaCha20 keystream XORed twice,
+//! nena-codec's scrambling and descrambling.
 
 #[cfg(feature = "openssl")]
 use crate::primitives::aead::{self, AeadAlg};

@@ -364,14 +364,9 @@ impl RecordCipher {
 
     /// Encrypts `payload` in place with `aad` and returns the tag.
     pub fn seal(&mut self, aad: &[u8], payload: &mut [u8]) -> [u8; AEAD_TAG_LEN] {
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(self.nonce(), aead::Aad::from(aad), payload)
-            .expect("record payloads are far below the AEAD's length limit");
-        self.advance();
-        let mut out = [0u8; AEAD_TAG_LEN];
-        out.copy_from_slice(tag.as_ref());
-        out
+        let mut tag = [0u8; AEAD_TAG_LEN];
+        self.seal_joined(aad, payload, &[], &mut tag);
+        tag
     }
 
     /// Encrypts the plaintext `head || rest` with `aad`: `head` in place, `rest` into the

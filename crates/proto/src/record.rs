@@ -72,12 +72,7 @@ impl RecordSealer {
     /// If `n` is 0 or above [`MAX_PAYLOAD`], `buf` is too short, or the direction is closed:
     /// those are bugs of the caller, not input from the network.
     pub fn seal(&mut self, buf: &mut [u8], n: usize) -> usize {
-        assert!(!self.closed, "sealing after the closing record");
-        assert!(
-            (1..=MAX_PAYLOAD).contains(&n),
-            "record payload of {n} bytes"
-        );
-        self.seal_typed(TYPE_DATA, buf, n)
+        self.seal_joined(buf, n, &[])
     }
 
     /// Seals the record whose payload is `buf[HEADER_LEN..HEADER_LEN + n]` followed by
@@ -94,20 +89,14 @@ impl RecordSealer {
             (1..=MAX_PAYLOAD).contains(&len),
             "record payload of {len} bytes"
         );
-        let total = HEADER_LEN + len + AEAD_TAG_LEN;
-        assert!(buf.len() >= total, "record buffer too short");
-        let header = header(TYPE_DATA, len);
-        buf[..HEADER_LEN].copy_from_slice(&header);
-        let (head, out) = buf[HEADER_LEN..total].split_at_mut(n);
-        self.cipher.seal_joined(&header, head, rest, out);
-        total
+        self.seal_typed(TYPE_DATA, buf, n, rest)
     }
 
     /// Writes the closing record into `out` and returns its length ([`CLOSE_LEN`]).
     /// Nothing can be sealed afterwards.
     pub fn close(&mut self, out: &mut [u8; CLOSE_LEN]) -> usize {
         assert!(!self.closed, "closing twice");
-        let n = self.seal_typed(TYPE_CLOSE, out, 0);
+        let n = self.seal_typed(TYPE_CLOSE, out, 0, &[]);
         self.closed = true;
         n
     }
@@ -118,7 +107,7 @@ impl RecordSealer {
     pub fn abort(&mut self, reason: AbortReason, out: &mut [u8; ABORT_LEN]) -> usize {
         assert!(!self.closed, "aborting a closed direction");
         out[HEADER_LEN] = reason.code();
-        let n = self.seal_typed(TYPE_ABORT, out, 1);
+        let n = self.seal_typed(TYPE_ABORT, out, 1, &[]);
         self.closed = true;
         n
     }
@@ -128,14 +117,16 @@ impl RecordSealer {
         self.closed
     }
 
-    fn seal_typed(&mut self, ty: u8, buf: &mut [u8], n: usize) -> usize {
-        let total = HEADER_LEN + n + AEAD_TAG_LEN;
+    /// Seals the record of type `ty` whose payload is `buf[HEADER_LEN..HEADER_LEN + n]`
+    /// followed by `rest` (encrypted into `buf` behind them), tag last; returns its length.
+    fn seal_typed(&mut self, ty: u8, buf: &mut [u8], n: usize, rest: &[u8]) -> usize {
+        let len = n + rest.len();
+        let total = HEADER_LEN + len + AEAD_TAG_LEN;
         assert!(buf.len() >= total, "record buffer too short");
-        let header = header(ty, n);
+        let header = header(ty, len);
         buf[..HEADER_LEN].copy_from_slice(&header);
-        let (payload, tag_space) = buf[HEADER_LEN..total].split_at_mut(n);
-        let tag = self.cipher.seal(&header, payload);
-        tag_space.copy_from_slice(&tag);
+        let (head, out) = buf[HEADER_LEN..total].split_at_mut(n);
+        self.cipher.seal_joined(&header, head, rest, out);
         total
     }
 

@@ -557,11 +557,8 @@ pub fn summarize(
 /// The floor of each nena aead tunnel whose `plain` twin ran, with the primitive's name and
 /// its seconds per GB timed after each repetition (`by_rep[rep - 1]`; NaN when not timed).
 pub fn floors(stats: &[VariantStats], runs: &[Run], name: &str, by_rep: &[f64]) -> Vec<Floor> {
-    let p = if by_rep.is_empty() {
-        f64::NAN
-    } else {
-        median(&mut by_rep.to_vec())
-    };
+    // NaN when nothing was timed (`median` of no value).
+    let p = median(&mut by_rep.to_vec());
     let prim_of = |rep: usize| by_rep.get(rep.wrapping_sub(1)).copied().unwrap_or(f64::NAN);
     stats
         .iter()

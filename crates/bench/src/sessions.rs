@@ -613,9 +613,14 @@ async fn probe(
 /// An application's SOCKS5 connection through the client proxy to `dst` (no
 /// authentication, CONNECT to an IPv4 address), ready for data.
 pub async fn socks_connect(proxy: SocketAddr, dst: SocketAddrV4) -> Result<TcpStream> {
-    let mut s = TcpStream::connect(proxy)
+    let s = TcpStream::connect(proxy)
         .await
         .with_context(|| format!("connecting to the SOCKS5 proxy {proxy}"))?;
+    socks_connect_on(s, dst).await
+}
+
+/// [`socks_connect`] on a connection `s` to the proxy made by the caller.
+pub async fn socks_connect_on(mut s: TcpStream, dst: SocketAddrV4) -> Result<TcpStream> {
     s.set_nodelay(true)?;
     s.write_all(&[5, 1, 0]).await?;
     let mut method = [0u8; 2];

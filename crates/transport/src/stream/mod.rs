@@ -93,6 +93,34 @@ mod tests {
         .await
     }
 
+    /// Where reads from the plain side land (the writer's payload space) is on the buffer's
+    /// alignment in every mode, at a session's start and after the buffer was drained and
+    /// given back: the kernel's copies into it are then never at a short distance from an
+    /// aligned source (see `writer::lead`).
+    #[tokio::test]
+    async fn the_payload_space_starts_on_the_buffers_alignment_in_every_mode() {
+        for mode in [Mode::Aead, Mode::Stream, Mode::Kato, Mode::Plain] {
+            let (mut w, mut r) = pipe(mode, 1 << 20).await;
+            let aligned = |p: *const u8| (p as usize).is_multiple_of(nena_codec::BUF_ALIGN);
+            let space = w.reserve().await.unwrap();
+            assert!(aligned(space.as_ptr()), "{mode}: at the start");
+            space[..1000].copy_from_slice(&data(1000));
+            w.commit(1000);
+            let space = w.reserve().await.unwrap();
+            assert!(!aligned(space.as_ptr()), "{mode}: after 1000 bytes, not");
+            w.flush().await.unwrap();
+            let space = w.reserve().await.unwrap();
+            assert!(aligned(space.as_ptr()), "{mode}: after a flush");
+            w.write_all(&data(40_000)).await.unwrap();
+            w.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            let mut want = data(1000);
+            want.extend(data(40_000));
+            assert!(got == want, "{mode}: every byte through");
+        }
+    }
+
     #[tokio::test]
     async fn an_incomplete_record_sets_the_low_water_mark_to_what_it_lacks_and_then_back_to_one() {
         let nena_proto::Exchange {

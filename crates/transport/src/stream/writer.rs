@@ -37,12 +37,13 @@ const MAX_SLOTS: usize = 16;
 /// lands (in place, the bytes begin on it already: no lead).
 ///
 /// Why: the kernel copies socket data to and from user memory with `rep movsb`, which on
-/// the lab's AMD EPYC (Zen 4, FSRM) runs at 2-3 GB/s instead of 35-50 GB/s when the
+/// the lab's AMD EPYC (Zen 4, FSRM) runs at about 3 GB/s instead of 50-100 when the
 /// destination lies 1-15 bytes past the source modulo 4096 (the short-distance case that
-/// glibc's `memmove` avoids on such CPUs; measured in docs/benchmarks-log.md, "The floor").
-/// Socket data from an application's aligned writes starts on such a boundary, and records
-/// starting at offset 0 put the first payload 3 bytes past it: the first record of every
-/// read was copied at that rate.
+/// glibc's `memmove` avoids on such CPUs; `cargo run --release -p nena-bench --example
+/// copy_distance`). An application's data written in aligned pieces lies on aligned places
+/// in the kernel's buffers, and records starting at offset 0 put the first payload of every
+/// read 3 bytes past such a place: whenever the two also shared their place in the page, the
+/// first record of the read was copied at that rate (docs/benchmarks-log.md, "The floor").
 fn lead(prot: Option<&Protector>) -> usize {
     match prot {
         Some(p) if framed(Some(p)) => (BUF_ALIGN - p.header_len() % BUF_ALIGN) % BUF_ALIGN,

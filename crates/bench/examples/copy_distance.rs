@@ -3,7 +3,7 @@
 //! source modulo 4096: `cargo run --release -p nena-bench --example copy_distance`.
 //!
 //! Why it is here: on the lab's AMD EPYC (Zen 4) a destination 1-15 bytes past the source
-//! copies at 2-3 GB/s instead of 35-50, and aead's records put the first payload of every
+//! copies at about 3 GB/s instead of 35-100, and aead's records put the first payload of every
 //! read 3 bytes past an aligned source until the writer's buffer began its records so that
 //! the payload is aligned (`stream::writer::lead` in nena-transport; docs/benchmarks-log.md,
 //! "The floor").

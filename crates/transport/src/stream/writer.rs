@@ -37,7 +37,7 @@ const MAX_SLOTS: usize = 16;
 /// lands (in place, the bytes begin on it already: no lead).
 ///
 /// Why: the kernel copies socket data to and from user memory with `rep movsb`, which on
-/// the lab's AMD EPYC (Zen 4, FSRM) runs at about 3 GB/s instead of 50-100 when the
+/// the lab's AMD EPYC (Zen 4, FSRM) runs at about 3 GB/s instead of 35-100 when the
 /// destination lies 1-15 bytes past the source modulo 4096 (the short-distance case that
 /// glibc's `memmove` avoids on such CPUs; `cargo run --release -p nena-bench --example
 /// copy_distance`). An application's data written in aligned pieces lies on aligned places

@@ -74,6 +74,12 @@ fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
         "198.18.0.0/15",
         "--allow",
         "2001:2::/48",
+        // The server host's own addresses (its http.server, its UDP echo): a wider rule
+        // does not reach them.
+        "--allow",
+        "198.18.3.2/32",
+        "--allow",
+        "2001:2:0:3::2/128",
     ];
     args.extend_from_slice(extra);
     spawn_listening(lab, Host::Server, &args)

@@ -338,6 +338,69 @@ fn a_proxy_server_without_allow_refuses_every_request() {
     assert!(ps.stderr().contains("every SOCKS request will be refused"));
 }
 
+/// `--allow 0.0.0.0/0:8000` (GATEWAY.md's kind of rule) reaches neither the proxy server
+/// host's loopback, its own address nor the cloud metadata address (169.254.169.254, given
+/// to the server host's loopback here, where a cloud's hypervisor would answer): each is
+/// refused with 0x02 and the server's log names the guarded range, while a listener on
+/// every one of them accepts. Named by rules of their own, loopback and the metadata
+/// address are reached (0x00); the server's own address, named by no rule, still is not.
+#[test]
+fn a_wide_allow_rule_never_reaches_the_proxy_servers_own_host() {
+    let lab = lab();
+    sh(&lab, Host::Server, "ip addr add 169.254.169.254/32 dev lo");
+    let dir = TempDir::new("socks-guard");
+    let _http = http_server(&lab, &dir, None);
+    let entry = |port: u16| -> SocketAddr { SocketAddr::from(([127, 0, 0, 1], port)) };
+    let targets = [
+        v4([127, 0, 0, 1], 8000),
+        v4([198, 18, 3, 2], 8000),
+        v4([169, 254, 169, 254], 8000),
+    ];
+    let codes_through = |extra: &[&str], listen_port: u16, socks_port: u16| {
+        let listen = server(&lab, listen_port);
+        let mut ps_args = vec![
+            "-v",
+            "proxy",
+            "server",
+            "--listen",
+            &listen,
+            "--allow",
+            "0.0.0.0/0:8000",
+        ];
+        ps_args.extend_from_slice(extra);
+        let ps = spawn_listening(&lab, Host::Server, &ps_args);
+        let socks = format!("127.0.0.1:{socks_port}");
+        let mut args = vec!["proxy", "client", "--socks5", &socks, "--to", &listen];
+        args.extend_from_slice(&PATHS);
+        let _pc = spawn_listening(&lab, Host::Client, &args);
+        let at = entry(socks_port);
+        let reqs = targets.to_vec();
+        let codes = lab
+            .run_in(Host::Client, move || {
+                reqs.iter()
+                    .map(|r| socks_connect(at, r, false).unwrap().0)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap();
+        (codes, ps.stderr())
+    };
+    let (codes, log) = codes_through(&[], 7451, 1091);
+    assert_eq!(codes, vec![0x02, 0x02, 0x02], "{log}");
+    for why in [
+        "127.0.0.1:8000 is guarded (loopback)",
+        "198.18.3.2:8000 is guarded (an address of the proxy server's host)",
+        "169.254.169.254:8000 is guarded (link-local, with the cloud metadata service",
+    ] {
+        assert!(log.contains(why), "no `{why}` in:\n{log}");
+    }
+    let (codes, log) = codes_through(
+        &["--allow", "127.0.0.1:8000", "--allow", "169.254.169.254/32"],
+        7452,
+        1092,
+    );
+    assert_eq!(codes, vec![0x00, 0x02, 0x00], "{log}");
+}
+
 #[test]
 fn socks5_username_and_password() {
     let lab = lab();
@@ -479,7 +542,8 @@ fn socks5_ipv6_destination_end_to_end() {
             "--listen",
             &listen,
             "--allow",
-            "[2001:2::/48]:8000",
+            // The server host's own address: named alone (a wider rule does not reach it).
+            "[2001:2::2/128]:8000",
         ],
     );
     let mut args = vec![

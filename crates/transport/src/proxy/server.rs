@@ -111,7 +111,17 @@ async fn connect_allowed<C: Connector>(
             if resolved.is_empty() {
                 format!("{target} resolves to no address")
             } else {
-                format!("{target} ({}) is not permitted by --allow", list.join(", "))
+                match resolved
+                    .iter()
+                    .find_map(|a| allow.guarded(*a).map(|g| (a, g)))
+                {
+                    Some((a, what)) => format!(
+                        "{target} ({}) is not permitted by --allow: {a} is guarded ({what}); \
+                         only an --allow rule inside that range reaches it",
+                        list.join(", ")
+                    ),
+                    None => format!("{target} ({}) is not permitted by --allow", list.join(", ")),
+                }
             },
         ));
     }

@@ -12,7 +12,11 @@
 //! The proxy server's side ([`serve`]): each datagram whose destination its `--allow` rules
 //! permit is sent from a UDP socket of the session's own (one per family); what arrives on
 //! those sockets from a destination the session sent to is framed with its source and sent
-//! back; anything from elsewhere is dropped (as a NAT that filters by address does).
+//! back; anything from elsewhere is dropped (as a NAT that filters by address does). The
+//! session remembers at most [`DESTINATIONS`] destinations, the least recently used
+//! forgotten first (their replies are then dropped as strangers' until it sends there
+//! again), with the `--allow` verdict of each, so that a client spraying destinations
+//! cannot grow the server's memory and the host-address check runs once per destination.
 //!
 //! An unconnected application socket that sends to several destinations at once may see a
 //! datagram attributed to the destination it sent to last (the record is per socket); such
@@ -26,7 +30,7 @@ use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
 use crate::wire::Service;
 use anyhow::Result;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +44,8 @@ pub const IDLE: Duration = Duration::from_secs(120);
 /// Datagrams waiting for their flow's session at most; more are dropped, as a full queue of
 /// a router drops them.
 const QUEUE: usize = 256;
+/// Destinations one server-side session remembers (see the module doc).
+pub const DESTINATIONS: usize = 1024;
 
 /// One datagram frame; `None` at a clean end before it.
 pub async fn read_datagram<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<Datagram>> {
@@ -233,6 +239,15 @@ where
     serve_idle(reader, writer, allow, IDLE).await
 }
 
+/// A destination a server-side session was asked to send to.
+#[derive(Debug, Clone, Copy)]
+struct Dest {
+    /// `--allow` permits it.
+    permitted: bool,
+    /// A datagram went there (its replies are taken).
+    sent: bool,
+}
+
 /// What a server-side datagram session did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RelayCounts {
@@ -253,14 +268,34 @@ where
 {
     let s4 = UdpSocket::bind("0.0.0.0:0").await.context("a UDP socket")?;
     let s6 = UdpSocket::bind("[::]:0").await.ok();
-    let sent_to: Mutex<HashSet<SocketAddr>> = Mutex::new(HashSet::new());
+    // Each destination's verdict, and whether the session sent there (replies are taken
+    // only from those): bounded, the least recently used forgotten first.
+    let cap = std::num::NonZeroUsize::new(DESTINATIONS).expect("nonzero");
+    let dests: Mutex<lru::LruCache<SocketAddr, Dest>> = Mutex::new(lru::LruCache::new(cap));
     let counts = Mutex::new(RelayCounts::default());
     let up = async {
         while let Ok(d) = tokio::time::timeout(idle, read_datagram(reader)).await {
             let Some(d) = d.context("reading a datagram")? else {
                 break;
             };
-            if !allow.permits(d.addr) {
+            let verdict = {
+                let mut m = dests.lock().expect("dests");
+                match m.get(&d.addr) {
+                    Some(v) => v.permitted,
+                    None => {
+                        let permitted = allow.permits(d.addr);
+                        m.put(
+                            d.addr,
+                            Dest {
+                                permitted,
+                                sent: false,
+                            },
+                        );
+                        permitted
+                    }
+                }
+            };
+            if !verdict {
                 let first = {
                     let mut c = counts.lock().expect("counts");
                     c.refused += 1;
@@ -280,7 +315,9 @@ where
                 log::warn!("datagram to {}: {e}", d.addr);
                 continue;
             }
-            sent_to.lock().expect("sent_to").insert(d.addr);
+            if let Some(v) = dests.lock().expect("dests").get_mut(&d.addr) {
+                v.sent = true;
+            }
             counts.lock().expect("counts").sent += 1;
         }
         Ok::<_, Error>(())
@@ -298,7 +335,13 @@ where
                     }
                 } => { let (n, f) = r?; (n, f, true) }
             };
-            if !sent_to.lock().expect("sent_to").contains(&from) {
+            // `peek`: a reply does not keep a destination remembered, only sending does.
+            if !dests
+                .lock()
+                .expect("dests")
+                .peek(&from)
+                .is_some_and(|v| v.sent)
+            {
                 continue;
             }
             let payload = if v6 { &b6[..n] } else { &b4[..n] };
@@ -367,6 +410,79 @@ mod tests {
             other.try_recv_from(&mut b).is_err(),
             "the refused datagram was sent"
         );
+    }
+
+    /// A session remembers [`DESTINATIONS`] destinations: after that many others, the
+    /// first one's datagrams are strangers' (dropped), the latest one's still come back.
+    #[tokio::test]
+    async fn a_session_forgets_the_least_recently_used_destination() {
+        let first = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let last = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (mut sr, mut sw) = tokio::io::split(server);
+        let rule = allow("127.0.0.1/32");
+        let serving = tokio::spawn(async move { serve(&mut sr, &mut sw, &rule).await });
+        let (mut cr, mut cw) = tokio::io::split(client);
+        let mut b = [0u8; 100];
+        write_datagram(&mut cw, first.local_addr().unwrap(), b"hello")
+            .await
+            .unwrap();
+        let (_, session) = first.recv_from(&mut b).await.unwrap();
+        first.send_to(b"known", session).await.unwrap();
+        let back = read_datagram(&mut cr).await.unwrap().unwrap();
+        assert_eq!(back.payload, b"known");
+        // DESTINATIONS - 1 others (ports nobody listens on), then `last`: `first` is the
+        // least recently used of DESTINATIONS + 1 and is forgotten.
+        let base = first.local_addr().unwrap().port().wrapping_add(1000);
+        let mut sent = 0;
+        let mut port = base;
+        while sent < DESTINATIONS - 1 {
+            port = port.wrapping_add(1).max(1024);
+            let to = SocketAddr::from(([127, 0, 0, 1], port));
+            if to == first.local_addr().unwrap() || to == last.local_addr().unwrap() {
+                continue;
+            }
+            write_datagram(&mut cw, to, b"x").await.unwrap();
+            sent += 1;
+        }
+        write_datagram(&mut cw, last.local_addr().unwrap(), b"hi")
+            .await
+            .unwrap();
+        let (_, session_again) = last.recv_from(&mut b).await.unwrap();
+        assert_eq!(session_again, session);
+        // In order on the session's socket: the forgotten one first, then the latest.
+        first.send_to(b"forgotten", session).await.unwrap();
+        last.send_to(b"latest", session).await.unwrap();
+        let back = read_datagram(&mut cr).await.unwrap().unwrap();
+        assert_eq!(back.addr, last.local_addr().unwrap());
+        assert_eq!(
+            back.payload, b"latest",
+            "a forgotten destination's reply came back"
+        );
+        cw.shutdown().await.unwrap();
+        let counts = serving.await.unwrap().unwrap();
+        assert_eq!(counts.sent, DESTINATIONS as u64 + 1);
+        assert_eq!(counts.received, 2);
+    }
+
+    /// The guard of the server's own host holds for datagrams too: a rule for every IPv4
+    /// address sends nothing to loopback.
+    #[tokio::test]
+    async fn datagrams_to_the_servers_own_host_need_a_rule_of_their_own() {
+        let local = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (mut sr, mut sw) = tokio::io::split(server);
+        let rule = allow("0.0.0.0/0");
+        let serving = tokio::spawn(async move { serve(&mut sr, &mut sw, &rule).await });
+        let (_cr, mut cw) = tokio::io::split(client);
+        write_datagram(&mut cw, local.local_addr().unwrap(), b"metadata?")
+            .await
+            .unwrap();
+        cw.shutdown().await.unwrap();
+        let counts = serving.await.unwrap().unwrap();
+        assert_eq!((counts.sent, counts.refused), (0, 1));
+        let mut b = [0u8; 100];
+        assert!(local.try_recv_from(&mut b).is_err(), "sent to loopback");
     }
 
     /// A session that stays quiet ends after its idle time; a frame that is no datagram

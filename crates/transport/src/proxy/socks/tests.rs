@@ -403,6 +403,71 @@ fn allow_rules_match_cidr_ports_and_ipv6() {
     assert!(AllowList::default().filter(&resolved).is_empty());
 }
 
+/// `--allow 0.0.0.0/0:80` (and `::/0`, and any wide rule) reaches neither the proxy
+/// server's loopback, its own addresses, link-local (the cloud metadata service), multicast
+/// nor broadcast; a rule inside such a range reaches it.
+#[test]
+fn the_servers_own_host_is_reached_only_by_a_rule_inside_its_range() {
+    let own = |ip: IpAddr| ip == "198.18.3.2".parse::<IpAddr>().unwrap();
+    let list = |rules: &[&str]| AllowList(rules.iter().map(|r| r.parse().unwrap()).collect());
+    let wide = list(&["0.0.0.0/0:80", "[::/0]:80", "198.18.0.0/15"]);
+    for guarded in [
+        "127.0.0.1:80",
+        "127.9.9.9:80",
+        "[::ffff:127.0.0.1]:80",
+        "169.254.169.254:80",
+        "0.0.0.0:80",
+        "224.0.0.251:80",
+        "255.255.255.255:80",
+        "[::1]:80",
+        "[::]:80",
+        "[fe80::1]:80",
+        "[fd00:ec2::254]:80",
+        "[ff02::1]:80",
+        "198.18.3.2:80",
+        "198.18.3.2:8000",
+        "[::ffff:198.18.3.2]:8000",
+    ] {
+        assert!(!wide.permits_with(sa(guarded), own), "{guarded}");
+    }
+    // The rest of the wide rules still holds.
+    for open in ["203.0.113.7:80", "198.18.3.3:8000", "[2001:2::1]:80"] {
+        assert!(wide.permits_with(sa(open), own), "{open}");
+    }
+    // Named explicitly: a rule inside the range.
+    let named = list(&[
+        "127.0.0.1:8080",
+        "169.254.169.254/32",
+        "198.18.3.2/32:8000",
+        "[::1]:8080",
+        "[fe80::/64]:80",
+    ]);
+    for ok in [
+        "127.0.0.1:8080",
+        "169.254.169.254:80",
+        "198.18.3.2:8000",
+        "[::1]:8080",
+        "[fe80::1]:80",
+    ] {
+        assert!(named.permits_with(sa(ok), own), "{ok}");
+    }
+    // Still only what the rule covers.
+    assert!(!named.permits_with(sa("127.0.0.1:8081"), own));
+    assert!(!named.permits_with(sa("198.18.3.2:8001"), own));
+    // A rule wider than an own address does not name it: 198.18.3.0/24 is not 198.18.3.2.
+    assert!(!list(&["198.18.3.0/24"]).permits_with(sa("198.18.3.2:1"), own));
+    // The host's own answer: loopback is held, a benchmarking address nobody here holds is
+    // not.
+    assert!(super::allow::host_address("127.0.0.1".parse().unwrap()));
+    assert!(!super::allow::host_address(
+        "198.19.254.254".parse().unwrap()
+    ));
+    // The refusal names the range.
+    let why = list(&["0.0.0.0/0"]).guarded(sa("127.0.0.1:22"));
+    assert_eq!(why, Some("loopback"));
+    assert_eq!(list(&["0.0.0.0/0"]).guarded(sa("203.0.113.7:22")), None);
+}
+
 proptest! {
     #[test]
     fn fuzz_body_on_random_input(data in proptest::collection::vec(any::<u8>(), 0..600)) {

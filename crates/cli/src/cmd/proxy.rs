@@ -84,7 +84,9 @@ pub struct ProxyServerArgs {
     /// destination, or send a datagram to it, only if this rule permits it (repeatable;
     /// domain names are resolved here and the address is checked).
     /// `198.18.0.0/15`, `198.18.3.2:80`, `198.18.0.0/15:8000-8100`, `[2001:db8::/32]:443`.
-    /// Without --allow (and without --forward) every request is refused.
+    /// Without --allow (and without --forward) every request is refused. This host itself
+    /// (loopback, its own addresses, link-local with 169.254.169.254, multicast, broadcast)
+    /// is reached only by a rule inside that range: `127.0.0.1:8080`, `198.18.3.2/32`.
     #[arg(long, value_name = "CIDR[:PORT[-PORT]]")]
     pub allow: Vec<nena_transport::proxy::socks::AllowRule>,
     /// Require the access token in FILE (16 to 255 bytes; surrounding whitespace ignored)

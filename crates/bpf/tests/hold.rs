@@ -93,3 +93,117 @@ fn a_held_connection_sends_no_payload_off_its_trusted_interface_until_released()
     let got = sink_t.join().unwrap().unwrap();
     assert_eq!(got, sent, "the server got {got} of {sent} bytes");
 }
+
+/// The hello of the gate tests: a pattern that shows in a capture wherever it crosses.
+const HELLO_MARK: &[u8] = b"nena-hold-hello-key-shares-and-r_c:";
+
+fn hello() -> Vec<u8> {
+    HELLO_MARK.iter().copied().cycle().take(1200).collect()
+}
+
+/// Whether any frame of `frames` carries a piece of the hello.
+fn carries_hello(frames: &[Vec<u8>]) -> bool {
+    frames
+        .iter()
+        .any(|f| f.windows(HELLO_MARK.len()).any(|w| w == HELLO_MARK))
+}
+
+/// `--trusted c1 --untrusted c2` (by interface name, as a user would).
+fn gate_opts(timeout: Duration) -> nena_mptcp::ConnectOptions {
+    nena_mptcp::ConnectOptions {
+        policy: nena_mptcp::PathPolicy {
+            trusted: vec!["c1".parse().unwrap()],
+            untrusted: vec!["c2".parse().unwrap()],
+        },
+        allow_fallback: false,
+        timeout,
+        congestion: None,
+    }
+}
+
+/// The pair with the in-kernel path manager on both ends: the client's `subflow` endpoint
+/// on c2, the server announcing its second address (so the client's path manager joins over
+/// c2 before the first flight, and that subflow stays open, idle, during the hold), and the
+/// server dropping every data segment that reaches it over the trusted path s1 (so the
+/// first flight is never acknowledged). All of it inside the pair's namespaces.
+fn unacknowledged_first_flight(net: &Net, port: u16) {
+    net.sh_c(&format!("ip mptcp endpoint add {CLIENT2} dev c2 subflow"));
+    net.sh_s(&format!("ip mptcp endpoint add {SERVER2} dev s2 signal"));
+    net.sh_s(&format!(
+        "nft add table inet nena_hold_test && \
+         nft add chain inet nena_hold_test input '{{ type filter hook input priority 0; policy accept; }}' && \
+         nft add rule inet nena_hold_test input iifname s1 tcp dport {port} meta length '>' 400 counter drop"
+    ));
+}
+
+/// The hold on every exit (issue 55, item 3): the first flight is never acknowledged (the
+/// trusted path drops it), the gate gives up; the untrusted subflow that was open during
+/// the hold is closed and the connection reset before the hold goes, and the hold goes only
+/// once the connection is gone. Nothing of the hello crosses the untrusted path, during the
+/// hold or in the 10 s after it; nothing of the connection is left.
+#[test]
+fn a_first_flight_never_acknowledged_never_crosses_the_untrusted_path_after_the_gate_gives_up() {
+    let _one = serial();
+    let net = Net::new();
+    unacknowledged_first_flight(&net, 5310);
+    nena_mptcp::hold::provide(nena_bpf::hold::BpfHold::factory);
+    let l = net.listen(&net.server, &format!("{SERVER}:5310"));
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept()?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut got);
+        Ok::<_, std::io::Error>(got.len())
+    });
+    let mut cap = Capture::start(&net.server.clone(), "s2");
+    let (token, joined, err) = net.in_ns(&net.client.clone(), || {
+        let remote = format!("{SERVER}:5310").parse().unwrap();
+        let mut c = nena_mptcp::connect(remote, &gate_opts(Duration::from_secs(3)))
+            .expect("connecting over the trusted path");
+        let token = nena_mptcp::info(c.stream.as_fd()).unwrap().token;
+        assert!(
+            nena_mptcp::hold::held(token).is_some(),
+            "the connection is not held"
+        );
+        // the announcement makes the client's path manager join over c2 at once
+        let joined = nena_testkit::poll_until(Duration::from_secs(3), || {
+            nena_mptcp::subflows(c.stream.as_fd())
+                .unwrap()
+                .iter()
+                .any(|s| s.local.is_some_and(|a| a.ip().to_string() == CLIENT2))
+        });
+        c.before_first_flight().unwrap();
+        c.stream.write_all(&hello()).unwrap();
+        let err = c
+            .wait_first_flight_acked(hello().len() as u64, Duration::from_secs(3))
+            .expect_err("the first flight cannot be acknowledged");
+        // the gate gives up: dropping it closes the untrusted subflows and resets
+        drop(c);
+        (token, joined, err)
+    });
+    assert!(
+        joined,
+        "the client's path manager opened no subflow over c2: nothing tested"
+    );
+    nena_testkit::wait_for(
+        "the connection to be gone and its hold released",
+        Duration::from_secs(10),
+        || nena_mptcp::hold::held(token).is_none().then_some(()),
+    );
+    let left = net.in_ns(&net.client.clone(), || {
+        nena_mptcp::diag::subflows_of(token).unwrap()
+    });
+    assert!(left.is_empty(), "subflows left behind: {left:?}");
+    // sleep: the subject is the 10 s after the release: nothing of the hello may cross then
+    std::thread::sleep(Duration::from_secs(10));
+    let frames = cap.frames();
+    assert!(
+        !carries_hello(&frames),
+        "the hello crossed the untrusted path ({} frames captured on s2; the gate said: {err})",
+        frames.len()
+    );
+    // the server never got the hello either (its trusted path dropped it)
+    let got = server.join().unwrap().unwrap_or(0);
+    assert_eq!(got, 0, "the server read {got} bytes");
+    eprintln!("the gate said: {err}");
+}

@@ -188,7 +188,7 @@ pub struct DiagSubflow {
 
 /// `INET_DIAG_ULP_INFO` and, nested in it, `INET_ULP_INFO_MPTCP` and the subflow's local
 /// token (`MPTCP_SUBFLOW_ATTR_TOKEN_LOC`), from `<linux/inet_diag.h>` and `<linux/mptcp.h>`.
-const INET_DIAG_ULP_INFO: u16 = 20;
+const INET_DIAG_ULP_INFO: u16 = 19;
 const INET_ULP_INFO_MPTCP: u16 = 3;
 const MPTCP_SUBFLOW_ATTR_TOKEN_LOC: u16 = 2;
 const NLA_TYPE_MASK: u16 = 0x3fff;
@@ -478,5 +478,42 @@ mod tests {
                 assert!(c.read(&mut b).is_err(), "the client socket was aborted");
             }
         }
+    }
+
+    /// A loopback MPTCP connection (as root: the ULP info that names the token needs
+    /// CAP_NET_ADMIN): its subflow is found by its token, and the token is known to exist
+    /// while the connection does and not after its reset.
+    #[test]
+    fn a_connection_s_subflows_are_found_by_token_until_it_is_gone() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("not root: the kernel hides the token, nothing to check");
+            return;
+        }
+        let Ok(l) = crate::listen("127.0.0.1:0".parse().unwrap(), None) else {
+            eprintln!("no MPTCP here: nothing to check");
+            return;
+        };
+        let to = l.local_addr().unwrap();
+        let s = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::MPTCP),
+        )
+        .unwrap();
+        s.connect(&to.into()).unwrap();
+        let c: std::net::TcpStream = s.into();
+        let (_srv, _) = l.accept().unwrap();
+        let token = crate::info(std::os::fd::AsFd::as_fd(&c)).unwrap().token;
+        let found = subflows_of(token).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].local, c.local_addr().unwrap());
+        assert_eq!(found[0].remote, to);
+        assert!(subflows_of(token ^ 1).unwrap().is_empty());
+        let w = TokenWatch::of_socket(std::os::fd::AsFd::as_fd(&c)).unwrap();
+        assert!(w.alive(token).unwrap());
+        crate::sockopt::disconnect(std::os::fd::AsFd::as_fd(&c)).unwrap();
+        assert!(!w.alive(token).unwrap(), "the token outlived the reset");
+        assert!(subflows_of(token).unwrap().is_empty());
     }
 }

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::gate::*;
 use common::*;
 use nena_mptcp::hold::FlightHold;
 use std::io::Write;
@@ -92,48 +93,6 @@ fn a_held_connection_sends_no_payload_off_its_trusted_interface_until_released()
     drop(s);
     let got = sink_t.join().unwrap().unwrap();
     assert_eq!(got, sent, "the server got {got} of {sent} bytes");
-}
-
-/// The hello of the gate tests: a pattern that shows in a capture wherever it crosses.
-const HELLO_MARK: &[u8] = b"nena-hold-hello-key-shares-and-r_c:";
-
-fn hello() -> Vec<u8> {
-    HELLO_MARK.iter().copied().cycle().take(1200).collect()
-}
-
-/// Whether any frame of `frames` carries a piece of the hello.
-fn carries_hello(frames: &[Vec<u8>]) -> bool {
-    frames
-        .iter()
-        .any(|f| f.windows(HELLO_MARK.len()).any(|w| w == HELLO_MARK))
-}
-
-/// `--trusted c1 --untrusted c2` (by interface name, as a user would).
-fn gate_opts(timeout: Duration) -> nena_mptcp::ConnectOptions {
-    nena_mptcp::ConnectOptions {
-        policy: nena_mptcp::PathPolicy {
-            trusted: vec!["c1".parse().unwrap()],
-            untrusted: vec!["c2".parse().unwrap()],
-        },
-        allow_fallback: false,
-        timeout,
-        congestion: None,
-    }
-}
-
-/// The pair with the in-kernel path manager on both ends: the client's `subflow` endpoint
-/// on c2, the server announcing its second address (so the client's path manager joins over
-/// c2 before the first flight, and that subflow stays open, idle, during the hold), and the
-/// server dropping every data segment to `ports` that reaches it over the trusted path s1
-/// (so the first flight is never acknowledged). All of it inside the pair's namespaces.
-fn unacknowledged_first_flight(net: &Net, ports: &str) {
-    net.sh_c(&format!("ip mptcp endpoint add {CLIENT2} dev c2 subflow"));
-    net.sh_s(&format!("ip mptcp endpoint add {SERVER2} dev s2 signal"));
-    net.sh_s(&format!(
-        "nft add table inet nena_hold_test && \
-         nft add chain inet nena_hold_test input '{{ type filter hook input priority 0; policy accept; }}' && \
-         nft add rule inet nena_hold_test input iifname s1 tcp dport '{{ {ports} }}' meta length '>' 400 counter drop"
-    ));
 }
 
 /// What came of one gated connection whose first flight is never acknowledged.

@@ -163,7 +163,9 @@ mod reaper {
                 .name("nena-hold-reaper".into())
                 .spawn(run);
             if let Err(e) = spawned {
-                log::warn!("no thread to release first-flight holds ({e}): they stay until nena exits");
+                log::warn!(
+                    "no thread to release first-flight holds ({e}): they stay until nena exits"
+                );
             }
         });
         KEPT.lock()
@@ -185,7 +187,10 @@ mod reaper {
             kept.retain(|k| match k.watch.alive(k.token) {
                 Ok(true) => true,
                 Ok(false) => {
-                    log::debug!("connection {:08x} is gone: its first-flight hold is released", k.token);
+                    log::debug!(
+                        "connection {:08x} is gone: its first-flight hold is released",
+                        k.token
+                    );
                     k.hold.release(k.token);
                     false
                 }

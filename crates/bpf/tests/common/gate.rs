@@ -46,4 +46,3 @@ pub fn unacknowledged_first_flight(net: &Net, ports: &str) {
          nft add rule inet nena_hold_test input iifname s1 tcp dport '{{ {ports} }}' meta length '>' 400 counter drop"
     ));
 }
-

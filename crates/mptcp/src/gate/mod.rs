@@ -705,7 +705,9 @@ impl Gate {
                 .iter()
                 .find(|i| i.id == sf.id && i.local == sf.local)
                 .and_then(|i| i.remote);
-            let local = sf.local.expect("the machine answers subflows with an address");
+            let local = sf
+                .local
+                .expect("the machine answers subflows with an address");
             let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
             // No remote address in MPTCP_FULL_INFO: the connection's own sockets name it.
             let remote = match remote {
@@ -769,7 +771,9 @@ impl Gate {
             .find(|s| crate::path::same_addr(s.local, local))
             .map(|s| s.remote)
             .ok_or_else(|| {
-                format!("its remote address is unknown and no socket of the connection is from {local}")
+                format!(
+                    "its remote address is unknown and no socket of the connection is from {local}"
+                )
             })
     }
 

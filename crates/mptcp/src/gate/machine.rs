@@ -373,7 +373,7 @@ impl GateMachine {
             .filter(|s| !self.trusted_sf(s) && s.bytes_sent > 0)
             .collect();
         let first = sending.first()?;
-        (snap.dropped.unwrap_or(0) < sending.len() as u64).then(|| Refusal::HoldNotInEffect {
+        (snap.dropped.unwrap_or(0) < sending.len() as u64).then_some(Refusal::HoldNotInEffect {
             local: first.local,
             sent: first.bytes_sent,
             dropped: snap.dropped,

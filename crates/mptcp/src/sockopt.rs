@@ -382,6 +382,38 @@ pub fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
         .map_err(io::Error::from)
 }
 
+/// `SO_LINGER` off: closing the socket delivers what is still unacknowledged (the default).
+pub fn set_linger_off(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 0,
+        l_linger: 0,
+    };
+    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::Linger, &l)
+        .map_err(io::Error::from)
+}
+
+/// `connect(AF_UNSPEC)`: disconnects the socket at once. On an MPTCP socket the kernel's
+/// `mptcp_disconnect` fast-closes the connection (every subflow reset, the token gone).
+pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let sa = libc::sockaddr {
+        sa_family: libc::AF_UNSPEC as libc::sa_family_t,
+        sa_data: [0; 14],
+    };
+    // SAFETY: a valid descriptor and a sockaddr that lives for the call, with its size.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &sa,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `setsockopt(TCP_CONGESTION)`: on an MPTCP socket the kernel applies it to every subflow.
 /// ENOENT: no congestion control of that name is registered.
 pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {

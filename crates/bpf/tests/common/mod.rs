@@ -3,6 +3,8 @@
 //! drop, even when a test fails.
 #![allow(dead_code)]
 
+pub mod gate;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

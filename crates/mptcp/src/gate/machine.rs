@@ -83,6 +83,12 @@ pub struct Snapshot {
     pub conn: ConnSnapshot,
     /// In the kernel's order: the initial subflow first.
     pub subflows: Vec<SubflowSnapshot>,
+    /// Held ([`GateMachine::set_held`]): the packets of the connection the first-flight
+    /// hold dropped so far, read *after* `subflows` (a segment a subflow counts in
+    /// `bytes_sent` is dropped, if it is, in the same transmit, under the subflow's lock that
+    /// `MPTCP_FULL_INFO` takes to read the counter: so every drop of what `subflows` shows
+    /// is counted here). `None`: not held, or the hold has no entry for the connection.
+    pub dropped: Option<u64>,
 }
 
 /// A path-manager event the gate reacts to (from the `mptcp_pm_events` group).
@@ -181,6 +187,12 @@ pub enum Refusal {
         waited_ms: u64,
         why: String,
     },
+    #[error("trusted-path-first violated: the subflow from {} on an untrusted path sent {sent} bytes of the first flight while nena's first-flight hold counted {} drop(s) for the connection, so the hold (nena's BPF program on the egress of its own cgroup) was not in effect for it and those bytes may have crossed that path; the likely cause is that the nena process (or the thread that connected) was moved to another cgroup after the program was attached (by systemd, a container runtime, cgclassify): keep nena in the cgroup it started in; refusing the connection", show(local), dropped.map_or("no".to_string(), |d| d.to_string()))]
+    HoldNotInEffect {
+        local: Option<SocketAddr>,
+        sent: u64,
+        dropped: Option<u64>,
+    },
     #[error("trusted-path-first unverifiable: path-manager events were lost during the first flight; refusing the connection")]
     EventsLost,
     #[error("gate used out of order: {0}")]
@@ -207,6 +219,7 @@ impl Refusal {
             | Refusal::UntrustedSent { local }
             | Refusal::UntrustedReceived { local }
             | Refusal::UntrustedClosed { local }
+            | Refusal::HoldNotInEffect { local, .. }
             | Refusal::Unwithdrawable { local, .. } => *local,
             _ => None,
         }
@@ -342,6 +355,53 @@ impl GateMachine {
                     && (s.bytes_sent > 0 || s.notsent_bytes > 0)
                     && s.local.is_none_or(|l| !self.is_withdrawn(l))
             })
+    }
+
+    /// Held: the hold is shown to be in effect for what `snap` shows. Every untrusted
+    /// subflow that sent payload while held had at least one packet of it dropped by the
+    /// hold (a packet leaves by a trusted interface, or is dropped and counted), so the
+    /// connection's drop count is at least the number of such subflows. Fewer drops: some
+    /// payload left by an untrusted interface without the program seeing it (the process
+    /// moved to another cgroup, the entry gone), and the connection is refused.
+    fn hold_unproven(&self, snap: &Snapshot) -> Option<Refusal> {
+        if !self.held {
+            return None;
+        }
+        let sending: Vec<&SubflowSnapshot> = snap
+            .subflows
+            .iter()
+            .filter(|s| !self.trusted_sf(s) && s.bytes_sent > 0)
+            .collect();
+        let first = sending.first()?;
+        (snap.dropped.unwrap_or(0) < sending.len() as u64).then_some(Refusal::HoldNotInEffect {
+            local: first.local,
+            sent: first.bytes_sent,
+            dropped: snap.dropped,
+        })
+    }
+
+    /// The gate ends before it proceeded (a refusal, a timeout, a cancelled wait, an I/O
+    /// error, or a gate dropped unfinished): the untrusted subflows of `subflows` (every
+    /// subflow of the connection, however the caller found them) to close now, whatever
+    /// they carry or hold, withdrawn before or not, their address unknown included (by their
+    /// indexes in `subflows`). `None` once the first flight was acknowledged and checked
+    /// (or for a fallback connection): the gate proceeded and has nothing to undo.
+    ///
+    /// Whatever is answered, a held connection stays held until it is gone (see
+    /// [`crate::hold`]): the kernel may still retransmit its unacknowledged first flight on a
+    /// subflow a close did not reach, or one it opens later.
+    pub fn exit_withdrawals(&self, subflows: &[SubflowSnapshot]) -> Option<Vec<usize>> {
+        if self.fallback || matches!(self.phase, Phase::Acked { .. } | Phase::Released) {
+            return None;
+        }
+        Some(
+            subflows
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !self.trusted_sf(s))
+                .map(|(i, _)| i)
+                .collect(),
+        )
     }
 
     /// Whether the untrusted subflow from `local` may have carried payload: its
@@ -536,6 +596,9 @@ impl GateMachine {
         {
             return self.refuse(Refusal::UntrustedSent { local: sf.local });
         }
+        if let Some(r) = self.hold_unproven(snap) {
+            return self.refuse(r);
+        }
         let held_back = self.holds_back(snap);
         let now: Vec<Listed> = snap
             .subflows
@@ -670,6 +733,9 @@ impl GateMachine {
             return self
                 .refuse(Refusal::UntrustedSent { local: sf.local })
                 .map(|_| vec![]);
+        }
+        if let Some(r) = self.hold_unproven(snap) {
+            return self.refuse(r).map(|_| vec![]);
         }
         let new: Vec<SubflowSnapshot> = untrusted
             .into_iter()
@@ -822,6 +888,7 @@ mod tests {
                 snd_una: 1 + acked,
             },
             subflows,
+            dropped: None,
         }
     }
     /// A machine whose first flight is on its way (initial trusted subflow, nothing acked).
@@ -1039,6 +1106,11 @@ mod tests {
     /// first flight skips the withdrawn subflow still listed while it closes.
     #[test]
     fn held_bytes_on_an_untrusted_subflow_withdraw_it_instead_of_refusing() {
+        // (the hold counted the drop of what the join sent)
+        let snap = |a, v| Snapshot {
+            dropped: Some(1),
+            ..snap(a, v)
+        };
         let mut m = in_flight(PmKind::Kernel);
         m.set_held(true);
         let join = |id, port, sent| SubflowSnapshot {
@@ -1111,6 +1183,10 @@ mod tests {
     /// stay. Not held, the same subflow before the first flight refuses.
     #[test]
     fn held_untrusted_subflows_that_hold_nothing_stay() {
+        let snap = |a, v| Snapshot {
+            dropped: Some(1),
+            ..snap(a, v)
+        };
         let join = |id, port, sent, notsent| SubflowSnapshot {
             id,
             notsent_bytes: notsent,
@@ -1172,6 +1248,120 @@ mod tests {
                 local: sa(U, 41000)
             })
         );
+    }
+
+    /// Held, an untrusted subflow that sent payload while the hold counted no drop for the
+    /// connection (the program never saw its packets: the process moved to another cgroup)
+    /// refuses, in one line naming the hold; as many drops as subflows that sent are
+    /// needed, and a missing entry (`None`) counts as none.
+    #[test]
+    fn bytes_sent_while_held_without_a_counted_drop_refuse_naming_the_hold() {
+        let join = |id, port, sent| SubflowSnapshot {
+            id,
+            ..sf(U, port, sent, 0)
+        };
+        for dropped in [None, Some(0)] {
+            let mut m = in_flight(PmKind::Kernel);
+            m.set_held(true);
+            let s = Snapshot {
+                dropped,
+                ..snap(0, vec![sf(T, 40000, 1200, 0), join(2, 41000, 1200)])
+            };
+            let r = m.poll_first_flight(LEN, &s).unwrap_err();
+            assert_eq!(
+                r,
+                Refusal::HoldNotInEffect {
+                    local: sa(U, 41000),
+                    sent: 1200,
+                    dropped
+                }
+            );
+            let line = r.to_string();
+            assert!(!line.contains('\n'), "{line}");
+            assert!(
+                line.contains("first-flight hold")
+                    && line.contains("another cgroup")
+                    && line.contains(U),
+                "{line}"
+            );
+            assert_final(&mut m, &s);
+        }
+        // two untrusted subflows sent, one drop counted: one of them was not held
+        let mut m = in_flight(PmKind::Kernel);
+        m.set_held(true);
+        let two = vec![
+            sf(T, 40000, 1200, 0),
+            join(2, 41000, 600),
+            join(3, 41001, 600),
+        ];
+        let s = Snapshot {
+            dropped: Some(1),
+            ..snap(0, two.clone())
+        };
+        assert!(matches!(
+            m.withdraw_untrusted(&s),
+            Err(Refusal::HoldNotInEffect { .. })
+        ));
+        // two drops for two: withdrawn, as before
+        let mut m = in_flight(PmKind::Kernel);
+        m.set_held(true);
+        let s = Snapshot {
+            dropped: Some(2),
+            ..snap(0, two)
+        };
+        assert_eq!(m.poll_first_flight(LEN, &s), Ok(Verdict::Wait { acked: 0 }));
+        assert_eq!(m.withdraw_untrusted(&s).unwrap().len(), 2);
+        // not held: no drop is expected, the bytes refuse as sent
+        let mut m = in_flight(PmKind::Kernel);
+        let s = snap(0, vec![sf(T, 40000, 1200, 0), join(2, 41000, 1200)]);
+        assert!(matches!(
+            m.poll_first_flight(LEN, &s),
+            Err(Refusal::UntrustedSent { .. })
+        ));
+    }
+
+    /// On every exit but a proceed (refused, not acknowledged in time, dropped unfinished)
+    /// every untrusted subflow is answered for closing, whatever it holds, withdrawn before
+    /// or not, its address unknown included; trusted ones are not. Once proceeded, or for a
+    /// fallback connection, nothing.
+    #[test]
+    fn every_untrusted_subflow_is_closed_on_any_exit_but_a_proceed() {
+        let all = vec![
+            sf(T, 40000, 1200, 0),
+            sf(U, 41000, 0, 0),
+            SubflowSnapshot {
+                local: None,
+                ..sf(U, 41001, 0, 0)
+            },
+            sf(T2, 42000, 0, 0),
+            sf(U, 41002, 600, 0),
+        ];
+        // not yet connected, connected, in flight
+        let m = machine(PmKind::Kernel);
+        assert_eq!(m.exit_withdrawals(&all), Some(vec![1, 2, 4]));
+        let mut m = in_flight(PmKind::Kernel);
+        m.set_held(true);
+        assert_eq!(m.exit_withdrawals(&all), Some(vec![1, 2, 4]));
+        // one withdrawn already is answered again (its close may not have happened)
+        let s = Snapshot {
+            dropped: Some(1),
+            ..snap(0, all.clone())
+        };
+        assert_eq!(m.withdraw_untrusted(&s).unwrap().len(), 1);
+        assert_eq!(m.exit_withdrawals(&all), Some(vec![1, 2, 4]));
+        // refused
+        let mut m = in_flight(PmKind::Kernel);
+        assert!(m.poll_first_flight(LEN, &snap(0, all.clone())).is_err());
+        assert_eq!(m.exit_withdrawals(&all), Some(vec![1, 2, 4]));
+        // proceeded, released: nothing to undo
+        let mut m = in_flight(PmKind::Kernel);
+        let ok = snap(LEN, vec![sf(T, 40000, LEN, 0)]);
+        assert_eq!(m.poll_first_flight(LEN, &ok), Ok(Verdict::Proceed));
+        assert_eq!(m.exit_withdrawals(&all), None);
+        m.release(&ok).unwrap();
+        assert_eq!(m.exit_withdrawals(&all), None);
+        let m = GateMachine::new(policy(), PmKind::Kernel, remote(), true);
+        assert_eq!(m.exit_withdrawals(&all), None);
     }
 
     /// The first flight is late: the untrusted subflows listed now are answered once, for
@@ -1543,6 +1733,7 @@ mod tests {
                 snd_una: 0,
             },
             subflows: vec![sf(T, 40000, 0, 0)],
+            dropped: None,
         };
         m.connected(&base).unwrap();
         m.before_first_flight(&base).unwrap();
@@ -1572,6 +1763,7 @@ mod tests {
                 snd_una: una,
             },
             subflows: vec![sf(T, 40000, 0, 0)],
+            dropped: None,
         };
         let base = u64::MAX - 99;
         m.connected(&at(base)).unwrap();
@@ -1671,6 +1863,11 @@ mod tests {
             Refusal::UntrustedSent { local: sa(U, 1) },
             Refusal::UntrustedReceived { local: sa(U, 1) },
             Refusal::UntrustedClosed { local: sa(U, 1) },
+            Refusal::HoldNotInEffect {
+                local: sa(U, 1),
+                sent: 1200,
+                dropped: Some(0),
+            },
             Refusal::EventsLost,
             Refusal::OutOfOrder(REFUSED),
         ];
@@ -1750,6 +1947,7 @@ mod tests {
                 subflows: w.subflows.iter().filter(|s| s.4)
                     .map(|s| SubflowSnapshot { iface: None, id: 0, local: Some(s.0), bytes_sent: s.2, bytes_received: s.3, notsent_bytes: 0 })
                     .collect(),
+                dropped: None,
             };
             let s0 = observe(&w);
             m.connected(&s0).unwrap();

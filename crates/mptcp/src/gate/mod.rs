@@ -202,6 +202,12 @@ impl Gate {
             Ok(h) => {
                 self.held = Some(h);
                 self.machine.set_held(true);
+                // Until the release the connection's close is abortive: a process that dies
+                // (its hold with it) leaves no orphan retransmitting the first flight on
+                // whatever subflow the kernel picks, where the kernel resets on SO_LINGER 0.
+                if let Err(e) = sockopt::set_linger_zero(self.fd()) {
+                    log::warn!("could not make the held connection's close abortive: {e}");
+                }
                 Ok(())
             }
             Err(e) => Err(MptcpError::Policy(format!(
@@ -305,7 +311,17 @@ impl Gate {
                 ..SubflowSnapshot::from(s)
             })
             .collect();
-        Ok((Snapshot { conn, subflows }, infos))
+        // After the subflows: every drop of what they show is counted by now (see
+        // `Snapshot::dropped`).
+        let dropped = self.held.as_ref().and_then(|h| h.dropped());
+        Ok((
+            Snapshot {
+                conn,
+                subflows,
+                dropped,
+            },
+            infos,
+        ))
     }
 
     /// The trust of a subflow as the kernel lists it: its address and the interface it
@@ -660,9 +676,15 @@ impl Gate {
             log::debug!(
                 "first flight acknowledged: hold released ({} packet(s) kept off untrusted \
                  interfaces)",
-                h.dropped()
+                h.dropped().unwrap_or(0)
             );
+            h.release();
             self.machine.set_held(false);
+            if !self.aborted {
+                if let Err(e) = sockopt::set_linger_off(self.fd()) {
+                    log::warn!("could not make the connection's close graceful again: {e}");
+                }
+            }
         }
     }
 
@@ -683,17 +705,31 @@ impl Gate {
                 .iter()
                 .find(|i| i.id == sf.id && i.local == sf.local)
                 .and_then(|i| i.remote);
-            let (Some(local), Some(remote)) = (sf.local, remote) else {
-                continue;
-            };
+            let local = sf
+                .local
+                .expect("the machine answers subflows with an address");
             let waited = self.flight_at.map_or(0, |t| t.elapsed().as_millis());
+            // No remote address in MPTCP_FULL_INFO: the connection's own sockets name it.
+            let remote = match remote {
+                Some(r) => r,
+                None => match self.find_remote(local) {
+                    Ok(r) => r,
+                    Err(why) => {
+                        let r = self
+                            .machine
+                            .refuse_unwithdrawable(Some(local), waited as u64, why);
+                        self.settle();
+                        return Err(r.into());
+                    }
+                },
+            };
             let why = match &self.held {
                 Some(h) => format!(
                     "the kernel handed the subflow {local} -> {remote} on an untrusted path \
                      bytes of the first flight (the first-flight hold kept them from leaving; \
                      {} packet(s) dropped so far), which TCP would send once the hold ends, so \
                      nena closed it",
-                    h.dropped()
+                    h.dropped().unwrap_or(0)
                 ),
                 None => format!(
                     "the first flight was not acknowledged within {waited} ms, so nena closed \
@@ -723,6 +759,77 @@ impl Gate {
             }
         }
         Ok(())
+    }
+
+    /// The remote address of the connection's subflow from `local`, from `sock_diag` (the
+    /// kernel's own list of the connection's sockets), for a subflow `MPTCP_FULL_INFO` gave
+    /// none for. The error says why it cannot be closed.
+    fn find_remote(&self, local: SocketAddr) -> Result<SocketAddr, String> {
+        let all = crate::diag::subflows_of(self.token)
+            .map_err(|e| format!("listing the connection's subflows: {e}"))?;
+        all.iter()
+            .find(|s| crate::path::same_addr(s.local, local))
+            .map(|s| s.remote)
+            .ok_or_else(|| {
+                format!(
+                    "its remote address is unknown and no socket of the connection is from {local}"
+                )
+            })
+    }
+
+    /// The gate ends without having proceeded (see [`GateMachine::exit_withdrawals`]):
+    /// closes every untrusted subflow of the connection, found by its token through
+    /// `sock_diag` (so one whose addresses `MPTCP_FULL_INFO` does not give is found too),
+    /// then resets the connection (`connect(AF_UNSPEC)`, the kernel's MPTCP fast close: the
+    /// remaining, trusted subflows are reset and the token is gone), and keeps the hold
+    /// until the kernel no longer knows the token ([`crate::hold`]). Closing first keeps
+    /// the fast close's reset off the untrusted paths too.
+    fn abandon(&mut self, held: crate::hold::Held) {
+        let token = self.token;
+        let listed = crate::diag::subflows_of(token);
+        match &listed {
+            Ok(subflows) => {
+                let snaps: Vec<SubflowSnapshot> = subflows
+                    .iter()
+                    .map(|s| SubflowSnapshot {
+                        id: 0,
+                        local: Some(s.local),
+                        iface: self.leaves_by(Some(s.local), Some(s.remote)),
+                        bytes_sent: 0,
+                        bytes_received: 0,
+                        notsent_bytes: 0,
+                    })
+                    .collect();
+                for i in self.machine.exit_withdrawals(&snaps).unwrap_or_default() {
+                    let sf = &subflows[i];
+                    match crate::diag::destroy_subflow(sf) {
+                        Ok(_) => log::debug!(
+                            "closed the untrusted subflow {} -> {} of a connection that did \
+                             not proceed",
+                            sf.local,
+                            sf.remote
+                        ),
+                        Err(e) => log::warn!(
+                            "nena cannot close the untrusted subflow {} -> {} of a connection \
+                             whose first flight was not acknowledged ({e}): the first-flight \
+                             hold stays until the connection is gone",
+                            sf.local,
+                            sf.remote
+                        ),
+                    }
+                }
+            }
+            Err(e) => log::warn!(
+                "nena cannot list the subflows of a connection whose first flight was not \
+                 acknowledged ({e}): the first-flight hold stays until the connection is gone"
+            ),
+        }
+        self.aborted = true;
+        let _ = sockopt::set_linger_zero(self.fd());
+        if let Err(e) = sockopt::disconnect(self.fd()) {
+            log::debug!("resetting a connection that did not proceed: {e}");
+        }
+        held.keep_until_gone(crate::diag::TokenWatch::of_socket(self.fd()));
     }
 
     /// Nena closed the untrusted subflow from `local` during the first flight: why the
@@ -1085,6 +1192,15 @@ impl Gate {
             subflows,
             single_path: (carrying < 2).then(|| self.single_path()).flatten(),
         })
+    }
+}
+
+impl Drop for Gate {
+    /// Still held: the gate ends without having proceeded ([`Gate::abandon`]).
+    fn drop(&mut self) {
+        if let Some(h) = self.held.take() {
+            self.abandon(h);
+        }
     }
 }
 

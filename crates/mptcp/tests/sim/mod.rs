@@ -346,6 +346,7 @@ impl World {
                     notsent_bytes: 0,
                 })
                 .collect(),
+            dropped: None,
         }
     }
 

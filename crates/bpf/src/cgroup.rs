@@ -178,7 +178,10 @@ pub fn kill_and_wait(dir: &Path) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while populated(dir) {
         if std::time::Instant::now() > deadline {
-            log::warn!("{} still has processes 5 s after cgroup.kill", dir.display());
+            log::warn!(
+                "{} still has processes 5 s after cgroup.kill",
+                dir.display()
+            );
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -228,8 +231,7 @@ pub fn remove_leftovers(prefix: &str) -> Vec<PathBuf> {
         pid_in(prefix, name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
     };
     let mut removed = Vec::new();
-    if let Ok((root, _mount)) = cgroup2_root(&format!("{prefix}-cgroup2-{}", std::process::id()))
-    {
+    if let Ok((root, _mount)) = cgroup2_root(&format!("{prefix}-cgroup2-{}", std::process::id())) {
         for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if !name.starts_with(&format!("{prefix}-")) || !dead(&name) {

@@ -24,8 +24,8 @@
 
 use crate::skel::run::{types, RunSkelBuilder};
 use anyhow::{anyhow, Context, Result};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -222,7 +222,9 @@ impl Loaded {
 /// Which programs to load.
 enum Which {
     /// The redirect, with the AF_UNIX programs (refusing these paths) or without them.
-    Redirect { unix: Option<Vec<Vec<u8>>> },
+    Redirect {
+        unix: Option<Vec<Vec<u8>>>,
+    },
     Mptcp,
 }
 
@@ -294,14 +296,46 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
         let mut progs = vec![
             // The egress backstop first: from the moment any other program is attached,
             // nothing of the cgroup leaves outside loopback.
-            ("egress", &skel.progs.nena_run_eg, libbpf_sys::BPF_CGROUP_INET_EGRESS),
-            ("connect4", &skel.progs.nena_run_c4, libbpf_sys::BPF_CGROUP_INET4_CONNECT),
-            ("connect6", &skel.progs.nena_run_c6, libbpf_sys::BPF_CGROUP_INET6_CONNECT),
-            ("sendmsg4", &skel.progs.nena_run_s4, libbpf_sys::BPF_CGROUP_UDP4_SENDMSG),
-            ("sendmsg6", &skel.progs.nena_run_s6, libbpf_sys::BPF_CGROUP_UDP6_SENDMSG),
-            ("recvmsg4", &skel.progs.nena_run_r4, libbpf_sys::BPF_CGROUP_UDP4_RECVMSG),
-            ("recvmsg6", &skel.progs.nena_run_r6, libbpf_sys::BPF_CGROUP_UDP6_RECVMSG),
-            ("sockops", &skel.progs.nena_run_so, libbpf_sys::BPF_CGROUP_SOCK_OPS),
+            (
+                "egress",
+                &skel.progs.nena_run_eg,
+                libbpf_sys::BPF_CGROUP_INET_EGRESS,
+            ),
+            (
+                "connect4",
+                &skel.progs.nena_run_c4,
+                libbpf_sys::BPF_CGROUP_INET4_CONNECT,
+            ),
+            (
+                "connect6",
+                &skel.progs.nena_run_c6,
+                libbpf_sys::BPF_CGROUP_INET6_CONNECT,
+            ),
+            (
+                "sendmsg4",
+                &skel.progs.nena_run_s4,
+                libbpf_sys::BPF_CGROUP_UDP4_SENDMSG,
+            ),
+            (
+                "sendmsg6",
+                &skel.progs.nena_run_s6,
+                libbpf_sys::BPF_CGROUP_UDP6_SENDMSG,
+            ),
+            (
+                "recvmsg4",
+                &skel.progs.nena_run_r4,
+                libbpf_sys::BPF_CGROUP_UDP4_RECVMSG,
+            ),
+            (
+                "recvmsg6",
+                &skel.progs.nena_run_r6,
+                libbpf_sys::BPF_CGROUP_UDP6_RECVMSG,
+            ),
+            (
+                "sockops",
+                &skel.progs.nena_run_so,
+                libbpf_sys::BPF_CGROUP_SOCK_OPS,
+            ),
         ];
         if unix.is_some() {
             progs.push((
@@ -443,10 +477,7 @@ impl Redirect {
         }
         let fd = cgroup.as_raw_fd();
         match load(Which::Redirect { unix: Some(paths) }, cfg, fd) {
-            Ok(loaded) => Ok(Redirect {
-                loaded,
-                unix: true,
-            }),
+            Ok(loaded) => Ok(Redirect { loaded, unix: true }),
             Err(e) => {
                 log::warn!(
                     "the kernel refused the AF_UNIX programs (cgroup/connect_unix: 6.7+): CMD's \

@@ -277,8 +277,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
     let refused_unix = super::run_ns::refused(a.system_bus);
     // Removes the cgroup if this process is killed (then held until it exits).
     let remove: Vec<&std::path::Path> = namespace.iter().filter_map(|n| n.dir()).collect();
-    let watchdog = super::run_watchdog::spawn(&cgroup_dir, cgroup.mount_dir(), &remove)
-        .map_err(Exit::from)?;
+    let watchdog =
+        super::run_watchdog::spawn(&cgroup_dir, cgroup.mount_dir(), &remove).map_err(Exit::from)?;
     log::info!(
         "watchdog {} (kills and removes the cgroup if nena run is killed)",
         watchdog.pid

@@ -289,7 +289,8 @@ mod tests {
 
     #[test]
     fn the_hosts_line_keeps_only_local_sources() {
-        let fedora = "passwd: files systemd\nhosts:      files myhostname resolve [!UNAVAIL=return] dns\n";
+        let fedora =
+            "passwd: files systemd\nhosts:      files myhostname resolve [!UNAVAIL=return] dns\n";
         assert_eq!(
             local_hosts(fedora).unwrap(),
             "passwd: files systemd\nhosts: files myhostname dns\n"

@@ -254,7 +254,10 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
         Duration::from_secs(10),
         || s.nena.0.try_wait().unwrap(),
     );
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
     // The child's rounds until the watchdog killed it (EOF): once one failed (nena gone;
     // the round in flight may see its connection reset), none connected again.
     let mut after = Vec::new();
@@ -309,7 +312,10 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
         first = s.next().expect("the child's rounds");
     }
     while first != "tcp ECONNREFUSED" {
-        assert_ne!(first, "tcp ok", "a connect got through after nena run was killed");
+        assert_ne!(
+            first, "tcp ok",
+            "a connect got through after nena run was killed"
+        );
         first = s.next().expect("the child's rounds");
     }
     let mut rounds = vec![first];
@@ -319,7 +325,10 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
         vec!["tcp ECONNREFUSED".to_string(); 10],
         "the child's connects after nena run and its watchdog were killed"
     );
-    assert!(!gone(s.child), "the child should still be there, without network");
+    assert!(
+        !gone(s.child),
+        "the child should still be there, without network"
+    );
     assert!(host_cgroup2().join(&s.cgroup).exists());
     // The next nena run removes it.
     let mut args = vec!["-v", "run", "--via", listen.as_str()];
@@ -333,7 +342,8 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.contains(&format!("{}", s.cgroup)) && err.contains("left by a nena run that was killed"),
+        err.contains(&format!("{}", s.cgroup))
+            && err.contains("left by a nena run that was killed"),
         "{err}"
     );
     nena_testkit::wait_until(

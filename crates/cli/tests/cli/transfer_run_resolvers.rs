@@ -189,13 +189,19 @@ impl Fedora {
     /// with the nss-resolve module on LD_LIBRARY_PATH.
     fn command(&self, program: &str, args: &[&str]) -> Command {
         let mut c = Command::new("nsenter");
-        c.args(["--target", &self.fake.0.id().to_string(), "--mount", "--net", "--"])
-            .arg(program)
-            .args(args)
-            .env("LD_LIBRARY_PATH", NSS_RESOLVE_DIR)
-            .env_remove("SUDO_UID")
-            .env_remove("SUDO_GID")
-            .stdin(Stdio::null());
+        c.args([
+            "--target",
+            &self.fake.0.id().to_string(),
+            "--mount",
+            "--net",
+            "--",
+        ])
+        .arg(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", NSS_RESOLVE_DIR)
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .stdin(Stdio::null());
         c
     }
 
@@ -301,7 +307,9 @@ fn nena_run_names_never_reach_systemd_resolved_nscd_or_the_system_bus() {
     );
     let control = fedora.log();
     assert!(
-        control.contains(&format!("varlink io.systemd.Resolve.ResolveHostname {NAME}")),
+        control.contains(&format!(
+            "varlink io.systemd.Resolve.ResolveHostname {NAME}"
+        )),
         "{control}"
     );
     assert!(control.contains(&format!("nscd 14 {NAME}")), "{control}");
@@ -337,7 +345,10 @@ fn nena_run_names_never_reach_systemd_resolved_nscd_or_the_system_bus() {
                 if i == 2 { bus } else { "hidden EPERM" }
             ));
         }
-        for s in after.iter().flat_map(|a| SOCKETS.iter().map(move |s| (s, a))) {
+        for s in after
+            .iter()
+            .flat_map(|a| SOCKETS.iter().map(move |s| (s, a)))
+        {
             v.push(format!("unmounted {} {}", s.0, s.1));
         }
         v.push("the right letter".to_string());

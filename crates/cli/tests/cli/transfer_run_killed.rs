@@ -342,8 +342,7 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.contains(&format!("{}", s.cgroup))
-            && err.contains("left by a nena run that was killed"),
+        err.contains(&s.cgroup) && err.contains("left by a nena run that was killed"),
         "{err}"
     );
     nena_testkit::wait_until(

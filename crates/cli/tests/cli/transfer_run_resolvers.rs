@@ -22,7 +22,6 @@ use nena_lab::{Host, Lab};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// The name: dnsmasq on the server host answers 198.18.3.2 (the right page), the fake
 /// systemd-resolved the attacker's address.

@@ -43,6 +43,22 @@ if ((${#missing[@]})); then
   [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
+# `nena run`'s resolver test (crates/cli/tests/cli/transfer_run_resolvers.rs): systemd's
+# nss-resolve module, as Fedora's glibc asks systemd-resolved for names. Unpacked into a cache
+# directory, never installed: the host's nsswitch.conf and libraries stay as they are, and the
+# test loads the module with LD_LIBRARY_PATH in a mount namespace of its own.
+NSS_RESOLVE_DIR=/var/cache/nena/libnss-resolve
+if [ ! -e "$NSS_RESOLVE_DIR/libnss_resolve.so.2" ]; then
+  echo "install-deps: unpacking libnss-resolve into $NSS_RESOLVE_DIR" >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq libnss-resolve >/dev/null 2>&1 \
+     || { apt-get update -qq && apt-get download -qq libnss-resolve; })
+  dpkg-deb -x "$tmp"/libnss-resolve_*.deb "$tmp/x"
+  mkdir -p "$NSS_RESOLVE_DIR"
+  cp "$(find "$tmp/x" -name libnss_resolve.so.2 | head -n1)" "$NSS_RESOLVE_DIR/"
+  rm -rf "$tmp"
+fi
+
 # Rust: stable toolchain with clippy and rustfmt (rustup is on the machine).
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"

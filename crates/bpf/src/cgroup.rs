@@ -126,9 +126,7 @@ impl OwnCgroup {
 
     /// Some process is in the cgroup (`populated 1` in `cgroup.events`).
     pub fn populated(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|s| s.lines().any(|l| l == "populated 1"))
-            .unwrap_or(false)
+        populated(&self.dir)
     }
 
     /// What a child needs to join the cgroup between fork and exec ([`Joiner::join`]).
@@ -139,30 +137,124 @@ impl OwnCgroup {
         })
     }
 
+    /// The temporary cgroup2 mount this cgroup is under, if one was needed.
+    pub fn mount_dir(&self) -> Option<&Path> {
+        self.mounted.as_ref().map(|m| m.dir.as_path())
+    }
+
+    /// Kills every process left in the cgroup and waits (up to 5 s) until it is empty.
+    pub fn empty(&self) -> bool {
+        kill_and_wait(&self.dir)
+    }
+
     /// Kills every process left in the cgroup and removes it (then the temporary mount).
     pub fn remove(&mut self) {
         if !self.dir.exists() {
             return;
         }
-        if self.populated() {
-            if let Err(e) = std::fs::write(self.dir.join("cgroup.kill"), "1") {
-                log::warn!("cannot kill what is left in {}: {e}", self.dir.display());
-            }
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => break,
-                Err(e) if std::time::Instant::now() > deadline => {
-                    log::warn!("cannot remove the cgroup {}: {e}", self.dir.display());
-                    break;
-                }
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
-            }
-        }
+        kill_and_remove(&self.dir);
         // a temporary cgroup2 mount goes after the cgroup
         drop(self.mounted.take());
     }
+}
+
+/// Some process is in the cgroup `dir` (`populated 1` in `cgroup.events`).
+fn populated(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .map(|s| s.lines().any(|l| l == "populated 1"))
+        .unwrap_or(false)
+}
+
+/// Kills every process in the cgroup `dir` (`cgroup.kill`) and waits up to 5 s until it is
+/// empty; false if it is not (or cannot be killed).
+pub fn kill_and_wait(dir: &Path) -> bool {
+    if !populated(dir) {
+        return true;
+    }
+    if let Err(e) = std::fs::write(dir.join("cgroup.kill"), "1") {
+        log::warn!("cannot kill what is left in {}: {e}", dir.display());
+        return false;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while populated(dir) {
+        if std::time::Instant::now() > deadline {
+            log::warn!(
+                "{} still has processes 5 s after cgroup.kill",
+                dir.display()
+            );
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
+/// Kills what is left in the cgroup `dir` and removes it (retrying for up to 5 s: the
+/// kernel frees a killed cgroup's tasks a moment after they left `cgroup.procs`).
+pub fn kill_and_remove(dir: &Path) {
+    kill_and_wait(dir);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) if std::time::Instant::now() > deadline => {
+                log::warn!("cannot remove the cgroup {}: {e}", dir.display());
+                break;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Detaches (lazily) a temporary cgroup2 mount made by [`OwnCgroup::create`] and removes
+/// its directory; for a process that outlives the one that made it.
+pub fn remove_temp_mount(dir: &Path) {
+    drop(TempMount {
+        dir: dir.to_path_buf(),
+    });
+}
+
+/// The pid in a name `PREFIX-PID-...` or `PREFIX-cgroup2-PID`.
+fn pid_in(prefix: &str, name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(prefix)?.strip_prefix('-')?;
+    let rest = rest.strip_prefix("cgroup2-").unwrap_or(rest);
+    rest.split('-').next()?.parse().ok()
+}
+
+/// What a killed process left of its [`OwnCgroup`]s (`PREFIX-PID-...` whose PID no longer
+/// runs): each cgroup's processes killed and the cgroup removed (and with it whatever
+/// programs were attached to it); the temporary cgroup2 mounts' directories removed.
+/// Returns the cgroups removed.
+pub fn remove_leftovers(prefix: &str) -> Vec<PathBuf> {
+    let dead = |name: &str| {
+        pid_in(prefix, name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    };
+    let mut removed = Vec::new();
+    if let Ok((root, _mount)) = cgroup2_root(&format!("{prefix}-cgroup2-{}", std::process::id())) {
+        for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(&format!("{prefix}-")) || !dead(&name) {
+                continue;
+            }
+            let dir = e.path();
+            kill_and_remove(&dir);
+            if !dir.exists() {
+                removed.push(dir);
+            }
+        }
+    }
+    for e in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{prefix}-cgroup2-")) && dead(&name) {
+            remove_temp_mount(&e.path());
+        }
+    }
+    removed
 }
 
 impl Drop for OwnCgroup {
@@ -210,6 +302,14 @@ mod tests {
             cgroup_name("x", 1, u32::MAX),
             format!("x-1-{:08x}", u32::MAX)
         );
+    }
+
+    #[test]
+    fn a_leftovers_pid_is_read_from_either_name() {
+        assert_eq!(pid_in("nena-run", "nena-run-42-00000abc"), Some(42));
+        assert_eq!(pid_in("nena-run", "nena-run-cgroup2-77"), Some(77));
+        assert_eq!(pid_in("nena-run", "nena-runner-1-2"), None);
+        assert_eq!(pid_in("nena-run", "other-1-2"), None);
     }
 
     #[test]

@@ -10,21 +10,27 @@
 //!   `recvmsg4`/`recvmsg6` give answers their original source back, and a
 //!   `cgroup_skb/egress` program drops every packet of the cgroup to a non-loopback
 //!   destination (counted: [`RunStats::dropped`]); [`Redirect::relay_dst`] says which
-//!   destination a datagram arriving at the relay was sent to.
+//!   destination a datagram arriving at the relay was sent to. `connect_unix` and
+//!   `sendmsg_unix` refuse AF_UNIX connects and datagrams to the paths given
+//!   ([`Redirect::attach`]'s `refused_unix`: the resolvers outside nena).
 //! - [`MptcpOnly`]: `fmod_ret/update_socket_protocol` turns the TCP sockets created by the
 //!   cgroup's tasks into MPTCP sockets (what mptcpize does, without LD_PRELOAD).
 //!
-//! Nothing is pinned. The object's programs and maps are held by the links and the map
-//! handles kept here: dropping the value (or the process ending, however it ends) detaches
-//! and frees everything.
+//! Nothing is pinned. The cgroup programs are attached with BPF_PROG_ATTACH, not as links:
+//! they stay attached when this value is dropped or the process ends, however it ends (the
+//! kernel holds them for the cgroup), until [`Redirect::detach`] or the cgroup's removal, so
+//! that no process of the cgroup ever runs unredirected (`nena run` fails closed when it is
+//! killed). The fmod_ret program of [`MptcpOnly`] is a link: it goes with the process.
 
 use crate::skel::run::{types, RunSkelBuilder};
 use anyhow::{anyhow, Context, Result};
+use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
 use zerocopy::{FromBytes, IntoBytes};
 
 /// `struct run_cfg`: addresses and ports in network order.
@@ -127,11 +133,51 @@ pub struct RunStats {
     pub udp_refused: u64,
     /// Packets dropped at egress: to a destination outside loopback.
     pub dropped: u64,
+    /// AF_UNIX connects and datagrams refused: to a resolver's socket.
+    pub unix_refused: u64,
+}
+
+/// A program attached to a cgroup with BPF_PROG_ATTACH: its descriptor and attach type.
+struct CgroupProg {
+    prog: OwnedFd,
+    attach_type: libbpf_sys::bpf_attach_type,
+}
+
+/// A cgroup and the programs attached to it.
+struct CgroupProgs {
+    cgroup: OwnedFd,
+    progs: Vec<CgroupProg>,
+}
+
+impl CgroupProgs {
+    /// BPF_PROG_DETACH of each; errors said in the log.
+    fn detach(self) {
+        for p in self.progs {
+            // SAFETY: two live descriptors and an attach type.
+            let r = unsafe {
+                libbpf_sys::bpf_prog_detach2(
+                    p.prog.as_raw_fd(),
+                    self.cgroup.as_raw_fd(),
+                    p.attach_type,
+                )
+            };
+            if r != 0 {
+                log::warn!(
+                    "detaching a nena run program: {}",
+                    std::io::Error::from_raw_os_error(-r)
+                );
+            }
+        }
+    }
 }
 
 /// The programs' ids and the maps every mode keeps.
 struct Loaded {
+    /// The fmod_ret link (`--mptcp-only`).
     links: Vec<Link>,
+    /// The cgroup and its programs (redirect): attached until detached or the cgroup is
+    /// removed.
+    cgroup: std::sync::Mutex<Option<CgroupProgs>>,
     prog_ids: Vec<u32>,
     orig: MapHandle,
     relay: MapHandle,
@@ -140,7 +186,7 @@ struct Loaded {
 
 impl Loaded {
     fn stats(&self) -> RunStats {
-        let mut v = [0u64; 9];
+        let mut v = [0u64; 10];
         for (i, slot) in v.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();
             if let Ok(Some(per_cpu)) = self.stats.lookup_percpu(&key, MapFlags::ANY) {
@@ -160,14 +206,39 @@ impl Loaded {
             udp: v[6],
             udp_refused: v[7],
             dropped: v[8],
+            unix_refused: v[9],
+        }
+    }
+
+    /// Detaches the cgroup's programs (BPF_PROG_DETACH), once.
+    fn detach(&self) {
+        let taken = self.cgroup.lock().map(|mut g| g.take());
+        if let Ok(Some(c)) = taken {
+            c.detach();
         }
     }
 }
 
 /// Which programs to load.
 enum Which {
-    Redirect,
+    /// The redirect, with the AF_UNIX programs (refusing these paths) or without them.
+    Redirect {
+        unix: Option<Vec<Vec<u8>>>,
+    },
     Mptcp,
+}
+
+/// A `run_unix` key: the path's bytes, zero-padded to sun_path's 108.
+fn unix_key(path: &[u8]) -> Result<[u8; 108]> {
+    let mut k = [0u8; 108];
+    if path.is_empty() || path.len() > 107 || path.contains(&0) {
+        return Err(anyhow!(
+            "{}: not an AF_UNIX path nena run can refuse",
+            String::from_utf8_lossy(path)
+        ));
+    }
+    k[..path.len()].copy_from_slice(path);
+    Ok(k)
 }
 
 fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
@@ -179,7 +250,12 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     let mut open = b
         .open(&mut storage)
         .context("opening the nena run object")?;
-    let redirect = matches!(which, Which::Redirect);
+    let (redirect, unix) = match &which {
+        Which::Redirect { unix } => (true, unix.as_ref()),
+        Which::Mptcp => (false, None),
+    };
+    open.progs.nena_run_cu.set_autoload(unix.is_some());
+    open.progs.nena_run_su.set_autoload(unix.is_some());
     open.progs.nena_run_c4.set_autoload(redirect);
     open.progs.nena_run_c6.set_autoload(redirect);
     open.progs.nena_run_s4.set_autoload(redirect);
@@ -189,7 +265,10 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     open.progs.nena_run_eg.set_autoload(redirect);
     open.progs.nena_run_so.set_autoload(redirect);
     open.progs.nena_run_mp.set_autoload(!redirect);
-    let skel = open.load().context(if redirect {
+    let skel = open.load().context(if unix.is_some() {
+        "loading the nena run programs (cgroup connect4/6, sendmsg4/6, recvmsg4/6, skb \
+         egress, sockops, connect_unix, sendmsg_unix: kernel 6.7+)"
+    } else if redirect {
         "loading the nena run programs (cgroup connect4/6, sendmsg4/6, recvmsg4/6, skb \
          egress, sockops)"
     } else {
@@ -200,27 +279,106 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
         .run_cfg
         .update(&0u32.to_ne_bytes(), cfg.as_bytes(), MapFlags::ANY)
         .context("configuring the nena run programs")?;
+    for path in unix.into_iter().flatten() {
+        skel.maps
+            .run_unix
+            .update(&unix_key(path)?, &[1u8], MapFlags::ANY)
+            .context("configuring the AF_UNIX paths nena run refuses")?;
+    }
     let mut links = Vec::new();
     let mut prog_ids = Vec::new();
+    let mut cgroup = None;
     if redirect {
-        // The egress backstop first: from the moment any other program is attached, nothing
-        // of the cgroup leaves outside loopback.
-        for (name, p) in [
-            ("egress", &skel.progs.nena_run_eg),
-            ("connect4", &skel.progs.nena_run_c4),
-            ("connect6", &skel.progs.nena_run_c6),
-            ("sendmsg4", &skel.progs.nena_run_s4),
-            ("sendmsg6", &skel.progs.nena_run_s6),
-            ("recvmsg4", &skel.progs.nena_run_r4),
-            ("recvmsg6", &skel.progs.nena_run_r6),
-            ("sockops", &skel.progs.nena_run_so),
-        ] {
-            links.push(
-                p.attach_cgroup(cgroup_fd)
-                    .with_context(|| format!("attaching the {name} program to the cgroup"))?,
-            );
+        // SAFETY: the caller's open descriptor, borrowed for the duplication.
+        let cg = unsafe { std::os::fd::BorrowedFd::borrow_raw(cgroup_fd) }
+            .try_clone_to_owned()
+            .context("duplicating the cgroup's descriptor")?;
+        let mut progs = vec![
+            // The egress backstop first: from the moment any other program is attached,
+            // nothing of the cgroup leaves outside loopback.
+            (
+                "egress",
+                &skel.progs.nena_run_eg,
+                libbpf_sys::BPF_CGROUP_INET_EGRESS,
+            ),
+            (
+                "connect4",
+                &skel.progs.nena_run_c4,
+                libbpf_sys::BPF_CGROUP_INET4_CONNECT,
+            ),
+            (
+                "connect6",
+                &skel.progs.nena_run_c6,
+                libbpf_sys::BPF_CGROUP_INET6_CONNECT,
+            ),
+            (
+                "sendmsg4",
+                &skel.progs.nena_run_s4,
+                libbpf_sys::BPF_CGROUP_UDP4_SENDMSG,
+            ),
+            (
+                "sendmsg6",
+                &skel.progs.nena_run_s6,
+                libbpf_sys::BPF_CGROUP_UDP6_SENDMSG,
+            ),
+            (
+                "recvmsg4",
+                &skel.progs.nena_run_r4,
+                libbpf_sys::BPF_CGROUP_UDP4_RECVMSG,
+            ),
+            (
+                "recvmsg6",
+                &skel.progs.nena_run_r6,
+                libbpf_sys::BPF_CGROUP_UDP6_RECVMSG,
+            ),
+            (
+                "sockops",
+                &skel.progs.nena_run_so,
+                libbpf_sys::BPF_CGROUP_SOCK_OPS,
+            ),
+        ];
+        if unix.is_some() {
+            progs.push((
+                "connect_unix",
+                &skel.progs.nena_run_cu,
+                libbpf_sys::BPF_CGROUP_UNIX_CONNECT,
+            ));
+            progs.push((
+                "sendmsg_unix",
+                &skel.progs.nena_run_su,
+                libbpf_sys::BPF_CGROUP_UNIX_SENDMSG,
+            ));
+        }
+        // Detached again if attaching one of them fails (the cgroup is then still empty:
+        // nothing ran unredirected).
+        let mut partial = CgroupProgs {
+            cgroup: cg,
+            progs: Vec::new(),
+        };
+        for (name, p, attach_type) in progs {
+            let prog = p
+                .as_fd()
+                .try_clone_to_owned()
+                .context("duplicating a program's descriptor")?;
+            // SAFETY: two live descriptors; BPF_F_ALLOW_MULTI keeps other programs of the
+            // cgroup (and the hierarchy's) in place.
+            let r = unsafe {
+                libbpf_sys::bpf_prog_attach(
+                    prog.as_raw_fd(),
+                    cgroup_fd,
+                    attach_type,
+                    libbpf_sys::BPF_F_ALLOW_MULTI,
+                )
+            };
+            if r != 0 {
+                let e = std::io::Error::from_raw_os_error(-r);
+                partial.detach();
+                return Err(anyhow!("attaching the {name} program to the cgroup: {e}"));
+            }
+            partial.progs.push(CgroupProg { prog, attach_type });
             prog_ids.push(libbpf_rs::Program::id_from_fd(p.as_fd())?);
         }
+        cgroup = Some(partial);
     } else {
         let p = &skel.progs.nena_run_mp;
         links.push(p.attach_trace().context(
@@ -231,12 +389,14 @@ fn load(which: Which, cfg: RunCfg, cgroup_fd: i32) -> Result<Loaded> {
     Ok(Loaded {
         links,
         prog_ids,
+        cgroup: std::sync::Mutex::new(cgroup),
         orig: MapHandle::try_from(&skel.maps.run_orig)?,
         relay: MapHandle::try_from(&skel.maps.run_relay)?,
         stats: MapHandle::try_from(&skel.maps.run_stats)?,
     })
-    // The skeleton's own descriptors close here; the links hold the programs (and through
-    // them the maps), the handles the maps user space reads.
+    // The skeleton's own descriptors close here; the kernel (for the cgroup) and the
+    // descriptors kept hold the programs (and through them the maps), the handles the maps
+    // user space reads.
 }
 
 /// The cgroup id (the inode number of its directory in the cgroup2 file system).
@@ -285,23 +445,55 @@ fn redirect_cfg(v4: Option<SocketAddr>, v6: Option<SocketAddr>, udp: Udp) -> Res
 /// The TCP connects of a cgroup, sent to the local proxy (`nena run`).
 pub struct Redirect {
     loaded: Loaded,
+    unix: bool,
 }
 
 impl Redirect {
     /// Attach to the cgroup `cgroup` (an open directory of the cgroup2 file system). The
     /// proxy listens on `v4` (127.0.0.1:PORT) and, if it has one, on `v6` ([::1]:PORT);
     /// connects of a family without a listener are refused. `udp` says where datagrams go
-    /// (its sockets on the same loopback addresses as the proxy's).
+    /// (its sockets on the same loopback addresses as the proxy's). AF_UNIX connects and
+    /// datagrams to the paths `refused_unix` are refused (EPERM); a kernel without the
+    /// AF_UNIX hooks (before 6.7) gets the rest, said once in the log
+    /// ([`Redirect::refuses_unix`] false).
+    ///
+    /// The programs stay attached when the value is dropped: [`Redirect::detach`] once the
+    /// cgroup is empty, or remove the cgroup.
     pub fn attach(
         cgroup: &std::fs::File,
         v4: Option<SocketAddr>,
         v6: Option<SocketAddr>,
         udp: Udp,
+        refused_unix: &[&Path],
     ) -> Result<Redirect> {
+        use std::os::unix::ffi::OsStrExt;
         let cfg = redirect_cfg(v4, v6, udp)?;
-        Ok(Redirect {
-            loaded: load(Which::Redirect, cfg, cgroup.as_raw_fd())?,
-        })
+        let paths: Vec<Vec<u8>> = refused_unix
+            .iter()
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .collect();
+        for p in &paths {
+            unix_key(p)?;
+        }
+        let fd = cgroup.as_raw_fd();
+        match load(Which::Redirect { unix: Some(paths) }, cfg, fd) {
+            Ok(loaded) => Ok(Redirect { loaded, unix: true }),
+            Err(e) => {
+                log::warn!(
+                    "the kernel refused the AF_UNIX programs (cgroup/connect_unix: 6.7+): CMD's \
+                     mount namespace alone hides the resolvers' sockets ({e:#})"
+                );
+                Ok(Redirect {
+                    loaded: load(Which::Redirect { unix: None }, cfg, fd)?,
+                    unix: false,
+                })
+            }
+        }
+    }
+
+    /// The AF_UNIX programs are attached (the kernel has the hooks).
+    pub fn refuses_unix(&self) -> bool {
+        self.unix
     }
 
     /// The original destination of the connection whose client end is `peer` (as the
@@ -343,7 +535,7 @@ impl Redirect {
     }
 
     /// The ids of the attached programs (egress, connect4/6, sendmsg4/6, recvmsg4/6,
-    /// sockops).
+    /// sockops, and connect_unix, sendmsg_unix where the kernel has them).
     pub fn prog_ids(&self) -> &[u32] {
         &self.loaded.prog_ids
     }
@@ -352,9 +544,10 @@ impl Redirect {
         self.loaded.stats()
     }
 
-    /// Detach and unload now (what dropping does).
-    pub fn detach(self) {
-        drop(self.loaded.links);
+    /// Detach the programs from the cgroup (call it once the cgroup is empty: a process
+    /// still in it would run unredirected from then on).
+    pub fn detach(&self) {
+        self.loaded.detach();
     }
 }
 

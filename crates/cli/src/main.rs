@@ -48,6 +48,10 @@ enum Command {
     /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.
     #[cfg(feature = "policy")]
     Run(cmd::run::RunArgs),
+    /// (Started by `nena run`.) Kills and removes CMD's cgroup if `nena run` dies.
+    #[cfg(feature = "policy")]
+    #[command(name = "run-watchdog", hide = true)]
+    RunWatchdog(cmd::run_watchdog::WatchdogArgs),
     /// The network-namespace lab: a client with a trusted and an untrusted path, and a server.
     #[command(subcommand)]
     Lab(cmd::lab::LabCmd),
@@ -133,6 +137,8 @@ fn main() -> ExitCode {
             Ok(code) => return ExitCode::from(code),
             Err(e) => Err(e),
         },
+        #[cfg(feature = "policy")]
+        Command::RunWatchdog(a) => cmd::run_watchdog::watchdog(a),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::eavesdrop::eavesdrop(a),
         Command::Analyze(a) => cmd::analyze::analyze(a),

@@ -32,8 +32,18 @@
  *   mptcpize does, with BPF (the kernel selftest progs/mptcpify.c): a TCP socket created by
  *   a task of the cgroup (bpf_get_current_cgroup_id) becomes an MPTCP socket. This hook is
  *   global, so the cgroup id in `run_cfg` is the filter.
+ * - cgroup/connect_unix, cgroup/sendmsg_unix (nena_run_cu, nena_run_su): a connect (or a
+ *   datagram) of the cgroup to an AF_UNIX path in `run_unix` is refused (EPERM): the sockets
+ *   of the resolvers outside nena (systemd-resolved's varlink socket, nscd's, avahi's, the
+ *   D-Bus system bus unless allowed), which would look CMD's names up by the WLAN's
+ *   resolver. `nena run` also hides them in CMD's mount namespace; this is the second layer
+ *   (a socket recreated after CMD started, a root CMD that unmounts). The path is read from
+ *   the kernel's copy of the address (CO-RE: struct bpf_sock_addr_kern, kernel 6.7+).
  *
- * Nothing is pinned: the links live as long as the file descriptors of `nena run`.
+ * The cgroup programs are attached with BPF_PROG_ATTACH (not links): they stay attached to
+ * the cgroup until `nena run` detaches them or the cgroup is removed, so CMD's processes
+ * never run unredirected, not even after `nena run` was killed (then the proxy's ports are
+ * closed and the egress program drops the rest: no network until its watchdog kills them).
  */
 #include "uapi.h"
 #include <bpf/bpf_helpers.h>
@@ -84,12 +94,13 @@ struct run_peer {
 /* Counters: 0 redirected, 1 left alone (loopback), 2 refused, 3 handed to the proxy
  * (sockops), 4 sockets made MPTCP, 5 DNS datagrams or connects sent to the responder,
  * 6 datagrams or connects sent to the relay, 7 datagrams or connects refused, 8 packets
- * dropped at egress. */
-#define RUN_STATS 9
+ * dropped at egress, 9 AF_UNIX connects or datagrams to a resolver's path refused. */
+#define RUN_STATS 10
 #define ST_DNS 5
 #define ST_UDP 6
 #define ST_UDP_REFUSED 7
 #define ST_DROPPED 8
+#define ST_UNIX_REFUSED 9
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -129,6 +140,18 @@ struct {
 	__type(key, struct run_peer);
 	__type(value, struct run_dst);
 } run_relay SEC(".maps");
+
+/* An AF_UNIX path refused to the cgroup: the path's bytes, zero-padded (sun_path's size). */
+struct run_unix_path {
+	char path[108];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct run_unix_path);
+	__type(value, __u8);
+} run_unix SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -508,6 +531,48 @@ int nena_run_so(struct bpf_sock_ops *skops)
 	bpf_map_delete_elem(&run_cookie, &cookie);
 	count(3);
 	return 1;
+}
+
+/* The kernel's context behind struct bpf_sock_addr (CO-RE: relocated against the running
+ * kernel's BTF; only the fields read here). */
+struct bpf_sock_addr_kern {
+	void *uaddr;
+	__u32 uaddrlen;
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
+
+/* 1: the AF_UNIX address of this connect or sendmsg is not in `run_unix`; 0: refused. An
+ * abstract or unnamed address (no path) never matches. */
+static __always_inline int unix_allowed(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock_addr_kern *k = bpf_cast_to_kern_ctx(ctx);
+	__u32 len = k->uaddrlen;
+	if (len <= 2) /* offsetof(struct sockaddr_un, sun_path) */
+		return 1;
+	__u32 n = len - 2;
+	if (n > sizeof(((struct run_unix_path *)0)->path) - 1)
+		n = sizeof(((struct run_unix_path *)0)->path) - 1;
+	struct run_unix_path key = {};
+	/* up to the first NUL; the rest of the key stays zero */
+	if (bpf_probe_read_kernel_str(key.path, n + 1, (char *)k->uaddr + 2) < 0)
+		return 1;
+	if (!bpf_map_lookup_elem(&run_unix, &key))
+		return 1;
+	count(ST_UNIX_REFUSED);
+	return 0;
+}
+
+SEC("cgroup/connect_unix")
+int nena_run_cu(struct bpf_sock_addr *ctx)
+{
+	return unix_allowed(ctx);
+}
+
+SEC("cgroup/sendmsg_unix")
+int nena_run_su(struct bpf_sock_addr *ctx)
+{
+	return unix_allowed(ctx);
 }
 
 /* int update_socket_protocol(int family, int type, int protocol) */

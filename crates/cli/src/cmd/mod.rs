@@ -20,6 +20,10 @@ pub mod report;
 pub mod run;
 #[cfg(feature = "policy")]
 pub mod run_as;
+#[cfg(feature = "policy")]
+pub mod run_ns;
+#[cfg(feature = "policy")]
+pub mod run_watchdog;
 pub mod transfer;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.

@@ -14,11 +14,21 @@
 //! cgroup_skb/egress program drops any packet of the cgroup to a non-loopback destination
 //! (nena-transport's `carry`, nena-bpf's `run`).
 //!
+//! CMD's names go nowhere else: it runs in a mount namespace of its own whose nsswitch.conf
+//! names only `files`, `myhostname` and `dns`, with the AF_UNIX resolvers outside nena
+//! (systemd-resolved's varlink socket, nscd, avahi) and the D-Bus system bus (systemd-
+//! resolved's `org.freedesktop.resolve1`; `--system-bus` allows it) hidden, and refused
+//! again by the cgroup's connect_unix program (`run_ns.rs`). `--mptcp-only` carries nothing
+//! through nena and changes none of this.
+//!
 //! Whatever ends CMD (its own exit, a signal) or this process (SIGINT, SIGTERM, SIGHUP:
-//! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`)
-//! and removed, with the links (nothing is pinned: the links die with this process even on
-//! SIGKILL; the cgroup directory then stays, empty). `nena run` exits with CMD's status
-//! (128 + N when a signal N ended it).
+//! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`),
+//! then the programs are detached and the cgroup removed. The cgroup's programs are not
+//! links of this process: killed (SIGKILL, the OOM killer), it leaves them attached, so CMD's
+//! processes stay without network (the proxy's ports closed, the rest dropped at egress)
+//! until its watchdog (`run_watchdog.rs`) kills them and removes the cgroup; a later `nena
+//! run` removes whatever a killed one and its watchdog left. `nena run` exits with CMD's
+//! status (128 + N when a signal N ended it).
 //!
 //! CMD does not run as root unless asked: under sudo it runs as the user who called sudo,
 //! with `--user NAME|UID` as that user, and plain root with neither says so once
@@ -65,6 +75,12 @@ pub struct RunArgs {
     /// nena sessions being opened at once.
     #[arg(long, default_value = "64")]
     pub max_connecting: usize,
+    /// Let CMD reach the D-Bus system bus. Hidden and refused by default: systemd-resolved
+    /// answers names there (org.freedesktop.resolve1) outside nena, by the resolvers of its
+    /// links, the WLAN's included; with this flag a program that asks it itself leaks the
+    /// names it asks for (glibc never does: nsswitch.conf is made local either way).
+    #[arg(long, conflicts_with = "mptcp_only")]
+    pub system_bus: bool,
     /// The user CMD runs as (a name, or a uid with a passwd entry): its uid, group,
     /// supplementary groups, HOME, USER, LOGNAME and SHELL. Default: under sudo the user
     /// who called sudo (SUDO_UID, SUDO_GID), else as nena itself (root: said once).
@@ -166,6 +182,12 @@ impl Attached {
             Attached::Seccomp(_) => Vec::new(),
         }
     }
+    /// Detach the cgroup's programs (once the cgroup is empty).
+    fn detach(&self) {
+        if let Attached::Redirect(r) = self {
+            r.detach();
+        }
+    }
     fn stats(&self) -> nena_bpf::run::RunStats {
         match self {
             Attached::Redirect(r) => r.stats(),
@@ -231,10 +253,36 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         None => {}
     }
     let run_as = run_as.map(|(r, _)| r);
+    // What a `nena run` killed with its watchdog left: its cgroup (killed, removed), its
+    // temporary mount, its private files.
+    for dir in nena_bpf::cgroup::remove_leftovers("nena-run") {
+        log::warn!(
+            "removed {} (and what ran in it): left by a nena run that was killed",
+            dir.display()
+        );
+    }
+    super::run_ns::remove_leftovers();
     // CMD's cgroup: killed and removed when CMD ended, or on an error (drop).
     let mut cgroup = nena_bpf::cgroup::OwnCgroup::create("nena-run").map_err(Exit::from)?;
     let cgroup_dir = cgroup.dir().to_path_buf();
     let joiner = cgroup.joiner().map_err(Exit::from)?;
+    // CMD's mount namespace (with --via: names only through nena).
+    let mut namespace = match a.via {
+        Some(_) => Some(super::run_ns::Namespace::prepare(a.system_bus).map_err(Exit::from)?),
+        None => None,
+    };
+    if let Some(n) = &namespace {
+        log::info!("CMD's mount namespace: {}", n.describe());
+    }
+    let refused_unix = super::run_ns::refused(a.system_bus);
+    // Removes the cgroup if this process is killed (then held until it exits).
+    let remove: Vec<&std::path::Path> = namespace.iter().filter_map(|n| n.dir()).collect();
+    let watchdog =
+        super::run_watchdog::spawn(&cgroup_dir, cgroup.mount_dir(), &remove).map_err(Exit::from)?;
+    log::info!(
+        "watchdog {} (kills and removes the cgroup if nena run is killed)",
+        watchdog.pid
+    );
     // The command has ended (or been stopped) when the proxy stops: nothing to wait for.
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,
@@ -266,8 +314,13 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 let udp = UdpSockets::bind(a6.is_some(), udp_mode).await?;
                 let file = std::fs::File::open(&cgroup_dir)
                     .with_context(|| format!("cannot open {}", cgroup_dir.display()))?;
-                let redirect =
-                    Arc::new(Redirect::attach(&file, Some(a4), a6, udp.plan(udp_mode)?)?);
+                let redirect = Arc::new(Redirect::attach(
+                    &file,
+                    Some(a4),
+                    a6,
+                    udp.plan(udp_mode)?,
+                    &refused_unix,
+                )?);
                 let lookup = {
                     let r = redirect.clone();
                     OriginalDst(Arc::new(move |peer| r.take(peer)))
@@ -339,8 +392,9 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             Some((p, c)) => (Some(p), Some(c)),
             None => (None, None),
         };
+        let enter = namespace.as_ref().map(|n| n.entry());
         // SAFETY: only async-signal-safe calls (open, write, close, seccomp, sendmsg,
-        // setgroups, setresgid, setresuid, prctl) between fork and exec.
+        // unshare, mount, setgroups, setresgid, setresuid, prctl) between fork and exec.
         unsafe {
             command.pre_exec(move || {
                 joiner.join()?;
@@ -348,6 +402,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 // socket() alone, not the calls below.)
                 if let Some(c) = &seccomp_child {
                     c.install()?;
+                }
+                // Its mount namespace, while still root.
+                if let Some(e) = &enter {
+                    e.enter()?;
                 }
                 // In the cgroup: now CMD's own user (it cannot leave the cgroup as that).
                 if let Some(r) = &run_as {
@@ -374,6 +432,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             ))
         })?;
         let pid = child.id().map(|p| p as i32);
+        // CMD's bind mount holds the local nsswitch.conf now.
+        if let Some(n) = &mut namespace {
+            n.forget_file();
+        }
         if let Some(p) = seccomp_parent {
             attached = Attached::Seccomp(Some(p.serve().context("the seccomp listener")?));
         }
@@ -401,6 +463,12 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
                 }
             }
         };
+        // What CMD left behind in the cgroup is killed before the programs go: no process
+        // of the cgroup ever runs unredirected. (Not empty after 5 s: the programs stay
+        // until the cgroup is removed.)
+        if nena_bpf::cgroup::kill_and_wait(&cgroup_dir) {
+            attached.detach();
+        }
         let stats = attached.stats();
         if let Some(t) = proxy_task {
             t.abort();
@@ -411,7 +479,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             "{} ended ({status}); connects redirected {}, handed to the proxy {}, left alone {}, \
              refused {}; sockets made MPTCP {}; DNS to the responder {} (answered through nena \
              {}, SERVFAIL {}); datagrams to the relay {} (sent on {}, replies {}, sessions {}), \
-             refused {}; packets dropped at egress {}",
+             refused {}; packets dropped at egress {}; AF_UNIX connects to resolvers refused {}",
             std::path::Path::new(&cmd[0]).display(),
             stats.redirected,
             stats.handed,
@@ -426,12 +494,15 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             carried.received,
             carried.sessions,
             stats.udp_refused,
-            stats.dropped
+            stats.dropped,
+            stats.unix_refused
         );
         drop(attached);
         Ok::<_, anyhow::Error>(status_code(status))
     });
     cgroup.remove();
+    // The watchdog reads EOF when this process exits, and finds nothing left to do.
+    drop(watchdog);
     match result {
         Ok(Ok(code)) => Ok(code),
         Ok(Err(e)) if e.is::<CannotRun>() || e.root_cause().is::<CannotRun>() => Err(Exit {

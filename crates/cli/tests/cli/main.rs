@@ -59,6 +59,8 @@ mod transfer_real_hosts;
 mod transfer_recovery;
 mod transfer_run;
 mod transfer_run_dns_udp;
+mod transfer_run_killed;
+mod transfer_run_resolvers;
 mod transfer_socks;
 mod transfer_socks_udp;
 mod transfer_stream_64g;

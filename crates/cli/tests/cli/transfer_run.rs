@@ -73,8 +73,9 @@ fn assert_nothing_left(stderr: &str) {
     let (name, ids) = cgroup_and_progs(stderr);
     assert_eq!(
         ids.len(),
-        8,
-        "egress, connect4/6, sendmsg4/6, recvmsg4/6, sockops: {ids:?}"
+        10,
+        "egress, connect4/6, sendmsg4/6, recvmsg4/6, sockops, connect_unix, sendmsg_unix: \
+         {ids:?}"
     );
     let dir = host_cgroup2().join(&name);
     assert!(!dir.exists(), "{} is still there", dir.display());

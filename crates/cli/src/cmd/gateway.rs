@@ -63,7 +63,12 @@ pub struct LockArgs {
     pub lan: Vec<String>,
     /// The gateway's config file: its `lan` key names the interfaces (the other keys are
     /// not read).
-    #[arg(long = "config", id = "lock_config", value_name = "FILE", group = "which")]
+    #[arg(
+        long = "config",
+        id = "lock_config",
+        value_name = "FILE",
+        group = "which"
+    )]
     pub config: Option<std::path::PathBuf>,
 }
 
@@ -171,7 +176,8 @@ fn lock(a: LockArgs) -> CmdResult {
 /// The `lan` key of a gateway config file.
 fn lan_of_config(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let shown = file.display();
-    let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--config {shown}: {e}"))?;
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--config {shown}: {e}"))?;
     let table: toml::Table =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("--config {shown}: {}", e.message()))?;
     let lan = match table.get("lan") {

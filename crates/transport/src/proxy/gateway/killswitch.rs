@@ -196,9 +196,8 @@ mod tests {
             assert!(!first.contains(word), "{word} in {first}");
         }
         assert!(first.contains("priority filter - 20"));
-        assert!(first.contains(
-            "add rule inet nena_killswitch forward iifname @lans counter drop comment"
-        ));
+        assert!(first
+            .contains("add rule inet nena_killswitch forward iifname @lans counter drop comment"));
         assert!(first.contains("oifname @lans counter drop"));
         assert!(first.contains("meta mark != 0x6e670001 udp dport 53 counter drop"));
         assert!(first.contains("meta mark != 0x6e670001 tcp dport 53 counter drop"));
@@ -217,6 +216,9 @@ mod tests {
     fn the_set_elements_are_read_from_a_listing() {
         let l = "table inet nena_killswitch {\n\tset lans {\n\t\ttype ifname\n\t\telements = { \"lan\", \"lan2\" }\n\t}\n}";
         assert_eq!(parse_elements(l), vec!["lan", "lan2"]);
-        assert!(parse_elements("table inet nena_killswitch {\n\tset lans {\n\t\ttype ifname\n\t}\n}").is_empty());
+        assert!(parse_elements(
+            "table inet nena_killswitch {\n\tset lans {\n\t\ttype ifname\n\t}\n}"
+        )
+        .is_empty());
     }
 }

@@ -220,7 +220,11 @@ mod tests {
         let tcp53 = r
             .find("fib daddr type local tcp dport 53 counter reject with tcp reset")
             .unwrap();
-        assert!(tcp53 < r.find("fib daddr type local meta l4proto != udp return").unwrap());
+        assert!(
+            tcp53
+                < r.find("fib daddr type local meta l4proto != udp return")
+                    .unwrap()
+        );
         // Block: no relay, the rest of UDP refused after DNS.
         assert!(!r.contains("meta l4proto udp tproxy"));
         let dns = r.find("udp dport 53 tproxy").unwrap();

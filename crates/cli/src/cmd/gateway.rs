@@ -200,11 +200,11 @@ fn run(a: GatewayArgs) -> CmdResult {
     let Some(via) = &a.via else {
         return Err(Exit::usage(anyhow::anyhow!("no --via SERVER:PORT")));
     };
-    check_client(&a.common)?;
     // The interfaces are checked before anything is installed; the kill switch is closed
     // before anything else that can fail (a bad --via, a busy --metrics address, the
     // carrying table): from here on no exit leaves the LAN forwarded around nena.
     gateway::host::check_lan(&a.lan).map_err(Exit::usage)?;
+    check_client(&a.common)?;
     killswitch::lock(&a.lan)?;
     let opts = a.common.options(via, false)?;
     if opts.modes.contains(&nena_proto::Mode::KatoMpc) {

@@ -42,8 +42,9 @@ enum Command {
     #[command(subcommand)]
     Proxy(cmd::proxy::ProxyCmd),
     /// Make this host a router that carries every TCP connection, DNS query and UDP flow of
-    /// its LAN hosts through nena (nftables TPROXY) and forwards nothing of the LAN around it.
-    Gateway(cmd::gateway::GatewayArgs),
+    /// its LAN hosts through nena (nftables TPROXY) and forwards nothing of the LAN around it,
+    /// nor after it stops, until `nena gateway open` (the kill switch).
+    Gateway(cmd::gateway::GatewayCmd),
     /// Run a command whose TCP connections nena carries without it knowing (a cgroup and
     /// BPF send them to a local proxy); --mptcp-only makes them MPTCP instead.
     #[cfg(feature = "policy")]

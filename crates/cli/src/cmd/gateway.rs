@@ -4,10 +4,10 @@ use super::transfer::{
     announce_with, check_client, counters, labels, parse_addr, parse_grace, parse_server,
     start_metrics, ClientCommon, ConfigFile,
 };
-use crate::exit::CmdResult;
+use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use nena_transport::ops::metrics::Role;
-use nena_transport::proxy::gateway;
+use nena_transport::proxy::gateway::{self, killswitch};
 use nena_transport::proxy::ProxyLimits;
 use nena_transport::resolve::ServerAddr;
 use std::net::SocketAddr;
@@ -19,11 +19,64 @@ pub enum Udp {
     Block,
 }
 
+/// `nena gateway [open|lock]`: the gateway itself, or its kill switch.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct GatewayCmd {
+    #[command(subcommand)]
+    pub action: Option<SwitchCmd>,
+    #[command(flatten)]
+    pub run: GatewayArgs,
+}
+
+/// The kill switch: a table of its own that drops every packet forwarded from or to the
+/// LAN interfaces (and their DNS to this host), which the gateway closes at its start and
+/// no exit of it removes.
+#[derive(clap::Subcommand, Debug)]
+pub enum SwitchCmd {
+    /// Open the kill switch: the LAN interfaces are forwarded again as the host's routes and
+    /// firewall say, around nena while no gateway runs. What an operator does to give up
+    /// the gateway (the package's removal does it too).
+    Open(OpenArgs),
+    /// Close the kill switch for the LAN interfaces and exit, starting nothing: nothing of
+    /// them is forwarded until `nena gateway open` (nena-gateway-lock.service runs it at
+    /// boot, before the network is up). The interfaces need not exist yet.
+    Lock(LockArgs),
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("which").required(true))]
+pub struct OpenArgs {
+    /// A LAN interface to open (repeatable).
+    #[arg(long = "lan", value_name = "IFACE", group = "which")]
+    pub lan: Vec<String>,
+    /// Every interface the switch holds (the switch's table is removed).
+    #[arg(long, group = "which")]
+    pub all: bool,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("which").required(true))]
+pub struct LockArgs {
+    /// A LAN interface to cut off (repeatable).
+    #[arg(long = "lan", value_name = "IFACE", group = "which")]
+    pub lan: Vec<String>,
+    /// The gateway's config file: its `lan` key names the interfaces (the other keys are
+    /// not read).
+    #[arg(
+        long = "config",
+        id = "lock_config",
+        value_name = "FILE",
+        group = "which"
+    )]
+    pub config: Option<std::path::PathBuf>,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct GatewayArgs {
     /// A LAN interface whose hosts' traffic nena carries (repeatable). Nothing is forwarded
-    /// from or to it around nena while the gateway runs, nor after it is killed, until the
-    /// next start.
+    /// from or to it around nena from the gateway's start on, through its stops, restarts,
+    /// failures and SIGKILL, until `nena gateway open --lan IFACE` (the kill switch).
     #[arg(long = "lan", value_name = "IFACE", required = true)]
     pub lan: Vec<String>,
     /// UDP other than DNS: carry (through nena, one session per LAN socket; the proxy
@@ -33,8 +86,9 @@ pub struct GatewayArgs {
     pub udp: Udp,
     /// The `nena proxy server` (run with --allow) that connects to the LAN hosts'
     /// destinations (a name is resolved only through a trusted interface).
-    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server)]
-    pub via: ServerAddr,
+    // Required to run the gateway; an Option only so that `open` and `lock` need not give it.
+    #[arg(long, value_name = "SERVER:PORT", value_parser = parse_server, required = true)]
+    pub via: Option<ServerAddr>,
     /// Sessions carried at once (more wait in the listen backlog).
     #[arg(long, default_value = "4096")]
     pub max_sessions: usize,
@@ -61,11 +115,98 @@ pub struct GatewayArgs {
     pub config: ConfigFile,
 }
 
-pub fn gateway(a: GatewayArgs) -> CmdResult {
+pub fn gateway(c: GatewayCmd) -> CmdResult {
+    match c.action {
+        Some(SwitchCmd::Open(a)) => open(a),
+        Some(SwitchCmd::Lock(a)) => lock(a),
+        None => run(c.run),
+    }
+}
+
+fn open(a: OpenArgs) -> CmdResult {
+    let which = (!a.all).then_some(a.lan.as_slice());
+    let done = killswitch::open(which).map_err(|e| {
+        if e.to_string().contains("is not an interface name") {
+            Exit::usage(e)
+        } else {
+            Exit::from(e)
+        }
+    })?;
+    let list = |v: &[String]| v.join(", ");
+    match (done.opened.is_empty(), done.still_locked.is_empty()) {
+        (true, true) => println!("the kill switch holds no interface: nothing to open"),
+        (true, false) => println!(
+            "the kill switch does not hold {}; it still holds {}",
+            list(&a.lan),
+            list(&done.still_locked)
+        ),
+        (false, true) => println!(
+            "kill switch opened for {}: the LAN is forwarded as the host's routes say \
+             (around nena while no gateway runs)",
+            list(&done.opened)
+        ),
+        (false, false) => println!(
+            "kill switch opened for {}; it still holds {}",
+            list(&done.opened),
+            list(&done.still_locked)
+        ),
+    }
+    Ok(())
+}
+
+fn lock(a: LockArgs) -> CmdResult {
+    let lan = match &a.config {
+        Some(file) => lan_of_config(file).map_err(Exit::usage)?,
+        None => a.lan.clone(),
+    };
+    killswitch::lock(&lan).map_err(|e| {
+        if e.to_string().contains("is not an interface name") {
+            Exit::usage(e)
+        } else {
+            Exit::from(e)
+        }
+    })?;
+    println!(
+        "kill switch closed for {}: nothing is forwarded from or to it until `nena gateway open`",
+        lan.join(", ")
+    );
+    Ok(())
+}
+
+/// The `lan` key of a gateway config file.
+fn lan_of_config(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let shown = file.display();
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--config {shown}: {e}"))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("--config {shown}: {}", e.message()))?;
+    let lan = match table.get("lan") {
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>(),
+        Some(toml::Value::String(s)) => Some(vec![s.clone()]),
+        _ => None,
+    };
+    match lan {
+        Some(l) if !l.is_empty() => Ok(l),
+        _ => anyhow::bail!("--config {shown}: no `lan = [\"IFACE\", ..]` key"),
+    }
+}
+
+fn run(a: GatewayArgs) -> CmdResult {
     a.config.log();
     nena_transport::server_keys::first_contact_at_info();
+    let Some(via) = &a.via else {
+        return Err(Exit::usage(anyhow::anyhow!("no --via SERVER:PORT")));
+    };
+    // The interfaces are checked before anything is installed; the kill switch is closed
+    // before anything else that can fail (a bad --via, a busy --metrics address, the
+    // carrying table): from here on no exit leaves the LAN forwarded around nena.
+    gateway::host::check_lan(&a.lan).map_err(Exit::usage)?;
     check_client(&a.common)?;
-    let opts = a.common.options(&a.via, false)?;
+    killswitch::lock(&a.lan)?;
+    let opts = a.common.options(via, false)?;
     if opts.modes.contains(&nena_proto::Mode::KatoMpc) {
         return Err(crate::exit::Exit::usage(anyhow::anyhow!(
             "--mode kato-mpc is for one connection at a time (send, get, perf); the gateway \

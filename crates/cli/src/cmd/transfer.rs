@@ -630,7 +630,29 @@ pub(crate) fn check_client(c: &ClientCommon) -> CmdResult {
             "no trusted path: give --trusted ADDR|IFACE (the handshake must leave from a trusted address)"
         )));
     }
+    // A typo in an interface name would otherwise start a client that never finds its
+    // trusted path, or never uses the untrusted one, without a word.
+    for (flag, specs) in [("--trusted", &c.trusted), ("--untrusted", &c.untrusted)] {
+        for spec in specs {
+            if let PathSpec::Iface(name) = spec {
+                if !iface_exists(name) {
+                    return Err(Exit::usage(anyhow!(
+                        "{flag} {name}: no such interface in this network namespace"
+                    )));
+                }
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether the current network namespace has an interface called `name`.
+fn iface_exists(name: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated string that lives across the call.
+    unsafe { libc::if_nametoindex(c.as_ptr()) != 0 }
 }
 
 pub fn serve(a: ServeArgs) -> CmdResult {

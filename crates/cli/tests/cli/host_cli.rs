@@ -620,7 +620,7 @@ fn the_gateway_unit_and_its_example_config() {
         .output()
         .unwrap();
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--lan lan0: no such interface"), "{err}");
     if Command::new("systemd-analyze")
         .arg("--version")
@@ -654,6 +654,48 @@ fn the_gateway_unit_and_its_example_config() {
     let last = report.lines().last().unwrap_or_default().to_string();
     eprintln!("{unit}: {last}");
     assert!(report.contains("Overall exposure level"), "{report}");
+
+    // The kill switch's boot unit: CAP_NET_ADMIN alone, ordered after nftables.service
+    // (whose ruleset flushes every table) and before the network, and pulled in by the
+    // gateway's unit.
+    let lock = "nena-gateway-lock.service";
+    let lock_body = std::fs::read_to_string(format!("{ROOT}/contrib/systemd/{lock}")).unwrap();
+    let lkeys = unit_keys(&lock_body);
+    let lget = |k: &str| unit_values(&lkeys, k);
+    assert_eq!(lget("CapabilityBoundingSet"), ["CAP_NET_ADMIN"]);
+    assert_eq!(lget("Before"), ["network-pre.target shutdown.target"]);
+    assert_eq!(lget("After"), ["local-fs.target nftables.service"]);
+    assert_eq!(
+        lget("ExecStart"),
+        ["/usr/bin/nena gateway lock --config /etc/nena/gateway.toml"]
+    );
+    assert!(get("Wants").iter().any(|w| w.contains(lock)), "{body}");
+    assert!(get("After").iter().any(|w| w.contains(lock)), "{body}");
+    // systemd's judgment of it, with the example config.
+    let path = tmp.path().join(lock);
+    std::fs::write(
+        &path,
+        lock_body
+            .replace("/usr/bin/nena", NENA)
+            .replace("/etc/nena/gateway.toml", &example),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "{lock}: {err}"
+    );
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--no-pager", "--threshold=25"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{lock}: {}", text(&out.stdout));
 }
 
 /// A mistyped subcommand or flag gets clap's "did you mean", still on one line.

@@ -47,6 +47,7 @@ mod transfer_fleet;
 #[cfg(feature = "policy")]
 mod transfer_forge;
 mod transfer_gateway;
+mod transfer_gateway_switch;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;

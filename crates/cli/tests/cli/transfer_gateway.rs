@@ -9,7 +9,8 @@
 //! addresses, no DNS name, no UDP, no 16-byte run of the file) and that the untrusted link
 //! carried TCP payload. The gateway killed with SIGKILL leaves the LAN cut off (its table,
 //! rules and routes stay), and its next start replaces them instead of doubling them; a
-//! SIGTERM removes everything. A missing interface and a bridge port are refused.
+//! SIGTERM removes them, and the kill switch keeps the LAN cut off
+//! (transfer_gateway_switch.rs). A missing interface and a bridge port are refused.
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};
@@ -21,7 +22,7 @@ use std::time::Duration;
 pub(crate) const SERVER6: &str = "2001:2:0:3::2";
 
 /// A capture filter for the LAN host's packets, IPv4 and IPv6.
-const LAN_HOST: &str = "host 198.18.5.2 or host 2001:2:0:5::2";
+pub(crate) const LAN_HOST: &str = "host 198.18.5.2 or host 2001:2:0:5::2";
 
 /// python's http.server on the server host, dual stack, serving `dir` on port 8000.
 pub(crate) fn http_dual(lab: &Lab, dir: &TempDir) -> Killed {
@@ -89,7 +90,7 @@ pub(crate) fn gateway(lab: &Lab) -> Proc {
     gateway_with(lab, &[])
 }
 
-fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
+pub(crate) fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
     args.extend_from_slice(extra);
@@ -105,7 +106,12 @@ fn lan_udp_echo(lab: &Lab, payload: &str) -> Result<String, String> {
 /// A UDP round trip from the LAN host to `dst`:`port` (IPv4 or IPv6, a connected socket,
 /// 10 s to answer): "SOURCE PORT PAYLOAD" of the reply, or python's error (a refusal by
 /// ICMP port unreachable is `ConnectionRefusedError`).
-fn lan_udp_echo_to(lab: &Lab, dst: &str, port: u16, payload: &str) -> Result<String, String> {
+pub(crate) fn lan_udp_echo_to(
+    lab: &Lab,
+    dst: &str,
+    port: u16,
+    payload: &str,
+) -> Result<String, String> {
     let script = format!(
         "import socket\n\
          f = socket.AF_INET6 if ':' in '{dst}' else socket.AF_INET\n\
@@ -120,7 +126,7 @@ fn lan_udp_echo_to(lab: &Lab, dst: &str, port: u16, payload: &str) -> Result<Str
 }
 
 /// Runs `script` with python3 in the LAN host: its trimmed stdout, or its stderr.
-fn lan_python(lab: &Lab, script: &str) -> Result<String, String> {
+pub(crate) fn lan_python(lab: &Lab, script: &str) -> Result<String, String> {
     let o = lab
         .command(Host::Lan, "python3", ["-c", script])
         .stdin(Stdio::null())
@@ -174,7 +180,7 @@ fn gateway_sessions_ok(lab: &Lab, at: &str) -> u64 {
 }
 
 /// curl in the LAN host: the body, or curl's error.
-fn lan_fetch(lab: &Lab, url: &str, out: &std::path::Path) -> Result<(), String> {
+pub(crate) fn lan_fetch(lab: &Lab, url: &str, out: &std::path::Path) -> Result<(), String> {
     let o = lab
         .command(
             Host::Lan,
@@ -207,7 +213,7 @@ fn lan_udp(lab: &Lab, dst: &str, port: u16, payload: &str) {
 /// The router knows the LAN behind the client (as an operator's router would), so that
 /// anything the client forwarded from the LAN could cross and come back: the checks then
 /// see a leak if there is one.
-fn route_the_lan(lab: &Lab) {
+pub(crate) fn route_the_lan(lab: &Lab) {
     sh(
         lab,
         Host::Router,
@@ -304,7 +310,7 @@ fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path(
 
 /// What of the gateway's the client host holds: its nftables tables, IPv4 and IPv6 policy
 /// rules (`lookup 4710`), and IPv4 and IPv6 routes in table 4710, one count each.
-fn installed(lab: &Lab) -> [usize; 5] {
+pub(crate) fn installed(lab: &Lab) -> [usize; 5] {
     let tables = sh(lab, Host::Client, "nft list tables");
     let rules4 = sh(lab, Host::Client, "ip -4 rule show");
     let rules6 = sh(lab, Host::Client, "ip -6 rule show");
@@ -359,8 +365,10 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
     // Replaced, not doubled.
     assert_eq!(installed(&lab), [1; 5]);
     assert!(gw.terminate().success());
-    // Nothing left.
+    // The carrying table, its rules and routes are gone; the kill switch stays (it is
+    // opened only by `nena gateway open`: transfer_gateway_switch.rs).
     assert_eq!(installed(&lab), [0; 5]);
+    assert!(sh(&lab, Host::Client, "nft list tables").contains("inet nena_killswitch"));
     let log = gw.stderr();
     assert!(!log.contains("cannot remove"), "{log}");
 
@@ -383,10 +391,12 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let mut args = vec!["gateway", "--lan", "nosuch0", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
     let out = client(&lab, &args);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--lan nosuch0: no such interface"), "{err}");
-    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    // Nothing installed, the kill switch included.
+    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_"));
 
     // A bridge port: the bridge would switch its frames past nena (the lab's namespace
     // goes, with the bridge and the veth pair, when the lab does).
@@ -399,7 +409,7 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let mut args = vec!["gateway", "--lan", "nenap0", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
     let out = client(&lab, &args);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("--lan nenap0: the interface is a bridge port")
@@ -407,7 +417,7 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_gateway"));
+    assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_"));
     assert!(!sh(&lab, Host::Client, "ip rule show").contains("lookup 4710"));
 }
 

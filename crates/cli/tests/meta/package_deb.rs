@@ -293,6 +293,7 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         "nena-serve.service",
         "nena-proxy-server.service",
         "nena-gateway.service",
+        "nena-gateway-lock.service",
     ] {
         assert!(
             files
@@ -310,6 +311,13 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
             "{unit}"
         );
     }
+    // The package's removal (not an upgrade) opens the gateway's kill switch, after the
+    // units' own steps.
+    let prerm = std::fs::read_to_string(root.join("var/lib/dpkg/info/nena.prerm")).unwrap();
+    let open = prerm
+        .find("/usr/bin/nena gateway open --all")
+        .unwrap_or_else(|| panic!("the prerm does not open the kill switch: {prerm}"));
+    assert!(prerm[..open].contains("\"$1\" = \"remove\""), "{prerm}");
     // The configs are conffiles (an upgrade keeps an operator's edits).
     let conffiles = ok(&mut chroot(
         &root,
@@ -385,6 +393,7 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
             "nena-serve.service",
             "nena-proxy-server.service",
             "nena-gateway.service",
+            "nena-gateway-lock.service",
         ],
     )
     .output()

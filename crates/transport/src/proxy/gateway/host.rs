@@ -2,8 +2,9 @@
 //! ([`super::nft`], through `nft -f -`, one atomic transaction) and the policy routing that
 //! delivers TPROXY-marked packets to local sockets (`ip rule ... fwmark lookup TABLE`, `ip
 //! route add local default dev lo table TABLE`, IPv4 and IPv6, through iproute2). The
-//! [`Installed`] guard removes all of it on drop; [`remove_leftovers`] removes what a
-//! killed gateway left, before a new one installs its own.
+//! [`Installed`] guard removes all of it on drop; what a killed gateway left is replaced
+//! when a new one installs its own. None of this touches the kill switch
+//! ([`super::killswitch`]), which no exit removes.
 
 use super::nft::{self, Plan, MARK};
 use anyhow::{anyhow, bail, Context, Result};
@@ -14,7 +15,7 @@ use std::process::{Command, Stdio};
 pub const ROUTE_TABLE: u32 = 4710;
 
 /// Runs `prog args`, feeding `input`; an error carries its stderr.
-fn run(prog: &str, args: &[&str], input: Option<&str>) -> Result<String> {
+pub(super) fn run(prog: &str, args: &[&str], input: Option<&str>) -> Result<String> {
     let mut child = Command::new(prog)
         .args(args)
         .stdin(if input.is_some() {
@@ -97,12 +98,18 @@ fn routing(family: &str, add: bool) -> Result<()> {
 }
 
 /// Removes what a gateway left (its table, rules and routes); whether there was a table.
+/// The kill switch ([`super::killswitch`]) is not touched.
 pub fn remove_leftovers() -> Result<bool> {
     let had = run("nft", &["list", "table", "inet", nft::TABLE], None).is_ok();
     run("nft", &["-f", "-"], Some(&nft::removal()))?;
-    routing("-4", false)?;
-    routing("-6", false).context("removing an earlier gateway's IPv6 policy routing")?;
+    remove_routing_leftovers()?;
     Ok(had)
+}
+
+/// Removes the policy rules and routes a killed gateway left.
+fn remove_routing_leftovers() -> Result<()> {
+    routing("-4", false)?;
+    routing("-6", false).context("removing an earlier gateway's IPv6 policy routing")
 }
 
 /// Checks the LAN interfaces before anything is installed: each exists and is not a
@@ -136,10 +143,12 @@ pub struct Installed {
 impl Installed {
     /// Installs `plan`'s table and the routing it needs (what a killed gateway left is
     /// replaced, not doubled). Where the host has no IPv6 routing, `plan.v6` is turned off:
-    /// IPv6 from the LAN is then refused, never forwarded.
+    /// IPv6 from the LAN is then refused, never forwarded. A table a killed gateway left is
+    /// not deleted first: it stays in force until the new one replaces it in one
+    /// transaction ([`nft::ruleset`]).
     pub fn install(plan: &mut Plan) -> Result<Installed> {
         check_lan(&plan.lan)?;
-        remove_leftovers()?;
+        remove_routing_leftovers()?;
         // Routing first: a marked packet must find its local route as soon as the table
         // marks it. The guard from here on removes what was added if a step fails.
         let mut guard = Installed { v6: false };

@@ -13,9 +13,13 @@
 //! table drops every packet the host would forward from or to the LAN, so nothing of the
 //! LAN crosses any path around nena; UDP that is not carried is refused (ICMP port
 //! unreachable) where the LAN host sees it. What is installed ([`host`]) is removed on
-//! exit, and what a killed gateway left is replaced at the next start.
+//! exit, and what a killed gateway left is replaced at the next start. Before any of it,
+//! the kill switch ([`killswitch`]) is closed for the LAN interfaces: a table of its own
+//! that drops the LAN's forwarding too, and that no exit removes, so the LAN stays cut off
+//! while the gateway is stopped, restarting or failed, until an operator opens it.
 
 pub mod host;
+pub mod killswitch;
 pub mod nft;
 pub mod udp;
 
@@ -60,9 +64,11 @@ pub enum UdpMode {
     Block,
 }
 
-/// The gateway: listeners, the table and its routing, then the proxy client and the
-/// datagram side until it stops (a signal); `ready` is told the plan once the table is in
-/// place. Everything installed is removed when this returns, whatever ended it.
+/// The gateway: the kill switch (the caller closes it first, before anything that can
+/// fail; closed again here, which changes nothing), listeners, the table and its routing,
+/// then the proxy client and the datagram side until it stops (a signal); `ready` is told
+/// the plan once the table is in place. Everything installed but the kill switch is
+/// removed when this returns, whatever ended it.
 pub async fn run(
     lan: Vec<String>,
     udp: UdpMode,
@@ -72,6 +78,7 @@ pub async fn run(
     ready: impl FnOnce(&Plan),
 ) -> Result<()> {
     host::check_lan(&lan)?;
+    killswitch::lock(&lan)?;
     let v4 = transparent_listener("127.0.0.1:0".parse()?)?;
     let port = v4.local_addr()?.port();
     let mut listeners = vec![tokio::net::TcpListener::from_std(v4)?];

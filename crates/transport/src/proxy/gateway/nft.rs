@@ -6,6 +6,8 @@
 //!   chain prerouting  (filter hook prerouting, priority mangle)
 //!     from a LAN interface:
 //!       TCP of a connection the listener took: marked, accepted (see below)
+//!       a source the interface's routes do not hold (reverse path): counted, dropped
+//!       TCP to port 53 of this host: refused (a resolver here would ask by the WLAN)
 //!       to this host's own addresses: left alone (its own services), except DNS
 //!       TCP        -> TPROXY to the gateway's listener (127.0.0.1 / ::1), marked
 //!       UDP 53     -> TPROXY to the DNS answerer, when there is one; else refused
@@ -27,14 +29,17 @@
 //!
 //! The forward chain is what makes the gateway fail closed: whatever else the host's
 //! ruleset accepts and whatever `ip_forward` says, a packet that would be forwarded from or
-//! to the LAN is dropped (a drop in any base chain is final). A gateway killed with SIGKILL
-//! leaves this table behind, so the LAN stays cut off rather than routed around nena until
-//! the next start removes it.
+//! to the LAN is dropped (a drop in any base chain is final). The kill switch
+//! ([`super::killswitch`]) drops the same and stays when the gateway stops; this table is
+//! removed then, and replaced in one transaction at the next start.
 
 use std::fmt::Write;
 
 /// The table's name (in family `inet`).
 pub const TABLE: &str = "nena_gateway";
+
+/// The comment of the reverse-path rules, whose counters count what they dropped.
+pub const SPOOFED: &str = "nena: source outside the LAN interface's prefixes";
 
 /// The mark of packets sent to a local socket (the policy rule's `fwmark`).
 pub const MARK: u32 = 0x6e67_0001;
@@ -94,6 +99,22 @@ pub fn ruleset(p: &Plan) -> String {
     let _ = writeln!(
         s,
         "    meta l4proto tcp socket transparent 1 meta mark set {mark} accept"
+    );
+    // Reverse path: a source the LAN interface's routes do not hold (a forged or foreign
+    // address) is dropped and counted, before anything answers it or carries it. DHCP's
+    // 0.0.0.0 and IPv6 duplicate address detection's :: have no route by design.
+    for (family, any) in [("ip", "0.0.0.0"), ("ip6", "::")] {
+        let _ = writeln!(
+            s,
+            "    {family} saddr != {any} fib saddr . iif oif missing counter drop comment \"{SPOOFED}\""
+        );
+    }
+    // DNS over TCP to this host's own addresses is refused, not left to a resolver here:
+    // that resolver would ask its upstream by the host's routes, the WLAN included (UDP to
+    // port 53 goes to the gateway's answerer below; the kill switch drops what is neither).
+    let _ = writeln!(
+        s,
+        "    fib daddr type local tcp dport 53 counter reject with tcp reset"
     );
     let _ = writeln!(s, "    fib daddr type local udp dport != 53 return");
     let _ = writeln!(s, "    fib daddr type local meta l4proto != udp return");
@@ -188,6 +209,22 @@ mod tests {
             .unwrap();
         assert!(r.find("iifname != ").unwrap() < established);
         assert!(established < r.find("fib daddr type local").unwrap());
+        // Reverse path, for both families, after the established fast path and before
+        // anything is answered or carried; DHCP's and DAD's unspecified sources exempt.
+        let rp = r
+            .find("ip saddr != 0.0.0.0 fib saddr . iif oif missing counter drop")
+            .unwrap();
+        assert!(r.contains("ip6 saddr != :: fib saddr . iif oif missing counter drop"));
+        assert!(established < rp && rp < r.find("fib daddr type local").unwrap());
+        // TCP DNS to this host is refused before its own services are left alone.
+        let tcp53 = r
+            .find("fib daddr type local tcp dport 53 counter reject with tcp reset")
+            .unwrap();
+        assert!(
+            tcp53
+                < r.find("fib daddr type local meta l4proto != udp return")
+                    .unwrap()
+        );
         // Block: no relay, the rest of UDP refused after DNS.
         assert!(!r.contains("meta l4proto udp tproxy"));
         let dns = r.find("udp dport 53 tproxy").unwrap();

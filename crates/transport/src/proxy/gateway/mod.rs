@@ -15,7 +15,9 @@
 //! unreachable) where the LAN host sees it. What is installed ([`host`]) is removed on
 //! exit, and what a killed gateway left is replaced at the next start.
 
+pub mod bounds;
 pub mod host;
+pub mod ingress;
 pub mod nft;
 pub mod udp;
 
@@ -69,9 +71,11 @@ pub async fn run(
     warm: usize,
     opts: ClientOptions,
     limits: ProxyLimits,
+    caps: bounds::Caps,
     ready: impl FnOnce(&Plan),
 ) -> Result<()> {
     host::check_lan(&lan)?;
+    let lan_names = lan.clone();
     let v4 = transparent_listener("127.0.0.1:0".parse()?)?;
     let port = v4.local_addr()?.port();
     let mut listeners = vec![tokio::net::TcpListener::from_std(v4)?];
@@ -126,6 +130,8 @@ pub async fn run(
         Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1))),
         limits.metrics.clone(),
         udp == UdpMode::Carry,
+        &lan_names,
+        caps,
     ));
     let mut udp_tasks = tokio::task::JoinSet::new();
     for s in usocks {
@@ -156,6 +162,7 @@ pub async fn run(
         st.received.load(std::sync::atomic::Ordering::Relaxed),
         st.dropped.load(std::sync::atomic::Ordering::Relaxed),
     );
+    udp::log_bounds(&datagrams);
     drop(installed);
     served
 }

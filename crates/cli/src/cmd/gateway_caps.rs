@@ -17,6 +17,10 @@ pub struct CapsArgs {
     /// DNS queries in flight of all LAN hosts; more are answered SERVFAIL at once.
     #[arg(long, value_name = "N", default_value_t = Caps::default().dns)]
     pub max_dns: usize,
+    /// TCP connections carried at once for one LAN host (all hosts: --max-sessions); more
+    /// are reset.
+    #[arg(long, value_name = "N", default_value_t = Caps::default().tcp_per_host)]
+    pub max_sessions_per_host: usize,
 }
 
 impl CapsArgs {
@@ -26,6 +30,7 @@ impl CapsArgs {
             flows: self.max_flows,
             dns_per_host: self.max_dns_per_host,
             dns: self.max_dns,
+            tcp_per_host: self.max_sessions_per_host,
         }
     }
 }

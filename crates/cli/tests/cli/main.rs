@@ -47,6 +47,7 @@ mod transfer_fleet;
 #[cfg(feature = "policy")]
 mod transfer_forge;
 mod transfer_gateway;
+mod transfer_gateway_hostile;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;

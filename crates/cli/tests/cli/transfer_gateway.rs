@@ -63,7 +63,7 @@ pub(crate) fn proxy_server(lab: &Lab) -> Proc {
     proxy_server_with(lab, &[])
 }
 
-fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
+pub(crate) fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec![
         "-v",
         "proxy",
@@ -83,7 +83,7 @@ pub(crate) fn gateway(lab: &Lab) -> Proc {
     gateway_with(lab, &[])
 }
 
-fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
+pub(crate) fn gateway_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec!["-v", "gateway", "--lan", "lan", "--via", "198.18.3.2:7100"];
     args.extend_from_slice(&PATHS);
     args.extend_from_slice(extra);
@@ -114,7 +114,7 @@ fn lan_udp_echo_to(lab: &Lab, dst: &str, port: u16, payload: &str) -> Result<Str
 }
 
 /// Runs `script` with python3 in the LAN host: its trimmed stdout, or its stderr.
-fn lan_python(lab: &Lab, script: &str) -> Result<String, String> {
+pub(crate) fn lan_python(lab: &Lab, script: &str) -> Result<String, String> {
     let o = lab
         .command(Host::Lan, "python3", ["-c", script])
         .stdin(Stdio::null())
@@ -201,7 +201,7 @@ fn lan_udp(lab: &Lab, dst: &str, port: u16, payload: &str) {
 /// The router knows the LAN behind the client (as an operator's router would), so that
 /// anything the client forwarded from the LAN could cross and come back: the checks then
 /// see a leak if there is one.
-fn route_the_lan(lab: &Lab) {
+pub(crate) fn route_the_lan(lab: &Lab) {
     sh(
         lab,
         Host::Router,

@@ -6,11 +6,13 @@
 //! carried. Every operation costs the same however many flows there are: two LRU lists
 //! (the `lru` crate), one over all flows and one per host, and a flow's task removes its
 //! own entry when it ends, by its generation (a later flow of the same LAN socket is not
-//! removed by an earlier one's end).
+//! removed by an earlier one's end). TCP connections are counted per LAN host too
+//! ([`HostSessions`]).
 
 use lru::LruCache;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 
 /// The gateway's caps on what its LAN hosts hold at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +25,8 @@ pub struct Caps {
     pub dns_per_host: usize,
     /// DNS queries in flight of all LAN hosts.
     pub dns: usize,
+    /// TCP connections carried at once for one LAN host (all hosts: `--max-sessions`).
+    pub tcp_per_host: usize,
 }
 
 impl Default for Caps {
@@ -35,6 +39,7 @@ impl Default for Caps {
             flows: 512,
             dns_per_host: 32,
             dns: 128,
+            tcp_per_host: 512,
         }
     }
 }
@@ -83,6 +88,7 @@ impl<V> Table<V> {
                 flows: caps.flows.max(1),
                 dns_per_host: caps.dns_per_host,
                 dns: caps.dns,
+                tcp_per_host: caps.tcp_per_host,
             },
             flows: LruCache::unbounded(),
             hosts: HashMap::new(),
@@ -205,6 +211,70 @@ impl<V> Table<V> {
     }
 }
 
+/// TCP connections carried per LAN host, at most [`Caps::tcp_per_host`] each (the gateway's
+/// `--max-sessions` bounds all of them); a connection over the cap is reset.
+#[derive(Debug)]
+pub struct HostSessions {
+    cap: usize,
+    /// (sessions per host, the most one host had at once, connections reset).
+    held: Mutex<(HashMap<IpAddr, usize>, usize, u64)>,
+}
+
+/// A LAN host's place among its carried connections, given back when dropped.
+#[derive(Debug)]
+pub struct HostSlot {
+    of: Arc<HostSessions>,
+    host: IpAddr,
+}
+
+impl HostSessions {
+    pub fn new(cap: usize) -> Arc<HostSessions> {
+        Arc::new(HostSessions {
+            cap: cap.max(1),
+            held: Mutex::new((HashMap::new(), 0, 0)),
+        })
+    }
+
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// A place for one more connection of `host`, unless it has its cap (then counted).
+    pub fn take(self: &Arc<Self>, host: IpAddr) -> Option<HostSlot> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.0.entry(host).or_insert(0);
+        if *n >= self.cap {
+            held.2 += 1;
+            return None;
+        }
+        *n += 1;
+        let n = *n;
+        held.1 = held.1.max(n);
+        Some(HostSlot {
+            of: self.clone(),
+            host,
+        })
+    }
+
+    /// The most connections one host had at once, and the connections reset over the cap.
+    pub fn peaks(&self) -> (usize, u64) {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        (held.1, held.2)
+    }
+}
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        let mut held = self.of.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.0.get_mut(&self.host) {
+            *n -= 1;
+            if *n == 0 {
+                held.0.remove(&self.host);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +289,7 @@ mod tests {
             flows: 5,
             dns_per_host: 2,
             dns: 3,
+            tcp_per_host: 2,
         }
     }
 
@@ -296,5 +367,21 @@ mod tests {
         t.dns_end(a);
         assert_eq!(t.hosts(), 0);
         assert!(t.dns_begin(a) && t.dns_begin(a));
+    }
+
+    /// One host's TCP connections: at its cap the next is refused (counted), a place comes
+    /// back when a connection ends; another host is not affected.
+    #[test]
+    fn tcp_connections_are_capped_per_host() {
+        let h = HostSessions::new(2);
+        let (a, b) = (at(2, 0).ip(), at(3, 0).ip());
+        let one = h.take(a).unwrap();
+        let _two = h.take(a).unwrap();
+        assert!(h.take(a).is_none());
+        assert!(h.take(b).is_some());
+        drop(one);
+        assert!(h.take(a).is_some());
+        assert_eq!(h.peaks(), (2, 1));
+        assert_eq!(h.held.lock().unwrap().0.len(), 1, "b's entry went with its slot");
     }
 }

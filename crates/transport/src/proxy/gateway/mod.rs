@@ -133,12 +133,13 @@ pub async fn run(
         &lan_names,
         caps,
     ));
+    let tcp_hosts = bounds::HostSessions::new(caps.tcp_per_host);
     let mut udp_tasks = tokio::task::JoinSet::new();
     for s in usocks {
         udp_tasks.spawn(datagrams.clone().serve(s));
     }
     let served = tokio::select! {
-        r = proxy::serve_client(listeners, Entry::Transparent, opts, limits) => r,
+        r = proxy::serve_client(listeners, Entry::Transparent { hosts: tcp_hosts.clone() }, opts, limits) => r,
         Some(r) = udp_tasks.join_next() => match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.context("the gateway's datagram side")),
@@ -162,7 +163,7 @@ pub async fn run(
         st.received.load(std::sync::atomic::Ordering::Relaxed),
         st.dropped.load(std::sync::atomic::Ordering::Relaxed),
     );
-    udp::log_bounds(&datagrams);
+    udp::log_bounds(&datagrams, &tcp_hosts);
     drop(installed);
     served
 }

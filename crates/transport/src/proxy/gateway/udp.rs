@@ -434,7 +434,8 @@ impl Datagrams {
             let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
                 .await
                 .map_err(|(_, e)| e)?;
-            log::info!("datagrams of {peer}: session open");
+            // Debug only: a spraying LAN host would otherwise write a line per source port.
+            log::debug!("datagrams of {peer}: session open");
             let (reader, writer) = (&mut c.reader, &mut c.writer);
             let up = async {
                 while let Ok(Some(q)) = tokio::time::timeout(IDLE, rx.recv()).await {
@@ -469,19 +470,20 @@ impl Datagrams {
             Ok::<_, anyhow::Error>(())
         };
         if let Err(e) = ended.await {
-            log::info!("datagrams of {peer}: {e:#}");
+            log::debug!("datagrams of {peer}: {e:#}");
         }
     }
 }
 
 /// The gateway's last line on its bounds: the caps and the peaks reached, flows closed
 /// for new ones, queries not carried, datagrams from off-LAN sources.
-pub fn log_bounds(d: &Datagrams) {
+pub fn log_bounds(d: &Datagrams, tcp: &super::bounds::HostSessions) {
     let (c, p) = d.peaks();
+    let (tcp_host, tcp_reset) = tcp.peaks();
     log::info!(
         "gateway bounds: flows at most {} (cap {}), of one LAN host {} (cap {}), {} closed for \
          new ones; DNS in flight at most {} (cap {}), of one LAN host {} (cap {}), {} refused; \
-         off-LAN sources dropped {}",
+         TCP of one LAN host at most {} (cap {}), {} reset; off-LAN sources dropped {}",
         p.flows,
         c.flows,
         p.flows_host,
@@ -492,6 +494,9 @@ pub fn log_bounds(d: &Datagrams) {
         p.dns_host,
         c.dns_per_host,
         p.dns_refused,
+        tcp_host,
+        tcp.cap(),
+        tcp_reset,
         d.stats.off_lan.load(Ordering::Relaxed),
     );
 }

@@ -15,6 +15,7 @@ mod attack_start;
 mod bench_aggregation;
 mod bench_codec_cli;
 mod bench_handshake_cli;
+mod bench_hostile;
 mod bench_page;
 mod bench_peers;
 mod bench_sessions;

@@ -126,12 +126,16 @@ fn run_on(
     let dir = std::env::temp_dir().join(format!("nena-bench-hostile-{prefix}"));
     std::fs::create_dir_all(&dir)?;
     let _rm = RemoveDir(dir.clone());
-    lab.command(Host::Lan, "ip", ["addr", "add", "198.18.5.3/24", "dev", "eth0", "nodad"])
-        .status()
-        .context("adding the other host's address")?
-        .success()
-        .then_some(())
-        .context("ip addr add 198.18.5.3/24 in the LAN host failed")?;
+    lab.command(
+        Host::Lan,
+        "ip",
+        ["addr", "add", "198.18.5.3/24", "dev", "eth0", "nodad"],
+    )
+    .status()
+    .context("adding the other host's address")?
+    .success()
+    .then_some(())
+    .context("ip addr add 198.18.5.3/24 in the LAN host failed")?;
     let listener = lab.run_in(Host::Server, || {
         TcpListener::bind(SocketAddrV4::new(SERVER_ADDR, FETCH_PORT))
     })??;
@@ -144,7 +148,9 @@ fn run_on(
     let _conf = ResolvConf::new(&lab, Host::Server, SERVER_ADDR)?;
     let mut proxy = proxy_server(&lab, &opts.nena, &dir)?;
     let mut gateway = gateway(&lab, &opts.nena, &dir)?;
-    progress(&format!("lab {prefix} up; the other host is {OTHER}, the sprayer {SPRAYER}"));
+    progress(&format!(
+        "lab {prefix} up; the other host is {OTHER}, the sprayer {SPRAYER}"
+    ));
     let mut phase = |what: &str, progress: &mut dyn FnMut(&str)| -> Result<Phase> {
         let (mut fetch_s, mut dns_ms) = (Vec::new(), Vec::new());
         for rep in 1..=opts.reps {
@@ -422,8 +428,8 @@ fn spray(stop: &AtomicBool, sent: &AtomicU64) -> Result<()> {
             n += 1;
         }
         sent.store(n, Ordering::Relaxed);
-        let ahead = Duration::from_secs_f64(n as f64 / SPRAY_RATE as f64)
-            .saturating_sub(started.elapsed());
+        let ahead =
+            Duration::from_secs_f64(n as f64 / SPRAY_RATE as f64).saturating_sub(started.elapsed());
         std::thread::sleep(ahead);
     }
     Ok(())

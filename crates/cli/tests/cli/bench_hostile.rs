@@ -16,14 +16,20 @@ fn a_missing_dnsmasq_is_named_before_any_lab() {
 
 #[test]
 fn one_repetition_measures_the_other_host_calm_and_under_the_spray() {
-    let (r, lab_ns) = bench_json(&["hostile-lan", "--reps", "1", "--no-check", "--json"], "hl");
+    let (r, lab_ns) = bench_json(
+        &["hostile-lan", "--reps", "1", "--no-check", "--json"],
+        "hl",
+    );
     assert!(!lab_ns.exists(), "the bench left its lab behind");
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
     assert_eq!(r["reps"], 1);
     for phase in ["calm", "spray"] {
         let p = &r[phase];
         assert_eq!(p["fetch_s"].as_array().unwrap().len(), 1, "{r}");
-        assert!(f(p, "fetch_median_s") > 0.0 && f(p, "dns_median_ms") > 0.0, "{r}");
+        assert!(
+            f(p, "fetch_median_s") > 0.0 && f(p, "dns_median_ms") > 0.0,
+            "{r}"
+        );
         assert_eq!(f(p, "fetch_median_s"), p["fetch_s"][0].as_f64().unwrap());
     }
     let ratio = f(&r["spray"], "fetch_median_s") / f(&r["calm"], "fetch_median_s");

@@ -219,12 +219,17 @@ fn a_spraying_lan_host_leaves_the_gateway_bounded_and_another_host_served() {
         .lines()
         .find(|l| l.contains("gateway bounds: "))
         .unwrap_or_else(|| panic!("no bounds line: {log}"));
+    eprintln!("gateway VmHWM {hwm} KiB; {line}; proxy server sessions at most {server_most}");
     let (flows, cap) = (bound(line, "flows at most"), bound(line, "(cap"));
     assert!(flows <= cap, "{line}");
-    let host = bound(line, "of one LAN host");
-    assert!(host <= 64, "{line}");
-    // The spray met the per-host cap: its least recently used flows were closed.
-    assert!(number_before(line, " closed for new ones") > 50_000, "{line}");
+    // The sprayer held its cap of flows, no more, and its least recently used ones were
+    // closed for new ones (how many of the datagrams the gateway read before its socket's
+    // buffer overflowed depends on the machine: 37,429 of 90,000 in one run).
+    assert_eq!(bound(line, "of one LAN host"), 64, "{line}");
+    assert!(
+        number_before(line, " closed for new ones") > 1_000,
+        "{line}"
+    );
     let dns = bound(line, "DNS in flight at most");
     assert!(dns <= 128, "{line}");
     // The gateway's sessions to the proxy server: the sprayer's flows and queries at their
@@ -235,7 +240,6 @@ fn a_spraying_lan_host_leaves_the_gateway_bounded_and_another_host_served() {
         server_most < 200,
         "the proxy server held {server_most} sessions at once"
     );
-    eprintln!("gateway VmHWM {hwm} KiB; {line}; proxy server sessions at most {server_most}");
 }
 
 /// Kills a process by its id on drop (the sprayer, if the test fails first).
@@ -328,7 +332,11 @@ fn a_lan_host_forging_an_off_lan_source_gets_no_answer() {
     cu.stop().unwrap();
     ct.stop().unwrap();
     for cap in [&cap_u, &cap_t] {
-        assert_eq!(packets(cap, "host 198.18.9.9"), 0, "the forged source in {cap:?}");
+        assert_eq!(
+            packets(cap, "host 198.18.9.9"),
+            0,
+            "the forged source in {cap:?}"
+        );
         let raw = std::fs::read(cap).unwrap();
         assert_eq!(count(&raw, b"nena-forged-echo"), 0, "in {cap:?}");
         assert_eq!(count(&raw, b"example"), 0, "a DNS name in {cap:?}");

@@ -8,9 +8,9 @@ mod codec;
 mod emulation;
 mod fairness;
 mod handshake;
+mod hostile;
 mod outage;
 mod output;
-mod hostile;
 mod page;
 mod peers;
 #[cfg(feature = "policy")]

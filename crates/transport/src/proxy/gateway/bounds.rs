@@ -59,11 +59,27 @@ pub struct Peaks {
     pub dns_refused: u64,
 }
 
+/// Sessions of one LAN host's flows being opened at once: a flow closed while it waits
+/// here has cost the proxy server nothing.
+pub const OPENING_PER_HOST: usize = 8;
+
 #[derive(Debug)]
 struct Host {
     /// This host's flows, least recently used first.
     flows: LruCache<SocketAddr, ()>,
     dns: usize,
+    /// Its flows' sessions being opened ([`OPENING_PER_HOST`]).
+    opening: Arc<tokio::sync::Semaphore>,
+}
+
+impl Host {
+    fn new() -> Host {
+        Host {
+            flows: LruCache::unbounded(),
+            dns: 0,
+            opening: Arc::new(tokio::sync::Semaphore::new(OPENING_PER_HOST)),
+        }
+    }
 }
 
 /// The flows (each a `V`, what it takes to close it) and DNS queries of the LAN hosts.
@@ -125,9 +141,14 @@ impl<V> Table<V> {
         Some(v)
     }
 
-    /// A new flow for `peer` (which has none), made by `make` with its generation; returns
-    /// the generation and the flow closed to make room, if one was.
-    pub fn insert(&mut self, peer: SocketAddr, make: impl FnOnce(u64) -> V) -> (u64, Option<V>) {
+    /// A new flow for `peer` (which has none), made by `make` with its generation and its
+    /// host's permits for opening sessions; returns the generation and the flow closed to
+    /// make room, if one was.
+    pub fn insert(
+        &mut self,
+        peer: SocketAddr,
+        make: impl FnOnce(u64, Arc<tokio::sync::Semaphore>) -> V,
+    ) -> (u64, Option<V>) {
         debug_assert!(!self.flows.contains(&peer));
         let host_full = self
             .hosts
@@ -135,7 +156,10 @@ impl<V> Table<V> {
             .is_some_and(|h| h.flows.len() >= self.caps.flows_per_host);
         let victim = if host_full {
             // The host's own least recently used flow.
-            let h = self.hosts.get_mut(&peer.ip()).expect("a full host has an entry");
+            let h = self
+                .hosts
+                .get_mut(&peer.ip())
+                .expect("a full host has an entry");
             h.flows.pop_lru().map(|(k, ())| k)
         } else if self.flows.len() >= self.caps.flows {
             self.flows.peek_lru().map(|(k, _)| *k)
@@ -148,11 +172,14 @@ impl<V> Table<V> {
         });
         let gen = self.next;
         self.next += 1;
-        self.flows.put(peer, (gen, make(gen)));
-        let h = self.hosts.entry(peer.ip()).or_insert_with(|| Host {
-            flows: LruCache::unbounded(),
-            dns: 0,
-        });
+        let opening = self
+            .hosts
+            .entry(peer.ip())
+            .or_insert_with(Host::new)
+            .opening
+            .clone();
+        self.flows.put(peer, (gen, make(gen, opening)));
+        let h = self.hosts.get_mut(&peer.ip()).expect("made above");
         h.flows.put(peer, ());
         self.peaks.flows_host = self.peaks.flows_host.max(h.flows.len());
         self.peaks.flows = self.peaks.flows.max(self.flows.len());
@@ -187,10 +214,7 @@ impl<V> Table<V> {
             self.peaks.dns_refused += 1;
             return false;
         }
-        let h = self.hosts.entry(host).or_insert_with(|| Host {
-            flows: LruCache::unbounded(),
-            dns: 0,
-        });
+        let h = self.hosts.entry(host).or_insert_with(Host::new);
         h.dns += 1;
         self.dns += 1;
         self.peaks.dns_host = self.peaks.dns_host.max(h.dns);
@@ -298,11 +322,11 @@ mod tests {
     #[test]
     fn a_spraying_host_closes_its_own_least_recently_used_flows() {
         let mut t = Table::new(caps());
-        t.insert(at(3, 1), |_| "victim");
-        t.insert(at(2, 1), |_| "kept");
+        t.insert(at(3, 1), |_, _| "victim");
+        t.insert(at(2, 1), |_, _| "kept");
         for port in 2..1000 {
             assert!(t.get(&at(2, 1)).is_some(), "the used flow was closed");
-            let (_, closed) = t.insert(at(2, port), |_| "spray");
+            let (_, closed) = t.insert(at(2, port), |_, _| "spray");
             // The host holds ports 1, 2 and 3, then its cap: each new port closes the
             // oldest spraying one.
             assert_eq!(closed.is_some(), port >= 4, "port {port}");
@@ -324,10 +348,10 @@ mod tests {
     fn over_the_total_the_least_recently_used_of_all_is_closed() {
         let mut t = Table::new(caps());
         for host in 1..=5 {
-            t.insert(at(host, 1), |_| host);
+            t.insert(at(host, 1), |_, _| host);
         }
         t.get(&at(1, 1));
-        let (_, closed) = t.insert(at(6, 1), |_| 6);
+        let (_, closed) = t.insert(at(6, 1), |_, _| 6);
         assert_eq!(closed, Some(2));
         assert_eq!(t.flows(), 5);
         assert_eq!(t.hosts(), 5, "the host without a flow left has no entry");
@@ -338,9 +362,9 @@ mod tests {
     #[test]
     fn a_flow_removes_only_its_own_generation() {
         let mut t = Table::new(caps());
-        let (old, _) = t.insert(at(2, 1), |g| g);
+        let (old, _) = t.insert(at(2, 1), |g, _| g);
         assert_eq!(t.ended(&at(2, 1), old), Some(old));
-        let (new, _) = t.insert(at(2, 1), |g| g);
+        let (new, _) = t.insert(at(2, 1), |g, _| g);
         assert_ne!(old, new);
         assert_eq!(t.ended(&at(2, 1), old), None);
         assert_eq!(t.get(&at(2, 1)), Some(&new));
@@ -382,6 +406,10 @@ mod tests {
         drop(one);
         assert!(h.take(a).is_some());
         assert_eq!(h.peaks(), (2, 1));
-        assert_eq!(h.held.lock().unwrap().0.len(), 1, "b's entry went with its slot");
+        assert_eq!(
+            h.held.lock().unwrap().0.len(),
+            1,
+            "b's entry went with its slot"
+        );
     }
 }

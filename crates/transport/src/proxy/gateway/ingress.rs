@@ -107,7 +107,10 @@ impl Lans {
 
 /// An interface address and its netmask as a prefix.
 fn prefix(
-    (addr, mask): (&nix::sys::socket::SockaddrStorage, &nix::sys::socket::SockaddrStorage),
+    (addr, mask): (
+        &nix::sys::socket::SockaddrStorage,
+        &nix::sys::socket::SockaddrStorage,
+    ),
 ) -> Option<IpNet> {
     if let (Some(a), Some(m)) = (addr.as_sockaddr_in(), mask.as_sockaddr_in()) {
         return IpNet::with_netmask(IpAddr::V4(a.ip()), IpAddr::V4(m.ip())).ok();
@@ -139,7 +142,13 @@ mod tests {
     #[test]
     fn only_sources_inside_the_lans_prefixes_pass() {
         let p = nets(&["198.18.5.1/24", "2001:2:0:5::1/64", "fe80::1/64"]);
-        for ok in ["198.18.5.2", "198.18.5.3", "2001:2:0:5::2", "fe80::42", "::ffff:198.18.5.9"] {
+        for ok in [
+            "198.18.5.2",
+            "198.18.5.3",
+            "2001:2:0:5::2",
+            "fe80::42",
+            "::ffff:198.18.5.9",
+        ] {
             assert!(inside(&p, ok.parse().unwrap()), "{ok}");
         }
         for forged in [
@@ -162,7 +171,10 @@ mod tests {
     fn the_lans_are_read_from_the_host() {
         let lo = nix::net::if_::if_nametoindex("lo").unwrap();
         let lans = Lans::new(&["lo".to_string()]);
-        assert_eq!(&*lans.check(lo, "127.0.0.1".parse().unwrap()).unwrap(), "lo");
+        assert_eq!(
+            &*lans.check(lo, "127.0.0.1".parse().unwrap()).unwrap(),
+            "lo"
+        );
         assert!(matches!(
             lans.check(lo, "198.18.9.9".parse().unwrap()),
             Err(Refused::OffLan { .. })

@@ -23,15 +23,15 @@ use super::bounds::{Caps, Peaks, Table};
 use super::ingress::Lans;
 use crate::conn::ClientOptions;
 use crate::ops::metrics::{Metrics, Tally};
-use crate::proxy::carry::relay::{read_datagram, write_datagram, IDLE};
 use crate::proxy::carry::dns;
+use crate::proxy::carry::relay::{read_datagram, write_datagram, IDLE};
 use crate::proxy::carry::responder::Responder;
 use crate::proxy::open::open_service;
 use crate::wire::Service;
 use anyhow::{Context, Result};
+use lru::LruCache;
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use lru::LruCache;
 use std::io::IoSliceMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -112,9 +112,7 @@ fn reply_socket(from: SocketAddr, iface: &str) -> std::io::Result<UdpSocket> {
 
 /// Sends `payload` to `to` from `from`, by `iface`.
 fn reply(from: SocketAddr, to: SocketAddr, iface: &str, payload: &[u8]) -> std::io::Result<()> {
-    reply_socket(from, iface)?
-        .send_to(payload, to)
-        .map(|_| ())
+    reply_socket(from, iface)?.send_to(payload, to).map(|_| ())
 }
 
 /// One datagram received: its payload length, sender, original destination and the
@@ -328,7 +326,10 @@ impl Datagrams {
                     let n = self.stats.off_lan.fetch_add(1, Ordering::Relaxed);
                     // The first, then one in 1000: a forging host must not fill the log.
                     if n % 1000 == 0 {
-                        log::warn!("a datagram from {peer} to {dst} dropped: {e} ({} so far)", n + 1);
+                        log::warn!(
+                            "a datagram from {peer} to {dst} dropped: {e} ({} so far)",
+                            n + 1
+                        );
                     }
                     continue;
                 }
@@ -379,20 +380,26 @@ impl Datagrams {
 
     /// A datagram to carry: queued for its LAN socket's flow, a new flow when it has none
     /// (closing the least recently used one when a cap is reached).
-    fn datagram(self: &Arc<Self>, payload: &[u8], peer: SocketAddr, dst: SocketAddr, iface: Arc<str>) {
+    fn datagram(
+        self: &Arc<Self>,
+        payload: &[u8],
+        peer: SocketAddr,
+        dst: SocketAddr,
+        iface: Arc<str>,
+    ) {
         let mut table = lock(&self.table);
         let (tx, queued) = match table.get(&peer) {
             Some(f) => (f.tx.clone(), f.queued.clone()),
             None => {
                 let (tx, rx) = mpsc::channel(QUEUE);
                 let queued = Arc::new(AtomicUsize::new(0));
-                let (gen, closed) = table.insert(peer, |gen| {
+                let (gen, closed) = table.insert(peer, |gen, opening| {
                     let leaving = Leaving {
                         table: self.table.clone(),
                         peer,
                         gen,
                     };
-                    let task = tokio::spawn(self.clone().flow(peer, iface, rx, leaving));
+                    let task = tokio::spawn(self.clone().flow(peer, iface, rx, leaving, opening));
                     Flow {
                         tx: tx.clone(),
                         queued: queued.clone(),
@@ -428,12 +435,15 @@ impl Datagrams {
         iface: Arc<str>,
         mut rx: mpsc::Receiver<Queued>,
         _leaving: Leaving,
+        opening: Arc<Semaphore>,
     ) {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
+            let permit = opening.acquire_owned().await?;
             let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
                 .await
                 .map_err(|(_, e)| e)?;
+            drop(permit);
             // Debug only: a spraying LAN host would otherwise write a line per source port.
             log::debug!("datagrams of {peer}: session open");
             let (reader, writer) = (&mut c.reader, &mut c.writer);

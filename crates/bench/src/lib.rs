@@ -43,6 +43,7 @@ pub mod fairness;
 pub mod handshake;
 pub mod harness;
 pub mod host;
+pub mod hostile;
 #[cfg(feature = "openssl")]
 pub mod kato;
 pub mod lab_ends;

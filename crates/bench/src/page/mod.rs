@@ -20,7 +20,7 @@
 //! first request's time to first byte against its later requests', each name's lookup time,
 //! and each variant's share of bytes on the untrusted link.
 
-mod ends;
+pub(crate) mod ends;
 pub mod loader;
 pub mod site;
 pub mod summary;

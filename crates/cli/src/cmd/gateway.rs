@@ -108,6 +108,8 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
+    pub caps: super::gateway_caps::CapsArgs,
+    #[command(flatten)]
     pub threads: Threads,
     #[command(flatten)]
     pub common: ClientCommon,
@@ -233,7 +235,7 @@ fn run(a: GatewayArgs) -> CmdResult {
             Udp::Carry => gateway::UdpMode::Carry,
             Udp::Block => gateway::UdpMode::Block,
         };
-        gateway::run(a.lan.clone(), udp, a.warm, opts, limits, |plan| {
+        gateway::run(a.lan.clone(), udp, a.warm, opts, limits, a.caps.caps(), |plan| {
             let v6 = if plan.v6 { " and [::1]" } else { "" };
             announce_with(
                 &what,

@@ -7,6 +7,7 @@ pub mod cc;
 pub mod codec;
 pub mod eavesdrop;
 pub mod gateway;
+pub mod gateway_caps;
 pub mod host;
 pub mod keys;
 pub mod lab;

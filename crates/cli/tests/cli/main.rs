@@ -15,6 +15,7 @@ mod attack_start;
 mod bench_aggregation;
 mod bench_codec_cli;
 mod bench_handshake_cli;
+mod bench_hostile;
 mod bench_page;
 mod bench_peers;
 mod bench_sessions;
@@ -47,6 +48,7 @@ mod transfer_fleet;
 #[cfg(feature = "policy")]
 mod transfer_forge;
 mod transfer_gateway;
+mod transfer_gateway_hostile;
 mod transfer_gateway_switch;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;

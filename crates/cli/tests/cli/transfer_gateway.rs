@@ -64,7 +64,7 @@ pub(crate) fn proxy_server(lab: &Lab) -> Proc {
     proxy_server_with(lab, &[])
 }
 
-fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
+pub(crate) fn proxy_server_with(lab: &Lab, extra: &[&str]) -> Proc {
     let mut args = vec![
         "-v",
         "proxy",

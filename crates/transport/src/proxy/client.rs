@@ -36,8 +36,11 @@ pub enum Entry {
     },
     /// Connections a TPROXY rule sent to the listener (`nena gateway`): the accepted
     /// socket's local address is the original destination. A connection to the listener's
-    /// own address (loopback) did not come through the rule and is reset.
-    Transparent,
+    /// own address (loopback) did not come through the rule and is reset. A LAN host with
+    /// its cap of connections carried has the next one reset.
+    Transparent {
+        hosts: Arc<crate::proxy::gateway::bounds::HostSessions>,
+    },
 }
 
 /// The original destination of a redirected connection, by its client's address and port
@@ -286,7 +289,15 @@ async fn client_loop(
                         )
                         .await
                     }
-                    Entry::Transparent => {
+                    Entry::Transparent { hosts } => {
+                        let Some(_slot) = hosts.take(peer.ip()) else {
+                            let _ = plain.set_zero_linger();
+                            crate::error::bail!(
+                                "{peer}: its LAN host has {} connections carried already \
+                                 (--max-sessions-per-host); reset",
+                                hosts.cap()
+                            );
+                        };
                         let dst = plain.local_addr()?;
                         if dst.ip().is_loopback() {
                             let _ = plain.set_zero_linger();

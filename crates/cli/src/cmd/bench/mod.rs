@@ -8,6 +8,7 @@ mod codec;
 mod emulation;
 mod fairness;
 mod handshake;
+mod hostile;
 mod outage;
 mod output;
 mod page;
@@ -49,6 +50,9 @@ pub enum BenchCmd {
     /// A page of 30 objects on two host names, loaded as a browser loads it, from a LAN
     /// host through `nena gateway` against plain MPTCP, in one lab with 20 ms links.
     Page(page::Args),
+    /// Another LAN host's 20 MB fetch and lookup through `nena gateway` while one LAN host
+    /// sprays source ports and DNS names, against a calm gateway (at most 2x).
+    HostileLan(hostile::Args),
     /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
     /// the time to open one more under that load.
     Sessions(sessions::Args),
@@ -72,6 +76,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Outage(a) => outage::run(a),
         BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Page(a) => page::run(a),
+        BenchCmd::HostileLan(a) => hostile::run(a),
         BenchCmd::Sessions(a) => sessions::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),

@@ -18,7 +18,9 @@
 //! that drops the LAN's forwarding too, and that no exit removes, so the LAN stays cut off
 //! while the gateway is stopped, restarting or failed, until an operator opens it.
 
+pub mod bounds;
 pub mod host;
+pub mod ingress;
 pub mod killswitch;
 pub mod nft;
 pub mod udp;
@@ -75,10 +77,12 @@ pub async fn run(
     warm: usize,
     opts: ClientOptions,
     limits: ProxyLimits,
+    caps: bounds::Caps,
     ready: impl FnOnce(&Plan),
 ) -> Result<()> {
     host::check_lan(&lan)?;
     killswitch::lock(&lan)?;
+    let lan_names = lan.clone();
     let v4 = transparent_listener("127.0.0.1:0".parse()?)?;
     let port = v4.local_addr()?.port();
     let mut listeners = vec![tokio::net::TcpListener::from_std(v4)?];
@@ -133,13 +137,16 @@ pub async fn run(
         Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1))),
         limits.metrics.clone(),
         udp == UdpMode::Carry,
+        &lan_names,
+        caps,
     ));
+    let tcp_hosts = bounds::HostSessions::new(caps.tcp_per_host);
     let mut udp_tasks = tokio::task::JoinSet::new();
     for s in usocks {
         udp_tasks.spawn(datagrams.clone().serve(s));
     }
     let served = tokio::select! {
-        r = proxy::serve_client(listeners, Entry::Transparent, opts, limits) => r,
+        r = proxy::serve_client(listeners, Entry::Transparent { hosts: tcp_hosts.clone() }, opts, limits) => r,
         Some(r) = udp_tasks.join_next() => match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.context("the gateway's datagram side")),
@@ -163,6 +170,7 @@ pub async fn run(
         st.received.load(std::sync::atomic::Ordering::Relaxed),
         st.dropped.load(std::sync::atomic::Ordering::Relaxed),
     );
+    udp::log_bounds(&datagrams, &tcp_hosts);
     drop(installed);
     served
 }

@@ -11,28 +11,44 @@
 //!   port), datagrams framed with their destination (op 7, [`crate::proxy::carry::relay`]'s
 //!   frames), replies framed with their source and handed back from that source's address.
 //!   A flow ends after [`IDLE`] without a datagram from the LAN.
+//!
+//! What a LAN host can make the gateway hold is bounded ([`super::bounds`]): flows and DNS
+//! queries in flight per host and in total, the least recently used flow closed for a new
+//! one, a query over a cap answered SERVFAIL at once; the datagrams queued for the flows
+//! (at most [`FLOW_BYTES`] each, [`QUEUED_BYTES`] in all). Each datagram is answered only
+//! when its source lies inside the prefixes of the LAN interface it came in on, and the
+//! answer leaves by that interface ([`super::ingress`]).
 
+use super::bounds::{Caps, Peaks, Table};
+use super::ingress::Lans;
 use crate::conn::ClientOptions;
 use crate::ops::metrics::{Metrics, Tally};
+use crate::proxy::carry::dns;
 use crate::proxy::carry::relay::{read_datagram, write_datagram, IDLE};
 use crate::proxy::carry::responder::Responder;
 use crate::proxy::open::open_service;
 use crate::wire::Service;
 use anyhow::{Context, Result};
+use lru::LruCache;
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::collections::HashMap;
 use std::io::IoSliceMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
 
 /// Datagrams waiting for their flow's session at most; more are dropped, as a router's
 /// full queue drops them.
 const QUEUE: usize = 256;
+/// Reply sockets a flow keeps open at most (one per destination it sent to that answered).
+const REPLY_SOCKETS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(64).unwrap();
+/// Bytes of datagrams waiting for one flow's session at most (some 170 full-size ones).
+pub const FLOW_BYTES: usize = 256 << 10;
+/// Bytes of datagrams waiting for all flows' sessions at most.
+pub const QUEUED_BYTES: usize = 32 << 20;
 /// The receive buffer of the gateway's datagram sockets: what arrives while the gateway is
 /// busy waits here (the kernel's default, about 200 KiB, holds some 90 full-size datagrams:
 /// 20 ms of a 50 Mbit/s stream, less than a loaded host's scheduling delay).
@@ -45,6 +61,9 @@ pub struct UdpStats {
     pub sent: AtomicU64,
     pub received: AtomicU64,
     pub dropped: AtomicU64,
+    /// Datagrams whose source is outside the prefixes of the LAN interface they came in on
+    /// (or that came in on no LAN interface): dropped unanswered.
+    pub off_lan: AtomicU64,
 }
 
 /// A transparent UDP socket on `addr` that reports each datagram's original destination.
@@ -55,10 +74,12 @@ pub fn tproxy_socket(addr: SocketAddr) -> Result<UdpSocket> {
     if addr.is_ipv4() {
         s.set_ip_transparent_v4(true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv4OrigDstAddr, &true)?;
+        socket::setsockopt(&s, socket::sockopt::Ipv4PacketInfo, &true)?;
     } else {
         s.set_only_v6(true)?;
         s.set_ip_transparent_v6(true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv6OrigDstAddr, &true)?;
+        socket::setsockopt(&s, socket::sockopt::Ipv6RecvPacketInfo, &true)?;
     }
     s.bind(&SockAddr::from(addr))
         .with_context(|| format!("cannot bind a transparent UDP socket on {addr}"))?;
@@ -72,11 +93,13 @@ pub fn tproxy_socket(addr: SocketAddr) -> Result<UdpSocket> {
 }
 
 /// A socket bound to `from` (an address of another host: IP_TRANSPARENT) to answer a LAN
-/// host as if `from` answered.
-fn reply_socket(from: SocketAddr) -> std::io::Result<UdpSocket> {
+/// host as if `from` answered, and to the LAN interface `iface` (what it sends leaves by
+/// that interface whatever the routes say).
+fn reply_socket(from: SocketAddr, iface: &str) -> std::io::Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(from), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_cloexec(true)?;
     s.set_reuse_address(true)?;
+    s.bind_device(Some(iface.as_bytes()))?;
     if from.is_ipv4() {
         s.set_ip_transparent_v4(true)?;
     } else {
@@ -87,18 +110,24 @@ fn reply_socket(from: SocketAddr) -> std::io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// Sends `payload` to `to` from `from`.
-fn reply(from: SocketAddr, to: SocketAddr, payload: &[u8]) -> std::io::Result<()> {
-    reply_socket(from)?.send_to(payload, to).map(|_| ())
+/// Sends `payload` to `to` from `from`, by `iface`.
+fn reply(from: SocketAddr, to: SocketAddr, iface: &str, payload: &[u8]) -> std::io::Result<()> {
+    reply_socket(from, iface)?.send_to(payload, to).map(|_| ())
 }
 
-/// One datagram: its payload length, sender and original destination.
-fn recv_one(
-    fd: std::os::fd::RawFd,
-    buf: &mut [u8],
-) -> std::io::Result<(usize, SocketAddr, SocketAddr)> {
+/// One datagram received: its payload length, sender, original destination and the
+/// interface it came in on.
+struct Received {
+    len: usize,
+    peer: SocketAddr,
+    dst: SocketAddr,
+    ifindex: u32,
+}
+
+/// One datagram.
+fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received> {
     let mut iov = [IoSliceMut::new(buf)];
-    let mut cmsg = nix::cmsg_space!(libc::sockaddr_in6);
+    let mut cmsg = nix::cmsg_space!(libc::sockaddr_in6, libc::in6_pktinfo);
     let msg = socket::recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), MsgFlags::empty())?;
     let peer = msg
         .address
@@ -112,7 +141,7 @@ fn recv_one(
                 })
         })
         .ok_or_else(|| std::io::Error::other("a datagram without a sender"))?;
-    let mut dst = None;
+    let (mut dst, mut ifindex) = (None, None);
     for c in msg.cmsgs()? {
         match c {
             ControlMessageOwned::Ipv4OrigDstAddr(a) => {
@@ -127,11 +156,99 @@ fn recv_one(
                     u16::from_be(a.sin6_port),
                 ))
             }
+            ControlMessageOwned::Ipv4PacketInfo(i) => ifindex = u32::try_from(i.ipi_ifindex).ok(),
+            ControlMessageOwned::Ipv6PacketInfo(i) => ifindex = Some(i.ipi6_ifindex),
             _ => {}
         }
     }
     let dst = dst.ok_or_else(|| std::io::Error::other("no original destination"))?;
-    Ok((msg.bytes, peer, dst))
+    let ifindex = ifindex.ok_or_else(|| std::io::Error::other("no incoming interface"))?;
+    Ok(Received {
+        len: msg.bytes,
+        peer,
+        dst,
+        ifindex,
+    })
+}
+
+/// A datagram waiting for its flow's session, counted in the queues' bytes until it is
+/// sent or dropped.
+struct Queued {
+    dst: SocketAddr,
+    payload: Vec<u8>,
+    _bytes: Ticket,
+}
+
+/// Bytes counted in a flow's queue and in all queues, given back when dropped.
+struct Ticket {
+    n: usize,
+    flow: Arc<AtomicUsize>,
+    all: Arc<AtomicUsize>,
+}
+
+impl Ticket {
+    /// `n` bytes more, unless the flow's or all queues would then hold more than their
+    /// bound.
+    fn take(n: usize, flow: &Arc<AtomicUsize>, all: &Arc<AtomicUsize>) -> Option<Ticket> {
+        let fits = |bound: usize| move |q: usize| (q + n <= bound).then_some(q + n);
+        flow.fetch_update(Ordering::AcqRel, Ordering::Acquire, fits(FLOW_BYTES))
+            .ok()?;
+        if all
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, fits(QUEUED_BYTES))
+            .is_err()
+        {
+            flow.fetch_sub(n, Ordering::AcqRel);
+            return None;
+        }
+        Some(Ticket {
+            n,
+            flow: flow.clone(),
+            all: all.clone(),
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.flow.fetch_sub(self.n, Ordering::AcqRel);
+        self.all.fetch_sub(self.n, Ordering::AcqRel);
+    }
+}
+
+/// A flow as the table holds it: its queue, and its task to close it.
+struct Flow {
+    tx: mpsc::Sender<Queued>,
+    queued: Arc<AtomicUsize>,
+    task: tokio::task::AbortHandle,
+}
+
+/// Removes a flow's entry when its task ends, however it ends.
+struct Leaving {
+    table: Arc<Mutex<Table<Flow>>>,
+    peer: SocketAddr,
+    gen: u64,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        lock(&self.table).ended(&self.peer, self.gen);
+    }
+}
+
+/// A DNS query's place among those in flight, given back when it ends.
+struct InFlight {
+    table: Arc<Mutex<Table<Flow>>>,
+    host: IpAddr,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        lock(&self.table).dns_end(self.host);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The gateway's datagram side: DNS always, other datagrams when `carry`.
@@ -141,6 +258,9 @@ pub struct Datagrams {
     metrics: Option<Arc<Metrics>>,
     responder: Arc<Responder>,
     carry: bool,
+    lans: Lans,
+    table: Arc<Mutex<Table<Flow>>>,
+    queued: Arc<AtomicUsize>,
     pub stats: UdpStats,
 }
 
@@ -150,6 +270,8 @@ impl Datagrams {
         connecting: Arc<Semaphore>,
         metrics: Option<Arc<Metrics>>,
         carry: bool,
+        lan: &[String],
+        caps: Caps,
     ) -> Datagrams {
         let responder = Arc::new(Responder::new(
             opts.clone(),
@@ -162,8 +284,17 @@ impl Datagrams {
             metrics,
             responder,
             carry,
+            lans: Lans::new(lan),
+            table: Arc::new(Mutex::new(Table::new(caps))),
+            queued: Arc::new(AtomicUsize::new(0)),
             stats: UdpStats::default(),
         }
+    }
+
+    /// The caps in force and the peaks reached under them.
+    pub fn peaks(&self) -> (Caps, Peaks) {
+        let t = lock(&self.table);
+        (t.caps(), t.peaks())
     }
 
     /// Ends the DNS sessions kept for further queries cleanly.
@@ -172,36 +303,40 @@ impl Datagrams {
     }
 
     /// Serves the datagrams arriving on `sock` (a [`tproxy_socket`]) until the task is
-    /// dropped.
+    /// dropped. Each datagram costs the same however many flows there are.
     pub async fn serve(self: Arc<Self>, sock: UdpSocket) -> Result<()> {
         let sock = tokio::net::UdpSocket::from_std(sock)?;
         let fd = sock.as_raw_fd();
-        let mut flows: HashMap<SocketAddr, mpsc::Sender<(SocketAddr, Vec<u8>)>> = HashMap::new();
         let mut buf = vec![0u8; 65535];
         loop {
             let got = sock
                 .async_io(tokio::io::Interest::READABLE, || recv_one(fd, &mut buf))
                 .await;
-            let (n, peer, dst) = match got {
+            let d = match got {
                 Ok(r) => r,
                 Err(e) => {
                     log::debug!("gateway datagram: {e}");
                     continue;
                 }
             };
-            let payload = buf[..n].to_vec();
-            if dst.port() == 53 {
-                let me = self.clone();
-                tokio::spawn(async move {
-                    if let Some(answer) = me.responder.answer(&payload).await {
-                        match reply(dst, peer, &answer) {
-                            Ok(()) => {
-                                me.stats.dns_answered.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => log::warn!("cannot answer {peer} as {dst}: {e}"),
-                        }
+            let (peer, dst) = (d.peer, d.dst);
+            let iface = match self.lans.check(d.ifindex, peer.ip()) {
+                Ok(i) => i,
+                Err(e) => {
+                    let n = self.stats.off_lan.fetch_add(1, Ordering::Relaxed);
+                    // The first, then one in 1000: a forging host must not fill the log.
+                    if n % 1000 == 0 {
+                        log::warn!(
+                            "a datagram from {peer} to {dst} dropped: {e} ({} so far)",
+                            n + 1
+                        );
                     }
-                });
+                    continue;
+                }
+            };
+            let payload = &buf[..d.len];
+            if dst.port() == 53 {
+                self.query(payload, peer, dst, iface);
                 continue;
             }
             if !self.carry {
@@ -209,34 +344,112 @@ impl Datagrams {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            flows.retain(|_, tx| !tx.is_closed());
-            let tx = flows.entry(peer).or_insert_with(|| {
-                let (tx, rx) = mpsc::channel(QUEUE);
-                tokio::spawn(self.clone().flow(peer, rx));
-                tx
-            });
-            if tx.try_send((dst, payload)).is_err() {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+            self.datagram(payload, peer, dst, iface);
         }
     }
 
-    /// One LAN socket's datagrams in a nena session of their own, the replies back to it.
+    /// A DNS query: answered in a task of its own within the caps on queries in flight,
+    /// else SERVFAIL at once.
+    fn query(self: &Arc<Self>, payload: &[u8], peer: SocketAddr, dst: SocketAddr, iface: Arc<str>) {
+        if !lock(&self.table).dns_begin(peer.ip()) {
+            // Over a cap: no session, no task; a stub resolver tries again or fails fast.
+            if let Ok(q) = dns::check_query(payload) {
+                if reply(dst, peer, &iface, &dns::servfail(&q)).is_err() {
+                    self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return;
+        }
+        let slot = InFlight {
+            table: self.table.clone(),
+            host: peer.ip(),
+        };
+        let (me, payload) = (self.clone(), payload.to_vec());
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Some(answer) = me.responder.answer(&payload).await {
+                match reply(dst, peer, &iface, &answer) {
+                    Ok(()) => {
+                        me.stats.dns_answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => log::warn!("cannot answer {peer} as {dst}: {e}"),
+                }
+            }
+        });
+    }
+
+    /// A datagram to carry: queued for its LAN socket's flow, a new flow when it has none
+    /// (closing the least recently used one when a cap is reached).
+    fn datagram(
+        self: &Arc<Self>,
+        payload: &[u8],
+        peer: SocketAddr,
+        dst: SocketAddr,
+        iface: Arc<str>,
+    ) {
+        let mut table = lock(&self.table);
+        let (tx, queued) = match table.get(&peer) {
+            Some(f) => (f.tx.clone(), f.queued.clone()),
+            None => {
+                let (tx, rx) = mpsc::channel(QUEUE);
+                let queued = Arc::new(AtomicUsize::new(0));
+                let (gen, closed) = table.insert(peer, |gen, opening| {
+                    let leaving = Leaving {
+                        table: self.table.clone(),
+                        peer,
+                        gen,
+                    };
+                    let task = tokio::spawn(self.clone().flow(peer, iface, rx, leaving, opening));
+                    Flow {
+                        tx: tx.clone(),
+                        queued: queued.clone(),
+                        task: task.abort_handle(),
+                    }
+                });
+                if let Some(f) = closed {
+                    f.task.abort();
+                }
+                log::debug!("datagrams of {peer}: flow {gen}");
+                (tx, queued)
+            }
+        };
+        drop(table);
+        let sent = Ticket::take(payload.len(), &queued, &self.queued).and_then(|t| {
+            tx.try_send(Queued {
+                dst,
+                payload: payload.to_vec(),
+                _bytes: t,
+            })
+            .ok()
+        });
+        if sent.is_none() {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One LAN socket's datagrams in a nena session of their own, the replies back to it
+    /// by the LAN interface `iface`.
     async fn flow(
         self: Arc<Self>,
         peer: SocketAddr,
-        mut rx: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
+        iface: Arc<str>,
+        mut rx: mpsc::Receiver<Queued>,
+        _leaving: Leaving,
+        opening: Arc<Semaphore>,
     ) {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
+            let permit = opening.acquire_owned().await?;
             let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
                 .await
                 .map_err(|(_, e)| e)?;
-            log::info!("datagrams of {peer}: session open");
+            drop(permit);
+            // Debug only: a spraying LAN host would otherwise write a line per source port.
+            log::debug!("datagrams of {peer}: session open");
             let (reader, writer) = (&mut c.reader, &mut c.writer);
             let up = async {
-                while let Ok(Some((dst, payload))) = tokio::time::timeout(IDLE, rx.recv()).await {
-                    write_datagram(writer, dst, &payload).await?;
+                while let Ok(Some(q)) = tokio::time::timeout(IDLE, rx.recv()).await {
+                    write_datagram(writer, q.dst, &q.payload).await?;
                     self.stats.sent.fetch_add(1, Ordering::Relaxed);
                 }
                 writer.shutdown().await?;
@@ -244,20 +457,16 @@ impl Datagrams {
             };
             let down = async {
                 // One reply socket per source the server hands back (the destinations this
-                // flow sent to: the server drops datagrams from anywhere else).
-                let mut from: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+                // flow sent to: the server drops datagrams from anywhere else), the
+                // [`REPLY_SOCKETS`] most recently used.
+                let mut from: LruCache<SocketAddr, UdpSocket> = LruCache::new(REPLY_SOCKETS);
                 while let Some(d) = read_datagram(reader).await? {
-                    let s = match from.entry(d.addr) {
-                        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                        std::collections::hash_map::Entry::Vacant(v) => {
-                            match reply_socket(d.addr) {
-                                Ok(s) => v.insert(s),
-                                Err(e) => {
-                                    log::warn!("cannot answer {peer} as {}: {e}", d.addr);
-                                    self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                                    continue;
-                                }
-                            }
+                    let s = match from.try_get_or_insert(d.addr, || reply_socket(d.addr, &iface)) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            log::warn!("cannot answer {peer} as {}: {e}", d.addr);
+                            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                            continue;
                         }
                     };
                     s.send_to(&d.payload, peer)?;
@@ -271,9 +480,35 @@ impl Datagrams {
             Ok::<_, anyhow::Error>(())
         };
         if let Err(e) = ended.await {
-            log::info!("datagrams of {peer}: {e:#}");
+            log::debug!("datagrams of {peer}: {e:#}");
         }
     }
+}
+
+/// The gateway's last line on its bounds: the caps and the peaks reached, flows closed
+/// for new ones, queries not carried, datagrams from off-LAN sources.
+pub fn log_bounds(d: &Datagrams, tcp: &super::bounds::HostSessions) {
+    let (c, p) = d.peaks();
+    let (tcp_host, tcp_reset) = tcp.peaks();
+    log::info!(
+        "gateway bounds: flows at most {} (cap {}), of one LAN host {} (cap {}), {} closed for \
+         new ones; DNS in flight at most {} (cap {}), of one LAN host {} (cap {}), {} refused; \
+         TCP of one LAN host at most {} (cap {}), {} reset; off-LAN sources dropped {}",
+        p.flows,
+        c.flows,
+        p.flows_host,
+        c.flows_per_host,
+        p.evicted,
+        p.dns,
+        c.dns,
+        p.dns_host,
+        c.dns_per_host,
+        p.dns_refused,
+        tcp_host,
+        tcp.cap(),
+        tcp_reset,
+        d.stats.off_lan.load(Ordering::Relaxed),
+    );
 }
 
 #[cfg(test)]

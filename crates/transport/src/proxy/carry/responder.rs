@@ -49,6 +49,8 @@ pub struct Responder {
     metrics: Option<Arc<Metrics>>,
     /// Sessions that answered their last query, with when.
     idle: Mutex<Vec<(Instant, ClientConn)>>,
+    /// How many of them are kept ([`IDLE_SESSIONS`] unless [`Responder::keeping`] says).
+    keep_at_most: usize,
     pub stats: ResponderStats,
 }
 
@@ -72,8 +74,19 @@ impl Responder {
             connecting,
             metrics,
             idle: Mutex::new(Vec::new()),
+            keep_at_most: IDLE_SESSIONS,
             stats: ResponderStats::default(),
         }
+    }
+
+    /// Keeps up to `n` sessions for the next queries instead of [`IDLE_SESSIONS`]: a
+    /// caller that lets `n` queries be in flight at once (the gateway's cap) then reuses
+    /// its sessions instead of ending all but a few after each answer and opening new ones
+    /// for the next queries, so the sessions it holds on the proxy server stay at most
+    /// twice `n` (in use and kept) however fast the queries come.
+    pub fn keeping(mut self, n: usize) -> Responder {
+        self.keep_at_most = n.max(1);
+        self
     }
 
     /// The answer the application gets for `query`: the server resolver's, or SERVFAIL.
@@ -153,7 +166,7 @@ impl Responder {
     /// ended cleanly).
     fn keep(&self, c: ClientConn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < IDLE_SESSIONS {
+        if idle.len() < self.keep_at_most {
             idle.push((Instant::now(), c));
         } else {
             c.end_later(END_WITHIN);

@@ -273,11 +273,11 @@ impl Datagrams {
         lan: &[String],
         caps: Caps,
     ) -> Datagrams {
-        let responder = Arc::new(Responder::new(
-            opts.clone(),
-            connecting.clone(),
-            metrics.clone(),
-        ));
+        // As many sessions kept as queries may be in flight: reused, not ended and opened
+        // anew for each query of a host that asks fast.
+        let responder = Arc::new(
+            Responder::new(opts.clone(), connecting.clone(), metrics.clone()).keeping(caps.dns),
+        );
         Datagrams {
             opts,
             connecting,

@@ -289,8 +289,12 @@ fn nena_run_names_never_reach_systemd_resolved_nscd_or_the_system_bus() {
             "server",
             "--listen",
             &listen,
+            // The right page and the attacker's, both on the server host: its own
+            // addresses, each named (a wider rule does not reach them).
             "--allow",
-            "198.18.3.0/24:8000",
+            "198.18.3.2/32:8000",
+            "--allow",
+            "198.18.3.66/32:8000",
         ],
     );
     let dir = TempDir::new("run-resolvers");

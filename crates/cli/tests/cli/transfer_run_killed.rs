@@ -248,6 +248,14 @@ fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_r
 
     // 1. nena run killed; its watchdog is not.
     let mut s = start(&lab, &listen, marker, &dir.join("first.log"));
+    // A session crossed the trusted link before the kill (the child's "tcp ok" is its
+    // connect to nena run's local proxy): the capture's check below then has something to
+    // hold, whatever the race between the session's opening and the SIGKILL.
+    nena_testkit::wait_until(
+        "a session of the child's through nena on the proxy server",
+        Duration::from_secs(10),
+        || ps.stderr().contains("CONNECT 198.18.3.2:8000"),
+    );
     kill9(s.nena.0.id());
     let status = nena_testkit::wait_for(
         "nena run to die of SIGKILL",

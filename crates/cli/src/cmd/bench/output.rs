@@ -41,3 +41,16 @@ pub fn report<T: serde::Serialize>(
     }
     Ok(())
 }
+
+/// The benches that run a DNS server in the lab (`page`, `hostile-lan`) need `--dnsmasq` to
+/// be an executable file; otherwise a usage error with the fix.
+pub fn check_dnsmasq(dnsmasq: &std::path::Path) -> CmdResult {
+    if nena_bench::peers::find_program(dnsmasq).is_none() {
+        return Err(crate::exit::Exit::usage(anyhow::anyhow!(
+            "dnsmasq ({}) is not an executable file here; scripts/install-deps.sh installs \
+             it (Debian's dnsmasq-base), or name yours with --dnsmasq",
+            dnsmasq.display()
+        )));
+    }
+    Ok(())
+}

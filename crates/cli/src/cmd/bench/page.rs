@@ -31,13 +31,7 @@ pub fn run(a: Args) -> CmdResult {
     if a.reps == 0 {
         return Err(Exit::usage(anyhow!("--reps must be more than 0")));
     }
-    if nena_bench::peers::find_program(&a.dnsmasq).is_none() {
-        return Err(Exit::usage(anyhow!(
-            "dnsmasq ({}) is not an executable file here; scripts/install-deps.sh installs \
-             it (Debian's dnsmasq-base), or name yours with --dnsmasq",
-            a.dnsmasq.display()
-        )));
-    }
+    super::output::check_dnsmasq(&a.dnsmasq)?;
     let opts = PageOptions {
         reps: a.reps,
         delay: Duration::from_millis(a.delay_ms),

@@ -325,7 +325,7 @@ impl Datagrams {
                 Err(e) => {
                     let n = self.stats.off_lan.fetch_add(1, Ordering::Relaxed);
                     // The first, then one in 1000: a forging host must not fill the log.
-                    if n % 1000 == 0 {
+                    if n.is_multiple_of(1000) {
                         log::warn!(
                             "a datagram from {peer} to {dst} dropped: {e} ({} so far)",
                             n + 1

@@ -270,15 +270,21 @@ fn kato_mpc_transfers_are_scrambled_from_the_first_byte_with_the_mptcp_keys() {
     // messages of the download, are not.)
     let (put, _) = &firsts[0];
     let (get, get_reply) = &firsts[1];
+    // Within the first 56 bytes kato's output depends on the key only through the XOR of
+    // its eight bytes (the window holds the whole key there), so a message this short comes
+    // out the same under two keys whose bytes XOR alike (1 in 256 pairs): the check that the
+    // wrong key does not produce it means something only where the folds differ.
+    let fold = |k: &[u8; 8]| k.iter().fold(0u8, |a, b| a ^ b);
     let mut found = [false; 2];
     for (kc, kserv) in &ks {
+        let tells = fold(kc) != fold(kserv);
         if contains(&raw, &scrambled(*kc, put)) {
             found[0] = true;
-            assert!(!contains(&raw, &scrambled(*kserv, put)));
+            assert!(!tells || !contains(&raw, &scrambled(*kserv, put)));
         }
         if contains(&raw, &scrambled(*kc, get)) {
             found[1] = true;
-            assert!(!contains(&raw, &scrambled(*kserv, get)));
+            assert!(!tells || !contains(&raw, &scrambled(*kserv, get)));
             assert!(
                 contains(&raw, &scrambled(*kserv, get_reply)),
                 "the download's reply under the server's key"

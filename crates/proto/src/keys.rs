@@ -172,6 +172,15 @@ pub fn app_mac_key(secret: &TrafficSecret) -> Zeroizing<[u8; APP_MAC_KEY_LEN]> {
     k
 }
 
+/// One direction's secret of the datagram plane ([`crate::dgram`]):
+/// `Expand-Label(secret_0, label, "", 32)` of that direction's first traffic secret, with
+/// the label `"dg c2s"` or `"dg s2c"` (docs/PROTOCOL.md, "Datagram plane").
+pub fn datagram_secret(secret: &TrafficSecret, label: &str) -> Zeroizing<[u8; SECRET_LEN]> {
+    let mut k = Zeroizing::new([0u8; SECRET_LEN]);
+    expand_label(&prk_of(&secret.0), label, &[], &mut k[..]);
+    k
+}
+
 /// The application MAC keys of a kato session (kato, kato-mpc), from its two 8-byte
 /// scrambling keys: `prk = HKDF-Extract(salt = "nena1 kato app mac", c2s || s2c)`, then
 /// `Expand-Label(prk, "c2s app mac" | "s2c app mac", "", 32)`. Only as secret as those keys,

@@ -55,6 +55,7 @@
 pub mod appmac;
 mod cipher;
 mod client;
+pub mod dgram;
 mod error;
 mod exchange;
 pub mod fuzzing;

@@ -13,6 +13,7 @@
 //! handshake message): [`Unprotector::open`] consumes and checks it before any data.
 
 use crate::cipher::{Keystream, RecordCipher, Suite};
+use crate::dgram::DatagramKeys;
 use crate::error::SessionError;
 use crate::keys::{tags_equal, TrafficSecret, APP_MAC_KEY_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
@@ -429,6 +430,8 @@ pub struct Session {
     role: Role,
     tx: Protector,
     rx: Unprotector,
+    /// The datagram plane's keys (the cryptographic modes only).
+    dgram: Option<DatagramKeys>,
 }
 
 impl Session {
@@ -440,6 +443,15 @@ impl Session {
             Keys::Crypto { c2s, s2c, .. } => {
                 Some((crate::keys::app_mac_key(c2s), crate::keys::app_mac_key(s2c)))
             }
+        };
+        let dgram = match &keys {
+            Keys::Crypto {
+                suite, c2s, s2c, ..
+            } => Some(match role {
+                Role::Client => DatagramKeys::client(*suite, c2s, s2c),
+                Role::Server => DatagramKeys::server(*suite, c2s, s2c),
+            }),
+            _ => None,
         };
         let (out_mac, in_mac) = match (macs, role) {
             (None, _) => (None, None),
@@ -517,6 +529,7 @@ impl Session {
         };
         Session {
             role,
+            dgram,
             tx: Protector {
                 info,
                 inner: tx,
@@ -561,6 +574,15 @@ impl Session {
     /// The incoming half.
     pub fn unprotector(&mut self) -> &mut Unprotector {
         &mut self.rx
+    }
+
+    /// This end's keys of the session's datagram plane ([`crate::dgram`]), derived from the
+    /// session's first traffic secrets with labels of their own: `None` in plain and kato,
+    /// whose keys an attacker on the trusted path knows (their datagrams stay inside the
+    /// session). In `stream` too the datagrams are sealed with the suite's AEAD. Take them
+    /// before [`Session::split`].
+    pub fn datagram_keys(&self) -> Option<DatagramKeys> {
+        self.dgram.clone()
     }
 
     /// Splits into the outgoing and incoming halves (each `Send`), for full-duplex I/O.

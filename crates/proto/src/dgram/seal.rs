@@ -1,0 +1,367 @@
+//! Sealing and opening datagrams: the [`Sealer`] numbers each datagram it seals (one
+//! counter for the direction, whatever the path) and encrypts it with the clear header as
+//! associated data; the [`Opener`] checks the header, the anti-replay window, the tag, then
+//! the duplicate window, and says why it dropped what it dropped ([`Dropped`], counted in
+//! [`Stats`]).
+
+use super::keys::{DatagramKeys, DirectionKeys, REJECT_AFTER};
+use super::window::{ReplayWindow, Seen, SeqWindow};
+use super::wire::{
+    self, Header, Inner, Malformed, Message, PathId, ReceiverId, HEADER_LEN, MAX_DATAGRAM,
+    MAX_PATHS, MAX_PAYLOAD,
+};
+use crate::cipher::AEAD_TAG_LEN;
+use serde::Serialize;
+use std::fmt;
+
+/// Why a datagram could not be sealed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("datagram payload of {len} bytes: at most {max} fit one sealed datagram")]
+    TooLarge { len: usize, max: usize },
+    #[error("path id {0}: path ids are below {MAX_PATHS}")]
+    PathId(PathId),
+    #[error("this direction's datagram counter is used up: the session must end")]
+    CounterExhausted,
+}
+
+/// Seals one direction's datagrams for the peer's receiver id.
+pub struct Sealer {
+    keys: DirectionKeys,
+    peer: ReceiverId,
+    counter: u64,
+    seq: u64,
+}
+
+impl Sealer {
+    /// The sealer of `keys`' outgoing direction, for datagrams the peer knows as `peer`.
+    pub fn new(keys: &DatagramKeys, peer: ReceiverId) -> Sealer {
+        Sealer {
+            keys: keys.sending(),
+            peer,
+            counter: 0,
+            seq: 0,
+        }
+    }
+
+    /// The counter the next sealed datagram gets.
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+
+    /// A new data sequence number: one per application datagram, shared by its copies.
+    pub fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// Seals `msg` for path `path` into `out` (cleared first); the next counter is used.
+    pub fn seal_into(
+        &mut self,
+        path: PathId,
+        msg: Message<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SealError> {
+        if let Message::Data { payload, .. } = msg {
+            if payload.len() > MAX_PAYLOAD {
+                return Err(SealError::TooLarge {
+                    len: payload.len(),
+                    max: MAX_PAYLOAD,
+                });
+            }
+        }
+        if usize::from(path) >= MAX_PATHS {
+            return Err(SealError::PathId(path));
+        }
+        if self.counter >= REJECT_AFTER {
+            return Err(SealError::CounterExhausted);
+        }
+        let header = Header {
+            receiver: self.peer,
+            path,
+            counter: self.counter,
+        }
+        .encode();
+        out.clear();
+        out.reserve(HEADER_LEN + msg.inner_len() + AEAD_TAG_LEN);
+        out.extend_from_slice(&header);
+        msg.encode_into(out);
+        let tag = self
+            .keys
+            .seal(self.counter, &header, &mut out[HEADER_LEN..]);
+        out.extend_from_slice(&tag);
+        self.counter += 1;
+        Ok(())
+    }
+
+    /// [`Sealer::seal_into`] into a new buffer.
+    pub fn seal(&mut self, path: PathId, msg: Message<'_>) -> Result<Vec<u8>, SealError> {
+        let mut out = Vec::new();
+        self.seal_into(path, msg, &mut out)?;
+        Ok(out)
+    }
+
+    /// One application datagram on each of `paths`: one sequence number, one copy per path,
+    /// each with its own counter and path id. Returns the sequence number and the copies.
+    pub fn seal_copies(
+        &mut self,
+        paths: &[PathId],
+        payload: &[u8],
+    ) -> Result<(u64, Vec<(PathId, Vec<u8>)>), SealError> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(SealError::TooLarge {
+                len: payload.len(),
+                max: MAX_PAYLOAD,
+            });
+        }
+        let seq = self.next_seq();
+        let mut copies = Vec::with_capacity(paths.len());
+        for &p in paths {
+            let d = self.seal(p, Message::Data { seq, payload })?;
+            copies.push((p, d));
+        }
+        Ok((seq, copies))
+    }
+}
+
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sealer")
+            .field("peer", &self.peer)
+            .field("counter", &self.counter)
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a received datagram was dropped. Every drop is counted in [`Stats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Dropped {
+    /// Not a datagram of this plane, or not one this version reads.
+    #[error("malformed datagram: {0:?}")]
+    Malformed(Malformed),
+    /// Its receiver id is not ours (a server that routes by receiver id counts these
+    /// itself, with [`wire::receiver_of`]).
+    #[error("datagram for receiver {0:#010x}, not ours")]
+    UnknownReceiver(ReceiverId),
+    /// The tag did not verify: altered on the way, or forged.
+    #[error("datagram failed authentication")]
+    Unauthentic,
+    /// Its counter was seen before (a replay, or a copy made on the way).
+    #[error("replayed datagram (counter {0})")]
+    Replayed(u64),
+    /// Its counter lies further behind the newest than the replay window reaches.
+    #[error("datagram counter {0} is older than the replay window")]
+    TooOld(u64),
+    /// Authentic and new, but a copy of a data datagram already received (on another path,
+    /// or too far behind the newest to tell): the first copy was kept.
+    #[error("duplicate datagram (sequence {seq}, path {path})")]
+    Duplicate {
+        path: PathId,
+        counter: u64,
+        seq: u64,
+    },
+}
+
+impl Dropped {
+    /// The path and counter of a datagram that authenticated although it was dropped (a
+    /// duplicate): it still shows its path alive and may still teach its address.
+    pub fn authenticated(&self) -> Option<(PathId, u64)> {
+        match *self {
+            Dropped::Duplicate { path, counter, .. } => Some((path, counter)),
+            _ => None,
+        }
+    }
+}
+
+/// What one direction's opener received and dropped, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Data datagrams delivered (first copies).
+    pub delivered: u64,
+    /// Payload bytes delivered.
+    pub delivered_bytes: u64,
+    pub keepalives: u64,
+    pub probes: u64,
+    pub probe_replies: u64,
+    pub malformed: u64,
+    pub unknown_receiver: u64,
+    pub unauthentic: u64,
+    pub replayed: u64,
+    pub too_old: u64,
+    pub duplicate: u64,
+}
+
+impl Stats {
+    /// Datagrams dropped, all reasons.
+    pub fn dropped(&self) -> u64 {
+        self.malformed
+            + self.unknown_receiver
+            + self.unauthentic
+            + self.replayed
+            + self.too_old
+            + self.duplicate
+    }
+
+    fn count(&mut self, d: &Dropped) {
+        match d {
+            Dropped::Malformed(_) => self.malformed += 1,
+            Dropped::UnknownReceiver(_) => self.unknown_receiver += 1,
+            Dropped::Unauthentic => self.unauthentic += 1,
+            Dropped::Replayed(_) => self.replayed += 1,
+            Dropped::TooOld(_) => self.too_old += 1,
+            Dropped::Duplicate { .. } => self.duplicate += 1,
+        }
+    }
+}
+
+/// What an opened datagram holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received<'a> {
+    /// Application bytes, the first copy of sequence number `seq`.
+    Data {
+        seq: u64,
+        payload: &'a [u8],
+    },
+    Keepalive,
+    Probe {
+        id: u32,
+    },
+    ProbeReply {
+        id: u32,
+    },
+}
+
+/// An authenticated, new datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened<'a> {
+    /// The path it says it came on (authenticated).
+    pub path: PathId,
+    /// Its counter (authenticated, new).
+    pub counter: u64,
+    pub message: Received<'a>,
+}
+
+/// Opens the incoming direction's datagrams addressed to our receiver id.
+pub struct Opener {
+    keys: DirectionKeys,
+    local: ReceiverId,
+    replay: ReplayWindow,
+    seqs: SeqWindow,
+    stats: Stats,
+}
+
+impl Opener {
+    /// The opener of `keys`' incoming direction for datagrams sent to `local`.
+    pub fn new(keys: &DatagramKeys, local: ReceiverId) -> Opener {
+        Opener {
+            keys: keys.receiving(),
+            local,
+            replay: ReplayWindow::default(),
+            seqs: SeqWindow::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Our receiver id.
+    pub fn receiver(&self) -> ReceiverId {
+        self.local
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Opens the datagram in `buf` in place (the plaintext is left in `buf`, the payload
+    /// borrowed from it). In order: the header ([`Header::parse`]), the receiver id, the
+    /// replay window (before the tag, so replays cost no decryption), the tag, the inner
+    /// message, then for data the duplicate window. Only a datagram that authenticated moves
+    /// either window.
+    pub fn open<'b>(&mut self, buf: &'b mut [u8]) -> Result<Opened<'b>, Dropped> {
+        match self.open_inner(buf) {
+            Ok(o) => {
+                match o.message {
+                    Received::Data { payload, .. } => {
+                        self.stats.delivered += 1;
+                        self.stats.delivered_bytes += payload.len() as u64;
+                    }
+                    Received::Keepalive => self.stats.keepalives += 1,
+                    Received::Probe { .. } => self.stats.probes += 1,
+                    Received::ProbeReply { .. } => self.stats.probe_replies += 1,
+                }
+                Ok(o)
+            }
+            Err(d) => {
+                self.stats.count(&d);
+                Err(d)
+            }
+        }
+    }
+
+    /// Marks data sequence number `seq` delivered by another way (the copy that travelled
+    /// inside the session while the path's UDP was not confirmed): a UDP copy of it that
+    /// arrives later is then a duplicate. False when `seq` was delivered already (or lies
+    /// behind the duplicate window): drop that copy.
+    pub fn accept_seq(&mut self, seq: u64) -> bool {
+        self.seqs.accept(seq).is_ok()
+    }
+
+    fn open_inner<'b>(&mut self, buf: &'b mut [u8]) -> Result<Opened<'b>, Dropped> {
+        let h = Header::parse(buf).map_err(Dropped::Malformed)?;
+        debug_assert!(buf.len() <= MAX_DATAGRAM);
+        if h.receiver != self.local {
+            return Err(Dropped::UnknownReceiver(h.receiver));
+        }
+        if h.counter >= REJECT_AFTER {
+            return Err(Dropped::TooOld(h.counter));
+        }
+        self.replay.check(h.counter).map_err(|s| match s {
+            Seen::Again => Dropped::Replayed(h.counter),
+            Seen::TooOld => Dropped::TooOld(h.counter),
+        })?;
+        let (aad, sealed) = buf.split_at_mut(HEADER_LEN);
+        let n = self
+            .keys
+            .open(h.counter, aad, sealed)
+            .map_err(|_| Dropped::Unauthentic)?;
+        let plain = &sealed[..n];
+        // Authentic: the counter is spent whatever the message holds.
+        self.replay
+            .accept(h.counter)
+            .expect("checked above, nothing in between");
+        let message = match wire::parse_inner(plain).map_err(Dropped::Malformed)? {
+            Inner::Data { seq32, payload } => {
+                let seq = self.seqs.widen(seq32);
+                self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
+                    path: h.path,
+                    counter: h.counter,
+                    seq,
+                })?;
+                Received::Data { seq, payload }
+            }
+            Inner::Keepalive => Received::Keepalive,
+            Inner::Probe { id } => Received::Probe { id },
+            Inner::ProbeReply { id } => Received::ProbeReply { id },
+        };
+        Ok(Opened {
+            path: h.path,
+            counter: h.counter,
+            message,
+        })
+    }
+}
+
+impl fmt::Debug for Opener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opener")
+            .field("local", &self.local)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+#[path = "seal_tests.rs"]
+mod tests;

@@ -10,6 +10,8 @@
 //! a valid header prefix, which sends it straight to the length and body parsers.
 //! [`session_input`] feeds the input to the incoming half of a session (the client's key
 //! confirmation, then records or in-place data), whole and split, for every mode.
+//! [`datagram_input`] feeds the input to the datagram plane's server end as a datagram from
+//! an attacker, and uses it to alter genuine datagrams (`fuzz/fuzz_targets/datagram.rs`).
 
 use crate::record::MAX_RECORD;
 use crate::wire::{self, MAGIC, VERSION};
@@ -46,6 +48,145 @@ pub fn session_input(data: &[u8]) {
         let whole = open_all(server_session(*mode), std::iter::once(data));
         let split = open_all(server_session(*mode), chunks(data));
         assert_eq!(whole, split, "{mode}: outcome must not depend on the split");
+    }
+}
+
+/// Checks the datagram plane ([`crate::dgram`]) on `data`: as a datagram from an attacker's
+/// address (whole, and behind a valid header for the server's receiver id) it is refused,
+/// counted once, and teaches the server no path; then `data` chooses which genuine datagrams
+/// of a client to alter (byte and XOR mask) and in which order to deliver them, twice each.
+/// Every altered datagram is refused with a reason other than "duplicate", every unaltered
+/// one is delivered (or kept as control) once and refused as a replay the second time, and
+/// the server answers only the client's own addresses.
+pub fn datagram_input(data: &[u8]) {
+    use crate::dgram::{wire, DatagramKeys, Dropped, LivenessConfig, Plane};
+    use std::net::SocketAddr;
+    use std::time::Instant;
+
+    let (c2s, s2c) = crate::keys::Schedule::new(
+        &crate::keys::Secrets {
+            kem: &[0x11; 32],
+            dh: &[0x22; 32],
+            r_c: &[0x33; 32],
+        },
+        b"hello",
+        b"accept",
+    )
+    .traffic();
+    let suite = if data.first().is_some_and(|b| b & 1 == 1) {
+        crate::Suite::ChaCha20
+    } else {
+        crate::Suite::Aes128
+    };
+    let (ck, sk) = (
+        DatagramKeys::client(suite, &c2s, &s2c),
+        DatagramKeys::server(suite, &c2s, &s2c),
+    );
+    const C_ID: u32 = 0x0c11_e000;
+    const S_ID: u32 = 0x05e5_0000;
+    let now = Instant::now();
+    let attacker = SocketAddr::from(([198, 18, 3, 66], 6666));
+    let client = |path: u8| SocketAddr::from(([198, 18, 1, path], 40_000));
+
+    let _ = wire::Header::parse(data);
+    let _ = wire::parse_inner(data);
+    let mut server = Plane::server(&sk, S_ID, C_ID, LivenessConfig::default());
+    let mut raw = data.to_vec();
+    assert!(server.receive(&mut raw, attacker, now).is_err());
+    let mut framed = wire::Header {
+        receiver: S_ID,
+        path: data.first().map_or(0, |b| b % wire::MAX_PATHS as u8),
+        counter: data
+            .iter()
+            .fold(0u64, |a, &b| a.rotate_left(8) ^ u64::from(b))
+            % (1 << 40),
+    }
+    .encode()
+    .to_vec();
+    framed.extend_from_slice(data);
+    let got = server.receive(&mut framed, attacker, now);
+    assert!(
+        matches!(got, Err(Dropped::Unauthentic | Dropped::Malformed(_))),
+        "{got:?}"
+    );
+    assert_eq!(server.stats().dropped(), 2);
+    assert!(
+        server.paths().iter().next().is_none(),
+        "a path learned from a forgery"
+    );
+    assert!(server.poll(now).unwrap().is_empty());
+
+    // Genuine datagrams of every kind on paths 0..3, some altered.
+    let mut sealer = crate::dgram::Sealer::new(&ck, S_ID);
+    let n = 1 + data.len() % 12;
+    let mut genuine: Vec<(u8, Vec<u8>, bool)> = (0..n)
+        .map(|i| {
+            let path = (i % 3) as u8;
+            let payload = &data[..data.len().min(i * 7)];
+            let msg = match i % 4 {
+                0 | 1 => wire::Message::Data {
+                    seq: i as u64,
+                    payload,
+                },
+                2 => wire::Message::Probe { id: i as u32 },
+                _ => wire::Message::Keepalive,
+            };
+            (
+                path,
+                sealer.seal(path, msg).expect("small datagrams seal"),
+                false,
+            )
+        })
+        .collect();
+    let originals: Vec<Vec<u8>> = genuine.iter().map(|g| g.1.clone()).collect();
+    for pair in data.chunks_exact(3) {
+        let k = usize::from(pair[0]) % n;
+        let d = &mut genuine[k].1;
+        let at = usize::from(pair[1]) % d.len();
+        d[at] ^= pair[2];
+    }
+    // Two edits of one byte can cancel: altered means differing from what was sealed.
+    for (g, o) in genuine.iter_mut().zip(&originals) {
+        g.2 = g.1 != *o;
+    }
+    let order: Vec<usize> = (0..n)
+        .map(|i| (i + usize::from(data.get(i).copied().unwrap_or(0))) % n)
+        .collect();
+    let mut delivered = vec![0u32; n];
+    for round in 0..2 {
+        for (j, &k) in order.iter().enumerate() {
+            if order[..j].contains(&k) {
+                continue;
+            }
+            let (path, bytes, altered) = &genuine[k];
+            let from = if *altered { attacker } else { client(*path) };
+            let mut b = bytes.clone();
+            match server.receive(&mut b, from, now) {
+                Ok(_) => {
+                    assert!(!altered, "an altered datagram was accepted");
+                    assert_eq!(round, 0, "a datagram was accepted twice");
+                    delivered[k] += 1;
+                }
+                Err(Dropped::Duplicate { .. }) => panic!("distinct sequence numbers"),
+                Err(Dropped::Replayed(_)) => assert!(round == 1 || *altered),
+                Err(_) => assert!(*altered, "a genuine datagram was refused"),
+            }
+        }
+    }
+    for (k, (_, _, altered)) in genuine.iter().enumerate() {
+        if !altered && order.contains(&k) {
+            assert_eq!(delivered[k], 1, "datagram {k}");
+        }
+    }
+    for p in server.paths().iter() {
+        assert_eq!(
+            p.remote(),
+            Some(client(p.id())),
+            "answered at a forged address"
+        );
+    }
+    for t in server.poll(now).unwrap() {
+        assert_eq!(t.to, client(t.path));
     }
 }
 
@@ -376,6 +517,7 @@ mod tests {
             server_read(d);
             client_read(d);
             session_input(d);
+            datagram_input(d);
         }
     }
 }

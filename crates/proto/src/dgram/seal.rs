@@ -25,6 +25,9 @@ pub enum SealError {
     CounterExhausted,
 }
 
+/// One sealed copy of a datagram and the path it is for.
+pub type SealedCopy = (PathId, Vec<u8>);
+
 /// Seals one direction's datagrams for the peer's receiver id.
 pub struct Sealer {
     keys: DirectionKeys,
@@ -108,7 +111,7 @@ impl Sealer {
         &mut self,
         paths: &[PathId],
         payload: &[u8],
-    ) -> Result<(u64, Vec<(PathId, Vec<u8>)>), SealError> {
+    ) -> Result<(u64, Vec<SealedCopy>), SealError> {
         if payload.len() > MAX_PAYLOAD {
             return Err(SealError::TooLarge {
                 len: payload.len(),

@@ -122,7 +122,8 @@ impl DirectionKeys {
         }
     }
 
-    /// The key of epoch `n` (the raw bytes, for known-answer tests and the cache).
+    /// The key of epoch `n`, as bytes (for known-answer tests; the AEAD keys are made from
+    /// them).
     pub fn epoch_key_bytes(&self, epoch: u64) -> Zeroizing<Vec<u8>> {
         let prk = hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, &self.secret[..]);
         let mut key = Zeroizing::new(vec![0u8; self.suite.key_len()]);

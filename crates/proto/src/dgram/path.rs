@@ -9,9 +9,9 @@
 //!   datagram that last set it, so neither a forged packet nor an old one (reordered, or
 //!   replayed from elsewhere within the window) moves it. A path whose address moved is
 //!   unconfirmed again until a probe sent to the new address is answered: until then it gets
-//!   probes only, so a stolen datagram re-sent from a victim's address brings the victim at
-//!   most a probe per interval, never the session's traffic. A client's addresses are fixed
-//!   ([`AddressMode::Fixed`]).
+//!   probes, probe replies and keepalives only, so a stolen datagram re-sent from a victim's
+//!   address brings the victim a few small datagrams, never the session's traffic. A
+//!   client's addresses are fixed ([`AddressMode::Fixed`]).
 //! - **Liveness**: a path is [`PathStatus::Up`] (UDP confirmed) once a probe sent on it is
 //!   answered, [`PathStatus::Down`] after [`LivenessConfig::down_after`] probes in a row go
 //!   unanswered, and up again at the next answer. Until a path is up, and again when it goes
@@ -376,7 +376,8 @@ impl PathTable {
             let _ = self.add_path(id, None);
         }
         let Some(p) = self.get_mut(id) else {
-            return AddressUpdate::Kept;
+            // A client's path it did not add: nothing to learn.
+            return AddressUpdate::Fixed;
         };
         p.last_received = Some(now);
         p.counts.received += 1;

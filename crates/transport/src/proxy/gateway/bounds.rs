@@ -62,8 +62,9 @@ pub struct Peaks {
     pub dns_refused: u64,
 }
 
-/// Sessions of one LAN host's flows being opened at once: a flow closed while it waits
-/// here has cost the proxy server nothing.
+/// Sessions of one LAN host's flows and DNS queries being opened at once: a flow closed
+/// while it waits here has cost the proxy server nothing, and a host asking fast holds at
+/// most this many handshakes of the gateway's CPU and `--max-connecting` at once.
 pub const OPENING_PER_HOST: usize = 8;
 
 #[derive(Debug)]
@@ -224,6 +225,12 @@ impl<V> Table<V> {
         self.peaks.dns_host = self.peaks.dns_host.max(h.dns);
         self.peaks.dns = self.peaks.dns.max(self.dns);
         true
+    }
+
+    /// The permits for sessions being opened of `host` ([`OPENING_PER_HOST`], shared by
+    /// its flows and its DNS queries), while it has a flow or a query in flight.
+    pub fn opening(&self, host: IpAddr) -> Option<Arc<tokio::sync::Semaphore>> {
+        self.hosts.get(&host).map(|h| h.opening.clone())
     }
 
     /// A DNS query of `host` that [`dns_begin`](Self::dns_begin) let in has ended.

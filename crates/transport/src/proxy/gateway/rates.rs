@@ -4,8 +4,8 @@
 //! how much may be held at once; a host spraying source ports or names at thousands a
 //! second stays within them but would make the gateway open (and close) sessions as fast
 //! as it sprays, taking the CPU and the session openings another host needs. Over its rate
-//! a new flow's datagram is dropped and a query answered SERVFAIL at once, before any task
-//! or session; a host that keeps to its rate is not affected by one that does not, unless
+//! a new flow's datagram and a query are dropped unanswered, before any task or session
+//! (an answer would cost a socket of its own); a host that keeps to its rate is not affected by one that does not, unless
 //! the total rate is reached (then every host is refused alike).
 //!
 //! A host's buckets are kept for the [`HOSTS`] most recently seen hosts (a LAN host forging

@@ -357,10 +357,29 @@ impl Datagrams {
         }
     }
 
-    /// A DNS query: answered in a task of its own within the rates and the caps on queries
-    /// in flight, else SERVFAIL at once.
+    /// A DNS query: answered in a task of its own within the caps on queries in flight,
+    /// else SERVFAIL at once; over the host's rate, dropped.
     fn query(self: &Arc<Self>, payload: &[u8], peer: SocketAddr, dst: SocketAddr, iface: Arc<str>) {
-        if !lock(&self.limits).query(peer.ip()) || !lock(&self.table).dns_begin(peer.ip()) {
+        // Over the rate: dropped unanswered, the cheapest refusal (a reply costs a socket of
+        // its own); a stub resolver asks again, as after a lost datagram.
+        if !lock(&self.limits).query(peer.ip()) {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let opening = {
+            let mut table = lock(&self.table);
+            if table.dns_begin(peer.ip()) {
+                // (dns_begin made the host's entry: it has its permits.)
+                let o = table.opening(peer.ip());
+                if o.is_none() {
+                    table.dns_end(peer.ip());
+                }
+                o
+            } else {
+                None
+            }
+        };
+        let Some(opening) = opening else {
             // Over a cap: no session, no task; a stub resolver tries again or fails fast.
             if let Ok(q) = dns::check_query(payload) {
                 if reply(dst, peer, &iface, &dns::servfail(&q)).is_err() {
@@ -368,7 +387,7 @@ impl Datagrams {
                 }
             }
             return;
-        }
+        };
         let slot = InFlight {
             table: self.table.clone(),
             host: peer.ip(),
@@ -376,7 +395,7 @@ impl Datagrams {
         let (me, payload) = (self.clone(), payload.to_vec());
         tokio::spawn(async move {
             let _slot = slot;
-            if let Some(answer) = me.responder.answer(&payload).await {
+            if let Some(answer) = me.responder.answer_opening(&payload, Some(&opening)).await {
                 match reply(dst, peer, &iface, &answer) {
                     Ok(()) => {
                         me.stats.dns_answered.fetch_add(1, Ordering::Relaxed);

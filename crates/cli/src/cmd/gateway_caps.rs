@@ -1,6 +1,7 @@
-//! `nena gateway`'s caps on what its LAN hosts make it hold (docs/GATEWAY.md, "Bounds"):
+//! `nena gateway`'s caps on what its LAN hosts make it hold and how fast (docs/GATEWAY.md, "Bounds"):
 //! the options and their defaults, those of nena-transport's `gateway::bounds::Caps`.
 use nena_transport::proxy::gateway::bounds::Caps;
+use nena_transport::proxy::gateway::rates::Rates;
 
 #[derive(clap::Args, Debug)]
 pub struct CapsArgs {
@@ -21,6 +22,20 @@ pub struct CapsArgs {
     /// are reset.
     #[arg(long, value_name = "N", default_value_t = Caps::default().tcp_per_host)]
     pub max_sessions_per_host: usize,
+    /// New datagram flows a second of one LAN host (bursts of twice it); a new flow's
+    /// datagram over it is dropped. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = Rates::default().flows_per_host)]
+    pub flow_rate_per_host: u32,
+    /// New datagram flows a second of all LAN hosts (bursts of twice it). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = Rates::default().flows)]
+    pub flow_rate: u32,
+    /// DNS queries a second of one LAN host (bursts of twice it); more are answered
+    /// SERVFAIL at once. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = Rates::default().dns_per_host)]
+    pub dns_rate_per_host: u32,
+    /// DNS queries a second of all LAN hosts (bursts of twice it). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = Rates::default().dns)]
+    pub dns_rate: u32,
 }
 
 impl CapsArgs {
@@ -31,6 +46,12 @@ impl CapsArgs {
             dns_per_host: self.max_dns_per_host,
             dns: self.max_dns,
             tcp_per_host: self.max_sessions_per_host,
+            rates: Rates {
+                flows_per_host: self.flow_rate_per_host,
+                flows: self.flow_rate,
+                dns_per_host: self.dns_rate_per_host,
+                dns: self.dns_rate,
+            },
         }
     }
 }

@@ -31,6 +31,17 @@ fn one_repetition_measures_the_other_host_calm_and_under_the_spray() {
             "{r}"
         );
         assert_eq!(f(p, "fetch_median_s"), p["fetch_s"][0].as_f64().unwrap());
+        // Ten lookups a repetition, their median the phase's.
+        let mut d: Vec<f64> = p["dns_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(d.len(), nena_bench::hostile::LOOKUPS_PER_REP, "{r}");
+        d.sort_by(f64::total_cmp);
+        let m = (d[d.len() / 2 - 1] + d[d.len() / 2]) / 2.0;
+        assert!((f(p, "dns_median_ms") - m).abs() < 1e-9, "{r}");
     }
     let ratio = f(&r["spray"], "fetch_median_s") / f(&r["calm"], "fetch_median_s");
     assert!((f(&r, "fetch_ratio") - ratio).abs() < 1e-9, "{r}");

@@ -220,14 +220,19 @@ fn a_spraying_lan_host_leaves_the_gateway_bounded_and_another_host_served() {
     eprintln!("gateway VmHWM {hwm} KiB; {line}; proxy server sessions at most {server_most}");
     let (flows, cap) = (bound(line, "flows at most"), bound(line, "(cap"));
     assert!(flows <= cap, "{line}");
-    // The sprayer held its cap of flows, no more, and its least recently used ones were
-    // closed for new ones (how many of the datagrams the gateway read before its socket's
-    // buffer overflowed depends on the machine: 37,429 of 90,000 in one run).
+    // The sprayer held its cap of flows, no more; its least recently used ones were closed
+    // for new ones within its rate of new flows (32 a second after a burst of 64: some
+    // hundreds over the spray), and the rest of its new source ports were refused over
+    // the rate before any session (how many of the datagrams the gateway read before its
+    // socket's buffer overflowed depends on the machine).
     assert_eq!(bound(line, "of one LAN host"), 64, "{line}");
+    let closed = number_before(line, " closed for new ones");
+    assert!((100..=64 + 32 * 60).contains(&closed), "{line}");
     assert!(
-        number_before(line, " closed for new ones") > 1_000,
+        number_before(line, " refused over the rate") > 10_000,
         "{line}"
     );
+    assert!(number_before(line, " over the rate (64/s") > 100, "{line}");
     let dns = bound(line, "DNS in flight at most");
     assert!(dns <= 128, "{line}");
     // The proxy server's sessions for the gateway stay within its caps: the flows (512),
@@ -253,7 +258,8 @@ impl Drop for KillOnDrop {
 }
 
 /// A DNS query (A, over UDP) from `src` in the LAN host to 198.18.2.1:53: the address of
-/// the answer (its ID checked), or python's error.
+/// the answer (its ID checked), or python's error. Asked again every 2 s up to five times,
+/// as a stub resolver does (a datagram may be lost under the spray, as on any busy LAN).
 fn lan_dns_from(lab: &Lab, src: &str, name: &str) -> Result<String, String> {
     let script = format!(
         "import socket, struct\n\
@@ -262,9 +268,14 @@ fn lan_dns_from(lab: &Lab, src: &str, name: &str) -> Result<String, String> {
          q += struct.pack('>HH', 1, 1)\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          s.bind(('{src}', 0))\n\
-         s.settimeout(10)\n\
-         s.sendto(q, ('198.18.2.1', 53))\n\
-         a, _ = s.recvfrom(4096)\n\
+         s.settimeout(2)\n\
+         for i in range(5):\n\
+         \x20   s.sendto(q, ('198.18.2.1', 53))\n\
+         \x20   try:\n\
+         \x20       a, _ = s.recvfrom(4096)\n\
+         \x20       break\n\
+         \x20   except socket.timeout:\n\
+         \x20       if i == 4: raise\n\
          assert a[:2] == b'\\x42\\x42', a\n\
          assert a[3] & 0xf == 0, 'rcode %d' % (a[3] & 0xf)\n\
          print(socket.inet_ntoa(a[-4:]))\n"
@@ -305,9 +316,14 @@ fn a_lan_host_forging_an_off_lan_source_gets_no_answer() {
          f.sendto(b'nena-forged-echo', ('198.18.3.2', 7007))\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          s.bind(('198.18.5.2', 0))\n\
-         s.settimeout(10)\n\
-         s.sendto(q, ('198.18.2.1', 53))\n\
-         a, _ = s.recvfrom(4096)\n\
+         s.settimeout(2)\n\
+         for i in range(5):\n\
+         \x20   s.sendto(q, ('198.18.2.1', 53))\n\
+         \x20   try:\n\
+         \x20       a, _ = s.recvfrom(4096)\n\
+         \x20       break\n\
+         \x20   except socket.timeout:\n\
+         \x20       if i == 4: raise\n\
          assert a[:2] == b'\\x77\\x77', a\n\
          print(socket.inet_ntoa(a[-4:]))\n\
          f.setblocking(False)\n\

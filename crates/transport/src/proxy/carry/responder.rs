@@ -92,6 +92,17 @@ impl Responder {
     /// The answer the application gets for `query`: the server resolver's, or SERVFAIL.
     /// `None` for a message that is no query (nothing to answer).
     pub async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
+        self.answer_opening(query, None).await
+    }
+
+    /// As [`answer`](Self::answer), a new session (when no kept one is free) opened only
+    /// with a permit of `opening`: the gateway's per-host limit on sessions being opened,
+    /// so one LAN host's queries never hold more handshakes at once than it allows.
+    pub async fn answer_opening(
+        &self,
+        query: &[u8],
+        opening: Option<&Semaphore>,
+    ) -> Option<Vec<u8>> {
         let q = match dns::check_query(query) {
             Ok(q) => q,
             Err(e) => {
@@ -101,7 +112,7 @@ impl Responder {
             }
         };
         let wait = self.opts.timeout + super::resolver::QUERY_TIMEOUT + Duration::from_secs(2);
-        let carried = tokio::time::timeout(wait, self.carry(&q, query))
+        let carried = tokio::time::timeout(wait, self.carry(&q, query, opening))
             .await
             .unwrap_or_else(|_| Err(anyhow!("no answer within {wait:?}")));
         match carried {
@@ -120,7 +131,12 @@ impl Responder {
 
     /// One query in a kept DNS session, or in a new one (op 6), its answer checked; the
     /// session is kept for the next query.
-    async fn carry(&self, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
+    async fn carry(
+        &self,
+        q: &Question,
+        query: &[u8],
+        opening: Option<&Semaphore>,
+    ) -> Result<Vec<u8>> {
         if let Some(mut c) = self.kept() {
             match ask(&mut c, q, query).await {
                 Ok(answer) => {
@@ -133,9 +149,18 @@ impl Responder {
         }
         let tally = Tally::begin(self.metrics.as_ref());
         let done = async {
+            let permit = match opening {
+                Some(o) => Some(
+                    o.acquire()
+                        .await
+                        .map_err(|_| anyhow!("the gateway is closing"))?,
+                ),
+                None => None,
+            };
             let mut c = open_service(Service::Dns, &self.opts, &self.connecting, &tally)
                 .await
                 .map_err(|(_, e)| e)?;
+            drop(permit);
             let answer = ask(&mut c, q, query).await?;
             Ok((answer, c))
         }

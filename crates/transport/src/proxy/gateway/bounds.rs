@@ -7,7 +7,7 @@
 //! (the `lru` crate), one over all flows and one per host, and a flow's task removes its
 //! own entry when it ends, by its generation (a later flow of the same LAN socket is not
 //! removed by an earlier one's end). TCP connections are counted per LAN host too
-//! ([`HostSessions`]).
+//! ([`HostSessions`]). How fast new flows and queries may come is [`super::rates`]'.
 
 use lru::LruCache;
 use std::collections::HashMap;
@@ -27,6 +27,8 @@ pub struct Caps {
     pub dns: usize,
     /// TCP connections carried at once for one LAN host (all hosts: `--max-sessions`).
     pub tcp_per_host: usize,
+    /// How fast new datagram flows and DNS queries may come, per host and in all.
+    pub rates: super::rates::Rates,
 }
 
 impl Default for Caps {
@@ -40,6 +42,7 @@ impl Default for Caps {
             dns_per_host: 32,
             dns: 128,
             tcp_per_host: 512,
+            rates: super::rates::Rates::default(),
         }
     }
 }
@@ -59,8 +62,9 @@ pub struct Peaks {
     pub dns_refused: u64,
 }
 
-/// Sessions of one LAN host's flows being opened at once: a flow closed while it waits
-/// here has cost the proxy server nothing.
+/// Sessions of one LAN host's flows and DNS queries being opened at once: a flow closed
+/// while it waits here has cost the proxy server nothing, and a host asking fast holds at
+/// most this many handshakes of the gateway's CPU and `--max-connecting` at once.
 pub const OPENING_PER_HOST: usize = 8;
 
 #[derive(Debug)]
@@ -105,6 +109,7 @@ impl<V> Table<V> {
                 dns_per_host: caps.dns_per_host,
                 dns: caps.dns,
                 tcp_per_host: caps.tcp_per_host,
+                rates: caps.rates,
             },
             flows: LruCache::unbounded(),
             hosts: HashMap::new(),
@@ -222,6 +227,12 @@ impl<V> Table<V> {
         true
     }
 
+    /// The permits for sessions being opened of `host` ([`OPENING_PER_HOST`], shared by
+    /// its flows and its DNS queries), while it has a flow or a query in flight.
+    pub fn opening(&self, host: IpAddr) -> Option<Arc<tokio::sync::Semaphore>> {
+        self.hosts.get(&host).map(|h| h.opening.clone())
+    }
+
     /// A DNS query of `host` that [`dns_begin`](Self::dns_begin) let in has ended.
     pub fn dns_end(&mut self, host: IpAddr) {
         let Some(h) = self.hosts.get_mut(&host) else {
@@ -314,6 +325,7 @@ mod tests {
             dns_per_host: 2,
             dns: 3,
             tcp_per_host: 2,
+            rates: Default::default(),
         }
     }
 

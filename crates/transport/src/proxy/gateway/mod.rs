@@ -23,6 +23,7 @@ pub mod host;
 pub mod ingress;
 pub mod killswitch;
 pub mod nft;
+pub mod rates;
 pub mod udp;
 
 use crate::conn::ClientOptions;

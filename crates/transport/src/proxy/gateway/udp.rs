@@ -21,6 +21,7 @@
 
 use super::bounds::{Caps, Peaks, Table};
 use super::ingress::Lans;
+use super::rates::{Limits, Refused};
 use crate::conn::ClientOptions;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::carry::dns;
@@ -260,6 +261,8 @@ pub struct Datagrams {
     carry: bool,
     lans: Lans,
     table: Arc<Mutex<Table<Flow>>>,
+    /// How fast new flows and queries may come ([`super::rates`]).
+    limits: Mutex<Limits>,
     queued: Arc<AtomicUsize>,
     pub stats: UdpStats,
 }
@@ -286,6 +289,7 @@ impl Datagrams {
             carry,
             lans: Lans::new(lan),
             table: Arc::new(Mutex::new(Table::new(caps))),
+            limits: Mutex::new(Limits::new(caps.rates)),
             queued: Arc::new(AtomicUsize::new(0)),
             stats: UdpStats::default(),
         }
@@ -295,6 +299,11 @@ impl Datagrams {
     pub fn peaks(&self) -> (Caps, Peaks) {
         let t = lock(&self.table);
         (t.caps(), t.peaks())
+    }
+
+    /// New flows and queries refused over their rates.
+    pub fn refused(&self) -> Refused {
+        lock(&self.limits).refused()
     }
 
     /// Ends the DNS sessions kept for further queries cleanly.
@@ -349,9 +358,28 @@ impl Datagrams {
     }
 
     /// A DNS query: answered in a task of its own within the caps on queries in flight,
-    /// else SERVFAIL at once.
+    /// else SERVFAIL at once; over the host's rate, dropped.
     fn query(self: &Arc<Self>, payload: &[u8], peer: SocketAddr, dst: SocketAddr, iface: Arc<str>) {
-        if !lock(&self.table).dns_begin(peer.ip()) {
+        // Over the rate: dropped unanswered, the cheapest refusal (a reply costs a socket of
+        // its own); a stub resolver asks again, as after a lost datagram.
+        if !lock(&self.limits).query(peer.ip()) {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let opening = {
+            let mut table = lock(&self.table);
+            if table.dns_begin(peer.ip()) {
+                // (dns_begin made the host's entry: it has its permits.)
+                let o = table.opening(peer.ip());
+                if o.is_none() {
+                    table.dns_end(peer.ip());
+                }
+                o
+            } else {
+                None
+            }
+        };
+        let Some(opening) = opening else {
             // Over a cap: no session, no task; a stub resolver tries again or fails fast.
             if let Ok(q) = dns::check_query(payload) {
                 if reply(dst, peer, &iface, &dns::servfail(&q)).is_err() {
@@ -359,7 +387,7 @@ impl Datagrams {
                 }
             }
             return;
-        }
+        };
         let slot = InFlight {
             table: self.table.clone(),
             host: peer.ip(),
@@ -367,7 +395,7 @@ impl Datagrams {
         let (me, payload) = (self.clone(), payload.to_vec());
         tokio::spawn(async move {
             let _slot = slot;
-            if let Some(answer) = me.responder.answer(&payload).await {
+            if let Some(answer) = me.responder.answer_opening(&payload, Some(&opening)).await {
                 match reply(dst, peer, &iface, &answer) {
                     Ok(()) => {
                         me.stats.dns_answered.fetch_add(1, Ordering::Relaxed);
@@ -379,7 +407,8 @@ impl Datagrams {
     }
 
     /// A datagram to carry: queued for its LAN socket's flow, a new flow when it has none
-    /// (closing the least recently used one when a cap is reached).
+    /// and the host is within its rate of new flows (closing the least recently used one
+    /// when a cap is reached).
     fn datagram(
         self: &Arc<Self>,
         payload: &[u8],
@@ -390,6 +419,11 @@ impl Datagrams {
         let mut table = lock(&self.table);
         let (tx, queued) = match table.get(&peer) {
             Some(f) => (f.tx.clone(), f.queued.clone()),
+            // Over the rate of new flows: dropped before any task or session.
+            None if !lock(&self.limits).new_flow(peer.ip()) => {
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             None => {
                 let (tx, rx) = mpsc::channel(QUEUE);
                 let queued = Arc::new(AtomicUsize::new(0));
@@ -490,20 +524,26 @@ impl Datagrams {
 pub fn log_bounds(d: &Datagrams, tcp: &super::bounds::HostSessions) {
     let (c, p) = d.peaks();
     let (tcp_host, tcp_reset) = tcp.peaks();
+    let r = d.refused();
     log::info!(
         "gateway bounds: flows at most {} (cap {}), of one LAN host {} (cap {}), {} closed for \
-         new ones; DNS in flight at most {} (cap {}), of one LAN host {} (cap {}), {} refused; \
-         TCP of one LAN host at most {} (cap {}), {} reset; off-LAN sources dropped {}",
+         new ones, {} refused over the rate ({}/s a host); DNS in flight at most {} (cap {}), of \
+         one LAN host {} (cap {}), {} refused, {} over the rate ({}/s a host); TCP of one LAN \
+         host at most {} (cap {}), {} reset; off-LAN sources dropped {}",
         p.flows,
         c.flows,
         p.flows_host,
         c.flows_per_host,
         p.evicted,
+        r.flows,
+        c.rates.flows_per_host,
         p.dns,
         c.dns,
         p.dns_host,
         c.dns_per_host,
         p.dns_refused,
+        r.dns,
+        c.rates.dns_per_host,
         tcp_host,
         tcp.cap(),
         tcp_reset,

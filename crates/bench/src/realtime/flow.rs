@@ -3,7 +3,9 @@
 //! sender's own clock, so the sender alone measures the round trip), echoed back verbatim by
 //! a host behind the proxy server; and what the sender's record says (percentiles with a
 //! lost datagram counted as never back, lost, late, the longest stretch without an echo in
-//! time). The sender runs as a thread of the bench inside a lab host, or as the hidden
+//! time). Before the flow a setup datagram goes there and back (a call's signalling before
+//! its media): a nena session is open before the measured flow begins, and its opening is
+//! reported apart (`setup_ms`), not in the percentiles. The sender runs as a thread of the bench inside a lab host, or as the hidden
 //! `nena bench realtime-flow` under `nena run` (the same code: [`run_flow`]).
 
 use anyhow::{bail, Context, Result};
@@ -67,6 +69,49 @@ pub struct FlowRecord {
     /// How late the sender's wake-up came for its datagram, at most (us): the host's
     /// scheduling, not the path's (the send time stamped is the actual one).
     pub send_late_max_us: u64,
+    /// The setup exchange's time (us): from its first datagram to its first echo, the
+    /// opening of a nena session included.
+    pub setup_us: u64,
+}
+
+/// The flow number of a flow's setup datagrams: the flow's with the top bit set (the echo
+/// counts them apart, the receiver ignores late copies).
+pub fn setup_flow(flow: u32) -> u32 {
+    flow | 0x8000_0000
+}
+
+/// How often a setup datagram is sent again while no echo came, and for how long.
+const SETUP_RETRY: Duration = Duration::from_millis(500);
+const SETUP_WITHIN: Duration = Duration::from_secs(15);
+
+/// The setup exchange: a datagram of the flow's size (flow [`setup_flow`]) sent every
+/// [`SETUP_RETRY`] until one comes back, as a call's signalling precedes its media: the
+/// path (a nena session through the gateway or `nena run`) is up before the measured flow.
+fn setup(sock: &UdpSocket, spec: &FlowSpec) -> Result<Duration> {
+    let start = Instant::now();
+    let id = setup_flow(spec.flow);
+    let mut buf = vec![0u8; 65536];
+    let mut next = Duration::ZERO;
+    let mut seq = 0u32;
+    while start.elapsed() < SETUP_WITHIN {
+        if start.elapsed() >= next {
+            let ns = start.elapsed().as_nanos() as u64;
+            // A refused send (the link not up yet) is tried again at the next retry.
+            let _ = sock.send_to(&datagram(id, seq, ns, spec.size), spec.to);
+            seq += 1;
+            next += SETUP_RETRY;
+        }
+        // The socket's read timeout (20 ms) paces this loop.
+        if let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if from == spec.to && parse(&buf[..n], spec.size).is_some_and(|(f, ..)| f == id) {
+                return Ok(start.elapsed());
+            }
+        }
+    }
+    bail!(
+        "no echo of the setup datagram from {} within {SETUP_WITHIN:?}",
+        spec.to
+    )
 }
 
 /// The filler byte at offset `i` of datagram `seq` of flow `flow`.
@@ -101,8 +146,8 @@ pub fn parse(d: &[u8], size: usize) -> Option<(u32, u32, u64)> {
 }
 
 /// Send the flow `spec` from a socket bound here (call it on a thread inside the sender's
-/// host): the socket is bound, then `ready()` is called, then `go()` waited for (false: do
-/// not send, an error). Each datagram is sent at its time (start + seq x period), stamped
+/// host): the socket is bound and the setup exchange done ([`setup`]: the path is up),
+/// then `ready()` is called, then `go()` waited for (false: do not send, an error). Each datagram is sent at its time (start + seq x period), stamped
 /// with the time just before its sending; echoes are read by a second thread until every
 /// datagram is back or [`FlowSpec::drain`] has passed since the last was sent.
 pub fn run_flow(
@@ -123,6 +168,7 @@ pub fn run_flow(
     let sock = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
     sock.set_read_timeout(Some(Duration::from_millis(20)))?;
     let rx = sock.try_clone()?;
+    let setup = setup(&sock, spec)?;
     ready();
     if !go() {
         bail!("the flow was called off before it started");
@@ -173,6 +219,7 @@ pub fn run_flow(
         duplicates,
         foreign,
         send_late_max_us: late_max.as_micros() as u64,
+        setup_us: setup.as_micros() as u64,
     })
 }
 
@@ -197,6 +244,8 @@ fn receive(
         };
         let now = start.elapsed().as_nanos() as u64;
         match parse(&buf[..n], size) {
+            // A setup datagram's late copy.
+            Some((f, ..)) if f == setup_flow(flow) && from == to => {}
             Some((f, seq, sent)) if f == flow && from == to && (seq as usize) < count => {
                 let slot = &mut rtt[seq as usize];
                 if slot.is_some() {
@@ -304,6 +353,9 @@ pub struct FlowStats {
     pub foreign: u32,
     pub send_errors: u32,
     pub send_late_max_ms: f64,
+    /// The setup exchange before the flow (its round trip, a nena session's opening
+    /// included), not in the percentiles.
+    pub setup_ms: f64,
 }
 
 /// The value at quantile `q` (0..=1) of `sorted` by nearest rank (None stands for a lost
@@ -366,6 +418,7 @@ impl FlowStats {
             foreign: r.foreign,
             send_errors: r.send_errors,
             send_late_max_ms: r.send_late_max_us as f64 / 1e3,
+            setup_ms: r.setup_us as f64 / 1e3,
         }
     }
 }
@@ -413,6 +466,7 @@ mod tests {
             duplicates: 0,
             foreign: 0,
             send_late_max_us: 0,
+            setup_us: 0,
         }
     }
 
@@ -478,11 +532,16 @@ mod tests {
         let r = run_flow(&spec, || {}, || true).unwrap();
         let s = FlowStats::of(&r, echo.echoed(9));
         assert_eq!((s.sent, s.received, s.lost, s.echoed), (40, 40, 0, 40));
+        // The setup datagram came back first, counted apart.
+        assert_eq!(echo.echoed(setup_flow(9)), 1);
+        assert!(s.setup_ms > 0.0);
         assert_eq!((s.duplicates, s.foreign, s.send_errors), (0, 0, 0));
         assert!(s.p99_ms.is_some_and(|ms| ms < 1000.0), "{s:?}");
         // Paced: the last left about 39 periods (195 ms) after the first.
         assert!(r.sent_at_us[39] >= 190_000, "{:?}", r.sent_at_us);
+        // Called off after the setup: no flow.
+        let e = run_flow(&spec, || {}, || false).unwrap_err();
+        assert!(format!("{e:#}").contains("called off"), "{e:#}");
         echo.stop();
-        assert!(run_flow(&spec, || {}, || false).is_err());
     }
 }

@@ -17,8 +17,10 @@
 //! taken down and brought back as `nena lab` does it (both ends of the link down, routes
 //! restored after).
 //!
-//! Per subject and setting: p50/p95/p99 round trip over every datagram sent (a lost one
-//! counts as never back), the longest round trip, lost, late (> 1 s), the longest stretch
+//! Each flow begins with a setup datagram there and back (a call's signalling: the nena
+//! session is open before the measured flow; its time is reported apart, `setup_ms`). Per
+//! subject and setting: p50/p95/p99 round trip over every datagram sent (a lost one counts
+//! as never back), the longest round trip, lost, late (> 1 s), the longest stretch
 //! without a timely echo, and bytes on the wire per link (nftables counters at the client's
 //! end of each link, see [`wire`]) against the flow's payload plus IP/UDP headers.
 //!
@@ -518,7 +520,7 @@ fn sender(lab: &Lab, host: Host, subject: &'static str, spec: FlowSpec) -> Resul
             move || go_rx.recv().unwrap_or(false),
         )
     });
-    if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+    if ready_rx.recv_timeout(Duration::from_secs(20)).is_err() {
         let e = match done.join() {
             Ok(Ok(Err(e))) => e,
             Ok(Err(e)) => e,
@@ -823,7 +825,7 @@ pub fn table(r: &RealtimeReport) -> String {
     for st in &r.settings {
         s += &format!("\n{}: {}\n", st.name, setting_title(st, r.outage_seconds));
         s += &format!(
-            "  {:<17} {:>7} {:>7} {:>7} {:>7} {:>5} {:>5} {:>7} {:>9} {:>9} {:>6}\n",
+            "  {:<17} {:>7} {:>7} {:>7} {:>7} {:>5} {:>5} {:>7} {:>9} {:>9} {:>6} {:>7}\n",
             "subject",
             "p50",
             "p95",
@@ -834,12 +836,13 @@ pub fn table(r: &RealtimeReport) -> String {
             "gap ms",
             "trusted KB",
             "WLAN KB",
-            "x"
+            "x",
+            "setup"
         );
         for x in &st.subjects {
             let f = &x.flow;
             s += &format!(
-                "  {:<17} {:>7} {:>7} {:>7} {:>7} {:>5} {:>5} {:>7.0} {:>9.1} {:>9.1} {:>6.2}\n",
+                "  {:<17} {:>7} {:>7} {:>7} {:>7} {:>5} {:>5} {:>7.0} {:>9.1} {:>9.1} {:>6.2} {:>7.1}\n",
                 x.subject,
                 opt_ms(f.p50_ms),
                 opt_ms(f.p95_ms),
@@ -850,7 +853,8 @@ pub fn table(r: &RealtimeReport) -> String {
                 f.longest_gap_ms,
                 (x.wire.trusted_up + x.wire.trusted_down) as f64 / 1e3,
                 (x.wire.wlan_up + x.wire.wlan_down) as f64 / 1e3,
-                x.wire_ratio
+                x.wire_ratio,
+                f.setup_ms
             );
         }
         let others: Vec<String> = st
@@ -927,6 +931,7 @@ mod tests {
                 foreign: 0,
                 send_errors: 0,
                 send_late_max_ms: 0.0,
+                setup_ms: 0.0,
             },
             wire: Wire::default(),
             wire_bytes: 0,

@@ -14,16 +14,43 @@ use serde_json::Value;
 
 #[test]
 fn unknown_settings_and_options_this_nena_lacks_are_refused_before_any_lab() {
-    let o = nena(&["bench", "realtime", "--only", "loss3", "--bulk-seconds", "0"]);
+    let o = nena(&[
+        "bench",
+        "realtime",
+        "--only",
+        "loss3",
+        "--bulk-seconds",
+        "0",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("loss3") && err.contains("trusted-outage"), "{err}");
+    assert!(
+        err.contains("loss3") && err.contains("trusted-outage"),
+        "{err}"
+    );
     // Today's gateway has no --udp-redundancy: the bench says so instead of a failed start.
-    let o = nena(&["bench", "realtime", "--udp-redundancy", "always", "--bulk-seconds", "0"]);
+    let o = nena(&[
+        "bench",
+        "realtime",
+        "--udp-redundancy",
+        "always",
+        "--bulk-seconds",
+        "0",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--udp-redundancy") && err.contains("gateway"), "{err}");
-    let o = nena(&["bench", "realtime", "--outage-seconds", "5", "--seconds", "5"]);
+    assert!(
+        err.contains("--udp-redundancy") && err.contains("gateway"),
+        "{err}"
+    );
+    let o = nena(&[
+        "bench",
+        "realtime",
+        "--outage-seconds",
+        "5",
+        "--seconds",
+        "5",
+    ]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -53,7 +80,10 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
     );
     assert!(!lab_ns.exists(), "the bench left its lab behind");
     let per_datagram = u(&r, "size") + 28;
-    assert_eq!((u(&r, "rate"), u(&r, "size"), u(&r, "seconds")), (50, 160, 3));
+    assert_eq!(
+        (u(&r, "rate"), u(&r, "size"), u(&r, "seconds")),
+        (50, 160, 3)
+    );
     let settings = r["settings"].as_array().unwrap();
     let names: Vec<&str> = settings
         .iter()
@@ -61,7 +91,14 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
         .collect();
     assert_eq!(
         names,
-        ["loss0", "loss1", "loss2", "loss5", "wlan-outage", "trusted-outage"]
+        [
+            "loss0",
+            "loss1",
+            "loss2",
+            "loss5",
+            "wlan-outage",
+            "trusted-outage"
+        ]
     );
     let want: &[&str] = if cfg!(feature = "policy") {
         &["straight-trusted", "straight-wlan", "gateway", "run"]
@@ -85,13 +122,22 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
         }
         for x in subjects {
             let fl = &x["flow"];
-            let (sent, received, lost, late) =
-                (u(fl, "sent"), u(fl, "received"), u(fl, "lost"), u(fl, "late"));
+            let (sent, received, lost, late) = (
+                u(fl, "sent"),
+                u(fl, "received"),
+                u(fl, "lost"),
+                u(fl, "late"),
+            );
             assert_eq!(sent, 150, "{x}");
             assert_eq!(received + lost, sent, "{x}");
             assert_eq!(u(fl, "lost_or_late"), lost + late, "{x}");
-            assert!(received <= u(fl, "echoed") && u(fl, "echoed") <= sent, "{x}");
+            assert!(
+                received <= u(fl, "echoed") && u(fl, "echoed") <= sent,
+                "{x}"
+            );
             assert_eq!((u(fl, "duplicates"), u(fl, "foreign")), (0, 0), "{x}");
+            // The setup exchange came back before the flow (at least a round trip).
+            assert!(f(fl, "setup_ms") > 0.0, "{x}");
             let ps: Vec<Option<f64>> = ["p50_ms", "p95_ms", "p99_ms"]
                 .iter()
                 .map(|k| fl[*k].as_f64())
@@ -144,10 +190,13 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
         let p99 = |name: &str| {
             subjects.iter().find(|x| x["subject"] == name).unwrap()["flow"]["p99_ms"].as_f64()
         };
-        let best = [("straight-trusted", p99("straight-trusted")), ("straight-wlan", p99("straight-wlan"))]
-            .into_iter()
-            .filter_map(|(n, p)| p.map(|p| (n, p)))
-            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let best = [
+            ("straight-trusted", p99("straight-trusted")),
+            ("straight-wlan", p99("straight-wlan")),
+        ]
+        .into_iter()
+        .filter_map(|(n, p)| p.map(|p| (n, p)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
         assert_eq!(s["better_single"].as_str(), best.map(|b| b.0), "{s}");
         assert_eq!(s["better_single_p99_ms"].as_f64(), best.map(|b| b.1), "{s}");
         assert_eq!(s["links"].as_array().unwrap().len(), 2, "{s}");
@@ -163,7 +212,10 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
             let beyond = f(&b["gateway"], "lost_percent") - f(&b["straight"], "lost_percent");
             assert!((f(b, "beyond_percent") - beyond).abs() < 1e-9, "{b}");
             assert_eq!(t["pass"].as_bool(), Some(beyond < 1.0), "{t}");
-            assert!(u(&b["gateway"], "packets") > 0 && f(b, "gateway_cpu_s") >= 0.0, "{b}");
+            assert!(
+                u(&b["gateway"], "packets") > 0 && f(b, "gateway_cpu_s") >= 0.0,
+                "{b}"
+            );
             continue;
         }
         let s = settings.iter().find(|s| s["name"] == t["setting"]).unwrap();
@@ -177,7 +229,10 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
         let pass = t["pass"].as_bool();
         if name.starts_with("p99") {
             let limit = s["better_single_p99_ms"].as_f64().map(|p| p + 10.0);
-            assert_eq!(t["limit"].as_f64(), limit, "{t}");
+            match (t["limit"].as_f64(), limit) {
+                (Some(a), Some(b)) => assert!((a - b).abs() < 1e-9, "{t}"),
+                (a, b) => assert_eq!(a, b, "{t}"),
+            }
             let p = x["flow"]["p99_ms"].as_f64();
             assert_eq!(pass, limit.map(|l| p.is_some_and(|p| p <= l)), "{t}");
         } else if name.starts_with("lost") {
@@ -188,5 +243,9 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
         }
     }
     let judged: Vec<bool> = targets.iter().filter_map(|t| t["pass"].as_bool()).collect();
-    assert_eq!(r["pass"], !judged.is_empty() && judged.iter().all(|&p| p), "{r}");
+    assert_eq!(
+        r["pass"],
+        !judged.is_empty() && judged.iter().all(|&p| p),
+        "{r}"
+    );
 }

@@ -203,7 +203,7 @@ fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() 
     }
     // Every target recomputed from the figures.
     let targets = r["targets"].as_array().unwrap();
-    let nena_subjects = want.len() as usize - 2;
+    let nena_subjects = want.len() - 2;
     // p99 and wire in each setting, lost-or-late in the two outage settings, and the bulk.
     assert_eq!(targets.len(), nena_subjects * (6 * 2 + 2) + 1, "{r}");
     for t in targets {

@@ -165,6 +165,10 @@ pub fn run_flow(
         SocketAddr::V4(_) => "0.0.0.0:0".parse().expect("an address"),
         SocketAddr::V6(_) => "[::]:0".parse().expect("an address"),
     });
+    // The instrument at real-time priority, as the lab's relay is: on a loaded host a
+    // thread woken at normal priority waits for a CPU, which would add to every round trip
+    // of every subject alike; nena's own processes run as they are.
+    nena_lab::emulate::realtime();
     let sock = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
     sock.set_read_timeout(Some(Duration::from_millis(20)))?;
     let rx = sock.try_clone()?;
@@ -179,7 +183,10 @@ pub fn run_flow(
     let until = Arc::new(AtomicU64::new(u64::MAX));
     let receiver = {
         let (until, to, size, flow) = (until.clone(), spec.to, spec.size, spec.flow);
-        std::thread::spawn(move || receive(&rx, start, &until, to, size, flow, count))
+        std::thread::spawn(move || {
+            nena_lab::emulate::realtime();
+            receive(&rx, start, &until, to, size, flow, count)
+        })
     };
     let period = spec.period();
     let (mut sent, mut send_errors, mut late_max) = (0u32, 0u32, Duration::ZERO);
@@ -278,6 +285,7 @@ impl Echo {
         let thread = {
             let (stop, counts) = (stop.clone(), counts.clone());
             std::thread::spawn(move || {
+                nena_lab::emulate::realtime();
                 let mut buf = vec![0u8; 65536];
                 while !stop.load(Ordering::Relaxed) {
                     let Ok((n, from)) = sock.recv_from(&mut buf) else {

@@ -580,8 +580,10 @@ fn run_setting(ends: &Ends<'_>, s: &Setting, index: u32) -> Result<SettingResult
         )?,
         sender(lab, Host::Lan, GATEWAY, spec(2, Some(LAN_HOST_ADDR)))?,
     ];
-    let counters_before = wire::read_counters(lab)?;
+    // The links' totals outside the counters' readings (before first, after last): a
+    // packet between two readings is then left unattributed, never claimed twice.
     let links_before = wire::read_links(lab)?;
+    let counters_before = wire::read_counters(lab)?;
     // Go: every flow starts now.
     for x in &senders {
         let _ = x.go.send(true);
@@ -862,7 +864,15 @@ pub fn table(r: &RealtimeReport) -> String {
             .iter()
             .map(|l| format!("{} {} B", l.link, l.unattributed))
             .collect();
-        s += &format!("  unattributed on the links: {}\n", others.join(", "));
+        let late = st
+            .subjects
+            .iter()
+            .map(|x| x.flow.send_late_max_ms)
+            .fold(0.0, f64::max);
+        s += &format!(
+            "  unattributed on the links: {}; senders woke up to {late:.1} ms late\n",
+            others.join(", ")
+        );
     }
     if let Some(b) = &r.bulk {
         s += &format!(

@@ -54,6 +54,7 @@ bench: build peers
 	$(NENA) bench sessions --at-most-the-limit
 	$(NENA) bench peers $(PEERS)
 	$(NENA) bench page
+	$(NENA) bench realtime
 
 # The tunnels `nena bench peers` compares nena with, pinned (shadowsocks-rust built into
 # target/peers/bin, Debian's stunnel4): scripts/install-peers.sh.

@@ -14,6 +14,9 @@
 //!   pair: memory per idle session and the time to open one more under that load.
 //! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
 //!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
+//! - [`realtime`]: `nena bench realtime`, a call-like datagram flow through `nena gateway`
+//!   and `nena run` against the same flow straight over each single link, with loss and an
+//!   outage of either link: round trips, lost and late datagrams, bytes on the wire.
 //! - [`outage`]: `nena bench outage`, issue 40's LTE dropout (the shipped scenario): nena
 //!   with either path manager against raw MPTCP, and the trusted link's return.
 //! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
@@ -61,6 +64,7 @@ pub mod primitives;
 pub mod progress;
 #[cfg(feature = "policy")]
 pub mod rate_limit;
+pub mod realtime;
 #[cfg(feature = "openssl")]
 pub mod session;
 pub mod sessions;

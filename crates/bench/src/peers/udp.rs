@@ -10,7 +10,7 @@
 use anyhow::{bail, Context, Result};
 use nena_lab::{Host, Lab};
 use serde::Serialize;
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -115,27 +115,41 @@ pub fn stream(
     seconds: u32,
     rep: usize,
 ) -> Result<UdpRun> {
+    stream_from(lab, from, None, iperf3, to, seconds, rep)
+}
+
+/// [`stream`] from the local address `bind` (iperf3's `-B`: a link's address of the
+/// client host, to send over that link alone), or any with None.
+pub fn stream_from(
+    lab: &Lab,
+    from: Host,
+    bind: Option<Ipv4Addr>,
+    iperf3: &Path,
+    to: SocketAddrV4,
+    seconds: u32,
+    rep: usize,
+) -> Result<UdpRun> {
+    let mut args = vec![
+        "-c".to_string(),
+        to.ip().to_string(),
+        "-p".into(),
+        to.port().to_string(),
+        "-u".into(),
+        "-b".into(),
+        format!("{UDP_MBIT}M"),
+        "-l".into(),
+        DATAGRAM.to_string(),
+        "-t".into(),
+        seconds.to_string(),
+        "--connect-timeout".into(),
+        "10000".into(),
+        "--json".into(),
+    ];
+    if let Some(b) = bind {
+        args.extend(["-B".to_string(), b.to_string()]);
+    }
     let mut child = lab
-        .command(
-            from,
-            iperf3,
-            [
-                "-c".to_string(),
-                to.ip().to_string(),
-                "-p".into(),
-                to.port().to_string(),
-                "-u".into(),
-                "-b".into(),
-                format!("{UDP_MBIT}M"),
-                "-l".into(),
-                DATAGRAM.to_string(),
-                "-t".into(),
-                seconds.to_string(),
-                "--connect-timeout".into(),
-                "10000".into(),
-                "--json".into(),
-            ],
-        )
+        .command(from, iperf3, args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -18,6 +18,7 @@ mod bench_handshake_cli;
 mod bench_hostile;
 mod bench_page;
 mod bench_peers;
+mod bench_realtime;
 mod bench_sessions;
 #[cfg(feature = "cc")]
 mod cc_cli;

@@ -17,6 +17,7 @@ mod peers;
 mod policy;
 #[cfg(feature = "policy")]
 mod rate_limit;
+mod realtime;
 mod sessions;
 mod transfer;
 
@@ -53,6 +54,14 @@ pub enum BenchCmd {
     /// Another LAN host's 20 MB fetch and lookup through `nena gateway` while one LAN host
     /// sprays source ports and DNS names, against a calm gateway (at most 2x).
     HostileLan(hostile::Args),
+    /// Issue 56's call-like flow (50 datagrams a second of 160 bytes, echoed behind the
+    /// proxy server) through `nena gateway` and `nena run` against the same flow straight
+    /// over each single link, with WLAN loss and an outage of either link: round trips,
+    /// lost and late datagrams, bytes on the wire.
+    Realtime(realtime::Args),
+    /// (Started by `nena bench realtime` under `nena run`.) One flow of the bench.
+    #[command(name = "realtime-flow", hide = true)]
+    RealtimeFlow(realtime::FlowArgs),
     /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
     /// the time to open one more under that load.
     Sessions(sessions::Args),
@@ -77,6 +86,8 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Page(a) => page::run(a),
         BenchCmd::HostileLan(a) => hostile::run(a),
+        BenchCmd::Realtime(a) => realtime::run(a),
+        BenchCmd::RealtimeFlow(a) => realtime::run_flow(a),
         BenchCmd::Sessions(a) => sessions::run(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),

@@ -25,10 +25,8 @@
 use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Metrics, Tally};
-use crate::proxy::open::open_service;
 use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
-use crate::wire::Service;
 use anyhow::Result;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -102,7 +100,6 @@ pub struct Relay {
     connecting: Arc<Semaphore>,
     metrics: Option<Arc<Metrics>>,
     lookup: DstLookup,
-    idle: Duration,
     /// Flows whose task has not ended, and the signal of one ending.
     active: AtomicU64,
     ended: tokio::sync::Notify,
@@ -121,7 +118,6 @@ impl Relay {
             connecting,
             metrics,
             lookup,
-            idle: IDLE,
             active: AtomicU64::new(0),
             ended: tokio::sync::Notify::new(),
             stats: RelayStats::default(),
@@ -181,22 +177,30 @@ impl Relay {
     ) {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
-            let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
-                .await
-                .map_err(|(_, e)| e)?;
+            let mut session =
+                crate::proxy::carry::plane::open_datagrams(&self.opts, &self.connecting, &tally)
+                    .await
+                    .map_err(|(_, e)| e)?;
             self.stats.sessions.fetch_add(1, Ordering::Relaxed);
-            log::info!("datagrams of {peer}: session open");
-            let (reader, writer) = (&mut c.reader, &mut c.writer);
-            let up = async {
-                while let Ok(Some(d)) = tokio::time::timeout(self.idle, rx.recv()).await {
-                    write_datagram(writer, d.addr, &d.payload).await?;
-                    self.stats.sent.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "datagrams of {peer}: session open{}",
+                if session.has_plane() {
+                    ", datagram plane"
+                } else {
+                    ""
                 }
-                writer.shutdown().await?;
-                Ok::<_, Error>(())
-            };
+            );
+            let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
+            let carrying = crate::proxy::carry::plane::carry(
+                &mut session,
+                None,
+                &mut rx,
+                dtx,
+                &self.stats.sent,
+                &self.stats.received,
+            );
             let down = async {
-                while let Some(d) = read_datagram(reader).await? {
+                while let Some(d) = drx.recv().await {
                     // Only what comes from the socket's destination: the recvmsg program
                     // names that destination as the source.
                     if (self.lookup)(peer) != Some(d.addr) {
@@ -204,14 +208,12 @@ impl Relay {
                         continue;
                     }
                     sock.send_to(&d.payload, peer).await?;
-                    self.stats.received.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<_, Error>(())
             };
-            tokio::select! {
-                r = up => r,
-                r = down => r,
-            }
+            let (carried, ()) = tokio::try_join!(carrying, down)?;
+            log::info!("datagrams of {peer}: {}", carried.describe());
+            Ok::<_, Error>(())
         }
         .await;
         rx.close();

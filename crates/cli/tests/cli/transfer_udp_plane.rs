@@ -256,7 +256,7 @@ fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
     let mut inject = lab.command(
         Host::Router,
         "python3",
-        &["-c", INJECT, "untrusted", "7451", "198.18.2.99"],
+        ["-c", INJECT, "untrusted", "7451", "198.18.2.99"],
     );
     let injector = inject
         .stdout(Stdio::piped())

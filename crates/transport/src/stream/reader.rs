@@ -472,10 +472,9 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
 
     /// Read the proxy server's answer to a datagram plane offer (after its ok reply).
     pub async fn read_plane_answer(&mut self) -> Result<crate::wire::plane::PlaneAnswer, MsgError> {
-        self.read_msg(
-            "datagram plane answer",
-            crate::wire::plane::PlaneAnswer::decode,
-        )
+        self.read_msg("datagram plane answer", |b| {
+            Ok(crate::wire::plane::PlaneAnswer::decode(b)?)
+        })
         .await
     }
 }

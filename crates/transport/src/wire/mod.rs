@@ -131,10 +131,8 @@ pub enum WireError {
     DatagramAddress(u8),
     #[error("a datagram of {0} bytes, longer than a UDP datagram can be")]
     DatagramTooLong(usize),
-    #[error("a datagram plane offer with {0}")]
-    PlaneOffer(String),
-    #[error("unknown datagram plane answer {0}")]
-    PlaneAnswer(u8),
+    #[error(transparent)]
+    Plane(#[from] plane::PlaneError),
 }
 
 impl WireError {

@@ -14,8 +14,16 @@
 //! A server older than op 8 reads it as no connect request and closes the session without a
 //! reply; the client then opens an op 7 session (docs/PROTOCOL.md, "Datagram plane").
 
-use super::WireError;
 use nena_proto::dgram::{PathId, ReceiverId, Redundancy};
+
+/// A datagram plane offer or answer that is none (in [`super::WireError::Plane`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaneError {
+    #[error("a datagram plane offer with {0}")]
+    Offer(String),
+    #[error("unknown datagram plane answer {0}")]
+    Answer(u8),
+}
 
 /// The offer's version this build speaks.
 pub const OFFER_VERSION: u8 = 1;
@@ -75,7 +83,7 @@ impl PlaneOffer {
     }
 
     /// `Ok(None)`: more bytes needed; else the offer and the bytes it took.
-    pub fn decode(buf: &[u8]) -> Result<Option<(PlaneOffer, usize)>, WireError> {
+    pub fn decode(buf: &[u8]) -> Result<Option<(PlaneOffer, usize)>, PlaneError> {
         let Some(head) = buf.get(..7) else {
             return Ok(None);
         };
@@ -85,11 +93,11 @@ impl PlaneOffer {
             0 => Redundancy::Auto,
             1 => Redundancy::Always,
             2 => Redundancy::Never,
-            other => return Err(WireError::PlaneOffer(format!("redundancy {other}"))),
+            other => return Err(PlaneError::Offer(format!("redundancy {other}"))),
         };
         let n = head[6] as usize;
         if n == 0 || n > MAX_OFFER_PATHS {
-            return Err(WireError::PlaneOffer(format!("{n} paths")));
+            return Err(PlaneError::Offer(format!("{n} paths")));
         }
         let mut at = 7;
         let Some(raw) = buf.get(at..at + 2 * n) else {
@@ -98,7 +106,7 @@ impl PlaneOffer {
         let mut paths: Vec<OfferedPath> = Vec::with_capacity(n);
         for c in raw.chunks_exact(2) {
             if c[0] as usize >= MAX_OFFER_PATHS || paths.iter().any(|p| p.id == c[0]) {
-                return Err(WireError::PlaneOffer(format!("path id {}", c[0])));
+                return Err(PlaneError::Offer(format!("path id {}", c[0])));
             }
             paths.push(OfferedPath {
                 id: c[0],
@@ -111,7 +119,7 @@ impl PlaneOffer {
         };
         let m = m as usize;
         if m > MAX_REALTIME_PORTS {
-            return Err(WireError::PlaneOffer(format!("{m} real-time ports")));
+            return Err(PlaneError::Offer(format!("{m} real-time ports")));
         }
         at += 1;
         let Some(raw) = buf.get(at..at + 2 * m) else {
@@ -198,14 +206,14 @@ impl PlaneAnswer {
         }
     }
 
-    pub fn decode(buf: &[u8]) -> Result<Option<(PlaneAnswer, usize)>, WireError> {
+    pub fn decode(buf: &[u8]) -> Result<Option<(PlaneAnswer, usize)>, PlaneError> {
         let Some(&status) = buf.first() else {
             return Ok(None);
         };
         if status != 0 {
             return match Declined::from_u8(status) {
                 Some(d) => Ok(Some((PlaneAnswer::Declined(d), 1))),
-                None => Err(WireError::PlaneAnswer(status)),
+                None => Err(PlaneError::Answer(status)),
             };
         }
         let Some(b) = buf.get(1..7) else {
@@ -300,6 +308,6 @@ mod tests {
                 Ok(Some((PlaneAnswer::Declined(d), 1)))
             );
         }
-        assert_eq!(PlaneAnswer::decode(&[6]), Err(WireError::PlaneAnswer(6)));
+        assert_eq!(PlaneAnswer::decode(&[6]), Err(PlaneError::Answer(6)));
     }
 }

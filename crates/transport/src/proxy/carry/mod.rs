@@ -16,6 +16,7 @@
 //!   client's side that the gateway, `nena run` and SOCKS5 UDP ASSOCIATE carry through.
 
 pub mod dns;
+pub mod frames;
 pub mod plane;
 pub mod relay;
 pub mod resolver;

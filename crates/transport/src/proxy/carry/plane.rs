@@ -26,7 +26,7 @@
 use crate::conn::{ClientConn, ClientOptions};
 use crate::error::{Context, Error};
 use crate::ops::metrics::Tally;
-use crate::proxy::carry::relay::{DESTINATIONS, IDLE};
+use crate::proxy::carry::frames::{read_datagram, write_datagram, RelayCounts, DESTINATIONS, IDLE};
 use crate::proxy::open::{open_plane, open_service, NO_PLANE_REPLY};
 use crate::proxy::socks::{AllowList, Rep};
 use crate::wire::carry::{decode_bare, encode_bare, Datagram, Frame};
@@ -55,6 +55,9 @@ pub const MAX_PLANE_SESSIONS: usize = 65_536;
 const SESSION_QUEUE: usize = 512;
 /// Frames read from the session ahead of the task that handles them.
 const FRAME_QUEUE: usize = 64;
+/// How long a client's path sockets stay open after it ended its side of the session,
+/// waiting for the server to end its own.
+const LINGER: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -341,7 +344,7 @@ struct Dest {
 /// What a server-side plane session did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServedPlane {
-    pub relay: crate::proxy::carry::relay::RelayCounts,
+    pub relay: RelayCounts,
     pub plane: PlaneCounts,
 }
 
@@ -865,14 +868,14 @@ pub async fn carry<T: Outgoing>(
                         Err(_) => break Ending::Idle,
                     },
                 };
-                crate::proxy::carry::relay::write_datagram(writer, d.dst(), d.payload()).await?;
+                write_datagram(writer, d.dst(), d.payload()).await?;
                 sent.fetch_add(1, Ordering::Relaxed);
             };
             writer.shutdown().await?;
             Ok::<_, Error>(ending)
         };
         let down_side = async {
-            while let Some(d) = crate::proxy::carry::relay::read_datagram(reader).await? {
+            while let Some(d) = read_datagram(reader).await? {
                 received.fetch_add(1, Ordering::Relaxed);
                 if down.send(d).await.is_err() {
                     break;
@@ -1036,7 +1039,15 @@ pub async fn carry<T: Outgoing>(
         tokio::pin!(reading);
         tokio::pin!(main);
         tokio::select! {
-            r = &mut main => r?,
+            r = &mut main => {
+                let ending = r?;
+                // Our side is ended: the path sockets stay open until the server ends its
+                // side (it sends nothing after), at most LINGER, so that a probe or reply
+                // already on its way meets a socket, not an ICMP port unreachable that the
+                // host's routes might send out of another interface.
+                let _ = tokio::time::timeout(LINGER, &mut reading).await;
+                ending
+            }
             r = &mut reading => {
                 r?;
                 // The server ended the session: what it sent before is delivered first.

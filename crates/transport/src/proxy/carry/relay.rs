@@ -33,48 +33,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, Semaphore};
 
-/// A flow (one application socket) ends after this long without a datagram from it.
-pub const IDLE: Duration = Duration::from_secs(120);
 /// Datagrams waiting for their flow's session at most; more are dropped, as a full queue of
 /// a router drops them.
 const QUEUE: usize = 256;
-/// Destinations one server-side session remembers (see the module doc).
-pub const DESTINATIONS: usize = 1024;
-
-/// One datagram frame; `None` at a clean end before it.
-pub async fn read_datagram<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<Datagram>> {
-    let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-    let mut header = [0u8; 21];
-    if r.read(&mut header[..1]).await? == 0 {
-        return Ok(None);
-    }
-    let n = Datagram::header_len(header[0]).map_err(invalid)?;
-    r.read_exact(&mut header[1..n]).await?;
-    let (addr, len) = Datagram::parse_header(&header[..n]).map_err(invalid)?;
-    let mut payload = vec![0u8; len];
-    r.read_exact(&mut payload).await?;
-    Ok(Some(Datagram { addr, payload }))
-}
-
-/// Writes one datagram frame and flushes.
-pub async fn write_datagram<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    addr: SocketAddr,
-    payload: &[u8],
-) -> std::io::Result<()> {
-    let framed = Datagram::encode(addr, payload).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a datagram of {} bytes", payload.len()),
-        )
-    })?;
-    w.write_all(&framed).await?;
-    w.flush().await
-}
+pub use super::frames::{read_datagram, write_datagram, RelayCounts, DESTINATIONS, IDLE};
 
 /// Counters of a relay (either side).
 #[derive(Debug, Default)]
@@ -250,14 +216,6 @@ struct Dest {
     sent: bool,
 }
 
-/// What a server-side datagram session did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RelayCounts {
-    pub sent: u64,
-    pub received: u64,
-    pub refused: u64,
-}
-
 async fn serve_idle<R, W>(
     reader: &mut R,
     writer: &mut W,
@@ -365,6 +323,7 @@ where
 mod tests {
     use super::*;
     use crate::proxy::socks::AllowRule;
+    use tokio::io::AsyncWriteExt;
 
     fn allow(rule: &str) -> AllowList {
         AllowList(vec![rule.parse::<AllowRule>().unwrap()])

@@ -350,8 +350,10 @@ fn a_wlan_outage_mid_call_loses_no_realtime_datagram() {
         (0..250).filter(|i| !got.contains(i)).collect::<Vec<_>>(),
         pc.stderr()
     );
+    // Most went as sealed UDP (the trusted path's copies through the outage); the first
+    // ones, before a probe was answered, rode the session only.
     let line = end_flow(&pc, control);
-    assert!(count_before(&line, " sent as UDP") >= 240, "{line}");
+    assert!(count_before(&line, " sent as UDP") >= 200, "{line}");
 }
 
 #[test]

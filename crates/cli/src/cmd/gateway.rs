@@ -108,6 +108,8 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
+    pub datagram: super::transfer::DatagramArgs,
+    #[command(flatten)]
     pub caps: super::gateway_caps::CapsArgs,
     #[command(flatten)]
     pub threads: Threads,
@@ -208,7 +210,8 @@ fn run(a: GatewayArgs) -> CmdResult {
     gateway::host::check_lan(&a.lan).map_err(Exit::usage)?;
     check_client(&a.common)?;
     killswitch::lock(&a.lan)?;
-    let opts = a.common.options(via, false)?;
+    let mut opts = a.common.options(via, false)?;
+    a.datagram.apply(&mut opts)?;
     if opts.modes.contains(&nena_proto::Mode::KatoMpc) {
         return Err(crate::exit::Exit::usage(anyhow::anyhow!(
             "--mode kato-mpc is for one connection at a time (send, get, perf); the gateway \
@@ -222,6 +225,7 @@ fn run(a: GatewayArgs) -> CmdResult {
         grace: a.grace,
         token: None,
         metrics: counters.as_ref().map(|c| c.1.clone()),
+        datagram_plane: false,
     };
     let what = format!(
         "nena gateway (LAN {}; offering {}; to {})",

@@ -65,6 +65,8 @@ pub struct ProxyClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
+    pub datagram: super::transfer::DatagramArgs,
+    #[command(flatten)]
     pub threads: Threads,
     #[command(flatten)]
     pub common: ClientCommon,
@@ -99,6 +101,11 @@ pub struct ProxyServerArgs {
     /// stream that looks complete). Default 0: at once.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
     pub grace: Duration,
+    /// Decline every offer of the datagram plane: datagram sessions then carry their
+    /// datagrams inside the session (op 7). By default the plane answers on a UDP socket on
+    /// the --listen address and port.
+    #[arg(long)]
+    pub no_datagram_plane: bool,
     #[command(flatten)]
     pub threads: Threads,
     #[command(flatten)]
@@ -114,6 +121,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             nena_transport::server_keys::first_contact_at_info();
             check_client(&a.common)?;
             let mut opts = a.common.options(&a.to, false)?;
+            a.datagram.apply(&mut opts)?;
             let _mpc = a.common.attach_mpc(&mut opts)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,
@@ -121,6 +129,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 grace: a.grace,
                 token: None,
                 metrics: None,
+                datagram_plane: false,
             };
             let (listen, entry, kind) = match (a.listen, a.socks5) {
                 (Some(l), _) => (l, proxy::Entry::Plain, ""),
@@ -167,6 +176,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                     None => None,
                 },
                 metrics: None,
+                datagram_plane: !a.no_datagram_plane,
             };
             let counters = counters(a.common.metrics, Role::ProxyServer);
             let limits = ProxyLimits {

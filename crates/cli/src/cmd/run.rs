@@ -87,6 +87,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|UID")]
     pub user: Option<String>,
     #[command(flatten)]
+    pub datagram: super::transfer::DatagramArgs,
+    #[command(flatten)]
     pub common: ClientCommon,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -219,7 +221,11 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         )));
     }
     let opts = match &a.via {
-        Some(via) => Some(a.common.options(via, false)?),
+        Some(via) => {
+            let mut o = a.common.options(via, false)?;
+            a.datagram.apply(&mut o)?;
+            Some(o)
+        }
         None => None,
     };
     let env = |k: &str| std::env::var(k).ok();
@@ -290,6 +296,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         grace: std::time::Duration::ZERO,
         token: None,
         metrics: None,
+        datagram_plane: false,
     };
     let cmd = a.cmd.clone();
     let udp_mode = a.udp;

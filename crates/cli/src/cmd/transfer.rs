@@ -624,6 +624,52 @@ pub(super) fn labels(modes: &[Mode]) -> String {
         .join(", ")
 }
 
+/// `--udp-plane on|off`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpPlane {
+    On,
+    Off,
+}
+
+/// How datagram sessions carry their datagrams (gateway, run, proxy client).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DatagramArgs {
+    /// Carry UDP datagrams on the datagram plane (on: sealed UDP on each path, bound to its
+    /// interface, after the session's handshake on the trusted path; inside the session on
+    /// a path whose UDP is not confirmed; a proxy server without the plane is carried as
+    /// before) or inside the nena session alone (off).
+    #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+    pub udp_plane: UdpPlane,
+    /// Which datagrams go on every usable path, the first copy kept: auto (real-time flows:
+    /// small and paced, DSCP EF/AF4x, or a --realtime-port; the rest on the lowest-latency
+    /// path), always, never.
+    #[arg(long, default_value = "auto", value_name = "auto|always|never")]
+    pub udp_redundancy: nena_proto::dgram::Redundancy,
+    /// A destination port whose UDP flows are real-time whatever they look like (repeatable,
+    /// at most 16).
+    #[arg(long, value_name = "PORT")]
+    pub realtime_port: Vec<u16>,
+}
+
+impl DatagramArgs {
+    /// Into the client's options; more than 16 ports is a usage error.
+    pub(crate) fn apply(&self, opts: &mut ClientOptions) -> CmdResult {
+        let max = nena_transport::wire::plane::MAX_REALTIME_PORTS;
+        if self.realtime_port.len() > max {
+            return Err(Exit::usage(anyhow!(
+                "--realtime-port given {} times: at most {max}",
+                self.realtime_port.len()
+            )));
+        }
+        opts.datagram = nena_transport::conn::DatagramOptions {
+            plane: self.udp_plane == UdpPlane::On,
+            redundancy: self.udp_redundancy,
+            realtime_ports: self.realtime_port.clone(),
+        };
+        Ok(())
+    }
+}
+
 pub(crate) fn check_client(c: &ClientCommon) -> CmdResult {
     if c.trusted.is_empty() {
         return Err(Exit::usage(anyhow!(

@@ -101,6 +101,7 @@ fn a_kato_forward_opening_reads_without_a_crib_token_and_all() {
         target: None,
         token: Some(AccessToken::new(token.to_vec()).unwrap()),
         service: Service::Stream,
+        plane: None,
     };
     let mut opening = req.encode_tagged(tx.app_mac_key());
     opening.extend_from_slice(

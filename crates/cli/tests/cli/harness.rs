@@ -498,6 +498,17 @@ pub fn packets(cap: &Path, filter: &str) -> usize {
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
 
+/// UDP packets of a capture that are not the datagram plane's: the plane's are sealed
+/// (type byte 0x0e first) and to or from the proxy server's `port`.
+pub fn udp_not_sealed(cap: &Path, port: u16) -> usize {
+    packets(cap, "udp") - packets(cap, &format!("udp port {port} and udp[8] = 0x0e"))
+}
+
+/// The datagram plane's sealed UDP packets of a capture (to or from `port`).
+pub fn udp_sealed(cap: &Path, port: u16) -> usize {
+    packets(cap, &format!("udp port {port} and udp[8] = 0x0e"))
+}
+
 /// 16-byte runs of `known` that `nena eavesdrop` finds in a capture.
 pub fn runs_found(cap: &Path, known: &Path) -> u64 {
     let out = nena(&[

@@ -70,3 +70,4 @@ mod transfer_socks_udp;
 mod transfer_stream_64g;
 #[cfg(feature = "policy")]
 mod transfer_tamper;
+mod transfer_udp_plane;

@@ -67,6 +67,32 @@ pub struct ClientOptions {
     /// first contact). `None`: any key that signs the handshake, nothing pinned (tests and
     /// benchmarks). Checked only in offers with key agreement (aead, stream).
     pub server_key: Option<crate::server_keys::ServerKeyCheck>,
+    /// How a datagram session carries its datagrams (`--udp-plane`, `--udp-redundancy`,
+    /// `--realtime-port`).
+    pub datagram: DatagramOptions,
+}
+
+/// How datagram sessions (the gateway's, `nena run`'s, SOCKS5 UDP ASSOCIATE's) carry their
+/// datagrams: the datagram plane (sealed UDP on each path, the session as the fallback) or
+/// inside the session alone (op 7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatagramOptions {
+    /// Offer the datagram plane (`--udp-plane on`, the default).
+    pub plane: bool,
+    /// Which datagrams go on every usable path (`--udp-redundancy`).
+    pub redundancy: nena_proto::dgram::Redundancy,
+    /// Destination ports whose flows are real-time (`--realtime-port`).
+    pub realtime_ports: Vec<u16>,
+}
+
+impl Default for DatagramOptions {
+    fn default() -> Self {
+        DatagramOptions {
+            plane: true,
+            redundancy: nena_proto::dgram::Redundancy::Auto,
+            realtime_ports: Vec::new(),
+        }
+    }
 }
 
 impl ClientOptions {
@@ -92,6 +118,7 @@ impl ClientOptions {
             allow_plain: false,
             warm: None,
             server_key: None,
+            datagram: DatagramOptions::default(),
         }
     }
 }
@@ -110,6 +137,9 @@ pub struct ClientConn {
     pub setup: Duration,
     /// kato-mpc: whether it scrambles, or why not.
     pub mpc: Option<MpcOutcome>,
+    /// The session's datagram plane keys (aead and stream; taken before the session was
+    /// split): the datagram plane of a datagram session ([`crate::proxy::carry::plane`]).
+    pub dgram: Option<nena_proto::dgram::DatagramKeys>,
 }
 
 impl ClientConn {
@@ -231,6 +261,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         info,
         setup: start.elapsed(),
         mpc: Some(outcome),
+        dgram: None,
     })
 }
 
@@ -354,6 +385,7 @@ async fn connect_once(
         None => (None, Vec::new(), Vec::new()),
     };
     let info = session.as_ref().map(|s| s.info());
+    let dgram = session.as_ref().and_then(|s| s.datagram_keys());
     let (reader, mut writer) = socket_pair(session, leftover, r, w, opts.buffer);
     // The key confirmation leaves with the first record, in one write: no segment of its own
     // for a new subflow's first data to follow (docs/investigations/kernel-41-bytes). Every
@@ -366,6 +398,7 @@ async fn connect_once(
         info,
         setup: start.elapsed(),
         mpc: None,
+        dgram,
     })
 }
 

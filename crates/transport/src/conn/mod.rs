@@ -28,7 +28,7 @@ pub mod sessions;
 pub mod socket;
 pub mod subflows;
 
-pub use client::{connect, Ahead, ClientConn, ClientOptions, END_WITHIN};
+pub use client::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END_WITHIN};
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
 pub use server::{accept, listen, AcceptOptions, ServerConn};
 pub use sessions::{accept_until_interrupted, Sessions, ABORT_NOTICE};

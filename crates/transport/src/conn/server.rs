@@ -48,6 +48,8 @@ pub struct ServerConn<R = OwnedReadHalf, W = OwnedWriteHalf> {
     pub peer: SocketAddr,
     /// kato-mpc: whether it scrambles, or why not.
     pub mpc: Option<MpcOutcome>,
+    /// The session's datagram plane keys (aead and stream), taken before it was split.
+    pub dgram: Option<nena_proto::dgram::DatagramKeys>,
 }
 
 impl ServerConn {
@@ -87,6 +89,7 @@ pub async fn accept(
             info: None,
             peer,
             mpc: None,
+            dgram: None,
         });
     }
     if is_kato_mpc(&opts.modes)? {
@@ -113,6 +116,7 @@ pub async fn accept(
             info,
             peer,
             mpc: Some(outcome),
+            dgram: None,
         });
     }
     let cfg = ServerConfig {
@@ -122,6 +126,7 @@ pub async fn accept(
     let (session, leftover) =
         server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let info = Some(session.info());
+    let dgram = session.datagram_keys();
     let (reader, writer) = socket_pair(Some(session), leftover, r, w, opts.buffer);
     Ok(ServerConn {
         reader,
@@ -129,5 +134,6 @@ pub async fn accept(
         info,
         peer,
         mpc: None,
+        dgram,
     })
 }

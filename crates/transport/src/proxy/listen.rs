@@ -45,6 +45,9 @@ pub struct ProxyLimits {
     pub token: Option<AccessToken>,
     /// Counters for `--metrics` (None: none kept).
     pub metrics: Option<Arc<Metrics>>,
+    /// Server end: answer offers of the datagram plane on a UDP socket on the listener's
+    /// address and port (`--no-datagram-plane` turns it off: every offer is declined).
+    pub datagram_plane: bool,
 }
 
 /// The log line of a finished proxy session: bytes each way, the mode, and how the nena

@@ -8,6 +8,7 @@ use crate::error::{Context, Error};
 use crate::ops::metrics::Tally;
 use crate::proxy::ends::Refused;
 use crate::proxy::socks::{Rep, Target};
+use crate::wire::plane::{PlaneAnswer, PlaneOffer};
 use crate::wire::{ConnectRequest, Service};
 use nena_proto::{AbortReason, SessionError};
 use std::time::Duration;
@@ -24,6 +25,7 @@ async fn send_open(
     c: &mut conn::ClientConn,
     target: Option<&Target>,
     service: Service,
+    offer: Option<&PlaneOffer>,
     first: &[u8],
     opts: &ClientOptions,
 ) -> std::io::Result<()> {
@@ -31,6 +33,7 @@ async fn send_open(
         target: target.cloned(),
         token: opts.token.clone(),
         service,
+        plane: offer.cloned(),
     };
     let req = req.encode_tagged(c.writer.app_mac_key());
     c.writer.write_all(&req).await?;
@@ -101,7 +104,17 @@ pub(crate) async fn open_to(
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
-    open_with(target, Service::Stream, first, opts, connecting, tally).await
+    open_with(
+        target,
+        Service::Stream,
+        None,
+        first,
+        opts,
+        connecting,
+        tally,
+    )
+    .await
+    .map(|(c, _)| c)
 }
 
 /// [`open_to`] for a session of `service`: DNS (op 6) or datagrams (op 7), no target.
@@ -111,22 +124,58 @@ pub(crate) async fn open_service(
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
-    open_with(None, service, None, opts, connecting, tally).await
+    open_with(None, service, None, None, opts, connecting, tally)
+        .await
+        .map(|(c, _)| c)
+}
+
+/// Said in the error of an op 8 opening that got no reply: a server older than op 8 closes
+/// such a session unanswered (the caller opens an op 7 session instead).
+pub(crate) const NO_PLANE_REPLY: &str = "no answer to the datagram plane's offer";
+
+/// [`open_service`] for datagrams with the offer of the datagram plane (op 8): the session
+/// and the server's answer. A server older than op 8 closes the session without a reply:
+/// the error then says [`NO_PLANE_REPLY`].
+pub(crate) async fn open_plane(
+    offer: &PlaneOffer,
+    opts: &ClientOptions,
+    connecting: &Semaphore,
+    tally: &Tally,
+) -> std::result::Result<(conn::ClientConn, PlaneAnswer), (Rep, Error)> {
+    let (c, answer) = open_with(
+        None,
+        Service::Datagram,
+        Some(offer),
+        None,
+        opts,
+        connecting,
+        tally,
+    )
+    .await?;
+    match answer {
+        Some(a) => Ok((c, a)),
+        None => Err((
+            Rep::GeneralFailure,
+            Error::msg("internal: an op 8 opening without the plane's answer"),
+        )),
+    }
 }
 
 async fn open_with(
     target: Option<&Target>,
     service: Service,
+    offer: Option<&PlaneOffer>,
     mut first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
+) -> std::result::Result<(conn::ClientConn, Option<PlaneAnswer>), (Rep, Error)> {
     let mut attempt = 1;
     loop {
         match open_once(
             target,
             service,
+            offer,
             first.as_deref_mut(),
             opts,
             connecting,
@@ -166,11 +215,12 @@ fn server_found_altered(e: &Error) -> bool {
 async fn open_once(
     target: Option<&Target>,
     service: Service,
+    offer: Option<&PlaneOffer>,
     first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
+) -> std::result::Result<(conn::ClientConn, Option<PlaneAnswer>), (Rep, Error)> {
     let what = match (service, target) {
         (Service::Dns, _) => "DNS".to_string(),
         (Service::Datagram, _) => "datagrams".to_string(),
@@ -216,11 +266,28 @@ async fn open_once(
                 Some(f) => f.take().context("reading the application's first bytes")?,
                 None => &[],
             };
-            send_open(&mut c, target, service, first, opts).await?;
-            Ok::<_, Error>(c.reader.read_connect_reply().await?)
+            send_open(&mut c, target, service, offer, first, opts).await?;
+            let reply = match c.reader.read_connect_reply().await {
+                Ok(r) => r,
+                // An old server closes an op 8 session unanswered.
+                Err(e)
+                    if offer.is_some()
+                        && !e
+                            .session_error()
+                            .is_some_and(|s| matches!(s, SessionError::PeerAborted { .. })) =>
+                {
+                    return Err(Error::from(e).context(NO_PLANE_REPLY));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let answer = match (offer, reply.code) {
+                (Some(_), Rep::Succeeded) => Some(c.reader.read_plane_answer().await?),
+                _ => None,
+            };
+            Ok::<_, Error>((reply, answer))
         };
         let wait = opts.timeout + Duration::from_secs(5);
-        let answer = match tokio::time::timeout(wait, answer).await {
+        let (answer, plane) = match tokio::time::timeout(wait, answer).await {
             Ok(Ok(a)) => a,
             Ok(Err(e)) if from_pool => {
                 log::debug!("a session opened ahead is gone ({e:#}); opening one for {what}");
@@ -247,6 +314,6 @@ async fn open_once(
             let code = answer.code;
             return Err((code, Error::from(Refused(answer)).context(what)));
         }
-        return Ok(c);
+        return Ok((c, plane));
     }
 }

@@ -142,8 +142,17 @@ enum Admitted<S> {
     Stream(S),
     /// DNS queries for its resolver (op 6).
     Dns(crate::proxy::carry::resolver::Upstream),
-    /// Datagrams within `--allow` (op 7).
-    Datagram(AllowList),
+    /// Datagrams within `--allow` (op 7; op 8 with the client's offer of the datagram
+    /// plane).
+    Datagram(AllowList, Option<crate::wire::plane::PlaneOffer>),
+}
+
+/// The proxy server's datagram plane: its UDP socket (`None`: it has none), and whether it
+/// is turned off (`--no-datagram-plane`: every offer declined).
+#[derive(Clone, Default)]
+pub struct PlaneSetting {
+    pub server: Option<Arc<crate::proxy::carry::plane::PlaneServer>>,
+    pub off: bool,
 }
 
 /// Why the proxy server does not open a session: the code and reason of its
@@ -239,8 +248,16 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
             return Ok(Admitted::Dns(up));
         }
         (Service::Datagram, Egress::Allow(allow)) => {
-            log::info!("{}: datagrams", c.peer);
-            return Ok(Admitted::Datagram(allow.clone()));
+            log::info!(
+                "{}: datagrams{}",
+                c.peer,
+                if req.plane.is_some() {
+                    " (datagram plane offered)"
+                } else {
+                    ""
+                }
+            );
+            return Ok(Admitted::Datagram(allow.clone(), req.plane));
         }
     }
     match (egress, &req.target) {
@@ -299,6 +316,27 @@ pub async fn run_server_with(
         ..accept
     });
     let token = limits.token.clone();
+    let plane = PlaneSetting {
+        server: if limits.datagram_plane && matches!(&egress, Egress::Allow(a) if !a.0.is_empty()) {
+            match crate::proxy::carry::plane::PlaneServer::bind(listener.local_addr()?) {
+                Ok(p) => {
+                    log::info!("datagram plane on UDP port {}", p.port());
+                    tokio::spawn(p.clone().run());
+                    Some(p)
+                }
+                Err(e) => {
+                    log::warn!(
+                        "datagram plane: cannot bind UDP {}: {e}; datagrams ride their sessions",
+                        listener.local_addr()?
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        },
+        off: !limits.datagram_plane,
+    };
     accept_loop(
         listener,
         &limits,
@@ -307,6 +345,7 @@ pub async fn run_server_with(
             let accept = accept.clone();
             let egress = egress.clone();
             let token = token.clone();
+            let plane = plane.clone();
             async move {
                 let start = std::time::Instant::now();
                 let c = conn::accept(stream, peer, &accept)
@@ -320,6 +359,7 @@ pub async fn run_server_with(
                     c,
                     &egress,
                     token.as_ref(),
+                    &plane,
                     accept.handshake_timeout,
                     &Tcp,
                     stop,
@@ -336,10 +376,12 @@ pub async fn run_server_with(
 /// access token checked, the target connected by `connector` within `limit`), the reply,
 /// then the relay or the DNS and datagram services; what the session did on the wire goes
 /// to `tally`. Returns the session's line.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve_opened<R, W, C>(
     mut c: ServerConn<R, W>,
     egress: &Egress,
     token: Option<&AccessToken>,
+    plane: &PlaneSetting,
     limit: Duration,
     connector: &C,
     stop: StopSignal,
@@ -371,15 +413,27 @@ where
             return Err(Refusing { code, msg, what }.into());
         }
     };
-    c.writer
-        .write_msg(
-            ConnectReply {
-                code: Rep::Succeeded,
-                msg: String::new(),
-            }
-            .encode(),
-        )
-        .await?;
+    let mut ok = ConnectReply {
+        code: Rep::Succeeded,
+        msg: String::new(),
+    }
+    .encode();
+    // An offer of the datagram plane is answered right after the reply, in the same write.
+    let mut registered = None;
+    if let Admitted::Datagram(_, Some(offer)) = &target {
+        let (answer, reg) = crate::proxy::carry::plane::answer(
+            plane.server.as_ref(),
+            plane.off,
+            c.dgram.as_ref(),
+            offer,
+        );
+        if let crate::wire::plane::PlaneAnswer::Declined(d) = answer {
+            log::info!("{}: datagram plane declined: {}", c.peer, d.reason());
+        }
+        ok.extend_from_slice(&answer.encode());
+        registered = reg;
+    }
+    c.writer.write_msg(ok).await?;
     let target = match target {
         Admitted::Stream(t) => t,
         Admitted::Dns(up) => {
@@ -391,7 +445,25 @@ where
             let n = served?;
             return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
         }
-        Admitted::Datagram(allow) => {
+        Admitted::Datagram(allow, Some(offer)) if registered.is_some() => {
+            let (Some(reg), Some(keys)) = (registered, c.dgram.clone()) else {
+                return Err(Error::msg("internal: a plane session without its keys"));
+            };
+            let served = tokio::select! {
+                r = crate::proxy::carry::plane::serve_plane(&mut c.reader, &mut c.writer, &allow, &keys, &offer, reg) => r,
+                _ = stop.stopped() => Err(Error::msg("stopped")),
+            };
+            let _ = c.writer.shutdown().await;
+            let n = served?;
+            return Ok(format!(
+                "datagrams: {} sent, {} received, {} not permitted by --allow; {}",
+                n.relay.sent,
+                n.relay.received,
+                n.relay.refused,
+                n.plane.describe()
+            ));
+        }
+        Admitted::Datagram(allow, _) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
                 _ = stop.stopped() => Err(Error::msg("stopped")),

@@ -469,6 +469,14 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         self.read_msg("connect reply", crate::wire::ConnectReply::decode)
             .await
     }
+
+    /// Read the proxy server's answer to a datagram plane offer (after its ok reply).
+    pub async fn read_plane_answer(&mut self) -> Result<crate::wire::plane::PlaneAnswer, MsgError> {
+        self.read_msg("datagram plane answer", |b| {
+            Ok(crate::wire::plane::PlaneAnswer::decode(b)?)
+        })
+        .await
+    }
 }
 
 /// `poll_read` on `inner` that fails with `TimedOut` after `idle` without data.

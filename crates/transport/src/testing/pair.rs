@@ -250,6 +250,7 @@ pub async fn pair(mode: Mode) -> Result<Pair> {
             info,
             peer: CLIENT_ADDR.parse().expect("an address"),
             mpc: None,
+            dgram: None,
         },
         tap,
     })
@@ -267,6 +268,7 @@ pub async fn open(
         target,
         token,
         service: Service::Stream,
+        plane: None,
     };
     open_request(c, req).await
 }
@@ -409,6 +411,7 @@ impl ProxyServer {
             s,
             &self.egress,
             self.token.as_ref(),
+            &crate::proxy::server::PlaneSetting::default(),
             self.limit,
             &self.targets,
             stop,

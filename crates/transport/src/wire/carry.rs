@@ -146,10 +146,172 @@ impl Datagram {
     }
 }
 
+/// The bit of a [`Frame`]'s first byte that says a sequence number follows it.
+pub const SEQUENCED: u8 = 0x80;
+
+/// A datagram inside a plane session (op 8): op 7's [`Datagram`], or, with [`SEQUENCED`] set
+/// in its address type, the same with the plane's sequence number after that byte, for a
+/// copy the plane could not send as UDP on some path (the receiver drops whichever copy
+/// comes second).
+///
+/// ```text
+/// Frame   atyp u8 (1, 4; or 0x81, 0x84 with seq) [| seq u64] | addr | port u16 | len u16 | payload
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub seq: Option<u64>,
+    pub datagram: Datagram,
+}
+
+impl Frame {
+    /// The header's length for a first byte, refused for an unknown address type.
+    pub fn header_len(first: u8) -> Result<usize, WireError> {
+        if first & SEQUENCED != 0 {
+            Datagram::header_len(first & !SEQUENCED)
+                .map(|n| n + 8)
+                .map_err(|_| WireError::DatagramAddress(first))
+        } else {
+            Datagram::header_len(first)
+        }
+    }
+
+    /// The sequence number, address and payload length of a whole header.
+    pub fn parse_header(header: &[u8]) -> Result<(Option<u64>, SocketAddr, usize), WireError> {
+        let first = *header.first().ok_or(WireError::DatagramAddress(0))?;
+        if first & SEQUENCED == 0 {
+            let (addr, len) = Datagram::parse_header(header)?;
+            return Ok((None, addr, len));
+        }
+        if header.len() != Frame::header_len(first)? {
+            return Err(WireError::DatagramAddress(first));
+        }
+        let seq = u64::from_be_bytes(header[1..9].try_into().expect("8 bytes"));
+        let mut rest = Vec::with_capacity(header.len() - 8);
+        rest.push(first & !SEQUENCED);
+        rest.extend_from_slice(&header[9..]);
+        let (addr, len) = Datagram::parse_header(&rest)?;
+        Ok((Some(seq), addr, len))
+    }
+
+    /// `None` when the payload is longer than [`MAX_DATAGRAM`].
+    pub fn encode(seq: Option<u64>, addr: SocketAddr, payload: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Datagram::encode(addr, payload)?;
+        if let Some(seq) = seq {
+            out[0] |= SEQUENCED;
+            out.splice(1..1, seq.to_be_bytes());
+        }
+        Some(out)
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
+        let Some(&first) = buf.first() else {
+            return Ok(None);
+        };
+        let n = Frame::header_len(first)?;
+        let Some(header) = buf.get(..n) else {
+            return Ok(None);
+        };
+        let (seq, addr, len) = Frame::parse_header(header)?;
+        match buf.get(n..n + len) {
+            Some(p) => Ok(Some((
+                Frame {
+                    seq,
+                    datagram: Datagram {
+                        addr,
+                        payload: p.to_vec(),
+                    },
+                },
+                n + len,
+            ))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// What a plane data datagram carries (sealed): `atyp u8 | addr (4 | 16) | port u16 |
+/// payload` (the payload is the rest; no length: the seal gives it).
+pub fn encode_bare(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(19 + payload.len());
+    match addr.ip() {
+        IpAddr::V4(a) => {
+            out.push(ATYP_IPV4);
+            out.extend_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            out.push(ATYP_IPV6);
+            out.extend_from_slice(&a.octets());
+        }
+    }
+    out.extend_from_slice(&addr.port().to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// [`encode_bare`]'s address and payload.
+pub fn decode_bare(buf: &[u8]) -> Result<(SocketAddr, &[u8]), WireError> {
+    let atyp = *buf.first().ok_or(WireError::DatagramAddress(0))?;
+    let n = Datagram::header_len(atyp)? - 2;
+    let Some(h) = buf.get(..n) else {
+        return Err(WireError::DatagramAddress(atyp));
+    };
+    let ip = if atyp == ATYP_IPV4 {
+        let o: [u8; 4] = h[1..5].try_into().expect("4 bytes");
+        IpAddr::V4(Ipv4Addr::from(o))
+    } else {
+        let o: [u8; 16] = h[1..17].try_into().expect("16 bytes");
+        IpAddr::V6(Ipv6Addr::from(o))
+    };
+    let port = u16::from_be_bytes([h[n - 2], h[n - 1]]);
+    Ok((SocketAddr::new(ip, port), &buf[n..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A plane session's frames: op 7's unchanged, sequenced ones with their number after
+    /// the first byte; every cut waits; bare datagrams round trip in both families.
+    #[test]
+    fn frames_and_bare_datagrams_roundtrip() {
+        let a: SocketAddr = "198.18.3.2:7007".parse().unwrap();
+        let plain = Frame::encode(None, a, b"x").unwrap();
+        assert_eq!(plain, Datagram::encode(a, b"x").unwrap());
+        let seq = Frame::encode(Some(0x0102_0304_0506_0708), a, b"call").unwrap();
+        assert_eq!(
+            seq[..9],
+            [0x81, 1, 2, 3, 4, 5, 6, 7, 8],
+            "first byte, then the sequence number"
+        );
+        assert_eq!(seq[9..], Datagram::encode(a, b"call").unwrap()[1..]);
+        for cut in 0..seq.len() {
+            assert_eq!(Frame::decode(&seq[..cut]), Ok(None), "cut {cut}");
+        }
+        let want = Frame {
+            seq: Some(0x0102_0304_0506_0708),
+            datagram: Datagram {
+                addr: a,
+                payload: b"call".to_vec(),
+            },
+        };
+        assert_eq!(Frame::decode(&seq), Ok(Some((want, seq.len()))));
+        assert_eq!(
+            Frame::decode(&[0x82, 0]),
+            Err(WireError::DatagramAddress(0x82))
+        );
+        // An op 7 session refuses a sequenced frame.
+        assert_eq!(
+            Datagram::decode(&seq),
+            Err(WireError::DatagramAddress(0x81))
+        );
+        for addr in ["198.18.3.2:7", "[2001:2::3]:443"] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            let b = encode_bare(addr, b"payload");
+            assert_eq!(decode_bare(&b), Ok((addr, &b"payload"[..])));
+            assert!(decode_bare(&b[..3]).is_err());
+        }
+        assert_eq!(decode_bare(&[9]), Err(WireError::DatagramAddress(9)));
+    }
 
     #[test]
     fn dns_frames_roundtrip_and_refuse_what_is_no_message() {
@@ -220,6 +382,15 @@ mod tests {
             }
             if let Ok(Some((d, used))) = Datagram::decode(&data) {
                 prop_assert_eq!(Datagram::encode(d.addr, &d.payload).unwrap(), data[..used].to_vec());
+            }
+            if let Ok(Some((f, used))) = Frame::decode(&data) {
+                prop_assert_eq!(
+                    Frame::encode(f.seq, f.datagram.addr, &f.datagram.payload).unwrap(),
+                    data[..used].to_vec()
+                );
+            }
+            if let Ok((addr, payload)) = decode_bare(&data) {
+                prop_assert_eq!(encode_bare(addr, payload), data.clone());
             }
             super::super::fuzzing::app_messages(&data);
         }

@@ -131,6 +131,8 @@ pub enum WireError {
     DatagramAddress(u8),
     #[error("a datagram of {0} bytes, longer than a UDP datagram can be")]
     DatagramTooLong(usize),
+    #[error(transparent)]
+    Plane(#[from] plane::PlaneError),
 }
 
 impl WireError {
@@ -560,8 +562,12 @@ pub const OP_DNS: u8 = 6;
 /// Op of a [`ConnectRequest`] for datagrams relayed by the proxy server within `--allow`
 /// (`nena run --udp carry`); the session then carries [`carry::Datagram`]s.
 pub const OP_DATAGRAM: u8 = 7;
+/// Op of a [`ConnectRequest`] for datagrams as op 7, with the client's offer of the
+/// datagram plane ([`plane::PlaneOffer`]); the server answers it after its reply.
+pub const OP_DATAGRAM_PLANE: u8 = 8;
 
 pub mod carry;
+pub mod plane;
 
 /// What a proxy session carries once open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -586,6 +592,8 @@ pub struct ConnectRequest {
     pub token: Option<AccessToken>,
     /// What the session carries: a stream (ops 4, 5), DNS (op 6) or datagrams (op 7).
     pub service: Service,
+    /// With [`Service::Datagram`]: the offer of the datagram plane (op 8 instead of 7).
+    pub plane: Option<plane::PlaneOffer>,
 }
 
 impl ConnectRequest {
@@ -595,6 +603,7 @@ impl ConnectRequest {
             target: Some(target),
             token: None,
             service: Service::Stream,
+            plane: None,
         }
     }
 
@@ -604,6 +613,7 @@ impl ConnectRequest {
             target: None,
             token: None,
             service,
+            plane: None,
         }
     }
 
@@ -612,6 +622,7 @@ impl ConnectRequest {
         let mut out = request_buf();
         let op = match (self.service, &self.target) {
             (Service::Dns, _) => OP_DNS,
+            (Service::Datagram, _) if self.plane.is_some() => OP_DATAGRAM_PLANE,
             (Service::Datagram, _) => OP_DATAGRAM,
             (Service::Stream, Some(_)) => OP_CONNECT,
             (Service::Stream, None) => OP_FORWARD,
@@ -619,6 +630,9 @@ impl ConnectRequest {
         push_op(&mut out, op, self.token.as_ref());
         if let (Service::Stream, Some(t)) = (self.service, &self.target) {
             t.encode_into(&mut out);
+        }
+        if let (Service::Datagram, Some(p)) = (self.service, &self.plane) {
+            p.encode_into(&mut out);
         }
         out
     }
@@ -634,18 +648,32 @@ impl ConnectRequest {
             OP_CONNECT => None,
             OP_FORWARD => Some(Service::Stream),
             OP_DNS => Some(Service::Dns),
-            OP_DATAGRAM => Some(Service::Datagram),
+            OP_DATAGRAM | OP_DATAGRAM_PLANE => Some(Service::Datagram),
             _ => return Err(WireError::NotConnect(op)),
         };
         let Some((token, at)) = take_token(buf)? else {
             return Ok(None);
         };
+        if op & !OP_TOKEN == OP_DATAGRAM_PLANE {
+            return Ok(plane::PlaneOffer::decode(&buf[at..])?.map(|(offer, used)| {
+                (
+                    ConnectRequest {
+                        target: None,
+                        token,
+                        service: Service::Datagram,
+                        plane: Some(offer),
+                    },
+                    at + used,
+                )
+            }));
+        }
         if let Some(service) = service {
             return Ok(Some((
                 ConnectRequest {
                     target: None,
                     token,
                     service,
+                    plane: None,
                 },
                 at,
             )));
@@ -656,6 +684,7 @@ impl ConnectRequest {
                     target: Some(target),
                     token,
                     service: Service::Stream,
+                    plane: None,
                 },
                 at + used,
             ))),

@@ -82,22 +82,26 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
             target: None,
             token: None,
             service: Service::Stream,
+            plane: None,
         },
         ConnectRequest {
             target: None,
             token: Some(token.clone()),
             service: Service::Stream,
+            plane: None,
         },
         ConnectRequest {
             target: Some(target.clone()),
             token: Some(token.clone()),
             service: Service::Stream,
+            plane: None,
         },
         ConnectRequest::of(Service::Dns),
         ConnectRequest {
             target: None,
             token: Some(token.clone()),
             service: Service::Datagram,
+            plane: None,
         },
     ] {
         let enc = req.encode_tagged(Some(&key));
@@ -132,6 +136,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
         target: None,
         token: Some(token.clone()),
         service: Service::Stream,
+        plane: None,
     }
     .encode();
     assert_eq!(fwd[4], OP_FORWARD | OP_TOKEN);
@@ -142,6 +147,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
                 target: None,
                 token: None,
                 service: Service::Stream,
+                plane: None,
             },
             5
         )))
@@ -161,9 +167,31 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
         with_target.service = service;
         assert_eq!(with_target.encode()[..], [b'n', b'A', b'P', b'3', op]);
     }
+    // 8: datagrams with the offer of the datagram plane, which follows the op (and token).
+    let mut offer = Vec::new();
+    let plane = plane::PlaneOffer {
+        version: plane::OFFER_VERSION,
+        receiver: 7,
+        redundancy: nena_proto::dgram::Redundancy::Auto,
+        paths: vec![plane::OfferedPath {
+            id: 0,
+            flags: plane::PATH_TRUSTED,
+        }],
+        realtime_ports: vec![],
+    };
+    plane.encode_into(&mut offer);
+    let req = ConnectRequest {
+        plane: Some(plane),
+        ..ConnectRequest::of(Service::Datagram)
+    };
+    let enc = req.encode();
+    assert_eq!(enc[4], OP_DATAGRAM_PLANE);
+    assert_eq!(enc[5..], offer[..]);
+    assert_eq!(ConnectRequest::decode(&enc), Ok(Some((req, enc.len()))));
+    assert_eq!(ConnectRequest::decode(b"nAP3\x08"), Ok(None));
     assert_eq!(
-        ConnectRequest::decode(b"nAP3\x08"),
-        Err(WireError::NotConnect(8))
+        ConnectRequest::decode(b"nAP3\x09"),
+        Err(WireError::NotConnect(9))
     );
 }
 

@@ -11,8 +11,13 @@
 //! - [`relay`]: datagrams (op 7): `nena run`'s relay on loopback, one nena session per
 //!   application socket, and the proxy server's side, which sends each datagram on within
 //!   `--allow` from a UDP socket of the session's and returns the replies.
+//! - [`plane`]: the datagram plane (op 8): a datagram session's datagrams as sealed UDP on
+//!   each path, the session as the fallback; the server's UDP socket and sessions, and the
+//!   client's side that the gateway, `nena run` and SOCKS5 UDP ASSOCIATE carry through.
 
 pub mod dns;
+pub mod frames;
+pub mod plane;
 pub mod relay;
 pub mod resolver;
 pub mod responder;

@@ -25,58 +25,22 @@
 use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Metrics, Tally};
-use crate::proxy::open::open_service;
 use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
-use crate::wire::Service;
 use anyhow::Result;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, Semaphore};
 
-/// A flow (one application socket) ends after this long without a datagram from it.
-pub const IDLE: Duration = Duration::from_secs(120);
 /// Datagrams waiting for their flow's session at most; more are dropped, as a full queue of
 /// a router drops them.
 const QUEUE: usize = 256;
-/// Destinations one server-side session remembers (see the module doc).
-pub const DESTINATIONS: usize = 1024;
-
-/// One datagram frame; `None` at a clean end before it.
-pub async fn read_datagram<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<Datagram>> {
-    let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-    let mut header = [0u8; 21];
-    if r.read(&mut header[..1]).await? == 0 {
-        return Ok(None);
-    }
-    let n = Datagram::header_len(header[0]).map_err(invalid)?;
-    r.read_exact(&mut header[1..n]).await?;
-    let (addr, len) = Datagram::parse_header(&header[..n]).map_err(invalid)?;
-    let mut payload = vec![0u8; len];
-    r.read_exact(&mut payload).await?;
-    Ok(Some(Datagram { addr, payload }))
-}
-
-/// Writes one datagram frame and flushes.
-pub async fn write_datagram<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    addr: SocketAddr,
-    payload: &[u8],
-) -> std::io::Result<()> {
-    let framed = Datagram::encode(addr, payload).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a datagram of {} bytes", payload.len()),
-        )
-    })?;
-    w.write_all(&framed).await?;
-    w.flush().await
-}
+pub use super::frames::{read_datagram, write_datagram, RelayCounts, DESTINATIONS, IDLE};
 
 /// Counters of a relay (either side).
 #[derive(Debug, Default)]
@@ -102,7 +66,6 @@ pub struct Relay {
     connecting: Arc<Semaphore>,
     metrics: Option<Arc<Metrics>>,
     lookup: DstLookup,
-    idle: Duration,
     /// Flows whose task has not ended, and the signal of one ending.
     active: AtomicU64,
     ended: tokio::sync::Notify,
@@ -121,7 +84,6 @@ impl Relay {
             connecting,
             metrics,
             lookup,
-            idle: IDLE,
             active: AtomicU64::new(0),
             ended: tokio::sync::Notify::new(),
             stats: RelayStats::default(),
@@ -181,22 +143,30 @@ impl Relay {
     ) {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
-            let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
-                .await
-                .map_err(|(_, e)| e)?;
+            let mut session =
+                crate::proxy::carry::plane::open_datagrams(&self.opts, &self.connecting, &tally)
+                    .await
+                    .map_err(|(_, e)| e)?;
             self.stats.sessions.fetch_add(1, Ordering::Relaxed);
-            log::info!("datagrams of {peer}: session open");
-            let (reader, writer) = (&mut c.reader, &mut c.writer);
-            let up = async {
-                while let Ok(Some(d)) = tokio::time::timeout(self.idle, rx.recv()).await {
-                    write_datagram(writer, d.addr, &d.payload).await?;
-                    self.stats.sent.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "datagrams of {peer}: session open{}",
+                if session.has_plane() {
+                    ", datagram plane"
+                } else {
+                    ""
                 }
-                writer.shutdown().await?;
-                Ok::<_, Error>(())
-            };
+            );
+            let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
+            let carrying = crate::proxy::carry::plane::carry(
+                &mut session,
+                None,
+                &mut rx,
+                dtx,
+                &self.stats.sent,
+                &self.stats.received,
+            );
             let down = async {
-                while let Some(d) = read_datagram(reader).await? {
+                while let Some(d) = drx.recv().await {
                     // Only what comes from the socket's destination: the recvmsg program
                     // names that destination as the source.
                     if (self.lookup)(peer) != Some(d.addr) {
@@ -204,14 +174,12 @@ impl Relay {
                         continue;
                     }
                     sock.send_to(&d.payload, peer).await?;
-                    self.stats.received.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<_, Error>(())
             };
-            tokio::select! {
-                r = up => r,
-                r = down => r,
-            }
+            let (carried, ()) = tokio::try_join!(carrying, down)?;
+            log::info!("datagrams of {peer}: {}", carried.describe());
+            Ok::<_, Error>(())
         }
         .await;
         rx.close();
@@ -246,14 +214,6 @@ struct Dest {
     permitted: bool,
     /// A datagram went there (its replies are taken).
     sent: bool,
-}
-
-/// What a server-side datagram session did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RelayCounts {
-    pub sent: u64,
-    pub received: u64,
-    pub refused: u64,
 }
 
 async fn serve_idle<R, W>(
@@ -363,6 +323,7 @@ where
 mod tests {
     use super::*;
     use crate::proxy::socks::AllowRule;
+    use tokio::io::AsyncWriteExt;
 
     fn allow(rule: &str) -> AllowList {
         AllowList(vec![rule.parse::<AllowRule>().unwrap()])

@@ -10,7 +10,7 @@
 //! - Other datagrams (`--udp carry`): one nena session per LAN socket (its address and
 //!   port), datagrams framed with their destination (op 7, [`crate::proxy::carry::relay`]'s
 //!   frames), replies framed with their source and handed back from that source's address.
-//!   A flow ends after [`IDLE`] without a datagram from the LAN.
+//!   A flow ends after [`crate::proxy::carry::relay::IDLE`] without a datagram from the LAN.
 //!
 //! What a LAN host can make the gateway hold is bounded ([`super::bounds`]): flows and DNS
 //! queries in flight per host and in total, the least recently used flow closed for a new
@@ -25,10 +25,8 @@ use super::rates::{Limits, Refused};
 use crate::conn::ClientOptions;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::carry::dns;
-use crate::proxy::carry::relay::{read_datagram, write_datagram, IDLE};
 use crate::proxy::carry::responder::Responder;
-use crate::proxy::open::open_service;
-use crate::wire::Service;
+use crate::wire::carry::Datagram;
 use anyhow::{Context, Result};
 use lru::LruCache;
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, SockaddrStorage};
@@ -38,7 +36,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
 
 /// Datagrams waiting for their flow's session at most; more are dropped, as a router's
@@ -178,6 +175,15 @@ struct Queued {
     dst: SocketAddr,
     payload: Vec<u8>,
     _bytes: Ticket,
+}
+
+impl crate::proxy::carry::plane::Outgoing for Queued {
+    fn dst(&self) -> SocketAddr {
+        self.dst
+    }
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
 }
 
 /// Bytes counted in a flow's queue and in all queues, given back when dropped.
@@ -474,27 +480,35 @@ impl Datagrams {
         let tally = Tally::begin(self.metrics.as_ref());
         let ended = async {
             let permit = opening.acquire_owned().await?;
-            let mut c = open_service(Service::Datagram, &self.opts, &self.connecting, &tally)
-                .await
-                .map_err(|(_, e)| e)?;
+            let mut session =
+                crate::proxy::carry::plane::open_datagrams(&self.opts, &self.connecting, &tally)
+                    .await
+                    .map_err(|(_, e)| e)?;
             drop(permit);
             // Debug only: a spraying LAN host would otherwise write a line per source port.
-            log::debug!("datagrams of {peer}: session open");
-            let (reader, writer) = (&mut c.reader, &mut c.writer);
-            let up = async {
-                while let Ok(Some(q)) = tokio::time::timeout(IDLE, rx.recv()).await {
-                    write_datagram(writer, q.dst, &q.payload).await?;
-                    self.stats.sent.fetch_add(1, Ordering::Relaxed);
+            log::debug!(
+                "datagrams of {peer}: session open{}",
+                if session.has_plane() {
+                    ", datagram plane"
+                } else {
+                    ""
                 }
-                writer.shutdown().await?;
-                Ok::<_, anyhow::Error>(())
-            };
+            );
+            let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
+            let carrying = crate::proxy::carry::plane::carry(
+                &mut session,
+                None,
+                &mut rx,
+                dtx,
+                &self.stats.sent,
+                &self.stats.received,
+            );
             let down = async {
                 // One reply socket per source the server hands back (the destinations this
                 // flow sent to: the server drops datagrams from anywhere else), the
                 // [`REPLY_SOCKETS`] most recently used.
                 let mut from: LruCache<SocketAddr, UdpSocket> = LruCache::new(REPLY_SOCKETS);
-                while let Some(d) = read_datagram(reader).await? {
+                while let Some(d) = drx.recv().await {
                     let s = match from.try_get_or_insert(d.addr, || reply_socket(d.addr, &iface)) {
                         Ok(s) => s,
                         Err(e) => {
@@ -504,13 +518,14 @@ impl Datagrams {
                         }
                     };
                     s.send_to(&d.payload, peer)?;
-                    self.stats.received.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<_, anyhow::Error>(())
             };
-            // The flow ends when the LAN side has been idle (up ends) and the server's side
-            // has ended too, or when either fails.
-            tokio::try_join!(up, down)?;
+            // The flow ends when the LAN side has been idle (the session is then ended) or
+            // the server's side has ended, or when either fails.
+            let (carried, ()) =
+                tokio::try_join!(async { carrying.await.map_err(anyhow::Error::from) }, down)?;
+            log::debug!("datagrams of {peer}: {}", carried.describe());
             Ok::<_, anyhow::Error>(())
         };
         if let Err(e) = ended.await {

@@ -26,11 +26,9 @@ use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
-use crate::proxy::carry::relay::{read_datagram, write_datagram, RelayStats, IDLE};
-use crate::proxy::open::open_service;
+use crate::proxy::carry::relay::{RelayStats, IDLE};
 use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
 use crate::wire::carry::Datagram;
-use crate::wire::Service;
 use anyhow::Result;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -205,36 +203,30 @@ pub(crate) async fn associate(
         let Some(first) = rx.recv().await else {
             return Ok(None);
         };
-        let mut c = open_service(Service::Datagram, opts, connecting, tally)
+        let mut session = crate::proxy::carry::plane::open_datagrams(opts, connecting, tally)
             .await
             .map_err(|(_, e)| e)?;
         stats.sessions.fetch_add(1, Ordering::Relaxed);
-        let mode = c.info.map_or("?".to_string(), |i| i.describe());
-        log::info!("UDP ASSOCIATE on {bound}: session open, mode {mode}");
-        let (reader, writer) = (&mut c.reader, &mut c.writer);
-        let up = async {
-            let mut next = Some(first);
-            let mut idle = false;
-            while let Some(d) = next {
-                write_datagram(writer, d.addr, &d.payload).await?;
-                stats.sent.fetch_add(1, Ordering::Relaxed);
-                next = match tokio::time::timeout(IDLE, rx.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        idle = true;
-                        None
-                    }
-                };
-            }
-            writer.shutdown().await?;
-            Ok::<_, Error>(if idle {
-                format!("{IDLE:?} without a datagram from the application")
+        let mode = session.conn.info.map_or("?".to_string(), |i| i.describe());
+        log::info!(
+            "UDP ASSOCIATE on {bound}: session open, mode {mode}{}",
+            if session.has_plane() {
+                ", datagram plane"
             } else {
-                "the session ended cleanly".to_string()
-            })
-        };
+                ""
+            }
+        );
+        let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
+        let carrying = crate::proxy::carry::plane::carry(
+            &mut session,
+            Some(first),
+            &mut rx,
+            dtx,
+            &stats.sent,
+            &stats.received,
+        );
         let down = async {
-            while let Some(d) = read_datagram(reader).await? {
+            while let Some(d) = drx.recv().await {
                 let to = client.lock().expect("client").address();
                 let framed = UdpPacket {
                     target: Target {
@@ -249,16 +241,21 @@ pub(crate) async fn associate(
                     continue;
                 };
                 sock.send_to(&framed, to).await?;
-                stats.received.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, Error>("the proxy server ended the session".to_string())
+            Ok::<_, Error>(())
         };
-        let ended = tokio::select! {
-            r = up => r,
-            r = down => r,
-        };
-        let paths = Paths::of(&c);
-        tally.wire(Wire::of_client(&paths, &c));
+        let ended = tokio::try_join!(carrying, down).map(|(carried, ())| {
+            use crate::proxy::carry::plane::Ending;
+            let why = match carried.ending {
+                Ending::Idle => format!("{IDLE:?} without a datagram from the application"),
+                Ending::Application => "the session ended cleanly".to_string(),
+                Ending::Server => "the proxy server ended the session".to_string(),
+            };
+            format!("{why}; {}", carried.describe())
+        });
+        let c = &session.conn;
+        let paths = Paths::of(c);
+        tally.wire(Wire::of_client(&paths, c));
         ended
             .map(|why| {
                 Some(format!(

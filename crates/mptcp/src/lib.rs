@@ -124,6 +124,8 @@ mod client;
 pub mod diag;
 pub mod gate;
 pub mod hold;
+mod links;
+pub mod metered;
 pub mod mptcpize;
 pub mod notes;
 pub mod path;

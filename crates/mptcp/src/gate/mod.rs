@@ -36,6 +36,11 @@ pub struct ClassifiedSubflow {
     #[serde(flatten)]
     pub subflow: SubflowInfo,
     pub trust: Trust,
+    /// The interface of the subflow's local address under the policy (`None`: an address
+    /// the policy does not know an interface of).
+    pub iface: Option<String>,
+    /// The subflow is on a metered path (`--metered`).
+    pub metered: bool,
 }
 
 /// What a connection is: MPTCP or not, multipath or not, and what each subflow carried.
@@ -302,10 +307,19 @@ impl Gate {
         let plain = |a: Option<SocketAddr>| {
             a.map(|a| SocketAddr::new(crate::path::canonical(a.ip()), a.port()))
         };
+        let metered = self.metered_addrs();
+        let policy = self.machine.policy();
         Ok(sockopt::subflows(self.fd())?
             .into_iter()
             .map(|s| ClassifiedSubflow {
                 trust: self.trust_of(&s),
+                iface: s
+                    .local
+                    .and_then(|a| policy.iface(crate::path::canonical(a.ip())))
+                    .map(|i| i.name.clone()),
+                metered: s
+                    .local
+                    .is_some_and(|a| metered.contains(&crate::path::canonical(a.ip()))),
                 subflow: SubflowInfo {
                     local: plain(s.local),
                     remote: plain(s.remote),

@@ -48,11 +48,7 @@ pub fn metered_addrs(policy: &ResolvedPolicy, ifaces: &[String]) -> Vec<IpAddr> 
         .iter()
         .chain(&policy.untrusted)
         .copied()
-        .filter(|a| {
-            policy
-                .iface(*a)
-                .is_some_and(|i| ifaces.contains(&i.name))
-        })
+        .filter(|a| policy.iface(*a).is_some_and(|i| ifaces.contains(&i.name)))
         .collect()
 }
 

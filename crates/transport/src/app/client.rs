@@ -92,9 +92,10 @@ impl Paths {
             .iter()
             .map(|s| {
                 format!(
-                    "{} ({}) acked {} recv {}",
+                    "{} ({}{}) acked {} recv {}",
                     s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
                     s.trust.label(),
+                    if s.metered { ", metered" } else { "" },
                     human(s.subflow.bytes_acked),
                     human(s.subflow.bytes_received)
                 )

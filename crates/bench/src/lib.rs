@@ -14,6 +14,9 @@
 //!   pair: memory per idle session and the time to open one more under that load.
 //! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
 //!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
+//! - [`metered`]: `nena bench metered`, a metered trusted link (issue 56): its share of a
+//!   transfer's bytes with the WLAN up, the goodput against the WLAN's alone, and the
+//!   longest gap when the WLAN goes, both ways, with either path manager.
 //! - [`outage`]: `nena bench outage`, issue 40's LTE dropout (the shipped scenario): nena
 //!   with either path manager against raw MPTCP, and the trusted link's return.
 //! - [`policy`] (feature `policy`): `nena bench policy`, the per-packet cost of each eBPF
@@ -47,6 +50,7 @@ pub mod hostile;
 #[cfg(feature = "openssl")]
 pub mod kato;
 pub mod lab_ends;
+pub mod metered;
 pub mod outage;
 pub mod overhead;
 pub mod own_lab;

@@ -28,10 +28,9 @@ use crate::host::{cpu_model, kernel, loadavg};
 use crate::own_lab::in_own_lab;
 use anyhow::{bail, Context, Result};
 use nena_lab::{
-    start_nena_serve, Emulation, Host, Lab, LabConfig, Link,
-    LinkEmulation, PmMode, Rate,
+    start_nena_serve, Direction as LinkDirection, Emulation, Host, Lab, LabConfig, Link,
+    LinkEmulation, Outage, PmMode, Rate,
 };
-use std::time::UNIX_EPOCH;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_transport::app::client::{self, IntervalReport, PerfParams, PerfReport};
 use serde::Serialize;
@@ -39,6 +38,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
+use std::time::UNIX_EPOCH;
 
 /// The metered link's share of the bytes may be at most this.
 pub const SHARE_TARGET: f64 = 0.02;
@@ -101,6 +101,39 @@ impl Way {
     }
 }
 
+/// What one transfer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// The WLAN as the only path: the baseline.
+    WlanAlone,
+    /// Both paths, the trusted one metered.
+    Metered,
+    /// As `Metered`, the WLAN taken down half-way (both ends of the link down).
+    Outage,
+    /// Reported, not judged: as `Outage`, but the WLAN goes silent instead (the relay
+    /// drops every frame, the interfaces stay up: nothing tells nena but the traffic).
+    Silent,
+    /// Reported, not judged (in-kernel PM): as `Outage` with the trusted address's endpoint
+    /// backup and no nena (no `--metered`): what the kernel's scheduler does by itself.
+    KernelAlone,
+}
+
+impl Run {
+    pub fn name(self) -> &'static str {
+        match self {
+            Run::WlanAlone => "wlan-alone",
+            Run::Metered => "metered",
+            Run::Outage => "outage",
+            Run::Silent => "silent",
+            Run::KernelAlone => "kernel-alone",
+        }
+    }
+    /// The WLAN goes away half-way.
+    fn cuts(self) -> bool {
+        matches!(self, Run::Outage | Run::Silent | Run::KernelAlone)
+    }
+}
+
 /// One transfer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Transfer {
@@ -135,6 +168,11 @@ pub struct Row {
     pub wlan_alone: Transfer,
     pub metered: Transfer,
     pub outage: Transfer,
+    /// Reported, not judged: the WLAN silent instead of down; with the in-kernel PM, the
+    /// kernel alone through the WLAN's loss.
+    pub silent: Transfer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_alone: Option<Transfer>,
     /// metered goodput / wlan-alone goodput.
     pub goodput_ratio: f64,
     pub share_ok: bool,
@@ -189,7 +227,12 @@ pub fn longest_gap(series: &[(f64, u64)], from: f64) -> (f64, f64) {
 }
 
 /// The verdicts of one path manager and direction.
-pub fn row(pm: &'static str, way: Way, wlan: Transfer, metered: Transfer, outage: Transfer) -> Row {
+pub fn row(
+    pm: &'static str,
+    way: Way,
+    [wlan, metered, outage, silent]: [Transfer; 4],
+    kernel_alone: Option<Transfer>,
+) -> Row {
     let goodput_ratio = metered.goodput_mbit_s / wlan.goodput_mbit_s.max(f64::MIN_POSITIVE);
     let share_ok = metered.trusted_share <= SHARE_TARGET;
     let goodput_ok = goodput_ratio >= GOODPUT_TARGET;
@@ -202,6 +245,8 @@ pub fn row(pm: &'static str, way: Way, wlan: Transfer, metered: Transfer, outage
         wlan_alone: wlan,
         metered,
         outage,
+        silent,
+        kernel_alone,
         goodput_ratio,
         share_ok,
         goodput_ok,
@@ -243,9 +288,8 @@ pub fn run(
         }
         let o = opts.clone();
         let (tx, rx) = mpsc::channel::<String>();
-        let worker = std::thread::spawn(move || {
-            in_own_lab(&cfg, move |prefix| run_pm(prefix, pm, &o, tx))
-        });
+        let worker =
+            std::thread::spawn(move || in_own_lab(&cfg, move |prefix| run_pm(prefix, pm, &o, tx)));
         for line in rx {
             progress(&line);
         }
@@ -300,35 +344,82 @@ fn run_pm(
     };
     let result = (|| -> Result<Vec<Row>> {
         let mut rows = Vec::new();
+        let one = |way: Way, run: Run| -> Result<Transfer> {
+            let t = transfer(&lab, remote, opts.bytes, way, run)
+                .with_context(|| format!("{} {} {}", pm_name(pm), way.name(), run.name()))?;
+            let _ = progress.send(format!(
+                "{:<9} {:<8} {:<12} {:>7.2} Mbit/s  trusted {:>6.3}%  longest gap {:.2} s",
+                pm_name(pm),
+                way.name(),
+                run.name(),
+                t.goodput_mbit_s,
+                t.trusted_share * 100.0,
+                t.longest_gap_s
+            ));
+            Ok(t)
+        };
         for way in Way::BOTH {
-            let one = |run: &'static str| -> Result<Transfer> {
-                let t = transfer(&lab, remote, opts.bytes, way, run)
-                    .with_context(|| format!("{} {} {run}", pm_name(pm), way.name()))?;
-                let _ = progress.send(format!(
-                    "{:<9} {:<8} {:<10} {:>7.2} Mbit/s  trusted {:>6.3}%  longest gap {:.2} s",
-                    pm_name(pm),
-                    way.name(),
-                    run,
-                    t.goodput_mbit_s,
-                    t.trusted_share * 100.0,
-                    t.longest_gap_s
-                ));
-                Ok(t)
-            };
             wlan_route(&lab)?;
-            let wlan = one("wlan-alone")?;
-            let metered = one("metered")?;
-            let outage = one("outage")?;
-            rows.push(row(pm_name(pm), way, wlan, metered, outage));
+            let runs = [Run::WlanAlone, Run::Metered, Run::Outage, Run::Silent];
+            let mut got = Vec::new();
+            for run in runs {
+                got.push(one(way, run)?);
+            }
+            let got: [Transfer; 4] = got.try_into().expect("four runs");
+            rows.push(row(pm_name(pm), way, got, None));
+        }
+        if let Some(g) = kernel_guard {
+            // Dropped in the client's namespace, where its endpoints are.
+            lab.run_in(Host::Client, move || drop(g))?;
+            // The kernel alone: the endpoint made by hand, no nena watching.
+            let trusted = lab.client_addr(Link::Trusted).to_string();
+            ip_mptcp(
+                &lab,
+                &["endpoint", "add", &trusted, "dev", "trusted", "backup"],
+            )?;
+            for row in rows.iter_mut() {
+                row.kernel_alone = Some(one(row.way, Run::KernelAlone)?);
+            }
+            ip_mptcp(
+                &lab,
+                &["endpoint", "delete", "id", &endpoint_id(&lab, &trusted)?],
+            )?;
         }
         Ok(rows)
     })();
-    if let Some(g) = kernel_guard {
-        // Dropped in the client's namespace, where its endpoints are.
-        lab.run_in(Host::Client, move || drop(g))?;
-    }
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// `ip mptcp ARGS` in the client, which must succeed.
+fn ip_mptcp(lab: &Lab, args: &[&str]) -> Result<()> {
+    let mut all = vec!["mptcp"];
+    all.extend_from_slice(args);
+    let st = lab.command(Host::Client, "ip", &all).status()?;
+    if !st.success() {
+        bail!("`ip {}` failed in the client", all.join(" "));
+    }
+    Ok(())
+}
+
+/// The id of the client's endpoint for `addr`.
+fn endpoint_id(lab: &Lab, addr: &str) -> Result<String> {
+    let out = lab
+        .command(Host::Client, "ip", ["mptcp", "endpoint", "show"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(addr))
+        .and_then(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.iter()
+                .position(|x| *x == "id")
+                .and_then(|i| w.get(i + 1))
+                .map(|x| x.to_string())
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!("no endpoint for {addr} in `ip mptcp endpoint show`: {text}")
+        })
 }
 
 /// The WLAN alone carries the handshake too: a route to the server through it, behind the
@@ -340,7 +431,17 @@ fn wlan_route(lab: &Lab) -> Result<()> {
         .command(
             Host::Client,
             "ip",
-            ["route", "replace", "default", "via", &via, "dev", "untrusted", "metric", "100"],
+            [
+                "route",
+                "replace",
+                "default",
+                "via",
+                &via,
+                "dev",
+                "untrusted",
+                "metric",
+                "100",
+            ],
         )
         .status()?;
     if !st.success() {
@@ -357,18 +458,20 @@ fn both_paths() -> PathPolicy {
 }
 
 /// One nena perf transfer of `run` (see the module documentation).
-fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: &'static str) -> Result<Transfer> {
+fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Result<Transfer> {
     let (policy, metered) = match run {
-        "wlan-alone" => (
+        Run::WlanAlone => (
             PathPolicy {
                 trusted: vec![PathSpec::Iface("untrusted".into())],
                 untrusted: vec![],
             },
             vec![],
         ),
+        Run::KernelAlone => (both_paths(), vec![]),
         _ => (both_paths(), vec!["trusted".to_string()]),
     };
-    let mut opts = nena_transport::conn::ClientOptions::new(remote, policy, vec![nena_proto::Mode::Aead]);
+    let mut opts =
+        nena_transport::conn::ClientOptions::new(remote, policy, vec![nena_proto::Mode::Aead]);
     opts.metered = metered;
     opts.timeout = Duration::from_secs(20);
     let params = PerfParams {
@@ -379,55 +482,83 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: &'static s
         interval: Some(SAMPLE),
         omit: None,
     };
-    // The outage: the WLAN goes down from another thread once half of the bytes crossed
-    // (taking a link down takes a few commands; the transfer must not wait for them).
+    // The outage: the WLAN goes down (or silent) from another thread once half of the
+    // bytes crossed (that takes a few commands; the transfer must not wait for them).
     let (down_tx, down_rx) = mpsc::channel::<()>();
-    let outage = run == "outage";
+    let outage = run.cuts();
+    let delay = lab.config().emulation(Link::Untrusted).cloned();
     let downer = outage.then(|| {
         let prefix = lab.prefix().to_string();
+        let delay = delay.clone();
         std::thread::spawn(move || -> Result<Option<f64>> {
             if down_rx.recv().is_err() {
                 return Ok(None);
             }
-            let at = std::time::SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64();
-            Lab::open(&prefix)?.set_link(Link::Untrusted, false)?;
+            let at = std::time::SystemTime::now()
+                .duration_since(UNIX_EPOCH)?
+                .as_secs_f64();
+            let lab = Lab::open(&prefix)?;
+            if run == Run::Silent {
+                for d in LinkDirection::BOTH {
+                    let mut e = delay.as_ref().map(|l| l.get(d).clone()).unwrap_or_default();
+                    e.outages = vec![Outage {
+                        start: Duration::ZERO,
+                        duration: Duration::from_secs(3600),
+                    }];
+                    lab.set_emulation(Link::Untrusted, d, e)?;
+                }
+            } else {
+                lab.set_link(Link::Untrusted, false)?;
+            }
             Ok(Some(at))
         })
     });
     let trusted_ip = lab.client_addr(Link::Trusted);
-    let (report, series) = lab.run_in(Host::Client, move || -> Result<(PerfReport, Vec<(f64, f64, u64, u64)>)> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        // (seconds, Unix time, in-order bytes at the receiver, trusted bytes so far)
-        let mut series = Vec::new();
-        let (mut sent, mut received) = (0u64, 0u64);
-        let mut signalled = false;
-        let report = rt.block_on(client::perf(&opts, params, |r: &IntervalReport| {
-            sent += r.sample.sent;
-            received += r.sample.received;
-            let got = match way {
-                Way::Upload => sent.saturating_sub(r.unacked),
-                Way::Download => received,
-            };
-            let trusted: u64 = r
-                .subflows
-                .iter()
-                .filter(|s| s.local.is_some_and(|a| a.ip() == trusted_ip))
-                .map(|s| s.bytes_acked + s.bytes_received)
-                .sum();
-            series.push((r.sample.t, r.sample.unix, got, trusted));
-            if outage && !signalled && got >= bytes / 2 {
-                signalled = true;
-                let _ = down_tx.send(());
-            }
-        }))?;
-        Ok((report, series))
-    })??;
+    let (report, series) = lab.run_in(
+        Host::Client,
+        move || -> Result<(PerfReport, Vec<(f64, f64, u64, u64)>)> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            // (seconds, Unix time, in-order bytes at the receiver, trusted bytes so far)
+            let mut series = Vec::new();
+            let (mut sent, mut received) = (0u64, 0u64);
+            let mut signalled = false;
+            let report = rt.block_on(client::perf(&opts, params, |r: &IntervalReport| {
+                sent += r.sample.sent;
+                received += r.sample.received;
+                let got = match way {
+                    Way::Upload => sent.saturating_sub(r.unacked),
+                    Way::Download => received,
+                };
+                let trusted: u64 = r
+                    .subflows
+                    .iter()
+                    .filter(|s| s.local.is_some_and(|a| a.ip() == trusted_ip))
+                    .map(|s| s.bytes_acked + s.bytes_received)
+                    .sum();
+                series.push((r.sample.t, r.sample.unix, got, trusted));
+                if outage && !signalled && got >= bytes / 2 {
+                    signalled = true;
+                    let _ = down_tx.send(());
+                }
+            }))?;
+            Ok((report, series))
+        },
+    )??;
     let down_at = match downer {
         Some(h) => {
             let at = h
                 .join()
                 .map_err(|_| anyhow::anyhow!("the thread taking the WLAN down panicked"))??;
-            lab.set_link(Link::Untrusted, true)?;
+            if run == Run::Silent {
+                for d in LinkDirection::BOTH {
+                    let e = delay.as_ref().map(|l| l.get(d).clone()).unwrap_or_default();
+                    lab.set_emulation(Link::Untrusted, d, e)?;
+                }
+            } else {
+                lab.set_link(Link::Untrusted, true)?;
+            }
             at
         }
         None => None,
@@ -437,7 +568,10 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: &'static s
         Way::Download => report.received,
     };
     if moved != bytes || !report.verified {
-        bail!("the transfer moved {moved} of {bytes} bytes (verified: {})", report.verified);
+        bail!(
+            "the transfer moved {moved} of {bytes} bytes (verified: {})",
+            report.verified
+        );
     }
     let goodput = match way {
         Way::Upload => report.mbit_s_sent,
@@ -463,7 +597,7 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: &'static s
         series.last().map_or(0, |s| s.3).saturating_sub(before)
     });
     Ok(Transfer {
-        run,
+        run: run.name(),
         bytes: moved,
         goodput_mbit_s: goodput,
         seconds: report.seconds,
@@ -484,12 +618,22 @@ pub fn table(r: &MeteredReport) -> String {
         r.bytes, r.trusted_mbit, r.trusted_delay_ms, r.untrusted_mbit, r.untrusted_delay_ms, r.kernel, r.cpu, r.loadavg_start, r.loadavg_end
     );
     s += &format!(
-        "{:<10} {:<9} {:>11} {:>11} {:>7} {:>10} {:>11} {:>9} {:>12}  verdict\n",
-        "pm", "way", "WLAN alone", "metered", "ratio", "trusted", "outage gap", "outage", "trusted after"
+        "{:<10} {:<9} {:>11} {:>11} {:>7} {:>9} {:>10} {:>13}  {:<7}  {:>10} {:>12}\n",
+        "pm",
+        "way",
+        "WLAN alone",
+        "metered",
+        "ratio",
+        "trusted",
+        "down: gap",
+        "trusted after",
+        "verdict",
+        "silent gap",
+        "kernel alone"
     );
     for row in &r.rows {
         s += &format!(
-            "{:<10} {:<9} {:>7.2}Mb/s {:>7.2}Mb/s {:>6.3}x {:>9.3}% {:>10.2}s {:>9} {:>12}  {}\n",
+            "{:<10} {:<9} {:>7.2}Mb/s {:>7.2}Mb/s {:>6.3}x {:>8.3}% {:>9.2}s {:>13}  {:<7}  {:>9.2}s {:>12}\n",
             row.pm,
             row.way.name(),
             row.wlan_alone.goodput_mbit_s,
@@ -497,13 +641,19 @@ pub fn table(r: &MeteredReport) -> String {
             row.goodput_ratio,
             row.metered.trusted_share * 100.0,
             row.outage.longest_gap_s,
-            if row.outage.bytes > 0 { "complete" } else { "failed" },
             row.outage
                 .trusted_after_down
                 .map_or("-".into(), nena_transport::units::human),
-            if row.pass { "PASS" } else { "FAIL" }
+            if row.pass { "PASS" } else { "FAIL" },
+            row.silent.longest_gap_s,
+            row.kernel_alone
+                .as_ref()
+                .map_or("-".into(), |k| format!("{:.2}s", k.longest_gap_s)),
         );
     }
+    s += "down: the WLAN's link taken down half-way (judged); silent: the WLAN dropping every frame \
+          with its link up, and kernel alone: the link down with the endpoint backup and no nena \
+          (both reported, not judged)\n";
     s += &format!(
         "targets: trusted share <= {:.0}%, metered goodput >= {:.2}x the WLAN's alone, through the WLAN's loss complete on the trusted link with no gap over {:.1} s: {}\n",
         r.share_target * 100.0,
@@ -530,13 +680,19 @@ mod tests {
             (1.1, 40),
         ];
         let (g, at) = longest_gap(&s, 0.0);
-        assert!((g - 0.8).abs() < 1e-9 && (at - 0.2).abs() < 1e-9, "{g} {at}");
+        assert!(
+            (g - 0.8).abs() < 1e-9 && (at - 0.2).abs() < 1e-9,
+            "{g} {at}"
+        );
         // before `from`, gaps do not count
         let (g, _) = longest_gap(&s, 0.5);
         assert!((g - 0.1).abs() < 1e-9, "{g}");
         // a series that stops growing counts to its end
         let (g, at) = longest_gap(&[(0.0, 1), (1.0, 2), (3.5, 2)], 0.0);
-        assert!((g - 2.5).abs() < 1e-9 && (at - 1.0).abs() < 1e-9, "{g} {at}");
+        assert!(
+            (g - 2.5).abs() < 1e-9 && (at - 1.0).abs() < 1e-9,
+            "{g} {at}"
+        );
     }
 
     fn t(run: &'static str, goodput: f64, share: f64, gap: f64, after: Option<u64>) -> Transfer {
@@ -560,43 +716,66 @@ mod tests {
         let ok = row(
             "userspace",
             Way::Upload,
-            t("wlan-alone", 45.0, 0.0, 0.1, None),
-            t("metered", 44.0, 0.001, 0.1, None),
-            t("outage", 30.0, 0.5, 0.4, Some(1 << 20)),
+            [
+                t("wlan-alone", 45.0, 0.0, 0.1, None),
+                t("metered", 44.0, 0.001, 0.1, None),
+                t("outage", 30.0, 0.5, 0.4, Some(1 << 20)),
+                t("silent", 30.0, 0.5, 3.0, Some(1 << 20)),
+            ],
+            None,
         );
         assert!(ok.pass, "{ok:?}");
         assert!((ok.goodput_ratio - 44.0 / 45.0).abs() < 1e-12);
         let slow = row(
             "kernel",
             Way::Download,
-            t("wlan-alone", 45.0, 0.0, 0.1, None),
-            t("metered", 42.0, 0.001, 0.1, None),
-            t("outage", 30.0, 0.5, 0.4, Some(1)),
+            [
+                t("wlan-alone", 45.0, 0.0, 0.1, None),
+                t("metered", 42.0, 0.001, 0.1, None),
+                t("outage", 30.0, 0.5, 0.4, Some(1)),
+                t("silent", 30.0, 0.5, 0.1, None),
+            ],
+            None,
         );
         assert!(!slow.goodput_ok && !slow.pass, "0.933x: {slow:?}");
         let leaky = row(
             "kernel",
             Way::Download,
-            t("wlan-alone", 45.0, 0.0, 0.1, None),
-            t("metered", 45.0, 0.021, 0.1, None),
-            t("outage", 30.0, 0.5, 0.4, Some(1)),
+            [
+                t("wlan-alone", 45.0, 0.0, 0.1, None),
+                t("metered", 45.0, 0.021, 0.1, None),
+                t("outage", 30.0, 0.5, 0.4, Some(1)),
+                t("silent", 30.0, 0.5, 0.1, None),
+            ],
+            None,
         );
         assert!(!leaky.share_ok && !leaky.pass);
         let stalled = row(
             "kernel",
             Way::Upload,
-            t("wlan-alone", 45.0, 0.0, 0.1, None),
-            t("metered", 45.0, 0.001, 0.1, None),
-            t("outage", 30.0, 0.5, 1.2, Some(1)),
+            [
+                t("wlan-alone", 45.0, 0.0, 0.1, None),
+                t("metered", 45.0, 0.001, 0.1, None),
+                t("outage", 30.0, 0.5, 1.2, Some(1)),
+                t("silent", 30.0, 0.5, 0.1, None),
+            ],
+            None,
         );
         assert!(!stalled.outage_ok && !stalled.pass);
         let never = row(
             "kernel",
             Way::Upload,
-            t("wlan-alone", 45.0, 0.0, 0.1, None),
-            t("metered", 45.0, 0.001, 0.1, None),
-            t("outage", 30.0, 0.5, 0.2, Some(0)),
+            [
+                t("wlan-alone", 45.0, 0.0, 0.1, None),
+                t("metered", 45.0, 0.001, 0.1, None),
+                t("outage", 30.0, 0.5, 0.2, Some(0)),
+                t("silent", 30.0, 0.5, 0.1, None),
+            ],
+            None,
         );
-        assert!(!never.outage_ok, "nothing on the trusted link after the WLAN went");
+        assert!(
+            !never.outage_ok,
+            "nothing on the trusted link after the WLAN went"
+        );
     }
 }

@@ -457,6 +457,10 @@ fn both_paths() -> PathPolicy {
     }
 }
 
+/// One sample of a transfer: seconds from the start of the data, Unix time, the bytes the
+/// receiver has in order, the bytes on the trusted link so far.
+type Point = (f64, f64, u64, u64);
+
 /// One nena perf transfer of `run` (see the module documentation).
 fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Result<Transfer> {
     let (policy, metered) = match run {
@@ -516,7 +520,7 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Re
     let trusted_ip = lab.client_addr(Link::Trusted);
     let (report, series) = lab.run_in(
         Host::Client,
-        move || -> Result<(PerfReport, Vec<(f64, f64, u64, u64)>)> {
+        move || -> Result<(PerfReport, Vec<Point>)> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;

@@ -518,9 +518,8 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Re
         })
     });
     let trusted_ip = lab.client_addr(Link::Trusted);
-    let (report, series) = lab.run_in(
-        Host::Client,
-        move || -> Result<(PerfReport, Vec<Point>)> {
+    let (report, series) =
+        lab.run_in(Host::Client, move || -> Result<(PerfReport, Vec<Point>)> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -548,8 +547,7 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Re
                 }
             }))?;
             Ok((report, series))
-        },
-    )??;
+        })??;
     let down_at = match downer {
         Some(h) => {
             let at = h

@@ -687,7 +687,7 @@ fn check_metered(c: &ClientCommon) -> CmdResult {
     let all = policy.trusted.len() + policy.untrusted.len();
     if metered.len() >= all {
         return Err(Exit::usage(anyhow!(
-            "--metered: every path is metered, so none would be preferred; name only the paths              that cost per byte"
+            "--metered: every path is metered, so none would be preferred; name only the paths that cost per byte"
         )));
     }
     Ok(())

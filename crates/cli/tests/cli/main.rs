@@ -53,6 +53,7 @@ mod transfer_gateway_switch;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;
+mod transfer_metered;
 mod transfer_metrics;
 mod transfer_names;
 mod transfer_perf_paths;

@@ -16,6 +16,7 @@ mod bench_aggregation;
 mod bench_codec_cli;
 mod bench_handshake_cli;
 mod bench_hostile;
+mod bench_metered;
 mod bench_page;
 mod bench_peers;
 mod bench_sessions;

@@ -284,6 +284,98 @@ fn a_download_completes_on_the_metered_link_when_the_wlan_goes_down_kernel_pm() 
     through_the_wlans_loss(PmMode::Kernel, 7714, true);
 }
 
+/// The WLAN goes down and comes back during a 10 s perf (userspace PM): the metered path
+/// carries while it is gone, the recovery's new subflow takes the data back when it returns,
+/// and the metered path is backup again (each switch said), carrying nothing in the run's
+/// last 2 s; verified.
+#[test]
+fn the_metered_path_is_backup_again_once_the_wlan_is_back_userspace_pm() {
+    let lab = metered_lab(PmMode::Userspace);
+    let dir = TempDir::new("metered-back");
+    let _serve = serve(&lab, 7718, dir.path(), &[]);
+    let to = server(&lab, 7718);
+    let mut args = vec![
+        "-v",
+        "perf",
+        "--to",
+        &to,
+        "--time",
+        "10",
+        "--interval",
+        "0.1",
+        "--json",
+        "--metered",
+        "trusted",
+    ];
+    args.extend_from_slice(&PATHS);
+    let mut cmd = lab.command(Host::Client, NENA, &args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut perf = Killed(cmd.spawn().expect("nena perf"));
+    let err = perf.0.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let mut s = sink.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    let mut stdout = perf.0.stdout.take().unwrap();
+    let report = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut v).map(|_| v)
+    });
+    let said = |what: &str, n: usize| {
+        let log = log.clone();
+        let what = what.to_string();
+        nena_testkit::wait_until(&what.clone(), Duration::from_secs(15), move || {
+            log.lock().unwrap().matches(&what).count() >= n
+        });
+    };
+    said("the metered path is backup now", 1);
+    lab.set_link(Link::Untrusted, false).unwrap();
+    said("the metered path carries data now", 1);
+    lab.set_link(Link::Untrusted, true).unwrap();
+    said("the metered path is backup now", 2);
+    let back = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let status = perf.0.wait().unwrap();
+    reader.join().unwrap();
+    let text = log.lock().unwrap().clone();
+    assert!(status.success(), "{text}");
+    let r: serde_json::Value = serde_json::from_slice(&report.join().unwrap().unwrap()).unwrap();
+    assert_eq!(r["verified"], true, "{r}");
+    // From the switch back on, the WLAN carries and the trusted link next to nothing.
+    let (mut t, mut u) = (0u64, 0u64);
+    for iv in r["intervals"].as_array().unwrap() {
+        if iv["unix"].as_f64().unwrap() <= back + 0.2 {
+            continue;
+        }
+        for s in iv["subflows_interval"].as_array().unwrap() {
+            let b = s["acked"].as_u64().unwrap() + s["received"].as_u64().unwrap();
+            if s["local"].as_str().unwrap().starts_with("198.18.1.2:") {
+                t += b;
+            } else {
+                u += b;
+            }
+        }
+    }
+    assert!(
+        u > 1 << 20,
+        "the WLAN carried {u} B after its return: {text}"
+    );
+    assert!(
+        (t as f64) < 0.02 * (t + u) as f64,
+        "the trusted link carried {t} B of {} after the WLAN's return: {text}",
+        t + u
+    );
+}
+
 /// The proxy client's metrics count its sessions' bytes per interface, metered or not: the
 /// untrusted interface carries the exchange, the metered one little, and today's gauge
 /// counts as much as the total.

@@ -7,8 +7,8 @@
 use super::attrs::{
     addr_nest, AddrAttr, Endpoint, PmAttr, PmMessage, MPTCP_PM_ADDR_FLAG_BACKUP,
     MPTCP_PM_ADDR_FLAG_SUBFLOW, MPTCP_PM_CMD_ADD_ADDR, MPTCP_PM_CMD_DEL_ADDR,
-    MPTCP_PM_CMD_GET_ADDR, MPTCP_PM_CMD_SET_FLAGS, MPTCP_PM_CMD_SUBFLOW_CREATE,
-    MPTCP_PM_CMD_SUBFLOW_DESTROY, MPTCP_PM_NAME,
+    MPTCP_PM_CMD_GET_ADDR, MPTCP_PM_CMD_REMOVE, MPTCP_PM_CMD_SET_FLAGS,
+    MPTCP_PM_CMD_SUBFLOW_CREATE, MPTCP_PM_CMD_SUBFLOW_DESTROY, MPTCP_PM_NAME,
 };
 use netlink_packet_core::{
     NetlinkMessage, NetlinkPayload, NlasIterator, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
@@ -278,6 +278,20 @@ impl PmSocket {
             attrs,
             false,
             "mptcp_pm SUBFLOW_DESTROY",
+        )
+        .map(|_| ())
+    }
+
+    /// Userspace PM: withdraw the local address of id `id` from connection `token`
+    /// (`MPTCP_PM_CMD_REMOVE`): the kernel sends RM_ADDR to the peer on a usable subflow,
+    /// and the peer closes its subflows to that address and sends again what they had in
+    /// flight. The kernel sends it only while a subflow from the address exists.
+    pub fn remove_addr(&mut self, token: u32, id: u8) -> Result<(), PmError> {
+        self.request(
+            MPTCP_PM_CMD_REMOVE,
+            vec![PmAttr::Token(token), PmAttr::LocId(id)],
+            false,
+            "mptcp_pm REMOVE",
         )
         .map(|_| ())
     }

@@ -724,20 +724,35 @@ impl Service {
             state.saving.store(m.saving(), Ordering::Relaxed);
         }
         for cmd in cmds {
-            let MeteredCommand::SetBackup {
-                local,
-                remote,
-                backup,
-            } = cmd;
-            match self.pm.set_backup(token, local, remote, backup) {
-                Ok(()) => log::debug!(
-                    "metered: the subflow {local} -> {remote} is {}",
-                    if backup { "backup" } else { "regular" }
-                ),
-                Err(e) => log::warn!(
-                    "metered: cannot make the subflow {local} -> {remote} {}: {e}",
-                    if backup { "backup" } else { "regular" }
-                ),
+            match cmd {
+                MeteredCommand::SetBackup {
+                    local,
+                    remote,
+                    backup,
+                } => match self.pm.set_backup(token, local, remote, backup) {
+                    Ok(()) => log::debug!(
+                        "metered: the subflow {local} -> {remote} is {}",
+                        if backup { "backup" } else { "regular" }
+                    ),
+                    Err(e) => log::warn!(
+                        "metered: cannot make the subflow {local} -> {remote} {}: {e}",
+                        if backup { "backup" } else { "regular" }
+                    ),
+                },
+                MeteredCommand::Withdraw { local, remote } => {
+                    // RM_ADDR first: the kernel sends it only while a subflow from the
+                    // address exists. The recovery reopens the path when its link is back.
+                    let id = crate::pm::local_id(crate::path::canonical(local.ip()));
+                    if let Err(e) = self.pm.remove_addr(token, id) {
+                        log::debug!("metered: RM_ADDR of {local} (id {id}): {e}");
+                    }
+                    match self.pm.subflow_destroy(token, local, remote) {
+                        Ok(()) => log::debug!(
+                            "metered: withdrew the subflow {local} -> {remote}, whose link is down"
+                        ),
+                        Err(e) => log::debug!("metered: closing {local} -> {remote}: {e}"),
+                    }
+                }
             }
         }
     }

@@ -51,6 +51,7 @@ bench: build peers
 	$(NENA) bench rate-limit
 	$(NENA) bench fairness
 	$(NENA) bench outage
+	$(NENA) bench metered
 	$(NENA) bench sessions --at-most-the-limit
 	$(NENA) bench peers $(PEERS)
 	$(NENA) bench page

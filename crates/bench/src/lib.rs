@@ -14,6 +14,9 @@
 //!   pair: memory per idle session and the time to open one more under that load.
 //! - [`fairness`]: `nena bench fairness`, issue 13's share of LIA and uncoupled reno beside
 //!   a TCP flow at a shared bottleneck (the shipped scenario), with its verdict.
+//! - [`metered`]: `nena bench metered`, a metered trusted link (issue 56): its share of a
+//!   transfer's bytes with the WLAN up, the goodput against the WLAN's alone, and the
+//!   longest gap when the WLAN goes, both ways, with either path manager.
 //! - [`realtime`]: `nena bench realtime`, a call-like datagram flow through `nena gateway`
 //!   and `nena run` against the same flow straight over each single link, with loss and an
 //!   outage of either link: round trips, lost and late datagrams, bytes on the wire.
@@ -50,6 +53,7 @@ pub mod hostile;
 #[cfg(feature = "openssl")]
 pub mod kato;
 pub mod lab_ends;
+pub mod metered;
 pub mod outage;
 pub mod overhead;
 pub mod own_lab;

@@ -116,6 +116,11 @@ pub struct ConnectOptions {
     pub timeout: Duration,
     /// Congestion control of every subflow (`--cc NAME`; `None`: the namespace's default).
     pub congestion: Option<String>,
+    /// Interfaces of metered paths (`--metered IFACE`): with the userspace PM their
+    /// subflows are backup after the release while another path carries
+    /// ([`crate::metered`]); the in-kernel PM's are the host's endpoint flags
+    /// ([`crate::metered::KernelMetered`], which the caller starts).
+    pub metered: Vec<String>,
 }
 
 impl Default for ConnectOptions {
@@ -125,6 +130,7 @@ impl Default for ConnectOptions {
             allow_fallback: false,
             timeout: Duration::from_secs(10),
             congestion: None,
+            metered: Vec::new(),
         }
     }
 }
@@ -148,6 +154,7 @@ pub(crate) struct Pending {
     pm_sock: Option<PmSocket>,
     kernel_endpoints: Option<Vec<Endpoint>>,
     events: Option<PmEvents>,
+    metered: Vec<String>,
 }
 
 /// Everything before connect(): check MPTCP, resolve the policy, open the netlink sockets
@@ -251,6 +258,7 @@ pub(crate) fn prepare(
             pm_sock,
             kernel_endpoints,
             events,
+            metered: opts.metered.clone(),
         },
     ))
 }
@@ -293,13 +301,14 @@ impl Pending {
             );
         }
         let machine = GateMachine::new(self.policy, self.pm, self.remote, fallback);
-        let gate = Gate::open(
+        let mut gate = Gate::open(
             conn.try_clone_to_owned()?,
             machine,
             self.pm_sock,
             self.kernel_endpoints,
             if fallback { None } else { self.events },
         )?;
+        gate.set_metered(self.metered);
         log::debug!("connected: {}", sockopt::describe(gate.fd()));
         Ok(gate)
     }

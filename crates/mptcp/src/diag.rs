@@ -243,6 +243,60 @@ pub fn subflows_of(token: u32) -> io::Result<Vec<DiagSubflow>> {
     Ok(out)
 }
 
+/// A subflow's TCP state as `sock_diag` reports it ([`subflow_states`]): enough to tell
+/// whether it makes progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubflowState {
+    /// The local token of the MPTCP connection it belongs to.
+    pub token: u32,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Bytes written and not yet acknowledged (`idiag_wqueue`).
+    pub unacked_bytes: u32,
+    /// Milliseconds since the last ACK, and since the last data, received.
+    pub last_ack_recv_ms: u32,
+    pub last_data_recv_ms: u32,
+    /// Payload bytes acknowledged / received so far (`tcpi_bytes_acked`, `_received`).
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    /// The retransmission timeout, microseconds (`tcpi_rto`).
+    pub rto_us: u32,
+}
+
+/// Every MPTCP subflow of this network namespace with its TCP state (one dump per family
+/// with `INET_DIAG_INFO`). Needs CAP_NET_ADMIN for the tokens (without it none is found).
+pub fn subflow_states() -> io::Result<Vec<SubflowState>> {
+    use netlink_packet_sock_diag::inet::nlas::Nla;
+    let mut sock = open()?;
+    let mut out = Vec::new();
+    for family in [AF_INET, AF_INET6] {
+        dump(&mut sock, family, ExtensionFlags::INFO, |r| {
+            let Some(token) = subflow_token(r) else {
+                return;
+            };
+            let Some(info) = r.nlas.iter().find_map(|a| match a {
+                Nla::TcpInfo(i) => Some(i),
+                _ => None,
+            }) else {
+                return;
+            };
+            let id = &r.header.socket_id;
+            out.push(SubflowState {
+                token,
+                local: SocketAddr::new(canon(id.source_address), id.source_port),
+                remote: SocketAddr::new(canon(id.destination_address), id.destination_port),
+                unacked_bytes: r.header.send_queue,
+                last_ack_recv_ms: info.last_ack_recv,
+                last_data_recv_ms: info.last_data_recv,
+                bytes_acked: info.bytes_acked,
+                bytes_received: info.bytes_received,
+                rto_us: info.rto,
+            });
+        })?;
+    }
+    Ok(out)
+}
+
 /// Abort one subflow [`subflows_of`] listed. `Ok(false)`: gone already.
 pub fn destroy_subflow(sf: &DiagSubflow) -> io::Result<bool> {
     let sock = open()?;

@@ -17,6 +17,10 @@
 //! * [`recovery`]: after a link outage, a released connection gets its subflow on that link
 //!   back (userspace PM: nena re-creates it with `SUBFLOW_CREATE` as soon as the link is
 //!   usable again, with backoff; sans-IO decisions in [`recovery::RecoveryMachine`]).
+//! * [`metered`]: a metered path (`--metered IFACE`) carries data after the first flight
+//!   only while no other path can: MPTCP's backup priority, per connection with the
+//!   userspace PM ([`metered::MeteredMachine`], run by the recovery service), host-wide
+//!   with the in-kernel one ([`metered::KernelMetered`]).
 //!
 //! # Trusted-path-first: what is guaranteed, and how
 //!
@@ -83,7 +87,9 @@
 //!      first flight over it; the gate *detects* this and refuses the connection
 //!      ([`Refusal::UntrustedSent`]). Per-connection backup priority is not available
 //!      to applications with the in-kernel PM (`MPTCP_PM_CMD_SET_FLAGS` with a token is
-//!      userspace-PM only; endpoint flags are host-wide), so nena does not touch them.
+//!      userspace-PM only; endpoint flags are host-wide): nena changes an endpoint's flag
+//!      only for `--metered` ([`metered::KernelMetered`]), and the first flight goes on the
+//!      trusted subflow backup or not (it is the only one then).
 //!    * If the **server speaks first**, the client is fully established before it writes
 //!      anything and the in-kernel PM opens the untrusted subflow at once: without the
 //!      hold (below), step 2 refuses. nena's protocol lets the client speak first.
@@ -124,6 +130,8 @@ mod client;
 pub mod diag;
 pub mod gate;
 pub mod hold;
+mod links;
+pub mod metered;
 pub mod mptcpize;
 pub mod notes;
 pub mod path;

@@ -56,6 +56,7 @@ fn opts() -> ConnectOptions {
         allow_fallback: false,
         timeout: Duration::from_secs(5),
         congestion: None,
+        metered: Vec::new(),
     }
 }
 

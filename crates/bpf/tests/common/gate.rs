@@ -29,6 +29,7 @@ pub fn gate_opts(timeout: Duration) -> nena_mptcp::ConnectOptions {
         allow_fallback: false,
         timeout,
         congestion: None,
+        metered: Vec::new(),
     }
 }
 

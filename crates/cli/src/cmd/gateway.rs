@@ -1,8 +1,8 @@
 //! `nena gateway --lan IFACE --via SERVER:PORT --trusted .. --untrusted ..`: argument
 //! parsing and the startup lines; the work is in nena-transport's `gateway`.
 use super::transfer::{
-    announce_with, check_client, counters, labels, parse_addr, parse_grace, parse_server,
-    start_metrics, ClientCommon, ConfigFile,
+    announce_with, check_client, counters, labels, metered_guard, parse_addr, parse_grace,
+    parse_server, start_metrics, ClientCommon, ConfigFile,
 };
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
@@ -212,6 +212,7 @@ fn run(a: GatewayArgs) -> CmdResult {
     killswitch::lock(&a.lan)?;
     let mut opts = a.common.options(via, false)?;
     a.datagram.apply(&mut opts)?;
+    let _metered = metered_guard(&a.common)?;
     if opts.modes.contains(&nena_proto::Mode::KatoMpc) {
         return Err(crate::exit::Exit::usage(anyhow::anyhow!(
             "--mode kato-mpc is for one connection at a time (send, get, perf); the gateway \

@@ -2,8 +2,8 @@
 //! nena-transport's `proxy`. The options the proxies share with the transfer tools are in
 //! [`super::transfer`].
 use super::transfer::{
-    announce_with, check_client, counters, labels, parse_addr, parse_grace, parse_server,
-    start_metrics, ClientCommon, ConfigFile, ServerCommon,
+    announce_with, check_client, counters, labels, metered_guard, parse_addr, parse_grace,
+    parse_server, start_metrics, ClientCommon, ConfigFile, ServerCommon,
 };
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
@@ -122,6 +122,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             check_client(&a.common)?;
             let mut opts = a.common.options(&a.to, false)?;
             a.datagram.apply(&mut opts)?;
+            let _metered = metered_guard(&a.common)?;
             let _mpc = a.common.attach_mpc(&mut opts)?;
             let limits = ProxyLimits {
                 max_sessions: a.max_sessions,

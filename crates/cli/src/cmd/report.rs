@@ -158,6 +158,7 @@ mod tests {
             mbit_s_received: 0.0,
             subflows: t2.clone(),
             subflows_interval: d,
+            unacked: 0,
         };
         let line = interval_line(&r);
         assert!(

@@ -35,7 +35,7 @@
 //! (`run_as.rs`). It drops its privileges after it joined the cgroup, so its traffic is
 //! carried all the same.
 
-use super::transfer::{check_client, parse_server, ClientCommon};
+use super::transfer::{check_client, metered_guard, parse_server, ClientCommon};
 use crate::exit::Exit;
 use anyhow::{anyhow, Context};
 use nena_bpf::run::{MptcpOnly, Redirect};
@@ -219,6 +219,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         return Err(Exit::usage(anyhow!(
             "--token-file is for --via: with --mptcp-only no nena session carries it"
         )));
+    } else if !a.common.metered.is_empty() {
+        return Err(Exit::usage(anyhow!(
+            "--metered is for --via: with --mptcp-only nena opens no connection of its own"
+        )));
     }
     let opts = match &a.via {
         Some(via) => {
@@ -226,6 +230,10 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             a.datagram.apply(&mut o)?;
             Some(o)
         }
+        None => None,
+    };
+    let _metered = match &a.via {
+        Some(_) => metered_guard(&a.common)?,
         None => None,
     };
     let env = |k: &str| std::env::var(k).ok();

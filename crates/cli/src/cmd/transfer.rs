@@ -103,6 +103,13 @@ pub struct ClientCommon {
     /// An untrusted local path (repeatable); it carries data only after the handshake.
     #[arg(long, value_name = "ADDR|IFACE")]
     pub untrusted: Vec<PathSpec>,
+    /// A metered path: an interface of a --trusted or --untrusted path that costs per byte
+    /// (LTE on a data plan; repeatable). It carries the handshake and the first flight as
+    /// always, then data only while no other path can (their links down, their subflows
+    /// gone or stalled): MPTCP's backup priority, on both ends. Userspace path manager: per
+    /// connection; in-kernel: the host's endpoint for its address (docs/GATEWAY.md).
+    #[arg(long, value_name = "IFACE")]
+    pub metered: Vec<String>,
     /// Protection mode, or a comma-separated preference list: aead (encrypted and
     /// authenticated), stream (encrypted, no integrity, zero expansion), kato (the papers'
     /// obfuscation, not encryption), plain (unprotected). The default offers aead alone, so a
@@ -281,6 +288,7 @@ impl ClientCommon {
             recover: !self.no_recovery,
             allow_plain: self.allow_plain,
             congestion,
+            metered: self.metered.clone(),
             ..ClientOptions::new(
                 remote,
                 PathPolicy {
@@ -689,7 +697,64 @@ pub(crate) fn check_client(c: &ClientCommon) -> CmdResult {
             }
         }
     }
+    check_metered(c)
+}
+
+/// `--metered IFACE`: each an interface of this network namespace that holds a path of
+/// the policy, and not every path metered (one usage line otherwise).
+fn check_metered(c: &ClientCommon) -> CmdResult {
+    if c.metered.is_empty() {
+        return Ok(());
+    }
+    for name in &c.metered {
+        if !iface_exists(name) {
+            return Err(Exit::usage(anyhow!(
+                "--metered {name}: no such interface in this network namespace"
+            )));
+        }
+    }
+    let policy = PathPolicy {
+        trusted: c.trusted.clone(),
+        untrusted: c.untrusted.clone(),
+    }
+    .resolve()
+    .map_err(|e| Exit::usage(anyhow!(e)))?;
+    let metered = nena_mptcp::metered::metered_addrs(&policy, &c.metered);
+    for name in &c.metered {
+        let holds = metered
+            .iter()
+            .any(|a| policy.iface(*a).is_some_and(|i| i.name == *name));
+        if !holds {
+            return Err(Exit::usage(anyhow!(
+                "--metered {name}: no --trusted or --untrusted path is on this interface"
+            )));
+        }
+    }
+    let all = policy.trusted.len() + policy.untrusted.len();
+    if metered.len() >= all {
+        return Err(Exit::usage(anyhow!(
+            "--metered: every path is metered, so none would be preferred; name only the paths that cost per byte"
+        )));
+    }
     Ok(())
+}
+
+/// The in-kernel path manager's metered paths, for as long as the command runs (the host's
+/// endpoints for their addresses made backup, put back at the end); `None` without
+/// `--metered` or with the userspace path manager (which meters each connection itself).
+pub(crate) fn metered_guard(
+    c: &ClientCommon,
+) -> Result<Option<nena_mptcp::metered::KernelMetered>, Exit> {
+    if c.metered.is_empty() || nena_mptcp::pm_kind().ok() != Some(nena_mptcp::PmKind::Kernel) {
+        return Ok(None);
+    }
+    let policy = PathPolicy {
+        trusted: c.trusted.clone(),
+        untrusted: c.untrusted.clone(),
+    };
+    nena_mptcp::metered::KernelMetered::start(&c.metered, &policy)
+        .map(Some)
+        .map_err(|e| Exit::from(anyhow!(e)))
 }
 
 /// Whether the current network namespace has an interface called `name`.
@@ -872,6 +937,7 @@ pub fn send(a: SendArgs) -> CmdResult {
         Err(e) => return Err(Exit::usage(anyhow!("{}: {e}", a.file.display()))),
     }
     let mut opts = a.common.options(&a.to, false)?;
+    let _metered = metered_guard(&a.common)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
@@ -894,6 +960,7 @@ pub fn get(a: GetArgs) -> CmdResult {
         None => PathBuf::from(&a.name),
     };
     let mut opts = a.common.options(&a.from, false)?;
+    let _metered = metered_guard(&a.common)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
@@ -934,6 +1001,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
         }
     }
     let mut opts = a.common.options(&a.to, a.raw)?;
+    let _metered = metered_guard(&a.common)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let json = a.common.json;
     let report = crate::runtime::block_on_interruptible(client::perf(&opts, params, |iv| {

@@ -16,6 +16,7 @@ mod bench_aggregation;
 mod bench_codec_cli;
 mod bench_handshake_cli;
 mod bench_hostile;
+mod bench_metered;
 mod bench_page;
 mod bench_peers;
 mod bench_realtime;
@@ -54,6 +55,7 @@ mod transfer_gateway_switch;
 #[cfg(feature = "policy")]
 mod transfer_kato_mpc;
 mod transfer_limits;
+mod transfer_metered;
 mod transfer_metrics;
 mod transfer_names;
 mod transfer_perf_paths;

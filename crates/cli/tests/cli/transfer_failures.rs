@@ -133,6 +133,7 @@ fn peers_that_are_not_nena_get_a_clear_error() {
             allow_fallback: false,
             timeout: Duration::from_secs(5),
             congestion: None,
+            metered: Vec::new(),
         };
         let c = nena_mptcp::connect(addr, &opts).unwrap();
         (&c.stream)

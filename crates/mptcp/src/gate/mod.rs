@@ -36,6 +36,11 @@ pub struct ClassifiedSubflow {
     #[serde(flatten)]
     pub subflow: SubflowInfo,
     pub trust: Trust,
+    /// The interface of the subflow's local address under the policy (`None`: an address
+    /// the policy does not know an interface of).
+    pub iface: Option<String>,
+    /// The subflow is on a metered path (`--metered`).
+    pub metered: bool,
 }
 
 /// What a connection is: MPTCP or not, multipath or not, and what each subflow carried.
@@ -91,8 +96,11 @@ pub struct Gate {
     /// Recover subflows after link outages once released (userspace PM; default on).
     recover: bool,
     /// The connection's registration with the recovery service (dropped with the gate): it
-    /// recovers subflows (userspace PM, `recover`), or only watches the joins (their notes).
+    /// recovers subflows (userspace PM, `recover`), or only watches the joins (their notes),
+    /// and meters (`metered`).
     recovery: Option<RecoveryHandle>,
+    /// The service recovers this connection's subflows (not only watches them).
+    recovering: bool,
     /// The subflow events of this connection the gate's subscription read (given to the
     /// recovery service's machine at the release: joins may fail before it is registered).
     early: Vec<crate::recovery::RecoveryEvent>,
@@ -115,6 +123,9 @@ pub struct Gate {
     guard: Duration,
     /// A refusal made the socket's close abortive (`SO_LINGER` 0).
     aborted: bool,
+    /// The interfaces of metered paths (`--metered IFACE`): after the release their
+    /// subflows are backup while another path carries ([`crate::metered`]).
+    metered: Vec<String>,
     /// In-kernel PM: the connection's payload held to its trusted interfaces until the
     /// first flight is acknowledged ([`crate::hold`]); released when dropped.
     held: Option<crate::hold::Held>,
@@ -156,6 +167,7 @@ impl Gate {
             events,
             recover: true,
             recovery: None,
+            recovering: false,
             early: Vec::new(),
             withdrawn: Vec::new(),
             notes: Vec::new(),
@@ -165,6 +177,7 @@ impl Gate {
             flight_at: None,
             guard: Duration::ZERO,
             aborted: false,
+            metered: Vec::new(),
             held: None,
             paths: Default::default(),
         };
@@ -248,6 +261,23 @@ impl Gate {
         self.recover = on;
     }
 
+    /// The interfaces of metered paths (`--metered IFACE`); takes effect at
+    /// [`release_untrusted`](Self::release_untrusted). See [`crate::metered`].
+    pub fn set_metered(&mut self, ifaces: Vec<String>) {
+        self.metered = ifaces;
+    }
+
+    /// The local addresses of this connection's policy that are on a metered interface.
+    pub fn metered_addrs(&self) -> Vec<IpAddr> {
+        crate::metered::metered_addrs(self.machine.policy(), &self.metered)
+    }
+
+    /// The connection's metered subflows are backup now (another path carries); false
+    /// without metered paths.
+    pub fn metered_saving(&self) -> bool {
+        self.recovery.as_ref().is_some_and(|h| h.metered_saving())
+    }
+
     /// Subflows re-created after a link outage so far (0 without recovery).
     pub fn recoveries(&self) -> u64 {
         self.recovery.as_ref().map_or(0, |r| r.recovered())
@@ -277,10 +307,19 @@ impl Gate {
         let plain = |a: Option<SocketAddr>| {
             a.map(|a| SocketAddr::new(crate::path::canonical(a.ip()), a.port()))
         };
+        let metered = self.metered_addrs();
+        let policy = self.machine.policy();
         Ok(sockopt::subflows(self.fd())?
             .into_iter()
             .map(|s| ClassifiedSubflow {
                 trust: self.trust_of(&s),
+                iface: s
+                    .local
+                    .and_then(|a| policy.iface(crate::path::canonical(a.ip())))
+                    .map(|i| i.name.clone()),
+                metered: s
+                    .local
+                    .is_some_and(|a| metered.contains(&crate::path::canonical(a.ip()))),
                 subflow: SubflowInfo {
                     local: plain(s.local),
                     remote: plain(s.remote),
@@ -923,7 +962,14 @@ impl Gate {
         // Register with the recovery service before any subflow is requested, so their
         // events are seen: to recover subflows (userspace PM), or to watch the joins only
         // (the in-kernel PM, which opens its subflows itself; recovery off).
-        if let Some((mut paths, active)) = self.watched_paths() {
+        let metered = self.metered_machine()?;
+        let watched = match (self.watched_paths(), &metered) {
+            (Some(w), _) => Some(w),
+            // Metered without recovery: the service watches (no command) and meters.
+            (None, Some(_)) => self.machine.recovery_paths().map(|p| (p, false)),
+            (None, None) => None,
+        };
+        if let Some((mut paths, active)) = watched {
             let now: Vec<_> = sockopt::subflows(self.fd())?
                 .iter()
                 .filter_map(|s| Some((s.local?, s.remote?)))
@@ -940,7 +986,8 @@ impl Gate {
                 Some(t) => m.with_target(t),
                 None => m,
             };
-            match crate::recovery::register(snap.conn.token, m) {
+            self.recovering = active;
+            match crate::recovery::register_metered(snap.conn.token, m, metered) {
                 Ok(h) => self.recovery = Some(h),
                 Err(e) => log::warn!("no subflow recovery for this connection: {e}"),
             }
@@ -965,7 +1012,7 @@ impl Gate {
         }
         self.settle();
         if !open.is_empty() {
-            match (target, &self.recovery) {
+            match (target, self.recovery.as_ref().filter(|_| self.recovering)) {
                 (Some(target), _) => {
                     if target != self.remote() {
                         log::info!("joining {target}, the address the server announced");
@@ -1011,7 +1058,10 @@ impl Gate {
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
-            match (cross_target, &self.recovery) {
+            match (
+                cross_target,
+                self.recovery.as_ref().filter(|_| self.recovering),
+            ) {
                 (Some(t), _) => {
                     log::info!("joining {t}, the {fam} address the server announced, from {list}");
                     for addr in cross {
@@ -1098,6 +1148,22 @@ impl Gate {
         Ok(report)
     }
 
+    /// The metered decisions of this connection, for the recovery service: with the
+    /// userspace PM (per connection, MP_PRIO by `SET_FLAGS`) and a metered path among the
+    /// policy's; `None` otherwise (the in-kernel PM's metered paths are the host's endpoint
+    /// flags, [`crate::metered::KernelMetered`]).
+    fn metered_machine(&self) -> Result<Option<crate::metered::MeteredMachine>, MptcpError> {
+        let addrs = self.metered_addrs();
+        if addrs.is_empty() || self.pm() != PmKind::Userspace || self.is_fallback() {
+            return Ok(None);
+        }
+        let open: Vec<_> = sockopt::subflows(self.fd())?
+            .iter()
+            .filter_map(|s| Some((s.local?, s.remote?, false)))
+            .collect();
+        Ok(Some(crate::metered::MeteredMachine::new(&addrs, &open)))
+    }
+
     /// The paths the recovery service takes care of at the release, and whether it recovers
     /// them (`true`) or only watches their joins: the userspace PM's released paths
     /// (recovered unless recovery is off), the in-kernel PM's `subflow` endpoints (watched).
@@ -1134,8 +1200,14 @@ impl Gate {
         if self.pm_sock.is_none() {
             self.pm_sock = Some(PmSocket::open().map_err(MptcpError::Netlink)?);
         }
+        // A metered path's subflow opened at the release, while another path carries
+        // already (the rare metered untrusted path beside a trusted one): born backup.
+        let backup = self
+            .recovery
+            .as_ref()
+            .is_some_and(|h| h.backup_for_new(addr));
         let pm = self.pm_sock.as_mut().expect("opened above");
-        match pm.subflow_create(token, addr, ifindex, target) {
+        match pm.subflow_create_with(token, addr, ifindex, target, backup) {
             Ok(()) => report.created.push(addr),
             Err(e) => {
                 log::warn!("could not open a subflow from {addr} to {target}: {e}");

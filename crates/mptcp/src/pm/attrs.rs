@@ -19,6 +19,7 @@ pub const MPTCP_PM_CMD_ADD_ADDR: u8 = 1;
 pub const MPTCP_PM_CMD_DEL_ADDR: u8 = 2;
 pub const MPTCP_PM_CMD_GET_ADDR: u8 = 3;
 pub const MPTCP_PM_CMD_SET_FLAGS: u8 = 7;
+pub const MPTCP_PM_CMD_REMOVE: u8 = 9;
 pub const MPTCP_PM_CMD_SUBFLOW_CREATE: u8 = 10;
 pub const MPTCP_PM_CMD_SUBFLOW_DESTROY: u8 = 11;
 

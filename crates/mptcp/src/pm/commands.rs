@@ -6,7 +6,8 @@
 
 use super::attrs::{
     addr_nest, AddrAttr, Endpoint, PmAttr, PmMessage, MPTCP_PM_ADDR_FLAG_BACKUP,
-    MPTCP_PM_ADDR_FLAG_SUBFLOW, MPTCP_PM_CMD_GET_ADDR, MPTCP_PM_CMD_SET_FLAGS,
+    MPTCP_PM_ADDR_FLAG_SUBFLOW, MPTCP_PM_CMD_ADD_ADDR, MPTCP_PM_CMD_DEL_ADDR,
+    MPTCP_PM_CMD_GET_ADDR, MPTCP_PM_CMD_REMOVE, MPTCP_PM_CMD_SET_FLAGS,
     MPTCP_PM_CMD_SUBFLOW_CREATE, MPTCP_PM_CMD_SUBFLOW_DESTROY, MPTCP_PM_NAME,
 };
 use netlink_packet_core::{
@@ -225,9 +226,24 @@ impl PmSocket {
         ifindex: Option<u32>,
         remote: SocketAddr,
     ) -> Result<(), PmError> {
+        self.subflow_create_with(token, local, ifindex, remote, false)
+    }
+
+    /// [`subflow_create`](Self::subflow_create), with `backup`: the subflow's MP_JOIN
+    /// carries the B flag, so neither end's scheduler gives it data while another subflow
+    /// is usable (a metered path's subflow, `--metered`).
+    pub fn subflow_create_with(
+        &mut self,
+        token: u32,
+        local: IpAddr,
+        ifindex: Option<u32>,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<(), PmError> {
         let mut l = addr_nest(local, 0);
         l.push(AddrAttr::Id(local_id(local)));
-        l.push(AddrAttr::Flags(MPTCP_PM_ADDR_FLAG_SUBFLOW));
+        let flags = MPTCP_PM_ADDR_FLAG_SUBFLOW | if backup { MPTCP_PM_ADDR_FLAG_BACKUP } else { 0 };
+        l.push(AddrAttr::Flags(flags));
         if let Some(i) = ifindex {
             l.push(AddrAttr::IfIdx(i as i32));
         }
@@ -266,6 +282,20 @@ impl PmSocket {
         .map(|_| ())
     }
 
+    /// Userspace PM: withdraw the local address of id `id` from connection `token`
+    /// (`MPTCP_PM_CMD_REMOVE`): the kernel sends RM_ADDR to the peer on a usable subflow,
+    /// and the peer closes its subflows to that address and sends again what they had in
+    /// flight. The kernel sends it only while a subflow from the address exists.
+    pub fn remove_addr(&mut self, token: u32, id: u8) -> Result<(), PmError> {
+        self.request(
+            MPTCP_PM_CMD_REMOVE,
+            vec![PmAttr::Token(token), PmAttr::LocId(id)],
+            false,
+            "mptcp_pm REMOVE",
+        )
+        .map(|_| ())
+    }
+
     /// Userspace PM: mark the subflow `local` -> `remote` of connection `token` as backup or
     /// not (`MPTCP_PM_CMD_SET_FLAGS`, sends MP_PRIO to the peer).
     pub fn set_backup(
@@ -288,6 +318,53 @@ impl PmSocket {
         ];
         self.request(MPTCP_PM_CMD_SET_FLAGS, attrs, false, "mptcp_pm SET_FLAGS")
             .map(|_| ())
+    }
+
+    /// In-kernel PM: add the endpoint `addr` bound to interface `ifindex` with `flags`
+    /// (`ip mptcp endpoint add ADDR dev IFACE [backup] ...`); the kernel picks its id.
+    pub fn endpoint_add(&mut self, addr: IpAddr, ifindex: u32, flags: u32) -> Result<(), PmError> {
+        let mut l = addr_nest(addr, 0);
+        l.push(AddrAttr::Flags(flags));
+        l.push(AddrAttr::IfIdx(ifindex as i32));
+        self.request(
+            MPTCP_PM_CMD_ADD_ADDR,
+            vec![PmAttr::Addr(l)],
+            false,
+            "mptcp_pm ADD_ADDR (endpoint add)",
+        )
+        .map(|_| ())
+    }
+
+    /// In-kernel PM: remove the endpoint of id `id` (`ip mptcp endpoint delete id ID`).
+    pub fn endpoint_delete(&mut self, id: u8) -> Result<(), PmError> {
+        let l = vec![AddrAttr::Id(id)];
+        self.request(
+            MPTCP_PM_CMD_DEL_ADDR,
+            vec![PmAttr::Addr(l)],
+            false,
+            "mptcp_pm DEL_ADDR (endpoint delete)",
+        )
+        .map(|_| ())
+    }
+
+    /// In-kernel PM: set or clear the `backup` flag of the endpoint `addr` (`ip mptcp
+    /// endpoint change ADDR [no]backup`). A change sends MP_PRIO on the subflow from that
+    /// address of every connection of the in-kernel PM in this network namespace (the first
+    /// one of each connection); every connection of the namespace is concerned, not one.
+    pub fn endpoint_set_backup(&mut self, addr: IpAddr, backup: bool) -> Result<(), PmError> {
+        let mut l = addr_nest(addr, 0);
+        l.push(AddrAttr::Flags(if backup {
+            MPTCP_PM_ADDR_FLAG_BACKUP
+        } else {
+            0
+        }));
+        self.request(
+            MPTCP_PM_CMD_SET_FLAGS,
+            vec![PmAttr::Addr(l)],
+            false,
+            "mptcp_pm SET_FLAGS (endpoint change)",
+        )
+        .map(|_| ())
     }
 
     /// In-kernel PM endpoints of this network namespace (`ip mptcp endpoint show`).

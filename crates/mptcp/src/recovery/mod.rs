@@ -28,12 +28,32 @@ pub mod machine;
 
 pub use machine::{Command, JoinNote, RecoveryConfig, RecoveryEvent, RecoveryMachine};
 
+use crate::metered::{MeteredCommand, MeteredEvent, MeteredMachine};
+use std::sync::atomic::AtomicBool;
+
+/// The metered event a recovery event also is (link changes, subflows), if any.
+fn metered_event(ev: &RecoveryEvent, backup: Option<bool>) -> Option<MeteredEvent> {
+    Some(match *ev {
+        RecoveryEvent::SubflowEstablished { local, remote } => MeteredEvent::SubflowEstablished {
+            local,
+            remote,
+            backup: backup.unwrap_or(false),
+        },
+        RecoveryEvent::SubflowClosed { local } => MeteredEvent::SubflowClosed { local },
+        RecoveryEvent::ConnectionClosed => MeteredEvent::ConnectionClosed,
+        RecoveryEvent::LinkDown { addr } => MeteredEvent::LinkDown { addr },
+        RecoveryEvent::LinkUp { addr } => MeteredEvent::LinkUp { addr },
+        _ => return None,
+    })
+}
+
+use crate::links::{drain_rtnl, usable_addresses};
 use crate::pm::{
     PmEvent, PmEvents, PmSocket, MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
     MPTCP_EVENT_SUB_ESTABLISHED,
 };
 use crate::MptcpError;
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr as NlAddr};
+use netlink_sys::Socket;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -42,14 +62,6 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// rtnetlink multicast groups (legacy bitmask form): link, IPv4/IPv6 addresses, IPv4/IPv6
-/// routes.
-const RTMGRP_LINK: u32 = 0x1;
-const RTMGRP_IPV4_IFADDR: u32 = 0x10;
-const RTMGRP_IPV4_ROUTE: u32 = 0x40;
-const RTMGRP_IPV6_IFADDR: u32 = 0x100;
-const RTMGRP_IPV6_ROUTE: u32 = 0x400;
 
 /// Re-read the usable addresses at least this often (a missed notification costs at most
 /// this much delay).
@@ -72,6 +84,7 @@ enum Change {
         machine: RecoveryMachine,
         recovered: Arc<AtomicU64>,
         notes: Arc<Mutex<Vec<String>>>,
+        metered: Box<Option<(MeteredMachine, Arc<MeteredState>)>>,
     },
     Remove {
         id: u64,
@@ -104,9 +117,34 @@ pub struct RecoveryHandle {
     shared: Arc<Shared>,
     recovered: Arc<AtomicU64>,
     notes: Arc<Mutex<Vec<String>>>,
+    metered: Option<Arc<MeteredState>>,
+}
+
+/// What the owner of a metered connection may read of its machine, kept by the service.
+#[derive(Debug)]
+pub struct MeteredState {
+    /// The metered local addresses (canonical).
+    addrs: Vec<IpAddr>,
+    /// The metered subflows are backup now.
+    saving: AtomicBool,
 }
 
 impl RecoveryHandle {
+    /// The connection's metered subflows are backup now (another path carries).
+    pub fn metered_saving(&self) -> bool {
+        self.metered
+            .as_ref()
+            .is_some_and(|m| m.saving.load(Ordering::Relaxed))
+    }
+
+    /// A new subflow from `local` is to be opened as backup: a metered path's, while
+    /// another path carries ([`MeteredMachine::backup_for_new`]).
+    pub fn backup_for_new(&self, local: IpAddr) -> bool {
+        self.metered.as_ref().is_some_and(|m| {
+            m.addrs.contains(&crate::path::canonical(local)) && m.saving.load(Ordering::Relaxed)
+        })
+    }
+
     /// Subflows the service re-created for this connection so far (each accepted
     /// `SUBFLOW_CREATE` after an outage).
     pub fn recovered(&self) -> u64 {
@@ -175,6 +213,24 @@ fn netns_id() -> io::Result<u64> {
 /// needed. Must be called before any subflow of the release is requested, so that their
 /// events are seen.
 pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, MptcpError> {
+    register_metered(token, machine, None)
+}
+
+/// [`register`], with the connection's metered decisions (`--metered`, userspace PM): the
+/// service carries out their `SET_FLAGS` too, opens the metered paths' new subflows as
+/// backup while another path carries, and logs each switch.
+pub fn register_metered(
+    token: u32,
+    machine: RecoveryMachine,
+    metered: Option<MeteredMachine>,
+) -> Result<RecoveryHandle, MptcpError> {
+    let metered = metered.map(|m| {
+        let state = Arc::new(MeteredState {
+            addrs: machine_addrs(&m, &machine),
+            saving: AtomicBool::new(m.saving()),
+        });
+        (m, state)
+    });
     let ns = netns_id()?;
     let mut map = SERVICES.lock().map_err(|_| io::Error::other("poisoned"))?;
     let services = map.get_or_insert_with(HashMap::new);
@@ -191,12 +247,14 @@ pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, 
     // (see `Service::retire`) sees it, or this registration finds no service and starts one.
     let recovered = Arc::new(AtomicU64::new(0));
     let notes = Arc::new(Mutex::new(Vec::new()));
+    let state = metered.as_ref().map(|(_, s)| s.clone());
     shared.push(Change::Add {
         id,
         token,
         machine,
         recovered: recovered.clone(),
         notes: notes.clone(),
+        metered: Box::new(metered),
     });
     drop(map);
     Ok(RecoveryHandle {
@@ -204,7 +262,13 @@ pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, 
         shared,
         recovered,
         notes,
+        metered: state,
     })
+}
+
+/// The metered addresses among a recovery machine's paths.
+fn machine_addrs(m: &MeteredMachine, r: &RecoveryMachine) -> Vec<IpAddr> {
+    r.paths().filter(|a| m.is_metered(*a)).collect()
 }
 
 /// Subscribe (in the calling thread's namespace, so that nothing is missed from now on) and
@@ -212,16 +276,7 @@ pub fn register(token: u32, machine: RecoveryMachine) -> Result<RecoveryHandle, 
 fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
     let events = PmEvents::subscribe()?;
     let pm = PmSocket::open()?;
-    let mut rtnl = Socket::new(NETLINK_ROUTE)?;
-    rtnl.bind(&NlAddr::new(
-        0,
-        RTMGRP_LINK
-            | RTMGRP_IPV4_IFADDR
-            | RTMGRP_IPV6_IFADDR
-            | RTMGRP_IPV4_ROUTE
-            | RTMGRP_IPV6_ROUTE,
-    ))?;
-    rtnl.set_non_blocking(true)?;
+    let rtnl = crate::links::subscribe()?;
     // SAFETY: eventfd has no memory arguments; the result is checked.
     let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if efd < 0 {
@@ -247,6 +302,8 @@ fn start(ns: u64) -> Result<Arc<Shared>, MptcpError> {
                 backlog: Default::default(),
                 usable: HashSet::new(),
                 last_scan: None,
+                looks: HashMap::new(),
+                last_look: None,
             }
             .run()
         })?;
@@ -258,6 +315,7 @@ struct Conn {
     machine: RecoveryMachine,
     recovered: Arc<AtomicU64>,
     notes: Arc<Mutex<Vec<String>>>,
+    metered: Option<(MeteredMachine, Arc<MeteredState>)>,
 }
 
 struct Service {
@@ -272,24 +330,26 @@ struct Service {
     /// Local addresses usable at the last scan.
     usable: HashSet<IpAddr>,
     last_scan: Option<Instant>,
+    /// The metered connections' other subflows at the last look (see
+    /// [`Service::look_at_progress`]): their counters by (token, local).
+    looks: HashMap<(u32, SocketAddr), (u64, u64)>,
+    last_look: Option<Instant>,
 }
 
-/// The local addresses that are present on an interface that is up and has carrier.
-fn usable_addresses() -> io::Result<HashSet<IpAddr>> {
-    use nix::net::if_::InterfaceFlags as F;
-    let mut out = HashSet::new();
-    for ifa in nix::ifaddrs::getifaddrs().map_err(io::Error::from)? {
-        if !ifa.flags.contains(F::IFF_UP) || !ifa.flags.contains(F::IFF_RUNNING) {
-            continue;
-        }
-        let Some(a) = ifa.address else { continue };
-        if let Some(v4) = a.as_sockaddr_in() {
-            out.insert(IpAddr::V4(v4.ip()));
-        } else if let Some(v6) = a.as_sockaddr_in6() {
-            out.insert(IpAddr::V6(v6.ip()));
-        }
-    }
-    Ok(out)
+/// How often the subflows of the metered connections' other paths are looked at for
+/// progress ([`Service::look_at_progress`]).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// A subflow with bytes in flight and no ACK for this long (or its RTO, if longer) has
+/// stalled.
+const STALL_AT_LEAST: Duration = Duration::from_millis(300);
+
+/// Whether a subflow has stalled: bytes in flight and no ACK for [`STALL_AT_LEAST`] or
+/// its retransmission timeout, whichever is longer (TCP has then retransmitted at least
+/// once without an answer).
+pub fn stalled(s: &crate::diag::SubflowState) -> bool {
+    let bound = (STALL_AT_LEAST.as_millis() as u32).max(s.rto_us / 1000);
+    s.unacked_bytes > 0 && s.last_ack_recv_ms >= bound
 }
 
 /// A route from `local` to `remote` exists now (a UDP socket bound to `local` can be
@@ -298,21 +358,6 @@ fn has_route(local: IpAddr, remote: SocketAddr) -> bool {
     std::net::UdpSocket::bind((local, 0))
         .and_then(|s| s.connect(remote))
         .is_ok()
-}
-
-/// Read every queued rtnetlink notification; true if there was any (or some were lost).
-fn drain_rtnl(sock: &Socket) -> bool {
-    let mut buf = vec![0u8; 16384];
-    let mut any = false;
-    for _ in 0..1024 {
-        match sock.recv(&mut &mut buf[..], 0) {
-            Ok(_) => any = true,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return any,
-            // ENOBUFS: notifications were lost; the rescan this triggers covers them.
-            Err(_) => any = true,
-        }
-    }
-    any
 }
 
 impl Service {
@@ -342,6 +387,7 @@ impl Service {
                         machine,
                         recovered,
                         notes,
+                        metered,
                     } => {
                         self.conns.insert(
                             id,
@@ -350,9 +396,17 @@ impl Service {
                                 machine,
                                 recovered,
                                 notes,
+                                metered: *metered,
                             },
                         );
                         fresh.push(id);
+                        let start = self
+                            .conns
+                            .get_mut(&id)
+                            .and_then(|c| c.metered.as_mut())
+                            .map(|(m, _)| m.start())
+                            .unwrap_or_default();
+                        self.meter(id, start);
                         let early: Vec<PmEvent> = self
                             .backlog
                             .iter()
@@ -374,6 +428,9 @@ impl Service {
                             if let Some(c) = self.conns.get_mut(&id) {
                                 let cmds = c.machine.on_event(ev, now);
                                 self.execute(id, cmds);
+                            }
+                            if let Some(mev) = metered_event(&ev, None) {
+                                self.on_metered(id, mev);
                             }
                         }
                     }
@@ -397,7 +454,12 @@ impl Service {
                 let cmds = self.conns.get_mut(&id).unwrap().machine.poll(now);
                 self.execute(id, cmds);
             }
+            let metering = self.conns.values().any(|c| c.metered.is_some());
+            if metering && self.last_look.is_none_or(|t| now - t >= LOOK_EVERY) {
+                self.look_at_progress(now);
+            }
             self.take_notes();
+            self.log_switches();
             self.conns.retain(|_, c| !c.machine.is_done());
             if !self.conns.is_empty() {
                 idle_since = None;
@@ -410,7 +472,8 @@ impl Service {
                 .filter_map(|c| c.machine.next_deadline())
                 .min()
                 .map_or(RESCAN, |d| d.saturating_duration_since(Instant::now()))
-                .min(RESCAN);
+                .min(RESCAN)
+                .min(if metering { LOOK_EVERY } else { RESCAN });
             self.wait(timeout);
         }
     }
@@ -517,6 +580,23 @@ impl Service {
             self.keep_for_later(ev, now);
             return;
         }
+        let mev = match (ev.kind, ev.local, ev.remote) {
+            (MPTCP_EVENT_SUB_ESTABLISHED, Some(local), Some(remote)) => {
+                Some(MeteredEvent::SubflowEstablished {
+                    local,
+                    remote,
+                    backup: ev.backup.unwrap_or(false),
+                })
+            }
+            (MPTCP_EVENT_SUB_CLOSED, Some(local), _) => Some(MeteredEvent::SubflowClosed { local }),
+            (MPTCP_EVENT_CLOSED, _, _) => Some(MeteredEvent::ConnectionClosed),
+            _ => None,
+        };
+        if let Some(mev) = mev {
+            for id in self.ids_of(token) {
+                self.on_metered(id, mev);
+            }
+        }
         let rev = match (ev.kind, ev.local, ev.remote) {
             (MPTCP_EVENT_SUB_ESTABLISHED, Some(local), Some(remote)) => {
                 RecoveryEvent::SubflowEstablished { local, remote }
@@ -568,9 +648,142 @@ impl Service {
                 log::debug!("subflow recovery: {ev:?}");
                 let cmds = self.conns.get_mut(&id).unwrap().machine.on_event(ev, now);
                 self.execute(id, cmds);
+                if let Some(mev) = metered_event(&ev, None) {
+                    self.on_metered(id, mev);
+                }
             }
         }
         self.usable = usable;
+    }
+
+    /// Look at the subflows of the metered connections' other paths (one `sock_diag` dump
+    /// of the namespace's subflows): one whose counters grew since the last look made
+    /// progress, one with bytes in flight unacknowledged past its bound has stalled
+    /// ([`stalled`]). A download on a path that went silent shows nothing here (the peer
+    /// sends, and its scheduler's own stale detection moves the data).
+    fn look_at_progress(&mut self, now: Instant) {
+        self.last_look = Some(now);
+        let states = match crate::diag::subflow_states() {
+            Ok(s) => s,
+            Err(e) => {
+                log::debug!("metered: cannot read the subflows' state: {e}");
+                return;
+            }
+        };
+        let mut seen = HashMap::new();
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            let Some((m, _)) = &c.metered else { continue };
+            let token = c.token;
+            let mut evs = Vec::new();
+            for (local, _) in m.watched() {
+                let Some(st) = states
+                    .iter()
+                    .find(|s| s.token == token && crate::path::same_addr(s.local, local))
+                else {
+                    continue;
+                };
+                let now_counts = (st.bytes_acked, st.bytes_received);
+                let grew = self
+                    .looks
+                    .get(&(token, local))
+                    .is_some_and(|&(a, r)| st.bytes_acked > a || st.bytes_received > r);
+                seen.insert((token, local), now_counts);
+                if grew && !stalled(st) {
+                    evs.push(MeteredEvent::Progress { local });
+                } else if stalled(st) {
+                    evs.push(MeteredEvent::Stalled { local });
+                }
+            }
+            for ev in evs {
+                self.on_metered(id, ev);
+            }
+        }
+        self.looks = seen;
+    }
+
+    /// Feed a metered event to the machine of registration `id`, if it meters, and carry
+    /// out its commands.
+    fn on_metered(&mut self, id: u64, ev: MeteredEvent) {
+        let cmds = match self.conns.get_mut(&id).and_then(|c| c.metered.as_mut()) {
+            Some((m, _)) => m.on_event(ev),
+            None => return,
+        };
+        self.meter(id, cmds);
+    }
+
+    /// Carry out a metered machine's commands (`SET_FLAGS`, MP_PRIO to the peer) and publish
+    /// its state to the connection's handle.
+    fn meter(&mut self, id: u64, cmds: Vec<MeteredCommand>) {
+        let Some(c) = self.conns.get(&id) else { return };
+        let token = c.token;
+        if let Some((m, state)) = &c.metered {
+            state.saving.store(m.saving(), Ordering::Relaxed);
+        }
+        for cmd in cmds {
+            match cmd {
+                MeteredCommand::SetBackup {
+                    local,
+                    remote,
+                    backup,
+                } => match self.pm.set_backup(token, local, remote, backup) {
+                    Ok(()) => log::debug!(
+                        "metered: the subflow {local} -> {remote} is {}",
+                        if backup { "backup" } else { "regular" }
+                    ),
+                    Err(e) => log::warn!(
+                        "metered: cannot make the subflow {local} -> {remote} {}: {e}",
+                        if backup { "backup" } else { "regular" }
+                    ),
+                },
+                MeteredCommand::Withdraw { local, remote } => {
+                    // RM_ADDR first: the kernel sends it only while a subflow from the
+                    // address exists. The recovery reopens the path when its link is back.
+                    let id = crate::pm::local_id(crate::path::canonical(local.ip()));
+                    if let Err(e) = self.pm.remove_addr(token, id) {
+                        log::debug!("metered: RM_ADDR of {local} (id {id}): {e}");
+                    }
+                    match self.pm.subflow_destroy(token, local, remote) {
+                        Ok(()) => log::debug!(
+                            "metered: withdrew the subflow {local} -> {remote}, whose link is down"
+                        ),
+                        Err(e) => log::debug!("metered: closing {local} -> {remote}: {e}"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One line per switch of the metered paths (connections that switched together for
+    /// the same reason share it).
+    fn log_switches(&mut self) {
+        let mut lines: Vec<(bool, String, usize)> = Vec::new();
+        for c in self.conns.values_mut() {
+            let Some((m, _)) = c.metered.as_mut() else {
+                continue;
+            };
+            for sw in m.take_switches() {
+                match lines.iter_mut().find(|l| l.0 == sw.backup && l.1 == sw.why) {
+                    Some(l) => l.2 += 1,
+                    None => lines.push((sw.backup, sw.why, 1)),
+                }
+            }
+        }
+        for (backup, why, n) in lines {
+            let who = if n == 1 {
+                "a connection".to_string()
+            } else {
+                format!("{n} connections")
+            };
+            if backup {
+                log::info!("metered: {who}: the metered path is backup now (MP_PRIO), {why}");
+            } else {
+                log::info!("metered: {who}: the metered path carries data now, {why}");
+            }
+        }
     }
 
     /// The registrations of connection `token`.
@@ -626,11 +839,24 @@ impl Service {
             match cmd {
                 Command::CreateSubflow { local, remote } => {
                     let result = if routed.contains(&local) {
-                        log::info!("subflow recovery: opening a subflow from {local} to {remote}");
+                        // A metered path's, while another path carries: born backup.
+                        let backup = self
+                            .conns
+                            .get(&id)
+                            .and_then(|c| c.metered.as_ref())
+                            .is_some_and(|(m, _)| m.backup_for_new(local));
+                        log::info!(
+                            "subflow recovery: opening a subflow from {local} to {remote}{}",
+                            if backup {
+                                " (backup: metered path)"
+                            } else {
+                                ""
+                            }
+                        );
                         // bound to the interface that holds the address (paths are interfaces)
                         let ifindex = crate::path::iface_of(local).ok().flatten().map(|i| i.index);
                         self.pm
-                            .subflow_create(token, local, ifindex, remote)
+                            .subflow_create_with(token, local, ifindex, remote, backup)
                             .map_err(|e| e.to_string())
                     } else {
                         if !recovery {

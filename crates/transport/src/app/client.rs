@@ -92,9 +92,10 @@ impl Paths {
             .iter()
             .map(|s| {
                 format!(
-                    "{} ({}) acked {} recv {}",
+                    "{} ({}{}) acked {} recv {}",
                     s.subflow.local.map_or("?".into(), |a| a.ip().to_string()),
                     s.trust.label(),
+                    if s.metered { ", metered" } else { "" },
                     human(s.subflow.bytes_acked),
                     human(s.subflow.bytes_received)
                 )
@@ -279,6 +280,10 @@ pub struct IntervalReport {
     pub subflows: Vec<SubflowBytes>,
     /// Bytes per subflow in this interval (acknowledged by the peer / received).
     pub subflows_interval: Vec<SubflowDelta>,
+    /// Bytes written to the connection and not yet acknowledged at the data level at the
+    /// end of the interval (`SIOCOUTQ`): what was sent so far minus this is what the peer
+    /// has received in order.
+    pub unacked: u64,
 }
 
 /// What one subflow carried in one interval.
@@ -415,6 +420,7 @@ pub async fn perf(
                     mbit_s_received: perf::mbit_s(s.received, s.secs),
                     subflows,
                     subflows_interval,
+                    unacked: unacked(gate.fd()),
                 };
                 on_interval(&r);
                 intervals.push(r);

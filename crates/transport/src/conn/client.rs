@@ -56,6 +56,8 @@ pub struct ClientOptions {
     pub recover: bool,
     /// Congestion control of every subflow (`--cc NAME`; `None`: the namespace's default).
     pub congestion: Option<String>,
+    /// Interfaces of metered paths (`--metered IFACE`): see nena-mptcp's `metered` module.
+    pub metered: Vec<String>,
     /// `--mode kato-mpc`: the programs' records (None: no programs attached on this side).
     pub mpc: Option<MpcLookup>,
     /// `--mode kato-mpc`: send in the clear when the negotiation did not complete (by
@@ -114,6 +116,7 @@ impl ClientOptions {
             token: None,
             recover: true,
             congestion: None,
+            metered: Vec::new(),
             mpc: None,
             allow_plain: false,
             warm: None,
@@ -229,6 +232,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         allow_fallback: opts.allow_fallback,
         timeout: opts.timeout,
         congestion: opts.congestion.clone(),
+        metered: opts.metered.clone(),
     };
     let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
     client.before_first_flight()?;
@@ -326,6 +330,7 @@ async fn connect_once(
         allow_fallback: opts.allow_fallback,
         timeout: opts.timeout,
         congestion: opts.congestion.clone(),
+        metered: opts.metered.clone(),
     };
     let timeout = opts.timeout;
     // connect() and the first-flight gate, on readiness (no thread blocks).

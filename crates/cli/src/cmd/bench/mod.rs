@@ -9,6 +9,7 @@ mod emulation;
 mod fairness;
 mod handshake;
 mod hostile;
+mod metered;
 mod outage;
 mod output;
 mod page;
@@ -42,6 +43,10 @@ pub enum BenchCmd {
     /// version 1's (X25519 alone) in one run: time of one whole handshake and the first
     /// flight's size, before and after.
     Handshake(handshake::Args),
+    /// Issue 56's metered trusted link: at most 2% of a 100 MiB transfer on it with the WLAN
+    /// up, at 0.95x the WLAN's goodput alone or better; with the WLAN taken down mid-transfer,
+    /// completed on it with no gap over 1 s; both ways, either path manager.
+    Metered(metered::Args),
     /// Issue 40's LTE dropout: the trusted link down for 3 s of a 12 s upload; nena with
     /// either path manager within 10% of raw MPTCP, the trusted link back every time.
     Outage(outage::Args),
@@ -82,6 +87,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Emulation(a) => emulation::run(a),
         BenchCmd::Fairness(a) => fairness::run(a),
         BenchCmd::Handshake(a) => handshake::run(a),
+        BenchCmd::Metered(a) => metered::run(a),
         BenchCmd::Outage(a) => outage::run(a),
         BenchCmd::Peers(a) => peers::run(a),
         BenchCmd::Page(a) => page::run(a),

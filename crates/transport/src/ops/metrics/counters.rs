@@ -58,6 +58,14 @@ struct BytesLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IfaceLabels {
+    role: &'static str,
+    interface: String,
+    metered: &'static str,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     role: &'static str,
     event: &'static str,
@@ -77,6 +85,12 @@ pub struct Metrics {
     refusals: Family<CauseLabels, Counter>,
     integrity: Family<RoleLabels, Counter>,
     bytes: Family<BytesLabels, Counter>,
+    iface_bytes: Family<IfaceLabels, Counter>,
+    iface_today: Family<IfaceLabels, Gauge>,
+    today_start: Family<RoleLabels, Gauge>,
+    /// The local day the `_today` gauges count, and every label set they have (set back
+    /// to 0 when the day changes).
+    day: std::sync::Mutex<(Option<super::day::Day>, Vec<IfaceLabels>)>,
     subflows: Family<EventLabels, Counter>,
     handshake: Family<RoleLabels, Histogram>,
     retried: Family<RoleLabels, Counter>,
@@ -114,6 +128,26 @@ impl Metrics {
             "Payload bytes per path (trust class on clients, local address on servers) and \
              direction (sent: acknowledged by the peer; received), at each session's end",
             bytes.clone(),
+        );
+        let iface_bytes = Family::<IfaceLabels, Counter>::default();
+        registry.register(
+            "interface_bytes",
+            "Client: payload bytes per local interface (metered: --metered) and direction \
+             (sent: acknowledged by the peer; received), at each session's end",
+            iface_bytes.clone(),
+        );
+        let iface_today = Family::<IfaceLabels, Gauge>::default();
+        registry.register(
+            "interface_bytes_today",
+            "Client: nena_interface_bytes_total counted since the last local midnight (back \
+             to 0 when the local date changes): what today cost on a data plan",
+            iface_today.clone(),
+        );
+        let today_start = Family::<RoleLabels, Gauge>::default();
+        registry.register(
+            "interface_bytes_today_start_seconds",
+            "Unix time of the local midnight nena_interface_bytes_today counts from",
+            today_start.clone(),
         );
         let subflows = Family::<EventLabels, Counter>::default();
         registry.register(
@@ -167,6 +201,10 @@ impl Metrics {
             refusals,
             integrity,
             bytes,
+            iface_bytes,
+            iface_today,
+            today_start,
+            day: std::sync::Mutex::new((None, Vec::new())),
             subflows,
             handshake,
             retried,
@@ -236,6 +274,24 @@ impl Metrics {
                     .inc_by(n);
             }
         }
+        let _day = self.roll_day(super::day::Day::now());
+        for (iface, metered, sent, received) in &wire.ifaces {
+            for (direction, n) in [("sent", *sent), ("received", *received)] {
+                let l = IfaceLabels {
+                    role,
+                    interface: iface.clone(),
+                    metered: if *metered { "true" } else { "false" },
+                    direction,
+                };
+                self.iface_bytes.get_or_create(&l).inc_by(n);
+                self.iface_today.get_or_create(&l).inc_by(n as i64);
+                if let Ok(mut d) = self.day.lock() {
+                    if !d.1.contains(&l) {
+                        d.1.push(l);
+                    }
+                }
+            }
+        }
         for (event, n) in [
             ("join", wire.joins),
             ("close", wire.closes),
@@ -258,8 +314,28 @@ impl Metrics {
         }
     }
 
+    /// Make the `_today` gauges count `today`: set every one back to 0 when the day they
+    /// counted is another, and the start gauge to today's midnight. Returns the day.
+    pub(super) fn roll_day(&self, today: super::day::Day) -> super::day::Day {
+        if let Ok(mut d) = self.day.lock() {
+            if d.0 != Some(today) {
+                if d.0.is_some() {
+                    for l in &d.1 {
+                        self.iface_today.get_or_create(l).set(0);
+                    }
+                }
+                d.0 = Some(today);
+                self.today_start
+                    .get_or_create(&self.role_labels())
+                    .set(today.start_unix);
+            }
+        }
+        today
+    }
+
     /// The OpenMetrics text of every family.
     pub fn encode(&self) -> String {
+        self.roll_day(super::day::Day::now());
         self.trusted_waits(nena_mptcp::trusted_waits());
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)

@@ -12,6 +12,7 @@
 //! [`wire`] (what it did on the wire), [`endpoint`] (the HTTP endpoint).
 
 pub mod counters;
+pub mod day;
 pub mod endpoint;
 pub mod outcome;
 #[cfg(test)]

@@ -88,6 +88,7 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
     m.handshake(Duration::from_millis(3));
     let wire = Wire {
         paths: vec![("198.18.3.2".into(), 1000, 2000)],
+        ifaces: vec![],
         joins: 1,
         closes: 0,
         recoveries: 0,
@@ -181,4 +182,43 @@ fn trusted_link_waits_follow_the_process_totals() {
         "{out}"
     );
     assert!(out.contains("nena_sessions_waiting_for_trusted_link{role=\"gateway\"} 0"));
+}
+
+/// A client's bytes per interface: a counter by interface, metered or not, and direction;
+/// the same since the local midnight in a gauge that goes back to 0 when the day changes
+/// (the counter does not), with the midnight it counts from.
+#[test]
+fn interface_bytes_are_counted_in_total_and_for_today() {
+    use super::day::Day;
+    let m = Metrics::new(Role::ProxyClient);
+    let wire = |t: u64, u: u64| Wire {
+        paths: vec![("trusted".into(), t, 0), ("untrusted".into(), u, 7)],
+        ifaces: vec![("lte0".into(), true, t, 0), ("wlan0".into(), false, u, 7)],
+        ..Wire::default()
+    };
+    m.end("aead", Outcome::Ok, &wire(1200, 5_000_000));
+    m.end("aead", Outcome::Ok, &wire(800, 1_000_000));
+    let text = m.encode();
+    let today = Day::now();
+    for line in [
+        "nena_interface_bytes_total{role=\"proxy_client\",interface=\"lte0\",metered=\"true\",direction=\"sent\"} 2000".to_string(),
+        "nena_interface_bytes_total{role=\"proxy_client\",interface=\"wlan0\",metered=\"false\",direction=\"sent\"} 6000000".into(),
+        "nena_interface_bytes_total{role=\"proxy_client\",interface=\"wlan0\",metered=\"false\",direction=\"received\"} 14".into(),
+        "nena_interface_bytes_today{role=\"proxy_client\",interface=\"lte0\",metered=\"true\",direction=\"sent\"} 2000".into(),
+        format!("nena_interface_bytes_today_start_seconds{{role=\"proxy_client\"}} {}", today.start_unix),
+    ] {
+        assert!(text.contains(&line), "{line} missing from\n{text}");
+    }
+    // The next day: the gauges are back to 0, the counters are not.
+    let tomorrow = Day::of(today.start_unix + 86_400 + 3_600);
+    m.roll_day(tomorrow);
+    m.end("aead", Outcome::Ok, &wire(0, 0));
+    let text = m.encode();
+    for line in [
+        "nena_interface_bytes_total{role=\"proxy_client\",interface=\"lte0\",metered=\"true\",direction=\"sent\"} 2000",
+        "nena_interface_bytes_today{role=\"proxy_client\",interface=\"lte0\",metered=\"true\",direction=\"sent\"} 0",
+        "nena_interface_bytes_today{role=\"proxy_client\",interface=\"wlan0\",metered=\"false\",direction=\"sent\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
 }

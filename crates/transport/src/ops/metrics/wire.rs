@@ -7,6 +7,9 @@ pub struct Wire {
     /// Per path (the client's trust class, the server's local address): bytes the peer
     /// acknowledged, bytes received.
     pub paths: Vec<(String, u64, u64)>,
+    /// The client's view per interface: (interface, metered, acknowledged, received).
+    /// Empty on servers.
+    pub ifaces: Vec<(String, bool, u64, u64)>,
     /// Subflows that joined after the first, subflows closed before the end, subflows
     /// re-created after an outage (the client's recovery).
     pub joins: u64,
@@ -34,7 +37,9 @@ impl Wire {
             let name = s.trust.label().to_string();
             (name, s.subflow.bytes_acked, s.subflow.bytes_received)
         });
-        Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries())
+        let mut w = Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries());
+        w.ifaces = by_iface(&paths.subflows);
+        w
     }
 
     /// The subflows present at the end, each `(path, acked, received)`, summed per path;
@@ -59,9 +64,32 @@ impl Wire {
         let total = nena_mptcp::info(fd).map_or(present, |i| u64::from(i.subflows));
         Wire {
             paths,
+            ifaces: Vec::new(),
             joins: total.saturating_sub(1),
             closes: total.saturating_sub(present),
             recoveries,
         }
     }
+}
+
+/// The subflows' bytes summed per interface (an address the policy knows no interface of
+/// under `?`), each with whether it is metered, in the order first seen.
+pub fn by_iface(subflows: &[nena_mptcp::ClassifiedSubflow]) -> Vec<(String, bool, u64, u64)> {
+    let mut out: Vec<(String, bool, u64, u64)> = Vec::new();
+    for s in subflows {
+        let name = s.iface.clone().unwrap_or_else(|| "?".into());
+        match out.iter_mut().find(|p| p.0 == name) {
+            Some(p) => {
+                p.2 += s.subflow.bytes_acked;
+                p.3 += s.subflow.bytes_received;
+            }
+            None => out.push((
+                name,
+                s.metered,
+                s.subflow.bytes_acked,
+                s.subflow.bytes_received,
+            )),
+        }
+    }
+    out
 }

@@ -311,8 +311,9 @@ fn matchers(with_run: bool) -> Vec<Matcher> {
     };
     let nena = |subject: &str, port: u16| Matcher {
         subject: subject.into(),
-        up: format!("tcp dport {port}"),
-        down: format!("tcp sport {port}"),
+        // The session (TCP) and the datagram plane (sealed UDP) on the proxy server's port.
+        up: format!("meta l4proto {{ tcp, udp }} th dport {port}"),
+        down: format!("meta l4proto {{ tcp, udp }} th sport {port}"),
     };
     let mut v = vec![
         straight(STRAIGHT_TRUSTED, Link::Trusted),

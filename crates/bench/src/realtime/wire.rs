@@ -3,8 +3,9 @@
 //! client host (table `inet nena_bench_rt`, output and input hooks, IP packet lengths, so
 //! headers from IP up), one per subject, link and direction, each matching that subject's
 //! packets only (the straight flows by their source address and the echo's port, the nena
-//! subjects by their proxy server's port); and, to show what none of them claims, the
-//! links' own totals from the client's /proc/net/dev (Ethernet header taken off each frame).
+//! subjects by their proxy server's port, TCP and UDP: the session and the datagram plane);
+//! and, to show what none of them claims, the links' own totals from the client's
+//! /proc/net/dev (Ethernet header taken off each frame).
 
 use anyhow::{bail, Context, Result};
 use nena_lab::{Host, Lab};
@@ -209,8 +210,8 @@ mod tests {
             },
             Matcher {
                 subject: "gateway".into(),
-                up: "tcp dport 7100".into(),
-                down: "tcp sport 7100".into(),
+                up: "meta l4proto { tcp, udp } th dport 7100".into(),
+                down: "meta l4proto { tcp, udp } th sport 7100".into(),
             },
         ]
     }
@@ -219,7 +220,9 @@ mod tests {
     fn the_ruleset_counts_each_subject_link_and_direction() {
         let r = ruleset(&matchers());
         assert_eq!(r.matches("counter ").count(), 2 * 2 * 2 * 2, "{r}");
-        assert!(r.contains("oifname \"untrusted\" tcp dport 7100 counter name \"gateway_wlan_up\""));
+        assert!(r.contains(
+            "oifname \"untrusted\" meta l4proto { tcp, udp } th dport 7100 counter name \"gateway_wlan_up\""
+        ));
         assert!(r.contains(
             "iifname \"trusted\" ip daddr 198.18.1.2 udp sport 7300 counter name \"straight_trusted_trusted_down\""
         ));

@@ -126,6 +126,24 @@ fn end_flow(pc: &Proc, control: TcpStream) -> String {
         .to_string()
 }
 
+/// The OpenMetrics text `nena ... --metrics 127.0.0.1:PORT` serves in `host`.
+fn scrape(lab: &Lab, host: Host, port: u16) -> String {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let o = lab
+        .command(host, "curl", ["-sf", "--max-time", "5", &url])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{url}: {o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The value of the sample named `name` (with its labels) in OpenMetrics `text`.
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
 /// The number before `what` in a line ("... 3 sent as UDP, ..."), or 0.
 fn count_before(line: &str, what: &str) -> u64 {
     line.split(what)
@@ -249,10 +267,15 @@ fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
     let lab = lab();
     let dir = TempDir::new("plane-tamper");
     let _echo = udp_echo(&lab);
-    let ps = plane_server(&lab, 7451, &[]);
+    let ps = plane_server(&lab, 7451, &["--metrics", "127.0.0.1:9481"]);
     let cap_s = dir.join("server.pcap");
     let cs = lab.capture(Link::Server, &cap_s).unwrap();
-    let (pc, udp, control) = socks_flow(&lab, 7451, 1095, &["--udp-redundancy", "always"]);
+    let (pc, udp, control) = socks_flow(
+        &lab,
+        7451,
+        1095,
+        &["--udp-redundancy", "always", "--metrics", "127.0.0.1:9482"],
+    );
     let mut inject = lab.command(
         Host::Router,
         "python3",
@@ -290,6 +313,24 @@ fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
     let line = log.lines().find(|l| l.contains("datagrams: ")).unwrap();
     assert_eq!(count_before(line, " failed authentication"), 2, "{line}");
     assert_eq!(count_before(line, " replayed"), 2, "{line}");
+    // The operator sees them in the metrics of both ends, beside the datagrams carried.
+    for (host, port, role, drops) in [
+        (Host::Server, 9481, "proxy_server", 2),
+        (Host::Client, 9482, "proxy_client", 1),
+    ] {
+        let text = scrape(&lab, host, port);
+        for reason in ["unauthentic", "replayed"] {
+            let want = format!(
+                "nena_datagram_drops_total{{role=\"{role}\",reason=\"{reason}\"}} {drops}\n"
+            );
+            assert!(text.contains(&want), "{want} in\n{text}");
+        }
+        let udp_received = metric(
+            &text,
+            &format!("nena_datagrams_total{{role=\"{role}\",way=\"udp\",direction=\"received\"}}"),
+        );
+        assert!((1..=150).contains(&udp_received), "{text}");
+    }
     cs.stop().unwrap();
     assert_eq!(
         packets(&cap_s, "dst host 198.18.2.99"),

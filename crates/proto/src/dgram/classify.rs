@@ -115,6 +115,8 @@ pub struct DatagramInfo {
 pub struct FlowClassifier {
     recent: VecDeque<(Instant, usize)>,
     realtime_until: Option<Instant>,
+    /// Datagrams seen in all (saturating): a flow is young until it has had enough to judge.
+    seen: u64,
 }
 
 impl FlowClassifier {
@@ -130,6 +132,7 @@ impl FlowClassifier {
         {
             return Class::RealTime;
         }
+        self.seen = self.seen.saturating_add(1);
         if d.len > cfg.max_size {
             self.recent.clear();
             self.realtime_until = None;
@@ -152,8 +155,25 @@ impl FlowClassifier {
         }
         match self.realtime_until {
             Some(t) if now < t => Class::RealTime,
+            // Too young to judge: the small datagrams of a flow that has been no faster than
+            // a call so far go as a call's (a call's first second is not left to one path;
+            // a bulk flow's first few small datagrams are what it costs).
+            _ if self.seen < cfg.min_datagrams as u64 && self.no_faster_than_a_call(cfg) => {
+                Class::RealTime
+            }
             _ => Class::Bulk,
         }
+    }
+
+    /// Whether the recent datagrams are all small and came no faster than `max_rate`.
+    fn no_faster_than_a_call(&self, cfg: &ClassifierConfig) -> bool {
+        let n = self.recent.len();
+        let (Some(first), Some(last)) = (self.recent.front(), self.recent.back()) else {
+            return false;
+        };
+        let min_gap = Duration::from_secs(1) / cfg.max_rate.max(1);
+        self.recent.iter().all(|&(_, l)| l <= cfg.max_size)
+            && last.0.saturating_duration_since(first.0) >= min_gap * (n as u32 - 1)
     }
 
     fn cap(&self, cfg: &ClassifierConfig) -> usize {
@@ -225,9 +245,9 @@ mod tests {
                 call.observe(&cfg, info(160), t0 + Duration::from_millis(20) * i + jitter)
             })
             .collect();
-        assert!(classes[..9].iter().all(|&c| c == Class::Bulk));
+        // Young and no faster than a call, then judged a call: real-time from the first.
         assert!(
-            classes[12..].iter().all(|&c| c == Class::RealTime),
+            classes.iter().all(|&c| c == Class::RealTime),
             "{classes:?}"
         );
 
@@ -237,10 +257,13 @@ mod tests {
             assert_eq!(c, Class::Bulk);
         }
 
+        // Small datagrams at 1,000 a second: only the first, before any pace, is given the
+        // benefit of the doubt.
         let mut fast_small = FlowClassifier::new();
         for i in 0..3000u32 {
             let c = fast_small.observe(&cfg, info(100), t0 + Duration::from_millis(1) * i);
-            assert_eq!(c, Class::Bulk, "datagram {i}");
+            let want = if i == 0 { Class::RealTime } else { Class::Bulk };
+            assert_eq!(c, want, "datagram {i}");
         }
 
         // Bursts of 20 small datagrams 50 µs apart, twice a second.
@@ -248,7 +271,12 @@ mod tests {
         for b in 0..10u32 {
             for i in 0..20u32 {
                 let t = t0 + Duration::from_millis(500) * b + Duration::from_micros(50) * i;
-                assert_eq!(bursty.observe(&cfg, info(120), t), Class::Bulk);
+                let want = if (b, i) == (0, 0) {
+                    Class::RealTime
+                } else {
+                    Class::Bulk
+                };
+                assert_eq!(bursty.observe(&cfg, info(120), t), want);
             }
         }
     }

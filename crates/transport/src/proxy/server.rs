@@ -455,6 +455,7 @@ where
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
+            tally.datagrams(&n.plane);
             return Ok(format!(
                 "datagrams: {} sent, {} received, {} not permitted by --allow; {}",
                 n.relay.sent,

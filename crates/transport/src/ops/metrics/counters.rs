@@ -66,6 +66,20 @@ struct IfaceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DatagramLabels {
+    role: &'static str,
+    /// `udp` (the datagram plane) or `session` (inside the nena session).
+    way: &'static str,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DropLabels {
+    role: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     role: &'static str,
     event: &'static str,
@@ -92,6 +106,8 @@ pub struct Metrics {
     /// to 0 when the day changes).
     day: std::sync::Mutex<(Option<super::day::Day>, Vec<IfaceLabels>)>,
     subflows: Family<EventLabels, Counter>,
+    datagrams: Family<DatagramLabels, Counter>,
+    datagram_drops: Family<DropLabels, Counter>,
     handshake: Family<RoleLabels, Histogram>,
     retried: Family<RoleLabels, Counter>,
     waiting: Family<RoleLabels, Gauge>,
@@ -156,6 +172,22 @@ impl Metrics {
              after a link outage",
             subflows.clone(),
         );
+        let datagrams = Family::<DatagramLabels, Counter>::default();
+        registry.register(
+            "datagrams",
+            "Application datagrams of datagram sessions, by way (udp: sealed on the datagram \
+             plane; session: inside the nena session) and direction (received: first copies \
+             delivered), at each session's end",
+            datagrams.clone(),
+        );
+        let datagram_drops = Family::<DropLabels, Counter>::default();
+        registry.register(
+            "datagram_drops",
+            "Datagrams the datagram plane dropped, by reason (unauthentic: failed the AEAD, an \
+             altered or forged datagram; replayed; too_old: behind the replay window; \
+             malformed; duplicate: a redundant copy after the first), at each session's end",
+            datagram_drops.clone(),
+        );
         let handshake = Family::<RoleLabels, Histogram>::new_with_constructor(
             handshake_histogram as fn() -> Histogram,
         );
@@ -206,6 +238,8 @@ impl Metrics {
             today_start,
             day: std::sync::Mutex::new((None, Vec::new())),
             subflows,
+            datagrams,
+            datagram_drops,
             handshake,
             retried,
         };
@@ -234,6 +268,37 @@ impl Metrics {
         self.handshake
             .get_or_create(&self.role_labels())
             .observe(d.as_secs_f64());
+    }
+
+    /// A datagram session's plane counts ([`Tally::datagrams`]).
+    pub fn datagrams(&self, p: &crate::proxy::carry::plane::PlaneCounts) {
+        let role = self.role.label();
+        for (way, direction, n) in [
+            ("udp", "sent", p.udp),
+            ("session", "sent", p.in_session),
+            ("udp", "received", p.stats.delivered),
+            ("session", "received", p.from_session),
+        ] {
+            self.datagrams
+                .get_or_create(&DatagramLabels {
+                    role,
+                    way,
+                    direction,
+                })
+                .inc_by(n);
+        }
+        let s = &p.stats;
+        for (reason, n) in [
+            ("unauthentic", s.unauthentic),
+            ("replayed", s.replayed),
+            ("too_old", s.too_old),
+            ("malformed", s.malformed),
+            ("duplicate", s.duplicate + p.session_duplicates),
+        ] {
+            self.datagram_drops
+                .get_or_create(&DropLabels { role, reason })
+                .inc_by(n);
+        }
     }
 
     /// The proxy client opens a session again: the server found the opening altered.
@@ -402,6 +467,11 @@ impl Tally {
     /// The session's opening is tried again ([`Metrics::retried_opening`]).
     pub fn retried_opening(&self) {
         self.with(|t| t.metrics.retried_opening());
+    }
+
+    /// What a datagram session's plane did (counted at once: the session's end).
+    pub fn datagrams(&self, p: &crate::proxy::carry::plane::PlaneCounts) {
+        self.with(|t| t.metrics.datagrams(p));
     }
 
     /// What the session did on the wire (read just before its socket closes).

@@ -770,7 +770,15 @@ pub async fn open_datagrams(
             log::warn!("datagram plane: path {} ({}): {e}", p.id, p.iface);
             continue;
         }
-        log::debug!("datagram plane: path {} by {} to {to}", p.id, p.iface);
+        // A metered path (--metered) carries datagrams only while no other path can.
+        let metered = opts.metered.iter().any(|m| *m == p.iface);
+        plane.paths_mut().set_metered(p.id, metered);
+        log::debug!(
+            "datagram plane: path {} by {}{} to {to}",
+            p.id,
+            p.iface,
+            if metered { " (metered)" } else { "" }
+        );
         sockets.push((p.id, Arc::new(s)));
     }
     Ok(DatagramSession {

@@ -179,6 +179,9 @@ impl Relay {
             };
             let (carried, ()) = tokio::try_join!(carrying, down)?;
             log::info!("datagrams of {peer}: {}", carried.describe());
+            if let Some(p) = &carried.plane {
+                tally.datagrams(p);
+            }
             Ok::<_, Error>(())
         }
         .await;

@@ -73,11 +73,14 @@ pub fn tproxy_socket(addr: SocketAddr) -> Result<UdpSocket> {
         s.set_ip_transparent_v4(true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv4OrigDstAddr, &true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv4PacketInfo, &true)?;
+        // Each datagram's DSCP, for the datagram plane's classifier (EF, AF4x: real-time).
+        socket::setsockopt(&s, socket::sockopt::IpRecvTos, &true)?;
     } else {
         s.set_only_v6(true)?;
         s.set_ip_transparent_v6(true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv6OrigDstAddr, &true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv6RecvPacketInfo, &true)?;
+        socket::setsockopt(&s, socket::sockopt::Ipv6RecvTClass, &true)?;
     }
     s.bind(&SockAddr::from(addr))
         .with_context(|| format!("cannot bind a transparent UDP socket on {addr}"))?;
@@ -113,19 +116,20 @@ fn reply(from: SocketAddr, to: SocketAddr, iface: &str, payload: &[u8]) -> std::
     reply_socket(from, iface)?.send_to(payload, to).map(|_| ())
 }
 
-/// One datagram received: its payload length, sender, original destination and the
-/// interface it came in on.
+/// One datagram received: its payload length, sender, original destination, the
+/// interface it came in on and its DSCP (when the kernel said).
 struct Received {
     len: usize,
     peer: SocketAddr,
     dst: SocketAddr,
     ifindex: u32,
+    dscp: Option<u8>,
 }
 
 /// One datagram.
 fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received> {
     let mut iov = [IoSliceMut::new(buf)];
-    let mut cmsg = nix::cmsg_space!(libc::sockaddr_in6, libc::in6_pktinfo);
+    let mut cmsg = nix::cmsg_space!(libc::sockaddr_in6, libc::in6_pktinfo, libc::c_int);
     let msg = socket::recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), MsgFlags::empty())?;
     let peer = msg
         .address
@@ -139,7 +143,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
                 })
         })
         .ok_or_else(|| std::io::Error::other("a datagram without a sender"))?;
-    let (mut dst, mut ifindex) = (None, None);
+    let (mut dst, mut ifindex, mut dscp) = (None, None, None);
     for c in msg.cmsgs()? {
         match c {
             ControlMessageOwned::Ipv4OrigDstAddr(a) => {
@@ -156,6 +160,9 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
             }
             ControlMessageOwned::Ipv4PacketInfo(i) => ifindex = u32::try_from(i.ipi_ifindex).ok(),
             ControlMessageOwned::Ipv6PacketInfo(i) => ifindex = Some(i.ipi6_ifindex),
+            // The upper six bits of the TOS byte or traffic class.
+            ControlMessageOwned::Ipv4Tos(t) => dscp = Some(t >> 2),
+            ControlMessageOwned::Ipv6TClass(t) => dscp = Some(((t & 0xff) >> 2) as u8),
             _ => {}
         }
     }
@@ -166,6 +173,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
         peer,
         dst,
         ifindex,
+        dscp,
     })
 }
 
@@ -174,6 +182,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
 struct Queued {
     dst: SocketAddr,
     payload: Vec<u8>,
+    dscp: Option<u8>,
     _bytes: Ticket,
 }
 
@@ -183,6 +192,9 @@ impl crate::proxy::carry::plane::Outgoing for Queued {
     }
     fn payload(&self) -> &[u8] {
         &self.payload
+    }
+    fn dscp(&self) -> Option<u8> {
+        self.dscp
     }
 }
 
@@ -359,7 +371,7 @@ impl Datagrams {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            self.datagram(payload, peer, dst, iface);
+            self.datagram(payload, d.dscp, peer, dst, iface);
         }
     }
 
@@ -418,6 +430,7 @@ impl Datagrams {
     fn datagram(
         self: &Arc<Self>,
         payload: &[u8],
+        dscp: Option<u8>,
         peer: SocketAddr,
         dst: SocketAddr,
         iface: Arc<str>,
@@ -458,6 +471,7 @@ impl Datagrams {
             tx.try_send(Queued {
                 dst,
                 payload: payload.to_vec(),
+                dscp,
                 _bytes: t,
             })
             .ok()
@@ -526,6 +540,9 @@ impl Datagrams {
             let (carried, ()) =
                 tokio::try_join!(async { carrying.await.map_err(anyhow::Error::from) }, down)?;
             log::debug!("datagrams of {peer}: {}", carried.describe());
+            if let Some(p) = &carried.plane {
+                tally.datagrams(p);
+            }
             Ok::<_, anyhow::Error>(())
         };
         if let Err(e) = ended.await {

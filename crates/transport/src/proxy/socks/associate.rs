@@ -251,6 +251,9 @@ pub(crate) async fn associate(
                 Ending::Application => "the session ended cleanly".to_string(),
                 Ending::Server => "the proxy server ended the session".to_string(),
             };
+            if let Some(p) = &carried.plane {
+                tally.datagrams(p);
+            }
             format!("{why}; {}", carried.describe())
         });
         let c = &session.conn;

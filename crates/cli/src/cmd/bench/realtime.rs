@@ -24,7 +24,7 @@ pub struct Args {
     pub only: Vec<String>,
     /// Passed as `--udp-redundancy MODE` to `nena gateway` and `nena run` (refused when
     /// their --help does not list it: a nena before the datagram plane).
-    #[arg(long, value_name = "auto|always|never")]
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "always", "never"])]
     pub udp_redundancy: Option<String>,
     /// One more argument for `nena gateway` (repeatable, in order: `--gateway-arg=--warm
     /// --gateway-arg=0`).

@@ -16,6 +16,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+// Parsed once per process: the client's many options make its variant the larger, which
+// costs nothing here.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum ProxyCmd {
     /// Accept plain TCP and carry it over nena/MPTCP to a `nena proxy server`.

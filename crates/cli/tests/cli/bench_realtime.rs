@@ -38,10 +38,7 @@ fn unknown_settings_and_options_this_nena_lacks_are_refused_before_any_lab() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("sometimes") && err.contains("always"),
-        "{err}"
-    );
+    assert!(err.contains("sometimes") && err.contains("always"), "{err}");
     let o = nena(&[
         "bench",
         "realtime",

@@ -246,10 +246,7 @@ mod tests {
             })
             .collect();
         // Young and no faster than a call, then judged a call: real-time from the first.
-        assert!(
-            classes.iter().all(|&c| c == Class::RealTime),
-            "{classes:?}"
-        );
+        assert!(classes.iter().all(|&c| c == Class::RealTime), "{classes:?}");
 
         let mut bulk = FlowClassifier::new();
         for i in 0..5000u32 {

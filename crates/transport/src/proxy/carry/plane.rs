@@ -771,7 +771,7 @@ pub async fn open_datagrams(
             continue;
         }
         // A metered path (--metered) carries datagrams only while no other path can.
-        let metered = opts.metered.iter().any(|m| *m == p.iface);
+        let metered = opts.metered.contains(&p.iface);
         plane.paths_mut().set_metered(p.id, metered);
         log::debug!(
             "datagram plane: path {} by {}{} to {to}",

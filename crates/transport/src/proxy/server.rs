@@ -455,7 +455,7 @@ where
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
-            tally.datagrams(&n.plane);
+            tally.datagrams(&n.plane.metrics());
             return Ok(format!(
                 "datagrams: {} sent, {} received, {} not permitted by --allow; {}",
                 n.relay.sent,

@@ -65,6 +65,22 @@ struct IfaceLabels {
     direction: &'static str,
 }
 
+/// What a datagram session's plane did, as the metrics count it: application datagrams
+/// each way by the plane (`udp_*`) or inside the session (`session_*`; received: first
+/// copies delivered), and the plane's drops by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatagramCounts {
+    pub udp_sent: u64,
+    pub session_sent: u64,
+    pub udp_received: u64,
+    pub session_received: u64,
+    pub unauthentic: u64,
+    pub replayed: u64,
+    pub too_old: u64,
+    pub malformed: u64,
+    pub duplicate: u64,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DatagramLabels {
     role: &'static str,
@@ -271,13 +287,13 @@ impl Metrics {
     }
 
     /// A datagram session's plane counts ([`Tally::datagrams`]).
-    pub fn datagrams(&self, p: &crate::proxy::carry::plane::PlaneCounts) {
+    pub fn datagrams(&self, p: &DatagramCounts) {
         let role = self.role.label();
         for (way, direction, n) in [
-            ("udp", "sent", p.udp),
-            ("session", "sent", p.in_session),
-            ("udp", "received", p.stats.delivered),
-            ("session", "received", p.from_session),
+            ("udp", "sent", p.udp_sent),
+            ("session", "sent", p.session_sent),
+            ("udp", "received", p.udp_received),
+            ("session", "received", p.session_received),
         ] {
             self.datagrams
                 .get_or_create(&DatagramLabels {
@@ -287,13 +303,12 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
-        let s = &p.stats;
         for (reason, n) in [
-            ("unauthentic", s.unauthentic),
-            ("replayed", s.replayed),
-            ("too_old", s.too_old),
-            ("malformed", s.malformed),
-            ("duplicate", s.duplicate + p.session_duplicates),
+            ("unauthentic", p.unauthentic),
+            ("replayed", p.replayed),
+            ("too_old", p.too_old),
+            ("malformed", p.malformed),
+            ("duplicate", p.duplicate),
         ] {
             self.datagram_drops
                 .get_or_create(&DropLabels { role, reason })
@@ -470,7 +485,7 @@ impl Tally {
     }
 
     /// What a datagram session's plane did (counted at once: the session's end).
-    pub fn datagrams(&self, p: &crate::proxy::carry::plane::PlaneCounts) {
+    pub fn datagrams(&self, p: &DatagramCounts) {
         self.with(|t| t.metrics.datagrams(p));
     }
 

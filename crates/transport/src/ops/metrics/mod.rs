@@ -19,7 +19,7 @@ pub mod outcome;
 mod tests;
 pub mod wire;
 
-pub use counters::{Active, Metrics, Role, Tally};
+pub use counters::{Active, DatagramCounts, Metrics, Role, Tally};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
 pub use outcome::{refusal_cause, Outcome};
 pub use wire::Wire;

@@ -122,6 +122,22 @@ pub struct PlaneCounts {
 }
 
 impl PlaneCounts {
+    /// The figures the metrics count ([`crate::ops::metrics::Tally::datagrams`]).
+    pub fn metrics(&self) -> crate::ops::metrics::DatagramCounts {
+        let s = &self.stats;
+        crate::ops::metrics::DatagramCounts {
+            udp_sent: self.udp,
+            session_sent: self.in_session,
+            udp_received: s.delivered,
+            session_received: self.from_session,
+            unauthentic: s.unauthentic,
+            replayed: s.replayed,
+            too_old: s.too_old,
+            malformed: s.malformed,
+            duplicate: s.duplicate + self.session_duplicates,
+        }
+    }
+
     pub fn describe(&self) -> String {
         let s = &self.stats;
         format!(

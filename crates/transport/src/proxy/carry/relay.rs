@@ -180,7 +180,7 @@ impl Relay {
             let (carried, ()) = tokio::try_join!(carrying, down)?;
             log::info!("datagrams of {peer}: {}", carried.describe());
             if let Some(p) = &carried.plane {
-                tally.datagrams(p);
+                tally.datagrams(&p.metrics());
             }
             Ok::<_, Error>(())
         }

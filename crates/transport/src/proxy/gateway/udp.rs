@@ -541,7 +541,7 @@ impl Datagrams {
                 tokio::try_join!(async { carrying.await.map_err(anyhow::Error::from) }, down)?;
             log::debug!("datagrams of {peer}: {}", carried.describe());
             if let Some(p) = &carried.plane {
-                tally.datagrams(p);
+                tally.datagrams(&p.metrics());
             }
             Ok::<_, anyhow::Error>(())
         };

@@ -252,7 +252,7 @@ pub(crate) async fn associate(
                 Ending::Server => "the proxy server ended the session".to_string(),
             };
             if let Some(p) = &carried.plane {
-                tally.datagrams(p);
+                tally.datagrams(&p.metrics());
             }
             format!("{why}; {}", carried.describe())
         });

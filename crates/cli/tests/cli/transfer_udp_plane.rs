@@ -83,35 +83,32 @@ fn call(
     };
     let mut got = BTreeSet::new();
     let mut b = vec![0u8; 65_535];
-    let mut take = |udp: &UdpSocket, got: &mut BTreeSet<u32>| {
-        while let Ok(k) = udp.recv(&mut b) {
-            let d = &b[..k];
-            // RSV RSV FRAG ATYP(1) ADDR(4) PORT(2) DATA
-            if k == 10 + 160 && d[..10] == to(ECHO, 0, &[])[..] {
-                let i = u32::from_be_bytes([d[10], d[11], d[12], d[13]]);
-                if d[10..] == payload(i)[..] {
-                    got.insert(i);
-                }
+    // Replies read until `until`: each read waits at most until then (the socket's read
+    // timeout), so the flow keeps its pace and nothing polls.
+    let mut take_until = |udp: &UdpSocket, got: &mut BTreeSet<u32>, until: Instant| loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || got.len() == n as usize {
+            return;
+        }
+        udp.set_read_timeout(Some(left)).unwrap();
+        let Ok(k) = udp.recv(&mut b) else { continue };
+        let d = &b[..k];
+        // RSV RSV FRAG ATYP(1) ADDR(4) PORT(2) DATA
+        if k == 10 + 160 && d[..10] == to(ECHO, 0, &[])[..] {
+            let i = u32::from_be_bytes([d[10], d[11], d[12], d[13]]);
+            if d[10..] == payload(i)[..] {
+                got.insert(i);
             }
         }
     };
-    udp.set_nonblocking(true).unwrap();
     let start = Instant::now();
     for i in 0..n {
         at(i);
         udp.send(&to(ECHO, 0, &payload(i))).unwrap();
-        let next = start + gap * (i + 1);
-        while Instant::now() < next {
-            take(udp, &mut got);
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        take_until(udp, &mut got, start + gap * (i + 1));
     }
-    let end = Instant::now() + Duration::from_secs(5);
-    while got.len() < n as usize && Instant::now() < end {
-        take(udp, &mut got);
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    udp.set_nonblocking(false).unwrap();
+    take_until(udp, &mut got, Instant::now() + Duration::from_secs(5));
+    udp.set_read_timeout(None).unwrap();
     got
 }
 

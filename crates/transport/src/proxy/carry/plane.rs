@@ -663,7 +663,10 @@ fn path_sockets(opts: &ClientOptions) -> anyhow::Result<Vec<PathSocket>> {
 /// The client's end of an accepted plane.
 struct ClientPlane {
     plane: Plane,
+    /// Each path's socket, connected to `server`.
     sockets: Vec<(PathId, Arc<UdpSocket>)>,
+    /// The server's plane address.
+    server: SocketAddr,
 }
 
 /// A datagram session, with the datagram plane when the server accepted it.
@@ -775,7 +778,9 @@ pub async fn open_datagrams(
     let mut plane = Plane::client(&keys, local, receiver, LivenessConfig::default());
     let mut sockets = Vec::new();
     for p in paths {
-        let s = match UdpSocket::from_std(p.socket) {
+        // Connected to the server's port: the kernel keeps the route (no lookup per
+        // datagram) and drops what comes from anywhere else.
+        let s = match p.socket.connect(to).and_then(|()| UdpSocket::from_std(p.socket)) {
             Ok(s) => s,
             Err(e) => {
                 log::warn!("datagram plane: path {} ({}): {e}", p.id, p.iface);
@@ -799,7 +804,11 @@ pub async fn open_datagrams(
     }
     Ok(DatagramSession {
         conn,
-        plane: Some(ClientPlane { plane, sockets }),
+        plane: Some(ClientPlane {
+            plane,
+            sockets,
+            server: to,
+        }),
         redundancy,
         classifier,
     })
@@ -952,13 +961,20 @@ pub async fn carry<T: Outgoing>(
         }
         Ok::<_, Error>(())
     };
+    let server = cp.server;
     let send_udp = |t: &Transmit| {
         let s = by_id.get(&t.path).cloned();
         let bytes = t.bytes.clone();
         let (path, to) = (t.path, t.to);
         async move {
             if let Some(s) = s {
-                if let Err(e) = s.send_to(&bytes, to).await {
+                // The socket is connected to the server's port, where the client sends all.
+                let sent = if to == server {
+                    s.send(&bytes).await
+                } else {
+                    s.send_to(&bytes, to).await
+                };
+                if let Err(e) = sent {
                     log::debug!("datagram plane: path {path} to {to}: {e}");
                 }
             }

@@ -780,7 +780,11 @@ pub async fn open_datagrams(
     for p in paths {
         // Connected to the server's port: the kernel keeps the route (no lookup per
         // datagram) and drops what comes from anywhere else.
-        let s = match p.socket.connect(to).and_then(|()| UdpSocket::from_std(p.socket)) {
+        let s = match p
+            .socket
+            .connect(to)
+            .and_then(|()| UdpSocket::from_std(p.socket))
+        {
             Ok(s) => s,
             Err(e) => {
                 log::warn!("datagram plane: path {} ({}): {e}", p.id, p.iface);

@@ -108,17 +108,7 @@ impl Datagram {
             return None;
         }
         let mut out = Vec::with_capacity(21 + payload.len());
-        match addr.ip() {
-            IpAddr::V4(a) => {
-                out.push(ATYP_IPV4);
-                out.extend_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                out.push(ATYP_IPV6);
-                out.extend_from_slice(&a.octets());
-            }
-        }
-        out.extend_from_slice(&addr.port().to_be_bytes());
+        push_address(&mut out, addr);
         out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
         out.extend_from_slice(payload);
         Some(out)
@@ -228,10 +218,8 @@ impl Frame {
     }
 }
 
-/// What a plane data datagram carries (sealed): `atyp u8 | addr (4 | 16) | port u16 |
-/// payload` (the payload is the rest; no length: the seal gives it).
-pub fn encode_bare(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(19 + payload.len());
+/// `atyp u8 | addr (4 | 16) | port u16`, as a datagram frame and a plane datagram begin.
+fn push_address(out: &mut Vec<u8>, addr: SocketAddr) {
     match addr.ip() {
         IpAddr::V4(a) => {
             out.push(ATYP_IPV4);
@@ -243,6 +231,13 @@ pub fn encode_bare(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
         }
     }
     out.extend_from_slice(&addr.port().to_be_bytes());
+}
+
+/// What a plane data datagram carries (sealed): `atyp u8 | addr (4 | 16) | port u16 |
+/// payload` (the payload is the rest; no length: the seal gives it).
+pub fn encode_bare(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(19 + payload.len());
+    push_address(&mut out, addr);
     out.extend_from_slice(payload);
     out
 }

@@ -27,13 +27,23 @@ pub async fn read_datagram<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<O
     Ok(Some(Datagram { addr, payload }))
 }
 
-/// Writes one datagram frame and flushes.
+/// Writes one datagram frame (op 7's: no sequence number) and flushes.
 pub async fn write_datagram<W: AsyncWrite + Unpin>(
     w: &mut W,
     addr: SocketAddr,
     payload: &[u8],
 ) -> std::io::Result<()> {
-    let framed = Datagram::encode(addr, payload).ok_or_else(|| {
+    write_frame(w, None, addr, payload).await
+}
+
+/// Writes one frame, with the plane's sequence number when `seq` is given, and flushes.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    seq: Option<u64>,
+    addr: SocketAddr,
+    payload: &[u8],
+) -> std::io::Result<()> {
+    let framed = crate::wire::carry::Frame::encode(seq, addr, payload).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("a datagram of {} bytes", payload.len()),

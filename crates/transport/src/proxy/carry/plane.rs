@@ -90,21 +90,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Opti
 }
 
 /// Writes one frame (with `seq`: a copy the plane also numbered) and flushes.
-pub async fn write_frame<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    seq: Option<u64>,
-    addr: SocketAddr,
-    payload: &[u8],
-) -> std::io::Result<()> {
-    let framed = Frame::encode(seq, addr, payload).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a datagram of {} bytes", payload.len()),
-        )
-    })?;
-    w.write_all(&framed).await?;
-    w.flush().await
-}
+pub use crate::proxy::carry::frames::write_frame;
 
 /// What a plane session did, for its final line (either side).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

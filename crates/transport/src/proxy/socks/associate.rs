@@ -43,10 +43,16 @@ use tokio::sync::{mpsc, Semaphore};
 /// drops them.
 const QUEUE: usize = 256;
 
-/// How long an association whose control connection closed, or whose proxy stops, may take
-/// to end its session cleanly (within the [`crate::conn::ABORT_NOTICE`] a stopping proxy
-/// gives its sessions).
-const WIND_DOWN: Duration = Duration::from_millis(400);
+/// How long an association whose proxy stops may take to end its session cleanly (within
+/// the [`crate::conn::ABORT_NOTICE`] a stopping proxy gives its sessions).
+const WIND_DOWN_STOPPING: Duration = Duration::from_millis(400);
+
+/// How long an association whose control connection closed may take to end its session
+/// cleanly. Nobody waits on it (the application has gone), and a path that just came back
+/// from an outage may hold the session's last bytes behind TCP's backed-off retransmission
+/// timer for a second or more: ending it sooner would reset a session that was ending well
+/// and lose its final counts.
+const WIND_DOWN_CLOSED: Duration = Duration::from_secs(3);
 
 /// Who may send datagrams to an association (sans-IO): the control connection's peer
 /// address, narrowed to the address and port of the request when they are not zero; the
@@ -101,7 +107,7 @@ impl Client {
 enum End {
     /// The control connection closed, or the proxy stopped: the session is ended cleanly
     /// (datagrams are whole or absent: nothing looks complete that is cut).
-    Closing(&'static str),
+    Closing(&'static str, Duration),
     Session(Result<Option<String>, Error>),
     Socket(Error),
 }
@@ -282,8 +288,8 @@ pub(crate) async fn associate(
             r = &mut receive => End::Socket(Error::from(r.err().unwrap_or_else(|| {
                 std::io::Error::other("the association's socket ended")
             }))),
-            () = control_closed => End::Closing("the control connection closed"),
-            () = stop.stopped() => End::Closing("the proxy is stopping"),
+            () = control_closed => End::Closing("the control connection closed", WIND_DOWN_CLOSED),
+            () = stop.stopped() => End::Closing("the proxy is stopping", WIND_DOWN_STOPPING),
         }
         // `receive` ends here, and with it the queue toward the session.
     };
@@ -297,13 +303,27 @@ pub(crate) async fn associate(
     };
     let what = format!("UDP ASSOCIATE on {bound}");
     match end {
-        End::Closing(why) => {
+        End::Closing(why, limit) => {
             // The session (if any) ends cleanly once it has sent what was queued.
-            let how = match tokio::time::timeout(WIND_DOWN, &mut session).await {
-                Ok(Ok(Some(s))) => s,
-                Ok(Ok(None)) => "no session".to_string(),
-                Ok(Err(e)) => return Err(e.context(format!("{what} ({})", counts()))),
-                Err(_) => "the session did not end in time".to_string(),
+            // A proxy that stops meanwhile cuts the longer wait to its own.
+            let limit = async {
+                tokio::select! {
+                    () = tokio::time::sleep(limit) => {}
+                    () = async {
+                        stop.stopped().await;
+                        tokio::time::sleep(WIND_DOWN_STOPPING).await;
+                    } => {}
+                }
+            };
+            let ending = tokio::select! {
+                r = &mut session => Some(r),
+                () = limit => None,
+            };
+            let how = match ending {
+                Some(Ok(Some(s))) => s,
+                Some(Ok(None)) => "no session".to_string(),
+                Some(Err(e)) => return Err(e.context(format!("{what} ({})", counts()))),
+                None => "the session did not end in time".to_string(),
             };
             Ok(format!("{what} ended: {why}; {}; {how}", counts()))
         }

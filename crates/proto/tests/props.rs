@@ -283,6 +283,12 @@ proptest! {
     fn random_datagram_input_never_panics(data in vec(any::<u8>(), 0..2000)) {
         nena_proto::fuzzing::datagram_input(&data);
     }
+
+    /// The same for compact datagrams (plane version 2).
+    #[test]
+    fn random_compact_input_never_panics(data in vec(any::<u8>(), 0..1200)) {
+        nena_proto::fuzzing::compact_input(&data);
+    }
 }
 
 proptest! {
@@ -325,7 +331,7 @@ proptest! {
             let mut b = d.clone();
             match rx.open(&mut b) {
                 Ok(o) => {
-                    let Received::Data { seq: s, payload: p } = o.message else { panic!() };
+                    let Received::Data { seq: s, payload: p, .. } = o.message else { panic!() };
                     prop_assert_eq!(s, *seq);
                     prop_assert_eq!(p, &payload[..]);
                     got[*seq as usize] += 1;

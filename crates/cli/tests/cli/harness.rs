@@ -498,15 +498,20 @@ pub fn packets(cap: &Path, filter: &str) -> usize {
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
 
-/// UDP packets of a capture that are not the datagram plane's: the plane's are sealed
-/// (type byte 0x0e first) and to or from the proxy server's `port`.
+/// The pcap filter of the datagram plane's sealed datagrams to or from the proxy server's
+/// `port`: type byte 0x0e (full) or 0x05..=0x0c (compact, version 2) first.
+pub fn plane_filter(port: u16) -> String {
+    format!("udp port {port} and (udp[8] = 0x0e or (udp[8] >= 0x05 and udp[8] <= 0x0c))")
+}
+
+/// UDP packets of a capture that are not the datagram plane's ([`plane_filter`]).
 pub fn udp_not_sealed(cap: &Path, port: u16) -> usize {
-    packets(cap, "udp") - packets(cap, &format!("udp port {port} and udp[8] = 0x0e"))
+    packets(cap, "udp") - packets(cap, &plane_filter(port))
 }
 
 /// The datagram plane's sealed UDP packets of a capture (to or from `port`).
 pub fn udp_sealed(cap: &Path, port: u16) -> usize {
-    packets(cap, &format!("udp port {port} and udp[8] = 0x0e"))
+    packets(cap, &plane_filter(port))
 }
 
 /// 16-byte runs of `known` that `nena eavesdrop` finds in a capture.

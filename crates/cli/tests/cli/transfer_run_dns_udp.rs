@@ -236,13 +236,14 @@ fn nena_run(lab: &Lab, args: &[&str]) -> (bool, String, String) {
 }
 
 /// The UDP and ICMP packets of a capture (`tcpdump -r`), one line each, but the datagram
-/// plane's sealed ones (type 0x0e) to or from the proxy server's port `plane`.
+/// plane's sealed ones (`plane_filter`) to or from the proxy server's port `plane`.
 fn udp_and_icmp(pcap: &Path, plane: u16) -> Vec<String> {
     let out = Command::new("tcpdump")
         .args(["-nn", "-r"])
         .arg(pcap)
         .arg(format!(
-            "(udp or icmp or icmp6) and not (udp port {plane} and udp[8] = 0x0e)"
+            "(udp or icmp or icmp6) and not ({})",
+            crate::harness::plane_filter(plane)
         ))
         .output()
         .expect("tcpdump");

@@ -206,8 +206,8 @@ fn the_gateway_carries_datagrams_sealed_on_both_links() {
 }
 
 /// The injector, in the router: sniffs on its WLAN interface one sealed datagram of the
-/// flow each way, then sends toward the server an altered copy (a fresh counter: its tag no
-/// longer matches) and the genuine one again from the client's address, the same two from a
+/// flow each way, then sends toward the server an altered copy (a fresh counter, or for a
+/// compact datagram a ciphertext bit: its tag no longer matches) and the genuine one again from the client's address, the same two from a
 /// spoofed address (198.18.2.99), and toward the client an altered and a replayed copy of
 /// the server's.
 const INJECT: &str = r#"
@@ -231,8 +231,9 @@ while up is None or down is None:
     src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
     sp, dp = struct.unpack(">HH", ip[ihl:ihl + 4])
     p = bytes(ip[ihl + 8:])
-    # Data datagrams only (a probe would be answered to the spoofed address's path).
-    if len(p) < 100 or p[0] != 0x0e:
+    # Data datagrams only (a probe would be answered to the spoofed address's path): full
+    # (0x0e) or compact (0x05..0x0c).
+    if len(p) < 100 or not (p[0] == 0x0e or 0x05 <= p[0] <= 0x0c):
         continue
     if dp == port and up is None:
         up = (src, sp, dst, dp, p)
@@ -246,6 +247,9 @@ def send(src, sport, dst, dport, data):
     u.sendto(data, (dst, dport))
     u.close()
 def altered(p):
+    if p[0] != 0x0e:
+        # Compact: one bit of the ciphertext.
+        return p[:9] + bytes([p[9] ^ 1]) + p[10:]
     c = int.from_bytes(p[6:14], "big") + 100000
     return p[:6] + c.to_bytes(8, "big") + p[14:]
 src, sp, dst, dp, p = up

@@ -18,9 +18,11 @@
 //!   down, its datagrams travel inside the session (the stream): the fallback where a path
 //!   blocks UDP.
 //! - **Round trip**: each answered probe is one sample, smoothed as RFC 6298 ([`super::rtt`]).
-//! - **Probes**: every [`LivenessConfig::probe_interval`] while the plane carries data,
-//!   every [`LivenessConfig::idle_probe_interval`] when idle; a probe unanswered after the
-//!   path's timeout (RFC 6298's RTO, bounded) is missed.
+//! - **Probes**: every [`LivenessConfig::probe_interval`] while the plane carries data
+//!   (every [`LivenessConfig::alive_probe_interval`] on a path that brought an authenticated
+//!   datagram within the last `probe_interval`: it shows itself alive), every
+//!   [`LivenessConfig::idle_probe_interval`] when idle; a probe unanswered after the path's
+//!   timeout (RFC 6298's RTO, bounded) is missed.
 //! - **Keepalives**: a path on which nothing was sent for [`LivenessConfig::keepalive_after`]
 //!   gets a keepalive, for the NAT bindings on the way.
 
@@ -36,6 +38,10 @@ use std::time::{Duration, Instant};
 pub struct LivenessConfig {
     /// Between probes on a path while the plane carries data.
     pub probe_interval: Duration,
+    /// Between probes on such a path that brought an authenticated datagram within the
+    /// last `probe_interval` (a call's datagrams from the peer show the path alive; the
+    /// probes then only sample its round trip).
+    pub alive_probe_interval: Duration,
     /// Between probes on a path when the plane has carried no data for `idle_after`.
     pub idle_probe_interval: Duration,
     /// How long without data before the plane counts as idle.
@@ -52,11 +58,13 @@ pub struct LivenessConfig {
 }
 
 impl Default for LivenessConfig {
-    /// A probe a second while data flows, a path down after 3 missed (about 3 to 4 s), a
-    /// keepalive after 15 s of silence, a probe a minute when idle.
+    /// A probe a second while data flows (every 2 s on a path that brings the peer's
+    /// datagrams), a path down after 3 missed (about 3 to 4 s), a keepalive after 15 s of
+    /// silence, a probe a minute when idle.
     fn default() -> Self {
         LivenessConfig {
             probe_interval: Duration::from_secs(1),
+            alive_probe_interval: Duration::from_secs(2),
             idle_probe_interval: Duration::from_secs(60),
             idle_after: Duration::from_secs(10),
             down_after: 3,
@@ -234,6 +242,20 @@ impl Path {
         self.counts
     }
 
+    /// When the next probe is due (none sent yet: none), with `interval` the table's (busy
+    /// or idle): while busy, `alive_probe_interval` after the last one as long as the path
+    /// brought a datagram within `interval`, else `interval` after it.
+    fn probe_due(&self, interval: Duration, cfg: &LivenessConfig) -> Option<Instant> {
+        let last = self.last_probe?;
+        let plain = last + interval;
+        match self.last_received {
+            Some(r) if interval == cfg.probe_interval => {
+                Some((last + cfg.alive_probe_interval).min(plain.max(r + interval)))
+            }
+            _ => Some(plain),
+        }
+    }
+
     fn timeout(&self, cfg: &LivenessConfig) -> Duration {
         self.rtt
             .timeout(cfg.initial_timeout, cfg.min_timeout, cfg.max_timeout)
@@ -408,6 +430,17 @@ impl PathTable {
         }
     }
 
+    /// A compact datagram came on path `id` (authenticated): the path shows alive, but a
+    /// compact datagram has no counter to order addresses by, so it neither adds a path nor
+    /// moves one's address.
+    pub fn on_compact(&mut self, id: PathId, bytes: usize, now: Instant) {
+        if let Some(p) = self.get_mut(id) {
+            p.last_received = Some(now);
+            p.counts.received += 1;
+            p.counts.received_bytes += bytes as u64;
+        }
+    }
+
     /// A reply to probe `probe_id` came on path `id` (authenticated): the path is up, and
     /// the round trip is one sample. Returns the sample, or `None` for a reply to a probe
     /// this table did not send on that path (it proves nothing and changes nothing).
@@ -457,7 +490,7 @@ impl PathTable {
             if !p.link_up || p.remote.is_none() {
                 continue;
             }
-            let probe_due = p.last_probe.is_none_or(|t| now >= t + interval);
+            let probe_due = p.probe_due(interval, &cfg).is_none_or(|t| now >= t);
             if probe_due {
                 let id = self.next_probe_id;
                 self.next_probe_id = self.next_probe_id.wrapping_add(1);
@@ -500,7 +533,7 @@ impl PathTable {
             if !p.link_up || p.remote.is_none() {
                 continue;
             }
-            at(p.last_probe.map_or(now, |t| t + interval));
+            at(p.probe_due(interval, &self.cfg).unwrap_or(now));
             at(p.last_sent.map_or(now, |t| t + self.cfg.keepalive_after));
         }
         next

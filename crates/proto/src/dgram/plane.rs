@@ -8,13 +8,19 @@
 //! A datagram carried inside the session keeps its sequence number ([`Sent::seq`]): the
 //! other end's [`Plane::accept_from_session`] then drops a UDP copy of it, and the other way
 //! round.
+//!
+//! With plane version 2 ([`Plane::enable_compact`]), a real-time datagram sent with
+//! [`Plane::send_flow`] names its flow by its first bytes (the transport's address): the
+//! plane numbers the flow, announces it in full datagrams (kind 04) until the peer
+//! acknowledges it (kind 05), then sends it compact ([`super::compact`]).
 
+use super::compact::{self, MAX_FLOWS};
 use super::keys::DatagramKeys;
 use super::path::{AddressMode, LivenessConfig, PathAction, PathTable};
 use super::sched::{Class, Scheduler};
-use super::seal::{Dropped, Opener, Received, SealError, Sealer, Stats};
-use super::wire::{Message, PathId, ReceiverId};
-use std::collections::VecDeque;
+use super::seal::{Dropped, FlowKey, Opener, Received, SealError, Sealer, Stats};
+use super::wire::{Message, PathId, ReceiverId, MAX_FLOW_KEY};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -41,10 +47,12 @@ pub struct Sent {
 /// What a received datagram gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivered<'a> {
-    /// Application bytes, the first copy.
+    /// Application bytes, the first copy: `payload`, after `prefix` (the flow's first
+    /// bytes) when a compact datagram left them out.
     Data {
         path: PathId,
         seq: u64,
+        prefix: Option<FlowKey>,
         payload: &'a [u8],
     },
     /// A keepalive, a probe (its reply queued for [`Plane::poll`]) or a probe reply: nothing
@@ -63,10 +71,23 @@ pub struct Plane {
     replies: VecDeque<(PathId, u32)>,
     /// Application datagrams from the session refused as duplicates.
     session_duplicates: u64,
+    /// The flows this end numbered (version 2), by key: their id, and whether the peer
+    /// acknowledged them.
+    flows: HashMap<FlowKey, (u8, bool)>,
+    /// Flow acknowledgements waiting for [`Plane::poll`], and whether to tell the peer
+    /// that compact datagrams are refused here.
+    acks: VecDeque<(PathId, u8)>,
+    tell_refused: bool,
+    refusal_told: Option<Instant>,
+    /// The peer refused compact datagrams: full ones only from now on.
+    peer_refused: bool,
 }
 
 /// Probe replies queued at most (a peer cannot make the queue grow without bound).
 const MAX_QUEUED_REPLIES: usize = 64;
+
+/// How often a receiver that refuses compact datagrams tells the peer so, at most.
+const REFUSAL_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Plane {
     /// The client's plane: `local` is the receiver id the client gave the server for its
@@ -105,7 +126,30 @@ impl Plane {
             scheduler: Scheduler::new(),
             replies: VecDeque::new(),
             session_duplicates: 0,
+            flows: HashMap::new(),
+            acks: VecDeque::new(),
+            tell_refused: false,
+            refusal_told: None,
+            peer_refused: false,
         }
+    }
+
+    /// Plane version 2: compact datagrams both ways. False, and nothing changes, unless the
+    /// suite is AES-128-GCM and both receiver ids fit 24 bits.
+    pub fn enable_compact(&mut self, keys: &DatagramKeys) -> bool {
+        if self.sealer.compact_enabled() {
+            return true;
+        }
+        let mut sealer_ok = false;
+        if self.opener.enable_compact(keys) {
+            sealer_ok = self.sealer.enable_compact(keys);
+        }
+        sealer_ok
+    }
+
+    /// Whether compact datagrams are on (negotiated, and not refused by the peer).
+    pub fn compact(&self) -> bool {
+        self.sealer.compact_enabled() && !self.peer_refused
     }
 
     /// Adds a path (client: the server's address on it).
@@ -160,6 +204,62 @@ impl Plane {
         })
     }
 
+    /// [`Plane::send`] for a datagram whose first `key_len` bytes name its flow (the
+    /// transport's address). With version 2, a real-time one goes in its flow: announced
+    /// (kind 04) until the peer acknowledges the flow, compact after. Anything else, or
+    /// once 255 flows are numbered, goes as [`Plane::send`] sends it.
+    pub fn send_flow(
+        &mut self,
+        payload: &[u8],
+        key_len: usize,
+        class: Class,
+        now: Instant,
+    ) -> Result<Sent, SealError> {
+        let key = match (self.compact(), class, key_len <= MAX_FLOW_KEY) {
+            (true, Class::RealTime, true) => payload.get(..key_len).and_then(FlowKey::new),
+            _ => None,
+        };
+        let Some(key) = key else {
+            return self.send(payload, class, now);
+        };
+        let next = self.flows.len();
+        let (flow, acked) = match self.flows.get(&key) {
+            Some(&f) => f,
+            None if next < MAX_FLOWS => *self.flows.entry(key).or_insert((next as u8, false)),
+            None => return self.send(payload, class, now),
+        };
+        let compact = acked && payload.len() - key_len <= compact::MAX_BODY;
+        let route = self.scheduler.route(&self.paths, class);
+        let targets: Vec<(PathId, SocketAddr)> = route
+            .udp
+            .iter()
+            .filter_map(|&p| Some((p, self.paths.get(p)?.remote()?)))
+            .collect();
+        let ids: Vec<PathId> = targets.iter().map(|t| t.0).collect();
+        let sealed = match self
+            .sealer
+            .seal_flow_copies(&ids, payload, flow, key_len as u8, compact)
+        {
+            Err(SealError::NotCompact) => {
+                self.sealer
+                    .seal_flow_copies(&ids, payload, flow, key_len as u8, false)
+            }
+            r => r,
+        };
+        let (seq, copies) = sealed?;
+        let mut udp = Vec::with_capacity(copies.len());
+        for ((path, bytes), (_, to)) in copies.into_iter().zip(targets) {
+            self.paths.on_sent(path, bytes.len(), now);
+            udp.push(Transmit { path, to, bytes });
+        }
+        self.paths.note_data(now);
+        Ok(Sent {
+            seq,
+            stream: route.stream || udp.is_empty(),
+            udp,
+        })
+    }
+
     /// Opens a datagram that arrived from `from` (in place: the payload is borrowed from
     /// `buf`). An authenticated datagram updates its path (liveness, the address a server
     /// answers it at); a probe gets its reply queued; anything dropped is counted.
@@ -173,22 +273,64 @@ impl Plane {
         let opened = match self.opener.open(buf) {
             Ok(o) => o,
             Err(d) => {
-                if let Some((path, counter)) = d.authenticated() {
-                    self.paths.on_authenticated(path, counter, from, len, now);
+                match d.authenticated() {
+                    Some((path, Some(counter))) => {
+                        self.paths.on_authenticated(path, counter, from, len, now);
+                    }
+                    Some((path, None)) => self.paths.on_compact(path, len, now),
+                    None => {}
+                }
+                // Refused here: the peer is told (again, at most once a second, while its
+                // compact datagrams keep coming).
+                let due = self
+                    .refusal_told
+                    .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_AGAIN);
+                if d == Dropped::Unauthentic && self.opener.compact_refused() && due {
+                    self.tell_refused = true;
+                    self.refusal_told = Some(now);
                 }
                 return Err(d);
             }
         };
-        self.paths
-            .on_authenticated(opened.path, opened.counter, from, len, now);
+        match opened.counter {
+            Some(c) => {
+                self.paths.on_authenticated(opened.path, c, from, len, now);
+            }
+            None => self.paths.on_compact(opened.path, len, now),
+        }
         match opened.message {
-            Received::Data { seq, payload } => {
+            Received::Data {
+                seq,
+                payload,
+                prefix,
+                announced,
+            } => {
                 self.paths.note_data(now);
+                if let Some(flow) = announced {
+                    let ack = (opened.path, flow);
+                    if !self.acks.contains(&ack) {
+                        if self.acks.len() == MAX_QUEUED_REPLIES {
+                            self.acks.pop_front();
+                        }
+                        self.acks.push_back(ack);
+                    }
+                }
                 Ok(Delivered::Data {
                     path: opened.path,
                     seq,
+                    prefix,
                     payload,
                 })
+            }
+            Received::FlowAck { flow } => {
+                if let Some(f) = self.flows.values_mut().find(|f| f.0 == flow) {
+                    f.1 = true;
+                }
+                Ok(Delivered::Control { path: opened.path })
+            }
+            Received::CompactRefused => {
+                self.peer_refused = true;
+                Ok(Delivered::Control { path: opened.path })
             }
             Received::Probe { id } => {
                 if self.replies.len() == MAX_QUEUED_REPLIES {
@@ -223,6 +365,15 @@ impl Plane {
         while let Some((path, id)) = self.replies.pop_front() {
             self.seal_to(path, Message::ProbeReply { id }, now, &mut out)?;
         }
+        while let Some((path, flow)) = self.acks.pop_front() {
+            self.seal_to(path, Message::FlowAck { flow }, now, &mut out)?;
+        }
+        if std::mem::take(&mut self.tell_refused) {
+            let ids: Vec<PathId> = self.paths.iter().map(|p| p.id()).collect();
+            for path in ids {
+                self.seal_to(path, Message::CompactRefused, now, &mut out)?;
+            }
+        }
         for action in self.paths.poll(now) {
             let (path, msg) = match action {
                 PathAction::Probe { path, id } => (path, Message::Probe { id }),
@@ -256,7 +407,7 @@ impl Plane {
 
     /// When to call [`Plane::poll`] next (now, if a probe reply is waiting).
     pub fn next_timeout(&self, now: Instant) -> Option<Instant> {
-        if !self.replies.is_empty() {
+        if !self.replies.is_empty() || !self.acks.is_empty() || self.tell_refused {
             return Some(now);
         }
         self.paths.next_timeout(now)

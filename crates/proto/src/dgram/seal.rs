@@ -2,12 +2,16 @@
 //! counter for the direction, whatever the path) and encrypts it with the clear header as
 //! associated data; the [`Opener`] checks the header, the anti-replay window, the tag, then
 //! the duplicate window, and says why it dropped what it dropped ([`Dropped`], counted in
-//! [`Stats`]).
+//! [`Stats`]). With plane version 2 ([`Sealer::enable_compact`], [`Opener::enable_compact`])
+//! they also seal and open compact datagrams ([`super::compact`]) and keep the table of
+//! flows announced by kind 04.
 
+use super::compact::{self, CompactKeys};
 use super::keys::{DatagramKeys, DirectionKeys, REJECT_AFTER};
 use super::window::{ReplayWindow, Seen, SeqWindow};
 use super::wire::{
-    self, Header, Inner, Malformed, Message, PathId, ReceiverId, HEADER_LEN, MAX_PATHS, MAX_PAYLOAD,
+    self, Header, Inner, Malformed, Message, PathId, ReceiverId, HEADER_LEN, MAX_FLOW_KEY,
+    MAX_PATHS, MAX_PAYLOAD,
 };
 use crate::cipher::AEAD_TAG_LEN;
 use serde::Serialize;
@@ -22,6 +26,41 @@ pub enum SealError {
     PathId(PathId),
     #[error("this direction's datagram counter is used up: the session must end")]
     CounterExhausted,
+    #[error("a compact datagram of this kind cannot be sealed (not negotiated, too large, or the sequence numbers used up)")]
+    NotCompact,
+}
+
+/// A flow's key: the first bytes of its datagrams' payload (the transport's destination or
+/// source address), which compact datagrams leave out.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    len: u8,
+    bytes: [u8; MAX_FLOW_KEY],
+}
+
+impl FlowKey {
+    /// The key of `bytes` (1 to [`MAX_FLOW_KEY`] of them).
+    pub fn new(bytes: &[u8]) -> Option<FlowKey> {
+        if bytes.is_empty() || bytes.len() > MAX_FLOW_KEY {
+            return None;
+        }
+        let mut k = FlowKey {
+            len: bytes.len() as u8,
+            bytes: [0; MAX_FLOW_KEY],
+        };
+        k.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(k)
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FlowKey({:02x?})", self.as_slice())
+    }
 }
 
 /// One sealed copy of a datagram and the path it is for.
@@ -30,6 +69,7 @@ pub type SealedCopy = (PathId, Vec<u8>);
 /// Seals one direction's datagrams for the peer's receiver id.
 pub struct Sealer {
     keys: DirectionKeys,
+    compact: Option<CompactKeys>,
     peer: ReceiverId,
     counter: u64,
     seq: u64,
@@ -40,10 +80,62 @@ impl Sealer {
     pub fn new(keys: &DatagramKeys, peer: ReceiverId) -> Sealer {
         Sealer {
             keys: keys.sending(),
+            compact: None,
             peer,
             counter: 0,
             seq: 0,
         }
+    }
+
+    /// Lets this sealer seal compact datagrams (plane version 2): false, and nothing
+    /// changes, unless the suite is AES-128-GCM and the peer's receiver id fits 24 bits.
+    pub fn enable_compact(&mut self, keys: &DatagramKeys) -> bool {
+        if self.peer > compact::MAX_RECEIVER {
+            return false;
+        }
+        self.compact = keys.sending_compact();
+        self.compact.is_some()
+    }
+
+    /// Whether compact datagrams can be sealed.
+    pub fn compact_enabled(&self) -> bool {
+        self.compact.is_some()
+    }
+
+    /// One compact datagram: `body` (at most [`compact::MAX_BODY`] bytes) of datagram `seq`
+    /// in flow `flow` for path `path`.
+    pub fn seal_compact(
+        &mut self,
+        path: PathId,
+        seq: u64,
+        flow: u8,
+        body: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        if usize::from(path) >= MAX_PATHS {
+            return Err(SealError::PathId(path));
+        }
+        let Some(keys) = self.compact.as_mut() else {
+            return Err(SealError::NotCompact);
+        };
+        if body.len() > compact::MAX_BODY
+            || seq >= compact::MAX_SEQ
+            || usize::from(flow) >= compact::MAX_FLOWS
+        {
+            return Err(SealError::NotCompact);
+        }
+        let header = compact::Header {
+            receiver: self.peer,
+            path,
+            seq16: seq as u16,
+            flow,
+        }
+        .encode();
+        let mut out = Vec::with_capacity(compact::OVERHEAD + body.len());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(body);
+        let tag = keys.seal(path, seq, &header, &mut out[compact::HEADER_LEN..]);
+        out.extend_from_slice(&tag);
+        Ok(out)
     }
 
     /// The counter the next sealed datagram gets.
@@ -125,6 +217,46 @@ impl Sealer {
         }
         Ok((seq, copies))
     }
+
+    /// One application datagram of flow `flow` (whose key is the payload's first `key_len`
+    /// bytes) on each of `paths`: compact copies of the rest when `compact`, else full
+    /// copies that announce the flow (kind 04).
+    pub fn seal_flow_copies(
+        &mut self,
+        paths: &[PathId],
+        payload: &[u8],
+        flow: u8,
+        key_len: u8,
+        compact: bool,
+    ) -> Result<(u64, Vec<SealedCopy>), SealError> {
+        if payload.len() + 2 > MAX_PAYLOAD {
+            return Err(SealError::TooLarge {
+                len: payload.len(),
+                max: MAX_PAYLOAD - 2,
+            });
+        }
+        let body = &payload[usize::from(key_len).min(payload.len())..];
+        if compact && (body.len() > compact::MAX_BODY || self.seq >= compact::MAX_SEQ) {
+            return Err(SealError::NotCompact);
+        }
+        let seq = self.next_seq();
+        let mut copies = Vec::with_capacity(paths.len());
+        for &p in paths {
+            let d = if compact {
+                self.seal_compact(p, seq, flow, body)?
+            } else {
+                let msg = Message::FlowData {
+                    seq,
+                    flow,
+                    key_len,
+                    payload,
+                };
+                self.seal(p, msg)?
+            };
+            copies.push((p, d));
+        }
+        Ok((seq, copies))
+    }
 }
 
 impl fmt::Debug for Sealer {
@@ -161,15 +293,20 @@ pub enum Dropped {
     #[error("duplicate datagram (sequence {seq}, path {path})")]
     Duplicate {
         path: PathId,
-        counter: u64,
+        /// The counter of a full datagram; none for a compact one.
+        counter: Option<u64>,
         seq: u64,
     },
+    /// A compact datagram, authentic, of a flow no datagram has announced.
+    #[error("compact datagram of unknown flow {0}")]
+    UnknownFlow(u8),
 }
 
 impl Dropped {
-    /// The path and counter of a datagram that authenticated although it was dropped (a
-    /// duplicate): it still shows its path alive and may still teach its address.
-    pub fn authenticated(&self) -> Option<(PathId, u64)> {
+    /// The path and counter (none for a compact datagram) of a datagram that authenticated
+    /// although it was dropped (a duplicate): it still shows its path alive, and a full one
+    /// may still teach its address.
+    pub fn authenticated(&self) -> Option<(PathId, Option<u64>)> {
         match *self {
             Dropped::Duplicate { path, counter, .. } => Some((path, counter)),
             _ => None,
@@ -193,6 +330,10 @@ pub struct Stats {
     pub replayed: u64,
     pub too_old: u64,
     pub duplicate: u64,
+    /// Compact datagrams of a flow never announced.
+    pub unknown_flow: u64,
+    /// Compact datagrams delivered (also counted in `delivered`).
+    pub compact: u64,
 }
 
 impl Stats {
@@ -204,6 +345,7 @@ impl Stats {
             + self.replayed
             + self.too_old
             + self.duplicate
+            + self.unknown_flow
     }
 
     fn count(&mut self, d: &Dropped) {
@@ -214,6 +356,7 @@ impl Stats {
             Dropped::Replayed(_) => self.replayed += 1,
             Dropped::TooOld(_) => self.too_old += 1,
             Dropped::Duplicate { .. } => self.duplicate += 1,
+            Dropped::UnknownFlow(_) => self.unknown_flow += 1,
         }
     }
 }
@@ -221,10 +364,14 @@ impl Stats {
 /// What an opened datagram holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Received<'a> {
-    /// Application bytes, the first copy of sequence number `seq`.
+    /// Application bytes, the first copy of sequence number `seq`: `payload`, after the
+    /// flow's key when a compact datagram left it out (`prefix`). `announced`: the flow id
+    /// a kind 04 datagram announced (to acknowledge).
     Data {
         seq: u64,
         payload: &'a [u8],
+        prefix: Option<FlowKey>,
+        announced: Option<u8>,
     },
     Keepalive,
     Probe {
@@ -233,6 +380,12 @@ pub enum Received<'a> {
     ProbeReply {
         id: u32,
     },
+    /// The peer knows flow `flow`: it may go compact.
+    FlowAck {
+        flow: u8,
+    },
+    /// The peer opens no more compact datagrams.
+    CompactRefused,
 }
 
 /// An authenticated, new datagram.
@@ -240,14 +393,21 @@ pub enum Received<'a> {
 pub struct Opened<'a> {
     /// The path it says it came on (authenticated).
     pub path: PathId,
-    /// Its counter (authenticated, new).
-    pub counter: u64,
+    /// Its counter (authenticated, new); none for a compact datagram.
+    pub counter: Option<u64>,
     pub message: Received<'a>,
 }
 
 /// Opens the incoming direction's datagrams addressed to our receiver id.
 pub struct Opener {
     keys: DirectionKeys,
+    compact: Option<CompactKeys>,
+    /// The flows the peer announced, by id.
+    flows: Vec<Option<FlowKey>>,
+    /// Per path, the sequence numbers of the compact datagrams opened on it: a sender puts
+    /// one number on a path once, so a second arrival on the same path is a replay.
+    compact_replay: Vec<ReplayWindow>,
+    compact_failures: u64,
     local: ReceiverId,
     replay: ReplayWindow,
     seqs: SeqWindow,
@@ -259,6 +419,10 @@ impl Opener {
     pub fn new(keys: &DatagramKeys, local: ReceiverId) -> Opener {
         Opener {
             keys: keys.receiving(),
+            compact: None,
+            flows: vec![None; compact::MAX_FLOWS],
+            compact_replay: Vec::new(),
+            compact_failures: 0,
             local,
             replay: ReplayWindow::default(),
             seqs: SeqWindow::default(),
@@ -269,6 +433,29 @@ impl Opener {
     /// Our receiver id.
     pub fn receiver(&self) -> ReceiverId {
         self.local
+    }
+
+    /// Lets this opener open compact datagrams (plane version 2): false, and nothing
+    /// changes, unless the suite is AES-128-GCM and our receiver id fits 24 bits.
+    pub fn enable_compact(&mut self, keys: &DatagramKeys) -> bool {
+        if self.local > compact::MAX_RECEIVER {
+            return false;
+        }
+        self.compact = keys.receiving_compact();
+        self.compact_replay = (0..MAX_PATHS).map(|_| ReplayWindow::default()).collect();
+        self.compact.is_some()
+    }
+
+    /// Counts `n` failed compact openings as if they had happened (tests of the limit).
+    #[cfg(test)]
+    pub(crate) fn count_compact_failures(&mut self, n: u64) {
+        self.compact_failures += n;
+    }
+
+    /// Whether this opener stopped opening compact datagrams after
+    /// [`compact::FAILURE_LIMIT`] of them failed.
+    pub fn compact_refused(&self) -> bool {
+        self.compact_failures >= compact::FAILURE_LIMIT
     }
 
     /// The counts so far.
@@ -285,13 +472,20 @@ impl Opener {
         match self.open_inner(buf) {
             Ok(o) => {
                 match o.message {
-                    Received::Data { payload, .. } => {
+                    Received::Data {
+                        payload, prefix, ..
+                    } => {
                         self.stats.delivered += 1;
                         self.stats.delivered_bytes += payload.len() as u64;
+                        if let Some(k) = prefix {
+                            self.stats.compact += 1;
+                            self.stats.delivered_bytes += k.as_slice().len() as u64;
+                        }
                     }
                     Received::Keepalive => self.stats.keepalives += 1,
                     Received::Probe { .. } => self.stats.probes += 1,
                     Received::ProbeReply { .. } => self.stats.probe_replies += 1,
+                    Received::FlowAck { .. } | Received::CompactRefused => {}
                 }
                 Ok(o)
             }
@@ -311,6 +505,9 @@ impl Opener {
     }
 
     fn open_inner<'b>(&mut self, buf: &'b mut [u8]) -> Result<Opened<'b>, Dropped> {
+        if buf.first().is_some_and(|&b| compact::is_compact(b)) && self.compact.is_some() {
+            return self.open_compact(buf);
+        }
         let h = Header::parse(buf).map_err(Dropped::Malformed)?;
         if h.receiver != self.local {
             return Err(Dropped::UnknownReceiver(h.receiver));
@@ -337,19 +534,102 @@ impl Opener {
                 let seq = self.seqs.widen(seq32);
                 self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
                     path: h.path,
-                    counter: h.counter,
+                    counter: Some(h.counter),
                     seq,
                 })?;
-                Received::Data { seq, payload }
+                Received::Data {
+                    seq,
+                    payload,
+                    prefix: None,
+                    announced: None,
+                }
+            }
+            Inner::FlowData {
+                seq32,
+                flow,
+                key_len,
+                payload,
+            } => {
+                let key = FlowKey::new(&payload[..usize::from(key_len)])
+                    .ok_or(Dropped::Malformed(Malformed::Inner))?;
+                // A flow id names one key for the whole session: a sender never reuses one.
+                let slot = &mut self.flows[usize::from(flow)];
+                match slot {
+                    Some(k) if *k != key => return Err(Dropped::Malformed(Malformed::Inner)),
+                    Some(_) => {}
+                    None => *slot = Some(key),
+                }
+                let seq = self.seqs.widen(seq32);
+                self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
+                    path: h.path,
+                    counter: Some(h.counter),
+                    seq,
+                })?;
+                Received::Data {
+                    seq,
+                    payload,
+                    prefix: None,
+                    announced: Some(flow),
+                }
             }
             Inner::Keepalive => Received::Keepalive,
             Inner::Probe { id } => Received::Probe { id },
             Inner::ProbeReply { id } => Received::ProbeReply { id },
+            Inner::FlowAck { flow } => Received::FlowAck { flow },
+            Inner::CompactRefused => Received::CompactRefused,
         };
         Ok(Opened {
             path: h.path,
-            counter: h.counter,
+            counter: Some(h.counter),
             message,
+        })
+    }
+
+    /// A compact datagram: the header, the receiver id, the failure limit, its path's replay
+    /// window (before the tag: a replay costs no decryption), the tag (under the sequence
+    /// number widened from its 16 bits), the flow, then the duplicate window.
+    fn open_compact<'b>(&mut self, buf: &'b mut [u8]) -> Result<Opened<'b>, Dropped> {
+        let h = compact::Header::parse(buf).map_err(Dropped::Malformed)?;
+        if h.receiver != self.local {
+            return Err(Dropped::UnknownReceiver(h.receiver));
+        }
+        if self.compact_refused() {
+            return Err(Dropped::Unauthentic);
+        }
+        let Some(keys) = self.compact.as_mut() else {
+            return Err(Dropped::Malformed(Malformed::NotADatagram));
+        };
+        let seq = self.seqs.widen_bits(u64::from(h.seq16), 16);
+        let replay = &mut self.compact_replay[usize::from(h.path)];
+        replay.check(seq).map_err(|s| match s {
+            Seen::Again => Dropped::Replayed(seq),
+            Seen::TooOld => Dropped::TooOld(seq),
+        })?;
+        let (aad, sealed) = buf.split_at_mut(compact::HEADER_LEN);
+        let Ok(n) = keys.open(h.path, seq, aad, sealed) else {
+            self.compact_failures += 1;
+            return Err(Dropped::Unauthentic);
+        };
+        replay
+            .accept(seq)
+            .expect("checked above, nothing in between");
+        let Some(prefix) = self.flows[usize::from(h.flow)] else {
+            return Err(Dropped::UnknownFlow(h.flow));
+        };
+        self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
+            path: h.path,
+            counter: None,
+            seq,
+        })?;
+        Ok(Opened {
+            path: h.path,
+            counter: None,
+            message: Received::Data {
+                seq,
+                payload: &sealed[..n],
+                prefix: Some(prefix),
+                announced: None,
+            },
         })
     }
 }

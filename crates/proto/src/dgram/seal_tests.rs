@@ -52,12 +52,14 @@ fn every_kind_round_trips_in_both_suites_and_both_directions() {
             assert_eq!(d.len(), payload.len() + wire::DATA_OVERHEAD);
             let o = opener.open(&mut d).unwrap();
             assert_eq!(o.path, 1);
-            assert_eq!(o.counter, 0);
+            assert_eq!(o.counter, Some(0));
             assert_eq!(
                 o.message,
                 Received::Data {
                     seq: 0,
-                    payload: &payload
+                    payload: &payload,
+                    prefix: None,
+                    announced: None,
                 }
             );
             for (msg, want) in [
@@ -72,6 +74,8 @@ fn every_kind_round_trips_in_both_suites_and_both_directions() {
                     Received::Data {
                         seq: 1,
                         payload: b"",
+                        prefix: None,
+                        announced: None,
                     },
                 ),
             ] {
@@ -202,7 +206,9 @@ fn a_second_copy_is_a_duplicate_and_a_new_sequence_is_not() {
             1,
             Received::Data {
                 seq: 0,
-                payload: b"voice"
+                payload: b"voice",
+                prefix: None,
+                announced: None,
             }
         )
     );
@@ -211,11 +217,11 @@ fn a_second_copy_is_a_duplicate_and_a_new_sequence_is_not() {
         dup,
         Err(Dropped::Duplicate {
             path: 0,
-            counter: 0,
+            counter: Some(0),
             seq: 0
         })
     );
-    assert_eq!(dup.unwrap_err().authenticated(), Some((0, 0)));
+    assert_eq!(dup.unwrap_err().authenticated(), Some((0, Some(0))));
     let (seq, mut next) = tx.seal_copies(&[0, 1], b"voice").unwrap();
     assert_eq!(seq, 1);
     assert!(matches!(
@@ -292,7 +298,9 @@ fn sessions_give_datagram_keys_in_the_cryptographic_modes_only() {
             o.message,
             Received::Data {
                 seq: 0,
-                payload: b"up"
+                payload: b"up",
+                prefix: None,
+                announced: None,
             }
         );
         let mut d = Sealer::new(&sk, 8).seal(1, data(0, b"down")).unwrap();
@@ -363,12 +371,14 @@ fn datagram_vectors_match_protocol_md() {
         let sk = DatagramKeys::server(suite, &c2s, &s2c);
         let mut copy = d.clone();
         let o = Opener::new(&sk, 0x0102_0304).open(&mut copy).unwrap();
-        assert_eq!((o.path, o.counter), (1, 5));
+        assert_eq!((o.path, o.counter), (1, Some(5)));
         assert_eq!(
             o.message,
             Received::Data {
                 seq: 7,
-                payload: b"nena"
+                payload: b"nena",
+                prefix: None,
+                announced: None,
             }
         );
         for v in [key, datagram] {

@@ -105,10 +105,16 @@ impl SeqWindow {
     /// The full sequence number whose low 32 bits are `seq32`: the one nearest the next
     /// expected.
     pub fn widen(&self, seq32: u32) -> u64 {
+        self.widen_bits(u64::from(seq32), 32)
+    }
+
+    /// The full sequence number whose low `bits` bits (below 64) are `low`: the one nearest
+    /// the next expected (RFC 9000 appendix A.3).
+    pub fn widen_bits(&self, low: u64, bits: u32) -> u64 {
         let expected = self.seen.next;
-        let win: u64 = 1 << 32;
+        let win: u64 = 1 << bits;
         let half = win / 2;
-        let candidate = (expected & !(win - 1)) | u64::from(seq32);
+        let candidate = (expected & !(win - 1)) | (low & (win - 1));
         if candidate.saturating_add(half) <= expected && candidate < u64::MAX - win {
             candidate + win
         } else if candidate > expected.saturating_add(half) && candidate >= win {

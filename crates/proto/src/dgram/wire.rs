@@ -17,7 +17,13 @@
 //! keepalive:    nothing
 //! probe:        probe id u32
 //! probe reply:  probe id u32 (the probe it answers)
+//! flow data:    seq u32 | flow id u8 | key length u8 (1..=32) | payload (the flow's key,
+//!               its first bytes, then the rest): data that announces flow id -> key
+//! flow ack:     flow id u8 (the flow announced is known)
+//! compact refused: nothing (the receiver stopped opening compact datagrams)
 //! ```
+//!
+//! Compact datagrams (plane version 2) have a layout of their own: [`super::compact`].
 
 use crate::cipher::AEAD_TAG_LEN;
 
@@ -55,6 +61,14 @@ pub const KIND_KEEPALIVE: u8 = 1;
 pub const KIND_PROBE: u8 = 2;
 /// Answers a probe on the path it came on.
 pub const KIND_PROBE_REPLY: u8 = 3;
+/// Data that announces a flow id for its first bytes (plane version 2).
+pub const KIND_FLOW_DATA: u8 = 4;
+/// The flow announced is known: the sender may send it compact.
+pub const KIND_FLOW_ACK: u8 = 5;
+/// The receiver opens no more compact datagrams this session (too many failed).
+pub const KIND_COMPACT_REFUSED: u8 = 6;
+/// A flow's key (the first bytes of its datagrams' payload) is at most this long.
+pub const MAX_FLOW_KEY: usize = 32;
 
 /// The clear header of a datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,10 +118,16 @@ impl Header {
     }
 }
 
-/// The receiver id of a datagram, for a server that routes datagrams to their sessions
-/// before opening them ([`Header::parse`]'s checks included).
+/// The receiver id of a datagram, full or compact, for a server that routes datagrams to
+/// their sessions before opening them ([`Header::parse`]'s checks included, or
+/// [`super::compact::Header::parse`]'s).
 pub fn receiver_of(datagram: &[u8]) -> Result<ReceiverId, Malformed> {
-    Header::parse(datagram).map(|h| h.receiver)
+    match datagram.first() {
+        Some(&b) if super::compact::is_compact(b) => {
+            super::compact::Header::parse(datagram).map(|h| h.receiver)
+        }
+        _ => Header::parse(datagram).map(|h| h.receiver),
+    }
 }
 
 /// What is wrong with a datagram's bytes (before or after authentication).
@@ -142,6 +162,17 @@ pub enum Message<'a> {
     ProbeReply {
         id: u32,
     },
+    /// Data whose first `key_len` bytes are the key of flow `flow` (plane version 2).
+    FlowData {
+        seq: u64,
+        flow: u8,
+        key_len: u8,
+        payload: &'a [u8],
+    },
+    FlowAck {
+        flow: u8,
+    },
+    CompactRefused,
 }
 
 impl Message<'_> {
@@ -149,7 +180,9 @@ impl Message<'_> {
     pub fn inner_len(&self) -> usize {
         match self {
             Message::Data { payload, .. } => DATA_HEADER_LEN + payload.len(),
-            Message::Keepalive => 1,
+            Message::FlowData { payload, .. } => DATA_HEADER_LEN + 2 + payload.len(),
+            Message::Keepalive | Message::CompactRefused => 1,
+            Message::FlowAck { .. } => 2,
             Message::Probe { .. } | Message::ProbeReply { .. } => 5,
         }
     }
@@ -171,6 +204,23 @@ impl Message<'_> {
                 out.push(KIND_PROBE_REPLY);
                 out.extend_from_slice(&id.to_be_bytes());
             }
+            Message::FlowData {
+                seq,
+                flow,
+                key_len,
+                payload,
+            } => {
+                out.push(KIND_FLOW_DATA);
+                out.extend_from_slice(&(*seq as u32).to_be_bytes());
+                out.push(*flow);
+                out.push(*key_len);
+                out.extend_from_slice(payload);
+            }
+            Message::FlowAck { flow } => {
+                out.push(KIND_FLOW_ACK);
+                out.push(*flow);
+            }
+            Message::CompactRefused => out.push(KIND_COMPACT_REFUSED),
         }
     }
 }
@@ -179,10 +229,27 @@ impl Message<'_> {
 /// bits on the wire (the opener widens it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inner<'a> {
-    Data { seq32: u32, payload: &'a [u8] },
+    Data {
+        seq32: u32,
+        payload: &'a [u8],
+    },
     Keepalive,
-    Probe { id: u32 },
-    ProbeReply { id: u32 },
+    Probe {
+        id: u32,
+    },
+    ProbeReply {
+        id: u32,
+    },
+    FlowData {
+        seq32: u32,
+        flow: u8,
+        key_len: u8,
+        payload: &'a [u8],
+    },
+    FlowAck {
+        flow: u8,
+    },
+    CompactRefused,
 }
 
 /// Reads an inner plaintext strictly: a known kind, and exactly the length that kind has.
@@ -200,6 +267,26 @@ pub fn parse_inner(plain: &[u8]) -> Result<Inner<'_>, Malformed> {
         KIND_KEEPALIVE if rest.is_empty() => Ok(Inner::Keepalive),
         KIND_PROBE => Ok(Inner::Probe { id: u32_of(rest)? }),
         KIND_PROBE_REPLY => Ok(Inner::ProbeReply { id: u32_of(rest)? }),
+        KIND_FLOW_DATA if rest.len() >= 6 => {
+            let (flow, key_len, payload) = (rest[4], rest[5], &rest[6..]);
+            let key_ok = (1..=MAX_FLOW_KEY).contains(&usize::from(key_len));
+            if usize::from(flow) >= super::compact::MAX_FLOWS
+                || !key_ok
+                || payload.len() < usize::from(key_len)
+            {
+                return Err(Malformed::Inner);
+            }
+            Ok(Inner::FlowData {
+                seq32: u32_of(&rest[..4])?,
+                flow,
+                key_len,
+                payload,
+            })
+        }
+        KIND_FLOW_ACK if rest.len() == 1 && usize::from(rest[0]) < super::compact::MAX_FLOWS => {
+            Ok(Inner::FlowAck { flow: rest[0] })
+        }
+        KIND_COMPACT_REFUSED if rest.is_empty() => Ok(Inner::CompactRefused),
         _ => Err(Malformed::Inner),
     }
 }
@@ -265,6 +352,14 @@ mod tests {
             Message::Keepalive,
             Message::Probe { id: 77 },
             Message::ProbeReply { id: u32::MAX },
+            Message::FlowData {
+                seq: 3,
+                flow: 254,
+                key_len: 7,
+                payload: b"\x01\xc6\x12\x00\x02\x1b\x5fvoice",
+            },
+            Message::FlowAck { flow: 0 },
+            Message::CompactRefused,
         ];
         for m in msgs {
             let mut b = Vec::new();
@@ -278,6 +373,22 @@ mod tests {
                 (Message::Keepalive, Inner::Keepalive) => true,
                 (Message::Probe { id }, Inner::Probe { id: j }) => id == j,
                 (Message::ProbeReply { id }, Inner::ProbeReply { id: j }) => id == j,
+                (
+                    Message::FlowData {
+                        seq,
+                        flow,
+                        key_len,
+                        payload,
+                    },
+                    Inner::FlowData {
+                        seq32,
+                        flow: f,
+                        key_len: k,
+                        payload: p,
+                    },
+                ) => seq as u32 == seq32 && flow == f && key_len == k && payload == p,
+                (Message::FlowAck { flow }, Inner::FlowAck { flow: f }) => flow == f,
+                (Message::CompactRefused, Inner::CompactRefused) => true,
                 _ => false,
             };
             assert!(same, "{m:?} came back as {back:?}");
@@ -288,7 +399,17 @@ mod tests {
             &[KIND_KEEPALIVE, 0],
             &[KIND_PROBE, 0, 0, 0],
             &[KIND_PROBE_REPLY, 0, 0, 0, 0, 0],
-            &[4, 0, 0, 0, 0],
+            &[KIND_FLOW_DATA, 0, 0, 0, 0],
+            // Flow 255 (none), a key of 0 or 33 bytes, a payload shorter than its key.
+            &[KIND_FLOW_DATA, 0, 0, 0, 0, 255, 1, 9],
+            &[KIND_FLOW_DATA, 0, 0, 0, 0, 1, 0, 9],
+            &[KIND_FLOW_DATA, 0, 0, 0, 0, 1, 33, 9],
+            &[KIND_FLOW_DATA, 0, 0, 0, 0, 1, 2, 9],
+            &[KIND_FLOW_ACK],
+            &[KIND_FLOW_ACK, 255],
+            &[KIND_FLOW_ACK, 1, 1],
+            &[KIND_COMPACT_REFUSED, 0],
+            &[7],
             &[0xff],
         ] {
             assert_eq!(parse_inner(bad), Err(Malformed::Inner), "{bad:?}");

@@ -281,7 +281,7 @@ async fn open_once(
                 Err(e) => return Err(e.into()),
             };
             let answer = match (offer, reply.code) {
-                (Some(_), Rep::Succeeded) => Some(c.reader.read_plane_answer().await?),
+                (Some(o), Rep::Succeeded) => Some(c.reader.read_plane_answer(o.version).await?),
                 _ => None,
             };
             Ok::<_, Error>((reply, answer))

@@ -470,10 +470,14 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             .await
     }
 
-    /// Read the proxy server's answer to a datagram plane offer (after its ok reply).
-    pub async fn read_plane_answer(&mut self) -> Result<crate::wire::plane::PlaneAnswer, MsgError> {
+    /// Read the proxy server's answer to a datagram plane offer of version `offered`
+    /// (after its ok reply).
+    pub async fn read_plane_answer(
+        &mut self,
+        offered: u8,
+    ) -> Result<crate::wire::plane::PlaneAnswer, MsgError> {
         self.read_msg("datagram plane answer", |b| {
-            Ok(crate::wire::plane::PlaneAnswer::decode(b)?)
+            Ok(crate::wire::plane::PlaneAnswer::decode(b, offered)?)
         })
         .await
     }

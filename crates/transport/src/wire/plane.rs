@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! PlaneOffer   (in the connect request, after op 8 [| token], under its tag)
-//!              version u8 (1) | receiver id u32 | redundancy u8 (0 auto, 1 always, 2 never)
+//!              version u8 (1 | 2) | receiver id u32 | redundancy u8 (0 auto, 1 always, 2 never)
 //!              | n u8 (1..=8) | n x (path id u8 (< 8) | flags u8: bit 0 trusted, bit 1 metered)
 //!              | m u8 (0..=16) | m x real-time port u16
 //! PlaneAnswer  (after the ok connect reply to op 8)
 //!              status u8: 0 accepted | receiver id u32 | UDP port u16
+//!                           [| compact u8 (0 | 1): answering a version 2 offer only]
 //!                         1..=255 declined (the reason, [`Declined`]): the session
 //!                         carries its datagrams as op 7 does
 //! ```
@@ -25,8 +26,9 @@ pub enum PlaneError {
     Answer(u8),
 }
 
-/// The offer's version this build speaks.
-pub const OFFER_VERSION: u8 = 1;
+/// The offer's version this build speaks: 2, compact real-time datagrams (a server also
+/// answers version 1 offers, as version 1 did).
+pub const OFFER_VERSION: u8 = 2;
 /// Paths an offer names at most (the plane's own bound).
 pub const MAX_OFFER_PATHS: usize = nena_proto::dgram::wire::MAX_PATHS;
 /// Real-time ports an offer names at most (`--realtime-port`).
@@ -189,6 +191,8 @@ pub enum PlaneAnswer {
     Accepted {
         receiver: ReceiverId,
         port: u16,
+        /// Answering a version 2 offer: whether both ends send compact datagrams.
+        compact: Option<bool>,
     },
     Declined(Declined),
 }
@@ -196,17 +200,25 @@ pub enum PlaneAnswer {
 impl PlaneAnswer {
     pub fn encode(&self) -> Vec<u8> {
         match self {
-            PlaneAnswer::Accepted { receiver, port } => {
+            PlaneAnswer::Accepted {
+                receiver,
+                port,
+                compact,
+            } => {
                 let mut out = vec![0];
                 out.extend_from_slice(&receiver.to_be_bytes());
                 out.extend_from_slice(&port.to_be_bytes());
+                if let Some(c) = compact {
+                    out.push(u8::from(*c));
+                }
                 out
             }
             PlaneAnswer::Declined(d) => vec![*d as u8],
         }
     }
 
-    pub fn decode(buf: &[u8]) -> Result<Option<(PlaneAnswer, usize)>, PlaneError> {
+    /// The answer to an offer of version `offered`.
+    pub fn decode(buf: &[u8], offered: u8) -> Result<Option<(PlaneAnswer, usize)>, PlaneError> {
         let Some(&status) = buf.first() else {
             return Ok(None);
         };
@@ -216,15 +228,23 @@ impl PlaneAnswer {
                 None => Err(PlaneError::Answer(status)),
             };
         }
-        let Some(b) = buf.get(1..7) else {
+        let len = if offered >= 2 { 8 } else { 7 };
+        let Some(b) = buf.get(1..len) else {
             return Ok(None);
+        };
+        let compact = match b.get(6) {
+            None => None,
+            Some(0) => Some(false),
+            Some(1) => Some(true),
+            Some(&other) => return Err(PlaneError::Answer(other)),
         };
         Ok(Some((
             PlaneAnswer::Accepted {
                 receiver: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                 port: u16::from_be_bytes([b[4], b[5]]),
+                compact,
             },
-            7,
+            len,
         )))
     }
 }
@@ -240,7 +260,7 @@ mod tests {
     fn offer() -> PlaneOffer {
         PlaneOffer {
             version: OFFER_VERSION,
-            receiver: 0x0102_0304,
+            receiver: 0x0002_0304,
             redundancy: Redundancy::Always,
             paths: vec![
                 OfferedPath {
@@ -261,7 +281,7 @@ mod tests {
     fn offers_roundtrip_wait_and_refuse() {
         let mut enc = Vec::new();
         offer().encode_into(&mut enc);
-        assert_eq!(hex(&enc), "010102030401020001010202138c0d96");
+        assert_eq!(hex(&enc), "020002030401020001010202138c0d96");
         for cut in 0..enc.len() {
             assert_eq!(PlaneOffer::decode(&enc[..cut]), Ok(None), "cut {cut}");
         }
@@ -288,13 +308,30 @@ mod tests {
         let a = PlaneAnswer::Accepted {
             receiver: 0x5e55_0001,
             port: 7441,
+            compact: None,
         };
         let enc = a.encode();
         assert_eq!(hex(&enc), "005e5500011d11");
         for cut in 0..enc.len() {
-            assert_eq!(PlaneAnswer::decode(&enc[..cut]), Ok(None));
+            assert_eq!(PlaneAnswer::decode(&enc[..cut], 1), Ok(None));
         }
-        assert_eq!(PlaneAnswer::decode(&enc), Ok(Some((a, 7))));
+        assert_eq!(PlaneAnswer::decode(&enc, 1), Ok(Some((a, 7))));
+        // Answering a version 2 offer: one byte more, compact or not.
+        for (c, h) in [(true, "00005e00011d1101"), (false, "00005e00011d1100")] {
+            let a = PlaneAnswer::Accepted {
+                receiver: 0x5e_0001,
+                port: 7441,
+                compact: Some(c),
+            };
+            let enc = a.encode();
+            assert_eq!(hex(&enc), h);
+            assert_eq!(PlaneAnswer::decode(&enc[..7], 2), Ok(None));
+            assert_eq!(PlaneAnswer::decode(&enc, 2), Ok(Some((a, 8))));
+        }
+        assert_eq!(
+            PlaneAnswer::decode(&[0, 0, 0x5e, 0, 1, 0x1d, 0x11, 2], 2),
+            Err(PlaneError::Answer(2))
+        );
         for d in [
             Declined::Off,
             Declined::NoSocket,
@@ -303,11 +340,13 @@ mod tests {
             Declined::Version,
         ] {
             let enc = PlaneAnswer::Declined(d).encode();
-            assert_eq!(
-                PlaneAnswer::decode(&enc),
-                Ok(Some((PlaneAnswer::Declined(d), 1)))
-            );
+            for v in [1, 2] {
+                assert_eq!(
+                    PlaneAnswer::decode(&enc, v),
+                    Ok(Some((PlaneAnswer::Declined(d), 1)))
+                );
+            }
         }
-        assert_eq!(PlaneAnswer::decode(&[6]), Err(PlaneError::Answer(6)));
+        assert_eq!(PlaneAnswer::decode(&[6], 2), Err(PlaneError::Answer(6)));
     }
 }

@@ -79,6 +79,7 @@ pub struct DatagramCounts {
     pub too_old: u64,
     pub malformed: u64,
     pub duplicate: u64,
+    pub unknown_flow: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -201,7 +202,8 @@ impl Metrics {
             "datagram_drops",
             "Datagrams the datagram plane dropped, by reason (unauthentic: failed the AEAD, an \
              altered or forged datagram; replayed; too_old: behind the replay window; \
-             malformed; duplicate: a redundant copy after the first), at each session's end",
+             malformed; duplicate: a redundant copy after the first; unknown_flow: a compact \
+             datagram of a flow never announced), at each session's end",
             datagram_drops.clone(),
         );
         let handshake = Family::<RoleLabels, Histogram>::new_with_constructor(
@@ -309,6 +311,7 @@ impl Metrics {
             ("too_old", p.too_old),
             ("malformed", p.malformed),
             ("duplicate", p.duplicate),
+            ("unknown_flow", p.unknown_flow),
         ] {
             self.datagram_drops
                 .get_or_create(&DropLabels { role, reason })

@@ -33,10 +33,11 @@ use crate::wire::carry::{decode_bare, encode_bare, Datagram, Frame};
 use crate::wire::plane::{
     Declined, OfferedPath, PlaneAnswer, PlaneOffer, OFFER_VERSION, PATH_TRUSTED,
 };
-use crate::wire::Service;
+use crate::wire::{Service, WireError};
 use nena_proto::dgram::{
     wire::receiver_of, ClassifierConfig, DatagramInfo, DatagramKeys, Delivered, Dropped,
-    FlowClassifier, LivenessConfig, PathId, Plane, ReceiverId, Redundancy, Stats, Transmit,
+    FlowClassifier, FlowKey, LivenessConfig, PathId, Plane, ReceiverId, Redundancy, Stats,
+    Transmit,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{HashMap, HashSet};
@@ -64,11 +65,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// A fresh receiver id (random: a guess at another session's id gets its datagrams no
-/// further than their failed authentication).
+/// further than their failed authentication), below 2^24 as compact datagrams carry it.
 fn random_id() -> std::io::Result<ReceiverId> {
     let mut b = [0u8; 4];
     getrandom::fill(&mut b).map_err(|e| std::io::Error::other(format!("getrandom: {e}")))?;
-    Ok(u32::from_be_bytes(b))
+    Ok(u32::from_be_bytes(b) & nena_proto::dgram::compact::MAX_RECEIVER)
+}
+
+/// The destination (or source) and the application's bytes of a datagram the plane
+/// delivered: the address is the payload's first bytes, or the flow's key when a compact
+/// datagram left it out.
+fn bare_of(prefix: Option<FlowKey>, payload: &[u8]) -> Result<(SocketAddr, &[u8]), WireError> {
+    match prefix {
+        None => decode_bare(payload),
+        Some(k) => match decode_bare(k.as_slice())? {
+            (addr, []) => Ok((addr, payload)),
+            _ => Err(WireError::DatagramAddress(k.as_slice()[0])),
+        },
+    }
 }
 
 /// One frame of a plane session (either kind); `None` at a clean end before it.
@@ -121,6 +135,7 @@ impl PlaneCounts {
             too_old: s.too_old,
             malformed: s.malformed,
             duplicate: s.duplicate + self.session_duplicates,
+            unknown_flow: s.unknown_flow,
         }
     }
 
@@ -129,7 +144,7 @@ impl PlaneCounts {
         format!(
             "plane: {} sent as UDP, {} inside the session; received {} by UDP, {} from the \
              session; dropped: {} failed authentication, {} replayed, {} too old, {} malformed, \
-             {} duplicates ({} from the session)",
+             {} duplicates ({} from the session), {} of an unknown flow; {} compact",
             self.udp,
             self.in_session,
             s.delivered,
@@ -139,7 +154,9 @@ impl PlaneCounts {
             s.too_old,
             s.malformed,
             s.duplicate,
-            self.session_duplicates
+            self.session_duplicates,
+            s.unknown_flow,
+            s.compact
         )
     }
 }
@@ -157,6 +174,7 @@ fn log_drop(side: &str, d: &Dropped, from: SocketAddr, stats: &Stats) {
         Dropped::TooOld(_) => stats.too_old,
         Dropped::Malformed(_) => stats.malformed,
         Dropped::UnknownReceiver(_) => stats.unknown_receiver,
+        Dropped::UnknownFlow(_) => stats.unknown_flow,
     };
     if n == 1 || n.is_multiple_of(1000) {
         log::warn!("{side}: a datagram from {from} dropped: {d} ({n} so far)");
@@ -314,25 +332,36 @@ pub fn answer(
     if disabled {
         return declined(Declined::Off);
     }
-    if offer.version != OFFER_VERSION {
+    if !(1..=OFFER_VERSION).contains(&offer.version) {
         return declined(Declined::Version);
     }
     let Some(server) = server else {
         return declined(Declined::NoSocket);
     };
-    if keys.is_none() {
+    let Some(keys) = keys else {
         return declined(Declined::Mode);
-    }
+    };
     match server.register() {
         Some(r) => (
             PlaneAnswer::Accepted {
                 receiver: r.id,
                 port: server.port(),
+                compact: compact_for(offer, keys),
             },
             Some(r),
         ),
         None => declined(Declined::Full),
     }
+}
+
+/// Whether a session answering `offer` sends and opens compact datagrams: a version 2
+/// offer, an AES-128-GCM session, and the client's receiver id in 24 bits. `None` answers a
+/// version 1 offer (whose answer has no such byte).
+fn compact_for(offer: &PlaneOffer, keys: &DatagramKeys) -> Option<bool> {
+    (offer.version >= 2).then(|| {
+        keys.sending_compact().is_some()
+            && offer.receiver <= nena_proto::dgram::compact::MAX_RECEIVER
+    })
 }
 
 /// A destination a server-side session was asked to send to (as op 7's).
@@ -369,6 +398,9 @@ where
     let s4 = UdpSocket::bind("0.0.0.0:0").await.context("a UDP socket")?;
     let s6 = UdpSocket::bind("[::]:0").await.ok();
     let mut plane = Plane::server(keys, reg.id, offer.receiver, LivenessConfig::default());
+    if compact_for(offer, keys) == Some(true) {
+        plane.enable_compact(keys);
+    }
     let cfg = ClassifierConfig {
         ports: offer.realtime_ports.clone(),
         ..ClassifierConfig::default()
@@ -409,9 +441,9 @@ where
                 }
                 Some((mut bytes, from)) = reg.rx.recv() => {
                     match plane.receive(&mut bytes, from, Instant::now()) {
-                        Ok(Delivered::Data { payload, .. }) => {
+                        Ok(Delivered::Data { payload, prefix, .. }) => {
                             last_client = tokio::time::Instant::now();
-                            match decode_bare(payload) {
+                            match bare_of(prefix, payload) {
                                 Ok((to, p)) => {
                                     forward(&mut dests, allow, &s4, s6.as_ref(), to, p, &mut out).await;
                                 }
@@ -566,7 +598,7 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let bare = encode_bare(addr, payload);
-    match plane.send(&bare, class, Instant::now()) {
+    match plane.send_flow(&bare, bare.len() - payload.len(), class, Instant::now()) {
         Ok(sent) => {
             for t in &sent.udp {
                 udp(t).await;
@@ -744,8 +776,12 @@ pub async fn open_datagrams(
         }
         Err(e) => return Err(e),
     };
-    let (receiver, port) = match answer {
-        PlaneAnswer::Accepted { receiver, port } => (receiver, port),
+    let (receiver, port, compact) = match answer {
+        PlaneAnswer::Accepted {
+            receiver,
+            port,
+            compact,
+        } => (receiver, port, compact == Some(true)),
         PlaneAnswer::Declined(d) => {
             log::info!(
                 "datagram plane declined: {}; datagrams ride the session (op 7)",
@@ -762,6 +798,9 @@ pub async fn open_datagrams(
     };
     let to = SocketAddr::new(opts.remote.ip(), port);
     let mut plane = Plane::client(&keys, local, receiver, LivenessConfig::default());
+    if compact && !plane.enable_compact(&keys) {
+        log::debug!("datagram plane: compact datagrams agreed but not possible here");
+    }
     let mut sockets = Vec::new();
     for p in paths {
         // Connected to the server's port: the kernel keeps the route (no lookup per
@@ -1019,7 +1058,7 @@ pub async fn carry<T: Outgoing>(
                 },
                 Some((_, mut bytes, from)) = urx.recv() => {
                     match plane.receive(&mut bytes, from, Instant::now()) {
-                        Ok(Delivered::Data { payload, .. }) => match decode_bare(payload) {
+                        Ok(Delivered::Data { payload, prefix, .. }) => match bare_of(prefix, payload) {
                             Ok((addr, p)) => {
                                 received.fetch_add(1, Ordering::Relaxed);
                                 let d = Datagram { addr, payload: p.to_vec() };

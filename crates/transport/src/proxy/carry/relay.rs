@@ -376,6 +376,19 @@ mod tests {
         );
     }
 
+    /// Who sent `want` to `sock`. Other datagrams are skipped: the test binary's other tests
+    /// send to ephemeral ports too, and one may still be aimed at a port this test's socket
+    /// was just given.
+    async fn sender_of(sock: &UdpSocket, want: &[u8]) -> SocketAddr {
+        let mut b = [0u8; 100];
+        loop {
+            let (n, from) = sock.recv_from(&mut b).await.unwrap();
+            if &b[..n] == want {
+                return from;
+            }
+        }
+    }
+
     /// A session remembers [`DESTINATIONS`] destinations: after that many others, the
     /// first one's datagrams are strangers' (dropped), the latest one's still come back.
     #[tokio::test]
@@ -391,7 +404,7 @@ mod tests {
         write_datagram(&mut cw, first.local_addr().unwrap(), b"hello")
             .await
             .unwrap();
-        let (_, session) = first.recv_from(&mut b).await.unwrap();
+        let session = sender_of(&first, b"hello").await;
         first.send_to(b"known", session).await.unwrap();
         let back = read_datagram(&mut cr).await.unwrap().unwrap();
         assert_eq!(back.payload, b"known");
@@ -403,7 +416,12 @@ mod tests {
         while sent < DESTINATIONS - 1 {
             port = port.wrapping_add(1).max(1024);
             let to = SocketAddr::from(([127, 0, 0, 1], port));
-            if to == first.local_addr().unwrap() || to == last.local_addr().unwrap() {
+            // Not `first`, not `last`, and not the session's own socket (whose datagram to
+            // itself would come back as a reply).
+            if to == first.local_addr().unwrap()
+                || to == last.local_addr().unwrap()
+                || port == session.port()
+            {
                 continue;
             }
             write_datagram(&mut cw, to, b"x").await.unwrap();
@@ -412,7 +430,7 @@ mod tests {
         write_datagram(&mut cw, last.local_addr().unwrap(), b"hi")
             .await
             .unwrap();
-        let (_, session_again) = last.recv_from(&mut b).await.unwrap();
+        let session_again = sender_of(&last, b"hi").await;
         assert_eq!(session_again, session);
         // In order on the session's socket: the forgotten one first, then the latest.
         first.send_to(b"forgotten", session).await.unwrap();

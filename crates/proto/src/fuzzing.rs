@@ -623,6 +623,7 @@ mod tests {
             client_read(d);
             session_input(d);
             datagram_input(d);
+            compact_input(d);
         }
     }
 }

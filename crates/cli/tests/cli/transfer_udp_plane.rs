@@ -205,9 +205,9 @@ fn the_gateway_carries_datagrams_sealed_on_both_links() {
     }
 }
 
-/// The injector, in the router: sniffs on its WLAN interface one sealed datagram of the
-/// flow each way, then sends toward the server an altered copy (a fresh counter, or for a
-/// compact datagram a ciphertext bit: its tag no longer matches) and the genuine one again from the client's address, the same two from a
+/// The injector, in the router: sniffs on its WLAN interface one compact datagram of the
+/// flow each way (docs/PROTOCOL.md, "Compact real-time datagrams"), then sends toward the
+/// server an altered copy (a fresh sequence number: its tag no longer matches) and the genuine one again from the client's address, the same two from a
 /// spoofed address (198.18.2.99), and toward the client an altered and a replayed copy of
 /// the server's.
 const INJECT: &str = r#"
@@ -231,9 +231,9 @@ while up is None or down is None:
     src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
     sp, dp = struct.unpack(">HH", ip[ihl:ihl + 4])
     p = bytes(ip[ihl + 8:])
-    # Data datagrams only (a probe would be answered to the spoofed address's path): full
-    # (0x0e) or compact (0x05..0x0c).
-    if len(p) < 100 or not (p[0] == 0x0e or 0x05 <= p[0] <= 0x0c):
+    # Compact data datagrams only (the call's, once its flow is acknowledged; a probe
+    # would be answered to the spoofed address's path).
+    if len(p) < 100 or not 0x05 <= p[0] <= 0x0c:
         continue
     if dp == port and up is None:
         up = (src, sp, dst, dp, p)
@@ -247,11 +247,9 @@ def send(src, sport, dst, dport, data):
     u.sendto(data, (dst, dport))
     u.close()
 def altered(p):
-    if p[0] != 0x0e:
-        # Compact: one bit of the ciphertext.
-        return p[:9] + bytes([p[9] ^ 1]) + p[10:]
-    c = int.from_bytes(p[6:14], "big") + 100000
-    return p[:6] + c.to_bytes(8, "big") + p[14:]
+    # A sequence number 1000 ahead (a copy of one seen would be a replay).
+    q = (int.from_bytes(p[4:6], "big") + 1000) % 65536
+    return p[:4] + q.to_bytes(2, "big") + p[6:]
 src, sp, dst, dp, p = up
 send(src, sp, dst, dp, altered(p))
 send(src, sp, dst, dp, p)
@@ -309,6 +307,7 @@ fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
     // address, one from the spoofed one); on the client, one of each.
     let line = end_flow(&pc, control);
     assert_eq!(count_before(&line, " failed authentication"), 1, "{line}");
+    assert!(count_before(&line, " compact") >= 100, "{line}");
     assert_eq!(count_before(&line, " replayed"), 1, "{line}");
     let log = ps.wait_stderr("datagrams: ", WAIT);
     let line = log.lines().find(|l| l.contains("datagrams: ")).unwrap();

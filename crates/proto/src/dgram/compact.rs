@@ -24,8 +24,10 @@
 //! decrypts with AES-CTR from GCM's first counter block (`ctr`'s 32-bit big-endian counter,
 //! GCM's inc32) and seals the plaintext again to compare the tags in constant time.
 
-use super::keys::EPOCH_LOG2;
+use super::keys::{DatagramKeys, EPOCH_LOG2};
+pub use super::wire::MAX_FLOWS;
 use super::wire::{Malformed, PathId, ReceiverId, MAX_PATHS};
+use crate::cipher::Suite;
 use crate::keys::{expand_label, IV_LEN, SECRET_LEN};
 use aws_lc_rs::{aead, constant_time};
 use ctr::cipher::{KeyIvInit, StreamCipher};
@@ -49,8 +51,6 @@ pub const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 pub const MAX_BODY: usize = 1024;
 /// Receiver ids of a version 2 plane are at most this (24 bits).
 pub const MAX_RECEIVER: ReceiverId = (1 << 24) - 1;
-/// Flow ids are below this; 255 means "none" and is never sent.
-pub const MAX_FLOWS: usize = 255;
 /// Sequence numbers at or above this are never sent compact (the nonce has 56 bits for it).
 pub const MAX_SEQ: u64 = 1 << 56;
 /// Failed authentications of compact datagrams after which a receiver stops opening them
@@ -137,6 +137,17 @@ struct EpochKey {
 pub struct Unauthentic;
 
 impl CompactKeys {
+    /// The outgoing direction's compact keys: AES-128-GCM sessions only (no standard
+    /// truncates ChaCha20-Poly1305's tag).
+    pub fn sending(keys: &DatagramKeys) -> Option<CompactKeys> {
+        (keys.suite() == Suite::Aes128).then(|| CompactKeys::new(keys.expose_send()))
+    }
+
+    /// The incoming direction's compact keys, as [`CompactKeys::sending`].
+    pub fn receiving(keys: &DatagramKeys) -> Option<CompactKeys> {
+        (keys.suite() == Suite::Aes128).then(|| CompactKeys::new(keys.expose_recv()))
+    }
+
     /// The keys of the direction whose datagram secret (`dg_c2s` or `dg_s2c`) is `secret`.
     pub fn new(secret: &[u8; SECRET_LEN]) -> CompactKeys {
         let prk = hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, secret);

@@ -56,7 +56,7 @@ fn compact_vector_matches_protocol_md() {
         assert!(doc_hex.contains(v), "docs/PROTOCOL.md lacks {v}");
     }
     let (c, s) = vector_keys();
-    let mut tx = c.sending_compact().unwrap();
+    let mut tx = CompactKeys::sending(&c).unwrap();
     assert_eq!(hex(&tx.epoch_key_bytes(0)[..]), key);
     assert_eq!(hex(&tx.iv()), iv);
     let h = Header {
@@ -68,7 +68,7 @@ fn compact_vector_matches_protocol_md() {
     let mut d = sealed(&mut tx, h, 5, b"nena");
     assert_eq!(hex(&d), datagram);
     assert_eq!(d.len(), OVERHEAD + 4);
-    let mut rx = s.receiving_compact().unwrap();
+    let mut rx = CompactKeys::receiving(&s).unwrap();
     assert_eq!(open(&mut rx, &mut d, 5).unwrap(), b"nena");
 }
 
@@ -79,7 +79,7 @@ fn chacha_sessions_have_no_compact_keys() {
         TrafficSecret(Zeroizing::new([2u8; 32])),
     );
     let k = DatagramKeys::client(Suite::ChaCha20, &c2s, &s2c);
-    assert!(k.sending_compact().is_none() && k.receiving_compact().is_none());
+    assert!(CompactKeys::sending(&k).is_none() && CompactKeys::receiving(&k).is_none());
 }
 
 /// Any changed bit fails: in the header (associated data), the ciphertext or the tag, and
@@ -88,7 +88,7 @@ fn chacha_sessions_have_no_compact_keys() {
 #[test]
 fn every_bit_and_the_nonce_are_bound() {
     let (c, s) = vector_keys();
-    let mut tx = c.sending_compact().unwrap();
+    let mut tx = CompactKeys::sending(&c).unwrap();
     let seq = (3 << EPOCH_LOG2) + 77;
     let h = Header {
         receiver: 9,
@@ -97,7 +97,7 @@ fn every_bit_and_the_nonce_are_bound() {
         flow: 0,
     };
     let good = sealed(&mut tx, h, seq, b"a voice frame of some length");
-    let mut rx = s.receiving_compact().unwrap();
+    let mut rx = CompactKeys::receiving(&s).unwrap();
     for bit in 0..good.len() * 8 {
         let mut d = good.clone();
         d[bit / 8] ^= 1 << (bit % 8);
@@ -130,7 +130,7 @@ fn every_bit_and_the_nonce_are_bound() {
 #[test]
 fn copies_on_two_paths_use_two_nonces() {
     let (c, _) = vector_keys();
-    let mut tx = c.sending_compact().unwrap();
+    let mut tx = CompactKeys::sending(&c).unwrap();
     let body = [0u8; 64];
     let h0 = Header {
         receiver: 1,

@@ -79,15 +79,9 @@ impl DatagramKeys {
         DirectionKeys::new(self.suite, &self.recv)
     }
 
-    /// The outgoing direction's compact keys (plane version 2): AES-128-GCM sessions only
-    /// (no standard truncates ChaCha20-Poly1305's tag).
-    pub fn sending_compact(&self) -> Option<super::compact::CompactKeys> {
-        (self.suite == Suite::Aes128).then(|| super::compact::CompactKeys::new(&self.send))
-    }
-
-    /// The incoming direction's compact keys, as [`DatagramKeys::sending_compact`].
-    pub fn receiving_compact(&self) -> Option<super::compact::CompactKeys> {
-        (self.suite == Suite::Aes128).then(|| super::compact::CompactKeys::new(&self.recv))
+    /// The incoming direction's secret (`dg_s2c` for a client), for the compact keys.
+    pub(crate) fn expose_recv(&self) -> &[u8; SECRET_LEN] {
+        &self.recv
     }
 
     /// The outgoing direction's secret (`dg_c2s` for a client), for known-answer tests.

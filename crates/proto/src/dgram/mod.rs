@@ -74,5 +74,5 @@ pub use keys::DatagramKeys;
 pub use path::{AddressMode, AddressUpdate, LivenessConfig, Path, PathStatus, PathTable};
 pub use plane::{Delivered, Plane, Sent, Transmit};
 pub use sched::{Class, Route, Scheduler};
-pub use seal::{Dropped, FlowKey, Opened, Opener, Received, SealError, Sealer, Stats};
+pub use seal::{receiver_of, Dropped, FlowKey, Opened, Opener, Received, SealError, Sealer, Stats};
 pub use wire::{PathId, ReceiverId, DATA_OVERHEAD};

@@ -93,7 +93,7 @@ impl Sealer {
         if self.peer > compact::MAX_RECEIVER {
             return false;
         }
-        self.compact = keys.sending_compact();
+        self.compact = CompactKeys::sending(keys);
         self.compact.is_some()
     }
 
@@ -269,6 +269,15 @@ impl fmt::Debug for Sealer {
     }
 }
 
+/// The receiver id of a datagram, full or compact, for a server that routes datagrams to
+/// their sessions before opening them (the header's checks included).
+pub fn receiver_of(datagram: &[u8]) -> Result<ReceiverId, Malformed> {
+    match datagram.first() {
+        Some(&b) if compact::is_compact(b) => compact::Header::parse(datagram).map(|h| h.receiver),
+        _ => wire::receiver_of(datagram),
+    }
+}
+
 /// Why a received datagram was dropped. Every drop is counted in [`Stats`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Dropped {
@@ -276,7 +285,7 @@ pub enum Dropped {
     #[error("malformed datagram: {0:?}")]
     Malformed(Malformed),
     /// Its receiver id is not ours (a server that routes by receiver id counts these
-    /// itself, with [`wire::receiver_of`]).
+    /// itself, with [`receiver_of`]).
     #[error("datagram for receiver {0:#010x}, not ours")]
     UnknownReceiver(ReceiverId),
     /// The tag did not verify: altered on the way, or forged.
@@ -441,7 +450,7 @@ impl Opener {
         if self.local > compact::MAX_RECEIVER {
             return false;
         }
-        self.compact = keys.receiving_compact();
+        self.compact = CompactKeys::receiving(keys);
         self.compact_replay = (0..MAX_PATHS).map(|_| ReplayWindow::default()).collect();
         self.compact.is_some()
     }

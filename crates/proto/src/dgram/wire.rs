@@ -23,7 +23,8 @@
 //! compact refused: nothing (the receiver stopped opening compact datagrams)
 //! ```
 //!
-//! Compact datagrams (plane version 2) have a layout of their own: [`super::compact`].
+//! Compact datagrams (plane version 2) have a layout of their own (compact.rs), and
+//! `seal::receiver_of` reads the receiver id of either.
 
 use crate::cipher::AEAD_TAG_LEN;
 
@@ -67,6 +68,8 @@ pub const KIND_FLOW_DATA: u8 = 4;
 pub const KIND_FLOW_ACK: u8 = 5;
 /// The receiver opens no more compact datagrams this session (too many failed).
 pub const KIND_COMPACT_REFUSED: u8 = 6;
+/// Flow ids are below this; 255 means "none" and is never sent.
+pub const MAX_FLOWS: usize = 255;
 /// A flow's key (the first bytes of its datagrams' payload) is at most this long.
 pub const MAX_FLOW_KEY: usize = 32;
 
@@ -118,16 +121,9 @@ impl Header {
     }
 }
 
-/// The receiver id of a datagram, full or compact, for a server that routes datagrams to
-/// their sessions before opening them ([`Header::parse`]'s checks included, or
-/// [`super::compact::Header::parse`]'s).
+/// The receiver id of a full datagram ([`Header::parse`]'s checks included).
 pub fn receiver_of(datagram: &[u8]) -> Result<ReceiverId, Malformed> {
-    match datagram.first() {
-        Some(&b) if super::compact::is_compact(b) => {
-            super::compact::Header::parse(datagram).map(|h| h.receiver)
-        }
-        _ => Header::parse(datagram).map(|h| h.receiver),
-    }
+    Header::parse(datagram).map(|h| h.receiver)
 }
 
 /// What is wrong with a datagram's bytes (before or after authentication).
@@ -270,10 +266,7 @@ pub fn parse_inner(plain: &[u8]) -> Result<Inner<'_>, Malformed> {
         KIND_FLOW_DATA if rest.len() >= 6 => {
             let (flow, key_len, payload) = (rest[4], rest[5], &rest[6..]);
             let key_ok = (1..=MAX_FLOW_KEY).contains(&usize::from(key_len));
-            if usize::from(flow) >= super::compact::MAX_FLOWS
-                || !key_ok
-                || payload.len() < usize::from(key_len)
-            {
+            if usize::from(flow) >= MAX_FLOWS || !key_ok || payload.len() < usize::from(key_len) {
                 return Err(Malformed::Inner);
             }
             Ok(Inner::FlowData {
@@ -283,7 +276,7 @@ pub fn parse_inner(plain: &[u8]) -> Result<Inner<'_>, Malformed> {
                 payload,
             })
         }
-        KIND_FLOW_ACK if rest.len() == 1 && usize::from(rest[0]) < super::compact::MAX_FLOWS => {
+        KIND_FLOW_ACK if rest.len() == 1 && usize::from(rest[0]) < MAX_FLOWS => {
             Ok(Inner::FlowAck { flow: rest[0] })
         }
         KIND_COMPACT_REFUSED if rest.is_empty() => Ok(Inner::CompactRefused),

@@ -9,7 +9,7 @@
 //!   does. A server older than op 8 closes the session unanswered; the client then opens an
 //!   op 7 session and offers that server nothing again while it runs.
 //! - **The server** ([`PlaneServer`]): one UDP socket on the listener's address and port;
-//!   each datagram goes, by its receiver id ([`nena_proto::dgram::wire::receiver_of`]), to its
+//!   each datagram goes, by its receiver id ([`nena_proto::dgram::receiver_of`]), to its
 //!   session's queue (a bounded table; an unknown id is dropped and counted). Each session
 //!   ([`serve_plane`]) opens what its queue brings with its [`Plane`], sends the payload on
 //!   within `--allow` as op 7 does (the same checks and the same bound on destinations), and
@@ -35,9 +35,8 @@ use crate::wire::plane::{
 };
 use crate::wire::{Service, WireError};
 use nena_proto::dgram::{
-    wire::receiver_of, ClassifierConfig, DatagramInfo, DatagramKeys, Delivered, Dropped,
-    FlowClassifier, FlowKey, LivenessConfig, PathId, Plane, ReceiverId, Redundancy, Stats,
-    Transmit,
+    receiver_of, ClassifierConfig, DatagramInfo, DatagramKeys, Delivered, Dropped, FlowClassifier,
+    FlowKey, LivenessConfig, PathId, Plane, ReceiverId, Redundancy, Stats, Transmit,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{HashMap, HashSet};
@@ -359,7 +358,7 @@ pub fn answer(
 /// version 1 offer (whose answer has no such byte).
 fn compact_for(offer: &PlaneOffer, keys: &DatagramKeys) -> Option<bool> {
     (offer.version >= 2).then(|| {
-        keys.sending_compact().is_some()
+        nena_proto::dgram::compact::CompactKeys::sending(keys).is_some()
             && offer.receiver <= nena_proto::dgram::compact::MAX_RECEIVER
     })
 }

@@ -629,6 +629,13 @@ fn old_servers() -> &'static Mutex<HashSet<SocketAddr>> {
     OLD.get_or_init(|| Mutex::new(HashSet::new()))
 }
 
+/// Servers that declined a version 2 offer (plane version 1): offered version 1 while this
+/// process runs.
+fn version1_servers() -> &'static Mutex<HashSet<SocketAddr>> {
+    static V1: std::sync::OnceLock<Mutex<HashSet<SocketAddr>>> = std::sync::OnceLock::new();
+    V1.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
 /// One path's UDP socket: bound to its interface and address.
 struct PathSocket {
     id: PathId,
@@ -743,8 +750,12 @@ pub async fn open_datagrams(
     };
     let local =
         random_id().map_err(|e| (Rep::GeneralFailure, Error::from(anyhow::Error::from(e))))?;
-    let offer = PlaneOffer {
-        version: OFFER_VERSION,
+    let mut offer = PlaneOffer {
+        version: if lock(version1_servers()).contains(&opts.remote) {
+            1
+        } else {
+            OFFER_VERSION
+        },
         receiver: local,
         redundancy,
         paths: paths
@@ -762,18 +773,32 @@ pub async fn open_datagrams(
             .take(crate::wire::plane::MAX_REALTIME_PORTS)
             .collect(),
     };
-    let (conn, answer) = match open_plane(&offer, opts, connecting, tally).await {
-        Ok(x) => x,
-        Err((_, e)) if format!("{e:#}").contains(NO_PLANE_REPLY) => {
+    let (conn, answer) = loop {
+        let (conn, answer) = match open_plane(&offer, opts, connecting, tally).await {
+            Ok(x) => x,
+            Err((_, e)) if format!("{e:#}").contains(NO_PLANE_REPLY) => {
+                log::info!(
+                    "datagram plane: {} closed the session without answering the offer ({e:#}): \
+                     a server older than the plane; its datagrams ride the session (op 7)",
+                    opts.remote
+                );
+                lock(old_servers()).insert(opts.remote);
+                return op7().await;
+            }
+            Err(e) => return Err(e),
+        };
+        // A server of plane version 1 declines a version 2 offer: offered version 1 again
+        // (in a new session), and from then on while this process runs.
+        if answer == PlaneAnswer::Declined(Declined::Version) && offer.version > 1 {
             log::info!(
-                "datagram plane: {} closed the session without answering the offer ({e:#}): a \
-                 server older than the plane; its datagrams ride the session (op 7)",
+                "datagram plane: {} speaks version 1 (no compact datagrams); offered again",
                 opts.remote
             );
-            lock(old_servers()).insert(opts.remote);
-            return op7().await;
+            lock(version1_servers()).insert(opts.remote);
+            offer.version = 1;
+            continue;
         }
-        Err(e) => return Err(e),
+        break (conn, answer);
     };
     let (receiver, port, compact) = match answer {
         PlaneAnswer::Accepted {
@@ -1131,4 +1156,54 @@ pub async fn carry<T: Outgoing>(
         ending,
         plane: Some(counts),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nena_proto::{exchange_in, Mode};
+
+    fn offer(version: u8, receiver: ReceiverId) -> PlaneOffer {
+        PlaneOffer {
+            version,
+            receiver,
+            redundancy: Redundancy::Auto,
+            paths: vec![OfferedPath { id: 0, flags: 0 }],
+            realtime_ports: vec![],
+        }
+    }
+
+    /// The server answers a version 1 offer as version 1 did (no compact byte), a version 2
+    /// offer with compact datagrams when the session's suite and the client's receiver id
+    /// allow them, and declines a version it does not speak (a client of version 2 then
+    /// offers version 1). Its receiver ids fit 24 bits.
+    #[tokio::test]
+    async fn the_server_answers_both_versions() {
+        let server = PlaneServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let keys = exchange_in(Mode::Aead).server.datagram_keys().unwrap();
+        let compact_of = |o: &PlaneOffer| match answer(Some(&server), false, Some(&keys), o) {
+            (
+                PlaneAnswer::Accepted {
+                    receiver, compact, ..
+                },
+                Some(r),
+            ) => {
+                assert_eq!(receiver, r.id);
+                assert!(receiver <= nena_proto::dgram::compact::MAX_RECEIVER);
+                compact
+            }
+            other => panic!("{other:?}", other = other.0),
+        };
+        assert_eq!(compact_of(&offer(1, 0x0102_0304)), None);
+        assert_eq!(compact_of(&offer(2, 0x02_0304)), Some(true));
+        assert_eq!(compact_of(&offer(2, 0x0102_0304)), Some(false));
+        assert_eq!(
+            answer(Some(&server), false, Some(&keys), &offer(3, 1)).0,
+            PlaneAnswer::Declined(Declined::Version)
+        );
+        assert_eq!(
+            answer(Some(&server), false, None, &offer(2, 1)).0,
+            PlaneAnswer::Declined(Declined::Mode)
+        );
+    }
 }

@@ -400,7 +400,6 @@ mod tests {
         let rule = allow("127.0.0.1/32");
         let serving = tokio::spawn(async move { serve(&mut sr, &mut sw, &rule).await });
         let (mut cr, mut cw) = tokio::io::split(client);
-        let mut b = [0u8; 100];
         write_datagram(&mut cw, first.local_addr().unwrap(), b"hello")
             .await
             .unwrap();

@@ -875,6 +875,11 @@ pub trait Outgoing: Send {
     fn dscp(&self) -> Option<u8> {
         None
     }
+    /// When it arrived, when the receiving side knows better than the moment it is carried
+    /// (the kernel's stamp): the classifier judges a flow's pacing by it.
+    fn received(&self) -> Option<Instant> {
+        None
+    }
 }
 
 impl Outgoing for Datagram {
@@ -1056,7 +1061,7 @@ pub async fn carry<T: Outgoing>(
                 };
                 let auto = classes
                     .get_or_insert_mut(d.dst(), FlowClassifier::new)
-                    .observe(&s.classifier, info, now);
+                    .observe(&s.classifier, info, d.received().unwrap_or(now));
                 let class = s.redundancy.class(auto);
                 send_through(
                     plane,

@@ -36,6 +36,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
 
 /// Datagrams waiting for their flow's session at most; more are dropped, as a router's
@@ -82,6 +83,9 @@ pub fn tproxy_socket(addr: SocketAddr) -> Result<UdpSocket> {
         socket::setsockopt(&s, socket::sockopt::Ipv6RecvPacketInfo, &true)?;
         socket::setsockopt(&s, socket::sockopt::Ipv6RecvTClass, &true)?;
     }
+    // Each datagram's arrival time from the kernel: the classifier judges a flow's pacing by
+    // it, not by when this process got to read it (late and in bursts on a loaded host).
+    socket::setsockopt(&s, socket::sockopt::ReceiveTimestampns, &true)?;
     s.bind(&SockAddr::from(addr))
         .with_context(|| format!("cannot bind a transparent UDP socket on {addr}"))?;
     // Past net.core.rmem_max with CAP_NET_ADMIN (which TPROXY needs anyway); else as far
@@ -117,19 +121,37 @@ fn reply(from: SocketAddr, to: SocketAddr, iface: &str, payload: &[u8]) -> std::
 }
 
 /// One datagram received: its payload length, sender, original destination, the
-/// interface it came in on and its DSCP (when the kernel said).
+/// interface it came in on, its DSCP (when the kernel said) and when it arrived.
 struct Received {
     len: usize,
     peer: SocketAddr,
     dst: SocketAddr,
     ifindex: u32,
     dscp: Option<u8>,
+    at: Instant,
+}
+
+/// The moment of this process's clock at which the kernel stamped a datagram (`SO_TIMESTAMPNS`,
+/// the realtime clock): now, less the time since the stamp.
+fn arrival(stamp: &nix::sys::time::TimeSpec) -> Instant {
+    let stamped = std::time::UNIX_EPOCH
+        + Duration::new(stamp.tv_sec().max(0) as u64, stamp.tv_nsec().max(0) as u32);
+    let age = std::time::SystemTime::now()
+        .duration_since(stamped)
+        .unwrap_or_default();
+    let now = Instant::now();
+    now.checked_sub(age).unwrap_or(now)
 }
 
 /// One datagram.
 fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received> {
     let mut iov = [IoSliceMut::new(buf)];
-    let mut cmsg = nix::cmsg_space!(libc::sockaddr_in6, libc::in6_pktinfo, libc::c_int);
+    let mut cmsg = nix::cmsg_space!(
+        libc::sockaddr_in6,
+        libc::in6_pktinfo,
+        libc::c_int,
+        libc::timespec
+    );
     let msg = socket::recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), MsgFlags::empty())?;
     let peer = msg
         .address
@@ -143,7 +165,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
                 })
         })
         .ok_or_else(|| std::io::Error::other("a datagram without a sender"))?;
-    let (mut dst, mut ifindex, mut dscp) = (None, None, None);
+    let (mut dst, mut ifindex, mut dscp, mut at) = (None, None, None, None);
     for c in msg.cmsgs()? {
         match c {
             ControlMessageOwned::Ipv4OrigDstAddr(a) => {
@@ -163,6 +185,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
             // The upper six bits of the TOS byte or traffic class.
             ControlMessageOwned::Ipv4Tos(t) => dscp = Some(t >> 2),
             ControlMessageOwned::Ipv6TClass(t) => dscp = Some(((t & 0xff) >> 2) as u8),
+            ControlMessageOwned::ScmTimestampns(ts) => at = Some(arrival(&ts)),
             _ => {}
         }
     }
@@ -174,6 +197,7 @@ fn recv_one(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<Received>
         dst,
         ifindex,
         dscp,
+        at: at.unwrap_or_else(Instant::now),
     })
 }
 
@@ -183,6 +207,7 @@ struct Queued {
     dst: SocketAddr,
     payload: Vec<u8>,
     dscp: Option<u8>,
+    at: Instant,
     _bytes: Ticket,
 }
 
@@ -195,6 +220,9 @@ impl crate::proxy::carry::plane::Outgoing for Queued {
     }
     fn dscp(&self) -> Option<u8> {
         self.dscp
+    }
+    fn received(&self) -> Option<Instant> {
+        Some(self.at)
     }
 }
 
@@ -371,7 +399,7 @@ impl Datagrams {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            self.datagram(payload, d.dscp, peer, dst, iface);
+            self.datagram(payload, d.dscp, d.at, peer, dst, iface);
         }
     }
 
@@ -431,6 +459,7 @@ impl Datagrams {
         self: &Arc<Self>,
         payload: &[u8],
         dscp: Option<u8>,
+        at: Instant,
         peer: SocketAddr,
         dst: SocketAddr,
         iface: Arc<str>,
@@ -472,6 +501,7 @@ impl Datagrams {
                 dst,
                 payload: payload.to_vec(),
                 dscp,
+                at,
                 _bytes: t,
             })
             .ok()
@@ -586,6 +616,23 @@ pub fn log_bounds(d: &Datagrams, tcp: &super::bounds::HostSessions) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel stamp becomes the moment of this process's clock it names: 50 ms ago is
+    /// at least 50 ms before now (and not seconds); a stamp from the future is now.
+    #[test]
+    fn a_kernel_stamp_becomes_the_moment_it_names() {
+        let since_epoch = |t: std::time::SystemTime| {
+            let d = t.duration_since(std::time::UNIX_EPOCH).unwrap();
+            nix::sys::time::TimeSpec::from(d)
+        };
+        let before = std::time::SystemTime::now() - Duration::from_millis(50);
+        let at = arrival(&since_epoch(before));
+        let age = Instant::now().duration_since(at);
+        assert!(age >= Duration::from_millis(50), "{age:?}");
+        assert!(age < Duration::from_secs(5), "{age:?}");
+        let later = std::time::SystemTime::now() + Duration::from_secs(60);
+        assert!(arrival(&since_epoch(later)) <= Instant::now());
+    }
 
     /// As root (TPROXY's IP_TRANSPARENT needs CAP_NET_ADMIN; `make test` runs as root): the
     /// socket holds a burst of [`RCVBUF`] bytes (the kernel reports twice what was set).

@@ -891,6 +891,36 @@ impl Outgoing for Datagram {
     }
 }
 
+/// A datagram with the moment its reader took it from the application's socket, before
+/// any queue: the classifier judges a flow's pacing by it (on a loaded host the carrying
+/// task gets to datagrams late and in bursts).
+pub struct Stamped {
+    pub datagram: Datagram,
+    pub at: Instant,
+}
+
+impl Stamped {
+    /// `datagram`, read now.
+    pub fn now(datagram: Datagram) -> Stamped {
+        Stamped {
+            datagram,
+            at: Instant::now(),
+        }
+    }
+}
+
+impl Outgoing for Stamped {
+    fn dst(&self) -> SocketAddr {
+        self.datagram.addr
+    }
+    fn payload(&self) -> &[u8] {
+        &self.datagram.payload
+    }
+    fn received(&self) -> Option<Instant> {
+        Some(self.at)
+    }
+}
+
 /// Why a carried session ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Ending {

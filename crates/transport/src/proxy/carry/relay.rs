@@ -25,6 +25,7 @@
 use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Metrics, Tally};
+use crate::proxy::carry::plane::Stamped;
 use crate::proxy::socks::AllowList;
 use crate::wire::carry::Datagram;
 use anyhow::Result;
@@ -108,7 +109,7 @@ impl Relay {
     /// Relays the datagrams arriving on `sock` until the task is dropped.
     pub async fn serve(self: Arc<Self>, sock: UdpSocket) -> Result<()> {
         let sock = Arc::new(sock);
-        let mut flows: HashMap<SocketAddr, mpsc::Sender<Datagram>> = HashMap::new();
+        let mut flows: HashMap<SocketAddr, mpsc::Sender<Stamped>> = HashMap::new();
         let mut buf = vec![0u8; 65535];
         loop {
             let (n, peer) = sock.recv_from(&mut buf).await.context("datagram relay")?;
@@ -117,10 +118,10 @@ impl Relay {
                 log::warn!("datagram from {peer}: no destination recorded for it; dropped");
                 continue;
             };
-            let d = Datagram {
+            let d = Stamped::now(Datagram {
                 addr,
                 payload: buf[..n].to_vec(),
-            };
+            });
             flows.retain(|_, tx| !tx.is_closed());
             let tx = flows.entry(peer).or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(QUEUE);
@@ -138,7 +139,7 @@ impl Relay {
     async fn flow(
         self: Arc<Self>,
         peer: SocketAddr,
-        mut rx: mpsc::Receiver<Datagram>,
+        mut rx: mpsc::Receiver<Stamped>,
         sock: Arc<UdpSocket>,
     ) {
         let tally = Tally::begin(self.metrics.as_ref());

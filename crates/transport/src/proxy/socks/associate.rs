@@ -26,6 +26,7 @@ use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{Tally, Wire};
 use crate::ops::stop::StopSignal;
+use crate::proxy::carry::plane::Stamped;
 use crate::proxy::carry::relay::{RelayStats, IDLE};
 use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
 use crate::wire::carry::Datagram;
@@ -141,7 +142,7 @@ pub(crate) async fn associate(
     log::info!("{peer}: SOCKS UDP ASSOCIATE (datagrams from {requested}): relay on {bound}");
     let client = Mutex::new(Client::new(peer.ip(), &requested));
     let stats = RelayStats::default();
-    let (tx, mut rx) = mpsc::channel::<Datagram>(QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Stamped>(QUEUE);
 
     // The application's datagrams, checked and queued for the session.
     let receive = async {
@@ -173,10 +174,10 @@ pub(crate) async fn associate(
                         },
                     data,
                 }) => {
-                    let d = Datagram {
+                    let d = Stamped::now(Datagram {
                         addr: SocketAddr::new(ip, port),
                         payload: data.to_vec(),
-                    };
+                    });
                     if tx.try_send(d).is_err() {
                         stats.dropped.fetch_add(1, Ordering::Relaxed);
                     }

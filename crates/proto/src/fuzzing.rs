@@ -51,18 +51,9 @@ pub fn session_input(data: &[u8]) {
     }
 }
 
-/// Checks the datagram plane ([`crate::dgram`]) on `data`: as a datagram from an attacker's
-/// address (whole, and behind a valid header for the server's receiver id) it is refused,
-/// counted once, and teaches the server no path; then `data` chooses which genuine datagrams
-/// of a client to alter (byte and XOR mask) and in which order to deliver them, twice each.
-/// Every altered datagram is refused with a reason other than "duplicate", every unaltered
-/// one is delivered (or kept as control) once and refused as a replay the second time, and
-/// the server answers only the client's own addresses.
-pub fn datagram_input(data: &[u8]) {
-    use crate::dgram::{wire, DatagramKeys, Dropped, LivenessConfig, Plane};
-    use std::net::SocketAddr;
-    use std::time::Instant;
-
+/// A client's and a server's datagram keys in `suite`, from a fixed key schedule.
+fn datagram_keys(suite: crate::Suite) -> (crate::dgram::DatagramKeys, crate::dgram::DatagramKeys) {
+    use crate::dgram::DatagramKeys;
     let (c2s, s2c) = crate::keys::Schedule::new(
         &crate::keys::Secrets {
             kem: &[0x11; 32],
@@ -73,15 +64,30 @@ pub fn datagram_input(data: &[u8]) {
         b"accept",
     )
     .traffic();
+    (
+        DatagramKeys::client(suite, &c2s, &s2c),
+        DatagramKeys::server(suite, &c2s, &s2c),
+    )
+}
+
+/// Checks the datagram plane ([`crate::dgram`]) on `data`: as a datagram from an attacker's
+/// address (whole, and behind a valid header for the server's receiver id) it is refused,
+/// counted once, and teaches the server no path; then `data` chooses which genuine datagrams
+/// of a client to alter (byte and XOR mask) and in which order to deliver them, twice each.
+/// Every altered datagram is refused with a reason other than "duplicate", every unaltered
+/// one is delivered (or kept as control) once and refused as a replay the second time, and
+/// the server answers only the client's own addresses.
+pub fn datagram_input(data: &[u8]) {
+    use crate::dgram::{wire, Dropped, LivenessConfig, Plane};
+    use std::net::SocketAddr;
+    use std::time::Instant;
+
     let suite = if data.first().is_some_and(|b| b & 1 == 1) {
         crate::Suite::ChaCha20
     } else {
         crate::Suite::Aes128
     };
-    let (ck, sk) = (
-        DatagramKeys::client(suite, &c2s, &s2c),
-        DatagramKeys::server(suite, &c2s, &s2c),
-    );
+    let (ck, sk) = datagram_keys(suite);
     const C_ID: u32 = 0x0c11_e000;
     const S_ID: u32 = 0x05e5_0000;
     let now = Instant::now();
@@ -197,22 +203,11 @@ pub fn datagram_input(data: &[u8]) {
 /// arrival is a replay) and refused if altered, with the flow's address.
 pub fn compact_input(data: &[u8]) {
     use crate::dgram::Sealer;
-    use crate::dgram::{compact, DatagramKeys, Delivered, Dropped, LivenessConfig, Plane};
+    use crate::dgram::{compact, Delivered, Dropped, LivenessConfig, Plane};
     use std::net::SocketAddr;
     use std::time::Instant;
 
-    let (c2s, s2c) = crate::keys::Schedule::new(
-        &crate::keys::Secrets {
-            kem: &[0x44; 32],
-            dh: &[0x55; 32],
-            r_c: &[0x66; 32],
-        },
-        b"hello",
-        b"accept",
-    )
-    .traffic();
-    let ck = DatagramKeys::client(crate::Suite::Aes128, &c2s, &s2c);
-    let sk = DatagramKeys::server(crate::Suite::Aes128, &c2s, &s2c);
+    let (ck, sk) = datagram_keys(crate::Suite::Aes128);
     const C_ID: u32 = 0x00_c11e;
     const S_ID: u32 = 0x5e_0000;
     let now = Instant::now();

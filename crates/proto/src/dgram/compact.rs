@@ -137,15 +137,20 @@ struct EpochKey {
 pub struct Unauthentic;
 
 impl CompactKeys {
-    /// The outgoing direction's compact keys: AES-128-GCM sessions only (no standard
-    /// truncates ChaCha20-Poly1305's tag).
+    /// Whether a session with `keys` has compact keys: AES-128-GCM sessions only (no
+    /// standard truncates ChaCha20-Poly1305's tag).
+    pub fn available(keys: &DatagramKeys) -> bool {
+        keys.suite() == Suite::Aes128
+    }
+
+    /// The outgoing direction's compact keys, where [`CompactKeys::available`].
     pub fn sending(keys: &DatagramKeys) -> Option<CompactKeys> {
-        (keys.suite() == Suite::Aes128).then(|| CompactKeys::new(keys.expose_send()))
+        Self::available(keys).then(|| CompactKeys::new(keys.expose_send()))
     }
 
     /// The incoming direction's compact keys, as [`CompactKeys::sending`].
     pub fn receiving(keys: &DatagramKeys) -> Option<CompactKeys> {
-        (keys.suite() == Suite::Aes128).then(|| CompactKeys::new(keys.expose_recv()))
+        Self::available(keys).then(|| CompactKeys::new(keys.expose_recv()))
     }
 
     /// The keys of the direction whose datagram secret (`dg_c2s` or `dg_s2c`) is `secret`.

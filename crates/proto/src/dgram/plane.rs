@@ -18,7 +18,7 @@ use super::compact::{self, MAX_FLOWS};
 use super::keys::DatagramKeys;
 use super::path::{AddressMode, LivenessConfig, PathAction, PathTable};
 use super::sched::{Class, Scheduler};
-use super::seal::{Dropped, FlowKey, Opener, Received, SealError, Sealer, Stats};
+use super::seal::{Dropped, FlowKey, Opener, Received, SealError, SealedCopy, Sealer, Stats};
 use super::wire::{Message, PathId, ReceiverId, MAX_FLOW_KEY};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -140,11 +140,7 @@ impl Plane {
         if self.sealer.compact_enabled() {
             return true;
         }
-        let mut sealer_ok = false;
-        if self.opener.enable_compact(keys) {
-            sealer_ok = self.sealer.enable_compact(keys);
-        }
-        sealer_ok
+        self.opener.enable_compact(keys) && self.sealer.enable_compact(keys)
     }
 
     /// Whether compact datagrams are on (negotiated, and not refused by the peer).
@@ -183,6 +179,17 @@ impl Plane {
 
     /// Seals one application datagram of `class` for the paths the scheduler picks.
     pub fn send(&mut self, payload: &[u8], class: Class, now: Instant) -> Result<Sent, SealError> {
+        self.send_with(class, now, |sealer, ids| sealer.seal_copies(ids, payload))
+    }
+
+    /// One application datagram of `class`: the paths the scheduler picks (those with an
+    /// address), sealed by `seal` for their ids, each copy counted as sent on its path.
+    fn send_with(
+        &mut self,
+        class: Class,
+        now: Instant,
+        seal: impl FnOnce(&mut Sealer, &[PathId]) -> Result<(u64, Vec<SealedCopy>), SealError>,
+    ) -> Result<Sent, SealError> {
         let route = self.scheduler.route(&self.paths, class);
         let targets: Vec<(PathId, SocketAddr)> = route
             .udp
@@ -190,7 +197,7 @@ impl Plane {
             .filter_map(|&p| Some((p, self.paths.get(p)?.remote()?)))
             .collect();
         let ids: Vec<PathId> = targets.iter().map(|t| t.0).collect();
-        let (seq, copies) = self.sealer.seal_copies(&ids, payload)?;
+        let (seq, copies) = seal(&mut self.sealer, &ids)?;
         let mut udp = Vec::with_capacity(copies.len());
         for ((path, bytes), (_, to)) in copies.into_iter().zip(targets) {
             self.paths.on_sent(path, bytes.len(), now);
@@ -229,34 +236,14 @@ impl Plane {
             None => return self.send(payload, class, now),
         };
         let compact = acked && payload.len() - key_len <= compact::MAX_BODY;
-        let route = self.scheduler.route(&self.paths, class);
-        let targets: Vec<(PathId, SocketAddr)> = route
-            .udp
-            .iter()
-            .filter_map(|&p| Some((p, self.paths.get(p)?.remote()?)))
-            .collect();
-        let ids: Vec<PathId> = targets.iter().map(|t| t.0).collect();
-        let sealed = match self
-            .sealer
-            .seal_flow_copies(&ids, payload, flow, key_len as u8, compact)
-        {
-            Err(SealError::NotCompact) => {
-                self.sealer
-                    .seal_flow_copies(&ids, payload, flow, key_len as u8, false)
+        let key_len = key_len as u8;
+        self.send_with(class, now, |sealer, ids| {
+            match sealer.seal_flow_copies(ids, payload, flow, key_len, compact) {
+                Err(SealError::NotCompact) => {
+                    sealer.seal_flow_copies(ids, payload, flow, key_len, false)
+                }
+                r => r,
             }
-            r => r,
-        };
-        let (seq, copies) = sealed?;
-        let mut udp = Vec::with_capacity(copies.len());
-        for ((path, bytes), (_, to)) in copies.into_iter().zip(targets) {
-            self.paths.on_sent(path, bytes.len(), now);
-            udp.push(Transmit { path, to, bytes });
-        }
-        self.paths.note_data(now);
-        Ok(Sent {
-            seq,
-            stream: route.stream || udp.is_empty(),
-            udp,
         })
     }
 

@@ -540,12 +540,7 @@ impl Opener {
             .expect("checked above, nothing in between");
         let message = match wire::parse_inner(plain).map_err(Dropped::Malformed)? {
             Inner::Data { seq32, payload } => {
-                let seq = self.seqs.widen(seq32);
-                self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
-                    path: h.path,
-                    counter: Some(h.counter),
-                    seq,
-                })?;
+                let seq = self.accept_data(&h, seq32)?;
                 Received::Data {
                     seq,
                     payload,
@@ -568,12 +563,7 @@ impl Opener {
                     Some(_) => {}
                     None => *slot = Some(key),
                 }
-                let seq = self.seqs.widen(seq32);
-                self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
-                    path: h.path,
-                    counter: Some(h.counter),
-                    seq,
-                })?;
+                let seq = self.accept_data(&h, seq32)?;
                 Received::Data {
                     seq,
                     payload,
@@ -592,6 +582,18 @@ impl Opener {
             counter: Some(h.counter),
             message,
         })
+    }
+
+    /// The data sequence number whose low 32 bits a full datagram with header `h` carries,
+    /// marked in the duplicate window; a copy already delivered is a duplicate.
+    fn accept_data(&mut self, h: &Header, seq32: u32) -> Result<u64, Dropped> {
+        let seq = self.seqs.widen(seq32);
+        self.seqs.accept(seq).map_err(|_| Dropped::Duplicate {
+            path: h.path,
+            counter: Some(h.counter),
+            seq,
+        })?;
+        Ok(seq)
     }
 
     /// A compact datagram: the header, the receiver id, the failure limit, its path's replay

@@ -358,7 +358,7 @@ pub fn answer(
 /// version 1 offer (whose answer has no such byte).
 fn compact_for(offer: &PlaneOffer, keys: &DatagramKeys) -> Option<bool> {
     (offer.version >= 2).then(|| {
-        nena_proto::dgram::compact::CompactKeys::sending(keys).is_some()
+        nena_proto::dgram::compact::CompactKeys::available(keys)
             && offer.receiver <= nena_proto::dgram::compact::MAX_RECEIVER
     })
 }

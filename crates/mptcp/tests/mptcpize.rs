@@ -1,41 +1,17 @@
 //! Root test of `nena_mptcp::mptcpize`: a child that installed the filter gets MPTCP sockets
 //! for its `socket(AF_INET, SOCK_STREAM, 0)`, counted by the parent's `Mptcpizer`; once the
-//! `Mptcpizer` is dropped its thread has ended. The child is this test binary itself, run
-//! again with `MPTCPIZE_CHILD` set (it exits with the protocol of the socket it made).
+//! `Mptcpizer` is dropped its thread has ended. The child is python3 (as `nena run`'s CMD
+//! would be), which makes one TCP socket and exits with whether the kernel made it MPTCP.
 
 use nena_mptcp::mptcpize::{pair, Mptcpizer};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-const CHILD: &str = "MPTCPIZE_CHILD";
-
-/// In the child: one TCP socket, exit status 0 when it is MPTCP (SO_PROTOCOL), 1 when not,
-/// 2 when it cannot be created.
-#[test]
-fn child_makes_a_socket() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    // SAFETY: plain system calls on a socket of our own.
-    let code = unsafe {
-        let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        if s < 0 {
-            2
-        } else {
-            let mut proto: libc::c_int = 0;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            libc::getsockopt(
-                s,
-                libc::SOL_SOCKET,
-                libc::SO_PROTOCOL,
-                (&mut proto as *mut libc::c_int).cast(),
-                &mut len,
-            );
-            i32::from(proto != libc::IPPROTO_MPTCP)
-        }
-    };
-    std::process::exit(code);
-}
+/// The child: one TCP socket (`socket.socket()`: AF_INET, SOCK_STREAM | SOCK_CLOEXEC,
+/// protocol 0); exit status 0 when it is MPTCP (SO_PROTOCOL 262), 1 when not.
+const CHILD: &str = "import socket, sys\n\
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n\
+sys.exit(0 if s.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL) == 262 else 1)\n";
 
 fn mptcp_available() -> bool {
     // SAFETY: a socket we close at once.
@@ -51,17 +27,23 @@ fn mptcp_available() -> bool {
 
 #[test]
 fn a_filtered_childs_tcp_socket_is_mptcp() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
     if !mptcp_available() {
         eprintln!("skipped: no MPTCP sockets in this namespace");
         return;
     }
     let (parent, child) = pair().unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_makes_a_socket", "--test-threads=1"])
-        .env(CHILD, "1");
+    // Not blind: without the filter the same child's socket is plain TCP.
+    let plain = Command::new("python3")
+        .args(["-c", CHILD])
+        .status()
+        .unwrap();
+    assert_eq!(
+        plain.code(),
+        Some(1),
+        "an unfiltered socket was already MPTCP"
+    );
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", CHILD]);
     // SAFETY: install() makes only system calls (seccomp, sendmsg, close, prctl).
     unsafe {
         cmd.pre_exec(move || child.install());
@@ -87,9 +69,6 @@ impl Drop for Reap {
 
 #[test]
 fn dropping_an_mptcpizer_while_its_child_runs_ends_its_thread() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
     let (parent, child) = pair().unwrap();
     let mut cmd = Command::new("sleep");
     cmd.arg("30");

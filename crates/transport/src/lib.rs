@@ -28,8 +28,9 @@
 //!   `transfer`) and of the scenario runner.
 //! - [`printable`]: text from a peer with its control characters escaped, for printing.
 //! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
-//! - `testing` (with the `testing` feature, or in this crate's tests): load helpers for the
-//!   integration tests and `nena bench sessions` (echo target, many sessions), and
+//! - [`load`]: the echo target and per-session payloads of `nena bench sessions`.
+//! - `testing` (with the `testing` feature, or in this crate's tests; never in the release
+//!   binary): load helpers for the integration tests (many sessions at once), and
 //!   `testing::pair`: a client and a server session joined in memory after the real
 //!   handshake, with a tap on the wire, for the proxy's sessions tested without root.
 
@@ -38,6 +39,7 @@ pub mod conn;
 pub mod copy;
 pub mod error;
 pub mod handshake;
+pub mod load;
 pub mod low_water;
 pub mod msg_error;
 pub mod ops;

@@ -1,6 +1,7 @@
 //! The repository's own checks, in a test binary apart from the product's tests
 //! (`tests/cli/`): the documents against the code and each other ([`architecture`],
-//! [`docs`]), no cycle of references between a crate's source files ([`module_cycles`]),
+//! [`docs`]), no cycle of references between a crate's source files ([`module_cycles`]), references
+//! only down nena-transport's layers ([`layers`]),
 //! and the Debian package installed on a clean root ([`package_deb`], root, minutes).
 //! `make test` runs them with the rest (`cargo test --workspace`); alone:
 //! `cargo test --release -p nena --test meta`, one module with `... --test meta MODULE::`.
@@ -12,5 +13,6 @@ mod harness;
 
 mod architecture;
 mod docs;
+mod layers;
 mod module_cycles;
 mod package_deb;

@@ -481,7 +481,7 @@ impl Crate {
     }
 }
 
-fn crate_roots(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn crate_roots(root: &Path) -> Vec<PathBuf> {
     let mut roots = Vec::new();
     let mut crates: Vec<_> = std::fs::read_dir(root.join("crates"))
         .expect("crates/")
@@ -507,9 +507,12 @@ fn crate_roots(root: &Path) -> Vec<PathBuf> {
     roots
 }
 
-/// Every cycle of the file graph of the crate rooted at `root_file`, each as its steps
-/// `a.rs:LINE (path) -> b.rs`.
-fn cycles(root_file: &Path, base: &Path) -> (usize, Vec<Vec<String>>) {
+/// The references between the files of the crate rooted at `root_file`: every source file
+/// of it, and per file the files it refers to, each with the first reference that makes the
+/// edge (`a.rs:LINE (path)`, relative to `base`).
+pub(crate) type Edges = BTreeMap<PathBuf, BTreeMap<PathBuf, String>>;
+
+pub(crate) fn file_edges(root_file: &Path, base: &Path) -> (Vec<PathBuf>, Edges) {
     let mut krate = Crate {
         modules: BTreeMap::new(),
         refs: Vec::new(),
@@ -541,7 +544,6 @@ fn cycles(root_file: &Path, base: &Path) -> (usize, Vec<Vec<String>>) {
                 .or_insert_with(|| format!("{}:{} ({})", rel(file), r.line, r.path.join("::")));
         }
     }
-    // Tarjan's strongly connected components.
     let nodes: Vec<PathBuf> = krate
         .modules
         .values()
@@ -549,6 +551,14 @@ fn cycles(root_file: &Path, base: &Path) -> (usize, Vec<Vec<String>>) {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    (nodes, edges)
+}
+
+/// Every cycle of the file graph of the crate rooted at `root_file`, each as its steps
+/// `a.rs:LINE (path) -> b.rs`.
+fn cycles(root_file: &Path, base: &Path) -> (usize, Vec<Vec<String>>) {
+    let (nodes, edges) = file_edges(root_file, base);
+    // Tarjan's strongly connected components.
     let idx: HashMap<&PathBuf, usize> = nodes.iter().enumerate().map(|(i, n)| (n, i)).collect();
     let adj: Vec<Vec<usize>> = nodes
         .iter()

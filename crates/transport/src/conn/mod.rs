@@ -19,13 +19,14 @@
 //! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).//!
 //! The parts: [`client`] and [`server`] (opening sessions), [`mpc`] (kato-mpc),
 //! [`socket`] (a socket as protected halves), [`subflows`] (bytes per subflow), [`sessions`]
-//! (the accept loop).
+//! (the accept loop), [`stop`] (the signals and the switch that stop it cleanly).
 
 pub mod client;
 pub mod mpc;
 pub mod server;
 pub mod sessions;
 pub mod socket;
+pub mod stop;
 pub mod subflows;
 
 pub use client::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END_WITHIN};

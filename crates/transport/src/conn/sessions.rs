@@ -22,7 +22,7 @@ where
 {
     let max = u32::try_from(max_sessions.max(1)).unwrap_or(u32::MAX >> 3);
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max as usize));
-    let stop = crate::ops::stop::interrupted();
+    let stop = crate::conn::stop::interrupted();
     tokio::pin!(stop);
     loop {
         // A free slot, then a connection; the signals are watched through both waits (all
@@ -75,7 +75,7 @@ impl Sessions {
     /// After the accept loop stopped: the running sessions get `grace` to end (a second
     /// SIGINT/SIGTERM cuts it short); then `switch` tells those left to abort, and they get
     /// [`ABORT_NOTICE`] to do so (tell or reset their peers) before this returns.
-    pub async fn wind_down(&self, grace: Duration, switch: &crate::ops::stop::StopSwitch) {
+    pub async fn wind_down(&self, grace: Duration, switch: &crate::conn::stop::StopSwitch) {
         if self.running() > 0 {
             log::info!(
                 "{} session(s) in progress: {grace:?} to finish",
@@ -84,7 +84,7 @@ impl Sessions {
         }
         let finished = tokio::select! {
             r = tokio::time::timeout(grace, self.all_done()) => r.is_ok(),
-            sig = crate::ops::stop::interrupted() => {
+            sig = crate::conn::stop::interrupted() => {
                 if let Ok(sig) = sig {
                     log::info!("{sig}: not waiting any longer");
                 }

@@ -9,30 +9,7 @@ use crate::units::human;
 use crate::wire::{AccessToken, Reply, Request, RequestMsg, Status};
 use std::sync::{Arc, Mutex};
 
-/// A session the server ended with an error reply: the reply's status (what the session
-/// counts as in `--metrics`) and the line the server logs.
-#[derive(Debug)]
-pub struct ErrorReply {
-    pub status: Status,
-    pub log: String,
-}
-
-impl ErrorReply {
-    pub fn new(status: Status, log: impl Into<String>) -> ErrorReply {
-        ErrorReply {
-            status,
-            log: log.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorReply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.log)
-    }
-}
-
-impl std::error::Error for ErrorReply {}
+pub use crate::error::ErrorReply;
 
 /// Which file operations a server allows (perf tests are always allowed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

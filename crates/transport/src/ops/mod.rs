@@ -3,4 +3,5 @@
 
 pub mod access;
 pub mod metrics;
-pub mod stop;
+/// How a server stops cleanly: [`crate::conn::stop`], where its accept loop waits on it.
+pub use crate::conn::stop;

@@ -222,9 +222,7 @@ where
 }
 
 /// Whether `e` is a session aborted by [`ShuttingDown`].
-pub(crate) fn is_shutting_down(e: &std::io::Error) -> bool {
-    e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
-}
+pub(crate) use crate::error::ends::is_shutting_down;
 
 /// Whether `relayed` ended in [`ShuttingDown`].
 pub(crate) fn stopped(relayed: &std::io::Result<Bridged>) -> bool {

@@ -356,7 +356,7 @@ async fn carry(
     let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
     let paths = crate::app::client::Paths::of(&c);
     let split = paths.describe();
-    tally.wire(Wire::of_client(&paths, &c));
+    tally.wire(Wire::of_client(&paths.subflows, &c));
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }

@@ -45,7 +45,8 @@
 pub mod bridge;
 pub mod carry;
 pub mod client;
-pub mod ends;
+/// How proxy sessions end when they do not end well: [`crate::error::ends`].
+pub use crate::error::ends;
 pub mod gateway;
 pub mod listen;
 mod open;

@@ -1,11 +1,13 @@
-//! Load helpers for the integration tests (and for trying a proxy by hand): a plain-TCP echo
-//! target, and a client that holds many sessions open at once and checks every byte that
-//! comes back. Both create their sockets in the calling thread's network namespace, so a
+//! Load helpers for the integration tests (and for trying a proxy by hand): the plain-TCP
+//! echo target and payloads of [`crate::load`], and a client that holds many sessions open
+//! at once and checks every byte that comes back. Both create their sockets in the calling thread's network namespace, so a
 //! test can run them on a thread inside a lab host. And [`pair`]: a client and a server
 //! session joined in memory, for the proxy's sessions tested without sockets or root; and
 //! [`subflow`], one subflow's counters as a test writes them.
 
 pub mod pair;
+
+pub use crate::load::{echo_server, session_payload};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -14,57 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// Serve an echo on `addr` (plain TCP) for at most `lifetime`: every connection gets back what
-/// it sent, and its direction is closed (half-close) once the client closed its own.
-/// `ready` is called once the listener is bound.
-pub fn echo_server(addr: SocketAddr, lifetime: Duration, ready: impl FnOnce()) -> Result<()> {
-    crate::conn::raise_nofile_limit();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let l = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("echo: cannot bind {addr}"))?;
-        ready();
-        let serve = async {
-            loop {
-                let (s, _) = match l.accept().await {
-                    Ok(x) => x,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                tokio::spawn(async move {
-                    let (mut r, mut w) = s.into_split();
-                    let _ = tokio::io::copy(&mut r, &mut w).await;
-                    let _ = w.shutdown().await;
-                });
-            }
-        };
-        tokio::select! {
-            () = serve => {},
-            () = tokio::time::sleep(lifetime) => {},
-        }
-        Ok(())
-    })
-}
-
-/// The payload of session `i`: distinct per session so crossed streams are caught.
-pub fn session_payload(i: usize, len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use tokio::net::TcpStream;
 
 /// What [`load`] saw.
 #[derive(Debug, Clone, Serialize)]

@@ -122,7 +122,7 @@ pub enum WireError {
     #[error("not a connect request (op {0:#04x})")]
     NotConnect(u8),
     #[error("bad destination in the connect request: {0}")]
-    BadTarget(crate::proxy::socks::SocksError),
+    BadTarget(crate::wire::target::SocksError),
     #[error("unknown connect reply code {0}")]
     BadConnectCode(u8),
     #[error("a DNS message of {0} bytes, shorter than a DNS header")]
@@ -568,6 +568,7 @@ pub const OP_DATAGRAM_PLANE: u8 = 8;
 
 pub mod carry;
 pub mod plane;
+pub mod target;
 
 /// What a proxy session carries once open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -588,7 +589,7 @@ pub enum Service {
 pub struct ConnectRequest {
     /// `None`: the proxy server's `--forward` target (op 5); always `None` for
     /// [`Service::Dns`] and [`Service::Datagram`] (not encoded).
-    pub target: Option<crate::proxy::socks::Target>,
+    pub target: Option<crate::wire::target::Target>,
     pub token: Option<AccessToken>,
     /// What the session carries: a stream (ops 4, 5), DNS (op 6) or datagrams (op 7).
     pub service: Service,
@@ -598,7 +599,7 @@ pub struct ConnectRequest {
 
 impl ConnectRequest {
     /// A request for `target` without a token.
-    pub fn to(target: crate::proxy::socks::Target) -> Self {
+    pub fn to(target: crate::wire::target::Target) -> Self {
         ConnectRequest {
             target: Some(target),
             token: None,
@@ -678,7 +679,7 @@ impl ConnectRequest {
                 at,
             )));
         }
-        match crate::proxy::socks::Target::decode(&buf[at..]) {
+        match crate::wire::target::Target::decode(&buf[at..]) {
             Ok(Some((target, used))) => Ok(Some((
                 ConnectRequest {
                     target: Some(target),
@@ -731,7 +732,7 @@ impl ConnectRequest {
 /// The proxy server's answer to a [`ConnectRequest`]: a SOCKS5 reply code and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectReply {
-    pub code: crate::proxy::socks::Rep,
+    pub code: crate::wire::target::Rep,
     pub msg: String,
 }
 
@@ -748,7 +749,7 @@ impl ConnectReply {
         let Some(&c) = buf.first() else {
             return Ok(None);
         };
-        let code = crate::proxy::socks::Rep::from_u8(c).ok_or(WireError::BadConnectCode(c))?;
+        let code = crate::wire::target::Rep::from_u8(c).ok_or(WireError::BadConnectCode(c))?;
         let Some(&len) = buf.get(1) else {
             return Ok(None);
         };

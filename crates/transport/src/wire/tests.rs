@@ -12,7 +12,7 @@ use proptest::prelude::*;
 /// and so is a request under another session's key or one without its tag.
 #[test]
 fn a_rewritten_connect_request_is_refused() {
-    use crate::proxy::socks::{Host, Target};
+    use crate::wire::target::{Host, Target};
     let key = [0x5au8; 32];
     let req = ConnectRequest::to(Target {
         host: Host::Ip("198.18.3.2".parse().unwrap()),
@@ -70,7 +70,7 @@ fn a_rewritten_connect_request_is_refused() {
 /// neither kind is taken for the other or for a file request.
 #[test]
 fn forward_requests_and_tokens_roundtrip_under_the_tag() {
-    use crate::proxy::socks::{Host, Target};
+    use crate::wire::target::{Host, Target};
     let key = [0x33u8; 32];
     let token = AccessToken::new(b"0123456789abcdef-token".to_vec()).unwrap();
     let target = Target {
@@ -222,7 +222,7 @@ fn older_versions_are_refused_clearly() {
 
 #[test]
 fn connect_roundtrip_and_errors() {
-    use crate::proxy::socks::{Host, Rep, SocksError, Target};
+    use crate::wire::target::{Host, Rep, SocksError, Target};
     for target in [
         Target {
             host: Host::Ip("198.18.3.2".parse().unwrap()),
@@ -452,7 +452,7 @@ fn peer_messages_lose_their_terminal_escapes() {
     let (r, _) = Reply::decode(&enc).unwrap().unwrap();
     assert_eq!(r.msg, "\\u{1b}[2J\\u{1b}]0;owned\\u{7}done");
     let enc = ConnectReply {
-        code: crate::proxy::socks::Rep::NotAllowed,
+        code: crate::wire::target::Rep::NotAllowed,
         msg: evil.into(),
     }
     .encode();

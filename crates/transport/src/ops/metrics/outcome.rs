@@ -77,8 +77,8 @@ impl Outcome {
 }
 
 /// The cause label of a proxy server's refusal (its SOCKS reply code and reason).
-pub fn refusal_cause(code: crate::proxy::socks::Rep, msg: &str) -> &'static str {
-    use crate::proxy::socks::Rep;
+pub fn refusal_cause(code: crate::wire::target::Rep, msg: &str) -> &'static str {
+    use crate::wire::target::Rep;
     if msg == crate::ops::access::DENIED {
         return "access_denied";
     }

@@ -31,14 +31,18 @@ impl Wire {
         Wire::of_subflows(named, fd, 0)
     }
 
-    /// The client's view: each subflow of `paths` (the report it logs) by its trust class.
-    pub fn of_client(paths: &crate::app::client::Paths, c: &crate::conn::ClientConn) -> Wire {
-        let named = paths.subflows.iter().map(|s| {
+    /// The client's view: each subflow of the report it logs (`Paths::subflows`) by its
+    /// trust class.
+    pub fn of_client(
+        subflows: &[nena_mptcp::ClassifiedSubflow],
+        c: &crate::conn::ClientConn,
+    ) -> Wire {
+        let named = subflows.iter().map(|s| {
             let name = s.trust.label().to_string();
             (name, s.subflow.bytes_acked, s.subflow.bytes_received)
         });
         let mut w = Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries());
-        w.ifaces = by_iface(&paths.subflows);
+        w.ifaces = by_iface(subflows);
         w
     }
 

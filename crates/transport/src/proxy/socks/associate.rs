@@ -265,7 +265,7 @@ pub(crate) async fn associate(
         });
         let c = &session.conn;
         let paths = Paths::of(c);
-        tally.wire(Wire::of_client(&paths, c));
+        tally.wire(Wire::of_client(&paths.subflows, c));
         ended
             .map(|why| {
                 Some(format!(

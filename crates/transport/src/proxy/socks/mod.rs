@@ -25,10 +25,12 @@ pub mod allow;
 pub(crate) mod associate;
 pub mod fuzzing;
 pub mod handshake;
-pub mod message;
 #[cfg(test)]
 mod tests;
 pub mod udp;
+
+/// The messages both sides share: the wire's ([`crate::wire::target`]).
+pub use crate::wire::target as message;
 
 pub use allow::{AllowList, AllowRule};
 pub use handshake::{Command, Handshake, Progress, Users};

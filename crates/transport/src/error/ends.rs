@@ -1,9 +1,9 @@
 //! How proxy sessions end when they do not end well, as typed errors that the logs print and
 //! `--metrics` tells apart (crate::ops::metrics::Outcome): the proxy server's refusal as it logs
-//! it, the refusal as the proxy client reads it, and the abort of a stopping proxy. A leaf:
-//! the proxy and the metrics both use it.
+//! it, the refusal as the proxy client reads it, and the abort of a stopping proxy. Causes of
+//! [`crate::Error`], below the proxy that raises them (which re-exports them as `proxy::ends`).
 
-use crate::proxy::socks::Rep;
+use crate::wire::target::Rep;
 use crate::wire::ConnectReply;
 
 /// The proxy server's refusal of a session, as it logs it (the client was sent `code`
@@ -51,3 +51,8 @@ impl std::fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+/// Whether an I/O error is a stopping proxy's [`ShuttingDown`].
+pub(crate) fn is_shutting_down(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|x| x.is::<ShuttingDown>())
+}

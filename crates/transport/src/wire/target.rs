@@ -1,6 +1,9 @@
-//! The SOCKS5 messages both sides share (RFC 1928): the protocol's constants, the reply
-//! codes ([`Rep`]), a requested destination ([`Target`]) and its encoding, how an exchange
-//! fails ([`SocksError`]) and the reply the proxy client sends ([`reply`]).
+//! Destinations and reply codes as a session carries them, in SOCKS5's encoding (RFC 1928),
+//! which the wire reuses so that the proxy client passes a SOCKS request's bytes on as they
+//! came: the protocol's constants, the reply codes ([`Rep`]), a requested destination
+//! ([`Target`]) and its encoding, how an exchange fails ([`SocksError`]) and the reply the
+//! proxy client sends ([`reply`]). The SOCKS5 proxy ([`crate::proxy::socks`]) re-exports
+//! them as its `message`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use thiserror::Error;

@@ -20,9 +20,13 @@
 //! source are written out rather than derived with thiserror: a derived Display prints one
 //! level whatever the `#` flag, and a transparent variant would print its chain twice.)
 
+pub mod ends;
+mod reply;
+
+pub use ends::{Refused, Refusing, ShuttingDown};
+pub use reply::ErrorReply;
+
 use crate::msg_error::{session_error_of, MsgError};
-use crate::ops::access::ErrorReply;
-use crate::proxy::ends::{Refused, Refusing, ShuttingDown};
 use nena_proto::{HandshakeError, SessionError};
 use std::fmt;
 use std::io;
@@ -158,7 +162,7 @@ impl From<io::Error> for Error {
         if let Some(se) = session_error_of(&e) {
             return Error::Session(se.clone());
         }
-        if crate::proxy::bridge::is_shutting_down(&e) {
+        if ends::is_shutting_down(&e) {
             return Error::ShuttingDown(ShuttingDown);
         }
         Error::Io(e)

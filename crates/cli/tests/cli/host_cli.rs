@@ -771,12 +771,18 @@ fn the_gateway_units_sandbox_lets_the_first_flight_hold_load() {
     let state = dir.join("state");
     std::fs::create_dir(&state).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The binary as the unprivileged user can run it: a copy in the scratch directory (a
+    // clone in a directory only root can enter, as root's 0700 home is, keeps target/ from
+    // uid 65534).
+    let nena = dir.join("nena");
+    std::fs::copy(NENA, &nena).unwrap();
+    std::fs::set_permissions(&nena, std::fs::Permissions::from_mode(0o755)).unwrap();
     let netns = format!("/run/netns/{}", lab.netns(nena_lab::Host::Client));
     let send = |caps: &str, name: &str| {
         let mut argv = vec![
             "env".to_string(),
             format!("XDG_STATE_HOME={}", state.display()),
-            NENA.to_string(),
+            nena.display().to_string(),
             "send".into(),
             f.display().to_string(),
             "--name".into(),

@@ -1,7 +1,8 @@
 //! The blocking driver of the gate's wait for the first flight's data-level ACK: between
 //! two steps it waits ([`Kernel::wait`]: `ppoll(2)` on the path-manager event socket and on
 //! the connection itself, whose peer's first bytes come with a DATA_ACK; the simulator's
-//! virtual clock), bounded by the [`Backoff`] pause and the deadline. For threads that may block (tests, simple tools); async code uses
+//! virtual clock), bounded by the [`Backoff`] pause and the deadline. For threads that may
+//! block (tests, simple tools, the simulator); async code uses
 //! [`Gate::wait_first_flight_acked_async`].
 
 use super::{Backoff, Gate, Kernel};

@@ -1,7 +1,7 @@
-//! The driver's first-flight decisions that are not the machine's verdicts, sans-IO: when
-//! to withdraw untrusted subflows ([`FlightClock`]; the machine's [`GateMachine::withdraw_due`]), which
-//! premature subflows to close before the first flight ([`premature`]), the pause between
-//! two looks ([`Backoff`]), and what the driver says when it closes a subflow.
+//! The first flight's decisions besides the machine's, sans-IO: when its guard runs out
+//! ([`FlightClock`], for the machine's [`GateMachine::withdraw_due`]), which premature
+//! subflows to close before it is written ([`premature`]), the pause between two looks
+//! ([`Backoff`]), and what the driver says when it closes a subflow or refuses.
 
 use super::{GateMachine, Snapshot, SubflowSnapshot};
 use crate::sockopt::SubflowInfo;

@@ -2,12 +2,12 @@
 //! [`GateMachine`] ([`machine`]: the verdicts and refusals, which subflows to withdraw and
 //! when, which to close on an exit that is not a proceed), the first flight's clock and
 //! pauses ([`flight`]) and the release's plan ([`release`]). [`Gate`] is their driver over a
-//! [`Kernel`] ([`kernel`]): it reads the snapshots (`MPTCP_INFO`, `MPTCP_FULL_INFO`,
-//! [`read`]), drains the path-manager events, feeds them to the machine, and carries out
-//! what it answers (close a subflow, end or keep the hold, make the close abortive, fast
-//! close, register with the recovery service, `SUBFLOW_CREATE` for the userspace PM). The
-//! production kernel is [`SysKernel`]; the simulator (`tests/sim`) implements [`Kernel`]
-//! too and drives this very code.
+//! [`Kernel`] ([`kernel`]): it reads the snapshots (`MPTCP_INFO`, `MPTCP_FULL_INFO`:
+//! `read.rs`), drains the path-manager events, feeds them to the machine, and carries out
+//! what it answers (`steps.rs`: close a subflow, end or keep the hold, make the close
+//! abortive, fast close, register with the recovery service, `SUBFLOW_CREATE` for the
+//! userspace PM). The production kernel is [`SysKernel`]; the simulator (`tests/sim`)
+//! implements [`Kernel`] too and drives this very code.
 //!
 //! Waiting for the first flight's data-level ACK comes in two forms over the same steps:
 //! blocking ([`Gate::wait_first_flight_acked`], `blocking.rs`, over [`Kernel::wait`]) and

@@ -1,8 +1,8 @@
 //! The gate driver's steps: each reads the [`Kernel`], feeds the machine and carries out
 //! what the sans-IO code answered (close a subflow, end or keep the hold, make the close
 //! abortive, drop the subscription, fast close, register with the recovery service, open
-//! subflows). The decisions are the machine's ([`GateMachine`]) and its helpers'
-//! ([`flight`], [`release`]).
+//! subflows). The decisions are the machine's ([`GateMachine`](super::GateMachine)) and its
+//! helpers' ([`flight`], [`release`]).
 
 use super::release::{self, Joins, ReleasePlan};
 use super::Verdict;
@@ -63,10 +63,11 @@ impl<K: Kernel> Gate<K> {
         }
     }
 
-    /// Close the untrusted subflows the machine answers ([`GateMachine::withdraw_untrusted`]):
-    /// the first flight is late, an untrusted subflow joined, or (held) one was handed
-    /// payload. One that cannot be closed (`CAP_NET_ADMIN`, `sock_diag` SOCK_DESTROY)
-    /// refuses the connection (and resets it).
+    /// Close the untrusted subflows the machine answers
+    /// ([`GateMachine::withdraw_untrusted`](super::GateMachine::withdraw_untrusted)): the first
+    /// flight is late, an untrusted subflow joined, or (held) one was handed payload. One that
+    /// cannot be closed (`CAP_NET_ADMIN`, `sock_diag` SOCK_DESTROY) refuses the connection (and
+    /// resets it).
     fn withdraw_untrusted(
         &mut self,
         snap: &Snapshot,
@@ -132,21 +133,21 @@ impl<K: Kernel> Gate<K> {
             })
     }
 
-    /// In-kernel PM without the first-flight hold ([`crate::hold`]; a library user that
-    /// provided none): close every subflow from a non-trusted local address that exists
-    /// before the first flight is written. The kernel opens them by itself as soon as the
-    /// connection is fully established, which an ADD_ADDR from the server (a server with a
-    /// `signal` endpoint) makes it before the client has written anything; the default
-    /// scheduler, or a retransmission after a loss on the trusted path, could then put the
-    /// first flight on them. Nothing has been written yet, so closing them loses nothing;
-    /// the in-kernel PM does not open them again, so such a connection stays on its trusted
-    /// subflows (the userspace PM has no such subflows to close: nena opens them itself
-    /// after the first flight). Closing needs `CAP_NET_ADMIN` (`sock_diag` SOCK_DESTROY):
-    /// without it the gate refuses, as before.
+    /// In-kernel PM without the first-flight hold ([`crate::hold`]; a library user that provided
+    /// none): close every subflow from a non-trusted local address that exists before the first
+    /// flight is written. The kernel opens them by itself as soon as the connection is fully
+    /// established, which an ADD_ADDR from the server (a server with a `signal` endpoint) makes it
+    /// before the client has written anything; the default scheduler, or a retransmission after a
+    /// loss on the trusted path, could then put the first flight on them. Nothing has been written
+    /// yet, so closing them loses nothing; the in-kernel PM does not open them again, so such a
+    /// connection stays on its trusted subflows (the userspace PM has no such subflows to close:
+    /// nena opens them itself after the first flight). Closing needs `CAP_NET_ADMIN` (`sock_diag`
+    /// SOCK_DESTROY): without it the gate refuses, as before.
     ///
-    /// Held, they stay ([`GateMachine::closes_premature`]): no payload of the connection
-    /// leaves by an untrusted interface until the release, and one of them that is handed
-    /// any is withdrawn before the release ([`GateMachine::withdraw_due`]).
+    /// Held, they stay ([`GateMachine::closes_premature`](super::GateMachine::closes_premature)):
+    /// no payload of the connection leaves by an untrusted interface until the release, and one of
+    /// them that is handed any is withdrawn before the release
+    /// ([`GateMachine::withdraw_due`](super::GateMachine::withdraw_due)).
     pub(super) fn close_premature(&mut self) -> Result<(), MptcpError> {
         // A closed subflow stays listed until the MPTCP worker unlinks it: wait for that, so
         // that the gate's own check sees no subflow but trusted ones.
@@ -179,13 +180,13 @@ impl<K: Kernel> Gate<K> {
         }
     }
 
-    /// The gate ends without having proceeded (see [`GateMachine::exit_withdrawals`]):
-    /// closes every untrusted subflow of the connection, found by its token through the
-    /// kernel's socket list (so one whose addresses `MPTCP_FULL_INFO` does not give is found
-    /// too), then resets the connection (the kernel's MPTCP fast close: the remaining,
-    /// trusted subflows are reset and the token is gone), and keeps the hold until the
-    /// kernel no longer knows the token ([`crate::hold`]). Closing first keeps the fast
-    /// close's reset off the untrusted paths too.
+    /// The gate ends without having proceeded (see
+    /// [`GateMachine::exit_withdrawals`](super::GateMachine::exit_withdrawals)): closes every
+    /// untrusted subflow of the connection, found by its token through the kernel's socket list (so
+    /// one whose addresses `MPTCP_FULL_INFO` does not give is found too), then resets the
+    /// connection (the kernel's MPTCP fast close: the remaining, trusted subflows are reset and the
+    /// token is gone), and keeps the hold until the kernel no longer knows the token
+    /// ([`crate::hold`]). Closing first keeps the fast close's reset off the untrusted paths too.
     pub(super) fn abandon(&mut self) {
         match self.kernel.sockets_of(self.token) {
             Ok(sockets) => {
@@ -289,10 +290,11 @@ impl<K: Kernel> Gate<K> {
         }
     }
 
-    /// After a step: a refused connection's close resets it (a graceful close would go on
-    /// sending the unacknowledged first flight, on whatever subflow the kernel picks), and
-    /// the subscription goes once it no longer matters ([`GateMachine::keeps_events`]):
-    /// every connection of the namespace would otherwise keep queueing events in it.
+    /// After a step: a refused connection's close resets it (a graceful close would go on sending
+    /// the unacknowledged first flight, on whatever subflow the kernel picks), and the subscription
+    /// goes once it no longer matters
+    /// ([`GateMachine::keeps_events`](super::GateMachine::keeps_events)): every connection of the
+    /// namespace would otherwise keep queueing events in it.
     pub(super) fn settle(&mut self) {
         if self.machine.stage() == Stage::Refused && !self.aborted {
             self.aborted = true;

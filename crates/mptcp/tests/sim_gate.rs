@@ -681,9 +681,57 @@ fn held_connections_withdraw_what_holds_payload_and_keep_the_hold_on_exit() {
     assert!(withdrawn_at(&r, Some(t.flight + 10 * MS)));
 }
 
+/// A join that is listed before its handshake completes (no SUB_ESTABLISHED yet, nothing to
+/// say it joined) is withdrawn once the first flight has waited its guard (half the trusted
+/// subflow's RTO, 100 ms when none is known) without its ACK, at the first look after; with
+/// the ACK in time it stays and is released with the connection.
+#[test]
+fn a_late_first_flight_withdraws_a_join_still_connecting_at_its_guard() {
+    let t = Timing::default();
+    for (rto_us, guard) in [(40_000, 20 * MS), (0, 100 * MS)] {
+        for pm in pm_kinds() {
+            let mut w = World::new(Behaviour {
+                rto_us,
+                ..Behaviour::default()
+            });
+            w.at(
+                t.flight + 5 * MS,
+                Act::Connecting {
+                    local: sa(U, JOIN_PORT),
+                },
+            )
+            .at(t.flight + guard + 50 * MS, Act::Ack(t.len));
+            let r = drive(gate(pm), w, t);
+            assert!(!r.violated);
+            let at = r.first_poll_from(t.flight + guard);
+            assert!(withdrawn_at(&r, at), "{pm:?} rto {rto_us}: {r:?}");
+            assert!(!withdrawn_at(&r, None) || r.world.destroyed.len() == 1);
+            assert_eq!(r.outcome, release(pm, false));
+            // Acked before the guard: it stays.
+            let mut w = World::new(Behaviour {
+                rto_us,
+                ..Behaviour::default()
+            });
+            w.at(
+                t.flight + 5 * MS,
+                Act::Connecting {
+                    local: sa(U, JOIN_PORT),
+                },
+            )
+            .at(t.flight + guard - 2 * MS, Act::Ack(t.len));
+            let r = drive(gate(pm), w, t);
+            assert!(!withdrawn_at(&r, None), "{pm:?} rto {rto_us}: {r:?}");
+            assert_eq!(r.outcome, release(pm, true));
+        }
+    }
+}
+
 fn act() -> impl Strategy<Value = Act> {
     prop_oneof![
         Just(join()),
+        Just(Act::Connecting {
+            local: sa(U, JOIN_PORT)
+        }),
         Just(Act::List {
             local: sa(T2, 41001),
             trusted: true
@@ -738,7 +786,7 @@ proptest! {
         prop_assert!(!matches!(r.outcome, Outcome::Failed(_)), "{:?}", r);
         assert_exit(&r);
         let untrusted = kernel.in_kernel_join.is_some()
-            || acts.iter().any(|(_, a)| matches!(a, Act::List { trusted: false, .. }
+            || acts.iter().any(|(_, a)| matches!(a, Act::List { trusted: false, .. } | Act::Connecting { .. }
                 | Act::Event(_) | Act::Overrun));
         let outage = acts.iter().any(|(_, a)| *a == Act::TrustedDown);
         if !untrusted && !outage {

@@ -53,8 +53,9 @@ pub fn gate(pm: PmKind) -> GateMachine {
 // ---------------------------------------------------------------------------------------
 // The gate's world.
 
-/// `TCP_ESTABLISHED` (`tcpi_state`).
+/// `TCP_ESTABLISHED` and `TCP_SYN_SENT` (`tcpi_state`).
 const TCP_ESTABLISHED: u8 = 1;
+const TCP_SYN_SENT: u8 = 2;
 
 /// A subflow as the kernel knows it.
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct Subflow {
     pub listed: bool,
     /// Closed by the gate (`SOCK_DESTROY`): it sends nothing any more.
     pub destroyed: bool,
+    /// Its handshake is not complete yet (`TCP_SYN_SENT`).
+    pub connecting: bool,
 }
 
 /// What happens in the world at a virtual time. Subflows are named by index: 0 is the
@@ -77,6 +80,11 @@ pub enum Act {
     List {
         local: SocketAddr,
         trusted: bool,
+    },
+    /// A join from `local` appears in `MPTCP_FULL_INFO` with its handshake under way
+    /// (`TCP_SYN_SENT`); it is established (and reported) at its `List`.
+    Connecting {
+        local: SocketAddr,
     },
     /// Subflow `i` sends `n` payload bytes (the kernel's scheduler or a reinjection).
     Send(usize, u64),
@@ -199,6 +207,7 @@ impl World {
                 received: 0,
                 listed: true,
                 destroyed: false,
+                connecting: false,
             }],
             written: 0,
             acked: 0,
@@ -317,6 +326,14 @@ impl World {
                         local: Some(local),
                     });
                 }
+                if let Some(s) = self
+                    .subflows
+                    .iter_mut()
+                    .find(|s| s.local == local && s.connecting && !s.destroyed)
+                {
+                    s.connecting = false;
+                    return;
+                }
                 self.subflows.push(Subflow {
                     local,
                     trusted,
@@ -324,8 +341,18 @@ impl World {
                     received: 0,
                     listed: true,
                     destroyed: false,
+                    connecting: false,
                 })
             }
+            Act::Connecting { local } => self.subflows.push(Subflow {
+                local,
+                trusted: false,
+                sent: 0,
+                received: 0,
+                listed: true,
+                destroyed: false,
+                connecting: true,
+            }),
             Act::Send(i, n) => {
                 if let Some(s) = self
                     .subflows
@@ -464,7 +491,11 @@ impl World {
                 },
                 local: Some(s.local),
                 remote: Some(remote()),
-                state: TCP_ESTABLISHED,
+                state: if s.connecting {
+                    TCP_SYN_SENT
+                } else {
+                    TCP_ESTABLISHED
+                },
                 bytes_sent: s.sent,
                 bytes_received: s.received,
                 rto_us: if s.trusted { self.kernel.rto_us } else { 0 },

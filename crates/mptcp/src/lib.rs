@@ -10,9 +10,12 @@
 //! * [`Gate`] (inside [`Client`] / [`AsyncClient`]) enforces that the handshake and the first
 //!   flight of data go over a trusted subflow and that untrusted subflows carry data only
 //!   after that. Its decisions are the sans-IO [`GateMachine`] ([`gate::machine`]: snapshots
-//!   and path-manager events in, a [`Verdict`] or a typed [`Refusal`] out, unit-tested
-//!   without root); [`Gate`] is the thin driver that reads the kernel and waits, blocking
-//!   ([`connect`], [`Gate::wait_first_flight_acked`]) or on tokio ([`connect_async`],
+//!   and path-manager events in, a [`Verdict`] or a typed [`Refusal`] out, and which
+//!   subflows to withdraw and when, unit-tested without root) and its helpers
+//!   ([`gate::flight`], [`gate::release`]); [`Gate`] is their driver over a
+//!   [`gate::Kernel`] (the real one, [`gate::SysKernel`], or the simulator's in the tests):
+//!   it reads the kernel, carries the decisions out and waits, blocking ([`connect`],
+//!   [`Gate::wait_first_flight_acked`]) or on tokio ([`connect_async`],
 //!   [`Gate::wait_first_flight_acked_async`]).
 //! * [`recovery`]: after a link outage, a released connection gets its subflow on that link
 //!   back (userspace PM: nena re-creates it with `SUBFLOW_CREATE` as soon as the link is
@@ -99,7 +102,7 @@
 //!      then stays (neither refused nor closed) unless the kernel hands it first-flight
 //!      bytes, which the gate sees in its counters and answers by closing it before the
 //!      release; one handed nothing carries data after the release (the argument is in
-//!      `gate/mod.rs`, `poll_step`).
+//!      [`GateMachine::withdraw_due`]).
 //! 4. **Release.** Userspace PM: nena, as the path manager of its own connection, asks the
 //!    kernel (generic netlink `mptcp_pm`, `MPTCP_PM_CMD_SUBFLOW_CREATE`, token from
 //!    `MPTCP_INFO`) for one subflow from every other policy address of the remote's

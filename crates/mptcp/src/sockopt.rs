@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// Connection-level MPTCP state (`struct mptcp_info`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ConnInfo {
     /// Local connection token (what the `mptcp_pm` netlink family calls `token`).
     pub token: u32,
@@ -35,7 +35,7 @@ pub struct ConnInfo {
 }
 
 /// One subflow of an MPTCP connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SubflowInfo {
     /// Per-connection subflow id (the initial subflow is 1; 0 on kernels < 6.5).
     pub id: u32,

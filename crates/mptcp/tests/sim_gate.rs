@@ -1,13 +1,17 @@
-//! The trusted-path-first gate driven through simulated connections on a virtual clock
-//! (`sim/mod.rs`): an untrusted join at every moment relative to the first flight, every
-//! interleaving of a small set of kernel happenings, late and lost ACKs up to and past the
-//! deadline, trusted-link outages, the userspace and in-kernel path managers, and random
-//! schedules. No sockets, no sleeps: timeouts are exact.
+//! The real trusted-path-first gate (`Gate` on the simulated kernel of `sim/mod.rs`) driven
+//! through simulated connections on a virtual clock: an untrusted join at every moment
+//! relative to the first flight, every interleaving of a small set of kernel happenings,
+//! late and lost ACKs up to and past the deadline, trusted-link outages, the userspace and
+//! in-kernel path managers, the first-flight hold and the exits that are not a proceed, and
+//! random schedules. No sockets, no sleeps: timeouts are exact. The driver withdraws
+//! (closes) an untrusted join at its first look unless the first flight is acknowledged
+//! by then, and the in-kernel PM's joins listed before the first flight are closed before
+//! it is written; the expectations say so.
 
 mod sim;
 
-use nena_mptcp::gate::{Backoff, PathEvent, Refusal, Verdict};
-use nena_mptcp::PmKind;
+use nena_mptcp::gate::{Backoff, PathEvent, Refusal};
+use nena_mptcp::{PmKind, ReleaseReport};
 use proptest::prelude::*;
 use sim::*;
 
@@ -47,12 +51,23 @@ fn gone() -> Refusal {
 /// What a release opens: nothing with the in-kernel PM; with the userspace PM every policy
 /// address not in use (untrusted first).
 fn release(pm: PmKind, join_listed: bool) -> Outcome {
-    let open = match (pm, join_listed) {
+    let created = match (pm, join_listed) {
         (PmKind::Kernel, _) => vec![],
         (PmKind::Userspace, false) => vec![ip(U), ip(T2)],
         (PmKind::Userspace, true) => vec![ip(T2)],
     };
-    Outcome::Released(Verdict::Release { open })
+    Outcome::Released(ReleaseReport {
+        created,
+        ..ReleaseReport::default()
+    })
+}
+
+/// The join was closed by the gate (at the look `at`, if given).
+fn withdrawn_at(r: &Run, at: Option<Micros>) -> bool {
+    r.world
+        .destroyed
+        .iter()
+        .any(|(l, t)| *l == sa(U, JOIN_PORT) && at.is_none_or(|a| a == *t))
 }
 
 /// Never released after an untrusted subflow carried first-flight bytes; the driver never
@@ -111,7 +126,7 @@ fn untrusted_join_at_every_moment_relative_to_the_first_flight() {
                 for carries in [false, true] {
                     let ev_t = (tj as i64 + off).max(0) as u64;
                     let send_t = carries.then_some(tj + MS);
-                    let mut w = World::new(Kernel::default());
+                    let mut w = World::new(Behaviour::default());
                     w.at(tj, join())
                         .at(ev_t, established())
                         .at(ack, Act::Ack(t.len));
@@ -122,7 +137,7 @@ fn untrusted_join_at_every_moment_relative_to_the_first_flight() {
                     assert_safe(&r);
                     cases += 1;
                     let ctx = format!("{pm:?} join at {tj} event at {ev_t} send {send_t:?}: {r:?}");
-                    if tj <= t.flight {
+                    if tj <= t.flight && pm == PmKind::Userspace {
                         // Listed when the first flight is about to be written: refused before
                         // a byte of it is written.
                         assert_eq!(
@@ -133,6 +148,25 @@ fn untrusted_join_at_every_moment_relative_to_the_first_flight() {
                             "{ctx}"
                         );
                         assert_eq!((r.at, r.polls.len()), (t.flight, 0), "{ctx}");
+                        continue;
+                    }
+                    if tj <= t.flight {
+                        // The in-kernel PM's join listed before the first flight: closed
+                        // before it is written (one 200 µs look later it is gone), and the
+                        // connection stays on its trusted path. Its SUB_ESTABLISHED read
+                        // during the first flight names a join the gate cannot account for
+                        // (it did not withdraw it: it closed it before), so the gate waits
+                        // for it until the deadline.
+                        let written = t.flight + 200;
+                        assert!(withdrawn_at(&r, Some(t.flight)), "{ctx}");
+                        assert!(!r.violated, "{ctx}");
+                        if ev_t > written {
+                            assert_eq!(r.outcome, Outcome::Timeout, "{ctx}");
+                            assert_eq!(r.at, written + t.timeout, "{ctx}");
+                        } else {
+                            assert_eq!(r.outcome, release(pm, false), "{ctx}");
+                            assert_eq!(Some(r.at), r.first_poll_from(ack), "{ctx}");
+                        }
                         continue;
                     }
                     // The first look after the ACK; if the join's event was read by then but the
@@ -147,20 +181,31 @@ fn untrusted_join_at_every_moment_relative_to_the_first_flight() {
                             Some(p0)
                         }
                     });
-                    match (send_t, proceed) {
-                        (Some(s), p) if p.is_none_or(|p| s <= p) => {
+                    // (No look after the ACK, or after the join: the run ended before.)
+                    let proceed = proceed.unwrap_or(Micros::MAX);
+                    // The first look that lists the join: what it sent by then refuses;
+                    // before the first flight is acked, it is withdrawn (closed) there.
+                    let seen = r.first_poll_from(tj).unwrap_or(Micros::MAX);
+                    match (send_t, seen.cmp(&proceed)) {
+                        (Some(s), std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+                            if s <= seen =>
+                        {
                             assert_eq!(r.outcome, Outcome::Refused(sent()), "{ctx}");
-                            assert_eq!(Some(r.at), r.first_poll_from(s), "{ctx}");
+                            assert_eq!(r.at, seen, "{ctx}");
+                            // Bytes sent before the ACK crossed the untrusted path.
+                            assert_eq!(r.violated, s < ack, "{ctx}");
                         }
-                        (_, Some(p)) => {
-                            assert_eq!(r.outcome, release(pm, tj <= p), "{ctx}");
-                            assert_eq!(r.at, p, "{ctx}");
+                        (_, std::cmp::Ordering::Less) => {
+                            assert!(withdrawn_at(&r, Some(seen)), "{ctx}");
+                            assert_eq!(r.outcome, release(pm, false), "{ctx}");
+                            assert_eq!(r.at, proceed, "{ctx}");
+                            assert!(!r.violated, "{ctx}");
                         }
-                        (_, None) => panic!("never proceeded: {ctx}"),
-                    }
-                    // Bytes sent before the ACK were always refused.
-                    if send_t.is_some_and(|s| s < ack) {
-                        assert!(r.violated && matches!(r.outcome, Outcome::Refused(_)));
+                        (_, _) => {
+                            assert!(!withdrawn_at(&r, None), "{ctx}");
+                            assert_eq!(r.outcome, release(pm, tj <= proceed), "{ctx}");
+                            assert_eq!(r.at, proceed, "{ctx}");
+                        }
                     }
                 }
             }
@@ -187,36 +232,33 @@ enum Ev {
     Overrun,
 }
 
-/// The rule the gate must follow, stated over a sequence of happenings far enough apart
-/// that the driver looks after each: refuse as soon as an untrusted subflow is seen to have
-/// sent, to have vanished after being seen, is reported closed, or events were lost;
-/// proceed as soon as the first flight is acked and every join reported established is
-/// listed (so its counters are checked). Answers the outcome and the index of the happening
+/// The rule the gate follows, stated over a sequence of happenings far enough apart that
+/// the driver looks after each: refuse as soon as an untrusted subflow whose establishment
+/// was reported (and that the gate did not withdraw) is reported closed, or events were
+/// lost; at the first look that lists the join, proceed if the first flight is acked (the
+/// join's counters are seen), else withdraw it (so what it would send or receive later
+/// never happens); proceed as soon as the first flight is acked and every join reported
+/// established is listed or withdrawn. Answers the outcome and the index of the happening
 /// that decided it (None: the deadline).
 fn spec(seq: &[Ev], pm: PmKind) -> (Outcome, Option<usize>) {
-    let (mut listed, mut was_listed, mut sent_bytes, mut est, mut acked) =
-        (false, false, false, false, false);
+    let (mut listed, mut withdrawn, mut est, mut acked) = (false, false, false, false);
     for (i, e) in seq.iter().enumerate() {
         match e {
-            Ev::Listed => {
-                listed = true;
-                was_listed = true;
-            }
+            Ev::Listed => listed = true,
             Ev::Established => est = true,
-            Ev::Sends => sent_bytes |= listed,
+            // Withdrawn at the look after its listing: it sends nothing, and is unlisted
+            // already.
+            Ev::Sends | Ev::Unlisted => {}
             Ev::Acked => acked = true,
-            Ev::Unlisted => listed = false,
-            Ev::Closed => return (Outcome::Refused(gone()), Some(i)),
+            Ev::Closed if est && !withdrawn => return (Outcome::Refused(gone()), Some(i)),
+            Ev::Closed => {}
             Ev::Overrun => return (Outcome::Refused(Refusal::EventsLost), Some(i)),
         }
-        if listed && sent_bytes {
-            return (Outcome::Refused(sent()), Some(i));
-        }
-        if was_listed && !listed {
-            return (Outcome::Refused(gone()), Some(i));
-        }
-        if acked && (!est || listed) {
+        if acked && (!est || listed || withdrawn) {
             return (release(pm, listed), Some(i));
+        }
+        if listed {
+            (listed, withdrawn) = (false, true);
         }
     }
     (Outcome::Timeout, None)
@@ -250,9 +292,9 @@ fn every_interleaving_of_join_ack_close_and_loss() {
             (PmKind::Userspace, false),
             (PmKind::Userspace, true),
         ] {
-            let mut w = World::new(Kernel {
+            let mut w = World::new(Behaviour {
                 no_bytes_acked,
-                ..Kernel::default()
+                ..Behaviour::default()
             });
             let at = |i: usize| t.flight + (i as u64 + 1) * 10 * MS;
             for (i, e) in seq.iter().enumerate() {
@@ -269,6 +311,7 @@ fn every_interleaving_of_join_ack_close_and_loss() {
             }
             let r = drive(gate(pm), w, t);
             assert_safe(&r);
+            assert!(!r.violated, "{pm:?} {seq:?}");
             let (want, by) = spec(&seq, pm);
             assert_eq!(r.outcome, want, "{pm:?} {seq:?}");
             match by {
@@ -289,6 +332,7 @@ fn every_interleaving_of_join_ack_close_and_loss() {
                 Outcome::Released(_) => released += 1,
                 Outcome::Refused(_) => refused += 1,
                 Outcome::Timeout => timeouts += 1,
+                Outcome::Failed(e) => panic!("{pm:?} {seq:?}: {e}"),
             }
         }
     }
@@ -299,27 +343,43 @@ fn every_interleaving_of_join_ack_close_and_loss() {
 }
 
 /// A join opened and closed again before the first flight is written (the in-kernel PM's
-/// premature subflow that the driver closes, or one reset at once) whose SUB_CLOSED is read
-/// only after the first flight started: its counters cannot be checked any more, so the gate
-/// refuses (fail-closed, `UntrustedClosed`), while the same close read before the first
-/// flight is forgotten with the queue. Pinned so that a change of this trade-off is seen.
+/// premature subflow, or one reset at once) whose SUB_CLOSED is read only after the first
+/// flight started. The gate watches the path-manager events, and the join's establishment
+/// was not reported during the first flight (it was read before, and forgotten with the
+/// queue): it carried nothing of the first flight, and its close is forgotten too, however
+/// late it is read. Its establishment read during the first flight instead (a late
+/// SUB_ESTABLISHED) makes the close refuse (fail-closed, `UntrustedClosed`: its counters
+/// cannot be checked any more). Pinned so that a change of this trade-off is seen.
 #[test]
 fn a_late_close_event_of_a_join_gone_before_the_first_flight_refuses() {
     let t = Timing::default();
-    for (close_read, want) in [
-        (t.flight, release(PmKind::Kernel, false)),
-        (t.flight + 1, Outcome::Refused(gone())),
-        (t.flight + 29 * MS, Outcome::Refused(gone())),
+    for (est_read, close_read, want) in [
+        (t.connect + 200, t.flight, release(PmKind::Kernel, false)),
+        (
+            t.connect + 200,
+            t.flight + 1,
+            release(PmKind::Kernel, false),
+        ),
+        (
+            t.connect + 200,
+            t.flight + 29 * MS,
+            release(PmKind::Kernel, false),
+        ),
+        (t.flight + 1, t.flight + 2, Outcome::Refused(gone())),
+        (t.flight + 1, t.flight + 29 * MS, Outcome::Refused(gone())),
     ] {
-        let mut w = World::new(Kernel::default());
+        let mut w = World::new(Behaviour::default());
         w.at(t.connect + 100, join())
-            .at(t.connect + 200, established())
+            .at(est_read, established())
             .at(t.connect + 300, Act::Unlist(1))
             .at(close_read, closed())
             .at(t.flight + 30 * MS, Act::Ack(t.len));
         let r = drive(gate(PmKind::Kernel), w, t);
         assert!(!r.violated);
-        assert_eq!(r.outcome, want, "close read at {close_read}");
+        assert_eq!(
+            r.outcome, want,
+            "established read at {est_read}, close read at {close_read}"
+        );
     }
 }
 
@@ -338,7 +398,7 @@ fn late_and_lost_acks_up_to_and_past_the_deadline() {
             (deadline + 1, Outcome::Timeout),
             (deadline + SEC, Outcome::Timeout),
         ] {
-            let mut w = World::new(Kernel::default());
+            let mut w = World::new(Behaviour::default());
             w.at(ack, Act::Ack(t.len));
             let r = drive(gate(pm), w, t);
             assert_safe(&r);
@@ -346,7 +406,7 @@ fn late_and_lost_acks_up_to_and_past_the_deadline() {
         }
         // A lost ACK: the trusted subflow retransmits after an RTO, the ACK of the
         // retransmission comes; retransmitted bytes on a trusted subflow are fine.
-        let mut w = World::new(Kernel::default());
+        let mut w = World::new(Behaviour::default());
         w.at(t.flight + 200 * MS, Act::Send(0, t.len))
             .at(t.flight + 230 * MS, Act::Ack(t.len));
         let r = drive(gate(pm), w, t);
@@ -354,7 +414,7 @@ fn late_and_lost_acks_up_to_and_past_the_deadline() {
         assert_eq!(Some(r.at), r.first_poll_from(t.flight + 230 * MS));
         assert!(r.at - (t.flight + 230 * MS) < Backoff::MAX.as_micros() as u64);
         // Partial ACKs only: never released, a timeout at the deadline.
-        let mut w = World::new(Kernel::default());
+        let mut w = World::new(Behaviour::default());
         for i in 1..10u64 {
             w.at(t.flight + i * 50 * MS, Act::Ack(i * 100));
         }
@@ -362,15 +422,15 @@ fn late_and_lost_acks_up_to_and_past_the_deadline() {
         assert_eq!((r.outcome, r.at), (Outcome::Timeout, deadline));
         // One byte short of the first flight is not the first flight.
         for no_bytes_acked in [false, true] {
-            let mut w = World::new(Kernel {
+            let mut w = World::new(Behaviour {
                 no_bytes_acked,
-                ..Kernel::default()
+                ..Behaviour::default()
             });
             w.at(t.flight + 30 * MS, Act::Ack(t.len - 1));
             assert_eq!(drive(gate(pm), w, t).outcome, Outcome::Timeout);
-            let mut w = World::new(Kernel {
+            let mut w = World::new(Behaviour {
                 no_bytes_acked,
-                ..Kernel::default()
+                ..Behaviour::default()
             });
             w.at(t.flight + 30 * MS, Act::Ack(t.len - 1))
                 .at(t.flight + 900 * MS, Act::Ack(t.len));
@@ -381,7 +441,7 @@ fn late_and_lost_acks_up_to_and_past_the_deadline() {
         // The peer's first bytes carry the ACK and wake the driver: released at that very
         // microsecond, not at the end of a backoff pause.
         for arrive in [t.flight + 1, t.flight + 31_234, t.flight + 777_777] {
-            let mut w = World::new(Kernel::default());
+            let mut w = World::new(Behaviour::default());
             w.at(arrive, Act::PeerData(t.len));
             let r = drive(gate(pm), w, t);
             assert_eq!((r.outcome, r.at), (release(pm, false), arrive));
@@ -404,7 +464,7 @@ fn trusted_link_outages() {
             (t.flight + 10 * MS, deadline + 1, Outcome::Timeout),
             (t.flight + 29 * MS, t.flight + 31 * MS, release(pm, false)),
         ] {
-            let mut w = World::new(Kernel::default());
+            let mut w = World::new(Behaviour::default());
             w.at(down, Act::TrustedDown)
                 .at(t.flight + 30 * MS, Act::Ack(t.len))
                 .at(up, Act::TrustedUp);
@@ -418,32 +478,54 @@ fn trusted_link_outages() {
             assert_eq!(Some(r.at), when);
         }
     }
-    // The in-kernel PM joins after the first (partial) DATA_ACK.
-    let kernel = Kernel {
+    // The in-kernel PM joins after the first (partial) DATA_ACK: the gate withdraws the
+    // join at its first look (the first flight is not acked yet).
+    let kernel = Behaviour {
         in_kernel_join: Some((MS, 500)),
         reinject_after: Some(200 * MS),
-        no_bytes_acked: false,
-        reports_joins: false,
+        ..Behaviour::default()
     };
+    let joined = t.flight + 31 * MS;
     let half = t.len / 2;
-    // No outage: the join stays idle, the rest is acked, released (nothing to open).
+    // No outage: the join is closed idle, the rest is acked, released (nothing to open).
     let mut w = World::new(kernel);
     w.at(t.flight + 30 * MS, Act::Ack(half))
         .at(t.flight + 40 * MS, Act::Ack(t.len));
     let r = drive(gate(PmKind::Kernel), w, t);
-    assert_eq!(r.outcome, release(PmKind::Kernel, true));
+    assert_eq!(r.outcome, release(PmKind::Kernel, false));
     assert!(r.world.subflows.len() == 2 && r.world.subflows[1].sent == 0);
-    // The trusted link fails before the rest is acked; 200 ms later the kernel reinjects it
-    // on the join: refused at the first look after, and the truth agrees.
+    assert!(withdrawn_at(&r, r.first_poll_from(joined)));
+    // The trusted link fails before the rest is acked; 200 ms later the kernel would
+    // reinject it on the join, which is closed by then: nothing crosses, and once the link
+    // is back the held ACK arrives and the connection is released.
     let mut w = World::new(kernel);
     w.at(t.flight + 30 * MS, Act::Ack(half))
         .at(t.flight + 35 * MS, Act::TrustedDown)
         .at(t.flight + 40 * MS, Act::Ack(t.len))
         .at(t.flight + 900 * MS, Act::TrustedUp);
     let r = drive(gate(PmKind::Kernel), w, t);
-    assert!(r.violated);
-    assert_eq!(r.outcome, Outcome::Refused(sent()));
-    assert_eq!(Some(r.at), r.first_poll_from(t.flight + 235 * MS));
+    assert!(!r.violated);
+    assert!(withdrawn_at(&r, r.first_poll_from(joined)));
+    assert_eq!(r.outcome, release(PmKind::Kernel, false));
+    assert_eq!(Some(r.at), r.first_poll_from(t.flight + 900 * MS));
+    // Without CAP_NET_ADMIN the join cannot be closed: refused at that first look, before
+    // the reinjection could put the first flight on it.
+    let mut w = World::new(Behaviour {
+        no_destroy: true,
+        ..kernel
+    });
+    w.at(t.flight + 30 * MS, Act::Ack(half))
+        .at(t.flight + 35 * MS, Act::TrustedDown)
+        .at(t.flight + 40 * MS, Act::Ack(t.len))
+        .at(t.flight + 900 * MS, Act::TrustedUp);
+    let r = drive(gate(PmKind::Kernel), w, t);
+    assert!(!r.violated);
+    assert!(
+        matches!(&r.outcome, Outcome::Refused(Refusal::Unwithdrawable { local, .. })
+            if *local == Some(sa(U, JOIN_PORT))),
+        "{r:?}"
+    );
+    assert_eq!(Some(r.at), r.first_poll_from(joined));
     // The link is back before the reinjection: the held ACK arrives, released.
     let mut w = World::new(kernel);
     w.at(t.flight + 30 * MS, Act::Ack(half))
@@ -452,7 +534,7 @@ fn trusted_link_outages() {
         .at(t.flight + 150 * MS, Act::TrustedUp);
     let r = drive(gate(PmKind::Kernel), w, t);
     assert!(!r.violated);
-    assert_eq!(r.outcome, release(PmKind::Kernel, true));
+    assert_eq!(r.outcome, release(PmKind::Kernel, false));
     assert_eq!(Some(r.at), r.first_poll_from(t.flight + 150 * MS));
     // A first flight acked in one go: the join comes after the ACK, which it cannot carry.
     let mut w = World::new(kernel);
@@ -463,65 +545,193 @@ fn trusted_link_outages() {
     assert!(!r.violated);
 }
 
-/// The peer's answer over the untrusted join before the release (`check_idle(received)`),
-/// and what the userspace and in-kernel PMs do differently after it: what the release opens
-/// and whether nena recovers the paths.
+/// The peer's answer over the untrusted join before the release (`check_untrusted_idle`
+/// with `received`), and what the userspace and in-kernel PMs do differently after it: what
+/// the release opens and whether nena recovers the paths.
 #[test]
 fn userspace_and_in_kernel_path_managers_after_the_first_flight() {
     let t = Timing::default();
     for pm in pm_kinds() {
-        let mut w = World::new(Kernel::default());
+        // A join during the first flight is withdrawn at the gate's first look: what the
+        // peer sends on it later never arrives.
+        let mut w = World::new(Behaviour::default());
         w.at(t.flight + 5 * MS, join())
             .at(t.flight + 6 * MS, established())
             .at(t.flight + 30 * MS, Act::Receive(1, 300))
             .at(t.flight + 31 * MS, Act::PeerData(t.len));
-        let r = drive(gate(pm), w.clone(), t);
-        // The sender check passes (the join sent nothing) ...
-        assert_eq!(r.outcome, release(pm, true));
+        let r = drive(gate(pm), w, t);
+        assert_eq!(r.outcome, release(pm, false));
         assert_eq!(r.at, t.flight + 31 * MS);
+        assert!(withdrawn_at(&r, r.first_poll_from(t.flight + 5 * MS)));
+        // A join listed with the peer's first bytes, which it carried part of: the sender
+        // check passes (the join sent nothing) ...
+        let mut w = World::new(Behaviour::default());
+        w.at(t.flight + 31 * MS, join())
+            .at(t.flight + 31 * MS, Act::Receive(1, 300))
+            .at(t.flight + 31 * MS, Act::PeerData(t.len));
+        let (g, world) = connect(gate(pm), w, t);
+        let mut g = g.unwrap();
+        first_flight(&mut g, &world, t).unwrap();
+        assert_eq!(world.borrow().now, t.flight + 31 * MS);
         // ... and the driver's check of the peer's first flight refuses it.
-        let mut m = gate(pm);
-        w.advance(t.connect);
-        m.connected(&w.snapshot()).unwrap();
-        w.advance(t.flight);
-        m.before_first_flight(&w.snapshot()).unwrap();
-        w.write_first_flight(t.len);
-        w.advance(t.flight + 31 * MS);
-        for e in w.drain_events() {
-            m.on_event(e).unwrap();
-        }
-        assert_eq!(
-            m.poll_first_flight(t.len, &w.snapshot()),
-            Ok(Verdict::Proceed)
+        let e = g.check_untrusted_idle(true).unwrap_err();
+        assert!(
+            matches!(&e, nena_mptcp::MptcpError::Refused(Refusal::UntrustedReceived { local })
+                if *local == Some(sa(U, JOIN_PORT))),
+            "{e}"
         );
-        assert_eq!(
-            m.check_idle(&w.snapshot(), true),
-            Err(Refusal::UntrustedReceived {
-                local: Some(sa(U, JOIN_PORT))
-            })
+        assert_eq!(g.machine().recovery_paths(), None);
+        assert!(
+            world.borrow().abortive,
+            "a refused connection's close resets it"
         );
-        assert_eq!(m.recovery_paths(), None);
         // A clean connection: released; only the userspace PM's paths are recovered.
-        let mut m = gate(pm);
-        let mut w = World::new(Kernel::default());
-        w.advance(t.connect);
-        m.connected(&w.snapshot()).unwrap();
-        m.before_first_flight(&w.snapshot()).unwrap();
-        w.write_first_flight(t.len);
-        w.at(t.flight, Act::Ack(t.len)).advance(t.flight);
-        m.poll_first_flight(t.len, &w.snapshot()).unwrap();
-        m.check_idle(&w.snapshot(), true).unwrap();
-        m.release(&w.snapshot()).unwrap();
+        let mut w = World::new(Behaviour::default());
+        w.at(t.flight + 1, Act::Ack(t.len));
+        let (g, world) = connect(gate(pm), w, t);
+        let mut g = g.unwrap();
+        first_flight(&mut g, &world, t).unwrap();
+        g.check_untrusted_idle(true).unwrap();
+        let report = g.release_untrusted().unwrap();
+        assert_eq!(Outcome::Released(report), release(pm, false));
         assert_eq!(
-            m.recovery_paths(),
+            g.machine().recovery_paths(),
             (pm == PmKind::Userspace).then(|| vec![ip(U), ip(T), ip(T2)])
         );
+        // What the simulated kernel was asked for is what the report says.
+        let created: Vec<_> = world.borrow().created.iter().map(|c| c.0).collect();
+        let report = ReleaseReport {
+            created,
+            ..ReleaseReport::default()
+        };
+        assert_eq!(Outcome::Released(report), release(pm, false));
+    }
+}
+
+/// The first-flight hold's promise, on every exit: proceeded, the hold is released;
+/// otherwise (a refusal, a timeout, a gate dropped unfinished) every untrusted subflow the
+/// kernel still lists is closed, the connection fast-closed with an abortive close, and the
+/// hold kept until the connection is gone.
+fn assert_exit(r: &Run) {
+    let w = &r.world;
+    if w.hold == Hold::Off {
+        return;
+    }
+    if matches!(r.outcome, Outcome::Released(_)) {
+        assert_eq!(w.hold, Hold::Released, "{r:?}");
+        return;
+    }
+    assert_eq!(w.hold, Hold::Kept, "{r:?}");
+    assert!(w.fast_closed && w.abortive, "{r:?}");
+    assert!(
+        w.left_at_fast_close.iter().all(|l| l.ip() != ip(U)),
+        "an untrusted subflow left open on exit: {r:?}"
+    );
+}
+
+/// With the in-kernel PM and the first-flight hold: an untrusted join before the first
+/// flight stays (nothing of the connection leaves by it while held); one the kernel hands
+/// bytes of the first flight (dropped by the hold) is withdrawn before the release; one
+/// that holds nothing is kept and carries data after it. On an exit that is not a proceed,
+/// the untrusted subflows are closed and the hold is kept.
+#[test]
+fn held_connections_withdraw_what_holds_payload_and_keep_the_hold_on_exit() {
+    let t = Timing::default();
+    let held = Behaviour {
+        hold: true,
+        ..Behaviour::default()
+    };
+    // Listed before the first flight, idle: kept, released with it listed.
+    let mut w = World::new(held);
+    w.at(t.connect + 100, join())
+        .at(t.flight + 30 * MS, Act::Ack(t.len));
+    let r = drive(gate(PmKind::Kernel), w, t);
+    assert_eq!(r.outcome, release(PmKind::Kernel, true));
+    assert!(!withdrawn_at(&r, None));
+    assert_eq!(r.world.hold, Hold::Released);
+    assert!(
+        !r.world.abortive,
+        "the close is graceful again once released"
+    );
+    // The kernel hands it bytes of the first flight (the hold drops them): withdrawn at the
+    // next look, then released without it; nothing crossed.
+    let mut w = World::new(held);
+    w.at(t.connect + 100, join())
+        .at(t.flight + 10 * MS, Act::Send(1, 600))
+        .at(t.flight + 30 * MS, Act::Ack(t.len));
+    let r = drive(gate(PmKind::Kernel), w, t);
+    assert!(!r.violated);
+    assert!(withdrawn_at(&r, r.first_poll_from(t.flight + 10 * MS)));
+    assert_eq!(r.outcome, release(PmKind::Kernel, false));
+    assert_eq!(r.world.hold, Hold::Released);
+    // No ACK: a timeout; the idle join is closed on the way out, the hold kept.
+    let mut w = World::new(held);
+    w.at(t.connect + 100, join());
+    let r = drive(gate(PmKind::Kernel), w, t);
+    assert_eq!(r.outcome, Outcome::Timeout);
+    assert_exit(&r);
+    assert!(withdrawn_at(&r, Some(t.flight + t.timeout)));
+    // Events lost: refused; the same.
+    let mut w = World::new(held);
+    w.at(t.connect + 100, join())
+        .at(t.flight + 10 * MS, Act::Overrun);
+    let r = drive(gate(PmKind::Kernel), w, t);
+    assert_eq!(r.outcome, Outcome::Refused(Refusal::EventsLost));
+    assert_exit(&r);
+    assert!(withdrawn_at(&r, Some(t.flight + 10 * MS)));
+}
+
+/// A join that is listed before its handshake completes (no SUB_ESTABLISHED yet, nothing to
+/// say it joined) is withdrawn once the first flight has waited its guard (half the trusted
+/// subflow's RTO, 100 ms when none is known) without its ACK, at the first look after; with
+/// the ACK in time it stays and is released with the connection.
+#[test]
+fn a_late_first_flight_withdraws_a_join_still_connecting_at_its_guard() {
+    let t = Timing::default();
+    for (rto_us, guard) in [(40_000, 20 * MS), (0, 100 * MS)] {
+        for pm in pm_kinds() {
+            let mut w = World::new(Behaviour {
+                rto_us,
+                ..Behaviour::default()
+            });
+            w.at(
+                t.flight + 5 * MS,
+                Act::Connecting {
+                    local: sa(U, JOIN_PORT),
+                },
+            )
+            .at(t.flight + guard + 50 * MS, Act::Ack(t.len));
+            let r = drive(gate(pm), w, t);
+            assert!(!r.violated);
+            let at = r.first_poll_from(t.flight + guard);
+            assert!(withdrawn_at(&r, at), "{pm:?} rto {rto_us}: {r:?}");
+            assert!(!withdrawn_at(&r, None) || r.world.destroyed.len() == 1);
+            assert_eq!(r.outcome, release(pm, false));
+            // Acked before the guard: it stays.
+            let mut w = World::new(Behaviour {
+                rto_us,
+                ..Behaviour::default()
+            });
+            w.at(
+                t.flight + 5 * MS,
+                Act::Connecting {
+                    local: sa(U, JOIN_PORT),
+                },
+            )
+            .at(t.flight + guard - 2 * MS, Act::Ack(t.len));
+            let r = drive(gate(pm), w, t);
+            assert!(!withdrawn_at(&r, None), "{pm:?} rto {rto_us}: {r:?}");
+            assert_eq!(r.outcome, release(pm, true));
+        }
     }
 }
 
 fn act() -> impl Strategy<Value = Act> {
     prop_oneof![
         Just(join()),
+        Just(Act::Connecting {
+            local: sa(U, JOIN_PORT)
+        }),
         Just(Act::List {
             local: sa(T2, 41001),
             trusted: true
@@ -554,22 +764,29 @@ proptest! {
         kernel_join in any::<bool>(),
         no_bytes_acked in any::<bool>(),
         reports_joins in any::<bool>(),
+        unsubscribed in any::<bool>(),
+        hold in any::<bool>(),
     ) {
         let t = Timing { timeout: 300 * MS, ..Timing::default() };
-        let kernel = Kernel {
+        let kernel = Behaviour {
             in_kernel_join: (kernel_join && pm == PmKind::Kernel).then_some((MS, 300)),
             reinject_after: Some(100 * MS),
             no_bytes_acked,
             reports_joins,
+            unsubscribed,
+            hold,
+            ..Behaviour::default()
         };
         let mut w = World::new(kernel);
         for (at, a) in &acts {
             w.at(*at, a.clone());
         }
-        let r = drive(gate(pm).watching_events(reports_joins), w, t);
+        let r = drive(gate(pm), w, t);
         assert_safe(&r);
+        prop_assert!(!matches!(r.outcome, Outcome::Failed(_)), "{:?}", r);
+        assert_exit(&r);
         let untrusted = kernel.in_kernel_join.is_some()
-            || acts.iter().any(|(_, a)| matches!(a, Act::List { trusted: false, .. }
+            || acts.iter().any(|(_, a)| matches!(a, Act::List { trusted: false, .. } | Act::Connecting { .. }
                 | Act::Event(_) | Act::Overrun));
         let outage = acts.iter().any(|(_, a)| *a == Act::TrustedDown);
         if !untrusted && !outage {

@@ -121,8 +121,8 @@ impl Gate {
         if self.poll_step(len)? {
             return Ok(());
         }
-        let events = match &self.events {
-            Some(ev) => Some(watch(ev.as_fd())?),
+        let events = match self.kernel.events_fd() {
+            Some(ev) => Some(watch(ev)?),
             None => None,
         };
         let data = watch(self.fd())?;

@@ -1,19 +1,23 @@
-//! A simulated MPTCP connection on a virtual clock, for driving the sans-IO machines
-//! ([`GateMachine`], [`RecoveryMachine`]) the way their drivers do, without sockets, threads
-//! or sleeps (after quinn-proto's `tests/util.rs` `Pair`): the world holds what the kernel
-//! would report (subflows, their byte counters, the data-level ACK, path-manager events with
-//! their own delivery times), scripted actions happen at given virtual times, and the driver
-//! advances the clock straight to its next wake-up (a timer, an event becoming readable, the
-//! peer's first bytes). Every run is deterministic.
+//! A simulated MPTCP connection on a virtual clock, for driving the real gate and the
+//! recovery machine without sockets, threads or sleeps (after quinn-proto's `tests/util.rs`
+//! `Pair`). The gate's world ([`World`]) holds what the kernel would report (subflows,
+//! their byte counters, the data-level ACK, path-manager events with their own delivery
+//! times) and does what the kernel would do when asked (close a subflow, fast-close the
+//! connection, open a subflow); [`Sim`] is its [`Kernel`], so [`drive`] runs the real
+//! [`Gate`] (its steps, its waits, its decisions) on it: the gate's waits advance the
+//! virtual clock straight to the next wake-up (a timer, an event becoming readable, the
+//! peer's first bytes). The recovery machine ([`RecoveryMachine`]) is driven the way its
+//! service does ([`RecWorld::run`]). Every run is deterministic.
 #![allow(dead_code)]
 
-use nena_mptcp::gate::{
-    Backoff, ConnSnapshot, GateMachine, PathEvent, Refusal, Snapshot, SubflowSnapshot, Verdict,
-};
+use nena_mptcp::gate::{GateMachine, Kernel, PathEvent, Refusal, Wake};
+use nena_mptcp::pm::{PmEvent, MPTCP_EVENT_SUB_CLOSED, MPTCP_EVENT_SUB_ESTABLISHED};
 use nena_mptcp::recovery::{Command, RecoveryConfig, RecoveryEvent, RecoveryMachine};
-use nena_mptcp::{PmKind, ResolvedPolicy};
+use nena_mptcp::{ConnInfo, Gate, MptcpError, PmKind, ReleaseReport, ResolvedPolicy, SubflowInfo};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Virtual time, in microseconds since the start of the run.
@@ -40,12 +44,18 @@ pub fn remote() -> SocketAddr {
 pub fn policy() -> ResolvedPolicy {
     ResolvedPolicy::new([ip(T), ip(T2)].into(), [ip(U)].into()).unwrap()
 }
+/// The decisions of a connection under [`policy`] to [`REMOTE`] (the gate over [`Sim`] sets
+/// whether they count on path-manager events).
 pub fn gate(pm: PmKind) -> GateMachine {
     GateMachine::new(policy(), pm, remote(), false)
 }
 
 // ---------------------------------------------------------------------------------------
 // The gate's world.
+
+/// `TCP_ESTABLISHED` and `TCP_SYN_SENT` (`tcpi_state`).
+const TCP_ESTABLISHED: u8 = 1;
+const TCP_SYN_SENT: u8 = 2;
 
 /// A subflow as the kernel knows it.
 #[derive(Debug, Clone)]
@@ -56,6 +66,10 @@ pub struct Subflow {
     pub received: u64,
     /// Listed by `MPTCP_FULL_INFO` now.
     pub listed: bool,
+    /// Closed by the gate (`SOCK_DESTROY`): it sends nothing any more.
+    pub destroyed: bool,
+    /// Its handshake is not complete yet (`TCP_SYN_SENT`).
+    pub connecting: bool,
 }
 
 /// What happens in the world at a virtual time. Subflows are named by index: 0 is the
@@ -66,6 +80,11 @@ pub enum Act {
     List {
         local: SocketAddr,
         trusted: bool,
+    },
+    /// A join from `local` appears in `MPTCP_FULL_INFO` with its handshake under way
+    /// (`TCP_SYN_SENT`); it is established (and reported) at its `List`.
+    Connecting {
+        local: SocketAddr,
     },
     /// Subflow `i` sends `n` payload bytes (the kernel's scheduler or a reinjection).
     Send(usize, u64),
@@ -89,13 +108,13 @@ pub enum Act {
     TrustedUp,
     /// The kernel's MPTCP-level retransmission while the trusted link is down: the unacked
     /// first flight goes out on every listed untrusted subflow (scheduled by `TrustedDown`
-    /// when `Kernel::reinject_after` is set).
+    /// when `Behaviour::reinject_after` is set).
     Reinject,
 }
 
 /// Kernel behaviour that is not scripted.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Kernel {
+pub struct Behaviour {
     /// In-kernel PM: once the connection is fully established (the first DATA_ACK), the
     /// kernel opens a subflow from the untrusted endpoint by itself, listed `join_after`
     /// later, its SUB_ESTABLISHED event `event_after` after that.
@@ -107,23 +126,49 @@ pub struct Kernel {
     /// A kernel before 6.5: no `mptcpi_bytes_acked`, only `snd_una`, here starting a
     /// little before the 64-bit wrap.
     pub no_bytes_acked: bool,
-    /// The driver subscribes to path-manager events, and the kernel reports every untrusted
-    /// join's establishment as it is listed (it emits SUB_ESTABLISHED on the SYN-ACK, before
-    /// the join may carry a byte), besides any scripted event.
+    /// The kernel reports every untrusted join's establishment as it is listed (it emits
+    /// SUB_ESTABLISHED on the SYN-ACK, before the join may carry a byte), besides any
+    /// scripted event.
     pub reports_joins: bool,
+    /// The driver has no path-manager subscription (it could not subscribe): no event
+    /// reaches it, and the machine does not count on them.
+    pub unsubscribed: bool,
+    /// The gate may not close a subflow (no `CAP_NET_ADMIN`: `SOCK_DESTROY` fails).
+    pub no_destroy: bool,
+    /// The trusted subflow's retransmission timeout (`tcpi_rto`, µs; 0: unknown), which
+    /// sets the gate's first-flight guard.
+    pub rto_us: u32,
+    /// The process provided a first-flight hold ([`nena_mptcp::hold`]): the in-kernel PM's
+    /// connections are held, and what an untrusted subflow sends while held is dropped
+    /// (counted), not carried.
+    pub hold: bool,
+}
+
+/// The first-flight hold of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Never held.
+    Off,
+    Held,
+    /// Released (the gate proceeded).
+    Released,
+    /// Kept until the connection is gone (the gate ended otherwise).
+    Kept,
 }
 
 #[derive(Debug, Clone)]
 pub struct World {
     pub now: Micros,
+    pub start: Instant,
     pub subflows: Vec<Subflow>,
     /// Bytes of the first flight written and data-acked.
     pub written: u64,
     pub acked: u64,
     /// Data-level baseline (bytes acked before the first flight: not zero on purpose).
     pub base: u64,
-    /// Events readable on the subscription now.
-    pub queued: Vec<PathEvent>,
+    /// Events readable on the subscription now, behind an overrun not read yet.
+    pub queued: Vec<PmEvent>,
+    pub overrun: bool,
     pub trusted_up: bool,
     down_since: Micros,
     /// ACKs held back by an outage (delivered when the link is back).
@@ -131,27 +176,44 @@ pub struct World {
     pub peer_data: bool,
     acts: BTreeMap<(Micros, u64), Act>,
     seq: u64,
-    pub kernel: Kernel,
+    pub kernel: Behaviour,
     fully_established: bool,
     /// Ground truth: untrusted subflows sent bytes before the first flight was fully acked.
     pub violated: bool,
+    /// What the gate did: the subflows it closed (local address, when), whether the close
+    /// is abortive, the fast close, the subflows it asked for.
+    pub destroyed: Vec<(SocketAddr, Micros)>,
+    pub abortive: bool,
+    pub fast_closed: bool,
+    pub created: Vec<(IpAddr, SocketAddr)>,
+    /// When the driver looked (read `MPTCP_INFO` during the first flight).
+    pub polls: Vec<Micros>,
+    pub hold: Hold,
+    /// Packets the hold dropped.
+    pub dropped: u64,
+    /// The subflows still open when the gate fast-closed the connection.
+    pub left_at_fast_close: Vec<SocketAddr>,
 }
 
 impl World {
-    pub fn new(kernel: Kernel) -> Self {
+    pub fn new(kernel: Behaviour) -> Self {
         World {
             now: 0,
+            start: Instant::now(),
             subflows: vec![Subflow {
                 local: sa(T, 40000),
                 trusted: true,
                 sent: 0,
                 received: 0,
                 listed: true,
+                destroyed: false,
+                connecting: false,
             }],
             written: 0,
             acked: 0,
             base: 7_000,
             queued: Vec::new(),
+            overrun: false,
             trusted_up: true,
             down_since: 0,
             held_ack: None,
@@ -161,6 +223,14 @@ impl World {
             kernel,
             fully_established: false,
             violated: false,
+            destroyed: Vec::new(),
+            abortive: false,
+            fast_closed: false,
+            created: Vec::new(),
+            polls: Vec::new(),
+            hold: Hold::Off,
+            dropped: 0,
+            left_at_fast_close: Vec::new(),
         }
     }
 
@@ -177,15 +247,29 @@ impl World {
     }
 
     /// When the driver would be woken after `now` (an event becoming readable, with `data`
-    /// the peer's bytes), if before `until`.
-    fn next_wake(&self, until: Micros, data: bool) -> Option<Micros> {
-        self.acts
+    /// the peer's bytes), if before `until`, and by what.
+    fn next_wake(&self, until: Micros, data: bool) -> Option<(Micros, Wake)> {
+        let subscribed = !self.kernel.unsubscribed;
+        let wakes = |a: &Act| Wake {
+            event: subscribed && matches!(a, Act::Event(_) | Act::Overrun),
+            data: data && matches!(a, Act::PeerData(_)),
+        };
+        let t = self
+            .acts
             .iter()
-            .filter(|(_, a)| {
-                matches!(a, Act::Event(_) | Act::Overrun) || (data && matches!(a, Act::PeerData(_)))
-            })
+            .filter(|(_, a)| wakes(a) != Wake::default())
             .map(|(k, _)| k.0)
-            .find(|&t| t > self.now && t <= until)
+            .find(|&t| t > self.now && t <= until)?;
+        let all = self
+            .acts
+            .iter()
+            .filter(|(k, _)| k.0 == t)
+            .map(|(_, a)| wakes(a));
+        let wake = all.fold(Wake::default(), |w, a| Wake {
+            event: w.event || a.event,
+            data: w.data || a.data,
+        });
+        Some((t, wake))
     }
 
     /// Runs every act up to and including `t`; the clock ends at `t`.
@@ -201,15 +285,54 @@ impl World {
         self.now = self.now.max(t);
     }
 
+    /// A path-manager event of this connection, as the subscription reads it.
+    fn event(&mut self, e: PathEvent) {
+        if self.kernel.unsubscribed {
+            return;
+        }
+        let (kind, local, iface) = match e {
+            PathEvent::SubflowEstablished { local, iface, .. } => {
+                (MPTCP_EVENT_SUB_ESTABLISHED, local, iface)
+            }
+            PathEvent::SubflowClosed { local, iface, .. } => (MPTCP_EVENT_SUB_CLOSED, local, iface),
+            PathEvent::Lost => {
+                self.queued.clear();
+                self.overrun = true;
+                return;
+            }
+        };
+        let token = match e {
+            PathEvent::SubflowEstablished { token, .. }
+            | PathEvent::SubflowClosed { token, .. } => token,
+            PathEvent::Lost => unreachable!(),
+        };
+        self.queued.push(PmEvent {
+            kind,
+            token: Some(token),
+            local,
+            remote: Some(remote()),
+            ifindex: iface,
+            ..Default::default()
+        });
+    }
+
     fn apply(&mut self, act: Act) {
         match act {
             Act::List { local, trusted } => {
                 if self.kernel.reports_joins && !trusted {
-                    self.queued.push(PathEvent::SubflowEstablished {
+                    self.event(PathEvent::SubflowEstablished {
                         iface: None,
                         token: TOKEN,
                         local: Some(local),
                     });
+                }
+                if let Some(s) = self
+                    .subflows
+                    .iter_mut()
+                    .find(|s| s.local == local && s.connecting && !s.destroyed)
+                {
+                    s.connecting = false;
+                    return;
                 }
                 self.subflows.push(Subflow {
                     local,
@@ -217,18 +340,39 @@ impl World {
                     sent: 0,
                     received: 0,
                     listed: true,
+                    destroyed: false,
+                    connecting: false,
                 })
             }
+            Act::Connecting { local } => self.subflows.push(Subflow {
+                local,
+                trusted: false,
+                sent: 0,
+                received: 0,
+                listed: true,
+                destroyed: false,
+                connecting: true,
+            }),
             Act::Send(i, n) => {
-                if let Some(s) = self.subflows.get_mut(i).filter(|s| s.listed) {
+                if let Some(s) = self
+                    .subflows
+                    .get_mut(i)
+                    .filter(|s| s.listed && !s.destroyed)
+                {
                     s.sent += n;
-                    if !s.trusted && self.written > 0 && self.acked < self.written {
+                    if !s.trusted && self.hold == Hold::Held {
+                        self.dropped += 1;
+                    } else if !s.trusted && self.written > 0 && self.acked < self.written {
                         self.violated = true;
                     }
                 }
             }
             Act::Receive(i, n) => {
-                if let Some(s) = self.subflows.get_mut(i).filter(|s| s.listed) {
+                if let Some(s) = self
+                    .subflows
+                    .get_mut(i)
+                    .filter(|s| s.listed && !s.destroyed)
+                {
                     s.received += n;
                 }
             }
@@ -243,11 +387,8 @@ impl World {
                 self.subflows[0].received += 100;
                 self.ack(n);
             }
-            Act::Event(e) => self.queued.push(e),
-            Act::Overrun => {
-                self.queued.clear();
-                self.queued.push(PathEvent::Lost);
-            }
+            Act::Event(e) => self.event(e),
+            Act::Overrun => self.event(PathEvent::Lost),
             Act::TrustedDown => {
                 self.trusted_up = false;
                 self.down_since = self.now;
@@ -260,9 +401,17 @@ impl World {
             Act::Reinject => {
                 let unacked = self.written.saturating_sub(self.acked);
                 if !self.trusted_up && unacked > 0 {
-                    for s in self.subflows.iter_mut().filter(|s| s.listed && !s.trusted) {
+                    for s in self
+                        .subflows
+                        .iter_mut()
+                        .filter(|s| s.listed && !s.trusted && !s.destroyed)
+                    {
                         s.sent += unacked;
-                        self.violated = true;
+                        if self.hold == Hold::Held {
+                            self.dropped += 1;
+                        } else {
+                            self.violated = true;
+                        }
                     }
                 }
             }
@@ -311,56 +460,227 @@ impl World {
         self.subflows[0].sent += len;
     }
 
-    /// What `MPTCP_INFO` and `MPTCP_FULL_INFO` report now.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            conn: if self.kernel.no_bytes_acked {
-                ConnSnapshot {
-                    token: TOKEN,
-                    bytes_acked: None,
-                    snd_una: (u64::MAX - 600).wrapping_add(self.acked),
-                }
-            } else {
-                ConnSnapshot {
-                    token: TOKEN,
-                    bytes_acked: Some(self.base + self.acked),
-                    snd_una: self.base + self.acked + 1,
-                }
-            },
-            subflows: self
-                .subflows
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.listed)
-                .map(|(i, s)| SubflowSnapshot {
-                    iface: None,
-                    // The kernel's subflow ids (from 1), none before 6.5.
-                    id: if self.kernel.no_bytes_acked {
-                        0
-                    } else {
-                        i as u32 + 1
-                    },
-                    local: Some(s.local),
-                    bytes_sent: s.sent,
-                    bytes_received: s.received,
-                    notsent_bytes: 0,
-                })
-                .collect(),
-            dropped: None,
+    /// What `MPTCP_INFO` reports now.
+    pub fn conn_info(&self) -> ConnInfo {
+        let (bytes_acked, snd_una) = if self.kernel.no_bytes_acked {
+            (None, (u64::MAX - 600).wrapping_add(self.acked))
+        } else {
+            (Some(self.base + self.acked), self.base + self.acked + 1)
+        };
+        ConnInfo {
+            token: TOKEN,
+            subflows: self.subflows.iter().filter(|s| s.listed).count() as u32,
+            bytes_acked,
+            snd_una,
+            ..Default::default()
         }
     }
 
-    pub fn drain_events(&mut self) -> Vec<PathEvent> {
-        std::mem::take(&mut self.queued)
+    /// What `MPTCP_FULL_INFO` reports now.
+    pub fn subflow_infos(&self) -> Vec<SubflowInfo> {
+        self.subflows
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.listed)
+            .map(|(i, s)| SubflowInfo {
+                // The kernel's subflow ids (from 1), none before 6.5.
+                id: if self.kernel.no_bytes_acked {
+                    0
+                } else {
+                    i as u32 + 1
+                },
+                local: Some(s.local),
+                remote: Some(remote()),
+                state: if s.connecting {
+                    TCP_SYN_SENT
+                } else {
+                    TCP_ESTABLISHED
+                },
+                bytes_sent: s.sent,
+                bytes_received: s.received,
+                rto_us: if s.trusted { self.kernel.rto_us } else { 0 },
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// `SOCK_DESTROY` of the subflow from `local`: it is closed at once (no longer
+    /// listed), its SUB_CLOSED event follows.
+    fn destroy(&mut self, local: SocketAddr) -> std::io::Result<bool> {
+        if self.kernel.no_destroy {
+            return Err(std::io::Error::from_raw_os_error(libc_eperm()));
+        }
+        let Some(s) = self
+            .subflows
+            .iter_mut()
+            .find(|s| s.listed && !s.destroyed && s.local == local)
+        else {
+            return Ok(false);
+        };
+        s.destroyed = true;
+        s.listed = false;
+        let trusted = s.trusted;
+        self.destroyed.push((local, self.now));
+        if !trusted {
+            self.event(PathEvent::SubflowClosed {
+                token: TOKEN,
+                local: Some(local),
+                iface: None,
+            });
+        }
+        Ok(true)
+    }
+
+    fn instant(&self) -> Instant {
+        self.start + Duration::from_micros(self.now)
+    }
+}
+
+/// `EPERM`.
+fn libc_eperm() -> i32 {
+    1
+}
+
+/// The [`Kernel`] of a simulated connection: the real gate runs on it.
+#[derive(Debug, Clone)]
+pub struct Sim(pub Rc<RefCell<World>>);
+
+impl Kernel for Sim {
+    /// A subflow socket, by its local address.
+    type Socket = SocketAddr;
+
+    fn info(&self) -> std::io::Result<ConnInfo> {
+        let mut w = self.0.borrow_mut();
+        let now = w.now;
+        if w.written > 0 && w.polls.last() != Some(&now) {
+            w.polls.push(now);
+        }
+        Ok(w.conn_info())
+    }
+    fn subflows(&self) -> std::io::Result<Vec<SubflowInfo>> {
+        Ok(self.0.borrow().subflow_infos())
+    }
+    fn bound_dev(&self, _: SocketAddr, _: SocketAddr, _: u32) -> std::io::Result<Option<u32>> {
+        Ok(Some(0))
+    }
+    fn output_iface(&self, _: IpAddr, _: IpAddr) -> std::io::Result<Option<u32>> {
+        Ok(None)
+    }
+    fn has_route(&self, _: IpAddr, _: u32) -> std::io::Result<bool> {
+        Ok(true)
+    }
+    fn pm_events(&mut self) -> Option<Result<Vec<PmEvent>, String>> {
+        let mut w = self.0.borrow_mut();
+        if w.kernel.unsubscribed {
+            return None;
+        }
+        if std::mem::take(&mut w.overrun) {
+            return Some(Err("overrun (ENOBUFS)".into()));
+        }
+        Some(Ok(std::mem::take(&mut w.queued)))
+    }
+    fn subscribed(&self) -> bool {
+        !self.0.borrow().kernel.unsubscribed
+    }
+    fn unsubscribe(&mut self) {
+        self.0.borrow_mut().kernel.unsubscribed = true;
+    }
+    fn destroy(&self, local: SocketAddr, _: SocketAddr) -> std::io::Result<bool> {
+        self.0.borrow_mut().destroy(local)
+    }
+    fn sockets_of(&self, _: u32) -> std::io::Result<Vec<(SocketAddr, SocketAddr, SocketAddr)>> {
+        let w = self.0.borrow();
+        Ok(w.subflows
+            .iter()
+            .filter(|s| s.listed && !s.destroyed)
+            .map(|s| (s.local, remote(), s.local))
+            .collect())
+    }
+    fn destroy_socket(&self, s: &SocketAddr) -> std::io::Result<bool> {
+        self.0.borrow_mut().destroy(*s)
+    }
+    fn set_abortive(&self, on: bool) -> std::io::Result<()> {
+        self.0.borrow_mut().abortive = on;
+        Ok(())
+    }
+    fn fast_close(&self) -> std::io::Result<()> {
+        let mut w = self.0.borrow_mut();
+        w.fast_closed = true;
+        w.left_at_fast_close = w
+            .subflows
+            .iter()
+            .filter(|s| s.listed && !s.destroyed)
+            .map(|s| s.local)
+            .collect();
+        for s in &mut w.subflows {
+            s.listed = false;
+        }
+        Ok(())
+    }
+    fn subflow_create(
+        &mut self,
+        _: u32,
+        local: IpAddr,
+        _: Option<u32>,
+        remote: SocketAddr,
+        _: bool,
+    ) -> Result<Result<(), String>, MptcpError> {
+        self.0.borrow_mut().created.push((local, remote));
+        Ok(Ok(()))
+    }
+    fn hold(&mut self, _: u32, _: &[u32]) -> Option<Result<(), String>> {
+        let mut w = self.0.borrow_mut();
+        if !w.kernel.hold {
+            return None;
+        }
+        w.hold = Hold::Held;
+        Some(Ok(()))
+    }
+    fn hold_dropped(&self) -> Option<u64> {
+        let w = self.0.borrow();
+        (w.hold == Hold::Held).then_some(w.dropped)
+    }
+    fn release_hold(&mut self) {
+        self.0.borrow_mut().hold = Hold::Released;
+    }
+    fn keep_hold_until_gone(&mut self) {
+        self.0.borrow_mut().hold = Hold::Kept;
+    }
+    fn register_recovery(
+        &mut self,
+        _: u32,
+        _: RecoveryMachine,
+        _: Option<nena_mptcp::metered::MeteredMachine>,
+    ) -> Result<nena_mptcp::recovery::RecoveryHandle, MptcpError> {
+        Err(MptcpError::Io(std::io::Error::other(
+            "the simulated kernel has no recovery service",
+        )))
+    }
+    fn now(&self) -> Instant {
+        self.0.borrow().instant()
+    }
+    fn sleep(&mut self, d: Duration) {
+        let mut w = self.0.borrow_mut();
+        let t = w.now + d.as_micros() as Micros;
+        w.advance(t);
+    }
+    fn wait(&mut self, pause: Duration, data: bool) -> std::io::Result<Wake> {
+        let mut w = self.0.borrow_mut();
+        let timer = w.now + pause.as_micros() as Micros;
+        let (to, wake) = w.next_wake(timer, data).unwrap_or((timer, Wake::default()));
+        w.advance(to);
+        Ok(wake)
     }
 }
 
 /// How the driver ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Released(Verdict),
+    Released(ReleaseReport),
     Refused(Refusal),
     Timeout,
+    /// Another error (a policy refusal: a premature subflow nena cannot close).
+    Failed(String),
 }
 
 /// The timing of a gated connection.
@@ -403,74 +723,65 @@ impl Run {
     }
 }
 
-/// Drives `m` through a connection in `w` exactly as the gate's blocking driver does
-/// (`Gate::open`, `before_first_flight`, `wait_first_flight_acked`, `release_untrusted`):
-/// snapshot, then the queued events, then a poll; between polls a [`Backoff`] pause cut
-/// short by an event becoming readable or the peer's first bytes; the deadline.
-pub fn drive(mut m: GateMachine, mut w: World, t: Timing) -> Run {
-    let mut polls = Vec::new();
-    let end = |outcome, w: World, polls| Run {
+/// The outcome of a gate's step that failed.
+fn failed(e: MptcpError) -> Outcome {
+    match e {
+        MptcpError::Refused(r) => Outcome::Refused(r),
+        MptcpError::Timeout(_) => Outcome::Timeout,
+        other => Outcome::Failed(other.to_string()),
+    }
+}
+
+/// A connection in `w` connected at `t.connect`: the real gate on it ([`Gate::with_kernel`]),
+/// or how connecting ended.
+pub fn connect(
+    m: GateMachine,
+    mut w: World,
+    t: Timing,
+) -> (Result<Gate<Sim>, Outcome>, Rc<RefCell<World>>) {
+    w.advance(t.connect);
+    let world = Rc::new(RefCell::new(w));
+    let g = Gate::with_kernel(Sim(world.clone()), m, None).map_err(failed);
+    (g, world)
+}
+
+/// Runs the real gate ([`Gate`] on [`Sim`]) with the decisions `m` through a connection in
+/// `w`, as a client does: [`connect`] at `t.connect`, `before_first_flight` and the first
+/// flight written at `t.flight`, `wait_first_flight_acked` with `t.timeout`, then
+/// `release_untrusted`; the gate is dropped at the end (what it did then is in the world).
+pub fn drive(m: GateMachine, w: World, t: Timing) -> Run {
+    let (g, world) = connect(m, w, t);
+    let outcome = match g {
+        Err(o) => o,
+        Ok(mut g) => {
+            let o = first_flight(&mut g, &world, t)
+                .and_then(|()| g.release_untrusted().map_err(failed))
+                .map_or_else(|o| o, Outcome::Released);
+            drop(g);
+            o
+        }
+    };
+    let w = world.borrow().clone();
+    Run {
         outcome,
         at: w.now,
-        polls,
+        polls: w.polls.clone(),
         violated: w.violated,
         world: w,
-    };
-    w.advance(t.connect);
-    if let Err(r) = m.connected(&w.snapshot()) {
-        return end(Outcome::Refused(r), w, polls);
     }
-    w.advance(t.flight);
-    // The driver forgets what happened before the first flight.
-    w.drain_events();
-    if let Err(r) = m.before_first_flight(&w.snapshot()) {
-        return end(Outcome::Refused(r), w, polls);
-    }
-    w.write_first_flight(t.len);
-    let deadline = t.flight + t.timeout;
-    let mut backoff = Backoff::new();
-    let mut data_hint = true;
-    loop {
-        polls.push(w.now);
-        let snap = w.snapshot();
-        for e in w.drain_events() {
-            if let Err(r) = m.on_event(e) {
-                return end(Outcome::Refused(r), w, polls);
-            }
-        }
-        match m.poll_first_flight(t.len, &snap) {
-            Ok(Verdict::Proceed) => {
-                let v = m.release(&w.snapshot());
-                return end(
-                    match v {
-                        Ok(v) => Outcome::Released(v),
-                        Err(r) => Outcome::Refused(r),
-                    },
-                    w,
-                    polls,
-                );
-            }
-            Ok(Verdict::Wait { acked }) => {
-                assert_eq!(acked, w.acked, "the ACK counted from the baseline")
-            }
-            Ok(v) => panic!("poll_first_flight answered {v:?}"),
-            Err(r) => return end(Outcome::Refused(r), w, polls),
-        }
-        if w.now >= deadline {
-            return end(Outcome::Timeout, w, polls);
-        }
-        let pause = (backoff.next_pause().as_micros() as Micros).min(deadline - w.now);
-        let timer = w.now + pause;
-        let wake = w.next_wake(timer, data_hint);
-        let to = wake.unwrap_or(timer);
-        w.advance(to);
-        if wake.is_some() {
-            if w.peer_data {
-                data_hint = false;
-            }
-            backoff.reset();
-        }
-    }
+}
+
+/// `before_first_flight` at `t.flight`, the first flight written, and the wait for its ACK.
+pub fn first_flight(
+    g: &mut Gate<Sim>,
+    world: &Rc<RefCell<World>>,
+    t: Timing,
+) -> Result<(), Outcome> {
+    world.borrow_mut().advance(t.flight);
+    g.before_first_flight().map_err(failed)?;
+    world.borrow_mut().write_first_flight(t.len);
+    g.wait_first_flight_acked(t.len, Duration::from_micros(t.timeout))
+        .map_err(failed)
 }
 
 // ---------------------------------------------------------------------------------------

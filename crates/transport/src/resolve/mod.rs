@@ -22,7 +22,7 @@
 //! 4. where no resolver qualifies, nothing is sent: one line names the resolver, the
 //!    interface its query would leave by, and the fix ([`ResolveError::Untrusted`]).
 //!
-//! The pure parts (parsing `HOST:PORT` ([`host_port`]), choosing resolvers from routes,
+//! The pure parts (parsing `HOST:PORT` (host_port.rs), choosing resolvers from routes,
 //! /etc/hosts) are tested without a network; the messages, their exchange and resolv.conf
 //! are [`crate::dns`]'s.
 

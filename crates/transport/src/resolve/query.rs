@@ -1,7 +1,8 @@
 //! The queries themselves: each resolver chosen asked in turn by its trusted interface
 //! ([`crate::dns::exchange`], bound to it), a random ID per query, the preferred family
-//! first; an answer's addresses as [`crate::dns::addresses`] believes them. Blocking: a
-//! client resolves its server once, before it connects.
+//! first; an answer's addresses as [`crate::dns::addresses`] believes them. Blocking (the
+//! queries on a runtime of their own): a client resolves its server once, before it
+//! connects.
 
 use crate::dns::{self, DnsError, ExchangeError, Family, Question};
 use nena_mptcp::path::LocalIface;
@@ -26,6 +27,19 @@ pub(super) fn ask(
     v4_first: bool,
     timeout: Duration,
 ) -> Result<(IpAddr, SocketAddr, LocalIface), AskError> {
+    block_on(ask_each(name, chosen, v4_first, timeout)).unwrap_or_else(|e| {
+        Err(AskError::Failed(format!(
+            "cannot start a runtime for the queries: {e}"
+        )))
+    })
+}
+
+async fn ask_each(
+    name: &str,
+    chosen: &[(SocketAddr, LocalIface)],
+    v4_first: bool,
+    timeout: Duration,
+) -> Result<(IpAddr, SocketAddr, LocalIface), AskError> {
     let qname = dns::name(name).map_err(AskError::Failed)?;
     let families = if v4_first {
         [Family::V4, Family::V6]
@@ -41,9 +55,7 @@ pub(super) fn ask(
         let until = Instant::now() + share;
         let mut empty = 0;
         for fam in families {
-            let asked = block_on(exchange(*resolver, via, &qname, fam, until))
-                .unwrap_or_else(|error| Err(io_failure(error)));
-            match asked {
+            match exchange(*resolver, via, &qname, fam, until).await {
                 Ok(addrs) => match addrs.first() {
                     Some(ip) => return Ok((*ip, *resolver, via.clone())),
                     None => empty += 1,
@@ -87,13 +99,6 @@ impl std::fmt::Display for Failure {
     }
 }
 
-fn io_failure(error: std::io::Error) -> Failure {
-    Failure::Exchange(ExchangeError::Io {
-        step: dns::Step::Reach,
-        error,
-    })
-}
-
 /// One question (`name`, `family`) to `resolver` by `via`, answered by `until`.
 async fn exchange(
     resolver: SocketAddr,
@@ -102,7 +107,12 @@ async fn exchange(
     family: Family,
     until: Instant,
 ) -> Result<Vec<IpAddr>, Failure> {
-    let id = dns::random_id().map_err(io_failure)?;
+    let id = dns::random_id().map_err(|error| {
+        Failure::Exchange(ExchangeError::Io {
+            step: dns::Step::Reach,
+            error,
+        })
+    })?;
     let q = Question::of(name, family, id);
     let until = tokio::time::Instant::from_std(until);
     let answer = dns::exchange(resolver, Some(&via.name), &q, &q.encode(), until)

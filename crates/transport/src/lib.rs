@@ -13,6 +13,9 @@
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
 //! - [`server_keys`]: the server's key file and the client's `known_servers` (pinning).
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
+//! - [`dns`]: DNS messages (built, checked, framed), the exchange with a resolver and
+//!   resolv.conf, for the names resolver, `nena run`'s and the gateway's responder and the
+//!   proxy server's resolver.
 //!
 //! The rooms of what sessions are used for:
 //!
@@ -37,6 +40,7 @@
 pub mod app;
 pub mod conn;
 pub mod copy;
+pub mod dns;
 pub mod error;
 pub mod handshake;
 pub mod load;

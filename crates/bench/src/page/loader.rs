@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::TcpStream;
 
 /// How the loader works.
 #[derive(Debug, Clone)]
@@ -230,42 +230,39 @@ async fn fetch_host(
     Ok(done)
 }
 
-/// The IPv4 address of `name` from `resolver` (UDP; three tries of a second each), and
-/// the time its answer took.
+/// The IPv4 address of `name` from `resolver` (nena-transport's DNS exchange: UDP, three
+/// tries of a second each), and the time its answer took.
 async fn lookup(resolver: SocketAddr, name: &str) -> Result<(Ipv4Addr, Lookup)> {
-    use nena_transport::resolve::dns::{self, Family};
+    use nena_transport::dns::{self, ExchangeError, Family, Question};
     let qname = dns::name(name).map_err(|e| anyhow!(e))?;
-    let sock = UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))).await?;
-    sock.connect(resolver).await?;
-    let id = (std::process::id() as u16) ^ (Instant::now().elapsed().subsec_nanos() as u16);
-    let query = dns::query(&qname, Family::V4, id);
+    let q = Question::of(&qname, Family::V4, dns::random_id()?);
     let t = Instant::now();
-    let mut buf = vec![0u8; 1500];
-    for _ in 0..3 {
-        sock.send(&query).await?;
-        let n = match tokio::time::timeout(Duration::from_secs(1), sock.recv(&mut buf)).await {
-            Ok(n) => n.with_context(|| format!("asking {resolver} for {name}"))?,
-            Err(_) => continue,
-        };
-        let addrs = dns::addresses(&buf[..n], &qname, Family::V4, id)
-            .map_err(|e| anyhow!("{resolver}'s answer for {name}: {e}"))?;
-        let ip = addrs
-            .iter()
-            .find_map(|a| match a {
-                std::net::IpAddr::V4(v4) => Some(*v4),
-                _ => None,
-            })
-            .ok_or_else(|| anyhow!("{resolver} has no IPv4 address for {name}"))?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        return Ok((
-            ip,
-            Lookup {
-                name: name.into(),
-                ms,
-            },
-        ));
-    }
-    bail!("{resolver} did not answer for {name} in three tries")
+    let until = tokio::time::Instant::now() + 3 * dns::exchange::RESEND;
+    let answer = dns::exchange(resolver, None, &q, &q.encode(), until)
+        .await
+        .map_err(|e| match e {
+            ExchangeError::NoAnswer => {
+                anyhow!("{resolver} did not answer for {name} in three tries")
+            }
+            e => anyhow!("asking {resolver} for {name}: {e}"),
+        })?;
+    let addrs =
+        dns::addresses(&answer, &q).map_err(|e| anyhow!("{resolver}'s answer for {name}: {e}"))?;
+    let ip = addrs
+        .iter()
+        .find_map(|a| match a {
+            std::net::IpAddr::V4(v4) => Some(*v4),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow!("{resolver} has no IPv4 address for {name}"))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok((
+        ip,
+        Lookup {
+            name: name.into(),
+            ms,
+        },
+    ))
 }
 
 /// The objects' URLs in the document (`src="http://HOST:PORT/PATH"`), in order.
@@ -409,6 +406,7 @@ pub fn content_length(head: &[u8]) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::UdpSocket;
 
     #[test]
     fn the_documents_urls_are_read_in_order() {

@@ -28,6 +28,7 @@ const TRANSPORT: &[&[&str]] = &[
         "error",
         "server_keys",
         "resolve",
+        "dns",
     ],
     // opening sessions over kernel MPTCP
     &["conn"],

@@ -1,26 +1,24 @@
 //! The fuzz target's body (fuzz/fuzz_targets/dns_answer.rs), also run on stable by the
-//! property tests of [`super::dns`]: any bytes as a resolver's answer, and as `HOST:PORT`.
+//! property tests of [`crate::dns`] and of this room: any bytes as DNS messages and a
+//! resolv.conf ([`crate::dns::fuzzing::messages`]), and as `HOST:PORT`.
 
-use super::dns::{addresses, name, Family};
-use super::server::ServerAddr;
-use hickory_proto::rr::Name;
+use super::host_port::ServerAddr;
 
-/// Never a panic; what is believed has the family asked for; a parsed server address
-/// prints as text that parses back to it.
+/// Never a panic; [`crate::dns::fuzzing::messages`]' checks; a parsed server address
+/// prints as text that parses back to it, and its port is the text's last number.
 pub fn answer(data: &[u8]) {
-    let n = name("srv.lab").unwrap_or_else(|_| Name::root());
-    let id = u16::from_be_bytes([
-        data.first().copied().unwrap_or(0),
-        data.get(1).copied().unwrap_or(0),
-    ]);
-    for family in [Family::V4, Family::V6] {
-        if let Ok(addrs) = addresses(data, &n, family, id) {
-            assert!(addrs.iter().all(|a| a.is_ipv4() == (family == Family::V4)));
-        }
-    }
+    crate::dns::fuzzing::messages(data);
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Ok(a) = text.parse::<ServerAddr>() {
-            assert_eq!(a.to_string().parse::<ServerAddr>(), Ok(a));
-        }
+        host_port(text);
+    }
+}
+
+/// `HOST:PORT` from any text: refused, or an address that prints as text that parses
+/// back to it, with the port the text ends with.
+pub fn host_port(text: &str) {
+    if let Ok(a) = text.parse::<ServerAddr>() {
+        assert_eq!(a.to_string().parse::<ServerAddr>(), Ok(a.clone()));
+        let port = text.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
+        assert_eq!(port, Some(Ok(a.port)), "{text}");
     }
 }

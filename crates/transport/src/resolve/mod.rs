@@ -18,19 +18,19 @@
 //! 3. the queries go on a socket bound to that interface (`SO_BINDTODEVICE`: they cannot
 //!    leave by another, whatever the routes, and the socket takes no answer that arrived by
 //!    another), connected to the resolver (answers from elsewhere are dropped by the
-//!    kernel), with a random ID, the question checked in the answer ([`dns`]);
+//!    kernel), with a random ID, the question checked in the answer ([`crate::dns`]);
 //! 4. where no resolver qualifies, nothing is sent: one line names the resolver, the
 //!    interface its query would leave by, and the fix ([`ResolveError::Untrusted`]).
 //!
-//! The pure parts (parsing `HOST:PORT`, choosing resolvers from routes, /etc/hosts) are
-//! tested without a network; [`dns`] holds the messages.
+//! The pure parts (parsing `HOST:PORT` (host_port.rs), choosing resolvers from routes,
+//! /etc/hosts) are tested without a network; the messages, their exchange and resolv.conf
+//! are [`crate::dns`]'s.
 
-pub mod dns;
 pub mod fuzzing;
+mod host_port;
 mod query;
-mod server;
 
-pub use server::{Host, ServerAddr};
+pub use host_port::{Host, ServerAddr};
 
 use nena_mptcp::path::{LocalIface, ResolvedPolicy};
 use std::collections::BTreeSet;
@@ -281,12 +281,6 @@ pub fn hosts_lookup(text: &str, name: &str) -> Vec<IpAddr> {
         .collect()
 }
 
-/// The nameservers of a resolv.conf (`text`).
-pub fn nameservers(text: &str) -> Result<Vec<IpAddr>, String> {
-    let conf = resolv_conf::Config::parse(text).map_err(|e| e.to_string())?;
-    Ok(conf.nameservers.iter().map(IpAddr::from).collect())
-}
-
 /// The address to connect to for `server`, found without any path but a trusted one
 /// answering (module doc). `policy` is the client's, resolved on this host.
 pub fn resolve(
@@ -358,10 +352,7 @@ fn read_nameservers(path: &Path) -> Result<Vec<IpAddr>, ResolveError> {
         path: path.to_path_buf(),
         error: e.to_string(),
     })?;
-    nameservers(&text).map_err(|error| ResolveError::Config {
-        path: path.to_path_buf(),
-        error,
-    })
+    Ok(crate::dns::nameservers(&text))
 }
 
 /// Whether the client's trusted paths have IPv4 (then A is asked first) rather than only

@@ -1,18 +1,14 @@
-//! The queries themselves: UDP (TCP when the answer is truncated) on a socket bound to the
-//! trusted interface (`SO_BINDTODEVICE`) and connected to the resolver, a random ID per
-//! query, a second copy of the query when the first got no answer within a second, and
-//! answers that fail [`super::dns::addresses`]'s checks ignored as strays. Blocking: a
-//! client resolves its server once, before it connects.
+//! The queries themselves: each resolver chosen asked in turn by its trusted interface
+//! ([`crate::dns::exchange`], bound to it), a random ID per query, the preferred family
+//! first; an answer's addresses as [`crate::dns::addresses`] believes them. Blocking (the
+//! queries on a runtime of their own): a client resolves its server once, before it
+//! connects.
 
-use super::dns::{self, AnswerError, Family};
+use crate::dns::{self, DnsError, ExchangeError, Family, Question};
 use nena_mptcp::path::LocalIface;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::io::{self, Read, Write};
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-
-/// How long a UDP query waits before it is sent again.
-const RESEND: Duration = Duration::from_secs(1);
 
 /// Why no address came back.
 #[derive(Debug)]
@@ -26,6 +22,19 @@ pub(super) enum AskError {
 /// preferred family first, then the other. A name the resolver says does not exist ends
 /// the search (a second resolver would only be asked to disagree).
 pub(super) fn ask(
+    name: &str,
+    chosen: &[(SocketAddr, LocalIface)],
+    v4_first: bool,
+    timeout: Duration,
+) -> Result<(IpAddr, SocketAddr, LocalIface), AskError> {
+    block_on(ask_each(name, chosen, v4_first, timeout)).unwrap_or_else(|e| {
+        Err(AskError::Failed(format!(
+            "cannot start a runtime for the queries: {e}"
+        )))
+    })
+}
+
+async fn ask_each(
     name: &str,
     chosen: &[(SocketAddr, LocalIface)],
     v4_first: bool,
@@ -46,12 +55,12 @@ pub(super) fn ask(
         let until = Instant::now() + share;
         let mut empty = 0;
         for fam in families {
-            match exchange(*resolver, via, &qname, fam, until) {
+            match exchange(*resolver, via, &qname, fam, until).await {
                 Ok(addrs) => match addrs.first() {
                     Some(ip) => return Ok((*ip, *resolver, via.clone())),
                     None => empty += 1,
                 },
-                Err(Failure::Answer(AnswerError::NoSuchName)) => {
+                Err(Failure::Answer(DnsError::NoSuchName)) => {
                     return Err(AskError::NoSuchName {
                         resolver: *resolver,
                         via: via.name.clone(),
@@ -76,131 +85,57 @@ pub(super) fn ask(
 /// Why one exchange gave no addresses.
 #[derive(Debug)]
 enum Failure {
-    Answer(AnswerError),
-    Io(io::Error),
-    NoAnswer,
+    /// What the answer said instead ([`dns::addresses`]).
+    Answer(DnsError),
+    Exchange(ExchangeError),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Answer(e) => write!(f, "{e}"),
-            Failure::Io(e) => write!(f, "{e}"),
-            Failure::NoAnswer => f.write_str("no answer"),
+            Failure::Exchange(e) => write!(f, "{e}"),
         }
     }
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Self {
-        Failure::Io(e)
-    }
-}
-
-fn random_id() -> Result<u16, Failure> {
-    let mut b = [0u8; 2];
-    getrandom::fill(&mut b).map_err(|e| Failure::Io(io::Error::other(e.to_string())))?;
-    Ok(u16::from_be_bytes(b))
-}
-
-/// A socket of `ty` bound to `via` and connected to `resolver` (TCP: within `until`).
-fn bound(
-    resolver: SocketAddr,
-    via: &LocalIface,
-    ty: Type,
-    proto: Protocol,
-    until: Instant,
-) -> Result<Socket, Failure> {
-    let s = Socket::new(Domain::for_address(resolver), ty, Some(proto))?;
-    s.set_cloexec(true)?;
-    s.bind_device(Some(via.name.as_bytes()))?;
-    let addr = SockAddr::from(resolver);
-    if ty == Type::STREAM {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Failure::NoAnswer);
-        }
-        s.connect_timeout(&addr, left)?;
-    } else {
-        s.connect(&addr)?;
-    }
-    Ok(s)
 }
 
 /// One question (`name`, `family`) to `resolver` by `via`, answered by `until`.
-fn exchange(
+async fn exchange(
     resolver: SocketAddr,
     via: &LocalIface,
     name: &hickory_proto::rr::Name,
     family: Family,
     until: Instant,
 ) -> Result<Vec<IpAddr>, Failure> {
-    let id = random_id()?;
-    let q = dns::query(name, family, id);
-    let s = bound(resolver, via, Type::DGRAM, Protocol::UDP, until)?;
-    let mut buf = vec![0u8; 4096];
-    let mut next_send = Instant::now();
-    loop {
-        let now = Instant::now();
-        if now >= until {
-            return Err(Failure::NoAnswer);
-        }
-        if now >= next_send {
-            s.send(&q)?;
-            next_send = now + RESEND;
-        }
-        let wait = until.min(next_send).saturating_duration_since(now);
-        s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-        let n = match (&s).read(&mut buf) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            // An ICMP "port unreachable" for an earlier copy: the resolver is not there.
-            Err(e) => return Err(e.into()),
-        };
-        match dns::addresses(&buf[..n], name, family, id) {
-            Ok(a) => return Ok(a),
-            Err(AnswerError::Truncated) => return exchange_tcp(resolver, via, name, family, until),
-            Err(
-                AnswerError::OtherId { .. }
-                | AnswerError::OtherQuestion
-                | AnswerError::NotResponse
-                | AnswerError::Malformed(_),
-            ) => {
-                log::debug!("a stray datagram from {resolver} ignored");
-            }
-            Err(e) => return Err(Failure::Answer(e)),
-        }
-    }
+    let id = dns::random_id().map_err(|error| {
+        Failure::Exchange(ExchangeError::Io {
+            step: dns::Step::Reach,
+            error,
+        })
+    })?;
+    let q = Question::of(name, family, id);
+    let until = tokio::time::Instant::from_std(until);
+    let answer = dns::exchange(resolver, Some(&via.name), &q, &q.encode(), until)
+        .await
+        .map_err(Failure::Exchange)?;
+    dns::addresses(&answer, &q).map_err(Failure::Answer)
 }
 
-/// The same question over TCP (RFC 7766: a two-byte length before each message).
-fn exchange_tcp(
-    resolver: SocketAddr,
-    via: &LocalIface,
-    name: &hickory_proto::rr::Name,
-    family: Family,
-    until: Instant,
-) -> Result<Vec<IpAddr>, Failure> {
-    let id = random_id()?;
-    let q = dns::query(name, family, id);
-    let mut s = bound(resolver, via, Type::STREAM, Protocol::TCP, until)?;
-    let left = until.saturating_duration_since(Instant::now());
-    s.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-    s.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
-    let mut out = Vec::with_capacity(q.len() + 2);
-    out.extend_from_slice(&(q.len() as u16).to_be_bytes());
-    out.extend_from_slice(&q);
-    s.write_all(&out)?;
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len)?;
-    let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
-    s.read_exact(&mut msg)?;
-    dns::addresses(&msg, name, family, id).map_err(Failure::Answer)
+/// `f` run to its end on a runtime of its own (on a thread of its own when the caller is
+/// itself on a runtime, which cannot block); an error when no runtime could be made.
+fn block_on<F: Future + Send>(f: F) -> std::io::Result<F::Output>
+where
+    F::Output: Send,
+{
+    let run = move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map(|rt| rt.block_on(f))
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|p| std::panic::resume_unwind(p))
+    } else {
+        run()
+    }
 }

@@ -1,5 +1,5 @@
 //! The pure parts of the trusted resolver: names and ports, the choice of resolvers from a
-//! routing table, /etc/hosts and resolv.conf.
+//! routing table, /etc/hosts (resolv.conf and the messages: [`crate::dns`]'s tests).
 
 use super::*;
 use std::net::Ipv4Addr;
@@ -153,16 +153,6 @@ fn hosts_file_lines() {
 }
 
 #[test]
-fn resolv_conf_nameservers() {
-    let text =
-        "search wlan.example\nnameserver 198.18.2.1\nnameserver 2001:2::53\noptions ndots:1\n";
-    assert_eq!(
-        nameservers(text).unwrap(),
-        vec![ip("198.18.2.1"), ip("2001:2::53")]
-    );
-}
-
-#[test]
 fn literals_need_no_resolver() {
     let cfg = ResolverConfig {
         resolv_conf: "/nonexistent/resolv.conf".into(),
@@ -195,8 +185,18 @@ proptest::proptest! {
         fuzzing::answer(&bytes);
     }
 
+    /// Any text as `HOST:PORT`: an address that prints as text that parses back to it, with
+    /// the port the text ends with; or refused in one line.
     #[test]
-    fn any_text_is_a_server_address_or_refused(text in "[a-z0-9.:\\[\\]-]{0,40}") {
-        fuzzing::answer(text.as_bytes());
+    fn any_text_is_host_port_or_refused(text in "[a-z0-9.:\\[\\]-]{0,40}") {
+        match text.parse::<ServerAddr>() {
+            Ok(a) => {
+                proptest::prop_assert_eq!(a.to_string().parse::<ServerAddr>(), Ok(a.clone()));
+                let port = text.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
+                proptest::prop_assert_eq!(port, Some(Ok(a.port)));
+            }
+            Err(e) => proptest::prop_assert!(!e.is_empty() && !e.contains('\n'), "{}", e),
+        }
+        fuzzing::host_port(&text);
     }
 }

@@ -11,6 +11,8 @@
 //! the destination the application sent it to; from the server, each reply with the source
 //! it came from. Decoders either wait for more bytes (`Ok(None)`), refuse (`Err`), or take
 //! one whole message from the start of their input; none allocates more than the message.
+//! [`DnsFrame`] is also the framing of DNS over TCP wherever nena speaks it (to a resolver,
+//! to an application): `crate::dns::frame` reads and writes it on streams.
 
 use super::WireError;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

@@ -1,21 +1,16 @@
 //! The proxy server's side of a DNS session (op 6): each query of the session is sent to the
 //! server's own resolver, the first `nameserver` of its /etc/resolv.conf (under `ip netns
-//! exec`: the namespace's /etc/netns/NS/resolv.conf), over UDP from a socket connected to
-//! it (the kernel drops datagrams from anyone else), again over TCP when the answer comes
-//! truncated; an answer is passed back only once it matches the query (ID and question,
-//! [`super::dns::check_answer`]). A query the resolver does not answer in time is answered
+//! exec`: the namespace's /etc/netns/NS/resolv.conf), by [`crate::dns::exchange`] (UDP
+//! from a socket connected to it, again over TCP when the answer comes truncated); an
+//! answer is passed back only once it matches the query (ID and question,
+//! [`crate::dns::check_answer`]). A query the resolver does not answer in time is answered
 //! SERVFAIL, so the application moves on instead of waiting.
 
-use super::dns::{self, Question};
-use crate::wire::carry::DnsFrame;
+use crate::dns::{self, read_frame, write_frame, ExchangeError, Question, Step, QUERY_TIMEOUT};
 use anyhow::{anyhow, Context, Result};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
-
-/// How long one query may take at the server's resolver (UDP and TCP together).
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The server's resolver.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +24,9 @@ impl Upstream {
     pub fn system() -> Result<Upstream> {
         let path = "/etc/resolv.conf";
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-        let ip = dns::first_nameserver(&text)
+        let ip = dns::nameservers(&text)
+            .first()
+            .copied()
             .ok_or_else(|| anyhow!("{path} names no nameserver: this server resolves nothing"))?;
         Ok(Upstream {
             nameserver: SocketAddr::new(ip, 53),
@@ -39,83 +36,30 @@ impl Upstream {
 
     /// The answer to `query` (already checked: `q`), or why there is none.
     pub async fn resolve(&self, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
-        tokio::time::timeout(self.timeout, self.ask(q, query))
-            .await
-            .map_err(|_| {
-                anyhow!(
-                    "{} gave no answer to {q} within {:?}",
-                    self.nameserver,
-                    self.timeout
-                )
-            })?
-    }
-
-    async fn ask(&self, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
         let ns = self.nameserver;
-        let any: SocketAddr = if ns.is_ipv4() {
-            "0.0.0.0:0".parse()?
-        } else {
-            "[::]:0".parse()?
-        };
-        let s = UdpSocket::bind(any).await?;
-        s.connect(ns)
+        let until = tokio::time::Instant::now() + self.timeout;
+        dns::exchange(ns, None, q, query, until)
             .await
-            .with_context(|| format!("cannot reach {ns}"))?;
-        s.send(query).await.with_context(|| format!("to {ns}"))?;
-        let mut buf = vec![0u8; 65535];
-        loop {
-            let n = s
-                .recv(&mut buf)
-                .await
-                .with_context(|| format!("from {ns}"))?;
-            match dns::check_answer(q, &buf[..n]) {
-                Ok(c) if c.truncated => break,
-                Ok(_) => {
-                    buf.truncate(n);
-                    return Ok(buf);
+            .map_err(|e| match e {
+                ExchangeError::NoAnswer => {
+                    anyhow!("{ns} gave no answer to {q} within {:?}", self.timeout)
                 }
-                // Not the answer (a late answer to an earlier query, or junk): wait on.
-                Err(e) => log::debug!("{ns}: {e}; ignored"),
-            }
-        }
-        // Truncated: the whole answer over TCP (RFC 7766).
-        let mut t = TcpStream::connect(ns)
-            .await
-            .with_context(|| format!("cannot connect to {ns} over TCP"))?;
-        let framed = DnsFrame::encode(query).ok_or_else(|| anyhow!("query too long"))?;
-        t.write_all(&framed).await?;
-        let answer = read_frame(&mut t)
-            .await?
-            .ok_or_else(|| anyhow!("{ns} closed the TCP connection without an answer"))?;
-        dns::check_answer(q, &answer).with_context(|| format!("{ns} over TCP"))?;
-        Ok(answer)
+                ExchangeError::Io { step, error } => {
+                    let doing = match step {
+                        Step::Reach => format!("cannot reach {ns}"),
+                        Step::Send => format!("to {ns}"),
+                        Step::Receive => format!("from {ns}"),
+                        Step::TcpConnect => format!("cannot connect to {ns} over TCP"),
+                        Step::Tcp => return anyhow!(error),
+                    };
+                    anyhow!(error).context(doing)
+                }
+                ExchangeError::Closed => {
+                    anyhow!("{ns} closed the TCP connection without an answer")
+                }
+                ExchangeError::Answer(e) => anyhow!(e).context(format!("{ns} over TCP")),
+            })
     }
-}
-
-/// One DNS message framed as over TCP (`len u16 | msg`); `None` at a clean end before it.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
-    let mut h = [0u8; 2];
-    if r.read(&mut h[..1]).await? == 0 {
-        return Ok(None);
-    }
-    r.read_exact(&mut h[1..]).await?;
-    let len =
-        DnsFrame::length(h).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let mut m = vec![0u8; len];
-    r.read_exact(&mut m).await?;
-    Ok(Some(m))
-}
-
-/// Writes `msg` framed, and flushes.
-pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) -> std::io::Result<()> {
-    let framed = DnsFrame::encode(msg).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a DNS message of {} bytes cannot be framed", msg.len()),
-        )
-    })?;
-    w.write_all(&framed).await?;
-    w.flush().await
 }
 
 /// Answers the queries of a DNS session until the client ends it: each one checked, asked
@@ -154,6 +98,8 @@ mod tests {
     use super::*;
     use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
     use hickory_proto::rr::{Name, RecordType};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::UdpSocket;
 
     fn query(id: u16) -> Vec<u8> {
         let mut m = Message::new(id, MessageType::Query, OpCode::Query);

@@ -2,7 +2,7 @@
 //! The cgroup's BPF programs send its UDP datagrams to port 53 here (a socket on 127.0.0.1
 //! and one on ::1), and the proxy hands over its redirected TCP connections to port 53
 //! ([`Responder::serve_tcp`]); `nena gateway` answers its LAN's queries with it too. Each
-//! query is checked ([`super::dns::check_query`]), carried in a nena session to the proxy
+//! query is checked ([`crate::dns::check_query`]), carried in a nena session to the proxy
 //! server (op 6), which asks its own resolver, and the answer is checked against the query
 //! (ID and question) before the application gets it. When anything fails the application
 //! gets SERVFAIL at once. No query leaves this host but inside a nena session.
@@ -12,9 +12,8 @@
 //! instead of a session's opening each (two round trips and the open request's). A kept
 //! session that fails is dropped and the query asked again in a new one.
 
-use super::dns::{self, Question};
-use super::resolver::{read_frame, write_frame};
 use crate::conn::{ClientConn, ClientOptions, END_WITHIN};
+use crate::dns::{self, read_frame, write_frame, Question};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::open::open_service;
 use crate::wire::Service;
@@ -111,7 +110,7 @@ impl Responder {
                 return None;
             }
         };
-        let wait = self.opts.timeout + super::resolver::QUERY_TIMEOUT + Duration::from_secs(2);
+        let wait = self.opts.timeout + dns::QUERY_TIMEOUT + Duration::from_secs(2);
         let carried = tokio::time::timeout(wait, self.carry(&q, query, opening))
             .await
             .unwrap_or_else(|_| Err(anyhow!("no answer within {wait:?}")));

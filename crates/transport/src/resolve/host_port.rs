@@ -1,7 +1,7 @@
 //! A server as a client names it (`--to`, `--from`, `--via`): an address literal or a host
 //! name, and a port. Parsing only: [`super::resolve`] turns a name into an address.
 
-use super::dns;
+use crate::dns;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;

@@ -39,7 +39,6 @@ pub mod flow;
 mod report;
 pub mod wire;
 
-use report::{better_single, setting_line};
 pub use report::{table, targets};
 
 use crate::host::{cpu_model, kernel, loadavg};
@@ -700,6 +699,38 @@ fn run_setting(ends: &Ends<'_>, s: &Setting, index: u32) -> Result<SettingResult
         better_single_p99_ms,
         links,
     })
+}
+
+/// The single link whose straight flow had the lower p99 (a p99 on lost datagrams is no
+/// better than any), and that p99.
+fn better_single(subjects: &[SubjectResult]) -> (Option<String>, Option<f64>) {
+    subjects
+        .iter()
+        .filter(|x| x.subject == STRAIGHT_TRUSTED || x.subject == STRAIGHT_WLAN)
+        .filter_map(|x| x.flow.p99_ms.map(|p| (x.subject.clone(), p)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or((None, None), |(s, p)| (Some(s), Some(p)))
+}
+
+pub(super) fn opt_ms(x: Option<f64>) -> String {
+    x.map_or("lost".to_string(), |v| format!("{v:.1}"))
+}
+
+/// One setting's summary line (progress).
+fn setting_line(r: &SettingResult) -> String {
+    let each: Vec<String> = r
+        .subjects
+        .iter()
+        .map(|x| {
+            format!(
+                "{} p99 {} lost+late {}",
+                x.subject,
+                opt_ms(x.flow.p99_ms),
+                x.flow.lost_or_late
+            )
+        })
+        .collect();
+    format!("{}: {}", r.name, each.join("; "))
 }
 
 #[cfg(test)]

@@ -4,17 +4,6 @@
 
 use super::*;
 
-/// The single link whose straight flow had the lower p99 (a p99 on lost datagrams is no
-/// better than any), and that p99.
-pub(super) fn better_single(subjects: &[SubjectResult]) -> (Option<String>, Option<f64>) {
-    subjects
-        .iter()
-        .filter(|x| x.subject == STRAIGHT_TRUSTED || x.subject == STRAIGHT_WLAN)
-        .filter_map(|x| x.flow.p99_ms.map(|p| (x.subject.clone(), p)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or((None, None), |(s, p)| (Some(s), Some(p)))
-}
-
 /// Every target of the run: per setting and nena subject, p99 against the better single
 /// link, nothing lost or late through an outage, bytes on the wire; and the bulk stream's
 /// loss beyond straight.
@@ -70,27 +59,6 @@ pub fn targets(settings: &[SettingResult], bulk: Option<&bulk::Bulk>) -> Vec<Tar
         });
     }
     v
-}
-
-fn opt_ms(x: Option<f64>) -> String {
-    x.map_or("lost".to_string(), |v| format!("{v:.1}"))
-}
-
-/// One setting's summary line (progress).
-pub(super) fn setting_line(r: &SettingResult) -> String {
-    let each: Vec<String> = r
-        .subjects
-        .iter()
-        .map(|x| {
-            format!(
-                "{} p99 {} lost+late {}",
-                x.subject,
-                opt_ms(x.flow.p99_ms),
-                x.flow.lost_or_late
-            )
-        })
-        .collect();
-    format!("{}: {}", r.name, each.join("; "))
 }
 
 fn setting_title(r: &SettingResult, outage_s: f64) -> String {

@@ -26,93 +26,22 @@
 
 pub mod machine;
 mod service;
+mod shared;
 
 pub use machine::{Command, JoinNote, RecoveryConfig, RecoveryEvent, RecoveryMachine};
 pub use service::stalled;
 use service::start;
+use shared::{Change, Shared, NEXT_ID, SERVICES};
+pub use shared::{MeteredState, BACKLOG_FOR};
 
-use crate::metered::{MeteredCommand, MeteredEvent, MeteredMachine};
-use std::sync::atomic::AtomicBool;
-
-/// The metered event a recovery event also is (link changes, subflows), if any.
-fn metered_event(ev: &RecoveryEvent, backup: Option<bool>) -> Option<MeteredEvent> {
-    Some(match *ev {
-        RecoveryEvent::SubflowEstablished { local, remote } => MeteredEvent::SubflowEstablished {
-            local,
-            remote,
-            backup: backup.unwrap_or(false),
-        },
-        RecoveryEvent::SubflowClosed { local } => MeteredEvent::SubflowClosed { local },
-        RecoveryEvent::ConnectionClosed => MeteredEvent::ConnectionClosed,
-        RecoveryEvent::LinkDown { addr } => MeteredEvent::LinkDown { addr },
-        RecoveryEvent::LinkUp { addr } => MeteredEvent::LinkUp { addr },
-        _ => return None,
-    })
-}
-
-use crate::links::{drain_rtnl, usable_addresses};
-use crate::pm::{
-    PmEvent, PmEvents, PmSocket, MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
-    MPTCP_EVENT_SUB_ESTABLISHED,
-};
+use crate::metered::MeteredMachine;
 use crate::MptcpError;
-use netlink_sys::Socket;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Re-read the usable addresses at least this often (a missed notification costs at most
-/// this much delay).
-const RESCAN: Duration = Duration::from_secs(1);
-
-/// A service with no connection for this long stops (its netlink sockets would otherwise
-/// keep a deleted network namespace alive); the next registration starts a new one.
-const IDLE_STOP: Duration = Duration::from_secs(2);
-
-/// How long events of a connection that is not registered (yet) are kept for it.
-pub const BACKLOG_FOR: Duration = Duration::from_secs(2);
-
-/// At most this many such events are kept.
-const BACKLOG_MAX: usize = 256;
-
-enum Change {
-    Add {
-        id: u64,
-        token: u32,
-        machine: RecoveryMachine,
-        recovered: Arc<AtomicU64>,
-        notes: Arc<Mutex<Vec<String>>>,
-        metered: Box<Option<(MeteredMachine, Arc<MeteredState>)>>,
-    },
-    Remove {
-        id: u64,
-    },
-    /// The owner saw the peer announce `remote` (in events queued before the registration).
-    Announced {
-        id: u64,
-        remote: SocketAddr,
-    },
-    /// Subflow events of the connection the owner read before the registration.
-    Replay {
-        id: u64,
-        events: Vec<RecoveryEvent>,
-    },
-}
-
-struct Shared {
-    changes: Mutex<Vec<Change>>,
-    /// Written to wake the service thread up for a change.
-    wake: OwnedFd,
-}
-
-/// Services by network namespace (the inode of `/proc/thread-self/ns/net`).
-static SERVICES: Mutex<Option<HashMap<u64, Arc<Shared>>>> = Mutex::new(None);
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A connection's registration with the recovery service; dropping it ends the recovery.
 pub struct RecoveryHandle {
@@ -121,15 +50,6 @@ pub struct RecoveryHandle {
     recovered: Arc<AtomicU64>,
     notes: Arc<Mutex<Vec<String>>>,
     metered: Option<Arc<MeteredState>>,
-}
-
-/// What the owner of a metered connection may read of its machine, kept by the service.
-#[derive(Debug)]
-pub struct MeteredState {
-    /// The metered local addresses (canonical).
-    addrs: Vec<IpAddr>,
-    /// The metered subflows are backup now.
-    saving: AtomicBool,
 }
 
 impl RecoveryHandle {
@@ -192,17 +112,6 @@ impl std::fmt::Debug for RecoveryHandle {
 impl Drop for RecoveryHandle {
     fn drop(&mut self) {
         self.shared.push(Change::Remove { id: self.id });
-    }
-}
-
-impl Shared {
-    fn push(&self, c: Change) {
-        if let Ok(mut q) = self.changes.lock() {
-            q.push(c);
-        }
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
-        let _ = unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 }
 

@@ -3,7 +3,23 @@
 //! machines and carries out their commands (`SUBFLOW_CREATE` / `SUBFLOW_DESTROY`, the
 //! metered paths' backup flags). Started by [`super::register`]'s first call in a namespace.
 
-use super::*;
+use super::shared::*;
+use super::{Command, RecoveryEvent, RecoveryMachine};
+use crate::links::{drain_rtnl, usable_addresses};
+use crate::metered::{MeteredCommand, MeteredEvent, MeteredMachine};
+use crate::pm::{
+    PmEvent, PmEvents, PmSocket, MPTCP_EVENT_ANNOUNCED, MPTCP_EVENT_CLOSED, MPTCP_EVENT_SUB_CLOSED,
+    MPTCP_EVENT_SUB_ESTABLISHED,
+};
+use crate::MptcpError;
+use netlink_sys::Socket;
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Subscribe (in the calling thread's namespace, so that nothing is missed from now on) and
 /// start the service thread, which inherits the namespace.

@@ -21,6 +21,9 @@
 //! - [`proxy`]: `nena proxy` (client, server, bridge, SOCKS5), `nena run`'s DNS responder
 //!   and datagram relay ([`proxy::carry`]) and `nena gateway` ([`proxy::gateway`]).
 //! - [`ops`]: running a server: access rules, `--metrics`, clean stops.
+//! - `launch` (with the `launch` feature, which brings in nena-bpf): `nena run`'s launcher,
+//!   a guard that runs a command in a cgroup of its own whose traffic nena carries (its
+//!   mount namespace, privilege drop, watchdog and supervision).
 //!
 //! Leaves and aids:
 //!
@@ -38,6 +41,8 @@ pub mod conn;
 pub mod copy;
 pub mod error;
 pub mod handshake;
+#[cfg(feature = "launch")]
+pub mod launch;
 pub mod low_water;
 pub mod msg_error;
 pub mod ops;

@@ -293,3 +293,63 @@ impl ClientSettings {
             .map_err(|e| SettingsError::Failed(anyhow!(e)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(trusted: &[&str]) -> ClientSettings {
+        ClientSettings {
+            trusted: trusted.iter().map(|t| t.parse().unwrap()).collect(),
+            untrusted: Vec::new(),
+            metered: Vec::new(),
+            modes: vec![Mode::Aead, Mode::Aead, Mode::Stream],
+            suite: None,
+            aead_epoch_log2: None,
+            stream_epoch_log2: None,
+            allow_fallback: false,
+            allow_plain: false,
+            timeout: Duration::from_secs(1),
+            token_file: None,
+            recover: true,
+            cc: None,
+            resolver: None,
+            known_servers: None,
+            server_key: None,
+            #[cfg(feature = "debug-dump")]
+            dump_first_flight: None,
+        }
+    }
+
+    fn invalid_message(r: Result<(), SettingsError>) -> String {
+        match r {
+            Err(SettingsError::Invalid(e)) => e.to_string(),
+            other => panic!("not a usage error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trusted_path_that_exists_is_required() {
+        let m = invalid_message(settings(&[]).check());
+        assert!(m.starts_with("no trusted path: give --trusted"), "{m}");
+        let m = invalid_message(settings(&["nena-no-such0"]).check());
+        assert_eq!(
+            m,
+            "--trusted nena-no-such0: no such interface in this network namespace"
+        );
+        assert!(settings(&["127.0.0.1"]).check().is_ok());
+        assert!(iface_exists("lo"));
+    }
+
+    #[test]
+    fn tokens_only_with_aead_or_stream_and_modes_without_repeats() {
+        assert!(token_refused(&[Mode::Aead, Mode::Stream]).is_none());
+        let e = token_refused(&[Mode::Aead, Mode::Plain]).unwrap();
+        assert!(e.to_string().contains("--mode plain"), "{e}");
+        assert!(matches!(e, SettingsError::Invalid(_)));
+        assert_eq!(
+            dedup_modes(&settings(&[]).modes),
+            vec![Mode::Aead, Mode::Stream]
+        );
+    }
+}

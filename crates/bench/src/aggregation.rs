@@ -313,13 +313,15 @@ fn nena_transfer(
     use nena_transport::app::client;
     let copts = client_options(lab, PORT_NENA, nena_proto::Mode::Aead);
     let fetched = dir.join("fetched.bin");
+    let name = |n: &str| nena_transport::app::names::FileName::new(n);
+    let (uploaded, served) = (name("uploaded.bin")?, name(SERVED)?);
     let (secs, report) = lab.run_in(Host::Client, || -> Result<_> {
         let rt = tokio::runtime::Runtime::new()?;
         let t0 = Instant::now();
         let r = rt.block_on(async {
             match way {
-                Way::Send => client::send(&copts, upload, "uploaded.bin", &()).await,
-                Way::Get => client::get(&copts, SERVED, &fetched, true, &()).await,
+                Way::Send => client::send(&copts, upload, &uploaded, &()).await,
+                Way::Get => client::get(&copts, &served, &fetched, true, &()).await,
             }
         })?;
         Ok((t0.elapsed().as_secs_f64(), r))

@@ -57,3 +57,15 @@ impl From<nena_transport::Error> for Exit {
         }
     }
 }
+
+/// The client settings were refused (nena-transport's `conn::settings`): bad input, status
+/// 2, or resolving them failed, status 1.
+impl From<nena_transport::conn::SettingsError> for Exit {
+    fn from(e: nena_transport::conn::SettingsError) -> Self {
+        use nena_transport::conn::SettingsError;
+        match e {
+            SettingsError::Invalid(e) => Exit::usage(e),
+            SettingsError::Failed(e) => Exit::from(e),
+        }
+    }
+}

@@ -31,13 +31,13 @@ enum Command {
     #[command(subcommand)]
     Bench(cmd::bench::BenchCmd),
     /// Serve files and perf tests over nena on MPTCP.
-    Serve(cmd::transfer::ServeArgs),
+    Serve(cmd::serve::ServeArgs),
     /// Send a file to a nena server.
-    Send(cmd::transfer::SendArgs),
+    Send(cmd::send::SendArgs),
     /// Fetch a file from a nena server.
-    Get(cmd::transfer::GetArgs),
+    Get(cmd::get::GetArgs),
     /// Throughput test against a nena server (iperf-like).
-    Perf(cmd::transfer::PerfArgs),
+    Perf(cmd::perf::PerfArgs),
     /// TCP <-> nena/MPTCP proxy so unmodified applications benefit.
     #[command(subcommand)]
     Proxy(cmd::proxy::ProxyCmd),
@@ -127,10 +127,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Codec(c) => cmd::codec::run(c),
         Command::Bench(c) => cmd::bench::run(c),
-        Command::Serve(a) => cmd::transfer::serve(a),
-        Command::Send(a) => cmd::transfer::send(a),
-        Command::Get(a) => cmd::transfer::get(a),
-        Command::Perf(a) => cmd::transfer::perf(a),
+        Command::Serve(a) => cmd::serve::serve(a),
+        Command::Send(a) => cmd::send::send(a),
+        Command::Get(a) => cmd::get::get(a),
+        Command::Perf(a) => cmd::perf::perf(a),
         Command::Proxy(c) => cmd::proxy::proxy(c),
         Command::Gateway(a) => cmd::gateway::gateway(a),
         #[cfg(feature = "policy")]

@@ -610,13 +610,9 @@ fn run_traffic(
             let file = work.join("payload.bin");
             write_payload(&file, bytes)?;
             let copts = client_options(remote, r)?;
+            let name = nena_transport::app::names::FileName::new("payload.bin")?;
             let rep = lab.run_in(Host::Client, || {
-                tokio::runtime::Runtime::new()?.block_on(client::send(
-                    &copts,
-                    &file,
-                    "payload.bin",
-                    &(),
-                ))
+                tokio::runtime::Runtime::new()?.block_on(client::send(&copts, &file, &name, &()))
             })??;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,

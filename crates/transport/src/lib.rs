@@ -24,6 +24,9 @@
 //! - [`proxy`]: `nena proxy` (client, server, bridge, SOCKS5), `nena run`'s DNS responder
 //!   and datagram relay ([`proxy::carry`]) and `nena gateway` ([`proxy::gateway`]).
 //! - [`ops`]: running a server: access rules, `--metrics`, clean stops.
+//! - `launch` (with the `launch` feature, which brings in nena-bpf): `nena run`'s launcher,
+//!   a guard that runs a command in a cgroup of its own whose traffic nena carries (its
+//!   mount namespace, privilege drop, watchdog and supervision).
 //!
 //! Leaves and aids:
 //!
@@ -43,6 +46,8 @@ pub mod copy;
 pub mod dns;
 pub mod error;
 pub mod handshake;
+#[cfg(feature = "launch")]
+pub mod launch;
 pub mod load;
 pub mod low_water;
 pub mod msg_error;

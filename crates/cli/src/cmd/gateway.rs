@@ -1,9 +1,8 @@
 //! `nena gateway --lan IFACE --via SERVER:PORT --trusted .. --untrusted ..`: argument
 //! parsing and the startup lines; the work is in nena-transport's `gateway`.
-use super::transfer::{
-    announce_with, check_client, counters, labels, metered_guard, parse_addr, parse_grace,
-    parse_server, start_metrics, ClientCommon, ConfigFile,
-};
+use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
+use super::parse::{parse_addr, parse_grace, parse_server};
+use super::server::{announce_with, counters, labels, start_metrics, ConfigFile};
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use nena_transport::ops::metrics::Role;
@@ -108,7 +107,7 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
-    pub datagram: super::transfer::DatagramArgs,
+    pub datagram: DatagramArgs,
     #[command(flatten)]
     pub caps: super::gateway_caps::CapsArgs,
     #[command(flatten)]

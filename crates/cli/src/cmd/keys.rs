@@ -40,7 +40,7 @@ pub enum KnownServersCmd {
 pub fn key(c: KeyCmd) -> CmdResult {
     match c {
         KeyCmd::Show { key_file } => {
-            let key = super::transfer::server_key(&key_file)?;
+            let key = super::server::server_key(&key_file)?;
             println!("{}", KeyText(&key.public()));
             Ok(())
         }

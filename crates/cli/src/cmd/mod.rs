@@ -4,15 +4,18 @@ pub mod attack;
 pub mod bench;
 #[cfg(feature = "cc")]
 pub mod cc;
+pub mod client;
 pub mod codec;
 pub mod eavesdrop;
 pub mod gateway;
 pub mod gateway_caps;
+pub mod get;
 pub mod host;
 pub mod keys;
 pub mod lab;
 pub mod mpc;
-#[cfg(feature = "policy")]
+pub mod parse;
+pub mod perf;
 #[cfg(feature = "policy")]
 pub mod policy;
 pub mod proxy;
@@ -20,12 +23,10 @@ pub mod report;
 #[cfg(feature = "policy")]
 pub mod run;
 #[cfg(feature = "policy")]
-pub mod run_as;
-#[cfg(feature = "policy")]
-pub mod run_ns;
-#[cfg(feature = "policy")]
 pub mod run_watchdog;
-pub mod transfer;
+pub mod send;
+pub mod serve;
+pub mod server;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.
 pub fn spinner(show: bool, msg: &'static str) -> Option<indicatif::ProgressBar> {

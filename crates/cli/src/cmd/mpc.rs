@@ -47,24 +47,6 @@ impl nena_transport::conn::MpcRecords for Records {
     }
 }
 
-/// SIGTERM becomes SIGINT, which the tools stop on cleanly (guards dropped).
-#[cfg(feature = "policy")]
-fn sigterm_as_sigint() {
-    extern "C" fn on_term(_: libc::c_int) {
-        // SAFETY: kill and getpid are async-signal-safe.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGINT);
-        }
-    }
-    // SAFETY: installing a handler that only calls async-signal-safe functions.
-    unsafe {
-        libc::signal(
-            libc::SIGTERM,
-            on_term as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
-
 /// A client's programs (on its trusted interfaces, for connections to `remote`'s port).
 /// `none`: testing only, attach nothing (this side does not ask).
 pub fn attach_client(
@@ -111,7 +93,8 @@ fn attach_for(
         MpcRole::Client
     };
     let attachment = MpcAttachment::attach(devs, port, role)?;
-    sigterm_as_sigint();
+    // SIGTERM becomes SIGINT, which the tools stop on cleanly (guards dropped).
+    nena_transport::ops::stop::sigterm_as_sigint();
     let lookup = MpcLookup(std::sync::Arc::new(Records(attachment.reader())));
     Ok(Some((
         Attached {

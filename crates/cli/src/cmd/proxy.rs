@@ -1,10 +1,9 @@
 //! `nena proxy client|server`: argument parsing and output; the work is in
 //! nena-transport's `proxy`. The options the proxies share with the transfer tools are in
-//! [`super::transfer`].
-use super::transfer::{
-    announce_with, check_client, counters, labels, metered_guard, parse_addr, parse_grace,
-    parse_server, start_metrics, ClientCommon, ConfigFile, ServerCommon,
-};
+//! [`super::client`] and [`super::server`].
+use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
+use super::parse::{parse_addr, parse_grace, parse_server};
+use super::server::{announce_with, counters, labels, start_metrics, ConfigFile, ServerCommon};
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use anyhow::anyhow;
@@ -68,7 +67,7 @@ pub struct ProxyClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
-    pub datagram: super::transfer::DatagramArgs,
+    pub datagram: DatagramArgs,
     #[command(flatten)]
     pub threads: Threads,
     #[command(flatten)]

@@ -1,53 +1,15 @@
 //! `nena run [--via SERVER:PORT --trusted ..] -- CMD [ARGS...]`: CMD's TCP connections are
-//! carried by nena without CMD knowing. CMD runs in a cgroup (v2) of its own; BPF programs
-//! attached to that cgroup (nena-bpf's `run`) send its TCP connects to a proxy in this
-//! process, which asks the `nena proxy server --allow ..` at SERVER for each original
-//! destination exactly as the SOCKS path does (wire op 4). `--mptcp-only` instead makes the
-//! cgroup's TCP sockets MPTCP (what mptcpize does) with no nena session: with the BPF hook
-//! fmod_ret/update_socket_protocol, or, where the kernel refuses tracing programs, through
-//! seccomp user notification (nena-mptcp's `mptcpize`).
-//!
-//! With `--via`, nothing of CMD's leaves outside nena but by loopback: its DNS (UDP and TCP
-//! to port 53, any address) is answered by a responder in this process through nena with
-//! the proxy server's resolver (op 6); every other UDP datagram is carried by a datagram
-//! relay through nena (`--udp carry`, op 7) or refused with EPERM (`--udp block`); and a
-//! cgroup_skb/egress program drops any packet of the cgroup to a non-loopback destination
-//! (nena-transport's `carry`, nena-bpf's `run`).
-//!
-//! CMD's names go nowhere else: it runs in a mount namespace of its own whose nsswitch.conf
-//! names only `files`, `myhostname` and `dns`, with the AF_UNIX resolvers outside nena
-//! (systemd-resolved's varlink socket, nscd, avahi) and the D-Bus system bus (systemd-
-//! resolved's `org.freedesktop.resolve1`; `--system-bus` allows it) hidden, and refused
-//! again by the cgroup's connect_unix program (`run_ns.rs`). `--mptcp-only` carries nothing
-//! through nena and changes none of this.
-//!
-//! Whatever ends CMD (its own exit, a signal) or this process (SIGINT, SIGTERM, SIGHUP:
-//! passed on to CMD, which gets 5 s), what is left of the cgroup is killed (`cgroup.kill`),
-//! then the programs are detached and the cgroup removed. The cgroup's programs are not
-//! links of this process: killed (SIGKILL, the OOM killer), it leaves them attached, so CMD's
-//! processes stay without network (the proxy's ports closed, the rest dropped at egress)
-//! until its watchdog (`run_watchdog.rs`) kills them and removes the cgroup; a later `nena
-//! run` removes whatever a killed one and its watchdog left. `nena run` exits with CMD's
-//! status (128 + N when a signal N ended it).
-//!
-//! CMD does not run as root unless asked: under sudo it runs as the user who called sudo,
-//! with `--user NAME|UID` as that user, and plain root with neither says so once
-//! (`run_as.rs`). It drops its privileges after it joined the cgroup, so its traffic is
-//! carried all the same.
+//! carried by nena without CMD knowing (or, with `--mptcp-only`, made MPTCP). Argument
+//! parsing, whom CMD runs as, and the lines nena run logs; the launcher (CMD's cgroup, its
+//! mount namespace, the BPF programs, the proxy and carriers, the privilege drop, the
+//! watchdog, signals passed on, supervision) is nena-transport's `launch`.
 
-use super::transfer::{check_client, metered_guard, parse_server, ClientCommon};
+use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
+use super::parse::parse_server;
 use crate::exit::Exit;
-use anyhow::{anyhow, Context};
-use nena_bpf::run::{MptcpOnly, Redirect};
-use nena_mptcp::mptcpize::{self, Mptcpizer};
-use nena_transport::proxy::carry::relay::Relay;
-use nena_transport::proxy::carry::responder::Responder;
-use nena_transport::proxy::{self, OriginalDst, ProxyLimits};
+use anyhow::anyhow;
+use nena_transport::launch::{self, CannotRun, Launch, Launcher, Why};
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -87,7 +49,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|UID")]
     pub user: Option<String>,
     #[command(flatten)]
-    pub datagram: super::transfer::DatagramArgs,
+    pub datagram: DatagramArgs,
     #[command(flatten)]
     pub common: ClientCommon,
     /// The command and its arguments.
@@ -104,109 +66,12 @@ pub enum UdpMode {
     Block,
 }
 
-/// The loopback sockets of CMD's UDP: the DNS responder's and, with `--udp carry`, the
-/// relay's, on 127.0.0.1 and (when the proxy listens there) ::1.
-struct UdpSockets {
-    dns4: tokio::net::UdpSocket,
-    dns6: Option<tokio::net::UdpSocket>,
-    relay4: Option<tokio::net::UdpSocket>,
-    relay6: Option<tokio::net::UdpSocket>,
-}
-
-impl UdpSockets {
-    async fn bind(v6: bool, mode: UdpMode) -> anyhow::Result<UdpSockets> {
-        use tokio::net::UdpSocket;
-        let carry = mode == UdpMode::Carry;
-        let dns4 = UdpSocket::bind("127.0.0.1:0")
-            .await
-            .context("cannot bind the DNS responder on 127.0.0.1")?;
-        let six = |what: &'static str| async move {
-            if !v6 {
-                return None;
-            }
-            UdpSocket::bind("[::1]:0")
-                .await
-                .map_err(|e| log::info!("no IPv6 {what} (::1: {e}): refused instead"))
-                .ok()
-        };
-        let dns6 = six("DNS responder").await;
-        let relay4 = if carry {
-            Some(
-                UdpSocket::bind("127.0.0.1:0")
-                    .await
-                    .context("cannot bind the datagram relay on 127.0.0.1")?,
-            )
-        } else {
-            None
-        };
-        let relay6 = if carry {
-            six("datagram relay").await
-        } else {
-            None
-        };
-        Ok(UdpSockets {
-            dns4,
-            dns6,
-            relay4,
-            relay6,
-        })
-    }
-
-    fn plan(&self, mode: UdpMode) -> anyhow::Result<nena_bpf::run::Udp> {
-        let addr = |s: Option<&tokio::net::UdpSocket>| s.map(|s| s.local_addr()).transpose();
-        Ok(nena_bpf::run::Udp {
-            dns4: Some(self.dns4.local_addr()?),
-            dns6: addr(self.dns6.as_ref())?,
-            relay4: addr(self.relay4.as_ref())?,
-            relay6: addr(self.relay6.as_ref())?,
-            block: mode == UdpMode::Block,
-        })
-    }
-}
-
-/// How long CMD has to end after nena passed it a signal, before its cgroup is killed.
-const GRACE: Duration = Duration::from_secs(5);
-
-/// The BPF side, kept until CMD ended.
-enum Attached {
-    Redirect(Arc<Redirect>),
-    Mptcp(MptcpOnly),
-    /// `--mptcp-only` through seccomp (the kernel refused fmod_ret): answered once CMD
-    /// started.
-    Seccomp(Option<Mptcpizer>),
-}
-
-impl Attached {
-    fn prog_ids(&self) -> Vec<u32> {
-        match self {
-            Attached::Redirect(r) => r.prog_ids().to_vec(),
-            Attached::Mptcp(m) => m.prog_ids().to_vec(),
-            Attached::Seccomp(_) => Vec::new(),
+impl From<UdpMode> for launch::UdpMode {
+    fn from(m: UdpMode) -> launch::UdpMode {
+        match m {
+            UdpMode::Carry => launch::UdpMode::Carry,
+            UdpMode::Block => launch::UdpMode::Block,
         }
-    }
-    /// Detach the cgroup's programs (once the cgroup is empty).
-    fn detach(&self) {
-        if let Attached::Redirect(r) = self {
-            r.detach();
-        }
-    }
-    fn stats(&self) -> nena_bpf::run::RunStats {
-        match self {
-            Attached::Redirect(r) => r.stats(),
-            Attached::Mptcp(m) => m.stats(),
-            Attached::Seccomp(m) => nena_bpf::run::RunStats {
-                mptcp: m.as_ref().map_or(0, Mptcpizer::made),
-                ..Default::default()
-            },
-        }
-    }
-}
-
-fn status_code(s: std::process::ExitStatus) -> u8 {
-    match (s.code(), s.signal()) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => (128 + sig) as u8,
-        _ => 1,
     }
 }
 
@@ -224,11 +89,16 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             "--metered is for --via: with --mptcp-only nena opens no connection of its own"
         )));
     }
-    let opts = match &a.via {
+    let via = match &a.via {
         Some(via) => {
-            let mut o = a.common.options(via, false)?;
-            a.datagram.apply(&mut o)?;
-            Some(o)
+            let mut opts = a.common.options(via, false)?;
+            a.datagram.apply(&mut opts)?;
+            Some(launch::Via {
+                opts,
+                udp: a.udp.into(),
+                max_sessions: a.max_sessions,
+                max_connecting: a.max_connecting,
+            })
         }
         None => None,
     };
@@ -237,16 +107,21 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         None => None,
     };
     let env = |k: &str| std::env::var(k).ok();
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let run_as = super::run_as::resolve(
+    let euid = launch::user::euid();
+    let run_as = launch::user::resolve(
         a.user.as_deref(),
         env("SUDO_UID").as_deref(),
         env("SUDO_GID").as_deref(),
         euid,
     )
     .map_err(Exit::usage)?;
-    let program = std::path::Path::new(&a.cmd[0]).display().to_string();
+    let launch = Launch {
+        via,
+        system_bus: a.system_bus,
+        user: run_as.as_ref().map(|(r, _)| r.clone()),
+        cmd: a.cmd,
+    };
+    let program = launch.program();
     match &run_as {
         Some((r, why)) => log::info!(
             "{program} runs as {} (uid {}, gid {}, groups {:?}; {})",
@@ -255,8 +130,8 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
             r.gid,
             r.groups,
             match why {
-                super::run_as::Why::Named => "--user",
-                super::run_as::Why::Sudo => "SUDO_UID: the user who called sudo",
+                Why::Named => "--user",
+                Why::Sudo => "SUDO_UID: the user who called sudo",
             }
         ),
         // Root chose root: said in the log (-v), not as a warning on every run.
@@ -266,261 +141,41 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         ),
         None => {}
     }
-    let run_as = run_as.map(|(r, _)| r);
-    // What a `nena run` killed with its watchdog left: its cgroup (killed, removed), its
-    // temporary mount, its private files.
-    for dir in nena_bpf::cgroup::remove_leftovers("nena-run") {
-        log::warn!(
-            "removed {} (and what ran in it): left by a nena run that was killed",
-            dir.display()
-        );
-    }
-    super::run_ns::remove_leftovers();
-    // CMD's cgroup: killed and removed when CMD ended, or on an error (drop).
-    let mut cgroup = nena_bpf::cgroup::OwnCgroup::create("nena-run").map_err(Exit::from)?;
-    let cgroup_dir = cgroup.dir().to_path_buf();
-    let joiner = cgroup.joiner().map_err(Exit::from)?;
-    // CMD's mount namespace (with --via: names only through nena).
-    let mut namespace = match a.via {
-        Some(_) => Some(super::run_ns::Namespace::prepare(a.system_bus).map_err(Exit::from)?),
-        None => None,
-    };
-    if let Some(n) = &namespace {
-        log::info!("CMD's mount namespace: {}", n.describe());
-    }
-    let refused_unix = super::run_ns::refused(a.system_bus);
-    // Removes the cgroup if this process is killed (then held until it exits).
-    let remove: Vec<&std::path::Path> = namespace.iter().filter_map(|n| n.dir()).collect();
-    let watchdog =
-        super::run_watchdog::spawn(&cgroup_dir, cgroup.mount_dir(), &remove).map_err(Exit::from)?;
-    log::info!(
-        "watchdog {} (kills and removes the cgroup if nena run is killed)",
-        watchdog.pid
-    );
-    // The command has ended (or been stopped) when the proxy stops: nothing to wait for.
-    let limits = ProxyLimits {
-        max_sessions: a.max_sessions,
-        max_connecting: a.max_connecting,
-        grace: std::time::Duration::ZERO,
-        token: None,
-        metrics: None,
-        datagram_plane: false,
-    };
-    let cmd = a.cmd.clone();
-    let udp_mode = a.udp;
-    let result = crate::runtime::block_on(async move {
-        // The BPF programs and, with --via, the proxy they send connects to.
-        let mut seccomp = None;
-        let mut carriers = Carriers::default();
-        let (mut attached, proxy_task) = match opts {
-            Some(opts) => {
-                let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .context("cannot listen on 127.0.0.1")?;
-                let v6 = match tokio::net::TcpListener::bind("[::1]:0").await {
-                    Ok(l) => Some(l),
-                    Err(e) => {
-                        log::info!("no IPv6 proxy listener (::1: {e}): IPv6 connects are refused");
-                        None
-                    }
-                };
-                let a4 = v4.local_addr()?;
-                let a6 = v6.as_ref().map(|l| l.local_addr()).transpose()?;
-                let udp = UdpSockets::bind(a6.is_some(), udp_mode).await?;
-                let file = std::fs::File::open(&cgroup_dir)
-                    .with_context(|| format!("cannot open {}", cgroup_dir.display()))?;
-                let redirect = Arc::new(Redirect::attach(
-                    &file,
-                    Some(a4),
-                    a6,
-                    udp.plan(udp_mode)?,
-                    &refused_unix,
-                )?);
-                let lookup = {
-                    let r = redirect.clone();
-                    OriginalDst(Arc::new(move |peer| r.take(peer)))
-                };
-                let shared = Arc::new(nena_transport::conn::ClientOptions {
-                    buffer: nena_transport::stream::PROXY_BUF,
-                    ..opts.clone()
-                });
-                let connecting =
-                    Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1)));
-                let dns = Arc::new(Responder::new(shared.clone(), connecting.clone(), None));
-                carriers.start_dns(&dns, udp.dns4, udp.dns6);
-                if udp_mode == UdpMode::Carry {
-                    let r = redirect.clone();
-                    let relay = Arc::new(Relay::new(
-                        shared,
-                        connecting,
-                        None,
-                        Arc::new(move |peer| r.relay_dst(peer)),
-                    ));
-                    carriers.start_relay(&relay, udp.relay4, udp.relay6);
-                }
-                let mut listeners = vec![v4];
-                listeners.extend(v6);
-                log::info!(
-                    "proxy on {a4}{} for the cgroup, to {}",
-                    a6.map(|a| format!(" and {a}")).unwrap_or_default(),
-                    opts.remote
-                );
-                let task = tokio::spawn(proxy::serve_client(
-                    listeners,
-                    proxy::Entry::Redirected { lookup, dns },
-                    opts,
-                    limits,
-                ));
-                (Attached::Redirect(redirect), Some(task))
-            }
-            None => match MptcpOnly::attach(&cgroup_dir) {
-                Ok(m) => (Attached::Mptcp(m), None),
-                Err(e) => {
-                    // Not a warning: seccomp gives the same result (every socket of CMD's is
-                    // MPTCP, `sockets made MPTCP N` at the end), only by another road.
-                    log::info!(
-                        "making the sockets MPTCP through seccomp user notification (the \
-                         kernel refused the fmod_ret program: {})",
-                        e.root_cause()
-                    );
-                    log::debug!("fmod_ret: {e:#}");
-                    let (parent, child) = mptcpize::pair()?;
-                    seccomp = Some((parent, child));
-                    (Attached::Seccomp(None), None)
-                }
-            },
-        };
+    // Removes its cgroup (and everything else) when dropped, after the runtime is gone.
+    let mut launcher = Launcher::prepare(launch).map_err(Exit::from)?;
+    let result = crate::runtime::block_on(async {
+        let programs = launcher.attach().await?;
+        log::info!("cgroup {} (programs {programs:?})", launcher.cgroup_name());
+        let ended = launcher.run().await?;
+        let (s, c) = (&ended.stats.run, &ended.stats);
         log::info!(
-            "cgroup {} (programs {:?})",
-            cgroup_dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            attached.prog_ids()
-        );
-        let mut command = tokio::process::Command::new(&cmd[0]);
-        command.args(&cmd[1..]).kill_on_drop(true);
-        if let Some(r) = &run_as {
-            command.envs(r.env());
-        }
-        let (seccomp_parent, seccomp_child) = match seccomp {
-            Some((p, c)) => (Some(p), Some(c)),
-            None => (None, None),
-        };
-        let enter = namespace.as_ref().map(|n| n.entry());
-        // SAFETY: only async-signal-safe calls (open, write, close, seccomp, sendmsg,
-        // unshare, mount, setgroups, setresgid, setresuid, prctl) between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                joiner.join()?;
-                // (As root: the filter needs no no_new_privs then, and it intercepts
-                // socket() alone, not the calls below.)
-                if let Some(c) = &seccomp_child {
-                    c.install()?;
-                }
-                // Its mount namespace, while still root.
-                if let Some(e) = &enter {
-                    e.enter()?;
-                }
-                // In the cgroup: now CMD's own user (it cannot leave the cgroup as that).
-                if let Some(r) = &run_as {
-                    r.drop_privileges()?;
-                }
-                // CMD dies with nena, even if nena is killed with SIGKILL (its children
-                // do not: they stay in the cgroup). After the change of user, which clears
-                // it.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        // Before CMD starts: a signal from now on is passed on, not fatal to nena.
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut child = command.spawn().map_err(|e| {
-            anyhow::Error::new(CannotRun).context(format!(
-                "cannot run {}: {e}",
-                std::path::Path::new(&cmd[0]).display()
-            ))
-        })?;
-        let pid = child.id().map(|p| p as i32);
-        // CMD's bind mount holds the local nsswitch.conf now.
-        if let Some(n) = &mut namespace {
-            n.forget_file();
-        }
-        if let Some(p) = seccomp_parent {
-            attached = Attached::Seccomp(Some(p.serve().context("the seccomp listener")?));
-        }
-        let status = tokio::select! {
-            s = child.wait() => s?,
-            sig = async {
-                tokio::select! {
-                    _ = term.recv() => libc::SIGTERM,
-                    _ = int.recv() => libc::SIGINT,
-                    _ = hup.recv() => libc::SIGHUP,
-                }
-            } => {
-                log::info!("signal {sig}: passed on to {}", std::path::Path::new(&cmd[0]).display());
-                if let Some(p) = pid {
-                    // SAFETY: a signal to our own child, which has not been reaped yet.
-                    unsafe { libc::kill(p, sig) };
-                }
-                match tokio::time::timeout(GRACE, child.wait()).await {
-                    Ok(s) => s?,
-                    Err(_) => {
-                        log::warn!("still running {GRACE:?} after the signal: killed");
-                        child.kill().await?;
-                        child.wait().await?
-                    }
-                }
-            }
-        };
-        // What CMD left behind in the cgroup is killed before the programs go: no process
-        // of the cgroup ever runs unredirected. (Not empty after 5 s: the programs stay
-        // until the cgroup is removed.)
-        if nena_bpf::cgroup::kill_and_wait(&cgroup_dir) {
-            attached.detach();
-        }
-        let stats = attached.stats();
-        if let Some(t) = proxy_task {
-            t.abort();
-            let _ = t.await;
-        }
-        let carried = carriers.stop().await;
-        log::info!(
-            "{} ended ({status}); connects redirected {}, handed to the proxy {}, left alone {}, \
+            "{program} ended ({}); connects redirected {}, handed to the proxy {}, left alone {}, \
              refused {}; sockets made MPTCP {}; DNS to the responder {} (answered through nena \
              {}, SERVFAIL {}); datagrams to the relay {} (sent on {}, replies {}, sessions {}), \
              refused {}; packets dropped at egress {}; AF_UNIX connects to resolvers refused {}",
-            std::path::Path::new(&cmd[0]).display(),
-            stats.redirected,
-            stats.handed,
-            stats.local,
-            stats.refused,
-            stats.mptcp,
-            stats.dns,
-            carried.dns_answered,
-            carried.dns_failed,
-            stats.udp,
-            carried.sent,
-            carried.received,
-            carried.sessions,
-            stats.udp_refused,
-            stats.dropped,
-            stats.unix_refused
+            ended.status,
+            s.redirected,
+            s.handed,
+            s.local,
+            s.refused,
+            s.mptcp,
+            s.dns,
+            c.dns_answered,
+            c.dns_failed,
+            s.udp,
+            c.sent,
+            c.received,
+            c.sessions,
+            s.udp_refused,
+            s.dropped,
+            s.unix_refused
         );
-        drop(attached);
-        Ok::<_, anyhow::Error>(status_code(status))
+        Ok::<_, anyhow::Error>(ended.code())
     });
-    cgroup.remove();
-    // The watchdog reads EOF when this process exits, and finds nothing left to do.
-    drop(watchdog);
+    drop(launcher);
     match result {
         Ok(Ok(code)) => Ok(code),
-        Ok(Err(e)) if e.is::<CannotRun>() || e.root_cause().is::<CannotRun>() => Err(Exit {
+        Ok(Err(e)) if CannotRun::is(&e) => Err(Exit {
             code: 127,
             error: e,
         }),
@@ -528,83 +183,3 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         Err(e) => Err(Exit::from(e)),
     }
 }
-
-/// The tasks of the DNS responder and the datagram relay, stopped when CMD ended.
-#[derive(Default)]
-struct Carriers {
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
-    dns: Option<Arc<Responder>>,
-    relay: Option<Arc<Relay>>,
-}
-
-/// What they did (the final log line).
-struct Carried {
-    dns_answered: u64,
-    dns_failed: u64,
-    sent: u64,
-    received: u64,
-    sessions: u64,
-}
-
-impl Carriers {
-    fn start_dns(
-        &mut self,
-        dns: &Arc<Responder>,
-        v4: tokio::net::UdpSocket,
-        v6: Option<tokio::net::UdpSocket>,
-    ) {
-        for s in std::iter::once(v4).chain(v6) {
-            self.tasks.push(tokio::spawn(dns.clone().serve_udp(s)));
-        }
-        self.dns = Some(dns.clone());
-    }
-
-    fn start_relay(
-        &mut self,
-        relay: &Arc<Relay>,
-        v4: Option<tokio::net::UdpSocket>,
-        v6: Option<tokio::net::UdpSocket>,
-    ) {
-        for s in v4.into_iter().chain(v6) {
-            self.tasks.push(tokio::spawn(relay.clone().serve(s)));
-        }
-        self.relay = Some(relay.clone());
-    }
-
-    async fn stop(self) -> Carried {
-        for t in self.tasks {
-            t.abort();
-            if let Ok(Err(e)) = t.await {
-                log::warn!("{e:#}");
-            }
-        }
-        if let Some(r) = &self.relay {
-            // Each flow ends its session cleanly (the proxy server logs what it carried).
-            r.wind_down(Duration::from_secs(2)).await;
-        }
-        if let Some(d) = &self.dns {
-            // So do the DNS sessions kept for further queries.
-            d.close(Duration::from_secs(2)).await;
-        }
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Carried {
-            dns_answered: self.dns.as_ref().map_or(0, |d| n(&d.stats.answered)),
-            dns_failed: self.dns.as_ref().map_or(0, |d| n(&d.stats.failed)),
-            sent: self.relay.as_ref().map_or(0, |r| n(&r.stats.sent)),
-            received: self.relay.as_ref().map_or(0, |r| n(&r.stats.received)),
-            sessions: self.relay.as_ref().map_or(0, |r| n(&r.stats.sessions)),
-        }
-    }
-}
-
-/// CMD could not be started (exit status 127, as a shell says).
-#[derive(Debug)]
-struct CannotRun;
-
-impl std::fmt::Display for CannotRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the command could not be started")
-    }
-}
-
-impl std::error::Error for CannotRun {}

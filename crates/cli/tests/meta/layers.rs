@@ -35,7 +35,7 @@ const TRANSPORT: &[&[&str]] = &[
     // running a server: access rules, metrics, stops
     &["ops"],
     // what sessions are used for
-    &["app", "proxy", "raw_mptcp", "load"],
+    &["app", "proxy", "launch", "raw_mptcp", "load"],
     // the test helpers, over everything
     &["testing"],
 ];

@@ -3,6 +3,7 @@
 //! really multipath and what every subflow carried.
 
 use crate::app::files::{self, Progress};
+use crate::app::names::FileName;
 use crate::app::perf::{self, Counters, Limit, Sample};
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
 use crate::error::{bail, Result};
@@ -200,7 +201,7 @@ fn transfer_report(
 pub async fn send(
     opts: &ClientOptions,
     path: &Path,
-    name: &str,
+    name: &FileName,
     progress: &dyn TransferProgress,
 ) -> Result<TransferReport> {
     if opts.raw {
@@ -227,7 +228,7 @@ pub async fn send(
 /// `nena get`: fetch `name` into `dest`.
 pub async fn get(
     opts: &ClientOptions,
-    name: &str,
+    name: &FileName,
     dest: &Path,
     overwrite: bool,
     progress: &dyn TransferProgress,

@@ -14,7 +14,7 @@
 //! `--max-file-size` and the free space of DIR (`statvfs`, minus what concurrent uploads were
 //! promised; see [`crate::ops::access`]), so a client cannot make it accept more than fits.
 
-use crate::app::names::check_name;
+use crate::app::names::{check_name, FileName};
 use crate::app::verdict::{self, Transfer};
 use crate::copy::{copy_in_bulk, copy_out};
 use crate::error::{bail, Context, Error, Result};
@@ -228,17 +228,49 @@ pub struct FileOutcome {
     pub sha256: String,
 }
 
+/// What `nena send` stores `path` as: `name`, else the file's own name, checked here once
+/// (as the server checks it: [`check_name`]) before any connection; `path` must be a
+/// regular file. Each refusal is one line, bad input.
+pub fn send_name(path: &Path, name: Option<&str>) -> anyhow::Result<FileName> {
+    let name = match name {
+        Some(n) => n.to_owned(),
+        None => path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| anyhow!("{} has no file name; give --name", path.display()))?,
+    };
+    let checked = FileName::new(&name).map_err(|e| anyhow!("name {name:?}: {e}"))?;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(checked),
+        Ok(_) => Err(anyhow!("{} is not a regular file", path.display())),
+        Err(e) => Err(anyhow!("{}: {e}", path.display())),
+    }
+}
+
+/// What `nena get` asks for and where it writes it: `name`, checked here once (as the
+/// server checks it: [`check_name`]) before any connection; into `out` (a directory: the
+/// file `name` in it), else `./NAME`.
+pub fn get_dest(name: &str, out: Option<&Path>) -> anyhow::Result<(FileName, PathBuf)> {
+    let checked = FileName::new(name).map_err(|e| anyhow!("name {name:?}: {e}"))?;
+    let dest = match out {
+        Some(p) if p.is_dir() => p.join(name),
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from(name),
+    };
+    Ok((checked, dest))
+}
+
 /// Client side of PUT: send `path` as `name`. Ok only when the server verified and stored it.
 pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     r: &mut SecureReader<R>,
     w: &mut SecureWriter<W>,
     path: &Path,
-    name: &str,
+    name: &FileName,
     token: Option<&AccessToken>,
     progress: Option<Progress<'_>>,
     on_size: impl FnOnce(u64),
 ) -> Result<FileOutcome> {
-    check_name(name).map_err(|e| anyhow!("cannot send as {name:?}: {e}"))?;
+    let name = name.as_str();
     let mut file = tokio::fs::File::open(path)
         .await
         .with_context(|| format!("cannot open {}", path.display()))?;
@@ -326,14 +358,14 @@ async fn peek<R: AsyncRead + Unpin>(r: &mut SecureReader<R>) -> std::io::Result<
 pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     r: &mut SecureReader<R>,
     w: &mut SecureWriter<W>,
-    name: &str,
+    name: &FileName,
     dest: &Path,
     overwrite: bool,
     token: Option<&AccessToken>,
     progress: Option<Progress<'_>>,
     on_size: impl FnOnce(u64),
 ) -> Result<FileOutcome> {
-    check_name(name).map_err(|e| anyhow!("cannot ask for {name:?}: {e}"))?;
+    let name = name.as_str();
     if !overwrite && tokio::fs::symlink_metadata(dest).await.is_ok() {
         bail!("{} exists (use --overwrite to replace it)", dest.display());
     }

@@ -47,6 +47,23 @@ pub fn check_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// A file name checked once, as [`check_name`] checks it: what `nena send` stores a file as
+/// and `nena get` asks for ([`crate::app::files::send_name`], [`crate::app::files::get_dest`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileName(String);
+
+impl FileName {
+    /// `name`, if [`check_name`] accepts it.
+    pub fn new(name: &str) -> Result<FileName, NameError> {
+        check_name(name)?;
+        Ok(FileName(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,6 +157,7 @@ async fn stopped_mid_session<W: AsyncWrite + Unpin>(w: &mut SecureWriter<W>, wha
 mod tests {
     use super::*;
     use crate::app::files::{client_get, client_put};
+    use crate::app::names::FileName;
     use crate::handshake::secure_pair;
     use crate::ops::access::Access;
     use crate::stream::{SecureReader, SecureWriter};
@@ -222,14 +223,14 @@ mod tests {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
             let src = cli.join(format!("src{size}"));
             std::fs::write(&src, &data).unwrap();
-            let name = format!("f{size}");
+            let name = FileName::new(&format!("f{size}")).unwrap();
             let (mut r, mut w, server) = connect(srv, false);
             let out = client_put(&mut r, &mut w, &src, &name, None, None, |_| {})
                 .await
                 .unwrap();
             assert_eq!(out.bytes, size as u64);
             server.await.unwrap().unwrap();
-            assert_eq!(std::fs::read(srv.join(&name)).unwrap(), data);
+            assert_eq!(std::fs::read(srv.join(name.as_str())).unwrap(), data);
 
             let dest = cli.join(format!("back{size}"));
             let (mut r, mut w, server) = connect(srv, false);
@@ -298,17 +299,33 @@ mod tests {
         std::fs::write(srv.join("keep"), b"old").unwrap();
         std::fs::write(cli.join("new"), b"new contents").unwrap();
         let (mut r, mut w, server) = connect(srv, false);
-        let err = client_put(&mut r, &mut w, &cli.join("new"), "keep", None, None, |_| {})
-            .await
-            .unwrap_err();
+        let err = client_put(
+            &mut r,
+            &mut w,
+            &cli.join("new"),
+            &FileName::new("keep").unwrap(),
+            None,
+            None,
+            |_| {},
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("file exists"), "{err}");
         assert!(server.await.unwrap().is_err());
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"old");
 
         let (mut r, mut w, server) = connect(srv, true);
-        client_put(&mut r, &mut w, &cli.join("new"), "keep", None, None, |_| {})
-            .await
-            .unwrap();
+        client_put(
+            &mut r,
+            &mut w,
+            &cli.join("new"),
+            &FileName::new("keep").unwrap(),
+            None,
+            None,
+            |_| {},
+        )
+        .await
+        .unwrap();
         server.await.unwrap().unwrap();
         assert_eq!(std::fs::read(srv.join("keep")).unwrap(), b"new contents");
     }
@@ -413,7 +430,16 @@ mod tests {
             out
         });
         let (mut r, mut w) = secure_pair(Some(cs), Vec::new(), cr, cw);
-        let client = client_put(&mut r, &mut w, src, "t", None, None, |_| {}).await;
+        let client = client_put(
+            &mut r,
+            &mut w,
+            src,
+            &FileName::new("t").unwrap(),
+            None,
+            None,
+            |_| {},
+        )
+        .await;
         drop((r, w));
         let out = server.await.unwrap();
         middle.abort();
@@ -453,7 +479,7 @@ mod tests {
         let err = client_get(
             &mut r,
             &mut w,
-            "nope",
+            &FileName::new("nope").unwrap(),
             &cli.join("nope"),
             false,
             None,
@@ -641,15 +667,31 @@ mod tests {
         std::fs::write(&src, b"uploaded").unwrap();
         let tok = AccessToken::new(right.to_vec()).unwrap();
         let (mut r, mut w, server) = connect_with(cfg.clone());
-        client_put(&mut r, &mut w, &src, "up", Some(&tok), None, |_| {})
-            .await
-            .unwrap();
+        client_put(
+            &mut r,
+            &mut w,
+            &src,
+            &FileName::new("up").unwrap(),
+            Some(&tok),
+            None,
+            |_| {},
+        )
+        .await
+        .unwrap();
         server.await.unwrap().unwrap();
         assert_eq!(std::fs::read(srv.join("up")).unwrap(), b"uploaded");
         let (mut r, mut w, server) = connect_with(cfg);
-        let err = client_put(&mut r, &mut w, &src, "up2", None, None, |_| {})
-            .await
-            .unwrap_err();
+        let err = client_put(
+            &mut r,
+            &mut w,
+            &src,
+            &FileName::new("up2").unwrap(),
+            None,
+            None,
+            |_| {},
+        )
+        .await
+        .unwrap_err();
         assert!(format!("{err:#}").contains("access denied"), "{err:#}");
         assert!(server.await.unwrap().is_err());
         assert!(!srv.join("up2").exists());

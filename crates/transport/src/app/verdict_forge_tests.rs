@@ -145,7 +145,8 @@ async fn upload(mode: Mode, spoil: bool, forge: bool) -> (crate::Result<String>,
         mask: down,
     };
     let (mut r, mut w) = secure_pair(Some(sess), left, cr, cw);
-    let client = client_put(&mut r, &mut w, &src, name, None, None, |_| {})
+    let file_name = crate::app::names::FileName::new(name).unwrap();
+    let client = client_put(&mut r, &mut w, &src, &file_name, None, None, |_| {})
         .await
         .map(|o| o.sha256);
     let server = server.await.unwrap();

@@ -17,7 +17,8 @@
 //! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
 //! caller's first message as the first flight and no protection. It exists only as the
 //! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).//!
-//! The parts: [`client`] and [`server`] (opening sessions), [`mpc`] (kato-mpc),
+//! The parts: [`client`] and [`server`] (opening sessions), [`settings`] (the options every
+//! client command shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc),
 //! [`socket`] (a socket as protected halves), [`subflows`] (bytes per subflow), [`sessions`]
 //! (the accept loop), [`stop`] (the signals and the switch that stop it cleanly).
 
@@ -25,6 +26,7 @@ pub mod client;
 pub mod mpc;
 pub mod server;
 pub mod sessions;
+pub mod settings;
 pub mod socket;
 pub mod stop;
 pub mod subflows;
@@ -33,5 +35,6 @@ pub use client::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
 pub use server::{accept, listen, AcceptOptions, ServerConn};
 pub use sessions::{accept_until_interrupted, Sessions, ABORT_NOTICE};
+pub use settings::{ClientSettings, SettingsError};
 pub use socket::{raise_nofile_limit, Reader, Writer};
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

@@ -59,6 +59,25 @@ pub async fn interrupted() -> std::io::Result<&'static str> {
     })
 }
 
+/// From now on SIGTERM becomes SIGINT for the whole process: for a command that stops
+/// cleanly (its guards dropped) on SIGINT alone, SIGTERM then does the same.
+pub fn sigterm_as_sigint() {
+    use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    extern "C" fn on_term(_: nix::libc::c_int) {
+        // kill and getpid are async-signal-safe.
+        let _ = kill(nix::unistd::Pid::this(), Signal::SIGINT);
+    }
+    let action = SigAction::new(
+        SigHandler::Handler(on_term),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only calls async-signal-safe functions.
+    if let Err(e) = unsafe { sigaction(Signal::SIGTERM, &action) } {
+        log::warn!("cannot turn SIGTERM into SIGINT: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

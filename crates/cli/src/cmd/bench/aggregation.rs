@@ -11,7 +11,7 @@ pub struct Args {
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
     /// Bytes each transfer moves (suffixes K, M, G: powers of 1024).
-    #[arg(long, default_value = "16M", value_parser = crate::cmd::transfer::parse_bytes)]
+    #[arg(long, default_value = "16M", value_parser = crate::cmd::parse::parse_bytes)]
     pub bytes: u64,
     /// Only the settings whose name contains this (e.g. "15+5", "25/1").
     #[arg(long)]

@@ -10,7 +10,7 @@ use nena_lab::PmMode;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Bytes each transfer moves (suffixes K, M, G: powers of 1024; at least 1M).
-    #[arg(long, default_value = "100M", value_parser = crate::cmd::transfer::parse_bytes)]
+    #[arg(long, default_value = "100M", value_parser = crate::cmd::parse::parse_bytes)]
     pub bytes: u64,
     /// The path managers to run: userspace, kernel, or both (the default).
     #[arg(long, default_value = "both", value_parser = ["userspace", "kernel", "both"])]

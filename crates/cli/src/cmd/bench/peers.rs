@@ -17,7 +17,7 @@ pub struct Args {
     pub setting: Option<String>,
     /// Bytes of every transfer instead of each setting's own (suffixes K, M, G: powers of
     /// 1024).
-    #[arg(long, value_parser = crate::cmd::transfer::parse_bytes)]
+    #[arg(long, value_parser = crate::cmd::parse::parse_bytes)]
     pub bytes: Option<u64>,
     /// Only nena and the tunnels whose name contains this ("shadowsocks", "stunnel").
     #[arg(long)]

@@ -13,7 +13,7 @@ pub struct Args {
     pub reps: usize,
     /// Bytes per run (e.g. 2M, 100M) instead of a fixed time: the runs' path split is
     /// checked, not their rate (a short transfer is mostly its handshake).
-    #[arg(long, conflicts_with = "time", value_parser = crate::cmd::transfer::parse_bytes)]
+    #[arg(long, conflicts_with = "time", value_parser = crate::cmd::parse::parse_bytes)]
     pub bytes: Option<u64>,
     /// Seconds per run (default 10, or 3 with --quick).
     #[arg(long)]

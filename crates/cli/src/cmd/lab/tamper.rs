@@ -28,7 +28,7 @@ pub struct TamperArgs {
     #[arg(long)]
     pub port: Option<u16>,
     /// Payload bytes of the flow that pass untouched before the byte is altered.
-    #[arg(long, default_value = "65536", value_parser = crate::cmd::transfer::parse_bytes)]
+    #[arg(long, default_value = "65536", value_parser = crate::cmd::parse::parse_bytes)]
     pub skip_bytes: u64,
     /// Which byte of the chosen segment to alter.
     #[arg(long, default_value = "100")]

@@ -17,11 +17,11 @@
 //! also serves users and groups, so it stays reachable; `sss` leaves the hosts line.
 //!
 //! Prepared in the parent ([`Namespace::prepare`]: the rewritten file, the paths); entered
-//! by the child between fork and exec with system calls only ([`Namespace::enter`]), as root,
+//! by the child between fork and exec with system calls only ([`Enter::enter`]), as root,
 //! before it drops its privileges.
 
 use anyhow::{Context, Result};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -217,43 +217,35 @@ impl Namespace {
 impl Enter {
     /// In the child between fork and exec, as root: a mount namespace of its own, whose
     /// mounts do not propagate back (slave), with the local nsswitch.conf and the sockets
-    /// hidden. Only system calls.
-    ///
-    /// # Safety
-    /// Call only in the child between fork and exec.
-    pub unsafe fn enter(&self) -> std::io::Result<()> {
-        let err = std::io::Error::last_os_error;
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(err());
-        }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_SLAVE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(err());
-        }
-        let bind = |src: &CString, dst: &CString| {
-            libc::mount(
-                src.as_ptr(),
-                dst.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
+    /// hidden. Only system calls, no allocation (every path was made in the parent).
+    pub fn enter(&self) -> std::io::Result<()> {
+        use nix::errno::Errno;
+        use nix::mount::{mount, MsFlags};
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+        mount(
+            None::<&CStr>,
+            c"/",
+            None::<&CStr>,
+            MsFlags::MS_REC | MsFlags::MS_SLAVE,
+            None::<&CStr>,
+        )?;
+        let bind = |src: &CStr, dst: &CStr| {
+            mount(
+                Some(src),
+                dst,
+                None::<&CStr>,
+                MsFlags::MS_BIND,
+                None::<&CStr>,
             )
         };
         if let Some((src, dst)) = &self.nsswitch {
-            if bind(src, dst) != 0 {
-                return Err(err());
-            }
+            bind(src, dst)?;
         }
         for p in &self.hide {
             // A socket gone since the parent looked needs no hiding.
-            if bind(&self.null, p) != 0 && *libc::__errno_location() != libc::ENOENT {
-                return Err(err());
+            match bind(&self.null, p) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())

@@ -3,134 +3,66 @@
 //! supplementary groups, `HOME`, `USER`, `LOGNAME` and `SHELL` from the passwd database),
 //! `--user NAME|UID` names the user explicitly, and plain root with neither keeps CMD as
 //! root and says so once. The identity is looked up before the fork; the child only makes
-//! system calls ([`RunAs::drop_privileges`]) after it joined its cgroup, whose membership
+//! system calls ([`PrivilegeDrop::drop_privileges`]) after it joined its cgroup, whose membership
 //! (and so the BPF programs that carry its traffic) does not depend on its user, and which
 //! it can no longer leave (the cgroup files are root's).
 
 use anyhow::{anyhow, bail, Result};
-use std::ffi::{CStr, CString};
+use nix::unistd::{Gid, Uid, User};
+use std::ffi::CString;
 use std::path::PathBuf;
 
-/// The user CMD runs as, looked up in the parent.
+/// The user CMD runs as, looked up in the parent: the privilege drop the child makes
+/// ([`RunAs::drop_privileges`]) before it runs CMD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunAs {
     pub uid: u32,
     pub gid: u32,
     /// Supplementary groups (the primary group included, as `id -G` lists them).
-    pub groups: Vec<libc::gid_t>,
+    pub groups: Vec<u32>,
     /// From the passwd database, when the user has an entry there.
     pub name: Option<String>,
     pub home: Option<PathBuf>,
     pub shell: Option<PathBuf>,
 }
 
-/// One entry of the passwd database.
-struct Passwd {
-    name: String,
-    uid: u32,
-    gid: u32,
-    home: PathBuf,
-    shell: PathBuf,
-}
-
-fn cstr_path(p: *const libc::c_char) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    if p.is_null() {
-        return PathBuf::new();
+/// One entry of the passwd database, by name or by uid.
+fn passwd(name: Option<&str>, uid: u32) -> Result<Option<User>> {
+    if name.is_some_and(|n| n.contains('\0')) {
+        bail!("a user name with a NUL byte");
     }
-    // SAFETY: a NUL-terminated string of the passwd entry, valid while its buffer lives.
-    PathBuf::from(std::ffi::OsStr::from_bytes(
-        unsafe { CStr::from_ptr(p) }.to_bytes(),
-    ))
-}
-
-/// getpwnam_r / getpwuid_r, by name or by uid.
-fn passwd(name: Option<&str>, uid: u32) -> Result<Option<Passwd>> {
-    let cname = match name {
-        Some(n) => Some(CString::new(n).map_err(|_| anyhow!("a user name with a NUL byte"))?),
-        None => None,
+    let found = match name {
+        Some(n) => User::from_name(n),
+        None => User::from_uid(Uid::from_raw(uid)),
     };
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        // SAFETY: zeroed passwd is a valid out-parameter; the buffer outlives its use.
-        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: all pointers are to live locals of the stated sizes.
-        let r = unsafe {
-            match &cname {
-                Some(c) => libc::getpwnam_r(
-                    c.as_ptr(),
-                    &mut pw,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    &mut out,
-                ),
-                None => {
-                    libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out)
-                }
-            }
-        };
-        if r == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        if r != 0 {
-            bail!(
-                "reading the passwd database: {}",
-                std::io::Error::from_raw_os_error(r)
-            );
-        }
-        if out.is_null() {
-            return Ok(None);
-        }
-        return Ok(Some(Passwd {
-            // SAFETY: pw_name points into `buf`, NUL-terminated.
-            name: unsafe { CStr::from_ptr(pw.pw_name) }
-                .to_string_lossy()
-                .into_owned(),
-            uid: pw.pw_uid,
-            gid: pw.pw_gid,
-            home: cstr_path(pw.pw_dir),
-            shell: cstr_path(pw.pw_shell),
-        }));
-    }
+    found.map_err(|e| anyhow!("reading the passwd database: {}", std::io::Error::from(e)))
 }
 
 /// The groups of `name` whose primary group is `gid` (getgrouplist).
-fn groups_of(name: &str, gid: u32) -> Result<Vec<libc::gid_t>> {
+fn groups_of(name: &str, gid: u32) -> Result<Vec<u32>> {
     let c = CString::new(name).map_err(|_| anyhow!("a user name with a NUL byte"))?;
-    let mut n: libc::c_int = 64;
-    loop {
-        let mut groups: Vec<libc::gid_t> = vec![0; n as usize];
-        let want = n;
-        // SAFETY: `groups` holds `n` entries; getgrouplist writes at most that many and
-        // sets `n` to the number it found.
-        let r = unsafe { libc::getgrouplist(c.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
-        if r >= 0 {
-            groups.truncate(n as usize);
-            return Ok(groups);
-        }
-        if n <= want {
-            n = want * 2;
-        }
-        if n > 1 << 16 {
-            bail!("{name} is in too many groups");
-        }
-    }
+    let groups = nix::unistd::getgrouplist(&c, Gid::from_raw(gid))
+        .map_err(|_| anyhow!("{name} is in too many groups"))?;
+    Ok(groups.into_iter().map(Gid::as_raw).collect())
+}
+
+/// The effective uid of this process (0: root).
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
 }
 
 impl RunAs {
-    fn from_passwd(p: Passwd, gid: u32) -> Result<RunAs> {
+    fn from_passwd(p: User, gid: u32) -> Result<RunAs> {
         let mut groups = groups_of(&p.name, gid)?;
         if !groups.contains(&gid) {
             groups.insert(0, gid);
         }
         Ok(RunAs {
-            uid: p.uid,
+            uid: p.uid.as_raw(),
             gid,
             groups,
             name: Some(p.name),
-            home: Some(p.home),
+            home: Some(p.dir),
             shell: Some(p.shell),
         })
     }
@@ -162,21 +94,38 @@ impl RunAs {
         v
     }
 
-    /// In the child between fork and exec: the groups, then the group, then the user (real,
-    /// effective and saved), so that none of root's is left. Only system calls.
-    ///
-    /// # Safety
-    /// Call only in the child between fork and exec.
-    pub unsafe fn drop_privileges(&self) -> std::io::Result<()> {
-        if libc::setgroups(self.groups.len(), self.groups.as_ptr()) != 0
-            || libc::setresgid(self.gid, self.gid, self.gid) != 0
-            || libc::setresuid(self.uid, self.uid, self.uid) != 0
-        {
-            return Err(std::io::Error::last_os_error());
+    /// What the child does to become this user ([`PrivilegeDrop::drop_privileges`]), made
+    /// here in the parent so that the child only makes system calls.
+    pub fn privilege_drop(&self) -> PrivilegeDrop {
+        PrivilegeDrop {
+            uid: Uid::from_raw(self.uid),
+            gid: Gid::from_raw(self.gid),
+            groups: self.groups.iter().copied().map(Gid::from_raw).collect(),
         }
+    }
+}
+
+/// The privilege drop as the child makes it: made in the parent
+/// ([`RunAs::privilege_drop`]), moved into the child's pre-exec closure.
+#[derive(Debug, Clone)]
+pub struct PrivilegeDrop {
+    uid: Uid,
+    gid: Gid,
+    groups: Vec<Gid>,
+}
+
+impl PrivilegeDrop {
+    /// The groups, then the group, then the user (real, effective and saved); then checks
+    /// that root cannot be regained. Only system calls, no allocation: for the child
+    /// between fork and exec.
+    pub fn drop_privileges(&self) -> std::io::Result<()> {
+        use nix::unistd::{setgroups, setresgid, setresuid, setuid};
+        setgroups(&self.groups)?;
+        setresgid(self.gid, self.gid, self.gid)?;
+        setresuid(self.uid, self.uid, self.uid)?;
         // Root cannot be regained.
-        if libc::setuid(0) == 0 && self.uid != 0 {
-            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        if setuid(Uid::from_raw(0)).is_ok() && !self.uid.is_root() {
+            return Err(nix::errno::Errno::EPERM.into());
         }
         Ok(())
     }
@@ -209,13 +158,13 @@ pub fn resolve(
             Err(_) => passwd(Some(u), 0)?
                 .ok_or_else(|| anyhow!("--user {u}: no such user in the passwd database"))?,
         };
-        if p.uid != euid && euid != 0 {
+        if p.uid.as_raw() != euid && euid != 0 {
             bail!(
                 "--user {u}: nena run is not root (uid {euid}), so it cannot start CMD as \
                  another user"
             );
         }
-        let gid = p.gid;
+        let gid = p.gid.as_raw();
         return Ok(Some((RunAs::from_passwd(p, gid)?, Why::Named)));
     }
     if euid != 0 {
@@ -241,7 +190,7 @@ pub fn resolve(
     }
     let r = match passwd(None, uid)? {
         Some(p) => {
-            let gid = gid.unwrap_or(p.gid);
+            let gid = gid.unwrap_or(p.gid.as_raw());
             RunAs::from_passwd(p, gid)?
         }
         None => RunAs::bare(uid, gid.unwrap_or(uid)),

@@ -1,0 +1,207 @@
+//! What the servers (`nena serve`, `nena proxy server`) and the other long-running commands
+//! share: the server options ([`ServerCommon`]) and key, `--config`, `--metrics`, and the
+//! startup lines.
+use super::parse::{parse_addr, parse_modes, parse_secs};
+use crate::exit::Exit;
+use anyhow::anyhow;
+use nena_proto::Mode;
+use nena_transport::conn::settings::{congestion_control, dedup_modes, token_refused};
+use nena_transport::conn::AcceptOptions;
+use nena_transport::ops::metrics::{self, Metrics, Role};
+use nena_transport::server_keys;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of the servers (`serve`, `proxy server`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerCommon {
+    /// Accepted modes, most preferred first (comma-separated or repeated): aead, stream,
+    /// kato (the papers' obfuscation, not encryption), plain (only when named); or kato-mpc
+    /// alone (the papers' negotiation on the SYN: attaches BPF programs to the listening
+    /// address's interfaces while it runs; no hello).
+    #[arg(long, default_value = "aead,stream,kato", value_parser = parse_modes)]
+    pub mode: Vec<Vec<Mode>>,
+    /// Testing only: --mode kato-mpc without attaching the programs (this side never agrees).
+    #[arg(long, hide = true)]
+    pub debug_mpc_off: bool,
+    /// --mode kato-mpc: serve in the clear a client whose negotiation did not complete (it
+    /// did not ask, or did not confirm the consent). WARNING: its bytes then cross every
+    /// path in the clear; by default such a connection is closed unread.
+    #[arg(long)]
+    pub allow_plain: bool,
+    /// Accept clients whose connection fell back to plain TCP.
+    #[arg(long)]
+    pub allow_fallback: bool,
+    /// Sessions served at once (more wait in the listen backlog).
+    #[arg(long, default_value = "4096")]
+    pub max_sessions: usize,
+    /// Seconds a client has to complete the nena handshake.
+    #[arg(long, default_value = "10", value_parser = parse_secs)]
+    pub handshake_timeout: Duration,
+    /// Congestion control of this command's MPTCP sockets (every subflow): a name the
+    /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
+    /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
+    /// Default: the namespace's, except that bbr gives way to cubic (the kernel's MPTCP
+    /// scheduler misjudges subflows on BBR's pacing rates; docs/BENCHMARKS.md, "Peers").
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// Serve OpenMetrics text (sessions by mode and outcome, bytes per path, refusals,
+    /// integrity failures, subflow events, handshake times) at http://ADDR:PORT/metrics
+    /// for Prometheus (docs/OPERATIONS.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub metrics: Option<SocketAddr>,
+    /// The server's long-term key (Ed25519, PKCS#8 PEM), which signs every handshake of aead
+    /// and stream and which clients pin; created (mode 0600) if missing. Servers of a fleet
+    /// behind one address share one file (docs/DEPLOY.md). Default: server_key in the state
+    /// directory (a systemd unit's $STATE_DIRECTORY, else $XDG_STATE_HOME/nena, else
+    /// ~/.local/state/nena).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+}
+
+/// The server key of `--key-file FILE` (or the default file), created if missing.
+pub(crate) fn server_key(key_file: &Option<PathBuf>) -> Result<nena_proto::ServerKey, Exit> {
+    let path = match key_file {
+        Some(p) => p.clone(),
+        None => server_keys::default_key_file()
+            .map_err(|e| Exit::usage(anyhow!("{e} (--key-file FILE)")))?,
+    };
+    let (key, made) = server_keys::load_or_create_key(&path).map_err(Exit::usage)?;
+    let shown = nena_proto::KeyText(&key.public()).to_string();
+    if made {
+        log::warn!(
+            "created the server key {} (public key {shown})",
+            path.display()
+        );
+    }
+    log::info!(
+        "server key {shown} (from {}; clients pin it)",
+        path.display()
+    );
+    Ok(key)
+}
+
+impl ServerCommon {
+    /// How to accept sessions; `token`: the server requires an access token
+    /// (`--token-file`), which only aead and stream may carry ([`token_refused`]): the default
+    /// modes then leave kato out, and modes named with kato, kato-mpc or plain are refused.
+    pub(super) fn accept(&self, raw: bool, token: bool) -> Result<AcceptOptions, Exit> {
+        let congestion = congestion_control(self.cc.as_deref())?;
+        let mut modes = dedup_modes(&self.mode.concat());
+        if token && !raw {
+            if modes == [Mode::Aead, Mode::Stream, Mode::Kato] {
+                modes.retain(|m| *m != Mode::Kato);
+                log::info!("--token-file: kato left out of the default modes (the token would cross kato's scrambling, which reads without a key)");
+            }
+            if let Some(e) = token_refused(&modes) {
+                return Err(e.into());
+            }
+        }
+        let key = match !raw && modes.iter().any(|m| m.is_cryptographic()) {
+            true => Some(server_key(&self.key_file)?),
+            false => None,
+        };
+        Ok(AcceptOptions {
+            key,
+            congestion,
+            modes,
+            allow_fallback: self.allow_fallback,
+            raw,
+            handshake_timeout: self.handshake_timeout,
+            buffer: nena_transport::stream::BULK_BUF,
+            mpc: None,
+            allow_plain: self.allow_plain,
+        })
+    }
+
+    /// `--mode kato-mpc`: the programs on the interfaces of `listen`, and their lookup.
+    pub(super) fn attach_mpc(
+        &self,
+        accept: &mut AcceptOptions,
+        listen: SocketAddr,
+    ) -> Result<Option<super::mpc::Attached>, Exit> {
+        if !accept.modes.contains(&Mode::KatoMpc) {
+            return Ok(None);
+        }
+        if accept.modes.len() > 1 {
+            return Err(Exit::usage(anyhow!(
+                "--mode kato-mpc cannot be combined with other modes (it has no hello)"
+            )));
+        }
+        Ok(
+            match super::mpc::attach_server(listen, self.debug_mpc_off)? {
+                Some((a, l)) => {
+                    accept.mpc = Some(l);
+                    Some(a)
+                }
+                None => None,
+            },
+        )
+    }
+}
+
+/// `--config FILE` of the long-running commands; the file is read before clap parses
+/// (crate::config), so this field only documents the flag and names the file in the log.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConfigFile {
+    /// Read options from FILE (TOML): the keys are this command's long flags without the
+    /// dashes, e.g. `listen = "0.0.0.0:4433"`, `mode = ["aead", "stream"]`,
+    /// `overwrite = true`. Flags on the command line override the file; an unknown key is
+    /// an error.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    pub(super) fn log(&self) {
+        if let Some(f) = &self.config {
+            log::info!("options from {}", f.display());
+        }
+    }
+}
+
+pub(super) fn announce(what: &str, addr: SocketAddr) {
+    println!("{what} listening on {addr}");
+    let _ = std::io::stdout().flush();
+}
+
+/// The modes as people read them, for the startup line: `aead (encrypted and authenticated),
+/// kato (the papers' obfuscation, not encryption)`.
+pub(super) fn labels(modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .map(|m| m.label())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `--metrics ADDR:PORT`: where to serve them, and the counters of a command in `role`.
+pub(super) fn counters(addr: Option<SocketAddr>, role: Role) -> Option<(SocketAddr, Arc<Metrics>)> {
+    addr.map(|a| (a, Metrics::new(role)))
+}
+
+/// Opens the metrics endpoint on the command's runtime (before its own listener, so that
+/// a scraper can rely on it once the command says it listens); its address.
+pub(super) async fn start_metrics(
+    counters: &Option<(SocketAddr, Arc<Metrics>)>,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let Some((addr, m)) = counters else {
+        return Ok(None);
+    };
+    let listener = metrics::bind(*addr).await?;
+    let at = listener.local_addr()?;
+    tokio::spawn(metrics::serve(listener, m.clone()));
+    Ok(Some(at))
+}
+
+/// The startup line, then where the metrics are served (if they are).
+pub(super) fn announce_with(what: &str, addr: SocketAddr, metrics: Option<SocketAddr>) {
+    announce(what, addr);
+    if let Some(m) = metrics {
+        println!("metrics (OpenMetrics) at http://{m}/metrics");
+        let _ = std::io::stdout().flush();
+    }
+}

@@ -4,7 +4,9 @@
 //! first use, as SSH's known_hosts) unless the user gives it (`--server-key`). The handshake
 //! itself checks the key (nena-proto); this module says which key to expect and remembers
 //! the first one. [`served_within`] tells a file server whether its key file lies in the
-//! directory it would serve (it then refuses to start).
+//! directory it would serve (it then refuses to start). And the access token file
+//! (`--token-file`, [`load_token`]), a secret on disk as the key file is, which both a server
+//! and its clients read (`crate::ops::access` re-exports it).
 
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::{HandshakeError, KeyText, PublicKey, ServerKey, SERVER_KEY_LEN};
@@ -450,6 +452,37 @@ pub fn entry_name(server: &crate::resolve::ServerAddr) -> String {
     server.to_string().to_ascii_lowercase()
 }
 
+// ---------------------------------------------------------------------------------------
+// The access token file (`--token-file`): a secret on disk, as the key file is.
+
+use crate::wire::AccessToken;
+
+/// Shortest access token a token file may hold (bytes, after trimming): long enough that
+/// guessing it over the network is hopeless when it is random.
+pub const MIN_TOKEN: usize = 16;
+
+/// Reads an access token from `path` (`--token-file`, the same file on both sides): its
+/// content with leading and trailing whitespace (a final newline) removed, 16..=255 bytes.
+pub fn load_token(path: &std::path::Path) -> anyhow::Result<AccessToken> {
+    // The file's bytes are wiped when dropped, as the token is (wire::AccessToken).
+    let raw = zeroize::Zeroizing::new(
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?,
+    );
+    token_from_file_bytes(&raw).map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))
+}
+
+fn token_from_file_bytes(raw: &[u8]) -> Result<AccessToken, String> {
+    let t = raw.trim_ascii();
+    if t.len() < MIN_TOKEN {
+        return Err(format!(
+            "the token has {} bytes, at least {MIN_TOKEN} are needed \
+             (e.g. `head -c 32 /dev/urandom | base64 > FILE`)",
+            t.len()
+        ));
+    }
+    AccessToken::new(t.to_vec()).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -475,6 +508,19 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
     use super::*;
+
+    #[test]
+    fn token_files() {
+        let t = token_from_file_bytes(b"  0123456789abcdef\n").unwrap();
+        assert!(t.admits(Some(
+            &crate::wire::AccessToken::new(b"0123456789abcdef".to_vec()).unwrap()
+        )));
+        let e = token_from_file_bytes(b"short\n").unwrap_err();
+        assert!(e.contains("5 bytes, at least 16"), "{e}");
+        assert!(token_from_file_bytes(b"\n\n").is_err());
+        let e = token_from_file_bytes(&[b'x'; 300]).unwrap_err();
+        assert!(e.contains("too long"), "{e}");
+    }
 
     #[test]
     fn a_created_key_is_private_and_loads_again() {

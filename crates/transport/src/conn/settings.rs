@@ -8,7 +8,7 @@
 //! command line's usage error) or resolving them failed ([`SettingsError::Failed`]).
 
 use super::client::ClientOptions;
-use crate::ops::access;
+
 use crate::resolve::{self, ResolverConfig, ServerAddr};
 use crate::server_keys::{self, KnownServers, ServerKeyCheck};
 use anyhow::anyhow;
@@ -202,7 +202,7 @@ impl ClientSettings {
                 if let Some(e) = token_refused(&self.modes) {
                     return Err(e);
                 }
-                Some(access::load_token(p).map_err(invalid)?)
+                Some(server_keys::load_token(p).map_err(invalid)?)
             }
             None => None,
         };

@@ -659,6 +659,7 @@ impl Kernel for Sim {
     fn now(&self) -> Instant {
         self.0.borrow().instant()
     }
+    // sleep: the simulated kernel's sleep only moves its virtual clock; nothing waits.
     fn sleep(&mut self, d: Duration) {
         let mut w = self.0.borrow_mut();
         let t = w.now + d.as_micros() as Micros;

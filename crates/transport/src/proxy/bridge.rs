@@ -6,8 +6,8 @@
 //! client and server in [`crate::proxy`].
 
 use crate::copy::{copy_in_slots, copy_out, ReadSlots};
+use crate::error::ends::{is_shutting_down, ShuttingDown};
 use crate::ops::stop::StopSignal;
-use crate::proxy::ends::ShuttingDown;
 use crate::stream::{SecureReader, SecureWriter};
 use std::pin::Pin;
 use std::task::Poll;
@@ -220,9 +220,6 @@ where
     }
     result
 }
-
-/// Whether `e` is a session aborted by [`ShuttingDown`].
-pub(crate) use crate::error::ends::is_shutting_down;
 
 /// Whether `relayed` ended in [`ShuttingDown`].
 pub(crate) fn stopped(relayed: &std::io::Result<Bridged>) -> bool {

@@ -422,15 +422,7 @@ pub async fn carry<T: Outgoing>(
         }));
     }
     drop(utx);
-    let (ftx, mut frx) = mpsc::channel::<Frame>(FRAME_QUEUE);
-    let reading = async move {
-        while let Some(f) = read_frame(reader).await.context("reading a datagram")? {
-            if ftx.send(f).await.is_err() {
-                break;
-            }
-        }
-        Ok::<_, Error>(())
-    };
+    let (mut frx, reading) = frame_queue(reader);
     let server = cp.server;
     let send_udp = |t: &Transmit| {
         let s = by_id.get(&t.path).cloned();

@@ -102,6 +102,27 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Opti
     }))
 }
 
+/// The session's frames, read by a future of their own into a queue of [`FRAME_QUEUE`], so
+/// that the loop taking them also waits on the paths' sockets: the queue, and the reading
+/// future (it ends at the session's clean end, or once the queue is dropped).
+fn frame_queue<R: AsyncRead + Unpin>(
+    reader: &mut R,
+) -> (
+    mpsc::Receiver<Frame>,
+    impl std::future::Future<Output = Result<(), Error>> + '_,
+) {
+    let (ftx, frx) = mpsc::channel::<Frame>(FRAME_QUEUE);
+    let reading = async move {
+        while let Some(f) = read_frame(reader).await.context("reading a datagram")? {
+            if ftx.send(f).await.is_err() {
+                break;
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    (frx, reading)
+}
+
 /// Writes one frame (with `seq`: a copy the plane also numbered) and flushes.
 pub use crate::proxy::carry::frames::write_frame;
 

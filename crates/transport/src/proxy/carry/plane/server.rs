@@ -227,15 +227,7 @@ where
     let cap = std::num::NonZeroUsize::new(DESTINATIONS).expect("nonzero");
     let mut dests: lru::LruCache<SocketAddr, Dest> = lru::LruCache::new(cap);
     let mut out = ServedPlane::default();
-    let (ftx, mut frx) = mpsc::channel::<Frame>(FRAME_QUEUE);
-    let reading = async move {
-        while let Some(f) = read_frame(reader).await.context("reading a datagram")? {
-            if ftx.send(f).await.is_err() {
-                break;
-            }
-        }
-        Ok::<_, Error>(())
-    };
+    let (mut frx, reading) = frame_queue(reader);
     let main = async {
         let mut b4 = vec![0u8; 65_535];
         let mut b6 = vec![0u8; 65_535];

@@ -78,6 +78,12 @@ BEGIN {
   next
 }
 /^cargo test exit status:/ { close_suite() }
+# The panic of a failed test and the lines after it (its message): printed after the table, so
+# that a report that keeps only the end of the log still names the cause of each failure.
+/^---- .* stdout ----$/ { failing = $2; cap = 0; next }
+/^failures:$/ { failing = ""; cap = 0 }
+failing != "" && /panicked at/ { cap = 12; digest[++ndig] = "== " failing ": " $0; next }
+cap > 0 { cap--; if (NF > 0) digest[++ndig] = "   " substr($0, 1, 400) }
 END {
   close_suite()
   printf "\n%-16s %7s %7s %7s %7s %7s\n", "crate", "suites", "passed", "failed", "skipped", "ignored"
@@ -102,5 +108,7 @@ END {
   if (tp + tf == 0) { print "check-tests-ran: no tests ran" > "/dev/stderr"; bad = 1 }
   if (tf > 0) bad = 1
   printf "%d passed, %d failed, %d skipped\n", tp, tf, ts
+  if (ndig > 0) print "\nwhy they failed (each panic, first lines):"
+  for (i = 1; i <= ndig && i <= 80; i++) print digest[i]
   exit bad
 }' "$log"

@@ -664,7 +664,7 @@ pub fn table(r: &MeteredReport) -> String {
             row.outage.gap_after_down_s.unwrap_or(f64::NAN),
             row.outage
                 .trusted_after_down
-                .map_or("-".into(), nena_transport::units::human),
+                .map_or("-".into(), nena_transport::text::units::human),
             if row.pass { "PASS" } else { "FAIL" },
             row.silent.gap_after_down_s.unwrap_or(f64::NAN),
             row.kernel_alone

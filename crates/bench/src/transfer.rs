@@ -7,10 +7,10 @@
 //! and starts `nena serve` (every mode accepted) in the server host. Every run's client end
 //! runs in this process, on a thread inside the client host's namespace, and hands back a
 //! typed report: `client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
-//! sender/receiver of [`nena_transport::raw_mptcp`] (no nena handshake, no gate, no framing, no
-//! pattern fill or compare: bytes written from a static buffer, counted, the count checked
-//! end to end), with its server end on a thread in the server host. Variants are
-//! interleaved within every repetition (the order rotates so no variant always runs
+//! sender/receiver of [`nena_transport::baseline::raw_mptcp`] (no nena handshake, no gate,
+//! no framing, no pattern fill or compare: bytes written from a static buffer, counted, the
+//! count checked end to end), with its server end on a thread in the server host. Variants
+//! are interleaved within every repetition (the order rotates so no variant always runs
 //! first). Settings: unlimited veth, then the trusted link at 100 Mbit/s and the untrusted
 //! one at 20 Mbit/s (the papers' Figure 18 used 100BASE-T as the trusted path and 802.11g
 //! as the untrusted one). Goodput: payload bytes over the time from the first data byte to
@@ -375,7 +375,7 @@ struct Ends {
 /// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
 /// host, its client end on a thread in the client host, both typed.
 fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
-    use nena_transport::raw_mptcp::{Amount, Direction, Outcome, Request};
+    use nena_transport::baseline::raw_mptcp::{Amount, Direction, Outcome, Request};
     let req = Request {
         direction: if opts.reverse {
             Direction::Down

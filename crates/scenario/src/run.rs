@@ -466,7 +466,7 @@ fn tempdir_in(dir: &Path) -> Result<PathBuf> {
 
 /// The server end of a run.
 enum ServerEnd {
-    Raw(std::thread::JoinHandle<Result<Result<nena_transport::raw_mptcp::Outcome>>>),
+    Raw(std::thread::JoinHandle<Result<Result<nena_transport::baseline::raw_mptcp::Outcome>>>),
     /// `nena serve`, killed when dropped.
     Nena {
         _server: nena_lab::NenaServer,
@@ -502,7 +502,7 @@ fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Resul
                 })?
                 .with_context(|| format!("listening on {addr}"))?;
             Ok(ServerEnd::Raw(lab.spawn_in(Host::Server, move || {
-                nena_transport::raw_mptcp::serve_one(&l)
+                nena_transport::baseline::raw_mptcp::serve_one(&l)
             })))
         }
         Traffic::Nena | Traffic::Send => {
@@ -522,7 +522,7 @@ fn run_traffic(
     work: &Path,
     _server: &ServerEnd,
 ) -> Result<TrafficOutcome> {
-    use nena_transport::raw_mptcp::{self, Amount, Outcome, Request};
+    use nena_transport::baseline::raw_mptcp::{self, Amount, Outcome, Request};
     // The server's address the client reaches over the run's link (a tcp run's) or the
     // trusted link (where MPTCP and nena start): IPv6 when that link carries IPv6 only.
     let remote = SocketAddr::new(

@@ -3,7 +3,7 @@
 //! nena-transport's `client`).
 use indicatif::{ProgressBar, ProgressStyle};
 use nena_transport::app::client::{IntervalReport, PerfReport, TransferProgress, TransferReport};
-use nena_transport::units::human;
+use nena_transport::text::units::human;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 

@@ -7,9 +7,9 @@ use anyhow::anyhow;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::server::{self, ServeOptions};
 use nena_transport::app::session::SessionConfig;
+use nena_transport::keys;
 use nena_transport::ops::access::{self, Access, Limits};
 use nena_transport::ops::metrics::Role;
-use nena_transport::server_keys;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,10 +76,10 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     if !a.raw {
         let key = match &a.common.key_file {
             Some(p) => Some(p.clone()),
-            None => server_keys::default_key_file().ok(),
+            None => keys::default_key_file().ok(),
         };
         if let Some(key) = key {
-            if server_keys::served_within(&a.dir, &key).map_err(Exit::usage)? {
+            if keys::served_within(&a.dir, &key).map_err(Exit::usage)? {
                 return Err(Exit::usage(anyhow!(
                     "--dir {} holds the server key {}: the server would serve its own private \
                      key; keep the key outside the directory served (--key-file FILE)",
@@ -110,7 +110,10 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         Access::ReadWrite => {}
     }
     if let Some(m) = a.max_file_size {
-        rules.push(format!("files up to {}", nena_transport::units::human(m)));
+        rules.push(format!(
+            "files up to {}",
+            nena_transport::text::units::human(m)
+        ));
     }
     if token.is_some() {
         rules.push("access token required".to_string());

@@ -7,7 +7,7 @@ use crate::app::names::FileName;
 use crate::app::perf::{self, Counters, Limit, Sample};
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
 use crate::error::{bail, Result};
-use crate::units::human;
+use crate::text::units::human;
 use crate::wire::{PerfRequest, Request};
 use nena_mptcp::{ClassifiedSubflow, PathReport};
 use serde::Serialize;

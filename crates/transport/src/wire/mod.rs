@@ -324,7 +324,7 @@ impl Reply {
             return Ok(None);
         }
         // Printed by the client: no terminal escape or control character from the peer.
-        let msg = crate::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
+        let msg = crate::text::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
         Ok(Some((Reply { status, size, msg }, REPLY_FIXED + len)))
     }
 }
@@ -757,7 +757,7 @@ impl ConnectReply {
         if buf.len() < end {
             return Ok(None);
         }
-        let msg = crate::printable::printable(&buf[2..end]);
+        let msg = crate::text::printable::printable(&buf[2..end]);
         Ok(Some((ConnectReply { code, msg }, end)))
     }
 }

@@ -310,7 +310,7 @@ fn nena_transfer(
     bytes: u64,
 ) -> Result<(f64, f64)> {
     use nena_mptcp::Trust;
-    use nena_transport::app::client;
+    use nena_transport::app::file_client;
     let copts = client_options(lab, PORT_NENA, nena_proto::Mode::Aead);
     let fetched = dir.join("fetched.bin");
     let name = |n: &str| nena_transport::app::names::FileName::new(n);
@@ -320,8 +320,8 @@ fn nena_transfer(
         let t0 = Instant::now();
         let r = rt.block_on(async {
             match way {
-                Way::Send => client::send(&copts, upload, &uploaded, &()).await,
-                Way::Get => client::get(&copts, &served, &fetched, true, &()).await,
+                Way::Send => file_client::send(&copts, upload, &uploaded, &()).await,
+                Way::Get => file_client::get(&copts, &served, &fetched, true, &()).await,
             }
         })?;
         Ok((t0.elapsed().as_secs_f64(), r))

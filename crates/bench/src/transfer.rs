@@ -6,7 +6,7 @@
 //! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C)
 //! and starts `nena serve` (every mode accepted) in the server host. Every run's client end
 //! runs in this process, on a thread inside the client host's namespace, and hands back a
-//! typed report: `client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
+//! typed report: `file_client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
 //! sender/receiver of [`nena_transport::baseline::raw_mptcp`] (no nena handshake, no gate,
 //! no framing, no pattern fill or compare: bytes written from a static buffer, counted, the
 //! count checked end to end), with its server end on a thread in the server host. Variants
@@ -311,10 +311,10 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
     (trusted, untrusted, multipath)
 }
 
-/// One nena run: `client::perf` on a thread in the client host, typed report back.
+/// One nena run: `file_client::perf` on a thread in the client host, typed report back.
 fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
     use nena_mptcp::Trust;
-    use nena_transport::app::client::{self, PerfParams};
+    use nena_transport::app::file_client::{self, PerfParams};
     let mode = variant.mode().expect("a nena variant");
     let copts = client_options(lab, PORT_NENA, mode);
     let params = PerfParams {
@@ -327,7 +327,7 @@ fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -
     };
     let s0 = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0);
     let report = lab.run_in(Host::Client, || {
-        tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+        tokio::runtime::Runtime::new()?.block_on(file_client::perf(&copts, params, |_| {}))
     })??;
     let server_cpu = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0) - s0;
     if report.mode != mode.to_string() {

@@ -576,7 +576,7 @@ fn run_traffic(
             })
         }
         Traffic::Nena => {
-            use nena_transport::app::client::{self, PerfParams};
+            use nena_transport::app::file_client::{self, PerfParams};
             let copts = client_options(remote, r)?;
             let params = PerfParams {
                 up: r.direction == Direction::Up,
@@ -587,7 +587,7 @@ fn run_traffic(
                 omit: None,
             };
             let rep = lab.run_in(Host::Client, || {
-                tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+                tokio::runtime::Runtime::new()?.block_on(file_client::perf(&copts, params, |_| {}))
             })??;
             let (bytes, mbit) = match r.direction {
                 Direction::Up => (rep.sent, rep.mbit_s_sent),
@@ -602,7 +602,7 @@ fn run_traffic(
             })
         }
         Traffic::Send => {
-            use nena_transport::app::client;
+            use nena_transport::app::file_client;
             if r.direction == Direction::Down {
                 bail!("a send run goes up (client to server)");
             }
@@ -612,7 +612,12 @@ fn run_traffic(
             let copts = client_options(remote, r)?;
             let name = nena_transport::app::names::FileName::new("payload.bin")?;
             let rep = lab.run_in(Host::Client, || {
-                tokio::runtime::Runtime::new()?.block_on(client::send(&copts, &file, &name, &()))
+                tokio::runtime::Runtime::new()?.block_on(file_client::send(
+                    &copts,
+                    &file,
+                    &name,
+                    &(),
+                ))
             })??;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,

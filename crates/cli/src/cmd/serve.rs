@@ -1,12 +1,12 @@
 //! `nena serve`: its arguments, the checks of its directory and key, and its startup line;
-//! the file server is nena-transport's `app::server`.
+//! the file server is nena-transport's `app::file_server`.
 use super::parse::{parse_addr, parse_bytes, parse_grace};
 use super::server::{announce_with, counters, labels, start_metrics, ConfigFile, ServerCommon};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
+use nena_transport::app::file_server::{self, ServeOptions};
 use nena_transport::app::files::FileServerConfig;
-use nena_transport::app::server::{self, ServeOptions};
-use nena_transport::app::session::SessionConfig;
+use nena_transport::app::request::SessionConfig;
 use nena_transport::keys;
 use nena_transport::ops::access::{self, Access, Limits};
 use nena_transport::ops::metrics::Role;
@@ -120,7 +120,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     }
     // Partial files of an earlier run that was killed (SIGKILL, a crash): no live session
     // leaves its .part untouched this long (an idle upload is dropped after IDLE_TIMEOUT).
-    let stale_after = 2 * nena_transport::app::server::IDLE_TIMEOUT;
+    let stale_after = 2 * nena_transport::app::file_server::IDLE_TIMEOUT;
     match nena_transport::app::files::remove_stale_parts(&a.dir, stale_after) {
         Ok(0) => {}
         Ok(n) => log::info!(
@@ -174,7 +174,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     };
     crate::runtime::block_on(async {
         let at = start_metrics(&counters).await?;
-        server::serve(opts, |addr| announce_with(&what, addr, at)).await
+        file_server::serve(opts, |addr| announce_with(&what, addr, at)).await
     })??;
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! Each refusal says whether the settings were wrong ([`SettingsError::Invalid`]: the
 //! command line's usage error) or resolving them failed ([`SettingsError::Failed`]).
 
-use super::client::ClientOptions;
+use super::dial::ClientOptions;
 
 use crate::keys::{self, KnownServers, ServerKeyCheck};
 use crate::resolve::{self, ResolverConfig, ServerAddr};

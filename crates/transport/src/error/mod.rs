@@ -3,12 +3,12 @@
 //! status `match` on what happened instead of searching an error chain.
 //!
 //! It is typed where a session's errors arise: the file server's sessions and the client
-//! tools (`app/`: session, files, verdict, client, perf), opening and accepting sessions
+//! tools (`app/`: request, files, verdict, file_client, perf), opening and accepting sessions
 //! (`conn::connect`, `conn::accept`), the handshake ([`crate::stream::handshake`]), the
 //! pinning check of a server's key ([`crate::keys::ServerKeyCheck`]) and the proxy's
 //! sessions (`proxy/`: server, client, open, SOCKS UDP ASSOCIATE, the datagram relay, the
 //! DNS resolver and responder). What keeps anyhow is startup and helpers whose failures
-//! nobody classifies: listening and the accept loop (`conn::listen`, `conn/sessions.rs`),
+//! nobody classifies: listening and the accept loop (`conn::listen`, `conn/accept_loop.rs`),
 //! kato-mpc's session setup (`conn/mpc.rs`), key files and `known_servers` I/O, name
 //! resolution (`resolve/`), the gateway's setup and its LAN datagram flows (counted by
 //! nobody), the metrics endpoint, `baseline::raw_mptcp` and `testing`. Their errors become

@@ -1,7 +1,7 @@
 //! The server side of opening a session: listen on MPTCP, accept, refuse a fallback unless
 //! allowed, the handshake with a deadline.
 
-use super::client::is_kato_mpc;
+use super::dial::is_kato_mpc;
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use super::socket::socket_pair;
 use crate::stream::handshake::server_handshake;

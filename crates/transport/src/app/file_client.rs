@@ -1,6 +1,7 @@
-//! The client tools: `nena send`, `nena get` and `nena perf`, each one session, each returning
-//! a report that says how much moved, how fast, in which mode, whether the connection was
-//! really multipath and what every subflow carried.
+//! The client tools of the file server (`nena serve`): `nena send`, `nena get` and `nena
+//! perf`, each one session, each returning a report that says how much moved, how fast, in
+//! which mode, whether the connection was really multipath and what every subflow carried
+//! ([`Paths`], which the proxy's client sessions report too).
 
 use crate::app::files::{self, Progress};
 use crate::app::names::FileName;

@@ -2,10 +2,10 @@
 //! kernel's MPTCP does (issue 21, item 5). The same bytes go each way (`nena send`: client
 //! to server; `nena get`: server to client) over two rate-limited, delayed lab links, once
 //! through nena (aead, the default mode) and once through a bare kernel-MPTCP connection
-//! ([`nena_transport::raw_mptcp`]: no handshake, no gate, no framing), back to back in the
-//! same lab, in alternating order. Each transfer is timed from before its connect until
-//! the receiver's confirmation (nena: the verified trailer or the server's verdict; raw:
-//! the receiver's count).
+//! ([`nena_transport::baseline::raw_mptcp`]: no handshake, no gate, no framing), back to
+//! back in the same lab, in alternating order. Each transfer is timed from before its
+//! connect until the receiver's confirmation (nena: the verified trailer or the server's
+//! verdict; raw: the receiver's count).
 //!
 //! Two ratios per setting and direction, medians over the repetitions:
 //! - **kernel**: nena's time over the bare kernel-MPTCP transfer's; target <= 1.05;
@@ -310,7 +310,7 @@ fn nena_transfer(
     bytes: u64,
 ) -> Result<(f64, f64)> {
     use nena_mptcp::Trust;
-    use nena_transport::app::client;
+    use nena_transport::app::file_client;
     let copts = client_options(lab, PORT_NENA, nena_proto::Mode::Aead);
     let fetched = dir.join("fetched.bin");
     let name = |n: &str| nena_transport::app::names::FileName::new(n);
@@ -320,8 +320,8 @@ fn nena_transfer(
         let t0 = Instant::now();
         let r = rt.block_on(async {
             match way {
-                Way::Send => client::send(&copts, upload, &uploaded, &()).await,
-                Way::Get => client::get(&copts, &served, &fetched, true, &()).await,
+                Way::Send => file_client::send(&copts, upload, &uploaded, &()).await,
+                Way::Get => file_client::get(&copts, &served, &fetched, true, &()).await,
             }
         })?;
         Ok((t0.elapsed().as_secs_f64(), r))
@@ -342,7 +342,7 @@ fn nena_transfer(
 
 /// One bare kernel-MPTCP transfer: (seconds, share).
 fn kernel_transfer(lab: &Lab, way: Way, servers: &Servers, bytes: u64) -> Result<(f64, f64)> {
-    use nena_transport::raw_mptcp::{Amount, Direction, Request};
+    use nena_transport::baseline::raw_mptcp::{Amount, Direction, Request};
     let req = Request {
         direction: match way {
             Way::Send => Direction::Up,

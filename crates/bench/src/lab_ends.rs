@@ -1,13 +1,14 @@
 //! The two ends the lab benches compare in one lab: `nena serve` (every mode) and a bare
 //! kernel-MPTCP listener in the server host, a nena client's options over the lab's two
-//! client links, and one raw kernel-MPTCP exchange ([`nena_transport::raw_mptcp`]: its
-//! server end on a thread in the server host, its client end on a thread in the client
-//! host, both counts checked). Used by [`crate::transfer`] and [`crate::aggregation`].
+//! client links, and one raw kernel-MPTCP exchange
+//! ([`nena_transport::baseline::raw_mptcp`]: its server end on a thread in the server host,
+//! its client end on a thread in the client host, both counts checked). Used by
+//! [`crate::transfer`] and [`crate::aggregation`].
 
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{start_nena_serve, Host, Lab, Link, NenaServer};
+use nena_transport::baseline::raw_mptcp::{self, ClientRun, Outcome, Request};
 use nena_transport::conn::ClientOptions;
-use nena_transport::raw_mptcp::{self, ClientRun, Outcome, Request};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 

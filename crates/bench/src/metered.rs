@@ -36,7 +36,7 @@ use nena_lab::{
     LinkEmulation, Outage, PmMode, Rate,
 };
 use nena_mptcp::{PathPolicy, PathSpec};
-use nena_transport::app::client::{self, IntervalReport, PerfParams, PerfReport};
+use nena_transport::app::file_client::{self, IntervalReport, PerfParams, PerfReport};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -538,7 +538,7 @@ fn transfer(lab: &Lab, remote: SocketAddr, bytes: u64, way: Way, run: Run) -> Re
             let mut series = Vec::new();
             let (mut sent, mut received) = (0u64, 0u64);
             let mut signalled = false;
-            let report = rt.block_on(client::perf(&opts, params, |r: &IntervalReport| {
+            let report = rt.block_on(file_client::perf(&opts, params, |r: &IntervalReport| {
                 sent += r.sample.sent;
                 received += r.sample.received;
                 let got = match way {
@@ -664,7 +664,7 @@ pub fn table(r: &MeteredReport) -> String {
             row.outage.gap_after_down_s.unwrap_or(f64::NAN),
             row.outage
                 .trusted_after_down
-                .map_or("-".into(), nena_transport::units::human),
+                .map_or("-".into(), nena_transport::text::units::human),
             if row.pass { "PASS" } else { "FAIL" },
             row.silent.gap_after_down_s.unwrap_or(f64::NAN),
             row.kernel_alone

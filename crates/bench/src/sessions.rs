@@ -34,7 +34,7 @@ use crate::own_lab::in_own_lab;
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{start_nena, Host, Lab, LabConfig};
-use nena_transport::load::{echo_server, session_payload};
+use nena_transport::baseline::load::{echo_server, session_payload};
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;

@@ -6,11 +6,11 @@
 //! The bench brings up its own lab (unique prefix; torn down on success, error and Ctrl-C)
 //! and starts `nena serve` (every mode accepted) in the server host. Every run's client end
 //! runs in this process, on a thread inside the client host's namespace, and hands back a
-//! typed report: `client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
-//! sender/receiver of [`nena_transport::raw_mptcp`] (no nena handshake, no gate, no framing, no
-//! pattern fill or compare: bytes written from a static buffer, counted, the count checked
-//! end to end), with its server end on a thread in the server host. Variants are
-//! interleaved within every repetition (the order rotates so no variant always runs
+//! typed report: `file_client::perf` for the nena variants; for plain MPTCP, the raw MPTCP
+//! sender/receiver of [`nena_transport::baseline::raw_mptcp`] (no nena handshake, no gate,
+//! no framing, no pattern fill or compare: bytes written from a static buffer, counted, the
+//! count checked end to end), with its server end on a thread in the server host. Variants
+//! are interleaved within every repetition (the order rotates so no variant always runs
 //! first). Settings: unlimited veth, then the trusted link at 100 Mbit/s and the untrusted
 //! one at 20 Mbit/s (the papers' Figure 18 used 100BASE-T as the trusted path and 802.11g
 //! as the untrusted one). Goodput: payload bytes over the time from the first data byte to
@@ -311,10 +311,10 @@ pub fn path_split(subflows: &[(SocketAddr, u64, bool)]) -> (u64, u64, bool) {
     (trusted, untrusted, multipath)
 }
 
-/// One nena run: `client::perf` on a thread in the client host, typed report back.
+/// One nena run: `file_client::perf` on a thread in the client host, typed report back.
 fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -> Result<Ends> {
     use nena_mptcp::Trust;
-    use nena_transport::app::client::{self, PerfParams};
+    use nena_transport::app::file_client::{self, PerfParams};
     let mode = variant.mode().expect("a nena variant");
     let copts = client_options(lab, PORT_NENA, mode);
     let params = PerfParams {
@@ -327,7 +327,7 @@ fn run_nena(lab: &Lab, opts: &BenchOptions, variant: Variant, server_pid: u32) -
     };
     let s0 = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0);
     let report = lab.run_in(Host::Client, || {
-        tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+        tokio::runtime::Runtime::new()?.block_on(file_client::perf(&copts, params, |_| {}))
     })??;
     let server_cpu = crate::host::process_cpu_seconds(server_pid).unwrap_or(0.0) - s0;
     if report.mode != mode.to_string() {
@@ -375,7 +375,7 @@ struct Ends {
 /// One plain-MPTCP run: the raw sender/receiver, its server end on a thread in the server
 /// host, its client end on a thread in the client host, both typed.
 fn run_raw(lab: &Lab, opts: &BenchOptions, servers: &Servers) -> Result<Ends> {
-    use nena_transport::raw_mptcp::{Amount, Direction, Outcome, Request};
+    use nena_transport::baseline::raw_mptcp::{Amount, Direction, Outcome, Request};
     let req = Request {
         direction: if opts.reverse {
             Direction::Down

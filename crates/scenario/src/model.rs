@@ -648,7 +648,7 @@ fn opt_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>,
     match N::deserialize(d)? {
         N::Int(n) => Ok(Some(n)),
         // The command line's parser: "100M" is 100 MiB here too.
-        N::Text(s) => nena_transport::units::parse_bytes(&s)
+        N::Text(s) => nena_transport::text::units::parse_bytes(&s)
             .map(Some)
             .map_err(|e| D::Error::custom(format!("bad size {s:?}: {e}"))),
     }

@@ -466,7 +466,7 @@ fn tempdir_in(dir: &Path) -> Result<PathBuf> {
 
 /// The server end of a run.
 enum ServerEnd {
-    Raw(std::thread::JoinHandle<Result<Result<nena_transport::raw_mptcp::Outcome>>>),
+    Raw(std::thread::JoinHandle<Result<Result<nena_transport::baseline::raw_mptcp::Outcome>>>),
     /// `nena serve`, killed when dropped.
     Nena {
         _server: nena_lab::NenaServer,
@@ -502,7 +502,7 @@ fn start_server(lab: &Lab, r: &RunSpec, opts: &RunOptions, work: &Path) -> Resul
                 })?
                 .with_context(|| format!("listening on {addr}"))?;
             Ok(ServerEnd::Raw(lab.spawn_in(Host::Server, move || {
-                nena_transport::raw_mptcp::serve_one(&l)
+                nena_transport::baseline::raw_mptcp::serve_one(&l)
             })))
         }
         Traffic::Nena | Traffic::Send => {
@@ -522,7 +522,7 @@ fn run_traffic(
     work: &Path,
     _server: &ServerEnd,
 ) -> Result<TrafficOutcome> {
-    use nena_transport::raw_mptcp::{self, Amount, Outcome, Request};
+    use nena_transport::baseline::raw_mptcp::{self, Amount, Outcome, Request};
     // The server's address the client reaches over the run's link (a tcp run's) or the
     // trusted link (where MPTCP and nena start): IPv6 when that link carries IPv6 only.
     let remote = SocketAddr::new(
@@ -576,7 +576,7 @@ fn run_traffic(
             })
         }
         Traffic::Nena => {
-            use nena_transport::app::client::{self, PerfParams};
+            use nena_transport::app::file_client::{self, PerfParams};
             let copts = client_options(remote, r)?;
             let params = PerfParams {
                 up: r.direction == Direction::Up,
@@ -587,7 +587,7 @@ fn run_traffic(
                 omit: None,
             };
             let rep = lab.run_in(Host::Client, || {
-                tokio::runtime::Runtime::new()?.block_on(client::perf(&copts, params, |_| {}))
+                tokio::runtime::Runtime::new()?.block_on(file_client::perf(&copts, params, |_| {}))
             })??;
             let (bytes, mbit) = match r.direction {
                 Direction::Up => (rep.sent, rep.mbit_s_sent),
@@ -602,7 +602,7 @@ fn run_traffic(
             })
         }
         Traffic::Send => {
-            use nena_transport::app::client;
+            use nena_transport::app::file_client;
             if r.direction == Direction::Down {
                 bail!("a send run goes up (client to server)");
             }
@@ -612,7 +612,12 @@ fn run_traffic(
             let copts = client_options(remote, r)?;
             let name = nena_transport::app::names::FileName::new("payload.bin")?;
             let rep = lab.run_in(Host::Client, || {
-                tokio::runtime::Runtime::new()?.block_on(client::send(&copts, &file, &name, &()))
+                tokio::runtime::Runtime::new()?.block_on(file_client::send(
+                    &copts,
+                    &file,
+                    &name,
+                    &(),
+                ))
             })??;
             Ok(TrafficOutcome {
                 bytes: rep.bytes,

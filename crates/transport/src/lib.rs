@@ -5,13 +5,15 @@
 //! - [`wire`]: the small application protocol inside a nena session (requests, replies,
 //!   SHA-256 trailers, chunked perf streams), sans-IO.
 //! - [`stream`]: the protected halves of a session ([`SecureReader`], [`SecureWriter`]);
-//!   [`copy`]: the copy loops between them and plain sources and sinks; [`low_water`]: the
-//!   socket's receive low-water mark; [`msg_error`]: how reading a header message fails.
-//! - [`handshake`]: nena-proto's handshake driven over async streams.
+//!   [`stream::copy`]: the copy loops between them and plain sources and sinks;
+//!   [`stream::low_water`]: the socket's receive low-water mark; [`stream::handshake`]:
+//!   nena-proto's handshake driven over async streams.
 //! - [`error`]: how a session fails ([`Error`]), typed so that the metrics, the client's
-//!   retry and the CLI's exit status match on it; startup code keeps anyhow.
+//!   retry and the CLI's exit status match on it; startup code keeps anyhow;
+//!   [`error::msg`]: how reading a header message fails.
 //! - [`conn`]: opening sessions over kernel MPTCP (client gate, server accept).
-//! - [`server_keys`]: the server's key file and the client's `known_servers` (pinning).
+//! - [`keys`]: the server's key file, the client's `known_servers` (pinning) and the access
+//!   token file.
 //! - [`resolve`]: server names resolved only by queries that leave by a trusted interface.
 //! - [`dns`]: DNS messages (built, checked, framed), the exchange with a resolver and
 //!   resolv.conf, for the names resolver, `nena run`'s and the gateway's responder and the
@@ -27,40 +29,34 @@
 //! - `launch` (with the `launch` feature, which brings in nena-bpf): `nena run`'s launcher,
 //!   a guard that runs a command in a cgroup of its own whose traffic nena carries (its
 //!   mount namespace, privilege drop, watchdog and supervision).
+//! - [`baseline`]: what `nena bench` runs that is part of the product: the plain-MPTCP
+//!   baseline of `nena bench transfer` and of the scenario runner ([`baseline::raw_mptcp`]),
+//!   the echo target and per-session payloads of `nena bench sessions` ([`baseline::load`]).
 //!
 //! Leaves and aids:
 //!
-//! - [`raw_mptcp`]: the plain-MPTCP baseline of `nena bench transfer` (nena-bench's
-//!   `transfer`) and of the scenario runner.
-//! - [`printable`]: text from a peer with its control characters escaped, for printing.
-//! - [`units`]: byte counts as people read them (`human`), a leaf every layer may use.
-//! - [`load`]: the echo target and per-session payloads of `nena bench sessions`.
+//! - [`text`]: text as people read it, a leaf every layer may use: text from a peer with its
+//!   control characters escaped ([`text::printable`]), byte counts (`human`, [`text::units`]).
 //! - `testing` (with the `testing` feature, or in this crate's tests; never in the release
 //!   binary): load helpers for the integration tests (many sessions at once), and
 //!   `testing::pair`: a client and a server session joined in memory after the real
 //!   handshake, with a tap on the wire, for the proxy's sessions tested without root.
 
 pub mod app;
+pub mod baseline;
 pub mod conn;
-pub mod copy;
 pub mod dns;
 pub mod error;
-pub mod handshake;
+pub mod keys;
 #[cfg(feature = "launch")]
 pub mod launch;
-pub mod load;
-pub mod low_water;
-pub mod msg_error;
 pub mod ops;
-pub mod printable;
 pub mod proxy;
-pub mod raw_mptcp;
 pub mod resolve;
-pub mod server_keys;
 pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod units;
+pub mod text;
 pub mod wire;
 
 pub use error::{Error, Result};

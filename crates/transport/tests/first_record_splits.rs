@@ -11,8 +11,10 @@
 //! writer emitted the confirmation and record 0 out of order or twice, these fail.
 
 use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
-use nena_transport::copy::{copy_in, copy_out};
-use nena_transport::handshake::{client_finish, entropy, secure_pair_with, server_handshake};
+use nena_transport::stream::copy::{copy_in, copy_out};
+use nena_transport::stream::handshake::{
+    client_finish, entropy, secure_pair_with, server_handshake,
+};
 use nena_transport::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use std::io;
 use std::pin::Pin;

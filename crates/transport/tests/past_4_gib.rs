@@ -6,8 +6,8 @@
 //! epoch: crates/cli/tests/cli/transfer_stream_64g.rs in the lab.)
 
 use nena_proto::{exchange_in, Mode};
-use nena_transport::copy::{copy_in, copy_out};
-use nena_transport::handshake::secure_pair_with;
+use nena_transport::stream::copy::{copy_in, copy_out};
+use nena_transport::stream::handshake::secure_pair_with;
 use nena_transport::stream::BULK_BUF;
 use nena_transport::wire::{PerfRequest, Reply, Request, RequestMsg};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -5,11 +5,11 @@
 //! crates/cli/tests/cli/ (named in its doc), which stays for the kernel's side.
 
 use nena_proto::{AbortReason, Mode, ServerConfig, SessionError};
-use nena_transport::handshake::server_handshake;
 use nena_transport::ops::access::DENIED;
 use nena_transport::ops::stop::{stop_pair, StopSignal};
 use nena_transport::proxy::socks::{AllowList, Host, Rep, Target};
 use nena_transport::proxy::Egress;
+use nena_transport::stream::handshake::server_handshake;
 use nena_transport::testing::pair::{
     in_band_modes, open, open_request, pair, wires, Dir, ProxyServer,
 };

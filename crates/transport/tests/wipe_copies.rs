@@ -11,7 +11,7 @@
 //! too) and of the token.
 
 use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig, ENTROPY_LEN};
-use nena_transport::handshake::{client_finish, secure_pair, server_handshake};
+use nena_transport::stream::handshake::{client_finish, secure_pair, server_handshake};
 use nena_transport::wire::{AccessToken, ConnectRequest, Request};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;

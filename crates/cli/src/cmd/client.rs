@@ -8,8 +8,8 @@ use anyhow::anyhow;
 use nena_mptcp::PathSpec;
 use nena_proto::{Mode, Suite};
 use nena_transport::conn::{ClientOptions, ClientSettings};
+use nena_transport::keys;
 use nena_transport::resolve::{self, ServerAddr};
-use nena_transport::server_keys;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,7 +105,7 @@ pub struct ClientCommon {
     pub known_servers: Option<PathBuf>,
     /// Accept only this server key (base64 or hex, as `nena key show` prints it on the
     /// server) instead of the known_servers file. Needs aead or stream.
-    #[arg(long, value_name = "KEY", value_parser = server_keys::parse_public_key)]
+    #[arg(long, value_name = "KEY", value_parser = keys::parse_public_key)]
     pub server_key: Option<nena_proto::PublicKey>,
 }
 

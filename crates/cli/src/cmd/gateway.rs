@@ -199,7 +199,7 @@ fn lan_of_config(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
 
 fn run(a: GatewayArgs) -> CmdResult {
     a.config.log();
-    nena_transport::server_keys::first_contact_at_info();
+    nena_transport::keys::first_contact_at_info();
     let Some(via) = &a.via else {
         return Err(Exit::usage(anyhow::anyhow!("no --via SERVER:PORT")));
     };

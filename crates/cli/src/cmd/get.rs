@@ -1,10 +1,10 @@
 //! `nena get NAME --from SERVER`: its arguments and its report; the name and destination
-//! are checked by nena-transport's `app::files`, the transfer is its `app::client`.
+//! are checked by nena-transport's `app::files`, the transfer is its `app::file_client`.
 use super::client::{check_client, metered_guard, print_json, ClientCommon};
 use super::parse::parse_server;
 use super::report::{self, Bar};
 use crate::exit::{CmdResult, Exit};
-use nena_transport::app::{client, files};
+use nena_transport::app::{file_client, files};
 use nena_transport::resolve::ServerAddr;
 use std::path::PathBuf;
 
@@ -36,7 +36,7 @@ pub fn get(a: GetArgs) -> CmdResult {
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
-    let report = crate::runtime::block_on_interruptible(client::get(
+    let report = crate::runtime::block_on_interruptible(file_client::get(
         &opts,
         &name,
         &dest,

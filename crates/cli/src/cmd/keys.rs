@@ -1,11 +1,11 @@
 //! `nena key show` (a server's public key, for clients' `--server-key`) and `nena
 //! known-servers list|forget` (the client's pinned server keys); the files are
-//! nena-transport's `server_keys`.
+//! nena-transport's `keys`.
 
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use nena_proto::KeyText;
-use nena_transport::server_keys::{self, KnownServers};
+use nena_transport::keys::{self, KnownServers};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
@@ -50,7 +50,7 @@ pub fn key(c: KeyCmd) -> CmdResult {
 fn known(file: Option<PathBuf>) -> Result<KnownServers, Exit> {
     let path = match file {
         Some(f) => f,
-        None => server_keys::default_known_servers()
+        None => keys::default_known_servers()
             .map_err(|e| Exit::usage(anyhow!("{e} (--known-servers FILE)")))?,
     };
     Ok(KnownServers::new(path))

@@ -46,7 +46,7 @@ pub(crate) fn parse_suite(s: &str) -> Result<Suite, String> {
 
 /// A byte count (`64K`, `100M`, `1G`: binary units): the one parser of sizes, shared with
 /// scenario files.
-pub(crate) use nena_transport::units::parse_bytes;
+pub(crate) use nena_transport::text::units::parse_bytes;
 
 /// Seconds, fractional allowed, > 0.
 pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {

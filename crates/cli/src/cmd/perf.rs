@@ -1,11 +1,11 @@
 //! `nena perf --to SERVER`: its arguments, its interval lines and its report; the test is
-//! nena-transport's `app::client::perf`.
+//! nena-transport's `app::file_client::perf`.
 use super::client::{check_client, metered_guard, print_json, ClientCommon};
 use super::parse::{parse_bytes, parse_secs, parse_server};
 use super::report;
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
-use nena_transport::app::client::{self, PerfParams};
+use nena_transport::app::file_client::{self, PerfParams};
 use nena_transport::resolve::ServerAddr;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub fn perf(a: PerfArgs) -> CmdResult {
     let _metered = metered_guard(&a.common)?;
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let json = a.common.json;
-    let report = crate::runtime::block_on_interruptible(client::perf(&opts, params, |iv| {
+    let report = crate::runtime::block_on_interruptible(file_client::perf(&opts, params, |iv| {
         if !json {
             println!("{}", report::interval_line(iv));
         }

@@ -120,7 +120,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
     match c {
         ProxyCmd::Client(a) => {
             a.config.log();
-            nena_transport::server_keys::first_contact_at_info();
+            nena_transport::keys::first_contact_at_info();
             check_client(&a.common)?;
             let mut opts = a.common.options(&a.to, false)?;
             a.datagram.apply(&mut opts)?;

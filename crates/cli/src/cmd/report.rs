@@ -1,9 +1,11 @@
 //! How `nena send|get|perf` show their work: the progress bar of a file transfer (on stderr,
 //! only on a terminal) and the one-line reports (`.line()` of a report, formerly in
-//! nena-transport's `client`).
+//! nena-transport's client tools, `app::file_client`).
 use indicatif::{ProgressBar, ProgressStyle};
-use nena_transport::app::client::{IntervalReport, PerfReport, TransferProgress, TransferReport};
-use nena_transport::units::human;
+use nena_transport::app::file_client::{
+    IntervalReport, PerfReport, TransferProgress, TransferReport,
+};
+use nena_transport::text::units::human;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
@@ -133,7 +135,7 @@ pub fn perf_line(r: &PerfReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nena_transport::app::client::subflow_deltas;
+    use nena_transport::app::file_client::subflow_deltas;
     use nena_transport::app::perf::Sample;
 
     use nena_transport::testing::subflow as sb;

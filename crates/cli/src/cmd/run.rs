@@ -77,7 +77,7 @@ impl From<UdpMode> for launch::UdpMode {
 
 /// `nena run`: CMD's exit status, or why it could not run.
 pub fn run(a: RunArgs) -> Result<u8, Exit> {
-    nena_transport::server_keys::first_contact_at_info();
+    nena_transport::keys::first_contact_at_info();
     if !a.mptcp_only {
         check_client(&a.common)?;
     } else if a.common.token_file.is_some() {

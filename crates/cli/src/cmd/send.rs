@@ -1,10 +1,10 @@
 //! `nena send FILE --to SERVER`: its arguments and its report; the name is checked by
-//! nena-transport's `app::files`, the transfer is its `app::client`.
+//! nena-transport's `app::files`, the transfer is its `app::file_client`.
 use super::client::{check_client, metered_guard, print_json, ClientCommon};
 use super::parse::parse_server;
 use super::report::{self, Bar};
 use crate::exit::{CmdResult, Exit};
-use nena_transport::app::{client, files};
+use nena_transport::app::{file_client, files};
 use nena_transport::resolve::ServerAddr;
 use std::path::PathBuf;
 
@@ -33,7 +33,8 @@ pub fn send(a: SendArgs) -> CmdResult {
     let _mpc = a.common.attach_mpc(&mut opts)?;
     let show = !a.no_progress && !a.common.json;
     let bar = Bar::new(show);
-    let report = crate::runtime::block_on_interruptible(client::send(&opts, &a.file, &name, &bar))?;
+    let report =
+        crate::runtime::block_on_interruptible(file_client::send(&opts, &a.file, &name, &bar))?;
     if a.common.json {
         print_json(&report)
     } else {

@@ -1,15 +1,15 @@
 //! `nena serve`: its arguments, the checks of its directory and key, and its startup line;
-//! the file server is nena-transport's `app::server`.
+//! the file server is nena-transport's `app::file_server`.
 use super::parse::{parse_addr, parse_bytes, parse_grace};
 use super::server::{announce_with, counters, labels, start_metrics, ConfigFile, ServerCommon};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
+use nena_transport::app::file_server::{self, ServeOptions};
 use nena_transport::app::files::FileServerConfig;
-use nena_transport::app::server::{self, ServeOptions};
-use nena_transport::app::session::SessionConfig;
+use nena_transport::app::request::SessionConfig;
+use nena_transport::keys;
 use nena_transport::ops::access::{self, Access, Limits};
 use nena_transport::ops::metrics::Role;
-use nena_transport::server_keys;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,10 +76,10 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     if !a.raw {
         let key = match &a.common.key_file {
             Some(p) => Some(p.clone()),
-            None => server_keys::default_key_file().ok(),
+            None => keys::default_key_file().ok(),
         };
         if let Some(key) = key {
-            if server_keys::served_within(&a.dir, &key).map_err(Exit::usage)? {
+            if keys::served_within(&a.dir, &key).map_err(Exit::usage)? {
                 return Err(Exit::usage(anyhow!(
                     "--dir {} holds the server key {}: the server would serve its own private \
                      key; keep the key outside the directory served (--key-file FILE)",
@@ -110,14 +110,17 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         Access::ReadWrite => {}
     }
     if let Some(m) = a.max_file_size {
-        rules.push(format!("files up to {}", nena_transport::units::human(m)));
+        rules.push(format!(
+            "files up to {}",
+            nena_transport::text::units::human(m)
+        ));
     }
     if token.is_some() {
         rules.push("access token required".to_string());
     }
     // Partial files of an earlier run that was killed (SIGKILL, a crash): no live session
     // leaves its .part untouched this long (an idle upload is dropped after IDLE_TIMEOUT).
-    let stale_after = 2 * nena_transport::app::server::IDLE_TIMEOUT;
+    let stale_after = 2 * nena_transport::app::file_server::IDLE_TIMEOUT;
     match nena_transport::app::files::remove_stale_parts(&a.dir, stale_after) {
         Ok(0) => {}
         Ok(n) => log::info!(
@@ -171,7 +174,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     };
     crate::runtime::block_on(async {
         let at = start_metrics(&counters).await?;
-        server::serve(opts, |addr| announce_with(&what, addr, at)).await
+        file_server::serve(opts, |addr| announce_with(&what, addr, at)).await
     })??;
     Ok(())
 }

@@ -7,8 +7,8 @@ use anyhow::anyhow;
 use nena_proto::Mode;
 use nena_transport::conn::settings::{congestion_control, dedup_modes, token_refused};
 use nena_transport::conn::AcceptOptions;
+use nena_transport::keys;
 use nena_transport::ops::metrics::{self, Metrics, Role};
-use nena_transport::server_keys;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,10 +66,11 @@ pub struct ServerCommon {
 pub(crate) fn server_key(key_file: &Option<PathBuf>) -> Result<nena_proto::ServerKey, Exit> {
     let path = match key_file {
         Some(p) => p.clone(),
-        None => server_keys::default_key_file()
-            .map_err(|e| Exit::usage(anyhow!("{e} (--key-file FILE)")))?,
+        None => {
+            keys::default_key_file().map_err(|e| Exit::usage(anyhow!("{e} (--key-file FILE)")))?
+        }
     };
-    let (key, made) = server_keys::load_or_create_key(&path).map_err(Exit::usage)?;
+    let (key, made) = keys::load_or_create_key(&path).map_err(Exit::usage)?;
     let shown = nena_proto::KeyText(&key.public()).to_string();
     if made {
         log::warn!(

@@ -171,7 +171,7 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
 #[test]
 fn raw_baseline_sender_waits_for_the_second_subflow() {
     use nena_lab::{Host, Link};
-    use nena_transport::raw_mptcp::{self, Amount, Direction, Request};
+    use nena_transport::baseline::raw_mptcp::{self, Amount, Direction, Request};
     use std::net::SocketAddr;
     let lab = crate::harness::lab();
     let remote = SocketAddr::new(lab.server_addr(), 5301);

@@ -118,7 +118,7 @@ fn first_contact_pins_a_changed_key_is_refused_until_forgotten() {
         stderr(&wrong)
     );
     assert!(!srv.join("d").exists());
-    let hex: String = nena_transport::server_keys::parse_public_key(&k2)
+    let hex: String = nena_transport::keys::parse_public_key(&k2)
         .unwrap()
         .iter()
         .map(|b| format!("{b:02x}"))

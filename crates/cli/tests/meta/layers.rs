@@ -15,27 +15,17 @@ use std::path::{Path, PathBuf};
 /// nena-transport").
 const TRANSPORT: &[&[&str]] = &[
     // leaves every layer may use
-    &["units", "printable"],
+    &["text"],
     // the session's own protocol, sans-IO: messages, targets, replies
     &["wire"],
-    // a session: its protected halves, copies, handshake, errors, keys, names
-    &[
-        "msg_error",
-        "low_water",
-        "stream",
-        "copy",
-        "handshake",
-        "error",
-        "server_keys",
-        "resolve",
-        "dns",
-    ],
+    // a session: its protected halves (with copies and handshake), errors, keys, names
+    &["stream", "error", "keys", "resolve", "dns"],
     // opening sessions over kernel MPTCP
     &["conn"],
     // running a server: access rules, metrics, stops
     &["ops"],
     // what sessions are used for
-    &["app", "proxy", "launch", "raw_mptcp", "load"],
+    &["app", "proxy", "launch", "baseline"],
     // the test helpers, over everything
     &["testing"],
 ];

@@ -16,9 +16,9 @@
 
 use crate::app::names::{check_name, FileName};
 use crate::app::verdict::{self, Transfer};
-use crate::copy::{copy_in_bulk, copy_out};
 use crate::error::{bail, Context, Error, Result};
 use crate::ops::access::{ErrorReply, SpaceLedger};
+use crate::stream::copy::{copy_in_bulk, copy_out};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
 use anyhow::anyhow;
@@ -689,7 +689,7 @@ mod tests {
     /// 2 MB uploads on the first subflow).
     #[tokio::test]
     async fn an_aead_file_goes_out_in_large_writes() {
-        use crate::handshake::{client_finish, entropy, secure_pair, server_handshake};
+        use crate::stream::handshake::{client_finish, entropy, secure_pair, server_handshake};
         use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
         let (c, s) = tokio::io::duplex(64 * 1024);
         let (mut cr, mut cw) = tokio::io::split(c);
@@ -755,7 +755,7 @@ mod tests {
             }
         }
         let mut src = Slow(vec![0x5a; size as usize], 0, false);
-        let moved = crate::copy::copy_in_bulk(&mut src, &mut w, size, |_| {})
+        let moved = crate::stream::copy::copy_in_bulk(&mut src, &mut w, size, |_| {})
             .await
             .unwrap();
         assert_eq!(moved, size);

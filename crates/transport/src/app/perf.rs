@@ -302,7 +302,7 @@ pub fn mbit_s(bytes: u64, seconds: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handshake::secure_pair;
+    use crate::stream::handshake::secure_pair;
     #[allow(unused_imports)]
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

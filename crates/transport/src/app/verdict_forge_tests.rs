@@ -7,7 +7,7 @@
 //! tag ([`crate::app::verdict`]) does not match and the client fails.
 
 use crate::app::files::{client_put, server_put, FileServerConfig};
-use crate::handshake::{client_finish_held, entropy, secure_pair, server_handshake};
+use crate::stream::handshake::{client_finish_held, entropy, secure_pair, server_handshake};
 use crate::wire::{Reply, Request, Status};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, ServerConfig};
 use std::pin::Pin;

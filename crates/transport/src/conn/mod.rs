@@ -16,25 +16,28 @@
 //!
 //! A *raw* connection skips the nena handshake: the same MPTCP socket and gate, with the
 //! caller's first message as the first flight and no protection. It exists only as the
-//! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).//!
-//! The parts: [`client`] and [`server`] (opening sessions), [`settings`] (the options every
-//! client command shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc),
-//! [`socket`] (a socket as protected halves), [`subflows`] (bytes per subflow), [`sessions`]
-//! (the accept loop), [`stop`] (the signals and the switch that stop it cleanly).
+//! plain-MPTCP baseline of `nena bench transfer` (`nena serve --raw`, `nena perf --raw`).
+//!
+//! The parts: [`dial`] and [`accept`](mod@accept) (the two sides of opening a session: the client
+//! dials, the server listens and accepts), [`settings`] (the options every client command
+//! shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc), [`socket`] (a socket as
+//! protected halves), [`subflows`] (bytes per subflow), [`accept_loop`] (the accept loop of
+//! the server and both proxy ends), [`stop`] (the signals and the switch that stop it
+//! cleanly).
 
-pub mod client;
+pub mod accept;
+pub mod accept_loop;
+pub mod dial;
 pub mod mpc;
-pub mod server;
-pub mod sessions;
 pub mod settings;
 pub mod socket;
 pub mod stop;
 pub mod subflows;
 
-pub use client::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END_WITHIN};
+pub use accept::{accept, listen, AcceptOptions, ServerConn};
+pub use accept_loop::{accept_until_interrupted, AcceptLoop, ABORT_NOTICE};
+pub use dial::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END_WITHIN};
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
-pub use server::{accept, listen, AcceptOptions, ServerConn};
-pub use sessions::{accept_until_interrupted, Sessions, ABORT_NOTICE};
 pub use settings::{ClientSettings, SettingsError};
 pub use socket::{raise_nofile_limit, Reader, Writer};
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

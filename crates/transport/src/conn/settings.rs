@@ -7,10 +7,10 @@
 //! Each refusal says whether the settings were wrong ([`SettingsError::Invalid`]: the
 //! command line's usage error) or resolving them failed ([`SettingsError::Failed`]).
 
-use super::client::ClientOptions;
+use super::dial::ClientOptions;
 
+use crate::keys::{self, KnownServers, ServerKeyCheck};
 use crate::resolve::{self, ResolverConfig, ServerAddr};
-use crate::server_keys::{self, KnownServers, ServerKeyCheck};
 use anyhow::anyhow;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, PublicKey, Suite};
@@ -202,7 +202,7 @@ impl ClientSettings {
                 if let Some(e) = token_refused(&self.modes) {
                     return Err(e);
                 }
-                Some(server_keys::load_token(p).map_err(invalid)?)
+                Some(keys::load_token(p).map_err(invalid)?)
             }
             None => None,
         };
@@ -268,7 +268,7 @@ impl ClientSettings {
         }
         let file = match &self.known_servers {
             Some(f) => f.clone(),
-            None => server_keys::default_known_servers()
+            None => keys::default_known_servers()
                 .map_err(|e| invalid(anyhow!("{e} (--known-servers FILE)")))?,
         };
         Ok(Some(ServerKeyCheck::known(

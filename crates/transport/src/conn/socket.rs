@@ -1,7 +1,7 @@
 //! A session's socket as protected halves ([`Reader`], [`Writer`]), and the process's limit
 //! of open files raised for servers and proxies that hold many.
 
-use crate::handshake::secure_pair_with;
+use crate::stream::handshake::secure_pair_with;
 use crate::stream::{SecureReader, SecureWriter};
 use std::os::fd::AsRawFd;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -22,11 +22,11 @@ pub(crate) fn socket_pair(
     let fd = r.as_ref().as_raw_fd();
     let (mut reader, writer) = secure_pair_with(session, leftover, r, w, cap);
     if reader.info().is_some() {
-        if let Err(e) = crate::low_water::widen_receive_window(fd) {
+        if let Err(e) = crate::stream::low_water::widen_receive_window(fd) {
             log::debug!("receive window not widened: {e}");
         }
         // The reader owns the read half, so `fd` stays open for as long as it is used.
-        reader.wake_on_whole_records(move |n| crate::low_water::set_rcvlowat(fd, n));
+        reader.wake_on_whole_records(move |n| crate::stream::low_water::set_rcvlowat(fd, n));
     }
     (reader, writer)
 }

@@ -42,8 +42,8 @@ pub fn describe_split(subflows: &[SubflowBytes]) -> String {
             format!(
                 "{} acked {} recv {}",
                 s.remote.map_or("?".into(), |a| a.to_string()),
-                crate::units::human(s.bytes_acked),
-                crate::units::human(s.bytes_received)
+                crate::text::units::human(s.bytes_acked),
+                crate::text::units::human(s.bytes_received)
             )
         })
         .collect();

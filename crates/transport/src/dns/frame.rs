@@ -1,9 +1,9 @@
 //! DNS messages framed as over TCP (RFC 7766: `len u16 | msg`) on async streams: a
 //! resolver's TCP connection, an application's redirected connection to port 53, and a
 //! nena DNS session (op 6), whose frames are the wire layer's
-//! [`DnsFrame`](crate::wire::carry::DnsFrame) (the framing itself, sans-IO, lives there).
+//! [`DnsFrame`](crate::wire::dns_udp::DnsFrame) (the framing itself, sans-IO, lives there).
 
-use crate::wire::carry::DnsFrame;
+use crate::wire::dns_udp::DnsFrame;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// One DNS message framed as over TCP; `None` at a clean end before it.

@@ -10,7 +10,7 @@
 //! - [`reply`] (sans-IO): SERVFAIL, and an answer cut to what an application takes over UDP.
 //! - [`conf`] (sans-IO): the nameservers of a resolv.conf.
 //! - [`frame`]: messages framed as over TCP on async streams (the framing itself is the
-//!   wire layer's [`DnsFrame`](crate::wire::carry::DnsFrame), since a nena DNS session
+//!   wire layer's [`DnsFrame`](crate::wire::dns_udp::DnsFrame), since a nena DNS session
 //!   carries it).
 //! - [`exchange`]: one query to a resolver, UDP then TCP when truncated, bound to an
 //!   interface where the caller asks.

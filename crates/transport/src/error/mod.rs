@@ -3,30 +3,34 @@
 //! status `match` on what happened instead of searching an error chain.
 //!
 //! It is typed where a session's errors arise: the file server's sessions and the client
-//! tools (`app/`: session, files, verdict, client, perf), opening and accepting sessions
-//! (`conn::connect`, `conn::accept`), the handshake ([`crate::handshake`]), the pinning
-//! check of a server's key ([`crate::server_keys::ServerKeyCheck`]) and the proxy's sessions
-//! (`proxy/`: server, client, open, SOCKS UDP ASSOCIATE, the datagram relay, the DNS
-//! resolver and responder). What keeps anyhow is startup and helpers whose failures nobody
-//! classifies: listening and the accept loop (`conn::listen`, `conn/sessions.rs`), kato-mpc's
-//! session setup (`conn/mpc.rs`), key files and `known_servers` I/O, name resolution
-//! (`resolve/`), the gateway's setup and its LAN datagram flows (counted by nobody), the
-//! metrics endpoint, `raw_mptcp` and `testing`. Their errors become [`Error::Other`] where
-//! they meet a session, printed as before.
+//! tools (`app/`: request, files, verdict, file_client, perf), opening and accepting sessions
+//! (`conn::connect`, `conn::accept`), the handshake ([`crate::stream::handshake`]), the
+//! pinning check of a server's key ([`crate::keys::ServerKeyCheck`]) and the proxy's
+//! sessions (`proxy/`: server, client, open, SOCKS UDP ASSOCIATE, the datagram relay, the
+//! DNS resolver and responder). What keeps anyhow is startup and helpers whose failures
+//! nobody classifies: listening and the accept loop (`conn::listen`, `conn/accept_loop.rs`),
+//! kato-mpc's session setup (`conn/mpc.rs`), key files and `known_servers` I/O, name
+//! resolution (`resolve/`), the gateway's setup and its LAN datagram flows (counted by
+//! nobody), the metrics endpoint, `baseline::raw_mptcp` and `testing`. Their errors become
+//! [`Error::Other`] where they meet a session, printed as before.
 //!
 //! Printing is anyhow's: `{}` prints the outermost message, `{:#}` the whole chain on one
 //! line (`context: cause: ...`), and [`std::error::Error::source`] walks the same chain, so
 //! that an [`Error`] turned into an `anyhow::Error` prints the same text. (Display and
 //! source are written out rather than derived with thiserror: a derived Display prints one
 //! level whatever the `#` flag, and a transparent variant would print its chain twice.)
+//!
+//! The parts: [`ends`] (how proxy sessions end: refusals and aborts), [`msg`] (how reading a
+//! header message fails) and `reply` (the file server's refusal of a request).
 
 pub mod ends;
+pub mod msg;
 mod reply;
 
 pub use ends::{Refused, Refusing, ShuttingDown};
 pub use reply::ErrorReply;
 
-use crate::msg_error::{session_error_of, MsgError};
+use msg::{session_error_of, MsgError};
 use nena_proto::{HandshakeError, SessionError};
 use std::fmt;
 use std::io;

@@ -5,7 +5,7 @@
 //! only sends it; the order of the checks is [`Limits::admit`] first (nothing about files is
 //! revealed to a client without the token), then the name, then [`check_size`].
 
-use crate::units::human;
+use crate::text::units::human;
 use crate::wire::{AccessToken, Reply, Request, RequestMsg, Status};
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +27,7 @@ pub enum Access {
 /// missing or wrong, and nothing about what the server holds.
 pub const DENIED: &str = "a valid access token is required (--token-file)";
 
-pub use crate::server_keys::{load_token, MIN_TOKEN};
+pub use crate::keys::{load_token, MIN_TOKEN};
 
 /// A server's rules for requests, checked before anything else happens.
 #[derive(Debug, Clone, Default)]

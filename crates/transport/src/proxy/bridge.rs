@@ -5,9 +5,9 @@
 //! stopping proxy abandons (the abort record in `aead`, then a reset). Used by the proxy
 //! client and server in [`crate::proxy`].
 
-use crate::copy::{copy_in_slots, copy_out, ReadSlots};
 use crate::error::ends::{is_shutting_down, ShuttingDown};
 use crate::ops::stop::StopSignal;
+use crate::stream::copy::{copy_in_slots, copy_out, ReadSlots};
 use crate::stream::{SecureReader, SecureWriter};
 use std::pin::Pin;
 use std::task::Poll;
@@ -293,8 +293,8 @@ impl SessionSocket for tokio::net::tcp::OwnedWriteHalf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handshake::secure_pair;
     use crate::ops::stop::StopSignal;
+    use crate::stream::handshake::secure_pair;
     #[allow(unused_imports)]
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};

@@ -5,7 +5,7 @@
 
 use crate::conn::{self, ClientOptions};
 use crate::error::{Context, Error};
-use crate::ops::metrics::{Tally, Wire};
+use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped};
 use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
@@ -354,9 +354,9 @@ async fn carry(
     tally: &Tally,
 ) -> Result<String, Error> {
     let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
-    let paths = crate::app::client::Paths::of(&c);
+    let paths = crate::app::file_client::Paths::of(&c);
     let split = paths.describe();
-    tally.wire(Wire::of_client(&paths.subflows, &c));
+    tally.paths_used(PathsUsed::of_client(&paths.subflows, &c));
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }

@@ -5,19 +5,20 @@
 //! ```
 //!
 //! Each session is one task relaying both directions at once (copy_bidirectional style,
-//! through the session's own zero-copy pumps [`crate::copy::copy_in`] and [`crate::copy::copy_out`]): nothing is
-//! queued beyond the session's buffers, so a slow side slows the other down (back-pressure)
-//! and memory is bounded by sessions x 2 x [`crate::stream::PROXY_BUF`]. When one side ends its direction
-//! cleanly, the proxy ends the same direction on the other side (half-close; in `aead` mode
-//! with the closing record) and keeps the other direction going until it ends too. A plain
-//! peer that goes away (resets, or closes without reading the rest, as iperf3 does at the
-//! end of a test) ends the session cleanly, not as a failure (see [`bridge()`]). When the
-//! nena side fails (an integrity failure, a truncated `aead` stream), the plain side is
-//! **reset**, not closed, so that the application sees an error instead of a short but
-//! seemingly complete stream. With `--forward` the proxy uses the nena handshake and then raw
-//! bytes: no application header, so a client cannot choose where the proxy server connects:
-//! every session goes to its one `--forward` target. Each end logs, per session, the mode
-//! and the bytes per subflow.
+//! through the session's own zero-copy pumps [`crate::stream::copy::copy_in`] and
+//! [`crate::stream::copy::copy_out`]): nothing is queued beyond the session's buffers, so a
+//! slow side slows the other down (back-pressure) and memory is bounded by sessions x 2 x
+//! [`crate::stream::PROXY_BUF`]. When one side ends its direction cleanly, the proxy ends
+//! the same direction on the other side (half-close; in `aead` mode with the closing
+//! record) and keeps the other direction going until it ends too. A plain peer that goes
+//! away (resets, or closes without reading the rest, as iperf3 does at the end of a test)
+//! ends the session cleanly, not as a failure (see [`bridge()`]). When the nena side fails
+//! (an integrity failure, a truncated `aead` stream), the plain side is **reset**, not
+//! closed, so that the application sees an error instead of a short but seemingly complete
+//! stream. With `--forward` the proxy uses the nena handshake and then raw bytes: no
+//! application header, so a client cannot choose where the proxy server connects: every
+//! session goes to its one `--forward` target. Each end logs, per session, the mode and the
+//! bytes per subflow.
 //!
 //! SOCKS5 (`--socks5` on the client, `--allow` on the server): the client speaks SOCKS5 to
 //! the application ([`crate::proxy::socks::Handshake`]), opens one nena session per CONNECT

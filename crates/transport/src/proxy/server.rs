@@ -6,7 +6,7 @@
 
 use crate::conn::{self, AcceptOptions, ServerConn};
 use crate::error::{Context, Error};
-use crate::ops::metrics::{Tally, Wire};
+use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, SessionSocket};
 use crate::proxy::ends::Refusing;
@@ -374,7 +374,7 @@ pub async fn run_server_with(
 
 /// The proxy server's session after its handshake: the opening (the open request read, the
 /// access token checked, the target connected by `connector` within `limit`), the reply,
-/// then the relay or the DNS and datagram services; what the session did on the wire goes
+/// then the relay or the DNS and datagram services; what the session did on its paths goes
 /// to `tally`. Returns the session's line.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve_opened<R, W, C>(
@@ -480,17 +480,17 @@ where
     let relayed = connector
         .relay(target, &mut c.reader, &mut c.writer, &stop)
         .await;
-    let (split, wire) = match c.writer.get_ref().socket_fd() {
+    let (split, used) = match c.writer.get_ref().socket_fd() {
         Some(fd) => {
             let subflows = conn::subflow_bytes(fd);
             (
                 conn::describe_split(&subflows),
-                Wire::of_server(&subflows, fd),
+                PathsUsed::of_server(&subflows, fd),
             )
         }
-        None => (conn::describe_split(&[]), Wire::default()),
+        None => (conn::describe_split(&[]), PathsUsed::default()),
     };
-    tally.wire(wire);
+    tally.paths_used(used);
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }

@@ -11,7 +11,8 @@
 //! the space is the payload of the record being built, so the record is sealed where it lies.
 //! `poll_write` in place protects the caller's bytes on their way into the buffer (one pass:
 //! the keystream or the scrambling reads the source and writes the buffer, no copy first).
-//! [`copy_in`] and [`copy_out`] move bytes between a plain stream and a session that way.
+//! [`copy_in`](copy::copy_in) and [`copy_out`](copy::copy_out) move bytes between a plain
+//! stream and a session that way.
 //!
 //! **Cancel safety.** Bytes are protected exactly once, when the writer accepts them
 //! (`poll_write` returning `Ok(n)`, or `commit`), and they stay in the writer's buffer until
@@ -23,12 +24,21 @@
 //! clean: for `aead` after the peer's closing record, else an error (truncation). An integrity
 //! failure is an `InvalidData` error whose message starts with "integrity check failed", and
 //! no byte of the failing record is returned.
+//!
+//! The parts: the reader and the writer (re-exported here), [`copy`] (the copy loops between
+//! a session and plain sources and sinks), [`low_water`] (the socket's receive low-water
+//! mark), [`handshake`] (nena-proto's handshake driven over async streams, which yields the
+//! two halves); how reading a header message fails is [`crate::error::msg`]'s, re-exported
+//! here.
 
+pub mod copy;
+pub mod handshake;
+pub mod low_water;
 mod pool;
 mod reader;
 mod writer;
 
-pub use crate::msg_error::{session_error_of, MsgError};
+pub use crate::error::msg::{session_error_of, MsgError};
 use nena_proto::SessionError;
 pub use reader::SecureReader;
 use std::io;

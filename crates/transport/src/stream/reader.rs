@@ -2,8 +2,8 @@
 //! (see the parent module for zero copy, cancel safety and ends).
 
 use super::{session_error, BULK_BUF, MAX_HEADER};
-use crate::low_water::LowWater;
-use crate::msg_error::MsgError;
+use crate::error::msg::MsgError;
+use crate::stream::low_water::LowWater;
 use crate::wire::{Reply, RequestMsg, WireError};
 use nena_codec::AlignedBuf;
 use nena_proto::{Opened, SessionInfo, Unprotector};
@@ -100,7 +100,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
     }
 
     /// Wake on whole records: `set` sets the socket's receive low-water mark (`SO_RCVLOWAT`)
-    /// to what an incomplete record lacks before each wait ([`crate::low_water`]).
+    /// to what an incomplete record lacks before each wait ([`crate::stream::low_water`]).
     pub fn wake_on_whole_records(
         &mut self,
         set: impl Fn(usize) -> io::Result<()> + Send + Sync + 'static,

@@ -1,6 +1,6 @@
 //! Tests of `stream`.
 use super::*;
-use crate::copy::{copy_in, copy_out};
+use crate::stream::copy::{copy_in, copy_out};
 use nena_proto::Mode;
 use std::future::Future;
 use std::pin::Pin;
@@ -645,7 +645,7 @@ impl tokio::io::AsyncRead for Slots {
     }
 }
 
-impl crate::copy::ReadSlots for Slots {
+impl crate::stream::copy::ReadSlots for Slots {
     fn poll_read_slots(
         &mut self,
         _: &mut Context<'_>,
@@ -664,7 +664,7 @@ impl crate::copy::ReadSlots for Slots {
 
 #[tokio::test]
 async fn copy_in_slots_fills_several_records_per_read_and_keeps_the_stream() {
-    use crate::copy::copy_in_slots;
+    use crate::stream::copy::copy_in_slots;
     let payload = nena_proto::record::MAX_PAYLOAD;
     let n = 9 * payload + 1234;
     for (mode, limit) in [
@@ -766,7 +766,7 @@ proptest::proptest! {
             w.write_all(&input[..prefix]).await.unwrap();
             let mut src = Slots::new(input[prefix..].to_vec(), caps);
             let limit = limit.unwrap_or(u64::MAX);
-            let moved = crate::copy::copy_in_slots(&mut src, &mut w, limit, |_| {})
+            let moved = crate::stream::copy::copy_in_slots(&mut src, &mut w, limit, |_| {})
                 .await
                 .unwrap();
             assert_eq!(moved, limit.min(n as u64));

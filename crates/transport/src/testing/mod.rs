@@ -1,13 +1,14 @@
 //! Load helpers for the integration tests (and for trying a proxy by hand): the plain-TCP
-//! echo target and payloads of [`crate::load`], and a client that holds many sessions open
-//! at once and checks every byte that comes back. Both create their sockets in the calling thread's network namespace, so a
-//! test can run them on a thread inside a lab host. And [`pair`]: a client and a server
-//! session joined in memory, for the proxy's sessions tested without sockets or root; and
-//! [`subflow`], one subflow's counters as a test writes them.
+//! echo target and payloads of [`crate::baseline::load`], and a client that holds many
+//! sessions open at once and checks every byte that comes back. Both create their sockets
+//! in the calling thread's network namespace, so a test can run them on a thread inside a
+//! lab host. And [`pair`]: a client and a server session joined in memory, for the proxy's
+//! sessions tested without sockets or root; and [`subflow`], one subflow's counters as a
+//! test writes them.
 
 pub mod pair;
 
-pub use crate::load::{echo_server, session_payload};
+pub use crate::baseline::load::{echo_server, session_payload};
 
 use anyhow::{Context, Result};
 use serde::Serialize;

@@ -13,7 +13,6 @@
 //! [`socks_front`] (the proxy client's SOCKS exchange, then the relay).
 
 use crate::conn::ServerConn;
-use crate::handshake::{client_finish_held, entropy, secure_pair_with, server_handshake};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{bridge, Bridged, SessionSocket};
@@ -21,6 +20,7 @@ use crate::proxy::ends::ShuttingDown;
 use crate::proxy::listen::{ended, ProxyStats};
 use crate::proxy::server::{serve_opened, Connector, Egress};
 use crate::proxy::socks::{self, Command, Rep, Target, Users};
+use crate::stream::handshake::{client_finish_held, entropy, secure_pair_with, server_handshake};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, ConnectRequest, Service};
 use anyhow::{anyhow, Context, Result};

@@ -2,7 +2,7 @@
 //! stable by this module's property tests: what a peer sends inside a session is decoded
 //! without a panic, every decoder either waits, errs, or takes a prefix of its input, what
 //! it takes re-encodes to exactly those bytes, and no shorter prefix already decodes. `nena
-//! run`'s DNS frames and datagrams (ops 6 and 7, [`super::carry`]) too.
+//! run`'s DNS frames and datagrams (ops 6 and 7, [`super::dns_udp`]) too.
 
 use super::*;
 
@@ -47,16 +47,16 @@ pub fn app_messages(data: &[u8]) {
         assert!(used <= data.len());
     }
     // `nena run`'s DNS and datagram sessions: a message re-encodes to the bytes it took.
-    if let Ok(Some((carry::DnsFrame(m), used))) = carry::DnsFrame::decode(data) {
+    if let Ok(Some((dns_udp::DnsFrame(m), used))) = dns_udp::DnsFrame::decode(data) {
         assert_eq!(
-            carry::DnsFrame::encode(&m).as_deref(),
+            dns_udp::DnsFrame::encode(&m).as_deref(),
             Some(&data[..used]),
             "a DNS frame re-encodes"
         );
     }
-    if let Ok(Some((d, used))) = carry::Datagram::decode(data) {
+    if let Ok(Some((d, used))) = dns_udp::Datagram::decode(data) {
         assert_eq!(
-            carry::Datagram::encode(d.addr, &d.payload).as_deref(),
+            dns_udp::Datagram::encode(d.addr, &d.payload).as_deref(),
             Some(&data[..used]),
             "a datagram re-encodes"
         );

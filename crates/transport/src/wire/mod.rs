@@ -49,7 +49,7 @@
 //! ```
 //!
 //! Ops 6 and 7 open the sessions of `nena run`'s DNS and UDP (no destination: it travels in
-//! each message, [`carry`]): op 6 asks the proxy server to answer DNS queries with its own
+//! each message, [`dns_udp`]): op 6 asks the proxy server to answer DNS queries with its own
 //! resolver (each direction then carries DNS messages framed as over TCP, `len u16 | msg`),
 //! op 7 to relay datagrams within `--allow` (each direction then carries
 //! `atyp u8 (1 | 4) | addr | port u16 | len u16 | payload`; to the server: the destination,
@@ -324,7 +324,7 @@ impl Reply {
             return Ok(None);
         }
         // Printed by the client: no terminal escape or control character from the peer.
-        let msg = crate::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
+        let msg = crate::text::printable::printable(&buf[REPLY_FIXED..REPLY_FIXED + len]);
         Ok(Some((Reply { status, size, msg }, REPLY_FIXED + len)))
     }
 }
@@ -557,16 +557,16 @@ pub const OP_CONNECT: u8 = 4;
 /// Op of a [`ConnectRequest`] for the proxy server's one `--forward` target.
 pub const OP_FORWARD: u8 = 5;
 /// Op of a [`ConnectRequest`] for DNS queries answered by the proxy server's resolver
-/// (`nena run`); the session then carries [`carry::DnsFrame`]s.
+/// (`nena run`); the session then carries [`dns_udp::DnsFrame`]s.
 pub const OP_DNS: u8 = 6;
 /// Op of a [`ConnectRequest`] for datagrams relayed by the proxy server within `--allow`
-/// (`nena run --udp carry`); the session then carries [`carry::Datagram`]s.
+/// (`nena run --udp carry`); the session then carries [`dns_udp::Datagram`]s.
 pub const OP_DATAGRAM: u8 = 7;
 /// Op of a [`ConnectRequest`] for datagrams as op 7, with the client's offer of the
 /// datagram plane ([`plane::PlaneOffer`]); the server answers it after its reply.
 pub const OP_DATAGRAM_PLANE: u8 = 8;
 
-pub mod carry;
+pub mod dns_udp;
 pub mod plane;
 pub mod target;
 
@@ -757,7 +757,7 @@ impl ConnectReply {
         if buf.len() < end {
             return Ok(None);
         }
-        let msg = crate::printable::printable(&buf[2..end]);
+        let msg = crate::text::printable::printable(&buf[2..end]);
         Ok(Some((ConnectReply { code, msg }, end)))
     }
 }

@@ -2,7 +2,7 @@
 //! [`Role`]) and one session's entry in them ([`Tally`]), counted once when it ends.
 
 use super::outcome::Outcome;
-use super::wire::Wire;
+use super::paths::PathsUsed;
 use anyhow::Result;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -325,8 +325,8 @@ impl Metrics {
     }
 
     /// A session ended: `mode` (`aead`, ..., `none` before a handshake), how, and what it
-    /// did on the wire.
-    pub fn end(&self, mode: &'static str, outcome: Outcome, wire: &Wire) {
+    /// did on its paths.
+    pub fn end(&self, mode: &'static str, outcome: Outcome, used: &PathsUsed) {
         let role = self.role.label();
         self.sessions
             .get_or_create(&SessionLabels {
@@ -346,7 +346,7 @@ impl Metrics {
             }
             _ => {}
         }
-        for (path, sent, received) in &wire.paths {
+        for (path, sent, received) in &used.paths {
             for (direction, n) in [("sent", *sent), ("received", *received)] {
                 self.bytes
                     .get_or_create(&BytesLabels {
@@ -358,7 +358,7 @@ impl Metrics {
             }
         }
         let _day = self.roll_day(super::day::Day::now());
-        for (iface, metered, sent, received) in &wire.ifaces {
+        for (iface, metered, sent, received) in &used.ifaces {
             for (direction, n) in [("sent", *sent), ("received", *received)] {
                 let l = IfaceLabels {
                     role,
@@ -376,9 +376,9 @@ impl Metrics {
             }
         }
         for (event, n) in [
-            ("join", wire.joins),
-            ("close", wire.closes),
-            ("recovery", wire.recoveries),
+            ("join", used.joins),
+            ("close", used.closes),
+            ("recovery", used.recoveries),
         ] {
             self.subflows
                 .get_or_create(&EventLabels { role, event })
@@ -438,7 +438,7 @@ impl Drop for Active {
 }
 
 /// One session's entry, filled in as the session learns what it is (its mode, the
-/// handshake's time, what it did on the wire) and counted once, at [`Tally::finish`].
+/// handshake's time, what it did on its paths) and counted once, at [`Tally::finish`].
 /// Without metrics it records nothing.
 #[derive(Clone, Debug)]
 pub struct Tally(Option<Arc<std::sync::Mutex<TallyState>>>);
@@ -447,7 +447,7 @@ pub struct Tally(Option<Arc<std::sync::Mutex<TallyState>>>);
 struct TallyState {
     metrics: Arc<Metrics>,
     mode: &'static str,
-    wire: Wire,
+    paths_used: PathsUsed,
     done: bool,
     _active: Active,
 }
@@ -459,7 +459,7 @@ impl Tally {
             Arc::new(std::sync::Mutex::new(TallyState {
                 metrics: m.clone(),
                 mode: "none",
-                wire: Wire::default(),
+                paths_used: PathsUsed::default(),
                 done: false,
                 _active: m.begin(),
             }))
@@ -492,9 +492,9 @@ impl Tally {
         self.with(|t| t.metrics.datagrams(p));
     }
 
-    /// What the session did on the wire (read just before its socket closes).
-    pub fn wire(&self, wire: Wire) {
-        self.with(|t| t.wire = wire);
+    /// What the session did on its paths (read just before its socket closes).
+    pub fn paths_used(&self, used: PathsUsed) {
+        self.with(|t| t.paths_used = used);
     }
 
     /// The session ended with `result`: counted (once; later calls change nothing).
@@ -503,7 +503,7 @@ impl Tally {
         self.with(|t| {
             if !t.done {
                 t.done = true;
-                t.metrics.end(t.mode, outcome, &t.wire);
+                t.metrics.end(t.mode, outcome, &t.paths_used);
             }
         });
     }

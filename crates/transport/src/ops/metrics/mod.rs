@@ -7,19 +7,20 @@
 //! bytes and subflow events are read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO at the
 //! session's end (a subflow already closed by then no longer reports its bytes: they are
 //! missing from `nena_bytes_total`, and counted in `nena_subflow_events_total{event="close"}`).
-//! docs/OPERATIONS.md lists the families and the queries an operator runs on them.//!
+//! docs/OPERATIONS.md lists the families and the queries an operator runs on them.
+//!
 //! The parts: [`counters`] ([`Metrics`], [`Tally`]), [`outcome`] (how a session ended),
-//! [`wire`] (what it did on the wire), [`endpoint`] (the HTTP endpoint).
+//! [`paths`] (what it did on its paths, [`PathsUsed`]), [`endpoint`] (the HTTP endpoint).
 
 pub mod counters;
 pub mod day;
 pub mod endpoint;
 pub mod outcome;
+pub mod paths;
 #[cfg(test)]
 mod tests;
-pub mod wire;
 
 pub use counters::{Active, DatagramCounts, Metrics, Role, Tally};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
 pub use outcome::{refusal_cause, Outcome};
-pub use wire::Wire;
+pub use paths::PathsUsed;

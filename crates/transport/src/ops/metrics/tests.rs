@@ -86,16 +86,20 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
         .encode()
         .contains("nena_sessions_active{role=\"serve\"} 1"));
     m.handshake(Duration::from_millis(3));
-    let wire = Wire {
+    let used = PathsUsed {
         paths: vec![("198.18.3.2".into(), 1000, 2000)],
         ifaces: vec![],
         joins: 1,
         closes: 0,
         recoveries: 0,
     };
-    m.end("aead", Outcome::Ok, &wire);
-    m.end("aead", Outcome::Refused("access_denied"), &Wire::default());
-    m.end("stream", Outcome::Integrity, &Wire::default());
+    m.end("aead", Outcome::Ok, &used);
+    m.end(
+        "aead",
+        Outcome::Refused("access_denied"),
+        &PathsUsed::default(),
+    );
+    m.end("stream", Outcome::Integrity, &PathsUsed::default());
     m.retried_opening();
     drop(active);
     let text = m.encode();
@@ -191,13 +195,13 @@ fn trusted_link_waits_follow_the_process_totals() {
 fn interface_bytes_are_counted_in_total_and_for_today() {
     use super::day::Day;
     let m = Metrics::new(Role::ProxyClient);
-    let wire = |t: u64, u: u64| Wire {
+    let used = |t: u64, u: u64| PathsUsed {
         paths: vec![("trusted".into(), t, 0), ("untrusted".into(), u, 7)],
         ifaces: vec![("lte0".into(), true, t, 0), ("wlan0".into(), false, u, 7)],
-        ..Wire::default()
+        ..PathsUsed::default()
     };
-    m.end("aead", Outcome::Ok, &wire(1200, 5_000_000));
-    m.end("aead", Outcome::Ok, &wire(800, 1_000_000));
+    m.end("aead", Outcome::Ok, &used(1200, 5_000_000));
+    m.end("aead", Outcome::Ok, &used(800, 1_000_000));
     let text = m.encode();
     let today = Day::now();
     for line in [
@@ -212,7 +216,7 @@ fn interface_bytes_are_counted_in_total_and_for_today() {
     // The next day: the gauges are back to 0, the counters are not.
     let tomorrow = Day::of(today.start_unix + 86_400 + 3_600);
     m.roll_day(tomorrow);
-    m.end("aead", Outcome::Ok, &wire(0, 0));
+    m.end("aead", Outcome::Ok, &used(0, 0));
     let text = m.encode();
     for line in [
         "nena_interface_bytes_total{role=\"proxy_client\",interface=\"lte0\",metered=\"true\",direction=\"sent\"} 2000",

@@ -2,7 +2,7 @@
 //! writes, the idle time and the bound on destinations, the server's counts. A leaf: the
 //! relay and the datagram plane both use it.
 
-use crate::wire::carry::Datagram;
+use crate::wire::dns_udp::Datagram;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -43,7 +43,7 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
     addr: SocketAddr,
     payload: &[u8],
 ) -> std::io::Result<()> {
-    let framed = crate::wire::carry::Frame::encode(seq, addr, payload).ok_or_else(|| {
+    let framed = crate::wire::dns_udp::Frame::encode(seq, addr, payload).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("a datagram of {} bytes", payload.len()),

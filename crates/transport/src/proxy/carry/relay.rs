@@ -27,7 +27,7 @@ use crate::error::{Context, Error};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::carry::plane::Stamped;
 use crate::proxy::socks::AllowList;
-use crate::wire::carry::Datagram;
+use crate::wire::dns_udp::Datagram;
 use anyhow::Result;
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -26,7 +26,7 @@ use crate::conn::ClientOptions;
 use crate::dns;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::carry::responder::Responder;
-use crate::wire::carry::Datagram;
+use crate::wire::dns_udp::Datagram;
 use anyhow::{Context, Result};
 use lru::LruCache;
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, SockaddrStorage};

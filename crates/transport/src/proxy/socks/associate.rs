@@ -21,15 +21,15 @@
 //! [`IDLE`] without a datagram from the application (as the server's side does), or on a
 //! failure (a refusal, a broken session). Its control connection is closed with it.
 
-use crate::app::client::Paths;
+use crate::app::file_client::Paths;
 use crate::conn::ClientOptions;
 use crate::error::{Context, Error};
-use crate::ops::metrics::{Tally, Wire};
+use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::carry::plane::Stamped;
 use crate::proxy::carry::relay::{RelayStats, IDLE};
 use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
-use crate::wire::carry::Datagram;
+use crate::wire::dns_udp::Datagram;
 use anyhow::Result;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -265,7 +265,7 @@ pub(crate) async fn associate(
         });
         let c = &session.conn;
         let paths = Paths::of(c);
-        tally.wire(Wire::of_client(&paths.subflows, c));
+        tally.paths_used(PathsUsed::of_client(&paths.subflows, c));
         ended
             .map(|why| {
                 Some(format!(

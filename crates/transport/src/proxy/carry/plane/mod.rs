@@ -20,7 +20,7 @@
 //!   plane's probes and keepalives on tokio's timers; each datagram classified
 //!   ([`FlowClassifier`] per destination) and sent where the scheduler says; a copy the plane
 //!   cannot send as UDP goes inside the session with its sequence number
-//!   ([`crate::wire::carry::Frame`]), and the receiver keeps whichever copy comes first.
+//!   ([`crate::wire::dns_udp::Frame`]), and the receiver keeps whichever copy comes first.
 //!   The gateway, `nena run` and SOCKS5 UDP ASSOCIATE all carry through [`carry`].
 
 use crate::conn::{ClientConn, ClientOptions};
@@ -29,7 +29,7 @@ use crate::ops::metrics::Tally;
 use crate::proxy::carry::frames::{read_datagram, write_datagram, RelayCounts, DESTINATIONS, IDLE};
 use crate::proxy::open::{open_plane, open_service, NO_PLANE_REPLY};
 use crate::proxy::socks::{AllowList, Rep};
-use crate::wire::carry::{decode_bare, encode_bare, Datagram, Frame};
+use crate::wire::dns_udp::{decode_bare, encode_bare, Datagram, Frame};
 use crate::wire::plane::{
     Declined, OfferedPath, PlaneAnswer, PlaneOffer, OFFER_VERSION, PATH_TRUSTED,
 };

@@ -158,8 +158,8 @@ mod tests {
     use super::*;
     use crate::app::files::{client_get, client_put};
     use crate::app::names::FileName;
-    use crate::handshake::secure_pair;
     use crate::ops::access::Access;
+    use crate::stream::handshake::secure_pair;
     use crate::stream::{SecureReader, SecureWriter};
     use crate::wire::AccessToken;
     use std::path::Path;

@@ -1,10 +1,10 @@
 //! The server side of opening a session: listen on MPTCP, accept, refuse a fallback unless
 //! allowed, the handshake with a deadline.
 
-use super::client::is_kato_mpc;
+use super::dial::is_kato_mpc;
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use super::socket::socket_pair;
-use crate::handshake::server_handshake;
+use crate::stream::handshake::server_handshake;
 use crate::stream::{SecureReader, SecureWriter};
 use anyhow::{Context, Result};
 use nena_proto::{Mode, ServerConfig, SessionInfo};
@@ -78,7 +78,7 @@ pub async fn accept(
     let (mut r, mut w) = stream.into_split();
     if fallback && !opts.allow_fallback {
         // A nena client (one that allowed fallback on its side) is told why.
-        crate::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
+        crate::stream::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
         crate::error::bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
     }
     if opts.raw {

@@ -1,10 +1,10 @@
 //! `nena serve`: accept many concurrent MPTCP sessions, run the nena handshake, and serve
-//! PUT/GET/PERF requests (see [`crate::app::session`]). Every session is its own task; a
+//! PUT/GET/PERF requests (see [`crate::app::request`]). Every session is its own task; a
 //! semaphore bounds how many run at once (the listen backlog holds the rest).
 
-use crate::app::session::{serve_request, SessionConfig};
+use crate::app::request::{serve_request, SessionConfig};
 use crate::conn::{self, AcceptOptions};
-use crate::ops::metrics::{Metrics, Tally, Wire};
+use crate::ops::metrics::{Metrics, PathsUsed, Tally};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
     let subflows = conn::subflow_bytes(c.fd());
     let split = conn::describe_split(&subflows);
-    tally.wire(Wire::of_server(&subflows, c.fd()));
+    tally.paths_used(PathsUsed::of_server(&subflows, c.fd()));
     tally.finish(&result);
     match result {
         Ok(summary) => {

@@ -6,7 +6,7 @@
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use super::socket::{socket_pair, Reader, Writer};
 use crate::error::{bail, Context, Error};
-use crate::handshake::{client_finish_held, entropy};
+use crate::stream::handshake::{client_finish_held, entropy};
 use anyhow::{anyhow, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, SessionInfo, Suite};
@@ -68,7 +68,7 @@ pub struct ClientOptions {
     /// The server key to expect (`--server-key`, or the `known_servers` file: pinned on
     /// first contact). `None`: any key that signs the handshake, nothing pinned (tests and
     /// benchmarks). Checked only in offers with key agreement (aead, stream).
-    pub server_key: Option<crate::server_keys::ServerKeyCheck>,
+    pub server_key: Option<crate::keys::ServerKeyCheck>,
     /// How a datagram session carries its datagrams (`--udp-plane`, `--udp-redundancy`,
     /// `--realtime-port`).
     pub datagram: DatagramOptions,

@@ -1,9 +1,9 @@
-//! What one session did on the wire ([`Wire`]): bytes per path and subflow events, read
-//! from the kernel's MPTCP_INFO / MPTCP_FULL_INFO when the session ends.
+//! What one session did on its paths ([`PathsUsed`]): bytes per path and subflow events,
+//! read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO when the session ends.
 
-/// What one session did on the wire, read when it ends.
+/// What one session did on its paths, read when it ends.
 #[derive(Debug, Clone, Default)]
-pub struct Wire {
+pub struct PathsUsed {
     /// Per path (the client's trust class, the server's local address): bytes the peer
     /// acknowledged, bytes received.
     pub paths: Vec<(String, u64, u64)>,
@@ -17,18 +17,18 @@ pub struct Wire {
     pub recoveries: u64,
 }
 
-impl Wire {
+impl PathsUsed {
     /// The server's view of a session: each subflow (as [`crate::conn::subflow_bytes`]
     /// read them) by its local address; `fd` for the count of subflows ever created.
     pub fn of_server(
         subflows: &[crate::conn::SubflowBytes],
         fd: std::os::fd::BorrowedFd<'_>,
-    ) -> Wire {
+    ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
             (name, s.bytes_acked, s.bytes_received)
         });
-        Wire::of_subflows(named, fd, 0)
+        PathsUsed::of_subflows(named, fd, 0)
     }
 
     /// The client's view: each subflow of the report it logs (`Paths::subflows`) by its
@@ -36,12 +36,12 @@ impl Wire {
     pub fn of_client(
         subflows: &[nena_mptcp::ClassifiedSubflow],
         c: &crate::conn::ClientConn,
-    ) -> Wire {
+    ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.trust.label().to_string();
             (name, s.subflow.bytes_acked, s.subflow.bytes_received)
         });
-        let mut w = Wire::of_subflows(named, c.gate.fd(), c.gate.recoveries());
+        let mut w = PathsUsed::of_subflows(named, c.gate.fd(), c.gate.recoveries());
         w.ifaces = by_iface(subflows);
         w
     }
@@ -52,7 +52,7 @@ impl Wire {
         named: impl Iterator<Item = (String, u64, u64)>,
         fd: std::os::fd::BorrowedFd<'_>,
         recoveries: u64,
-    ) -> Wire {
+    ) -> PathsUsed {
         let mut paths: Vec<(String, u64, u64)> = Vec::new();
         let mut present = 0u64;
         for (name, acked, received) in named {
@@ -66,7 +66,7 @@ impl Wire {
             }
         }
         let total = nena_mptcp::info(fd).map_or(present, |i| u64::from(i.subflows));
-        Wire {
+        PathsUsed {
             paths,
             ifaces: Vec::new(),
             joins: total.saturating_sub(1),

@@ -1,13 +1,14 @@
-//! The client tools: `nena send`, `nena get` and `nena perf`, each one session, each returning
-//! a report that says how much moved, how fast, in which mode, whether the connection was
-//! really multipath and what every subflow carried.
+//! The client tools of the file server (`nena serve`): `nena send`, `nena get` and `nena
+//! perf`, each one session, each returning a report that says how much moved, how fast, in
+//! which mode, whether the connection was really multipath and what every subflow carried
+//! ([`Paths`], which the proxy's client sessions report too).
 
 use crate::app::files::{self, Progress};
 use crate::app::names::FileName;
 use crate::app::perf::{self, Counters, Limit, Sample};
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
 use crate::error::{bail, Result};
-use crate::units::human;
+use crate::text::units::human;
 use crate::wire::{PerfRequest, Request};
 use nena_mptcp::{ClassifiedSubflow, PathReport};
 use serde::Serialize;

@@ -10,12 +10,12 @@ use tokio::net::TcpStream;
 /// each on its own task, with at most `max_sessions` running at once (further connections
 /// wait in the listen backlog). An accept error (EMFILE and friends) is logged and retried
 /// after a short pause instead of spinning. The server and both proxy ends use this loop.
-/// Returns the sessions still running, to wait for ([`Sessions::all_done`]) or to drop.
+/// Returns the sessions still running, to wait for ([`AcceptLoop::all_done`]) or to drop.
 pub async fn accept_until_interrupted<F, Fut>(
     listener: &tokio::net::TcpListener,
     max_sessions: usize,
     session: F,
-) -> Result<Sessions>
+) -> Result<AcceptLoop>
 where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -35,7 +35,7 @@ where
             n = next => n?,
             sig = &mut stop => {
                 log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
-                return Ok(Sessions { sem, max });
+                return Ok(AcceptLoop { sem, max });
             }
         };
         let (stream, peer) = match accepted {
@@ -54,14 +54,15 @@ where
     }
 }
 
-/// The sessions an accept loop started: each holds one of `max` permits until it ends.
+/// An accept loop once it stopped accepting: the sessions it started, each holding one of
+/// `max` permits until it ends, to wait for or wind down.
 #[derive(Debug)]
-pub struct Sessions {
+pub struct AcceptLoop {
     sem: std::sync::Arc<tokio::sync::Semaphore>,
     max: u32,
 }
 
-impl Sessions {
+impl AcceptLoop {
     /// How many are still running.
     pub fn running(&self) -> usize {
         (self.max as usize).saturating_sub(self.sem.available_permits())

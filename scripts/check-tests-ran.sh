@@ -83,6 +83,7 @@ BEGIN {
 /^---- .* stdout ----$/ { failing = $2; cap = 0; next }
 /^failures:$/ { failing = ""; cap = 0 }
 failing != "" && /panicked at/ { cap = 12; digest[++ndig] = "== " failing ": " $0; next }
+cap > 0 && /^stack backtrace:$/ { cap = 0 }
 cap > 0 { cap--; if (NF > 0) digest[++ndig] = "   " substr($0, 1, 400) }
 END {
   close_suite()

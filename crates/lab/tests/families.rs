@@ -126,6 +126,15 @@ fn mptcp_upload(
     (got, subflows)
 }
 
+/// Waits (5 s at most, naming `what`) until the server has an established subflow on
+/// `port` from a peer starting with `peer`: the server's own view, read next by the test
+/// (the client counts the join's SYN-ACK before the server has the join's ACK).
+fn wait_server_subflow(lab: &Lab, port: &str, peer: &str, what: &str) {
+    nena_testkit::wait_until(what, Duration::from_secs(5), || {
+        ip_in_ss(lab, port).iter().any(|p| p.starts_with(peer))
+    });
+}
+
 /// The peers of the server's established TCP sockets on `port` (`ss -tnH`).
 fn ip_in_ss(lab: &Lab, port: &str) -> Vec<String> {
     let out = lab
@@ -235,13 +244,7 @@ fn an_ipv6_lab_reaches_the_server_over_both_links_by_ipv6_and_ipv4() {
     // kernel MPTCP over IPv6: the in-kernel path manager joins from the untrusted IPv6
     // address
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V6(SERVER_ADDR6), 100_000, |port| {
-        // The client counts the join's SYN-ACK before the server has its ACK: wait for the
-        // server's own established subflow, which is what is read next.
-        nena_testkit::wait_until("the IPv6 join", Duration::from_secs(5), || {
-            ip_in_ss(&lab, port)
-                .iter()
-                .any(|p| p.starts_with("[2001:2:0:2::2]"))
-        });
+        wait_server_subflow(&lab, port, "[2001:2:0:2::2]", "the IPv6 join")
     });
     assert_eq!(got, 100_000);
     assert!(
@@ -376,13 +379,7 @@ fn behind_the_nat_the_server_sees_the_routers_address() {
     }
     // kernel MPTCP joins through the NAT: the server's second subflow comes from the router
     let (got, subflows) = mptcp_upload(&lab, IpAddr::V4(SERVER_ADDR), 100_000, |port| {
-        // The server's own established subflow from the router (the client's SYN-ACK count
-        // comes before the server has the join's ACK).
-        nena_testkit::wait_until("the join through the NAT", Duration::from_secs(5), || {
-            ip_in_ss(&lab, port)
-                .iter()
-                .any(|p| p.starts_with("198.18.3.1:"))
-        });
+        wait_server_subflow(&lab, port, "198.18.3.1:", "the join through the NAT")
     });
     assert_eq!(got, 100_000);
     assert!(

@@ -3,7 +3,8 @@
 //! most of them in a lab of network namespaces (root). Shared helpers are in [`harness`].
 //! Run one module with `cargo test --release -p nena --test cli MODULE::`. The repository's
 //! own checks (docs against code, module cycles, the Debian package) are the `meta` binary,
-//! `tests/meta/`.
+//! `tests/meta/`; `nena run` killed, which no other test's `nena run` may overlap, is the
+//! `run_killed` binary, `tests/run_killed/`.
 
 mod harness;
 
@@ -65,7 +66,6 @@ mod transfer_real_hosts;
 mod transfer_recovery;
 mod transfer_run;
 mod transfer_run_dns_udp;
-mod transfer_run_killed;
 mod transfer_run_resolvers;
 mod transfer_socks;
 mod transfer_socks_udp;

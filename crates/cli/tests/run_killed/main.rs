@@ -9,6 +9,14 @@
 //!   ever holds the marker or a packet to the server's port 8000 or 7777 outside nena;
 //! - nena run and its watchdog both killed: the child stays without network (connects
 //!   refused) until the next `nena run` starts, which kills it and removes what was left.
+//!
+//! A test binary of its own: any `nena run` that starts while the child is left behind kills
+//! it (that is the point of the second case), so no other test's `nena run` may start
+//! meanwhile, and the `cli` binary's tests run in parallel; cargo runs binaries one at a time.
+
+// The CLI tests' harness, shared with the `cli` and `meta` binaries.
+#[path = "../cli/harness.rs"]
+mod harness;
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};

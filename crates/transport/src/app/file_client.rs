@@ -22,8 +22,9 @@ pub struct Paths {
     pub mptcp: bool,
     /// At least two subflows carried payload.
     pub multipath: bool,
-    /// The path manager of the client's namespace (`kernel` or `userspace`).
-    pub path_manager: nena_mptcp::PmKind,
+    /// The path manager of the client's namespace (`kernel` or `userspace`; none in memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_manager: Option<nena_mptcp::PmKind>,
     /// The congestion control of the subflows (`--cc`, or the namespace's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
@@ -49,18 +50,29 @@ impl Paths {
             }) => Paths {
                 mptcp,
                 multipath,
-                path_manager: pm,
+                path_manager: Some(pm),
                 congestion,
                 subflows,
                 single_path,
             },
-            None => Paths {
-                mptcp: !c.gate.is_fallback(),
-                multipath: false,
-                path_manager: c.gate.pm(),
-                congestion: nena_mptcp::congestion(c.gate.fd()).ok(),
-                subflows: vec![],
-                single_path: c.gate.single_path(),
+            None => match &c.gate {
+                Some(gate) => Paths {
+                    mptcp: !gate.is_fallback(),
+                    multipath: false,
+                    path_manager: Some(gate.pm()),
+                    congestion: nena_mptcp::congestion(gate.fd()).ok(),
+                    subflows: vec![],
+                    single_path: gate.single_path(),
+                },
+                // Not a kernel connection (the in-memory harness): no paths to report.
+                None => Paths {
+                    mptcp: false,
+                    multipath: false,
+                    path_manager: None,
+                    congestion: None,
+                    subflows: vec![],
+                    single_path: None,
+                },
             },
         }
     }
@@ -70,6 +82,9 @@ impl Paths {
     /// counts segments a local rate limiter dropped and retransmissions) and the bytes
     /// received. Then the congestion control and the path manager.
     pub fn describe(&self) -> String {
+        if self.path_manager.is_none() {
+            return "in memory (the testing harness): no subflows".into();
+        }
         format!("{}; {}", self.describe_subflows(), self.describe_control())
     }
 
@@ -79,8 +94,9 @@ impl Paths {
             "congestion control {}, {} path manager",
             self.congestion.as_deref().unwrap_or("unknown"),
             match self.path_manager {
-                nena_mptcp::PmKind::Kernel => "in-kernel",
-                nena_mptcp::PmKind::Userspace => "userspace",
+                Some(nena_mptcp::PmKind::Kernel) => "in-kernel",
+                Some(nena_mptcp::PmKind::Userspace) => "userspace",
+                None => "no",
             }
         )
     }
@@ -402,7 +418,7 @@ pub async fn perf(
     let counters = Counters::default();
     let mut intervals = Vec::new();
     let mut last: Vec<SubflowBytes> = Vec::new();
-    let gate = &c.gate;
+    let gate = c.gate.as_ref();
     let (reader, writer) = (&mut c.reader, &mut c.writer);
     let (outcome, mark) = perf::with_mark(
         perf::with_intervals(
@@ -411,7 +427,7 @@ pub async fn perf(
             p.interval,
             |s| {
                 let subflows: Vec<SubflowBytes> = gate
-                    .classified()
+                    .and_then(|g| g.classified().ok())
                     .map(|v| v.iter().map(|s| SubflowBytes::from(&s.subflow)).collect())
                     .unwrap_or_default();
                 let subflows_interval = subflow_deltas(&last, &subflows);
@@ -422,7 +438,7 @@ pub async fn perf(
                     mbit_s_received: perf::mbit_s(s.received, s.secs),
                     subflows,
                     subflows_interval,
-                    unacked: unacked(gate.fd()),
+                    unacked: gate.map_or(0, |g| unacked(g.fd())),
                 };
                 on_interval(&r);
                 intervals.push(r);
@@ -430,7 +446,7 @@ pub async fn perf(
         ),
         &counters,
         p.omit,
-        || unacked(gate.fd()),
+        || gate.map_or(0, |g| unacked(g.fd())),
     )
     .await;
     let outcome = outcome?;

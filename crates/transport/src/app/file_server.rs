@@ -3,7 +3,7 @@
 //! semaphore bounds how many run at once (the listen backlog holds the rest).
 
 use crate::app::request::{serve_request, SessionConfig};
-use crate::conn::{self, AcceptOptions};
+use crate::conn::{self, AcceptOptions, Acceptor, Connection};
 use crate::ops::metrics::{Metrics, PathsUsed, Tally};
 use anyhow::Result;
 use std::net::SocketAddr;
@@ -35,17 +35,27 @@ pub struct ServeOptions {
 /// bound address once the listener is open. On a signal: no new sessions; the running ones
 /// get `opts.grace` to finish; then those left are aborted (uploads are told why and their
 /// partial files removed) and, [`conn::ABORT_NOTICE`] later, the function returns.
-pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+pub async fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     conn::raise_nofile_limit();
     let listener = conn::listen(opts.listen, opts.accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
+    serve_on(listener, opts).await
+}
+
+/// [`serve`] on connections from any acceptor (the in-memory harness's, say): `opts.listen`
+/// is not used.
+pub async fn serve_on<A>(listener: A, mut opts: ServeOptions) -> Result<()>
+where
+    A: Acceptor,
+    A::Conn: Into<Connection>,
+{
     let (switch, signal) = crate::ops::stop::stop_pair();
     opts.session.files.stop = signal;
     let opts = Arc::new(opts);
     let max_sessions = opts.max_sessions;
     let sessions = conn::accept_until_interrupted(&listener, max_sessions, |stream, peer| {
         let opts = opts.clone();
-        async move { handle(stream, peer, &opts).await }
+        async move { handle(stream.into(), peer, &opts).await }
     })
     .await?;
     drop(listener);
@@ -53,7 +63,7 @@ pub async fn serve(mut opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Re
     Ok(())
 }
 
-async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOptions) {
+async fn handle(stream: Connection, peer: SocketAddr, opts: &ServeOptions) {
     let tally = Tally::begin(opts.metrics.as_ref());
     let start = std::time::Instant::now();
     let mut c = match conn::accept(stream, peer, &opts.accept).await {
@@ -68,7 +78,7 @@ async fn handle(stream: tokio::net::TcpStream, peer: SocketAddr, opts: &ServeOpt
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
-    let subflows = conn::subflow_bytes(c.fd());
+    let subflows = c.fd().map(conn::subflow_bytes).unwrap_or_default();
     let split = conn::describe_split(&subflows);
     tally.paths_used(PathsUsed::of_server(&subflows, c.fd()));
     tally.finish(&result);

@@ -1,9 +1,10 @@
 //! The server side of opening a session: listen on MPTCP, accept, refuse a fallback unless
-//! allowed, the handshake with a deadline.
+//! allowed, the handshake with a deadline. A connection from the in-memory harness (a pipe,
+//! not a socket) takes the same handshake; it has no fallback and no kato-mpc.
 
 use super::dial::is_kato_mpc;
+use super::halves::{session_halves, Connection, ReadHalf, WriteHalf};
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
-use super::socket::socket_pair;
 use crate::stream::handshake::server_handshake;
 use crate::stream::{SecureReader, SecureWriter};
 use anyhow::{Context, Result};
@@ -11,8 +12,6 @@ use nena_proto::{Mode, ServerConfig, SessionInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 
 /// How a server accepts sessions.
 #[derive(Debug, Clone)]
@@ -38,9 +37,9 @@ pub struct AcceptOptions {
     pub key: Option<nena_proto::ServerKey>,
 }
 
-/// An accepted server session: over the socket's halves as [`accept`] returns it, or over
+/// An accepted server session: over a connection's halves as [`accept`] returns it, or over
 /// any halves (the proxy server's sessions in the `testing` module's in-memory pair).
-pub struct ServerConn<R = OwnedReadHalf, W = OwnedWriteHalf> {
+pub struct ServerConn<R = ReadHalf, W = WriteHalf> {
     pub reader: SecureReader<R>,
     pub writer: SecureWriter<W>,
     /// Negotiated mode and cipher; `None` for a raw connection.
@@ -53,8 +52,9 @@ pub struct ServerConn<R = OwnedReadHalf, W = OwnedWriteHalf> {
 }
 
 impl ServerConn {
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.reader.get_ref().as_ref().as_fd()
+    /// The socket's descriptor (`None`: a pipe, which has no subflows).
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.reader.get_ref().fd()
     }
 }
 
@@ -69,20 +69,22 @@ pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> Result<tokio::net::
 
 /// Run the server side of a freshly accepted connection up to an open session.
 pub async fn accept(
-    stream: TcpStream,
+    conn: Connection,
     peer: SocketAddr,
     opts: &AcceptOptions,
 ) -> Result<ServerConn, crate::Error> {
-    let fallback = nena_mptcp::is_fallback(stream.as_fd()).unwrap_or(false);
-    stream.set_nodelay(true)?;
-    let (mut r, mut w) = stream.into_split();
+    let fallback = match &conn {
+        Connection::Socket(s) => nena_mptcp::is_fallback(s.as_fd()).unwrap_or(false),
+        Connection::Pipe(..) => false,
+    };
+    let (mut r, mut w) = conn.into_halves()?;
     if fallback && !opts.allow_fallback {
         // A nena client (one that allowed fallback on its side) is told why.
         crate::stream::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
         crate::error::bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
     }
     if opts.raw {
-        let (reader, writer) = socket_pair(None, Vec::new(), r, w, opts.buffer);
+        let (reader, writer) = session_halves(None, Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
             reader,
             writer,
@@ -93,9 +95,14 @@ pub async fn accept(
         });
     }
     if is_kato_mpc(&opts.modes)? {
-        let fd = r.as_ref().as_fd();
-        let local = r.as_ref().local_addr()?;
-        let remote = r.as_ref().peer_addr()?;
+        let ReadHalf::Socket(socket) = &r else {
+            crate::error::bail!("kato-mpc is negotiated by the kernel's MPTCP: not over a pipe");
+        };
+        let (fd, local, remote) = (
+            socket.as_ref().as_fd(),
+            socket.local_addr()?,
+            socket.peer_addr()?,
+        );
         let (session, outcome) = mpc_session(
             nena_proto::Role::Server,
             fd,
@@ -109,7 +116,7 @@ pub async fn accept(
             log::warn!("{peer}: {w} (--allow-plain)");
         }
         let info = Some(session.info());
-        let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
+        let (reader, writer) = session_halves(Some(session), Vec::new(), r, w, opts.buffer);
         return Ok(ServerConn {
             reader,
             writer,
@@ -127,7 +134,7 @@ pub async fn accept(
         server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let info = Some(session.info());
     let dgram = session.datagram_keys();
-    let (reader, writer) = socket_pair(Some(session), leftover, r, w, opts.buffer);
+    let (reader, writer) = session_halves(Some(session), leftover, r, w, opts.buffer);
     Ok(ServerConn {
         reader,
         writer,

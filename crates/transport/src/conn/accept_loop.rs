@@ -1,24 +1,51 @@
 //! The accept loop of the server and both proxy ends: sessions on tasks of their own, at
 //! most so many at once, until SIGINT or SIGTERM, then wound down within a grace period.
+//! What it accepts from is an [`Acceptor`]: a kernel listener, or the in-memory harness's.
 
 use anyhow::{Context, Result};
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
-/// Accept connections on `listener` until SIGINT (Ctrl-C) or SIGTERM, running `session` for
-/// each on its own task, with at most `max_sessions` running at once (further connections
-/// wait in the listen backlog). An accept error (EMFILE and friends) is logged and retried
-/// after a short pause instead of spinning. The server and both proxy ends use this loop.
-/// Returns the sessions still running, to wait for ([`AcceptLoop::all_done`]) or to drop.
-pub async fn accept_until_interrupted<F, Fut>(
-    listener: &tokio::net::TcpListener,
+/// Where connections come from: a kernel listener ([`tokio::net::TcpListener`]: MPTCP for
+/// nena sessions, TCP for the applications of a proxy client), or the `testing` module's
+/// in-memory listener, whose connections are pipes.
+pub trait Acceptor: Send + Sync {
+    /// What one accepted connection is.
+    type Conn: Send + 'static;
+    /// The next connection and its peer's address; `None` once none can come any more (an
+    /// in-memory listener whose every dialer is gone).
+    fn next(&self) -> impl Future<Output = Option<io::Result<(Self::Conn, SocketAddr)>>> + Send;
+    /// The address it listens on.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+impl Acceptor for tokio::net::TcpListener {
+    type Conn = tokio::net::TcpStream;
+    async fn next(&self) -> Option<io::Result<(Self::Conn, SocketAddr)>> {
+        Some(self.accept().await)
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        tokio::net::TcpListener::local_addr(self)
+    }
+}
+
+/// Accept connections from `listener` until SIGINT (Ctrl-C) or SIGTERM (or until it can
+/// give no more), running `session` for each on its own task, with at most `max_sessions`
+/// running at once (further connections wait in the listen backlog). An accept error
+/// (EMFILE and friends) is logged and retried after a short pause instead of spinning. The
+/// server and both proxy ends use this loop. Returns the sessions still running, to wait for
+/// ([`AcceptLoop::all_done`]) or to drop.
+pub async fn accept_until_interrupted<A, F, Fut>(
+    listener: &A,
     max_sessions: usize,
     session: F,
 ) -> Result<AcceptLoop>
 where
-    F: Fn(TcpStream, SocketAddr) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
+    A: Acceptor,
+    F: Fn(A::Conn, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let max = u32::try_from(max_sessions.max(1)).unwrap_or(u32::MAX >> 3);
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(max as usize));
@@ -29,7 +56,7 @@ where
         // sessions running must not make the loop deaf to them).
         let next = async {
             let permit = sem.clone().acquire_owned().await?;
-            Ok::<_, anyhow::Error>((permit, listener.accept().await))
+            Ok::<_, anyhow::Error>((permit, listener.next().await))
         };
         let (permit, accepted) = tokio::select! {
             n = next => n?,
@@ -39,8 +66,12 @@ where
             }
         };
         let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
+            Some(Ok(x)) => x,
+            None => {
+                log::info!("the listener is closed; no new sessions");
+                return Ok(AcceptLoop { sem, max });
+            }
+            Some(Err(e)) => {
                 log::warn!("accept: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;

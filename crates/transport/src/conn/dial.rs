@@ -1,19 +1,76 @@
 //! The client side of opening a session: connect from a trusted address, the hello as the
 //! first flight on the trusted subflow, untrusted paths released only after its data-level
 //! ACK, then the server's answer; kato-mpc and raw connections; tried again when the first
-//! flight could not be verified.
+//! flight could not be verified. The connecting and the first flight are a [`Dialer`]'s:
+//! the kernel's MPTCP with its gate ([`KernelMptcp`], what every command uses), or the
+//! `testing` module's in-memory network; the handshake around them is the same.
 
+use super::halves::{session_halves, Connection, ReadHalf, Reader, WriteHalf, Writer};
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
-use super::socket::{socket_pair, Reader, Writer};
 use crate::error::{bail, Context, Error};
 use crate::stream::handshake::{client_finish_held, entropy};
 use anyhow::{anyhow, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, SessionInfo, Suite};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
+
+/// A connection whose first flight went out and whose paths may now carry data.
+pub struct Dialed {
+    pub reader: ReadHalf,
+    pub writer: WriteHalf,
+    /// The MPTCP gate (`None`: not a kernel connection, no subflows).
+    pub gate: Option<Gate>,
+}
+
+/// Why a dial failed; with the connection still held where the peer may have answered the
+/// first flight (the server's reason for a refusal is read from it before it closes).
+pub struct DialFailure {
+    pub error: Error,
+    pub held: Option<Box<dyn HeldConnection>>,
+}
+
+impl<E: Into<Error>> From<E> for DialFailure {
+    fn from(e: E) -> DialFailure {
+        DialFailure {
+            error: e.into(),
+            held: None,
+        }
+    }
+}
+
+/// A connection a failed dial still holds (its paths still held as its gate left them):
+/// what the peer answered can be read, nothing more is written.
+pub trait HeldConnection: Send {
+    fn answer(&mut self) -> &mut (dyn AsyncRead + Unpin + Send);
+}
+
+/// The future of [`Dialer::dial`].
+pub type DialFuture<'a> = Pin<Box<dyn Future<Output = Result<Dialed, DialFailure>> + Send + 'a>>;
+
+/// Connects to a server and sends a session's first flight so that it crosses only where it
+/// may: the seam between a session's opening and what carries it.
+pub trait Dialer: Send + Sync + std::fmt::Debug {
+    /// Connects to `opts.remote` with `opts`'s path policy and bounds, writes `first` as the
+    /// first flight, and returns once the paths may carry the rest.
+    fn dial<'a>(&'a self, opts: &'a ClientOptions, first: &'a [u8]) -> DialFuture<'a>;
+    /// Whether this is the kernel's MPTCP (kato-mpc is negotiated on its SYN: nothing else
+    /// can carry it).
+    fn is_kernel(&self) -> bool {
+        false
+    }
+}
+
+/// The kernel's MPTCP (`IPPROTO_MPTCP`) with nena-mptcp's gate: connect from a trusted
+/// address, the first flight on the trusted subflow, the untrusted paths released only after
+/// its data-level ACK.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelMptcp;
 
 /// How long ending a session that is not wanted any more may take ([`ClientConn::end`]).
 pub const END_WITHIN: Duration = Duration::from_millis(500);
@@ -72,6 +129,8 @@ pub struct ClientOptions {
     /// How a datagram session carries its datagrams (`--udp-plane`, `--udp-redundancy`,
     /// `--realtime-port`).
     pub datagram: DatagramOptions,
+    /// What connects and carries the first flight ([`KernelMptcp`] unless a test says).
+    pub dialer: Arc<dyn Dialer>,
 }
 
 /// How datagram sessions (the gateway's, `nena run`'s, SOCKS5 UDP ASSOCIATE's) carry their
@@ -122,6 +181,7 @@ impl ClientOptions {
             warm: None,
             server_key: None,
             datagram: DatagramOptions::default(),
+            dialer: Arc::new(KernelMptcp),
         }
     }
 }
@@ -132,8 +192,9 @@ impl ClientOptions {
 pub struct ClientConn {
     pub reader: Reader,
     pub writer: Writer,
-    /// The MPTCP gate (with its own descriptor): subflow reports stay available.
-    pub gate: Gate,
+    /// The MPTCP gate (with its own descriptor): subflow reports stay available. `None`:
+    /// not a kernel connection (the in-memory harness), no subflows.
+    pub gate: Option<Gate>,
     /// Negotiated mode and cipher; `None` for a raw connection.
     pub info: Option<SessionInfo>,
     /// Time from connect() to the session being ready.
@@ -175,7 +236,7 @@ impl ClientConn {
 
     /// What the connection is now: MPTCP or fallback, multipath, bytes per subflow.
     pub fn paths(&self) -> Option<PathReport> {
-        match self.gate.report() {
+        match self.gate.as_ref()?.report() {
             Ok(r) => Some(r),
             Err(e) => {
                 log::warn!("cannot read the subflows of the connection: {e}");
@@ -227,6 +288,9 @@ pub(crate) fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
 /// A kato-mpc client: connect, no hello; the first subflow's handshake carried the request
 /// (our programs) and the consent (the server's), and both MPTCP keys.
 async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn, Error> {
+    if !opts.dialer.is_kernel() {
+        bail!("kato-mpc is negotiated by the kernel's MPTCP: it cannot be dialed otherwise");
+    }
     let mopts = ConnectOptions {
         policy: opts.policy.clone(),
         allow_fallback: opts.allow_fallback,
@@ -254,14 +318,13 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
     client.gate_mut().set_recovery(opts.recover);
     client.after_first_flight(0, opts.timeout).await?;
     let (stream, gate) = client.into_parts();
-    stream.set_nodelay(true)?;
-    let (r, w) = stream.into_split();
+    let (r, w) = Connection::Socket(stream).into_halves()?;
     let info = Some(session.info());
-    let (reader, writer) = socket_pair(Some(session), Vec::new(), r, w, opts.buffer);
+    let (reader, writer) = session_halves(Some(session), Vec::new(), r, w, opts.buffer);
     Ok(ClientConn {
         reader,
         writer,
-        gate,
+        gate: Some(gate),
         info,
         setup: start.elapsed(),
         mpc: Some(outcome),
@@ -325,55 +388,33 @@ async fn connect_once(
             .open(path)?;
         f.write_all(line.as_bytes())?;
     }
-    let mopts = ConnectOptions {
-        policy: opts.policy.clone(),
-        allow_fallback: opts.allow_fallback,
-        timeout: opts.timeout,
-        congestion: opts.congestion.clone(),
-        metered: opts.metered.clone(),
-    };
     let timeout = opts.timeout;
-    // connect() and the first-flight gate, on readiness (no thread blocks).
-    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
-    if let Err(e) = client.before_first_flight() {
-        // A server that speaks first makes the connection fully established early, so
-        // the in-kernel PM opens the untrusted subflow before our hello: say what the
-        // real problem is.
-        if let Some(preview) = spoke_first(client.stream.as_fd()) {
-            bail!(
-                "peer does not speak nena: it spoke first ({preview}), a nena server waits \
-                 for the client's hello; nothing was sent"
-            );
-        }
-        return Err(e.into());
-    }
-    client
-        .stream
-        .write_all(first)
-        .await
-        .context("writing the first flight")?;
-    let first_len = first.len() as u64;
-    client.gate_mut().set_recovery(opts.recover);
-    if let Err(e) = client.after_first_flight(first_len, timeout).await {
-        // A server that refuses the hello answers and closes the connection, which also
-        // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for that
-        // close. Say the server's reason first when it sent one, and the gate's refusal
-        // after it (it may also be a real violation): the answer is only read (into a
-        // handshake whose reply goes nowhere), nothing more is written.
-        if let Some(h) = hs.as_mut() {
-            let (mut r, _) = client.stream.split();
-            let answer = client_finish_held(h, &mut r, Duration::from_millis(300)).await;
-            if let Err(why) = answer {
-                if let Error::Proto(_) = why.kind() {
-                    return Err(anyhow!("{why}; and the connection was refused here: {e}").into());
+    let Dialed {
+        reader: mut r,
+        writer: w,
+        gate,
+    } = match opts.dialer.dial(opts, first).await {
+        Ok(d) => d,
+        Err(DialFailure { error, held }) => {
+            // A server that refuses the hello answers and closes the connection, which also
+            // closes a subflow the in-kernel PM opened meanwhile, and the gate refuses for
+            // that close. Say the server's reason first when it sent one, and the gate's
+            // refusal after it (it may also be a real violation): the answer is only read
+            // (into a handshake whose reply goes nowhere), nothing more is written.
+            if let (Some(h), Some(mut held)) = (hs.as_mut(), held) {
+                let answer =
+                    client_finish_held(h, &mut held.answer(), Duration::from_millis(300)).await;
+                if let Err(why) = answer {
+                    if let Error::Proto(_) = why.kind() {
+                        return Err(
+                            anyhow!("{why}; and the connection was refused here: {error}").into(),
+                        );
+                    }
                 }
             }
+            return Err(error);
         }
-        return Err(e.into());
-    }
-    let (stream, gate) = client.into_parts();
-    stream.set_nodelay(true)?;
-    let (mut r, w) = stream.into_split();
+    };
     let (session, leftover, confirm) = match hs {
         Some(mut h) => {
             let finished = client_finish_held(&mut h, &mut r, timeout).await;
@@ -391,7 +432,7 @@ async fn connect_once(
     };
     let info = session.as_ref().map(|s| s.info());
     let dgram = session.as_ref().and_then(|s| s.datagram_keys());
-    let (reader, mut writer) = socket_pair(session, leftover, r, w, opts.buffer);
+    let (reader, mut writer) = session_halves(session, leftover, r, w, opts.buffer);
     // The key confirmation leaves with the first record, in one write: no segment of its own
     // for a new subflow's first data to follow (docs/investigations/kernel-41-bytes). Every
     // client flow writes (a request, an open request) before it waits for the server.
@@ -404,6 +445,72 @@ async fn connect_once(
         setup: start.elapsed(),
         mpc: None,
         dgram,
+    })
+}
+
+impl Dialer for KernelMptcp {
+    fn dial<'a>(&'a self, opts: &'a ClientOptions, first: &'a [u8]) -> DialFuture<'a> {
+        Box::pin(dial_kernel(opts, first))
+    }
+    fn is_kernel(&self) -> bool {
+        true
+    }
+}
+
+/// A kernel connection the gate refused after the first flight: held whole (its gate too,
+/// so that the hold stays as the refusal left it) while its answer is read.
+struct HeldKernel(nena_mptcp::AsyncClient);
+
+impl HeldConnection for HeldKernel {
+    fn answer(&mut self) -> &mut (dyn AsyncRead + Unpin + Send) {
+        &mut self.0.stream
+    }
+}
+
+/// connect() and the first-flight gate, on readiness (no thread blocks).
+async fn dial_kernel(opts: &ClientOptions, first: &[u8]) -> Result<Dialed, DialFailure> {
+    let mopts = ConnectOptions {
+        policy: opts.policy.clone(),
+        allow_fallback: opts.allow_fallback,
+        timeout: opts.timeout,
+        congestion: opts.congestion.clone(),
+        metered: opts.metered.clone(),
+    };
+    let mut client = nena_mptcp::connect_async(opts.remote, &mopts).await?;
+    if let Err(e) = client.before_first_flight() {
+        // A server that speaks first makes the connection fully established early, so
+        // the in-kernel PM opens the untrusted subflow before our hello: say what the
+        // real problem is.
+        if let Some(preview) = spoke_first(client.stream.as_fd()) {
+            return Err(anyhow!(
+                "peer does not speak nena: it spoke first ({preview}), a nena server waits \
+                 for the client's hello; nothing was sent"
+            )
+            .into());
+        }
+        return Err(e.into());
+    }
+    client
+        .stream
+        .write_all(first)
+        .await
+        .context("writing the first flight")?;
+    client.gate_mut().set_recovery(opts.recover);
+    if let Err(e) = client
+        .after_first_flight(first.len() as u64, opts.timeout)
+        .await
+    {
+        return Err(DialFailure {
+            error: e.into(),
+            held: Some(Box::new(HeldKernel(client))),
+        });
+    }
+    let (stream, gate) = client.into_parts();
+    let (reader, writer) = Connection::Socket(stream).into_halves()?;
+    Ok(Dialed {
+        reader,
+        writer,
+        gate: Some(gate),
     })
 }
 

@@ -20,24 +20,29 @@
 //!
 //! The parts: [`dial`] and [`accept`](mod@accept) (the two sides of opening a session: the client
 //! dials, the server listens and accepts), [`settings`] (the options every client command
-//! shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc), [`socket`] (a socket as
-//! protected halves), [`subflows`] (bytes per subflow), [`accept_loop`] (the accept loop of
+//! shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc), [`halves`] (what carries a
+//! session: a kernel socket or an in-memory pipe, as protected halves), [`subflows`] (bytes per subflow), [`accept_loop`] (the accept loop of
 //! the server and both proxy ends), [`stop`] (the signals and the switch that stop it
 //! cleanly).
 
 pub mod accept;
 pub mod accept_loop;
 pub mod dial;
+pub mod halves;
 pub mod mpc;
 pub mod settings;
-pub mod socket;
 pub mod stop;
 pub mod subflows;
 
 pub use accept::{accept, listen, AcceptOptions, ServerConn};
-pub use accept_loop::{accept_until_interrupted, AcceptLoop, ABORT_NOTICE};
-pub use dial::{connect, Ahead, ClientConn, ClientOptions, DatagramOptions, END_WITHIN};
+pub use accept_loop::{accept_until_interrupted, AcceptLoop, Acceptor, ABORT_NOTICE};
+pub use dial::{
+    connect, Ahead, ClientConn, ClientOptions, DatagramOptions, DialFailure, DialFuture, Dialed,
+    Dialer, HeldConnection, KernelMptcp, END_WITHIN,
+};
+pub use halves::{
+    raise_nofile_limit, Connection, ReadHalf, Reader, SessionSocket, WriteHalf, Writer,
+};
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
 pub use settings::{ClientSettings, SettingsError};
-pub use socket::{raise_nofile_limit, Reader, Writer};
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

@@ -239,7 +239,7 @@ const TELL_PEER: Duration = Duration::from_millis(400);
 /// no room for a message: the reset alone. The reset is SO_LINGER 0 with the write half
 /// given up without the shutdown its drop would do; it comes when the socket's last
 /// descriptor closes, with the rest of the session.
-pub(crate) async fn abort_nena<R: AsyncRead + Unpin, W: SessionSocket>(
+pub(crate) async fn abort_nena<R: AsyncRead + Unpin, W: crate::conn::halves::SessionSocket>(
     reader: &mut SecureReader<R>,
     mut writer: SecureWriter<W>,
 ) {
@@ -265,29 +265,6 @@ pub(crate) async fn abort_nena<R: AsyncRead + Unpin, W: SessionSocket>(
         }
     );
     writer.into_inner().reset();
-}
-
-/// The socket under a session's writer, as the proxies' OS-bound steps see it: its
-/// descriptor, for the bytes per subflow at the session's end, and its reset when a stopping
-/// proxy abandons the session ([`abort_nena`]). A session's TCP socket is one; an in-memory
-/// session (the `testing` module's pair) has neither subflows nor a reset.
-pub trait SessionSocket: AsyncWrite + Unpin + Send {
-    /// The session's socket (`None`: not a socket, so no subflows to count).
-    fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
-    /// Given up with a reset: SO_LINGER 0 and no shutdown (which its drop would do); the
-    /// reset comes when the socket's last descriptor closes.
-    fn reset(self);
-}
-
-impl SessionSocket for tokio::net::tcp::OwnedWriteHalf {
-    fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        Some(self.as_ref().as_fd())
-    }
-    fn reset(self) {
-        let _ = socket2::SockRef::from(self.as_ref()).set_linger(Some(Duration::ZERO));
-        self.forget();
-    }
 }
 
 #[cfg(test)]

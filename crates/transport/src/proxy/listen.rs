@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
 
 pub(crate) fn mode_of(info: Option<SessionInfo>) -> String {
     info.map_or("?".to_string(), |i| i.describe())
@@ -70,14 +69,15 @@ pub(crate) fn session_line(
     )
 }
 
-pub(crate) async fn accept_loop<F, Fut>(
-    listener: TcpListener,
+pub(crate) async fn accept_loop<A, F, Fut>(
+    listener: A,
     limits: &ProxyLimits,
     stats: Arc<ProxyStats>,
     session: F,
 ) -> Result<()>
 where
-    F: Fn(TcpStream, SocketAddr, StopSignal, Tally) -> Fut,
+    A: conn::Acceptor,
+    F: Fn(A::Conn, SocketAddr, StopSignal, Tally) -> Fut,
     Fut: std::future::Future<Output = Result<String, crate::Error>> + Send + 'static,
 {
     let (switch, signal) = crate::ops::stop::stop_pair();

@@ -4,11 +4,12 @@
 //! connected, the reply), then the relay, or the DNS and datagram services of
 //! [`crate::proxy::carry`].
 
+use crate::conn::halves::SessionSocket;
 use crate::conn::{self, AcceptOptions, ServerConn};
 use crate::error::{Context, Error};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
-use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, SessionSocket};
+use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged};
 use crate::proxy::ends::Refusing;
 use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
@@ -311,11 +312,6 @@ pub async fn run_server_with(
     conn::raise_nofile_limit();
     let listener = conn::listen(listen, accept.congestion.as_deref())?;
     ready(listener.local_addr()?);
-    let accept = Arc::new(AcceptOptions {
-        buffer: PROXY_BUF,
-        ..accept
-    });
-    let token = limits.token.clone();
     let plane = PlaneSetting {
         server: if limits.datagram_plane && matches!(&egress, Egress::Allow(a) if !a.0.is_empty()) {
             match crate::proxy::carry::plane::PlaneServer::bind(listener.local_addr()?) {
@@ -337,6 +333,29 @@ pub async fn run_server_with(
         },
         off: !limits.datagram_plane,
     };
+    run_server_on(listener, egress, accept, limits, plane, Tcp).await
+}
+
+/// [`run_server_with`] on connections from any acceptor (the in-memory harness's, say),
+/// its targets reached by `connector`, its datagram plane as `plane` says.
+pub async fn run_server_on<A, C>(
+    listener: A,
+    egress: Egress,
+    accept: AcceptOptions,
+    limits: ProxyLimits,
+    plane: PlaneSetting,
+    connector: C,
+) -> Result<()>
+where
+    A: conn::Acceptor,
+    A::Conn: Into<conn::Connection>,
+    C: Connector + Clone + 'static,
+{
+    let accept = Arc::new(AcceptOptions {
+        buffer: PROXY_BUF,
+        ..accept
+    });
+    let token = limits.token.clone();
     accept_loop(
         listener,
         &limits,
@@ -346,9 +365,10 @@ pub async fn run_server_with(
             let egress = egress.clone();
             let token = token.clone();
             let plane = plane.clone();
+            let connector = connector.clone();
             async move {
                 let start = std::time::Instant::now();
-                let c = conn::accept(stream, peer, &accept)
+                let c = conn::accept(stream.into(), peer, &accept)
                     .await
                     .map_err(crate::Error::handshake)?;
                 tally.handshake(start.elapsed(), c.info);
@@ -361,7 +381,7 @@ pub async fn run_server_with(
                     token.as_ref(),
                     &plane,
                     accept.handshake_timeout,
-                    &Tcp,
+                    &connector,
                     stop,
                     &tally,
                 )
@@ -485,7 +505,7 @@ where
             let subflows = conn::subflow_bytes(fd);
             (
                 conn::describe_split(&subflows),
-                PathsUsed::of_server(&subflows, fd),
+                PathsUsed::of_server(&subflows, Some(fd)),
             )
         }
         None => (conn::describe_split(&[]), PathsUsed::default()),

@@ -3,9 +3,11 @@
 //! sessions open at once and checks every byte that comes back. Both create their sockets
 //! in the calling thread's network namespace, so a test can run them on a thread inside a
 //! lab host. And [`pair`]: a client and a server session joined in memory, for the proxy's
-//! sessions tested without sockets or root; and [`subflow`], one subflow's counters as a
-//! test writes them.
+//! sessions tested without sockets or root; [`net`]: an in-memory network that the
+//! production clients dial and the production servers accept from; and [`subflow`], one
+//! subflow's counters as a test writes them.
 
+pub mod net;
 pub mod pair;
 
 pub use crate::baseline::load::{echo_server, session_payload};

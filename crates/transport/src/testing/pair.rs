@@ -12,10 +12,11 @@
 //! side of the opening is [`open`] (the open request the proxy client sends) and of SOCKS
 //! [`socks_front`] (the proxy client's SOCKS exchange, then the relay).
 
+use crate::conn::halves::SessionSocket;
 use crate::conn::ServerConn;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::ops::stop::StopSignal;
-use crate::proxy::bridge::{bridge, Bridged, SessionSocket};
+use crate::proxy::bridge::{bridge, Bridged};
 use crate::proxy::ends::ShuttingDown;
 use crate::proxy::listen::{ended, ProxyStats};
 use crate::proxy::server::{serve_opened, Connector, Egress};

@@ -19,10 +19,11 @@ pub struct PathsUsed {
 
 impl PathsUsed {
     /// The server's view of a session: each subflow (as [`crate::conn::subflow_bytes`]
-    /// read them) by its local address; `fd` for the count of subflows ever created.
+    /// read them) by its local address; `fd` for the count of subflows ever created (`None`:
+    /// not a socket, no subflows).
     pub fn of_server(
         subflows: &[crate::conn::SubflowBytes],
-        fd: std::os::fd::BorrowedFd<'_>,
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
@@ -41,7 +42,12 @@ impl PathsUsed {
             let name = s.trust.label().to_string();
             (name, s.subflow.bytes_acked, s.subflow.bytes_received)
         });
-        let mut w = PathsUsed::of_subflows(named, c.gate.fd(), c.gate.recoveries());
+        let gate = c.gate.as_ref();
+        let mut w = PathsUsed::of_subflows(
+            named,
+            gate.map(|g| g.fd()),
+            gate.map_or(0, |g| g.recoveries()),
+        );
         w.ifaces = by_iface(subflows);
         w
     }
@@ -50,7 +56,7 @@ impl PathsUsed {
     /// joins and closes from the number of subflows the connection ever had (MPTCP_INFO).
     fn of_subflows(
         named: impl Iterator<Item = (String, u64, u64)>,
-        fd: std::os::fd::BorrowedFd<'_>,
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
         recoveries: u64,
     ) -> PathsUsed {
         let mut paths: Vec<(String, u64, u64)> = Vec::new();
@@ -65,7 +71,9 @@ impl PathsUsed {
                 None => paths.push((name, acked, received)),
             }
         }
-        let total = nena_mptcp::info(fd).map_or(present, |i| u64::from(i.subflows));
+        let total = fd
+            .and_then(|fd| nena_mptcp::info(fd).ok())
+            .map_or(present, |i| u64::from(i.subflows));
         PathsUsed {
             paths,
             ifaces: Vec::new(),

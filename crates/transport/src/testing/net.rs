@@ -1,0 +1,144 @@
+//! An in-memory network for the real stack, in the manner of quinn's `Pair` over the
+//! production endpoints: a [`MemoryNet`] is a [`Dialer`] (what `ClientOptions::dialer`
+//! connects with) and hands out [`MemoryListener`]s, [`Acceptor`]s that the servers'
+//! production accept loops take (`nena serve`'s [`crate::app::file_server::serve_on`], the
+//! proxy server's [`crate::proxy::server::run_server_on`]). Each connection is a pair of
+//! pipes whose bytes cross a [`Tap`] of its own, to read, wait for, or alter. Nothing of it
+//! needs a socket, a namespace or root; there are no subflows (a session's gate is `None`).
+
+use super::pair::{wires, Tap};
+use crate::conn::{Acceptor, ClientOptions, Connection, DialFuture, Dialed, Dialer};
+use nena_mptcp::PathPolicy;
+use nena_proto::Mode;
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+/// A connection as a memory listener hands it out.
+type Incoming = (Connection, SocketAddr);
+
+#[derive(Default)]
+struct Inner {
+    listeners: HashMap<SocketAddr, mpsc::UnboundedSender<Incoming>>,
+    /// One per connection, in the order they were dialed.
+    taps: Vec<Tap>,
+}
+
+/// The in-memory network: listeners by address, and a dialer that reaches them.
+#[derive(Default)]
+pub struct MemoryNet {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for MemoryNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryNet")
+    }
+}
+
+/// The addresses the in-memory clients dial from (198.18.255.0/24: the lab's range, never
+/// on a wire here).
+fn client_addr(n: usize) -> SocketAddr {
+    SocketAddr::from((
+        [198, 18, 255, 1 + (n / 60_000) as u8],
+        1024 + (n % 60_000) as u16,
+    ))
+}
+
+impl MemoryNet {
+    pub fn new() -> Arc<MemoryNet> {
+        Arc::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A listener on `addr` (the one before it on the same address is replaced).
+    pub fn listen(&self, addr: SocketAddr) -> MemoryListener {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().listeners.insert(addr, tx);
+        MemoryListener {
+            addr,
+            rx: tokio::sync::Mutex::new(rx),
+        }
+    }
+
+    /// Closes the listener on `addr`: its accept loop sees the end (as a server stopped by
+    /// a signal would) once the connections already dialed were taken; a dial to it is
+    /// refused from now on.
+    pub fn close(&self, addr: SocketAddr) {
+        self.lock().listeners.remove(&addr);
+    }
+
+    /// The taps of the connections dialed so far, in order.
+    pub fn taps(&self) -> Vec<Tap> {
+        self.lock().taps.clone()
+    }
+
+    /// Client options that reach `remote` over this network, offering `modes` (no path
+    /// policy: there are no paths), everything else as `ClientOptions::new` has it.
+    pub fn options(self: &Arc<Self>, remote: SocketAddr, modes: Vec<Mode>) -> ClientOptions {
+        let policy = PathPolicy {
+            trusted: Vec::new(),
+            untrusted: Vec::new(),
+        };
+        let mut o = ClientOptions::new(remote, policy, modes);
+        o.dialer = self.clone();
+        o
+    }
+}
+
+impl Dialer for MemoryNet {
+    /// A connection to the listener on `opts.remote` (refused as a closed port is when there
+    /// is none), the first flight written on it.
+    fn dial<'a>(&'a self, opts: &'a ClientOptions, first: &'a [u8]) -> DialFuture<'a> {
+        Box::pin(async move {
+            let (c_in, mut c_out, s_in, s_out, tap) = wires();
+            {
+                let mut inner = self.lock();
+                let from = client_addr(inner.taps.len());
+                let Some(listener) = inner.listeners.get(&opts.remote) else {
+                    return Err(crate::Error::from(io::Error::new(
+                        io::ErrorKind::ConnectionRefused,
+                        format!("nothing listens on {} in memory", opts.remote),
+                    ))
+                    .into());
+                };
+                let conn = Connection::Pipe(Box::new(s_in), Box::new(s_out));
+                if listener.send((conn, from)).is_err() {
+                    return Err(crate::Error::from(io::Error::from(
+                        io::ErrorKind::ConnectionRefused,
+                    ))
+                    .into());
+                }
+                inner.taps.push(tap);
+            }
+            c_out.write_all(first).await.map_err(crate::Error::from)?;
+            Ok(Dialed {
+                reader: crate::conn::ReadHalf::Pipe(Box::new(c_in)),
+                writer: crate::conn::WriteHalf::Pipe(Box::new(c_out)),
+                gate: None,
+            })
+        })
+    }
+}
+
+/// A listener of the in-memory network: an [`Acceptor`] whose connections are pipes.
+pub struct MemoryListener {
+    addr: SocketAddr,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Incoming>>,
+}
+
+impl Acceptor for MemoryListener {
+    type Conn = Connection;
+    async fn next(&self) -> Option<io::Result<Incoming>> {
+        self.rx.lock().await.recv().await.map(Ok)
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.addr)
+    }
+}

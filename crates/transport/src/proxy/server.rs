@@ -55,6 +55,11 @@ pub trait Connector: Send + Sync {
     where
         SR: AsyncRead + Unpin + Send,
         SW: AsyncWrite + Unpin + Send;
+    /// The resolver a DNS session's queries are asked of (op 6): the first `nameserver` of
+    /// this host's /etc/resolv.conf unless the connector says otherwise.
+    fn resolver(&self) -> anyhow::Result<crate::proxy::carry::resolver::Upstream> {
+        crate::proxy::carry::resolver::Upstream::system()
+    }
 }
 
 /// The proxy server's targets over TCP: [`TcpStream::connect`], and [`relay`] (the target's
@@ -243,7 +248,8 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
             ))
         }
         (Service::Dns, Egress::Allow(_)) => {
-            let up = crate::proxy::carry::resolver::Upstream::system()
+            let up = connector
+                .resolver()
                 .map_err(|e| refuse(Rep::GeneralFailure, format!("{e:#}")))?;
             log::info!("{}: DNS through {}", c.peer, up.nameserver);
             return Ok(Admitted::Dns(up));

@@ -291,11 +291,13 @@ pub struct TargetConn {
 
 /// In-memory targets for the proxy server: every connection is recorded and served by an
 /// echo that keeps what it received (its direction is ended once the proxy ended its own);
-/// addresses in `refuse` are refused as a closed port is.
+/// addresses in `refuse` are refused as a closed port is. DNS sessions ask `resolver` (a
+/// test's own, on loopback; `None`: the host's, as the proxy server does).
 #[derive(Clone, Default)]
 pub struct Targets {
     conns: Arc<Mutex<Vec<TargetConn>>>,
     pub refuse: Vec<SocketAddr>,
+    pub resolver: Option<SocketAddr>,
 }
 
 impl Targets {
@@ -368,6 +370,15 @@ impl Connector for Targets {
         tokio::select! {
             r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
             _ = stop.stopped() => Err(io::Error::other(ShuttingDown)),
+        }
+    }
+    fn resolver(&self) -> Result<crate::proxy::carry::resolver::Upstream> {
+        match self.resolver {
+            Some(nameserver) => Ok(crate::proxy::carry::resolver::Upstream {
+                nameserver,
+                timeout: crate::dns::QUERY_TIMEOUT,
+            }),
+            None => crate::proxy::carry::resolver::Upstream::system(),
         }
     }
 }

@@ -21,7 +21,8 @@
 //! The parts: [`dial`] and [`accept`](mod@accept) (the two sides of opening a session: the client
 //! dials, the server listens and accepts), [`settings`] (the options every client command
 //! shares, resolved into [`ClientOptions`]), [`mpc`] (kato-mpc), [`halves`] (what carries a
-//! session: a kernel socket or an in-memory pipe, as protected halves), [`subflows`] (bytes per subflow), [`accept_loop`] (the accept loop of
+//! session: a kernel socket or an in-memory pipe, as protected halves), [`subflows`] (bytes per subflow), [`paths`] (what a client
+//! session's connection is and what its paths carried), [`accept_loop`] (the accept loop of
 //! the server and both proxy ends), [`stop`] (the signals and the switch that stop it
 //! cleanly).
 
@@ -30,6 +31,7 @@ pub mod accept_loop;
 pub mod dial;
 pub mod halves;
 pub mod mpc;
+pub mod paths;
 pub mod settings;
 pub mod stop;
 pub mod subflows;
@@ -44,5 +46,6 @@ pub use halves::{
     raise_nofile_limit, Connection, ReadHalf, Reader, SessionSocket, WriteHalf, Writer,
 };
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
+pub use paths::Paths;
 pub use settings::{ClientSettings, SettingsError};
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

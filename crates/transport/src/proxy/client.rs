@@ -354,7 +354,7 @@ async fn carry(
     tally: &Tally,
 ) -> Result<String, Error> {
     let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
-    let paths = crate::app::file_client::Paths::of(&c);
+    let paths = crate::conn::Paths::of(&c);
     let split = paths.describe();
     tally.paths_used(PathsUsed::of_client(&paths.subflows, &c));
     if stopped(&relayed) {

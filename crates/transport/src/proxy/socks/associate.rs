@@ -21,8 +21,8 @@
 //! [`IDLE`] without a datagram from the application (as the server's side does), or on a
 //! failure (a refusal, a broken session). Its control connection is closed with it.
 
-use crate::app::file_client::Paths;
 use crate::conn::ClientOptions;
+use crate::conn::Paths;
 use crate::error::{Context, Error};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;

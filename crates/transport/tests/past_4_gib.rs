@@ -2,8 +2,8 @@
 //! reply's size and a perf byte count of more than 4 GiB survive the application protocol's
 //! encoding (all are u64 on the wire), and a `stream` session carries more than 4 GiB
 //! through `copy_in`/`copy_out` (the file transfer's data path) with every count exact: a
-//! u32 anywhere in the sizes, offsets or counters would wrap here. (Past 2^36, the key
-//! epoch: crates/cli/tests/cli/transfer_stream_64g.rs in the lab.)
+//! u32 anywhere in the sizes, offsets or counters would wrap here. (The key epoch's end:
+//! crates/proto/src/cipher_limits_tests.rs at 2^36, net_key_updates.rs end to end.)
 
 use nena_proto::{exchange_in, Mode};
 use nena_transport::stream::copy::{copy_in, copy_out};

@@ -69,7 +69,6 @@ mod transfer_run_dns_udp;
 mod transfer_run_resolvers;
 mod transfer_socks;
 mod transfer_socks_udp;
-mod transfer_stream_64g;
 #[cfg(feature = "policy")]
 mod transfer_tamper;
 mod transfer_udp_plane;

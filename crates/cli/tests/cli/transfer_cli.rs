@@ -133,6 +133,34 @@ fn bad_arguments_are_usage_errors() {
             &["bench", "transfer", "--setting", "wifi"],
             "unknown setting",
         ),
+        // Names that leave the directory or hide: refused before anything is sent (the
+        // server's refusal: crates/transport/tests/net_file_names.rs).
+        (
+            &[
+                "send",
+                "Cargo.toml",
+                "--name",
+                "../escape",
+                "--to",
+                "198.18.3.2:7000",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "single path component",
+        ),
+        (
+            &[
+                "get",
+                ".hidden",
+                "--from",
+                "198.18.3.2:7000",
+                "--out",
+                ".",
+                "--trusted",
+                "198.18.1.2",
+            ],
+            "file name",
+        ),
     ];
     for (args, needle) in cases {
         let (code, err) = run(args);

@@ -10,6 +10,10 @@
 //! Only bytes that cross the untrusted link can be changed: an attempt in which part of the
 //! pattern went by the trusted link does not count (the program reports which pattern bytes it
 //! altered) and is repeated with a new name.
+//!
+//! Today's build refuses the forgery: that is checked over the in-memory network,
+//! crates/transport/tests/net_file_forge.rs::a_forged_file_and_trailer_are_refused. What
+//! stays here is the demonstration on the old format, run by hand against an old build.
 
 use crate::harness::*;
 use nena_bpf::attack::forge::{self, ForgeRecord};
@@ -242,20 +246,6 @@ fn forge_uploads(modes: &[&str]) -> (Vec<u8>, Vec<Outcome>) {
     let n = forged.len();
     forged[n - 8..].copy_from_slice(FORGED_TAIL);
     (forged, out)
-}
-
-/// The trailer is a MAC keyed from the session: the forger rewrote the file's end and, as
-/// it would for an unkeyed SHA-256, the trailer; the server refuses, stores nothing under the
-/// name, and the client is told.
-#[test]
-fn a_forged_file_and_trailer_are_refused() {
-    let (_, outcomes) = forge_uploads(&["stream", "kato"]);
-    for (mode, out, stored) in outcomes {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{mode}: the forged upload succeeded");
-        assert!(stored.is_empty(), "{mode}: a forged file was stored");
-        assert!(err.contains("trailer MAC mismatch"), "{mode}: {err}");
-    }
 }
 
 /// The demonstration on the old format (an unkeyed SHA-256 trailer): run against a build of

@@ -177,7 +177,7 @@ fn forced_key_updates_in_both_directions_mid_transfer() {
         let r = client_json(&lab, &args);
         assert_eq!(r["mode"], mode);
         // Every byte was checked against the pattern by its receiver (a wrong byte fails the
-        // run: transfer_tamper.rs::perf_fails_when_one_received_byte_is_wrong); here the
+        // run: crates/transport/tests/net_tamper.rs::perf_fails_when_one_received_byte_is_wrong); here the
         // counts confirmed end to end.
         assert_eq!(r["sent"], 16u64 << 20, "{r}");
         assert_eq!(r["received"], 16u64 << 20, "{r}");

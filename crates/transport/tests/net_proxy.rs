@@ -2,9 +2,10 @@
 //! their accept loops, over the in-memory network (`testing::net`): applications connect to
 //! the proxy client on loopback TCP (no root needed), the proxy client dials the proxy
 //! server through a `MemoryNet`, the proxy server reaches in-memory targets
-//! (`testing::pair::Targets`, an echo that records what it received). What needs the kernel
-//! (subflows, the gate, the paths, the datagram plane) stays in the lab tests of
-//! crates/cli/tests/cli/transfer_proxy.rs and transfer_socks.rs.
+//! (`testing::pair::Targets`, an echo that records what it received). More of both ends in
+//! memory: net_forward.rs, net_socks.rs, net_tamper.rs. What needs the kernel
+//! (subflows, the gate, the paths, the datagram plane, a process stopped by a signal) stays
+//! in the lab tests of crates/cli/tests/cli/transfer_proxy.rs and transfer_socks_udp.rs.
 
 use nena_proto::Mode;
 use nena_transport::conn::AcceptOptions;

@@ -24,7 +24,7 @@ fn addr(s: &str) -> SocketAddr {
 }
 
 /// A `--forward` proxy session relays bytes byte-exact both ways, with half-closes passed
-/// on (mirrors transfer_proxy::clean_ends_through_both_proxies).
+/// on (the server's half of net_forward::clean_ends_through_both_proxies).
 #[tokio::test]
 async fn a_forward_session_relays_byte_exact_both_ways() {
     for mode in [Mode::Aead, Mode::Plain] {
@@ -119,8 +119,9 @@ async fn ask(
 /// The access token is checked before anything is connected: a session without it, or with
 /// another one, is refused with the reply's code and reason, the connector is never called,
 /// and `--metrics` counts it refused, cause access_denied; the session with the token is
-/// connected (mirrors transfer_proxy::the_proxy_server_checks_the_access_token_before_it_connects
-/// and transfer_socks::the_access_token_comes_before_the_allow_rules).
+/// connected (the server's half of
+/// net_forward::the_proxy_server_checks_the_access_token_before_it_connects and
+/// net_socks::the_access_token_comes_before_the_allow_rules, with its counters).
 #[tokio::test]
 async fn the_access_token_is_checked_before_anything_is_connected() {
     let token = AccessToken::new(b"the right token, long enough".to_vec()).unwrap();
@@ -161,8 +162,8 @@ async fn the_access_token_is_checked_before_anything_is_connected() {
 /// counted (cause not_allowed), without connecting; a target that refuses the connection is
 /// passed on as its SOCKS code; a `--forward` proxy refuses a request that names a target,
 /// and an `--allow` proxy one that names none (mirrors
-/// transfer_socks::socks5_through_both_proxies_with_allow_rules and
-/// transfer_socks::a_proxy_server_without_allow_refuses_every_request).
+/// net_socks::socks5_through_both_proxies_with_allow_rules and
+/// net_socks::a_proxy_server_without_allow_refuses_every_request, the server's half).
 #[tokio::test]
 async fn allow_rules_decide_what_is_connected() {
     let mut server = ProxyServer::new(allow(&["198.51.100.0/24:80-81"]));
@@ -223,7 +224,7 @@ async fn allow_rules_decide_what_is_connected() {
 /// One byte of the client's first record (its open request) flipped in flight: the server
 /// refuses it as altered and tells the client so (AbortReason::Altered, which makes the
 /// proxy client try again), connects nothing, and counts an integrity failure (mirrors
-/// transfer_tamper::an_altered_forward_opening_is_retried_with_the_applications_first_bytes,
+/// net_tamper::an_altered_forward_opening_is_retried_with_the_applications_first_bytes,
 /// the server's half).
 #[tokio::test]
 async fn an_altered_open_request_is_refused_and_the_client_told() {

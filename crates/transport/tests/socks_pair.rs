@@ -31,7 +31,7 @@ fn connect_v4(to: SocketAddr) -> Vec<u8> {
 /// A greeting and a CONNECT through the proxy client's SOCKS side reach the target, whose
 /// echo comes back byte-exact; a destination outside the rules gets the SOCKS reply
 /// "connection not allowed by ruleset" (0x02), nothing connected (mirrors
-/// transfer_socks::socks5_through_both_proxies_with_allow_rules).
+/// net_socks::socks5_through_both_proxies_with_allow_rules, the proxy client's SOCKS side alone).
 #[tokio::test]
 async fn socks5_connect_reaches_the_target_through_the_pair() {
     let server = ProxyServer::new(allow(&["198.51.100.0/24"]));
@@ -87,7 +87,7 @@ async fn socks5_connect_reaches_the_target_through_the_pair() {
 /// Malformed SOCKS greetings get the RFC's refusal (or none), never a panic or a hang, and
 /// open nothing: no acceptable method is answered `05 FF`; another version and a missing
 /// password are refused; the nena session is not used (mirrors
-/// transfer_socks::socks5_username_and_password's refusals).
+/// net_socks::socks5_username_and_password's refusals).
 #[tokio::test]
 async fn a_malformed_greeting_gets_a_clean_refusal() {
     let users = Users::parse("alice:secret").unwrap();

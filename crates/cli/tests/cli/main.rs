@@ -67,7 +67,6 @@ mod transfer_recovery;
 mod transfer_run;
 mod transfer_run_dns_udp;
 mod transfer_run_resolvers;
-mod transfer_socks;
 mod transfer_socks_udp;
 #[cfg(feature = "policy")]
 mod transfer_tamper;

@@ -20,11 +20,15 @@ use tokio::sync::mpsc;
 /// A connection as a memory listener hands it out.
 type Incoming = (Connection, SocketAddr);
 
+/// What is done to the tap of the next connection, before its first byte crosses.
+type Arm = Box<dyn FnOnce(&Tap) + Send>;
+
 #[derive(Default)]
 struct Inner {
     listeners: HashMap<SocketAddr, mpsc::UnboundedSender<Incoming>>,
     /// One per connection, in the order they were dialed.
     taps: Vec<Tap>,
+    armed: Option<Arm>,
 }
 
 /// The in-memory network: listeners by address, and a dialer that reaches them.
@@ -74,6 +78,13 @@ impl MemoryNet {
         self.lock().listeners.remove(&addr);
     }
 
+    /// Runs `arm` on the tap of the next connection dialed (only that one), before its first
+    /// flight crosses: to alter a byte of a session's opening, say
+    /// ([`Tap::flip_write_after`]).
+    pub fn on_next_dial(&self, arm: impl FnOnce(&Tap) + Send + 'static) {
+        self.lock().armed = Some(Box::new(arm));
+    }
+
     /// The taps of the connections dialed so far, in order.
     pub fn taps(&self) -> Vec<Tap> {
         self.lock().taps.clone()
@@ -114,6 +125,9 @@ impl Dialer for MemoryNet {
                         io::ErrorKind::ConnectionRefused,
                     ))
                     .into());
+                }
+                if let Some(arm) = inner.armed.take() {
+                    arm(&tap);
                 }
                 inner.taps.push(tap);
             }

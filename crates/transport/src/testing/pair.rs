@@ -61,9 +61,30 @@ pub enum Dir {
 #[derive(Debug, Default)]
 struct Side {
     crossed: Vec<u8>,
-    /// Flip (XOR 0x01) the byte this far from the end of the next write.
-    flip: Option<usize>,
+    /// Flip (XOR `mask`) a byte of the next write ...
+    flip: Option<Flip>,
+    /// ... that begins once this many bytes crossed.
+    flip_from: u64,
     flipped: Option<u64>,
+}
+
+/// Where in a write a byte is flipped, and how.
+#[derive(Debug, Clone, Copy)]
+struct Flip {
+    /// This far from its end (`true`), or from its start.
+    from_end: bool,
+    at: usize,
+    mask: u8,
+}
+
+impl Flip {
+    /// The index in a write of `len` bytes, if it has the byte.
+    fn index(&self, len: usize) -> Option<usize> {
+        match self.from_end {
+            true => (self.at >= 1 && self.at <= len).then(|| len - self.at),
+            false => (self.at < len).then_some(self.at),
+        }
+    }
 }
 
 /// What crosses the pair's wire, each direction: read it, wait for it, alter it.
@@ -110,7 +131,31 @@ impl Tap {
     /// Flips one bit of the byte `from_end` bytes before the end of the next write in `dir`
     /// (`1`: its last byte; a record's tag in `aead`).
     pub fn flip_next_write(&self, dir: Dir, from_end: usize) {
-        self.with(dir, |s| s.flip = Some(from_end.max(1)));
+        let flip = Flip {
+            from_end: true,
+            at: from_end.max(1),
+            mask: 0x01,
+        };
+        self.with(dir, |s| {
+            s.flip = Some(flip);
+            s.flip_from = 0;
+        });
+    }
+
+    /// XORs `mask` into byte `at` (from its start) of the first write in `dir` that begins
+    /// once at least `after` bytes crossed and is long enough (`after` 1: the write after a
+    /// first flight written whole), as `nena lab tamper --skip-bytes --offset --mask` does to
+    /// a segment.
+    pub fn flip_write_after(&self, dir: Dir, after: u64, at: usize, mask: u8) {
+        let flip = Flip {
+            from_end: false,
+            at,
+            mask,
+        };
+        self.with(dir, |s| {
+            s.flip = Some(flip);
+            s.flip_from = after;
+        });
     }
 
     /// The offset in `dir`'s stream of the byte that was flipped, once it was.
@@ -134,22 +179,26 @@ impl AsyncWrite for Tapped {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let (dir, tap) = (self.dir, self.tap.clone());
-        let flip = tap.with(dir, |s| s.flip);
+        let flip = tap.with(dir, |s| {
+            s.flip
+                .filter(|_| s.crossed.len() as u64 >= s.flip_from)
+                .and_then(|f| Some((f.index(buf.len())?, f.mask)))
+        });
         let mut altered;
         let out = match flip {
-            Some(k) if k <= buf.len() => {
+            Some((i, mask)) => {
                 altered = buf.to_vec();
-                altered[buf.len() - k] ^= 0x01;
+                altered[i] ^= mask;
                 &altered[..]
             }
-            _ => buf,
+            None => buf,
         };
         let n = std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, out))?;
         tap.with(dir, |s| {
-            if let Some(k) = flip.filter(|k| *k <= buf.len()) {
-                if buf.len() - k < n {
+            if let Some((i, _)) = flip {
+                if i < n {
                     s.flip = None;
-                    s.flipped = Some(s.crossed.len() as u64 + (buf.len() - k) as u64);
+                    s.flipped = Some(s.crossed.len() as u64 + i as u64);
                 }
             }
             s.crossed.extend_from_slice(&out[..n]);
@@ -298,6 +347,10 @@ pub struct Targets {
     conns: Arc<Mutex<Vec<TargetConn>>>,
     pub refuse: Vec<SocketAddr>,
     pub resolver: Option<SocketAddr>,
+    /// Instead of echoing, each connection reads until its peer's end, then answers
+    /// `got N bytes` and ends its own direction (a target that sends nothing before the
+    /// client's end).
+    pub answer_count: bool,
 }
 
 impl Targets {
@@ -321,6 +374,7 @@ impl Connector for Targets {
     type Stream = DuplexStream;
     fn connect(&self, addr: SocketAddr) -> impl Future<Output = io::Result<DuplexStream>> + Send {
         let refused = self.refuse.contains(&addr);
+        let answer_count = self.answer_count;
         let conns = self.conns.clone();
         async move {
             if refused {
@@ -337,11 +391,16 @@ impl Connector for Targets {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             got.extend_from_slice(&buf[..n]);
-                            if w.write_all(&buf[..n]).await.is_err() {
+                            if !answer_count && w.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
                         }
                     }
+                }
+                if answer_count {
+                    let _ = w
+                        .write_all(format!("got {} bytes", got.len()).as_bytes())
+                        .await;
                 }
                 let _ = w.shutdown().await;
                 got

@@ -21,6 +21,8 @@ demo: build
 
 # Every test: unit, property and known-answer tests, the fuzz targets' regression runs,
 # and (as root) the namespace/MPTCP/BPF integration tests, each cleaning up after itself.
+# Those need root: they are behind each crate's cargo feature `netns`, which scripts/test.sh
+# turns on (a plain `cargo test --workspace` lists them as ignored and runs the rest).
 # scripts/test.sh ends with a table per crate (run, failed, skipped by name) and fails on a
 # failed test, a suite that ran nothing or crashed, or a skip not in scripts/allowed-skips.txt.
 test: deps
@@ -30,6 +32,7 @@ test: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features netns -- -D warnings
 
 # Coverage-guided fuzzing (needs the nightly toolchain and cargo-fuzz); SECONDS per target.
 FUZZ_SECONDS ?= 60

@@ -6,6 +6,7 @@ use nena_bpf::{Hook, TestBed};
 /// `bench::compare` of two beds with the same programs: both sides ran the chain, and the
 /// ratio is near 1 (a swapped, dropped or mis-paired side would show).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn compare_two_builds_side_by_side() {
     let mut a = TestBed::with_object(nena_bpf::BPF_OBJECT).unwrap();
     let mut b = TestBed::new().unwrap();
@@ -32,6 +33,7 @@ fn compare_two_builds_side_by_side() {
 /// `bench::steps` on two builds (this one and the same object loaded from its bytes): a
 /// finite figure per build and name, the dispatcher measured; an unknown name fails.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn steps_time_every_figure_on_every_build() {
     let builds = vec![
         ("this".to_string(), None),

@@ -65,6 +65,7 @@ fn subflow_ccs(lab: &nena_lab::Lab, port: u16) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn every_subflow_runs_the_algorithm_set_on_the_mptcp_socket() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let root = pin_root();
@@ -109,6 +110,7 @@ fn every_subflow_runs_the_algorithm_set_on_the_mptcp_socket() {
 /// (two subflows of equal RTT), `ss -tin` every 100 ms, and the growth of the subflows'
 /// total cwnd in congestion avoidance, in packets per RTT (fairness::ca_growth_per_rtt).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn each_algorithm_grows_the_total_window_as_its_rule_says() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let root = pin_root();
@@ -150,6 +152,7 @@ fn each_algorithm_grows_the_total_window_as_its_rule_says() {
 /// another root is refused with a line naming that pin, and the next test process removes
 /// the root of the dead one, which unregisters the name.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_dead_test_processs_pins_are_named_and_reclaimed() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // Our root first: its first call reclaims dead roots, which must not happen before

@@ -18,6 +18,7 @@ impl Drop for Reap {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_joined_child_is_killed_and_the_cgroup_removed_on_drop() {
     let cg = OwnCgroup::create("nena-test-cg").unwrap();
     let dir = cg.dir().to_path_buf();
@@ -52,6 +53,7 @@ fn a_joined_child_is_killed_and_the_cgroup_removed_on_drop() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_empty_cgroup_goes_on_remove_and_drop_then_does_nothing() {
     let mut cg = OwnCgroup::create("nena-test-cg").unwrap();
     let dir = cg.dir().to_path_buf();

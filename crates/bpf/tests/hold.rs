@@ -35,6 +35,7 @@ fn received_from(net: &Net, peer: &str) -> Option<u64> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_held_connection_sends_no_payload_off_its_trusted_interface_until_released() {
     let _one = serial();
     let net = Net::new();
@@ -150,6 +151,7 @@ fn give_up(net: &Net, port: u16, wait: Duration) -> GaveUp {
 /// once the connection is gone. Nothing of the hello crosses the untrusted path, during the
 /// holds or in the 10 s after the last; nothing of either connection is left.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_first_flight_never_acknowledged_never_crosses_the_untrusted_path_after_the_gate_gives_up() {
     let _one = serial();
     let net = Net::new();

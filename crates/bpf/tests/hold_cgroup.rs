@@ -68,6 +68,7 @@ impl Drop for Cgroups {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn bytes_sent_on_an_untrusted_subflow_without_a_drop_counted_refuse_naming_the_hold() {
     let cgroups = Cgroups::new(&["held", "elsewhere"]);
     let net = Net::new();

@@ -28,6 +28,7 @@ fn chains(p: &Policy) -> BTreeMap<(String, Hook), Option<String>> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_commit_that_fails_midway_on_the_maps_is_rolled_back() {
     let net = Net::new();
     let pins = Pins::new();

@@ -38,6 +38,7 @@ fn sa(ip: &str, port: u16) -> SocketAddr {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn option_marks_and_keys_under_test_run() {
     for (c, s) in [(C, S), ("2001:db8:2::2", "2001:db8:3::2")] {
         let client = MpcBed::new(4433, MpcRole::Client, MpcMethod::Option)
@@ -126,6 +127,7 @@ fn option_marks_and_keys_under_test_run() {
 /// ACK is still recorded with its keys and marks, the table stays at its size; a sweep
 /// deletes the entries older than a minute and leaves the fresh ones.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_full_table_of_completed_handshakes_still_records_the_next_one_and_sweeps() {
     let server = MpcBed::new(4433, MpcRole::Server, MpcMethod::Option)
         .expect("loading the mpc programs (root and BPF needed)");
@@ -179,6 +181,7 @@ fn a_full_table_of_completed_handshakes_still_records_the_next_one_and_sweeps() 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_confirmation_without_a_consent_and_no_record_without_a_handshake() {
     let client = MpcBed::new(4433, MpcRole::Client, MpcMethod::Option)
         .expect("loading the mpc programs (root and BPF needed)");
@@ -219,6 +222,7 @@ fn no_confirmation_without_a_consent_and_no_record_without_a_handshake() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_consent_without_a_request_and_other_ports_untouched() {
     let server = MpcBed::new(4433, MpcRole::Server, MpcMethod::Option)
         .expect("loading the mpc programs (root and BPF needed)");
@@ -256,6 +260,7 @@ fn no_consent_without_a_request_and_other_ports_untouched() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn flag_bit_method_sets_bit_d_in_place() {
     let client = MpcBed::new(4433, MpcRole::Client, MpcMethod::FlagBit)
         .expect("loading the mpc programs (root and BPF needed)");
@@ -468,6 +473,7 @@ fn token(key: [u8; 8]) -> u32 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn this_kernel_refuses_an_mp_capable_flag_bit() {
     let _s = serial();
     let o = connect_with(MpcMethod::FlagBit, false, 4491);
@@ -484,6 +490,7 @@ fn this_kernel_refuses_an_mp_capable_flag_bit() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_option_keeps_mptcp_and_both_ends_record_the_same_keys() {
     let _s = serial();
     let o = connect_with(MpcMethod::Option, true, 4492);
@@ -517,6 +524,7 @@ fn the_option_keeps_mptcp_and_both_ends_record_the_same_keys() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_server_without_the_programs_gives_no_consent() {
     let _s = serial();
     let o = connect_with(MpcMethod::Option, false, 4493);
@@ -530,6 +538,7 @@ fn a_server_without_the_programs_gives_no_consent() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_marks_are_added_ahead_of_nenas_policy_dispatcher() {
     let _s = serial();
     // The dispatcher ends the tc filter chain with its verdict: the mpc programs must run
@@ -552,6 +561,7 @@ fn the_marks_are_added_ahead_of_nenas_policy_dispatcher() {
 /// the last leaver then found no user left while one still ran (CI: "Parent Qdisc
 /// doesn't exists" on the detach of the guard that had stayed).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
     let _s = serial();
     let net = Net::new();
@@ -616,6 +626,7 @@ fn attaches_and_detaches_at_once_never_take_the_programs_from_a_user() {
 /// read through its reader (nothing recorded yet: None), and detached when it and the
 /// reader are dropped, the clsact qdisc it created with them.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_attachment_detaches_its_programs_when_it_and_its_reader_are_dropped() {
     use nena_bpf::mpc::attachment::MpcAttachment;
     let _one = serial();

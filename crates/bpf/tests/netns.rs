@@ -54,6 +54,7 @@ fn count_remote(ss: &str, remote: &str) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_backup_is_seen_by_the_peer() {
     let _one = serial();
     let net = Net::new();
@@ -95,6 +96,7 @@ fn set_backup_is_seen_by_the_peer() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
     let _one = serial();
     let net = Net::new();
@@ -184,6 +186,7 @@ fn blk_subflow_prevents_the_subflow_and_add_subflow_creates_it() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn get_connect_keys_match_the_capture() {
     let _one = serial();
     let net = Net::new();
@@ -273,6 +276,7 @@ fn get_connect_keys_match_the_capture() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn rate_limit_caps_the_senders_window() {
     let _one = serial();
     let net = Net::new();
@@ -310,6 +314,7 @@ fn rate_limit_caps_the_senders_window() {
 /// the same download without the limit. Whether the rate is *reached*, within 10%, depends
 /// on the RTT under load: a benchmark with a verdict, `nena bench rate-limit`.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn rate_limit_caps_the_window_at_rate_times_rtt() {
     let _one = serial();
     let net = Net::new();
@@ -397,6 +402,7 @@ fn rate_limit_caps_the_window_at_rate_times_rtt() {
 /// record on both hooks of the client's interface during a real download: packets, flow size
 /// and RTT samples per subflow, and the report at the end.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn record_measures_a_real_transfer() {
     let _one = serial();
     let net = Net::new();
@@ -470,6 +476,7 @@ fn record_measures_a_real_transfer() {
 /// `detach` takes away the clsact qdisc that `attach` created, and only that one: a clsact
 /// that was there before, or that holds another tool's filter, stays.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn detach_removes_only_the_clsact_it_created() {
     let _one = serial();
     let net = Net::new();
@@ -516,6 +523,7 @@ fn detach_removes_only_the_clsact_it_created() {
 /// An interface whose index is at or above the hook array's size (1024) is found through the
 /// `hooks` hash instead: chains run there too.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn chains_run_on_an_interface_with_a_large_index() {
     let _one = serial();
     let net = Net::new();

@@ -52,6 +52,7 @@ fn ack4() -> Tcp {
 const HOOKS: [Hook; 2] = [Hook::Ingress, Hook::Egress];
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_chain_passes_untouched() {
     let mut b = TestBed::new().unwrap();
     let f = ack4().build();
@@ -68,6 +69,7 @@ fn no_chain_passes_untouched() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_backup_adds_mp_prio_to_pure_acks() {
     for h in HOOKS {
         for t in [
@@ -100,6 +102,7 @@ fn set_backup_adds_mp_prio_to_pure_acks() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_backup_leaves_data_and_full_headers_alone() {
     let b = bed(Hook::Egress, r#"{ act = "set_backup", backup = false }"#);
     let data = ack4().flags(TCP_ACK | TCP_PSH).payload(b"hello").build();
@@ -121,6 +124,7 @@ fn set_backup_leaves_data_and_full_headers_alone() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn rate_limit_caps_window_with_scale() {
     for h in HOOKS {
         let b = bed(h, r#"{ act = "rate_limit", window = 64000 }"#);
@@ -154,6 +158,7 @@ fn rate_limit_caps_window_with_scale() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn dispatcher_learns_window_scale_from_syn() {
     let b = bed(Hook::Ingress, r#"{ act = "rate_limit", window = 1000 }"#);
     let t = Tcp::new("198.18.100.2", "198.18.100.1", 5201, 40000);
@@ -182,6 +187,7 @@ fn add_addr_ack(opt: &[u8]) -> Tcp {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn blk_subflow_nops_add_addr_and_keeps_it() {
     for h in HOOKS {
         let b = bed(h, r#"{ act = "blk_subflow" }"#);
@@ -254,6 +260,7 @@ fn blk_subflow_nops_add_addr_and_keeps_it() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn add_subflow_reannounces_the_kept_add_addr() {
     for h in HOOKS {
         let mut b = bed(h, r#"{ act = "blk_subflow" }"#);
@@ -282,6 +289,7 @@ fn add_subflow_reannounces_the_kept_add_addr() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn get_connect_reports_keys_and_tokens() {
     let b = bed(Hook::Ingress, r#"{ act = "get_connect" }"#);
     let t = Tcp::new("198.18.100.2", "198.18.100.1", 5201, 40000);
@@ -356,6 +364,7 @@ fn get_connect_reports_keys_and_tokens() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn get_subflow_reports_join() {
     let b = bed(Hook::Egress, r#"{ act = "get_subflow" }"#);
     let t = Tcp::new("198.18.101.1", "198.18.100.2", 40001, 5201);
@@ -389,6 +398,7 @@ fn get_subflow_reports_join() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn record_counts_and_measures_rtt() {
     let mut b = TestBed::new().unwrap();
     b.set_chain(Hook::Egress, &chain(Hook::Egress, r#"{ act = "record" }"#))
@@ -446,6 +456,7 @@ fn record_counts_and_measures_rtt() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn selectors_match_what_they_should() {
     let t = ack4();
     let f = t.build();
@@ -556,6 +567,7 @@ fn selectors_match_what_they_should() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn and_or_not_and_rules() {
     let f = ack4().build();
     let yes = r#"{ select = "src", prefix = "198.18.100.1" }"#;
@@ -599,6 +611,7 @@ fn and_or_not_and_rules() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn malformed_packets_pass_untouched() {
     for h in HOOKS {
         let b = bed(
@@ -636,6 +649,7 @@ fn malformed_packets_pass_untouched() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn chain_swap_at_run_time() {
     let mut b = bed(
         Hook::Egress,
@@ -664,6 +678,7 @@ fn chain_swap_at_run_time() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_backup_sets_the_b_flag_of_mp_join() {
     for h in HOOKS {
         let b = bed(h, r#"{ act = "set_backup", backup = true }"#);
@@ -710,6 +725,7 @@ fn set_backup_sets_the_b_flag_of_mp_join() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn window_scale_settled_by_the_handshake() {
     let b = bed(Hook::Ingress, r#"{ act = "rate_limit", window = 100000 }"#);
     let syn = Tcp::new("198.18.100.1", "198.18.100.2", 40000, 5201);
@@ -767,6 +783,7 @@ fn window_scale_settled_by_the_handshake() {
 /// actor_wants): the chain goes on past it, and `show` still counts it as run, without a hit.
 /// The same chain on a packet the actor wants reaches it and it acts.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn actors_skipped_for_packets_they_ignore_still_count_and_the_chain_goes_on() {
     let links = r#"{ select = "src", prefix = "198.18.100.1" }, { act = "get_connect" }, { act = "get_subflow" }, { act = "blk_subflow" }, { act = "record" }"#;
     for h in HOOKS {
@@ -791,6 +808,7 @@ fn actors_skipped_for_packets_they_ignore_still_count_and_the_chain_goes_on() {
 /// Per-flow state lives in one map per family (12-byte keys for IPv4, 40-byte for IPv6): an
 /// IPv4 and an IPv6 flow with the same ports never share it, and both are read back.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn per_flow_state_is_kept_apart_by_family() {
     for h in HOOKS {
         let b = bed(
@@ -823,6 +841,7 @@ fn per_flow_state_is_kept_apart_by_family() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn drop_drops_at_both_hooks_but_not_a_malformed_packet() {
     for h in HOOKS {
         let b = bed(h, r#"{ act = "drop" }"#);

@@ -54,6 +54,7 @@ fn diff(a: &[u8], b: &[u8]) -> Vec<usize> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn one_byte_once_with_a_valid_checksum() {
     let bed = TamperBed::new(&cfg()).expect("loading the tamper program (root and BPF needed)");
     let isn = 0xffff_ff00; // the sequence numbers wrap inside the flow
@@ -106,6 +107,7 @@ fn one_byte_once_with_a_valid_checksum() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn other_traffic_is_left_alone() {
     let bed = TamperBed::new(&cfg()).unwrap();
     let payload = vec![7u8; 500];
@@ -147,6 +149,7 @@ fn a_zero_mask_is_refused() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_toward_the_client_and_an_odd_last_byte() {
     // Toward the client: the flow is taken from the server's SYN/ACK, the port is the source.
     let c = TamperConfig {

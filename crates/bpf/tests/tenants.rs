@@ -30,6 +30,7 @@ fn hits(b: &TestBed, slot: u32) -> Vec<u64> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_flows_tenant_picks_its_chain_and_no_rule_means_the_default() {
     let mut b = TestBed::new().expect("loading the BPF object (root and BPF needed)");
     // default chains on both hooks, tenant 1's own chain on both, tenant 2's at egress only,
@@ -122,6 +123,7 @@ fn subflow_uids(net: &Net) -> Vec<(String, Option<u32>)> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_uid_tenant_covers_the_join_subflow_too() {
     let _one = serial();
     let net = Net::new();

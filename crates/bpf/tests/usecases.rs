@@ -61,6 +61,7 @@ const POLICY_WAIT_MS: u64 = 200;
 /// netlink API (MPTCP_PM_CMD_SET_FLAGS, as mptcpd does it). For each: how long the call takes,
 /// and how long until the MP_PRIO is on the wire (tcpdump on the link).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_backup_policy_vs_netlink_latency() {
     let _one = serial(); // they measure time: one at a time
     let net = Net::new();
@@ -211,6 +212,7 @@ fn set_backup_policy_vs_netlink_latency() {
 /// nothing on it, until the first N bytes went over the trusted path and were acknowledged;
 /// then it is released. The capture of the untrusted link shows no data before the release.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn trusted_path_first() {
     const N: u64 = 2_000_000;
     let _one = serial(); // they measure time: one at a time
@@ -355,6 +357,7 @@ fn two_paths(net: &Net, fast: u8, slow: u8, table: u32) -> (DelayLink, DelayLink
 /// would get it released by user space, as in use case 1). Measured: flow completion time of
 /// small flows against the default, and the data each put on the slow path (capture).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn small_flow_path_manager() {
     let small: usize = std::env::var("UC2_SIZE")
         .ok()
@@ -440,6 +443,7 @@ fn goodput(net: &Net, addr: &str, warm: Duration, d: Duration) -> f64 {
 /// what is asserted is the mechanism: in a capture at the server, no ACK of the capped
 /// connection's slow subflow advertises more than the cap.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ecf_like_scheduler_through_rate_limit() {
     let _one = serial(); // they measure time: one at a time
     let net = Net::new();

@@ -177,6 +177,7 @@ fn wait_link_back(
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn delay_jitter_and_loss_measured_against_the_configuration() {
     let _one = serial();
     let t0 = Instant::now();
@@ -254,6 +255,7 @@ fn delay_jitter_and_loss_measured_against_the_configuration() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn outage_drops_everything_and_the_link_comes_back() {
     let _one = serial();
     let t0 = Instant::now();
@@ -332,6 +334,7 @@ fn outage_drops_everything_and_the_link_comes_back() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn set_changes_delay_at_run_time_without_dropping_the_connection() {
     let _one = serial();
     let t0 = Instant::now();
@@ -418,6 +421,7 @@ fn taps_anywhere(prefix: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn down_leaves_no_relay_namespace_or_tap_also_after_a_crash() {
     let _one = serial();
     let t0 = Instant::now();
@@ -493,6 +497,7 @@ fn upload_mbit(lab: &Lab, link: Link, bytes: usize) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn rate_traces_shape_the_throughput() {
     let _one = serial();
     let t0 = Instant::now();

@@ -190,6 +190,7 @@ impl Drop for Scratch {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_ipv6_lab_reaches_the_server_over_both_links_by_ipv6_and_ipv4() {
     let lab = lab_with(|c| {
         (c.trusted_family, c.untrusted_family) = LabConfig::families(true, None, None).unwrap();
@@ -254,6 +255,7 @@ fn an_ipv6_lab_reaches_the_server_over_both_links_by_ipv6_and_ipv4() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_mixed_lab_carries_only_each_links_family() {
     let dir = Scratch::new("mixed");
     let lab = lab_with(|c| {
@@ -356,6 +358,7 @@ fn a_mixed_lab_carries_only_each_links_family() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn behind_the_nat_the_server_sees_the_routers_address() {
     let lab = lab_with(|c| {
         c.trusted_family = Family::Dual;
@@ -393,6 +396,7 @@ fn behind_the_nat_the_server_sees_the_routers_address() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_link_that_strips_mptcp_options_keeps_mptcp_on_the_trusted_link_alone() {
     let dir = Scratch::new("strip");
     let lab = lab_with(|c| c.untrusted_strip_mptcp = true);
@@ -513,6 +517,7 @@ fn checksums(cap: &Path, status: u8) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn up_again_without_the_settings_removes_them() {
     let lab = lab_with(|c| {
         c.trusted_family = Family::Dual;

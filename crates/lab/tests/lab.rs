@@ -66,6 +66,7 @@ fn transfer(lab: &Lab, link: Link, data: Vec<u8>) -> (Vec<u8>, Duration) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn up_status_paths_and_down() {
     let prefix = unique_prefix();
     {
@@ -132,6 +133,7 @@ fn up_status_paths_and_down() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn up_twice_reconciles() {
     let prefix = unique_prefix();
     let lab = LabGuard::up(&LabConfig::with_prefix(&prefix)).unwrap();
@@ -168,6 +170,7 @@ fn up_twice_reconciles() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn rate_limit_shapes_the_link() {
     let rate = Rate::mbit(16);
     let cfg = LabConfig {
@@ -204,6 +207,7 @@ fn rate_limit_shapes_the_link() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn link_down_and_up() {
     let lab = LabGuard::unique().unwrap();
     lab.set_link(Link::Untrusted, false).unwrap();
@@ -229,6 +233,7 @@ fn link_down_and_up() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn capture_writes_a_pcap_and_down_stops_captures() {
     let dir = std::env::temp_dir().join(format!("nena-lab-test-{}", unique_prefix()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -270,6 +275,7 @@ fn capture_writes_a_pcap_and_down_stops_captures() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn down_cleans_a_half_built_lab_with_leftover_processes() {
     /// Removes the lab even if an assertion below fails.
     struct Cleanup(String);
@@ -349,6 +355,7 @@ fn largest_segment(lab: &Lab, link: Link, file: &Path) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn offloads_off_gives_wire_sized_segments() {
     let dir = std::env::temp_dir().join(format!("nena-lab-offload-{}", unique_prefix()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -387,6 +394,7 @@ fn offloads_off_gives_wire_sized_segments() {
 /// removes it (`unique_prefix`'s first call runs `reclaim_dead_test_labs`), and leaves
 /// alone the labs of processes that still run.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn labs_of_dead_test_processes_are_reclaimed_and_live_ones_kept() {
     // A pid that ran and is gone (reaped): its "lab" is three bare namespaces.
     let mut child = Command::new("true").spawn().unwrap();

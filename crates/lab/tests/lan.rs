@@ -63,6 +63,7 @@ fn round_trip_from_lan(lab: &Lab, addr: IpAddr) -> SocketAddr {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_lan_host_is_dual_stack_behind_a_client_that_does_not_forward() {
     let prefix = unique_prefix();
     {
@@ -215,6 +216,7 @@ fn the_lan_host_is_dual_stack_behind_a_client_that_does_not_forward() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn up_reconciles_the_lan_host_in_and_out() {
     let prefix = unique_prefix();
     let plain = LabConfig::with_prefix(&prefix);
@@ -269,6 +271,7 @@ fn up_reconciles_the_lan_host_in_and_out() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn down_removes_a_half_built_lan_host() {
     /// Removes the lab even if an assertion below fails.
     struct Cleanup(String);

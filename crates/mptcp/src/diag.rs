@@ -538,6 +538,7 @@ mod tests {
     /// CAP_NET_ADMIN): its subflow is found by its token, and the token is known to exist
     /// while the connection does and not after its reset.
     #[test]
+    #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
     fn a_connection_s_subflows_are_found_by_token_until_it_is_gone() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {

@@ -340,6 +340,7 @@ fn check_multipath(report: &PathReport, served: &Served) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn userspace_pm_opens_untrusted_subflow_only_after_release() {
     let (report, served, release, w) = scenario(PmMode::Userspace);
     let Watch {
@@ -357,6 +358,7 @@ fn userspace_pm_opens_untrusted_subflow_only_after_release() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kernel_pm_endpoint_subflow_appears_only_after_hello_went_on_trusted() {
     let (report, served, release, w) = scenario(PmMode::Kernel);
     let Watch {
@@ -381,6 +383,7 @@ fn kernel_pm_endpoint_subflow_appears_only_after_hello_went_on_trusted() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kernel_pm_endpoints_are_listed_over_genl() {
     let lab = lab(PmMode::Kernel, None);
     let eps = lab
@@ -400,6 +403,7 @@ fn kernel_pm_endpoints_are_listed_over_genl() {
 /// PM opens the endpoint subflow at the first DATA_ACK and the scheduler puts the rest of the
 /// first flight on it. Not preventable with endpoints; the gate detects it and refuses.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kernel_pm_large_first_flight_on_untrusted_is_refused() {
     let lab = lab(PmMode::Kernel, Some(Rate::mbit(1)));
     let files = TempFiles(vec![
@@ -479,6 +483,7 @@ fn drop_net_admin_in_this_thread() {
 /// flight (nothing was written; the kernel does not reopen it), and without CAP_NET_ADMIN,
 /// which closing needs, it fails closed.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kernel_pm_untrusted_subflow_before_first_flight_is_closed() {
     let lab = lab(PmMode::Kernel, None);
     let srv = serve(&lab, false, Some(100));
@@ -498,6 +503,7 @@ fn kernel_pm_untrusted_subflow_before_first_flight_is_closed() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kernel_pm_untrusted_subflow_before_first_flight_fails_closed() {
     let lab = lab(PmMode::Kernel, None);
     let srv = serve(&lab, false, Some(100));
@@ -529,6 +535,7 @@ fn kernel_pm_untrusted_subflow_before_first_flight_fails_closed() {
 /// Userspace PM: the server may speak first too; no untrusted subflow exists, the gate passes
 /// and `check_untrusted_idle(true)` confirms the greeting came over trusted paths only.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn userspace_pm_server_first_stays_on_trusted() {
     let lab = lab(PmMode::Userspace, None);
     let srv = serve(&lab, false, Some(100));
@@ -552,6 +559,7 @@ fn userspace_pm_server_first_stays_on_trusted() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn fallback_is_refused_unless_allowed() {
     let lab = lab(PmMode::Kernel, None);
     // A plain TCP server: the connection falls back.
@@ -591,6 +599,7 @@ fn fallback_is_refused_unless_allowed() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn mptcp_disabled_is_reported_clearly() {
     let lab = lab(PmMode::Kernel, None);
     lab.run_in(Host::Client, || {
@@ -607,6 +616,7 @@ fn mptcp_disabled_is_reported_clearly() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn bad_policies_are_refused_before_connecting() {
     let lab = lab(PmMode::Kernel, None);
     lab.run_in(Host::Client, || {
@@ -640,6 +650,7 @@ fn bad_policies_are_refused_before_connecting() {
 /// (the test, through genl) opens one during a long first flight and destroys it; the
 /// counter check alone passes, the path-manager event check refuses.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn userspace_pm_untrusted_subflow_closed_during_first_flight_is_refused() {
     let lab = lab(PmMode::Userspace, Some(Rate::mbit(1)));
     let srv = serve(&lab, false, None);
@@ -723,6 +734,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// The async driver end to end, in both PM modes: connect without blocking, hello on the
 /// trusted subflow, release once acked, then the untrusted subflow carries data.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn async_gate_releases_after_the_ack_in_both_pm_modes() {
     use tokio::io::AsyncWriteExt;
     for pm in [PmMode::Userspace, PmMode::Kernel] {
@@ -785,6 +797,7 @@ fn async_gate_releases_after_the_ack_in_both_pm_modes() {
 /// The async driver refuses what the blocking one refuses: a large first flight that the
 /// in-kernel PM spills onto the untrusted subflow.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn async_gate_refuses_a_first_flight_spilled_onto_untrusted() {
     use tokio::io::AsyncWriteExt;
     let lab = lab(PmMode::Kernel, Some(Rate::mbit(1)));
@@ -822,6 +835,7 @@ fn async_gate_refuses_a_first_flight_spilled_onto_untrusted() {
 /// show it; the gate, waiting on the event socket, refuses long before the first flight
 /// (200 KB over 1 Mbit/s, about 1.6 s) could be acked.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn async_gate_refuses_an_untrusted_subflow_closed_during_the_first_flight() {
     use tokio::io::AsyncWriteExt;
     let lab = lab(PmMode::Userspace, Some(Rate::mbit(1)));

@@ -302,6 +302,7 @@ untrusted:  2000      20    0    0    0     0          0         0   3000      3
     }
 
     #[test]
+    #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
     fn the_application_and_the_sink_agree_on_the_count_over_loopback() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

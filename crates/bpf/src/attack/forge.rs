@@ -291,6 +291,7 @@ mod tests {
 
     /// The program passes the verifier of the running kernel (root).
     #[test]
+    #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
     fn the_program_loads() {
         let mut storage = MaybeUninit::uninit();
         load(&mut storage).unwrap();

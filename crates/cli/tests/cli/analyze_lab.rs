@@ -152,6 +152,7 @@ fn compare(cap: &Path) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn analyze_matches_tshark_and_finds_the_forced_reinjections() {
     // 2 x 20 Mbit/s: 12 MiB take about 2.5 s over both paths, longer with one down.
     let lab = lab_with(|c| {

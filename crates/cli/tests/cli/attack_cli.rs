@@ -90,6 +90,7 @@ fn check_chunks(text: &[u8], recovered: &[u8], chunks: &[serde_json::Value]) -> 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn attack_recovers_a_kato_transfer() {
     // Wire-sized segments and equal rates: both paths carry the file.
     let lab = lab_with(|c| {

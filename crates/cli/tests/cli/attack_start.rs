@@ -164,6 +164,7 @@ fn a_kato_forward_opening_reads_without_a_crib_token_and_all() {
 /// the accept). `nena attack` with no crib reads both directions' first bytes, 56 of every 65,
 /// each of them right: the GET request, the server's reply header and the file's start.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_attack_without_a_crib_reads_both_directions_of_a_kato_capture() {
     let lab = lab_with(|c| c.offload = false);
     lab.set_link(Link::Untrusted, false).unwrap();

@@ -7,6 +7,7 @@
 use crate::harness::{bench_json, nena};
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn one_setting_both_ways_with_ratios_that_follow_from_the_transfers() {
     let (r, lab_ns) = bench_json(
         &[

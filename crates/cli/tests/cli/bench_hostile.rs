@@ -15,6 +15,7 @@ fn a_missing_dnsmasq_is_named_before_any_lab() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn one_repetition_measures_the_other_host_calm_and_under_the_spray() {
     let (r, lab_ns) = bench_json(
         &["hostile-lan", "--reps", "1", "--no-check", "--json"],

@@ -7,6 +7,7 @@
 use crate::harness::{bench_json, nena};
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn both_ways_with_verdicts_that_follow_from_the_transfers() {
     let (r, lab_ns) = bench_json(
         &[

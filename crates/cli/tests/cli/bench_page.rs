@@ -19,6 +19,7 @@ fn a_missing_dnsmasq_is_named_before_any_lab() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn one_repetition_loads_the_whole_page_both_ways_with_figures_that_follow_from_the_runs() {
     let (r, lab_ns) = bench_json(&["page", "--reps", "1", "--no-check", "--json"], "pg");
     assert!(!lab_ns.exists(), "the bench left its lab behind");

@@ -45,6 +45,7 @@ fn filters_that_match_nothing_are_usage_errors() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_and_stunnel_carry_the_same_bytes_with_figures_that_follow_from_the_runs() {
     let bytes: u64 = 2 << 20;
     let (r, lab_ns) = bench_json(

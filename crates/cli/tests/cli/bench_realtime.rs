@@ -59,6 +59,7 @@ fn u(v: &Value, k: &str) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn short_flows_in_every_setting_give_figures_that_follow_from_their_datagrams() {
     let (r, lab_ns) = bench_json(
         &[

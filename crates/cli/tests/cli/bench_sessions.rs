@@ -8,6 +8,7 @@
 use crate::harness::{bench_json, nena};
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sixty_sessions_are_carried_byte_exact_with_their_descriptors_counted() {
     let (r, lab_ns) = bench_json(
         &[

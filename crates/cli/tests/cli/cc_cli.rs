@@ -64,6 +64,7 @@ fn assert_nothing_left(name: &str) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_second_load_and_unknown_names_are_refused_with_one_line() {
     let _l = turn();
     let _u = Unload;
@@ -146,6 +147,7 @@ fn an_unregistered_cc_is_refused_by_the_transfer_tools() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
     let _l = turn();
     let _u = Unload;
@@ -204,6 +206,7 @@ fn each_algorithm_carries_files_byte_exact_over_both_paths_and_unloads() {
 /// one (the kernel's scheduler starves the fast subflow on BBR's pacing estimates: see
 /// `nena_mptcp::preferred_congestion`); `--cc bbr` keeps BBR. Read back from the sockets.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_bbr_default_gives_way_to_cubic_unless_named() {
     if !registered("bbr") || !registered("cubic") {
         // Both are built into the kernels nena supports; say loudly where they are not.
@@ -263,6 +266,7 @@ fn carries_data(prefix: &str) -> bool {
 /// run; interrupted (Ctrl-C) in the middle of the run, it still unloads it, and removes
 /// its lab: nothing registered, no pin, no namespace left.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
     let _l = turn();
     let _u = Unload;
@@ -336,6 +340,7 @@ fn an_interrupted_scenario_unloads_the_congestion_control_it_loaded() {
 /// The shares themselves (LIA within 1.2x the TCP flow's, reno above 1.3x LIA's) vary
 /// with the runs: that verdict is a benchmark, `nena bench fairness`.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn shared_bottleneck_scenario_runs_lia_and_reno_beside_a_tcp_flow() {
     let _l = turn();
     let _u = Unload;

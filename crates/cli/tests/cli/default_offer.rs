@@ -6,6 +6,7 @@
 use crate::harness::*;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_default_client_never_ends_in_stream() {
     let lab = lab();
     let srv = TempDir::new("offer-srv");

@@ -245,6 +245,7 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn serve_config_file_is_the_flags_and_the_command_line_wins() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -422,6 +423,7 @@ const UNITS: [(&str, &str); 2] = [
 ];
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
     let tmp = tempfile::tempdir().unwrap();
     for (unit, conf) in UNITS {
@@ -735,6 +737,7 @@ fn setpriv_caps(unit: &str) -> String {
 /// (`bpf` is in no group of @system-service, `systemd-analyze syscall-filter`); this test
 /// does not apply it (no systemd as PID 1 here).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_gateway_units_sandbox_lets_the_first_flight_hold_load() {
     use crate::harness::{lab_with, serve, server, TempDir, PATHS};
     use std::os::unix::fs::PermissionsExt;

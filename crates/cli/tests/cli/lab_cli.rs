@@ -88,6 +88,7 @@ fn file_like_the_papers() -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn up_status_set_exec_capture_eavesdrop_down() {
     let d = Down::new();
     let p = d.prefix.as_str();
@@ -256,6 +257,7 @@ fn up_status_set_exec_capture_eavesdrop_down() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn down_after_a_crash_during_up() {
     for delay_ms in [10u64, 40, 120] {
         let d = Down::new();
@@ -320,6 +322,7 @@ fn bad_input_and_missing_labs() {
 /// `nena lab up --servers 3`: the fleet's hosts, its balancer in `status` (text and JSON),
 /// `fleet N --out/--in`, bad fleet input, and `down` removing the fleet's namespaces too.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_fleet_comes_up_is_drained_and_goes_down() {
     let g = Down::new();
     let p = g.prefix.as_str();
@@ -404,6 +407,7 @@ fn a_fleet_comes_up_is_drained_and_goes_down() {
 /// from it to the client, IPv4 and IPv6), `exec lan`, `status` (text and JSON), `up` without
 /// `--lan` removing it, and `down` leaving no namespace.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_lan_host_comes_up_behind_the_client_and_goes_down() {
     let g = Down::new();
     let p = g.prefix.as_str();

@@ -65,6 +65,7 @@ fn relays_of(prefix: &str) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn emulation_flags_up_set_status_and_down() {
     let t0 = Instant::now();
     let prefix = nena_lab::unique_prefix().replace("nt", "ne");

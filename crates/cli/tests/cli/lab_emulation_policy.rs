@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn tamper_and_a_multipath_upload_on_emulated_links() {
     let t0 = Instant::now();
     let lab = lab_with(|c| {

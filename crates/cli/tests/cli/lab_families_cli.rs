@@ -52,6 +52,7 @@ fn status(p: &str) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn families_nat_and_stripping_show_in_status_and_go_with_up_and_down() {
     let d = Down(nena_lab::unique_prefix().replace("nt", "nf"));
     let p = d.0.as_str();
@@ -163,6 +164,7 @@ fn bad_family_settings_are_refused_with_one_line() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_perf_over_ipv6_uses_both_links() {
     let lab = lab_with(|c| {
         (c.trusted_family, c.untrusted_family) =
@@ -215,11 +217,13 @@ fn perf_through_a_stripping_wlan(pm: PmMode) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_perf_through_a_wlan_that_strips_mptcp_options_stays_on_the_trusted_link() {
     perf_through_a_stripping_wlan(PmMode::Userspace);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_perf_through_a_stripping_wlan_with_the_in_kernel_pm_stays_on_the_trusted_link() {
     perf_through_a_stripping_wlan(PmMode::Kernel);
 }
@@ -270,11 +274,13 @@ fn files_through_a_stripping_wlan(pm: PmMode) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn files_through_a_wlan_that_strips_mptcp_options_stay_on_the_trusted_link_userspace_pm() {
     files_through_a_stripping_wlan(PmMode::Userspace);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn files_through_a_wlan_that_strips_mptcp_options_stay_on_the_trusted_link_kernel_pm() {
     files_through_a_stripping_wlan(PmMode::Kernel);
 }
@@ -333,12 +339,14 @@ fn files_through_a_nat(pm: PmMode) -> Outcome {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn files_through_a_nat_on_the_untrusted_link_userspace_pm() {
     let o = files_through_a_nat(PmMode::Userspace);
     assert_untrusted_carried(&o);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn files_through_a_nat_on_the_untrusted_link_kernel_pm() {
     let o = files_through_a_nat(PmMode::Kernel);
     assert_untrusted_carried(&o);

@@ -113,6 +113,7 @@ links = [ { act = "get_connect" }, { act = "get_subflow" } ]
 "#;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn check_reports_the_line_of_an_error() {
     let mut ns = Ns::new();
     let good = ns.file(GOOD);
@@ -138,6 +139,7 @@ fn check_reports_the_line_of_an_error() {
 /// file does not define, a tenant that is not loaded, and a cgroup that does not exist,
 /// each in one line with status 2, and applies nothing.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn tenant_errors_on_the_command_line() {
     let mut ns = Ns::new();
     let with = |who: &str| {
@@ -204,6 +206,7 @@ fn tenant_errors_on_the_command_line() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn attach_load_show_events_detach() {
     let mut ns = Ns::new();
     let o = ns.policy(&["attach", "--dev", "v0"]);
@@ -265,6 +268,7 @@ fn attach_load_show_events_detach() {
 /// consistent with the figures. (Whether a missed target exits 1 is unit-tested on synthetic
 /// figures in `cmd/bench/policy.rs`: this short run on a shared host may meet or miss them.)
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn bench_policy_json() {
     let o = nena_cmd()
         .args([
@@ -389,6 +393,7 @@ fn bench_policy_json() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn default_pins_are_per_namespace() {
     // two namespaces, each with a v0 of the same interface index: separate maps by default
     let a = Ns::new();

@@ -308,6 +308,7 @@ fn now() -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn three_tenants_each_get_their_rule_and_one_changes_alone() {
     let t0 = Instant::now();
     let lab = lab_with(|c| {

@@ -60,6 +60,7 @@ fn lab_run(file: &str, out: &std::path::Path, prefix: &str, extra: &[&str]) -> V
 /// is verified, ppp1 carries nothing while down and carries data again within 2 s of each
 /// recovery, ppp0 carries data during each outage; nothing of the lab is left.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn lte_outages_shortened_survive_and_recover_within_two_seconds() {
     let prefix = nena_lab::unique_prefix().replace("nt", "ns");
     let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());
@@ -202,6 +203,7 @@ fn bad_scenario_files_are_refused_with_one_line() {
 /// the default run of the same scenario has a subflow on each link: the control of the
 /// fairness experiment (scenarios/fairness-shared.toml, `mptcp-1sf`).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn one_subflow_runs_stay_on_the_trusted_link() {
     let prefix = nena_lab::unique_prefix().replace("nt", "ns");
     let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());
@@ -253,6 +255,7 @@ fn one_subflow_runs_stay_on_the_trusted_link() {
 /// the others over the trusted link to 2001:2:0:3::2), and the captures show each link
 /// carrying its family alone.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn runs_in_a_mixed_family_lab_reach_the_server_by_their_links_family() {
     let prefix = nena_lab::unique_prefix().replace("nt", "ns");
     let c = Cleanup(prefix.clone(), tempfile::tempdir().unwrap());

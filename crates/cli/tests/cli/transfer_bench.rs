@@ -7,6 +7,7 @@
 use crate::harness::bench_json;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn bench_transfer_runs_all_variants_and_cleans_up() {
     let (r, lab_ns) = bench_json(
         &[
@@ -169,6 +170,7 @@ fn bench_transfer_runs_all_variants_and_cleans_up() {
 /// paths, in both directions, and the sender says it saw the join. Without the wait, such a
 /// transfer often stays on the first subflow (3 of 6 tries here).
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn raw_baseline_sender_waits_for_the_second_subflow() {
     use nena_lab::{Host, Link};
     use nena_transport::baseline::raw_mptcp::{self, Amount, Direction, Request};

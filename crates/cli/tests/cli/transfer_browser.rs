@@ -163,6 +163,7 @@ fn incomplete(out: &std::process::Output, how: &str, nena_said: &str) -> String 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn chromium_loads_a_page_through_the_gateway_and_through_nena_run() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);

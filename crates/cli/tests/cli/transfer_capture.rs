@@ -114,16 +114,19 @@ fn whole_found(hay: &[u8], needles: &[Vec<u8>]) -> Vec<bool> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn hundred_kato_connections_untrusted_capture_holds_no_handshake_and_no_plaintext() {
     capture_check("kato");
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn hundred_stream_connections_leave_no_plaintext_on_either_link() {
     capture_check("stream");
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn hundred_aead_connections_leave_no_plaintext_on_either_link() {
     capture_check("aead");
 }

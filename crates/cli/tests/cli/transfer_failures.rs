@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn untrusted_link_down_mid_transfer_completes_and_verifies() {
     // 2 x 50 Mbit/s: 40 MiB take about 3.5 s over both paths.
     let lab = lab_with(|c| {
@@ -79,6 +80,7 @@ fn fake_server(lab: &nena_lab::Lab, port: u16, banner: &'static [u8], conns: usi
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn peers_that_are_not_nena_get_a_clear_error() {
     let lab = lab();
     let cli = TempDir::new("notnena");
@@ -165,6 +167,7 @@ fn peers_that_are_not_nena_get_a_clear_error() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn fallback_to_plain_tcp_is_refused_unless_allowed() {
     let lab = lab();
     // A plain TCP (not MPTCP) listener: the MPTCP connection falls back.
@@ -278,6 +281,7 @@ fn plain_tcp_relay(lab: &nena_lab::Lab, listen: SocketAddr, target: SocketAddr) 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_server_that_refuses_fallback_says_so_to_a_client_that_allowed_it() {
     let lab = lab();
     let srv = TempDir::new("fbref");
@@ -314,6 +318,7 @@ fn a_server_that_refuses_fallback_says_so_to_a_client_that_allowed_it() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_error_names_its_cause_once() {
     let lab = lab();
     // Nothing listens on this port: "Connection refused", once.
@@ -393,6 +398,7 @@ fn upload_under_way(
 /// the next one starts. With `--grace 30` the upload in progress finishes and verifies
 /// before the server exits.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
     let lab = slow_lab();
     let srv = TempDir::new("stop");
@@ -475,6 +481,7 @@ fn sigterm_on_serve_tells_the_uploader_and_leaves_no_partial_file() {
 /// ("the peer aborted the session: it is shutting down") and exits non-zero; the download
 /// leaves no partial file at the client.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sigterm_on_serve_tells_the_downloader_and_the_perf_client_why() {
     use std::io::BufRead;
     let lab = slow_lab();

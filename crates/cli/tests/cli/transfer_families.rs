@@ -139,11 +139,13 @@ fn both_links_ipv6(pm: PmMode) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_on_both_links_userspace_pm() {
     both_links_ipv6(PmMode::Userspace);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_on_both_links_kernel_pm() {
     both_links_ipv6(PmMode::Kernel);
 }
@@ -152,6 +154,7 @@ fn ipv6_on_both_links_kernel_pm() {
 /// its IPv4 address. nena connects over IPv6 (an IPv6 socket without IPV6_V6ONLY) and opens
 /// the IPv4 subflow to the announced address after the first flight.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_trusted_ipv4_untrusted_userspace_pm() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv6, Family::Ipv4);
     server_announces(&lab, "198.18.3.2");
@@ -166,6 +169,7 @@ fn ipv6_trusted_ipv4_untrusted_userspace_pm() {
 /// (its initial subflow still leaves from 198.18.1.2) and the IPv6 subflow joins the
 /// announced address.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv4_trusted_ipv6_untrusted_userspace_pm() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv4, Family::Ipv6);
     server_announces(&lab, "2001:2:0:3::2");
@@ -217,6 +221,7 @@ fn mixed_kernel_pm(trusted: Family, untrusted: Family, announce: &str, t: &str, 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_trusted_ipv4_untrusted_kernel_pm() {
     mixed_kernel_pm(
         Family::Ipv6,
@@ -228,6 +233,7 @@ fn ipv6_trusted_ipv4_untrusted_kernel_pm() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv4_trusted_ipv6_untrusted_kernel_pm() {
     mixed_kernel_pm(
         Family::Ipv4,
@@ -255,11 +261,13 @@ fn mixed_kernel_pm_with_a_round_trip(trusted: Family, untrusted: Family, announc
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv6_trusted_ipv4_untrusted_kernel_pm_with_a_round_trip() {
     mixed_kernel_pm_with_a_round_trip(Family::Ipv6, Family::Ipv4, "198.18.3.2");
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn ipv4_trusted_ipv6_untrusted_kernel_pm_with_a_round_trip() {
     mixed_kernel_pm_with_a_round_trip(Family::Ipv4, Family::Ipv6, "2001:2:0:3::2");
 }
@@ -284,11 +292,13 @@ fn nothing_announced(pm: PmMode) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_address_of_the_untrusted_family_announced_is_said_userspace_pm() {
     nothing_announced(PmMode::Userspace);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_address_of_the_untrusted_family_announced_is_said_kernel_pm() {
     nothing_announced(PmMode::Kernel);
 }
@@ -297,6 +307,7 @@ fn no_address_of_the_untrusted_family_announced_is_said_kernel_pm() {
 /// client's IPv4 default routes removed): the file arrives over the trusted link and the
 /// log names the missing route.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_route_in_the_untrusted_family_is_said() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv6, Family::Ipv4);
     server_announces(&lab, "198.18.3.2");
@@ -317,6 +328,7 @@ fn no_route_in_the_untrusted_family_is_said() {
 
 /// A link-local address named as a path is refused before anything is sent, with one line.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_link_local_address_is_refused_as_a_path() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv6, Family::Ipv6);
     let ll = sh(
@@ -359,6 +371,7 @@ fn a_link_local_address_is_refused_as_a_path() {
 /// dual-stack socket: during a perf session over an IPv4 trusted and an IPv6 untrusted
 /// link, both show bytes acknowledged.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn per_subflow_figures_cover_ipv6_and_mapped_subflows() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv4, Family::Ipv6);
     server_announces(&lab, "2001:2:0:3::2");
@@ -422,6 +435,7 @@ fn subflows_from(lab: &Lab, src: IpAddr, port: u16) -> Vec<nena_mptcp::sample::S
 /// nena's recovery opens a new subflow from it to the IPv4 address the server announced,
 /// which carries data again; the session's bytes all verified.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_other_familys_subflow_is_recovered_at_the_announced_address() {
     let lab = family_lab(PmMode::Userspace, Family::Ipv6, Family::Ipv4);
     server_announces(&lab, "198.18.3.2");

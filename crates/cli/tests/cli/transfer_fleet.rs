@@ -302,6 +302,7 @@ fn check_fleet(
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_thousand_sessions_through_the_shared_address_each_join_on_its_own_server() {
     const SESSIONS: usize = 1000;
     let lab = lab_with(|c| c.servers = 3);
@@ -343,6 +344,7 @@ fn a_thousand_sessions_through_the_shared_address_each_join_on_its_own_server() 
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_server_out_of_the_balancer_and_stopped_ends_only_its_sessions() {
     // A slow trusted link keeps uploads running long enough to stop a server under them.
     let lab = lab_with(|c| {
@@ -436,6 +438,7 @@ fn a_server_out_of_the_balancer_and_stopped_ends_only_its_sessions() {
 /// flight: to the port the server announced, never to the shared address (where the hash
 /// would send it to a random server), so the untrusted path carries data on every server.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn with_the_userspace_path_manager_nena_joins_the_port_its_server_announced() {
     const SESSIONS: usize = 90;
     let lab = lab_with(|c| {
@@ -556,6 +559,7 @@ fn finish(mut p: Killed, tmp: &TempDir, tag: &str) -> (Value, String) {
 /// recovery service opens the untrusted subflow to the announced port. Without recovery
 /// the connection stays on its trusted path and the log says why.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_late_announcement_is_joined_when_it_comes() {
     let lab = lab_with(|c| {
         c.servers = 2;

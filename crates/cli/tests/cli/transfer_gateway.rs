@@ -222,6 +222,7 @@ pub(crate) fn route_the_lan(lab: &Lab) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);
@@ -291,6 +292,7 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);
@@ -327,6 +329,7 @@ pub(crate) fn installed(lab: &Lab) -> [usize; 5] {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);
@@ -386,6 +389,7 @@ fn a_killed_gateway_leaves_the_lan_cut_off_and_its_next_start_replaces_the_table
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
     let lab = lab();
     let mut args = vec!["gateway", "--lan", "nosuch0", "--via", "198.18.3.2:7100"];
@@ -422,6 +426,7 @@ fn bad_lan_interfaces_are_refused_before_anything_is_installed() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_gateway_answers_dns_through_nena_and_carries_or_blocks_udp() {
     use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, udp_echo_at, NetnsResolvConf};
     let lab = lab_with(|c| c.lan = true);

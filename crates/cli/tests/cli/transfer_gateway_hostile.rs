@@ -101,6 +101,7 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_spraying_lan_host_leaves_the_gateway_bounded_and_another_host_served() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);
@@ -284,6 +285,7 @@ fn lan_dns_from(lab: &Lab, src: &str, name: &str) -> Result<String, String> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_lan_host_forging_an_off_lan_source_gets_no_answer() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);

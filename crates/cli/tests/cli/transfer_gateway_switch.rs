@@ -172,6 +172,7 @@ fn assert_cut_off(lab: &Lab, name: &str) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_kill_switch_holds_through_a_failed_start_sigkill_a_restart_and_sigterm_until_opened() {
     let lab = lab_with(|c| c.lan = true);
     let _open = OpenOnDrop(&lab);
@@ -324,6 +325,7 @@ fn spoofed_drops(lab: &Lab) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_lan_host_forging_a_source_outside_the_lan_gets_nothing_answered_and_is_counted() {
     use crate::transfer_run_dns_udp::{dnsmasq, udp_echo, NetnsResolvConf};
     let lab = lab_with(|c| c.lan = true);
@@ -439,6 +441,7 @@ fn a_lan_host_forging_a_source_outside_the_lan_gets_nothing_answered_and_is_coun
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nonexistent_trusted_and_untrusted_interfaces_are_refused_before_anything_is_installed() {
     let lab = lab_with(|c| c.lan = true);
     let _open = OpenOnDrop(&lab);

@@ -113,6 +113,7 @@ fn programs_in(lab: &nena_lab::Lab, host: Host) -> String {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_transfers_are_scrambled_from_the_first_byte_with_the_mptcp_keys() {
     let lab = lab();
     let srv = TempDir::new("mpc");
@@ -328,6 +329,7 @@ fn kato_mpc_transfers_are_scrambled_from_the_first_byte_with_the_mptcp_keys() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_without_the_servers_programs_is_refused_unless_both_allow_plain() {
     let lab = lab();
     let srv = TempDir::new("mpcn");
@@ -384,6 +386,7 @@ fn kato_mpc_without_the_servers_programs_is_refused_unless_both_allow_plain() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_without_the_clients_programs_is_refused_by_the_server_and_serve_cleans_up() {
     let lab = lab();
     let srv = TempDir::new("mpcx");
@@ -430,6 +433,7 @@ fn kato_mpc_without_the_clients_programs_is_refused_by_the_server_and_serve_clea
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_through_the_proxies_echoes_byte_exact() {
     let lab = lab();
     let target: std::net::SocketAddr = "127.0.0.1:7210".parse().unwrap();

@@ -167,11 +167,13 @@ fn metered_round_trip(pm: PmMode, port: u16) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn metered_trusted_link_carries_the_hello_and_under_1_percent_userspace_pm() {
     metered_round_trip(PmMode::Userspace, 7711);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn metered_trusted_link_carries_the_hello_and_under_1_percent_kernel_pm() {
     metered_round_trip(PmMode::Kernel, 7712);
 }
@@ -275,11 +277,13 @@ fn wlan_bytes(lab: &Lab, addr: &str, port: u16) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_upload_completes_on_the_metered_link_when_the_wlan_goes_down_userspace_pm() {
     through_the_wlans_loss(PmMode::Userspace, 7713, false);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_download_completes_on_the_metered_link_when_the_wlan_goes_down_kernel_pm() {
     through_the_wlans_loss(PmMode::Kernel, 7714, true);
 }
@@ -289,6 +293,7 @@ fn a_download_completes_on_the_metered_link_when_the_wlan_goes_down_kernel_pm() 
 /// and the metered path is backup again (each switch said), carrying nothing in the run's
 /// last 2 s; verified.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_metered_path_is_backup_again_once_the_wlan_is_back_userspace_pm() {
     let lab = metered_lab(PmMode::Userspace);
     let dir = TempDir::new("metered-back");
@@ -380,6 +385,7 @@ fn the_metered_path_is_backup_again_once_the_wlan_is_back_userspace_pm() {
 /// interfaces together count the exchange, each under its metered label, and today's gauge
 /// counts as much as the total.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn proxy_client_metrics_count_bytes_per_interface() {
     let lab = metered_lab(PmMode::Userspace);
     let target: std::net::SocketAddr = format!("{}:7715", lab.server_addr()).parse().unwrap();

@@ -81,6 +81,7 @@ fn query(lab: &nena_lab::Lab, promql: &str) -> Option<f64> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn prometheus_scrapes_the_counters_of_a_known_workload() {
     let lab = lab();
     let dir = TempDir::new("metrics");

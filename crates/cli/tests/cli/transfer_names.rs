@@ -126,6 +126,7 @@ fn queries_crossed_the_trusted_link_only(
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_lying_wlan_resolver_never_chooses_the_server() {
     let lab = lab();
     laptop_routes(&lab, true);
@@ -203,6 +204,7 @@ fn a_lying_wlan_resolver_never_chooses_the_server() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_name_the_trusted_resolver_does_not_know_fails_with_one_line() {
     let lab = lab();
     laptop_routes(&lab, true);
@@ -223,6 +225,7 @@ fn a_name_the_trusted_resolver_does_not_know_fails_with_one_line() {
 /// attacker's nena server, which proves its own key: refused before a byte of the file is
 /// sent, with the file and the command named; the attacker stores nothing.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn after_first_contact_a_lying_resolver_cannot_impersonate_the_server() {
     let lab = lab();
     laptop_routes(&lab, true);
@@ -283,6 +286,7 @@ fn after_first_contact_a_lying_resolver_cannot_impersonate_the_server() {
 /// `--resolver` asked through the trusted link, so the right proxy server carries them and
 /// the attacker's (198.18.3.3, the WLAN resolver's answer) sees nothing.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn names_in_run_via_proxy_to_and_gateway_via_are_resolved_through_the_trusted_link() {
     let lab = lab_with(|c| c.lan = true);
     laptop_routes(&lab, true);

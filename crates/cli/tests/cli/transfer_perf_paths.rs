@@ -18,6 +18,7 @@ fn parse_human(num: &str, unit: &str) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn per_subflow_figures_are_acknowledged_bytes_per_interval() {
     let lab = lab_with(|c| {
         c.trusted_rate = Some(Rate::mbit(20));

@@ -19,6 +19,7 @@ fn key_of(file: &std::path::Path) -> String {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn first_contact_pins_a_changed_key_is_refused_until_forgotten() {
     let lab = lab();
     let (srv, cli) = (TempDir::new("pin-s"), TempDir::new("pin-c"));

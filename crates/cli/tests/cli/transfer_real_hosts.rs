@@ -228,16 +228,19 @@ fn laptop(pm: PmMode, announce: bool) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn laptop_routes_userspace_pm_keep_the_handshake_on_the_trusted_link() {
     laptop(PmMode::Userspace, false);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn laptop_routes_kernel_pm_keep_the_handshake_on_the_trusted_link() {
     laptop(PmMode::Kernel, false);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn signal_server_userspace_pm_connects_and_uses_both_links() {
     laptop(PmMode::Userspace, true);
 }
@@ -246,6 +249,7 @@ fn signal_server_userspace_pm_connects_and_uses_both_links() {
 /// before the first flight: held by the first-flight hold, they stay open and carry data
 /// after the release, and the hello never crosses the untrusted link.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn signal_server_kernel_pm_connects_without_the_hello_leaving_by_the_untrusted_link() {
     laptop(PmMode::Kernel, true);
 }
@@ -284,6 +288,7 @@ fn delayed_signal_lab() -> LabGuard {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn signal_server_kernel_pm_on_paths_with_a_round_trip_uses_both_links() {
     let lab = delayed_signal_lab();
     let o = transfers(&lab, 2);
@@ -297,6 +302,7 @@ fn signal_server_kernel_pm_on_paths_with_a_round_trip_uses_both_links() {
 /// retransmission could put the hello on them: the hello stays on the trusted link and the
 /// connection goes on over it.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn signal_server_kernel_pm_with_a_round_trip_and_the_first_flight_lost_keeps_the_hello_trusted() {
     let lab = delayed_signal_lab();
     lossy_start(&lab);
@@ -312,6 +318,7 @@ fn signal_server_kernel_pm_with_a_round_trip_and_the_first_flight_lost_keeps_the
 /// or withdrawn during it: the hello never crosses the untrusted link, although a subflow
 /// from a trusted address did.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_subflow_from_a_trusted_address_on_the_untrusted_link_is_untrusted() {
     let lab = laptop_lab(PmMode::Kernel, true);
     sh(
@@ -379,16 +386,19 @@ fn lossy_start(lab: &Lab) -> Outcome {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn first_flight_lost_userspace_pm() {
     first_flight_lost(PmMode::Userspace, false);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn first_flight_lost_kernel_pm() {
     first_flight_lost(PmMode::Kernel, false);
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn first_flight_lost_signal_server_userspace_pm() {
     first_flight_lost(PmMode::Userspace, true);
 }
@@ -399,6 +409,7 @@ fn first_flight_lost_signal_server_userspace_pm() {
 /// before it leaves, and the gate closes the join before releasing the hold. (Before the
 /// hold this crossed in 1 of 2 full runs.)
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn first_flight_lost_signal_server_kernel_pm() {
     first_flight_lost(PmMode::Kernel, true);
 }
@@ -407,6 +418,7 @@ fn first_flight_lost_signal_server_kernel_pm() {
 /// whether the trusted path is named by interface or by address, with one line naming the
 /// interface, the host's route and the fix; nothing of the connection on either link.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn no_route_through_the_trusted_interface_fails_closed_and_says_how_to_fix_it() {
     let lab = lab_pm(PmMode::Kernel);
     laptop_routes(&lab, false);
@@ -458,6 +470,7 @@ fn no_route_through_the_trusted_interface_fails_closed_and_says_how_to_fix_it() 
 /// Leaving out `--untrusted` with the in-kernel PM: its endpoint on the untrusted link still
 /// carries data (the kernel opens it), and the user is told so in one line with the fix.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_endpoint_the_user_did_not_name_is_said_in_one_line() {
     let lab = lab_pm(PmMode::Kernel);
     let srv = TempDir::new("un");

@@ -193,6 +193,7 @@ fn trusted_back_within_2s_and_in_use_to_the_end(
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
     let Running {
         lab,
@@ -329,6 +330,7 @@ fn untrusted_subflow_is_back_within_2s_of_each_of_two_link_returns() {
 /// the untrusted subflow's address entry held address id 0), the trusted path carries data
 /// again within 2 s and to the end of the run, and the transfer stays byte-exact.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn trusted_subflow_is_back_after_its_link_returns() {
     let Running {
         lab,
@@ -386,6 +388,7 @@ fn trusted_subflow_is_back_after_its_link_returns() {
 /// data again within 2 s of its return (0.5-0.6 s after a 3 s outage in `nena bench
 /// outage`) and to the end of the run, byte-exact.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn trusted_path_carries_data_again_after_its_link_returns_kernel_pm() {
     let Running {
         lab,
@@ -413,6 +416,7 @@ fn trusted_path_carries_data_again_after_its_link_returns_kernel_pm() {
 /// timeout and then fails with one line, nothing of it on the untrusted link; when the link
 /// comes back within the timeout the session starts on it and verifies.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_new_session_waits_for_the_trusted_link_and_never_goes_around_it() {
     let lab = lab_with(|_| {});
     let srv = TempDir::new("recovery-w");
@@ -466,6 +470,7 @@ fn a_new_session_waits_for_the_trusted_link_and_never_goes_around_it() {
 /// during the outage a proxy client's new session shows as waiting, and once its timeout
 /// ran out as a wait that timed out; the log says the wait once.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_proxy_session_waiting_for_the_trusted_link_shows_in_the_metrics() {
     let lab = lab_with(|_| {});
     let listen = server(&lab, 7603);

@@ -115,6 +115,7 @@ fn session_args<'a>(via: &'a str, mode: &'a str, token: Option<&'a str>) -> Vec<
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted_link() {
     // 2 x 20 Mbit/s: a fetch lasts long enough (about 0.3 s) for the untrusted subflow to
     // join and carry its share (unlimited veths finish before it does, now and then).
@@ -250,6 +251,7 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_passes_on_the_exit_status_and_leaves_nothing_behind() {
     let lab = lab();
     let dir = TempDir::new("run-exit");
@@ -350,6 +352,7 @@ print(proto, flags, data.decode().strip())
 ";
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_mptcp_only_makes_the_cgroups_sockets_mptcp() {
     let lab = lab();
     // An MPTCP listener in the server host, answering every connection with one line.
@@ -444,6 +447,7 @@ while True:
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_starts_cmd_as_the_sudo_caller_or_the_named_user_and_still_carries_it() {
     let lab = lab();
     let dir = TempDir::new("run-user");

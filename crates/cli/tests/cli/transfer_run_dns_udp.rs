@@ -269,6 +269,7 @@ fn laptop(lab: &Lab) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_carries_dns_and_udp_and_lets_nothing_else_out() {
     let lab = lab();
     laptop(&lab);

@@ -250,6 +250,7 @@ fn output(c: &mut Command) -> (bool, String, String) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_names_never_reach_systemd_resolved_nscd_or_the_system_bus() {
     assert!(
         Path::new(NSS_RESOLVE_DIR)

@@ -115,6 +115,7 @@ pub(crate) fn client_socket(lab: &nena_lab::Lab, relay: SocketAddr) -> UdpSocket
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn socks5_udp_associate_round_trip_allow_and_end() {
     let lab = lab();
     let dir = TempDir::new("socks-udp");
@@ -247,6 +248,7 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
 /// method is acceptable; with it the round trip works. The proxy client's stop (SIGTERM)
 /// ends the association, whose session ends cleanly on the server too.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn socks5_udp_associate_keeps_username_and_password() {
     let lab = lab();
     let dir = TempDir::new("socks-udp-auth");

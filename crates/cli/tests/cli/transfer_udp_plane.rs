@@ -151,6 +151,7 @@ fn count_before(line: &str, what: &str) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_gateway_carries_datagrams_sealed_on_both_links() {
     use crate::transfer_gateway::{gateway_with, lan_python, proxy_server, route_the_lan};
     let lab = lab_with(|c| c.lan = true);
@@ -262,6 +263,7 @@ print("injected", flush=True)
 "#;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
     let lab = lab();
     let dir = TempDir::new("plane-tamper");
@@ -341,6 +343,7 @@ fn altered_replayed_and_spoofed_datagrams_are_dropped_and_counted() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn udp_blocked_on_the_wlan_costs_no_datagram() {
     let lab = lab();
     let _echo = udp_echo(&lab);
@@ -371,6 +374,7 @@ fn udp_blocked_on_the_wlan_costs_no_datagram() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_wlan_outage_mid_call_loses_no_realtime_datagram() {
     let lab = lab();
     let _echo = udp_echo(&lab);
@@ -398,6 +402,7 @@ fn a_wlan_outage_mid_call_loses_no_realtime_datagram() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn a_server_without_the_plane_carries_datagrams_in_the_session() {
     let lab = lab();
     let dir = TempDir::new("plane-off");

@@ -202,6 +202,7 @@ fn depends_names(field: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
     // 1. The package, from this build.
     let target = Path::new(NENA).parent().unwrap().parent().unwrap();

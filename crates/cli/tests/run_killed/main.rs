@@ -224,6 +224,7 @@ fn direct_packets(pcap: &Path) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn nena_run_killed_leaves_cmd_without_network_and_its_watchdog_or_the_next_run_removes_it() {
     let lab = lab();
     laptop_routes(&lab, true);

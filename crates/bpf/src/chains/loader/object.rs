@@ -146,6 +146,7 @@ mod tests {
     /// Every actor has an XDP and a TC program in the skeleton, and its jump table slots
     /// hold them after loading; no selector has one (needs root and BPF).
     #[test]
+    #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
     fn jump_tables_hold_every_actor_and_no_selector() {
         let mut storage = MaybeUninit::uninit();
         let skel = load_skel(&mut storage, None).expect("loading the object (root needed)");

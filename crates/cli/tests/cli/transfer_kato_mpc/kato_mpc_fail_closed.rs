@@ -77,6 +77,7 @@ fn refused(o: &std::process::Output, what: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_with_the_consent_stripped_on_the_trusted_path_is_refused() {
     let lab = lab();
     let srv = TempDir::new("mpcs");
@@ -353,6 +354,7 @@ fn holder(lab: &nena_lab::Lab, to: std::net::SocketAddrV4) -> i32 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_connections_keep_their_keys_during_a_syn_flood() {
     const CLIENTS: usize = 6;
     const LRU: u64 = 16384; // the handshake map's size (bpf/mpc/mpc.bpf.c `flows`)

@@ -22,6 +22,7 @@ fn table<T: Send + 'static>(
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn kato_mpc_transfers_go_through_with_the_servers_table_full_and_stale_records_are_swept() {
     let lab = lab();
     let srv = TempDir::new("mpcfull");

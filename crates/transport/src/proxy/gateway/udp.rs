@@ -637,6 +637,7 @@ mod tests {
     /// As root (TPROXY's IP_TRANSPARENT needs CAP_NET_ADMIN; `make test` runs as root): the
     /// socket holds a burst of [`RCVBUF`] bytes (the kernel reports twice what was set).
     #[test]
+    #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
     fn the_datagram_socket_holds_a_burst() {
         let s = tproxy_socket("127.0.0.1:0".parse().unwrap()).expect("run as root");
         let got = socket::getsockopt(&s, socket::sockopt::RcvBuf).unwrap();

@@ -29,16 +29,19 @@ fn gbit_lab() -> nena_lab::LabGuard {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sizes_arrive_byte_exact_over_two_paths_in_aead() {
     sizes_arrive_byte_exact("aead");
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sizes_arrive_byte_exact_over_two_paths_in_stream() {
     sizes_arrive_byte_exact("stream");
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn sizes_arrive_byte_exact_over_two_paths_in_kato() {
     sizes_arrive_byte_exact("kato");
 }

@@ -50,6 +50,7 @@ fn no_part_files(dir: &std::path::Path) {
 /// the limits do, each case: crates/transport/tests/net_file_limits.rs, over the in-memory
 /// network.)
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn serve_flags_set_the_limits() {
     let lab = lab();
     let srv = TempDir::new("limits");

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn thousand_concurrent_proxy_sessions_all_verify() {
     let lab = lab();
     let _captures = captures_if_asked(&lab);
@@ -212,6 +213,7 @@ fn slow_target(
 /// `aead` the other proxy is told why first (its log: "the peer aborted the session: it is
 /// shutting down"). With --grace, a session that ends within it is carried to its end first.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn stopping_a_proxy_resets_its_sessions_or_lets_them_finish_within_the_grace() {
     use std::io::{Read, Write};
     let lab = lab();

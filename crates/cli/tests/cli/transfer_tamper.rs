@@ -52,6 +52,7 @@ fn tamper_lab() -> nena_lab::LabGuard {
 }
 
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn an_altered_byte_on_the_untrusted_path() {
     let lab = tamper_lab();
     let prefix = lab.prefix().to_string();
@@ -134,6 +135,7 @@ fn an_altered_byte_on_the_untrusted_path() {
 /// exactly one byte different, where the record says and as it says; after `--remove` the
 /// program is gone.
 #[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
 fn exactly_one_byte_changes_where_the_record_says() {
     let lab = lab_with(|c| c.offload = false);
     let prefix = lab.prefix().to_string();

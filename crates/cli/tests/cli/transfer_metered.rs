@@ -126,11 +126,13 @@ fn metered_round_trip(pm: PmMode, port: u16) {
         "a hello on the untrusted link"
     );
 
-    // The trusted link carried under 1% of the payload, the untrusted one the rest.
+    // The trusted link carried under 1% of the payload, the untrusted one the rest (the
+    // links together at least both files: until the switch to backup took effect a few
+    // segments may cross the trusted link, 65 KiB of an upload on a loaded host).
     let (t, u) = (payload_bytes(&ct), payload_bytes(&cu));
     assert!(
-        u >= 2 * data.len() as u64,
-        "the untrusted link carried {u} B of 2 x {} B",
+        t + u >= 2 * data.len() as u64,
+        "the links carried {t} + {u} B of 2 x {} B",
         data.len()
     );
     assert!(

@@ -4,7 +4,9 @@
 # - fails when a test failed, when no test ran, when a test binary started and never
 #   reported (it crashed), when a whole suite (test binary) ran no test unless it is listed
 #   in scripts/allowed-empty-suites.txt, and when a test skipped that is not listed in
-#   scripts/allowed-skips.txt (the skipped list may shrink on a better host, never grow).
+#   scripts/allowed-skips.txt (the skipped list may shrink on a better host, never grow),
+#   and when a root test was ignored (its crate's feature `netns` was off: `make test`
+#   turns it on, so all of them run).
 # Usage: check-tests-ran.sh LOG [SUITES]   (SUITES: "binary-name package" lines; without
 # it, binaries are attributed by their file name only).
 set -euo pipefail
@@ -77,6 +79,12 @@ BEGIN {
   if (!((k " " t) in allow_skip)) unexpected[++nunexp] = k " " t
   next
 }
+# "test NAME ... ignored, needs root: --features netns": the marker of a root test whose crate
+# was built without the feature. make test runs every root test, so this is a failure.
+/^test .* \.\.\. ignored, needs root/ {
+  t = $2; rootless[++nroot] = cur_pkg " " t
+  next
+}
 /^cargo test exit status:/ { close_suite() }
 # The panic of a failed test and the lines after it (its message): printed after the table, so
 # that a report that keeps only the end of the log still names the cause of each failure.
@@ -106,6 +114,8 @@ END {
   for (i = 1; i <= nunexp; i++) { print "check-tests-ran: unexpected skip (not in scripts/allowed-skips.txt): " unexpected[i] > "/dev/stderr"; bad = 1 }
   for (i = 1; i <= nempty; i++) { print "check-tests-ran: suite ran no test: " empty[i] > "/dev/stderr"; bad = 1 }
   for (i = 1; i <= ncrashed; i++) { print "check-tests-ran: suite never reported (crashed?): " crashed[i] > "/dev/stderr"; bad = 1 }
+  for (i = 1; i <= nroot && i <= 20; i++) print "check-tests-ran: root test ignored (built without --features netns): " rootless[i] > "/dev/stderr"
+  if (nroot > 0) { print "check-tests-ran: " nroot " root tests ignored; make test builds with --features netns" > "/dev/stderr"; bad = 1 }
   if (tp + tf == 0) { print "check-tests-ran: no tests ran" > "/dev/stderr"; bad = 1 }
   if (tf > 0) bad = 1
   printf "%d passed, %d failed, %d skipped\n", tp, tf, ts

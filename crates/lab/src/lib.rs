@@ -23,7 +23,7 @@
 //! ([`LabGuard`]), `capture`, `status`, `topology`, `rate`, `netns` and `run` (running
 //! commands and code inside a namespace), `serve` (`nena serve` in the server host:
 //! [`start_nena_serve`]), `interrupt` (Ctrl-C tears the lab down:
-//! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `pair` ([`Pair`]: two hosts joined directly by
+//! [`with_teardown_on_interrupt`], [`Interrupted`]), `hostns` (what every host's namespace gets), `direct` ([`DirectHosts`]: two hosts joined directly by
 //! two paths, for tests of programs on one end's interfaces), `fleet` (`--servers N`: server hosts
 //! sharing one address behind the router's nftables balancer), `lan` (`--lan`: a LAN host
 //! behind the client, [`Host::Lan`] and [`Link::Lan`], for a gateway there), `family`
@@ -34,6 +34,7 @@
 mod build;
 mod capture;
 mod config;
+mod direct;
 pub mod emulate;
 mod family;
 mod fleet;
@@ -44,7 +45,6 @@ mod interrupt;
 mod lan;
 mod middlebox;
 mod netns;
-mod pair;
 mod process;
 mod rate;
 mod run;
@@ -55,6 +55,7 @@ mod topology;
 
 pub use capture::{Capture, CaptureOptions, CaptureRecord, CaptureStats};
 pub use config::{validate_prefix, LabConfig, PmMode, NAT_TABLE, STRIP_TABLE};
+pub use direct::{mptcp_socket, DirectHosts, DirectPath, DIRECT_PATHS};
 pub use emulate::{
     Direction, Emulation, LinkEmulation, LinkModel, Loss, Outage, RateStep, RateTrace, Verdict,
 };
@@ -63,7 +64,6 @@ pub use guard::LabGuard;
 pub use handle::Lab;
 pub use interrupt::{with_lab_teardown_on_interrupt, with_teardown_on_interrupt, Interrupted};
 pub use lan::LanStatus;
-pub use pair::{mptcp_socket, Pair, PairPath, PAIR_PATHS};
 pub use rate::{Rate, RateParseError};
 pub use serve::{start_nena, start_nena_serve, NenaServer};
 pub use state::state_dir;

@@ -246,9 +246,9 @@ fn bound(table: &str, addr: SocketAddrV4, proto: Proto) -> bool {
 
 /// A tunnel's two ends, the address the application connects to, and whether it speaks
 /// SOCKS5 there (else it forwards to the sink by itself).
-pub struct Pair {
+pub struct Tunnel {
     pub variant: Variant,
-    /// None while a gateway is stopped for the other gateway's turn ([`Pair::stop_client`]).
+    /// None while a gateway is stopped for the other gateway's turn ([`Tunnel::stop_client`]).
     pub client: Option<Proc>,
     /// How the client end is started (again, for a gateway).
     client_start: ClientStart,
@@ -272,7 +272,7 @@ struct ClientStart {
 /// opened ahead (`--warm`, 8 by default) are opened at its start, outside the measurement.
 pub const GATEWAY_SETTLE: Duration = Duration::from_secs(1);
 
-impl Pair {
+impl Tunnel {
     /// The running client end (an error while it is stopped).
     pub fn client(&mut self) -> Result<&mut Proc> {
         let v = self.variant;
@@ -345,7 +345,7 @@ pub fn start(
     programs: &Programs,
     dir: &Path,
     sink: SocketAddrV4,
-) -> Result<Pair> {
+) -> Result<Tunnel> {
     let server_ip = *sink.ip();
     let (server_port, entry_port) = ports(variant);
     let server_addr = SocketAddrV4::new(server_ip, server_port);
@@ -494,7 +494,7 @@ pub fn start(
         }
     };
     let gateway = variant.is_gateway();
-    let mut pair = Pair {
+    let mut pair = Tunnel {
         variant,
         client: None,
         client_start: client,

@@ -393,7 +393,7 @@ fn run_on(
 
 /// Makes `pairs[i]` ready for its transfer: a gateway's turn stops the other gateway (one
 /// nftables table per host) and starts this one if it is stopped.
-fn take_turn(lab: &Lab, pairs: &mut [ends::Pair], i: usize) -> Result<()> {
+fn take_turn(lab: &Lab, pairs: &mut [ends::Tunnel], i: usize) -> Result<()> {
     if !pairs[i].variant.is_gateway() {
         return Ok(());
     }
@@ -408,7 +408,7 @@ fn take_turn(lab: &Lab, pairs: &mut [ends::Pair], i: usize) -> Result<()> {
 /// One measured transfer through `pair`.
 fn transfer(
     lab: &Lab,
-    pair: &mut ends::Pair,
+    pair: &mut ends::Tunnel,
     sink: std::net::SocketAddrV4,
     bytes: u64,
     timeout: Duration,

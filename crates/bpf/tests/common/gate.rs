@@ -2,7 +2,7 @@
 //! pair set up so that a connection's first flight is never acknowledged.
 
 use super::{NetExt, CLIENT2, SERVER2};
-use nena_lab::Pair as Net;
+use nena_lab::DirectHosts as Net;
 use std::time::Duration;
 
 /// The hello of the gate tests: a pattern that shows in a capture wherever it crosses.

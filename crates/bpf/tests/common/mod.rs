@@ -44,9 +44,9 @@ pub fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// The tests' two hosts: nena-lab's [`Pair`](nena_lab::Pair) (client `c1`/`c2`
+/// The tests' two hosts: nena-lab's [`DirectHosts`](nena_lab::DirectHosts) (client `c1`/`c2`
 /// 198.18.100.1 and 198.18.101.1, server `s1`/`s2` 198.18.100.2 and 198.18.101.2).
-pub type Net = nena_lab::Pair;
+pub type Net = nena_lab::DirectHosts;
 
 pub const SERVER: &str = "198.18.100.2";
 pub const SERVER2: &str = "198.18.101.2";
@@ -69,7 +69,7 @@ pub trait NetExt {
 
 impl NetExt for Net {
     fn new() -> Net {
-        nena_lab::Pair::up().expect("the two hosts and their paths")
+        nena_lab::DirectHosts::up().expect("the two hosts and their paths")
     }
     fn sh(&self, ns: &str, cmd: &str) -> String {
         self.shell(ns, cmd).unwrap_or_else(|e| panic!("{e:#}"))

@@ -21,9 +21,9 @@ use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 
-/// One path of a [`Pair`]: a veth pair and its two addresses (/24).
+/// One path of [`DirectHosts`]: a veth pair and its two addresses (/24).
 #[derive(Debug, Clone, Copy)]
-pub struct PairPath {
+pub struct DirectPath {
     /// The client's end of the veth pair (`c1`, `c2`).
     pub client_dev: &'static str,
     pub client_addr: Ipv4Addr,
@@ -32,15 +32,15 @@ pub struct PairPath {
     pub server_addr: Ipv4Addr,
 }
 
-/// The two paths of [`Pair::up`].
-pub const PAIR_PATHS: [PairPath; 2] = [
-    PairPath {
+/// The two paths of [`DirectHosts::up`].
+pub const DIRECT_PATHS: [DirectPath; 2] = [
+    DirectPath {
         client_dev: "c1",
         client_addr: Ipv4Addr::new(198, 18, 100, 1),
         server_dev: "s1",
         server_addr: Ipv4Addr::new(198, 18, 100, 2),
     },
-    PairPath {
+    DirectPath {
         client_dev: "c2",
         client_addr: Ipv4Addr::new(198, 18, 101, 1),
         server_dev: "s2",
@@ -48,9 +48,9 @@ pub const PAIR_PATHS: [PairPath; 2] = [
     },
 ];
 
-/// A client and a server namespace joined by [`PAIR_PATHS`]; both removed on drop.
+/// A client and a server namespace joined by [`DIRECT_PATHS`]; both removed on drop.
 #[derive(Debug)]
-pub struct Pair {
+pub struct DirectHosts {
     /// The client's namespace (`PREFIX-client`).
     pub client: String,
     /// The server's namespace (`PREFIX-server`).
@@ -58,13 +58,13 @@ pub struct Pair {
     prefix: String,
 }
 
-impl Pair {
+impl DirectHosts {
     /// Build the two hosts and their paths under a new unique prefix, MPTCP enabled with
     /// two subflows and two accepted addresses on each side.
-    pub fn up() -> Result<Pair> {
+    pub fn up() -> Result<DirectHosts> {
         let prefix = crate::unique_prefix();
         // From here on, a failure drops the half-built pair, which removes it.
-        let pair = Pair {
+        let pair = DirectHosts {
             client: format!("{prefix}-client"),
             server: format!("{prefix}-server"),
             prefix,
@@ -74,7 +74,7 @@ impl Pair {
             sysctl_in(ns, "net.mptcp.enabled", "1")?;
             mptcp_limits(ns)?;
         }
-        for p in PAIR_PATHS {
+        for p in DIRECT_PATHS {
             run(ip(
                 None,
                 &[
@@ -103,7 +103,7 @@ impl Pair {
                 run(ip(Some(ns), &["link", "set", dev, "up"]))?;
             }
         }
-        let [first, second] = PAIR_PATHS;
+        let [first, second] = DIRECT_PATHS;
         let to_first = format!("{}/32", first.server_addr);
         run(ip(
             Some(&pair.client),
@@ -171,7 +171,7 @@ pub fn mptcp_socket(addr: SocketAddr) -> std::io::Result<Socket> {
     )
 }
 
-impl Drop for Pair {
+impl Drop for DirectHosts {
     fn drop(&mut self) {
         // As a lab goes down: the processes left in the namespaces ended, then the namespaces.
         if let Err(e) = crate::Lab::down(&self.prefix) {

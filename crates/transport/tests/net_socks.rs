@@ -10,7 +10,7 @@
 //! `the_access_token_comes_before_the_allow_rules`). Which addresses the kernel says the
 //! server's host holds (`proxy::socks::allow::host_address`) is the unit test
 //! `proxy/socks/tests.rs::the_servers_own_host_is_reached_only_by_a_rule_inside_its_range`;
-//! the datagrams of UDP ASSOCIATE stay in the lab (transfer_socks_udp.rs).
+//! the datagrams of UDP ASSOCIATE are net_socks_udp.rs's.
 
 mod proxies;
 

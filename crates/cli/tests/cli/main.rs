@@ -27,7 +27,6 @@ mod cc_cli;
 mod codec_cli;
 #[cfg(feature = "policy")]
 mod debug_redaction;
-mod default_offer;
 mod eavesdrop_cli;
 mod host_cli;
 mod lab_cli;
@@ -60,7 +59,6 @@ mod transfer_metered;
 mod transfer_metrics;
 mod transfer_names;
 mod transfer_perf_paths;
-mod transfer_pinning;
 mod transfer_proxy;
 mod transfer_real_hosts;
 mod transfer_recovery;

@@ -10,7 +10,9 @@
 //! carried TCP payload. The gateway killed with SIGKILL leaves the LAN cut off (its table,
 //! rules and routes stay), and its next start replaces them instead of doubling them; a
 //! SIGTERM removes them, and the kill switch keeps the LAN cut off
-//! (transfer_gateway_switch.rs). A missing interface and a bridge port are refused.
+//! (transfer_gateway_switch.rs). A missing interface and a bridge port are refused. A
+//! session opened ahead (`--warm`) that its server gave up is replaced in the flow's path:
+//! crates/transport/tests/net_warm.rs (in memory).
 
 use crate::harness::*;
 use nena_lab::{Host, Lab, Link};
@@ -289,25 +291,6 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
         u > 512 << 10,
         "the untrusted link carried only {u} B of TCP payload"
     );
-}
-
-#[test]
-#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
-fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path() {
-    let lab = lab_with(|c| c.lan = true);
-    laptop_routes(&lab, true);
-    route_the_lan(&lab);
-    let (www, cli) = (TempDir::new("gs"), TempDir::new("gsc"));
-    std::fs::write(www.join("letter.txt"), b"after the pool went stale\n").unwrap();
-    let _http = http_dual(&lab, &www);
-    // A server that gives a client 1 s to send its open request: the gateway's two sessions
-    // opened ahead are gone before the LAN host's connection takes one.
-    let ps = proxy_server_with(&lab, &["--handshake-timeout", "1"]);
-    let _gw = gateway_with(&lab, &["--warm", "2"]);
-    ps.wait_stderr_n("no open request within 1s", 2, Duration::from_secs(10));
-    let out = cli.join("letter.txt");
-    lan_fetch(&lab, "http://198.18.3.2:8000/letter.txt", &out).unwrap();
-    assert_eq!(std::fs::read(&out).unwrap(), b"after the pool went stale\n");
 }
 
 /// What of the gateway's the client host holds: its nftables tables, IPv4 and IPv6 policy

@@ -1,9 +1,12 @@
 //! `--metrics` (issue 22, item 4) scraped by a real Prometheus (Debian's `prometheus`,
 //! installed by scripts/install-deps.sh) in the lab: `nena serve`, `nena proxy server` and
 //! `nena proxy client` each expose OpenMetrics text; a known workload runs (uploads of known
-//! sizes, refusals of two causes, proxy sessions echoed byte-exact); the test then asks
-//! Prometheus's query API, until it has scraped the final values, for counters that must
-//! equal the workload's.
+//! sizes, proxy sessions echoed byte-exact over both paths); the test then asks Prometheus's
+//! query API, until it has scraped the final values, for counters that must equal the
+//! workload's, the bytes (counted by path from the subflows) included: those the server
+//! received, and the proxy client's by the trust class of the path that carried them. The
+//! server's counters of a workload with refusals (the sessions by outcome, the refusals by
+//! cause, the handshakes) need no kernel: crates/transport/tests/net_metrics.rs.
 
 use crate::harness::*;
 use nena_lab::Host;
@@ -86,8 +89,8 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
     let lab = lab();
     let dir = TempDir::new("metrics");
     let files = TempDir::new("metrics-files");
-    let (token, bad) = token_files(&dir);
-    let (token, bad) = (token.as_str(), bad.as_str());
+    let (token, _) = token_files(&dir);
+    let token = token.as_str();
 
     let srv = serve(
         &lab,
@@ -138,8 +141,7 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
         &["127.0.0.1:9464", "127.0.0.1:9465", "198.18.1.2:9466"],
     );
 
-    // The workload. Uploads: three of known sizes with the token, two with another token;
-    // a download of a file that is not there.
+    // The workload. Uploads: three of known sizes with the token.
     let to = server(&lab, 7701);
     let send = |file: &std::path::Path, name: &str, token: &str| {
         let mut args = vec![
@@ -166,25 +168,6 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    for name in ["a", "b"] {
-        assert!(!send(&dir.join("up0"), name, bad).status.success());
-    }
-    let out = client(
-        &lab,
-        &[
-            "get",
-            "not-there",
-            "-o",
-            dir.join("got").to_str().unwrap(),
-            "--from",
-            &to,
-            "--token-file",
-            token,
-            "--trusted",
-            "trusted",
-        ],
-    );
-    assert!(!out.status.success());
     // Four proxy sessions, each echoed byte-exact.
     let entry: SocketAddr = "127.0.0.1:7704".parse().unwrap();
     for i in 0..4u64 {
@@ -199,7 +182,6 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
     // What Prometheus must hold once it scraped the end of the workload: each value is
     // waited for (scrapes come every 200 ms), and a wrong one fails after 30 s with what
     // it read.
-    let uploaded: usize = sizes.iter().sum();
     let expect = |promql: &str, ok: &dyn Fn(f64) -> bool, what: &str| {
         let mut last = None;
         // (every 200 ms: Prometheus scrapes no more often)
@@ -225,38 +207,13 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
         "3 uploads",
     );
     expect(
-        r#"nena_refusals_total{role="serve",cause="access_denied"}"#,
-        &eq(2.0),
-        "2 wrong tokens",
-    );
-    expect(
-        r#"nena_refusals_total{role="serve",cause="not_found"}"#,
-        &eq(1.0),
-        "1 missing file",
-    );
-    expect(
-        r#"sum(nena_sessions_total{role="serve",outcome="refused"})"#,
+        r#"sum(nena_sessions_total{role="serve"})"#,
         &eq(3.0),
-        "3 refusals",
+        "no other outcome",
     );
-    expect(
-        r#"nena_handshake_seconds_count{role="serve"}"#,
-        &eq(6.0),
-        "6 handshakes",
-    );
-    expect(
-        r#"nena_integrity_failures_total{role="serve"}"#,
-        &eq(0.0),
-        "no integrity failure",
-    );
-    expect(
-        r#"nena_sessions_active{role="serve"}"#,
-        &eq(0.0),
-        "nothing in progress",
-    );
-    // The server received the uploads (three files, two refused uploads send no data, the
-    // requests, each record's 16-byte tag and framing): at least the files, at most 1%
-    // and 64 KiB more.
+    // The server received the uploads (three files, the requests, each record's 16-byte tag
+    // and framing): at least the files, at most 1% and 64 KiB more.
+    let uploaded: usize = sizes.iter().sum();
     let min = uploaded as f64;
     let max = min * 1.01 + 65536.0;
     expect(

@@ -1,17 +1,15 @@
 //! SOCKS5 UDP ASSOCIATE through `nena proxy client --socks5` and `nena proxy server --allow`
-//! in the lab (root), with a SOCKS5 UDP client written here (std sockets) and captures of
-//! both client links: a random payload's echo round trip from the server host's UDP echo
-//! (198.18.3.2:7007); a datagram to an echo `--allow` does not permit (198.18.3.2:7008) gets
-//! no answer and the server logs it as not permitted; datagrams from another socket of the
-//! client, fragments (FRAG 1) and domain-name destinations are dropped by the proxy client
-//! with a line saying why; neither link carries a UDP packet or a 16-byte run of the
-//! payload; closing the control connection ends the association (its UDP port is closed:
-//! the next datagram gets "port unreachable", and the server's session ends cleanly); with
-//! `--socks-user-file`, UDP ASSOCIATE needs the password too; the proxy client's stop ends
-//! an association whose control connection is still open.
+//! in the lab (root), with a SOCKS5 UDP client written here (std sockets): what needs the
+//! kernel. Captures of both client links during a random payload's echo round trip from the
+//! server host's UDP echo (198.18.3.2:7007), the datagram plane on: neither link carries a
+//! UDP packet but the plane's sealed ones, nor a 16-byte run of the payload; the proxy
+//! client's stop (SIGTERM) ends an association whose control connection is still open. The
+//! association's logic (`--allow`, the datagrams the proxy client drops and why, the counts,
+//! its end with the control connection, username/password) needs no kernel:
+//! crates/transport/tests/net_socks_udp.rs.
 
 use crate::harness::*;
-use crate::transfer_run_dns_udp::{udp_echo, udp_echo_on};
+use crate::transfer_run_dns_udp::udp_echo;
 use nena_lab::{Host, Link};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
@@ -40,9 +38,8 @@ fn socks_client(lab: &nena_lab::Lab, entry: &str, listen: &str, extra: &[&str]) 
 
 /// What the proxy server permits: the echo only.
 const ALLOW: &str = "198.18.3.2/32:7007";
-/// The echo `--allow` permits, and one it does not.
+/// The echo `--allow` permits.
 pub(crate) const ECHO: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 3, 2), 7007);
-const OTHER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 3, 2), 7008);
 
 /// SOCKS5 UDP ASSOCIATE on a new control connection to `entry` (with `auth`, RFC 1929
 /// username/password): the reply code and, when it succeeded, the relay's address
@@ -116,12 +113,11 @@ pub(crate) fn client_socket(lab: &nena_lab::Lab, relay: SocketAddr) -> UdpSocket
 
 #[test]
 #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
-fn socks5_udp_associate_round_trip_allow_and_end() {
+fn socks5_udp_associate_round_trip_leaves_nothing_in_the_clear() {
     let lab = lab();
     let dir = TempDir::new("socks-udp");
     let _echo = udp_echo(&lab);
-    let _other = udp_echo_on(&lab, OTHER.port());
-    let (listen, ps) = proxy_server(&lab, 7441);
+    let (listen, _ps) = proxy_server(&lab, 7441);
     let pc = socks_client(&lab, "127.0.0.1:1085", &listen, &[]);
     let (cap_t, cap_u) = (dir.join("trusted.pcap"), dir.join("untrusted.pcap"));
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
@@ -142,23 +138,8 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
         .unwrap();
     assert_eq!(code, 0, "UDP ASSOCIATE refused\n{}", pc.stderr());
     let (relay, control) = assoc.unwrap();
-    assert_eq!(
-        relay.ip().to_string(),
-        "127.0.0.1",
-        "BND.ADDR: the listener's"
-    );
-    assert_ne!(relay.port(), 0);
     let udp = client_socket(&lab, relay);
-
-    // Outside --allow first (it opens the session): the server drops it and says so.
-    udp.send(&to(OTHER, 0, b"for the echo outside --allow"))
-        .unwrap();
-    ps.wait_stderr(
-        &format!("datagram to {OTHER}: not permitted by --allow; dropped"),
-        WAIT,
-    );
-    // The echo round trip: the reply's header names the echo as its source. Twice, with
-    // two payloads: nothing else arrives in between (no answer to the refused datagram).
+    // The echo round trip, twice, with two payloads.
     let second = random(700, seed ^ 0x5a5a);
     for p in [&payload, &second] {
         udp.send(&to(ECHO, 0, p)).unwrap();
@@ -171,57 +152,10 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
             pc.stderr()
         );
     }
-
-    // Another socket of the client, a fragment, a domain name: each dropped by the proxy
-    // client, which says why.
-    let stranger = client_socket(&lab, relay);
-    stranger.send(&to(ECHO, 0, b"from a stranger")).unwrap();
-    pc.wait_stderr("not the association's client; dropped", WAIT);
-    udp.send(&to(ECHO, 1, b"a fragment")).unwrap();
-    pc.wait_stderr(
-        "SOCKS UDP fragment 0x01 (fragmentation is not supported); dropped",
-        WAIT,
-    );
-    let mut named = vec![0, 0, 0, 3, 18];
-    named.extend_from_slice(b"files.example.test");
-    named.extend_from_slice(&7007u16.to_be_bytes());
-    named.extend_from_slice(b"by name");
-    udp.send(&named).unwrap();
-    pc.wait_stderr(
-        "a datagram to the domain name files.example.test:7007: names are not resolved",
-        WAIT,
-    );
-    // The association still works, and only its own echo comes back.
-    udp.send(&to(ECHO, 0, &payload)).unwrap();
-    assert!(recv(&udp) == to(ECHO, 0, &payload));
-    stranger.set_nonblocking(true).unwrap();
-    let mut b = [0u8; 100];
-    assert!(stranger.recv(&mut b).is_err(), "the stranger got an answer");
-
-    // Closing the control connection ends the association: the session ends cleanly on
-    // both proxies, and the relay's port is closed.
     drop(control);
-    let log = pc.wait_stderr(
+    pc.wait_stderr(
         &format!("UDP ASSOCIATE on {relay} ended: the control connection closed"),
         WAIT,
-    );
-    let line = log
-        .lines()
-        .find(|l| l.contains(&format!("UDP ASSOCIATE on {relay} ended")))
-        .unwrap();
-    let counts = "4 datagrams sent, 3 received, 3 dropped";
-    assert!(line.contains(counts), "{line}");
-    ps.wait_stderr(
-        "datagrams: 3 sent, 3 received, 1 not permitted by --allow",
-        WAIT,
-    );
-    udp.send(&to(ECHO, 0, &payload)).unwrap();
-    let mut b = [0u8; 100];
-    let after = udp.recv(&mut b);
-    assert_eq!(
-        after.as_ref().map_err(|e| e.kind()),
-        Err(std::io::ErrorKind::ConnectionRefused),
-        "a datagram after the association's end: {after:?}"
     );
 
     ct.stop().unwrap();
@@ -244,12 +178,12 @@ fn socks5_udp_associate_round_trip_allow_and_end() {
     }
 }
 
-/// With `--socks-user-file`, UDP ASSOCIATE needs the user's password: without it no
-/// method is acceptable; with it the round trip works. The proxy client's stop (SIGTERM)
-/// ends the association, whose session ends cleanly on the server too.
+/// The proxy client's stop (SIGTERM) ends an association (`--socks-user-file`, its
+/// password given) whose control connection is still open; its session ends cleanly on
+/// the server too.
 #[test]
 #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
-fn socks5_udp_associate_keeps_username_and_password() {
+fn the_proxy_clients_stop_ends_an_association() {
     let lab = lab();
     let dir = TempDir::new("socks-udp-auth");
     std::fs::write(dir.join("users"), "alice:s3cret\n").unwrap();
@@ -263,11 +197,6 @@ fn socks5_udp_associate_keeps_username_and_password() {
         &["--socks-user-file", &users],
     );
     let entry: SocketAddr = "127.0.0.1:1086".parse().unwrap();
-    let (without, _) = lab
-        .run_in(Host::Client, move || associate(entry, None))
-        .unwrap()
-        .unwrap();
-    assert_eq!(without, 0xff, "no acceptable method without the password");
     let (code, assoc) = lab
         .run_in(Host::Client, move || {
             associate(entry, Some(("alice", "s3cret")))

@@ -66,6 +66,10 @@ struct Side {
     /// ... that begins once this many bytes crossed.
     flip_from: u64,
     flipped: Option<u64>,
+    /// Writes that begin once this many bytes crossed wait ([`Tap::hold_after`]) ...
+    hold_from: Option<u64>,
+    /// ... these writers, until [`Tap::release`].
+    held: Vec<std::task::Waker>,
 }
 
 /// Where in a write a byte is flipped, and how.
@@ -162,6 +166,22 @@ impl Tap {
     pub fn flipped(&self, dir: Dir) -> Option<u64> {
         self.with(dir, |s| s.flipped)
     }
+
+    /// Holds `dir`: a write that begins once at least `after` bytes crossed waits until
+    /// [`Tap::release`] (a transfer paused in the middle, as on a slow link, for a test to
+    /// act while it is under way).
+    pub fn hold_after(&self, dir: Dir, after: u64) {
+        self.with(dir, |s| s.hold_from = Some(after));
+    }
+
+    /// Lets `dir`'s writes go on (the held ones included).
+    pub fn release(&self, dir: Dir) {
+        let held = self.with(dir, |s| {
+            s.hold_from = None;
+            std::mem::take(&mut s.held)
+        });
+        held.into_iter().for_each(std::task::Waker::wake);
+    }
 }
 
 /// One end's writing half of the pair: its bytes cross the [`Tap`].
@@ -179,6 +199,16 @@ impl AsyncWrite for Tapped {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let (dir, tap) = (self.dir, self.tap.clone());
+        let held = tap.with(dir, |s| {
+            let held = s.hold_from.is_some_and(|h| s.crossed.len() as u64 >= h);
+            if held {
+                s.held.push(cx.waker().clone());
+            }
+            held
+        });
+        if held {
+            return Poll::Pending;
+        }
         let flip = tap.with(dir, |s| {
             s.flip
                 .filter(|_| s.crossed.len() as u64 >= s.flip_from)

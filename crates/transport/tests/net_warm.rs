@@ -1,0 +1,101 @@
+//! Sessions opened ahead (`nena gateway --warm N`, `proxy::warm::Warm`), the production code
+//! of both proxies over the in-memory network (`testing::net`): the proxy client's flows
+//! take sessions from the pool as the gateway's do (`ClientOptions::warm`, the same opening
+//! in `proxy::open`), here behind its SOCKS5 entry (the gateway's TPROXY entry needs the
+//! kernel); the proxy server (`run_server_on`) gives a client 1 s to send its open request
+//! (`--handshake-timeout 1`). Both sessions opened ahead are gone before the application's
+//! connection takes one: the flow finds its session given up and opens a new one in its
+//! path, and the application gets its connection and its bytes.
+//!
+//! Replaces the lab test `transfer_gateway.rs::a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path`;
+//! the gateway's own entry (TPROXY, nftables, routes) stays in the lab
+//! (crates/cli/tests/cli/transfer_gateway.rs).
+
+mod logs;
+mod proxies;
+
+use nena_proto::Mode;
+use nena_transport::conn::{AcceptOptions, Ahead, ClientOptions};
+use nena_transport::proxy::client::{run_client_with, Entry};
+use nena_transport::proxy::server::{run_server_on, PlaneSetting};
+use nena_transport::proxy::socks::{AllowList, Rep};
+use nena_transport::proxy::warm::Warm;
+use nena_transport::proxy::Egress;
+use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::pair::{in_band_modes, Targets};
+use proxies::{addr, exchange, limits, socks_connect, v4};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SERVER: &str = "198.18.3.2:7160";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path() {
+    logs::keep();
+    let net = MemoryNet::new();
+    // A server that gives a client 1 s to send its open request.
+    let accept = AcceptOptions {
+        modes: in_band_modes(),
+        allow_fallback: false,
+        raw: false,
+        handshake_timeout: Duration::from_secs(1),
+        buffer: nena_transport::stream::PROXY_BUF,
+        mpc: None,
+        allow_plain: false,
+        congestion: None,
+        key: Some(nena_proto::test_server_key()),
+    };
+    let targets = Targets::default();
+    let listener = net.listen(addr(SERVER));
+    let t = targets.clone();
+    tokio::spawn(async move {
+        run_server_on(
+            listener,
+            Egress::Allow(AllowList(vec!["198.18.4.0/24".parse().unwrap()])),
+            accept,
+            limits(16, None, None),
+            PlaneSetting::default(),
+            t,
+        )
+        .await
+        .unwrap()
+    });
+    // The proxy client with two sessions opened ahead, filled at its start as the
+    // gateway's `--warm 2` is.
+    let warm = Arc::new(Warm::new(2));
+    let opts = ClientOptions {
+        warm: Some(warm.clone() as Arc<dyn Ahead>),
+        buffer: nena_transport::stream::PROXY_BUF,
+        ..net.options(addr(SERVER), vec![Mode::Aead])
+    };
+    warm.fill(&opts);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        run_client_with(
+            addr("127.0.0.1:0"),
+            Entry::Socks5 { users: None },
+            opts,
+            limits(16, None, None),
+            |a| {
+                let _ = tx.send(a);
+            },
+        )
+        .await
+        .unwrap()
+    });
+    let front = rx.await.expect("the proxy client's listener");
+    // Both sessions opened ahead are given up by the server.
+    let gone = logs::wait_for_n(&["no open request within 1s"], 2, Duration::from_secs(10)).await;
+    assert_eq!(gone.len(), 2, "{gone:?}");
+    assert_eq!(net.taps().len(), 2, "the two sessions opened ahead");
+
+    let (code, s) = socks_connect(front, &v4([198, 18, 4, 2], 8000), false).await;
+    assert_eq!(code, Rep::Succeeded as u8);
+    let back = exchange(s, b"after the pool went stale\n").await.unwrap();
+    assert_eq!(back, b"after the pool went stale\n");
+    assert!(
+        warm.taken() >= 1,
+        "the flow took a session opened ahead first"
+    );
+    assert_eq!(targets.connected(), vec![addr("198.18.4.2:8000")]);
+}

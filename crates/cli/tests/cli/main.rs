@@ -29,6 +29,7 @@ mod codec_cli;
 mod debug_redaction;
 mod default_offer;
 mod eavesdrop_cli;
+mod first_mistakes;
 mod host_cli;
 mod lab_cli;
 mod lab_emulation_cli;

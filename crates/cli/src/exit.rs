@@ -23,9 +23,18 @@ impl Exit {
         }
     }
 
+    /// The command lacks the capabilities it needs: status 1, the line names the fix.
+    pub fn from_missing(e: nena_transport::ops::privilege::MissingPrivilege) -> Self {
+        Exit {
+            code: 1,
+            error: e.into(),
+        }
+    }
+
     /// Print `nena: <error chain on one line>` to stderr and return the status.
     pub fn report(self) -> ExitCode {
         let msg = format!("{:#}", self.error).replace('\n', " ");
+        let msg = nena_transport::error::hint::with_fix(self.error.as_ref(), msg);
         eprintln!("nena: {msg}");
         ExitCode::from(self.code)
     }

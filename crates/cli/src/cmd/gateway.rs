@@ -6,6 +6,7 @@ use super::server::{announce_with, counters, labels, start_metrics, ConfigFile};
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use nena_transport::ops::metrics::Role;
+use nena_transport::ops::privilege;
 use nena_transport::proxy::gateway::{self, killswitch};
 use nena_transport::proxy::ProxyLimits;
 use nena_transport::resolve::ServerAddr;
@@ -119,6 +120,16 @@ pub struct GatewayArgs {
 }
 
 pub fn gateway(c: GatewayCmd) -> CmdResult {
+    // Before anything else: without CAP_NET_ADMIN neither the kill switch nor the carrying
+    // table can be installed or removed, and the first nft call would say only "Operation
+    // not permitted".
+    privilege::require(
+        "nena gateway",
+        &[privilege::CAP_NET_ADMIN],
+        "its nftables tables, policy routing and transparent sockets",
+        "run it with sudo, or as the packaged unit (systemctl start nena-gateway)",
+    )
+    .map_err(Exit::from_missing)?;
     match c.action {
         Some(SwitchCmd::Open(a)) => open(a),
         Some(SwitchCmd::Lock(a)) => lock(a),
@@ -208,6 +219,8 @@ fn run(a: GatewayArgs) -> CmdResult {
     // carrying table): from here on no exit leaves the LAN forwarded around nena.
     gateway::host::check_lan(&a.lan).map_err(Exit::usage)?;
     check_client(&a.common)?;
+    gateway::host::check_lan_is_not_a_path(&a.lan, &a.common.trusted, &a.common.untrusted)
+        .map_err(Exit::usage)?;
     killswitch::lock(&a.lan)?;
     let mut opts = a.common.options(via, false)?;
     a.datagram.apply(&mut opts)?;

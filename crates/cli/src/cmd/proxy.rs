@@ -193,7 +193,9 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 None => {
                     if a.allow.is_empty() {
                         log::warn!(
-                            "no --forward and no --allow: every SOCKS request will be refused"
+                            "no --forward and no --allow: every request will be refused; give \
+                             --allow PREFIX:PORTS for the destinations clients may reach (e.g. \
+                             --allow 0.0.0.0/0:80,443), or --forward HOST:PORT for one target"
                         );
                     }
                     proxy::Egress::Allow(nena_transport::proxy::socks::AllowList(a.allow.clone()))

@@ -77,6 +77,16 @@ impl From<UdpMode> for launch::UdpMode {
 
 /// `nena run`: CMD's exit status, or why it could not run.
 pub fn run(a: RunArgs) -> Result<u8, Exit> {
+    // Before anything else: CMD's cgroup, its mount namespace and the BPF programs on the
+    // cgroup need both; the first failing call would name a symptom (a cgroup2 mount).
+    use nena_transport::ops::privilege;
+    privilege::require(
+        "nena run",
+        &[privilege::CAP_SYS_ADMIN, privilege::CAP_NET_ADMIN],
+        "CMD's own cgroup, mount namespace and BPF programs",
+        "run `sudo nena run ...`: CMD itself runs as the user who called sudo",
+    )
+    .map_err(Exit::from_missing)?;
     nena_transport::keys::first_contact_at_info();
     if !a.mptcp_only {
         check_client(&a.common)?;

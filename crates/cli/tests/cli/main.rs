@@ -28,6 +28,7 @@ mod codec_cli;
 #[cfg(feature = "policy")]
 mod debug_redaction;
 mod eavesdrop_cli;
+mod first_mistakes;
 mod host_cli;
 mod lab_cli;
 mod lab_emulation_cli;

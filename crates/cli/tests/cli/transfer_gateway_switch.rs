@@ -474,3 +474,48 @@ fn nonexistent_trusted_and_untrusted_interfaces_are_refused_before_anything_is_i
         assert!(!sh(&lab, Host::Client, "ip rule show").contains("lookup 4710"));
     }
 }
+
+/// A `--lan` that is one of the gateway's own paths (named as an interface or by its
+/// address) or that carries the host's default route (the WAN) is refused in one line with
+/// status 2, before anything is installed.
+#[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
+fn a_lan_that_is_a_path_or_the_wan_is_refused_before_anything_is_installed() {
+    let lab = lab_with(|c| c.lan = true);
+    let _open = OpenOnDrop(&lab);
+    let trusted_addr = sh(&lab, Host::Client, "ip -4 -o addr show dev trusted")
+        .split_whitespace()
+        .nth(3)
+        .and_then(|a| a.split('/').next().map(str::to_string))
+        .expect("the trusted link's address");
+    let gateway = |lan: &str, paths: &[&str], want: &str| {
+        let mut args = vec!["gateway", "--lan", lan, "--via", "198.18.3.2:7100"];
+        args.extend_from_slice(paths);
+        let out = client(&lab, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!sh(&lab, Host::Client, "nft list tables").contains("nena_"));
+        assert!(!sh(&lab, Host::Client, "ip rule show").contains("lookup 4710"));
+    };
+    let both = ["--trusted", "trusted", "--untrusted", "untrusted"];
+    gateway(
+        "untrusted",
+        &both,
+        "--lan untrusted is also a --untrusted path",
+    );
+    gateway("trusted", &both, "--lan trusted is also a --trusted path");
+    gateway(
+        "trusted",
+        &["--trusted", &trusted_addr],
+        "--lan trusted is also a --trusted path",
+    );
+    // The default route on the untrusted link, which the command does not name.
+    laptop_routes(&lab, false);
+    gateway(
+        "untrusted",
+        &["--trusted", "trusted"],
+        "--lan untrusted carries this host's default route",
+    );
+}

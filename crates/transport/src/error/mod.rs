@@ -24,6 +24,7 @@
 //! header message fails) and `reply` (the file server's refusal of a request).
 
 pub mod ends;
+pub mod hint;
 pub mod msg;
 mod reply;
 

@@ -1,7 +1,9 @@
 //! How a server is run and watched: what it lets a client do ([`access`]), what it counts
-//! for `--metrics` ([`metrics`]) and how it stops cleanly ([`stop`]).
+//! for `--metrics` ([`metrics`]), whether it holds the capabilities it needs
+//! ([`privilege`]) and how it stops cleanly ([`stop`]).
 
 pub mod access;
 pub mod metrics;
+pub mod privilege;
 /// How a server stops cleanly: [`crate::conn::stop`], where its accept loop waits on it.
 pub use crate::conn::stop;

@@ -109,7 +109,8 @@ pub(crate) fn ended(
         }
         Err(e) => {
             stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
-            log::warn!("{peer}: {e:#}");
+            let line = crate::error::hint::with_fix(&e, format!("{e:#}"));
+            log::warn!("{peer}: {line}");
         }
     }
 }

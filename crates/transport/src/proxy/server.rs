@@ -126,6 +126,11 @@ async fn connect_allowed<C: Connector>(
                          only an --allow rule inside that range reaches it",
                         list.join(", ")
                     ),
+                    None if allow.0.is_empty() => format!(
+                        "{target} ({}) is not permitted: this proxy server has no --allow rule \
+                         (its operator gives --allow PREFIX:PORTS)",
+                        list.join(", ")
+                    ),
                     None => format!("{target} ({}) is not permitted by --allow", list.join(", ")),
                 }
             },
@@ -244,7 +249,10 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
         (_, Egress::Allow(allow)) if allow.0.is_empty() => {
             return Err(refuse(
                 Rep::NotAllowed,
-                format!("this proxy server has no --allow rule: it carries no {what}"),
+                format!(
+                    "this proxy server has no --allow rule: it carries no {what} (its operator \
+                     gives --allow PREFIX:PORTS)"
+                ),
             ))
         }
         (Service::Dns, Egress::Allow(_)) => {

@@ -134,6 +134,97 @@ pub fn check_lan(lan: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Checks that no LAN interface is one of the gateway's own paths: a `--trusted` or
+/// `--untrusted` interface (named, or holding a named address), or the interface of this
+/// host's default route (the WAN of a router). A gateway whose "LAN" is its WAN would
+/// capture its own paths' traffic and hand the upstream network the LAN's place.
+pub fn check_lan_is_not_a_path(
+    lan: &[String],
+    trusted: &[nena_mptcp::PathSpec],
+    untrusted: &[nena_mptcp::PathSpec],
+) -> Result<()> {
+    let defaults = default_route_ifaces();
+    for name in lan {
+        for (flag, specs) in [("--trusted", trusted), ("--untrusted", untrusted)] {
+            if specs
+                .iter()
+                .any(|p| iface_of(p).as_deref() == Some(name.as_str()))
+            {
+                bail!(
+                    "--lan {name} is also a {flag} path of this gateway: --lan names the \
+                     interface the LAN hosts are on, --trusted and --untrusted the links to \
+                     the internet"
+                );
+            }
+        }
+        if defaults.iter().any(|d| d == name) {
+            bail!(
+                "--lan {name} carries this host's default route: it is the WAN; --lan names \
+                 the interface the LAN hosts are on"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The interface a path names: itself, or the one holding its address.
+fn iface_of(p: &nena_mptcp::PathSpec) -> Option<String> {
+    match p {
+        nena_mptcp::PathSpec::Iface(name) => Some(name.clone()),
+        nena_mptcp::PathSpec::Addr(ip) => nix::ifaddrs::getifaddrs().ok()?.find_map(|a| {
+            let addr = a.address?;
+            let held = match ip {
+                std::net::IpAddr::V4(v4) => addr.as_sockaddr_in().map(|s| s.ip() == *v4),
+                std::net::IpAddr::V6(v6) => addr.as_sockaddr_in6().map(|s| s.ip() == *v6),
+            };
+            held.unwrap_or(false).then_some(a.interface_name)
+        }),
+    }
+}
+
+/// The interfaces of this namespace's default routes (IPv4 from /proc/net/route, IPv6 from
+/// /proc/net/ipv6_route; routes of the main table).
+fn default_route_ifaces() -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(text) = std::fs::read_to_string("/proc/net/route") {
+        out.extend(default_ifaces_v4(&text));
+    }
+    if let Ok(text) = std::fs::read_to_string("/proc/net/ipv6_route") {
+        out.extend(default_ifaces_v6(&text));
+    }
+    out
+}
+
+/// `/proc/net/route`: Iface, Destination, Gateway, Flags, .., Mask (hex); a default route
+/// has destination and mask 0 and is up (flag 1).
+fn default_ifaces_v4(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let up = f.get(3).and_then(|x| u32::from_str_radix(x, 16).ok())? & 1 == 1;
+            (f.len() >= 8 && f[1] == "00000000" && f[7] == "00000000" && up)
+                .then(|| f[0].to_string())
+        })
+        .collect()
+}
+
+/// `/proc/net/ipv6_route`: destination (32 hex), prefix length, .., flags, interface (last);
+/// a default route has an all-zero destination of length 0 and is up (flag 1). The
+/// unreachable default the kernel keeps on `lo` is not one.
+fn default_ifaces_v6(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || f[0].chars().any(|c| c != '0') || f[1] != "00" {
+                return None;
+            }
+            let up = u32::from_str_radix(f[8], 16).ok()? & 1 == 1;
+            (up && f[9] != "lo").then(|| f[9].to_string())
+        })
+        .collect()
+}
+
 /// The installed table and routing; dropping it removes them.
 #[derive(Debug)]
 pub struct Installed {
@@ -187,5 +278,28 @@ impl Drop for Installed {
                 log::warn!("cannot remove the IPv6 policy routing: {e:#}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod default_route_tests {
+    use super::{default_ifaces_v4, default_ifaces_v6};
+
+    #[test]
+    fn the_default_routes_interfaces_are_read_from_procfs() {
+        let v4 =
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                  wlan0\t00000000\t0212A8C6\t0003\t0\t0\t600\t00000000\t0\t0\t0\n\
+                  lan\t0001A8C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+                  down0\t00000000\t0212A8C6\t0002\t0\t0\t600\t00000000\t0\t0\t0\n";
+        assert_eq!(default_ifaces_v4(v4), vec!["wlan0".to_string()]);
+        let v6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  20010002000000000000000000000001 00000400 00000001 00000000 00000003     lte\n\
+                  20010002000000010000000000000000 40 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 00000100 00000001 00000000 00000001     lan\n\
+                  00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
+        assert_eq!(default_ifaces_v6(v6), vec!["lte".to_string()]);
+        assert!(default_ifaces_v4("").is_empty() && default_ifaces_v6("junk\n").is_empty());
     }
 }

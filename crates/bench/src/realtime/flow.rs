@@ -291,13 +291,21 @@ impl Echo {
                     let Ok((n, from)) = sock.recv_from(&mut buf) else {
                         continue;
                     };
-                    if sock.send_to(&buf[..n], from).is_ok() && n >= 4 {
-                        let flow = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-                        *counts
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .entry(flow)
-                            .or_default() += 1;
+                    // Counted before it is sent back, so that the count is never behind
+                    // what the flow has received (a flow that has all its datagrams back
+                    // reads them all counted); taken back if the send fails.
+                    let flow =
+                        (n >= 4).then(|| u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
+                    let count = |delta: i64| {
+                        if let Some(flow) = flow {
+                            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+                            let c = counts.entry(flow).or_default();
+                            *c = c.saturating_add_signed(delta);
+                        }
+                    };
+                    count(1);
+                    if sock.send_to(&buf[..n], from).is_err() {
+                        count(-1);
                     }
                 }
             })

@@ -281,7 +281,7 @@ impl Echo {
     pub fn serve(sock: UdpSocket) -> Result<Echo> {
         sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let counts = Arc::new(Mutex::new(HashMap::new()));
+        let counts = Arc::new(Mutex::new(HashMap::<u32, u64>::new()));
         let thread = {
             let (stop, counts) = (stop.clone(), counts.clone());
             std::thread::spawn(move || {

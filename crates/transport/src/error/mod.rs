@@ -25,10 +25,11 @@
 //!   [`Error::Entropy`], [`Error::Task`], [`Error::RefusedBothWays`], [`Error::SpokeFirst`],
 //!   [`Error::Interrupted`] and [`Error::Internal`] (a bug);
 //! - [`Error::Other`] (anyhow) only for what setup code outside the session path returns
-//!   when it meets a session: key files and `known_servers` (`keys/`), the BPF records of
-//!   kato-mpc (the CLI's), a path that resolves nothing. Those keep anyhow, as do the
-//!   gateway's host setup, the metrics endpoint, `baseline::raw_mptcp`, `launch/` and
-//!   `testing`.
+//!   when it meets a session: key files and `known_servers` (`keys/`, the pinning check's
+//!   file errors, the access token's file) and the kato-mpc programs' records (the CLI's
+//!   `conn::MpcRecords`). Those keep anyhow, as do the gateway's host setup and its
+//!   LAN datagram flows (`proxy/gateway/`), the metrics endpoint, `baseline/`, `launch/`
+//!   and `testing`.
 //!
 //! Each value prints the line it always printed: `{}` prints the outermost message, `{:#}`
 //! the whole chain on one line (`doing: cause: ...`, as anyhow prints it), and

@@ -74,7 +74,7 @@ impl From<nena_transport::conn::SettingsError> for Exit {
         use nena_transport::conn::SettingsError;
         match e {
             SettingsError::Invalid(e) => Exit::usage(e),
-            SettingsError::Failed(e) => Exit::from(e),
+            SettingsError::Failed(e) => Exit::from(anyhow::Error::from(e)),
         }
     }
 }

@@ -52,7 +52,7 @@ pub fn block_on_interruptible<T>(
         tokio::select! {
             r = f => r,
             sig = nena_transport::ops::stop::interrupted() => {
-                Err(nena_transport::Error::msg(format!("interrupted ({})", sig?)))
+                Err(nena_transport::Error::Interrupted { signal: sig? })
             }
         }
     })?

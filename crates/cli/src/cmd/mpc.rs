@@ -29,7 +29,7 @@ impl nena_transport::conn::MpcRecords for Records {
         &self,
         local: SocketAddr,
         remote: SocketAddr,
-    ) -> anyhow::Result<Option<nena_transport::conn::MpcSeen>> {
+    ) -> Result<Option<nena_transport::conn::MpcSeen>, nena_transport::Error> {
         Ok(self
             .0
             .read(local, remote)?

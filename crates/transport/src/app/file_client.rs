@@ -8,7 +8,7 @@ use crate::app::names::FileName;
 use crate::app::perf::{self, Counters, Limit, Sample};
 pub use crate::conn::Paths;
 use crate::conn::{self, ClientConn, ClientOptions, SubflowBytes};
-use crate::error::{bail, Result};
+use crate::error::{Result, Transfer, Unsupported};
 use crate::wire::{PerfRequest, Request};
 use serde::Serialize;
 use std::path::Path;
@@ -103,7 +103,7 @@ pub async fn send(
     progress: &dyn TransferProgress,
 ) -> Result<TransferReport> {
     if opts.raw {
-        bail!("file transfer needs a nena session (raw is for perf baselines only)");
+        return Err(Unsupported::RawFileTransfer.into());
     }
     let mut c = conn::connect(opts, None).await?;
     progress.start();
@@ -132,7 +132,7 @@ pub async fn get(
     progress: &dyn TransferProgress,
 ) -> Result<TransferReport> {
     if opts.raw {
-        bail!("file transfer needs a nena session (raw is for perf baselines only)");
+        return Err(Unsupported::RawFileTransfer.into());
     }
     let mut c = conn::connect(opts, None).await?;
     progress.start();
@@ -273,7 +273,7 @@ pub async fn perf(
     });
     let mut c = if opts.raw {
         if opts.token.is_some() {
-            bail!("an access token needs a nena session (raw sends the request in the clear)");
+            return Err(Unsupported::RawToken.into());
         }
         conn::connect(opts, Some(req.encode())).await?
     } else {
@@ -285,11 +285,11 @@ pub async fn perf(
     };
     let reply = c.reader.read_reply().await?;
     if !reply.is_ok() {
-        bail!(
-            "server refused the perf test: {}: {}",
-            reply.status,
-            reply.msg
-        );
+        return Err(Transfer::PerfRefused {
+            status: reply.status,
+            msg: reply.msg,
+        }
+        .into());
     }
     let limit = match (p.up, p.bytes) {
         (false, _) => Limit::Nothing,
@@ -332,9 +332,7 @@ pub async fn perf(
     .await;
     let outcome = outcome?;
     if p.omit.is_some() && mark.is_none() {
-        bail!(
-            "the run ended before the omitted warm-up was over: make --omit shorter than the run"
-        );
+        return Err(Transfer::PerfOmitTooLong.into());
     }
     Ok(PerfReport {
         mode: mode_of(&c).0,

@@ -4,8 +4,8 @@
 
 use crate::app::request::{serve_request, SessionConfig};
 use crate::conn::{self, AcceptOptions, Acceptor, Connection};
+use crate::error::Result;
 use crate::ops::metrics::{Metrics, PathsUsed, Tally};
-use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;

@@ -16,12 +16,11 @@
 
 use crate::app::names::{check_name, FileName};
 use crate::app::verdict::{self, Transfer};
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{Doing, During, Error, Result, Transfer as Failed};
 use crate::ops::access::{ErrorReply, SpaceLedger};
 use crate::stream::copy::{copy_in_bulk, copy_out};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{AccessToken, Reply, Request, Status, TRAILER_LEN};
-use anyhow::anyhow;
 use nena_proto::appmac::AppMac;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -45,7 +44,7 @@ impl TempFile {
     pub async fn create(dir: &Path) -> Result<(TempFile, tokio::fs::File)> {
         for _ in 0..16 {
             let mut r = [0u8; 8];
-            getrandom::fill(&mut r).map_err(|e| anyhow!("no randomness: {e}"))?;
+            getrandom::fill(&mut r)?;
             let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
             let path = dir.join(format!(".nena-{hex}.part"));
             match tokio::fs::OpenOptions::new()
@@ -57,12 +56,16 @@ impl TempFile {
                 Ok(f) => return Ok((TempFile { path, armed: true }, f)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("cannot create a file in {}", dir.display()))
+                    return Err(e).during(Doing::CreatingFile {
+                        dir: dir.to_path_buf(),
+                    })
                 }
             }
         }
-        bail!("cannot find a free temporary name in {}", dir.display())
+        Err(Failed::NoTempName {
+            dir: dir.to_path_buf(),
+        }
+        .into())
     }
 
     /// Move the finished file to `dest`. Without `overwrite`, fails with
@@ -118,22 +121,13 @@ impl Drop for TempFile {
 /// [`Status::ShuttingDown`]).
 pub const SHUTTING_DOWN: &str = "the upload was discarded; send it again later";
 
-/// Context of a request that got no answer: a server of application protocol 1 closes
-/// without one on a version-3 request.
-const OLD_SERVER_HINT: &str = "waiting for the server's answer (a server older than nena's \
-     application protocol 3 closes here without one: upgrade it)";
-
 /// Op byte of a transfer in its trailer's input.
 const OP_PUT: u8 = 1;
 const OP_GET: u8 = 2;
 
 /// Why a trailer did not match, for both ends' messages: keyed or not.
 fn mismatch(keyed: bool) -> &'static str {
-    if keyed {
-        "trailer MAC mismatch (the data or its trailer was altered on the way)"
-    } else {
-        "SHA-256 mismatch (plain mode: no key, an integrity check only)"
-    }
+    crate::error::cause::mismatch(keyed)
 }
 
 /// What [`recv_data`] returns: whether the trailer matched, the SHA-256 of the received bytes
@@ -161,16 +155,16 @@ async fn recv_data<R: AsyncRead + Unpin>(
         }
     })
     .await
-    .context("receiving file data")?;
+    .during(Doing::ReceivingFileData)?;
     if got < size {
-        bail!("connection closed after {got} of {size} bytes");
+        return Err(Failed::Truncated { got, size }.into());
     }
     let mut trailer = [0u8; TRAILER_LEN];
     r.read_exact(&mut trailer)
         .await
-        .context("receiving the trailer")?;
+        .during(Doing::ReceivingTrailer)?;
     file.flush().await?;
-    file.sync_all().await.context("syncing the file")?;
+    file.sync_all().await.during(Doing::SyncingFile)?;
     let digest: [u8; 32] = hasher.finalize().into();
     Ok(Received {
         matched: mac.verify(&trailer),
@@ -205,14 +199,14 @@ async fn send_data<W: AsyncWrite + Unpin>(
         }
     })
     .await
-    .context("sending file data")?;
+    .during(Doing::SendingFileData)?;
     if sent < size {
-        bail!("the file shrank while it was being sent ({sent} of {size} bytes)");
+        return Err(Failed::Shrank { sent, size }.into());
     }
     let digest: [u8; 32] = hasher.finalize().into();
     let trailer = mac.finish();
-    w.write_all(&trailer).await.context("sending the trailer")?;
-    w.flush().await.context("sending the trailer")?;
+    w.write_all(&trailer).await.during(Doing::SendingTrailer)?;
+    w.flush().await.during(Doing::SendingTrailer)?;
     Ok((digest, trailer))
 }
 
@@ -231,27 +225,40 @@ pub struct FileOutcome {
 /// What `nena send` stores `path` as: `name`, else the file's own name, checked here once
 /// (as the server checks it: [`check_name`]) before any connection; `path` must be a
 /// regular file. Each refusal is one line, bad input.
-pub fn send_name(path: &Path, name: Option<&str>) -> anyhow::Result<FileName> {
+pub fn send_name(path: &Path, name: Option<&str>) -> Result<FileName> {
     let name = match name {
         Some(n) => n.to_owned(),
         None => path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| anyhow!("{} has no file name; give --name", path.display()))?,
+            .ok_or_else(|| Failed::NoFileName {
+                path: path.to_path_buf(),
+            })?,
     };
-    let checked = FileName::new(&name).map_err(|e| anyhow!("name {name:?}: {e}"))?;
-    match std::fs::metadata(path) {
+    let checked = FileName::new(&name).map_err(|why| Failed::BadName {
+        name: name.clone(),
+        why,
+    })?;
+    let path = path.to_path_buf();
+    match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => Ok(checked),
-        Ok(_) => Err(anyhow!("{} is not a regular file", path.display())),
-        Err(e) => Err(anyhow!("{}: {e}", path.display())),
+        Ok(_) => Err(Failed::NotRegular { path }.into()),
+        Err(e) => Err(Failed::Unreadable {
+            path,
+            why: e.to_string(),
+        }
+        .into()),
     }
 }
 
 /// What `nena get` asks for and where it writes it: `name`, checked here once (as the
 /// server checks it: [`check_name`]) before any connection; into `out` (a directory: the
 /// file `name` in it), else `./NAME`.
-pub fn get_dest(name: &str, out: Option<&Path>) -> anyhow::Result<(FileName, PathBuf)> {
-    let checked = FileName::new(name).map_err(|e| anyhow!("name {name:?}: {e}"))?;
+pub fn get_dest(name: &str, out: Option<&Path>) -> Result<(FileName, PathBuf)> {
+    let checked = FileName::new(name).map_err(|why| Failed::BadName {
+        name: name.to_owned(),
+        why,
+    })?;
     let dest = match out {
         Some(p) if p.is_dir() => p.join(name),
         Some(p) => p.to_path_buf(),
@@ -273,10 +280,15 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let name = name.as_str();
     let mut file = tokio::fs::File::open(path)
         .await
-        .with_context(|| format!("cannot open {}", path.display()))?;
+        .during(Doing::OpeningFile {
+            path: path.to_path_buf(),
+        })?;
     let meta = file.metadata().await?;
     if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+        return Err(Failed::NotRegular {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     let size = meta.len();
     on_size(size);
@@ -288,10 +300,10 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .encode_with(token),
     )
     .await
-    .context("sending the request")?;
-    let reply = r.read_reply().await.context(OLD_SERVER_HINT)?;
+    .during(Doing::SendingRequest)?;
+    let reply = r.read_reply().await.during(Doing::AwaitingServerAnswer)?;
     if !reply.is_ok() {
-        bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
+        return Err(refused(name, reply));
     }
     let mac = AppMac::file(w.app_mac_key(), OP_PUT, name, size);
     // While the data goes out, the server says nothing, unless it stops the upload (it is
@@ -302,10 +314,10 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         biased;
         d = send_data(w, &mut file, size, progress, mac) => d,
         early = peek(r) => {
-            if !early.context("waiting for the server during the upload")? {
-                bail!("the server closed the connection during the upload of {name:?}");
+            if !early.during(Doing::AwaitingServerDuringUpload)? {
+                return Err(Failed::ClosedDuringUpload { name: name.to_owned() }.into());
             }
-            let reply = r.read_reply().await.context("reading the server's answer")?;
+            let reply = r.read_reply().await.during(Doing::ReadingServerAnswer)?;
             return Err(stopped_by_server(name, &reply));
         }
     };
@@ -324,9 +336,14 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let about = Transfer::new(OP_PUT, name, size, &trailer);
     let fin = verdict::receive(r, &about)
         .await
-        .context("waiting for the server's verification")?;
+        .during(Doing::AwaitingServerVerification)?;
     if !fin.is_ok() {
-        bail!("server did not store {name:?}: {}: {}", fin.status, fin.msg);
+        return Err(Failed::NotStored {
+            name: name.to_owned(),
+            status: fin.status,
+            msg: fin.msg,
+        }
+        .into());
     }
     Ok(FileOutcome {
         name: name.to_owned(),
@@ -335,12 +352,24 @@ pub async fn client_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     })
 }
 
+/// The server's refusal of the request for `name`.
+fn refused(name: &str, reply: Reply) -> Error {
+    Failed::ServerRefused {
+        name: name.to_owned(),
+        status: reply.status,
+        msg: reply.msg,
+    }
+    .into()
+}
+
 /// The error of an upload the server ended with `reply` before it was complete.
 fn stopped_by_server(name: &str, reply: &Reply) -> Error {
-    Error::msg(format!(
-        "server stopped the upload of {name:?}: {}: {}",
-        reply.status, reply.msg
-    ))
+    Failed::ServerStopped {
+        name: name.to_owned(),
+        status: reply.status,
+        msg: reply.msg.clone(),
+    }
+    .into()
 }
 
 /// How long a client whose upload failed waits for the server's reason.
@@ -367,7 +396,10 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<FileOutcome> {
     let name = name.as_str();
     if !overwrite && tokio::fs::symlink_metadata(dest).await.is_ok() {
-        bail!("{} exists (use --overwrite to replace it)", dest.display());
+        return Err(Failed::Exists {
+            path: dest.to_path_buf(),
+        }
+        .into());
     }
     let dir = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -380,10 +412,10 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .encode_with(token),
     )
     .await
-    .context("sending the request")?;
-    let reply = r.read_reply().await.context(OLD_SERVER_HINT)?;
+    .during(Doing::SendingRequest)?;
+    let reply = r.read_reply().await.during(Doing::AwaitingServerAnswer)?;
     if !reply.is_ok() {
-        bail!("server refused {name:?}: {}: {}", reply.status, reply.msg);
+        return Err(refused(name, reply));
     }
     let size = reply.size;
     on_size(size);
@@ -395,12 +427,18 @@ pub async fn client_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let about = Transfer::new(OP_GET, name, size, &got.trailer);
     if !got.matched {
         let _ = verdict::send(w, &about, &Reply::err(Status::Corrupt, mismatch(keyed))).await;
-        bail!("{name:?}: {}; file discarded", mismatch(keyed));
+        return Err(Failed::Mismatch {
+            name: name.to_owned(),
+            keyed,
+        }
+        .into());
     }
     let digest = got.digest;
     tmp.commit(dest, overwrite)
         .await
-        .with_context(|| format!("cannot move the file to {}", dest.display()))?;
+        .during(Doing::MovingFileTo {
+            path: dest.to_path_buf(),
+        })?;
     let _ = verdict::send(w, &about, &Reply::ok(size)).await;
     Ok(FileOutcome {
         name: name.to_owned(),
@@ -487,9 +525,9 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Ok(Err(e)) => {
             w.write_msg(Reply::err(Status::ServerError, "cannot read the free space").encode())
                 .await?;
-            return Err(e).context("reading the free space of the directory");
+            return Err(e).during(Doing::ReadingFreeSpace);
         }
-        Err(e) => bail!("free-space task failed: {e}"),
+        Err(e) => return Err(Error::from(e).during(Doing::CountingFreeSpace)),
     };
     let _reservation = match cfg.space.reserve(size, cfg.max_file_size, free) {
         Ok(r) => r,
@@ -550,11 +588,14 @@ pub async fn server_put<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let reply = Reply::err(Status::Exists, format!("{name} appeared meanwhile"));
             verdict::send(w, &about, &reply).await?;
-            bail!("{name:?}: created by someone else meanwhile; discarded")
+            Err(Failed::CreatedMeanwhile {
+                name: name.to_string(),
+            }
+            .into())
         }
         Err(e) => {
             verdict::send(w, &about, &Reply::err(Status::ServerError, e.to_string())).await?;
-            Err(e).context("moving the file into place")
+            Err(e).during(Doing::MovingFileIntoPlace)
         }
     }
 }
@@ -609,9 +650,14 @@ pub async fn server_get<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let about = Transfer::new(OP_GET, name, size, &trailer);
     let fin = verdict::receive(r, &about)
         .await
-        .context("waiting for the client's verification")?;
+        .during(Doing::AwaitingClientVerification)?;
     if !fin.is_ok() {
-        bail!("client reports {name:?}: {}: {}", fin.status, fin.msg);
+        return Err(Failed::ClientReports {
+            name: name.to_string(),
+            status: fin.status,
+            msg: fin.msg,
+        }
+        .into());
     }
     Ok(format!(
         "served {name} ({size} bytes, verified by the client)"

@@ -5,24 +5,7 @@
 //! temporary files), no NUL or other control characters. Anything else is refused before
 //! the file system is touched, so no name can reach outside DIR.
 
-use thiserror::Error;
-
-/// Why a file name was refused.
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum NameError {
-    #[error("empty file name")]
-    Empty,
-    #[error("file name longer than {} bytes", crate::wire::MAX_NAME)]
-    TooLong,
-    #[error("file name must be a single path component (no '/' or '\\')")]
-    Separator,
-    #[error("file name '.' or '..' is not allowed")]
-    Dots,
-    #[error("hidden file names (leading '.') are not allowed")]
-    Hidden,
-    #[error("file name contains a control character")]
-    Control,
-}
+pub use crate::wire::NameError;
 
 /// Check a name received from the network (or given to `send`/`get`).
 pub fn check_name(name: &str) -> Result<(), NameError> {

@@ -5,7 +5,7 @@
 //! direction carries nothing) and a receiving half, concurrently; then each writes its verdict
 //! on what it received and reads the peer's verdict on what it sent (see [`crate::wire`]).
 
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{Doing, During, Error, Result, Transfer};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{
     chunk_end, chunk_header, ChunkDecoder, ChunkEvent, PatternCheck, Reply, Status, MAX_CHUNK,
@@ -77,7 +77,7 @@ async fn send_half<W: AsyncWrite + Unpin>(
         }
         w.write_all(&chunk_header(len as u32))
             .await
-            .context("sending perf data")?;
+            .during(Doing::SendingPerfData)?;
         // The pattern goes from its own buffer into the writer's, protected on the way in
         // (in place modes: one pass, no copy before the keystream or the scrambling).
         let mut left = len;
@@ -86,9 +86,9 @@ async fn send_half<W: AsyncWrite + Unpin>(
             let k = w
                 .write(&pattern[off..off + n])
                 .await
-                .context("sending perf data")?;
+                .during(Doing::SendingPerfData)?;
             if k == 0 {
-                bail!("sending perf data: the writer took nothing");
+                return Err(Transfer::PerfWriterStuck.into());
             }
             off = (off + k) % pattern.len();
             left -= k;
@@ -98,8 +98,8 @@ async fn send_half<W: AsyncWrite + Unpin>(
     }
     w.write_all(&chunk_end(total))
         .await
-        .context("sending the end of perf data")?;
-    w.flush().await.context("sending the end of perf data")?;
+        .during(Doing::SendingPerfEnd)?;
+    w.flush().await.during(Doing::SendingPerfEnd)?;
     Ok(total)
 }
 
@@ -113,9 +113,9 @@ async fn recv_half<R: AsyncRead + Unpin>(
     let mut check = PatternCheck::new(pattern);
     let mut total = 0u64;
     loop {
-        let buf = r.fill_buf().await.context("receiving perf data")?;
+        let buf = r.fill_buf().await.during(Doing::ReceivingPerfData)?;
         if buf.is_empty() {
-            bail!("connection closed in the middle of the perf data ({total} bytes received)");
+            return Err(Transfer::PerfCut { received: total }.into());
         }
         let n = buf.len();
         let mut pos = 0;
@@ -172,20 +172,25 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     w.write_msg(verdict.encode())
         .await
-        .context("sending the perf verdict")?;
-    let peer = r
-        .read_reply()
-        .await
-        .context("waiting for the peer's perf verdict")?;
+        .during(Doing::SendingPerfVerdict)?;
+    let peer = r.read_reply().await.during(Doing::AwaitingPerfVerdict)?;
     let seconds = start.elapsed().as_secs_f64();
     if !matched || claimed != received {
-        bail!("{}", verdict.msg);
+        return Err(Transfer::PerfFailed { msg: verdict.msg }.into());
     }
     if !peer.is_ok() {
-        bail!("peer reports: {}: {}", peer.status, peer.msg);
+        return Err(Transfer::PerfPeerReports {
+            status: peer.status,
+            msg: peer.msg,
+        }
+        .into());
     }
     if peer.size != sent {
-        bail!("peer received {} of the {sent} bytes sent", peer.size);
+        return Err(Transfer::PerfShort {
+            got: peer.size,
+            sent,
+        }
+        .into());
     }
     Ok(PerfOutcome {
         sent,

@@ -7,7 +7,7 @@
 
 use crate::app::files::{server_get, server_put, FileServerConfig};
 use crate::app::perf::{self, Counters, Limit};
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{Doing, During, Error, Result, Timeout, Transfer};
 use crate::ops::access::{ErrorReply, Limits};
 use crate::stream::{MsgError, SecureReader, SecureWriter};
 use crate::wire::{Reply, Request, Status, WireError};
@@ -39,7 +39,9 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<String> {
     let msg = tokio::time::timeout(REQUEST_TIMEOUT, r.read_request())
         .await
-        .map_err(|_| Error::msg(format!("no request within {}s", REQUEST_TIMEOUT.as_secs())))?;
+        .map_err(|_| Timeout::Request {
+            after: REQUEST_TIMEOUT,
+        })?;
     let msg = match msg {
         Ok(m) => m,
         Err(MsgError::Wire(e)) => {
@@ -63,9 +65,9 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 let log = format!("reading the request: protocol error: {e}");
                 return Err(ErrorReply::new(st, log).into());
             }
-            return Err(MsgError::Wire(e)).context("reading the request");
+            return Err(MsgError::Wire(e)).during(Doing::ReadingRequest);
         }
-        Err(e) => return Err(e).context("reading the request"),
+        Err(e) => return Err(e).during(Doing::ReadingRequest),
     };
     if let Err(reply) = cfg.limits.admit(&msg) {
         w.write_msg(reply.encode()).await?;
@@ -112,12 +114,12 @@ pub async fn serve_request<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             let o = tokio::select! {
                 x = perf::run(r, w, limit, &c) => x?,
                 () = tokio::time::sleep(cut) => {
-                    bail!(
-                        "perf test cut after {} s (--perf-max-time {}), {} B received",
-                        cut.as_secs(),
-                        caps.max_time.as_secs(),
-                        c.received.load(std::sync::atomic::Ordering::Relaxed)
-                    )
+                    return Err(Transfer::PerfCapped {
+                        after: cut,
+                        cap: caps.max_time,
+                        received: c.received.load(std::sync::atomic::Ordering::Relaxed),
+                    }
+                    .into())
                 }
                 () = cfg.files.stop.stopped() => return Err(stopped_mid_session(w, "perf test").await),
             };

@@ -10,7 +10,7 @@
 //! untagged ([`crate::app::files::SHUTTING_DOWN`]). `plain` has no key: the tag is a SHA-256 there,
 //! an integrity check against accidents only ([`AppMac`]).
 
-use crate::error::{bail, Context, Result};
+use crate::error::{Doing, During, Result};
 use crate::stream::{SecureReader, SecureWriter};
 use crate::wire::{Reply, TRAILER_LEN};
 use nena_proto::appmac::AppMac;
@@ -80,22 +80,20 @@ pub async fn receive<R: AsyncRead + Unpin>(
     r: &mut SecureReader<R>,
     t: &Transfer<'_>,
 ) -> Result<Reply> {
-    let reply = r.read_reply().await.context("reading the verdict")?;
+    let reply = r.read_reply().await.during(Doing::ReadingVerdict)?;
     if !reply.is_ok() {
         return Ok(reply);
     }
     let mut got = [0u8; TRAILER_LEN];
     r.read_exact(&mut got)
         .await
-        .context("reading the verdict's tag")?;
+        .during(Doing::ReadingVerdictTag)?;
     if !nena_proto::keys::tags_equal(&tag(r.app_mac_key(), t, &reply), &got) {
-        if r.app_mac_key().is_some() {
-            bail!("the verdict on {:?} does not match its MAC: it was altered on the way, the transfer is not confirmed", t.name);
+        return Err(crate::error::Transfer::VerdictAltered {
+            name: t.name.to_owned(),
+            keyed: r.app_mac_key().is_some(),
         }
-        bail!(
-            "the verdict on {:?} does not match its SHA-256 (plain mode: no key, an integrity check only)",
-            t.name
-        );
+        .into());
     }
     Ok(reply)
 }

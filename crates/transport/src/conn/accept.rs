@@ -5,9 +5,9 @@
 use super::dial::is_kato_mpc;
 use super::halves::{session_halves, Connection, ReadHalf, WriteHalf};
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
+use crate::error::{Doing, During, Result, Unsupported};
 use crate::stream::handshake::server_handshake;
 use crate::stream::{SecureReader, SecureWriter};
-use anyhow::{Context, Result};
 use nena_proto::{Mode, ServerConfig, SessionInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -61,8 +61,7 @@ impl ServerConn {
 /// Open an MPTCP listener for tokio, its connections with congestion control `congestion`.
 pub fn listen(addr: SocketAddr, congestion: Option<&str>) -> Result<tokio::net::TcpListener> {
     nena_mptcp::check_enabled()?;
-    let l =
-        nena_mptcp::listen(addr, congestion).with_context(|| format!("cannot listen on {addr}"))?;
+    let l = nena_mptcp::listen(addr, congestion).during(Doing::Listening { addr })?;
     l.set_nonblocking(true)?;
     Ok(tokio::net::TcpListener::from_std(l)?)
 }
@@ -81,7 +80,7 @@ pub async fn accept(
     if fallback && !opts.allow_fallback {
         // A nena client (one that allowed fallback on its side) is told why.
         crate::stream::handshake::refuse_fallback(&mut r, &mut w, opts.handshake_timeout).await;
-        crate::error::bail!("connection is plain TCP, not MPTCP (refused; start the server with --allow-fallback to accept)");
+        return Err(Unsupported::Fallback.into());
     }
     if opts.raw {
         let (reader, writer) = session_halves(None, Vec::new(), r, w, opts.buffer);
@@ -96,7 +95,7 @@ pub async fn accept(
     }
     if is_kato_mpc(&opts.modes)? {
         let ReadHalf::Socket(socket) = &r else {
-            crate::error::bail!("kato-mpc is negotiated by the kernel's MPTCP: not over a pipe");
+            return Err(Unsupported::KatoMpcOverPipe.into());
         };
         let (fd, local, remote) = (
             socket.as_ref().as_fd(),

@@ -2,7 +2,7 @@
 //! most so many at once, until SIGINT or SIGTERM, then wound down within a grace period.
 //! What it accepts from is an [`Acceptor`]: a kernel listener, or the in-memory harness's.
 
-use anyhow::{Context, Result};
+use crate::error::{Doing, During, Error, Result};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -55,13 +55,17 @@ where
         // A free slot, then a connection; the signals are watched through both waits (all
         // sessions running must not make the loop deaf to them).
         let next = async {
-            let permit = sem.clone().acquire_owned().await?;
-            Ok::<_, anyhow::Error>((permit, listener.next().await))
+            let permit = sem
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::Internal("the accept loop's semaphore is closed"))?;
+            Ok::<_, Error>((permit, listener.next().await))
         };
         let (permit, accepted) = tokio::select! {
             n = next => n?,
             sig = &mut stop => {
-                log::info!("{}; no new sessions", sig.context("installing signal handlers")?);
+                log::info!("{}; no new sessions", sig.during(Doing::InstallingSignalHandlers)?);
                 return Ok(AcceptLoop { sem, max });
             }
         };

@@ -7,9 +7,8 @@
 
 use super::halves::{session_halves, Connection, ReadHalf, Reader, WriteHalf, Writer};
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
-use crate::error::{bail, Context, Error};
+use crate::error::{Doing, During, Error, Result, Unsupported};
 use crate::stream::handshake::{client_finish_held, entropy};
-use anyhow::{anyhow, Result};
 use nena_mptcp::{ConnectOptions, Gate, PathPolicy, PathReport};
 use nena_proto::{ClientConfig, ClientHandshake, Mode, SessionInfo, Suite};
 use std::future::Future;
@@ -280,7 +279,7 @@ pub(crate) fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
         return Ok(false);
     }
     if modes.len() > 1 {
-        anyhow::bail!("kato-mpc is negotiated on the SYN, without a hello: it cannot be combined with other modes");
+        return Err(Unsupported::KatoMpcCombined.into());
     }
     Ok(true)
 }
@@ -289,7 +288,7 @@ pub(crate) fn is_kato_mpc(modes: &[Mode]) -> Result<bool> {
 /// (our programs) and the consent (the server's), and both MPTCP keys.
 async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<ClientConn, Error> {
     if !opts.dialer.is_kernel() {
-        bail!("kato-mpc is negotiated by the kernel's MPTCP: it cannot be dialed otherwise");
+        return Err(Unsupported::KatoMpcNotKernel.into());
     }
     let mopts = ConnectOptions {
         policy: opts.policy.clone(),
@@ -339,7 +338,9 @@ async fn connect_once(
     let start = Instant::now();
     if !opts.raw && is_kato_mpc(&opts.modes)? {
         if raw_first.is_some() {
-            bail!("internal: a kato-mpc connection has no first message of its own");
+            return Err(Error::Internal(
+                "a kato-mpc connection has no first message of its own",
+            ));
         }
         return connect_kato_mpc(opts, start).await;
     }
@@ -361,15 +362,17 @@ async fn connect_once(
                 cfg.server_key = check.expected()?;
             }
         }
-        Some(ClientHandshake::new(&cfg, entropy()?).map_err(|e| anyhow!("{e}"))?)
+        Some(ClientHandshake::new(&cfg, entropy()?)?)
     };
     // The hello is written from the handshake's own buffer (wiped by it), never copied.
     let first: &[u8] = match (&hs, &raw_first) {
         (Some(h), None) => h.first_flight(),
         (None, Some(f)) => f,
-        _ => bail!(
-            "internal: a raw connection needs its first message, a nena one must not have one"
-        ),
+        _ => {
+            return Err(Error::Internal(
+                "a raw connection needs its first message, a nena one must not have one",
+            ))
+        }
     };
     #[cfg(feature = "debug-dump")]
     if let (Some(path), Some(_)) = (&opts.dump_first_flight, &hs) {
@@ -406,9 +409,10 @@ async fn connect_once(
                     client_finish_held(h, &mut held.answer(), Duration::from_millis(300)).await;
                 if let Err(why) = answer {
                     if let Error::Proto(_) = why.kind() {
-                        return Err(
-                            anyhow!("{why}; and the connection was refused here: {error}").into(),
-                        );
+                        return Err(Error::RefusedBothWays {
+                            answer: Box::new(why),
+                            refusal: Box::new(error),
+                        });
                     }
                 }
             }
@@ -482,11 +486,7 @@ async fn dial_kernel(opts: &ClientOptions, first: &[u8]) -> Result<Dialed, DialF
         // the in-kernel PM opens the untrusted subflow before our hello: say what the
         // real problem is.
         if let Some(preview) = spoke_first(client.stream.as_fd()) {
-            return Err(anyhow!(
-                "peer does not speak nena: it spoke first ({preview}), a nena server waits \
-                 for the client's hello; nothing was sent"
-            )
-            .into());
+            return Err(Error::SpokeFirst { preview }.into());
         }
         return Err(e.into());
     }
@@ -494,7 +494,7 @@ async fn dial_kernel(opts: &ClientOptions, first: &[u8]) -> Result<Dialed, DialF
         .stream
         .write_all(first)
         .await
-        .context("writing the first flight")?;
+        .during(Doing::WritingFirstFlight)?;
     client.gate_mut().set_recovery(opts.recover);
     if let Err(e) = client
         .after_first_flight(first.len() as u64, opts.timeout)

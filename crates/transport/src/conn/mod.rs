@@ -47,5 +47,7 @@ pub use halves::{
 };
 pub use mpc::{mpc_session, MpcLookup, MpcOutcome, MpcRecords, MpcSeen, MPC_KEYS_WITHIN};
 pub use paths::Paths;
-pub use settings::{ClientSettings, SettingsError};
+pub use settings::{
+    ClientSettings, Failed as SettingsFailed, Invalid as InvalidSettings, SettingsError,
+};
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

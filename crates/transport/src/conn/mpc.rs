@@ -2,7 +2,7 @@
 //! ([`MpcSeen`], read through an [`MpcLookup`] the command line hands over), the wait for a
 //! record's keys on the runtime's timer, and the session it decides ([`mpc_session`]).
 
-use anyhow::{anyhow, bail, Result};
+use crate::error::{KatoMpc, Result};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
@@ -131,9 +131,13 @@ pub async fn mpc_session(
         remote_key: seen.and_then(|s| s.remote_key),
         socket_token: nena_mptcp::info(fd).ok().map(|i| i.token),
     };
-    let d = decide(role, &obs).map_err(|e| anyhow!("{e}; closing the connection"))?;
-    if let Some(line) = d.refusal(role, allow_plain) {
-        bail!("{line}");
+    let d = decide(role, &obs).map_err(KatoMpc::Undecidable)?;
+    if let (MpcDecision::Plain(reason), false) = (&d, allow_plain) {
+        return Err(KatoMpc::Plain {
+            reason: *reason,
+            role,
+        }
+        .into());
     }
     let outcome = match &d {
         MpcDecision::Scramble(_) => MpcOutcome {

@@ -11,7 +11,6 @@ use super::dial::ClientOptions;
 
 use crate::keys::{self, KnownServers, ServerKeyCheck};
 use crate::resolve::{self, ResolverConfig, ServerAddr};
-use anyhow::anyhow;
 use nena_mptcp::{PathPolicy, PathSpec};
 use nena_proto::{Mode, PublicKey, Suite};
 use std::net::SocketAddr;
@@ -24,10 +23,73 @@ use std::time::Duration;
 pub enum SettingsError {
     /// The settings themselves are wrong (bad input: the command line's usage error).
     #[error(transparent)]
-    Invalid(anyhow::Error),
+    Invalid(Invalid),
     /// They are right, but resolving them failed (e.g. the resolver did not answer).
     #[error(transparent)]
-    Failed(anyhow::Error),
+    Failed(Failed),
+}
+
+/// How the settings are wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    /// `--cc NAME` that the kernel has not registered (`avail`: those it has).
+    #[error(
+        "--cc {name}: no congestion control of that name is registered (available: {}; `nena cc load lia|olia|balia|ewtcp` adds nena's)",
+        avail.join(" ")
+    )]
+    UnknownCc { name: String, avail: Vec<String> },
+    /// `--token-file` with a mode that cannot keep the token.
+    #[error(
+        "--token-file is refused with --mode {mode}: the token would cross every path {}; use aead or stream",
+        if matches!(mode, Mode::Plain) { "in the clear" } else { "scrambled, and kato's first bytes read without the key" }
+    )]
+    TokenMode { mode: Mode },
+    /// `--token-file` with `--raw`.
+    #[error("--token-file needs a nena session: --raw would send it in the clear")]
+    TokenRaw,
+    /// No `--trusted` path.
+    #[error("no trusted path: give --trusted ADDR|IFACE (the handshake must leave from a trusted address)")]
+    NoTrusted,
+    /// `flag NAME` names no interface of this network namespace.
+    #[error("{flag} {name}: no such interface in this network namespace")]
+    NoSuchIface { flag: &'static str, name: String },
+    /// `--metered NAME` holds no path of the policy.
+    #[error("--metered {name}: no --trusted or --untrusted path is on this interface")]
+    MeteredNoPath { name: String },
+    /// Every path metered.
+    #[error("--metered: every path is metered, so none would be preferred; name only the paths that cost per byte")]
+    AllMetered,
+    /// `--server-key` with modes that have no key agreement.
+    #[error(
+        "--server-key needs a mode with key agreement (aead or stream): kato and plain have no \
+         server key"
+    )]
+    ServerKeyNoAgreement,
+    /// The path policy does not resolve.
+    #[error(transparent)]
+    Policy(nena_mptcp::PolicyError),
+    /// The server's name would be resolved through an untrusted path.
+    #[error(transparent)]
+    Untrusted(resolve::ResolveError),
+    /// The access token's file cannot be used.
+    #[error(transparent)]
+    Token(crate::Error),
+    /// No default known_servers file (no state directory).
+    #[error("{0} (--known-servers FILE)")]
+    KnownServers(crate::Error),
+}
+
+/// How resolving right settings failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Failed {
+    /// The server's name did not resolve.
+    #[error(transparent)]
+    Resolve(resolve::ResolveError),
+    /// The in-kernel path manager's metered endpoints could not be set.
+    #[error(transparent)]
+    Metered(nena_mptcp::MptcpError),
 }
 
 /// The options every client command shares, as given.
@@ -64,8 +126,8 @@ pub struct ClientSettings {
     pub dump_first_flight: Option<PathBuf>,
 }
 
-fn invalid(e: impl Into<anyhow::Error>) -> SettingsError {
-    SettingsError::Invalid(e.into())
+fn invalid(e: Invalid) -> SettingsError {
+    SettingsError::Invalid(e)
 }
 
 /// Whether the current network namespace has an interface called `name`.
@@ -85,10 +147,10 @@ pub fn congestion_control(cc: Option<&str>) -> Result<Option<String>, SettingsEr
     if avail.contains(&full) {
         return Ok(Some(full));
     }
-    Err(invalid(anyhow!(
-        "--cc {name}: no congestion control of that name is registered (available: {}; `nena cc load lia|olia|balia|ewtcp` adds nena's)",
-        avail.join(" ")
-    )))
+    Err(invalid(Invalid::UnknownCc {
+        name: name.to_string(),
+        avail,
+    }))
 }
 
 /// `--token-file` with modes that cannot keep the token: kato and kato-mpc (a direction's
@@ -98,13 +160,7 @@ pub fn token_refused(modes: &[Mode]) -> Option<SettingsError> {
     let weak = modes
         .iter()
         .find(|m| !matches!(m, Mode::Aead | Mode::Stream))?;
-    let how = match weak {
-        Mode::Plain => "in the clear",
-        _ => "scrambled, and kato's first bytes read without the key",
-    };
-    Some(invalid(anyhow!(
-        "--token-file is refused with --mode {weak}: the token would cross every path {how}; use aead or stream"
-    )))
+    Some(invalid(Invalid::TokenMode { mode: *weak }))
 }
 
 /// `modes` without repeats, in their order.
@@ -130,9 +186,7 @@ impl ClientSettings {
     /// that are interfaces of the policy's paths, not all of them.
     pub fn check(&self) -> Result<(), SettingsError> {
         if self.trusted.is_empty() {
-            return Err(invalid(anyhow!(
-                "no trusted path: give --trusted ADDR|IFACE (the handshake must leave from a trusted address)"
-            )));
+            return Err(invalid(Invalid::NoTrusted));
         }
         // A typo in an interface name would otherwise start a client that never finds its
         // trusted path, or never uses the untrusted one, without a word.
@@ -143,9 +197,10 @@ impl ClientSettings {
             for spec in specs {
                 if let PathSpec::Iface(name) = spec {
                     if !iface_exists(name) {
-                        return Err(invalid(anyhow!(
-                            "{flag} {name}: no such interface in this network namespace"
-                        )));
+                        return Err(invalid(Invalid::NoSuchIface {
+                            flag,
+                            name: name.clone(),
+                        }));
                     }
                 }
             }
@@ -161,28 +216,28 @@ impl ClientSettings {
         }
         for name in &self.metered {
             if !iface_exists(name) {
-                return Err(invalid(anyhow!(
-                    "--metered {name}: no such interface in this network namespace"
-                )));
+                return Err(invalid(Invalid::NoSuchIface {
+                    flag: "--metered",
+                    name: name.clone(),
+                }));
             }
         }
-        let policy = self.policy().resolve().map_err(invalid)?;
+        let policy = self
+            .policy()
+            .resolve()
+            .map_err(|e| invalid(Invalid::Policy(e)))?;
         let metered = nena_mptcp::metered::metered_addrs(&policy, &self.metered);
         for name in &self.metered {
             let holds = metered
                 .iter()
                 .any(|a| policy.iface(*a).is_some_and(|i| i.name == *name));
             if !holds {
-                return Err(invalid(anyhow!(
-                    "--metered {name}: no --trusted or --untrusted path is on this interface"
-                )));
+                return Err(invalid(Invalid::MeteredNoPath { name: name.clone() }));
             }
         }
         let all = policy.trusted.len() + policy.untrusted.len();
         if metered.len() >= all {
-            return Err(invalid(anyhow!(
-                "--metered: every path is metered, so none would be preferred; name only the paths that cost per byte"
-            )));
+            return Err(invalid(Invalid::AllMetered));
         }
         Ok(())
     }
@@ -193,16 +248,12 @@ impl ClientSettings {
         let congestion = congestion_control(self.cc.as_deref())?;
         let remote = self.server_addr(server)?;
         let token = match &self.token_file {
-            Some(_) if raw => {
-                return Err(invalid(anyhow!(
-                    "--token-file needs a nena session: --raw would send it in the clear"
-                )))
-            }
+            Some(_) if raw => return Err(invalid(Invalid::TokenRaw)),
             Some(p) => {
                 if let Some(e) = token_refused(&self.modes) {
                     return Err(e);
                 }
-                Some(keys::load_token(p).map_err(invalid)?)
+                Some(keys::load_token(p).map_err(|e| invalid(Invalid::Token(e.into())))?)
             }
             None => None,
         };
@@ -233,15 +284,18 @@ impl ClientSettings {
         if let resolve::Host::Ip(ip) = server.host {
             return Ok(SocketAddr::new(ip, server.port));
         }
-        let policy = self.policy().resolve().map_err(invalid)?;
+        let policy = self
+            .policy()
+            .resolve()
+            .map_err(|e| invalid(Invalid::Policy(e)))?;
         let cfg = ResolverConfig::new(self.resolver, self.timeout);
         match resolve::resolve(server, &policy, &cfg) {
             Ok(r) => {
                 log::info!("{}", r.describe(server));
                 Ok(r.addr)
             }
-            Err(e @ resolve::ResolveError::Untrusted { .. }) => Err(invalid(e)),
-            Err(e) => Err(SettingsError::Failed(e.into())),
+            Err(e @ resolve::ResolveError::Untrusted { .. }) => Err(invalid(Invalid::Untrusted(e))),
+            Err(e) => Err(SettingsError::Failed(Failed::Resolve(e))),
         }
     }
 
@@ -256,10 +310,7 @@ impl ClientSettings {
         let crypto = !raw && modes.iter().any(|m| m.is_cryptographic());
         if let Some(k) = self.server_key {
             if !crypto {
-                return Err(invalid(anyhow!(
-                    "--server-key needs a mode with key agreement (aead or stream): kato and \
-                     plain have no server key"
-                )));
+                return Err(invalid(Invalid::ServerKeyNoAgreement));
             }
             return Ok(Some(ServerKeyCheck::Given(k)));
         }
@@ -269,7 +320,7 @@ impl ClientSettings {
         let file = match &self.known_servers {
             Some(f) => f.clone(),
             None => keys::default_known_servers()
-                .map_err(|e| invalid(anyhow!("{e} (--known-servers FILE)")))?,
+                .map_err(|e| invalid(Invalid::KnownServers(e.into())))?,
         };
         Ok(Some(ServerKeyCheck::known(
             server,
@@ -290,7 +341,7 @@ impl ClientSettings {
         }
         nena_mptcp::metered::KernelMetered::start(&self.metered, &self.policy())
             .map(Some)
-            .map_err(|e| SettingsError::Failed(anyhow!(e)))
+            .map_err(|e| SettingsError::Failed(Failed::Metered(e)))
     }
 }
 

@@ -2,32 +2,53 @@
 //! metrics ([`crate::ops::metrics::Outcome::of`]), the client's retry and the CLI's exit
 //! status `match` on what happened instead of searching an error chain.
 //!
-//! It is typed where a session's errors arise: the file server's sessions and the client
-//! tools (`app/`: request, files, verdict, file_client, perf), opening and accepting sessions
-//! (`conn::connect`, `conn::accept`), the handshake ([`crate::stream::handshake`]), the
-//! pinning check of a server's key ([`crate::keys::ServerKeyCheck`]) and the proxy's
-//! sessions (`proxy/`: server, client, open, SOCKS UDP ASSOCIATE, the datagram relay, the
-//! DNS resolver and responder). What keeps anyhow is startup and helpers whose failures
-//! nobody classifies: listening and the accept loop (`conn::listen`, `conn/accept_loop.rs`),
-//! kato-mpc's session setup (`conn/mpc.rs`), key files and `known_servers` I/O, name
-//! resolution (`resolve/`), the gateway's setup and its LAN datagram flows (counted by
-//! nobody), the metrics endpoint, `baseline::raw_mptcp` and `testing`. Their errors become
-//! [`Error::Other`] where they meet a session, printed as before.
+//! The session path has no anyhow and no free-text context: opening and accepting sessions
+//! (`conn/`: dial, accept, the accept loop, kato-mpc's setup, the client settings), the
+//! protected stream and its handshake (`stream/`), the file server's sessions and the
+//! client tools (`app/`) and the proxy's sessions (`proxy/`: server, client, open, SOCKS
+//! UDP ASSOCIATE, `carry/`: the datagram relay and plane, the DNS resolver and responder).
+//! Which variant is for what:
 //!
-//! Printing is anyhow's: `{}` prints the outermost message, `{:#}` the whole chain on one
-//! line (`context: cause: ...`), and [`std::error::Error::source`] walks the same chain, so
-//! that an [`Error`] turned into an `anyhow::Error` prints the same text. (Display and
-//! source are written out rather than derived with thiserror: a derived Display prints one
-//! level whatever the `#` flag, and a transparent variant would print its chain twice.)
+//! - what the session was doing when it failed: [`Error::During`] with a typed [`Doing`]
+//!   (`ReadingRequest`, `Listening { addr }`, `OpeningFile { path }`, ...) in front of the
+//!   cause; its kind is the cause's ([`Error::kind`], [`Error::was_doing`]);
+//! - the causes: [`Error::Io`] (timeouts of the socket included), [`Error::Session`] (the
+//!   protected stream), [`Error::Handshake`]/[`Error::Proto`] (the nena handshake),
+//!   [`Error::Mptcp`] (the gate, fallback), [`Error::Reply`], [`Error::Refused`],
+//!   [`Error::Refusing`], [`Error::ShuttingDown`] (the file server's and the proxy's ends),
+//!   [`Error::Transfer`] (a file transfer's or perf run's own failure: a bad name, an
+//!   existing file, a truncated upload, a verdict that does not match, ...),
+//!   [`Error::Unsupported`] (what this configuration cannot do), [`Error::Timeout`] (a
+//!   named phase, with its limit), [`Error::Proxy`] (a proxy session's own failure),
+//!   [`Error::KatoMpc`], [`Error::Socks`], [`Error::Dns`], [`Error::Seal`],
+//!   [`Error::Wire`]/[`Error::Protocol`] (a message that breaks the wire format),
+//!   [`Error::Entropy`], [`Error::Task`], [`Error::RefusedBothWays`], [`Error::SpokeFirst`],
+//!   [`Error::Interrupted`] and [`Error::Internal`] (a bug);
+//! - [`Error::Other`] (anyhow) only for what setup code outside the session path returns
+//!   when it meets a session: key files and `known_servers` (`keys/`, the pinning check's
+//!   file errors, the access token's file) and the kato-mpc programs' records (the CLI's
+//!   `conn::MpcRecords`). Those keep anyhow, as do the gateway's host setup and its
+//!   LAN datagram flows (`proxy/gateway/`), the metrics endpoint, `baseline/`, `launch/`
+//!   and `testing`.
 //!
-//! The parts: [`ends`] (how proxy sessions end: refusals and aborts), [`msg`] (how reading a
-//! header message fails) and `reply` (the file server's refusal of a request).
+//! Each value prints the line it always printed: `{}` prints the outermost message, `{:#}`
+//! the whole chain on one line (`doing: cause: ...`, as anyhow prints it), and
+//! [`std::error::Error::source`] walks the same chain, so that an [`Error`] turned into an
+//! `anyhow::Error` prints the same text. (Display and source are written out rather than
+//! derived with thiserror: a derived Display prints one level whatever the `#` flag, and a
+//! transparent variant would print its chain twice.)
+//!
+//! The parts: [`cause`] (the typed steps and causes above), [`ends`] (how proxy sessions
+//! end: refusals and aborts), [`msg`] (how reading a header message fails) and `reply` (the
+//! file server's refusal of a request).
 
+pub mod cause;
 pub mod ends;
 pub mod hint;
 pub mod msg;
 mod reply;
 
+pub use cause::{Doing, KatoMpc, ProxyFault, Timeout, Transfer, Unsupported};
 pub use ends::{Refused, Refusing, ShuttingDown};
 pub use reply::ErrorReply;
 
@@ -43,9 +64,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// `context` in front of an error (what `.context(...)` adds); the kind is the
-    /// source's.
-    Context { context: String, source: Box<Error> },
+    /// What the session was doing ([`Doing`]) in front of the error it met there; the kind
+    /// is the source's.
+    During { doing: Doing, source: Box<Error> },
     /// The nena handshake failed or was refused (mode, version, key confirmation, a peer
     /// that is no nena client, or the I/O and timeouts around it). Prints as its cause.
     Handshake(Box<Error>),
@@ -65,15 +86,51 @@ pub enum Error {
     Mptcp(nena_mptcp::MptcpError),
     /// An I/O error (timeouts included).
     Io(io::Error),
+    /// A file transfer or perf run failed for a cause of its own ([`Transfer`]).
+    Transfer(Transfer),
+    /// What was asked cannot be done in this configuration ([`Unsupported`]).
+    Unsupported(Unsupported),
+    /// A named phase did not end in time ([`Timeout`]).
+    Timeout(Timeout),
+    /// A proxy session's own failure ([`ProxyFault`]).
+    Proxy(ProxyFault),
+    /// A kato-mpc connection closed by this side's decision ([`KatoMpc`]).
+    KatoMpc(KatoMpc),
+    /// An application's SOCKS exchange that failed.
+    Socks(crate::wire::target::SocksError),
+    /// A DNS message not taken (a query, or an answer that is not the query's).
+    Dns(crate::dns::message::DnsError),
+    /// A datagram of the datagram plane that could not be sealed.
+    Seal(nena_proto::dgram::seal::SealError),
+    /// A message that breaks the wire format.
+    Wire(crate::wire::WireError),
+    /// A header message read that breaks the wire format (prints `protocol error: ...`).
+    Protocol(crate::wire::WireError),
+    /// The operating system gave no randomness.
+    Entropy(getrandom::Error),
+    /// A session's task failed (it panicked or was cancelled).
+    Task(tokio::task::JoinError),
+    /// The server answered the hello with a refusal (`answer`) and the connection was
+    /// refused here as well (`refusal`, the gate's): both said, the server's first.
+    RefusedBothWays {
+        answer: Box<Error>,
+        refusal: Box<Error>,
+    },
+    /// The peer spoke first (`preview`: what it sent): it is no nena server.
+    SpokeFirst { preview: String },
+    /// The command was interrupted by `signal` (SIGINT, SIGTERM).
+    Interrupted { signal: &'static str },
+    /// A bug: a state the code should never reach (what it is).
+    Internal(&'static str),
     /// Anything nobody classifies: text for a person.
     Other(anyhow::Error),
 }
 
 impl Error {
-    /// `context` in front of this error, its kind kept.
-    pub fn context(self, context: impl fmt::Display) -> Error {
-        Error::Context {
-            context: context.to_string(),
+    /// What the session was doing in front of this error, its kind kept.
+    pub fn during(self, doing: Doing) -> Error {
+        Error::During {
+            doing,
             source: Box::new(self),
         }
     }
@@ -86,16 +143,21 @@ impl Error {
         }
     }
 
-    /// Text for a person, of no kind of its own.
-    pub fn msg(msg: impl fmt::Display + fmt::Debug + Send + Sync + 'static) -> Error {
-        Error::Other(anyhow::Error::msg(msg))
-    }
-
     /// The error under its context texts and handshake marker: what kind it is.
     pub fn kind(&self) -> &Error {
         match self {
-            Error::Context { source, .. } | Error::Handshake(source) => source.kind(),
+            Error::During { source, .. } | Error::Handshake(source) => source.kind(),
             e => e,
+        }
+    }
+
+    /// Whether the session was `doing` this when the error arose (anywhere in its chain
+    /// of steps).
+    pub fn was_doing(&self, doing: &Doing) -> bool {
+        match self {
+            Error::During { doing: d, .. } if d == doing => true,
+            Error::During { source, .. } | Error::Handshake(source) => source.was_doing(doing),
+            _ => false,
         }
     }
 
@@ -103,7 +165,7 @@ impl Error {
     pub fn is_handshake(&self) -> bool {
         match self {
             Error::Handshake(_) => true,
-            Error::Context { source, .. } => source.is_handshake(),
+            Error::During { source, .. } => source.is_handshake(),
             _ => false,
         }
     }
@@ -111,7 +173,7 @@ impl Error {
     /// The outermost message alone.
     fn fmt_top(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Context { context, .. } => f.write_str(context),
+            Error::During { doing, .. } => write!(f, "{doing}"),
             Error::Handshake(e) => e.fmt_top(f),
             Error::Proto(e) => write!(f, "{e}"),
             Error::Reply(e) => write!(f, "{e}"),
@@ -121,6 +183,31 @@ impl Error {
             Error::Session(e) => write!(f, "{e}"),
             Error::Mptcp(e) => write!(f, "{e}"),
             Error::Io(e) => write!(f, "{e}"),
+            Error::Transfer(e) => write!(f, "{e}"),
+            Error::Unsupported(e) => write!(f, "{e}"),
+            Error::Timeout(e) => write!(f, "{e}"),
+            Error::Proxy(e) => write!(f, "{e}"),
+            Error::KatoMpc(e) => write!(f, "{e}"),
+            Error::RefusedBothWays { answer, refusal } => {
+                write!(
+                    f,
+                    "{answer}; and the connection was refused here: {refusal}"
+                )
+            }
+            Error::SpokeFirst { preview } => write!(
+                f,
+                "peer does not speak nena: it spoke first ({preview}), a nena server waits for \
+                 the client's hello; nothing was sent"
+            ),
+            Error::Socks(e) => write!(f, "{e}"),
+            Error::Dns(e) => write!(f, "{e}"),
+            Error::Seal(e) => write!(f, "{e}"),
+            Error::Wire(e) => write!(f, "{e}"),
+            Error::Protocol(e) => write!(f, "protocol error: {e}"),
+            Error::Entropy(e) => write!(f, "no randomness from the operating system: {e}"),
+            Error::Task(e) => write!(f, "{e}"),
+            Error::Interrupted { signal } => write!(f, "interrupted ({signal})"),
+            Error::Internal(what) => write!(f, "internal: {what}"),
             Error::Other(e) => write!(f, "{e}"),
         }
     }
@@ -144,7 +231,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Context { source, .. } => Some(&**source),
+            Error::During { source, .. } => Some(&**source),
             Error::Handshake(e) => e.source(),
             Error::Proto(e) => e.source(),
             Error::Reply(_) | Error::Refused(_) | Error::Refusing(_) | Error::ShuttingDown(_) => {
@@ -153,6 +240,22 @@ impl std::error::Error for Error {
             Error::Session(e) => e.source(),
             Error::Mptcp(e) => e.source(),
             Error::Io(e) => e.source(),
+            Error::Transfer(_)
+            | Error::Unsupported(_)
+            | Error::Timeout(_)
+            | Error::Proxy(_)
+            | Error::KatoMpc(_)
+            | Error::RefusedBothWays { .. }
+            | Error::SpokeFirst { .. }
+            | Error::Protocol(_)
+            | Error::Entropy(_)
+            | Error::Interrupted { .. }
+            | Error::Internal(_) => None,
+            Error::Wire(e) => e.source(),
+            Error::Socks(e) => e.source(),
+            Error::Dns(e) => e.source(),
+            Error::Seal(e) => e.source(),
+            Error::Task(e) => e.source(),
             Error::Other(e) => e.source(),
         }
     }
@@ -184,14 +287,14 @@ impl From<MsgError> for Error {
     fn from(e: MsgError) -> Error {
         match e {
             MsgError::Io(e) => e.into(),
-            e @ MsgError::Wire(_) => Error::Other(e.into()),
+            MsgError::Wire(e) => Error::Protocol(e),
         }
     }
 }
 
 impl From<crate::wire::WireError> for Error {
     fn from(e: crate::wire::WireError) -> Error {
-        Error::Other(e.into())
+        Error::Wire(e)
     }
 }
 
@@ -239,7 +342,60 @@ impl From<nena_mptcp::MptcpError> for Error {
 
 impl From<tokio::task::JoinError> for Error {
     fn from(e: tokio::task::JoinError) -> Error {
-        Error::Other(e.into())
+        Error::Task(e)
+    }
+}
+
+macro_rules! from_cause {
+    ($($t:ident),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Error {
+                Error::$t(e)
+            }
+        }
+    )*};
+}
+from_cause!(Transfer, Unsupported, Timeout, KatoMpc);
+
+impl From<ProxyFault> for Error {
+    fn from(e: ProxyFault) -> Error {
+        Error::Proxy(e)
+    }
+}
+
+impl From<crate::wire::target::SocksError> for Error {
+    fn from(e: crate::wire::target::SocksError) -> Error {
+        Error::Socks(e)
+    }
+}
+
+impl From<crate::dns::message::DnsError> for Error {
+    fn from(e: crate::dns::message::DnsError) -> Error {
+        Error::Dns(e)
+    }
+}
+
+impl From<nena_proto::dgram::seal::SealError> for Error {
+    fn from(e: nena_proto::dgram::seal::SealError) -> Error {
+        Error::Seal(e)
+    }
+}
+
+impl From<getrandom::Error> for Error {
+    fn from(e: getrandom::Error) -> Error {
+        Error::Entropy(e)
+    }
+}
+
+/// `.during(...)`: what the session was doing, in front of any error that becomes an
+/// [`Error`].
+pub trait During<T> {
+    fn during(self, doing: Doing) -> Result<T>;
+}
+
+impl<T, E: Into<Error>> During<T> for std::result::Result<T, E> {
+    fn during(self, doing: Doing) -> Result<T> {
+        self.map_err(|e| e.into().during(doing))
     }
 }
 
@@ -249,43 +405,6 @@ impl From<tokio::time::error::Elapsed> for Error {
     }
 }
 
-/// `.context(...)` and `.with_context(...)` that keep the error's kind (anyhow's would
-/// turn it into [`Error::Other`]): for any result whose error becomes an [`Error`], and
-/// for an `Option` (`None` becomes [`Error::Other`] with the text).
-pub trait Context<T> {
-    fn context<C: fmt::Display>(self, context: C) -> Result<T>;
-    fn with_context<C: fmt::Display, F: FnOnce() -> C>(self, f: F) -> Result<T>;
-}
-
-impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
-    fn context<C: fmt::Display>(self, context: C) -> Result<T> {
-        self.map_err(|e| e.into().context(context))
-    }
-
-    fn with_context<C: fmt::Display, F: FnOnce() -> C>(self, f: F) -> Result<T> {
-        self.map_err(|e| e.into().context(f()))
-    }
-}
-
-impl<T> Context<T> for Option<T> {
-    fn context<C: fmt::Display>(self, context: C) -> Result<T> {
-        self.ok_or_else(|| Error::msg(context.to_string()))
-    }
-
-    fn with_context<C: fmt::Display, F: FnOnce() -> C>(self, f: F) -> Result<T> {
-        self.ok_or_else(|| Error::msg(f().to_string()))
-    }
-}
-
-/// `anyhow::bail!` for a function that returns an [`Error`]: an [`Error::Other`] with the
-/// text.
-macro_rules! bail {
-    ($($t:tt)*) => {
-        return Err($crate::error::Error::Other(anyhow::anyhow!($($t)*)))
-    };
-}
-pub(crate) use bail;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,29 +412,33 @@ mod tests {
     #[test]
     fn prints_like_anyhow() {
         let io = io::Error::new(io::ErrorKind::TimedOut, "timed out");
-        let ours = Error::from(io).context("reading").context("serving");
+        let ours = Error::from(io)
+            .during(Doing::ReceivingFileData)
+            .during(Doing::ReadingRequest);
         let theirs = anyhow::Error::new(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
-            .context("reading")
-            .context("serving");
+            .context("receiving file data")
+            .context("reading the request");
         assert_eq!(format!("{ours:#}"), format!("{theirs:#}"));
         assert_eq!(format!("{ours}"), format!("{theirs}"));
         assert_eq!(
             format!("{:#}", anyhow::Error::new(ours)),
             format!("{theirs:#}")
         );
-        let other = Error::from(anyhow::anyhow!("inner").context("outer")).context("top");
-        assert_eq!(format!("{other:#}"), "top: outer: inner");
+        let other =
+            Error::from(anyhow::anyhow!("inner").context("outer")).during(Doing::SendingRequest);
+        assert_eq!(format!("{other:#}"), "sending the request: outer: inner");
         assert_eq!(
             format!("{:#}", anyhow::Error::new(other)),
-            "top: outer: inner"
+            "sending the request: outer: inner"
         );
     }
 
     #[test]
     fn io_errors_carrying_a_session_failure_are_typed() {
         let se = SessionError::AfterClose;
-        let e = Error::from(io::Error::other(se.clone())).context("reading");
+        let e = Error::from(io::Error::other(se.clone())).during(Doing::ReadingVerdict);
         assert!(matches!(e.kind(), Error::Session(s) if *s == se));
+        assert!(e.was_doing(&Doing::ReadingVerdict));
         let e = Error::from(io::Error::other(ShuttingDown));
         assert!(matches!(e.kind(), Error::ShuttingDown(_)));
     }

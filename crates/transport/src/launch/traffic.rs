@@ -132,7 +132,7 @@ impl Attached {
 /// `--mptcp-only` through seccomp, the two ends of the listener.
 pub(super) struct Traffic {
     attached: Attached,
-    proxy: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    proxy: Option<tokio::task::JoinHandle<crate::Result<()>>>,
     carriers: Carriers,
     seccomp_parent: Option<ParentSide>,
     /// Taken by the child's pre-exec closure.
@@ -303,7 +303,7 @@ impl Traffic {
 /// The tasks of the DNS responder and the datagram relay, stopped when CMD ended.
 #[derive(Default)]
 struct Carriers {
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    tasks: Vec<tokio::task::JoinHandle<crate::Result<()>>>,
     dns: Option<Arc<Responder>>,
     relay: Option<Arc<Relay>>,
 }

@@ -4,7 +4,7 @@
 //! per accepted connection: the opening (`proxy::open`), the relay, the log line.
 
 use crate::conn::{self, ClientOptions};
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped};
@@ -12,7 +12,6 @@ use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, Prox
 use crate::proxy::open::{open_to, FirstFlight};
 use crate::proxy::socks::{self, Command, Handshake, Host, Rep, Target, Users};
 use crate::stream::PROXY_BUF;
-use anyhow::Result;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,15 +83,15 @@ pub(crate) async fn socks_accept<S: AsyncRead + AsyncWrite + Unpin>(
                     if let Some(r) = e.reply() {
                         let _ = plain.write_all(&r).await;
                     }
-                    return Err(anyhow::Error::new(e).context("SOCKS exchange"));
+                    return Err(Error::from(e).during(Doing::SocksExchange));
                 }
             }
         }
     };
     tokio::time::timeout(SOCKS_HANDSHAKE_TIMEOUT, exchange)
         .await
-        .map_err(|_| {
-            anyhow::anyhow!("SOCKS exchange: no request within {SOCKS_HANDSHAKE_TIMEOUT:?}")
+        .map_err(|_| Timeout::SocksRequest {
+            after: SOCKS_HANDSHAKE_TIMEOUT,
         })?
 }
 
@@ -163,13 +162,13 @@ async fn redirected_session(
 ) -> Result<String, Error> {
     let Some(dst) = (lookup.0)(peer) else {
         let _ = plain.set_zero_linger();
-        crate::error::bail!(
-            "no original destination recorded for {peer} (a connection from outside the \
-             cgroup?); reset"
-        );
+        return Err(ProxyFault::NoOriginalDst { peer }.into());
     };
     if let (53, Some(dns)) = (dst.port(), &dns) {
-        let n = dns.serve_tcp(plain).await.context(dst)?;
+        let n = dns
+            .serve_tcp(plain)
+            .await
+            .during(Doing::ServingDns { dst })?;
         return Ok(format!("{dst}: DNS over TCP, {n} queries answered"));
     }
     let target = Target {
@@ -193,7 +192,7 @@ async fn redirected_session(
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
-            return Err(e.context(format!("{code}; the application's connection is reset")));
+            return Err(e.during(Doing::ResettingApplication { code }));
         }
     };
     log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
@@ -222,7 +221,7 @@ pub async fn run_client_with(
     conn::raise_nofile_limit();
     let listener = TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+        .during(Doing::Listening { addr: listen })?;
     ready(listener.local_addr()?);
     serve_client(vec![listener], entry, opts, limits).await
 }
@@ -251,7 +250,7 @@ pub async fn serve_client(
     }
     // Every listener until interrupted; the first failure stops them all.
     while let Some(r) = loops.join_next().await {
-        r.context("a proxy listener's task panicked")??;
+        r.during(Doing::AwaitingListener)??;
     }
     Ok(())
 }
@@ -292,19 +291,16 @@ async fn client_loop(
                     Entry::Transparent { hosts } => {
                         let Some(_slot) = hosts.take(peer.ip()) else {
                             let _ = plain.set_zero_linger();
-                            crate::error::bail!(
-                                "{peer}: its LAN host has {} connections carried already \
-                                 (--max-sessions-per-host); reset",
-                                hosts.cap()
-                            );
+                            return Err(ProxyFault::HostCap {
+                                peer,
+                                cap: hosts.cap(),
+                            }
+                            .into());
                         };
                         let dst = plain.local_addr()?;
                         if dst.ip().is_loopback() {
                             let _ = plain.set_zero_linger();
-                            crate::error::bail!(
-                                "{peer} connected to the gateway's listener itself ({dst}), not \
-                                 through its TPROXY rule; reset"
-                            );
+                            return Err(ProxyFault::SelfConnect { peer, dst }.into());
                         }
                         let lookup = OriginalDst(Arc::new(move |_| Some(dst)));
                         redirected_session(plain, peer, lookup, None, opts, connecting, stop, tally)
@@ -335,7 +331,7 @@ async fn forward_session(
         Ok(c) => c,
         Err((code, e)) => {
             let _ = plain.set_zero_linger();
-            return Err(e.context(format!("{code}; the application's connection is reset")));
+            return Err(e.during(Doing::ResettingApplication { code }));
         }
     };
     carry(plain, c, first, None, &stop, &tally).await
@@ -360,8 +356,11 @@ async fn carry(
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }
-    let lead = target.map(|t| format!("{t}; ")).unwrap_or_default();
-    let b = relayed.with_context(|| format!("{lead}mode {}; {split}", mode_of(c.info)))?;
+    let b = relayed.during(Doing::RelayingClient {
+        target: target.map(|t| t.to_string()),
+        mode: mode_of(c.info),
+        split: split.clone(),
+    })?;
     Ok(session_line(
         b.up + sent,
         b.down,

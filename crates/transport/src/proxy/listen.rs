@@ -3,10 +3,10 @@
 //! proxy stops, and the log line of a finished session.
 
 use crate::conn;
+use crate::error::Result;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::ops::stop::StopSignal;
 use crate::wire::AccessToken;
-use anyhow::Result;
 use nena_proto::SessionInfo;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! (docs/investigations/kernel-41-bytes).
 
 use crate::conn::{self, ClientOptions};
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, ProxyFault, Timeout};
 use crate::ops::metrics::Tally;
 use crate::proxy::ends::Refused;
 use crate::proxy::socks::{Rep, Target};
@@ -129,13 +129,10 @@ pub(crate) async fn open_service(
         .map(|(c, _)| c)
 }
 
-/// Said in the error of an op 8 opening that got no reply: a server older than op 8 closes
-/// such a session unanswered (the caller opens an op 7 session instead).
-pub(crate) const NO_PLANE_REPLY: &str = "no answer to the datagram plane's offer";
-
 /// [`open_service`] for datagrams with the offer of the datagram plane (op 8): the session
 /// and the server's answer. A server older than op 8 closes the session without a reply:
-/// the error then says [`NO_PLANE_REPLY`].
+/// the error then was [`Doing::AwaitingPlaneAnswer`] (the caller opens an op 7 session
+/// instead).
 pub(crate) async fn open_plane(
     offer: &PlaneOffer,
     opts: &ClientOptions,
@@ -156,7 +153,7 @@ pub(crate) async fn open_plane(
         Some(a) => Ok((c, a)),
         None => Err((
             Rep::GeneralFailure,
-            Error::msg("internal: an op 8 opening without the plane's answer"),
+            Error::Internal("an op 8 opening without the plane's answer"),
         )),
     }
 }
@@ -237,12 +234,10 @@ async fn open_once(
         let mut c = match taken {
             Some(c) => c,
             None => {
-                let slot = connecting.acquire().await.map_err(|e| {
-                    (
-                        Rep::GeneralFailure,
-                        Error::Other(anyhow::Error::new(e)).context("the proxy is stopping"),
-                    )
-                })?;
+                let slot = connecting
+                    .acquire()
+                    .await
+                    .map_err(|_| (Rep::GeneralFailure, ProxyFault::Stopping.into()))?;
                 let opened = conn::connect(opts, None).await;
                 drop(slot);
                 match opened {
@@ -250,7 +245,7 @@ async fn open_once(
                     Err(e) => {
                         return Err((
                             Rep::GeneralFailure,
-                            e.context(format!("opening the nena session for {what}")),
+                            e.during(Doing::OpeningSession { what: what.clone() }),
                         ))
                     }
                 }
@@ -263,7 +258,7 @@ async fn open_once(
         let first = first.as_deref_mut();
         let answer = async {
             let first = match first {
-                Some(f) => f.take().context("reading the application's first bytes")?,
+                Some(f) => f.take().during(Doing::ReadingFirstBytes)?,
                 None => &[],
             };
             send_open(&mut c, target, service, offer, first, opts).await?;
@@ -276,7 +271,7 @@ async fn open_once(
                             .session_error()
                             .is_some_and(|s| matches!(s, SessionError::PeerAborted { .. })) =>
                 {
-                    return Err(Error::from(e).context(NO_PLANE_REPLY));
+                    return Err(Error::from(e).during(Doing::AwaitingPlaneAnswer));
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -297,22 +292,27 @@ async fn open_once(
             Ok(Err(e)) => {
                 return Err((
                     Rep::GeneralFailure,
-                    e.context(format!("asking the proxy server for {what}")),
+                    e.during(Doing::AskingProxyServer { what: what.clone() }),
                 ));
             }
             Err(_) => {
                 return Err((
                     Rep::GeneralFailure,
-                    Error::msg(format!(
-                        "the proxy server did not answer the request for {what} within {wait:?}"
-                    )),
+                    Timeout::ProxyAnswer {
+                        what: what.clone(),
+                        after: wait,
+                    }
+                    .into(),
                 ));
             }
         };
         if answer.code != Rep::Succeeded {
             let _ = c.writer.shutdown().await;
             let code = answer.code;
-            return Err((code, Error::from(Refused(answer)).context(what)));
+            return Err((
+                code,
+                Error::from(Refused(answer)).during(Doing::SessionFor { what }),
+            ));
         }
         return Ok((c, plane));
     }

@@ -6,7 +6,7 @@
 
 use crate::conn::halves::SessionSocket;
 use crate::conn::{self, AcceptOptions, ServerConn};
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged};
@@ -15,7 +15,6 @@ use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, Prox
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, Service};
-use anyhow::Result;
 use nena_proto::{AbortReason, SessionError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,7 +56,7 @@ pub trait Connector: Send + Sync {
         SW: AsyncWrite + Unpin + Send;
     /// The resolver a DNS session's queries are asked of (op 6): the first `nameserver` of
     /// this host's /etc/resolv.conf unless the connector says otherwise.
-    fn resolver(&self) -> anyhow::Result<crate::proxy::carry::resolver::Upstream> {
+    fn resolver(&self) -> Result<crate::proxy::carry::resolver::Upstream> {
         crate::proxy::carry::resolver::Upstream::system()
     }
 }
@@ -192,7 +191,7 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
 ) -> std::result::Result<Admitted<C::Stream>, Refusal> {
     let req = tokio::time::timeout(limit, c.reader.read_connect_request())
         .await
-        .map_err(|_| Refusal::Silent(Error::msg(format!("no open request within {limit:?}"))))?;
+        .map_err(|_| Refusal::Silent(Timeout::OpenRequest { after: limit }.into()))?;
     let req = match req {
         Ok(r) => r,
         // An altered request (its tag) or a version-1 client: told why, and nothing is
@@ -208,16 +207,15 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
         }
         Err(e) if e.session_error().is_some_and(SessionError::is_altered) => {
             return Err(Refusal::Altered(
-                Error::from(e).context("reading the open request"),
+                Error::from(e).during(Doing::ReadingOpenRequest),
             ))
         }
         // Whatever else the client sent is not for us to answer: it may be an application's
         // bytes from a proxy client older than the open request.
         Err(e) => {
-            return Err(Refusal::Silent(Error::from(e).context(
-                "reading the open request (a nena proxy client older than it, or not a proxy \
-                 client?)",
-            )))
+            return Err(Refusal::Silent(
+                Error::from(e).during(Doing::ReadingNoOpenRequest),
+            ))
         }
     };
     let what = match (req.service, &req.target) {
@@ -434,7 +432,7 @@ where
             if matches!(told, Ok(true)) {
                 c.reader.discard(Duration::from_secs(2)).await;
             }
-            return Err(e.context("the client was told and may retry"));
+            return Err(e.during(Doing::ToldClient));
         }
         Err(Refusal::Reply(code, msg, what)) => {
             let reply = ConnectReply {
@@ -473,7 +471,7 @@ where
         Admitted::Dns(up) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
-                _ = stop.stopped() => Err(Error::msg("stopped")),
+                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
@@ -481,11 +479,11 @@ where
         }
         Admitted::Datagram(allow, Some(offer)) if registered.is_some() => {
             let (Some(reg), Some(keys)) = (registered, c.dgram.clone()) else {
-                return Err(Error::msg("internal: a plane session without its keys"));
+                return Err(Error::Internal("a plane session without its keys"));
             };
             let served = tokio::select! {
                 r = crate::proxy::carry::plane::serve_plane(&mut c.reader, &mut c.writer, &allow, &keys, &offer, reg) => r,
-                _ = stop.stopped() => Err(Error::msg("stopped")),
+                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
@@ -501,7 +499,7 @@ where
         Admitted::Datagram(allow, _) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
-                _ = stop.stopped() => Err(Error::msg("stopped")),
+                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
             };
             let _ = c.writer.shutdown().await;
             let n = served?;
@@ -528,6 +526,9 @@ where
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }
-    let b = relayed.with_context(|| format!("mode {}; subflows: {split}", mode_of(c.info)))?;
+    let b = relayed.during(Doing::RelayingServer {
+        mode: mode_of(c.info),
+        split: split.clone(),
+    })?;
     Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
 }

@@ -1,9 +1,8 @@
 //! Driving nena-proto's sans-IO handshake over async streams with a deadline (one loop for
 //! both sides), and turning the session into a [`SecureReader`]/[`SecureWriter`] pair.
 
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, Result, Timeout};
 use crate::stream::{SecureReader, SecureWriter, BULK_BUF};
-use anyhow::{anyhow, Result};
 use nena_proto::{
     ClientHandshake, HandshakeError, Progress, RejectReason, ServerConfig, ServerHandshake, Session,
 };
@@ -14,7 +13,7 @@ use zeroize::Zeroizing;
 /// Fresh bytes from the operating system's random number generator.
 pub fn random<const N: usize>() -> Result<[u8; N]> {
     let mut e = [0u8; N];
-    getrandom::fill(&mut e).map_err(|e| anyhow!("no randomness from the operating system: {e}"))?;
+    getrandom::fill(&mut e)?;
     Ok(e)
 }
 
@@ -72,10 +71,9 @@ async fn drive<H: Side, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     // Holds the hello's secrets (kato keys, r_c) on the server: wiped on every way out.
     let mut buf = Zeroizing::new([0u8; 1024]);
     loop {
-        let n = r
-            .read(&mut buf[..])
-            .await
-            .with_context(|| format!("reading {}", H::AWAITED))?;
+        let n = r.read(&mut buf[..]).await.during(Doing::ReadingHandshake {
+            awaited: H::AWAITED,
+        })?;
         if n == 0 {
             return Err(hs.eof().into());
         }
@@ -124,17 +122,12 @@ pub async fn client_finish_held<R: AsyncRead + Unpin>(
     let mut nowhere = tokio::io::sink();
     tokio::time::timeout(timeout, drive(hs, r, &mut nowhere))
         .await
-        .map_err(|_| {
-            Error::msg(format!(
-                "the server accepted the connection but sent no nena answer within {:.1} s: it is not a nena server (or one too busy to answer)",
-                timeout.as_secs_f64()
-            ))
-        })?
+        .map_err(|_| Timeout::NenaAnswer { after: timeout })?
 }
 
 /// Writes a handshake message (the server's answer, the client's confirmation).
 async fn write_handshake<W: AsyncWrite + Unpin>(w: &mut W, out: &[u8]) -> Result<(), Error> {
-    w.write_all(out).await.context("writing the nena handshake")
+    w.write_all(out).await.during(Doing::WritingHandshake)
 }
 
 /// Runs the server side of the handshake: reads the hello, answers. On a refusal the reason
@@ -151,12 +144,9 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         write_handshake(w, &answer).await?;
         Ok((session, leftover))
     };
-    tokio::time::timeout(timeout, answered).await.map_err(|_| {
-        Error::msg(format!(
-            "no complete nena hello within {:.1}s",
-            timeout.as_secs_f64()
-        ))
-    })?
+    tokio::time::timeout(timeout, answered)
+        .await
+        .map_err(|_| Timeout::NenaHello { after: timeout })?
 }
 
 /// Refuses a connection that fell back to plain TCP: reads the client's hello (within

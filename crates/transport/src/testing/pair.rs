@@ -461,7 +461,7 @@ impl Connector for Targets {
             _ = stop.stopped() => Err(io::Error::other(ShuttingDown)),
         }
     }
-    fn resolver(&self) -> Result<crate::proxy::carry::resolver::Upstream> {
+    fn resolver(&self) -> crate::Result<crate::proxy::carry::resolver::Upstream> {
         match self.resolver {
             Some(nameserver) => Ok(crate::proxy::carry::resolver::Upstream {
                 nameserver,

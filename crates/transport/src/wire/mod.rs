@@ -566,6 +566,24 @@ pub const OP_DATAGRAM: u8 = 7;
 /// datagram plane ([`plane::PlaneOffer`]); the server answers it after its reply.
 pub const OP_DATAGRAM_PLANE: u8 = 8;
 
+/// Why a file name was refused (`app::names` checks names; here so that the errors can
+/// name it).
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+pub enum NameError {
+    #[error("empty file name")]
+    Empty,
+    #[error("file name longer than {} bytes", MAX_NAME)]
+    TooLong,
+    #[error("file name must be a single path component (no '/' or '\\')")]
+    Separator,
+    #[error("file name '.' or '..' is not allowed")]
+    Dots,
+    #[error("hidden file names (leading '.') are not allowed")]
+    Hidden,
+    #[error("file name contains a control character")]
+    Control,
+}
+
 pub mod dns_udp;
 pub mod plane;
 pub mod target;

@@ -126,10 +126,10 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
 /// Errors are told apart by their types, not their words.
 #[test]
 fn outcomes_of_errors() {
-    use crate::Error;
+    use crate::error::{Doing, Error};
     let refused: Error = ErrorReply::new(Status::TooLarge, "too large").into();
     assert_eq!(
-        Outcome::of(&refused.context("serving")),
+        Outcome::of(&refused.during(Doing::ReadingRequest)),
         Outcome::Refused("file_too_large")
     );
     let corrupt: Error = ErrorReply::new(Status::Corrupt, "tag").into();
@@ -138,13 +138,16 @@ fn outcomes_of_errors() {
         std::io::ErrorKind::InvalidData,
         nena_proto::SessionError::Truncated { records: 3 },
     );
-    let e = Error::from(se).context("reading");
+    let e = Error::from(se).during(Doing::ReceivingFileData);
     assert_eq!(Outcome::of(&e), Outcome::Integrity);
     let stop = Error::from(std::io::Error::other(crate::proxy::ends::ShuttingDown));
-    assert_eq!(Outcome::of(&stop.context("relaying")), Outcome::Aborted);
+    assert_eq!(
+        Outcome::of(&stop.during(Doing::SocksExchange)),
+        Outcome::Aborted
+    );
     let handshake = Error::from(std::io::Error::from(std::io::ErrorKind::TimedOut)).handshake();
     assert_eq!(
-        Outcome::of(&handshake.context("accepting")),
+        Outcome::of(&handshake.during(Doing::WritingFirstFlight)),
         Outcome::Refused("handshake")
     );
     assert_eq!(

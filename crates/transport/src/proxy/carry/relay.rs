@@ -23,12 +23,11 @@
 //! a datagram still goes only where `--allow` permits, inside nena.
 
 use crate::conn::ClientOptions;
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, Result};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::carry::plane::Stamped;
 use crate::proxy::socks::AllowList;
 use crate::wire::dns_udp::Datagram;
-use anyhow::Result;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,7 +111,10 @@ impl Relay {
         let mut flows: HashMap<SocketAddr, mpsc::Sender<Stamped>> = HashMap::new();
         let mut buf = vec![0u8; 65535];
         loop {
-            let (n, peer) = sock.recv_from(&mut buf).await.context("datagram relay")?;
+            let (n, peer) = sock
+                .recv_from(&mut buf)
+                .await
+                .during(Doing::DatagramRelay)?;
             let Some(addr) = (self.lookup)(peer) else {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 log::warn!("datagram from {peer}: no destination recorded for it; dropped");
@@ -230,7 +232,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let s4 = UdpSocket::bind("0.0.0.0:0").await.context("a UDP socket")?;
+    let s4 = UdpSocket::bind("0.0.0.0:0")
+        .await
+        .during(Doing::BindingUdp)?;
     let s6 = UdpSocket::bind("[::]:0").await.ok();
     // Each destination's verdict, and whether the session sent there (replies are taken
     // only from those): bounded, the least recently used forgotten first.
@@ -239,7 +243,7 @@ where
     let counts = Mutex::new(RelayCounts::default());
     let up = async {
         while let Ok(d) = tokio::time::timeout(idle, read_datagram(reader)).await {
-            let Some(d) = d.context("reading a datagram")? else {
+            let Some(d) = d.during(Doing::ReadingDatagram)? else {
                 break;
             };
             let verdict = {

@@ -7,7 +7,7 @@
 //! SERVFAIL, so the application moves on instead of waiting.
 
 use crate::dns::{self, read_frame, write_frame, ExchangeError, Question, Step, QUERY_TIMEOUT};
-use anyhow::{anyhow, Context, Result};
+use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -22,12 +22,17 @@ pub struct Upstream {
 impl Upstream {
     /// The first nameserver of /etc/resolv.conf, port 53.
     pub fn system() -> Result<Upstream> {
-        let path = "/etc/resolv.conf";
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-        let ip = dns::nameservers(&text)
-            .first()
-            .copied()
-            .ok_or_else(|| anyhow!("{path} names no nameserver: this server resolves nothing"))?;
+        let path = std::path::Path::new("/etc/resolv.conf");
+        let text = std::fs::read_to_string(path).during(Doing::ReadingFile {
+            path: path.to_path_buf(),
+        })?;
+        let ip =
+            dns::nameservers(&text)
+                .first()
+                .copied()
+                .ok_or_else(|| ProxyFault::NoNameserver {
+                    path: path.to_path_buf(),
+                })?;
         Ok(Upstream {
             nameserver: SocketAddr::new(ip, 53),
             timeout: QUERY_TIMEOUT,
@@ -41,23 +46,24 @@ impl Upstream {
         dns::exchange(ns, None, q, query, until)
             .await
             .map_err(|e| match e {
-                ExchangeError::NoAnswer => {
-                    anyhow!("{ns} gave no answer to {q} within {:?}", self.timeout)
+                ExchangeError::NoAnswer => Timeout::Nameserver {
+                    ns,
+                    query: q.to_string(),
+                    after: self.timeout,
                 }
+                .into(),
                 ExchangeError::Io { step, error } => {
                     let doing = match step {
-                        Step::Reach => format!("cannot reach {ns}"),
-                        Step::Send => format!("to {ns}"),
-                        Step::Receive => format!("from {ns}"),
-                        Step::TcpConnect => format!("cannot connect to {ns} over TCP"),
-                        Step::Tcp => return anyhow!(error),
+                        Step::Reach => Doing::ReachingNameserver { ns },
+                        Step::Send => Doing::SendingTo { ns },
+                        Step::Receive => Doing::ReceivingFrom { ns },
+                        Step::TcpConnect => Doing::ConnectingOverTcp { ns },
+                        Step::Tcp => return Error::from(error),
                     };
-                    anyhow!(error).context(doing)
+                    Error::from(error).during(doing)
                 }
-                ExchangeError::Closed => {
-                    anyhow!("{ns} closed the TCP connection without an answer")
-                }
-                ExchangeError::Answer(e) => anyhow!(e).context(format!("{ns} over TCP")),
+                ExchangeError::Closed => ProxyFault::NameserverClosed { ns }.into(),
+                ExchangeError::Answer(e) => Error::from(e).during(Doing::AskingOverTcp { ns }),
             })
     }
 }
@@ -65,21 +71,14 @@ impl Upstream {
 /// Answers the queries of a DNS session until the client ends it: each one checked, asked
 /// of `upstream`, answered (SERVFAIL when the resolver failed). Returns the number answered;
 /// fails on a message that is not a query (the session ends).
-pub async fn serve<R, W>(
-    reader: &mut R,
-    writer: &mut W,
-    upstream: &Upstream,
-) -> Result<u64, crate::Error>
+pub async fn serve<R, W>(reader: &mut R, writer: &mut W, upstream: &Upstream) -> Result<u64>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut answered = 0;
-    while let Some(query) = read_frame(reader)
-        .await
-        .map_err(|e| crate::Error::from(e).context("reading a DNS query"))?
-    {
-        let q = dns::check_query(&query).context("the DNS session's query")?;
+    while let Some(query) = read_frame(reader).await.during(Doing::ReadingDnsQuery)? {
+        let q = dns::check_query(&query).during(Doing::CheckingDnsQuery)?;
         let answer = match upstream.resolve(&q, &query).await {
             Ok(a) => a,
             Err(e) => {

@@ -14,10 +14,10 @@
 
 use crate::conn::{ClientConn, ClientOptions, END_WITHIN};
 use crate::dns::{self, read_frame, write_frame, Question};
+use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use crate::ops::metrics::{Metrics, Tally};
 use crate::proxy::open::open_service;
 use crate::wire::Service;
-use anyhow::{anyhow, Context, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ impl Responder {
         let wait = self.opts.timeout + dns::QUERY_TIMEOUT + Duration::from_secs(2);
         let carried = tokio::time::timeout(wait, self.carry(&q, query, opening))
             .await
-            .unwrap_or_else(|_| Err(anyhow!("no answer within {wait:?}")));
+            .unwrap_or_else(|_| Err(Timeout::DnsAnswer { after: wait }.into()));
         match carried {
             Ok(a) => {
                 self.stats.answered.fetch_add(1, Ordering::Relaxed);
@@ -152,7 +152,7 @@ impl Responder {
                 Some(o) => Some(
                     o.acquire()
                         .await
-                        .map_err(|_| anyhow!("the gateway is closing"))?,
+                        .map_err(|_| Error::from(ProxyFault::GatewayClosing))?,
                 ),
                 None => None,
             };
@@ -203,7 +203,7 @@ impl Responder {
         let sock = Arc::new(sock);
         let mut buf = vec![0u8; 65535];
         loop {
-            let (n, peer) = sock.recv_from(&mut buf).await.context("DNS responder")?;
+            let (n, peer) = sock.recv_from(&mut buf).await.during(Doing::DnsResponder)?;
             let query = buf[..n].to_vec();
             let (me, sock) = (self.clone(), sock.clone());
             tokio::spawn(async move {
@@ -222,9 +222,9 @@ impl Responder {
     /// answered in turn until the application ends its side. Returns the queries answered.
     pub async fn serve_tcp(&self, mut plain: TcpStream) -> Result<u64> {
         let mut n = 0;
-        while let Some(query) = read_frame(&mut plain).await.context("DNS over TCP")? {
+        while let Some(query) = read_frame(&mut plain).await.during(Doing::DnsOverTcp)? {
             let Some(a) = self.answer(&query).await else {
-                anyhow::bail!("DNS over TCP: a message that is no query; connection closed");
+                return Err(ProxyFault::DnsNotQuery.into());
             };
             write_frame(&mut plain, &a).await?;
             n += 1;
@@ -235,12 +235,12 @@ impl Responder {
 }
 
 /// One query on `c` and its answer, checked against the query.
-async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>, crate::Error> {
+async fn ask(c: &mut ClientConn, q: &Question, query: &[u8]) -> Result<Vec<u8>> {
     write_frame(&mut c.writer, query).await?;
     let answer = read_frame(&mut c.reader)
         .await?
-        .ok_or_else(|| anyhow!("the proxy server ended the DNS session unanswered"))?;
-    dns::check_answer(q, &answer).context("the proxy server's answer")?;
+        .ok_or(ProxyFault::DnsUnanswered)?;
+    dns::check_answer(q, &answer).during(Doing::CheckingDnsAnswer)?;
     Ok(answer)
 }
 

@@ -147,7 +147,7 @@ pub async fn run(
         udp_tasks.spawn(datagrams.clone().serve(s));
     }
     let served = tokio::select! {
-        r = proxy::serve_client(listeners, Entry::Transparent { hosts: tcp_hosts.clone() }, opts, limits) => r,
+        r = proxy::serve_client(listeners, Entry::Transparent { hosts: tcp_hosts.clone() }, opts, limits) => r.map_err(anyhow::Error::from),
         Some(r) = udp_tasks.join_next() => match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.context("the gateway's datagram side")),

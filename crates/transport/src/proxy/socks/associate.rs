@@ -23,14 +23,13 @@
 
 use crate::conn::ClientOptions;
 use crate::conn::Paths;
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, Result};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::carry::plane::Stamped;
 use crate::proxy::carry::relay::{RelayStats, IDLE};
 use crate::proxy::socks::{self, Host, Rep, Target, UdpPacket};
 use crate::wire::dns_udp::Datagram;
-use anyhow::Result;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -132,7 +131,7 @@ pub(crate) async fn associate(
             let _ = control
                 .write_all(&socks::reply(Rep::GeneralFailure, None))
                 .await;
-            return Err(Error::from(e).context(format!("UDP ASSOCIATE: a socket on {local}")));
+            return Err(Error::from(e).during(Doing::BindingAssociation { local }));
         }
     };
     let bound = sock.local_addr()?;
@@ -273,7 +272,9 @@ pub(crate) async fn associate(
                     paths.describe()
                 ))
             })
-            .with_context(|| format!("mode {mode}"))
+            .during(Doing::AssociationSession {
+                mode: mode.to_string(),
+            })
     };
     tokio::pin!(session);
 
@@ -303,6 +304,12 @@ pub(crate) async fn associate(
         )
     };
     let what = format!("UDP ASSOCIATE on {bound}");
+    let associating = || Doing::Associating {
+        bound,
+        sent: stats.sent.load(Ordering::Relaxed),
+        received: stats.received.load(Ordering::Relaxed),
+        dropped: stats.dropped.load(Ordering::Relaxed),
+    };
     match end {
         End::Closing(why, limit) => {
             // The session (if any) ends cleanly once it has sent what was queued.
@@ -323,7 +330,7 @@ pub(crate) async fn associate(
             let how = match ending {
                 Some(Ok(Some(s))) => s,
                 Some(Ok(None)) => "no session".to_string(),
-                Some(Err(e)) => return Err(e.context(format!("{what} ({})", counts()))),
+                Some(Err(e)) => return Err(e.during(associating())),
                 None => "the session did not end in time".to_string(),
             };
             Ok(format!("{what} ended: {why}; {}; {how}", counts()))
@@ -333,8 +340,8 @@ pub(crate) async fn associate(
             how.unwrap_or_default(),
             counts()
         )),
-        End::Session(Err(e)) => Err(e.context(format!("{what} ({})", counts()))),
-        End::Socket(e) => Err(e.context(format!("{what} ({})", counts()))),
+        End::Session(Err(e)) => Err(e.during(associating())),
+        End::Socket(e) => Err(e.during(associating())),
     }
 }
 

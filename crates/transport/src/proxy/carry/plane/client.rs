@@ -28,8 +28,11 @@ struct PathSocket {
 
 /// A UDP socket for each trusted, then untrusted, interface with an address of the server's
 /// family (at most 8).
-fn path_sockets(opts: &ClientOptions) -> anyhow::Result<Vec<PathSocket>> {
-    let resolved = opts.policy.resolve()?;
+fn path_sockets(opts: &ClientOptions) -> Result<Vec<PathSocket>, Error> {
+    let resolved = opts
+        .policy
+        .resolve()
+        .map_err(nena_mptcp::MptcpError::from)?;
     let family = |a: &IpAddr| a.is_ipv4() == opts.remote.is_ipv4();
     let mut out: Vec<PathSocket> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
@@ -52,9 +55,11 @@ fn path_sockets(opts: &ClientOptions) -> anyhow::Result<Vec<PathSocket>> {
         let s = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
         s.set_cloexec(true)?;
         s.bind_device(Some(iface.name.as_bytes()))
-            .map_err(|e| anyhow::anyhow!("binding a UDP socket to {}: {e}", iface.name))?;
+            .during(Doing::BindingUdpTo {
+                to: iface.name.clone(),
+            })?;
         s.bind(&SockAddr::from(at))
-            .map_err(|e| anyhow::anyhow!("binding a UDP socket to {at}: {e}"))?;
+            .during(Doing::BindingUdpTo { to: at.to_string() })?;
         s.set_nonblocking(true)?;
         out.push(PathSocket {
             id: out.len() as PathId,
@@ -130,8 +135,7 @@ pub async fn open_datagrams(
             return op7().await;
         }
     };
-    let local =
-        random_id().map_err(|e| (Rep::GeneralFailure, Error::from(anyhow::Error::from(e))))?;
+    let local = random_id().map_err(|e| (Rep::GeneralFailure, Error::from(e)))?;
     let mut offer = PlaneOffer {
         version: if lock(version1_servers()).contains(&opts.remote) {
             1
@@ -158,7 +162,7 @@ pub async fn open_datagrams(
     let (conn, answer) = loop {
         let (conn, answer) = match open_plane(&offer, opts, connecting, tally).await {
             Ok(x) => x,
-            Err((_, e)) if format!("{e:#}").contains(NO_PLANE_REPLY) => {
+            Err((_, e)) if e.was_doing(&Doing::AwaitingPlaneAnswer) => {
                 log::info!(
                     "datagram plane: {} closed the session without answering the offer ({e:#}): \
                      a server older than the plane; its datagrams ride the session (op 7)",
@@ -197,10 +201,7 @@ pub async fn open_datagrams(
         }
     };
     let Some(keys) = conn.dgram.clone() else {
-        return Err((
-            Rep::GeneralFailure,
-            Error::msg("the proxy server accepted the datagram plane in a mode without its keys"),
-        ));
+        return Err((Rep::GeneralFailure, ProxyFault::PlaneWithoutKeys.into()));
     };
     let to = SocketAddr::new(opts.remote.ip(), port);
     let mut plane = Plane::client(&keys, local, receiver, LivenessConfig::default());
@@ -448,10 +449,7 @@ pub async fn carry<T: Outgoing>(
         let mut next = first;
         let mut last_app = tokio::time::Instant::now();
         // Probes go at once: a path is confirmed before the first datagram where it can be.
-        for t in plane
-            .poll(Instant::now())
-            .map_err(|e| Error::msg(e.to_string()))?
-        {
+        for t in plane.poll(Instant::now()).map_err(Error::from)? {
             send_udp(&t).await;
         }
         let ending = loop {
@@ -504,7 +502,7 @@ pub async fn carry<T: Outgoing>(
                         Ok(Delivered::Control { .. }) => {}
                         Err(d) => log_drop("datagram plane (client)", &d, from, plane.stats()),
                     }
-                    for t in plane.poll(Instant::now()).map_err(|e| Error::msg(e.to_string()))? {
+                    for t in plane.poll(Instant::now()).map_err(Error::from)? {
                         send_udp(&t).await;
                     }
                 }
@@ -527,7 +525,7 @@ pub async fn carry<T: Outgoing>(
                         None => std::future::pending().await,
                     }
                 } => {
-                    for t in plane.poll(Instant::now()).map_err(|e| Error::msg(e.to_string()))? {
+                    for t in plane.poll(Instant::now()).map_err(Error::from)? {
                         send_udp(&t).await;
                     }
                 }

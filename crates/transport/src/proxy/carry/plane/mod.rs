@@ -24,10 +24,10 @@
 //!   The gateway, `nena run` and SOCKS5 UDP ASSOCIATE all carry through [`carry`].
 
 use crate::conn::{ClientConn, ClientOptions};
-use crate::error::{Context, Error};
+use crate::error::{Doing, During, Error, ProxyFault};
 use crate::ops::metrics::Tally;
 use crate::proxy::carry::frames::{read_datagram, write_datagram, RelayCounts, DESTINATIONS, IDLE};
-use crate::proxy::open::{open_plane, open_service, NO_PLANE_REPLY};
+use crate::proxy::open::{open_plane, open_service};
 use crate::proxy::socks::{AllowList, Rep};
 use crate::wire::dns_udp::{decode_bare, encode_bare, Datagram, Frame};
 use crate::wire::plane::{
@@ -113,7 +113,7 @@ fn frame_queue<R: AsyncRead + Unpin>(
 ) {
     let (ftx, frx) = mpsc::channel::<Frame>(FRAME_QUEUE);
     let reading = async move {
-        while let Some(f) = read_frame(reader).await.context("reading a datagram")? {
+        while let Some(f) = read_frame(reader).await.during(Doing::ReadingDatagram)? {
             if ftx.send(f).await.is_err() {
                 break;
             }

@@ -214,7 +214,9 @@ where
 {
     let server = reg.server.clone();
     let mut reg = reg;
-    let s4 = UdpSocket::bind("0.0.0.0:0").await.context("a UDP socket")?;
+    let s4 = UdpSocket::bind("0.0.0.0:0")
+        .await
+        .during(Doing::BindingUdp)?;
     let s6 = UdpSocket::bind("[::]:0").await.ok();
     let mut plane = Plane::server(keys, reg.id, offer.receiver, LivenessConfig::default());
     if compact_for(offer, keys) == Some(true) {
@@ -264,7 +266,7 @@ where
                         Ok(Delivered::Control { .. }) => {}
                         Err(d) => log_drop("datagram plane", &d, from, plane.stats()),
                     }
-                    for t in plane.poll(Instant::now()).map_err(|e| Error::msg(e.to_string()))? {
+                    for t in plane.poll(Instant::now()).map_err(Error::from)? {
                         server.send(&t).await;
                     }
                 }
@@ -287,7 +289,7 @@ where
                         None => std::future::pending().await,
                     }
                 } => {
-                    for t in plane.poll(Instant::now()).map_err(|e| Error::msg(e.to_string()))? {
+                    for t in plane.poll(Instant::now()).map_err(Error::from)? {
                         server.send(&t).await;
                     }
                 }

@@ -29,6 +29,7 @@ mod codec_cli;
 mod debug_redaction;
 mod eavesdrop_cli;
 mod first_mistakes;
+mod grafana_dashboard;
 mod host_cli;
 mod lab_cli;
 mod lab_emulation_cli;

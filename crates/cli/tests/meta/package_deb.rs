@@ -287,6 +287,7 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         "/etc/nena/proxy-server.toml",
         "/etc/nena/proxy-client.toml",
         "/etc/nena/gateway.toml",
+        "/usr/share/doc/nena/grafana/nena-dashboard.json",
     ] {
         assert!(files.contains(&f), "{f} not installed: {files:?}");
     }

@@ -171,14 +171,10 @@ pub fn check_lan_is_not_a_path(
 fn iface_of(p: &nena_mptcp::PathSpec) -> Option<String> {
     match p {
         nena_mptcp::PathSpec::Iface(name) => Some(name.clone()),
-        nena_mptcp::PathSpec::Addr(ip) => nix::ifaddrs::getifaddrs().ok()?.find_map(|a| {
-            let addr = a.address?;
-            let held = match ip {
-                std::net::IpAddr::V4(v4) => addr.as_sockaddr_in().map(|s| s.ip() == *v4),
-                std::net::IpAddr::V6(v6) => addr.as_sockaddr_in6().map(|s| s.ip() == *v6),
-            };
-            held.unwrap_or(false).then_some(a.interface_name)
-        }),
+        nena_mptcp::PathSpec::Addr(ip) => nena_mptcp::path::iface_of(*ip)
+            .ok()
+            .flatten()
+            .map(|i| i.name),
     }
 }
 

@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,11 +106,67 @@ fn handshake_histogram() -> Histogram {
     // 1 ms .. about 16 s, doubling.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
+/// A family of [`Metrics`] as a scrape names it ([`Metrics::families`]): every one, even
+/// those without a series yet, which a scrape leaves out (`prometheus-client` writes no
+/// HELP or TYPE line for a family without one, as Go's client does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyName {
+    /// With the `nena_` prefix and without a sample's suffix: `nena_sessions`.
+    pub name: String,
+    /// Its OpenMetrics type, as its `# TYPE` line says it: `counter`, `gauge`, `histogram`.
+    pub kind: String,
+}
+
+impl FamilyName {
+    /// The names its samples have in a scrape, which queries name: `NAME_total` for a
+    /// counter, `NAME_bucket`, `NAME_sum` and `NAME_count` for a histogram, `NAME` otherwise
+    /// (no family of nena's has a `_created` sample).
+    pub fn samples(&self) -> Vec<String> {
+        let suffixes: &[&str] = match self.kind.as_str() {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        suffixes
+            .iter()
+            .map(|s| format!("{}{s}", self.name))
+            .collect()
+    }
+}
+
+/// The registry being filled, and the name of each family put in it.
+struct Registering {
+    registry: Registry,
+    names: Vec<FamilyName>,
+}
+
+impl Registering {
+    const PREFIX: &'static str = "nena";
+
+    fn new() -> Registering {
+        Registering {
+            registry: Registry::with_prefix(Self::PREFIX),
+            names: Vec::new(),
+        }
+    }
+
+    /// Registers `family` as `nena_NAME`; the family, to count with.
+    fn add<M: Metric + Clone>(&mut self, name: &str, help: &str, family: M) -> M {
+        self.names.push(FamilyName {
+            name: format!("{}_{name}", Self::PREFIX),
+            kind: family.metric_type().as_str().to_string(),
+        });
+        self.registry.register(name, help, family.clone());
+        family
+    }
+}
+
 /// The counters of one command, shared by its sessions.
 #[derive(Debug)]
 pub struct Metrics {
     role: Role,
     pub(super) registry: Registry,
+    families: Vec<FamilyName>,
     sessions: Family<SessionLabels, Counter>,
     active: Family<RoleLabels, Gauge>,
     refusals: Family<CauseLabels, Counter>,
@@ -134,118 +190,107 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new(role: Role) -> Arc<Metrics> {
-        let mut registry = Registry::with_prefix("nena");
-        let sessions = Family::<SessionLabels, Counter>::default();
-        registry.register(
+        let mut families = Registering::new();
+        let sessions = families.add(
             "sessions",
             "Sessions ended, by mode and outcome (ok, refused, integrity_failure, aborted, failed)",
-            sessions.clone(),
+            Family::<SessionLabels, Counter>::default(),
         );
-        let active = Family::<RoleLabels, Gauge>::default();
-        registry.register("sessions_active", "Sessions in progress", active.clone());
-        let refusals = Family::<CauseLabels, Counter>::default();
-        registry.register(
+        let active = families.add(
+            "sessions_active",
+            "Sessions in progress",
+            Family::<RoleLabels, Gauge>::default(),
+        );
+        let refusals = families.add(
             "refusals",
             "Sessions refused, by cause (access_denied, not_allowed, handshake, file_too_large, ...)",
-            refusals.clone(),
+            Family::<CauseLabels, Counter>::default(),
         );
-        let integrity = Family::<RoleLabels, Counter>::default();
-        registry.register(
+        let integrity = families.add(
             "integrity_failures",
             "Sessions whose protected stream or file tag did not verify, or whose stream was cut",
-            integrity.clone(),
+            Family::<RoleLabels, Counter>::default(),
         );
-        let bytes = Family::<BytesLabels, Counter>::default();
-        registry.register(
+        let bytes = families.add(
             "bytes",
             "Payload bytes per path (trust class on clients, local address on servers) and \
              direction (sent: acknowledged by the peer; received), at each session's end",
-            bytes.clone(),
+            Family::<BytesLabels, Counter>::default(),
         );
-        let iface_bytes = Family::<IfaceLabels, Counter>::default();
-        registry.register(
+        let iface_bytes = families.add(
             "interface_bytes",
             "Client: payload bytes per local interface (metered: --metered) and direction \
              (sent: acknowledged by the peer; received), at each session's end",
-            iface_bytes.clone(),
+            Family::<IfaceLabels, Counter>::default(),
         );
-        let iface_today = Family::<IfaceLabels, Gauge>::default();
-        registry.register(
+        let iface_today = families.add(
             "interface_bytes_today",
             "Client: nena_interface_bytes_total counted since the last local midnight (back \
              to 0 when the local date changes): what today cost on a data plan",
-            iface_today.clone(),
+            Family::<IfaceLabels, Gauge>::default(),
         );
-        let today_start = Family::<RoleLabels, Gauge>::default();
-        registry.register(
+        let today_start = families.add(
             "interface_bytes_today_start_seconds",
             "Unix time of the local midnight nena_interface_bytes_today counts from",
-            today_start.clone(),
+            Family::<RoleLabels, Gauge>::default(),
         );
-        let subflows = Family::<EventLabels, Counter>::default();
-        registry.register(
+        let subflows = families.add(
             "subflow_events",
             "Subflow joins (beyond the first), closes before the session's end, and recoveries \
              after a link outage",
-            subflows.clone(),
+            Family::<EventLabels, Counter>::default(),
         );
-        let datagrams = Family::<DatagramLabels, Counter>::default();
-        registry.register(
+        let datagrams = families.add(
             "datagrams",
             "Application datagrams of datagram sessions, by way (udp: sealed on the datagram \
              plane; session: inside the nena session) and direction (received: first copies \
              delivered), at each session's end",
-            datagrams.clone(),
+            Family::<DatagramLabels, Counter>::default(),
         );
-        let datagram_drops = Family::<DropLabels, Counter>::default();
-        registry.register(
+        let datagram_drops = families.add(
             "datagram_drops",
             "Datagrams the datagram plane dropped, by reason (unauthentic: failed the AEAD, an \
              altered or forged datagram; replayed; too_old: behind the replay window; \
              malformed; duplicate: a redundant copy after the first; unknown_flow: a compact \
              datagram of a flow never announced), at each session's end",
-            datagram_drops.clone(),
+            Family::<DropLabels, Counter>::default(),
         );
-        let handshake = Family::<RoleLabels, Histogram>::new_with_constructor(
-            handshake_histogram as fn() -> Histogram,
-        );
-        registry.register(
+        let handshake = families.add(
             "handshake_seconds",
             "Time from the connection to the end of the nena handshake",
-            handshake.clone(),
+            Family::<RoleLabels, Histogram>::new_with_constructor(
+                handshake_histogram as fn() -> Histogram,
+            ),
         );
-        let retried = Family::<RoleLabels, Counter>::default();
-        registry.register(
+        let retried = families.add(
             "retried_openings",
             "Proxy client: sessions opened again because the proxy server found the opening \
              altered (an attacker on a path, or a receiving kernel's misplaced bytes)",
-            retried.clone(),
+            Family::<RoleLabels, Counter>::default(),
         );
-        let waiting = Family::<RoleLabels, Gauge>::default();
-        registry.register(
+        let waiting = families.add(
             "sessions_waiting_for_trusted_link",
             "New connections waiting now for a trusted interface that is down (their hello \
              goes by no other interface)",
-            waiting.clone(),
+            Family::<RoleLabels, Gauge>::default(),
         );
-        let waits = Family::<RoleLabels, Counter>::default();
-        registry.register(
+        let waits = families.add(
             "trusted_link_waits",
             "New connections that had to wait for a trusted interface that was down",
-            waits.clone(),
+            Family::<RoleLabels, Counter>::default(),
         );
-        let wait_timeouts = Family::<RoleLabels, Counter>::default();
-        registry.register(
+        let wait_timeouts = families.add(
             "trusted_link_wait_timeouts",
             "Of those, the ones that failed when their timeout ran out",
-            wait_timeouts.clone(),
+            Family::<RoleLabels, Counter>::default(),
         );
         let m = Metrics {
             role,
             waiting,
             waits,
             wait_timeouts,
-            registry,
+            registry: families.registry,
+            families: families.names,
             sessions,
             active,
             refusals,
@@ -261,12 +306,18 @@ impl Metrics {
             handshake,
             retried,
         };
-        // Every family shows up from the first scrape, at 0 where it has no labels yet.
+        // The families labelled by role alone show up from the first scrape, at 0; the others
+        // once a session counts in them (`families` lists every one from the start).
         let _ = m.active.get_or_create(&m.role_labels());
         let _ = m.integrity.get_or_create(&m.role_labels());
         let _ = m.retried.get_or_create(&m.role_labels());
         m.trusted_waits(nena_mptcp::TrustedWaits::default());
         Arc::new(m)
+    }
+
+    /// Every family registered, in the order of the registry (a scrape's order).
+    pub fn families(&self) -> &[FamilyName] {
+        &self.families
     }
 
     fn role_labels(&self) -> RoleLabels {
@@ -416,7 +467,8 @@ impl Metrics {
         today
     }
 
-    /// The OpenMetrics text of every family.
+    /// The OpenMetrics text of every family that has a series ([`Metrics::families`] names
+    /// the others too).
     pub fn encode(&self) -> String {
         self.roll_day(super::day::Day::now());
         self.trusted_waits(nena_mptcp::trusted_waits());

@@ -20,7 +20,7 @@ pub mod paths;
 #[cfg(test)]
 mod tests;
 
-pub use counters::{Active, DatagramCounts, Metrics, Role, Tally};
+pub use counters::{Active, DatagramCounts, FamilyName, Metrics, Role, Tally};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
 pub use outcome::{refusal_cause, Outcome};
 pub use paths::PathsUsed;

@@ -229,3 +229,58 @@ fn interface_bytes_are_counted_in_total_and_for_today() {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
 }
+
+/// `families` names what a scrape has once every family has a series: the same families with
+/// the same types, and every sample under one of their sample names. A fresh scrape leaves
+/// out the families without a series, which `families` lists all the same.
+#[test]
+fn families_name_every_family_a_scrape_can_have() {
+    use std::collections::BTreeSet;
+    let described = |text: &str| -> BTreeSet<(String, String)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| {
+                let (name, kind) = l.split_once(' ').expect("a TYPE line: name and type");
+                (name.to_string(), kind.to_string())
+            })
+            .collect()
+    };
+    let m = Metrics::new(Role::ProxyClient);
+    let listed: BTreeSet<(String, String)> = m
+        .families()
+        .iter()
+        .map(|f| (f.name.clone(), f.kind.clone()))
+        .collect();
+    assert_eq!(listed.len(), m.families().len(), "a family listed twice");
+    let fresh = described(&m.encode());
+    assert!(fresh.is_subset(&listed), "{fresh:?} against {listed:?}");
+    assert!(fresh.len() < listed.len(), "{fresh:?}");
+
+    // A series in every family.
+    let active = m.begin();
+    m.handshake(Duration::from_millis(3));
+    m.retried_opening();
+    m.datagrams(&DatagramCounts {
+        udp_sent: 1,
+        ..DatagramCounts::default()
+    });
+    let used = PathsUsed {
+        paths: vec![("trusted".into(), 10, 20)],
+        ifaces: vec![("wlan0".into(), false, 10, 20)],
+        joins: 1,
+        ..PathsUsed::default()
+    };
+    m.end("aead", Outcome::Refused("access_denied"), &used);
+    m.end("aead", Outcome::Integrity, &PathsUsed::default());
+    drop(active);
+    let text = m.encode();
+    assert_eq!(described(&text), listed, "{text}");
+    let samples: BTreeSet<String> = m.families().iter().flat_map(|f| f.samples()).collect();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        assert!(
+            samples.contains(name),
+            "{name} (`{line}`) not in {samples:?}"
+        );
+    }
+}

@@ -9,13 +9,12 @@
 //! transfer_udp_plane.rs.
 
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::proxy::carry::relay::Relay;
 use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::AllowList;
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -44,17 +43,7 @@ async fn echo() -> SocketAddr {
 
 /// The proxy server on the memory net with `allow`, its datagram plane off.
 fn proxy_server(net: &Arc<MemoryNet>, allow: AllowList) {
-    let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
-        handshake_timeout: Duration::from_secs(10),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
-    };
+    let accept = accept_options();
     let limits = ProxyLimits {
         max_sessions: 16,
         max_connecting: 4,

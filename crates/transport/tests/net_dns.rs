@@ -9,13 +9,12 @@
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::proxy::carry::responder::Responder;
 use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::AllowList;
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -74,17 +73,7 @@ async fn resolver(kind: Resolver) -> (SocketAddr, Arc<std::sync::atomic::AtomicU
 fn proxy_server(net: &Arc<MemoryNet>, ns: SocketAddr) {
     let mut targets = Targets::default();
     targets.resolver = Some(ns);
-    let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
-        handshake_timeout: Duration::from_secs(10),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
-    };
+    let accept = accept_options();
     let limits = ProxyLimits {
         max_sessions: 16,
         max_connecting: 4,

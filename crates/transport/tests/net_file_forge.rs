@@ -15,14 +15,12 @@
 use nena_proto::appmac::AppMac;
 use nena_proto::Mode;
 use nena_transport::app::file_client::send;
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::{AcceptOptions, ClientOptions, DialFuture, Dialer, WriteHalf};
-use nena_transport::ops::access::Limits;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir};
+use nena_transport::conn::{ClientOptions, DialFuture, Dialer, WriteHalf};
+use nena_transport::testing::net::{serve_options, MemoryNet};
+use nena_transport::testing::pair::Dir;
 use nena_transport::wire::{Request, TRAILER_LEN};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,28 +108,7 @@ impl Dialer for Forging {
 /// are done).
 fn serve(net: &Arc<MemoryNet>, srv: &std::path::Path) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(SERVER.parse().unwrap());
-    let opts = ServeOptions {
-        listen: SERVER.parse().unwrap(),
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(srv),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let opts = serve_options(SERVER.parse().unwrap(), FileServerConfig::new(srv));
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }
 

@@ -11,14 +11,12 @@
 
 use nena_proto::Mode;
 use nena_transport::app::file_client::{get, perf, send, PerfParams};
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::{free_space, FileServerConfig};
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::ops::access::{Access, Limits};
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir};
+use nena_transport::testing::net::{serve_options, MemoryNet};
+use nena_transport::testing::pair::Dir;
 use nena_transport::wire::AccessToken;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -33,28 +31,8 @@ fn serve(
     limits: Limits,
 ) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(addr);
-    let opts = ServeOptions {
-        listen: addr,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files,
-            perf_only: false,
-            limits,
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let mut opts = serve_options(addr, files);
+    opts.session.limits = limits;
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }
 

@@ -8,18 +8,14 @@
 
 use nena_proto::Mode;
 use nena_transport::app::file_client::{get, send};
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::{self, AcceptOptions};
-use nena_transport::ops::access::Limits;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::in_band_modes;
+use nena_transport::conn::{self};
+use nena_transport::testing::net::{serve_options, MemoryNet};
 use nena_transport::wire::{Request, Status};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `nena serve` on the memory network at `addr` with `files`.
 fn serve(
@@ -28,28 +24,7 @@ fn serve(
     files: FileServerConfig,
 ) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(addr);
-    let opts = ServeOptions {
-        listen: addr,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files,
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let opts = serve_options(addr, files);
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }
 

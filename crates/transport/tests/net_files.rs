@@ -6,13 +6,10 @@
 
 use nena_proto::Mode;
 use nena_transport::app::file_client::{get, send};
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
-use nena_transport::ops::access::Limits;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{serve_options, MemoryNet};
 use nena_transport::testing::pair::{in_band_modes, Dir};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,28 +25,7 @@ fn server_addr() -> SocketAddr {
 /// accepted; returns the server's task (it ends once the listener is closed).
 fn serve(net: &Arc<MemoryNet>, dir: &std::path::Path) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(server_addr());
-    let opts = ServeOptions {
-        listen: server_addr(),
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(dir),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let opts = serve_options(server_addr(), FileServerConfig::new(dir));
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }
 

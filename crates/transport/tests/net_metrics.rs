@@ -17,12 +17,8 @@ use nena_transport::app::file_client::{get, send};
 use nena_transport::app::file_server::{serve_on, ServeOptions};
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
-use nena_transport::ops::access::Limits;
 use nena_transport::ops::metrics::{Metrics, Role};
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::in_band_modes;
+use nena_transport::testing::net::{serve_options, MemoryNet};
 use nena_transport::wire::AccessToken;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -61,31 +57,11 @@ async fn the_servers_counters_equal_a_known_workload() {
     let net = MemoryNet::new();
     let metrics = Metrics::new(Role::Serve);
     let listener = net.listen(at);
-    let opts = ServeOptions {
-        listen: at,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(&store),
-            perf_only: false,
-            limits: Limits {
-                token: Some(token.clone()),
-                ..Limits::default()
-            },
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
+    let mut opts = ServeOptions {
         metrics: Some(metrics.clone()),
+        ..serve_options(at, FileServerConfig::new(&store))
     };
+    opts.session.limits.token = Some(token.clone());
     let server = tokio::spawn(async move { serve_on(listener, opts).await.unwrap() });
 
     // The workload. Uploads: three of known sizes with the token, two with another token; a

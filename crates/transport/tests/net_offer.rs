@@ -11,18 +11,14 @@
 
 use nena_proto::Mode;
 use nena_transport::app::file_client::send;
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
-use nena_transport::ops::access::Limits;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{serve_options, MemoryNet};
 use nena_transport::testing::pair::Dir;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
@@ -31,28 +27,8 @@ fn addr(s: &str) -> SocketAddr {
 /// `nena serve --mode MODES` on the memory network at `at`, storing into `dir`.
 fn serve(net: &Arc<MemoryNet>, at: SocketAddr, dir: &Path, modes: Vec<Mode>) {
     let listener = net.listen(at);
-    let opts = ServeOptions {
-        listen: at,
-        accept: AcceptOptions {
-            modes,
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(dir),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let mut opts = serve_options(at, FileServerConfig::new(dir));
+    opts.accept.modes = modes;
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() });
 }
 

@@ -19,17 +19,15 @@ mod logs;
 
 use nena_proto::{KeyText, Mode, PublicKey, ServerKey};
 use nena_transport::app::file_client::{get, perf, send, PerfParams};
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
 use nena_transport::conn::settings::{ClientSettings, SettingsError};
-use nena_transport::conn::{AcceptOptions, ClientOptions};
+use nena_transport::conn::ClientOptions;
 use nena_transport::keys::{load_or_create_key, parse_public_key, KnownServers, ServerKeyCheck};
-use nena_transport::ops::access::Limits;
 use nena_transport::resolve::ServerAddr;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir};
+use nena_transport::testing::net::{serve_options, MemoryNet};
+use nena_transport::testing::pair::Dir;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,28 +45,8 @@ fn serve(
     key: ServerKey,
 ) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(at);
-    let opts = ServeOptions {
-        listen: at,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(key),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(dir),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let mut opts = serve_options(at, FileServerConfig::new(dir));
+    opts.accept.key = Some(key);
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }
 

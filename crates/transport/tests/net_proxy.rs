@@ -8,13 +8,12 @@
 //! in the lab tests of crates/cli/tests/cli/transfer_proxy.rs and transfer_socks_udp.rs.
 
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::proxy::client::{run_client_with, Entry};
 use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::{AllowList, Rep};
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
 use nena_transport::wire::AccessToken;
 use std::net::SocketAddr;
@@ -44,17 +43,7 @@ fn limits(token: Option<AccessToken>) -> ProxyLimits {
 /// targets in memory; returns them.
 fn proxy_server(net: &Arc<MemoryNet>, egress: Egress, token: Option<AccessToken>) -> Targets {
     let targets = Targets::default();
-    let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
-        handshake_timeout: Duration::from_secs(10),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
-    };
+    let accept = accept_options();
     let listener = net.listen(addr(SERVER));
     let t = targets.clone();
     tokio::spawn(async move {

@@ -9,7 +9,6 @@
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::dns::{read_frame, write_frame};
 use nena_transport::proxy::carry::responder::Responder;
 use nena_transport::proxy::client::{run_client_with, Entry, OriginalDst};
@@ -17,7 +16,7 @@ use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::AllowList;
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
+use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -75,17 +74,7 @@ async fn carrier(
 ) -> (Targets, SocketAddr) {
     let mut targets = Targets::default();
     targets.resolver = Some(ns);
-    let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
-        handshake_timeout: Duration::from_secs(10),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
-    };
+    let accept = accept_options();
     let listener = net.listen(addr(SERVER));
     let t = targets.clone();
     let allow = AllowList(vec!["198.18.3.0/24".parse().unwrap()]);

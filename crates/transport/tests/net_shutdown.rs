@@ -21,11 +21,8 @@ use nena_transport::app::file_client::{get, perf, send, PerfParams};
 use nena_transport::app::file_server::{serve_on, ServeOptions};
 use nena_transport::app::files::FileServerConfig;
 use nena_transport::app::names::FileName;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
-use nena_transport::ops::access::Limits;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir, Tap};
+use nena_transport::testing::net::{serve_options, MemoryNet};
+use nena_transport::testing::pair::{Dir, Tap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -48,26 +45,8 @@ fn serve(
 ) -> tokio::task::JoinHandle<()> {
     let listener = net.listen(at);
     let opts = ServeOptions {
-        listen: at,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(dir),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
         grace,
-        metrics: None,
+        ..serve_options(at, FileServerConfig::new(dir))
     };
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() })
 }

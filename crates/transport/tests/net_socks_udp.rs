@@ -19,14 +19,13 @@
 mod logs;
 
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::proxy::client::{run_client_with, Entry};
 use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::{AllowList, Users};
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
+use nena_transport::testing::net::{accept_options, MemoryNet};
+use nena_transport::testing::pair::{Dir, Targets};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,17 +67,7 @@ fn limits() -> ProxyLimits {
 
 /// `nena proxy server --allow ECHO` on the memory net at `at`, its datagram plane off.
 fn proxy_server(net: &Arc<MemoryNet>, at: SocketAddr, echo: SocketAddrV4) {
-    let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
-        handshake_timeout: Duration::from_secs(10),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
-    };
+    let accept = accept_options();
     let allow = AllowList(vec![format!("{}/32:{}", echo.ip(), echo.port())
         .parse()
         .unwrap()]);

@@ -14,17 +14,14 @@ mod proxies;
 
 use nena_proto::Mode;
 use nena_transport::app::file_client::{perf, PerfParams};
-use nena_transport::app::file_server::{serve_on, ServeOptions};
+use nena_transport::app::file_server::serve_on;
 use nena_transport::app::files::FileServerConfig;
-use nena_transport::app::request::SessionConfig;
-use nena_transport::conn::AcceptOptions;
-use nena_transport::ops::access::Limits;
 use nena_transport::ops::metrics::{Metrics, Role};
 use nena_transport::proxy::client::Entry;
 use nena_transport::proxy::socks::AllowList;
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Dir, Targets};
+use nena_transport::testing::net::{serve_options, MemoryNet};
+use nena_transport::testing::pair::{Dir, Targets};
 use proxies::{addr, client, counter, exchange, payload, socks_connect, v4, Server};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -137,28 +134,7 @@ async fn perf_fails_when_one_received_byte_is_wrong() {
     let net = MemoryNet::new();
     let at = addr("198.18.3.2:7000");
     let listener = net.listen(at);
-    let opts = ServeOptions {
-        listen: at,
-        accept: AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::BULK_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        },
-        session: SessionConfig {
-            files: FileServerConfig::new(work.path()),
-            perf_only: false,
-            limits: Limits::default(),
-        },
-        max_sessions: 8,
-        grace: Duration::from_secs(1),
-        metrics: None,
-    };
+    let opts = serve_options(at, FileServerConfig::new(work.path()));
     tokio::spawn(async move { serve_on(listener, opts).await.unwrap() });
     let params = || PerfParams {
         up: true,

@@ -21,8 +21,8 @@ use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::{AllowList, Rep};
 use nena_transport::proxy::warm::Warm;
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Targets};
+use nena_transport::testing::net::{accept_options, MemoryNet};
+use nena_transport::testing::pair::Targets;
 use proxies::{addr, exchange, limits, socks_connect, v4};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,15 +35,8 @@ async fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows
     let net = MemoryNet::new();
     // A server that gives a client 1 s to send its open request.
     let accept = AcceptOptions {
-        modes: in_band_modes(),
-        allow_fallback: false,
-        raw: false,
         handshake_timeout: Duration::from_secs(1),
-        buffer: nena_transport::stream::PROXY_BUF,
-        mpc: None,
-        allow_plain: false,
-        congestion: None,
-        key: Some(nena_proto::test_server_key()),
+        ..accept_options()
     };
     let targets = Targets::default();
     let listener = net.listen(addr(SERVER));

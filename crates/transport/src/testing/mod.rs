@@ -4,8 +4,8 @@
 //! in the calling thread's network namespace, so a test can run them on a thread inside a
 //! lab host. And [`pair`]: a client and a server session joined in memory, for the proxy's
 //! sessions tested without sockets or root; [`net`]: an in-memory network that the
-//! production clients dial and the production servers accept from; and [`subflow`], one
-//! subflow's counters as a test writes them.
+//! production clients dial and the production servers accept from, and the servers' options
+//! the tests start them with; and [`subflow`], one subflow's counters as a test writes them.
 
 pub mod net;
 pub mod pair;

@@ -5,15 +5,22 @@
 //! proxy server's [`crate::proxy::server::run_server_on`]). Each connection is a pair of
 //! pipes whose bytes cross a [`Tap`] of its own, to read, wait for, or alter. Nothing of it
 //! needs a socket, a namespace or root; there are no subflows (a session's gate is `None`).
+//! The servers' options as the tests start them: [`accept_options`] (a server's handshake) and
+//! [`serve_options`] (`nena serve`'s), for a test to change only what it is about.
 
-use super::pair::{wires, Tap};
-use crate::conn::{Acceptor, ClientOptions, Connection, DialFuture, Dialed, Dialer};
+use super::pair::{in_band_modes, wires, Tap};
+use crate::app::file_server::ServeOptions;
+use crate::app::files::FileServerConfig;
+use crate::app::request::SessionConfig;
+use crate::conn::{AcceptOptions, Acceptor, ClientOptions, Connection, DialFuture, Dialed, Dialer};
+use crate::ops::access::Limits;
 use nena_mptcp::PathPolicy;
 use nena_proto::Mode;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
@@ -154,5 +161,44 @@ impl Acceptor for MemoryListener {
     }
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.addr)
+    }
+}
+
+/// A server's handshake options in the tests: every in-band mode ([`in_band_modes`]), signed
+/// with [`nena_proto::test_server_key`], 10 s for a handshake, a proxy session's buffers
+/// ([`crate::stream::PROXY_BUF`]); no fallback, raw, plain, kato-mpc programs or congestion
+/// control of its own.
+pub fn accept_options() -> AcceptOptions {
+    AcceptOptions {
+        modes: in_band_modes(),
+        allow_fallback: false,
+        raw: false,
+        handshake_timeout: Duration::from_secs(10),
+        buffer: crate::stream::PROXY_BUF,
+        mpc: None,
+        allow_plain: false,
+        congestion: None,
+        key: Some(nena_proto::test_server_key()),
+    }
+}
+
+/// `nena serve`'s options in the tests: on `listen`, serving `files`, the handshake of
+/// [`accept_options`] with a file session's buffers ([`crate::stream::BULK_BUF`]), the
+/// default limits, 8 sessions at once, 1 s of grace at a stop, no metrics.
+pub fn serve_options(listen: SocketAddr, files: FileServerConfig) -> ServeOptions {
+    ServeOptions {
+        listen,
+        accept: AcceptOptions {
+            buffer: crate::stream::BULK_BUF,
+            ..accept_options()
+        },
+        session: SessionConfig {
+            files,
+            perf_only: false,
+            limits: Limits::default(),
+        },
+        max_sessions: 8,
+        grace: Duration::from_secs(1),
+        metrics: None,
     }
 }

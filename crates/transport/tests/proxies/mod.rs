@@ -6,14 +6,13 @@
 #![allow(dead_code)]
 
 use nena_proto::Mode;
-use nena_transport::conn::AcceptOptions;
 use nena_transport::ops::metrics::Metrics;
 use nena_transport::proxy::client::{run_client_with, Entry};
 use nena_transport::proxy::listen::ProxyLimits;
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::Egress;
-use nena_transport::testing::net::MemoryNet;
-use nena_transport::testing::pair::{in_band_modes, Targets};
+use nena_transport::testing::net::{accept_options, MemoryNet};
+use nena_transport::testing::pair::Targets;
 use nena_transport::wire::AccessToken;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -69,17 +68,7 @@ impl Server {
 
     /// Starts it (every in-band mode accepted, the test server key); returns its targets.
     pub fn start(self) -> Targets {
-        let accept = AcceptOptions {
-            modes: in_band_modes(),
-            allow_fallback: false,
-            raw: false,
-            handshake_timeout: Duration::from_secs(10),
-            buffer: nena_transport::stream::PROXY_BUF,
-            mpc: None,
-            allow_plain: false,
-            congestion: None,
-            key: Some(nena_proto::test_server_key()),
-        };
+        let accept = accept_options();
         let listener = self.net.listen(self.at);
         let t = self.targets.clone();
         let limits = limits(self.sessions, self.token, self.metrics);

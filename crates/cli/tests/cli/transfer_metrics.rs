@@ -246,3 +246,99 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
         "every byte on a named path",
     );
 }
+
+/// The sum of the `nena_bytes_total` series of a scrape `text` whose labels hold `labels`.
+fn bytes_total(text: &str, labels: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with("nena_bytes_total{") && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Issue 58, item 3: the bytes of an upload that takes about 30 s (60 MB over two 8 Mbit/s
+/// links) show in the server's `nena_bytes_total` while it runs, read from its subflows
+/// every second, and the end adds only the rest (the total is the upload's, not twice it).
+#[test]
+#[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
+fn a_long_uploads_bytes_show_in_the_metrics_before_it_ends() {
+    let lab = lab_with(|c| {
+        c.trusted_rate = Some(nena_lab::Rate::mbit(8));
+        c.untrusted_rate = Some(nena_lab::Rate::mbit(8));
+    });
+    let dir = TempDir::new("metrics-live");
+    let files = TempDir::new("metrics-live-files");
+    let (token, _) = token_files(&dir);
+    let srv = serve(
+        &lab,
+        7711,
+        files.path(),
+        &["--token-file", &token, "--metrics", "127.0.0.1:9467"],
+    );
+    let size = 60_000_000usize;
+    let big = dir.join("big");
+    std::fs::write(&big, random(size, 58)).unwrap();
+    let to = server(&lab, 7711);
+    let mut args = vec![
+        "send",
+        big.to_str().unwrap(),
+        "--name",
+        "big",
+        "--to",
+        &to,
+        "--token-file",
+        &token,
+    ];
+    args.extend_from_slice(&PATHS);
+    let mut upload = Killed(
+        lab.command(Host::Client, NENA, &args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("send.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let received = || {
+        get(&lab, "http://127.0.0.1:9467/metrics")
+            .map_or(0, |t| bytes_total(&t, r#"direction="received""#))
+    };
+    // (every 200 ms: the server counts once a second)
+    let mut last = 0;
+    let shown =
+        nena_testkit::poll_until_every(Duration::from_secs(20), Duration::from_millis(200), || {
+            last = received();
+            last >= 4_000_000
+        });
+    let running = upload.0.try_wait().unwrap().is_none();
+    assert!(
+        shown,
+        "after 20 s of the upload the metrics show {last} bytes received\n{}",
+        srv.stderr()
+    );
+    assert!(
+        running,
+        "the upload ended before 4 MB of it showed in the metrics (the test's links are too \
+         fast for it to tell)"
+    );
+    assert!(
+        last < size as u64,
+        "{last} bytes shown before the end of a {size}-byte upload"
+    );
+    let status = upload.0.wait().unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(dir.join("send.log")).unwrap_or_default()
+    );
+    // Once the session ended: the whole upload, counted once (its framing and tags at most
+    // 1% and 64 KiB more).
+    let max = size as u64 + size as u64 / 100 + 65536;
+    let done =
+        nena_testkit::poll_until_every(Duration::from_secs(10), Duration::from_millis(200), || {
+            last = received();
+            last >= size as u64
+        });
+    assert!(
+        done && last <= max,
+        "{last} bytes counted for a {size}-byte upload, expected at most {max}"
+    );
+}

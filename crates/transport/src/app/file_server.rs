@@ -77,7 +77,13 @@ async fn handle(stream: Connection, peer: SocketAddr, opts: &ServeOptions) {
     tally.handshake(start.elapsed(), c.info);
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
-    let result = serve_request(&mut c.reader, &mut c.writer, &opts.session).await;
+    let live = PathsUsed::server_reader(c.fd());
+    let result = tally
+        .live(
+            live,
+            serve_request(&mut c.reader, &mut c.writer, &opts.session),
+        )
+        .await;
     let subflows = c.fd().map(conn::subflow_bytes).unwrap_or_default();
     let split = conn::describe_split(&subflows);
     tally.paths_used(PathsUsed::of_server(&subflows, c.fd()));

@@ -349,10 +349,14 @@ async fn carry(
     stop: &StopSignal,
     tally: &Tally,
 ) -> Result<String, Error> {
-    let relayed = relay(plain, &mut c.reader, &mut c.writer, stop).await;
+    let gate = c.gate.as_ref();
+    let live = || PathsUsed::of_gate(gate);
+    let relayed = tally
+        .live(live, relay(plain, &mut c.reader, &mut c.writer, stop))
+        .await;
     let paths = crate::conn::Paths::of(&c);
     let split = paths.describe();
-    tally.paths_used(PathsUsed::of_client(&paths.subflows, &c));
+    tally.paths_used(PathsUsed::of_client(&paths.subflows, c.gate.as_ref()));
     if stopped(&relayed) {
         abort_nena(&mut c.reader, c.writer).await;
     }

@@ -509,8 +509,12 @@ where
             ));
         }
     };
-    let relayed = connector
-        .relay(target, &mut c.reader, &mut c.writer, &stop)
+    let live = PathsUsed::server_reader(c.writer.get_ref().socket_fd());
+    let relayed = tally
+        .live(
+            live,
+            connector.relay(target, &mut c.reader, &mut c.writer, &stop),
+        )
         .await;
     let (split, used) = match c.writer.get_ref().socket_fd() {
         Some(fd) => {

@@ -1,5 +1,6 @@
 //! The counters of one command ([`Metrics`], one registry of OpenMetrics families by
-//! [`Role`]) and one session's entry in them ([`Tally`]), counted once when it ends.
+//! [`Role`]) and one session's entry in them ([`Tally`]): its bytes per path counted every
+//! [`LIVE_EVERY`] while it runs ([`Tally::live`]), the rest once when it ends.
 
 use super::outcome::Outcome;
 use super::paths::PathsUsed;
@@ -376,7 +377,7 @@ impl Metrics {
     }
 
     /// A session ended: `mode` (`aead`, ..., `none` before a handshake), how, and what it
-    /// did on its paths.
+    /// did on its paths (beyond what [`Metrics::add_bytes`] counted while it ran).
     pub fn end(&self, mode: &'static str, outcome: Outcome, used: &PathsUsed) {
         let role = self.role.label();
         self.sessions
@@ -397,6 +398,22 @@ impl Metrics {
             }
             _ => {}
         }
+        self.add_bytes(used);
+        for (event, n) in [
+            ("join", used.joins),
+            ("close", used.closes),
+            ("recovery", used.recoveries),
+        ] {
+            self.subflows
+                .get_or_create(&EventLabels { role, event })
+                .inc_by(n);
+        }
+    }
+
+    /// Bytes a session carried on its paths (and per interface, with today's figures):
+    /// counted while it runs ([`Tally::live`]) and at its end.
+    pub fn add_bytes(&self, used: &PathsUsed) {
+        let role = self.role.label();
         for (path, sent, received) in &used.paths {
             for (direction, n) in [("sent", *sent), ("received", *received)] {
                 self.bytes
@@ -425,15 +442,6 @@ impl Metrics {
                     }
                 }
             }
-        }
-        for (event, n) in [
-            ("join", used.joins),
-            ("close", used.closes),
-            ("recovery", used.recoveries),
-        ] {
-            self.subflows
-                .get_or_create(&EventLabels { role, event })
-                .inc_by(n);
         }
     }
 
@@ -479,6 +487,9 @@ impl Metrics {
     }
 }
 
+/// How often [`Tally::live`] reads a running session's subflows.
+pub const LIVE_EVERY: Duration = Duration::from_secs(1);
+
 /// A session in progress ([`Metrics::begin`]).
 #[derive(Debug)]
 pub struct Active(Arc<Metrics>);
@@ -500,6 +511,8 @@ struct TallyState {
     metrics: Arc<Metrics>,
     mode: &'static str,
     paths_used: PathsUsed,
+    /// Per path and interface, what [`Tally::live`] has counted so far.
+    counted: PathsUsed,
     done: bool,
     _active: Active,
 }
@@ -512,6 +525,7 @@ impl Tally {
                 metrics: m.clone(),
                 mode: "none",
                 paths_used: PathsUsed::default(),
+                counted: PathsUsed::default(),
                 done: false,
                 _active: m.begin(),
             }))
@@ -549,13 +563,50 @@ impl Tally {
         self.with(|t| t.paths_used = used);
     }
 
+    /// Runs `work` (a session's bulk: a relay, a file transfer) and, every [`LIVE_EVERY`]
+    /// while it runs, counts the bytes that `read` says the session's paths carried since
+    /// the last count: a long session shows in `nena_bytes_total` before it ends. Without
+    /// metrics it only runs `work`.
+    pub async fn live<T>(
+        &self,
+        read: impl Fn() -> PathsUsed,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        if self.0.is_none() {
+            return work.await;
+        }
+        tokio::pin!(work);
+        let start = tokio::time::Instant::now() + LIVE_EVERY;
+        let mut tick = tokio::time::interval_at(start, LIVE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            // The count first when both are ready: the same instant counts alike every run.
+            tokio::select! {
+                biased;
+                _ = tick.tick() => self.count_now(&read()),
+                out = &mut work => return out,
+            }
+        }
+    }
+
+    /// Counts what `now` holds beyond what was counted (nothing once the session is done).
+    fn count_now(&self, now: &PathsUsed) {
+        self.with(|t| {
+            if !t.done {
+                t.metrics.add_bytes(&now.beyond(&t.counted));
+                t.counted.raise(now);
+            }
+        });
+    }
+
     /// The session ended with `result`: counted (once; later calls change nothing).
     pub fn finish<T>(&self, result: &Result<T, crate::Error>) {
         let outcome = result.as_ref().map_or_else(Outcome::of, |_| Outcome::Ok);
         self.with(|t| {
             if !t.done {
                 t.done = true;
-                t.metrics.end(t.mode, outcome, &t.paths_used);
+                t.metrics
+                    .end(t.mode, outcome, &t.paths_used.beyond(&t.counted));
             }
         });
     }

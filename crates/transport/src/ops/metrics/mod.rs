@@ -4,8 +4,9 @@
 //!
 //! Every family has a `role` label (`serve`, `proxy_server`, `proxy_client`). Sessions are
 //! counted when they end, with what they were (mode) and how they ended ([`Outcome`]);
-//! bytes and subflow events are read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO at the
-//! session's end (a subflow already closed by then no longer reports its bytes: they are
+//! bytes per path are read from the kernel's MPTCP_FULL_INFO every second while a session
+//! carries data ([`Tally::live`]) and at its end, subflow events (MPTCP_INFO) at its end (a
+//! subflow that closed between two readings took its last second's bytes along: they are
 //! missing from `nena_bytes_total`, and counted in `nena_subflow_events_total{event="close"}`).
 //! docs/OPERATIONS.md lists the families and the queries an operator runs on them.
 //!
@@ -20,7 +21,7 @@ pub mod paths;
 #[cfg(test)]
 mod tests;
 
-pub use counters::{Active, DatagramCounts, FamilyName, Metrics, Role, Tally};
+pub use counters::{Active, DatagramCounts, FamilyName, Metrics, Role, Tally, LIVE_EVERY};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
 pub use outcome::{refusal_cause, Outcome};
 pub use paths::PathsUsed;

@@ -1,5 +1,8 @@
 //! What one session did on its paths ([`PathsUsed`]): bytes per path and subflow events,
-//! read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO when the session ends.
+//! read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO while the session runs (every
+//! [`super::counters::LIVE_EVERY`], [`super::Tally::live`]) and when it ends.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// What one session did on its paths, read when it ends.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +26,7 @@ impl PathsUsed {
     /// not a socket, no subflows).
     pub fn of_server(
         subflows: &[crate::conn::SubflowBytes],
-        fd: Option<std::os::fd::BorrowedFd<'_>>,
+        fd: Option<BorrowedFd<'_>>,
     ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
@@ -32,17 +35,38 @@ impl PathsUsed {
         PathsUsed::of_subflows(named, fd, 0)
     }
 
+    /// A reader of the server's view of the connection of `fd` for [`super::Tally::live`]:
+    /// it holds a duplicate of the descriptor (closed when the reader is dropped, at the
+    /// end of the session's bulk, before the session closes its own).
+    pub fn server_reader(fd: Option<BorrowedFd<'_>>) -> impl Fn() -> PathsUsed {
+        let own: Option<OwnedFd> = fd.and_then(|f| f.try_clone_to_owned().ok());
+        move || match &own {
+            Some(fd) => {
+                PathsUsed::of_server(&crate::conn::subflow_bytes(fd.as_fd()), Some(fd.as_fd()))
+            }
+            None => PathsUsed::default(),
+        }
+    }
+
+    /// The client's view of the connection of `gate` now (nothing without a gate, or when
+    /// the kernel cannot be read): for [`super::Tally::live`].
+    pub fn of_gate(gate: Option<&nena_mptcp::Gate>) -> PathsUsed {
+        gate.and_then(|g| g.report().ok())
+            .map_or_else(PathsUsed::default, |r| {
+                PathsUsed::of_client(&r.subflows, gate)
+            })
+    }
+
     /// The client's view: each subflow of the report it logs (`Paths::subflows`) by its
-    /// trust class.
+    /// trust class; `gate`: the connection's (its subflow count and recoveries).
     pub fn of_client(
         subflows: &[nena_mptcp::ClassifiedSubflow],
-        c: &crate::conn::ClientConn,
+        gate: Option<&nena_mptcp::Gate>,
     ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.trust.label().to_string();
             (name, s.subflow.bytes_acked, s.subflow.bytes_received)
         });
-        let gate = c.gate.as_ref();
         let mut w = PathsUsed::of_subflows(
             named,
             gate.map(|g| g.fd()),
@@ -56,7 +80,7 @@ impl PathsUsed {
     /// joins and closes from the number of subflows the connection ever had (MPTCP_INFO).
     fn of_subflows(
         named: impl Iterator<Item = (String, u64, u64)>,
-        fd: Option<std::os::fd::BorrowedFd<'_>>,
+        fd: Option<BorrowedFd<'_>>,
         recoveries: u64,
     ) -> PathsUsed {
         let mut paths: Vec<(String, u64, u64)> = Vec::new();
@@ -80,6 +104,71 @@ impl PathsUsed {
             joins: total.saturating_sub(1),
             closes: total.saturating_sub(present),
             recoveries,
+        }
+    }
+}
+
+impl PathsUsed {
+    /// What `self` (read now) holds beyond `counted` (what was already counted while the
+    /// session ran): per path and per interface the bytes above the counted figure (never
+    /// fewer than none: a subflow closed since took its bytes along), the subflow events
+    /// as they are (they are counted once, at the end).
+    pub fn beyond(&self, counted: &PathsUsed) -> PathsUsed {
+        let paths = self
+            .paths
+            .iter()
+            .map(|(name, sent, received)| {
+                let (s0, r0) = counted
+                    .paths
+                    .iter()
+                    .find(|c| &c.0 == name)
+                    .map_or((0, 0), |c| (c.1, c.2));
+                (
+                    name.clone(),
+                    sent.saturating_sub(s0),
+                    received.saturating_sub(r0),
+                )
+            })
+            .collect();
+        let ifaces = self
+            .ifaces
+            .iter()
+            .map(|(name, metered, sent, received)| {
+                let (s0, r0) = counted
+                    .ifaces
+                    .iter()
+                    .find(|c| &c.0 == name)
+                    .map_or((0, 0), |c| (c.2, c.3));
+                let (s, r) = (sent.saturating_sub(s0), received.saturating_sub(r0));
+                (name.clone(), *metered, s, r)
+            })
+            .collect();
+        PathsUsed {
+            paths,
+            ifaces,
+            ..self.clone()
+        }
+    }
+
+    /// Raise what `self` records as counted to `now`'s figures where they are higher.
+    pub fn raise(&mut self, now: &PathsUsed) {
+        for (name, sent, received) in &now.paths {
+            match self.paths.iter_mut().find(|c| &c.0 == name) {
+                Some(c) => {
+                    c.1 = c.1.max(*sent);
+                    c.2 = c.2.max(*received);
+                }
+                None => self.paths.push((name.clone(), *sent, *received)),
+            }
+        }
+        for (name, metered, sent, received) in &now.ifaces {
+            match self.ifaces.iter_mut().find(|c| &c.0 == name) {
+                Some(c) => {
+                    c.2 = c.2.max(*sent);
+                    c.3 = c.3.max(*received);
+                }
+                None => self.ifaces.push((name.clone(), *metered, *sent, *received)),
+            }
         }
     }
 }

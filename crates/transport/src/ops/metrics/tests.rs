@@ -3,6 +3,7 @@
 use super::*;
 use crate::ops::access::ErrorReply;
 use crate::wire::Status;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Slow clients (slowloris) cannot hold the endpoint (issue 41, finding 6): connections
@@ -283,4 +284,77 @@ fn families_name_every_family_a_scrape_can_have() {
             "{name} (`{line}`) not in {samples:?}"
         );
     }
+}
+
+/// The figure of `nena_bytes_total` for `path` and `direction` in `m`'s scrape (0: none).
+fn bytes_of(m: &Metrics, path: &str, direction: &str) -> u64 {
+    let want = format!("path=\"{path}\",direction=\"{direction}\"");
+    m.encode()
+        .lines()
+        .find(|l| l.starts_with("nena_bytes_total{") && l.contains(&want))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 58, item 3: a running session's bytes per path show while it runs, a second's
+/// worth at a time, and the end counts only what was not counted yet (also when a path's
+/// figure fell, as when a subflow closed and took its bytes along): the total is the
+/// session's last reading, never twice.
+#[tokio::test(start_paused = true)]
+async fn a_running_sessions_bytes_are_counted_while_it_runs_and_once() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let m = Metrics::new(Role::Serve);
+    let tally = Tally::begin(Some(&m));
+    let carried = Arc::new(AtomicU64::new(0));
+    let read = {
+        let carried = carried.clone();
+        move || PathsUsed {
+            paths: vec![("198.18.2.2".into(), 10, carried.load(Ordering::SeqCst))],
+            ..PathsUsed::default()
+        }
+    };
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let work = {
+        let (carried, m) = (carried.clone(), m.clone());
+        async move {
+            for second in 1..=30u64 {
+                carried.store(second * 1_000_000, Ordering::SeqCst);
+                tokio::time::sleep(LIVE_EVERY).await;
+                seen_tx
+                    .send(bytes_of(&m, "198.18.2.2", "received"))
+                    .unwrap();
+            }
+            // A subflow closes: the path's figure falls, then rises a little.
+            carried.store(5_000_000, Ordering::SeqCst);
+            tokio::time::sleep(LIVE_EVERY).await;
+            "done"
+        }
+    };
+    assert_eq!(tally.live(read.clone(), work).await, "done");
+    let mut seen = Vec::new();
+    while let Ok(v) = seen_rx.try_recv() {
+        seen.push(v);
+    }
+    // Each second's figure is in the scrape by the end of that second.
+    let expected: Vec<u64> = (1..=30).map(|s| s * 1_000_000).collect();
+    assert_eq!(seen, expected);
+    // The end: its reading is below what was counted; nothing more is added, nothing twice.
+    tally.paths_used(read());
+    tally.finish::<()>(&Ok(()));
+    assert_eq!(bytes_of(&m, "198.18.2.2", "received"), 30_000_000);
+    assert_eq!(bytes_of(&m, "198.18.2.2", "sent"), 10);
+}
+
+/// Without a live count (a short session) the end counts everything, as before.
+#[test]
+fn a_session_counted_only_at_its_end_counts_all_its_bytes() {
+    let m = Metrics::new(Role::Serve);
+    let tally = Tally::begin(Some(&m));
+    tally.paths_used(PathsUsed {
+        paths: vec![("198.18.2.2".into(), 7, 1234)],
+        ..PathsUsed::default()
+    });
+    tally.finish::<()>(&Ok(()));
+    assert_eq!(bytes_of(&m, "198.18.2.2", "received"), 1234);
+    assert_eq!(bytes_of(&m, "198.18.2.2", "sent"), 7);
 }

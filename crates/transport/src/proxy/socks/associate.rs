@@ -264,7 +264,7 @@ pub(crate) async fn associate(
         });
         let c = &session.conn;
         let paths = Paths::of(c);
-        tally.paths_used(PathsUsed::of_client(&paths.subflows, c));
+        tally.paths_used(PathsUsed::of_client(&paths.subflows, c.gate.as_ref()));
         ended
             .map(|why| {
                 Some(format!(

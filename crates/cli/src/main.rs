@@ -53,6 +53,9 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(name = "run-watchdog", hide = true)]
     RunWatchdog(cmd::run_watchdog::WatchdogArgs),
+    /// What the running serve, proxy and gateway commands are doing now: sessions, refusals,
+    /// bytes and throughput per path (asked over their owner-only control sockets).
+    Status(cmd::status::StatusArgs),
     /// The network-namespace lab: a client with a trusted and an untrusted path, and a server.
     #[command(subcommand)]
     Lab(cmd::lab::LabCmd),
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         },
         #[cfg(feature = "policy")]
         Command::RunWatchdog(a) => cmd::run_watchdog::watchdog(a),
+        Command::Status(a) => cmd::status::status(a),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Eavesdrop(a) => cmd::eavesdrop::eavesdrop(a),
         Command::Analyze(a) => cmd::analyze::analyze(a),

@@ -2,7 +2,7 @@
 //! parsing and the startup lines; the work is in nena-transport's `gateway`.
 use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
 use super::parse::{parse_addr, parse_grace, parse_server};
-use super::server::{announce_with, counters, labels, start_metrics, ConfigFile};
+use super::server::{counters, labels, start_metrics, ConfigFile};
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use nena_transport::ops::metrics::Role;
@@ -107,6 +107,8 @@ pub struct GatewayArgs {
     /// Serve OpenMetrics text at http://ADDR:PORT/metrics (docs/OPERATIONS.md).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    pub control: super::server::ControlArgs,
     #[command(flatten)]
     pub datagram: DatagramArgs,
     #[command(flatten)]
@@ -231,13 +233,13 @@ fn run(a: GatewayArgs) -> CmdResult {
              offers aead, stream, kato or plain"
         )));
     }
-    let counters = counters(a.metrics, Role::Gateway);
+    let counters = counters(a.metrics, &a.control, Role::Gateway);
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,
         max_connecting: a.max_connecting,
         grace: a.grace,
         token: None,
-        metrics: counters.as_ref().map(|c| c.1.clone()),
+        metrics: Some(counters.metrics.clone()),
         datagram_plane: false,
     };
     let what = format!(
@@ -247,18 +249,14 @@ fn run(a: GatewayArgs) -> CmdResult {
         opts.remote
     );
     a.threads.block_on(async {
-        let at = start_metrics(&counters).await?;
+        let started = start_metrics(&counters, &what).await?;
         let udp = match a.udp {
             Udp::Carry => gateway::UdpMode::Carry,
             Udp::Block => gateway::UdpMode::Block,
         };
         gateway::run(a.lan.clone(), udp, a.warm, opts, limits, a.caps.caps(), |plan| {
             let v6 = if plan.v6 { " and [::1]" } else { "" };
-            announce_with(
-                &what,
-                SocketAddr::new([127, 0, 0, 1].into(), plan.tcp_port),
-                at,
-            );
+            started.announce(&what, SocketAddr::new([127, 0, 0, 1].into(), plan.tcp_port));
             let udp = match plan.udp_port {
                 Some(_) => "other UDP carried",
                 None => "other UDP refused",

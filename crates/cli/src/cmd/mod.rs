@@ -27,6 +27,7 @@ pub mod run_watchdog;
 pub mod send;
 pub mod serve;
 pub mod server;
+pub mod status;
 
 /// A spinner on stderr for long work, only when stderr is a terminal and `show`.
 pub fn spinner(show: bool, msg: &'static str) -> Option<indicatif::ProgressBar> {

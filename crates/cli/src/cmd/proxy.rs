@@ -3,7 +3,7 @@
 //! [`super::client`] and [`super::server`].
 use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
 use super::parse::{parse_addr, parse_grace, parse_server};
-use super::server::{announce_with, counters, labels, start_metrics, ConfigFile, ServerCommon};
+use super::server::{counters, labels, start_metrics, ConfigFile, ServerCommon};
 use crate::exit::{CmdResult, Exit};
 use crate::runtime::Threads;
 use anyhow::anyhow;
@@ -66,6 +66,8 @@ pub struct ProxyClientArgs {
     /// Serve OpenMetrics text at http://ADDR:PORT/metrics (docs/OPERATIONS.md).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    pub control: super::server::ControlArgs,
     #[command(flatten)]
     pub datagram: DatagramArgs,
     #[command(flatten)]
@@ -155,15 +157,15 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             };
             check_entry(listen, a.allow_remote_clients)?;
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
-            let counters = counters(a.metrics, Role::ProxyClient);
+            let counters = counters(a.metrics, &a.control, Role::ProxyClient);
             let limits = ProxyLimits {
-                metrics: counters.as_ref().map(|c| c.1.clone()),
+                metrics: Some(counters.metrics.clone()),
                 ..limits
             };
             a.threads.block_on(async {
-                let at = start_metrics(&counters).await?;
+                let started = start_metrics(&counters, &what).await?;
                 proxy::run_client_with(listen, entry, opts, limits, |addr| {
-                    announce_with(&what, addr, at)
+                    started.announce(&what, addr)
                 })
                 .await
             })??;
@@ -181,9 +183,9 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
                 metrics: None,
                 datagram_plane: !a.no_datagram_plane,
             };
-            let counters = counters(a.common.metrics, Role::ProxyServer);
+            let counters = counters(a.common.metrics, &a.common.control, Role::ProxyServer);
             let limits = ProxyLimits {
-                metrics: counters.as_ref().map(|c| c.1.clone()),
+                metrics: Some(counters.metrics.clone()),
                 ..limits
             };
             let mut accept = a.common.accept(false, limits.token.is_some())?;
@@ -203,9 +205,9 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             };
             let what = format!("nena proxy server ({})", labels(&accept.modes));
             a.threads.block_on(async {
-                let at = start_metrics(&counters).await?;
+                let started = start_metrics(&counters, &what).await?;
                 proxy::run_server_with(a.listen, egress, accept, limits, |addr| {
-                    announce_with(&what, addr, at)
+                    started.announce(&what, addr)
                 })
                 .await
             })??;

@@ -1,7 +1,7 @@
 //! `nena serve`: its arguments, the checks of its directory and key, and its startup line;
 //! the file server is nena-transport's `app::file_server`.
 use super::parse::{parse_addr, parse_bytes, parse_grace};
-use super::server::{announce_with, counters, labels, start_metrics, ConfigFile, ServerCommon};
+use super::server::{counters, labels, start_metrics, ConfigFile, ServerCommon};
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use nena_transport::app::file_server::{self, ServeOptions};
@@ -138,7 +138,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
     } else {
         a.common.attach_mpc(&mut accept, a.listen)?
     };
-    let counters = counters(a.common.metrics, Role::Serve);
+    let counters = counters(a.common.metrics, &a.common.control, Role::Serve);
     let opts = ServeOptions {
         listen: a.listen,
         accept,
@@ -160,7 +160,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         },
         max_sessions: a.common.max_sessions,
         grace: a.grace,
-        metrics: counters.as_ref().map(|c| c.1.clone()),
+        metrics: Some(counters.metrics.clone()),
     };
     let rules = if rules.is_empty() {
         String::new()
@@ -173,8 +173,8 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         format!("nena serve ({}{rules})", labels(&opts.accept.modes))
     };
     crate::runtime::block_on(async {
-        let at = start_metrics(&counters).await?;
-        file_server::serve(opts, |addr| announce_with(&what, addr, at)).await
+        let started = start_metrics(&counters, &what).await?;
+        file_server::serve(opts, |addr| started.announce(&what, addr)).await
     })??;
     Ok(())
 }

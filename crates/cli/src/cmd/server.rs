@@ -9,6 +9,7 @@ use nena_transport::conn::settings::{congestion_control, dedup_modes, token_refu
 use nena_transport::conn::AcceptOptions;
 use nena_transport::keys;
 use nena_transport::ops::metrics::{self, Metrics, Role};
+use nena_transport::ops::status::{self, ControlSocket, Watch};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,6 +54,8 @@ pub struct ServerCommon {
     /// for Prometheus (docs/OPERATIONS.md).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    pub control: ControlArgs,
     /// The server's long-term key (Ed25519, PKCS#8 PEM), which signs every handshake of aead
     /// and stream and which clients pin; created (mode 0600) if missing. Servers of a fleet
     /// behind one address share one file (docs/DEPLOY.md). Default: server_key in the state
@@ -179,23 +182,103 @@ pub(super) fn labels(modes: &[Mode]) -> String {
         .join(", ")
 }
 
-/// `--metrics ADDR:PORT`: where to serve them, and the counters of a command in `role`.
-pub(super) fn counters(addr: Option<SocketAddr>, role: Role) -> Option<(SocketAddr, Arc<Metrics>)> {
-    addr.map(|a| (a, Metrics::new(role)))
+/// `--control PATH`, `--no-control`: where `nena status` asks a long-running command.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ControlArgs {
+    /// The control socket `nena status` asks (owner-only). Default: ROLE-PID.sock in
+    /// /run/nena/control (root), else $XDG_RUNTIME_DIR/nena, else /tmp/nena-UID.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    pub control: Option<PathBuf>,
+    /// No control socket (`nena status` does not see this command).
+    #[arg(long)]
+    pub no_control: bool,
 }
 
-/// Opens the metrics endpoint on the command's runtime (before its own listener, so that
-/// a scraper can rely on it once the command says it listens); its address.
-pub(super) async fn start_metrics(
-    counters: &Option<(SocketAddr, Arc<Metrics>)>,
-) -> anyhow::Result<Option<SocketAddr>> {
-    let Some((addr, m)) = counters else {
-        return Ok(None);
+/// A long-running command's counters (kept whether or not they are served), where they
+/// are served (`--metrics`), and its control socket (`--control`).
+pub(super) struct Counters {
+    pub endpoint: Option<SocketAddr>,
+    pub control: Option<PathBuf>,
+    /// `--control` was given (a socket that cannot be made then fails the command; the
+    /// default one is only warned about).
+    pub control_given: bool,
+    pub metrics: Arc<Metrics>,
+    pub watch: Arc<Watch>,
+}
+
+/// The counters of a command in `role`, served at `endpoint` (if given) and to
+/// `nena status` on its control socket.
+pub(super) fn counters(
+    endpoint: Option<SocketAddr>,
+    control: &ControlArgs,
+    role: Role,
+) -> Counters {
+    let metrics = Metrics::new(role);
+    let resolved = (!control.no_control).then(|| {
+        control.control.clone().unwrap_or_else(|| {
+            status::socket_path(&status::default_dir(), role.label(), std::process::id())
+        })
+    });
+    Counters {
+        endpoint,
+        control_given: control.control.is_some(),
+        control: resolved,
+        watch: Watch::new(metrics.clone()),
+        metrics,
+    }
+}
+
+/// What [`start_metrics`] started: where the metrics are served, the control socket (kept
+/// until the command ends).
+pub(super) struct Started {
+    pub at: Option<SocketAddr>,
+    watch: Arc<Watch>,
+    _control: Option<ControlSocket>,
+}
+
+impl Started {
+    /// The startup lines ([`announce_with`]); `nena status` shows the address too.
+    pub fn announce(&self, what: &str, addr: SocketAddr) {
+        self.watch.tell("listening on", addr.to_string());
+        announce_with(what, addr, self.at);
+    }
+}
+
+/// Opens the metrics endpoint and the control socket on the command's runtime (before its
+/// own listener, so that a scraper or `nena status` can rely on them once the command says
+/// it listens), and starts reading the counters every second for throughput.
+pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<Started> {
+    c.watch.tell("command", what);
+    tokio::spawn(c.watch.clone().run());
+    let at = match c.endpoint {
+        Some(addr) => {
+            let listener = metrics::bind(addr).await?;
+            let at = listener.local_addr()?;
+            tokio::spawn(metrics::serve(listener, c.metrics.clone()));
+            c.watch.tell("metrics", format!("http://{at}/metrics"));
+            Some(at)
+        }
+        None => None,
     };
-    let listener = metrics::bind(*addr).await?;
-    let at = listener.local_addr()?;
-    tokio::spawn(metrics::serve(listener, m.clone()));
-    Ok(Some(at))
+    let control = match &c.control {
+        Some(path) => match status::serve_control(path, c.watch.clone()).await {
+            Ok(s) => {
+                log::info!("status: nena status --control {}", path.display());
+                Some(s)
+            }
+            Err(e) if !c.control_given => {
+                log::warn!("no control socket ({e:#}): `nena status` will not see this command");
+                None
+            }
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    Ok(Started {
+        at,
+        watch: c.watch.clone(),
+        _control: control,
+    })
 }
 
 /// The startup line, then where the metrics are served (if they are).

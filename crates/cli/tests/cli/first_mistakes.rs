@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 
 /// A loopback port nothing listens on (bound, then let go).
-fn closed_port() -> u16 {
+pub(crate) fn closed_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -142,7 +142,7 @@ fn a_proxy_server_without_allow_says_which_flag_it_lacks() {
 
 /// `nena ARGS` without any capability: as it is when the test runs unprivileged, or as uid
 /// 65534 (a copy of the binary it can read, setpriv) when the test runs as root.
-fn unprivileged(args: &[&str]) -> Output {
+pub(crate) fn unprivileged(args: &[&str]) -> Output {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         use std::os::unix::fs::PermissionsExt;

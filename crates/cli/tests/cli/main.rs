@@ -41,6 +41,7 @@ mod policy_cli;
 #[cfg(feature = "policy")]
 mod policy_tenants;
 mod scenario_cli;
+mod status_cli;
 mod transfer_bench;
 mod transfer_browser;
 mod transfer_capture;

@@ -190,6 +190,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Which command counts.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
     pub fn new(role: Role) -> Arc<Metrics> {
         let mut families = Registering::new();
         let sessions = families.add(

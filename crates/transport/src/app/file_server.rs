@@ -7,6 +7,7 @@ use crate::conn::{self, AcceptOptions, Acceptor, Connection};
 use crate::error::Result;
 use crate::ops::metrics::{Metrics, PathsUsed, Tally};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
@@ -77,7 +78,9 @@ async fn handle(stream: Connection, peer: SocketAddr, opts: &ServeOptions) {
     tally.handshake(start.elapsed(), c.info);
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
-    let live = PathsUsed::server_reader(c.fd());
+    let fd = c.fd().map(|f| f.as_raw_fd());
+    // SAFETY: `c` owns the socket and outlives the request that `live` runs the reader beside.
+    let live = unsafe { PathsUsed::server_reader(fd) };
     let result = tally
         .live(
             live,

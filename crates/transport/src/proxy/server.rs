@@ -18,6 +18,7 @@ use crate::wire::{AccessToken, ConnectReply, Service};
 use nena_proto::{AbortReason, SessionError};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -509,7 +510,9 @@ where
             ));
         }
     };
-    let live = PathsUsed::server_reader(c.writer.get_ref().socket_fd());
+    let fd = c.writer.get_ref().socket_fd().map(|f| f.as_raw_fd());
+    // SAFETY: `c` owns the socket and outlives the relay that `live` runs the reader beside.
+    let live = unsafe { PathsUsed::server_reader(fd) };
     let relayed = tally
         .live(
             live,

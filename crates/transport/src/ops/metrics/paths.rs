@@ -2,7 +2,7 @@
 //! read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO while the session runs (every
 //! [`super::counters::LIVE_EVERY`], [`super::Tally::live`]) and when it ends.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// What one session did on its paths, read when it ends.
 #[derive(Debug, Clone, Default)]
@@ -35,14 +35,19 @@ impl PathsUsed {
         PathsUsed::of_subflows(named, fd, 0)
     }
 
-    /// A reader of the server's view of the connection of `fd` for [`super::Tally::live`]:
-    /// it holds a duplicate of the descriptor (closed when the reader is dropped, at the
-    /// end of the session's bulk, before the session closes its own).
-    pub fn server_reader(fd: Option<BorrowedFd<'_>>) -> impl Fn() -> PathsUsed {
-        let own: Option<OwnedFd> = fd.and_then(|f| f.try_clone_to_owned().ok());
-        move || match &own {
-            Some(fd) => {
-                PathsUsed::of_server(&crate::conn::subflow_bytes(fd.as_fd()), Some(fd.as_fd()))
+    /// A reader of the server's view of the connection whose descriptor is `fd`, for
+    /// [`super::Tally::live`] beside the session's bulk. The descriptor is borrowed, not
+    /// duplicated: a descriptor per session is what `nena bench sessions` counts.
+    ///
+    /// # Safety
+    /// `fd` must stay open for as long as the reader is kept: the session that owns it is
+    /// borrowed by the bulk that `live` runs, and the reader is dropped when `live` returns.
+    pub unsafe fn server_reader(fd: Option<RawFd>) -> impl Fn() -> PathsUsed {
+        move || match fd {
+            Some(raw) => {
+                // SAFETY: open while the reader lives (this function's contract).
+                let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+                PathsUsed::of_server(&crate::conn::subflow_bytes(fd), Some(fd))
             }
             None => PathsUsed::default(),
         }

@@ -319,6 +319,7 @@ async fn a_running_sessions_bytes_are_counted_while_it_runs_and_once() {
         async move {
             for second in 1..=30u64 {
                 carried.store(second * 1_000_000, Ordering::SeqCst);
+                // sleep: the counted second itself is the subject (a paused clock).
                 tokio::time::sleep(LIVE_EVERY).await;
                 seen_tx
                     .send(bytes_of(&m, "198.18.2.2", "received"))
@@ -326,6 +327,7 @@ async fn a_running_sessions_bytes_are_counted_while_it_runs_and_once() {
             }
             // A subflow closes: the path's figure falls, then rises a little.
             carried.store(5_000_000, Ordering::SeqCst);
+            // sleep: one more counted second (a paused clock), with the fallen figure.
             tokio::time::sleep(LIVE_EVERY).await;
             "done"
         }

@@ -239,7 +239,7 @@ fn run(a: GatewayArgs) -> CmdResult {
         max_connecting: a.max_connecting,
         grace: a.grace,
         token: None,
-        metrics: Some(counters.metrics.clone()),
+        metrics: counters.metrics.clone(),
         datagram_plane: false,
     };
     let what = format!(

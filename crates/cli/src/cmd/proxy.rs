@@ -159,7 +159,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
             let counters = counters(a.metrics, &a.control, Role::ProxyClient);
             let limits = ProxyLimits {
-                metrics: Some(counters.metrics.clone()),
+                metrics: counters.metrics.clone(),
                 ..limits
             };
             a.threads.block_on(async {
@@ -185,7 +185,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             };
             let counters = counters(a.common.metrics, &a.common.control, Role::ProxyServer);
             let limits = ProxyLimits {
-                metrics: Some(counters.metrics.clone()),
+                metrics: counters.metrics.clone(),
                 ..limits
             };
             let mut accept = a.common.accept(false, limits.token.is_some())?;

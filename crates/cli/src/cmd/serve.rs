@@ -160,7 +160,7 @@ pub fn serve(a: ServeArgs) -> CmdResult {
         },
         max_sessions: a.common.max_sessions,
         grace: a.grace,
-        metrics: Some(counters.metrics.clone()),
+        metrics: counters.metrics.clone(),
     };
     let rules = if rules.is_empty() {
         String::new()

@@ -194,37 +194,43 @@ pub struct ControlArgs {
     pub no_control: bool,
 }
 
-/// A long-running command's counters (kept whether or not they are served), where they
-/// are served (`--metrics`), and its control socket (`--control`).
+/// A long-running command's counters, where they are served (`--metrics`), and its control
+/// socket (`--control`) with what `nena status` reads of them.
 pub(super) struct Counters {
     pub endpoint: Option<SocketAddr>,
     pub control: Option<PathBuf>,
     /// `--control` was given (a socket that cannot be made then fails the command; the
     /// default one is only warned about).
     pub control_given: bool,
-    pub metrics: Arc<Metrics>,
-    pub watch: Arc<Watch>,
+    /// None: neither `--metrics` nor a control socket, so nothing counts.
+    pub metrics: Option<Arc<Metrics>>,
+    /// With a control socket.
+    watch: Option<Arc<Watch>>,
 }
 
 /// The counters of a command in `role`, served at `endpoint` (if given) and to
-/// `nena status` on its control socket.
+/// `nena status` on its control socket (unless `--no-control`).
 pub(super) fn counters(
     endpoint: Option<SocketAddr>,
     control: &ControlArgs,
     role: Role,
 ) -> Counters {
-    let metrics = Metrics::new(role);
     let resolved = (!control.no_control).then(|| {
         control.control.clone().unwrap_or_else(|| {
             status::socket_path(&status::default_dir(), role.label(), std::process::id())
         })
     });
+    let metrics = (endpoint.is_some() || resolved.is_some()).then(|| Metrics::new(role));
+    let watch = resolved
+        .is_some()
+        .then(|| metrics.clone().map(Watch::new))
+        .flatten();
     Counters {
         endpoint,
         control_given: control.control.is_some(),
         control: resolved,
-        watch: Watch::new(metrics.clone()),
         metrics,
+        watch,
     }
 }
 
@@ -232,51 +238,55 @@ pub(super) fn counters(
 /// until the command ends).
 pub(super) struct Started {
     pub at: Option<SocketAddr>,
-    watch: Arc<Watch>,
+    watch: Option<Arc<Watch>>,
     _control: Option<ControlSocket>,
 }
 
 impl Started {
     /// The startup lines ([`announce_with`]); `nena status` shows the address too.
     pub fn announce(&self, what: &str, addr: SocketAddr) {
-        self.watch.tell("listening on", addr.to_string());
+        if let Some(w) = &self.watch {
+            w.tell("listening on", addr.to_string());
+        }
         announce_with(what, addr, self.at);
     }
 }
 
 /// Opens the metrics endpoint and the control socket on the command's runtime (before its
 /// own listener, so that a scraper or `nena status` can rely on them once the command says
-/// it listens), and starts reading the counters every second for throughput.
+/// it listens); with a control socket, reads the counters every second for throughput.
 pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<Started> {
-    c.watch.tell("command", what);
-    tokio::spawn(c.watch.clone().run());
-    let at = match c.endpoint {
-        Some(addr) => {
+    let at = match (c.endpoint, &c.metrics) {
+        (Some(addr), Some(m)) => {
             let listener = metrics::bind(addr).await?;
             let at = listener.local_addr()?;
-            tokio::spawn(metrics::serve(listener, c.metrics.clone()));
-            c.watch.tell("metrics", format!("http://{at}/metrics"));
+            tokio::spawn(metrics::serve(listener, m.clone()));
             Some(at)
         }
-        None => None,
+        _ => None,
     };
-    let control = match &c.control {
-        Some(path) => match status::serve_control(path, c.watch.clone()).await {
+    let (control, watch) = match (&c.control, &c.watch) {
+        (Some(path), Some(watch)) => match status::serve_control(path, watch.clone()).await {
             Ok(s) => {
+                watch.tell("command", what);
+                if let Some(at) = at {
+                    watch.tell("metrics", format!("http://{at}/metrics"));
+                }
+                tokio::spawn(watch.clone().run());
                 log::info!("status: nena status --control {}", path.display());
-                Some(s)
+                (Some(s), Some(watch.clone()))
             }
             Err(e) if !c.control_given => {
                 log::warn!("no control socket ({e:#}): `nena status` will not see this command");
-                None
+                (None, None)
             }
             Err(e) => return Err(e),
         },
-        None => None,
+        _ => (None, None),
     };
     Ok(Started {
         at,
-        watch: c.watch.clone(),
+        watch,
         _control: control,
     })
 }

@@ -220,13 +220,15 @@ impl Metrics {
         let bytes = families.add(
             "bytes",
             "Payload bytes per path (trust class on clients, local address on servers) and \
-             direction (sent: acknowledged by the peer; received), at each session's end",
+             direction (sent: acknowledged by the peer; received), every second while a session \
+             carries data and at its end",
             Family::<BytesLabels, Counter>::default(),
         );
         let iface_bytes = families.add(
             "interface_bytes",
             "Client: payload bytes per local interface (metered: --metered) and direction \
-             (sent: acknowledged by the peer; received), at each session's end",
+             (sent: acknowledged by the peer; received), every second while a session carries \
+             data and at its end",
             Family::<IfaceLabels, Counter>::default(),
         );
         let iface_today = families.add(

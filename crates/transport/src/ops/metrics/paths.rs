@@ -151,7 +151,9 @@ impl PathsUsed {
         PathsUsed {
             paths,
             ifaces,
-            ..self.clone()
+            joins: self.joins,
+            closes: self.closes,
+            recoveries: self.recoveries,
         }
     }
 

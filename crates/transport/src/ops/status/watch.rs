@@ -65,10 +65,22 @@ type Totals = BTreeMap<(String, &'static str), u64>;
 type Since = Option<(Reading, f64)>;
 
 /// One reading: when, per path and per interface.
+#[derive(Clone)]
 struct Reading {
     at: Instant,
     paths: Totals,
     ifaces: Totals,
+}
+
+impl Reading {
+    /// The byte totals of the samples `s` of a scrape, read now.
+    fn of(s: &[Sample]) -> Reading {
+        Reading {
+            at: Instant::now(),
+            paths: totals(s, "nena_bytes_total", "path"),
+            ifaces: totals(s, "nena_interface_bytes_total", "interface"),
+        }
+    }
 }
 
 /// A command's counters and the readings of the last minute.
@@ -110,12 +122,7 @@ impl Watch {
 
     /// One reading now, kept with those of the last minute.
     fn read(&self) {
-        let s = samples(&self.metrics.encode());
-        let reading = Reading {
-            at: Instant::now(),
-            paths: totals(&s, "nena_bytes_total", "path"),
-            ifaces: totals(&s, "nena_interface_bytes_total", "interface"),
-        };
+        let reading = Reading::of(&samples(&self.metrics.encode()));
         if let Ok(mut r) = self.readings.lock() {
             r.push_back(reading);
             while r.len() > 2 && r[1].at.elapsed() >= MINUTE {
@@ -145,11 +152,7 @@ impl Watch {
             .filter(|x| x.name == "nena_interface_bytes_total" && x.label("metered") == "true")
             .map(|x| x.label("interface").to_string())
             .collect();
-        let now = Reading {
-            at: Instant::now(),
-            paths: totals(&s, "nena_bytes_total", "path"),
-            ifaces: totals(&s, "nena_interface_bytes_total", "interface"),
-        };
+        let now = Reading::of(&s);
         let (last_second, last_minute) = self.windows(&now);
         let figures = |pick: fn(&Reading) -> &Totals| -> Vec<PathFigures> {
             let names: std::collections::BTreeSet<&String> =
@@ -208,22 +211,17 @@ impl Watch {
         let Ok(r) = self.readings.lock() else {
             return (None, None);
         };
-        let copy = |x: &Reading| Reading {
-            at: x.at,
-            paths: x.paths.clone(),
-            ifaces: x.ifaces.clone(),
-        };
         let secs = |x: &Reading| now.at.duration_since(x.at).as_secs_f64();
         // The newest reading at least most of a second old (the sampler reads every second).
         let second = r
             .iter()
             .rev()
             .find(|x| secs(x) >= 0.5)
-            .map(|x| (copy(x), secs(x)));
+            .map(|x| (x.clone(), secs(x)));
         let minute = r
             .front()
             .filter(|x| secs(x) >= 0.5)
-            .map(|x| (copy(x), secs(x)));
+            .map(|x| (x.clone(), secs(x)));
         (second, minute)
     }
 }

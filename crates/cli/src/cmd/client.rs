@@ -139,6 +139,26 @@ impl ClientCommon {
         Ok(self.settings().resolve(server, raw)?)
     }
 
+    /// The interfaces of `--trusted` and `--untrusted` (addresses are not interfaces: they
+    /// are not watched) with their trust and whether `--metered` names them, for
+    /// `nena status`.
+    pub(super) fn link_conf(&self) -> Vec<nena_transport::ops::status::LinkConf> {
+        let classes = [("trusted", &self.trusted), ("untrusted", &self.untrusted)];
+        classes
+            .into_iter()
+            .flat_map(|(trust, specs)| {
+                specs.iter().filter_map(move |p| match p {
+                    PathSpec::Iface(name) => Some(nena_transport::ops::status::LinkConf {
+                        name: name.clone(),
+                        trust: trust.to_string(),
+                        metered: self.metered.contains(name),
+                    }),
+                    PathSpec::Addr(_) => None,
+                })
+            })
+            .collect()
+    }
+
     /// `--mode kato-mpc`: the programs on the trusted interfaces, and their lookup.
     pub(super) fn attach_mpc(
         &self,

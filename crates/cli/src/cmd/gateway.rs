@@ -234,6 +234,12 @@ fn run(a: GatewayArgs) -> CmdResult {
         )));
     }
     let counters = counters(a.metrics, &a.control, Role::Gateway);
+    counters.tell_client(&a.common, &opts);
+    if let Some(w) = counters.watch() {
+        w.tell("LAN", a.lan.join(", "));
+        let lan = a.lan.clone();
+        w.tell_live("kill switch", move || killswitch::state(&lan));
+    }
     let limits = ProxyLimits {
         max_sessions: a.max_sessions,
         max_connecting: a.max_connecting,

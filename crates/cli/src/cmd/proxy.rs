@@ -158,6 +158,7 @@ pub fn proxy(c: ProxyCmd) -> CmdResult {
             check_entry(listen, a.allow_remote_clients)?;
             let what = format!("nena proxy client ({kind}offering {})", labels(&opts.modes));
             let counters = counters(a.metrics, &a.control, Role::ProxyClient);
+            counters.tell_client(&a.common, &opts);
             let limits = ProxyLimits {
                 metrics: counters.metrics.clone(),
                 ..limits

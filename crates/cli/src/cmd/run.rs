@@ -6,9 +6,11 @@
 
 use super::client::{check_client, metered_guard, ClientCommon, DatagramArgs};
 use super::parse::parse_server;
+use super::server::{counters, start_metrics, ControlArgs};
 use crate::exit::Exit;
 use anyhow::anyhow;
 use nena_transport::launch::{self, CannotRun, Launch, Launcher, Why};
+use nena_transport::ops::metrics::Role;
 use std::ffi::OsString;
 
 #[derive(clap::Args, Debug)]
@@ -52,6 +54,8 @@ pub struct RunArgs {
     pub datagram: DatagramArgs,
     #[command(flatten)]
     pub common: ClientCommon,
+    #[command(flatten)]
+    pub control: ControlArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
@@ -98,16 +102,31 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         return Err(Exit::usage(anyhow!(
             "--metered is for --via: with --mptcp-only nena opens no connection of its own"
         )));
+    } else if a.control.control.is_some() {
+        return Err(Exit::usage(anyhow!(
+            "--control is for --via: with --mptcp-only nena carries nothing to report"
+        )));
     }
+    // With --via, a control socket for `nena status` (with --mptcp-only nena carries nothing).
+    let control = match a.via {
+        Some(_) => a.control.clone(),
+        None => ControlArgs {
+            control: None,
+            no_control: true,
+        },
+    };
+    let counters = counters(None, &control, Role::Run);
     let via = match &a.via {
         Some(via) => {
             let mut opts = a.common.options(via, false)?;
             a.datagram.apply(&mut opts)?;
+            counters.tell_client(&a.common, &opts);
             Some(launch::Via {
                 opts,
                 udp: a.udp.into(),
                 max_sessions: a.max_sessions,
                 max_connecting: a.max_connecting,
+                metrics: counters.metrics.clone(),
             })
         }
         None => None,
@@ -154,6 +173,7 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
     // Removes its cgroup (and everything else) when dropped, after the runtime is gone.
     let mut launcher = Launcher::prepare(launch).map_err(Exit::from)?;
     let result = crate::runtime::block_on(async {
+        let _started = start_metrics(&counters, &format!("nena run {program}")).await?;
         let programs = launcher.attach().await?;
         log::info!("cgroup {} (programs {programs:?})", launcher.cgroup_name());
         let ended = launcher.run().await?;

@@ -208,6 +208,29 @@ pub(super) struct Counters {
     watch: Option<Arc<Watch>>,
 }
 
+impl Counters {
+    /// What `nena status` reads (with a control socket), for the command to tell it more.
+    pub fn watch(&self) -> Option<&Arc<Watch>> {
+        self.watch.as_ref()
+    }
+
+    /// A client's lines for `nena status`: its server, its offer, the server key it
+    /// expects (read at each ask: the first contact pins one) and its interfaces.
+    pub fn tell_client(
+        &self,
+        common: &super::client::ClientCommon,
+        opts: &nena_transport::conn::ClientOptions,
+    ) {
+        let Some(w) = &self.watch else { return };
+        w.tell("server", opts.remote.to_string());
+        w.tell("offering", labels(&opts.modes));
+        if let Some(check) = opts.server_key.clone() {
+            w.tell_live("server key", move || check.describe());
+        }
+        w.watch_links(&common.link_conf());
+    }
+}
+
 /// The counters of a command in `role`, served at `endpoint` (if given) and to
 /// `nena status` on its control socket (unless `--no-control`).
 pub(super) fn counters(

@@ -141,6 +141,11 @@ fn entries(m: &std::collections::BTreeMap<String, u64>) -> String {
 
 /// One command's answer as text.
 fn render(s: &Snapshot) -> String {
+    render_at(s, unix_now_ms())
+}
+
+/// [`render`] with times relative to `now_ms`.
+fn render_at(s: &Snapshot, now_ms: u64) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let _ = writeln!(
@@ -181,8 +186,8 @@ fn render(s: &Snapshot) -> String {
         }
         let _ = writeln!(
             o,
-            "  {title:<16} {:>10} {:>10}   {:>25}   {:>25}",
-            "sent", "received", "last second (up / down)", "last minute (up / down)"
+            "  {title:<16} {:>10} {:>10}   {:>25}   {:>25}   {:>8}",
+            "sent", "received", "last second (up / down)", "last minute (up / down)", "RTT"
         );
         for p in rows {
             let name = if p.metered {
@@ -190,9 +195,10 @@ fn render(s: &Snapshot) -> String {
             } else {
                 p.name.clone()
             };
+            let rtt = p.rtt_ms.map_or("-".to_string(), |r| format!("{r:.1} ms"));
             let _ = writeln!(
                 o,
-                "  {name:<16} {:>10} {:>10}   {:>25}   {:>25}",
+                "  {name:<16} {:>10} {:>10}   {:>25}   {:>25}   {rtt:>8}",
                 human(p.sent),
                 human(p.received),
                 format!("{} / {}", bits(p.sent_per_s_1s), bits(p.received_per_s_1s)),
@@ -204,11 +210,72 @@ fn render(s: &Snapshot) -> String {
             );
         }
     };
+    if !s.links.is_empty() {
+        let _ = writeln!(o, "  links:");
+        for l in &s.links {
+            let addrs: Vec<String> = l.addresses.iter().map(|a| a.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "    {:<12} {:<9}{} {:<4} for {:<12} {}",
+                l.name,
+                l.trust,
+                if l.metered { " metered" } else { "" },
+                if l.up { "up" } else { "DOWN" },
+                ago(now_ms, l.since_unix_ms),
+                if addrs.is_empty() {
+                    "no address".to_string()
+                } else {
+                    addrs.join(" ")
+                }
+            );
+        }
+    }
     table(&mut o, "paths", &s.paths);
     if !s.interfaces.is_empty() {
         table(&mut o, "interfaces", &s.interfaces);
     }
+    let last = |n: usize, len: usize| len.saturating_sub(n);
+    if !s.link_events.is_empty() {
+        let _ = writeln!(o, "  link events (the last 5):");
+        for e in &s.link_events[last(5, s.link_events.len())..] {
+            let _ = writeln!(
+                o,
+                "    {} ago: {} {}",
+                ago(now_ms, e.unix_ms),
+                e.name,
+                e.event
+            );
+        }
+    }
+    if !s.recent.is_empty() {
+        let _ = writeln!(o, "  refusals and integrity failures (the last 5):");
+        for r in &s.recent[last(5, s.recent.len())..] {
+            let cause = if r.cause.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.cause)
+            };
+            let _ = writeln!(
+                o,
+                "    {} ago: {}{cause}",
+                ago(now_ms, r.unix_s * 1000),
+                r.outcome.replace('_', " ")
+            );
+        }
+    }
     o
+}
+
+/// How long before `now_ms` the time `then_ms` was, as [`uptime`] writes it.
+fn ago(now_ms: u64, then_ms: u64) -> String {
+    uptime(now_ms.saturating_sub(then_ms) / 1000)
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -230,11 +297,31 @@ mod tests {
                 received: 9_000_000,
                 sent_per_s_1s: 125_000.0,
                 received_per_s_1s: 1_250_000.0,
+                rtt_ms: Some(21.25),
                 ..PathFigures::default()
+            }],
+            links: vec![status::LinkStatus {
+                name: "wlan0".into(),
+                trust: "untrusted".into(),
+                metered: false,
+                up: false,
+                addresses: vec![],
+                since_unix_ms: 1_000_000,
+            }],
+            link_events: vec![status::LinkEvent {
+                unix_ms: 1_000_000,
+                name: "wlan0".into(),
+                event: "down".into(),
+                addresses: vec![],
+            }],
+            recent: vec![nena_transport::ops::metrics::Recent {
+                unix_s: 1_010,
+                outcome: "refused".into(),
+                cause: "not_allowed".into(),
             }],
             ..Snapshot::default()
         };
-        let t = render(&s);
+        let t = render_at(&s, 1_030_000);
         assert!(
             t.starts_with("proxy_client (pid 7, nena 0.1.0, up 1m 15s)"),
             "{t}"
@@ -242,5 +329,9 @@ mod tests {
         assert!(t.contains("sessions: 2 open; ended: ok 5"), "{t}");
         assert!(t.contains("1.0 Mbit/s / 10.0 Mbit/s"), "{t}");
         assert!(t.contains("trusted link: 0 waiting"), "{t}");
+        assert!(t.contains("21.2 ms"), "{t}");
+        assert!(t.contains("wlan0        untrusted DOWN for 30s"), "{t}");
+        assert!(t.contains("30s ago: wlan0 down"), "{t}");
+        assert!(t.contains("20s ago: refused (not_allowed)"), "{t}");
     }
 }

@@ -50,4 +50,5 @@ pub use paths::Paths;
 pub use settings::{
     ClientSettings, Failed as SettingsFailed, Invalid as InvalidSettings, SettingsError,
 };
+pub(crate) use subflows::established_rtt;
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};

@@ -15,6 +15,10 @@ pub struct SubflowBytes {
     pub bytes_sent: u64,
     pub bytes_acked: u64,
     pub bytes_received: u64,
+    /// The smoothed RTT (microseconds) while the subflow is established and has one (for
+    /// `nena status` and the metrics, not the reports).
+    #[serde(skip)]
+    pub rtt_us: Option<u32>,
 }
 
 impl From<&SubflowInfo> for SubflowBytes {
@@ -25,8 +29,15 @@ impl From<&SubflowInfo> for SubflowBytes {
             bytes_sent: s.bytes_sent,
             bytes_acked: s.bytes_acked,
             bytes_received: s.bytes_received,
+            rtt_us: established_rtt(s.state, s.rtt_us),
         }
     }
+}
+
+/// The smoothed RTT of a subflow in TCP state `state` (ESTABLISHED is 1): none when it is
+/// not established or the kernel has no RTT for it yet.
+pub(crate) fn established_rtt(state: u8, rtt_us: u32) -> Option<u32> {
+    (state == 1 && rtt_us > 0).then_some(rtt_us)
 }
 
 /// The split across paths for a server's log line, each subflow named by the client's end:

@@ -216,6 +216,24 @@ impl ServerKeyCheck {
         }
     }
 
+    /// The key expected now, for `nena status`: the key and where it comes from, or that
+    /// the next contact pins one.
+    pub fn describe(&self) -> String {
+        match (self, self.expected()) {
+            (ServerKeyCheck::Given(k), _) => format!("{} (--server-key)", KeyText(k)),
+            (ServerKeyCheck::Known { known, .. }, Ok(Some(k))) => {
+                format!("{} (pinned in {})", KeyText(&k), known.path().display())
+            }
+            (ServerKeyCheck::Known { known, .. }, Ok(None)) => format!(
+                "none yet: the first contact pins the key it proves (in {})",
+                known.path().display()
+            ),
+            (ServerKeyCheck::Known { known, .. }, Err(e)) => {
+                format!("{} cannot be read: {e:#}", known.path().display())
+            }
+        }
+    }
+
     /// After a handshake that proved `key`: pins it on first contact (said once, on stderr).
     pub fn proved(&self, key: &PublicKey) -> Result<(), crate::Error> {
         let ServerKeyCheck::Known { name, known } = self else {
@@ -311,6 +329,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("line 1"));
+    }
+
+    /// `nena status` names the key pinned now, or that none is yet, and the file.
+    #[test]
+    fn describe_names_the_pinned_key_and_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = Arc::new(KnownServers::new(dir.path().join("known_servers")));
+        let check = ServerKeyCheck::Known {
+            name: "a:1".into(),
+            known: known.clone(),
+        };
+        assert!(
+            check.describe().starts_with("none yet"),
+            "{}",
+            check.describe()
+        );
+        known.remember("a:1", &[7; 32]).unwrap();
+        let key = KeyText(&[7; 32]).to_string();
+        assert!(check.describe().starts_with(&key), "{}", check.describe());
+        assert!(check.describe().contains("known_servers"));
+        assert!(ServerKeyCheck::Given([7; 32])
+            .describe()
+            .contains("--server-key"));
     }
 
     #[test]

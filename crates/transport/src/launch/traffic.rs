@@ -37,6 +37,8 @@ pub struct Via {
     pub max_sessions: usize,
     /// nena sessions being opened at once.
     pub max_connecting: usize,
+    /// What the sessions count (`nena status`), if anything.
+    pub metrics: Option<Arc<crate::ops::metrics::Metrics>>,
 }
 
 /// The loopback sockets of CMD's UDP: the DNS responder's and, with `--udp carry`, the
@@ -236,7 +238,7 @@ impl Traffic {
             max_connecting: via.max_connecting,
             grace: Duration::ZERO,
             token: None,
-            metrics: None,
+            metrics: via.metrics.clone(),
             datagram_plane: false,
         };
         let connecting = Arc::new(tokio::sync::Semaphore::new(limits.max_connecting.max(1)));

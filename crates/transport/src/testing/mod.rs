@@ -157,6 +157,7 @@ pub fn subflow(local: &str, acked: u64, received: u64) -> crate::conn::SubflowBy
         bytes_sent: acked * 2,
         bytes_acked: acked,
         bytes_received: received,
+        rtt_us: None,
     }
 }
 

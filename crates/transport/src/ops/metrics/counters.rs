@@ -21,6 +21,8 @@ pub enum Role {
     ProxyServer,
     ProxyClient,
     Gateway,
+    /// `nena run --via`.
+    Run,
 }
 
 impl Role {
@@ -30,6 +32,7 @@ impl Role {
             Role::ProxyServer => "proxy_server",
             Role::ProxyClient => "proxy_client",
             Role::Gateway => "gateway",
+            Role::Run => "run",
         }
     }
 }
@@ -56,6 +59,42 @@ struct BytesLabels {
     role: &'static str,
     path: String,
     direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RttLabels {
+    role: &'static str,
+    path: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IfaceRttLabels {
+    role: &'static str,
+    interface: String,
+}
+
+/// A gauge of seconds (an RTT).
+type Seconds = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// How many refusals and integrity failures [`Metrics::recent`] keeps.
+pub const RECENT: usize = 20;
+
+/// A refusal or an integrity failure, when it happened (for `nena status`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Recent {
+    pub unix_s: u64,
+    /// `refused` or `integrity_failure`.
+    pub outcome: String,
+    /// The refusal's cause (`access_denied`, `not_allowed`, ...); empty for an integrity
+    /// failure.
+    pub cause: String,
+}
+
+/// The smoothed RTT of a path or interface when it was last read (for `nena status`).
+#[derive(Debug, Clone, Copy)]
+pub struct RttReading {
+    pub rtt_us: u32,
+    pub at: std::time::Instant,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -187,6 +226,12 @@ pub struct Metrics {
     waiting: Family<RoleLabels, Gauge>,
     waits: Family<RoleLabels, Counter>,
     wait_timeouts: Family<RoleLabels, Counter>,
+    path_rtt: Family<RttLabels, Seconds>,
+    iface_rtt: Family<IfaceRttLabels, Seconds>,
+    /// The last RTT read per path and per interface (keyed `path`/`interface`, name).
+    rtts: std::sync::Mutex<std::collections::BTreeMap<(&'static str, String), RttReading>>,
+    /// The last [`RECENT`] refusals and integrity failures.
+    recent: std::sync::Mutex<std::collections::VecDeque<Recent>>,
 }
 
 impl Metrics {
@@ -292,8 +337,24 @@ impl Metrics {
             "Of those, the ones that failed when their timeout ran out",
             Family::<RoleLabels, Counter>::default(),
         );
+        let path_rtt = families.add(
+            "path_rtt_seconds",
+            "Smoothed RTT of the path's established subflows (the lowest of them) at its last \
+             reading, every second while a session carries data",
+            Family::<RttLabels, Seconds>::default(),
+        );
+        let iface_rtt = families.add(
+            "interface_rtt_seconds",
+            "Client: smoothed RTT of the established subflows on the local interface (the \
+             lowest of them) at its last reading",
+            Family::<IfaceRttLabels, Seconds>::default(),
+        );
         let m = Metrics {
             role,
+            path_rtt,
+            iface_rtt,
+            rtts: Default::default(),
+            recent: Default::default(),
             waiting,
             waits,
             wait_timeouts,
@@ -399,9 +460,11 @@ impl Metrics {
                 self.refusals
                     .get_or_create(&CauseLabels { role, cause })
                     .inc();
+                self.remember(outcome, cause);
             }
             Outcome::Integrity => {
                 self.integrity.get_or_create(&self.role_labels()).inc();
+                self.remember(outcome, "");
             }
             _ => {}
         }
@@ -417,10 +480,72 @@ impl Metrics {
         }
     }
 
-    /// Bytes a session carried on its paths (and per interface, with today's figures):
-    /// counted while it runs ([`Tally::live`]) and at its end.
+    /// Keep a refusal or integrity failure among the last [`RECENT`].
+    fn remember(&self, outcome: Outcome, cause: &str) {
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if let Ok(mut r) = self.recent.lock() {
+            if r.len() == RECENT {
+                r.pop_front();
+            }
+            r.push_back(Recent {
+                unix_s,
+                outcome: outcome.label().to_string(),
+                cause: cause.to_string(),
+            });
+        }
+    }
+
+    /// The last [`RECENT`] refusals and integrity failures, the newest last.
+    pub fn recent(&self) -> Vec<Recent> {
+        self.recent
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The last RTT read of each path (`kind` `path`) or interface (`interface`).
+    pub fn rtts(&self) -> Vec<(&'static str, String, RttReading)> {
+        self.rtts
+            .lock()
+            .map(|r| r.iter().map(|((k, n), v)| (*k, n.clone(), *v)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Bytes a session carried on its paths (and per interface, with today's figures), and
+    /// their RTTs: counted while it runs ([`Tally::live`]) and at its end.
     pub fn add_bytes(&self, used: &PathsUsed) {
         let role = self.role.label();
+        let at = std::time::Instant::now();
+        for (path, rtt_us) in &used.path_rtt_us {
+            self.path_rtt
+                .get_or_create(&RttLabels {
+                    role,
+                    path: path.clone(),
+                })
+                .set(f64::from(*rtt_us) / 1e6);
+        }
+        for (interface, rtt_us) in &used.iface_rtt_us {
+            self.iface_rtt
+                .get_or_create(&IfaceRttLabels {
+                    role,
+                    interface: interface.clone(),
+                })
+                .set(f64::from(*rtt_us) / 1e6);
+        }
+        if let Ok(mut r) = self.rtts.lock() {
+            let kinds = [
+                ("path", &used.path_rtt_us),
+                ("interface", &used.iface_rtt_us),
+            ];
+            for (kind, list) in kinds {
+                for (name, rtt_us) in list {
+                    let rtt_us = *rtt_us;
+                    r.insert((kind, name.clone()), RttReading { rtt_us, at });
+                }
+            }
+        }
         for (path, sent, received) in &used.paths {
             for (direction, n) in [("sent", *sent), ("received", *received)] {
                 self.bytes

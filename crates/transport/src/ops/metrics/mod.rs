@@ -21,7 +21,10 @@ pub mod paths;
 #[cfg(test)]
 mod tests;
 
-pub use counters::{Active, DatagramCounts, FamilyName, Metrics, Role, Tally, LIVE_EVERY};
+pub use counters::{
+    Active, DatagramCounts, FamilyName, Metrics, Recent, Role, RttReading, Tally, LIVE_EVERY,
+    RECENT,
+};
 pub use endpoint::{bind, serve, serve_within, EndpointLimits, CONTENT_TYPE};
 pub use outcome::{refusal_cause, Outcome};
 pub use paths::PathsUsed;

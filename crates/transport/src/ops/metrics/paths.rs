@@ -2,6 +2,7 @@
 //! read from the kernel's MPTCP_INFO / MPTCP_FULL_INFO while the session runs (every
 //! [`super::counters::LIVE_EVERY`], [`super::Tally::live`]) and when it ends.
 
+use crate::conn::established_rtt;
 use std::os::fd::{BorrowedFd, RawFd};
 
 /// What one session did on its paths, read when it ends.
@@ -13,6 +14,11 @@ pub struct PathsUsed {
     /// The client's view per interface: (interface, metered, acknowledged, received).
     /// Empty on servers.
     pub ifaces: Vec<(String, bool, u64, u64)>,
+    /// Per path, and per interface on clients: the smoothed RTT (microseconds) of its
+    /// established subflows, the lowest where it has several (none: no established subflow
+    /// with an RTT).
+    pub path_rtt_us: Vec<(String, u32)>,
+    pub iface_rtt_us: Vec<(String, u32)>,
     /// Subflows that joined after the first, subflows closed before the end, subflows
     /// re-created after an outage (the client's recovery).
     pub joins: u64,
@@ -30,7 +36,7 @@ impl PathsUsed {
     ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.local.map_or("?".to_string(), |a| a.ip().to_string());
-            (name, s.bytes_acked, s.bytes_received)
+            (name, s.bytes_acked, s.bytes_received, s.rtt_us)
         });
         PathsUsed::of_subflows(named, fd, 0)
     }
@@ -70,7 +76,8 @@ impl PathsUsed {
     ) -> PathsUsed {
         let named = subflows.iter().map(|s| {
             let name = s.trust.label().to_string();
-            (name, s.subflow.bytes_acked, s.subflow.bytes_received)
+            let rtt = established_rtt(s.subflow.state, s.subflow.rtt_us);
+            (name, s.subflow.bytes_acked, s.subflow.bytes_received, rtt)
         });
         let mut w = PathsUsed::of_subflows(
             named,
@@ -78,20 +85,31 @@ impl PathsUsed {
             gate.map_or(0, |g| g.recoveries()),
         );
         w.ifaces = by_iface(subflows);
+        for s in subflows {
+            let name = s.iface.clone().unwrap_or_else(|| "?".into());
+            lowest_rtt(
+                &mut w.iface_rtt_us,
+                name,
+                established_rtt(s.subflow.state, s.subflow.rtt_us),
+            );
+        }
         w
     }
 
-    /// The subflows present at the end, each `(path, acked, received)`, summed per path;
-    /// joins and closes from the number of subflows the connection ever had (MPTCP_INFO).
+    /// The subflows present at the end, each `(path, acked, received, rtt if established)`,
+    /// summed per path; joins and closes from the number of subflows the connection ever
+    /// had (MPTCP_INFO).
     fn of_subflows(
-        named: impl Iterator<Item = (String, u64, u64)>,
+        named: impl Iterator<Item = (String, u64, u64, Option<u32>)>,
         fd: Option<BorrowedFd<'_>>,
         recoveries: u64,
     ) -> PathsUsed {
         let mut paths: Vec<(String, u64, u64)> = Vec::new();
+        let mut path_rtt_us = Vec::new();
         let mut present = 0u64;
-        for (name, acked, received) in named {
+        for (name, acked, received, rtt) in named {
             present += 1;
+            lowest_rtt(&mut path_rtt_us, name.clone(), rtt);
             match paths.iter_mut().find(|p| p.0 == name) {
                 Some(p) => {
                     p.1 += acked;
@@ -106,6 +124,8 @@ impl PathsUsed {
         PathsUsed {
             paths,
             ifaces: Vec::new(),
+            path_rtt_us,
+            iface_rtt_us: Vec::new(),
             joins: total.saturating_sub(1),
             closes: total.saturating_sub(present),
             recoveries,
@@ -151,6 +171,8 @@ impl PathsUsed {
         PathsUsed {
             paths,
             ifaces,
+            path_rtt_us: self.path_rtt_us.clone(),
+            iface_rtt_us: self.iface_rtt_us.clone(),
             joins: self.joins,
             closes: self.closes,
             recoveries: self.recoveries,
@@ -177,6 +199,15 @@ impl PathsUsed {
                 None => self.ifaces.push((name.clone(), *metered, *sent, *received)),
             }
         }
+    }
+}
+
+/// Keep in `out` the lowest RTT per name (`rtt` none: nothing to keep).
+fn lowest_rtt(out: &mut Vec<(String, u32)>, name: String, rtt: Option<u32>) {
+    let Some(rtt) = rtt else { return };
+    match out.iter_mut().find(|p| p.0 == name) {
+        Some(p) => p.1 = p.1.min(rtt),
+        None => out.push((name, rtt)),
     }
 }
 

@@ -89,10 +89,9 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
     m.handshake(Duration::from_millis(3));
     let used = PathsUsed {
         paths: vec![("198.18.3.2".into(), 1000, 2000)],
-        ifaces: vec![],
+        path_rtt_us: vec![("198.18.3.2".into(), 12_500)],
         joins: 1,
-        closes: 0,
-        recoveries: 0,
+        ..PathsUsed::default()
     };
     m.end("aead", Outcome::Ok, &used);
     m.end(
@@ -118,9 +117,28 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
         "nena_handshake_seconds_count{role=\"serve\"} 1",
         "nena_handshake_seconds_bucket{le=\"0.004\",role=\"serve\"} 1",
         "nena_handshake_seconds_bucket{le=\"0.002\",role=\"serve\"} 0",
+        "nena_path_rtt_seconds{role=\"serve\",path=\"198.18.3.2\"} 0.0125",
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
+    // The refusal and the integrity failure are kept with their causes, in order.
+    let recent: Vec<(String, String)> = m
+        .recent()
+        .into_iter()
+        .map(|r| (r.outcome, r.cause))
+        .collect();
+    assert_eq!(
+        recent,
+        vec![
+            ("refused".to_string(), "access_denied".to_string()),
+            ("integrity_failure".to_string(), String::new())
+        ]
+    );
+    let (kind, name, rtt) = &m.rtts()[0];
+    assert_eq!(
+        (*kind, name.as_str(), rtt.rtt_us),
+        ("path", "198.18.3.2", 12_500)
+    );
     assert!(text.ends_with("# EOF\n"), "{text}");
 }
 
@@ -268,6 +286,8 @@ fn families_name_every_family_a_scrape_can_have() {
     let used = PathsUsed {
         paths: vec![("trusted".into(), 10, 20)],
         ifaces: vec![("wlan0".into(), false, 10, 20)],
+        path_rtt_us: vec![("trusted".into(), 30_000)],
+        iface_rtt_us: vec![("wlan0".into(), 30_000)],
         joins: 1,
         ..PathsUsed::default()
     };
@@ -359,4 +379,24 @@ fn a_session_counted_only_at_its_end_counts_all_its_bytes() {
     tally.finish::<()>(&Ok(()));
     assert_eq!(bytes_of(&m, "198.18.2.2", "received"), 1234);
     assert_eq!(bytes_of(&m, "198.18.2.2", "sent"), 7);
+}
+
+/// Only the last RECENT refusals are kept, the newest last.
+#[test]
+fn recent_keeps_the_last_refusals() {
+    let m = Metrics::new(Role::ProxyServer);
+    for _ in 0..super::RECENT {
+        m.end("aead", Outcome::Refused("handshake"), &PathsUsed::default());
+    }
+    m.end(
+        "aead",
+        Outcome::Refused("not_allowed"),
+        &PathsUsed::default(),
+    );
+    let r = m.recent();
+    assert_eq!(r.len(), super::RECENT);
+    assert_eq!(r.last().unwrap().cause, "not_allowed");
+    assert!(r[..super::RECENT - 1]
+        .iter()
+        .all(|x| x.cause == "handshake"));
 }

@@ -1,9 +1,12 @@
-//! A running command's figures for `nena status` ([`Snapshot`]): its counters as they stand,
-//! and per path and interface the throughput over the last second and the last minute,
-//! from one reading of the counters every second ([`Watch::run`]).
+//! A running command's figures for `nena status` and the status page ([`Snapshot`]): its
+//! counters as they stand; per path and interface the throughput over the last second and
+//! the last minute and the smoothed RTT; the client's links (up or down, since when, their
+//! changes); from one reading of the counters and the links every second ([`Watch::run`]),
+//! kept for five minutes ([`Watch::history`]).
 
+use super::links::{read_interfaces, LinkConf, LinkEvent, LinkStatus, LinkWatch};
 use super::scrape::{samples, Sample};
-use crate::ops::metrics::Metrics;
+use crate::ops::metrics::{Metrics, Recent};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,8 +14,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often the counters are read for throughput.
 pub const EVERY: Duration = Duration::from_secs(1);
-/// The longest window of throughput (and so how many readings are kept).
+/// The longest window of throughput in a [`Snapshot`].
 pub const MINUTE: Duration = Duration::from_secs(60);
+/// How long readings are kept ([`Watch::history`]).
+pub const HISTORY: Duration = Duration::from_secs(300);
+/// An RTT read longer ago than this is not shown (no established subflow since).
+pub const RTT_FRESH: Duration = Duration::from_secs(5);
 
 /// What a path (a client's trust class, a server's local address) or a client's interface
 /// carried: bytes since the command started, and bytes per second over the last second and
@@ -29,6 +36,10 @@ pub struct PathFigures {
     pub received_per_s_1s: f64,
     pub sent_per_s_1min: f64,
     pub received_per_s_1min: f64,
+    /// The smoothed RTT of its established subflows (the lowest), read within the last
+    /// few seconds; none without such a subflow.
+    #[serde(default)]
+    pub rtt_ms: Option<f64>,
 }
 
 /// The answer to `nena status`.
@@ -56,6 +67,25 @@ pub struct Snapshot {
     pub trusted_link_wait_timeouts: u64,
     pub paths: Vec<PathFigures>,
     pub interfaces: Vec<PathFigures>,
+    /// The last refusals and integrity failures, the newest last.
+    #[serde(default)]
+    pub recent: Vec<Recent>,
+    /// Clients: the interfaces of `--trusted`, `--untrusted` and `--metered`.
+    #[serde(default)]
+    pub links: Vec<LinkStatus>,
+    #[serde(default)]
+    pub link_events: Vec<LinkEvent>,
+}
+
+/// Throughput per second over the last [`HISTORY`], for the status page's chart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// Unix time (milliseconds) of the newest reading.
+    pub now_unix_ms: u64,
+    /// Per path and per interface: (unix ms, sent bytes/s, received bytes/s) between each
+    /// reading and the one before it.
+    pub paths: BTreeMap<String, Vec<(u64, f64, f64)>>,
+    pub interfaces: BTreeMap<String, Vec<(u64, f64, f64)>>,
 }
 
 /// Per name and direction (`sent`, `received`), bytes counted so far.
@@ -68,8 +98,16 @@ type Since = Option<(Reading, f64)>;
 #[derive(Clone)]
 struct Reading {
     at: Instant,
+    unix_ms: u64,
     paths: Totals,
     ifaces: Totals,
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Reading {
@@ -77,17 +115,23 @@ impl Reading {
     fn of(s: &[Sample]) -> Reading {
         Reading {
             at: Instant::now(),
+            unix_ms: unix_ms(),
             paths: totals(s, "nena_bytes_total", "path"),
             ifaces: totals(s, "nena_interface_bytes_total", "interface"),
         }
     }
 }
 
-/// A command's counters and the readings of the last minute.
+/// A line of what a command is, read when it is asked (the pinned key, the kill switch).
+type LiveLine = Box<dyn Fn() -> String + Send + Sync>;
+
+/// A command's counters, its links, and the readings of the last [`HISTORY`].
 pub struct Watch {
     metrics: Arc<Metrics>,
     started: SystemTime,
     about: Mutex<Vec<(String, String)>>,
+    live: Mutex<Vec<(String, LiveLine)>>,
+    links: Mutex<LinkWatch>,
     readings: Mutex<VecDeque<Reading>>,
 }
 
@@ -97,6 +141,8 @@ impl Watch {
             metrics,
             started: SystemTime::now(),
             about: Mutex::new(Vec::new()),
+            live: Mutex::new(Vec::new()),
+            links: Mutex::new(LinkWatch::default()),
             readings: Mutex::new(VecDeque::new()),
         });
         w.read();
@@ -110,6 +156,21 @@ impl Watch {
         }
     }
 
+    /// Add a line whose value `f` gives each time the command is asked.
+    pub fn tell_live(&self, key: &str, f: impl Fn() -> String + Send + Sync + 'static) {
+        if let Ok(mut l) = self.live.lock() {
+            l.push((key.to_string(), Box::new(f)));
+        }
+    }
+
+    /// Watch the client's interfaces `conf` (read now, then with every reading).
+    pub fn watch_links(&self, conf: &[LinkConf]) {
+        if let Ok(mut l) = self.links.lock() {
+            *l = LinkWatch::new(conf);
+            l.poll(&read_interfaces(), unix_ms());
+        }
+    }
+
     /// Reads the counters every [`EVERY`], for ever (spawn it; it ends with the runtime).
     pub async fn run(self: Arc<Self>) {
         let mut tick = tokio::time::interval(EVERY);
@@ -120,15 +181,51 @@ impl Watch {
         }
     }
 
-    /// One reading now, kept with those of the last minute.
+    /// One reading now, kept with those of the last [`HISTORY`]; the links read again.
     fn read(&self) {
         let reading = Reading::of(&samples(&self.metrics.encode()));
+        if let Ok(mut l) = self.links.lock() {
+            l.poll(&read_interfaces(), reading.unix_ms);
+        }
         if let Ok(mut r) = self.readings.lock() {
             r.push_back(reading);
-            while r.len() > 2 && r[1].at.elapsed() >= MINUTE {
+            while r.len() > 2 && r[1].at.elapsed() >= HISTORY {
                 r.pop_front();
             }
         }
+    }
+
+    /// Throughput per second between consecutive readings of the last [`HISTORY`].
+    pub fn history(&self) -> History {
+        let Ok(r) = self.readings.lock() else {
+            return History::default();
+        };
+        let mut h = History {
+            now_unix_ms: r.back().map_or_else(unix_ms, |x| x.unix_ms),
+            ..History::default()
+        };
+        for (a, b) in r.iter().zip(r.iter().skip(1)) {
+            let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-3);
+            let series = [
+                (&mut h.paths, &a.paths, &b.paths),
+                (&mut h.interfaces, &a.ifaces, &b.ifaces),
+            ];
+            for (out, before, after) in series {
+                let names: std::collections::BTreeSet<&String> =
+                    after.keys().map(|(n, _)| n).collect();
+                for name in names {
+                    let rate = |d: &'static str| {
+                        let key = (name.clone(), d);
+                        let (x, y) = (before.get(&key), after.get(&key));
+                        let x = x.copied().unwrap_or(0);
+                        y.copied().unwrap_or(0).saturating_sub(x) as f64 / secs
+                    };
+                    let point = (b.unix_ms, rate("sent"), rate("received"));
+                    out.entry(name.clone()).or_default().push(point);
+                }
+            }
+        }
+        h
     }
 
     /// The figures now.
@@ -154,7 +251,13 @@ impl Watch {
             .collect();
         let now = Reading::of(&s);
         let (last_second, last_minute) = self.windows(&now);
-        let figures = |pick: fn(&Reading) -> &Totals| -> Vec<PathFigures> {
+        let rtts = self.metrics.rtts();
+        let rtt = |kind: &str, name: &str| -> Option<f64> {
+            rtts.iter()
+                .find(|(k, n, r)| *k == kind && n == name && r.at.elapsed() <= RTT_FRESH)
+                .map(|(_, _, r)| f64::from(r.rtt_us) / 1e3)
+        };
+        let figures = |pick: fn(&Reading) -> &Totals, kind: &str| -> Vec<PathFigures> {
             let names: std::collections::BTreeSet<&String> =
                 pick(&now).keys().map(|(n, _)| n).collect();
             names
@@ -177,6 +280,7 @@ impl Watch {
                         received_per_s_1s: rate(last_second.as_ref(), "received"),
                         sent_per_s_1min: rate(last_minute.as_ref(), "sent"),
                         received_per_s_1min: rate(last_minute.as_ref(), "received"),
+                        rtt_ms: rtt(kind, name),
                     }
                 })
                 .collect()
@@ -191,7 +295,7 @@ impl Watch {
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_unix,
             uptime_s: self.started.elapsed().map_or(0, |d| d.as_secs()),
-            about: self.about.lock().map(|a| a.clone()).unwrap_or_default(),
+            about: self.about_now(),
             sessions_open: sum("nena_sessions_active", &|_| true),
             sessions_ended: by("nena_sessions_total", "outcome"),
             refusals: by("nena_refusals_total", "cause"),
@@ -200,9 +304,21 @@ impl Watch {
             waiting_for_trusted_link: sum("nena_sessions_waiting_for_trusted_link", &|_| true),
             trusted_link_waits: sum("nena_trusted_link_waits_total", &|_| true),
             trusted_link_wait_timeouts: sum("nena_trusted_link_wait_timeouts_total", &|_| true),
-            paths: figures(|r| &r.paths),
-            interfaces: figures(|r| &r.ifaces),
+            paths: figures(|r| &r.paths, "path"),
+            interfaces: figures(|r| &r.ifaces, "interface"),
+            recent: self.metrics.recent(),
+            links: self.links.lock().map(|l| l.links()).unwrap_or_default(),
+            link_events: self.links.lock().map(|l| l.events()).unwrap_or_default(),
         }
+    }
+
+    /// The lines told, then the live ones read now.
+    fn about_now(&self) -> Vec<(String, String)> {
+        let mut a = self.about.lock().map(|a| a.clone()).unwrap_or_default();
+        if let Ok(l) = self.live.lock() {
+            a.extend(l.iter().map(|(k, f)| (k.clone(), f())));
+        }
+        a
     }
 
     /// The readings to compare `now` with for the last second and the last minute (the
@@ -218,8 +334,10 @@ impl Watch {
             .rev()
             .find(|x| secs(x) >= 0.5)
             .map(|x| (x.clone(), secs(x)));
+        // The oldest reading of the last minute (all readings, when the command is younger).
         let minute = r
-            .front()
+            .iter()
+            .find(|x| secs(x) <= MINUTE.as_secs_f64() + 0.5)
             .filter(|x| secs(x) >= 0.5)
             .map(|x| (x.clone(), secs(x)));
         (second, minute)
@@ -268,6 +386,7 @@ mod tests {
         let base = Instant::now();
         let old = |secs: u64, sent: u64| Reading {
             at: base - Duration::from_secs(secs),
+            unix_ms: 0,
             paths: [(("trusted".to_string(), "sent"), sent)]
                 .into_iter()
                 .collect(),
@@ -286,6 +405,73 @@ mod tests {
         assert!((8e6..=10.1e6).contains(&p.sent_per_s_1s), "{p:?}");
         assert!((1.8e6..=2.01e6).contains(&p.sent_per_s_1min), "{p:?}");
         assert_eq!(p.received_per_s_1s, 0.0);
+    }
+
+    /// The history has one point per pair of readings with the rate between them; an RTT
+    /// read just now is shown with its path, a refusal with its cause.
+    #[test]
+    fn history_rtt_and_recent_refusals() {
+        let m = Metrics::new(Role::ProxyClient);
+        let w = Watch::new(m.clone());
+        let base = Instant::now();
+        let at = |secs: u64, sent: u64| Reading {
+            at: base - Duration::from_secs(secs),
+            unix_ms: 1_000_000 - secs * 1000,
+            paths: Totals::new(),
+            ifaces: [(("wlan".to_string(), "sent"), sent)].into_iter().collect(),
+        };
+        {
+            let mut r = w.readings.lock().unwrap();
+            r.clear();
+            r.extend([at(3, 0), at(2, 4_000), at(1, 4_000)]);
+        }
+        let h = w.history();
+        assert_eq!(h.now_unix_ms, 999_000);
+        let wlan = &h.interfaces["wlan"];
+        assert_eq!(wlan.len(), 2);
+        assert_eq!(wlan[0].0, 998_000);
+        assert!((wlan[0].1 - 4_000.0).abs() < 1.0, "{wlan:?}");
+        assert_eq!(wlan[1].1, 0.0);
+        m.add_bytes(&PathsUsed {
+            ifaces: vec![("wlan".into(), false, 10, 0)],
+            iface_rtt_us: vec![("wlan".into(), 21_000)],
+            ..PathsUsed::default()
+        });
+        m.end(
+            "aead",
+            crate::ops::metrics::Outcome::Refused("not_allowed"),
+            &PathsUsed::default(),
+        );
+        let s = w.snapshot();
+        let f = s.interfaces.iter().find(|p| p.name == "wlan").unwrap();
+        assert_eq!(f.rtt_ms, Some(21.0));
+        assert_eq!(s.recent.len(), 1);
+        assert_eq!(s.recent[0].cause, "not_allowed");
+    }
+
+    /// Live lines are read at each snapshot; watched links appear with their trust.
+    #[test]
+    fn live_lines_and_links() {
+        let w = Watch::new(Metrics::new(Role::Gateway));
+        let n = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let n2 = n.clone();
+        w.tell_live("kill switch", move || {
+            format!("{}", n2.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        });
+        w.watch_links(&[LinkConf {
+            name: "lo".into(),
+            trust: "trusted".into(),
+            metered: false,
+        }]);
+        assert_eq!(w.snapshot().about, vec![("kill switch".into(), "0".into())]);
+        let s = w.snapshot();
+        assert_eq!(s.about, vec![("kill switch".into(), "1".into())]);
+        assert_eq!(s.links.len(), 1);
+        assert!(
+            s.links[0].up && s.links[0].trust == "trusted",
+            "{:?}",
+            s.links
+        );
     }
 
     #[test]

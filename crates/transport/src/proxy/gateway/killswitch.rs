@@ -106,6 +106,38 @@ pub fn locked() -> Vec<String> {
     listing().map(|l| parse_elements(&l)).unwrap_or_default()
 }
 
+/// The switch's state for `lan`, for `nena status`: closed for every LAN interface (its
+/// rules all in place), or which are open and why.
+pub fn state(lan: &[String]) -> String {
+    state_of(lan, listing().as_deref())
+}
+
+/// [`state`] from a listing of the table (`None`: no table).
+pub fn state_of(lan: &[String], listing: Option<&str>) -> String {
+    let Some(listing) = listing else {
+        return "OPEN: no kill switch table (nft list table inet nena_killswitch)".into();
+    };
+    let held = parse_elements(listing);
+    let open: Vec<&String> = lan.iter().filter(|l| !held.contains(l)).collect();
+    let missing: Vec<&str> = rules()
+        .iter()
+        .filter(|(_, comment, _)| !listing.contains(&format!("comment \"{comment}\"")))
+        .map(|(_, comment, _)| *comment)
+        .collect();
+    if !missing.is_empty() {
+        return format!("OPEN: rules missing from the table: {}", missing.join("; "));
+    }
+    if !open.is_empty() {
+        let names: Vec<&str> = open.iter().map(|s| s.as_str()).collect();
+        return format!("OPEN for {}: not in the switch's set", names.join(", "));
+    }
+    format!(
+        "closed for {}: the LAN reaches nothing but nena, also when nena stops (`nena gateway \
+         open` ends it)",
+        lan.join(", ")
+    )
+}
+
 /// The elements of the `lans` set in a listing: `elements = { "lan", "lan2" }`.
 fn parse_elements(listing: &str) -> Vec<String> {
     let Some(at) = listing.find("elements = {") else {
@@ -220,5 +252,23 @@ mod tests {
             "table inet nena_killswitch {\n\tset lans {\n\t\ttype ifname\n\t}\n}"
         )
         .is_empty());
+    }
+
+    /// The state names the switch closed only with every rule and every LAN interface in
+    /// place, and says what is missing otherwise.
+    #[test]
+    fn the_state_is_closed_only_with_every_rule_and_interface() {
+        let lan = vec!["lan".to_string()];
+        let rules_text: String = rules()
+            .iter()
+            .map(|(_, c, r)| format!("    {r} comment \"{c}\"\n"))
+            .collect();
+        let set = "elements = { \"lan\" }\n";
+        let full = format!("{set}{rules_text}");
+        assert!(state_of(&lan, Some(&full)).starts_with("closed for lan"));
+        assert!(state_of(&lan, None).starts_with("OPEN: no kill switch"));
+        assert!(state_of(&lan, Some(&rules_text)).starts_with("OPEN for lan"));
+        let one_rule_less: String = full.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(state_of(&lan, Some(&one_rule_less)).starts_with("OPEN: rules missing"));
     }
 }

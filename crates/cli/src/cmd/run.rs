@@ -102,17 +102,18 @@ pub fn run(a: RunArgs) -> Result<u8, Exit> {
         return Err(Exit::usage(anyhow!(
             "--metered is for --via: with --mptcp-only nena opens no connection of its own"
         )));
-    } else if a.control.control.is_some() {
+    } else if a.control.control.is_some() || a.control.status.is_some() {
         return Err(Exit::usage(anyhow!(
-            "--control is for --via: with --mptcp-only nena carries nothing to report"
+            "--control and --status are for --via: with --mptcp-only nena carries nothing to \
+             report"
         )));
     }
     // With --via, a control socket for `nena status` (with --mptcp-only nena carries nothing).
     let control = match a.via {
         Some(_) => a.control.clone(),
         None => ControlArgs {
-            control: None,
             no_control: true,
+            ..ControlArgs::default()
         },
     };
     let counters = counters(None, &control, Role::Run);

@@ -192,6 +192,15 @@ pub struct ControlArgs {
     /// No control socket (`nena status` does not see this command).
     #[arg(long)]
     pub no_control: bool,
+    /// Serve a live status page at http://ADDR:PORT/ (per path throughput over the last 5
+    /// minutes, RTT, links and their events, sessions, refusals). A loopback address unless
+    /// --status-token-file is given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub status: Option<SocketAddr>,
+    /// The token the status page's URL must carry (`/?token=...`), 16 bytes or more (e.g.
+    /// `openssl rand -hex 24 > FILE`); needed for a --status address that is not loopback.
+    #[arg(long, value_name = "FILE", requires = "status")]
+    pub status_token_file: Option<PathBuf>,
 }
 
 /// A long-running command's counters, where they are served (`--metrics`), and its control
@@ -204,8 +213,10 @@ pub(super) struct Counters {
     pub control_given: bool,
     /// None: neither `--metrics` nor a control socket, so nothing counts.
     pub metrics: Option<Arc<Metrics>>,
-    /// With a control socket.
+    /// With a control socket or a status page.
     watch: Option<Arc<Watch>>,
+    /// `--status`, and its token.
+    status: Option<(SocketAddr, Option<PathBuf>)>,
 }
 
 impl Counters {
@@ -243,17 +254,18 @@ pub(super) fn counters(
             status::socket_path(&status::default_dir(), role.label(), std::process::id())
         })
     });
-    let metrics = (endpoint.is_some() || resolved.is_some()).then(|| Metrics::new(role));
-    let watch = resolved
-        .is_some()
-        .then(|| metrics.clone().map(Watch::new))
-        .flatten();
+    let watched = resolved.is_some() || control.status.is_some();
+    let metrics = (endpoint.is_some() || watched).then(|| Metrics::new(role));
+    let watch = watched.then(|| metrics.clone().map(Watch::new)).flatten();
     Counters {
         endpoint,
         control_given: control.control.is_some(),
         control: resolved,
         metrics,
         watch,
+        status: control
+            .status
+            .map(|a| (a, control.status_token_file.clone())),
     }
 }
 
@@ -263,6 +275,18 @@ pub(super) struct Started {
     pub at: Option<SocketAddr>,
     watch: Option<Arc<Watch>>,
     _control: Option<ControlSocket>,
+    /// The status page's address, served until the command ends.
+    page: Option<SocketAddr>,
+    _page: Option<AbortOnDrop>,
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Started {
@@ -272,6 +296,10 @@ impl Started {
             w.tell("listening on", addr.to_string());
         }
         announce_with(what, addr, self.at);
+        if let Some(p) = self.page {
+            println!("status page at http://{p}/");
+            let _ = std::io::stdout().flush();
+        }
     }
 }
 
@@ -291,11 +319,6 @@ pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<St
     let (control, watch) = match (&c.control, &c.watch) {
         (Some(path), Some(watch)) => match status::serve_control(path, watch.clone()).await {
             Ok(s) => {
-                watch.tell("command", what);
-                if let Some(at) = at {
-                    watch.tell("metrics", format!("http://{at}/metrics"));
-                }
-                tokio::spawn(watch.clone().run());
                 log::info!("status: nena status --control {}", path.display());
                 (Some(s), Some(watch.clone()))
             }
@@ -307,10 +330,42 @@ pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<St
         },
         _ => (None, None),
     };
+    let (page, page_task) = match (&c.status, &c.watch) {
+        (Some((addr, token_file)), Some(watch)) => {
+            let token = match token_file {
+                Some(f) => {
+                    Some(keys::load_token(f).map_err(|e| anyhow!("--status-token-file: {e:#}"))?)
+                }
+                None => None,
+            };
+            let listener = status::page::bind(*addr, token.as_ref()).await?;
+            let at = listener.local_addr()?;
+            let task = tokio::spawn(status::page::serve(listener, watch.clone(), token));
+            (Some(at), Some(AbortOnDrop(task)))
+        }
+        _ => (None, None),
+    };
+    let watch = match (watch, page) {
+        (Some(w), _) => Some(w),
+        (None, Some(_)) => c.watch.clone(),
+        (None, None) => None,
+    };
+    if let Some(w) = &watch {
+        w.tell("command", what);
+        if let Some(at) = at {
+            w.tell("metrics", format!("http://{at}/metrics"));
+        }
+        if let Some(p) = page {
+            w.tell("status page", format!("http://{p}/"));
+        }
+        tokio::spawn(w.clone().run());
+    }
     Ok(Started {
         at,
         watch,
         _control: control,
+        page,
+        _page: page_task,
     })
 }
 

@@ -42,6 +42,7 @@ mod policy_cli;
 mod policy_tenants;
 mod scenario_cli;
 mod status_cli;
+mod status_page;
 mod transfer_bench;
 mod transfer_browser;
 mod transfer_capture;

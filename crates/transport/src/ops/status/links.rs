@@ -134,6 +134,11 @@ impl LinkWatch {
         }
     }
 
+    /// No interface is watched (a server).
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
     pub fn links(&self) -> Vec<LinkStatus> {
         self.links.clone()
     }

@@ -5,10 +5,12 @@
 //! [`crate::ops::metrics::Metrics`]), [`watch`] samples them every second into per-path
 //! throughput over the last second and minute and builds a [`Snapshot`], [`control`] serves
 //! the snapshot as one JSON line on a Unix socket and asks one, [`links`] watches a client's
-//! interfaces (up, down, addresses, their changes).
+//! interfaces (up, down, addresses, their changes), [`page`] serves the status page
+//! (`--status`).
 
 pub mod control;
 pub mod links;
+pub mod page;
 pub mod scrape;
 pub mod watch;
 

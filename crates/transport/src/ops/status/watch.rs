@@ -184,13 +184,20 @@ impl Watch {
     /// One reading now, kept with those of the last [`HISTORY`]; the links read again.
     fn read(&self) {
         let reading = Reading::of(&samples(&self.metrics.encode()));
-        if let Ok(mut l) = self.links.lock() {
-            l.poll(&read_interfaces(), reading.unix_ms);
-        }
+        self.poll_links(reading.unix_ms);
         if let Ok(mut r) = self.readings.lock() {
             r.push_back(reading);
             while r.len() > 2 && r[1].at.elapsed() >= HISTORY {
                 r.pop_front();
+            }
+        }
+    }
+
+    /// Read the watched links now (none watched: nothing read).
+    fn poll_links(&self, now_ms: u64) {
+        if let Ok(mut l) = self.links.lock() {
+            if !l.is_empty() {
+                l.poll(&read_interfaces(), now_ms);
             }
         }
     }
@@ -228,8 +235,10 @@ impl Watch {
         h
     }
 
-    /// The figures now.
+    /// The figures now (the links read afresh: a link that went down shows at once, not at
+    /// the next reading).
     pub fn snapshot(&self) -> Snapshot {
+        self.poll_links(unix_ms());
         let s = samples(&self.metrics.encode());
         let sum = |name: &str, keep: &dyn Fn(&Sample) -> bool| -> u64 {
             s.iter()

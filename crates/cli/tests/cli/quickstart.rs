@@ -13,6 +13,7 @@
 //! * LAN: a host behind the router fetches a file with curl, byte-exact, through the
 //!   gateway; the web saw the proxy server; no packet of the LAN host crossed either link,
 //!   no plaintext either, and the untrusted link carried payload.
+//! * both: the servers and the gateway then stop on Ctrl-C (SIGINT), with status 0.
 //! * the server's recipe runs in the package test (`tests/meta/package_deb.rs`), whose root
 //!   booted under systemd is where `dpkg -i` and `systemctl` can run.
 //!

@@ -40,6 +40,8 @@ mod lab_families_cli;
 mod policy_cli;
 #[cfg(feature = "policy")]
 mod policy_tenants;
+mod quickstart;
+mod recipes;
 mod scenario_cli;
 mod status_cli;
 mod status_page;

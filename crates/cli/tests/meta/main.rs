@@ -10,6 +10,9 @@
 // copied; package_deb uses a few of its helpers (the harness allows the rest to go unused).
 #[path = "../cli/harness.rs"]
 mod harness;
+// The README's quickstart recipes as the tests read them: package_deb runs the server's.
+#[path = "../cli/recipes.rs"]
+mod recipes;
 
 mod architecture;
 mod docs;

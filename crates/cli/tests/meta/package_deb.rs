@@ -1,15 +1,20 @@
-//! The Debian package on a clean root (issue 22 item 5). `scripts/build-deb.sh --no-build`
-//! packages this build; debootstrap makes a minimal Debian of the host's release with
-//! systemd and the package's `Depends` (nothing of this machine's); `dpkg -i` installs the
-//! package there; the binary, man pages, completions, conffiles and units are checked as
-//! installed. Then that root boots under systemd (systemd-nspawn) inside the lab's server
-//! host: `systemd-analyze verify` and `security` judge the units where they are installed,
+//! The Debian package on a clean root (issue 22 item 5), installed and started by the
+//! README's quickstart for the server (issue 58 item 5). `scripts/build-deb.sh --no-build`
+//! packages this build (what `make deb` does after its build); debootstrap makes a minimal
+//! Debian of the host's release with systemd and the package's `Depends` (nothing of this
+//! machine's), which boots under systemd (systemd-nspawn) inside the lab's server host. Then
+//! the recipe's commands run as written (`crate::recipes`): `dpkg -i` in the booted root,
+//! after which the binary, man pages, completions, conffiles and units are checked as
+//! installed and `systemd-analyze verify` and `security` judge the units where they are;
 //! `systemctl enable --now nena-serve` starts the server as a transient user with no
-//! capability, the lab's client sends it a file over MPTCP, and `systemctl stop` ends it
-//! cleanly. Needs root, debootstrap, systemd-nspawn (scripts/install-deps.sh installs them)
-//! and Debian's mirror (`NENA_DEBIAN_MIRROR`, default deb.debian.org).
+//! capability; the laptop's `nena send` (the lab's client) stores a file over MPTCP; and
+//! `journalctl -u nena-serve` shows its line. A restart keeps the server's key, and
+//! `systemctl stop` ends it cleanly. Needs root, debootstrap, systemd-nspawn
+//! (scripts/install-deps.sh installs them) and Debian's mirror (`NENA_DEBIAN_MIRROR`,
+//! default deb.debian.org).
 
 use crate::harness::*;
+use crate::recipes::{self, Machine, Step};
 use nena_lab::Host;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -180,6 +185,40 @@ fn inside(init: u32, args: &[&str]) -> Command {
     c
 }
 
+/// [`inside`], with the working directory `dir` of the container (not its init's).
+fn inside_at(init: u32, dir: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("nsenter");
+    c.args([
+        "--target",
+        &init.to_string(),
+        "--all",
+        "--root",
+        &format!("--wdns={dir}"),
+        "--",
+    ])
+    .args(args);
+    c
+}
+
+/// A quickstart step on the laptop: `bash -c LINE` in the lab's client, as a fresh user
+/// whose home (HOME and the working directory) is `home`, with this build's `nena` on the
+/// PATH; its output.
+fn on_laptop(lab: &nena_lab::Lab, home: &Path, step: &Step) -> Output {
+    let path = format!(
+        "{}:{}",
+        Path::new(NENA).parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    lab.command(Host::Client, "bash", ["-c", &step.in_the_lab()])
+        .current_dir(home)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// The host's Debian release (VERSION_CODENAME), which the package's Depends were computed
 /// against.
 fn codename() -> String {
@@ -262,9 +301,61 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         rootfs.mounts_under()
     );
 
-    // 3. dpkg -i on it.
-    std::fs::copy(&deb, root.join("tmp/nena.deb")).unwrap();
-    let installed = ok(&mut chroot(&root, &["dpkg", "-i", "/tmp/nena.deb"]));
+    // 3. Boot the root under systemd, in the lab's server host.
+    let lab = lab();
+    let machine = format!("nena-deb-{}", std::process::id());
+    let mut booted = Booted::boot(
+        &root,
+        &machine,
+        &lab.netns(Host::Server),
+        &tmp.join("nspawn.log"),
+    );
+    let init = booted.init_pid();
+    // `--wait` waits for the boot to finish once the manager answers; "offline" is said
+    // before it does (the init found may not have become systemd yet).
+    let mut state = String::new();
+    nena_testkit::wait_until("systemd in the container", Duration::from_secs(120), || {
+        let o = inside(init, &["systemctl", "is-system-running", "--wait"])
+            .output()
+            .unwrap();
+        state = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        state != "offline" && !state.is_empty()
+    });
+    assert!(
+        state == "running" || state == "degraded",
+        "the container did not boot ({state}): {}",
+        std::fs::read_to_string(&booted.log).unwrap_or_default()
+    );
+
+    // 4. The README's quickstart for the server, its commands as written (crate::recipes):
+    // those on the server run with bash in the booted root, in /root, where the package is
+    // copied; the one on the laptop in the lab's client, as a fresh user there.
+    let steps = recipes::recipe("server");
+    let shape: Vec<(Machine, &str)> = steps
+        .iter()
+        .map(|s| (s.on, s.line.split_whitespace().next().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (Machine::Server, "dpkg"),
+            (Machine::Server, "systemctl"),
+            (Machine::Laptop, "nena"),
+            (Machine::Server, "journalctl"),
+        ],
+        "the server's quickstart is not the steps this test checks: {steps:#?}"
+    );
+    let on_server = |step: &Step| {
+        ok(&mut inside_at(
+            init,
+            "/root",
+            &["bash", "-c", &step.in_the_lab()],
+        ))
+    };
+
+    // `dpkg -i nena_*_amd64.deb`, the package next to it.
+    std::fs::copy(&deb, root.join("root").join(deb.file_name().unwrap())).unwrap();
+    let installed = on_server(&steps[0]);
     assert!(installed.contains("Setting up nena ("), "{installed}");
     // The packaged binary runs there (every library it links is in its Depends) and names
     // the commit it was built from, as this build does.
@@ -359,32 +450,6 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         .unwrap();
     assert!(fish.contains("complete -c nena"));
 
-    // 4. Boot the root under systemd, in the lab's server host.
-    let lab = lab();
-    let machine = format!("nena-deb-{}", std::process::id());
-    let mut booted = Booted::boot(
-        &root,
-        &machine,
-        &lab.netns(Host::Server),
-        &tmp.join("nspawn.log"),
-    );
-    let init = booted.init_pid();
-    // `--wait` waits for the boot to finish once the manager answers; "offline" is said
-    // before it does (the init found may not have become systemd yet).
-    let mut state = String::new();
-    nena_testkit::wait_until("systemd in the container", Duration::from_secs(120), || {
-        let o = inside(init, &["systemctl", "is-system-running", "--wait"])
-            .output()
-            .unwrap();
-        state = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        state != "offline" && !state.is_empty()
-    });
-    assert!(
-        state == "running" || state == "degraded",
-        "the container did not boot ({state}): {}",
-        std::fs::read_to_string(&booted.log).unwrap_or_default()
-    );
-
     // systemd's own judgment of the units where the package put them.
     let verify = inside(
         init,
@@ -425,11 +490,12 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         );
     }
 
-    // 5. The operator's steps: enable and start; the server announces itself in the journal.
-    ok(&mut inside(
-        init,
-        &["systemctl", "enable", "--now", "nena-serve.service"],
-    ));
+    // `systemctl enable --now nena-serve`: the server announces itself in the journal.
+    assert!(
+        steps[1].line.contains("enable --now nena-serve"),
+        "{steps:#?}"
+    );
+    on_server(&steps[1]);
     let journal = || {
         ok(&mut inside(
             init,
@@ -474,40 +540,31 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
     assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
     assert_eq!(field("NoNewPrivs:"), "1", "{status}");
 
-    // A file from the lab's client, over MPTCP with the default mode, lands in the unit's
+    // The laptop's `nena send FILE --to SERVER:4433 ...`, from the lab's client as a fresh
+    // user (a home of its own: the unit's key pinned there on this first contact, not among
+    // the test run's pins), over MPTCP with the default mode: the file lands in the unit's
     // StateDirectory.
+    let laptop = TempDir::new("deb-laptop");
+    let name = steps[2].line.split_whitespace().nth(2).unwrap_or_default();
+    assert!(steps[2].line.starts_with("nena send "), "{steps:#?}");
     let payload = text(300_000, 22);
-    let src = tmp.join("letter.txt");
-    std::fs::write(&src, &payload).unwrap();
-    let known = tmp.join("known_servers");
-    let to = server(&lab, 4433);
-    let out = client(
-        &lab,
-        &[
-            "send",
-            src.to_str().unwrap(),
-            "--to",
-            &to,
-            // the unit's own server key, not the one the test run's clients pinned
-            "--known-servers",
-            known.to_str().unwrap(),
-            PATHS[0],
-            PATHS[1],
-            PATHS[2],
-            PATHS[3],
-        ],
-    );
+    std::fs::write(laptop.join(name), &payload).unwrap();
+    let out = on_laptop(&lab, laptop.path(), &steps[2]);
     assert!(out.status.success(), "nena send: {}", out_text(&out));
-    let stored = std::fs::read(root.join("var/lib/private/nena/letter.txt")).unwrap();
+    let stored = std::fs::read(root.join("var/lib/private/nena").join(name)).unwrap();
     assert!(
         stored == payload,
         "the stored file differs from the one sent"
     );
     assert!(out_text(&out).contains("aead"), "{}", out_text(&out));
-    // The unit logs sessions (RUST_LOG=info): the upload's line is in the journal.
+    // `journalctl -u nena-serve`: the unit logs sessions (RUST_LOG=info), the upload's line
+    // among them.
     nena_testkit::wait_until("the upload logged", Duration::from_secs(10), || {
-        journal().contains("stored letter.txt")
+        on_server(&steps[3]).contains(&format!("stored {name}"))
     });
+    let known = laptop.join(".local/state/nena/known_servers");
+    assert!(known.is_file(), "the laptop pinned no key");
+    let to = server(&lab, 4433);
 
     // The unit's server key: created on first start in its own state directory, private,
     // not among the files it serves, and the same after a restart (the client's pin of the

@@ -79,21 +79,31 @@ pub fn status(a: StatusArgs) -> Result<(), Exit> {
     Ok(())
 }
 
-/// The `*.sock` files in `dir`, sorted; those left by a command that is gone (nothing
-/// listens on them: it was killed) are removed on the way.
+/// The `*.sock` files in `dir` and in its subdirectories (a packaged unit's socket lies in a
+/// runtime directory of its own, /run/nena/control/serve/), sorted; those left by a command
+/// that is gone (nothing listens on them: it was killed) are removed on the way.
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
     let gone = |p: &Path| {
         std::os::unix::net::UnixStream::connect(p)
             .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
     };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                .filter(|p| !(gone(p) && std::fs::remove_file(p).is_ok()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default()
+    };
+    let top = entries(dir);
+    let below = top
+        .iter()
+        .filter(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir()))
+        .flat_map(|d| entries(d));
+    let mut v: Vec<PathBuf> = top
+        .iter()
+        .cloned()
+        .chain(below)
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .filter(|p| !(gone(p) && std::fs::remove_file(p).is_ok()))
+        .collect();
     v.sort();
     v
 }
@@ -281,6 +291,23 @@ fn unix_now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A unit's socket one directory down is found; a stale one is removed; other files
+    /// are left alone.
+    #[test]
+    fn sockets_are_found_one_directory_down_and_stale_ones_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit = dir.path().join("serve");
+        std::fs::create_dir(&unit).unwrap();
+        let live = unit.join("serve.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&live).unwrap();
+        let stale = dir.path().join("gateway-1.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        assert_eq!(sockets_in(dir.path()), vec![live]);
+        assert!(!stale.exists());
+        assert!(dir.path().join("notes.txt").exists());
+    }
 
     #[test]
     fn a_snapshot_reads_as_text() {

@@ -598,6 +598,13 @@ fn the_package_installs_on_a_clean_root_and_its_unit_serves_under_systemd() {
         key_before,
         "the restart made a new key"
     );
+    // `nena status` as root on the host of the unit finds its control socket (in the
+    // unit's runtime directory, /run/nena/control/serve/) and tells what it serves.
+    let status = ok(&mut inside(init, &["nena", "status", "--json"]));
+    assert!(
+        status.contains("\"role\": \"serve\"") && status.contains("0.0.0.0:4433"),
+        "nena status in the booted root: {status}"
+    );
     let src2 = tmp.join("letter2.txt");
     std::fs::write(&src2, &payload).unwrap();
     let out = client(

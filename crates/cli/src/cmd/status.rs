@@ -171,9 +171,10 @@ fn render_at(s: &Snapshot, now_ms: u64) -> String {
     }
     let _ = writeln!(
         o,
-        "  sessions: {} open; ended: {}; handshakes: {}",
+        "  sessions: {} open; ended: {}; by mode: {}; handshakes: {}",
         s.sessions_open,
         entries(&s.sessions_ended),
+        entries(&s.sessions_by_mode),
         s.handshakes
     );
     let _ = writeln!(
@@ -200,10 +201,12 @@ fn render_at(s: &Snapshot, now_ms: u64) -> String {
             "sent", "received", "last second (up / down)", "last minute (up / down)", "RTT"
         );
         for p in rows {
-            let name = if p.metered {
-                format!("{} (metered)", p.name)
-            } else {
-                p.name.clone()
+            let name = match (p.metered, p.today) {
+                (true, Some((up, down))) => {
+                    format!("{} (metered; today {})", p.name, human(up + down))
+                }
+                (true, None) => format!("{} (metered)", p.name),
+                _ => p.name.clone(),
             };
             let rtt = p.rtt_ms.map_or("-".to_string(), |r| format!("{r:.1} ms"));
             let _ = writeln!(

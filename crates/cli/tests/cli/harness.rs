@@ -180,12 +180,27 @@ impl Proc {
     }
 }
 
+/// Removes the control socket a killed nena left behind (`ROLE-PID.sock` in the default
+/// directory: a killed process cannot remove its own).
+pub fn remove_control_socket(pid: u32) {
+    let dir = nena_transport::ops::status::default_dir();
+    let suffix = format!("-{pid}.sock");
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(&suffix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 impl Drop for Proc {
     /// Kills the process; when a test is failing, shows what it wrote on stderr (a server's
     /// side of the story: the failing test sees only its client's).
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        remove_control_socket(self.child.id());
         if std::thread::panicking() {
             let err = self.stderr();
             let tail: Vec<&str> = err.lines().rev().take(40).collect();
@@ -403,6 +418,7 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        remove_control_socket(self.0.id());
     }
 }
 

@@ -40,6 +40,9 @@ pub struct PathFigures {
     /// few seconds; none without such a subflow.
     #[serde(default)]
     pub rtt_ms: Option<f64>,
+    /// Metered interfaces: bytes since the last local midnight (sent, received).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub today: Option<(u64, u64)>,
 }
 
 /// The answer to `nena status`.
@@ -55,8 +58,10 @@ pub struct Snapshot {
     /// What the command told about itself (where it listens, its server, the pinned key, ...).
     pub about: Vec<(String, String)>,
     pub sessions_open: u64,
-    /// Sessions ended, by outcome.
+    /// Sessions ended, by outcome, and by mode (`aead`, ..., `none` before a handshake).
     pub sessions_ended: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub sessions_by_mode: BTreeMap<String, u64>,
     pub refusals: BTreeMap<String, u64>,
     pub integrity_failures: u64,
     pub handshakes: u64,
@@ -266,6 +271,23 @@ impl Watch {
                 .find(|(k, n, r)| *k == kind && n == name && r.at.elapsed() <= RTT_FRESH)
                 .map(|(_, _, r)| f64::from(r.rtt_us) / 1e3)
         };
+        // Metered interfaces: what today cost.
+        let today = |name: &str| -> Option<(u64, u64)> {
+            let of = |d: &str| -> Option<u64> {
+                s.iter()
+                    .find(|x| {
+                        x.name == "nena_interface_bytes_today"
+                            && x.label("metered") == "true"
+                            && x.label("interface") == name
+                            && x.label("direction") == d
+                    })
+                    .map(|x| x.value as u64)
+            };
+            match (of("sent"), of("received")) {
+                (None, None) => None,
+                (a, b) => Some((a.unwrap_or(0), b.unwrap_or(0))),
+            }
+        };
         let figures = |pick: fn(&Reading) -> &Totals, kind: &str| -> Vec<PathFigures> {
             let names: std::collections::BTreeSet<&String> =
                 pick(&now).keys().map(|(n, _)| n).collect();
@@ -290,6 +312,7 @@ impl Watch {
                         sent_per_s_1min: rate(last_minute.as_ref(), "sent"),
                         received_per_s_1min: rate(last_minute.as_ref(), "received"),
                         rtt_ms: rtt(kind, name),
+                        today: today(name),
                     }
                 })
                 .collect()
@@ -307,6 +330,7 @@ impl Watch {
             about: self.about_now(),
             sessions_open: sum("nena_sessions_active", &|_| true),
             sessions_ended: by("nena_sessions_total", "outcome"),
+            sessions_by_mode: by("nena_sessions_total", "mode"),
             refusals: by("nena_refusals_total", "cause"),
             integrity_failures: sum("nena_integrity_failures_total", &|_| true),
             handshakes: sum("nena_handshake_seconds_count", &|_| true),
@@ -442,7 +466,7 @@ mod tests {
         assert!((wlan[0].1 - 4_000.0).abs() < 1.0, "{wlan:?}");
         assert_eq!(wlan[1].1, 0.0);
         m.add_bytes(&PathsUsed {
-            ifaces: vec![("wlan".into(), false, 10, 0)],
+            ifaces: vec![("wlan".into(), false, 10, 0), ("lte".into(), true, 7, 9)],
             iface_rtt_us: vec![("wlan".into(), 21_000)],
             ..PathsUsed::default()
         });
@@ -454,6 +478,10 @@ mod tests {
         let s = w.snapshot();
         let f = s.interfaces.iter().find(|p| p.name == "wlan").unwrap();
         assert_eq!(f.rtt_ms, Some(21.0));
+        assert_eq!(f.today, None, "not metered");
+        let lte = s.interfaces.iter().find(|p| p.name == "lte").unwrap();
+        assert_eq!(lte.today, Some((7, 9)));
+        assert_eq!(s.sessions_by_mode.get("aead"), Some(&1));
         assert_eq!(s.recent.len(), 1);
         assert_eq!(s.recent[0].cause, "not_allowed");
     }

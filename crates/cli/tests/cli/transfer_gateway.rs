@@ -235,7 +235,8 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
     std::fs::write(www.join("big.bin"), &data).unwrap();
     let _http = http_dual(&lab, &www);
     let _ps = proxy_server(&lab);
-    let gw = gateway(&lab);
+    let control = cli.join("gateway.sock");
+    let gw = gateway_with(&lab, &["--control", control.to_str().unwrap()]);
     let (cap_u, cap_t) = (cli.join("u.pcap"), cli.join("t.pcap"));
     let cu = lab.capture(Link::Untrusted, &cap_u).unwrap();
     let ct = lab.capture(Link::Trusted, &cap_t).unwrap();
@@ -255,6 +256,50 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
         "the IPv6 fetch differs"
     );
     gw.wait_stderr_n("(redirected): mode aead", 2, Duration::from_secs(10));
+    // `nena status` tells the gateway's kill switch, its LAN, the key it pinned at the first
+    // session, its links, and the sessions by mode.
+    let out = nena(&["status", "--control", control.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v[0];
+    let about = |key: &str| -> String {
+        s["about"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|kv| kv[0] == key)
+            .and_then(|kv| kv[1].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(s["role"], "gateway", "{s}");
+    assert!(about("kill switch").starts_with("closed for lan"), "{s}");
+    assert_eq!(about("LAN"), "lan");
+    assert!(about("server key").contains("(pinned in "), "{s}");
+    let links: Vec<(String, String, bool)> = s["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let text = |k: &str| l[k].as_str().unwrap_or_default().to_string();
+            (text("name"), text("trust"), l["up"] == true)
+        })
+        .collect();
+    assert_eq!(
+        links,
+        [("trusted", "trusted"), ("untrusted", "untrusted")]
+            .map(|(n, t)| (n.to_string(), t.to_string(), true))
+            .to_vec(),
+        "{s}"
+    );
+    assert!(
+        s["sessions_by_mode"]["aead"].as_u64().unwrap_or(0) >= 2,
+        "{s}"
+    );
     // UDP is carried through nena by default (`--udp carry`): the datagram's payload must
     // not cross either link in the clear.
     lan_udp(&lab, "198.18.3.2", 9999, "nena-gateway-udp-marker");

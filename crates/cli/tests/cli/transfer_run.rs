@@ -248,6 +248,40 @@ fn curl_and_urllib_through_nena_run_byte_exact_and_no_plaintext_on_the_untrusted
     capture.stop().unwrap();
     let leaked = leaked_pieces(&std::fs::read(&cap2).unwrap(), &body);
     assert!(leaked > 1000, "the control run shows only {leaked} pieces");
+
+    // `nena run --control`: CMD itself asks `nena status` after its fetch; the answer is
+    // nena run's, with its server, its links and the fetch's session (open or ended).
+    let sock = dir.join("run.sock");
+    let shell = format!(
+        "curl -sS --max-time 30 {url} -o /dev/null && exec {NENA} status --control {} --json",
+        sock.display()
+    );
+    let mut st = vec!["--control", sock.to_str().unwrap()];
+    st.extend(session_args(&listen, "aead", Some(token)));
+    st.extend_from_slice(&["sh", "-c", &shell]);
+    let out = nena_run(&lab, &st);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let s = &v[0];
+    assert_eq!(s["role"], "run", "{s}");
+    let about = s["about"].to_string();
+    assert!(about.contains(&format!("[\"server\",\"{listen}\"]")), "{s}");
+    let links = s["links"].as_array().unwrap();
+    assert_eq!(links.len(), 2, "{s}");
+    assert!(links.iter().all(|l| l["up"] == true), "{s}");
+    let ended: u64 = s["sessions_ended"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|n| n.as_u64())
+        .sum();
+    assert!(
+        s["sessions_open"].as_u64().unwrap() + ended >= 1,
+        "the fetch's session is missing: {s}"
+    );
+    assert!(!sock.exists(), "nena run left its control socket");
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! - UDP dropped on the WLAN (nftables in the router): the flow goes on, its copies for the
 //!   WLAN inside the session, no datagram lost;
 //! - the WLAN taken down in the middle of a real-time flow (`--realtime-port`): no datagram
-//!   lost (the trusted path's copies);
+//!   lost (the trusted path's copies), and the trusted interface's bytes show in the
+//!   metrics while the flow runs;
 //! - a proxy server with `--no-datagram-plane`: the client's offer is declined and the
 //!   datagrams ride the session (op 7), no UDP on either link.
 //!
@@ -379,15 +380,38 @@ fn a_wlan_outage_mid_call_loses_no_realtime_datagram() {
     let lab = lab();
     let _echo = udp_echo(&lab);
     let _ps = plane_server(&lab, 7453, &[]);
-    let (pc, udp, control) = socks_flow(&lab, 7453, 1097, &["--realtime-port", "7007"]);
+    let (pc, udp, control) = socks_flow(
+        &lab,
+        7453,
+        1097,
+        &["--realtime-port", "7007", "--metrics", "127.0.0.1:9467"],
+    );
+    // The trusted interface's bytes (sealed datagrams) in the metrics while the call runs.
+    let trusted_sent = |text: &str| {
+        metric(
+            text,
+            "nena_interface_bytes_total{role=\"proxy_client\",interface=\"trusted\",\
+             metered=\"false\",direction=\"sent\"}",
+        )
+    };
+    let mut during = None;
     let got = call(&udp, 250, Duration::from_millis(20), 9, |i| {
         if i == 50 {
             lab.set_link(Link::Untrusted, false).unwrap();
+        }
+        if i == 150 {
+            during = Some(trusted_sent(&scrape(&lab, Host::Client, 9467)));
         }
         if i == 200 {
             lab.set_link(Link::Untrusted, true).unwrap();
         }
     });
+    // 3 s in, at least a second's datagrams (50 of 160 bytes, sealed) were counted.
+    let during = during.unwrap();
+    assert!(
+        during >= 50 * 160,
+        "{during} B counted on the trusted interface mid-call"
+    );
     assert_eq!(
         got.len(),
         250,
@@ -399,6 +423,11 @@ fn a_wlan_outage_mid_call_loses_no_realtime_datagram() {
     // ones, before a probe was answered, rode the session only.
     let line = end_flow(&pc, control);
     assert!(count_before(&line, " sent as UDP") >= 200, "{line}");
+    let total = trusted_sent(&scrape(&lab, Host::Client, 9467));
+    assert!(
+        total >= 250 * 160 && total > during,
+        "{total} B on the trusted interface in all, {during} mid-call"
+    );
 }
 
 #[test]

@@ -179,6 +179,40 @@ impl PathsUsed {
         }
     }
 
+    /// `self` and `other` together: bytes summed per path and per interface (a datagram
+    /// session's subflows and its datagram plane), the lowest RTTs, the events summed.
+    pub fn plus(&self, other: &PathsUsed) -> PathsUsed {
+        let mut out = self.clone();
+        for (name, sent, received) in &other.paths {
+            match out.paths.iter_mut().find(|c| &c.0 == name) {
+                Some(c) => {
+                    c.1 += sent;
+                    c.2 += received;
+                }
+                None => out.paths.push((name.clone(), *sent, *received)),
+            }
+        }
+        for (name, metered, sent, received) in &other.ifaces {
+            match out.ifaces.iter_mut().find(|c| &c.0 == name) {
+                Some(c) => {
+                    c.2 += sent;
+                    c.3 += received;
+                }
+                None => out.ifaces.push((name.clone(), *metered, *sent, *received)),
+            }
+        }
+        for (name, rtt) in &other.path_rtt_us {
+            lowest_rtt(&mut out.path_rtt_us, name.clone(), Some(*rtt));
+        }
+        for (name, rtt) in &other.iface_rtt_us {
+            lowest_rtt(&mut out.iface_rtt_us, name.clone(), Some(*rtt));
+        }
+        out.joins += other.joins;
+        out.closes += other.closes;
+        out.recoveries += other.recoveries;
+        out
+    }
+
     /// Raise what `self` records as counted to `now`'s figures where they are higher.
     pub fn raise(&mut self, now: &PathsUsed) {
         for (name, sent, received) in &now.paths {

@@ -400,3 +400,42 @@ fn recent_keeps_the_last_refusals() {
         .iter()
         .all(|x| x.cause == "handshake"));
 }
+
+/// A datagram session's end: its subflows' bytes and its plane's added per path and per
+/// interface, the lowest RTT kept, and counted so.
+#[test]
+fn a_datagram_sessions_subflows_and_plane_add_up() {
+    let subflows = PathsUsed {
+        paths: vec![("trusted".into(), 100, 200)],
+        ifaces: vec![("lte".into(), false, 100, 200)],
+        path_rtt_us: vec![("trusted".into(), 30_000)],
+        joins: 1,
+        ..PathsUsed::default()
+    };
+    let plane = PathsUsed {
+        paths: vec![("trusted".into(), 10, 20), ("untrusted".into(), 1, 2)],
+        ifaces: vec![("lte".into(), false, 10, 20), ("wlan".into(), false, 1, 2)],
+        path_rtt_us: vec![("trusted".into(), 20_000)],
+        ..PathsUsed::default()
+    };
+    let all = subflows.plus(&plane);
+    assert_eq!(
+        all.paths,
+        vec![("trusted".into(), 110, 220), ("untrusted".into(), 1, 2)]
+    );
+    assert_eq!(
+        all.ifaces,
+        vec![
+            ("lte".into(), false, 110, 220),
+            ("wlan".into(), false, 1, 2)
+        ]
+    );
+    assert_eq!(all.path_rtt_us, vec![("trusted".into(), 20_000)]);
+    assert_eq!(all.joins, 1);
+    let m = Metrics::new(Role::Gateway);
+    let tally = Tally::begin(Some(&m));
+    tally.paths_used(all);
+    tally.finish::<()>(&Ok(()));
+    assert_eq!(bytes_of(&m, "trusted", "sent"), 110);
+    assert_eq!(bytes_of(&m, "untrusted", "received"), 2);
+}

@@ -160,13 +160,17 @@ impl Relay {
                 }
             );
             let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
-            let carrying = crate::proxy::carry::plane::carry(
-                &mut session,
-                None,
-                &mut rx,
-                dtx,
-                &self.stats.sent,
-                &self.stats.received,
+            let plane = session.plane_usage();
+            let carrying = tally.live(
+                &plane,
+                crate::proxy::carry::plane::carry(
+                    &mut session,
+                    None,
+                    &mut rx,
+                    dtx,
+                    &self.stats.sent,
+                    &self.stats.received,
+                ),
             );
             let down = async {
                 while let Some(d) = drx.recv().await {
@@ -181,6 +185,7 @@ impl Relay {
                 Ok::<_, Error>(())
             };
             let (carried, ()) = tokio::try_join!(carrying, down)?;
+            tally.paths_used(session.usage_at_end(&plane));
             log::info!("datagrams of {peer}: {}", carried.describe());
             if let Some(p) = &carried.plane {
                 tally.datagrams(&p.metrics());

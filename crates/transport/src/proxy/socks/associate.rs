@@ -24,7 +24,7 @@
 use crate::conn::ClientOptions;
 use crate::conn::Paths;
 use crate::error::{Doing, During, Error, Result};
-use crate::ops::metrics::{PathsUsed, Tally};
+use crate::ops::metrics::Tally;
 use crate::ops::stop::StopSignal;
 use crate::proxy::carry::plane::Stamped;
 use crate::proxy::carry::relay::{RelayStats, IDLE};
@@ -223,13 +223,17 @@ pub(crate) async fn associate(
             }
         );
         let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
-        let carrying = crate::proxy::carry::plane::carry(
-            &mut session,
-            Some(first),
-            &mut rx,
-            dtx,
-            &stats.sent,
-            &stats.received,
+        let plane = session.plane_usage();
+        let carrying = tally.live(
+            &plane,
+            crate::proxy::carry::plane::carry(
+                &mut session,
+                Some(first),
+                &mut rx,
+                dtx,
+                &stats.sent,
+                &stats.received,
+            ),
         );
         let down = async {
             while let Some(d) = drx.recv().await {
@@ -264,7 +268,7 @@ pub(crate) async fn associate(
         });
         let c = &session.conn;
         let paths = Paths::of(c);
-        tally.paths_used(PathsUsed::of_client(&paths.subflows, c.gate.as_ref()));
+        tally.paths_used(session.usage_at_end(&plane));
         ended
             .map(|why| {
                 Some(format!(

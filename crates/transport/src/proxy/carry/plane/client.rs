@@ -71,11 +71,25 @@ fn path_sockets(opts: &ClientOptions) -> Result<Vec<PathSocket>, Error> {
     Ok(out)
 }
 
+/// What one path of the plane carried: sealed datagram bytes sent and received on its
+/// socket, counted as they go (for the metrics and `nena status` while the session runs).
+#[derive(Debug)]
+struct PathBytes {
+    id: PathId,
+    iface: String,
+    trusted: bool,
+    metered: bool,
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
 /// The client's end of an accepted plane.
 struct ClientPlane {
     plane: Plane,
     /// Each path's socket, connected to `server`.
     sockets: Vec<(PathId, Arc<UdpSocket>)>,
+    /// Each path's byte counts.
+    bytes: Arc<Vec<PathBytes>>,
     /// The server's plane address.
     server: SocketAddr,
 }
@@ -92,6 +106,44 @@ impl DatagramSession {
     /// Whether the datagram plane carries this session's datagrams.
     pub fn has_plane(&self) -> bool {
         self.plane.is_some()
+    }
+
+    /// What the session carried on its paths, read at its end: its subflows (the session's
+    /// own bytes) and, with `plane` (its [`DatagramSession::plane_usage`]), the plane's.
+    pub fn usage_at_end(
+        &self,
+        plane: &dyn Fn() -> crate::ops::metrics::PathsUsed,
+    ) -> crate::ops::metrics::PathsUsed {
+        let paths = crate::conn::Paths::of(&self.conn);
+        crate::ops::metrics::PathsUsed::of_client(&paths.subflows, self.conn.gate.as_ref())
+            .plus(&plane())
+    }
+
+    /// A reader of what the plane's paths carried so far, by trust class and interface
+    /// (sealed datagrams' bytes: what crossed each path), for
+    /// [`crate::ops::metrics::Tally::live`] beside [`carry`] and for the session's end.
+    /// Without the plane: nothing (datagrams inside the session).
+    pub fn plane_usage(&self) -> impl Fn() -> crate::ops::metrics::PathsUsed + Send + 'static {
+        let bytes = self.plane.as_ref().map(|p| p.bytes.clone());
+        move || {
+            let mut u = crate::ops::metrics::PathsUsed::default();
+            for b in bytes.iter().flat_map(|v| v.iter()) {
+                let (sent, received) = (
+                    b.sent.load(Ordering::Relaxed),
+                    b.received.load(Ordering::Relaxed),
+                );
+                let trust = if b.trusted { "trusted" } else { "untrusted" };
+                match u.paths.iter_mut().find(|p| p.0 == trust) {
+                    Some(p) => {
+                        p.1 += sent;
+                        p.2 += received;
+                    }
+                    None => u.paths.push((trust.to_string(), sent, received)),
+                }
+                u.ifaces.push((b.iface.clone(), b.metered, sent, received));
+            }
+            u
+        }
     }
 }
 
@@ -209,6 +261,7 @@ pub async fn open_datagrams(
         log::debug!("datagram plane: compact datagrams agreed but not possible here");
     }
     let mut sockets = Vec::new();
+    let mut bytes = Vec::new();
     for p in paths {
         // Connected to the server's port: the kernel keeps the route (no lookup per
         // datagram) and drops what comes from anywhere else.
@@ -237,12 +290,21 @@ pub async fn open_datagrams(
             if metered { " (metered)" } else { "" }
         );
         sockets.push((p.id, Arc::new(s)));
+        bytes.push(PathBytes {
+            id: p.id,
+            iface: p.iface.clone(),
+            trusted: p.flags & PATH_TRUSTED != 0,
+            metered,
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        });
     }
     Ok(DatagramSession {
         conn,
         plane: Some(ClientPlane {
             plane,
             sockets,
+            bytes: Arc::new(bytes),
             server: to,
         }),
         redundancy,
@@ -402,13 +464,19 @@ pub async fn carry<T: Outgoing>(
     let (utx, mut urx) = mpsc::channel::<(PathId, Vec<u8>, SocketAddr)>(SESSION_QUEUE);
     let mut tasks = Tasks(Vec::new());
     let by_id: HashMap<PathId, Arc<UdpSocket>> = cp.sockets.iter().cloned().collect();
+    let path_bytes = cp.bytes.clone();
+    let counted = |id: PathId| path_bytes.iter().position(|b| b.id == id);
     for (id, sock) in &cp.sockets {
         let (id, sock, utx) = (*id, sock.clone(), utx.clone());
+        let (at, bytes) = (counted(id), path_bytes.clone());
         tasks.0.push(tokio::spawn(async move {
             let mut b = vec![0u8; 65_535];
             loop {
                 match sock.recv_from(&mut b).await {
                     Ok((n, from)) => {
+                        if let Some(i) = at {
+                            bytes[i].received.fetch_add(n as u64, Ordering::Relaxed);
+                        }
                         if utx.try_send((id, b[..n].to_vec(), from)).is_err() && utx.is_closed() {
                             return;
                         }
@@ -429,6 +497,7 @@ pub async fn carry<T: Outgoing>(
         let s = by_id.get(&t.path).cloned();
         let bytes = t.bytes.clone();
         let (path, to) = (t.path, t.to);
+        let (at, counts) = (counted(path), path_bytes.clone());
         async move {
             if let Some(s) = s {
                 // The socket is connected to the server's port, where the client sends all.
@@ -437,8 +506,12 @@ pub async fn carry<T: Outgoing>(
                 } else {
                     s.send_to(&bytes, to).await
                 };
-                if let Err(e) = sent {
-                    log::debug!("datagram plane: path {path} to {to}: {e}");
+                match (sent, at) {
+                    (Ok(n), Some(i)) => {
+                        counts[i].sent.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    (Ok(_), None) => {}
+                    (Err(e), _) => log::debug!("datagram plane: path {path} to {to}: {e}"),
                 }
             }
         }

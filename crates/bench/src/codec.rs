@@ -39,9 +39,15 @@ pub const NAMES: [&str; 16] = [
     "memcpy",
 ];
 
-/// Informative rows after the required ones (in `Report::extra_results`, not counted by
-/// the targets): the papers' own Figure 14 C code, compiled with gcc -O2.
-pub const EXTRA_NAMES: [&str; 1] = [crate::paper_c::NAME];
+/// Informative rows after the required ones (in `Report::extra_results`): the papers' own
+/// Figure 14 C code, compiled with gcc -O2; `stream` mode's AES-128-CTR keystream alone as
+/// nena runs it and with RustCrypto alone (`crate::session::CTR_ROWS`, compared by the
+/// target `nena-ctr-bulk-vs-rustcrypto`).
+pub const EXTRA_NAMES: [&str; 3] = [crate::paper_c::NAME, "nena-ctr", "nena-ctr-rustcrypto"];
+
+/// `nena-ctr` bulk GB/s / `nena-ctr-rustcrypto` bulk GB/s, at least: AES-128-CTR through
+/// aws-lc-rs for long runs must not be slower than RustCrypto alone.
+pub const TARGET_CTR_BULK_VS_RUSTCRYPTO: f64 = 1.0;
 
 /// Table II of Kato et al. (SECURWARE 2017 and the journal version): milliseconds to
 /// process one 1280-byte message both ways on an Intel Core i5-3230M (2.6 GHz). The
@@ -226,7 +232,7 @@ pub struct Report {
     pub sample_ms: f64,
     pub definitions: Vec<String>,
     pub results: Vec<Row>,
-    /// Informative rows ([`EXTRA_NAMES`]): the papers' Figure 14 C code.
+    /// Informative rows ([`EXTRA_NAMES`]): the papers' Figure 14 C code, stream's CTR alone.
     pub extra_results: Vec<Row>,
     /// kato-fast's speed relative to the papers' C code: its us/msg divided by kato-fast's.
     pub fast_vs_paper_c: Option<f64>,
@@ -322,6 +328,9 @@ fn make_subject(name: &'static str, max_len: usize) -> Result<Result<Box<dyn Sub
     }
     if name == "memcpy" {
         return Ok(Ok(Box::new(MemcpySubject::new(max_len))));
+    }
+    if let Some(&(n, aes)) = crate::session::CTR_ROWS.iter().find(|(n, _)| *n == name) {
+        return Ok(Ok(Box::new(crate::session::CtrSubject::new(n, aes))));
     }
     if let Some(&(n, mode)) = crate::session::NENA_ROWS.iter().find(|(n, _)| *n == name) {
         return Ok(Ok(Box::new(crate::session::NenaSubject::new(
@@ -460,7 +469,8 @@ pub fn run(cfg: &CodecBenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result
         .iter()
         .find(|r| r.name == crate::paper_c::NAME)
         .and_then(|r| r.ratio_to_fast);
-    let targets = targets(&results, nena_codec::fast_backend());
+    let all: Vec<Row> = results.iter().chain(&extra_results).cloned().collect();
+    let targets = targets(&all, nena_codec::fast_backend());
     let all_targets_pass = targets.iter().all(|t| t.pass);
     let context = context(&results);
     Ok(Report {
@@ -572,6 +582,13 @@ pub fn targets(rows: &[Row], backend: &str) -> Vec<Target> {
             ratio(us("nena-stream"), us("aes-128-ctr")),
             Comparison::AtMost,
             TARGET_NENA_STREAM_VS_CTR,
+        ),
+        mk(
+            "nena-ctr-bulk-vs-rustcrypto",
+            "nena-ctr bulk GB/s / nena-ctr-rustcrypto bulk GB/s (stream's AES-128-CTR: aws-lc-rs for long runs against RustCrypto alone)",
+            ratio(bulk("nena-ctr"), bulk("nena-ctr-rustcrypto")),
+            Comparison::AtLeast,
+            TARGET_CTR_BULK_VS_RUSTCRYPTO,
         ),
     ]
 }

@@ -210,3 +210,70 @@ mod tests {
         assert!(s.open(wire).is_err());
     }
 }
+
+/// The keystream of `stream` mode alone (nena-proto's [`nena_proto::Keystream`], AES-128),
+/// with AES-128-CTR as nena runs it (`nena-ctr`: aws-lc-rs for runs of
+/// [`nena_proto::AWS_LC_CTR_FROM`] bytes or more) and as it ran before (`nena-ctr-rustcrypto`:
+/// RustCrypto alone), so one run compares them: the sender's keystream XORs the message
+/// in place, the receiver's XORs it back.
+pub const CTR_ROWS: [(&str, nena_proto::AesCtrImpl); 2] = [
+    ("nena-ctr", nena_proto::AesCtrImpl::Fastest),
+    ("nena-ctr-rustcrypto", nena_proto::AesCtrImpl::RustCrypto),
+];
+
+/// One of [`CTR_ROWS`] as a subject.
+pub struct CtrSubject {
+    name: &'static str,
+    tx: nena_proto::Keystream,
+    rx: nena_proto::Keystream,
+}
+
+impl CtrSubject {
+    pub fn new(name: &'static str, aes: nena_proto::AesCtrImpl) -> CtrSubject {
+        use nena_proto::keys::{Schedule, Secrets};
+        let secret = Schedule::new(
+            &Secrets {
+                kem: &[0x4b; 32],
+                dh: &[0x44; 32],
+                r_c: &[0x52; 32],
+            },
+            b"bench hello",
+            b"bench accept",
+        )
+        .traffic()
+        .0;
+        let epoch = nena_proto::Keystream::MAX_EPOCH_LOG2;
+        let ks = || nena_proto::Keystream::with_aes_ctr(Suite::Aes128, secret.clone(), epoch, aes);
+        CtrSubject {
+            name,
+            tx: ks(),
+            rx: ks(),
+        }
+    }
+}
+
+impl Subject for CtrSubject {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn round_trip(&mut self, data: &mut [u8]) -> Result<()> {
+        self.tx.apply(data);
+        self.rx.apply(data);
+        Ok(())
+    }
+
+    fn verify(&mut self, len: usize) -> Result<()> {
+        let msg: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+        let mut buf = msg.clone();
+        self.tx.apply(&mut buf);
+        ensure!(
+            len == 0 || buf != msg,
+            "{}: the keystream changed nothing",
+            self.name
+        );
+        self.rx.apply(&mut buf);
+        ensure!(buf == msg, "{}: the message did not come back", self.name);
+        Ok(())
+    }
+}

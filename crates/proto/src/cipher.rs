@@ -1,6 +1,7 @@
 //! The symmetric primitives of the cryptographic modes, from well-kept crates: the cipher
 //! suites, which one this CPU prefers, the positioned keystream of `stream` mode
-//! (AES-128-CTR from RustCrypto `aes`+`ctr`, ChaCha20 from RustCrypto `chacha20`) and the
+//! (AES-128-CTR from `aws-lc-rs` for runs of [`AWS_LC_CTR_FROM`] bytes or more and RustCrypto
+//! `aes`+`ctr` below, ChaCha20 from RustCrypto `chacha20`) and the
 //! record AEAD of `aead` mode (AES-128-GCM and ChaCha20-Poly1305 from `aws-lc-rs`, which
 //! seals from one buffer into another). Why these crates: docs/BENCHMARKS.md, "Crypto
 //! primitives".
@@ -111,9 +112,66 @@ pub fn cpu_has_aes() -> bool {
 /// `StreamCipherError` 16 bytes short of its end (the 64 GiB crash of issue 19).
 type Aes128Ctr = ctr::Ctr64BE<aes::Aes128>;
 
+/// From this many bytes in one call, AES-128-CTR runs through aws-lc-rs (AWS-LC's CTR: at
+/// 16 KiB 6.2 GB/s against RustCrypto's 4.7 on the AMD host), below it through RustCrypto
+/// (faster for short runs: aws-lc-rs has no in-place call that continues, so each call sets
+/// up its counter block). docs/benchmarks-log.md, "Crypto primitives".
+pub const AWS_LC_CTR_FROM: usize = 4096;
+
+/// Which AES-128-CTR implementation a [`Keystream`] uses. The keystream is the same bytes
+/// either way (tested): this only chooses the code, for `nena bench codec` to compare them
+/// in one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AesCtrImpl {
+    /// aws-lc-rs for runs of [`AWS_LC_CTR_FROM`] bytes or more, RustCrypto below.
+    #[default]
+    Fastest,
+    /// RustCrypto `aes` + `ctr` for every run (nena before aws-lc-rs's CTR).
+    RustCrypto,
+}
+
 enum KeystreamCipher {
-    Aes(Box<Aes128Ctr>),
+    Aes {
+        /// Positioned at the keystream's offset within the epoch at every call's end.
+        rc: Box<Aes128Ctr>,
+        /// The same key for long runs (none: [`AesCtrImpl::RustCrypto`]).
+        lc: Option<Box<aws_lc_rs::cipher::EncryptingKey>>,
+        iv: [u8; IV_LEN],
+    },
     ChaCha(Box<chacha20::ChaCha20>),
+}
+
+/// XORs the keystream at byte `within` of the epoch into `buf`: RustCrypto's `rc` (there)
+/// for a short run, else the part up to the next block boundary through `rc` and the rest
+/// through aws-lc-rs's CTR from that block's counter, `rc` then moved past it.
+fn aes_apply(
+    rc: &mut Aes128Ctr,
+    lc: Option<&aws_lc_rs::cipher::EncryptingKey>,
+    iv: &[u8; IV_LEN],
+    within: u64,
+    buf: &mut [u8],
+) {
+    use aws_lc_rs::cipher::EncryptionContext;
+    use ctr::cipher::StreamCipherSeek;
+    let Some(lc) = lc.filter(|_| buf.len() >= AWS_LC_CTR_FROM) else {
+        rc.apply_keystream(buf);
+        return;
+    };
+    let head = ((16 - within % 16) % 16) as usize;
+    let (first, rest) = buf.split_at_mut(head);
+    rc.apply_keystream(first);
+    // The block number of the rest's first byte: below 2^32 within an epoch (2^36 bytes at
+    // most, and `rest` is not empty).
+    let block = u32::try_from((within + head as u64) / 16).expect("a block of the epoch");
+    let mut counter = [0u8; 16];
+    counter[..IV_LEN].copy_from_slice(iv);
+    counter[IV_LEN..].copy_from_slice(&block.to_be_bytes());
+    lc.less_safe_encrypt(
+        rest,
+        EncryptionContext::Iv128(aws_lc_rs::iv::FixedLength::from(counter)),
+    )
+    .expect("AES-128-CTR of a key and counter block aws-lc-rs accepted");
+    rc.seek(within + buf.len() as u64);
 }
 
 /// The keystream of one direction of `stream` mode, positioned by the byte offset in that
@@ -125,6 +183,7 @@ pub struct Keystream {
     suite: Suite,
     secret: TrafficSecret,
     epoch_log2: u8,
+    aes: AesCtrImpl,
     /// Bytes processed so far in this direction.
     offset: u64,
     cipher: KeystreamCipher,
@@ -146,24 +205,49 @@ impl Keystream {
 
     /// The keystream of a direction whose first traffic secret is `secret`.
     pub fn new(suite: Suite, secret: TrafficSecret, epoch_log2: u8) -> Keystream {
+        Keystream::with_aes_ctr(suite, secret, epoch_log2, AesCtrImpl::Fastest)
+    }
+
+    /// [`Keystream::new`] with AES-128-CTR from `aes` (the same bytes; for benchmarks).
+    pub fn with_aes_ctr(
+        suite: Suite,
+        secret: TrafficSecret,
+        epoch_log2: u8,
+        aes: AesCtrImpl,
+    ) -> Keystream {
         assert!((Self::MIN_EPOCH_LOG2..=Self::MAX_EPOCH_LOG2).contains(&epoch_log2));
-        let cipher = Self::epoch_cipher(suite, &secret);
+        let cipher = Self::epoch_cipher(suite, &secret, aes);
         Keystream {
             suite,
             secret,
             epoch_log2,
+            aes,
             offset: 0,
             cipher,
         }
     }
 
-    fn epoch_cipher(suite: Suite, secret: &TrafficSecret) -> KeystreamCipher {
+    fn epoch_cipher(suite: Suite, secret: &TrafficSecret, aes: AesCtrImpl) -> KeystreamCipher {
         let (key, iv) = secret.key_iv(suite.key_len());
         match suite {
             Suite::Aes128 => {
                 let mut block = [0u8; 16];
                 block[..IV_LEN].copy_from_slice(&iv);
-                KeystreamCipher::Aes(Box::new(Aes128Ctr::new(key[..].into(), (&block).into())))
+                let lc = match aes {
+                    AesCtrImpl::Fastest => {
+                        use aws_lc_rs::cipher::{EncryptingKey, UnboundCipherKey, AES_128};
+                        let k = UnboundCipherKey::new(&AES_128, &key[..])
+                            .and_then(EncryptingKey::ctr)
+                            .expect("a 16-byte AES-128 key");
+                        Some(Box::new(k))
+                    }
+                    AesCtrImpl::RustCrypto => None,
+                };
+                KeystreamCipher::Aes {
+                    rc: Box::new(Aes128Ctr::new(key[..].into(), (&block).into())),
+                    lc,
+                    iv,
+                }
             }
             Suite::ChaCha20 => KeystreamCipher::ChaCha(Box::new(chacha20::ChaCha20::new(
                 key[..].into(),
@@ -199,8 +283,20 @@ impl Keystream {
             let n = (epoch_end - self.offset).min(src.len() as u64) as usize;
             let (s_now, s_rest) = src.split_at(n);
             let (d_now, d_rest) = dst.split_at_mut(n);
+            let within = self.offset - (epoch_end - (1u64 << self.epoch_log2));
             let done = match &mut self.cipher {
-                KeystreamCipher::Aes(c) => c.apply_keystream_b2b(s_now, d_now),
+                KeystreamCipher::Aes {
+                    rc,
+                    lc: Some(lc),
+                    iv,
+                } if n >= AWS_LC_CTR_FROM => {
+                    // aws-lc-rs's CTR works in place: copy, then XOR (the copy is cheap
+                    // beside the cipher).
+                    d_now.copy_from_slice(s_now);
+                    aes_apply(rc, Some(lc), iv, within, d_now);
+                    Ok(())
+                }
+                KeystreamCipher::Aes { rc, .. } => rc.apply_keystream_b2b(s_now, d_now),
                 KeystreamCipher::ChaCha(c) => c.apply_keystream_b2b(s_now, d_now),
             };
             // Within an epoch the counter cannot run out (see MAX_EPOCH_LOG2 and Aes128Ctr;
@@ -210,7 +306,7 @@ impl Keystream {
             (src, dst) = (s_rest, d_rest);
             if self.offset == epoch_end {
                 self.secret = self.secret.next();
-                self.cipher = Self::epoch_cipher(self.suite, &self.secret);
+                self.cipher = Self::epoch_cipher(self.suite, &self.secret, self.aes);
             }
         }
     }
@@ -221,15 +317,18 @@ impl Keystream {
             let epoch_end = ((self.offset >> self.epoch_log2) + 1) << self.epoch_log2;
             let n = (epoch_end - self.offset).min(buf.len() as u64) as usize;
             let (now, rest) = buf.split_at_mut(n);
+            let within = self.offset - (epoch_end - (1u64 << self.epoch_log2));
             match &mut self.cipher {
-                KeystreamCipher::Aes(c) => c.apply_keystream(now),
+                KeystreamCipher::Aes { rc, lc, iv } => {
+                    aes_apply(rc, lc.as_deref(), iv, within, now)
+                }
                 KeystreamCipher::ChaCha(c) => c.apply_keystream(now),
             }
             self.offset += n as u64;
             buf = rest;
             if self.offset == epoch_end {
                 self.secret = self.secret.next();
-                self.cipher = Self::epoch_cipher(self.suite, &self.secret);
+                self.cipher = Self::epoch_cipher(self.suite, &self.secret, self.aes);
             }
         }
     }
@@ -244,10 +343,10 @@ impl Keystream {
         for _ in 0..offset >> epoch_log2 {
             k.secret = k.secret.next();
         }
-        k.cipher = Self::epoch_cipher(suite, &k.secret);
+        k.cipher = Self::epoch_cipher(suite, &k.secret, k.aes);
         let within = offset & ((1u64 << epoch_log2) - 1);
         match &mut k.cipher {
-            KeystreamCipher::Aes(c) => c.seek(within),
+            KeystreamCipher::Aes { rc, .. } => rc.seek(within),
             KeystreamCipher::ChaCha(c) => c.seek(within),
         }
         k.offset = offset;
@@ -259,7 +358,7 @@ impl Keystream {
     fn cipher_pos(&self) -> u64 {
         use ctr::cipher::StreamCipherSeek;
         match &self.cipher {
-            KeystreamCipher::Aes(c) => c.current_pos(),
+            KeystreamCipher::Aes { rc, .. } => rc.current_pos(),
             KeystreamCipher::ChaCha(c) => c.current_pos(),
         }
     }
@@ -452,6 +551,45 @@ mod tests {
             assert_eq!(at, data.len());
             assert_eq!(got, want, "{suite:?}");
             assert_eq!((a.offset(), a.epoch()), (b.offset(), b.epoch()));
+        }
+    }
+
+    /// AES-128-CTR gives the same bytes through aws-lc-rs (long runs) as through RustCrypto
+    /// alone, in runs of every size around the switch, starting mid-block, across key
+    /// epochs, in place and from one buffer into another.
+    #[test]
+    fn aws_lc_and_rustcrypto_ctr_give_the_same_keystream() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 37 % 253) as u8).collect();
+        let runs = [
+            3usize,
+            AWS_LC_CTR_FROM - 1,
+            AWS_LC_CTR_FROM,
+            AWS_LC_CTR_FROM + 5,
+            13,
+            65_536,
+            40_001,
+            7,
+        ];
+        for epoch_log2 in [16u8, 20] {
+            let new = |aes| Keystream::with_aes_ctr(Suite::Aes128, secret(3), epoch_log2, aes);
+            let mut want = data.clone();
+            new(AesCtrImpl::RustCrypto).apply(&mut want);
+            let (mut inplace, mut b2b) = (new(AesCtrImpl::Fastest), new(AesCtrImpl::Fastest));
+            let mut got = data.clone();
+            let mut out = vec![0u8; data.len()];
+            let mut at = 0;
+            for n in runs.iter().cycle() {
+                let n = (*n).min(data.len() - at);
+                inplace.apply(&mut got[at..at + n]);
+                b2b.apply_b2b(&data[at..at + n], &mut out[at..at + n]);
+                at += n;
+                if at == data.len() {
+                    break;
+                }
+            }
+            assert!(got == want, "in place, epoch_log2 {epoch_log2}");
+            assert!(out == want, "b2b, epoch_log2 {epoch_log2}");
+            assert_eq!(inplace.epoch(), (data.len() as u64) >> epoch_log2);
         }
     }
 

@@ -83,8 +83,9 @@ fn expected_span(suite: Suite, epoch_log2: u8, start: u64, len: usize) -> Vec<u8
 }
 
 /// Distances before an epoch's end at which a read starts: inside the last block, at its
-/// start, across block and (for ChaCha20) 64-byte block edges, and further back.
-const BEFORE_END: [u64; 9] = [1, 15, 16, 17, 32, 63, 64, 65, 300];
+/// start, across block and (for ChaCha20) 64-byte block edges, and further back; the last
+/// two long enough for AES-128-CTR's aws-lc-rs path (`AWS_LC_CTR_FROM`), from mid-block.
+const BEFORE_END: [u64; 11] = [1, 15, 16, 17, 32, 63, 64, 65, 300, 5000, 70_008];
 
 /// From just before the end of epochs 0, 1, 2 and 5, across the key update, into the next
 /// epoch: `apply` and `apply_b2b`, in one call and in calls that stop exactly at the end,

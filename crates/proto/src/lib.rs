@@ -75,7 +75,9 @@ pub mod wire;
 #[cfg(test)]
 mod redaction_tests;
 
-pub use cipher::{cpu_has_aes, Keystream, RecordCipher, Suite, AEAD_TAG_LEN};
+pub use cipher::{
+    cpu_has_aes, AesCtrImpl, Keystream, RecordCipher, Suite, AEAD_TAG_LEN, AWS_LC_CTR_FROM,
+};
 pub use client::{ClientConfig, ClientHandshake, ENTROPY_LEN};
 pub use error::{AbortReason, HandshakeError, KeyText, RejectReason, Rejected, SessionError};
 pub use exchange::{exchange, exchange_in, test_server_key, Exchange};

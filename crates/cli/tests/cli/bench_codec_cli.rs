@@ -81,6 +81,15 @@ fn quick_json_has_all_rows_with_positive_numbers() {
             .unwrap_or_else(|| panic!("{name} {key}"))
     };
     let us = |name: &str| row(name, "us_per_msg");
+    let extra = |name: &str| {
+        v["extra_results"]
+            .as_array()
+            .expect("extra_results")
+            .iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r["bulk_gbps"].as_f64())
+            .unwrap_or_else(|| panic!("{name} bulk_gbps"))
+    };
     // every target is a ratio between two rows of this report
     let want = [
         (
@@ -107,6 +116,11 @@ fn quick_json_has_all_rows_with_positive_numbers() {
             "nena-stream-vs-aes-128-ctr",
             us("nena-stream") / us("aes-128-ctr"),
             "<=",
+        ),
+        (
+            "nena-ctr-bulk-vs-rustcrypto",
+            extra("nena-ctr") / extra("nena-ctr-rustcrypto"),
+            ">=",
         ),
     ];
     assert_eq!(targets.len(), want.len(), "{targets:?}");

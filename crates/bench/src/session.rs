@@ -187,30 +187,6 @@ impl Subject for NenaSubject {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_rows_verify_and_round_trip() {
-        for (name, mode) in NENA_ROWS {
-            for len in [1, 1280, 16 * 1024, 16 * 1024 + 1, 1 << 20] {
-                let mut s = NenaSubject::new(name, mode, len).unwrap();
-                s.verify(len).unwrap();
-            }
-        }
-    }
-
-    #[test]
-    fn an_altered_byte_fails_the_aead_row() {
-        let mut s = NenaSubject::new("nena-aead", Mode::Aead, 1280).unwrap();
-        s.load(&[7u8; 1280]);
-        let wire = s.seal();
-        s.buf[100] ^= 1;
-        assert!(s.open(wire).is_err());
-    }
-}
-
 /// The keystream of `stream` mode alone (nena-proto's [`nena_proto::Keystream`], AES-128),
 /// with AES-128-CTR as nena runs it (`nena-ctr`: aws-lc-rs for runs of
 /// [`nena_proto::AWS_LC_CTR_FROM`] bytes or more) and as it ran before (`nena-ctr-rustcrypto`:
@@ -275,5 +251,29 @@ impl Subject for CtrSubject {
         self.rx.apply(&mut buf);
         ensure!(buf == msg, "{}: the message did not come back", self.name);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_rows_verify_and_round_trip() {
+        for (name, mode) in NENA_ROWS {
+            for len in [1, 1280, 16 * 1024, 16 * 1024 + 1, 1 << 20] {
+                let mut s = NenaSubject::new(name, mode, len).unwrap();
+                s.verify(len).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn an_altered_byte_fails_the_aead_row() {
+        let mut s = NenaSubject::new("nena-aead", Mode::Aead, 1280).unwrap();
+        s.load(&[7u8; 1280]);
+        let wire = s.seal();
+        s.buf[100] ^= 1;
+        assert!(s.open(wire).is_err());
     }
 }

@@ -451,7 +451,8 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
         // Sessions are logged (one info line each), not only problems.
         assert_eq!(get("Environment"), ["RUST_LOG=info"], "{unit}");
 
-        // ExecStart: the installed binary, a subcommand, --config /etc/nena/CONF.
+        // ExecStart: the installed binary, a subcommand, --control in the unit's runtime
+        // directory, --config /etc/nena/CONF.
         let exec = get("ExecStart");
         assert_eq!(exec.len(), 1, "{unit}");
         let argv: Vec<&str> = exec[0].split_whitespace().collect();
@@ -463,7 +464,21 @@ fn units_are_sandboxed_and_their_exec_start_accepts_the_example_config() {
         // address and the directory are moved to a free port and a temporary directory
         // by flags, which checks the file's values and then overrides them).
         let example = format!("{ROOT}/contrib/config/{conf}");
-        let mut args: Vec<String> = argv[1..n - 2].iter().map(|s| s.to_string()).collect();
+        // The unit's control socket lies in its runtime directory: here, none.
+        let mut args: Vec<String> = Vec::new();
+        let mut rest = argv[1..n - 2].iter();
+        while let Some(a) = rest.next() {
+            if *a == "--control" {
+                assert!(
+                    rest.next()
+                        .is_some_and(|p| p.starts_with("/run/nena/control/")),
+                    "{unit}: --control outside /run/nena/control"
+                );
+                args.push("--no-control".into());
+            } else {
+                args.push(a.to_string());
+            }
+        }
         args.extend(["--config".into(), example.clone()]);
         args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         if argv[1] == "serve" {

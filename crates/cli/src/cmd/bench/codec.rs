@@ -130,6 +130,8 @@ mod tests {
             row("aes-128-ctr", 0.8, 6.0),
             row("nena-aead", 0.6, 3.0),
             row("nena-stream", 0.5, 5.0),
+            row("nena-ctr", 0.2, 12.0),
+            row("nena-ctr-rustcrypto", 0.2, 11.0),
         ];
         assert!(check(&targets(&rows, "avx2"), false).is_ok());
         // kato-fast 6x slower: below the avx2 kernel's limits against the revised loop (8x)

@@ -316,19 +316,19 @@ pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<St
         }
         _ => None,
     };
-    let (control, watch) = match (&c.control, &c.watch) {
+    let control = match (&c.control, &c.watch) {
         (Some(path), Some(watch)) => match status::serve_control(path, watch.clone()).await {
             Ok(s) => {
                 log::info!("status: nena status --control {}", path.display());
-                (Some(s), Some(watch.clone()))
+                Some(s)
             }
             Err(e) if !c.control_given => {
                 log::warn!("no control socket ({e:#}): `nena status` will not see this command");
-                (None, None)
+                None
             }
             Err(e) => return Err(e),
         },
-        _ => (None, None),
+        _ => None,
     };
     let (page, page_task) = match (&c.status, &c.watch) {
         (Some((addr, token_file)), Some(watch)) => {
@@ -345,11 +345,11 @@ pub(super) async fn start_metrics(c: &Counters, what: &str) -> anyhow::Result<St
         }
         _ => (None, None),
     };
-    let watch = match (watch, page) {
-        (Some(w), _) => Some(w),
-        (None, Some(_)) => c.watch.clone(),
-        (None, None) => None,
-    };
+    // Read only when something serves it.
+    let watch = c
+        .watch
+        .clone()
+        .filter(|_| control.is_some() || page.is_some());
     if let Some(w) = &watch {
         w.tell("command", what);
         if let Some(at) = at {

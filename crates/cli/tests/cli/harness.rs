@@ -133,6 +133,20 @@ impl TempDir {
     }
 }
 
+/// Headless Chromium's flags for the tests (Debian's `chromium`): no sandbox inside a
+/// namespace, no GPU, no first-run, no traffic of its own (background networking, component
+/// updates, sync), no /dev/shm. A fresh profile (`--user-data-dir`) is the caller's.
+pub const CHROMIUM_HEADLESS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+];
+
 /// A `nena` server process in a lab host: killed on drop; its stderr is collected.
 pub struct Proc {
     child: Child,

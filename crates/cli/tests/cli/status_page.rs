@@ -47,23 +47,13 @@ impl Browser {
         let (their_in, our_out) = pipe_high();
         let (our_in, their_out) = pipe_high();
         let (r, w) = (their_in.as_raw_fd(), their_out.as_raw_fd());
-        let mut cmd = lab.command(
-            host,
-            "chromium",
-            [
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--remote-debugging-pipe",
-                &format!("--user-data-dir={}", profile.path().display()),
-                "about:blank",
-            ],
-        );
+        let profile_arg = format!("--user-data-dir={}", profile.path().display());
+        let args = CHROMIUM_HEADLESS.into_iter().chain([
+            "--remote-debugging-pipe",
+            profile_arg.as_str(),
+            "about:blank",
+        ]);
+        let mut cmd = lab.command(host, "chromium", args);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

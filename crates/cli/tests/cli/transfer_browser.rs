@@ -57,31 +57,23 @@ fn page(dir: &Path) -> Vec<u8> {
 
 /// The browser's command line: headless, a fresh profile, no background traffic of its own.
 fn chromium_args(profile: &Path) -> Vec<String> {
-    [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        // Dump the DOM once the page is idle (virtual time stands still while requests are
-        // pending), not at the first moment the load event allows: on a loaded host the
-        // page's own load handler may not have written its count yet.
-        "--virtual-time-budget=20000",
-        // The page's failed loads (`net::ERR_...`) on stderr, for a failure's report.
-        "--enable-logging=stderr",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        format!("--user-data-dir={}", profile.display()),
-        "--dump-dom".into(),
-        "http://www.example.test:8000/index.html".into(),
-    ])
-    .collect()
+    std::iter::once("chromium")
+        .chain(CHROMIUM_HEADLESS)
+        .chain([
+            // Dump the DOM once the page is idle (virtual time stands still while requests are
+            // pending), not at the first moment the load event allows: on a loaded host the
+            // page's own load handler may not have written its count yet.
+            "--virtual-time-budget=20000",
+            // The page's failed loads (`net::ERR_...`) on stderr, for a failure's report.
+            "--enable-logging=stderr",
+        ])
+        .map(|s| s.to_string())
+        .chain([
+            format!("--user-data-dir={}", profile.display()),
+            "--dump-dom".into(),
+            "http://www.example.test:8000/index.html".into(),
+        ])
+        .collect()
 }
 
 /// The page loaded complete: the count its script wrote into the DOM.

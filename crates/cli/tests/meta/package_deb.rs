@@ -172,31 +172,20 @@ impl Drop for Booted {
 
 /// `nsenter` into every namespace of the container's init, at its root.
 fn inside(init: u32, args: &[&str]) -> Command {
-    let mut c = Command::new("nsenter");
-    c.args([
-        "--target",
-        &init.to_string(),
-        "--all",
-        "--root",
-        "--wd",
-        "--",
-    ])
-    .args(args);
-    c
+    nsenter(init, "--wd", args)
 }
 
 /// [`inside`], with the working directory `dir` of the container (not its init's).
 fn inside_at(init: u32, dir: &str, args: &[&str]) -> Command {
+    nsenter(init, &format!("--wdns={dir}"), args)
+}
+
+/// `nsenter` into every namespace of `init`, at its root, with the working directory that
+/// `wd` (an nsenter flag) names.
+fn nsenter(init: u32, wd: &str, args: &[&str]) -> Command {
     let mut c = Command::new("nsenter");
-    c.args([
-        "--target",
-        &init.to_string(),
-        "--all",
-        "--root",
-        &format!("--wdns={dir}"),
-        "--",
-    ])
-    .args(args);
+    c.args(["--target", &init.to_string(), "--all", "--root", wd, "--"])
+        .args(args);
     c
 }
 

@@ -160,17 +160,14 @@ impl Relay {
                 }
             );
             let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
-            let plane = session.plane_usage();
-            let carrying = tally.live(
-                &plane,
-                crate::proxy::carry::plane::carry(
-                    &mut session,
-                    None,
-                    &mut rx,
-                    dtx,
-                    &self.stats.sent,
-                    &self.stats.received,
-                ),
+            let carrying = crate::proxy::carry::plane::carry(
+                &mut session,
+                &tally,
+                None,
+                &mut rx,
+                dtx,
+                &self.stats.sent,
+                &self.stats.received,
             );
             let down = async {
                 while let Some(d) = drx.recv().await {
@@ -185,7 +182,7 @@ impl Relay {
                 Ok::<_, Error>(())
             };
             let (carried, ()) = tokio::try_join!(carrying, down)?;
-            tally.paths_used(session.usage_at_end(&plane));
+            tally.paths_used(session.usage_at_end());
             log::info!("datagrams of {peer}: {}", carried.describe());
             if let Some(p) = &carried.plane {
                 tally.datagrams(&p.metrics());

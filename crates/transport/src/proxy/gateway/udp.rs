@@ -539,17 +539,14 @@ impl Datagrams {
                 }
             );
             let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
-            let plane = session.plane_usage();
-            let carrying = tally.live(
-                &plane,
-                crate::proxy::carry::plane::carry(
-                    &mut session,
-                    None,
-                    &mut rx,
-                    dtx,
-                    &self.stats.sent,
-                    &self.stats.received,
-                ),
+            let carrying = crate::proxy::carry::plane::carry(
+                &mut session,
+                &tally,
+                None,
+                &mut rx,
+                dtx,
+                &self.stats.sent,
+                &self.stats.received,
             );
             let down = async {
                 // One reply socket per source the server hands back (the destinations this
@@ -573,7 +570,7 @@ impl Datagrams {
             // the server's side has ended, or when either fails.
             let (carried, ()) =
                 tokio::try_join!(async { carrying.await.map_err(anyhow::Error::from) }, down)?;
-            tally.paths_used(session.usage_at_end(&plane));
+            tally.paths_used(session.usage_at_end());
             log::debug!("datagrams of {peer}: {}", carried.describe());
             if let Some(p) = &carried.plane {
                 tally.datagrams(&p.metrics());

@@ -223,17 +223,14 @@ pub(crate) async fn associate(
             }
         );
         let (dtx, mut drx) = mpsc::channel::<Datagram>(QUEUE);
-        let plane = session.plane_usage();
-        let carrying = tally.live(
-            &plane,
-            crate::proxy::carry::plane::carry(
-                &mut session,
-                Some(first),
-                &mut rx,
-                dtx,
-                &stats.sent,
-                &stats.received,
-            ),
+        let carrying = crate::proxy::carry::plane::carry(
+            &mut session,
+            tally,
+            Some(first),
+            &mut rx,
+            dtx,
+            &stats.sent,
+            &stats.received,
         );
         let down = async {
             while let Some(d) = drx.recv().await {
@@ -268,7 +265,7 @@ pub(crate) async fn associate(
         });
         let c = &session.conn;
         let paths = Paths::of(c);
-        tally.paths_used(session.usage_at_end(&plane));
+        tally.paths_used(session.usage_with(&paths));
         ended
             .map(|why| {
                 Some(format!(

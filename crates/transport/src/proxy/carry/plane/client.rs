@@ -109,19 +109,21 @@ impl DatagramSession {
     }
 
     /// What the session carried on its paths, read at its end: its subflows (the session's
-    /// own bytes) and, with `plane` (its [`DatagramSession::plane_usage`]), the plane's.
-    pub fn usage_at_end(
-        &self,
-        plane: &dyn Fn() -> crate::ops::metrics::PathsUsed,
-    ) -> crate::ops::metrics::PathsUsed {
-        let paths = crate::conn::Paths::of(&self.conn);
+    /// own bytes) and the plane's ([`DatagramSession::plane_usage`]).
+    pub fn usage_at_end(&self) -> crate::ops::metrics::PathsUsed {
+        self.usage_with(&crate::conn::Paths::of(&self.conn))
+    }
+
+    /// [`DatagramSession::usage_at_end`] with the session's subflows as `paths` read them
+    /// (a caller that reads them for its own line reads them once).
+    pub fn usage_with(&self, paths: &crate::conn::Paths) -> crate::ops::metrics::PathsUsed {
         crate::ops::metrics::PathsUsed::of_client(&paths.subflows, self.conn.gate.as_ref())
-            .plus(&plane())
+            .plus(&self.plane_usage()())
     }
 
     /// A reader of what the plane's paths carried so far, by trust class and interface
     /// (sealed datagrams' bytes: what crossed each path), for
-    /// [`crate::ops::metrics::Tally::live`] beside [`carry`] and for the session's end.
+    /// [`crate::ops::metrics::Tally::live`] in [`carry`] and for the session's end.
     /// Without the plane: nothing (datagrams inside the session).
     pub fn plane_usage(&self) -> impl Fn() -> crate::ops::metrics::PathsUsed + Send + 'static {
         let bytes = self.plane.as_ref().map(|p| p.bytes.clone());
@@ -411,8 +413,26 @@ impl Drop for Tasks {
 /// them) to the server, through the plane or inside the session; what comes back to `down`
 /// (each with its source). Ends after [`IDLE`] without a datagram from the application
 /// (the session is then ended cleanly) or when the server ends the session. `sent` and
-/// `received` count the datagrams each way.
+/// `received` count the datagrams each way; `tally` counts the plane's bytes per path every
+/// second while it runs ([`DatagramSession::plane_usage`]; the session's end counts the rest:
+/// [`DatagramSession::usage_at_end`]).
 pub async fn carry<T: Outgoing>(
+    s: &mut DatagramSession,
+    tally: &crate::ops::metrics::Tally,
+    first: Option<T>,
+    up: &mut mpsc::Receiver<T>,
+    down: mpsc::Sender<Datagram>,
+    sent: &AtomicU64,
+    received: &AtomicU64,
+) -> Result<Carried, Error> {
+    let plane = s.plane_usage();
+    tally
+        .live(plane, carry_datagrams(s, first, up, down, sent, received))
+        .await
+}
+
+/// [`carry`] without the counting.
+async fn carry_datagrams<T: Outgoing>(
     s: &mut DatagramSession,
     first: Option<T>,
     up: &mut mpsc::Receiver<T>,

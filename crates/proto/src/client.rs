@@ -7,6 +7,7 @@ use crate::hybrid::{self, Decapsulator, MLKEM_CT_LEN, MLKEM_EK_LEN, MLKEM_SEED_L
 use crate::identity::{self, PublicKey, SERVER_KEY_LEN, SIGNATURE_LEN};
 use crate::keys::{self, Schedule, Secrets, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
+use crate::resume::{self, Ticket, MAX_TICKETS_PER_ANSWER, TICKETS_OFFER_ID};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameReader};
 use crate::Progress;
@@ -31,6 +32,13 @@ pub struct ClientConfig {
     /// any key whose signature verifies (trust on first use; the caller pins
     /// [`ClientHandshake::server_key`]). Needs a mode with key agreement in the offer.
     pub server_key: Option<PublicKey>,
+    /// Tickets to ask for (0 to [`MAX_TICKETS_PER_ANSWER`]), to resume later sessions with
+    /// ([`ClientHandshake::take_tickets`]). Needs a mode with key agreement in the offer.
+    pub want_tickets: u8,
+    /// Resume with this ticket (one use): a resume hello of about 100 bytes offering the
+    /// offer's `stream` and `aead` alone, instead of a full handshake. A server that refuses
+    /// it answers [`RejectReason::ResumeRefused`]: connect again without it.
+    pub resume: Option<Ticket>,
 }
 
 impl ClientConfig {
@@ -53,6 +61,8 @@ impl Default for ClientConfig {
             aead_epoch_log2: RecordCipher::MAX_EPOCH_LOG2,
             stream_epoch_log2: Keystream::MAX_EPOCH_LOG2,
             server_key: None,
+            want_tickets: 0,
+            resume: None,
         }
     }
 }
@@ -75,6 +85,13 @@ struct KeyShare {
     kem: Decapsulator,
 }
 
+/// What a resume hello holds that the answer's reading needs.
+struct ResumeState {
+    psk: Zeroizing<[u8; keys::SECRET_LEN]>,
+    r_c: Zeroizing<[u8; RC_LEN]>,
+    server_key: PublicKey,
+}
+
 /// Client handshake: write [`ClientHandshake::first_flight`], then feed the server's bytes
 /// to [`ClientHandshake::read`] until it returns `Done { value: (confirm, session) }`, then
 /// write `confirm` (empty unless the mode is cryptographic) before any session data.
@@ -87,6 +104,10 @@ pub struct ClientHandshake {
     state: State,
     /// The server key whose signature verified (after `Done`, with key agreement).
     server_key: Option<PublicKey>,
+    /// Resuming: the ticket's secret, `r_c`, the ticket's server key.
+    resume: Option<ResumeState>,
+    /// The tickets the answer granted (after `Done`).
+    tickets: Vec<Ticket>,
 }
 
 impl ClientHandshake {
@@ -153,6 +174,29 @@ impl ClientHandshake {
                 "a server key can only be checked with key agreement (offer aead or stream)",
             ));
         }
+        if cfg.want_tickets > MAX_TICKETS_PER_ANSWER {
+            return Err(HandshakeError::Config("a hello asks for at most 8 tickets"));
+        }
+        if (cfg.want_tickets > 0 || cfg.resume.is_some()) && !crypto {
+            return Err(HandshakeError::Config(
+                "tickets resume only sessions with key agreement (offer aead or stream)",
+            ));
+        }
+        if cfg.offer.len() + usize::from(cfg.want_tickets > 0) > wire::MAX_OFFERS {
+            return Err(HandshakeError::Config("the client offers too many modes"));
+        }
+        if let Some(ticket) = &cfg.resume {
+            if let Some(k) = cfg
+                .server_key
+                .filter(|k| !keys::tags_equal(k, &ticket.server_key))
+            {
+                return Err(HandshakeError::ServerKeyMismatch {
+                    expected: k,
+                    got: ticket.server_key,
+                });
+            }
+            return Ok(Self::build_resume(cfg, ticket, entropy));
+        }
         let mut ek = [0u8; MLKEM_EK_LEN];
         let key_share = crypto.then(|| {
             let mut secret = Zeroizing::new([0u8; SHARE_LEN]);
@@ -173,7 +217,7 @@ impl ClientHandshake {
 
         // Reserved whole: a growing Vec would leave copies of the keys where it was.
         let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
-        body.push(cfg.offer.len() as u8);
+        body.push((cfg.offer.len() + usize::from(cfg.want_tickets > 0)) as u8);
         for &m in &cfg.offer {
             body.push(m.wire_id());
             body.push(m.key_material_len() as u8);
@@ -189,6 +233,9 @@ impl ClientHandshake {
                     });
                 }
             }
+        }
+        if cfg.want_tickets > 0 {
+            body.extend_from_slice(&[TICKETS_OFFER_ID, 1, cfg.want_tickets]);
         }
         if let Some(ks) = &key_share {
             // The one key share of the hello, after the offers (X25519MLKEM768's order).
@@ -209,7 +256,72 @@ impl ClientHandshake {
             ),
             state: State::AwaitAnswer,
             server_key: None,
+            resume: None,
+            tickets: Vec::new(),
         })
+    }
+
+    /// A resume hello: the offer's crypto modes, the tickets block, the ticket's id, `r_c`
+    /// (entropy bytes 48..80) and the binder. No key share: nothing of ML-KEM or X25519 runs.
+    fn build_resume(cfg: &ClientConfig, ticket: &Ticket, entropy: &[u8; ENTROPY_LEN]) -> Self {
+        let crypto: Vec<Mode> = cfg
+            .offer
+            .iter()
+            .copied()
+            .filter(|m| m.is_cryptographic())
+            .collect();
+        let mut r_c = Zeroizing::new([0u8; RC_LEN]);
+        r_c.copy_from_slice(&entropy[48..80]);
+        let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
+        body.push((crypto.len() + usize::from(cfg.want_tickets > 0)) as u8);
+        for &m in &crypto {
+            body.extend_from_slice(&[m.wire_id(), m.key_material_len() as u8]);
+            body.push(cfg.suite.wire_id());
+            body.push(if m == Mode::Aead {
+                cfg.aead_epoch_log2
+            } else {
+                cfg.stream_epoch_log2
+            });
+        }
+        if cfg.want_tickets > 0 {
+            body.extend_from_slice(&[TICKETS_OFFER_ID, 1, cfg.want_tickets]);
+        }
+        body.extend_from_slice(&ticket.id);
+        body.extend_from_slice(&r_c[..]);
+        body.extend_from_slice(&[0u8; TAG_LEN]);
+        let mut hello = wire::encode(wire::TYPE_RESUME, &body);
+        let at = hello.len() - TAG_LEN;
+        let binder = keys::resume_binder(&ticket.secret, &hello[..at]);
+        hello[at..].copy_from_slice(&binder);
+        ClientHandshake {
+            cfg: cfg.clone(),
+            hello,
+            kato: [0u8; 2 * KATO_KEY_LEN],
+            key_share: None,
+            reader: FrameReader::new(
+                wire::MAX_ANSWER_LEN,
+                &[wire::TYPE_RESUMED, wire::TYPE_REJECT],
+            ),
+            state: State::AwaitAnswer,
+            server_key: None,
+            resume: Some(ResumeState {
+                psk: ticket.secret.clone(),
+                r_c,
+                server_key: ticket.server_key,
+            }),
+            tickets: Vec::new(),
+        }
+    }
+
+    /// Whether this handshake resumes with a ticket (a resume hello).
+    pub fn resuming(&self) -> bool {
+        self.cfg.resume.is_some()
+    }
+
+    /// The tickets the server granted (after `Done`), each for one later session with it;
+    /// empty when none was asked for or the server keeps none.
+    pub fn take_tickets(&mut self) -> Vec<Ticket> {
+        std::mem::take(&mut self.tickets)
     }
 
     /// The server's public key, once `read` returned `Done` after key agreement: its
@@ -258,6 +370,9 @@ impl ClientHandshake {
         if header.msg_type == wire::TYPE_REJECT {
             return Err(self.rejected(&mut c));
         }
+        if header.msg_type == wire::TYPE_RESUMED {
+            return self.read_resumed(consumed);
+        }
         let id = c.u8("accept without a mode")?;
         let plen = c.u8("accept without a parameter length")? as usize;
         let params = c.bytes(plen, "accept parameters overrun the message")?;
@@ -287,11 +402,17 @@ impl ClientHandshake {
             return Err(HandshakeError::Unconfirmed { mode });
         }
         let suite_len = usize::from(mode.is_cryptographic());
-        if plen != suite_len {
+        let asked = mode.is_cryptographic() && self.cfg.want_tickets > 0;
+        if plen != suite_len && !(asked && plen == resume::TICKET_PARAMS_LEN) {
             return Err(HandshakeError::Malformed(
                 "accept parameters have the wrong length for the mode",
             ));
         }
+        // An older server skips the tickets block and grants none.
+        let (granted, lifetime) = match plen == resume::TICKET_PARAMS_LEN {
+            true => resume::granted(&params[1..], self.cfg.want_tickets)?,
+            false => (0, 0),
+        };
         let block = c.bytes(
             wire::SERVER_BLOCK_LEN,
             "the accept's server key block is short",
@@ -342,6 +463,7 @@ impl ClientHandshake {
             }
         }
         self.server_key = Some(public);
+        self.tickets = resume::tickets_of(&sched, granted, public, lifetime);
         let (confirm, keys) = match (mode, suite) {
             (Mode::Stream | Mode::Aead, Some(suite)) => {
                 let (c2s, s2c) = sched.traffic();
@@ -363,6 +485,73 @@ impl ClientHandshake {
             }
             (Mode::Kato, _) => (Vec::new(), self.kato_keys()),
             _ => (Vec::new(), Keys::Plain),
+        };
+        Ok(Progress::Done {
+            consumed,
+            value: (confirm, Session::new(Role::Client, keys)),
+        })
+    }
+
+    /// The answer to a resume hello: the chosen crypto mode, the tickets granted, `r_s`, the
+    /// server's confirmation (which only a holder of the ticket's secret can make).
+    fn read_resumed(
+        &mut self,
+        consumed: usize,
+    ) -> Result<Progress<(Vec<u8>, Session)>, HandshakeError> {
+        let Some(rs) = &self.resume else {
+            return Err(HandshakeError::Malformed("unexpected message type"));
+        };
+        let accept = self.reader.message();
+        let (_, body) = self.reader.frame();
+        let mut c = Cursor::new(body);
+        let id = c.u8("answer without a mode")?;
+        let plen = c.u8("answer without a parameter length")? as usize;
+        let params = c.bytes(plen, "answer parameters overrun the message")?;
+        let mode = Mode::from_wire_id(id)
+            .filter(|m| m.is_cryptographic() && self.cfg.offer.contains(m))
+            .ok_or(HandshakeError::Malformed(
+                "the server resumed a mode we did not offer",
+            ))?;
+        let asked = self.cfg.want_tickets > 0;
+        let want_len = if asked { resume::TICKET_PARAMS_LEN } else { 1 };
+        if plen != want_len {
+            return Err(HandshakeError::Malformed(
+                "answer parameters have the wrong length",
+            ));
+        }
+        let suite = Suite::from_wire_id(params[0]).ok_or(HandshakeError::Malformed(
+            "the answer names an unknown cipher suite",
+        ))?;
+        let (granted, lifetime) = match asked {
+            true => resume::granted(&params[1..], self.cfg.want_tickets)?,
+            false => (0, 0),
+        };
+        c.bytes(wire::RS_LEN, "the answer's r_s is short")?;
+        let tag = c.bytes(TAG_LEN, "confirmation")?;
+        c.finish("trailing bytes after the answer")?;
+        let sched = Schedule::resumed(
+            &rs.psk,
+            &rs.r_c,
+            &self.hello,
+            &accept[..accept.len() - TAG_LEN],
+        );
+        if !keys::tags_equal(&sched.server_tag(), tag) {
+            return Err(HandshakeError::ConfirmationFailed);
+        }
+        self.server_key = Some(rs.server_key);
+        self.tickets = resume::tickets_of(&sched, granted, rs.server_key, lifetime);
+        let (c2s, s2c) = sched.traffic();
+        let confirm = wire::encode(wire::TYPE_CONFIRM, &sched.client_tag(&self.hello, accept));
+        let keys = Keys::Crypto {
+            mode,
+            suite,
+            epoch_log2: match mode {
+                Mode::Aead => self.cfg.aead_epoch_log2,
+                _ => self.cfg.stream_epoch_log2,
+            },
+            c2s,
+            s2c,
+            expect_confirm: None,
         };
         Ok(Progress::Done {
             consumed,
@@ -421,8 +610,9 @@ impl ClientHandshake {
         self.reader.wipe();
         self.hello.zeroize();
         self.kato.zeroize();
-        // Drops (and so wipes) the X25519 secret and r_c.
+        // Drops (and so wipes) the X25519 secret and r_c, or the ticket's secret.
         self.key_share = None;
+        self.resume = None;
     }
 }
 

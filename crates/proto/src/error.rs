@@ -94,6 +94,10 @@ pub enum HandshakeError {
         expected: crate::identity::PublicKey,
         got: crate::identity::PublicKey,
     },
+    /// The server did not resume a session (its own error; the client sees
+    /// `PeerRejected(ResumeRefused)`).
+    #[error("resumption refused: {0}")]
+    ResumeRefused(crate::resume::ResumeRefusal),
 }
 
 /// A server public key as users see it: standard base64 (44 characters, RFC 4648).
@@ -270,6 +274,9 @@ pub enum RejectReason {
     /// The connection reached the server as plain TCP (MPTCP fell back) and the server does
     /// not accept fallback. Sent by the transport, not by the handshake's state machine.
     FallbackRefused,
+    /// The server did not resume (its ticket is unknown, used or expired, or the server
+    /// keeps none): the client opens a new connection with a full handshake.
+    ResumeRefused,
     /// A code this build does not know (sent by a newer server).
     Other(u8),
 }
@@ -283,6 +290,7 @@ impl RejectReason {
             RejectReason::Malformed => 0x03,
             RejectReason::TooLong => 0x04,
             RejectReason::FallbackRefused => 0x05,
+            RejectReason::ResumeRefused => 0x06,
             RejectReason::Other(c) => c,
         }
     }
@@ -295,6 +303,7 @@ impl RejectReason {
             0x03 => RejectReason::Malformed,
             0x04 => RejectReason::TooLong,
             0x05 => RejectReason::FallbackRefused,
+            0x06 => RejectReason::ResumeRefused,
             c => RejectReason::Other(c),
         }
     }
@@ -312,6 +321,10 @@ impl fmt::Display for RejectReason {
             RejectReason::FallbackRefused => f.write_str(
                 "our connection reached it as plain TCP (MPTCP fell back on the way) and it \
                  refuses fallback (a server accepts it only with --allow-fallback)",
+            ),
+            RejectReason::ResumeRefused => f.write_str(
+                "it did not resume our session (its ticket is unknown, used or expired): a full \
+                 handshake follows",
             ),
             RejectReason::Other(c) => write!(f, "unknown reason code {c:#04x}"),
         }

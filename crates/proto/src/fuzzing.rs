@@ -24,6 +24,7 @@ use crate::{
 pub fn server_read(data: &[u8]) {
     server_check(data);
     server_check(&with_prefix(wire::TYPE_HELLO, data));
+    server_check(&with_prefix(wire::TYPE_RESUME, data));
 }
 
 /// Checks the client's parser on `data` as a server answer, for a client that offers only
@@ -37,6 +38,40 @@ pub fn client_read(data: &[u8]) {
         client_check(&cfg, data);
         client_check(&cfg, &with_prefix(t, data));
     }
+    // A client resuming with a ticket, asking for more.
+    let resuming = ClientConfig {
+        want_tickets: 2,
+        resume: Some(fuzz_ticket()),
+        ..ClientConfig::offering(&[Mode::Aead, Mode::Stream])
+    };
+    let t = data.first().map_or(wire::TYPE_RESUMED, |b| {
+        [wire::TYPE_RESUMED, wire::TYPE_REJECT][usize::from(b & 1)]
+    });
+    client_check(&resuming, data);
+    client_check(&resuming, &with_prefix(t, data));
+}
+
+/// The ticket of the fuzz bodies: id `42` x 16, secret `43` x 32, the test server's key.
+fn fuzz_ticket() -> crate::Ticket {
+    crate::Ticket {
+        id: [0x42; 16],
+        secret: zeroize::Zeroizing::new([0x43; 32]),
+        server_key: crate::test_server_key().public(),
+        lifetime_secs: 600,
+    }
+}
+
+/// A server's store holding [`fuzz_ticket`]: a fuzzed resume hello that names it gets as far
+/// as its binder.
+fn fuzz_resumption() -> crate::Resumption {
+    let r = crate::Resumption::new(crate::StoreLimits::default());
+    {
+        let mut store = r.lock();
+        let lineage = store.open_lineage(0).expect("an empty store has room");
+        let t = fuzz_ticket();
+        store.insert(t.id, t.secret, lineage);
+    }
+    r
 }
 
 /// Checks the incoming half of a session on `data` (bytes from the peer after the
@@ -430,10 +465,14 @@ fn server_run<'a>(
 }
 
 fn server_check(data: &[u8]) {
-    let cfg = ServerConfig::accepting(Mode::ALL).with_key(crate::test_server_key());
-    let mut whole = ServerHandshake::new(&cfg, [0x44; SERVER_ENTROPY_LEN]);
+    let cfg = || {
+        ServerConfig::accepting(Mode::ALL)
+            .with_key(crate::test_server_key())
+            .with_resumption(fuzz_resumption())
+    };
+    let mut whole = ServerHandshake::new(&cfg(), [0x44; SERVER_ENTROPY_LEN]);
     let a = server_run(&mut whole, std::iter::once(data), data.len());
-    let mut split = ServerHandshake::new(&cfg, [0x44; SERVER_ENTROPY_LEN]);
+    let mut split = ServerHandshake::new(&cfg(), [0x44; SERVER_ENTROPY_LEN]);
     let b = server_run(&mut split, chunks(data), data.len());
     assert_eq!(a, b, "outcome must not depend on how the input is split");
 
@@ -501,9 +540,10 @@ fn check_accept_shape(reply: &[u8], mode: Mode) {
     );
     assert_eq!(body[0], mode.wire_id());
     let p = body[1] as usize;
-    assert_eq!(
-        p,
-        usize::from(mode.is_cryptographic()),
+    // The suite, and with it the tickets granted when the hello asked for some.
+    let crypto = mode.is_cryptographic();
+    assert!(
+        p == usize::from(crypto) || crypto && p == crate::resume::TICKET_PARAMS_LEN,
         "{mode}: {p} parameter bytes"
     );
     let rest = body.len() - 2 - p;

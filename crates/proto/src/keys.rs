@@ -265,6 +265,48 @@ impl Schedule {
     pub fn transcript_hash(&self) -> &[u8; 32] {
         &self.th
     }
+
+    /// A resumed session's schedule (docs/PROTOCOL.md, "Resumed sessions"):
+    /// `prk = HKDF-Extract(SHA-256(resume hello || resumed accept without its tag), psk || r_c)`.
+    /// The same confirmations and traffic secrets follow from it as from a full handshake's.
+    pub fn resumed(
+        psk: &[u8; SECRET_LEN],
+        r_c: &[u8; RC_LEN],
+        hello: &[u8],
+        accept_prefix: &[u8],
+    ) -> Self {
+        let th = sha256(&[hello, accept_prefix]);
+        let mut ikm = Zeroizing::new([0u8; SECRET_LEN + RC_LEN]);
+        ikm[..SECRET_LEN].copy_from_slice(psk);
+        ikm[SECRET_LEN..].copy_from_slice(r_c);
+        Schedule {
+            prk: hkdf_extract(&th, &ikm[..]),
+            th,
+        }
+    }
+
+    /// Ticket `i` this session grants: its id `Expand-Label(prk, "ticket id", [i], 16)` and
+    /// its secret `Expand-Label(prk, "ticket", [i], 32)`. Both ends derive them: no ticket
+    /// crosses the wire, and only a holder of the session's keys can link its id to it.
+    pub fn ticket(&self, i: u8) -> ([u8; TICKET_ID_LEN], Zeroizing<[u8; SECRET_LEN]>) {
+        let mut id = [0u8; TICKET_ID_LEN];
+        expand_label(&self.prk, "ticket id", &[i], &mut id);
+        let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
+        expand_label(&self.prk, "ticket", &[i], &mut secret[..]);
+        (id, secret)
+    }
+}
+
+/// Length of a resumption ticket's id.
+pub const TICKET_ID_LEN: usize = 16;
+
+/// The binder of a resume hello: `HMAC(Expand-Label(psk, "res binder", "", 32),
+/// SHA-256(resume hello without its last 32 bytes))`: the server checks that the client holds
+/// the ticket's secret before it answers or grants anything.
+pub fn resume_binder(psk: &[u8; SECRET_LEN], hello_prefix: &[u8]) -> [u8; TAG_LEN] {
+    let mut k = Zeroizing::new([0u8; 32]);
+    expand_label(&prk_of(psk), "res binder", &[], &mut k[..]);
+    hmac_sha256(&k[..], &sha256(&[hello_prefix]))
 }
 
 impl fmt::Debug for Schedule {

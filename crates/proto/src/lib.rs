@@ -66,6 +66,7 @@ mod magic;
 mod mode;
 pub mod mpc;
 pub mod record;
+pub mod resume;
 mod server;
 mod session;
 mod stack;
@@ -85,6 +86,7 @@ pub use identity::{PublicKey, ServerKey, SERVER_KEY_LEN};
 pub use mode::{Mode, ParseModeError, CRYPTO_OFFER_LEN, KATO_KEY_LEN};
 pub use mpc::{MpcDecision, MpcKeys, MpcObservation};
 pub use record::Opened;
+pub use resume::{ResumeRefusal, Resumption, StoreLimits, Ticket, TicketStore};
 pub use server::{ServerConfig, ServerHandshake, SERVER_ENTROPY_LEN};
 pub use session::{Protector, Role, Session, SessionInfo, Unprotector};
 

@@ -7,6 +7,7 @@ use crate::hybrid::{self, MLKEM_EK_LEN, MLKEM_RAND_LEN};
 use crate::identity::{ServerKey, SIGNATURE_LEN};
 use crate::keys::{self, Schedule, Secrets, RC_LEN, SHARE_LEN, TAG_LEN};
 use crate::mode::{Mode, KATO_KEY_LEN};
+use crate::resume::{Grant, ResumeRefusal, Resumption, MAX_TICKETS_PER_ANSWER, TICKETS_OFFER_ID};
 use crate::session::{Keys, Role, Session};
 use crate::wire::{self, Cursor, FrameError, FrameReader};
 use crate::{Progress, ServerProgress};
@@ -22,15 +23,26 @@ pub struct ServerConfig {
     /// The server's long-term key, which signs every handshake with key agreement. Without
     /// one, a hello that offers key agreement is refused (only kato and plain are served).
     pub key: Option<ServerKey>,
+    /// Resumed sessions: the store of the tickets this server grants and takes, at the time
+    /// of this handshake. `None`: no tickets are granted and resume hellos are refused.
+    pub resumption: Option<Resumption>,
 }
 
 impl ServerConfig {
-    /// Accepts `modes`, most preferred first, with no key (see [`ServerConfig::with_key`]).
+    /// Accepts `modes`, most preferred first, with no key (see [`ServerConfig::with_key`])
+    /// and no resumption.
     pub fn accepting(modes: &[Mode]) -> Self {
         ServerConfig {
             accept: modes.to_vec(),
             key: None,
+            resumption: None,
         }
+    }
+
+    /// The same, granting and taking tickets in `resumption`'s store.
+    pub fn with_resumption(mut self, resumption: Resumption) -> Self {
+        self.resumption = Some(resumption);
+        self
     }
 
     /// The same, signing with `key`.
@@ -62,9 +74,11 @@ enum State {
 pub struct ServerHandshake {
     accept: Vec<Mode>,
     key: Option<ServerKey>,
+    resumption: Option<Resumption>,
     secret: Zeroizing<[u8; SERVER_ENTROPY_LEN]>,
     reader: FrameReader,
     state: State,
+    resumed: bool,
 }
 
 impl ServerHandshake {
@@ -80,10 +94,17 @@ impl ServerHandshake {
         ServerHandshake {
             accept,
             key: cfg.key.clone(),
+            resumption: cfg.resumption.clone(),
             secret: Zeroizing::new(entropy),
-            reader: FrameReader::new(wire::MAX_HELLO_LEN, &[wire::TYPE_HELLO]),
+            reader: FrameReader::new(wire::MAX_HELLO_LEN, &[wire::TYPE_HELLO, wire::TYPE_RESUME]),
             state: State::AwaitHello,
+            resumed: false,
         }
+    }
+
+    /// Whether the session `read` returned resumes an earlier one (a ticket, no key agreement).
+    pub fn resumed(&self) -> bool {
+        self.resumed
     }
 
     /// Feeds bytes received from the client.
@@ -133,30 +154,32 @@ impl ServerHandshake {
             error,
         };
         let hello = self.reader.message();
-        let (_, body) = self.reader.frame();
-        let (offers, unknown) = parse_hello(body).map_err(malformed)?;
-        let chosen = self
-            .accept
-            .iter()
-            .copied()
-            .find(|m| offers.iter().any(|o| o.mode == *m));
-        let Some(mode) = chosen else {
-            let ids: Vec<u8> = self.accept.iter().map(|m| m.wire_id()).collect();
-            let mut detail = vec![ids.len() as u8];
-            detail.extend_from_slice(&ids);
-            return Err(Rejected {
-                reply: Some(reject(RejectReason::NoCommonMode, &detail)),
-                error: HandshakeError::NoCommonMode {
-                    offered: offers.iter().map(|o| o.mode).collect(),
-                    unknown,
-                    accepted: self.accept.clone(),
-                },
-            });
-        };
-        let offer = offers
-            .iter()
-            .find(|o| o.mode == mode)
-            .expect("chosen from the offers");
+        let (header, body) = self.reader.frame();
+        if header.msg_type == wire::TYPE_RESUME {
+            let resumed = self.read_resume(consumed, hello, body)?;
+            self.resumed = true;
+            return Ok(resumed);
+        }
+        let parsed = parse_offers(body).map_err(malformed)?;
+        let (offers, want) = (&parsed.offers, parsed.want);
+        if offers.iter().any(|o| o.mode.is_cryptographic()) {
+            // The one key share of the hello, for every crypto offer.
+            if parsed.rest.len() < wire::KEY_SHARE_LEN {
+                return Err(malformed(HandshakeError::Malformed(
+                    "the hello's key share is short",
+                )));
+            }
+            if parsed.rest.len() > wire::KEY_SHARE_LEN {
+                return Err(malformed(HandshakeError::Malformed(
+                    "trailing bytes after the offers",
+                )));
+            }
+        } else if !parsed.rest.is_empty() {
+            return Err(malformed(HandshakeError::Malformed(
+                "trailing bytes after the offers",
+            )));
+        }
+        let (mode, offer) = self.choose(&parsed)?;
         // No key agreement offered: no key share after the offers.
         if !offers.iter().any(|o| o.mode.is_cryptographic()) {
             let keys = match mode {
@@ -188,9 +211,16 @@ impl ServerHandshake {
             hybrid::encapsulate(ks.ek, &m).map_err(|_| malformed(HandshakeError::InvalidKemKey))?;
         let mut body = vec![mode.wire_id(), 0];
         let crypto = mode.is_cryptographic().then(|| CryptoOffer::of(offer.key));
+        let mut grant = None;
         if let Some(c) = &crypto {
             // Servers run both suites and follow the client's preference.
             body.push(c.suite.wire_id());
+            // Tickets for resumed sessions, when asked: a new lineage.
+            if let Some(want) = want {
+                let g = Grant::full(self.resumption.as_ref(), want);
+                g.params(&mut body);
+                grant = Some(g);
+            }
         }
         body[1] = (body.len() - 2) as u8;
         body.extend_from_slice(&ct);
@@ -209,6 +239,9 @@ impl ServerHandshake {
         };
         let sched = Schedule::new(&secrets, hello, &reply[..tag_at]);
         reply[tag_at..].copy_from_slice(&sched.server_tag());
+        if let Some(g) = grant {
+            g.issue(&sched);
+        }
         let keys = match (mode, crypto) {
             (Mode::Stream | Mode::Aead, Some(c)) => {
                 let (c2s, s2c) = sched.traffic();
@@ -223,6 +256,113 @@ impl ServerHandshake {
             }
             (Mode::Kato, _) => kato_keys(offer.key),
             _ => Keys::Plain,
+        };
+        Ok(Progress::Done {
+            consumed,
+            value: (reply, Session::new(Role::Server, keys)),
+        })
+    }
+
+    /// The first mode of the server's list that the client offered, and its offer; or the
+    /// refusal that says none is.
+    fn choose<'a>(&self, parsed: &'a Parsed<'_>) -> Result<(Mode, &'a Offer<'a>), Rejected> {
+        let offers = &parsed.offers;
+        let chosen = self
+            .accept
+            .iter()
+            .copied()
+            .find(|m| offers.iter().any(|o| o.mode == *m));
+        let Some(mode) = chosen else {
+            let ids: Vec<u8> = self.accept.iter().map(|m| m.wire_id()).collect();
+            let mut detail = vec![ids.len() as u8];
+            detail.extend_from_slice(&ids);
+            return Err(Rejected {
+                reply: Some(reject(RejectReason::NoCommonMode, &detail)),
+                error: HandshakeError::NoCommonMode {
+                    offered: offers.iter().map(|o| o.mode).collect(),
+                    unknown: parsed.unknown.clone(),
+                    accepted: self.accept.clone(),
+                },
+            });
+        };
+        let offer = offers
+            .iter()
+            .find(|o| o.mode == mode)
+            .expect("chosen from the offers");
+        Ok((mode, offer))
+    }
+
+    /// A resume hello: the ticket taken (gone whatever follows), its binder checked, the
+    /// answer with `r_s` and the confirmation, tickets granted from the same lineage.
+    fn read_resume(
+        &self,
+        consumed: usize,
+        hello: &[u8],
+        body: &[u8],
+    ) -> Result<ServerProgress, Rejected> {
+        let malformed = |error| Rejected {
+            reply: Some(reject(RejectReason::Malformed, &[])),
+            error,
+        };
+        let parsed = parse_offers(body).map_err(malformed)?;
+        if parsed.offers.iter().any(|o| !o.mode.is_cryptographic()) {
+            return Err(malformed(HandshakeError::Malformed(
+                "a resume hello offers a mode without key agreement",
+            )));
+        }
+        if parsed.rest.len() != wire::RESUME_TAIL_LEN {
+            return Err(malformed(HandshakeError::Malformed(
+                "a resume hello's ticket, r_c and binder are not 80 bytes",
+            )));
+        }
+        let refuse = |why| Rejected {
+            reply: Some(reject(RejectReason::ResumeRefused, &[])),
+            error: HandshakeError::ResumeRefused(why),
+        };
+        let mut tail = Cursor::new(parsed.rest);
+        let id: [u8; keys::TICKET_ID_LEN] = *tail.array("ticket id").map_err(malformed)?;
+        let mut r_c = Zeroizing::new([0u8; RC_LEN]);
+        r_c.copy_from_slice(tail.bytes(RC_LEN, "r_c").map_err(malformed)?);
+        let binder = tail.bytes(TAG_LEN, "binder").map_err(malformed)?;
+        let Some(res) = &self.resumption else {
+            return Err(refuse(ResumeRefusal::NoStore));
+        };
+        let Some((psk, lineage)) = res.lock().take(&id, res.now) else {
+            return Err(refuse(ResumeRefusal::UnknownTicket));
+        };
+        let binder_ok = keys::tags_equal(
+            &keys::resume_binder(&psk, &hello[..hello.len() - TAG_LEN]),
+            binder,
+        );
+        if !binder_ok {
+            return Err(refuse(ResumeRefusal::BadBinder));
+        }
+        let (mode, offer) = self.choose(&parsed)?;
+        let c = CryptoOffer::of(offer.key);
+        let mut body = vec![mode.wire_id(), 0, c.suite.wire_id()];
+        let grant = parsed.want.map(|want| {
+            let g = Grant::resumed(res, lineage, want);
+            g.params(&mut body);
+            g
+        });
+        body[1] = (body.len() - 2) as u8;
+        body.extend_from_slice(&self.secret[..wire::RS_LEN]);
+        body.extend_from_slice(&[0u8; TAG_LEN]);
+        let mut reply = wire::encode(wire::TYPE_RESUMED, &body);
+        let tag_at = reply.len() - TAG_LEN;
+        let sched = Schedule::resumed(&psk, &r_c, hello, &reply[..tag_at]);
+        reply[tag_at..].copy_from_slice(&sched.server_tag());
+        if let Some(g) = grant {
+            g.issue(&sched);
+        }
+        let (c2s, s2c) = sched.traffic();
+        let keys = Keys::Crypto {
+            mode,
+            suite: c.suite,
+            epoch_log2: c.epoch_log2,
+            c2s,
+            s2c,
+            expect_confirm: Some(sched.client_tag(hello, &reply)),
         };
         Ok(Progress::Done {
             consumed,
@@ -322,10 +462,20 @@ fn share_block(body: &[u8]) -> &[u8] {
     &body[body.len() - wire::KEY_SHARE_LEN..]
 }
 
-/// Parses and validates a hello body: the offers of modes this build knows, and the wire ids
-/// of the others. Offers of unknown modes are skipped (a newer client may offer them), but
-/// must still be well-formed.
-fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError> {
+/// A hello's (or resume hello's) offers as parsed: those of modes this build knows, the
+/// wire ids of the others, the tickets asked for (`None`: no tickets block), and the bytes
+/// after the offers.
+struct Parsed<'a> {
+    offers: Vec<Offer<'a>>,
+    unknown: Vec<u8>,
+    want: Option<u8>,
+    rest: &'a [u8],
+}
+
+/// Parses and validates the offers at the start of a hello body. Offers of unknown modes
+/// are skipped (a newer client may offer them), but must still be well-formed; the tickets
+/// block ([`TICKETS_OFFER_ID`]) is read, not a mode.
+fn parse_offers(body: &[u8]) -> Result<Parsed<'_>, HandshakeError> {
     let mut c = Cursor::new(body);
     let n = c.u8("empty hello")? as usize;
     if n == 0 {
@@ -337,6 +487,7 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
     let mut seen = Vec::with_capacity(n);
     let mut offers: Vec<Offer<'_>> = Vec::with_capacity(n);
     let mut unknown = Vec::new();
+    let mut want = None;
     for _ in 0..n {
         let id = c.u8("offer list overruns the hello")?;
         let klen = c.u8("offer list overruns the hello")? as usize;
@@ -345,6 +496,15 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
             return Err(HandshakeError::Malformed("the hello offers a mode twice"));
         }
         seen.push(id);
+        if id == TICKETS_OFFER_ID {
+            if klen != 1 {
+                return Err(HandshakeError::Malformed(
+                    "the tickets block is not one byte long",
+                ));
+            }
+            want = Some(key[0].min(MAX_TICKETS_PER_ANSWER));
+            continue;
+        }
         let Some(mode) = Mode::from_wire_id(id) else {
             unknown.push(id);
             continue;
@@ -390,10 +550,10 @@ fn parse_hello(body: &[u8]) -> Result<(Vec<Offer<'_>>, Vec<u8>), HandshakeError>
         }
         offers.push(Offer { mode, key });
     }
-    if offers.iter().any(|o| o.mode.is_cryptographic()) {
-        // The one key share of the hello, for every crypto offer.
-        c.bytes(wire::KEY_SHARE_LEN, "the hello's key share is short")?;
-    }
-    c.finish("trailing bytes after the offers")?;
-    Ok((offers, unknown))
+    Ok(Parsed {
+        offers,
+        unknown,
+        want,
+        rest: c.rest(),
+    })
 }

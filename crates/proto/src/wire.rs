@@ -7,7 +7,7 @@
 //! |-------:|-----:|---------------------------------------------|
 //! | 0      | 5    | magic `8b 4e 45 4e 41` (0x8b, then "NENA")  |
 //! | 5      | 1    | protocol version (2)                        |
-//! | 6      | 1    | message type (1 hello, 2 accept, 3 reject, 4 confirm) |
+//! | 6      | 1    | message type (1 hello, 2 accept, 3 reject, 4 confirm, 5 resume, 6 resumed) |
 //! | 7      | 2    | body length, big-endian                     |
 //!
 //! The header layout is the same in every protocol version, so a peer of
@@ -48,6 +48,15 @@ pub const TYPE_ACCEPT: u8 = 0x02;
 pub const TYPE_REJECT: u8 = 0x03;
 /// Message type of the client's key confirmation (crypto modes, after the accept).
 pub const TYPE_CONFIRM: u8 = 0x04;
+/// Message type of the client's resume hello (a ticket instead of a key share).
+pub const TYPE_RESUME: u8 = 0x05;
+/// Message type of the server's answer that resumes (its fresh bytes and confirmation).
+pub const TYPE_RESUMED: u8 = 0x06;
+/// What follows a resume hello's offers: the ticket's id, `r_c`, the binder.
+pub const RESUME_TAIL_LEN: usize =
+    crate::keys::TICKET_ID_LEN + crate::keys::RC_LEN + crate::keys::TAG_LEN;
+/// Length of the server's fresh bytes `r_s` in an answer that resumes.
+pub const RS_LEN: usize = 32;
 /// Length of the client's confirmation message (header and 32-byte tag).
 pub const CONFIRM_LEN: usize = HEADER_LEN + crate::keys::TAG_LEN;
 
@@ -245,6 +254,11 @@ impl<'a> Cursor<'a> {
         what: &'static str,
     ) -> Result<&'a [u8; N], HandshakeError> {
         Ok(self.bytes(N, what)?.try_into().expect("N bytes"))
+    }
+
+    /// The bytes not read yet.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        &self.data[self.pos..]
     }
 
     pub(crate) fn finish(&self, what: &'static str) -> Result<(), HandshakeError> {

@@ -10,14 +10,23 @@
 //! The two are measured in interleaved rounds (nena-bench's harness), so their ratio holds
 //! within the run; the first flight's size (the hello, which crosses the trusted path
 //! before anything else) and the answer's come from the messages themselves.
+//!
+//! *Resumed* (issue 59): a session resumed with a ticket from the one before it (each asks
+//! for one more: a chain, as a client that keeps one ticket in hand runs), timed whole the
+//! same way. The server's share is timed apart ([`ServerCost`]): in rounds, the wall time of
+//! the server's `ServerHandshake::new` and `read` alone for a full handshake (today's,
+//! resumption off) and for a resumed one (its ticket taken, one granted), interleaved, one
+//! CPU; the targets are the resumed/full ratio of the medians (<= 0.15) and the resume
+//! hello's size (<= 200 B).
 
 use crate::harness::{measure_interleaved, HarnessConfig, Stats};
 use anyhow::{bail, Result};
 use nena_proto::v1_reference as v1;
 use nena_proto::{
-    ClientConfig, ClientHandshake, Progress, ServerConfig, ServerHandshake, ServerKey, Suite,
-    ENTROPY_LEN, SERVER_ENTROPY_LEN,
+    ClientConfig, ClientHandshake, Progress, Resumption, ServerConfig, ServerHandshake, ServerKey,
+    StoreLimits, Suite, Ticket, ENTROPY_LEN, SERVER_ENTROPY_LEN,
 };
+use std::time::Instant;
 use serde::Serialize;
 
 /// One handshake variant's figures.
@@ -37,11 +46,41 @@ pub struct Variant {
     pub handshake: Stats,
 }
 
+/// The server's time per session, full against resumed, timed apart from the client's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerCost {
+    /// Median over rounds of the mean server time of a full handshake (resumption off).
+    pub full_ns: f64,
+    /// The same for a resumed session (a ticket taken, one granted).
+    pub resumed_ns: f64,
+    /// resumed / full.
+    pub ratio: f64,
+    /// Rounds, and handshakes of each kind per round.
+    pub rounds: usize,
+    pub per_round: usize,
+}
+
+/// One checked target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub name: &'static str,
+    pub value: f64,
+    /// The value must be at most this.
+    pub limit: f64,
+    pub pass: bool,
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub before: Variant,
     pub after: Variant,
+    /// A session resumed with a ticket (one whole exchange, both sides).
+    pub resumed: Variant,
+    pub server: ServerCost,
+    /// `resumed-server-cpu-vs-full` (<= 0.15) and `resumed-first-flight-bytes` (<= 200).
+    pub targets: Vec<Target>,
+    pub all_targets_pass: bool,
     /// after / before, of the median handshake times.
     pub time_ratio: f64,
     /// after / before, of the first flights' sizes.
@@ -108,6 +147,149 @@ fn after_once(
     Ok((hello_len, accept.len(), confirm.len()))
 }
 
+/// A store for the benchmark's chains: no lineage ends or runs out within a run (a real
+/// server's bounds would turn every 256th session into a full one).
+fn bench_store() -> Resumption {
+    Resumption::new(StoreLimits {
+        max_age_secs: u32::MAX,
+        per_lineage: u32::MAX,
+        capacity: 1 << 22,
+    })
+}
+
+/// A chain of resumed sessions: each resumes with the ticket of the one before it and asks
+/// for one more.
+struct Chain {
+    ccfg: ClientConfig,
+    scfg: ServerConfig,
+    ticket: Ticket,
+}
+
+impl Chain {
+    fn new(seed: &mut u64, ccfg: &ClientConfig, key: &ServerKey) -> Result<Chain> {
+        let scfg = ServerConfig::default()
+            .with_key(key.clone())
+            .with_resumption(bench_store());
+        let asking = ClientConfig {
+            want_tickets: 1,
+            ..ccfg.clone()
+        };
+        let (mut c, _) = exchange(seed, &asking, &scfg, &mut |f| f())?;
+        let ticket = c.take_tickets().pop().ok_or_else(|| anyhow::anyhow!("no ticket granted"))?;
+        Ok(Chain {
+            ccfg: asking,
+            scfg,
+            ticket,
+        })
+    }
+
+    /// One resumed session; its sizes; the server's time (`timed` wraps the server's part).
+    fn once(
+        &mut self,
+        seed: &mut u64,
+        timed: &mut dyn FnMut(&mut dyn FnMut()),
+    ) -> Result<(usize, usize, usize)> {
+        let cfg = ClientConfig {
+            resume: Some(self.ticket.clone()),
+            ..self.ccfg.clone()
+        };
+        let (mut c, sizes) = exchange(seed, &cfg, &self.scfg, timed)?;
+        if !c.resuming() {
+            bail!("the session was not resumed");
+        }
+        self.ticket = c
+            .take_tickets()
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("a resumed session granted no ticket"))?;
+        Ok(sizes)
+    }
+}
+
+/// One exchange with `ccfg` against `scfg`: the client (for its tickets) and the sizes of the
+/// hello, the answer and the confirm. `timed` runs the server's part (new and read).
+fn exchange(
+    seed: &mut u64,
+    ccfg: &ClientConfig,
+    scfg: &ServerConfig,
+    timed: &mut dyn FnMut(&mut dyn FnMut()),
+) -> Result<(ClientHandshake, (usize, usize, usize))> {
+    let mut ce = [0u8; ENTROPY_LEN];
+    let mut se = [0u8; SERVER_ENTROPY_LEN];
+    fill(seed, &mut ce);
+    fill(seed, &mut se);
+    let mut client = ClientHandshake::new(ccfg, ce)?;
+    let hello = client.first_flight();
+    let mut read = None;
+    timed(&mut || {
+        let mut server = ServerHandshake::new(scfg, se);
+        read = Some(server.read(hello));
+    });
+    let hello_len = hello.len();
+    let Some(Ok(Progress::Done {
+        value: (accept, s_sess),
+        ..
+    })) = read
+    else {
+        bail!("the server did not answer the whole hello");
+    };
+    let Progress::Done {
+        value: (confirm, c_sess),
+        ..
+    } = client.read(&accept)?
+    else {
+        bail!("the client wanted more than the whole accept");
+    };
+    std::hint::black_box((s_sess, c_sess));
+    Ok((client, (hello_len, accept.len(), confirm.len())))
+}
+
+/// The server's time of a full handshake and of a resumed one, interleaved in `rounds`
+/// rounds of `per_round` each.
+fn server_cost(
+    seed: &mut u64,
+    ccfg: &ClientConfig,
+    key: &ServerKey,
+    rounds: usize,
+    per_round: usize,
+    progress: &mut dyn FnMut(),
+) -> Result<ServerCost> {
+    let full_cfg = ServerConfig::default().with_key(key.clone());
+    let mut chain = Chain::new(seed, ccfg, key)?;
+    let (mut full, mut resumed) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        let mut spent = std::time::Duration::ZERO;
+        let mut time = |f: &mut dyn FnMut()| {
+            let t = Instant::now();
+            f();
+            spent += t.elapsed();
+        };
+        for _ in 0..per_round {
+            exchange(seed, ccfg, &full_cfg, &mut time)?;
+        }
+        full.push(spent.as_nanos() as f64 / per_round as f64);
+        let mut spent = std::time::Duration::ZERO;
+        let mut time = |f: &mut dyn FnMut()| {
+            let t = Instant::now();
+            f();
+            spent += t.elapsed();
+        };
+        for _ in 0..per_round {
+            chain.once(seed, &mut time)?;
+        }
+        resumed.push(spent.as_nanos() as f64 / per_round as f64);
+        progress();
+    }
+    let full_ns = crate::harness::median(&mut full);
+    let resumed_ns = crate::harness::median(&mut resumed);
+    Ok(ServerCost {
+        full_ns,
+        resumed_ns,
+        ratio: resumed_ns / full_ns,
+        rounds,
+        per_round,
+    })
+}
+
 /// Runs the benchmark with `cfg`; `progress(done, total)` after each step.
 pub fn run(cfg: &HarnessConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let suite = Suite::preferred();
@@ -122,13 +304,25 @@ pub fn run(cfg: &HarnessConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Re
     let epoch = ccfg.aead_epoch_log2;
     let b = before_once(&mut seed, suite, epoch)?;
     let a = after_once(&mut seed, &ccfg, &scfg)?;
-    let (mut s1, mut s2) = (seed, seed.rotate_left(17));
+    let key = ServerKey::from_seed(&[0x5e; 32])?;
+    let mut chain = Chain::new(&mut seed, &ccfg, &key)?;
+    let r = chain.once(&mut seed, &mut |f| f())?;
+    let (mut s1, mut s2, mut s3) = (seed, seed.rotate_left(17), seed.rotate_left(31));
+    // The server's share first (its rounds count as one step of the progress each).
+    let rounds = cfg.samples;
+    let total = (3 * (cfg.samples + 1) + rounds) as u64;
+    let mut done = 0u64;
+    let server = server_cost(&mut seed, &ccfg, &key, rounds, 8, &mut || {
+        done += 1;
+        progress(done, total);
+    })?;
     let stats = {
         let mut jobs: Vec<crate::harness::Job<'_>> = vec![
             Box::new(|| before_once(&mut s1, suite, epoch).map(|_| ())),
             Box::new(|| after_once(&mut s2, &ccfg, &scfg).map(|_| ())),
+            Box::new(|| chain.once(&mut s3, &mut |f| f()).map(|_| ())),
         ];
-        measure_interleaved(cfg, &mut jobs, progress)?
+        measure_interleaved(cfg, &mut jobs, &mut |d, _| progress(done + d, total))?
     };
     let variant = |name, version, (f, a, c): (usize, usize, usize), s: &Stats| Variant {
         name,
@@ -145,7 +339,31 @@ pub fn run(cfg: &HarnessConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Re
         a,
         &stats[1],
     );
+    let resumed = variant(
+        "version 2 resumed: a ticket, r_c and r_s, no key agreement",
+        nena_proto::wire::VERSION,
+        r,
+        &stats[2],
+    );
+    let target = |name, value: f64, limit| Target {
+        name,
+        value,
+        limit,
+        pass: value <= limit,
+    };
+    let targets = vec![
+        target("resumed-server-cpu-vs-full", server.ratio, 0.15),
+        target(
+            "resumed-first-flight-bytes",
+            resumed.first_flight_bytes as f64,
+            200.0,
+        ),
+    ];
     Ok(Report {
+        all_targets_pass: targets.iter().all(|t| t.pass),
+        targets,
+        resumed,
+        server,
         time_ratio: after.handshake.median_ns / before.handshake.median_ns,
         first_flight_ratio: after.first_flight_bytes as f64 / before.first_flight_bytes as f64,
         before,
@@ -171,5 +389,14 @@ mod tests {
         assert_eq!(r.before.confirm_bytes, 41);
         assert!(r.before.handshake.median_ns > 0.0 && r.after.handshake.median_ns > 0.0);
         assert!(r.time_ratio.is_finite() && r.time_ratio > 0.0);
+        // docs/PROTOCOL.md: the resume hello is 97 bytes, its answer 81.
+        assert_eq!(r.resumed.first_flight_bytes, 97);
+        assert_eq!(r.resumed.answer_bytes, 81);
+        assert_eq!(r.resumed.confirm_bytes, 41);
+        assert!(r.server.full_ns > 0.0 && r.server.resumed_ns > 0.0);
+        assert!((r.server.ratio - r.server.resumed_ns / r.server.full_ns).abs() < 1e-12);
+        let names: Vec<_> = r.targets.iter().map(|t| t.name).collect();
+        assert_eq!(names, ["resumed-server-cpu-vs-full", "resumed-first-flight-bytes"]);
+        assert!(r.targets[1].pass, "97 <= 200");
     }
 }

@@ -1,4 +1,4 @@
-//! `nena bench handshake` (no lab, no root): it runs, its JSON holds both handshakes with the
+//! `nena bench handshake` (no lab, no root): it runs, its JSON holds the three handshakes with the
 //! message sizes of PROTOCOL.md (version 1's hello 78 bytes and accept 76, version 2's 1,262
 //! and 1,260, the confirm 41 in both), positive medians and their ratio as the medians'
 //! quotient; bad input is a usage error.
@@ -28,6 +28,18 @@ fn bench_handshake_prints_both_handshakes_as_json() {
     assert!((ratio - med(a) / med(b)).abs() < 1e-9, "{v}");
     let ff = v["first_flight_ratio"].as_f64().unwrap();
     assert!((ff - 1262.0 / 78.0).abs() < 1e-9, "{v}");
+    // The resumed session: PROTOCOL.md's 97-byte resume hello and 81-byte answer, and the
+    // server's ratio as the quotient of its two medians.
+    let r = &v["resumed"];
+    assert_eq!(r["first_flight_bytes"], 97, "{v}");
+    assert_eq!(r["answer_bytes"], 81, "{v}");
+    assert!(med(r) > 0.0, "{v}");
+    let s = &v["server"];
+    let (full, resumed) = (s["full_ns"].as_f64().unwrap(), s["resumed_ns"].as_f64().unwrap());
+    assert!(full > 0.0 && resumed > 0.0, "{v}");
+    assert!((s["ratio"].as_f64().unwrap() - resumed / full).abs() < 1e-9, "{v}");
+    assert_eq!(v["targets"][0]["name"], "resumed-server-cpu-vs-full", "{v}");
+    assert_eq!(v["targets"][1]["value"], 97.0, "{v}");
 
     let out = nena(&["bench", "handshake", "--samples", "1"]);
     assert_eq!(out.status.code(), Some(2));

@@ -1,7 +1,8 @@
 //! `nena bench handshake`: today's aead handshake (X25519 + ML-KEM-768, the server's
 //! Ed25519 signature) against version 1's (X25519 alone, no server key), timed in one run
-//! on one CPU with no network, and their first flights' sizes (see
-//! nena_bench::handshake for exactly what is timed).
+//! on one CPU with no network, and their first flights' sizes; a session resumed with a
+//! ticket beside them, and the server's time of a resumed session against a full one, with
+//! issue 59's targets (see nena_bench::handshake for exactly what is timed).
 use crate::exit::{CmdResult, Exit};
 use anyhow::anyhow;
 use nena_bench::harness::HarnessConfig;
@@ -49,7 +50,7 @@ pub fn run(a: Args) -> CmdResult {
         "{:<58} {:>12} {:>10} {:>12}",
         "", "first flight", "answer", "handshake"
     );
-    for v in [&r.before, &r.after] {
+    for v in [&r.before, &r.after, &r.resumed] {
         println!(
             "{:<58} {:>10} B {:>8} B {:>9.1} us",
             v.name,
@@ -62,5 +63,22 @@ pub fn run(a: Args) -> CmdResult {
         "after / before: time x{:.2}, first flight x{:.2}",
         r.time_ratio, r.first_flight_ratio
     );
+    println!(
+        "server alone, median of {} rounds of {} each: full {:.1} us, resumed {:.1} us (x{:.3})",
+        r.server.rounds,
+        r.server.per_round,
+        r.server.full_ns / 1000.0,
+        r.server.resumed_ns / 1000.0,
+        r.server.ratio
+    );
+    for t in &r.targets {
+        println!(
+            "target {:<30} {:>10.3} <= {:<8} {}",
+            t.name,
+            t.value,
+            t.limit,
+            if t.pass { "PASS" } else { "FAIL" }
+        );
+    }
     Ok(())
 }

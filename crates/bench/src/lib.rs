@@ -46,6 +46,7 @@ pub mod ciphers;
 pub mod codec;
 pub mod emulation;
 pub mod fairness;
+pub mod flows;
 pub mod handshake;
 pub mod harness;
 pub mod host;

@@ -66,6 +66,7 @@ fn settings(known: Option<&Path>, key: Option<PublicKey>) -> ClientSettings {
         timeout: Duration::from_secs(10),
         token_file: None,
         recover: true,
+        resume: true,
         cc: None,
         resolver: None,
         known_servers: known.map(Path::to_path_buf),

@@ -84,6 +84,11 @@ pub struct ClientCommon {
     /// by default nena does, within a round trip of the link being usable again).
     #[arg(long)]
     pub no_recovery: bool,
+    /// Make a full handshake for every session: hold no tickets and resume none (by default
+    /// a session with a server this command reached before resumes with a ticket from it:
+    /// no key agreement, a first flight of about 100 bytes; docs/PROTOCOL.md).
+    #[arg(long)]
+    pub no_resume: bool,
     /// Congestion control of this command's MPTCP sockets (every subflow): a name the
     /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
     /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
@@ -125,6 +130,7 @@ impl ClientCommon {
             timeout: self.timeout,
             token_file: self.token_file.clone(),
             recover: !self.no_recovery,
+            resume: !self.no_resume,
             cc: self.cc.clone(),
             resolver: self.resolver,
             known_servers: self.known_servers.clone(),

@@ -36,6 +36,11 @@ pub struct ServerCommon {
     /// Accept clients whose connection fell back to plain TCP.
     #[arg(long)]
     pub allow_fallback: bool,
+    /// Grant no tickets and resume no session: every session makes a full handshake (by
+    /// default a client may resume with a ticket this process granted, for up to 10 minutes
+    /// and 256 sessions after a full handshake; docs/PROTOCOL.md, "Resumed sessions").
+    #[arg(long)]
+    pub no_resume: bool,
     /// Sessions served at once (more wait in the listen backlog).
     #[arg(long, default_value = "4096")]
     pub max_sessions: usize,
@@ -118,6 +123,7 @@ impl ServerCommon {
             buffer: nena_transport::stream::BULK_BUF,
             mpc: None,
             allow_plain: self.allow_plain,
+            resumption: (!self.no_resume).then(nena_transport::conn::ServerTickets::default),
         })
     }
 

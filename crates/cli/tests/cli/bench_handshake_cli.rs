@@ -35,9 +35,15 @@ fn bench_handshake_prints_both_handshakes_as_json() {
     assert_eq!(r["answer_bytes"], 81, "{v}");
     assert!(med(r) > 0.0, "{v}");
     let s = &v["server"];
-    let (full, resumed) = (s["full_ns"].as_f64().unwrap(), s["resumed_ns"].as_f64().unwrap());
+    let (full, resumed) = (
+        s["full_ns"].as_f64().unwrap(),
+        s["resumed_ns"].as_f64().unwrap(),
+    );
     assert!(full > 0.0 && resumed > 0.0, "{v}");
-    assert!((s["ratio"].as_f64().unwrap() - resumed / full).abs() < 1e-9, "{v}");
+    assert!(
+        (s["ratio"].as_f64().unwrap() - resumed / full).abs() < 1e-9,
+        "{v}"
+    );
     assert_eq!(v["targets"][0]["name"], "resumed-server-cpu-vs-full", "{v}");
     assert_eq!(v["targets"][1]["value"], 97.0, "{v}");
 

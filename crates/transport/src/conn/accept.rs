@@ -35,6 +35,9 @@ pub struct AcceptOptions {
     /// The server's long-term key, which signs every handshake with key agreement
     /// (`--key-file`). Without one only kato and plain are served.
     pub key: Option<nena_proto::ServerKey>,
+    /// Resumed sessions: the tickets this server grants and takes (`None`: every session
+    /// makes a full handshake; `--no-resume`).
+    pub resumption: Option<super::ServerTickets>,
 }
 
 /// An accepted server session: over a connection's halves as [`accept`] returns it, or over
@@ -127,6 +130,7 @@ pub async fn accept(
     }
     let cfg = ServerConfig {
         key: opts.key.clone(),
+        resumption: opts.resumption.as_ref().map(super::ServerTickets::now),
         ..ServerConfig::accepting(&opts.modes)
     };
     let (session, leftover) =

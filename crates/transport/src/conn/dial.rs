@@ -130,6 +130,9 @@ pub struct ClientOptions {
     pub datagram: DatagramOptions,
     /// What connects and carries the first flight ([`KernelMptcp`] unless a test says).
     pub dialer: Arc<dyn Dialer>,
+    /// Resumed sessions: the tickets this client holds, shared by every session the options
+    /// open (`None`: every session makes a full handshake; `--no-resume`).
+    pub tickets: Option<Arc<super::TicketJar>>,
 }
 
 /// How datagram sessions (the gateway's, `nena run`'s, SOCKS5 UDP ASSOCIATE's) carry their
@@ -181,6 +184,7 @@ impl ClientOptions {
             server_key: None,
             datagram: DatagramOptions::default(),
             dialer: Arc::new(KernelMptcp),
+            tickets: Some(super::TicketJar::new()),
         }
     }
 }
@@ -203,6 +207,8 @@ pub struct ClientConn {
     /// The session's datagram plane keys (aead and stream; taken before the session was
     /// split): the datagram plane of a datagram session ([`crate::proxy::carry::plane`]).
     pub dgram: Option<nena_proto::dgram::DatagramKeys>,
+    /// Whether the session resumed an earlier one with a ticket (no key agreement).
+    pub resumed: bool,
 }
 
 impl ClientConn {
@@ -252,15 +258,38 @@ pub async fn connect(
     raw_first: Option<Vec<u8>>,
 ) -> Result<ClientConn, Error> {
     let mut attempt = 1;
+    let mut resume = true;
     loop {
-        match connect_once(opts, raw_first.clone()).await {
+        match connect_once(opts, raw_first.clone(), resume).await {
             Err(e) if attempt < CONNECT_ATTEMPTS && is_unverifiable(&e) => {
                 log::warn!("{e:#}; retrying with a new connection and new keys");
                 attempt += 1;
             }
+            Err(e) if resume && is_resume_refused(&e) => {
+                // Its tickets are of no use any more (a restart, another process, or spent).
+                log::info!("{e:#}; a full handshake on a new connection");
+                if let Some(jar) = &opts.tickets {
+                    jar.forget(opts.remote);
+                }
+                resume = false;
+            }
             other => return other,
         }
     }
+}
+
+/// The server did not resume: its reason (its tickets are gone), or no mode in common with
+/// the resume hello's crypto modes alone (a full hello may still find one).
+fn is_resume_refused(e: &Error) -> bool {
+    use nena_proto::{HandshakeError as H, RejectReason as R};
+    let answer = match e.kind() {
+        Error::RefusedBothWays { answer, .. } => answer.kind(),
+        other => other,
+    };
+    matches!(
+        answer,
+        Error::Proto(H::PeerRejected(R::ResumeRefused) | H::NoCommonMode { .. })
+    )
 }
 
 /// Attempts of [`connect`] when the first flight could not be verified.
@@ -328,12 +357,15 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         setup: start.elapsed(),
         mpc: Some(outcome),
         dgram: None,
+        resumed: false,
     })
 }
 
+/// One attempt of [`connect`]; `resume`: with a ticket, if the jar holds one.
 async fn connect_once(
     opts: &ClientOptions,
     raw_first: Option<Vec<u8>>,
+    resume: bool,
 ) -> Result<ClientConn, Error> {
     let start = Instant::now();
     if !opts.raw && is_kato_mpc(&opts.modes)? {
@@ -360,6 +392,12 @@ async fn connect_once(
         if cfg.offer.iter().any(|m| m.is_cryptographic()) {
             if let Some(check) = &opts.server_key {
                 cfg.server_key = check.expected()?;
+            }
+            if let Some(jar) = &opts.tickets {
+                if resume {
+                    cfg.resume = jar.take(opts.remote, cfg.server_key);
+                }
+                cfg.want_tickets = jar.want(opts.remote);
             }
         }
         Some(ClientHandshake::new(&cfg, entropy()?)?)
@@ -419,6 +457,7 @@ async fn connect_once(
             return Err(error);
         }
     };
+    let mut resumed = false;
     let (session, leftover, confirm) = match hs {
         Some(mut h) => {
             let finished = client_finish_held(&mut h, &mut r, timeout).await;
@@ -429,6 +468,10 @@ async fn connect_once(
             // Pinned on first contact before a byte of data (the confirmation included).
             if let (Some(check), Some(key)) = (&opts.server_key, h.server_key()) {
                 check.proved(&key)?;
+            }
+            resumed = h.resuming();
+            if let Some(jar) = &opts.tickets {
+                jar.put(opts.remote, h.take_tickets());
             }
             (Some(s), left, confirm)
         }
@@ -449,6 +492,7 @@ async fn connect_once(
         setup: start.elapsed(),
         mpc: None,
         dgram,
+        resumed,
     })
 }
 

@@ -24,7 +24,7 @@
 //! session: a kernel socket or an in-memory pipe, as protected halves), [`subflows`] (bytes per subflow), [`paths`] (what a client
 //! session's connection is and what its paths carried), [`accept_loop`] (the accept loop of
 //! the server and both proxy ends), [`stop`] (the signals and the switch that stop it
-//! cleanly).
+//! cleanly), [`tickets`] (resumed sessions: the server's store, the client's jar).
 
 pub mod accept;
 pub mod accept_loop;
@@ -35,6 +35,7 @@ pub mod paths;
 pub mod settings;
 pub mod stop;
 pub mod subflows;
+pub mod tickets;
 
 pub use accept::{accept, listen, AcceptOptions, ServerConn};
 pub use accept_loop::{accept_until_interrupted, AcceptLoop, Acceptor, ABORT_NOTICE};
@@ -52,3 +53,4 @@ pub use settings::{
 };
 pub(crate) use subflows::established_rtt;
 pub use subflows::{describe_split, subflow_bytes, SubflowBytes};
+pub use tickets::{ServerTickets, TicketJar};

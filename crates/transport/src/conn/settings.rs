@@ -113,6 +113,8 @@ pub struct ClientSettings {
     pub token_file: Option<PathBuf>,
     /// Re-create a subflow after its link's outage.
     pub recover: bool,
+    /// Resume sessions with tickets (`--no-resume` turns it off).
+    pub resume: bool,
     /// A congestion control by name (`lia` for `nena_lia`).
     pub cc: Option<String>,
     /// The resolver of the server's name (asked through a trusted interface only).
@@ -271,6 +273,7 @@ impl ClientSettings {
             #[cfg(feature = "debug-dump")]
             dump_first_flight: self.dump_first_flight.clone(),
             recover: self.recover,
+            tickets: self.resume.then(super::TicketJar::new),
             allow_plain: self.allow_plain,
             congestion,
             metered: self.metered.clone(),
@@ -363,6 +366,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             token_file: None,
             recover: true,
+            resume: true,
             cc: None,
             resolver: None,
             known_servers: None,

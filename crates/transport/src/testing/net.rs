@@ -179,6 +179,7 @@ pub fn accept_options() -> AcceptOptions {
         allow_plain: false,
         congestion: None,
         key: Some(nena_proto::test_server_key()),
+        resumption: Some(crate::conn::ServerTickets::default()),
     }
 }
 

@@ -15,6 +15,14 @@ pub struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also run N short SOCKS5 flows through each of two proxy clients (one resuming, one
+    /// with --no-resume) against one proxy server in a lab of its own (root), and compare
+    /// the server's CPU per 1,000 flows (target <= 0.3).
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub flows: usize,
+    /// Rounds the flows are split into, the two clients alternating first.
+    #[arg(long, default_value = "10")]
+    pub rounds: usize,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -38,6 +46,19 @@ pub fn run(a: Args) -> CmdResult {
             say(&format!("{pct}%"));
         }
     })?;
+    let r = match a.flows {
+        0 => r,
+        n => {
+            let opts = nena_bench::flows::FlowsOptions {
+                nena: std::env::current_exe().map_err(anyhow::Error::from)?,
+                flows: n,
+                rounds: a.rounds,
+                timeout: std::time::Duration::from_secs(10),
+            };
+            let say = super::output::progress("handshake", a.json);
+            r.with_flows(nena_bench::flows::run(&opts, say)?)
+        }
+    };
     if a.json {
         return super::output::print_json(&r);
     }
@@ -71,6 +92,18 @@ pub fn run(a: Args) -> CmdResult {
         r.server.resumed_ns / 1000.0,
         r.server.ratio
     );
+    if let Some(f) = &r.flows {
+        println!(
+            "proxy server's CPU per 1,000 short SOCKS5 flows ({} each, {} rounds):",
+            f.resumed.flows, f.rounds
+        );
+        for v in [&f.resumed, &f.full] {
+            println!(
+                "  {:<32} {:>8.3} CPU s per 1,000 flows, median flow {:.2} ms",
+                v.name, v.server_cpu_s_per_1000, v.median_flow_ms
+            );
+        }
+    }
     for t in &r.targets {
         println!(
             "target {:<30} {:>10.3} <= {:<8} {}",

@@ -45,6 +45,7 @@ fuzz:
 # 30 s runs. Statistical claims live here; `make test` checks the same code deterministically.
 bench: build peers
 	$(NENA) bench codec
+	$(NENA) bench handshake --flows 1000
 	$(NENA) bench policy --batches 31
 	$(NENA) bench transfer --reps 9
 	$(NENA) bench transfer --reps 9 --setting veth --bytes 2M

@@ -51,6 +51,11 @@ impl Ticket {
         self.lifetime_secs
     }
 
+    /// Its id (it crosses the trusted path once, in the resume hello that uses it).
+    pub fn id(&self) -> &[u8; TICKET_ID_LEN] {
+        &self.id
+    }
+
     /// Its secret: for known-answer tests and vectors only.
     pub fn expose_secret(&self) -> &[u8; SECRET_LEN] {
         &self.secret

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{entropy, open_whole, seal_all};
-use nena_proto::keys::Schedule;
+use nena_proto::keys::{self, Schedule};
 use nena_proto::*;
 
 fn store(limits: StoreLimits) -> Resumption {
@@ -301,4 +301,89 @@ fn the_resumed_keys_need_both_the_tickets_secret_and_r_c() {
 /// The ticket's secret as the vectors need it (tests only: [`Ticket`] keeps it private).
 fn ticket_secret(t: &Ticket) -> [u8; 32] {
     *t.expose_secret()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// docs/PROTOCOL.md's resumption vectors: the full handshake of the "Test vectors" section
+/// (client entropy byte `i` = `3i + 1`, server entropy `0xc0 + i`, the server key of seed
+/// `5e` x 32, aead alone) asking for one ticket, then a session resumed with it (client
+/// entropy byte `i` = `5i + 2`, server entropy `0xa0 + i`) asking for one more. Prints them;
+/// checks that each is in the document.
+#[test]
+fn resumption_vectors_match_protocol_md() {
+    let res = store(StoreLimits::default());
+    let cfg = ServerConfig::default()
+        .with_key(test_server_key())
+        .with_resumption(res.at(0));
+    let run = |ccfg: &ClientConfig, ce: [u8; ENTROPY_LEN], se: [u8; SERVER_ENTROPY_LEN]| {
+        let mut c = ClientHandshake::new(ccfg, ce).unwrap();
+        let mut s = ServerHandshake::new(&cfg, se);
+        let hello = c.first_flight().to_vec();
+        let Ok(Progress::Done {
+            value: (reply, _), ..
+        }) = s.read(&hello)
+        else {
+            panic!()
+        };
+        let Ok(Progress::Done {
+            value: (confirm, _),
+            ..
+        }) = c.read(&reply)
+        else {
+            panic!()
+        };
+        (hello, reply, confirm, c.take_tickets())
+    };
+    let (hello, reply, _, t) = run(
+        &asking(1),
+        std::array::from_fn(|i| (i * 3 + 1) as u8),
+        std::array::from_fn(|i| 0xc0 + i as u8),
+    );
+    let ticket = &t[0];
+    let (rhello, rreply, rconfirm, next) = run(
+        &resuming(ticket, 1),
+        std::array::from_fn(|i| (i * 5 + 2) as u8),
+        std::array::from_fn(|i| 0xa0 + i as u8),
+    );
+    let r_c: [u8; 32] = rhello[rhello.len() - 64..rhello.len() - 32]
+        .try_into()
+        .unwrap();
+    let sched = Schedule::resumed(
+        ticket.expose_secret(),
+        &r_c,
+        &rhello,
+        &rreply[..rreply.len() - 32],
+    );
+    let (c2s, s2c) = sched.traffic();
+    let values = [
+        ("SHA-256 of the full hello", hex(&keys::sha256(&[&hello]))),
+        ("SHA-256 of the full accept", hex(&keys::sha256(&[&reply]))),
+        ("ticket 0 id", hex(ticket.id())),
+        ("ticket 0 secret", hex(ticket.expose_secret())),
+        ("resume hello", hex(&rhello)),
+        ("resumed answer", hex(&rreply)),
+        ("confirm", hex(&rconfirm)),
+        ("transcript hash", hex(sched.transcript_hash())),
+        ("c2s traffic secret 0", hex(c2s.expose())),
+        ("s2c traffic secret 0", hex(s2c.expose())),
+        ("next ticket id", hex(next[0].id())),
+    ];
+    for (name, v) in &values {
+        println!("{name}:\n  {v}");
+    }
+    let doc = include_str!("../../../docs/PROTOCOL.md");
+    let doc_hex: String = doc.split_whitespace().collect::<Vec<_>>().join("");
+    let missing: Vec<String> = values
+        .iter()
+        .filter(|(_, v)| !doc_hex.contains(v.as_str()))
+        .map(|(n, v)| format!("{n}: {v}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/PROTOCOL.md lacks (or has other values for):\n{}",
+        missing.join("\n")
+    );
 }

@@ -23,6 +23,9 @@ pub struct Args {
     /// Rounds the flows are split into, the two clients alternating first.
     #[arg(long, default_value = "10")]
     pub rounds: usize,
+    /// Report the targets but exit 0 even if one fails.
+    #[arg(long)]
+    pub no_check: bool,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -60,7 +63,8 @@ pub fn run(a: Args) -> CmdResult {
         }
     };
     if a.json {
-        return super::output::print_json(&r);
+        super::output::print_json(&r)?;
+        return check(&r, a.no_check);
     }
     println!(
         "aead handshake, one whole exchange (both sides, one CPU, no network), suite {:?}; \
@@ -113,5 +117,23 @@ pub fn run(a: Args) -> CmdResult {
             if t.pass { "PASS" } else { "FAIL" }
         );
     }
-    Ok(())
+    check(&r, a.no_check)
+}
+
+/// Exit status 1 when a target is missed, unless `--no-check`.
+fn check(r: &nena_bench::handshake::Report, no_check: bool) -> CmdResult {
+    let failed: Vec<&str> = r
+        .targets
+        .iter()
+        .filter(|t| !t.pass)
+        .map(|t| t.name)
+        .collect();
+    if failed.is_empty() || no_check {
+        return Ok(());
+    }
+    Err(anyhow!(
+        "target(s) not met: {} (use --no-check to report only)",
+        failed.join(", ")
+    )
+    .into())
 }

@@ -86,7 +86,7 @@ pub fn run(
     }
     let cfg = LabConfig {
         verify: true,
-        ..LabConfig::with_prefix(&format!("nf{}", std::process::id()))
+        ..LabConfig::with_prefix(format!("nf{}", std::process::id()))
     };
     let o = opts.clone();
     in_own_lab(&cfg, move |prefix| run_on(prefix, &o, progress))

@@ -105,7 +105,7 @@ pub struct ClientHandshake {
     /// The server key whose signature verified (after `Done`, with key agreement).
     server_key: Option<PublicKey>,
     /// Resuming: the ticket's secret, `r_c`, the ticket's server key.
-    resume: Option<ResumeState>,
+    resume: Option<Box<ResumeState>>,
     /// The tickets the answer granted (after `Done`).
     tickets: Vec<Ticket>,
 }
@@ -304,11 +304,11 @@ impl ClientHandshake {
             ),
             state: State::AwaitAnswer,
             server_key: None,
-            resume: Some(ResumeState {
+            resume: Some(Box::new(ResumeState {
                 psk: ticket.secret.clone(),
                 r_c,
                 server_key: ticket.server_key,
-            }),
+            })),
             tickets: Vec::new(),
         }
     }

@@ -59,7 +59,8 @@ pub enum End {
 }
 
 enum Hs {
-    Client(ClientHandshake),
+    // Boxed: a client handshake (its config, a ticket, the hello) is much larger.
+    Client(Box<ClientHandshake>),
     Server(ServerHandshake),
 }
 
@@ -326,7 +327,7 @@ pub fn run(s: &Setup) -> Run {
     let hello = client.first_flight().to_vec();
     let mut sides = [
         Side {
-            hs: Some(Hs::Client(client)),
+            hs: Some(Hs::Client(Box::new(client))),
             inbuf: Vec::new(),
             bytes_in: 0,
             rx: None,

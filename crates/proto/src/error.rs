@@ -97,7 +97,7 @@ pub enum HandshakeError {
     /// The server did not resume a session (its own error; the client sees
     /// `PeerRejected(ResumeRefused)`).
     #[error("resumption refused: {0}")]
-    ResumeRefused(crate::resume::ResumeRefusal),
+    ResumeRefused(ResumeRefusal),
 }
 
 /// A server public key as users see it: standard base64 (44 characters, RFC 4648).
@@ -328,6 +328,30 @@ impl fmt::Display for RejectReason {
             ),
             RejectReason::Other(c) => write!(f, "unknown reason code {c:#04x}"),
         }
+    }
+}
+
+/// Why the server did not resume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResumeRefusal {
+    /// The server keeps no tickets (resumption off).
+    NoStore,
+    /// No such ticket: never granted here, used already (a replay), expired, or the server
+    /// restarted.
+    UnknownTicket,
+    /// The binder does not match: the client does not hold the ticket's secret.
+    BadBinder,
+}
+
+impl fmt::Display for ResumeRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResumeRefusal::NoStore => "this server does not resume sessions",
+            ResumeRefusal::UnknownTicket => {
+                "unknown ticket (used already, expired, or granted before a restart)"
+            }
+            ResumeRefusal::BadBinder => "the binder does not match the ticket",
+        })
     }
 }
 

@@ -100,29 +100,7 @@ impl Default for StoreLimits {
     }
 }
 
-/// Why the server did not resume.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResumeRefusal {
-    /// The server keeps no tickets (resumption off).
-    NoStore,
-    /// No such ticket: never granted here, used already (a replay), expired, or the server
-    /// restarted.
-    UnknownTicket,
-    /// The binder does not match: the client does not hold the ticket's secret.
-    BadBinder,
-}
-
-impl fmt::Display for ResumeRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ResumeRefusal::NoStore => "this server does not resume sessions",
-            ResumeRefusal::UnknownTicket => {
-                "unknown ticket (used already, expired, or granted before a restart)"
-            }
-            ResumeRefusal::BadBinder => "the binder does not match the ticket",
-        })
-    }
-}
+pub use crate::error::ResumeRefusal;
 
 struct Stored {
     secret: Zeroizing<[u8; SECRET_LEN]>,

@@ -171,11 +171,12 @@ fn render_at(s: &Snapshot, now_ms: u64) -> String {
     }
     let _ = writeln!(
         o,
-        "  sessions: {} open; ended: {}; by mode: {}; handshakes: {}",
+        "  sessions: {} open; ended: {}; by mode: {}; handshakes: {} ({} resumed)",
         s.sessions_open,
         entries(&s.sessions_ended),
         entries(&s.sessions_by_mode),
-        s.handshakes
+        s.handshakes,
+        s.resumed
     );
     let _ = writeln!(
         o,

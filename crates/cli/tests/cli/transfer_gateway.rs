@@ -300,6 +300,10 @@ fn the_gateway_carries_the_lans_tcp_and_nothing_goes_around_it() {
         s["sessions_by_mode"]["aead"].as_u64().unwrap_or(0) >= 2,
         "{s}"
     );
+    // The sessions opened after the first ones resume with their tickets (the pool's
+    // refills, at least, came after the first full handshakes).
+    assert!(s["resumed"].as_u64().unwrap_or(0) >= 1, "{s}");
+    assert!(s["resumed"].as_u64() < s["handshakes"].as_u64(), "{s}");
     // UDP is carried through nena by default (`--udp carry`): the datagram's payload must
     // not cross either link in the clear.
     lan_udp(&lab, "198.18.3.2", 9999, "nena-gateway-udp-marker");

@@ -75,7 +75,7 @@ async fn handle(stream: Connection, peer: SocketAddr, opts: &ServeOptions) {
             return;
         }
     };
-    tally.handshake(start.elapsed(), c.info);
+    tally.handshake(start.elapsed(), c.info, c.resumed);
     c.reader.set_idle_timeout(Some(IDLE_TIMEOUT));
     let mode = c.info.map_or("raw".to_string(), |i| i.describe());
     let fd = c.fd().map(|f| f.as_raw_fd());

@@ -6,7 +6,7 @@ use super::dial::is_kato_mpc;
 use super::halves::{session_halves, Connection, ReadHalf, WriteHalf};
 use super::mpc::{mpc_session, MpcLookup, MpcOutcome};
 use crate::error::{Doing, During, Result, Unsupported};
-use crate::stream::handshake::server_handshake;
+use crate::stream::handshake::server_handshake_telling;
 use crate::stream::{SecureReader, SecureWriter};
 use nena_proto::{Mode, ServerConfig, SessionInfo};
 use std::net::SocketAddr;
@@ -52,6 +52,8 @@ pub struct ServerConn<R = ReadHalf, W = WriteHalf> {
     pub mpc: Option<MpcOutcome>,
     /// The session's datagram plane keys (aead and stream), taken before it was split.
     pub dgram: Option<nena_proto::dgram::DatagramKeys>,
+    /// Whether the session resumed an earlier one with a ticket (no key agreement).
+    pub resumed: bool,
 }
 
 impl ServerConn {
@@ -94,6 +96,7 @@ pub async fn accept(
             peer,
             mpc: None,
             dgram: None,
+            resumed: false,
         });
     }
     if is_kato_mpc(&opts.modes)? {
@@ -126,6 +129,7 @@ pub async fn accept(
             peer,
             mpc: Some(outcome),
             dgram: None,
+            resumed: false,
         });
     }
     let cfg = ServerConfig {
@@ -133,8 +137,8 @@ pub async fn accept(
         resumption: opts.resumption.as_ref().map(super::ServerTickets::now),
         ..ServerConfig::accepting(&opts.modes)
     };
-    let (session, leftover) =
-        server_handshake(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
+    let (session, leftover, resumed) =
+        server_handshake_telling(&cfg, &mut r, &mut w, opts.handshake_timeout).await?;
     let info = Some(session.info());
     let dgram = session.datagram_keys();
     let (reader, writer) = session_halves(Some(session), leftover, r, w, opts.buffer);
@@ -145,5 +149,6 @@ pub async fn accept(
         peer,
         mpc: None,
         dgram,
+        resumed,
     })
 }

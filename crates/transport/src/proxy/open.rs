@@ -251,7 +251,7 @@ async fn open_once(
                 }
             }
         };
-        tally.handshake(c.setup, c.info);
+        tally.handshake(c.setup, c.info, c.resumed);
         if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
             log::info!("session to {}: mode {}", opts.remote, i.describe());
         }

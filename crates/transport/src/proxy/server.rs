@@ -384,7 +384,7 @@ where
                 let c = conn::accept(stream.into(), peer, &accept)
                     .await
                     .map_err(crate::Error::handshake)?;
-                tally.handshake(start.elapsed(), c.info);
+                tally.handshake(start.elapsed(), c.info, c.resumed);
                 if let Some(i) = c.info {
                     log::info!("{peer}: mode {}", i.describe());
                 }

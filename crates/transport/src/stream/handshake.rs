@@ -138,11 +138,22 @@ pub async fn server_handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     w: &mut W,
     timeout: Duration,
 ) -> Result<(Session, Vec<u8>), Error> {
+    let (session, leftover, _) = server_handshake_telling(cfg, r, w, timeout).await?;
+    Ok((session, leftover))
+}
+
+/// [`server_handshake`] that also tells whether the session resumed an earlier one.
+pub async fn server_handshake_telling<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    cfg: &ServerConfig,
+    r: &mut R,
+    w: &mut W,
+    timeout: Duration,
+) -> Result<(Session, Vec<u8>, bool), Error> {
     let mut hs = ServerHandshake::new(cfg, random()?);
     let answered = async {
         let (session, leftover, answer) = drive(&mut hs, r, w).await?;
         write_handshake(w, &answer).await?;
-        Ok((session, leftover))
+        Ok((session, leftover, hs.resumed()))
     };
     tokio::time::timeout(timeout, answered)
         .await

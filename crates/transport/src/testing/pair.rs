@@ -331,6 +331,7 @@ pub async fn pair(mode: Mode) -> Result<Pair> {
             peer: CLIENT_ADDR.parse().expect("an address"),
             mpc: None,
             dgram: None,
+            resumed: false,
         },
         tap,
     })
@@ -506,7 +507,7 @@ impl ProxyServer {
         stop: StopSignal,
     ) -> std::result::Result<String, String> {
         let tally = Tally::begin(Some(&self.metrics));
-        tally.handshake(Duration::ZERO, s.info);
+        tally.handshake(Duration::ZERO, s.info, s.resumed);
         let peer = s.peer;
         let result = serve_opened(
             s,

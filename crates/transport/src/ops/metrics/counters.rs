@@ -222,6 +222,7 @@ pub struct Metrics {
     datagrams: Family<DatagramLabels, Counter>,
     datagram_drops: Family<DropLabels, Counter>,
     handshake: Family<RoleLabels, Histogram>,
+    resumed: Family<RoleLabels, Counter>,
     retried: Family<RoleLabels, Counter>,
     waiting: Family<RoleLabels, Gauge>,
     waits: Family<RoleLabels, Counter>,
@@ -315,6 +316,12 @@ impl Metrics {
                 handshake_histogram as fn() -> Histogram,
             ),
         );
+        let resumed = families.add(
+            "resumed_sessions",
+            "Sessions resumed with a ticket (no key agreement; the rest of the handshakes are \
+             full ones)",
+            Family::<RoleLabels, Counter>::default(),
+        );
         let retried = families.add(
             "retried_openings",
             "Proxy client: sessions opened again because the proxy server found the opening \
@@ -373,6 +380,7 @@ impl Metrics {
             datagrams,
             datagram_drops,
             handshake,
+            resumed,
             retried,
         };
         // The families labelled by role alone show up from the first scrape, at 0; the others
@@ -402,10 +410,13 @@ impl Metrics {
     }
 
     /// The handshake of a session took `d`.
-    pub fn handshake(&self, d: Duration) {
+    pub fn handshake(&self, d: Duration, resumed: bool) {
         self.handshake
             .get_or_create(&self.role_labels())
             .observe(d.as_secs_f64());
+        if resumed {
+            self.resumed.get_or_create(&self.role_labels()).inc();
+        }
     }
 
     /// A datagram session's plane counts ([`Tally::datagrams`]).
@@ -673,9 +684,9 @@ impl Tally {
     }
 
     /// The handshake is done: its time, and the session's mode (`None`: a raw listener).
-    pub fn handshake(&self, took: Duration, info: Option<nena_proto::SessionInfo>) {
+    pub fn handshake(&self, took: Duration, info: Option<nena_proto::SessionInfo>, resumed: bool) {
         self.with(|t| {
-            t.metrics.handshake(took);
+            t.metrics.handshake(took, resumed);
             t.mode = info.map_or("raw", |i| i.mode.name());
         });
     }

@@ -86,7 +86,7 @@ fn sessions_bytes_refusals_and_handshakes_are_encoded() {
     assert!(m
         .encode()
         .contains("nena_sessions_active{role=\"serve\"} 1"));
-    m.handshake(Duration::from_millis(3));
+    m.handshake(Duration::from_millis(3), false);
     let used = PathsUsed {
         paths: vec![("198.18.3.2".into(), 1000, 2000)],
         path_rtt_us: vec![("198.18.3.2".into(), 12_500)],
@@ -277,7 +277,7 @@ fn families_name_every_family_a_scrape_can_have() {
 
     // A series in every family.
     let active = m.begin();
-    m.handshake(Duration::from_millis(3));
+    m.handshake(Duration::from_millis(3), false);
     m.retried_opening();
     m.datagrams(&DatagramCounts {
         udp_sent: 1,

@@ -65,6 +65,9 @@ pub struct Snapshot {
     pub refusals: BTreeMap<String, u64>,
     pub integrity_failures: u64,
     pub handshakes: u64,
+    /// Of the handshakes, the sessions resumed with a ticket.
+    #[serde(default)]
+    pub resumed: u64,
     /// New connections waiting now for a trusted link that is down; waits since the start;
     /// of those, the ones that gave up.
     pub waiting_for_trusted_link: u64,
@@ -334,6 +337,7 @@ impl Watch {
             refusals: by("nena_refusals_total", "cause"),
             integrity_failures: sum("nena_integrity_failures_total", &|_| true),
             handshakes: sum("nena_handshake_seconds_count", &|_| true),
+            resumed: sum("nena_resumed_sessions_total", &|_| true),
             waiting_for_trusted_link: sum("nena_sessions_waiting_for_trusted_link", &|_| true),
             trusted_link_waits: sum("nena_trusted_link_waits_total", &|_| true),
             trusted_link_wait_timeouts: sum("nena_trusted_link_wait_timeouts_total", &|_| true),

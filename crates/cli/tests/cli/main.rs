@@ -68,6 +68,7 @@ mod transfer_perf_paths;
 mod transfer_proxy;
 mod transfer_real_hosts;
 mod transfer_recovery;
+mod transfer_resume;
 mod transfer_run;
 mod transfer_run_dns_udp;
 mod transfer_run_resolvers;

@@ -386,7 +386,8 @@ where
                     .map_err(crate::Error::handshake)?;
                 tally.handshake(start.elapsed(), c.info, c.resumed);
                 if let Some(i) = c.info {
-                    log::info!("{peer}: mode {}", i.describe());
+                    let resumed = if c.resumed { ", resumed" } else { "" };
+                    log::info!("{peer}: mode {}{resumed}", i.describe());
                 }
                 serve_opened(
                     c,

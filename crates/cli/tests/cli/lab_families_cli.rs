@@ -11,8 +11,7 @@ use crate::harness::{
     bytes_by_trust, client, client_json, lab_with, nena, packets, serve, server, TempDir, PATHS,
 };
 use crate::transfer_real_hosts::{
-    assert_untrusted_carried, check_trusted_first, hello_header, transfers, untrusted_bytes,
-    Outcome,
+    assert_untrusted_carried, check_trusted_first, transfers, untrusted_bytes, Outcome,
 };
 use nena_lab::{Family, Link, PmMode, Rate};
 
@@ -331,7 +330,7 @@ fn files_through_a_nat(pm: PmMode) -> Outcome {
     assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
     let raw = std::fs::read(&from_nat).unwrap();
     assert_eq!(
-        crate::harness::count(&raw, &hello_header()),
+        crate::transfer_real_hosts::first_flights(&raw),
         0,
         "a nena hello came through the NAT"
     );

@@ -121,7 +121,7 @@ fn metered_round_trip(pm: PmMode, port: u16) {
         "one hello per transfer on the trusted link"
     );
     assert_eq!(
-        count(&raw_u, &hello_header()),
+        crate::transfer_real_hosts::first_flights(&raw_u),
         0,
         "a hello on the untrusted link"
     );

@@ -122,8 +122,17 @@ fn each_algorithm_grows_the_total_window_as_its_rule_says() {
     let ccs = ["reno", "nena_lia", "nena_olia", "nena_balia", "nena_ewtcp"];
     for (port, cc) in (6500..).zip(ccs) {
         let _g = Algo::parse(cc).map(|a| loader::Loaded::new(a, &root).expect("load"));
-        let trace = fairness::cwnd_trace(&lab, cc, 7.0, port).expect("trace");
-        let (g, rtts) = fairness::ca_growth_per_rtt(&trace).expect("some congestion avoidance");
+        let ca = |port| {
+            let trace = fairness::cwnd_trace(&lab, cc, 7.0, port).expect("trace");
+            fairness::ca_growth_per_rtt(&trace).expect("some congestion avoidance")
+        };
+        // The claim is the growth in congestion avoidance: a trace that spent most of its
+        // 7 s elsewhere (a loaded host's late first loss) is taken once more, on another port.
+        let (mut g, mut rtts) = ca(port);
+        if rtts <= 40.0 {
+            eprintln!("{cc}: only {rtts:.0} RTTs of congestion avoidance; tracing again");
+            (g, rtts) = ca(port + 100);
+        }
         eprintln!("{cc}: {g:.2} packets per RTT over {rtts:.0} RTTs");
         got.push((cc, g, rtts));
     }

@@ -277,7 +277,7 @@ fn families_name_every_family_a_scrape_can_have() {
 
     // A series in every family.
     let active = m.begin();
-    m.handshake(Duration::from_millis(3), false);
+    m.handshake(Duration::from_millis(3), true);
     m.retried_opening();
     m.datagrams(&DatagramCounts {
         udp_sent: 1,

@@ -278,18 +278,16 @@ pub async fn connect(
     }
 }
 
-/// The server did not resume: its reason (its tickets are gone), or no mode in common with
-/// the resume hello's crypto modes alone (a full hello may still find one).
+/// The server did not resume (its tickets are gone: a restart, another process, spent).
+/// Only an answer to a resume hello says so: a server takes the ticket before it looks for
+/// a common mode, so a refusal for any other cause is the same with a full hello.
 fn is_resume_refused(e: &Error) -> bool {
     use nena_proto::{HandshakeError as H, RejectReason as R};
     let answer = match e.kind() {
         Error::RefusedBothWays { answer, .. } => answer.kind(),
         other => other,
     };
-    matches!(
-        answer,
-        Error::Proto(H::PeerRejected(R::ResumeRefused) | H::NoCommonMode { .. })
-    )
+    matches!(answer, Error::Proto(H::PeerRejected(R::ResumeRefused)))
 }
 
 /// Attempts of [`connect`] when the first flight could not be verified.

@@ -42,6 +42,35 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// The key update interval this client asks for in `mode` (`aead` or `stream`).
+    fn epoch_log2(&self, mode: Mode) -> u8 {
+        match mode {
+            Mode::Aead => self.aead_epoch_log2,
+            _ => self.stream_epoch_log2,
+        }
+    }
+
+    /// Writes the offer count, the offer blocks of `modes` (kato's carry `kato`) and the
+    /// tickets block when tickets are asked for: the start of a hello and of a resume hello.
+    fn write_offers(&self, body: &mut Vec<u8>, modes: &[Mode], kato: &[u8]) {
+        body.push((modes.len() + usize::from(self.want_tickets > 0)) as u8);
+        for &m in modes {
+            body.push(m.wire_id());
+            body.push(m.key_material_len() as u8);
+            match m {
+                Mode::Plain | Mode::KatoMpc => {}
+                Mode::Kato => body.extend_from_slice(kato),
+                Mode::Stream | Mode::Aead => {
+                    body.push(self.suite.wire_id());
+                    body.push(self.epoch_log2(m));
+                }
+            }
+        }
+        if self.want_tickets > 0 {
+            body.extend_from_slice(&[TICKETS_OFFER_ID, 1, self.want_tickets]);
+        }
+    }
+
     /// Offers `modes` (most preferred first) with the default suite and key update intervals.
     pub fn offering(modes: &[Mode]) -> Self {
         ClientConfig {
@@ -217,26 +246,7 @@ impl ClientHandshake {
 
         // Reserved whole: a growing Vec would leave copies of the keys where it was.
         let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
-        body.push((cfg.offer.len() + usize::from(cfg.want_tickets > 0)) as u8);
-        for &m in &cfg.offer {
-            body.push(m.wire_id());
-            body.push(m.key_material_len() as u8);
-            match m {
-                Mode::Plain | Mode::KatoMpc => {}
-                Mode::Kato => body.extend_from_slice(&kato),
-                Mode::Stream | Mode::Aead => {
-                    body.push(cfg.suite.wire_id());
-                    body.push(if m == Mode::Aead {
-                        cfg.aead_epoch_log2
-                    } else {
-                        cfg.stream_epoch_log2
-                    });
-                }
-            }
-        }
-        if cfg.want_tickets > 0 {
-            body.extend_from_slice(&[TICKETS_OFFER_ID, 1, cfg.want_tickets]);
-        }
+        cfg.write_offers(&mut body, &cfg.offer, &kato);
         if let Some(ks) = &key_share {
             // The one key share of the hello, after the offers (X25519MLKEM768's order).
             body.extend_from_slice(&ek);
@@ -273,19 +283,7 @@ impl ClientHandshake {
         let mut r_c = Zeroizing::new([0u8; RC_LEN]);
         r_c.copy_from_slice(&entropy[48..80]);
         let mut body = Zeroizing::new(Vec::with_capacity(wire::MAX_HELLO_LEN));
-        body.push((crypto.len() + usize::from(cfg.want_tickets > 0)) as u8);
-        for &m in &crypto {
-            body.extend_from_slice(&[m.wire_id(), m.key_material_len() as u8]);
-            body.push(cfg.suite.wire_id());
-            body.push(if m == Mode::Aead {
-                cfg.aead_epoch_log2
-            } else {
-                cfg.stream_epoch_log2
-            });
-        }
-        if cfg.want_tickets > 0 {
-            body.extend_from_slice(&[TICKETS_OFFER_ID, 1, cfg.want_tickets]);
-        }
+        cfg.write_offers(&mut body, &crypto, &[]);
         body.extend_from_slice(&ticket.id);
         body.extend_from_slice(&r_c[..]);
         body.extend_from_slice(&[0u8; TAG_LEN]);
@@ -466,22 +464,7 @@ impl ClientHandshake {
         self.tickets = resume::tickets_of(&sched, granted, public, lifetime);
         let (confirm, keys) = match (mode, suite) {
             (Mode::Stream | Mode::Aead, Some(suite)) => {
-                let (c2s, s2c) = sched.traffic();
-                let confirm =
-                    wire::encode(wire::TYPE_CONFIRM, &sched.client_tag(&self.hello, accept));
-                let epoch_log2 = match mode {
-                    Mode::Aead => self.cfg.aead_epoch_log2,
-                    _ => self.cfg.stream_epoch_log2,
-                };
-                let keys = Keys::Crypto {
-                    mode,
-                    suite,
-                    epoch_log2,
-                    c2s,
-                    s2c,
-                    expect_confirm: None,
-                };
-                (confirm, keys)
+                crypto_keys(&self.cfg, &self.hello, accept, &sched, mode, suite)
             }
             (Mode::Kato, _) => (Vec::new(), self.kato_keys()),
             _ => (Vec::new(), Keys::Plain),
@@ -540,19 +523,7 @@ impl ClientHandshake {
         }
         self.server_key = Some(rs.server_key);
         self.tickets = resume::tickets_of(&sched, granted, rs.server_key, lifetime);
-        let (c2s, s2c) = sched.traffic();
-        let confirm = wire::encode(wire::TYPE_CONFIRM, &sched.client_tag(&self.hello, accept));
-        let keys = Keys::Crypto {
-            mode,
-            suite,
-            epoch_log2: match mode {
-                Mode::Aead => self.cfg.aead_epoch_log2,
-                _ => self.cfg.stream_epoch_log2,
-            },
-            c2s,
-            s2c,
-            expect_confirm: None,
-        };
+        let (confirm, keys) = crypto_keys(&self.cfg, &self.hello, accept, &sched, mode, suite);
         Ok(Progress::Done {
             consumed,
             value: (confirm, Session::new(Role::Client, keys)),
@@ -614,6 +585,29 @@ impl ClientHandshake {
         self.key_share = None;
         self.resume = None;
     }
+}
+
+/// A confirmed `stream` or `aead` session's keys, full or resumed: the client's confirmation
+/// message and the keys from the schedule.
+fn crypto_keys(
+    cfg: &ClientConfig,
+    hello: &[u8],
+    accept: &[u8],
+    sched: &Schedule,
+    mode: Mode,
+    suite: Suite,
+) -> (Vec<u8>, Keys) {
+    let (c2s, s2c) = sched.traffic();
+    let confirm = wire::encode(wire::TYPE_CONFIRM, &sched.client_tag(hello, accept));
+    let keys = Keys::Crypto {
+        mode,
+        suite,
+        epoch_log2: cfg.epoch_log2(mode),
+        c2s,
+        s2c,
+        expect_confirm: None,
+    };
+    (confirm, keys)
 }
 
 impl Drop for ClientHandshake {

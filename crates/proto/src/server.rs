@@ -243,17 +243,7 @@ impl ServerHandshake {
             g.issue(&sched);
         }
         let keys = match (mode, crypto) {
-            (Mode::Stream | Mode::Aead, Some(c)) => {
-                let (c2s, s2c) = sched.traffic();
-                Keys::Crypto {
-                    mode,
-                    suite: c.suite,
-                    epoch_log2: c.epoch_log2,
-                    c2s,
-                    s2c,
-                    expect_confirm: Some(sched.client_tag(hello, &reply)),
-                }
-            }
+            (Mode::Stream | Mode::Aead, Some(c)) => c.keys(mode, &sched, hello, &reply),
             (Mode::Kato, _) => kato_keys(offer.key),
             _ => Keys::Plain,
         };
@@ -355,15 +345,7 @@ impl ServerHandshake {
         if let Some(g) = grant {
             g.issue(&sched);
         }
-        let (c2s, s2c) = sched.traffic();
-        let keys = Keys::Crypto {
-            mode,
-            suite: c.suite,
-            epoch_log2: c.epoch_log2,
-            c2s,
-            s2c,
-            expect_confirm: Some(sched.client_tag(hello, &reply)),
-        };
+        let keys = c.keys(mode, &sched, hello, &reply);
         Ok(Progress::Done {
             consumed,
             value: (reply, Session::new(Role::Server, keys)),
@@ -431,6 +413,21 @@ impl CryptoOffer {
         CryptoOffer {
             suite: Suite::from_wire_id(key[0]).expect("validated"),
             epoch_log2: key[1],
+        }
+    }
+
+    /// The keys of a `stream` or `aead` session, full or resumed, on this offer's terms: the
+    /// schedule's traffic secrets, and the client's confirmation to expect over `hello` and
+    /// `reply`.
+    fn keys(&self, mode: Mode, sched: &Schedule, hello: &[u8], reply: &[u8]) -> Keys {
+        let (c2s, s2c) = sched.traffic();
+        Keys::Crypto {
+            mode,
+            suite: self.suite,
+            epoch_log2: self.epoch_log2,
+            c2s,
+            s2c,
+            expect_confirm: Some(sched.client_tag(hello, reply)),
         }
     }
 }

@@ -14,10 +14,10 @@
 
 use crate::host::{kernel, loadavg, process_cpu_seconds};
 use crate::own_lab::in_own_lab;
-use crate::sessions::{socks_connect, ECHO_PORT};
+use crate::sessions::{socks_connect, start_echo, ECHO_PORT};
 use anyhow::{anyhow, bail, Result};
 use nena_lab::{start_nena, Host, Lab, LabConfig};
-use nena_transport::baseline::load::{echo_server, session_payload};
+use nena_transport::baseline::load::session_payload;
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
@@ -104,15 +104,8 @@ fn run_on(
         std::net::IpAddr::V6(_) => bail!("the bench lab's server has no IPv4 address"),
     };
     let echo = SocketAddrV4::new(server_ip, ECHO_PORT);
-    let (tx, rx) = std::sync::mpsc::channel();
     let lifetime = opts.timeout * (2 * opts.flows as u32) + Duration::from_secs(60);
-    let _echo = lab.spawn_in(Host::Server, move || {
-        echo_server(SocketAddr::V4(echo), lifetime, move || {
-            let _ = tx.send(());
-        })
-    });
-    rx.recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the echo target did not listen within 10 s"))?;
+    let _echo = start_echo(&lab, echo, lifetime)?;
     let proxy = format!("{server_ip}:{PROXY_PORT}");
     let allow = format!("{server_ip}/32:{ECHO_PORT}");
     let quiet = [("RUST_LOG", "warn")];

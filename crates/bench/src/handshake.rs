@@ -124,31 +124,7 @@ fn after_once(
     ccfg: &ClientConfig,
     scfg: &ServerConfig,
 ) -> Result<(usize, usize, usize)> {
-    let mut ce = [0u8; ENTROPY_LEN];
-    let mut se = [0u8; SERVER_ENTROPY_LEN];
-    fill(seed, &mut ce);
-    fill(seed, &mut se);
-    let mut client = ClientHandshake::new(ccfg, ce)?;
-    let hello_len = client.first_flight().len();
-    let mut server = ServerHandshake::new(scfg, se);
-    let Progress::Done {
-        value: (accept, s_sess),
-        ..
-    } = server
-        .read(client.first_flight())
-        .map_err(|r| anyhow::anyhow!("the server refused: {}", r.error))?
-    else {
-        bail!("the server wanted more than the whole hello");
-    };
-    let Progress::Done {
-        value: (confirm, c_sess),
-        ..
-    } = client.read(&accept)?
-    else {
-        bail!("the client wanted more than the whole accept");
-    };
-    std::hint::black_box((s_sess, c_sess));
-    Ok((hello_len, accept.len(), confirm.len()))
+    exchange(seed, ccfg, scfg, &mut |f| f()).map(|(_, sizes)| sizes)
 }
 
 /// A store for the benchmark's chains: no lineage ends or runs out within a run (a real

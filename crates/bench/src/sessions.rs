@@ -255,15 +255,7 @@ fn run_on(
         std::net::IpAddr::V6(_) => bail!("the bench lab's server has no IPv4 address"),
     };
     let echo = SocketAddrV4::new(server_ip, ECHO_PORT);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let lifetime = opts.timeout * 3 + Duration::from_secs(120);
-    let _echo = lab.spawn_in(Host::Server, move || {
-        echo_server(SocketAddr::V4(echo), lifetime, move || {
-            let _ = tx.send(());
-        })
-    });
-    rx.recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the echo target did not listen within 10 s"))?;
+    let _echo = start_echo(&lab, echo, opts.timeout * 3 + Duration::from_secs(120))?;
 
     let most = (opts.sessions + opts.probes + 64).to_string();
     let proxy = format!("{server_ip}:{PROXY_PORT}");
@@ -387,6 +379,23 @@ fn run_on(
         loadavg_start,
         loadavg_end: loadavg(),
     })
+}
+
+/// The echo target in the server host at `echo`, for `lifetime` at most, once it listens.
+pub(crate) fn start_echo(
+    lab: &Lab,
+    echo: SocketAddrV4,
+    lifetime: Duration,
+) -> Result<std::thread::JoinHandle<Result<Result<()>>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = lab.spawn_in(Host::Server, move || {
+        echo_server(SocketAddr::V4(echo), lifetime, move || {
+            let _ = tx.send(());
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("the echo target did not listen within 10 s"))?;
+    Ok(handle)
 }
 
 /// The value of counter `name` (one series, or their sum) from a `--metrics` endpoint on

@@ -12,25 +12,6 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// An echo target in the server host: each connection gets back what it sent, then closed.
-fn echo_target(lab: &nena_lab::Lab, addr: SocketAddr) {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    lab.spawn_in(Host::Server, move || {
-        let l = std::net::TcpListener::bind(addr).unwrap();
-        ready_tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                if s.read_to_end(&mut got).is_ok() {
-                    let _ = s.write_all(&got);
-                }
-            });
-        }
-    });
-    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-}
-
 /// One application connection through the proxy client's entry: `payload` there and back.
 fn through(lab: &nena_lab::Lab, entry: SocketAddr, payload: Vec<u8>) {
     let back = lab
@@ -70,7 +51,7 @@ fn proxy_server(lab: &nena_lab::Lab, listen: &str, target: SocketAddr) -> Proc {
 fn a_proxy_clients_sessions_resume_and_a_restarted_server_gets_full_handshakes() {
     let lab = lab();
     let target: SocketAddr = "127.0.0.1:7360".parse().unwrap();
-    echo_target(&lab, target);
+    let _echo = echo_server(&lab, target);
     let listen = server(&lab, 7361);
     let entry: SocketAddr = "127.0.0.1:7362".parse().unwrap();
     let mut ps = proxy_server(&lab, &listen, target);

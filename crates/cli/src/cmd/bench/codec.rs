@@ -83,19 +83,8 @@ pub fn run(a: Args) -> CmdResult {
 
 /// Exit status 1 when a target is missed, unless `--no-check`.
 fn check(targets: &[Target], no_check: bool) -> CmdResult {
-    let failed: Vec<&str> = targets
-        .iter()
-        .filter(|t| !t.pass)
-        .map(|t| t.name.as_str())
-        .collect();
-    if failed.is_empty() || no_check {
-        return Ok(());
-    }
-    Err(anyhow!(
-        "target(s) not met: {} (use --no-check to report only)",
-        failed.join(", ")
-    )
-    .into())
+    let failed = targets.iter().filter(|t| !t.pass).map(|t| t.name.as_str());
+    super::output::check_targets(failed, no_check)
 }
 
 #[cfg(test)]

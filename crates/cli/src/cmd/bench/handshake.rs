@@ -122,18 +122,6 @@ pub fn run(a: Args) -> CmdResult {
 
 /// Exit status 1 when a target is missed, unless `--no-check`.
 fn check(r: &nena_bench::handshake::Report, no_check: bool) -> CmdResult {
-    let failed: Vec<&str> = r
-        .targets
-        .iter()
-        .filter(|t| !t.pass)
-        .map(|t| t.name)
-        .collect();
-    if failed.is_empty() || no_check {
-        return Ok(());
-    }
-    Err(anyhow!(
-        "target(s) not met: {} (use --no-check to report only)",
-        failed.join(", ")
-    )
-    .into())
+    let missed = r.targets.iter().filter(|t| !t.pass).map(|t| t.name);
+    super::output::check_targets(missed, no_check)
 }

@@ -21,6 +21,19 @@ pub fn print_json<T: serde::Serialize>(report: &T) -> CmdResult {
     Ok(())
 }
 
+/// Exit status 1 naming the targets `missed`, if any, unless `--no-check`.
+pub fn check_targets<'a>(missed: impl IntoIterator<Item = &'a str>, no_check: bool) -> CmdResult {
+    let missed: Vec<&str> = missed.into_iter().collect();
+    if missed.is_empty() || no_check {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "target(s) not met: {} (use --no-check to report only)",
+        missed.join(", ")
+    )
+    .into())
+}
+
 /// A bench's report: JSON with `--json`, else its `table`; then, when a target was missed
 /// (`pass` false) and `--no-check` was not given, the error `missed` (a non-zero exit).
 pub fn report<T: serde::Serialize>(

@@ -111,20 +111,12 @@ pub fn table(r: &BenchReport) -> String {
 
 /// Exit status 1 when a target is missed (as the other benches), unless `--no-check`.
 fn check(r: &BenchReport, no_check: bool) -> CmdResult {
-    let missed: Vec<&str> = r
+    let missed = r
         .targets
         .iter()
         .filter(|t| !t.pass)
-        .map(|t| t.name.as_str())
-        .collect();
-    if missed.is_empty() || no_check {
-        return Ok(());
-    }
-    Err(anyhow::anyhow!(
-        "target(s) not met: {} (use --no-check to report only)",
-        missed.join(", ")
-    )
-    .into())
+        .map(|t| t.name.as_str());
+    super::output::check_targets(missed, no_check)
 }
 
 #[cfg(test)]

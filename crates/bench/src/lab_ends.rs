@@ -86,7 +86,7 @@ impl Servers {
 }
 
 /// Removes a directory when dropped.
-struct RemoveDir(PathBuf);
+pub(crate) struct RemoveDir(pub(crate) PathBuf);
 
 impl Drop for RemoveDir {
     fn drop(&mut self) {
@@ -97,9 +97,15 @@ impl Drop for RemoveDir {
 /// A nena client's options to `nena serve` on `port` of the lab's server, over the lab's
 /// `trusted` and `untrusted` interfaces, offering `mode` alone.
 pub fn client_options(lab: &Lab, port: u16, mode: nena_proto::Mode) -> ClientOptions {
+    client_options_to(SocketAddr::new(lab.server_addr(), port), mode)
+}
+
+/// A nena client's options to `remote` over the lab's `trusted` and `untrusted` interfaces
+/// (from inside the lab's client host), offering `mode` alone.
+pub fn client_options_to(remote: SocketAddr, mode: nena_proto::Mode) -> ClientOptions {
     use nena_mptcp::{PathPolicy, PathSpec};
     ClientOptions::new(
-        SocketAddr::new(lab.server_addr(), port),
+        remote,
         PathPolicy {
             trusted: vec![PathSpec::Iface("trusted".into())],
             untrusted: vec![PathSpec::Iface("untrusted".into())],

@@ -190,7 +190,7 @@ pub fn check_cost() -> Result<f64> {
         .cycle()
         .take(pattern.len() + WRITE)
         .collect();
-    let mut check = nena_transport::wire::PatternCheck::new(&pattern);
+    let mut check = nena_transport::wire::PatternCheck::new(pattern);
     let mut at = 0usize;
     let cost = per_gb(|| {
         for _ in 0..PASS_BYTES / WRITE {

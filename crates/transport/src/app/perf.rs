@@ -51,7 +51,9 @@ pub struct PerfOutcome {
     pub receive_seconds: f64,
 }
 
-async fn send_half<W: AsyncWrite + Unpin>(
+/// This end's data: chunks of the pattern until `limit`, without the end marker. Returns
+/// the payload bytes sent.
+async fn send_data<W: AsyncWrite + Unpin>(
     w: &mut SecureWriter<W>,
     limit: Limit,
     pattern: &[u8],
@@ -96,10 +98,27 @@ async fn send_half<W: AsyncWrite + Unpin>(
             counters.sent.fetch_add(k as u64, Ordering::Relaxed);
         }
     }
+    Ok(total)
+}
+
+/// The end marker after `total` payload bytes, flushed.
+async fn send_end<W: AsyncWrite + Unpin>(w: &mut SecureWriter<W>, total: u64) -> Result<()> {
     w.write_all(&chunk_end(total))
         .await
         .during(Doing::SendingPerfEnd)?;
-    w.flush().await.during(Doing::SendingPerfEnd)?;
+    w.flush().await.during(Doing::SendingPerfEnd)
+}
+
+/// This end's whole direction: its data, then its end marker.
+async fn send_half<W: AsyncWrite + Unpin>(
+    w: &mut SecureWriter<W>,
+    limit: Limit,
+    pattern: &[u8],
+    counters: &Counters,
+    start: Instant,
+) -> Result<u64> {
+    let total = send_data(w, limit, pattern, counters, start).await?;
+    send_end(w, total).await?;
     Ok(total)
 }
 
@@ -152,14 +171,92 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let start = Instant::now();
     let ((sent, send_seconds), (received, claimed, matched, receive_seconds)) = tokio::try_join!(
         async {
-            let n = send_half(w, limit, &pattern, counters, start).await?;
+            let n = send_half(w, limit, pattern, counters, start).await?;
             Ok::<_, Error>((n, start.elapsed().as_secs_f64()))
         },
         async {
-            let (n, claimed, matched) = recv_half(r, &pattern, counters).await?;
+            let (n, claimed, matched) = recv_half(r, pattern, counters).await?;
             Ok((n, claimed, matched, start.elapsed().as_secs_f64()))
         }
     )?;
+    verdicts(r, w, sent, received, claimed, matched).await?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(PerfOutcome {
+        sent,
+        received,
+        seconds,
+        send_seconds,
+        receive_seconds,
+    })
+}
+
+/// A perf test held in its middle: both directions' data carried and checked, this end's
+/// end marker not yet sent, so the session stays open and idle until [`Held::finish`]
+/// (`nena bench sessions` holds thousands of sessions this way against one `nena serve`).
+#[derive(Debug)]
+pub struct Held {
+    sent: u64,
+    received: u64,
+    claimed: u64,
+}
+
+impl Held {
+    /// On an established session whose perf request asked for `bytes` each way: send them
+    /// and, meanwhile, receive the peer's whole direction (its end marker included). Fails
+    /// when what arrived does not match the pattern or the peer's count.
+    pub async fn carry<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        r: &mut SecureReader<R>,
+        w: &mut SecureWriter<W>,
+        bytes: u64,
+    ) -> Result<Held> {
+        let pattern = crate::wire::pattern();
+        let counters = Counters::default();
+        let start = Instant::now();
+        let (sent, (received, claimed, matched)) = tokio::try_join!(
+            async {
+                let n = send_data(w, Limit::Bytes(bytes), pattern, &counters, start).await?;
+                w.flush().await.during(Doing::SendingPerfData)?;
+                Ok::<_, Error>(n)
+            },
+            recv_half(r, pattern, &counters)
+        )?;
+        if !matched || claimed != received {
+            return Err(Transfer::PerfFailed {
+                msg: format!(
+                    "{received} bytes arrived, the peer says {claimed}, pattern matched: {matched}"
+                ),
+            }
+            .into());
+        }
+        Ok(Held {
+            sent,
+            received,
+            claimed,
+        })
+    }
+
+    /// Send the end marker and exchange the verdicts: the test ends as [`run`]'s does.
+    pub async fn finish<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        self,
+        r: &mut SecureReader<R>,
+        w: &mut SecureWriter<W>,
+    ) -> Result<()> {
+        send_end(w, self.sent).await?;
+        verdicts(r, w, self.sent, self.received, self.claimed, true).await
+    }
+}
+
+/// The end of a perf test, once both directions ended: this end's verdict on what it received
+/// (`received` bytes, the peer's end marker claiming `claimed`, the pattern `matched`) goes
+/// out, the peer's on what this end `sent` comes in. Fails unless both are good.
+async fn verdicts<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    r: &mut SecureReader<R>,
+    w: &mut SecureWriter<W>,
+    sent: u64,
+    received: u64,
+    claimed: u64,
+    matched: bool,
+) -> Result<()> {
     let verdict = if !matched {
         Reply::err(Status::Corrupt, "perf data did not match the pattern")
     } else if claimed != received {
@@ -174,7 +271,6 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .await
         .during(Doing::SendingPerfVerdict)?;
     let peer = r.read_reply().await.during(Doing::AwaitingPerfVerdict)?;
-    let seconds = start.elapsed().as_secs_f64();
     if !matched || claimed != received {
         return Err(Transfer::PerfFailed { msg: verdict.msg }.into());
     }
@@ -192,13 +288,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
         .into());
     }
-    Ok(PerfOutcome {
-        sent,
-        received,
-        seconds,
-        send_seconds,
-        receive_seconds,
-    })
+    Ok(())
 }
 
 /// One interval report.
@@ -389,5 +479,48 @@ mod tests {
             eb.contains("did not match") || eb.contains("Corrupt") || eb.contains("corrupt"),
             "{eb}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_held_test_keeps_the_peer_waiting_until_it_finishes() {
+        let (x, y) = tokio::io::duplex(64 * 1024);
+        let (xr, xw) = tokio::io::split(x);
+        let (yr, yw) = tokio::io::split(y);
+        let (mut ar, mut aw) = secure_pair(None, Vec::new(), xr, xw);
+        let (mut br, mut bw) = secure_pair(None, Vec::new(), yr, yw);
+        let cb = Counters::default();
+        let peer = run(&mut br, &mut bw, Limit::Bytes(5_000), &cb);
+        tokio::pin!(peer);
+        // The held end carries both ways while the peer runs; the peer cannot end.
+        let held = tokio::select! {
+            h = Held::carry(&mut ar, &mut aw, 5_000) => h.unwrap(),
+            p = &mut peer => panic!("the peer ended before the held end's marker: {p:?}"),
+        };
+        // The peer's whole direction arrived (its end marker came after it); what the peer
+        // received is judged by its verdict below.
+        assert_eq!(cb.sent.load(Ordering::Relaxed), 5_000);
+        let (finished, outcome) = tokio::join!(held.finish(&mut ar, &mut aw), &mut peer);
+        finished.unwrap();
+        let outcome = outcome.unwrap();
+        assert_eq!((outcome.sent, outcome.received), (5_000, 5_000));
+    }
+
+    #[tokio::test]
+    async fn a_held_test_refuses_data_off_the_pattern() {
+        let (x, y) = tokio::io::duplex(64 * 1024);
+        let (xr, xw) = tokio::io::split(x);
+        let (yr, yw) = tokio::io::split(y);
+        let (mut ar, mut aw) = secure_pair(None, Vec::new(), xr, xw);
+        let (_br, mut bw) = secure_pair(None, Vec::new(), yr, yw);
+        // One chunk of one byte off the pattern, and its end marker.
+        let mut bad = vec![0, 0, 0, 1, crate::wire::pattern()[0] ^ 0x55];
+        bad.extend_from_slice(&chunk_end(1));
+        bw.write_all(&bad).await.unwrap();
+        bw.flush().await.unwrap();
+        let e = Held::carry(&mut ar, &mut aw, 0)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pattern matched: false"), "{e}");
     }
 }

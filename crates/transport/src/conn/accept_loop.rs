@@ -81,7 +81,10 @@ where
                 continue;
             }
         };
-        let fut = session(stream, peer);
+        // Boxed: the task then holds a pointer, not a second copy of the session's state
+        // (an async block keeps a future it captured and the same future being awaited in
+        // separate slots, so every wrapping doubled an idle session's memory).
+        let fut = Box::pin(session(stream, peer));
         tokio::spawn(async move {
             let _permit = permit;
             fut.await;

@@ -84,7 +84,9 @@ where
     let sessions =
         conn::accept_until_interrupted(&listener, limits.max_sessions, |stream, peer| {
             let tally = Tally::begin(limits.metrics.as_ref());
-            let fut = session(stream, peer, signal.clone(), tally.clone());
+            // Boxed, as the accept loop boxes this whole future: one copy of the session's
+            // state on the heap, not one per async block around it.
+            let fut = Box::pin(session(stream, peer, signal.clone(), tally.clone()));
             let stats = stats.clone();
             async move { ended(fut.await, peer, &tally, &stats) }
         })

@@ -184,6 +184,20 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         super::pool::release(&mut self.buf);
     }
 
+    /// Gives the buffer back once everything in it was consumed: a session whose reader
+    /// got what it waited for (a reply, a whole message) and is not read again until later
+    /// keeps no buffer meanwhile, as one waiting on its socket does not.
+    fn release_if_drained(&mut self) {
+        if !self.buf.is_empty()
+            && self.plain == self.plain_end
+            && self.ahead.is_empty()
+            && self.ahead_failed.is_none()
+            && self.start.max(self.unit_end) == self.end
+        {
+            self.release();
+        }
+    }
+
     /// Reads from the socket into `dst`, with the idle timeout.
     fn poll_inner(&mut self, cx: &mut Context<'_>, dst: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.low_water_for(0);
@@ -570,5 +584,6 @@ impl<R: AsyncRead + Unpin> AsyncBufRead for SecureReader<R> {
             return;
         }
         this.plain = (this.plain + amt).min(this.plain_end);
+        this.release_if_drained();
     }
 }

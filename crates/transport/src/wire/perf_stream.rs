@@ -86,17 +86,21 @@ impl ChunkDecoder {
 /// receiver can check every byte without a digest.
 pub const PATTERN_LEN: usize = 1 << 20;
 
-/// The perf pattern (xorshift64* with a fixed seed).
-pub fn pattern() -> Vec<u8> {
-    let mut out = Vec::with_capacity(PATTERN_LEN);
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    while out.len() < PATTERN_LEN {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out
+/// The perf pattern (xorshift64* with a fixed seed), made once per process and shared by
+/// every session: an idle perf session holds no mebibyte of its own.
+pub fn pattern() -> &'static [u8] {
+    static PATTERN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    PATTERN.get_or_init(|| {
+        let mut out = Vec::with_capacity(PATTERN_LEN);
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        while out.len() < PATTERN_LEN {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        }
+        out
+    })
 }
 
 /// Checks a received byte stream against the repeating [`pattern`].

@@ -572,15 +572,15 @@ fn chunk_too_long_is_refused() {
 fn pattern_check_detects_a_flipped_byte() {
     let p = pattern();
     assert_eq!(p.len(), PATTERN_LEN);
-    let mut stream = p.clone();
+    let mut stream = p.to_vec();
     stream.extend_from_slice(&p[..1000]);
-    let mut ok = PatternCheck::new(&p);
+    let mut ok = PatternCheck::new(p);
     for piece in stream.chunks(777) {
         ok.feed(piece);
     }
     assert!(ok.ok());
     stream[PATTERN_LEN + 10] ^= 1;
-    let mut bad = PatternCheck::new(&p);
+    let mut bad = PatternCheck::new(p);
     bad.feed(&stream);
     assert!(!bad.ok());
 }

@@ -67,9 +67,13 @@ pub enum BenchCmd {
     /// (Started by `nena bench realtime` under `nena run`.) One flow of the bench.
     #[command(name = "realtime-flow", hide = true)]
     RealtimeFlow(realtime::FlowArgs),
-    /// Many concurrent SOCKS5 sessions through one proxy pair: memory per idle session and
-    /// the time to open one more under that load.
+    /// Many concurrent sessions held open against one server (`nena serve`, or a SOCKS5
+    /// proxy pair): memory per idle session on each side and the time to open one more
+    /// under that load.
     Sessions(sessions::Args),
+    /// (Started by `nena bench sessions`.) One client process of the load.
+    #[command(name = "sessions-worker", hide = true)]
+    SessionsWorker(sessions::WorkerArgs),
     /// Per-packet cost of each eBPF selector, actor and chain.
     #[cfg(feature = "policy")]
     Policy(policy::Args),
@@ -95,6 +99,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Realtime(a) => realtime::run(a),
         BenchCmd::RealtimeFlow(a) => realtime::run_flow(a),
         BenchCmd::Sessions(a) => sessions::run(a),
+        BenchCmd::SessionsWorker(a) => sessions::run_worker(a),
         #[cfg(feature = "policy")]
         BenchCmd::Policy(a) => policy::run(a),
         #[cfg(feature = "policy")]

@@ -56,7 +56,8 @@ bench: build peers
 	$(NENA) bench fairness
 	$(NENA) bench outage
 	$(NENA) bench metered
-	$(NENA) bench sessions --at-most-the-limit
+	$(NENA) bench sessions
+	$(NENA) bench sessions --against proxy --at-most-the-limit
 	$(NENA) bench peers $(PEERS)
 	$(NENA) bench page
 	$(NENA) bench realtime

@@ -86,8 +86,7 @@ fn sixty_sessions_against_nena_serve_from_two_workers_are_byte_exact() {
 
 #[test]
 #[cfg_attr(not(feature = "netns"), ignore = "needs root: --features netns")]
-fn sixty_sessions_through_the_proxy_pair_are_carried_byte_exact_with_their_descriptors_counted()
-{
+fn sixty_sessions_through_the_proxy_pair_are_carried_byte_exact_with_their_descriptors_counted() {
     let (r, lab_ns) = bench_json(
         &[
             "sessions",

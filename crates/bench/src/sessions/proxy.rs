@@ -4,7 +4,7 @@
 //! inside the client host: a SOCKS5 CONNECT to the echo target, then a payload distinct per
 //! session, read back whole.
 
-use super::{
+use super::measured::{
     footprint, read_counter, start_echo, tcp_mem_kib, Footprint, Measured, SessionsOptions,
     ECHO_PORT, METRICS_PORT, PROBE_PAYLOAD, SERVER_PORT, SOCKS_PORT,
 };

@@ -3,11 +3,11 @@
 //! sessions-worker` processes in the client host ([`super::worker`], as many as the
 //! [`super::Plan`] says), the probes made by this process, as `nena perf` makes a session.
 
-use super::worker::{finish_held, open_held, parse_said, Said, CLOSE, OPEN};
-use super::{
-    footprint, footprints, read_counter, tcp_mem_kib, Measured, Plan, SessionsOptions,
+use super::measured::{
+    footprint, footprints, read_counter, tcp_mem_kib, Footprint, Measured, Plan, SessionsOptions,
     METRICS_PORT, PROBE_PAYLOAD, SERVER_PORT,
 };
+use super::worker::{finish_held, open_held, parse_said, Said, CLOSE, OPEN};
 use crate::lab_ends::{client_options_to, RemoveDir};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_lab::{start_nena, Host, Lab};
@@ -109,8 +109,7 @@ async fn phases(
     server_pid: u32,
 ) -> Result<Measured> {
     let pids: Vec<u32> = workers.iter().map(Worker::pid).collect();
-    let both =
-        || -> Result<[super::Footprint; 2]> { Ok([footprints(&pids)?, footprint(server_pid)?]) };
+    let both = || -> Result<[Footprint; 2]> { Ok([footprints(&pids)?, footprint(server_pid)?]) };
     // Descriptors before any session (the probes' own may still be closing after them).
     let fresh = both()?;
     let idle_opens = probe(probe_opts, opts.probes, opts.timeout)

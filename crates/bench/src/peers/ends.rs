@@ -338,13 +338,15 @@ const SS_PASSWORD: &str = "nena-bench-peers";
 const TLS_NAME: &str = "nena-bench";
 
 /// Start `variant`'s pair in `lab`, forwarding to the sink on `sink`, with its files (logs,
-/// configuration, certificate) in `dir`.
+/// configuration, certificate) in `dir`; a gateway keeps `gateway_warm` sessions opened
+/// ahead.
 pub fn start(
     variant: Variant,
     lab: &Lab,
     programs: &Programs,
     dir: &Path,
     sink: SocketAddrV4,
+    gateway_warm: usize,
 ) -> Result<Tunnel> {
     let server_ip = *sink.ip();
     let (server_port, entry_port) = ports(variant);
@@ -409,6 +411,8 @@ pub fn start(
                     "untrusted",
                     "--mode",
                     mode,
+                    "--warm",
+                    &gateway_warm.to_string(),
                 ]),
                 env: QUIET,
                 log: log("client"),

@@ -130,6 +130,9 @@ pub struct PeersOptions {
     /// Seconds of each UDP stream through the gateway (in the link-bound settings, one per
     /// repetition).
     pub udp_seconds: u32,
+    /// The gateways' sessions opened ahead (`nena gateway --warm`; 8, its default, unless an
+    /// A/B asks otherwise).
+    pub gateway_warm: usize,
 }
 
 /// One transfer.
@@ -254,7 +257,14 @@ fn run_on(
     // Declared after the sink and the directory: the ends stop first.
     let mut pairs = Vec::new();
     for v in &opts.variants {
-        pairs.push(ends::start(*v, &lab, &opts.programs, &dir.0, sink_addr)?);
+        pairs.push(ends::start(
+            *v,
+            &lab,
+            &opts.programs,
+            &dir.0,
+            sink_addr,
+            opts.gateway_warm,
+        )?);
     }
     let gateway = opts.variants.contains(&Variant::Gateway);
     let iperf_addr = SocketAddrV4::new(*sink_addr.ip(), ends::IPERF_PORT);

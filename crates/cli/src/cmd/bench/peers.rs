@@ -38,6 +38,9 @@ pub struct Args {
     /// link-bound setting).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=600))]
     pub udp_seconds: u32,
+    /// The gateways' sessions opened ahead (`nena gateway --warm`), to compare with 0.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub gateway_warm: usize,
     /// Report, but exit 0 even when a target is missed.
     #[arg(long)]
     pub no_check: bool,
@@ -98,6 +101,7 @@ pub fn run(a: Args) -> CmdResult {
         variants,
         programs,
         udp_seconds: a.udp_seconds,
+        gateway_warm: a.gateway_warm,
     };
     let json = a.json;
     let r = bench::run(&opts, super::output::progress("peers", json))?;

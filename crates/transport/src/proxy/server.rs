@@ -447,6 +447,12 @@ where
             return Err(Refusing { code, msg, what }.into());
         }
     };
+    // The data begins now, maybe long after the handshake (a session opened ahead): the
+    // receive buffer may grow as a new session's does (docs/benchmarks-log.md, "Sessions
+    // opened ahead and bulk").
+    if let Some(fd) = c.writer.get_ref().socket_fd() {
+        crate::stream::low_water::widen_for_data(fd.as_raw_fd());
+    }
     let mut ok = ConnectReply {
         code: Rep::Succeeded,
         msg: String::new(),

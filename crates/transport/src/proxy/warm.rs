@@ -107,8 +107,14 @@ impl Ahead for Warm {
             ClientConn::end_stale(&mut ready, MAX_AGE);
             ready.pop().map(|(_, c)| c)
         };
-        if got.is_some() {
+        if let Some(c) = &got {
             self.inner.taken.fetch_add(1, Ordering::Relaxed);
+            // Its data begins now, after its wait: the receive buffer may grow as a new
+            // session's does (`low_water::widen_for_data`).
+            if let Some(g) = &c.gate {
+                use std::os::fd::AsRawFd;
+                crate::stream::low_water::widen_for_data(g.fd().as_raw_fd());
+            }
         }
         self.fill(opts);
         got

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::io::AsyncReadExt;
 
 /// What the bench tells a worker on its command line.
 #[derive(Debug, Clone)]
@@ -123,9 +123,9 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
         .context("the warm-up session")?;
     finish_held(c, held).await.context("the warm-up session")?;
     say(&Said::Ready)?;
-    let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut input = commands();
 
-    if input.next_line().await?.as_deref() != Some(OPEN) {
+    if input.recv().await.as_deref() != Some(OPEN) {
         return Ok(());
     }
     let started = Instant::now();
@@ -157,7 +157,7 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
         seconds: started.elapsed().as_secs_f64(),
     })?;
 
-    if input.next_line().await?.as_deref() != Some(CLOSE) {
+    if input.recv().await.as_deref() != Some(CLOSE) {
         return Ok(());
     }
     let deadline = tokio::time::Instant::now() + spec.timeout;
@@ -178,8 +178,24 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
     errors.truncate(MAX_ERRORS);
     say(&Said::Closed { verified, errors })?;
     // Until the bench has read this process's footprint and lets it go.
-    while input.next_line().await?.is_some() {}
+    while input.recv().await.is_some() {}
     Ok(())
+}
+
+/// The lines of this process's standard input, read on a thread of their own (a blocking
+/// read; the channel ends with the input).
+fn commands() -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// Parse one line a worker said.

@@ -239,3 +239,28 @@ pub(super) fn tcp_mem_kib() -> u64 {
         })
         .map_or(0, |pages| pages * page)
 }
+
+/// Awaits each of `tasks` until `deadline`: what the tasks gave, in order, and one line per
+/// failure, `label(i)` before it (the task's error, or "`not_done` within `timeout`"); `each(i)`
+/// after each task (a progress bar).
+pub(super) async fn gather<T>(
+    tasks: Vec<tokio::task::JoinHandle<Result<T>>>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    label: impl Fn(usize) -> String,
+    not_done: &str,
+    mut each: impl FnMut(usize),
+) -> (Vec<T>, Vec<String>) {
+    let mut done = Vec::with_capacity(tasks.len());
+    let mut errors = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        match tokio::time::timeout_at(deadline, t).await {
+            Ok(Ok(Ok(x))) => done.push(x),
+            Ok(Ok(Err(e))) => errors.push(format!("{}{e:#}", label(i))),
+            Ok(Err(e)) => errors.push(format!("{}{e}", label(i))),
+            Err(_) => errors.push(format!("{}{not_done} within {timeout:?}", label(i))),
+        }
+        each(i);
+    }
+    (done, errors)
+}

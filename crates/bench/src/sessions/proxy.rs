@@ -5,7 +5,7 @@
 //! session, read back whole.
 
 use super::measured::{
-    footprint, read_counter, start_echo, tcp_mem_kib, Footprint, Measured, SessionsOptions,
+    footprint, gather, read_counter, start_echo, tcp_mem_kib, Footprint, Measured, SessionsOptions,
     ECHO_PORT, METRICS_PORT, PROBE_PAYLOAD, SERVER_PORT, SOCKS_PORT,
 };
 use crate::progress::Progress;
@@ -156,17 +156,15 @@ async fn load(
             })
         })
         .collect();
-    let mut held = Vec::with_capacity(opts.sessions);
-    let mut errors = Vec::new();
-    for (i, t) in tasks.into_iter().enumerate() {
-        match tokio::time::timeout_at(deadline, t).await {
-            Ok(Ok(Ok(s))) => held.push(s),
-            Ok(Ok(Err(e))) => errors.push(format!("session {i}: {e:#}")),
-            Ok(Err(e)) => errors.push(format!("session {i}: {e}")),
-            Err(_) => errors.push(format!("session {i}: not open within {:?}", opts.timeout)),
-        }
-        bar.update(i as u64 + 1, opts.sessions as u64);
-    }
+    let (held, mut errors) = gather(
+        tasks,
+        deadline,
+        opts.timeout,
+        |i| format!("session {i}: "),
+        "not open",
+        |i| bar.update(i as u64 + 1, opts.sessions as u64),
+    )
+    .await;
     bar.finish();
     let open_all = started.elapsed();
     let opened = held.len();
@@ -193,15 +191,17 @@ async fn load(
             })
         })
         .collect();
-    let mut verified = 0;
-    for t in closing {
-        match tokio::time::timeout_at(deadline, t).await {
-            Ok(Ok(Ok(()))) => verified += 1,
-            Ok(Ok(Err(e))) => errors.push(format!("closing: {e:#}")),
-            Ok(Err(e)) => errors.push(format!("closing: {e}")),
-            Err(_) => errors.push(format!("closing: not closed within {:?}", opts.timeout)),
-        }
-    }
+    let (closed, close_errors) = gather(
+        closing,
+        deadline,
+        opts.timeout,
+        |_| "closing: ".into(),
+        "not closed",
+        |_| {},
+    )
+    .await;
+    let verified = closed.len();
+    errors.extend(close_errors);
     errors.truncate(10);
     let after = both()?;
     Ok(Measured {

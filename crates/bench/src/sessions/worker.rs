@@ -12,6 +12,7 @@
 //!    the server must close with nothing more; then [`Said::Closed`].
 //! 4. It exits at the end of its input (the bench gone: its sessions go with it).
 
+use super::measured::gather;
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::Mode;
 use nena_transport::app::perf::Held;
@@ -140,16 +141,15 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
             })
         })
         .collect();
-    let mut held = Vec::with_capacity(spec.sessions);
-    let mut errors = Vec::new();
-    for t in tasks {
-        match tokio::time::timeout_at(deadline, t).await {
-            Ok(Ok(Ok(h))) => held.push(h),
-            Ok(Ok(Err(e))) => errors.push(format!("{e:#}")),
-            Ok(Err(e)) => errors.push(e.to_string()),
-            Err(_) => errors.push(format!("not open within {:?}", spec.timeout)),
-        }
-    }
+    let (held, mut errors) = gather(
+        tasks,
+        deadline,
+        spec.timeout,
+        |_| String::new(),
+        "not open",
+        |_| {},
+    )
+    .await;
     errors.truncate(MAX_ERRORS);
     say(&Said::Opened {
         opened: held.len(),
@@ -165,16 +165,16 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
         .into_iter()
         .map(|(c, h)| tokio::spawn(finish_held(c, h)))
         .collect();
-    let mut verified = 0;
-    let mut errors = Vec::new();
-    for t in closing {
-        match tokio::time::timeout_at(deadline, t).await {
-            Ok(Ok(Ok(()))) => verified += 1,
-            Ok(Ok(Err(e))) => errors.push(format!("closing: {e:#}")),
-            Ok(Err(e)) => errors.push(format!("closing: {e}")),
-            Err(_) => errors.push(format!("closing: not closed within {:?}", spec.timeout)),
-        }
-    }
+    let (closed, mut errors) = gather(
+        closing,
+        deadline,
+        spec.timeout,
+        |_| "closing: ".into(),
+        "not closed",
+        |_| {},
+    )
+    .await;
+    let verified = closed.len();
     errors.truncate(MAX_ERRORS);
     say(&Said::Closed { verified, errors })?;
     // Until the bench has read this process's footprint and lets it go.

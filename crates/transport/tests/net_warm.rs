@@ -16,14 +16,15 @@ mod proxies;
 
 use nena_proto::Mode;
 use nena_transport::conn::{AcceptOptions, Ahead, ClientOptions};
+use nena_transport::ops::metrics::{Metrics, Role};
 use nena_transport::proxy::client::{run_client_with, Entry};
 use nena_transport::proxy::server::{run_server_on, PlaneSetting};
 use nena_transport::proxy::socks::{AllowList, Rep};
-use nena_transport::proxy::warm::Warm;
+use nena_transport::proxy::warm::{Keeping, Warm};
 use nena_transport::proxy::Egress;
 use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::Targets;
-use proxies::{addr, exchange, limits, socks_connect, v4};
+use proxies::{addr, counter, exchange, limits, socks_connect, v4};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,4 +92,106 @@ async fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows
         "the flow took a session opened ahead first"
     );
     assert_eq!(targets.connected(), vec![addr("198.18.4.2:8000")]);
+}
+
+/// An idle pool is kept fresh (`proxy::warm`'s keeper): each session opened ahead is
+/// replaced before the server would give it up, and ended cleanly; once no flow came for
+/// the pool's idle time it keeps only its idle share (1 of 3). The first flow after the
+/// pause takes a session from the pool (none missed), and none of the server's sessions
+/// waited out its handshake timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
+    logs::keep();
+    let net = MemoryNet::new();
+    const AT: &str = "198.18.3.2:7161";
+    // A server that gives a client 3 s to send its open request.
+    let accept = AcceptOptions {
+        handshake_timeout: Duration::from_secs(3),
+        ..accept_options()
+    };
+    let targets = Targets::default();
+    let listener = net.listen(addr(AT));
+    let t = targets.clone();
+    let metrics = Metrics::new(Role::ProxyServer);
+    let m = metrics.clone();
+    tokio::spawn(async move {
+        run_server_on(
+            listener,
+            Egress::Allow(AllowList(vec!["198.18.4.0/24".parse().unwrap()])),
+            accept,
+            limits(16, None, Some(m)),
+            PlaneSetting::default(),
+            t,
+        )
+        .await
+        .unwrap()
+    });
+    let keeping = Keeping {
+        size: 3,
+        idle: 1,
+        max_age: Duration::from_secs(2),
+        idle_after: Duration::from_secs(2),
+    };
+    let warm = Arc::new(Warm::keeping(keeping));
+    let opts = ClientOptions {
+        warm: Some(warm.clone() as Arc<dyn Ahead>),
+        buffer: nena_transport::stream::PROXY_BUF,
+        ..net.options(addr(AT), vec![Mode::Aead])
+    };
+    warm.fill(&opts);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        run_client_with(
+            addr("127.0.0.1:0"),
+            Entry::Socks5 { users: None },
+            opts,
+            limits(16, None, None),
+            |a| {
+                let _ = tx.send(a);
+            },
+        )
+        .await
+        .unwrap()
+    });
+    let front = rx.await.expect("the proxy client's listener");
+    // sleep: the pause is the scenario: no flow for 6 s, three times the sessions' longest
+    // wait and past the pool's idle time.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        warm.replaced() >= 4,
+        "{} sessions replaced in 6 s (each after 1.4 s)",
+        warm.replaced()
+    );
+    assert!(warm.ready() <= 1, "idle, the pool keeps 1: {warm:?}");
+    // The server counts the sessions given back as unused, none failed, none with a
+    // warning (each ends cleanly, in aead with its closing record).
+    let outcome = |o: &str| {
+        counter(
+            &metrics,
+            &format!("nena_sessions_total{{role=\"proxy_server\",mode=\"aead\",outcome=\"{o}\"}}"),
+        )
+    };
+    assert_eq!(outcome("failed"), 0);
+    assert!(outcome("unused") >= 3, "{} unused", outcome("unused"));
+    assert!(
+        logs::lines_with("given back").is_empty(),
+        "{:?}",
+        logs::lines_with("given back")
+    );
+    assert!(
+        logs::lines_with("no open request within 3s").is_empty(),
+        "the server gave up a session opened ahead: {:?}",
+        logs::lines_with("open request")
+    );
+
+    let (code, s) = socks_connect(front, &v4([198, 18, 4, 3], 8000), false).await;
+    assert_eq!(code, Rep::Succeeded as u8);
+    let back = exchange(s, b"after a pause\n").await.unwrap();
+    assert_eq!(back, b"after a pause\n");
+    assert_eq!(
+        (warm.taken(), warm.missed()),
+        (1, 0),
+        "the flow took a fresh session from the pool"
+    );
+    assert_eq!(targets.connected(), vec![addr("198.18.4.3:8000")]);
 }

@@ -86,9 +86,15 @@ pub fn proxy_server(
 
 /// `nena gateway` on the client for the LAN behind `lan`, to the proxy server on `server`,
 /// over the lab's trusted and untrusted links; waited for until it says it listens (its
-/// nftables table is in by then).
-pub fn gateway(lab: &Lab, nena: &Path, server: Ipv4Addr, dir: &Path) -> Result<Proc> {
-    let args = [
+/// nftables table is in by then); `more` is appended to its arguments.
+pub fn gateway(
+    lab: &Lab,
+    nena: &Path,
+    server: Ipv4Addr,
+    more: &[String],
+    dir: &Path,
+) -> Result<Proc> {
+    let mut args = vec![
         "gateway".to_string(),
         "--lan".into(),
         "lan".into(),
@@ -101,6 +107,7 @@ pub fn gateway(lab: &Lab, nena: &Path, server: Ipv4Addr, dir: &Path) -> Result<P
         "--metrics".into(),
         SocketAddrV4::new(Ipv4Addr::LOCALHOST, METRICS_PORT).to_string(),
     ];
+    args.extend(more.iter().cloned());
     let mut p = Proc::spawn(
         lab,
         Host::Client,

@@ -43,6 +43,8 @@ use summary::{Failure, Run, Summary, Variant};
 pub const DEFAULT_DELAY_MS: u64 = 20;
 /// Connections per host name, as browsers open them for HTTP/1.1.
 pub const PER_HOST: usize = 6;
+/// The client host's two links, as its byte counters name them.
+const LINKS: [&str; 2] = ["trusted", "untrusted"];
 /// Bound on one page load.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -55,6 +57,11 @@ pub struct PageOptions {
     /// `nena` (gateway, proxy server, the lab's relay).
     pub nena: PathBuf,
     pub dnsmasq: PathBuf,
+    /// A wait before each measured load: the page after a pause (the gateway idle, its
+    /// sessions opened ahead older than they may wait, `proxy::warm`); zero by default.
+    pub pause: Duration,
+    /// More arguments for `nena gateway`, in order (`--warm-idle 0`, `--warm 0`).
+    pub gateway_args: Vec<String>,
 }
 
 /// The whole bench.
@@ -66,6 +73,9 @@ pub struct PageReport {
     /// Body bytes of the page (the document and every object).
     pub page_bytes: u64,
     pub per_host: usize,
+    /// The wait before each measured load, seconds.
+    pub pause_s: f64,
+    pub gateway_args: Vec<String>,
     #[serde(flatten)]
     pub summary: Summary,
     pub runs: Vec<Run>,
@@ -127,7 +137,7 @@ fn run_on(prefix: &str, opts: &PageOptions, mut progress: impl FnMut(&str)) -> R
     // The proxy server's resolver (the first nameserver of its resolv.conf) is dnsmasq.
     let _conf = ends::ResolvConf::new(&lab, Host::Server, SERVER_ADDR)?;
     let mut proxy = ends::proxy_server(&lab, &opts.nena, SERVER_ADDR, web, &dir.0)?;
-    let mut gateway = ends::gateway(&lab, &opts.nena, SERVER_ADDR, &dir.0)?;
+    let mut gateway = ends::gateway(&lab, &opts.nena, SERVER_ADDR, &opts.gateway_args, &dir.0)?;
     progress(&format!(
         "lab {prefix} up: {} objects, {} bytes, {} ms each way on each link",
         page.objects.len(),
@@ -135,10 +145,20 @@ fn run_on(prefix: &str, opts: &PageOptions, mut progress: impl FnMut(&str)) -> R
         opts.delay.as_millis()
     ));
     let resolver = SocketAddr::from((SERVER_ADDR, 53));
+    let pause = opts.pause;
     let mut measure = |v: Variant, rep: usize| -> Result<Run> {
+        let mut pause_bytes = None;
+        if rep > 0 && !pause.is_zero() {
+            let b0 = moved_bytes(&lab, Host::Client, &LINKS)?;
+            // sleep: the pause is what this measures: the gateway idles before the load.
+            std::thread::sleep(pause);
+            let b1 = moved_bytes(&lab, Host::Client, &LINKS)?;
+            pause_bytes = Some([0, 1].map(|i| b1[i].saturating_sub(b0[i])));
+        }
         proxy.check_running()?;
         gateway.check_running()?;
-        one_load(&lab, v, rep, resolver, page.clone())
+        let run = one_load(&lab, v, rep, resolver, page.clone())?;
+        Ok(Run { pause_bytes, ..run })
     };
     // One unmeasured load each first (neighbour tables, the processes' first sessions).
     for v in Variant::ALL {
@@ -180,6 +200,8 @@ fn run_on(prefix: &str, opts: &PageOptions, mut progress: impl FnMut(&str)) -> R
         objects: page.objects.len(),
         page_bytes: page.bytes(),
         per_host: PER_HOST,
+        pause_s: opts.pause.as_secs_f64(),
+        gateway_args: opts.gateway_args.clone(),
         summary,
         runs,
         failures,
@@ -198,7 +220,6 @@ fn one_load(
     resolver: SocketAddr,
     page: Arc<Page>,
 ) -> Result<Run> {
-    let ifaces = ["trusted", "untrusted"];
     let (host, mptcp) = match v {
         Variant::Gateway => (Host::Lan, false),
         Variant::Mptcp => (Host::Client, true),
@@ -210,14 +231,14 @@ fn one_load(
         timeout: LOAD_TIMEOUT,
     };
     let hs0 = ends::handshakes(lab)?;
-    let b0 = moved_bytes(lab, Host::Client, &ifaces)?;
+    let b0 = moved_bytes(lab, Host::Client, &LINKS)?;
     let loaded = lab.run_in(host, move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         rt.block_on(loader::load(&cfg, page))
     })??;
-    let b1 = moved_bytes(lab, Host::Client, &ifaces)?;
+    let b1 = moved_bytes(lab, Host::Client, &LINKS)?;
     let hs1 = ends::handshakes(lab)?;
     let (untrusted_share, multipath) =
         summary::path_split(b1[0].saturating_sub(b0[0]), b1[1].saturating_sub(b0[1]));
@@ -246,16 +267,23 @@ fn one_load(
         handshake_mean_ms,
         untrusted_share,
         multipath,
+        pause_bytes: None,
     })
 }
 
 /// The human table.
 pub fn table(r: &PageReport) -> String {
-    let heading = format!(
+    let mut heading = format!(
         "page of {} objects ({} bytes) on two host names, up to {} connections per name, \
          {} ms each way on each link; medians of {} loads",
         r.objects, r.page_bytes, r.per_host, r.delay_ms, r.reps
     );
+    if r.pause_s > 0.0 {
+        heading.push_str(&format!(", each after a pause of {} s", r.pause_s));
+    }
+    if !r.gateway_args.is_empty() {
+        heading.push_str(&format!("; nena gateway {}", r.gateway_args.join(" ")));
+    }
     let footer = format!(
         "{}; {}; load {} -> {}",
         r.cpu,

@@ -59,6 +59,9 @@ pub struct Run {
     pub untrusted_share: f64,
     /// Both links carried at least [`MIN_PATH_SHARE`] of them.
     pub multipath: bool,
+    /// The bytes the client host's trusted and untrusted links carried during the pause
+    /// before this load (`--pause`; what an idle gateway's sessions opened ahead cost).
+    pub pause_bytes: Option<[u64; 2]>,
 }
 
 /// A load that failed.
@@ -89,6 +92,10 @@ pub struct VariantStats {
     pub mptcp_connections: usize,
     pub median_handshakes: Option<f64>,
     pub median_handshake_ms: Option<f64>,
+    /// The first lookup of each load (the first flow after a pause).
+    pub median_first_lookup_ms: f64,
+    /// Bytes on the trusted and on the untrusted link during each pause, medians.
+    pub median_pause_bytes: Option<[f64; 2]>,
 }
 
 /// The verdicts and what they were decided on.
@@ -188,6 +195,15 @@ fn stats(v: Variant, runs: &[Run], failures: &[Failure]) -> Option<VariantStats>
         mptcp_connections: conns().filter(|c| c.subflows.is_some()).count(),
         median_handshakes: (!handshakes.is_empty()).then(|| med(handshakes)),
         median_handshake_ms: (!handshake_ms.is_empty()).then(|| med(handshake_ms)),
+        median_first_lookup_ms: med(mine
+            .iter()
+            .filter_map(|r| r.lookups.first().map(|l| l.ms))
+            .collect()),
+        median_pause_bytes: {
+            let paused: Vec<[u64; 2]> = mine.iter().filter_map(|r| r.pause_bytes).collect();
+            (!paused.is_empty())
+                .then(|| [0, 1].map(|i| med(paused.iter().map(|b| b[i] as f64).collect())))
+        },
     })
 }
 
@@ -247,6 +263,14 @@ pub fn table(s: &Summary, failures: &[Failure], heading: &str, footer: &str) -> 
                 v.variant, v.multipath_connections, v.mptcp_connections
             );
         }
+        if let Some([t, u]) = v.median_pause_bytes {
+            let _ = writeln!(
+                out,
+                "  {}: the first lookup after each pause took {:.1} ms; during each pause the \
+                 links carried {t:.0} B (trusted) and {u:.0} B (untrusted), medians",
+                v.variant, v.median_first_lookup_ms
+            );
+        }
         if let Some(ms) = v.median_handshake_ms {
             let _ = writeln!(
                 out,
@@ -299,6 +323,7 @@ mod tests {
             handshakes: (variant == Variant::Gateway).then_some(14),
             handshake_mean_ms: (variant == Variant::Gateway).then_some(80.0),
             untrusted_share: 0.3,
+            pause_bytes: None,
             multipath: true,
         }
     }

@@ -8,6 +8,7 @@ use crate::runtime::Threads;
 use nena_transport::ops::metrics::Role;
 use nena_transport::ops::privilege;
 use nena_transport::proxy::gateway::{self, killswitch};
+use nena_transport::proxy::warm::Keeping;
 use nena_transport::proxy::ProxyLimits;
 use nena_transport::resolve::ServerAddr;
 use std::net::SocketAddr;
@@ -96,10 +97,18 @@ pub struct GatewayArgs {
     #[arg(long, default_value = "64")]
     pub max_connecting: usize,
     /// nena sessions kept open ahead of the LAN's next connections (handshake done, each
-    /// taken by one connection and replaced; none kept more than 5 s): a connection then
-    /// waits for no handshake. 0: every connection opens its own when it comes.
+    /// taken by one connection and replaced): a connection then waits for no handshake.
+    /// Each is replaced after 3.5 s, so that none waits more than 5 s, and only as many are
+    /// kept as connections took in the last 60 s (up to N). 0: every connection opens its
+    /// own when it comes.
     #[arg(long, value_name = "N", default_value = "8")]
     pub warm: usize,
+    /// Sessions opened ahead kept fresh when no connection came for 60 s (each replacement
+    /// costs a resumed session's opening, about 3 KB on the links; at most --warm). 0: an
+    /// idle gateway keeps none, and the first connection after a pause opens its own.
+    /// Default: 1, or 0 with a --metered path.
+    #[arg(long, value_name = "N")]
+    pub warm_idle: Option<usize>,
     /// On SIGTERM or Ctrl-C, let the sessions in progress go on for up to SECS seconds;
     /// those left are then reset on both sides. Default 0: at once.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_grace)]
@@ -122,6 +131,10 @@ pub struct GatewayArgs {
 }
 
 pub fn gateway(c: GatewayCmd) -> CmdResult {
+    // Arguments that contradict each other are a usage error, with or without root.
+    if c.action.is_none() {
+        warm_keeping(&c.run)?;
+    }
     // Before anything else: without CAP_NET_ADMIN neither the kill switch nor the carrying
     // table can be installed or removed, and the first nft call would say only "Operation
     // not permitted".
@@ -210,6 +223,25 @@ fn lan_of_config(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
     }
 }
 
+/// `--warm N --warm-idle K`: K at most N; without --warm-idle, 1 kept fresh while idle, or
+/// none when a path is metered (its replacements would cross it).
+fn warm_keeping(a: &GatewayArgs) -> Result<Keeping, Exit> {
+    let idle = a
+        .warm_idle
+        .unwrap_or(if a.common.metered.is_empty() { 1 } else { 0 });
+    if idle > a.warm {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--warm-idle {idle} is more than --warm {}: an idle gateway keeps at most the \
+             sessions it keeps while busy",
+            a.warm
+        )));
+    }
+    Ok(Keeping {
+        idle,
+        ..Keeping::new(a.warm)
+    })
+}
+
 fn run(a: GatewayArgs) -> CmdResult {
     a.config.log();
     nena_transport::keys::first_contact_at_info();
@@ -223,6 +255,7 @@ fn run(a: GatewayArgs) -> CmdResult {
     check_client(&a.common)?;
     gateway::host::check_lan_is_not_a_path(&a.lan, &a.common.trusted, &a.common.untrusted)
         .map_err(Exit::usage)?;
+    let warm = warm_keeping(&a)?;
     killswitch::lock(&a.lan)?;
     let mut opts = a.common.options(via, false)?;
     a.datagram.apply(&mut opts)?;
@@ -260,7 +293,7 @@ fn run(a: GatewayArgs) -> CmdResult {
             Udp::Carry => gateway::UdpMode::Carry,
             Udp::Block => gateway::UdpMode::Block,
         };
-        gateway::run(a.lan.clone(), udp, a.warm, opts, limits, a.caps.caps(), |plan| {
+        gateway::run(a.lan.clone(), udp, warm, opts, limits, a.caps.caps(), |plan| {
             let v6 = if plan.v6 { " and [::1]" } else { "" };
             started.announce(&what, SocketAddr::new([127, 0, 0, 1].into(), plan.tcp_port));
             let udp = match plan.udp_port {

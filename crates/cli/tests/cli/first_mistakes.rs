@@ -185,3 +185,26 @@ fn commands_that_need_root_say_so_before_touching_anything() {
         one_line(&out, 1, &[want, "sudo"]);
     }
 }
+
+/// `nena gateway --warm-idle` above `--warm` is refused as a usage error, root or not,
+/// before anything is checked or installed.
+#[test]
+fn a_gateway_that_would_keep_more_sessions_idle_than_busy_is_refused() {
+    let via = format!("127.0.0.1:{}", closed_port());
+    let args = [
+        "gateway",
+        "--lan",
+        "lo",
+        "--via",
+        &via,
+        "--trusted",
+        "lo",
+        "--warm",
+        "2",
+        "--warm-idle",
+        "3",
+    ];
+    for out in [unprivileged(&args), nena(&args)] {
+        one_line(&out, 2, &["--warm-idle 3 is more than --warm 2"]);
+    }
+}

@@ -228,8 +228,8 @@ impl ClientConn {
     /// Ends, each in a task of its own within [`END_WITHIN`], the sessions of `idle` (each
     /// with when it became idle) that waited `max_age` or longer; the others stay, in order.
     /// For the pools of sessions kept for later: DNS sessions kept for the next query, and
-    /// sessions opened ahead of their flows.
-    pub fn end_stale(idle: &mut Vec<(Instant, ClientConn)>, max_age: Duration) {
+    /// sessions opened ahead of their flows. Tokio's clock, so that tests can pause it.
+    pub fn end_stale(idle: &mut Vec<(tokio::time::Instant, ClientConn)>, max_age: Duration) {
         let (fresh, stale): (Vec<_>, Vec<_>) = std::mem::take(idle)
             .into_iter()
             .partition(|(t, _)| t.elapsed() < max_age);

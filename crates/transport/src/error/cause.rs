@@ -576,6 +576,9 @@ pub enum ProxyFault {
     NoNameserver { path: PathBuf },
     /// The nameserver `ns` closed its TCP connection without an answer.
     NameserverClosed { ns: SocketAddr },
+    /// The client ended its session before any open request: a session opened ahead that
+    /// its proxy client replaced before it expired, or closed at its end.
+    Unused,
 }
 
 impl fmt::Display for ProxyFault {
@@ -615,6 +618,10 @@ impl fmt::Display for ProxyFault {
             NameserverClosed { ns } => {
                 write!(f, "{ns} closed the TCP connection without an answer")
             }
+            Unused => f.write_str(
+                "unused: the client ended the session before any open request (a session \
+                 opened ahead, given back)",
+            ),
         }
     }
 }

@@ -20,7 +20,22 @@ pub enum MsgError {
     Wire(WireError),
 }
 
+/// The peer ended its side (cleanly: in aead mode with its closing record) before sending
+/// any byte of the message awaited: a client that gave a session back unused (a session
+/// opened ahead, replaced before it expired), not a broken one.
+#[derive(Debug, thiserror::Error)]
+#[error("connection closed while waiting for the {what}")]
+pub struct EndedBefore {
+    pub what: String,
+}
+
 impl MsgError {
+    /// Whether the peer ended its side before any byte of the awaited message
+    /// ([`EndedBefore`]).
+    pub fn ended_before_any(&self) -> bool {
+        matches!(self, MsgError::Io(e) if e.get_ref().is_some_and(|i| i.is::<EndedBefore>()))
+    }
+
     /// The protected stream's own failure behind this one, if it is one.
     pub fn session_error(&self) -> Option<&SessionError> {
         match self {

@@ -4,7 +4,7 @@
 
 use crate::conn;
 use crate::error::Result;
-use crate::ops::metrics::{Metrics, Tally};
+use crate::ops::metrics::{Metrics, Outcome, Tally};
 use crate::ops::stop::StopSignal;
 use crate::wire::AccessToken;
 use nena_proto::SessionInfo;
@@ -109,6 +109,9 @@ pub(crate) fn ended(
             stats.sessions_ok.fetch_add(1, Ordering::Relaxed);
             log::info!("{peer}: {summary}");
         }
+        // A session given back unused: not a failure, and not worth a line at info (an idle
+        // gateway gives one back every few seconds).
+        Err(e) if Outcome::of(&e) == Outcome::Unused => log::debug!("{peer}: {e}"),
         Err(e) => {
             stats.sessions_failed.fetch_add(1, Ordering::Relaxed);
             let line = crate::error::hint::with_fix(&e, format!("{e:#}"));

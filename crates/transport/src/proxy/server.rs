@@ -211,6 +211,8 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
                 Error::from(e).during(Doing::ReadingOpenRequest),
             ))
         }
+        // A session given back unused (opened ahead and replaced, `proxy::warm`).
+        Err(e) if e.ended_before_any() => return Err(Refusal::Silent(ProxyFault::Unused.into())),
         // Whatever else the client sent is not for us to answer: it may be an application's
         // bytes from a proxy client older than the open request.
         Err(e) => {

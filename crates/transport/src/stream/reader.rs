@@ -409,14 +409,18 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         loop {
             let avail = self.fill_buf().await?;
             if avail.is_empty() {
-                return Err(MsgError::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    if acc.is_empty() {
-                        format!("connection closed while waiting for the {what}")
-                    } else {
-                        format!("connection closed in the middle of the {what}")
-                    },
-                )));
+                let e = if acc.is_empty() {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        crate::error::msg::EndedBefore { what: what.into() },
+                    )
+                } else {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("connection closed in the middle of the {what}"),
+                    )
+                };
+                return Err(MsgError::Io(e));
             }
             let take = avail.len().min(MAX_HEADER + 1 - acc.len());
             acc.extend_from_slice(&avail[..take]);

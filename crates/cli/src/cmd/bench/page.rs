@@ -19,6 +19,14 @@ pub struct Args {
     /// dnsmasq, the server host's DNS server (Debian's dnsmasq-base).
     #[arg(long, default_value = "dnsmasq")]
     pub dnsmasq: PathBuf,
+    /// Seconds to wait before each measured load (the gateway idle: its sessions opened
+    /// ahead older than they may wait); 0: the loads follow each other.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub pause: u64,
+    /// One more argument for `nena gateway` (repeatable, in order: `--gateway-arg=--warm-idle
+    /// --gateway-arg=0`).
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub gateway_arg: Vec<String>,
     /// Report, but exit 0 even when a target is missed.
     #[arg(long)]
     pub no_check: bool,
@@ -37,6 +45,8 @@ pub fn run(a: Args) -> CmdResult {
         delay: Duration::from_millis(a.delay_ms),
         nena: std::env::current_exe().map_err(anyhow::Error::from)?,
         dnsmasq: a.dnsmasq,
+        pause: Duration::from_secs(a.pause),
+        gateway_args: a.gateway_arg,
     };
     let json = a.json;
     let r = bench::run(&opts, super::output::progress("page", json))?;

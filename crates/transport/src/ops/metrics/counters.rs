@@ -245,7 +245,7 @@ impl Metrics {
         let mut families = Registering::new();
         let sessions = families.add(
             "sessions",
-            "Sessions ended, by mode and outcome (ok, refused, integrity_failure, aborted, failed)",
+            "Sessions ended, by mode and outcome (ok, refused, integrity_failure, aborted, failed, unused)",
             Family::<SessionLabels, Counter>::default(),
         );
         let active = families.add(

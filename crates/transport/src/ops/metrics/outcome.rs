@@ -18,6 +18,9 @@ pub enum Outcome {
     Aborted,
     /// Anything else: the peer went away, a timeout, an I/O error.
     Failed,
+    /// Ended by the client before any request: a session opened ahead and given back
+    /// ([`ProxyFault::Unused`](crate::error::ProxyFault::Unused)).
+    Unused,
 }
 
 impl Outcome {
@@ -28,6 +31,7 @@ impl Outcome {
             Outcome::Integrity => "integrity_failure",
             Outcome::Aborted => "aborted",
             Outcome::Failed => "failed",
+            Outcome::Unused => "unused",
         }
     }
 
@@ -44,6 +48,7 @@ impl Outcome {
             Error::Refused(r) => Outcome::Refused(refusal_cause(r.0.code, &r.0.msg)),
             Error::Refusing(r) => Outcome::Refused(refusal_cause(r.code, &r.msg)),
             Error::ShuttingDown(_) => Outcome::Aborted,
+            Error::Proxy(crate::error::ProxyFault::Unused) => Outcome::Unused,
             Error::Session(se) => {
                 use nena_proto::SessionError::*;
                 match se {

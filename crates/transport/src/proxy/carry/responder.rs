@@ -20,10 +20,11 @@ use crate::proxy::open::open_service;
 use crate::wire::Service;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 /// Counters of a responder (the final log line of `nena run`).
 #[derive(Debug, Default)]

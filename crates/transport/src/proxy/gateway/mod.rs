@@ -27,7 +27,7 @@ pub mod rates;
 pub mod udp;
 
 use crate::conn::ClientOptions;
-use crate::proxy::warm::Warm;
+use crate::proxy::warm::{Keeping, Warm};
 use crate::proxy::{self, Entry, ProxyLimits};
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -75,7 +75,7 @@ pub enum UdpMode {
 pub async fn run(
     lan: Vec<String>,
     udp: UdpMode,
-    warm: usize,
+    warm: Keeping,
     opts: ClientOptions,
     limits: ProxyLimits,
     caps: bounds::Caps,
@@ -117,7 +117,7 @@ pub async fn run(
     };
     let installed = Installed::install(&mut plan)?;
     // Sessions opened ahead for the LAN's connections (TCP, DNS and datagram flows alike).
-    let warm = (warm > 0).then(|| Arc::new(Warm::new(warm)));
+    let warm = (warm.size > 0).then(|| Arc::new(Warm::keeping(warm)));
     let opts = ClientOptions {
         warm: warm.clone().map(|w| w as Arc<dyn crate::conn::Ahead>),
         ..opts
@@ -158,8 +158,11 @@ pub async fn run(
     datagrams.close(Duration::from_secs(2)).await;
     if let Some(w) = &warm {
         log::info!(
-            "gateway: {} connections took a session opened ahead",
-            w.taken()
+            "gateway: {} connections took a session opened ahead, {} found none ready; {} \
+             replaced before they expired",
+            w.taken(),
+            w.missed(),
+            w.replaced()
         );
         w.close().await;
     }

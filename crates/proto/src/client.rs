@@ -144,12 +144,23 @@ impl ClientHandshake {
     /// from the OS RNG): bytes 0..8 and 8..16 are the kato keys (client-to-server,
     /// server-to-client), 16..48 the X25519 secret, 48..80 the random `r_c`, 80..144 the
     /// ML-KEM-768 seed.
+    #[inline(never)]
     pub fn new(cfg: &ClientConfig, entropy: [u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
+        let built = Self::new_below(cfg, entropy);
+        // The frames below this one: the key pair's seed and keys, copied by value in the
+        // calls that built the hello, and the handshake itself as it was built, before it
+        // was moved out (its kato keys and `r_c` inline): crate::stack.
+        crate::stack::wipe();
+        built
+    }
+
+    /// [`ClientHandshake::new`]'s work, in a frame of its own below it (so that its wipe
+    /// reaches this frame's copies too).
+    #[inline(never)]
+    fn new_below(cfg: &ClientConfig, entropy: [u8; ENTROPY_LEN]) -> Result<Self, HandshakeError> {
         let mut entropy = entropy;
         let built = Self::build(cfg, &entropy);
         entropy.zeroize();
-        // The key pair's seed and keys, copied by value in the calls above (crate::stack).
-        crate::stack::wipe();
         built
     }
 

@@ -81,9 +81,11 @@ fn one_repetition_loads_the_whole_page_both_ways_with_figures_that_follow_from_t
                 // One nena session per connection and per lookup at most, each taken from
                 // the sessions opened ahead (`--warm`, 8 by default) and replaced there, or
                 // opened in the flow's path; lookups may reuse the warm-up's DNS sessions.
-                // The handshakes the load saw complete are those, and no more.
+                // The pool also replaces its sessions every 3.5 s (`proxy::warm`): a load
+                // this short sees at most one round of it (8 more). The handshakes the load
+                // saw complete are those, and no more.
                 let hs = run["handshakes"].as_u64().unwrap();
-                assert!(hs <= conns.len() as u64 + 2 + 8, "{run}");
+                assert!(hs <= conns.len() as u64 + 2 + 8 + 8, "{run}");
                 if hs > 0 {
                     assert!(f(run, "handshake_mean_ms") > 0.0, "{run}");
                 }

@@ -104,7 +104,7 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "N", default_value = "8")]
     pub warm: usize,
     /// Sessions opened ahead kept fresh when no connection came for 60 s (each replacement
-    /// costs a resumed session's opening, about 3 KB on the links; at most --warm). 0: an
+    /// costs a resumed session's opening, about 4 KB on the links; at most --warm). 0: an
     /// idle gateway keeps none, and the first connection after a pause opens its own.
     /// Default: 1, or 0 with a --metered path.
     #[arg(long, value_name = "N")]

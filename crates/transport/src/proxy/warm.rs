@@ -12,7 +12,7 @@
 //! a session waits at most [`MAX_AGE`], and one is replaced once it is [`refresh
 //! age`](Keeping::refresh_age) old (its replacement is ready before it expires; the old one
 //! is then ended cleanly). Replacing costs a session's opening on the links (a resumed
-//! handshake, about 3 KB on both paths together, `docs/GATEWAY.md`), so the pool keeps fresh
+//! handshake, about 4 KB on both paths together, `docs/GATEWAY.md`), so the pool keeps fresh
 //! only as many sessions as flows took within the last [`IDLE_AFTER`] (all N after a burst,
 //! one or two for a flow now and then), and at least [`Keeping::idle`] (`--warm-idle`, 1 by
 //! default: the first flow after a pause takes it; 0 lets an idle pool lapse, for a metered

@@ -154,8 +154,8 @@ async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
         .unwrap()
     });
     let front = rx.await.expect("the proxy client's listener");
-    // sleep: the pause is the scenario: no flow for 6 s, three times the sessions' longest
-    // wait and past the pool's idle time.
+    // No flow for 6 s: three times the sessions' longest wait, and past the pool's window.
+    // sleep: the pause is the scenario (an idle gateway), not a wait for an event.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(
         warm.replaced() >= 4,

@@ -47,12 +47,15 @@ fn check_common(r: &Value) {
     );
 }
 
-/// Descriptors per session on `side`: `fds` exactly, give or take a few a process opens
-/// once (its path-manager sockets, at most 8 per process) but not one more per session.
+/// Descriptors per session on `side`: `fds` exactly, give or take a few a process opens or
+/// closes once between its idle and its loaded reading (its path-manager sockets, a probe's
+/// session still closing: at most 8 per process) but not one more or less per session. (A
+/// CI run read 59 more on the server for 60 sessions: one descriptor of the idle reading
+/// was gone by the loaded one.)
 fn check_fds(r: &Value, side: &str, fds: f64, processes: f64) {
     let per = r[side]["fds_per_session"].as_f64().unwrap();
     let once = 8.0 * processes / 60.0;
-    assert!((fds..=fds + once).contains(&per), "{side}: {r}");
+    assert!((fds - once..=fds + once).contains(&per), "{side}: {r}");
 }
 
 #[test]

@@ -17,14 +17,14 @@ mod proxies;
 use nena_proto::Mode;
 use nena_transport::conn::{AcceptOptions, Ahead, ClientOptions};
 use nena_transport::ops::metrics::{Metrics, Role};
-use nena_transport::proxy::client::{run_client_with, Entry};
-use nena_transport::proxy::server::{run_server_on, PlaneSetting};
+use nena_transport::proxy::client::Entry;
 use nena_transport::proxy::socks::{AllowList, Rep};
 use nena_transport::proxy::warm::{Keeping, Warm};
 use nena_transport::proxy::Egress;
 use nena_transport::testing::net::{accept_options, MemoryNet};
 use nena_transport::testing::pair::Targets;
-use proxies::{addr, counter, exchange, limits, socks_connect, v4};
+use proxies::{addr, client_with, counter, exchange, socks_connect, v4, Server};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,50 +34,11 @@ const SERVER: &str = "198.18.3.2:7160";
 async fn a_session_opened_ahead_that_its_server_gave_up_is_replaced_in_the_flows_path() {
     logs::keep();
     let net = MemoryNet::new();
-    // A server that gives a client 1 s to send its open request.
-    let accept = AcceptOptions {
-        handshake_timeout: Duration::from_secs(1),
-        ..accept_options()
-    };
-    let targets = Targets::default();
-    let listener = net.listen(addr(SERVER));
-    let t = targets.clone();
-    tokio::spawn(async move {
-        run_server_on(
-            listener,
-            Egress::Allow(AllowList(vec!["198.18.4.0/24".parse().unwrap()])),
-            accept,
-            limits(16, None, None),
-            PlaneSetting::default(),
-            t,
-        )
-        .await
-        .unwrap()
-    });
-    // The proxy client with two sessions opened ahead, filled at its start as the
-    // gateway's `--warm 2` is.
+    // A server that gives a client 1 s to send its open request; the proxy client with two
+    // sessions opened ahead, filled at its start as the gateway's `--warm 2` is.
     let warm = Arc::new(Warm::new(2));
-    let opts = ClientOptions {
-        warm: Some(warm.clone() as Arc<dyn Ahead>),
-        buffer: nena_transport::stream::PROXY_BUF,
-        ..net.options(addr(SERVER), vec![Mode::Aead])
-    };
-    warm.fill(&opts);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        run_client_with(
-            addr("127.0.0.1:0"),
-            Entry::Socks5 { users: None },
-            opts,
-            limits(16, None, None),
-            |a| {
-                let _ = tx.send(a);
-            },
-        )
-        .await
-        .unwrap()
-    });
-    let front = rx.await.expect("the proxy client's listener");
+    let (targets, front) =
+        proxies_with_pool(&net, SERVER, Duration::from_secs(1), None, &warm).await;
     // Both sessions opened ahead are given up by the server.
     let gone = logs::wait_for_n(&["no open request within 1s"], 2, Duration::from_secs(10)).await;
     assert_eq!(gone.len(), 2, "{gone:?}");
@@ -104,28 +65,9 @@ async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
     logs::keep();
     let net = MemoryNet::new();
     const AT: &str = "198.18.3.2:7161";
-    // A server that gives a client 3 s to send its open request.
-    let accept = AcceptOptions {
-        handshake_timeout: Duration::from_secs(3),
-        ..accept_options()
-    };
-    let targets = Targets::default();
-    let listener = net.listen(addr(AT));
-    let t = targets.clone();
+    // A server that gives a client 3 s to send its open request; a pool of 3 (1 when
+    // idle), each session waiting 2 s at most.
     let metrics = Metrics::new(Role::ProxyServer);
-    let m = metrics.clone();
-    tokio::spawn(async move {
-        run_server_on(
-            listener,
-            Egress::Allow(AllowList(vec!["198.18.4.0/24".parse().unwrap()])),
-            accept,
-            limits(16, None, Some(m)),
-            PlaneSetting::default(),
-            t,
-        )
-        .await
-        .unwrap()
-    });
     let keeping = Keeping {
         size: 3,
         idle: 1,
@@ -133,27 +75,14 @@ async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
         idle_after: Duration::from_secs(2),
     };
     let warm = Arc::new(Warm::keeping(keeping));
-    let opts = ClientOptions {
-        warm: Some(warm.clone() as Arc<dyn Ahead>),
-        buffer: nena_transport::stream::PROXY_BUF,
-        ..net.options(addr(AT), vec![Mode::Aead])
-    };
-    warm.fill(&opts);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        run_client_with(
-            addr("127.0.0.1:0"),
-            Entry::Socks5 { users: None },
-            opts,
-            limits(16, None, None),
-            |a| {
-                let _ = tx.send(a);
-            },
-        )
-        .await
-        .unwrap()
-    });
-    let front = rx.await.expect("the proxy client's listener");
+    let (targets, front) = proxies_with_pool(
+        &net,
+        AT,
+        Duration::from_secs(3),
+        Some(metrics.clone()),
+        &warm,
+    )
+    .await;
     // No flow for 6 s: three times the sessions' longest wait, and past the pool's window.
     // sleep: the pause is the scenario (an idle gateway), not a wait for an event.
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -194,4 +123,38 @@ async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
         "the flow took a fresh session from the pool"
     );
     assert_eq!(targets.connected(), vec![addr("198.18.4.3:8000")]);
+}
+
+/// The proxy server at `at` (the LAN targets of 198.18.4.0/24 allowed, 16 sessions at once,
+/// counting into `metrics`) that gives a client `handshake_timeout` to send its open
+/// request, and the proxy client behind its SOCKS5 entry whose flows take sessions from
+/// `warm`, filled at its start as the gateway's pool is; returns the server's targets and
+/// the client's SOCKS address.
+async fn proxies_with_pool(
+    net: &Arc<MemoryNet>,
+    at: &str,
+    handshake_timeout: Duration,
+    metrics: Option<Arc<Metrics>>,
+    warm: &Arc<Warm>,
+) -> (Targets, SocketAddr) {
+    let mut server = Server::new(
+        net,
+        at,
+        Egress::Allow(AllowList(vec!["198.18.4.0/24".parse().unwrap()])),
+    );
+    server.sessions = 16;
+    server.metrics = metrics;
+    server.accept = AcceptOptions {
+        handshake_timeout,
+        ..accept_options()
+    };
+    let targets = server.start();
+    let opts = ClientOptions {
+        warm: Some(warm.clone() as Arc<dyn Ahead>),
+        buffer: nena_transport::stream::PROXY_BUF,
+        ..net.options(addr(at), vec![Mode::Aead])
+    };
+    warm.fill(&opts);
+    let front = client_with(opts, Entry::Socks5 { users: None }, None, 16).await;
+    (targets, front)
 }

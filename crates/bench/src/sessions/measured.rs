@@ -264,3 +264,22 @@ pub(super) async fn gather<T>(
     }
     (done, errors)
 }
+
+/// Awaits the sessions' closings (each task's verdicts read and its end seen) until
+/// `deadline`: how many were verified, and one "closing: ..." line per failure.
+pub(super) async fn verify_closings(
+    closing: Vec<tokio::task::JoinHandle<Result<()>>>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> (usize, Vec<String>) {
+    let (closed, errors) = gather(
+        closing,
+        deadline,
+        timeout,
+        |_| "closing: ".into(),
+        "not closed",
+        |_| {},
+    )
+    .await;
+    (closed.len(), errors)
+}

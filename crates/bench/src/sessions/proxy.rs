@@ -5,8 +5,8 @@
 //! session, read back whole.
 
 use super::measured::{
-    footprint, gather, read_counter, start_echo, tcp_mem_kib, Footprint, Measured, SessionsOptions,
-    ECHO_PORT, METRICS_PORT, PROBE_PAYLOAD, SERVER_PORT, SOCKS_PORT,
+    footprint, gather, read_counter, start_echo, tcp_mem_kib, verify_closings, Footprint, Measured,
+    SessionsOptions, ECHO_PORT, METRICS_PORT, PROBE_PAYLOAD, SERVER_PORT, SOCKS_PORT,
 };
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
@@ -191,16 +191,7 @@ async fn load(
             })
         })
         .collect();
-    let (closed, close_errors) = gather(
-        closing,
-        deadline,
-        opts.timeout,
-        |_| "closing: ".into(),
-        "not closed",
-        |_| {},
-    )
-    .await;
-    let verified = closed.len();
+    let (verified, close_errors) = verify_closings(closing, deadline, opts.timeout).await;
     errors.extend(close_errors);
     errors.truncate(10);
     let after = both()?;

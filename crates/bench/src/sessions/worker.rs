@@ -12,7 +12,7 @@
 //!    the server must close with nothing more; then [`Said::Closed`].
 //! 4. It exits at the end of its input (the bench gone: its sessions go with it).
 
-use super::measured::gather;
+use super::measured::{gather, verify_closings};
 use anyhow::{anyhow, bail, Context, Result};
 use nena_proto::Mode;
 use nena_transport::app::perf::Held;
@@ -165,16 +165,7 @@ async fn steered(spec: &WorkerSpec) -> Result<()> {
         .into_iter()
         .map(|(c, h)| tokio::spawn(finish_held(c, h)))
         .collect();
-    let (closed, mut errors) = gather(
-        closing,
-        deadline,
-        spec.timeout,
-        |_| "closing: ".into(),
-        "not closed",
-        |_| {},
-    )
-    .await;
-    let verified = closed.len();
+    let (verified, mut errors) = verify_closings(closing, deadline, spec.timeout).await;
     errors.truncate(MAX_ERRORS);
     say(&Said::Closed { verified, errors })?;
     // Until the bench has read this process's footprint and lets it go.

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use nena_proto::Mode;
+use nena_transport::conn::{AcceptOptions, ClientOptions};
 use nena_transport::ops::metrics::Metrics;
 use nena_transport::proxy::client::{run_client_with, Entry};
 use nena_transport::proxy::listen::ProxyLimits;
@@ -50,6 +51,8 @@ pub struct Server {
     pub targets: Targets,
     pub sessions: usize,
     pub metrics: Option<Arc<Metrics>>,
+    /// How it accepts (its handshake timeout, `--handshake-timeout`).
+    pub accept: AcceptOptions,
 }
 
 impl Server {
@@ -63,12 +66,13 @@ impl Server {
             targets: Targets::default(),
             sessions: 64,
             metrics: None,
+            accept: accept_options(),
         }
     }
 
     /// Starts it (every in-band mode accepted, the test server key); returns its targets.
     pub fn start(self) -> Targets {
-        let accept = accept_options();
+        let accept = self.accept;
         let listener = self.net.listen(self.at);
         let t = self.targets.clone();
         let limits = limits(self.sessions, self.token, self.metrics);
@@ -96,6 +100,16 @@ pub async fn client(
 ) -> SocketAddr {
     let mut opts = net.options(addr(to), vec![mode]);
     opts.token = token;
+    client_with(opts, entry, metrics, sessions).await
+}
+
+/// [`client`] with its client options given whole (sessions opened ahead, a buffer size).
+pub async fn client_with(
+    opts: ClientOptions,
+    entry: Entry,
+    metrics: Option<Arc<Metrics>>,
+    sessions: usize,
+) -> SocketAddr {
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         run_client_with(

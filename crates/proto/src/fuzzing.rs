@@ -364,6 +364,9 @@ fn open_all<'a>(
                     plain.extend_from_slice(&buf[p]);
                     buf.drain(..consumed);
                 }
+                Ok(Opened::FlowEnd { consumed }) => {
+                    buf.drain(..consumed);
+                }
                 Ok(Opened::Close { consumed }) => {
                     assert!(consumed <= buf.len());
                     buf.drain(..consumed);

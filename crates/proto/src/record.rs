@@ -7,6 +7,8 @@
 //!   type 0x15 close: no payload: the sender's direction ends here (truncation is detected)
 //!   type 0x16 abort: 1 payload byte, a reason code: the sender gives the session up (no
 //!                    clean end) and says why
+//!   type 0x18 flow end: no payload: the sender's flow in this direction ends here, and
+//!                    the session goes on (a proxy session reused for the next flow)
 //! additional data = the 3 header bytes; nonce = epoch IV xor record number (RFC 8446 5.3)
 //! ```
 //!
@@ -23,6 +25,9 @@ pub const TYPE_DATA: u8 = 0x17;
 pub const TYPE_CLOSE: u8 = 0x15;
 /// Record type of the abort record (a reason code, then the sender's direction ends).
 pub const TYPE_ABORT: u8 = 0x16;
+/// Record type of the flow-end record: the flow ends in this direction, the session goes on
+/// (only sent to a peer that asked for sessions reused flow after flow).
+pub const TYPE_FLOW_END: u8 = 0x18;
 /// Length of a record header.
 pub const HEADER_LEN: usize = 3;
 /// Most payload bytes in one record (16 KiB, as TLS).
@@ -31,6 +36,8 @@ pub const MAX_PAYLOAD: usize = 16 * 1024;
 pub const MAX_RECORD: usize = HEADER_LEN + MAX_PAYLOAD + AEAD_TAG_LEN;
 /// Length of the closing record.
 pub const CLOSE_LEN: usize = HEADER_LEN + AEAD_TAG_LEN;
+/// Length of the flow-end record.
+pub const FLOW_END_LEN: usize = HEADER_LEN + AEAD_TAG_LEN;
 /// Length of the abort record.
 pub const ABORT_LEN: usize = HEADER_LEN + 1 + AEAD_TAG_LEN;
 
@@ -47,6 +54,9 @@ pub enum Opened {
     },
     /// The first `consumed` bytes were the peer's closing record: its direction ended cleanly.
     Close { consumed: usize },
+    /// The first `consumed` bytes were the peer's flow-end record: its flow ended cleanly in
+    /// this direction; the session goes on and the next records belong to the next flow.
+    FlowEnd { consumed: usize },
 }
 
 /// Seals one direction's records.
@@ -99,6 +109,13 @@ impl RecordSealer {
         let n = self.seal_typed(TYPE_CLOSE, out, 0, &[]);
         self.closed = true;
         n
+    }
+
+    /// Writes the flow-end record into `out` and returns its length ([`FLOW_END_LEN`]): the
+    /// flow ends in this direction, and records of the next flow may follow.
+    pub fn end_flow(&mut self, out: &mut [u8; FLOW_END_LEN]) -> usize {
+        assert!(!self.closed, "ending a flow of a closed direction");
+        self.seal_typed(TYPE_FLOW_END, out, 0, &[])
     }
 
     /// Writes an abort record carrying `reason` into `out` and returns its length
@@ -197,6 +214,8 @@ impl RecordOpener {
             TYPE_DATA => return Err(fail("impossible record length")),
             TYPE_CLOSE if len == AEAD_TAG_LEN => {}
             TYPE_CLOSE => return Err(fail("impossible closing record length")),
+            TYPE_FLOW_END if len == AEAD_TAG_LEN => {}
+            TYPE_FLOW_END => return Err(fail("impossible flow-end record length")),
             TYPE_ABORT if len == 1 + AEAD_TAG_LEN => {}
             TYPE_ABORT => return Err(fail("impossible abort record length")),
             _ => return Err(fail("unknown record type")),
@@ -218,6 +237,8 @@ impl RecordOpener {
         }
         Ok(if ty == TYPE_CLOSE {
             Opened::Close { consumed: total }
+        } else if ty == TYPE_FLOW_END {
+            Opened::FlowEnd { consumed: total }
         } else {
             Opened::Data {
                 consumed: total,
@@ -303,6 +324,7 @@ mod tests {
                     break;
                 }
                 Opened::NeedMore { total } => panic!("need {total} at {pos}"),
+                Opened::FlowEnd { .. } => panic!("no flow ended here"),
             }
         }
         assert_eq!(pos, wire.len());
@@ -436,6 +458,69 @@ mod tests {
         tx.close(&mut close);
         assert!(matches!(rx.open(&mut close), Ok(Opened::Close { .. })));
         assert_eq!(rx.open(&mut [0x17]), Err(SessionError::AfterClose));
+    }
+
+    #[test]
+    fn flows_end_and_the_session_goes_on_until_its_close() {
+        let (mut tx, mut rx) = pair(1);
+        let mut wire = seal(&mut tx, b"first flow");
+        let mut end = [0u8; FLOW_END_LEN];
+        assert_eq!(tx.end_flow(&mut end), FLOW_END_LEN);
+        assert_eq!(&end[..3], &[TYPE_FLOW_END, 0, 16]);
+        wire.extend_from_slice(&end);
+        wire.extend(seal(&mut tx, b"second flow"));
+        tx.end_flow(&mut end);
+        wire.extend_from_slice(&end);
+        let mut close = [0u8; CLOSE_LEN];
+        tx.close(&mut close);
+        wire.extend_from_slice(&close);
+        let (mut flows, mut flow, mut pos) = (Vec::new(), Vec::new(), 0);
+        loop {
+            match rx.open(&mut wire[pos..]).unwrap() {
+                Opened::Data { consumed, plain } => {
+                    flow.extend_from_slice(&wire[pos + plain.start..pos + plain.end]);
+                    pos += consumed;
+                }
+                Opened::FlowEnd { consumed } => {
+                    assert!(rx.eof().is_err(), "a flow's end is no end of the session");
+                    flows.push(std::mem::take(&mut flow));
+                    pos += consumed;
+                }
+                Opened::Close { consumed } => {
+                    pos += consumed;
+                    break;
+                }
+                Opened::NeedMore { total } => panic!("need {total} at {pos}"),
+            }
+        }
+        assert_eq!(pos, wire.len());
+        assert_eq!(flows, [b"first flow".to_vec(), b"second flow".to_vec()]);
+        assert!(rx.eof().is_ok());
+    }
+
+    #[test]
+    fn a_flow_end_cannot_be_made_from_a_close_or_the_other_way_round() {
+        // The type is authenticated (the header is the additional data): whoever turns a
+        // session's end into a flow's end (or back) on a path fails the record's check.
+        let (mut tx, mut rx) = pair(23);
+        let mut end = [0u8; FLOW_END_LEN];
+        tx.end_flow(&mut end);
+        end[0] = TYPE_CLOSE;
+        assert!(matches!(
+            rx.open(&mut end),
+            Err(SessionError::Integrity { .. })
+        ));
+        let (mut tx, mut rx) = pair(23);
+        let mut close = [0u8; CLOSE_LEN];
+        tx.close(&mut close);
+        close[0] = TYPE_FLOW_END;
+        assert!(matches!(
+            rx.open(&mut close),
+            Err(SessionError::Integrity { .. })
+        ));
+        // A flow-end record with a payload is refused before its body is awaited.
+        let (_, mut rx) = pair(23);
+        assert!(rx.open(&mut [TYPE_FLOW_END, 0, 17]).is_err());
     }
 
     #[test]

@@ -240,6 +240,20 @@ impl Protector {
         }
     }
 
+    /// The flow-end record (`aead` only; `None` in the other modes, which have no records, or
+    /// once the direction ended): the flow ends in this direction and the session goes on,
+    /// for a peer that reuses sessions flow after flow (docs/PROTOCOL.md, "Sessions reused").
+    pub fn end_flow(&mut self) -> Option<Vec<u8>> {
+        match &mut self.inner {
+            ProtectInner::Aead(r) if !r.is_closed() => {
+                let mut out = [0u8; record::FLOW_END_LEN];
+                let n = r.end_flow(&mut out);
+                Some(out[..n].to_vec())
+            }
+            _ => None,
+        }
+    }
+
     /// The bytes that give this direction up and tell the peer why, to send before the
     /// transport's shutdown: `aead`'s abort record; nothing in the other modes, which have
     /// no room for a message (the caller resets the connection instead). Call it once, in

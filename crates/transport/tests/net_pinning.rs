@@ -67,6 +67,7 @@ fn settings(known: Option<&Path>, key: Option<PublicKey>) -> ClientSettings {
         token_file: None,
         recover: true,
         resume: true,
+        reuse: true,
         cc: None,
         resolver: None,
         known_servers: known.map(Path::to_path_buf),

@@ -89,6 +89,11 @@ pub struct ClientCommon {
     /// no key agreement, a first flight of about 100 bytes; docs/PROTOCOL.md).
     #[arg(long)]
     pub no_resume: bool,
+    /// Give every proxied connection a nena session of its own (by default a proxy's
+    /// session whose connection ended cleanly carries the next one, for up to 10 minutes:
+    /// no MPTCP connection or handshake per connection; aead only; docs/PROTOCOL.md).
+    #[arg(long)]
+    pub no_reuse: bool,
     /// Congestion control of this command's MPTCP sockets (every subflow): a name the
     /// kernel has registered, e.g. cubic, reno, or nena_lia / nena_olia / nena_balia /
     /// nena_ewtcp after `nena cc load` (lia, olia, balia, ewtcp are accepted for those).
@@ -131,6 +136,7 @@ impl ClientCommon {
             token_file: self.token_file.clone(),
             recover: !self.no_recovery,
             resume: !self.no_resume,
+            reuse: !self.no_reuse,
             cc: self.cc.clone(),
             resolver: self.resolver,
             known_servers: self.known_servers.clone(),

@@ -102,6 +102,7 @@ fn a_kato_forward_opening_reads_without_a_crib_token_and_all() {
         token: Some(AccessToken::new(token.to_vec()).unwrap()),
         service: Service::Stream,
         plane: None,
+        reuse: false,
     };
     let mut opening = req.encode_tagged(tx.app_mac_key());
     opening.extend_from_slice(

@@ -59,6 +59,9 @@ pub fn open_all<'a>(rx: &mut Unprotector, pieces: impl IntoIterator<Item = &'a [
                     out.data.extend_from_slice(&buf[plain]);
                     buf.drain(..consumed);
                 }
+                Ok(Opened::FlowEnd { consumed }) => {
+                    buf.drain(..consumed);
+                }
                 Ok(Opened::Close { consumed }) => {
                     buf.drain(..consumed);
                     out.closed = true;

@@ -143,6 +143,9 @@ impl Side {
                     self.got.extend_from_slice(&self.inbuf[plain]);
                     self.inbuf.drain(..consumed);
                 }
+                Ok(Opened::FlowEnd { consumed }) => {
+                    self.inbuf.drain(..consumed);
+                }
                 Ok(Opened::Close { consumed }) => {
                     self.inbuf.drain(..consumed);
                 }

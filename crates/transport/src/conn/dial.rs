@@ -76,9 +76,38 @@ pub const END_WITHIN: Duration = Duration::from_millis(500);
 
 /// Sessions opened ahead of the flows that take them (the `warm` module's pool).
 pub trait Ahead: Send + Sync + std::fmt::Debug {
-    /// A session whose handshake is done and which carried nothing yet, if one is ready;
+    /// A session whose handshake is done and which carries no flow now, if one is ready;
     /// another is opened in its place.
     fn take(&self, opts: &ClientOptions) -> Option<ClientConn>;
+    /// A session whose flow ended with flow-end records both ways (`OP_REUSE`), ready for
+    /// the next flow; the pool keeps it (or ends it cleanly).
+    fn give_back(&self, c: ClientConn);
+}
+
+/// Whether a proxy client asks its proxy server to reuse sessions flow after flow (wire
+/// `OP_REUSE`, `aead` only; `--no-reuse` turns it off), and whether the server turned out
+/// older than that (it closed a session that asked without a reply: later flows do not ask).
+#[derive(Debug, Default)]
+pub struct Reuse {
+    older_server: std::sync::atomic::AtomicBool,
+}
+
+impl Reuse {
+    /// Asking, until a server turns out older.
+    pub fn new() -> Arc<Reuse> {
+        Arc::new(Reuse::default())
+    }
+
+    /// Whether to ask in the next open request.
+    pub fn asking(&self) -> bool {
+        !self.older_server.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The server closed a session that asked without answering: ask no more.
+    pub fn server_is_older(&self) {
+        self.older_server
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// How a client connects.
@@ -133,6 +162,9 @@ pub struct ClientOptions {
     /// Resumed sessions: the tickets this client holds, shared by every session the options
     /// open (`None`: every session makes a full handshake; `--no-resume`).
     pub tickets: Option<Arc<super::TicketJar>>,
+    /// A proxy client's sessions reused flow after flow (`None`: one flow per session;
+    /// `--no-reuse`).
+    pub reuse: Option<Arc<Reuse>>,
 }
 
 /// How datagram sessions (the gateway's, `nena run`'s, SOCKS5 UDP ASSOCIATE's) carry their
@@ -185,6 +217,7 @@ impl ClientOptions {
             datagram: DatagramOptions::default(),
             dialer: Arc::new(KernelMptcp),
             tickets: Some(super::TicketJar::new()),
+            reuse: Some(Reuse::new()),
         }
     }
 }
@@ -209,7 +242,15 @@ pub struct ClientConn {
     pub dgram: Option<nena_proto::dgram::DatagramKeys>,
     /// Whether the session resumed an earlier one with a ticket (no key agreement).
     pub resumed: bool,
+    /// When the session was opened: a session reused flow after flow is given up at
+    /// [`REUSE_WITHIN`] of it, so that its keys live no longer than that.
+    pub opened: tokio::time::Instant,
 }
+
+/// How long after its opening a proxy session may take another flow (`OP_REUSE`); later it
+/// is ended with its flow, and the next flow opens a new session (new keys: a full or
+/// resumed handshake).
+pub const REUSE_WITHIN: Duration = Duration::from_secs(600);
 
 impl ClientConn {
     /// Ends a session that is not wanted any more (kept for a next query, or opened ahead)
@@ -356,6 +397,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         mpc: Some(outcome),
         dgram: None,
         resumed: false,
+        opened: tokio::time::Instant::now(),
     })
 }
 
@@ -491,6 +533,7 @@ async fn connect_once(
         mpc: None,
         dgram,
         resumed,
+        opened: tokio::time::Instant::now(),
     })
 }
 

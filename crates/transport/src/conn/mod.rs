@@ -41,7 +41,7 @@ pub use accept::{accept, listen, AcceptOptions, ServerConn};
 pub use accept_loop::{accept_until_interrupted, AcceptLoop, Acceptor, ABORT_NOTICE};
 pub use dial::{
     connect, Ahead, ClientConn, ClientOptions, DatagramOptions, DialFailure, DialFuture, Dialed,
-    Dialer, HeldConnection, KernelMptcp, END_WITHIN,
+    Dialer, HeldConnection, KernelMptcp, Reuse, END_WITHIN, REUSE_WITHIN,
 };
 pub use halves::{
     raise_nofile_limit, Connection, ReadHalf, Reader, SessionSocket, WriteHalf, Writer,

@@ -115,6 +115,8 @@ pub struct ClientSettings {
     pub recover: bool,
     /// Resume sessions with tickets (`--no-resume` turns it off).
     pub resume: bool,
+    /// Reuse a proxy's sessions flow after flow (`--no-reuse` turns it off).
+    pub reuse: bool,
     /// A congestion control by name (`lia` for `nena_lia`).
     pub cc: Option<String>,
     /// The resolver of the server's name (asked through a trusted interface only).
@@ -274,6 +276,7 @@ impl ClientSettings {
             dump_first_flight: self.dump_first_flight.clone(),
             recover: self.recover,
             tickets: self.resume.then(super::TicketJar::new),
+            reuse: self.reuse.then(super::Reuse::new),
             allow_plain: self.allow_plain,
             congestion,
             metered: self.metered.clone(),
@@ -367,6 +370,7 @@ mod tests {
             token_file: None,
             recover: true,
             resume: true,
+            reuse: true,
             cc: None,
             resolver: None,
             known_servers: None,

@@ -89,6 +89,9 @@ pub enum Doing {
     /// Waiting for the answer to the datagram plane's offer (a server older than the
     /// plane closes the session unanswered).
     AwaitingPlaneAnswer,
+    /// Waiting for the answer to an open request that asked for the session's reuse flow
+    /// after flow (a server older than that closes the session unanswered).
+    AskingReuse,
     /// Asking the proxy server for `what`.
     AskingProxyServer { what: String },
     /// The session for `what` (what the proxy server refused).
@@ -199,6 +202,7 @@ impl fmt::Display for Doing {
             OpeningSession { what } => write!(f, "opening the nena session for {what}"),
             ReadingFirstBytes => f.write_str("reading the application's first bytes"),
             AwaitingPlaneAnswer => f.write_str("no answer to the datagram plane's offer"),
+            AskingReuse => f.write_str("no answer to an open request that asked for reuse"),
             AskingProxyServer { what } => write!(f, "asking the proxy server for {what}"),
             SessionFor { what } => f.write_str(what),
             SocksExchange => f.write_str("SOCKS exchange"),

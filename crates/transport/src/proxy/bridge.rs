@@ -30,6 +30,20 @@ pub struct Bridged {
     /// application that closes without reading the rest, as iperf3 does at the end of a
     /// test). Not a failure of the proxy: the nena session still ended cleanly.
     pub plain_gone: bool,
+    /// Both directions ended with a flow-end record ([`Ending::Flow`]): the session may
+    /// carry the client's next flow.
+    pub flow_ended: bool,
+}
+
+/// How a relayed flow ends its direction of the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The closing record (in `aead`), then the transport's FIN: the session ends with the
+    /// flow.
+    Session,
+    /// The flow-end record (`aead`, a session reused flow after flow, wire `OP_REUSE`): the
+    /// session stays for the next flow.
+    Flow,
 }
 
 /// An error of the plain side's own socket (not of the nena session), tagged so the bridge
@@ -126,12 +140,16 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tagged<T> {
 /// read to its clean end and dropped (for at most [`DRAIN_AFTER_PLAIN_RESET`]) and the other
 /// is ended cleanly, so the other proxy sees clean ends too. Any other error (the nena
 /// session failed: an integrity failure, a truncated `aead` stream) ends the session with
-/// that error; [`relay`] then resets the plain TCP side.
+/// that error; [`relay`] then resets the plain TCP side. With [`Ending::Flow`] the nena
+/// direction ends with the flow-end record instead (the session goes on), and a flow-end
+/// record from the other proxy ends the direction toward the plain side as a closing
+/// record does.
 pub async fn bridge<PR, PW, SR, SW>(
     plain_r: PR,
     plain_w: PW,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
+    ending: Ending,
 ) -> std::io::Result<Bridged>
 where
     PR: ReadSlots,
@@ -148,7 +166,10 @@ where
             Err(e) if plain_peer_gone(&e) => true,
             Err(e) => return Err(e),
         };
-        sec_w.shutdown().await?;
+        match ending {
+            Ending::Session => sec_w.shutdown().await?,
+            Ending::Flow => sec_w.end_flow().await?,
+        }
         Ok::<_, std::io::Error>((n, gone))
     };
     let down = async {
@@ -191,6 +212,7 @@ where
         up,
         down,
         plain_gone: gone_up || gone_down,
+        flow_ended: ending == Ending::Flow && sec_r.flow_ended() && sec_w.flow_ended(),
     })
 }
 
@@ -199,6 +221,7 @@ pub(crate) async fn relay<SR, SW>(
     plain: TcpStream,
     sec_r: &mut SecureReader<SR>,
     sec_w: &mut SecureWriter<SW>,
+    ending: Ending,
     stop: &StopSignal,
 ) -> std::io::Result<Bridged>
 where
@@ -208,7 +231,7 @@ where
     plain.set_nodelay(true)?;
     let (mut pr, mut pw) = plain.into_split();
     let result = tokio::select! {
-        r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
+        r = bridge(&mut pr, &mut pw, sec_r, sec_w, ending) => r,
         _ = stop.stopped() => Err(std::io::Error::other(ShuttingDown)),
     };
     if result.is_err() {
@@ -288,13 +311,13 @@ mod tests {
             let (sr, sw) = tokio::io::split(a_sec);
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             let (pr, pw) = tokio::io::split(a_plain);
-            bridge(pr, pw, &mut r, &mut w).await.unwrap()
+            bridge(pr, pw, &mut r, &mut w, Ending::Session).await.unwrap()
         });
         let b = tokio::spawn(async move {
             let (sr, sw) = tokio::io::split(b_sec);
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             let (pr, pw) = tokio::io::split(b_plain);
-            bridge(pr, pw, &mut r, &mut w).await.unwrap()
+            bridge(pr, pw, &mut r, &mut w, Ending::Session).await.unwrap()
         });
         // Target: read everything until EOF, then answer with its reverse and close.
         let t = tokio::spawn(async move {
@@ -319,6 +342,7 @@ mod tests {
             up,
             down,
             plain_gone: false,
+            flow_ended: false,
         };
         assert_eq!(a.await.unwrap(), ends(100_000, 100_000));
         assert_eq!(b.await.unwrap(), ends(100_000, 100_000));
@@ -356,7 +380,7 @@ mod tests {
             (got, end)
         });
         let (plain, _) = listener.accept().await.unwrap();
-        let err = relay(plain, &mut r, &mut sw, &StopSignal::never())
+        let err = relay(plain, &mut r, &mut sw, Ending::Session, &StopSignal::never())
             .await
             .unwrap_err();
         assert!(
@@ -397,7 +421,7 @@ mod tests {
         let (plain, _) = listener.accept().await.unwrap();
         app.write_all(b"request").await.unwrap();
         drop(app); // closed whole, nothing read
-        let b = relay(plain, &mut r, &mut w, &StopSignal::never())
+        let b = relay(plain, &mut r, &mut w, Ending::Session, &StopSignal::never())
             .await
             .expect("a clean end");
         assert!(b.plain_gone, "{b:?}");

@@ -7,9 +7,9 @@ use crate::conn::{self, ClientOptions};
 use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
-use crate::proxy::bridge::{abort_nena, relay, stopped};
+use crate::proxy::bridge::{abort_nena, relay, stopped, Ending};
 use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
-use crate::proxy::open::{open_to, FirstFlight};
+use crate::proxy::open::{open_to, FirstFlight, Opened};
 use crate::proxy::socks::{self, Command, Handshake, Host, Rep, Target, Users};
 use crate::stream::PROXY_BUF;
 use std::net::SocketAddr;
@@ -131,14 +131,15 @@ async fn socks_session(
     };
     plain.write_all(&socks::reply(Rep::Succeeded, None)).await?;
     if !leftover.is_empty() {
-        c.writer.write_all(&leftover).await?;
+        c.c.writer.write_all(&leftover).await?;
     }
-    log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.info));
+    log::info!("SOCKS CONNECT {target}: mode {}", mode_of(c.c.info));
     let line = carry(
         plain,
         c,
         leftover.len() as u64,
         Some(&target),
+        &opts,
         &stop,
         &tally,
     )
@@ -195,8 +196,8 @@ async fn redirected_session(
             return Err(e.during(Doing::ResettingApplication { code }));
         }
     };
-    log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.info));
-    let line = carry(plain, c, first, Some(&target), &stop, &tally).await?;
+    log::info!("CONNECT {target} (redirected): mode {}", mode_of(c.c.info));
+    let line = carry(plain, c, first, Some(&target), &opts, &stop, &tally).await?;
     Ok(format!("{target}: {line}"))
 }
 /// `nena proxy client`: accept plain TCP on `listen`, carry each connection over nena to
@@ -235,8 +236,17 @@ pub async fn serve_client(
     limits: ProxyLimits,
 ) -> Result<()> {
     conn::raise_nofile_limit();
+    // Sessions reused flow after flow wait for the next flow in a pool: one that opens
+    // nothing ahead when the client keeps none (`--warm`).
+    let own_pool = (opts.warm.is_none() && opts.reuse.is_some())
+        .then(|| Arc::new(crate::proxy::warm::Warm::new(0)));
+    let warm = match &own_pool {
+        Some(w) => Some(w.clone() as Arc<dyn conn::Ahead>),
+        None => opts.warm.clone(),
+    };
     let opts = Arc::new(ClientOptions {
         buffer: PROXY_BUF,
+        warm,
         ..opts
     });
     let connecting = Arc::new(Semaphore::new(limits.max_connecting.max(1)));
@@ -249,10 +259,18 @@ pub async fn serve_client(
         loops.spawn(async move { client_loop(listener, entry, opts, connecting, &limits).await });
     }
     // Every listener until interrupted; the first failure stops them all.
+    let mut served = Ok(());
     while let Some(r) = loops.join_next().await {
-        r.during(Doing::AwaitingListener)??;
+        if let Err(e) = r.during(Doing::AwaitingListener).and_then(|r| r) {
+            served = Err(e);
+            break;
+        }
     }
-    Ok(())
+    // The sessions waiting for a next flow end with their closing records.
+    if let Some(w) = own_pool {
+        w.close().await;
+    }
+    served
 }
 
 async fn client_loop(
@@ -334,42 +352,54 @@ async fn forward_session(
             return Err(e.during(Doing::ResettingApplication { code }));
         }
     };
-    carry(plain, c, first, None, &stop, &tally).await
+    carry(plain, c, first, None, &opts, &stop, &tally).await
 }
 
-/// Carries an application connection over its opened session `c` until both ends are done,
+/// Carries an application connection over its opened session until both ends are done,
 /// then counts what crossed each path and returns the session's line. `sent` bytes of the
 /// application's went with the opening and count as sent; `target`, when the client knows
-/// it, leads the error's context.
+/// it, leads the error's context. A session the server reuses (`OP_REUSE`) whose flow ended
+/// with flow-end records both ways goes back to `opts.warm` for the next flow.
 async fn carry(
     plain: TcpStream,
-    mut c: conn::ClientConn,
+    opened: Opened,
     sent: u64,
     target: Option<&(dyn std::fmt::Display + Sync)>,
+    opts: &ClientOptions,
     stop: &StopSignal,
     tally: &Tally,
 ) -> Result<String, Error> {
+    let Opened { mut c, reuse, .. } = opened;
+    let ending = if reuse { Ending::Flow } else { Ending::Session };
     let gate = c.gate.as_ref();
     let live = || PathsUsed::of_gate(gate);
     let relayed = tally
-        .live(live, relay(plain, &mut c.reader, &mut c.writer, stop))
+        .live(live, relay(plain, &mut c.reader, &mut c.writer, ending, stop))
         .await;
     let paths = crate::conn::Paths::of(&c);
     let split = paths.describe();
     tally.paths_used(PathsUsed::of_client(&paths.subflows, c.gate.as_ref()));
-    if stopped(&relayed) {
-        abort_nena(&mut c.reader, c.writer).await;
-    }
-    let b = relayed.during(Doing::RelayingClient {
+    let stopping = stopped(&relayed);
+    let relayed = relayed.during(Doing::RelayingClient {
         target: target.map(|t| t.to_string()),
         mode: mode_of(c.info),
         split: split.clone(),
-    })?;
-    Ok(session_line(
-        b.up + sent,
-        b.down,
-        b.plain_gone,
-        c.info,
-        &split,
-    ))
+    });
+    let b = match relayed {
+        Ok(b) => b,
+        Err(e) => {
+            if stopping {
+                abort_nena(&mut c.reader, c.writer).await;
+            }
+            return Err(e);
+        }
+    };
+    let line = session_line(b.up + sent, b.down, b.plain_gone, c.info, &split);
+    match (&opts.warm, b.flow_ended) {
+        (Some(pool), true) => pool.give_back(c),
+        // The flow ended; the session ends with its closing record.
+        _ if reuse => c.end_later(conn::END_WITHIN),
+        _ => {}
+    }
+    Ok(line)
 }

@@ -26,6 +26,7 @@ async fn send_open(
     target: Option<&Target>,
     service: Service,
     offer: Option<&PlaneOffer>,
+    reuse: bool,
     first: &[u8],
     opts: &ClientOptions,
 ) -> std::io::Result<()> {
@@ -34,6 +35,7 @@ async fn send_open(
         token: opts.token.clone(),
         service,
         plane: offer.cloned(),
+        reuse,
     };
     let req = req.encode_tagged(c.writer.app_mac_key());
     c.writer.write_all(&req).await?;
@@ -96,14 +98,16 @@ impl<'a> FirstFlight<'a> {
 /// application's beyond `first` has been sent), it tries again with a new session and new
 /// keys: a kernel that misplaces a new subflow's first bytes (docs/investigations/kernel-41-bytes)
 /// costs the application nothing, and an attacker who alters the bytes gains nothing by it
-/// but the retries.
+/// but the retries. With the session, whether the server reuses it for the next flow
+/// ([`crate::wire::OP_REUSE`]: the flow then ends with flow-end records, and the session
+/// is given back to `opts.warm`).
 pub(crate) async fn open_to(
     target: Option<&Target>,
     first: Option<&mut FirstFlight<'_>>,
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
+) -> std::result::Result<Opened, (Rep, Error)> {
     open_with(
         target,
         Service::Stream,
@@ -114,7 +118,6 @@ pub(crate) async fn open_to(
         tally,
     )
     .await
-    .map(|(c, _)| c)
 }
 
 /// [`open_to`] for a session of `service`: DNS (op 6) or datagrams (op 7), no target.
@@ -126,7 +129,7 @@ pub(crate) async fn open_service(
 ) -> std::result::Result<conn::ClientConn, (Rep, Error)> {
     open_with(None, service, None, None, opts, connecting, tally)
         .await
-        .map(|(c, _)| c)
+        .map(|o| o.c)
 }
 
 /// [`open_service`] for datagrams with the offer of the datagram plane (op 8): the session
@@ -139,7 +142,7 @@ pub(crate) async fn open_plane(
     connecting: &Semaphore,
     tally: &Tally,
 ) -> std::result::Result<(conn::ClientConn, PlaneAnswer), (Rep, Error)> {
-    let (c, answer) = open_with(
+    let Opened { c, plane, .. } = open_with(
         None,
         Service::Datagram,
         Some(offer),
@@ -149,13 +152,22 @@ pub(crate) async fn open_plane(
         tally,
     )
     .await?;
-    match answer {
+    match plane {
         Some(a) => Ok((c, a)),
         None => Err((
             Rep::GeneralFailure,
             Error::Internal("an op 8 opening without the plane's answer"),
         )),
     }
+}
+
+/// A session opened for a flow and the server's answer.
+pub(crate) struct Opened {
+    pub(crate) c: conn::ClientConn,
+    /// The datagram plane's answer (op 8).
+    pub(crate) plane: Option<PlaneAnswer>,
+    /// The server reuses the session flow after flow (`OP_REUSE`, asked for and answered).
+    pub(crate) reuse: bool,
 }
 
 async fn open_with(
@@ -166,7 +178,7 @@ async fn open_with(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<(conn::ClientConn, Option<PlaneAnswer>), (Rep, Error)> {
+) -> std::result::Result<Opened, (Rep, Error)> {
     let mut attempt = 1;
     loop {
         match open_once(
@@ -217,7 +229,7 @@ async fn open_once(
     opts: &ClientOptions,
     connecting: &Semaphore,
     tally: &Tally,
-) -> std::result::Result<(conn::ClientConn, Option<PlaneAnswer>), (Rep, Error)> {
+) -> std::result::Result<Opened, (Rep, Error)> {
     let what = match (service, target) {
         (Service::Dns, _) => "DNS".to_string(),
         (Service::Datagram, _) => "datagrams".to_string(),
@@ -255,15 +267,30 @@ async fn open_once(
         if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
             log::info!("session to {}: mode {}", opts.remote, i.describe());
         }
+        // Flows after this one on the same session: asked for in `aead` (flow-end records).
+        let reuse = service == Service::Stream
+            && c.info.is_some_and(|i| i.mode == nena_proto::Mode::Aead)
+            && opts.reuse.as_ref().is_some_and(|r| r.asking());
         let first = first.as_deref_mut();
         let answer = async {
             let first = match first {
                 Some(f) => f.take().during(Doing::ReadingFirstBytes)?,
                 None => &[],
             };
-            send_open(&mut c, target, service, offer, first, opts).await?;
+            send_open(&mut c, target, service, offer, reuse, first, opts).await?;
             let reply = match c.reader.read_connect_reply().await {
                 Ok(r) => r,
+                // A server older than `OP_REUSE` closes the session unanswered (no closing
+                // record): asked no more, and this flow opens a session without it.
+                Err(e)
+                    if reuse
+                        && !from_pool
+                        && e
+                            .session_error()
+                            .is_some_and(|s| matches!(s, SessionError::Truncated { .. })) =>
+                {
+                    return Err(Error::from(e).during(Doing::AskingReuse));
+                }
                 // An old server closes an op 8 session unanswered.
                 Err(e)
                     if offer.is_some()
@@ -287,6 +314,17 @@ async fn open_once(
             Ok(Err(e)) if from_pool => {
                 log::debug!("a session opened ahead is gone ({e:#}); opening one for {what}");
                 ahead = None;
+                continue;
+            }
+            Ok(Err(e)) if e.was_doing(&Doing::AskingReuse) => {
+                if let Some(r) = &opts.reuse {
+                    r.server_is_older();
+                }
+                log::warn!(
+                    "the proxy server closed a session that asked to be reused flow after \
+                     flow without an answer (a server older than that?); its sessions now \
+                     carry one flow each ({e:#})"
+                );
                 continue;
             }
             Ok(Err(e)) => {
@@ -314,6 +352,6 @@ async fn open_once(
                 Error::from(Refused(answer)).during(Doing::SessionFor { what }),
             ));
         }
-        return Ok((c, plane));
+        return Ok(Opened { c, plane, reuse });
     }
 }

@@ -9,7 +9,7 @@ use crate::conn::{self, AcceptOptions, ServerConn};
 use crate::error::{Doing, During, Error, ProxyFault, Result, Timeout};
 use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
-use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged};
+use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, Ending};
 use crate::proxy::ends::Refusing;
 use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
@@ -50,6 +50,7 @@ pub trait Connector: Send + Sync {
         target: Self::Stream,
         sec_r: &mut SecureReader<SR>,
         sec_w: &mut SecureWriter<SW>,
+        ending: Ending,
         stop: &StopSignal,
     ) -> impl Future<Output = std::io::Result<Bridged>> + Send
     where
@@ -77,13 +78,14 @@ impl Connector for Tcp {
         target: TcpStream,
         sec_r: &mut SecureReader<SR>,
         sec_w: &mut SecureWriter<SW>,
+        ending: Ending,
         stop: &StopSignal,
     ) -> impl Future<Output = std::io::Result<Bridged>> + Send
     where
         SR: AsyncRead + Unpin + Send,
         SW: AsyncWrite + Unpin + Send,
     {
-        relay(target, sec_r, sec_w, stop)
+        relay(target, sec_r, sec_w, ending, stop)
     }
 }
 
@@ -149,8 +151,9 @@ async fn connect_allowed<C: Connector>(
 
 /// What the proxy server opened for a session.
 enum Admitted<S> {
-    /// A TCP connection to the destination (ops 4, 5).
-    Stream(S),
+    /// A TCP connection to the destination (ops 4, 5), and whether the client reuses the
+    /// session for its next flow ([`crate::wire::OP_REUSE`], honoured in `aead` only).
+    Stream(S, bool),
     /// DNS queries for its resolver (op 6).
     Dns(crate::proxy::carry::resolver::Upstream),
     /// Datagrams within `--allow` (op 7; op 8 with the client's offer of the datagram
@@ -221,6 +224,8 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
             ))
         }
     };
+    // Flows end apart from the session only where records can say so.
+    let reuse = req.reuse && c.info.is_some_and(|i| i.mode == nena_proto::Mode::Aead);
     let what = match (req.service, &req.target) {
         (Service::Dns, _) => "DNS".to_string(),
         (Service::Datagram, _) => "datagrams".to_string(),
@@ -281,7 +286,7 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
         // another.
         (Egress::Forward(forward), None) => {
             match tokio::time::timeout(limit, connector.connect(*forward)).await {
-                Ok(Ok(s)) => Ok(Admitted::Stream(s)),
+                Ok(Ok(s)) => Ok(Admitted::Stream(s, reuse)),
                 Ok(Err(e)) => Err(refuse(
                     Rep::of_connect_error(&e),
                     format!("cannot connect to {forward}: {e}"),
@@ -304,7 +309,7 @@ async fn admit<R: AsyncRead + Unpin, W, C: Connector>(
                 .await
                 .map_err(|(code, msg)| refuse(code, msg))?;
             log::info!("{}: CONNECT {t}", c.peer);
-            Ok(Admitted::Stream(s))
+            Ok(Admitted::Stream(s, reuse))
         }
         (Egress::Allow(_), None) => Err(refuse(
             Rep::NotAllowed,
@@ -428,8 +433,30 @@ where
     W: SessionSocket,
     C: Connector,
 {
-    let target = match admit(&mut c, egress, token, limit, connector).await {
+    // Flows this session carried before the one being opened (a session the client reuses
+    // flow after flow, `OP_REUSE`), and their bytes.
+    let (mut flows, mut inbound, mut outbound) = (0u64, 0u64, 0u64);
+    loop {
+    let admitted = if flows == 0 {
+        admit(&mut c, egress, token, limit, connector).await
+    } else {
+        // The client's next flow: it keeps an idle session for less than `limit`
+        // (`proxy::warm`), then ends it with its closing record.
+        tokio::select! {
+            r = admit(&mut c, egress, token, limit, connector) => r,
+            _ = stop.stopped() => Err(Refusal::Silent(ProxyFault::Unused.into())),
+        }
+    };
+    let target = match admitted {
         Ok(t) => t,
+        // The client ended (or the proxy stops) a reused session between flows: its end.
+        Err(Refusal::Silent(e)) if flows > 0 && matches!(e.kind(), Error::Proxy(ProxyFault::Unused)) => {
+            let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
+            return Ok(format!(
+                "session done after {flows} flows ({inbound} B in, {outbound} B out); mode {}",
+                mode_of(c.info)
+            ));
+        }
         Err(Refusal::Silent(e)) => return Err(e),
         Err(Refusal::Altered(e)) => {
             let told = c.writer.abort(AbortReason::Altered).await;
@@ -452,8 +479,10 @@ where
     // The data begins now, maybe long after the handshake (a session opened ahead): the
     // receive buffer may grow as a new session's does (docs/benchmarks-log.md, "Sessions
     // opened ahead and bulk").
-    if let Some(fd) = c.writer.get_ref().socket_fd() {
-        crate::stream::low_water::widen_for_data(fd.as_raw_fd());
+    if flows == 0 {
+        if let Some(fd) = c.writer.get_ref().socket_fd() {
+            crate::stream::low_water::widen_for_data(fd.as_raw_fd());
+        }
     }
     let mut ok = ConnectReply {
         code: Rep::Succeeded,
@@ -476,8 +505,8 @@ where
         registered = reg;
     }
     c.writer.write_msg(ok).await?;
-    let target = match target {
-        Admitted::Stream(t) => t,
+    let (target, reuse) = match target {
+        Admitted::Stream(t, reuse) => (t, reuse),
         Admitted::Dns(up) => {
             let served = tokio::select! {
                 r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
@@ -525,7 +554,13 @@ where
     let relayed = tally
         .live(
             live,
-            connector.relay(target, &mut c.reader, &mut c.writer, &stop),
+            connector.relay(
+                target,
+                &mut c.reader,
+                &mut c.writer,
+                if reuse { Ending::Flow } else { Ending::Session },
+                &stop,
+            ),
         )
         .await;
     let (split, used) = match c.writer.get_ref().socket_fd() {
@@ -539,12 +574,36 @@ where
         None => (conn::describe_split(&[]), PathsUsed::default()),
     };
     tally.paths_used(used);
-    if stopped(&relayed) {
-        abort_nena(&mut c.reader, c.writer).await;
-    }
-    let b = relayed.during(Doing::RelayingServer {
+    let stopping = stopped(&relayed);
+    let relayed = relayed.during(Doing::RelayingServer {
         mode: mode_of(c.info),
         split: split.clone(),
-    })?;
-    Ok(session_line(b.down, b.up, b.plain_gone, c.info, &split))
+    });
+    let b = match relayed {
+        Ok(b) => b,
+        Err(e) => {
+            if stopping {
+                abort_nena(&mut c.reader, c.writer).await;
+            }
+            return Err(e);
+        }
+    };
+    let line = session_line(b.down, b.up, b.plain_gone, c.info, &split);
+    if !b.flow_ended {
+        if reuse {
+            // The client ended the session with its flow: so does this side.
+            let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
+        }
+        return Ok(if flows == 0 {
+            line
+        } else {
+            format!("flow {} of a reused session: {line}", flows + 1)
+        });
+    }
+    flows += 1;
+    (inbound, outbound) = (inbound + b.down, outbound + b.up);
+    log::info!("{}: flow {flows}: {line}", c.peer);
+    c.reader.next_flow();
+    c.writer.next_flow();
+    }
 }

@@ -19,8 +19,13 @@
 //! link, and the first flow after a pause opens its own).
 //! A taken session that turns out to be gone is replaced by a new one in the flow's path
 //! (`proxy_open`); so is a flow that finds the pool empty ([`Warm::missed`]).
+//!
+//! A session whose flow ended with flow-end records both ways (wire `OP_REUSE`, `aead`) is
+//! given back ([`Warm::give_back`]) and waits for the next flow as one opened ahead does, for
+//! at most [`MAX_AGE`], and is given up [`REUSE_WITHIN`] after its opening. A pool of size 0
+//! (a proxy client without `--warm`) opens nothing ahead and holds only these.
 
-use crate::conn::{self, Ahead, ClientConn, ClientOptions, END_WITHIN};
+use crate::conn::{self, Ahead, ClientConn, ClientOptions, END_WITHIN, REUSE_WITHIN};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,6 +39,10 @@ pub const MAX_AGE: Duration = Duration::from_secs(5);
 /// The pool keeps fresh as many sessions as flows took within this window (at least
 /// [`Keeping::idle`]); after it without a flow, only [`Keeping::idle`].
 pub const IDLE_AFTER: Duration = Duration::from_secs(60);
+
+/// Sessions given back after a flow that a pool holds beyond its size at most (the oldest
+/// beyond it are ended).
+const KEEP_RETURNED: usize = 16;
 
 /// The longest wait before trying again after sessions opened ahead failed to open (the
 /// waits double from 1 s).
@@ -105,6 +114,8 @@ struct Inner {
     missed: AtomicUsize,
     /// Sessions replaced before they expired.
     replaced: AtomicUsize,
+    /// Sessions given back after a flow, for the next one.
+    given_back: AtomicUsize,
     /// Tells the keeper to look again (a take, a session opened or failed).
     changed: Notify,
     /// The pool is closed: a session that finishes opening now is ended at once.
@@ -145,6 +156,7 @@ impl Warm {
                 taken: AtomicUsize::new(0),
                 missed: AtomicUsize::new(0),
                 replaced: AtomicUsize::new(0),
+                given_back: AtomicUsize::new(0),
                 changed: Notify::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -181,6 +193,12 @@ impl Warm {
     /// Sessions replaced so far before they expired.
     pub fn replaced(&self) -> usize {
         self.inner.replaced.load(Ordering::Relaxed)
+    }
+
+    /// Sessions given back after a flow so far (each then carried the next flow that took
+    /// it, or expired).
+    pub fn given_back(&self) -> usize {
+        self.inner.given_back.load(Ordering::Relaxed)
     }
 
     /// Sessions ready now.
@@ -337,7 +355,7 @@ impl Ahead for Warm {
         let got = {
             let mut st = self.inner.lock();
             ClientConn::end_stale(&mut st.ready, self.inner.keeping.max_age);
-            if st.takes.len() == self.inner.keeping.size {
+            if st.takes.len() >= self.inner.keeping.size.max(1) {
                 st.takes.pop_front();
             }
             st.takes.push_back(Instant::now());
@@ -359,6 +377,22 @@ impl Ahead for Warm {
         }
         self.fill(opts);
         got
+    }
+
+    fn give_back(&self, c: ClientConn) {
+        if self.inner.closed.load(Ordering::Relaxed) || c.opened.elapsed() >= REUSE_WITHIN {
+            c.end_later(END_WITHIN);
+            return;
+        }
+        let mut st = self.inner.lock();
+        st.ready.push((Instant::now(), c));
+        while st.ready.len() > self.inner.keeping.size.max(KEEP_RETURNED) {
+            let (_, old) = st.ready.remove(0);
+            old.end_later(END_WITHIN);
+        }
+        drop(st);
+        self.inner.given_back.fetch_add(1, Ordering::Relaxed);
+        self.inner.changed.notify_one();
     }
 }
 

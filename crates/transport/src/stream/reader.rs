@@ -34,14 +34,18 @@ pub struct SecureReader<R> {
     /// Bytes given back by [`SecureReader::unread`], delivered first.
     pushback: Vec<u8>,
     eof: bool,
+    /// The peer's flow-end record was read: reads give the end of stream until
+    /// [`SecureReader::next_flow`] (a session reused flow after flow).
+    flow_ended: bool,
     failed: Option<(io::ErrorKind, String)>,
     received: u64,
     idle: Option<Duration>,
     idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     low_water: Option<LowWater>,
     /// Units opened behind the one being delivered ([`SecureReader::poll_fill_ahead`]), in
-    /// order: (plain, plain_end, unit_end), offsets in `buf`.
-    ahead: VecDeque<(usize, usize, usize)>,
+    /// order: (plain, plain_end, unit_end, whether the unit is the peer's flow end), offsets
+    /// in `buf`; nothing is opened beyond a flow's end.
+    ahead: VecDeque<(usize, usize, usize, bool)>,
     /// The error met opening ahead: delivered once the units before it are.
     ahead_failed: Option<io::Error>,
     /// Bytes moved to the buffer's front so far (a unit cut by the buffer's end).
@@ -88,6 +92,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             unit_end: 0,
             pushback: Vec::new(),
             eof: false,
+            flow_ended: false,
             failed: None,
             received: 0,
             idle: None,
@@ -142,6 +147,19 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
     /// Payload bytes delivered so far.
     pub fn received(&self) -> u64 {
         self.received
+    }
+
+    /// Whether the peer ended its flow here with a flow-end record (`aead`, a session
+    /// reused flow after flow): reads give the end of stream until
+    /// [`SecureReader::next_flow`]. A closing record or the transport's end is not this.
+    pub fn flow_ended(&self) -> bool {
+        self.flow_ended && self.pushback.is_empty()
+    }
+
+    /// Reads on into the peer's next flow, after its flow-end record.
+    pub fn next_flow(&mut self) {
+        debug_assert!(self.flow_ended, "next_flow before the flow's end");
+        self.flow_ended = false;
     }
 
     /// Give back bytes that a caller consumed but that belong to the next reader of the
@@ -213,9 +231,14 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             if self.plain < self.plain_end {
                 return Poll::Ready(Ok(()));
             }
+            // The peer's flow ended: nothing more (an end of stream) until the next flow.
+            if self.flow_ended {
+                return Poll::Ready(Ok(()));
+            }
             // Units opened ahead come first, then what failed behind them.
-            if let Some((plain, plain_end, unit_end)) = self.ahead.pop_front() {
+            if let Some((plain, plain_end, unit_end, ends_flow)) = self.ahead.pop_front() {
                 (self.plain, self.plain_end, self.unit_end) = (plain, plain_end, unit_end);
+                self.flow_ended = ends_flow;
                 continue;
             }
             if let Some(e) = self.ahead_failed.take() {
@@ -245,6 +268,12 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
                     Ok(Opened::Close { consumed }) => {
                         self.start += consumed;
                         self.unit_end = self.start;
+                        continue;
+                    }
+                    Ok(Opened::FlowEnd { consumed }) => {
+                        self.start += consumed;
+                        self.unit_end = self.start;
+                        self.flow_ended = true;
                         continue;
                     }
                     Ok(Opened::NeedMore { total }) => want = total,
@@ -318,19 +347,29 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         }
         ready!(self.poll_fill(cx))?;
         let mut at = self.ahead.back().map_or(self.unit_end, |u| u.2);
-        while 1 + self.ahead.len() < max && self.ahead_failed.is_none() && at < self.end {
+        let flow_over = |r: &Self| r.flow_ended || r.ahead.back().is_some_and(|u| u.3);
+        while 1 + self.ahead.len() < max
+            && self.ahead_failed.is_none()
+            && at < self.end
+            && !flow_over(self)
+        {
             let Some(u) = self.unprot.as_mut() else {
                 break; // raw: the unit being delivered holds everything read
             };
             match u.open(&mut self.buf[at..self.end]) {
                 Ok(Opened::Data { consumed, plain }) => {
                     self.ahead
-                        .push_back((at + plain.start, at + plain.end, at + consumed));
+                        .push_back((at + plain.start, at + plain.end, at + consumed, false));
                     at += consumed;
                 }
                 Ok(Opened::Close { consumed }) => {
                     at += consumed;
-                    self.ahead.push_back((at, at, at));
+                    self.ahead.push_back((at, at, at, false));
+                    break;
+                }
+                Ok(Opened::FlowEnd { consumed }) => {
+                    at += consumed;
+                    self.ahead.push_back((at, at, at, true));
                     break;
                 }
                 Ok(Opened::NeedMore { .. }) => break,
@@ -348,9 +387,13 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
         } else {
             &self.pushback
         };
-        let rest = self.ahead.iter().filter(|_| self.pushback.is_empty());
+        let rest = self
+            .ahead
+            .iter()
+            .filter(|_| self.pushback.is_empty() && !self.flow_ended)
+            .take_while(|u| !u.3);
         std::iter::once(first)
-            .chain(rest.map(|&(p, e, _)| &self.buf[p..e]))
+            .chain(rest.map(|&(p, e, _, _)| &self.buf[p..e]))
             .filter(|s| !s.is_empty())
     }
 
@@ -366,10 +409,11 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             Pin::new(&mut *self).consume(take);
             n -= take;
             if n > 0 {
-                let (plain, plain_end, unit_end) = self
+                let (plain, plain_end, unit_end, ends_flow) = self
                     .ahead
                     .pop_front()
                     .expect("consume_pending beyond what is pending");
+                debug_assert!(!ends_flow, "consume_pending beyond the flow's end");
                 (self.plain, self.plain_end, self.unit_end) = (plain, plain_end, unit_end);
             }
         }
@@ -393,6 +437,7 @@ impl<R: AsyncRead + Unpin> SecureReader<R> {
             && self.ahead_failed.is_none()
             && self.start.max(self.unit_end) == self.end
             && !self.eof
+            && !self.flow_ended
             && self.failed.is_none()
             && !matches!(&self.unprot, Some(u) if !u.is_in_place())
     }

@@ -72,6 +72,9 @@ pub struct SecureWriter<W> {
     fill: usize,
     /// The closing (or abort) record has been queued (`aead`) or nothing needs one.
     closed: bool,
+    /// The flow-end record was sent: nothing more is written until
+    /// [`SecureWriter::next_flow`].
+    flow_over: bool,
     /// [`SecureWriter::abort`]: the shutdown ends the direction with the abort record and
     /// this reason instead of the closing record.
     aborting: Option<nena_proto::AbortReason>,
@@ -112,6 +115,7 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
             tail: lead,
             fill: 0,
             closed: false,
+            flow_over: false,
             aborting: None,
             sent: 0,
         }
@@ -219,10 +223,14 @@ impl<W: AsyncWrite + Unpin> SecureWriter<W> {
 
     /// Makes payload space available (at least `min` bytes, or a whole record's worth).
     fn poll_space(&mut self, cx: &mut Context<'_>, min: usize) -> Poll<io::Result<()>> {
-        if self.closed {
+        if self.closed || self.flow_over {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
-                "write after shutdown",
+                if self.closed {
+                    "write after shutdown"
+                } else {
+                    "write after the flow's end"
+                },
             )));
         }
         super::pool::hold(&mut self.buf, self.size);
@@ -482,6 +490,42 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SecureWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> SecureWriter<W> {
+    /// Ends the flow in this direction and keeps the session (`aead` only, to a peer that
+    /// asked for sessions reused flow after flow): what is buffered, then the flow-end
+    /// record, flushed; no transport shutdown. The peer's reader sees the end of its flow
+    /// ([`crate::stream::SecureReader::flow_ended`]); writes fail until
+    /// [`SecureWriter::next_flow`].
+    pub async fn end_flow(&mut self) -> io::Result<()> {
+        if self.closed || self.flow_over || !framed(self.prot.as_ref()) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a flow can end apart from its session only in aead, once",
+            ));
+        }
+        self.flush().await?;
+        super::pool::hold(&mut self.buf, self.size);
+        let end = self
+            .prot
+            .as_mut()
+            .and_then(|p| p.end_flow())
+            .ok_or(io::ErrorKind::Unsupported)?;
+        debug_assert!(self.head == self.tail && self.fill == 0, "flushed");
+        self.buf[self.tail..self.tail + end.len()].copy_from_slice(&end);
+        self.tail += end.len();
+        self.flow_over = true;
+        self.flush().await
+    }
+
+    /// Whether this direction's flow ended ([`SecureWriter::end_flow`]).
+    pub fn flow_ended(&self) -> bool {
+        self.flow_over
+    }
+
+    /// Writes on in the next flow, after [`SecureWriter::end_flow`].
+    pub fn next_flow(&mut self) {
+        self.flow_over = false;
+    }
+
     /// Gives the session up and tells the peer why, where the mode can (`aead`: what is
     /// buffered, then the abort record, then the transport's shutdown; the peer's reader
     /// fails with [`nena_proto::SessionError::PeerAborted`]). Returns false, writing

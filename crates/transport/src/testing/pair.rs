@@ -16,7 +16,7 @@ use crate::conn::halves::SessionSocket;
 use crate::conn::ServerConn;
 use crate::ops::metrics::{Metrics, Tally};
 use crate::ops::stop::StopSignal;
-use crate::proxy::bridge::{bridge, Bridged};
+use crate::proxy::bridge::{bridge, Bridged, Ending};
 use crate::proxy::ends::ShuttingDown;
 use crate::proxy::listen::{ended, ProxyStats};
 use crate::proxy::server::{serve_opened, Connector, Egress};
@@ -350,6 +350,7 @@ pub async fn open(
         token,
         service: Service::Stream,
         plane: None,
+        reuse: false,
     };
     open_request(c, req).await
 }
@@ -450,6 +451,7 @@ impl Connector for Targets {
         target: DuplexStream,
         sec_r: &mut SecureReader<SR>,
         sec_w: &mut SecureWriter<SW>,
+        ending: Ending,
         stop: &StopSignal,
     ) -> io::Result<Bridged>
     where
@@ -458,7 +460,7 @@ impl Connector for Targets {
     {
         let (mut pr, mut pw) = tokio::io::split(target);
         tokio::select! {
-            r = bridge(&mut pr, &mut pw, sec_r, sec_w) => r,
+            r = bridge(&mut pr, &mut pw, sec_r, sec_w, ending) => r,
             _ = stop.stopped() => Err(io::Error::other(ShuttingDown)),
         }
     }
@@ -563,5 +565,5 @@ pub async fn socks_front<A: AsyncRead + AsyncWrite + Unpin + Send>(
         c.writer.write_all(&leftover).await?;
     }
     let (pr, pw) = tokio::io::split(app);
-    Ok(bridge(pr, pw, &mut c.reader, &mut c.writer).await?)
+    Ok(bridge(pr, pw, &mut c.reader, &mut c.writer, Ending::Session).await?)
 }

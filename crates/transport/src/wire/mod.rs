@@ -565,6 +565,10 @@ pub const OP_DATAGRAM: u8 = 7;
 /// Op of a [`ConnectRequest`] for datagrams as op 7, with the client's offer of the
 /// datagram plane ([`plane::PlaneOffer`]); the server answers it after its reply.
 pub const OP_DATAGRAM_PLANE: u8 = 8;
+/// Bit 6 of the op of a stream request (ops 4, 5): the client reuses the session for its
+/// next flows, each ended by the flow-end record (`aead` only; docs/PROTOCOL.md, "Sessions
+/// reused flow after flow"). Refused on the other ops.
+pub const OP_REUSE: u8 = 0x40;
 
 /// Why a file name was refused (`app::names` checks names; here so that the errors can
 /// name it).
@@ -613,6 +617,9 @@ pub struct ConnectRequest {
     pub service: Service,
     /// With [`Service::Datagram`]: the offer of the datagram plane (op 8 instead of 7).
     pub plane: Option<plane::PlaneOffer>,
+    /// With [`Service::Stream`]: the flow ends with the flow-end record each way and the
+    /// session carries the client's next flow ([`OP_REUSE`]).
+    pub reuse: bool,
 }
 
 impl ConnectRequest {
@@ -623,6 +630,7 @@ impl ConnectRequest {
             token: None,
             service: Service::Stream,
             plane: None,
+            reuse: false,
         }
     }
 
@@ -633,6 +641,7 @@ impl ConnectRequest {
             token: None,
             service,
             plane: None,
+            reuse: false,
         }
     }
 
@@ -646,7 +655,12 @@ impl ConnectRequest {
             (Service::Stream, Some(_)) => OP_CONNECT,
             (Service::Stream, None) => OP_FORWARD,
         };
-        push_op(&mut out, op, self.token.as_ref());
+        let reuse = if self.reuse && self.service == Service::Stream {
+            OP_REUSE
+        } else {
+            0
+        };
+        push_op(&mut out, op | reuse, self.token.as_ref());
         if let (Service::Stream, Some(t)) = (self.service, &self.target) {
             t.encode_into(&mut out);
         }
@@ -663,13 +677,17 @@ impl ConnectRequest {
         let Some(&op) = buf.get(4) else {
             return Ok(None);
         };
-        let service = match op & !OP_TOKEN {
+        let reuse = op & OP_REUSE != 0;
+        let service = match op & !(OP_TOKEN | OP_REUSE) {
             OP_CONNECT => None,
             OP_FORWARD => Some(Service::Stream),
             OP_DNS => Some(Service::Dns),
             OP_DATAGRAM | OP_DATAGRAM_PLANE => Some(Service::Datagram),
             _ => return Err(WireError::NotConnect(op)),
         };
+        if reuse && matches!(service, Some(Service::Dns | Service::Datagram)) {
+            return Err(WireError::NotConnect(op));
+        }
         let Some((token, at)) = take_token(buf)? else {
             return Ok(None);
         };
@@ -681,6 +699,7 @@ impl ConnectRequest {
                         token,
                         service: Service::Datagram,
                         plane: Some(offer),
+                        reuse: false,
                     },
                     at + used,
                 )
@@ -693,6 +712,7 @@ impl ConnectRequest {
                     token,
                     service,
                     plane: None,
+                    reuse,
                 },
                 at,
             )));
@@ -704,6 +724,7 @@ impl ConnectRequest {
                     token,
                     service: Service::Stream,
                     plane: None,
+                    reuse,
                 },
                 at + used,
             ))),

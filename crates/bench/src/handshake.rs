@@ -78,8 +78,8 @@ pub struct Report {
     /// A session resumed with a ticket (one whole exchange, both sides).
     pub resumed: Variant,
     pub server: ServerCost,
-    /// With `--flows`: the proxy server's CPU per 1,000 short flows, resumed against full
-    /// (`None`: not run).
+    /// With `--flows`: the proxy server's CPU per 1,000 short flows, as by default (reused
+    /// sessions), resumed and full (`None`: not run).
     pub flows: Option<crate::flows::FlowsReport>,
     /// `resumed-server-cpu-vs-full` (<= 0.15) and `resumed-first-flight-bytes` (<= 200);
     /// with `--flows`, `resumed-proxy-server-cpu-per-flow` (<= 0.3).

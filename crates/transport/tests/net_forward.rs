@@ -18,7 +18,7 @@ use nena_transport::proxy::Egress;
 use nena_transport::testing::net::MemoryNet;
 use nena_transport::testing::pair::Dir;
 use nena_transport::wire::AccessToken;
-use proxies::{addr, client, counter, exchange, payload, Server};
+use proxies::{addr, client, client_with, counter, exchange, payload, Server};
 use std::io::ErrorKind;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -116,16 +116,13 @@ async fn clean_ends_through_both_proxies() {
     server.targets.answer_count = true;
     server.metrics = Some(server_metrics.clone());
     let targets = server.start();
-    let front = client(
-        &net,
-        SERVER,
-        Entry::Plain,
-        Mode::Aead,
-        None,
-        Some(client_metrics.clone()),
-        16,
-    )
-    .await;
+    // A session per connection (`--no-reuse`): each session's own ends are the subject here
+    // (flows ending with flow-end records on one session: net_reuse.rs).
+    let opts = nena_transport::conn::ClientOptions {
+        reuse: None,
+        ..net.options(addr(SERVER), vec![Mode::Aead])
+    };
+    let front = client_with(opts, Entry::Plain, Some(client_metrics.clone()), 16).await;
 
     // 1. Half-close: send, end our side, read the whole answer.
     let mut request = b"CONNECT 198.18.5.2:22 HTTP/1.1\r\nHost: 198.18.5.2:22\r\n\r\n".to_vec();

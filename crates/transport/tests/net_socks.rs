@@ -153,7 +153,14 @@ async fn socks5_through_both_proxies_with_allow_rules() {
     let conns = targets.take();
     assert_eq!(conns.len(), SESSIONS, "each its own request to the server");
     assert!(conns.iter().all(|c| c.addr == addr("198.18.4.7:8007")));
-    assert_eq!(net.taps().len(), 2 + 6 - 2 + SESSIONS, "one session each");
+    // A session each for the 4 refused requests and the 1,000 open at once; the two
+    // accepted flows before them may share one (reused flow after flow), and the session
+    // given back by the second may carry one of the 1,000.
+    let sessions = net.taps().len();
+    assert!(
+        (4 + SESSIONS..=2 + 4 + SESSIONS).contains(&sessions),
+        "{sessions} sessions"
+    );
 }
 
 /// A proxy server without `--forward` and without `--allow` refuses every SOCKS request with

@@ -73,6 +73,7 @@ async fn an_idle_pool_is_kept_fresh_and_the_flow_after_a_pause_takes_from_it() {
         idle: 1,
         max_age: Duration::from_secs(2),
         idle_after: Duration::from_secs(2),
+        ..Keeping::new(3)
     };
     let warm = Arc::new(Warm::keeping(keeping));
     let (targets, front) = proxies_with_pool(

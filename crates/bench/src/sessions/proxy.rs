@@ -80,6 +80,9 @@ pub(super) fn measure(
             &most,
             "--metrics",
             &metrics,
+            // A session per application connection: the probes time a new session's
+            // opening, not a session given back by the probe before.
+            "--no-reuse",
         ]),
         &quiet,
     )?;

@@ -128,6 +128,8 @@ fn prometheus_scrapes_the_counters_of_a_known_workload() {
         &listen,
         "--metrics",
         "198.18.1.2:9466",
+        // A session per connection: the proxies' counts below are per session.
+        "--no-reuse",
     ];
     args.extend_from_slice(&PATHS);
     let pc = spawn_listening(&lab, Host::Client, &args);

@@ -56,8 +56,16 @@ fn a_proxy_clients_sessions_resume_and_a_restarted_server_gets_full_handshakes()
     let entry: SocketAddr = "127.0.0.1:7362".parse().unwrap();
     let mut ps = proxy_server(&lab, &listen, target);
     let entry_s = entry.to_string();
+    // A session per connection (`--no-reuse`): each one's handshake is the subject.
     let mut args = vec![
-        "-v", "proxy", "client", "--listen", &entry_s, "--to", &listen,
+        "-v",
+        "proxy",
+        "client",
+        "--listen",
+        &entry_s,
+        "--to",
+        &listen,
+        "--no-reuse",
     ];
     args.extend_from_slice(&PATHS);
     let pc = spawn_listening(&lab, Host::Client, &args);

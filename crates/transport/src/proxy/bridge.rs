@@ -311,13 +311,17 @@ mod tests {
             let (sr, sw) = tokio::io::split(a_sec);
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             let (pr, pw) = tokio::io::split(a_plain);
-            bridge(pr, pw, &mut r, &mut w, Ending::Session).await.unwrap()
+            bridge(pr, pw, &mut r, &mut w, Ending::Session)
+                .await
+                .unwrap()
         });
         let b = tokio::spawn(async move {
             let (sr, sw) = tokio::io::split(b_sec);
             let (mut r, mut w) = secure_pair(None, Vec::new(), sr, sw);
             let (pr, pw) = tokio::io::split(b_plain);
-            bridge(pr, pw, &mut r, &mut w, Ending::Session).await.unwrap()
+            bridge(pr, pw, &mut r, &mut w, Ending::Session)
+                .await
+                .unwrap()
         });
         // Target: read everything until EOF, then answer with its reverse and close.
         let t = tokio::spawn(async move {
@@ -380,9 +384,15 @@ mod tests {
             (got, end)
         });
         let (plain, _) = listener.accept().await.unwrap();
-        let err = relay(plain, &mut r, &mut sw, Ending::Session, &StopSignal::never())
-            .await
-            .unwrap_err();
+        let err = relay(
+            plain,
+            &mut r,
+            &mut sw,
+            Ending::Session,
+            &StopSignal::never(),
+        )
+        .await
+        .unwrap_err();
         assert!(
             err.to_string().contains("without its closing record"),
             "{err}"

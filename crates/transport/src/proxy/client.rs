@@ -374,7 +374,10 @@ async fn carry(
     let gate = c.gate.as_ref();
     let live = || PathsUsed::of_gate(gate);
     let relayed = tally
-        .live(live, relay(plain, &mut c.reader, &mut c.writer, ending, stop))
+        .live(
+            live,
+            relay(plain, &mut c.reader, &mut c.writer, ending, stop),
+        )
         .await;
     let paths = crate::conn::Paths::of(&c);
     let split = paths.describe();
@@ -396,7 +399,11 @@ async fn carry(
     };
     let line = session_line(b.up + sent, b.down, b.plain_gone, c.info, &split);
     match (&opts.warm, b.flow_ended) {
-        (Some(pool), true) => pool.give_back(c),
+        (Some(pool), true) => {
+            c.reader.next_flow();
+            c.writer.next_flow();
+            pool.give_back(c);
+        }
         // The flow ended; the session ends with its closing record.
         _ if reuse => c.end_later(conn::END_WITHIN),
         _ => {}

@@ -285,8 +285,7 @@ async fn open_once(
                 Err(e)
                     if reuse
                         && !from_pool
-                        && e
-                            .session_error()
+                        && e.session_error()
                             .is_some_and(|s| matches!(s, SessionError::Truncated { .. })) =>
                 {
                     return Err(Error::from(e).during(Doing::AskingReuse));

@@ -437,173 +437,182 @@ where
     // flow after flow, `OP_REUSE`), and their bytes.
     let (mut flows, mut inbound, mut outbound) = (0u64, 0u64, 0u64);
     loop {
-    let admitted = if flows == 0 {
-        admit(&mut c, egress, token, limit, connector).await
-    } else {
-        // The client's next flow: it keeps an idle session for less than `limit`
-        // (`proxy::warm`), then ends it with its closing record.
-        tokio::select! {
-            r = admit(&mut c, egress, token, limit, connector) => r,
-            _ = stop.stopped() => Err(Refusal::Silent(ProxyFault::Unused.into())),
-        }
-    };
-    let target = match admitted {
-        Ok(t) => t,
-        // The client ended (or the proxy stops) a reused session between flows: its end.
-        Err(Refusal::Silent(e)) if flows > 0 && matches!(e.kind(), Error::Proxy(ProxyFault::Unused)) => {
-            let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
-            return Ok(format!(
-                "session done after {flows} flows ({inbound} B in, {outbound} B out); mode {}",
-                mode_of(c.info)
-            ));
-        }
-        Err(Refusal::Silent(e)) => return Err(e),
-        Err(Refusal::Altered(e)) => {
-            let told = c.writer.abort(AbortReason::Altered).await;
-            if matches!(told, Ok(true)) {
-                c.reader.discard(Duration::from_secs(2)).await;
-            }
-            return Err(e.during(Doing::ToldClient));
-        }
-        Err(Refusal::Reply(code, msg, what)) => {
-            let reply = ConnectReply {
-                code,
-                msg: msg.clone(),
-            };
-            let _ = c.writer.write_msg(reply.encode()).await;
-            let _ = c.writer.shutdown().await;
-            c.reader.discard(Duration::from_secs(2)).await;
-            return Err(Refusing { code, msg, what }.into());
-        }
-    };
-    // The data begins now, maybe long after the handshake (a session opened ahead): the
-    // receive buffer may grow as a new session's does (docs/benchmarks-log.md, "Sessions
-    // opened ahead and bulk").
-    if flows == 0 {
-        if let Some(fd) = c.writer.get_ref().socket_fd() {
-            crate::stream::low_water::widen_for_data(fd.as_raw_fd());
-        }
-    }
-    let mut ok = ConnectReply {
-        code: Rep::Succeeded,
-        msg: String::new(),
-    }
-    .encode();
-    // An offer of the datagram plane is answered right after the reply, in the same write.
-    let mut registered = None;
-    if let Admitted::Datagram(_, Some(offer)) = &target {
-        let (answer, reg) = crate::proxy::carry::plane::answer(
-            plane.server.as_ref(),
-            plane.off,
-            c.dgram.as_ref(),
-            offer,
-        );
-        if let crate::wire::plane::PlaneAnswer::Declined(d) = answer {
-            log::info!("{}: datagram plane declined: {}", c.peer, d.reason());
-        }
-        ok.extend_from_slice(&answer.encode());
-        registered = reg;
-    }
-    c.writer.write_msg(ok).await?;
-    let (target, reuse) = match target {
-        Admitted::Stream(t, reuse) => (t, reuse),
-        Admitted::Dns(up) => {
-            let served = tokio::select! {
-                r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
-                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
-            };
-            let _ = c.writer.shutdown().await;
-            let n = served?;
-            return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
-        }
-        Admitted::Datagram(allow, Some(offer)) if registered.is_some() => {
-            let (Some(reg), Some(keys)) = (registered, c.dgram.clone()) else {
-                return Err(Error::Internal("a plane session without its keys"));
-            };
-            let served = tokio::select! {
-                r = crate::proxy::carry::plane::serve_plane(&mut c.reader, &mut c.writer, &allow, &keys, &offer, reg) => r,
-                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
-            };
-            let _ = c.writer.shutdown().await;
-            let n = served?;
-            tally.datagrams(&n.plane.metrics());
-            return Ok(format!(
-                "datagrams: {} sent, {} received, {} not permitted by --allow; {}",
-                n.relay.sent,
-                n.relay.received,
-                n.relay.refused,
-                n.plane.describe()
-            ));
-        }
-        Admitted::Datagram(allow, _) => {
-            let served = tokio::select! {
-                r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
-                _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
-            };
-            let _ = c.writer.shutdown().await;
-            let n = served?;
-            return Ok(format!(
-                "datagrams: {} sent, {} received, {} not permitted by --allow",
-                n.sent, n.received, n.refused
-            ));
-        }
-    };
-    let fd = c.writer.get_ref().socket_fd().map(|f| f.as_raw_fd());
-    // SAFETY: `c` owns the socket and outlives the relay that `live` runs the reader beside.
-    let live = unsafe { PathsUsed::server_reader(fd) };
-    let relayed = tally
-        .live(
-            live,
-            connector.relay(
-                target,
-                &mut c.reader,
-                &mut c.writer,
-                if reuse { Ending::Flow } else { Ending::Session },
-                &stop,
-            ),
-        )
-        .await;
-    let (split, used) = match c.writer.get_ref().socket_fd() {
-        Some(fd) => {
-            let subflows = conn::subflow_bytes(fd);
-            (
-                conn::describe_split(&subflows),
-                PathsUsed::of_server(&subflows, Some(fd)),
-            )
-        }
-        None => (conn::describe_split(&[]), PathsUsed::default()),
-    };
-    tally.paths_used(used);
-    let stopping = stopped(&relayed);
-    let relayed = relayed.during(Doing::RelayingServer {
-        mode: mode_of(c.info),
-        split: split.clone(),
-    });
-    let b = match relayed {
-        Ok(b) => b,
-        Err(e) => {
-            if stopping {
-                abort_nena(&mut c.reader, c.writer).await;
-            }
-            return Err(e);
-        }
-    };
-    let line = session_line(b.down, b.up, b.plain_gone, c.info, &split);
-    if !b.flow_ended {
-        if reuse {
-            // The client ended the session with its flow: so does this side.
-            let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
-        }
-        return Ok(if flows == 0 {
-            line
+        let admitted = if flows == 0 {
+            admit(&mut c, egress, token, limit, connector).await
         } else {
-            format!("flow {} of a reused session: {line}", flows + 1)
+            // The client's next flow: it keeps an idle session for less than `limit`
+            // (`proxy::warm`), then ends it with its closing record.
+            tokio::select! {
+                r = admit(&mut c, egress, token, limit, connector) => r,
+                _ = stop.stopped() => Err(Refusal::Silent(ProxyFault::Unused.into())),
+            }
+        };
+        let target = match admitted {
+            Ok(t) => t,
+            // The client ended a reused session between flows, or kept it idle longer than
+            // this server waits, or the proxy stops: the session's clean end.
+            Err(Refusal::Silent(e))
+                if flows > 0
+                    && matches!(
+                        e.kind(),
+                        Error::Proxy(ProxyFault::Unused)
+                            | Error::Timeout(Timeout::OpenRequest { .. })
+                    ) =>
+            {
+                let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
+                return Ok(format!(
+                    "session done after {flows} flow{} ({inbound} B in, {outbound} B out); mode {}",
+                    if flows == 1 { "" } else { "s" },
+                    mode_of(c.info)
+                ));
+            }
+            Err(Refusal::Silent(e)) => return Err(e),
+            Err(Refusal::Altered(e)) => {
+                let told = c.writer.abort(AbortReason::Altered).await;
+                if matches!(told, Ok(true)) {
+                    c.reader.discard(Duration::from_secs(2)).await;
+                }
+                return Err(e.during(Doing::ToldClient));
+            }
+            Err(Refusal::Reply(code, msg, what)) => {
+                let reply = ConnectReply {
+                    code,
+                    msg: msg.clone(),
+                };
+                let _ = c.writer.write_msg(reply.encode()).await;
+                let _ = c.writer.shutdown().await;
+                c.reader.discard(Duration::from_secs(2)).await;
+                return Err(Refusing { code, msg, what }.into());
+            }
+        };
+        // The data begins now, maybe long after the handshake (a session opened ahead): the
+        // receive buffer may grow as a new session's does (docs/benchmarks-log.md, "Sessions
+        // opened ahead and bulk").
+        if flows == 0 {
+            if let Some(fd) = c.writer.get_ref().socket_fd() {
+                crate::stream::low_water::widen_for_data(fd.as_raw_fd());
+            }
+        }
+        let mut ok = ConnectReply {
+            code: Rep::Succeeded,
+            msg: String::new(),
+        }
+        .encode();
+        // An offer of the datagram plane is answered right after the reply, in the same write.
+        let mut registered = None;
+        if let Admitted::Datagram(_, Some(offer)) = &target {
+            let (answer, reg) = crate::proxy::carry::plane::answer(
+                plane.server.as_ref(),
+                plane.off,
+                c.dgram.as_ref(),
+                offer,
+            );
+            if let crate::wire::plane::PlaneAnswer::Declined(d) = answer {
+                log::info!("{}: datagram plane declined: {}", c.peer, d.reason());
+            }
+            ok.extend_from_slice(&answer.encode());
+            registered = reg;
+        }
+        c.writer.write_msg(ok).await?;
+        let (target, reuse) = match target {
+            Admitted::Stream(t, reuse) => (t, reuse),
+            Admitted::Dns(up) => {
+                let served = tokio::select! {
+                    r = crate::proxy::carry::resolver::serve(&mut c.reader, &mut c.writer, &up) => r,
+                    _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
+                };
+                let _ = c.writer.shutdown().await;
+                let n = served?;
+                return Ok(format!("DNS: {n} queries answered by {}", up.nameserver));
+            }
+            Admitted::Datagram(allow, Some(offer)) if registered.is_some() => {
+                let (Some(reg), Some(keys)) = (registered, c.dgram.clone()) else {
+                    return Err(Error::Internal("a plane session without its keys"));
+                };
+                let served = tokio::select! {
+                    r = crate::proxy::carry::plane::serve_plane(&mut c.reader, &mut c.writer, &allow, &keys, &offer, reg) => r,
+                    _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
+                };
+                let _ = c.writer.shutdown().await;
+                let n = served?;
+                tally.datagrams(&n.plane.metrics());
+                return Ok(format!(
+                    "datagrams: {} sent, {} received, {} not permitted by --allow; {}",
+                    n.relay.sent,
+                    n.relay.received,
+                    n.relay.refused,
+                    n.plane.describe()
+                ));
+            }
+            Admitted::Datagram(allow, _) => {
+                let served = tokio::select! {
+                    r = crate::proxy::carry::relay::serve(&mut c.reader, &mut c.writer, &allow) => r,
+                    _ = stop.stopped() => Err(ProxyFault::Stopped.into()),
+                };
+                let _ = c.writer.shutdown().await;
+                let n = served?;
+                return Ok(format!(
+                    "datagrams: {} sent, {} received, {} not permitted by --allow",
+                    n.sent, n.received, n.refused
+                ));
+            }
+        };
+        let fd = c.writer.get_ref().socket_fd().map(|f| f.as_raw_fd());
+        // SAFETY: `c` owns the socket and outlives the relay that `live` runs the reader beside.
+        let live = unsafe { PathsUsed::server_reader(fd) };
+        let relayed = tally
+            .live(
+                live,
+                connector.relay(
+                    target,
+                    &mut c.reader,
+                    &mut c.writer,
+                    if reuse { Ending::Flow } else { Ending::Session },
+                    &stop,
+                ),
+            )
+            .await;
+        let (split, used) = match c.writer.get_ref().socket_fd() {
+            Some(fd) => {
+                let subflows = conn::subflow_bytes(fd);
+                (
+                    conn::describe_split(&subflows),
+                    PathsUsed::of_server(&subflows, Some(fd)),
+                )
+            }
+            None => (conn::describe_split(&[]), PathsUsed::default()),
+        };
+        tally.paths_used(used);
+        let stopping = stopped(&relayed);
+        let relayed = relayed.during(Doing::RelayingServer {
+            mode: mode_of(c.info),
+            split: split.clone(),
         });
-    }
-    flows += 1;
-    (inbound, outbound) = (inbound + b.down, outbound + b.up);
-    log::info!("{}: flow {flows}: {line}", c.peer);
-    c.reader.next_flow();
-    c.writer.next_flow();
+        let b = match relayed {
+            Ok(b) => b,
+            Err(e) => {
+                if stopping {
+                    abort_nena(&mut c.reader, c.writer).await;
+                }
+                return Err(e);
+            }
+        };
+        let line = session_line(b.down, b.up, b.plain_gone, c.info, &split);
+        if !b.flow_ended {
+            if reuse {
+                // The client ended the session with its flow: so does this side.
+                let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
+            }
+            return Ok(if flows == 0 {
+                line
+            } else {
+                format!("flow {} of a reused session: {line}", flows + 1)
+            });
+        }
+        flows += 1;
+        (inbound, outbound) = (inbound + b.down, outbound + b.up);
+        log::info!("{}: flow {flows}: {line}", c.peer);
+        c.reader.next_flow();
+        c.writer.next_flow();
     }
 }

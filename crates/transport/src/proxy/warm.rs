@@ -60,6 +60,9 @@ pub struct Keeping {
     /// The window over which flows are counted: the pool keeps fresh as many sessions as
     /// flows took within it (at least `idle`, at most `size`).
     pub idle_after: Duration,
+    /// How long after its opening a session given back after a flow is kept for the next
+    /// one ([`REUSE_WITHIN`]); an older one is ended.
+    pub reuse_within: Duration,
 }
 
 impl Keeping {
@@ -70,6 +73,7 @@ impl Keeping {
             idle: size.min(1),
             max_age: MAX_AGE,
             idle_after: IDLE_AFTER,
+            reuse_within: REUSE_WITHIN,
         }
     }
 
@@ -380,7 +384,9 @@ impl Ahead for Warm {
     }
 
     fn give_back(&self, c: ClientConn) {
-        if self.inner.closed.load(Ordering::Relaxed) || c.opened.elapsed() >= REUSE_WITHIN {
+        if self.inner.closed.load(Ordering::Relaxed)
+            || c.opened.elapsed() >= self.inner.keeping.reuse_within
+        {
             c.end_later(END_WITHIN);
             return;
         }
@@ -407,6 +413,7 @@ mod tests {
             idle: 1,
             max_age: MAX_AGE,
             idle_after: Duration::from_secs(60),
+            reuse_within: REUSE_WITHIN,
         };
         let t0 = Instant::now();
         let s = Duration::from_secs;

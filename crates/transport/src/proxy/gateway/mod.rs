@@ -158,11 +158,13 @@ pub async fn run(
     datagrams.close(Duration::from_secs(2)).await;
     if let Some(w) = &warm {
         log::info!(
-            "gateway: {} connections took a session opened ahead, {} found none ready; {} \
-             replaced before they expired",
+            "gateway: {} connections took a session opened ahead or given back by the flow \
+             before, {} found none ready; {} replaced before they expired; {} given back for \
+             the next flow",
             w.taken(),
             w.missed(),
-            w.replaced()
+            w.replaced(),
+            w.given_back()
         );
         w.close().await;
     }

@@ -460,8 +460,11 @@ where
                     ) =>
             {
                 let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
+                let (split, used) = paths_of(&c.writer);
+                tally.paths_used(used);
                 return Ok(format!(
-                    "session done after {flows} flow{} ({inbound} B in, {outbound} B out); mode {}",
+                    "session done after {flows} flow{} ({inbound} B in, {outbound} B out); \
+                     mode {}; subflows: {split}",
                     if flows == 1 { "" } else { "s" },
                     mode_of(c.info)
                 ));
@@ -572,16 +575,28 @@ where
                 ),
             )
             .await;
-        let (split, used) = match c.writer.get_ref().socket_fd() {
-            Some(fd) => {
-                let subflows = conn::subflow_bytes(fd);
-                (
-                    conn::describe_split(&subflows),
-                    PathsUsed::of_server(&subflows, Some(fd)),
-                )
+        if let Ok(b) = &relayed {
+            if b.flow_ended {
+                // The session goes on: what its paths carried is read at its end.
+                flows += 1;
+                (inbound, outbound) = (inbound + b.down, outbound + b.up);
+                log::info!(
+                    "{}: flow {flows} done ({} B in, {} B out{})",
+                    c.peer,
+                    b.down,
+                    b.up,
+                    if b.plain_gone {
+                        "; the plain side closed before reading everything"
+                    } else {
+                        ""
+                    }
+                );
+                c.reader.next_flow();
+                c.writer.next_flow();
+                continue;
             }
-            None => (conn::describe_split(&[]), PathsUsed::default()),
-        };
+        }
+        let (split, used) = paths_of(&c.writer);
         tally.paths_used(used);
         let stopping = stopped(&relayed);
         let relayed = relayed.during(Doing::RelayingServer {
@@ -609,10 +624,19 @@ where
                 format!("flow {} of a reused session: {line}", flows + 1)
             });
         }
-        flows += 1;
-        (inbound, outbound) = (inbound + b.down, outbound + b.up);
-        log::info!("{}: flow {flows}: {line}", c.peer);
-        c.reader.next_flow();
-        c.writer.next_flow();
+    }
+}
+
+/// What a session's paths carried (its subflows' bytes): the line's split, and the counts.
+fn paths_of<W: SessionSocket>(w: &SecureWriter<W>) -> (String, PathsUsed) {
+    match w.get_ref().socket_fd() {
+        Some(fd) => {
+            let subflows = conn::subflow_bytes(fd);
+            (
+                conn::describe_split(&subflows),
+                PathsUsed::of_server(&subflows, Some(fd)),
+            )
+        }
+        None => (conn::describe_split(&[]), PathsUsed::default()),
     }
 }

@@ -198,7 +198,7 @@ async fn a_server_older_than_reuse_costs_one_session_and_is_asked_no_more() {
         while let Some(Ok((conn, peer))) = listener.next().await {
             let (seen, opts) = (seen.clone(), opts.clone());
             tokio::spawn(async move {
-                let mut c = accept(conn.into(), peer, &opts).await.unwrap();
+                let mut c = accept(conn, peer, &opts).await.unwrap();
                 let req = match c.reader.read_connect_request().await {
                     Ok(r) if r.reuse => {
                         // An older server masks only the token's bit off the op: what is

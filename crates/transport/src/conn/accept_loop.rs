@@ -115,6 +115,7 @@ impl AcceptLoop {
     /// SIGINT/SIGTERM cuts it short); then `switch` tells those left to abort, and they get
     /// [`ABORT_NOTICE`] to do so (tell or reset their peers) before this returns.
     pub async fn wind_down(&self, grace: Duration, switch: &crate::conn::stop::StopSwitch) {
+        switch.wind_down();
         if self.running() > 0 {
             log::info!(
                 "{} session(s) in progress: {grace:?} to finish",

@@ -245,6 +245,8 @@ pub struct ClientConn {
     /// When the session was opened: a session reused flow after flow is given up at
     /// [`REUSE_WITHIN`] of it, so that its keys live no longer than that.
     pub opened: tokio::time::Instant,
+    /// It carried a flow before (given back after it): its handshake is counted already.
+    pub reused: bool,
 }
 
 /// How long after its opening a proxy session may take another flow (`OP_REUSE`); later it
@@ -398,6 +400,7 @@ async fn connect_kato_mpc(opts: &ClientOptions, start: Instant) -> Result<Client
         dgram: None,
         resumed: false,
         opened: tokio::time::Instant::now(),
+        reused: false,
     })
 }
 
@@ -534,6 +537,7 @@ async fn connect_once(
         dgram,
         resumed,
         opened: tokio::time::Instant::now(),
+        reused: false,
     })
 }
 

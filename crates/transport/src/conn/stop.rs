@@ -4,25 +4,47 @@
 
 use tokio::sync::watch;
 
-/// The server's half: [`StopSwitch::stop`] tells every session to abort now.
+/// The server's half: [`StopSwitch::wind_down`] tells the sessions the server is stopping
+/// (they finish what they carry and take nothing new), [`StopSwitch::stop`] to abort now.
 #[derive(Debug)]
-pub struct StopSwitch(watch::Sender<bool>);
+pub struct StopSwitch(watch::Sender<Phase>);
 
 /// A session's half: [`StopSignal::stopped`] completes once the server has been told to stop
-/// and its grace period is over. Cloned into every session.
+/// and its grace period is over; [`StopSignal::winding_down`] as soon as it is told to stop.
+/// Cloned into every session.
 #[derive(Debug, Clone)]
-pub struct StopSignal(watch::Receiver<bool>);
+pub struct StopSignal(watch::Receiver<Phase>);
+
+/// Where a server is in its stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Running,
+    /// Told to stop: the grace period runs.
+    WindingDown,
+    /// The grace period is over: abort.
+    Stopped,
+}
 
 /// A connected switch and signal.
 pub fn stop_pair() -> (StopSwitch, StopSignal) {
-    let (tx, rx) = watch::channel(false);
+    let (tx, rx) = watch::channel(Phase::Running);
     (StopSwitch(tx), StopSignal(rx))
 }
 
 impl StopSwitch {
     /// Tell every session to stop.
     pub fn stop(&self) {
-        self.0.send_replace(true);
+        self.0.send_replace(Phase::Stopped);
+    }
+
+    /// Tell every session that the server is stopping: a session that waits for more work
+    /// (a proxy session reused flow after flow) ends now.
+    pub fn wind_down(&self) {
+        self.0.send_if_modified(|p| {
+            let was = *p;
+            *p = was.max(Phase::WindingDown);
+            *p != was
+        });
     }
 }
 
@@ -35,7 +57,16 @@ impl StopSignal {
     /// Completes when the server stops; never, if its switch is gone without stopping.
     pub async fn stopped(&self) {
         let mut rx = self.0.clone();
-        if rx.wait_for(|s| *s).await.is_err() {
+        if rx.wait_for(|s| *s == Phase::Stopped).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Completes once the server is told to stop (its grace period begins), or at once if
+    /// it was; never, if its switch is gone without stopping.
+    pub async fn winding_down(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|s| *s >= Phase::WindingDown).await.is_err() {
             std::future::pending::<()>().await;
         }
     }

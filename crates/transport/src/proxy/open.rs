@@ -263,7 +263,9 @@ async fn open_once(
                 }
             }
         };
-        tally.handshake(c.setup, c.info, c.resumed);
+        if !c.reused {
+            tally.handshake(c.setup, c.info, c.resumed);
+        }
         if let (Service::Stream, None, Some(i)) = (service, target, c.info) {
             log::info!("session to {}: mode {}", opts.remote, i.describe());
         }

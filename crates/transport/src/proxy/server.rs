@@ -443,8 +443,10 @@ where
             // The client's next flow: it keeps an idle session for less than `limit`
             // (`proxy::warm`), then ends it with its closing record.
             tokio::select! {
+                biased;
+                // A stopping proxy takes no new flow (as it accepts no new connection).
+                _ = stop.winding_down() => Err(Refusal::Silent(ProxyFault::Unused.into())),
                 r = admit(&mut c, egress, token, limit, connector) => r,
-                _ = stop.stopped() => Err(Refusal::Silent(ProxyFault::Unused.into())),
             }
         };
         let target = match admitted {

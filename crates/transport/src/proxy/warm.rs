@@ -383,7 +383,8 @@ impl Ahead for Warm {
         got
     }
 
-    fn give_back(&self, c: ClientConn) {
+    fn give_back(&self, mut c: ClientConn) {
+        c.reused = true;
         if self.inner.closed.load(Ordering::Relaxed)
             || c.opened.elapsed() >= self.inner.keeping.reuse_within
         {

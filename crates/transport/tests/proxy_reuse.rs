@@ -36,13 +36,18 @@ fn asking(to: Target) -> ConnectRequest {
     }
 }
 
+/// The open request asking for reuse, and the server's ok.
+async fn open_asking(c: &mut ClientEnd, to: Target) {
+    let reply = open_request(c, asking(to)).await.unwrap();
+    assert_eq!(reply.code, Rep::Succeeded, "{}", reply.msg);
+}
+
 /// One flow of a reused session as the proxy client makes it: the open request asking for
 /// reuse, `msg` sent and the client's direction ended with the flow-end record, the echo
 /// read to the server's flow end. Returns the echo and whether the server ended its
 /// direction with a flow-end record (not its closing record).
 async fn flow(c: &mut ClientEnd, to: Target, msg: &[u8]) -> (Vec<u8>, bool) {
-    let reply = open_request(c, asking(to)).await.unwrap();
-    assert_eq!(reply.code, Rep::Succeeded, "{}", reply.msg);
+    open_asking(c, to).await;
     let (r, w) = (&mut c.reader, &mut c.writer);
     let send = async {
         w.write_all(msg).await.unwrap();
@@ -116,10 +121,7 @@ async fn reuse_is_honoured_only_in_aead() {
         let mut c = p.client;
         let serve = server.serve(p.server, StopSignal::never());
         let client = async {
-            let reply = open_request(&mut c, asking(target("198.18.0.9:80")))
-                .await
-                .unwrap();
-            assert_eq!(reply.code, Rep::Succeeded, "{mode}");
+            open_asking(&mut c, target("198.18.0.9:80")).await;
             assert!(
                 c.writer.end_flow().await.is_err(),
                 "{mode}: no flow-end record"
@@ -147,10 +149,7 @@ async fn a_client_may_end_the_session_with_its_flow() {
     let mut c = p.client;
     let serve = server.serve(p.server, StopSignal::never());
     let client = async {
-        let reply = open_request(&mut c, asking(target("198.18.0.9:80")))
-            .await
-            .unwrap();
-        assert_eq!(reply.code, Rep::Succeeded);
+        open_asking(&mut c, target("198.18.0.9:80")).await;
         c.writer.write_all(b"only flow").await.unwrap();
         c.writer.shutdown().await.unwrap();
         let mut back = Vec::new();
@@ -169,12 +168,18 @@ async fn a_client_may_end_the_session_with_its_flow() {
     assert!(line.contains("9 B in, 9 B out"), "{line}");
 }
 
-/// A proxy server that stops while a reused session waits for its next flow ends the
-/// session cleanly (its closing record): the client's next read is a clean end, not an
-/// abort, and the server counts the session as done.
+/// A proxy server that begins to stop (its grace period, `StopSwitch::wind_down`, before any
+/// abort) while a reused session waits for its next flow ends the session cleanly at once
+/// (its closing record): the client's next read is a clean end, not an abort, and the server
+/// counts the session as done.
 #[tokio::test]
 async fn a_stopping_server_ends_a_waiting_session_cleanly() {
-    let server = allow_all_test_targets();
+    // A server that would wait a minute for the next open request: the session must end on
+    // the stop, not on that wait.
+    let server = ProxyServer {
+        limit: std::time::Duration::from_secs(60),
+        ..allow_all_test_targets()
+    };
     let p = pair(Mode::Aead).await.unwrap();
     let (switch, signal) = stop_pair();
     let mut c = p.client;
@@ -183,12 +188,16 @@ async fn a_stopping_server_ends_a_waiting_session_cleanly() {
         let (back, reused) = flow(&mut c, target("198.18.0.9:80"), b"ping").await;
         assert_eq!(back, b"ping");
         assert!(reused);
-        switch.stop();
+        switch.wind_down();
         let mut rest = Vec::new();
         c.reader.read_to_end(&mut rest).await.unwrap();
         assert!(rest.is_empty() && !c.reader.flow_ended());
     };
-    let (served, ()) = tokio::join!(serve, client);
+    let (served, ()) = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        tokio::join!(serve, client)
+    })
+    .await
+    .expect("the waiting session ended on the stop");
     let line = served.unwrap();
     assert!(line.contains("after 1 flow ("), "{line}");
 }

@@ -59,13 +59,22 @@ pub(crate) fn session_line(
     split: &str,
 ) -> String {
     format!(
-        "session done ({inbound} B in, {outbound} B out{}); mode {}; subflows: {split}",
+        "session done ({}); mode {}; subflows: {split}",
+        bytes_carried(inbound, outbound, gone),
+        mode_of(mode)
+    )
+}
+
+/// The bytes a flow carried each way, and whether its plain side went away early: the
+/// middle of [`session_line`], and of the line of each flow of a reused session.
+pub(crate) fn bytes_carried(inbound: u64, outbound: u64, gone: bool) -> String {
+    format!(
+        "{inbound} B in, {outbound} B out{}",
         if gone {
             "; the plain side closed before reading everything"
         } else {
             ""
-        },
-        mode_of(mode)
+        }
     )
 }
 

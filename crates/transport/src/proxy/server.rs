@@ -11,7 +11,9 @@ use crate::ops::metrics::{PathsUsed, Tally};
 use crate::ops::stop::StopSignal;
 use crate::proxy::bridge::{abort_nena, relay, stopped, Bridged, Ending};
 use crate::proxy::ends::Refusing;
-use crate::proxy::listen::{accept_loop, mode_of, session_line, ProxyLimits, ProxyStats};
+use crate::proxy::listen::{
+    accept_loop, bytes_carried, mode_of, session_line, ProxyLimits, ProxyStats,
+};
 use crate::proxy::socks::{AllowList, Host, Rep, Target};
 use crate::stream::{SecureReader, SecureWriter, PROXY_BUF};
 use crate::wire::{AccessToken, ConnectReply, Service};
@@ -583,15 +585,9 @@ where
                 flows += 1;
                 (inbound, outbound) = (inbound + b.down, outbound + b.up);
                 log::info!(
-                    "{}: flow {flows} done ({} B in, {} B out{})",
+                    "{}: flow {flows} done ({})",
                     c.peer,
-                    b.down,
-                    b.up,
-                    if b.plain_gone {
-                        "; the plain side closed before reading everything"
-                    } else {
-                        ""
-                    }
+                    bytes_carried(b.down, b.up, b.plain_gone)
                 );
                 c.reader.next_flow();
                 c.writer.next_flow();
@@ -615,17 +611,15 @@ where
             }
         };
         let line = session_line(b.down, b.up, b.plain_gone, c.info, &split);
-        if !b.flow_ended {
-            if reuse {
-                // The client ended the session with its flow: so does this side.
-                let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
-            }
-            return Ok(if flows == 0 {
-                line
-            } else {
-                format!("flow {} of a reused session: {line}", flows + 1)
-            });
+        if reuse {
+            // The client ended the session with its flow: so does this side.
+            let _ = tokio::time::timeout(conn::END_WITHIN, c.writer.shutdown()).await;
         }
+        return Ok(if flows == 0 {
+            line
+        } else {
+            format!("flow {} of a reused session: {line}", flows + 1)
+        });
     }
 }
 
